@@ -1,0 +1,21 @@
+"""hlocc: a compiler for XLA HLO programs, written in Python.
+
+    import hlocc
+    module = hlocc.parse_hlo(text)                       # HloModule
+    exe = hlocc.compile(text, backend="interpreter")     # Executable
+    result = exe(x, y)                                   # numpy array(s)
+"""
+
+from hlocc.compiler import Executable, compile
+from hlocc.errors import ArgumentError, HloError, HloParseError, HloVerifyError, UnsupportedError
+from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.parser import parse_hlo, parse_hlo_file
+from hlocc.hlo.printer import print_module
+from hlocc.hlo.types import PrimitiveType, Shape
+
+__all__ = [
+    "ArgumentError", "Executable", "HloComputation", "HloError", "HloInstruction", "HloModule", "HloParseError",
+    "HloVerifyError", "PrimitiveType", "Shape", "UnsupportedError", "compile", "parse_hlo", "parse_hlo_file",
+    "print_module",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,101 @@
+"""`compile(text_or_module, backend)` → Executable, and the Executable's argument checking.
+
+Backends: `interpreter` runs the reference evaluator. The `cpu` (LLVM JIT) and `cuda` backends
+are built by later stages of the project; asking for them now gives a clear error.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from hlocc.errors import ArgumentError, UnsupportedError
+from hlocc.hlo.ir import HloModule
+from hlocc.hlo.parser import parse_hlo
+from hlocc.hlo.types import Shape
+
+BACKENDS = ("interpreter", "cpu", "cuda")
+
+
+@dataclass
+class Executable:
+    """A compiled module. Call it with one numpy array (or scalar) per entry parameter; it returns
+    one array, or a tuple of arrays when the entry's result is a tuple."""
+
+    module: HloModule
+    backend: str
+    compile_times_ms: dict[str, float] = field(default_factory=dict)
+    seed: int = 0
+
+    @property
+    def parameter_shapes(self) -> list[Shape]:
+        return [p.shape for p in self.module.entry.parameters]
+
+    @property
+    def result_shape(self) -> Shape:
+        return self.module.entry.root.shape
+
+    def __call__(self, *args) -> Any:
+        values = check_arguments(self.module, args)
+        from hlocc.evaluator import Evaluator
+
+        return Evaluator(self.seed).run(self.module, values)
+
+
+def check_arguments(module: HloModule, args: Sequence[Any], *, cast: bool = False) -> list[Any]:
+    """Check count, shapes and dtypes of `args` against the entry parameters; return them as arrays
+    of the parameter dtypes. With `cast`, arrays of another dtype are converted (used by the CLI for
+    .npz inputs that store bf16/f8 as float32); without it a dtype mismatch is an error."""
+    params = module.entry.parameters
+    if len(args) != len(params):
+        raise ArgumentError(f"'{module.name}' takes {len(params)} argument{'s' if len(params) != 1 else ''}, "
+                            f"got {len(args)}")
+    return [_check_one(i, p.shape, a, cast) for i, (p, a) in enumerate(zip(params, args))]
+
+
+def _check_one(index: int, shape: Shape, value: Any, cast: bool) -> Any:
+    if shape.is_tuple:
+        if not isinstance(value, (tuple, list)) or len(value) != len(shape.tuple_shapes):
+            raise ArgumentError(f"argument {index}: expected a tuple of {len(shape.tuple_shapes)} arrays for {shape}")
+        return tuple(_check_one(index, s, v, cast) for s, v in zip(shape.tuple_shapes, value))
+    if shape.is_token:
+        from hlocc.evaluator.core import TOKEN
+
+        return TOKEN
+    arr = np.asarray(value)
+    if tuple(arr.shape) != shape.dims and not (not shape.is_static and len(arr.shape) == shape.rank):
+        raise ArgumentError(f"argument {index}: expected shape {shape.to_string(False)}, "
+                            f"got an array of shape {list(arr.shape)} ({arr.dtype})")
+    if arr.dtype != shape.dtype:
+        # Python scalars and lists carry no dtype of their own: convert them; numpy arrays must match.
+        if not (cast or not isinstance(value, np.ndarray)):
+            raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), "
+                                f"got {arr.dtype}")
+        with np.errstate(all="ignore"):
+            arr = arr.astype(shape.dtype)
+    return np.ascontiguousarray(arr)
+
+
+def compile(module_or_text: HloModule | str, backend: str = "interpreter", *, verify: bool = True,
+            seed: int = 0) -> Executable:
+    """Parse (if given text), verify and compile a module for `backend`."""
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    module = parse_hlo(module_or_text) if isinstance(module_or_text, str) else module_or_text
+    times["parse"] = (time.perf_counter() - t0) * 1e3
+    if verify:
+        t0 = time.perf_counter()
+        from hlocc.hlo.verifier import verify_module
+
+        verify_module(module)
+        times["verify"] = (time.perf_counter() - t0) * 1e3
+    if backend not in BACKENDS:
+        raise UnsupportedError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
+    if backend != "interpreter":
+        raise UnsupportedError(f"backend '{backend}' is not built yet; use --backend interpreter")
+    import hlocc.evaluator  # noqa: F401  (registers the evaluations)
+
+    return Executable(module, backend, times, seed)

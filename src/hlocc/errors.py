@@ -1,0 +1,34 @@
+"""hlocc's own exception types. Every error a user can cause is one of these, with the place and
+the cause in its message; the CLI prints the message and exits non-zero (a traceback only with
+--debug)."""
+
+from __future__ import annotations
+
+
+class HloError(Exception):
+    """Base class of every hlocc error."""
+
+
+class HloParseError(HloError):
+    """Malformed HLO text. The message holds `file:line:col`, the offending line, a caret under the
+    column and what was expected there."""
+
+    def __init__(self, message: str, *, line: int, column: int, source_line: str, filename: str = "<hlo>"):
+        self.line = line
+        self.column = column
+        self.reason = message
+        self.filename = filename
+        caret = " " * (column - 1) + "^"
+        super().__init__(f"{filename}:{line}:{column}: error: {message}\n{source_line}\n{caret}")
+
+
+class HloVerifyError(HloError):
+    """An instruction breaks a shape or attribute rule; the message names the instruction."""
+
+
+class UnsupportedError(HloError):
+    """A valid HLO feature that this part of hlocc does not implement (yet)."""
+
+
+class ArgumentError(HloError):
+    """Wrong number, shape or dtype of arguments passed to an Executable or to `hlocc run`."""

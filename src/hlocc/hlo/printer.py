@@ -1,0 +1,106 @@
+"""Canonical HLO text. `parse_hlo(print_module(m))` is structurally equal to `m` (see
+`structural_fingerprint`). Computations print callees first, the entry last, as XLA does."""
+
+from __future__ import annotations
+
+from hlocc.hlo.attribute_syntax import attribute_kind, format_attribute_value
+from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.literals import format_literal
+
+_LARGE_CONSTANT = 1000
+
+
+def print_module(module: HloModule, *, print_metadata: bool = True, elide_large_constants: bool = False) -> str:
+    header = f"HloModule {module.name}"
+    attrs = []
+    for key, value in module.header_attrs.items():
+        attrs.append(f"{key}={format_attribute_value('bool', value) if isinstance(value, bool) else value}")
+    if module.input_output_alias:
+        attrs.append("input_output_alias=" + _alias_str(module.input_output_alias))
+    if attrs:
+        header += ", " + ", ".join(attrs)
+    parts = [header]
+    if module.stack_frame_tables:
+        parts.append(module.stack_frame_tables)
+    order = module.computation_post_order()
+    order = [c for c in order if c is not module.entry] + [module.entry]
+    for comp in order:
+        parts.append(print_computation(comp, print_metadata=print_metadata,
+                                       elide_large_constants=elide_large_constants))
+    return "\n\n".join(parts) + "\n"
+
+
+def _alias_str(aliases) -> str:
+    def idx(t):
+        return "{" + ", ".join(map(str, t)) + "}"
+
+    items = [f"{idx(o)}: ({p}, {idx(pi)}, {kind})" for o, p, pi, kind in aliases]
+    return "{ " + ", ".join(items) + " }"
+
+
+def print_computation(comp: HloComputation, **kwargs) -> str:
+    head = ("ENTRY " if comp.is_entry else "") + comp.name + " {"
+    lines = [head]
+    for instr in _instruction_order(comp):
+        prefix = "ROOT " if instr is comp.root else ""
+        lines.append("  " + prefix + print_instruction(instr, **kwargs))
+    lines.append("}")
+    text = "\n".join(lines)
+    if comp.execution_thread:
+        text += f', execution_thread="{comp.execution_thread}"'
+    return text
+
+
+def _instruction_order(comp: HloComputation) -> list[HloInstruction]:
+    """The stored order when it is already a valid def-before-use order, else post order."""
+    seen: set[int] = set()
+    for instr in comp.instructions:
+        if any(id(op) not in seen for op in instr.operands):
+            return comp.post_order()
+        seen.add(id(instr))
+    return comp.instructions
+
+
+def print_instruction(instr: HloInstruction, *, print_metadata: bool = True,
+                      elide_large_constants: bool = False) -> str:
+    if instr.opcode == "constant":
+        if elide_large_constants and not instr.shape.is_tuple and instr.shape.num_elements > _LARGE_CONSTANT:
+            args = "{...}"
+        else:
+            args = format_literal(instr.literal, instr.shape)
+    elif instr.opcode == "parameter":
+        args = str(instr.parameter_number)
+    else:
+        args = ", ".join(op.name for op in instr.operands)
+    opcode = instr.opcode
+    if instr.wrapped_opcode:  # `custom-call-start` form of an async op
+        opcode = instr.wrapped_opcode + opcode[len("async"):]
+    text = f"{instr.name} = {instr.shape.to_string()} {opcode}({args})"
+    for key, value in instr.attrs.items():
+        if key == "metadata" and not print_metadata:
+            continue
+        text += f", {key}={format_attribute_value(attribute_kind(key), value)}"
+    return text
+
+
+def structural_fingerprint(module: HloModule) -> list:
+    """A comparable summary of everything the IR holds: computations, instructions (opcode, name,
+    shape with layout, operand positions, attributes, literal bytes) — used for round-trip tests."""
+    out = []
+    comps = sorted(module.computations, key=lambda c: (c.is_entry, c.name))
+    for comp in comps:
+        index = {id(i): n for n, i in enumerate(_instruction_order(comp))}
+        instrs = []
+        for instr in _instruction_order(comp):
+            attrs = {}
+            for k, v in instr.attrs.items():
+                kind = attribute_kind(k)
+                attrs[k] = format_attribute_value(kind, v) if kind.startswith("computation") else v
+            lit = None
+            if instr.literal is not None:
+                lit = format_literal(instr.literal, instr.shape)
+            instrs.append((instr.name, instr.opcode, instr.shape.to_string(), tuple(index[id(o)] for o in instr.operands),
+                           tuple(sorted((k, str(v)) for k, v in attrs.items())), lit, instr.parameter_number,
+                           instr is comp.root))
+        out.append((comp.name if not comp.name.startswith("_inline.") else "_inline", comp.is_entry, instrs))
+    return out

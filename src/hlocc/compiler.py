@@ -7,8 +7,9 @@ are built by later stages of the project; asking for them now gives a clear erro
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -13,7 +13,13 @@ from __future__ import annotations
 import re
 
 from hlocc.hlo.attributes import (
-    PadDim, RawAttr, SliceDim, WindowDim, padding_str, parse_dim_labels, window_str,
+    PadDim,
+    RawAttr,
+    SliceDim,
+    WindowDim,
+    padding_str,
+    parse_dim_labels,
+    window_str,
 )
 
 _INTS = ("dimensions", "dynamic_slice_sizes", "offset_dims", "collapsed_slice_dims", "start_index_map",

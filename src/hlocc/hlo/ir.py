@@ -10,8 +10,9 @@ computation so that rewrites can walk def-use chains in both directions.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 

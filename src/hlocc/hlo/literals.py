@@ -15,7 +15,7 @@ import numpy as np
 
 from hlocc.hlo.types import Shape
 
-_TOKEN_RE = re.compile(r"\s*(\{|\}|\(|\)|,|\.\.\.|[^\s{}(),]+)")
+_TOKEN_RE = re.compile(r"\s*([-+]?nan\(0x[0-9a-fA-F]+\)|\{|\}|\(|\)|,|\.\.\.|[^\s{}(),]+)")
 _SPECIAL = {"inf": math.inf, "+inf": math.inf, "-inf": -math.inf, "nan": math.nan, "+nan": math.nan,
             "-nan": -math.nan}
 
@@ -59,16 +59,26 @@ def _scalar(token: str, offset: int, shape: Shape):
         return _SPECIAL[low]
     try:
         if et.is_integer:
-            try:
-                return int(token)
-            except ValueError:
-                value = float(token)
-                if value != int(value):
-                    raise LiteralSyntaxError(f"'{token}' is not an integer ({et.name} literal)", offset) from None
-                return int(value)
+            return _integer(token, offset, et)
         return float(token)
+    except LiteralSyntaxError:
+        raise
     except ValueError:
         raise LiteralSyntaxError(f"bad {et.name} literal value '{token}'", offset) from None
+
+
+def _integer(token: str, offset: int, et) -> int:
+    try:
+        value = int(token)
+    except ValueError:
+        as_float = float(token)
+        if as_float != int(as_float):
+            raise LiteralSyntaxError(f"'{token}' is not an integer ({et.name} literal)", offset) from None
+        value = int(as_float)
+    lo, hi = (-(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1) if et.is_signed else (0, (1 << et.bits) - 1)
+    if not lo <= value <= hi:
+        raise LiteralSyntaxError(f"value {value} is out of range for {et.name}", offset)
+    return value
 
 
 class _Reader:
@@ -132,13 +142,8 @@ def _to_array(values: list, shape: Shape) -> np.ndarray:
     if et.is_float and dtype != np.float64:
         with np.errstate(over="ignore", invalid="ignore"):
             return np.array(values, dtype=np.float64).astype(dtype).reshape(shape.dims)
-    if et.is_integer:
-        info_lo, info_hi = (-(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1) if et.is_signed else (0, (1 << et.bits) - 1)
-        for v in values:
-            if not info_lo <= v <= info_hi:
-                raise LiteralSyntaxError(f"value {v} is out of range for {et.name}", 0)
-        if et.bits < 8:
-            return np.array(values, dtype=np.int64).astype(dtype).reshape(shape.dims)
+    if et.is_integer and et.bits < 8:
+        return np.array(values, dtype=np.int64).astype(dtype).reshape(shape.dims)
     return np.array(values, dtype=dtype).reshape(shape.dims)
 
 

@@ -102,6 +102,7 @@ class _Parser:
     def _header_attrs(self, module: HloModule) -> None:
         s = self.s
         while s.accept(","):
+            s.skip()
             pos = s.pos
             name = s.name("a module attribute")
             if name not in _HEADER_ATTRS:
@@ -377,7 +378,9 @@ class _Parser:
             if kind is None:
                 raise s.error(f"unknown attribute '{name}' on instruction '{instr.name}' ({instr.opcode})", pos)
             if kind in ("computation", "computations"):
-                self._pending_calls.append((instr, name, self._computation_refs(kind), pos))
+                s.skip()
+                ref_pos = s.pos
+                self._pending_calls.append((instr, name, self._computation_refs(kind), ref_pos))
                 continue
             value_pos = s.pos
             try:

@@ -99,7 +99,8 @@ def structural_fingerprint(module: HloModule) -> list:
             lit = None
             if instr.literal is not None:
                 lit = format_literal(instr.literal, instr.shape)
-            instrs.append((instr.name, instr.opcode, instr.shape.to_string(), tuple(index[id(o)] for o in instr.operands),
+            operands = tuple(index[id(o)] for o in instr.operands)
+            instrs.append((instr.name, instr.opcode, instr.shape.to_string(), operands,
                            tuple(sorted((k, str(v)) for k, v in attrs.items())), lit, instr.parameter_number,
                            instr is comp.root))
         out.append((comp.name if not comp.name.startswith("_inline.") else "_inline", comp.is_entry, instrs))

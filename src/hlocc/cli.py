@@ -1,0 +1,246 @@
+"""The `hlocc` command line, modelled on XLA's `run_hlo_module` and `hlo-opt`.
+
+    hlocc run MODULE.hlo [--inputs IN.npz] [--output OUT.npz] [--expected REF.npz --rtol R --atol A]
+                         [--backend interpreter] [--seed N] [--bench N] [--json]
+    hlocc print MODULE.hlo [--no-verify] [--no-metadata]
+
+Inputs are named arg0, arg1, ... in parameter order and are cast to the parameter types (so bf16 and
+f8 stored as float32 work); outputs are written as out0, out1, ... (a tuple result flattened in
+order), with types numpy cannot store (bf16, f8, sub-byte ints) widened to float32 / int8. A user
+error prints one message and exits with status 1; `--debug` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from hlocc.compiler import BACKENDS, check_arguments, compile
+from hlocc.errors import HloError
+from hlocc.hlo.parser import parse_hlo_file
+from hlocc.hlo.types import Shape
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _argument_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except HloError as e:
+        if args.debug:
+            raise
+        print(f"hlocc: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("hlocc: interrupted", file=sys.stderr)
+        return 130
+
+
+def _argument_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hlocc", description="A compiler for XLA HLO programs.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="compile and run an HLO module (like run_hlo_module)")
+    run.add_argument("module", type=Path, help="HLO text file")
+    run.add_argument("--inputs", type=Path, help=".npz with arg0, arg1, ... (default: seeded random inputs)")
+    run.add_argument("--output", type=Path, help="write outputs out0, out1, ... to this .npz")
+    run.add_argument("--expected", type=Path, help="compare outputs with out0, out1, ... of this .npz")
+    run.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance for --expected")
+    run.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance for --expected")
+    run.add_argument("--backend", choices=BACKENDS, default="interpreter")
+    run.add_argument("--seed", type=int, default=0, help="seed of the random inputs and of rng ops")
+    run.add_argument("--bench", type=int, default=0, metavar="N", help="time N warmed runs")
+    run.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    run.add_argument("--no-verify", action="store_true", help="skip the verifier")
+    run.set_defaults(func=_cmd_run)
+
+    pr = sub.add_parser("print", help="parse, verify and print canonical HLO text")
+    pr.add_argument("module", type=Path)
+    pr.add_argument("--no-verify", action="store_true")
+    pr.add_argument("--no-metadata", action="store_true", help="omit metadata={...}")
+    pr.set_defaults(func=_cmd_print)
+
+    for p in (run, pr):
+        p.add_argument("--debug", action="store_true", help="show Python tracebacks of errors")
+    return parser
+
+
+# -- hlocc print ---------------------------------------------------------------------------------
+def _cmd_print(args) -> int:
+    module = parse_hlo_file(args.module)
+    if not args.no_verify:
+        from hlocc.hlo.verifier import verify_module
+
+        verify_module(module)
+    sys.stdout.write(module.to_string(print_metadata=not args.no_metadata))
+    return 0
+
+
+# -- hlocc run -----------------------------------------------------------------------------------
+def _cmd_run(args) -> int:
+    t0 = time.perf_counter()
+    module = parse_hlo_file(args.module)
+    exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed)
+    compile_ms = (time.perf_counter() - t0) * 1e3
+    inputs = _load_inputs(args.inputs, module) if args.inputs else random_inputs(module, args.seed)
+    inputs = check_arguments(module, inputs, cast=True)
+
+    t0 = time.perf_counter()
+    result = exe(*inputs)
+    first_ms = (time.perf_counter() - t0) * 1e3
+    outputs = flatten(result)
+    times = []
+    for _ in range(args.bench):
+        t0 = time.perf_counter()
+        exe(*inputs)
+        times.append((time.perf_counter() - t0) * 1e3)
+
+    leaf_shapes = module.entry.root.shape.leaves()
+    if args.output:
+        np.savez(args.output, **{f"out{i}": storable(o) for i, o in enumerate(outputs)})
+    mismatches = _compare(args.expected, outputs, args.rtol, args.atol) if args.expected else None
+
+    report = {
+        "module": module.name, "backend": args.backend, "compile_ms": round(compile_ms, 3),
+        "run_ms": round(first_ms, 3),
+        "median_ms": round(float(np.median(times)), 4) if times else round(first_ms, 3),
+        "outputs": [{"name": f"out{i}", "shape": s.to_string(False), "first": _first_values(o)}
+                    for i, (o, s) in enumerate(zip(outputs, leaf_shapes))],
+    }
+    if mismatches is not None:
+        report["matches_expected"] = not mismatches
+        report["mismatches"] = mismatches
+    if args.json:
+        print(json.dumps(report))
+    else:
+        _print_report(report, bool(times))
+    return 1 if mismatches else 0
+
+
+def _print_report(report: dict, benched: bool) -> None:
+    print(f"{report['module']} on {report['backend']}: compile {report['compile_ms']:.2f} ms, "
+          f"run {report['run_ms']:.2f} ms" + (f", median {report['median_ms']:.4f} ms" if benched else ""))
+    for out in report["outputs"]:
+        print(f"  {out['name']}: {out['shape']} {out['first']}")
+    if "matches_expected" in report:
+        if report["matches_expected"]:
+            print("  matches expected outputs")
+        for m in report["mismatches"]:
+            print(f"  MISMATCH {m}")
+
+
+def _first_values(value, n: int = 6) -> str:
+    if not isinstance(value, np.ndarray):
+        return str(value)
+    flat = storable(value).reshape(-1)
+    text = np.array2string(flat[:n], separator=", ", precision=6, threshold=n + 1)
+    return text[:-1] + ", ...]" if flat.size > n else text
+
+
+def flatten(value) -> list:
+    if isinstance(value, tuple):
+        return [leaf for v in value for leaf in flatten(v)]
+    return [value]
+
+
+def storable(value) -> np.ndarray:
+    """The array as numpy can store it in .npz: bf16/f8 widened to float32, sub-byte ints to int8/uint8."""
+    arr = np.asarray(value)
+    if arr.dtype.kind == "V" or arr.dtype.type.__module__.startswith("ml_dtypes"):
+        name = arr.dtype.name
+        if name.startswith(("int", "uint")):
+            return arr.astype(np.uint8 if name.startswith("uint") else np.int8)
+        return arr.astype(np.float32)
+    return arr
+
+
+def _load_inputs(path: Path, module) -> list[np.ndarray]:
+    try:
+        with np.load(path) as data:
+            arrays = dict(data)
+    except (OSError, ValueError) as e:
+        raise HloError(f"cannot read inputs '{path}': {e}") from None
+    n = module.entry.num_parameters
+    missing = [f"arg{i}" for i in range(n) if f"arg{i}" not in arrays]
+    if missing:
+        raise HloError(f"inputs '{path}' lack {', '.join(missing)} (the module takes {n} parameters)")
+    extra = sorted(set(arrays) - {f"arg{i}" for i in range(n)})
+    if extra:
+        raise HloError(f"inputs '{path}' hold arrays the module does not take: {', '.join(extra)}")
+    return [arrays[f"arg{i}"] for i in range(n)]
+
+
+def random_inputs(module, seed: int) -> list:
+    """Seeded inputs: normal floats, small non-negative integers (safe as indices), random preds."""
+    rng = np.random.default_rng(seed)
+    return [_random_value(p.shape, rng) for p in module.entry.parameters]
+
+
+def _random_value(shape: Shape, rng: np.random.Generator):
+    if shape.is_tuple:
+        return tuple(_random_value(s, rng) for s in shape.tuple_shapes)
+    if shape.is_token:
+        return None
+    et = shape.element_type
+    dims = shape.dims
+    if et.is_pred:
+        return rng.random(dims) < 0.5
+    if et.is_integer:
+        return rng.integers(0, 4, dims).astype(shape.dtype)
+    if et.is_complex:
+        return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(shape.dtype)
+    return rng.standard_normal(dims).astype(shape.dtype)
+
+
+def _compare(path: Path, outputs: list, rtol: float, atol: float) -> list[str]:
+    try:
+        with np.load(path) as data:
+            expected = dict(data)
+    except (OSError, ValueError) as e:
+        raise HloError(f"cannot read expected outputs '{path}': {e}") from None
+    problems = []
+    if len(expected) != len(outputs):
+        problems.append(f"{len(outputs)} outputs, expected file has {len(expected)}")
+    for i, got in enumerate(outputs):
+        ref = expected.get(f"out{i}")
+        if ref is None:
+            continue
+        why = compare_arrays(ref, got, rtol, atol)
+        if why:
+            problems.append(f"out{i}: {why}")
+    return problems
+
+
+def compare_arrays(ref, got, rtol: float, atol: float) -> str | None:
+    """None when `got` matches `ref` under the corpus policy (exact for integers and preds; for
+    floats, equal NaN positions and infinities and |got-ref| <= atol + rtol*|ref|), else why not."""
+    ref = np.asarray(ref)
+    got = storable(got)
+    if ref.shape != got.shape:
+        return f"shape {list(got.shape)} != expected {list(ref.shape)}"
+    if ref.dtype.kind not in "fc":
+        bad = ref != got.astype(ref.dtype)
+        return f"{int(bad.sum())} of {ref.size} elements differ" if bad.any() else None
+    r = ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64)
+    g = got.astype(r.dtype)
+    if not np.array_equal(np.isnan(r), np.isnan(g)):
+        return "NaN positions differ"
+    inf = np.isinf(r)
+    if not np.array_equal(r[inf], g[inf]):
+        return "infinities differ"
+    fin = np.isfinite(r)
+    err = np.abs(g[fin] - r[fin])
+    bound = atol + rtol * np.abs(r[fin])
+    if np.any(err > bound) or not np.all(np.isfinite(g[fin])):
+        worst = float(np.max(err - bound)) if err.size else 0.0
+        return f"{int(np.sum(err > bound))} of {ref.size} elements out of tolerance (worst excess {worst:.3g})"
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hlocc.comparison import compare_arrays, storable
 from hlocc.compiler import BACKENDS, check_arguments, compile
 from hlocc.errors import HloError
 from hlocc.hlo.parser import parse_hlo_file
@@ -148,17 +149,6 @@ def flatten(value) -> list:
     return [value]
 
 
-def storable(value) -> np.ndarray:
-    """The array as numpy can store it in .npz: bf16/f8 widened to float32, sub-byte ints to int8/uint8."""
-    arr = np.asarray(value)
-    if arr.dtype.kind == "V" or arr.dtype.type.__module__.startswith("ml_dtypes"):
-        name = arr.dtype.name
-        if name.startswith(("int", "uint")):
-            return arr.astype(np.uint8 if name.startswith("uint") else np.int8)
-        return arr.astype(np.float32)
-    return arr
-
-
 def _load_inputs(path: Path, module) -> list[np.ndarray]:
     try:
         with np.load(path) as data:
@@ -214,32 +204,6 @@ def _compare(path: Path, outputs: list, rtol: float, atol: float) -> list[str]:
         if why:
             problems.append(f"out{i}: {why}")
     return problems
-
-
-def compare_arrays(ref, got, rtol: float, atol: float) -> str | None:
-    """None when `got` matches `ref` under the corpus policy (exact for integers and preds; for
-    floats, equal NaN positions and infinities and |got-ref| <= atol + rtol*|ref|), else why not."""
-    ref = np.asarray(ref)
-    got = storable(got)
-    if ref.shape != got.shape:
-        return f"shape {list(got.shape)} != expected {list(ref.shape)}"
-    if ref.dtype.kind not in "fc":
-        bad = ref != got.astype(ref.dtype)
-        return f"{int(bad.sum())} of {ref.size} elements differ" if bad.any() else None
-    r = ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64)
-    g = got.astype(r.dtype)
-    if not np.array_equal(np.isnan(r), np.isnan(g)):
-        return "NaN positions differ"
-    inf = np.isinf(r)
-    if not np.array_equal(r[inf], g[inf]):
-        return "infinities differ"
-    fin = np.isfinite(r)
-    err = np.abs(g[fin] - r[fin])
-    bound = atol + rtol * np.abs(r[fin])
-    if np.any(err > bound) or not np.all(np.isfinite(g[fin])):
-        worst = float(np.max(err - bound)) if err.size else 0.0
-        return f"{int(np.sum(err > bound))} of {ref.size} elements out of tolerance (worst excess {worst:.3g})"
-    return None
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ of `if opcode == ...` in five places.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from hlocc.errors import HloError
 

@@ -1,0 +1,44 @@
+"""Comparing results with references (the corpus tolerance policy) and converting results to what
+numpy's .npz can store. Shared by the CLI (`hlocc run --expected`), the tests and the benchmarks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def storable(value) -> np.ndarray:
+    """The array as numpy can store it in .npz: bf16/f8 widened to float32, sub-byte ints to int8/uint8."""
+    arr = np.asarray(value)
+    if arr.dtype.kind == "V" or arr.dtype.type.__module__.startswith("ml_dtypes"):
+        name = arr.dtype.name
+        if name.startswith(("int", "uint")):
+            return arr.astype(np.uint8 if name.startswith("uint") else np.int8)
+        return arr.astype(np.float32)
+    return arr
+
+
+
+def compare_arrays(ref, got, rtol: float, atol: float) -> str | None:
+    """None when `got` matches `ref` under the corpus policy (exact for integers and preds; for
+    floats, equal NaN positions and infinities and |got-ref| <= atol + rtol*|ref|), else why not."""
+    ref = np.asarray(ref)
+    got = storable(got)
+    if ref.shape != got.shape:
+        return f"shape {list(got.shape)} != expected {list(ref.shape)}"
+    if ref.dtype.kind not in "fc":
+        bad = ref != got.astype(ref.dtype)
+        return f"{int(bad.sum())} of {ref.size} elements differ" if bad.any() else None
+    r = ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64)
+    g = got.astype(r.dtype)
+    if not np.array_equal(np.isnan(r), np.isnan(g)):
+        return "NaN positions differ"
+    inf = np.isinf(r)
+    if not np.array_equal(r[inf], g[inf]):
+        return "infinities differ"
+    fin = np.isfinite(r)
+    err = np.abs(g[fin] - r[fin])
+    bound = atol + rtol * np.abs(r[fin])
+    if np.any(err > bound) or not np.all(np.isfinite(g[fin])):
+        worst = float(np.max(err - bound)) if err.size else 0.0
+        return f"{int(np.sum(err > bound))} of {ref.size} elements out of tolerance (worst excess {worst:.3g})"
+    return None

@@ -1,8 +1,9 @@
 """Reference evaluation of the data-movement ops: constants, shape changes (broadcast, reshape,
 bitcast, transpose, dynamic-reshape), slicing (slice, dynamic-slice, dynamic-update-slice, pad,
 concatenate, reverse), iota, gather/scatter (in gather_scatter.py), tuples and dynamic-dimension
-queries. Semantics follow XLA's operation semantics; every evaluation returns a fresh array or a
-read-only-safe view of its operand (no evaluation writes into an operand)."""
+queries. Semantics follow XLA's operation semantics. Results may be views of operands (reshape,
+transpose, slice); no evaluation ever writes into an operand, the in-place-looking ops
+(dynamic-update-slice, scatter) write into a copy."""
 
 from __future__ import annotations
 

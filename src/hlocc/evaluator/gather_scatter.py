@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.types import PrimitiveType
 
 _INT64_MAX = np.iinfo(np.int64).max
 
@@ -115,23 +116,21 @@ _COMBINER_UFUNCS = {
 }
 
 
-def _is_native(dtype: np.dtype) -> bool:
-    """A dtype numpy's own ufuncs handle (not an ml_dtypes extension type)."""
-    return np.dtype(dtype).type.__module__ == "numpy"
-
-
-def combiner_ufunc(comp: HloComputation, dtype: np.dtype) -> np.ufunc | None:
+def combiner_ufunc(comp: HloComputation, element_type: PrimitiveType) -> np.ufunc | None:
     """The numpy ufunc equal to `comp` when it is one add/multiply/maximum/minimum/or/and of its
-    two parameters on a native numpy dtype (bitwise or/and only for pred and integers)."""
+    two parameters (add..minimum on numbers, or/and on pred and integers). Its `at` applies the
+    updates one by one in order, rounding to the element type after each, like the combiner."""
     params = comp.parameters
     root = comp.root
-    if len(params) != 2 or root.opcode not in _COMBINER_UFUNCS or not _is_native(dtype):
+    if len(params) != 2 or root.opcode not in _COMBINER_UFUNCS:
         return None
     if len(root.operands) != 2 or {id(o) for o in root.operands} != {id(p) for p in params}:
         return None
-    if np.dtype(dtype) == np.bool_:
-        return _COMBINER_UFUNCS[root.opcode] if root.opcode in ("or", "and") else None
-    if root.opcode in ("or", "and") and np.dtype(dtype).kind not in "iu":
+    if root.opcode in ("or", "and"):
+        applicable = element_type.is_pred or element_type.is_integer
+    else:
+        applicable = not element_type.is_pred
+    if not applicable:
         return None
     return _COMBINER_UFUNCS[root.opcode]
 
@@ -176,6 +175,23 @@ def _scatter_targets(operand_shape: tuple[int, ...], indices: np.ndarray, update
     return tuple(index), mask
 
 
+def _apply_ufunc_at(ufunc: np.ufunc, result: np.ndarray, index: tuple, values: np.ndarray) -> bool:
+    """`ufunc.at` in place; False (result untouched) when numpy has no loop for the dtype."""
+    try:
+        with np.errstate(all="ignore"):
+            ufunc.at(result, index, values)
+    except TypeError:
+        return False
+    return True
+
+
+def _last_occurrences(linear: np.ndarray, size: int) -> np.ndarray:
+    """Positions of the last occurrence of every distinct value of `linear` (values < size)."""
+    last = np.full(size, -1, dtype=np.int64)
+    np.maximum.at(last, linear, np.arange(linear.size, dtype=np.int64))
+    return last[last >= 0]
+
+
 def _rounds(linear: np.ndarray) -> list[np.ndarray]:
     """Split positions 0..n-1 into rounds: round r holds, in order, the r-th occurrence of every
     repeated value of `linear`. No value repeats within a round."""
@@ -206,13 +222,12 @@ def scatter(instr: HloInstruction, operands: Sequence[np.ndarray], indices: np.n
     if values[0].size == 0:
         return results
     n = len(results)
-    ufunc = combiner_ufunc(comp, results[0].dtype) if n == 1 else None
-    if ufunc is not None:
-        ufunc.at(results[0], index, values[0])
+    ufunc = combiner_ufunc(comp, instr.operands[0].shape.element_type) if n == 1 else None
+    if ufunc is not None and _apply_ufunc_at(ufunc, results[0], index, values[0]):
         return results
     linear = np.ravel_multi_index(index, shape)
     if _is_replace(comp, n):
-        last = linear.size - 1 - np.unique(linear[::-1], return_index=True)[1]
+        last = _last_occurrences(linear, results[0].size)
         for result, value in zip(results, values):
             result[tuple(i[last] for i in index)] = value[last]
         return results

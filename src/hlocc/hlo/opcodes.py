@@ -23,7 +23,7 @@ class OpInfo:
     arity: int | None
     category: str
     # Element types accepted by elementwise ops: "float" (floating), "floatc" (floating or complex),
-    # "num" (integer, floating, complex), "int" (integer), "intpred" (integer or pred),
+    # "num" (integer, floating, complex), "numpred" (num or pred), "int" (integer), "intpred" (integer or pred),
     # "signed_num" (signed integer, floating, complex), "any".
     types: str = "any"
     required_attrs: tuple[str, ...] = ()
@@ -55,8 +55,9 @@ def _entries():
     yield OpInfo("copy", 1, "unary", "any")
     yield OpInfo("convert", 1, "unary", "any")
     yield OpInfo("reduce-precision", 1, "unary", "float", ("exponent_bits", "mantissa_bits"))
+    # XLA puts no type restriction on binary arithmetic: pred is accepted (multiply(pred, pred) occurs).
     for name in ["add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power"]:
-        yield OpInfo(name, 2, "binary", "num")
+        yield OpInfo(name, 2, "binary", "numpred")
     for name in ["and", "or", "xor"]:
         yield OpInfo(name, 2, "binary", "intpred")
     for name in ["shift-left", "shift-right-arithmetic", "shift-right-logical"]:

@@ -7,7 +7,8 @@ states the broken rule. Inferred shapes carry no layout.
 
 from __future__ import annotations
 
-from typing import Any, NoReturn, Sequence
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from hlocc.errors import HloVerifyError
 from hlocc.hlo.ir import HloComputation, HloInstruction
@@ -201,16 +202,17 @@ def _compatible(a: Shape, b: Shape, ignore_fp_precision: bool) -> bool:
 
 
 def check_scalar_reducer(instr: HloInstruction, comp: HloComputation, role: str, inputs: Sequence[Shape],
-                         inits: Sequence[Shape] | None = None) -> list[PrimitiveType]:
+                         inits: Sequence[Shape] | None = None) -> tuple[list[PrimitiveType], bool]:
     """A reducer over N values: takes N accumulators then N input elements (all scalars) and returns
-    the N accumulators (a scalar when N = 1, else a tuple). Accumulator types equal the init value
-    types (`inits`, when given); input element types may differ from the accumulators only in float
-    precision. Returns the accumulator element types."""
+    the N accumulators (a tuple of them, or a bare scalar when N = 1). Accumulator types equal the
+    init value types (`inits`, when given); input element types may differ from the accumulators
+    only in float precision. Returns the accumulator element types and whether the reducer returns
+    a tuple."""
     params, result = signature(comp)
     n = len(inputs)
     if len(params) != 2 * n:
         fail(instr, f"{role} computation '{comp.name}' takes {len(params)} parameters, expected {2 * n}")
-    results = list(result.tuple_shapes) if result.is_tuple and n != 1 else [result]
+    results = list(result.tuple_shapes) if result.is_tuple else [result]
     if len(results) != n or any(not r.is_array or r.rank != 0 for r in results):
         fail(instr, f"{role} computation '{comp.name}' must return {n} scalar(s), got {result}")
     for i, p in enumerate(params):
@@ -227,8 +229,21 @@ def check_scalar_reducer(instr: HloInstruction, comp: HloComputation, role: str,
         if not same_type_ignoring_fp_precision(params[n + i].element_type, inputs[i].element_type):
             fail(instr, f"parameter {n + i} of {role} computation '{comp.name}' is {params[n + i]}, "
                         f"expected element type of {inputs[i]}")
-    return [r.element_type for r in results]
+    return [r.element_type for r in results], result.is_tuple
 
 
 def s32_scalar() -> Shape:
     return scalar(S32)
+
+
+def dims_agree(a: Shape, i: int, b: Shape, j: int) -> bool:
+    """Dimension i of `a` and j of `b` can be the same size: equal, or one of them `?`."""
+    return a.dims[i] == b.dims[j] or UNBOUNDED in (a.dims[i], b.dims[j])
+
+
+def declared_element_type(instr: HloInstruction) -> PrimitiveType:
+    """The element type of the declared (array) shape, for ops whose result type is chosen by the
+    producer (convert, dot's preferred element type, ...)."""
+    if not instr.shape.is_array:
+        fail(instr, f"{instr.opcode} must produce an array, declared {instr.shape}")
+    return instr.shape.element_type

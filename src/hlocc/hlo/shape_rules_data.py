@@ -18,6 +18,7 @@ from hlocc.hlo.shape_rules_common import (
     check_same_element_type,
     check_scalar,
     declared,
+    dims_agree,
     fail,
     get_attr,
     merge_dim,
@@ -36,7 +37,8 @@ def _declared_array(instr: HloInstruction) -> Shape:
 @register_shape_rule("broadcast")
 def infer_broadcast(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     """The declared dimensions with the operand's element type. Operand dimension i maps to output
-    dimension dimensions[i] and has that size (or size 1)."""
+    dimension dimensions[i] and has exactly its size (HLO broadcast never stretches size-1
+    dimensions, as HloVerifier::HandleBroadcast requires)."""
     check_arity(instr, shapes, 1)
     operand = array_operand(instr, shapes, 0)
     out = _declared_array(instr)
@@ -46,8 +48,8 @@ def infer_broadcast(instr: HloInstruction, shapes: list[Shape]) -> Shape:
                     f"(operand {operand})")
     check_dims_in_rank(instr, dims, out.rank, "broadcast dimensions")
     for i, d in enumerate(dims):
-        if operand.dims[i] not in (1, out.dims[d]) and not (operand.dynamic[i] or out.dynamic[d]):
-            fail(instr, f"operand dimension {i} (size {operand.dims[i]}) cannot broadcast to output "
+        if not dims_agree(operand, i, out, d):
+            fail(instr, f"operand dimension {i} (size {operand.dims[i]}) does not match output "
                         f"dimension {d} (size {out.dims[d]})")
     return array(operand.element_type, out.dims, out.dynamic)
 

@@ -9,7 +9,7 @@ dimensions, a dimension being dynamic if it is dynamic in any operand.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.opcodes import OPCODES, register_shape_rule
@@ -19,6 +19,7 @@ from hlocc.hlo.shape_rules_common import (
     check_arity,
     check_same_element_type,
     complex_component_type,
+    declared_element_type,
     fail,
     get_attr,
     merge_shapes,
@@ -29,12 +30,14 @@ _TYPE_CLASSES: dict[str, tuple[str, Callable[[PrimitiveType], bool]]] = {
     "float": ("a floating-point type", lambda t: t.is_float),
     "floatc": ("a floating-point or complex type", lambda t: t.is_float or t.is_complex),
     "num": ("a numeric type", lambda t: t.is_integer or t.is_float or t.is_complex),
+    "numpred": ("a numeric or pred type", lambda t: t.is_array_type),
     "int": ("an integer type", lambda t: t.is_integer),
     "intpred": ("an integer or pred type", lambda t: t.is_integer or t.is_pred),
     "signed_num": ("a signed integer, floating-point or complex type",
                    lambda t: t.is_signed or t.is_float or t.is_complex),
     "any": ("an array type", lambda t: t.is_array_type),
 }
+
 
 
 def check_element_type(instr: HloInstruction, shape: Shape) -> None:
@@ -93,17 +96,11 @@ def infer_reduce_precision(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     return array(operand.element_type, operand.dims, operand.dynamic)
 
 
-def _declared_element_type(instr: HloInstruction) -> PrimitiveType:
-    if not instr.shape.is_array:
-        fail(instr, f"{instr.opcode} must produce an array, declared {instr.shape}")
-    return instr.shape.element_type
-
-
 @register_shape_rule("convert")
 def infer_convert(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     """The operand's dimensions with the declared element type; complex converts only to complex."""
     operand = _unary_operand(instr, shapes)
-    target = _declared_element_type(instr)
+    target = declared_element_type(instr)
     if operand.element_type.is_complex and not target.is_complex:
         fail(instr, f"convert from complex {operand} to non-complex type {target} is not allowed")
     return array(target, operand.dims, operand.dynamic)
@@ -115,7 +112,7 @@ def infer_bitcast_convert(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     target appends a minor dimension of size in_bits/out_bits; a wider one removes the minor
     dimension, which must have size out_bits/in_bits."""
     operand = _unary_operand(instr, shapes)
-    target = _declared_element_type(instr)
+    target = declared_element_type(instr)
     in_bits, out_bits = operand.element_type.bits, target.bits
     if operand.element_type.is_pred != target.is_pred:
         fail(instr, f"bitcast-convert between pred and non-pred types is not allowed ({operand} to {target})")
@@ -195,14 +192,14 @@ def infer_stochastic_convert(instr: HloInstruction, shapes: list[Shape]) -> Shap
         fail(instr, f"random bits of stochastic-convert must be unsigned of the operand's width, got {random}")
     dims, dynamic = merge_shapes(instr, "operands of stochastic-convert must have equal dimensions",
                                  operand, random)
-    return array(_declared_element_type(instr), dims, dynamic)
+    return array(declared_element_type(instr), dims, dynamic)
 
 
 # -- ternary ----------------------------------------------------------------------------------------
 @register_shape_rule("select")
 def infer_select(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     """select(pred, on_true, on_false): branches of equal shape; pred of their dimensions (a scalar
-    pred is accepted, as older XLA did)."""
+    pred is accepted, as XLA does)."""
     check_arity(instr, shapes, 3)
     pred = array_operand(instr, shapes, 0, "predicate")
     on_true = array_operand(instr, shapes, 1, "on_true")

@@ -24,7 +24,7 @@ from hlocc.hlo.shape_rules_common import (
     signature,
     window_output_shape,
 )
-from hlocc.hlo.types import PRED, S32, Shape
+from hlocc.hlo.types import PRED, S32, UNBOUNDED, Shape
 
 
 def _inputs_and_inits(instr: HloInstruction, shapes: list[Shape]) -> tuple[list[Shape], list[Shape]]:
@@ -42,8 +42,8 @@ def _inputs_and_inits(instr: HloInstruction, shapes: list[Shape]) -> tuple[list[
     return inputs, inits
 
 
-def _maybe_tuple(results: list[Shape]) -> Shape:
-    return results[0] if len(results) == 1 else Shape.tuple(results)
+def _maybe_tuple(results: list[Shape], as_tuple: bool = False) -> Shape:
+    return results[0] if len(results) == 1 and not as_tuple else Shape.tuple(results)
 
 
 @register_shape_rule("reduce")
@@ -54,11 +54,11 @@ def infer_reduce(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     reduced = get_attr(instr, "dimensions")
     base = inputs[0]
     check_dims_in_rank(instr, reduced, base.rank, "reduce dimensions")
-    types = check_scalar_reducer(instr, computation_attr(instr, "to_apply"), "to_apply", inputs, inits)
+    types, as_tuple = check_scalar_reducer(instr, computation_attr(instr, "to_apply"), "to_apply", inputs, inits)
     kept = [i for i in range(base.rank) if i not in reduced]
     dims = [base.dims[i] for i in kept]
     dynamic = [base.dynamic[i] for i in kept]
-    return _maybe_tuple([array(t, dims, dynamic) for t in types])
+    return _maybe_tuple([array(t, dims, dynamic) for t in types], as_tuple)
 
 
 @register_shape_rule("reduce-window")
@@ -67,8 +67,8 @@ def infer_reduce_window(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     types of to_apply; a tuple when N > 1."""
     inputs, inits = _inputs_and_inits(instr, shapes)
     window = get_attr(instr, "window")
-    types = check_scalar_reducer(instr, computation_attr(instr, "to_apply"), "to_apply", inputs, inits)
-    return _maybe_tuple([window_output_shape(instr, inputs[0], window, t) for t in types])
+    types, as_tuple = check_scalar_reducer(instr, computation_attr(instr, "to_apply"), "to_apply", inputs, inits)
+    return _maybe_tuple([window_output_shape(instr, inputs[0], window, t) for t in types], as_tuple)
 
 
 @register_shape_rule("select-and-scatter")
@@ -124,9 +124,8 @@ def infer_topk(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     if operand.rank == 0:
         fail(instr, "topk needs an operand of rank >= 1")
     k = get_attr(instr, "k")
-    if not 0 <= k <= operand.dims[-1] or (operand.dims[-1] < 0 and k >= 0):
-        if not (operand.dims[-1] < 0 and k >= 0):
-            fail(instr, f"topk k={k} is out of range for the last dimension of {operand}")
+    if k < 0 or (operand.dims[-1] != UNBOUNDED and k > operand.dims[-1]):
+        fail(instr, f"topk k={k} is out of range for the last dimension of {operand}")
     dims = operand.dims[:-1] + (k,)
     dynamic = operand.dynamic[:-1] + (False,)
     return Shape.tuple([array(operand.element_type, dims, dynamic), array(S32, dims, dynamic)])
@@ -156,11 +155,10 @@ def infer_map(instr: HloInstruction, shapes: list[Shape]) -> Shape:
 
 @register_shape_rule("scan")
 def infer_scan(instr: HloInstruction, shapes: list[Shape]) -> Shape:
-    """The declared shape (scan's carries and outputs); the scanned dimension is within the
-    rank of every array operand."""
+    """The declared shape (scan's outputs and carries); `dimensions` names one dimension and
+    to_apply is a computation."""
     dims = get_attr(instr, "dimensions")
+    if len(dims) != 1:
+        fail(instr, f"scan takes exactly one dimension, got {tuple(dims)}")
     computation_attr(instr, "to_apply")
-    for i, s in enumerate(shapes):
-        if s.is_array and s.rank:
-            check_dims_in_rank(instr, dims, s.rank, "scan dimensions")
     return declared(instr)

@@ -1,0 +1,241 @@
+"""The verifier: structural rules (entry, root, parameter numbering, operand ownership, names),
+registry facts (arity, required attributes), declared-vs-inferred shapes, and the whole corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hlocc.errors import HloVerifyError
+from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.parser import parse_hlo, parse_hlo_file
+from hlocc.hlo.shape_inference import infer_shape
+from hlocc.hlo.types import Shape
+from hlocc.hlo.verifier import verify_computation, verify_module
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+CORPUS_FILES = sorted(p for sub in ("xla", "jax") for p in (CORPUS / sub).glob("*.hlo")) if CORPUS.is_dir() else []
+
+# Corpus files from XLA tests that never run the verifier and are invalid HLO; each must fail with
+# the given message (so a fix in them, or a regression in the rule, shows up).
+KNOWN_INVALID = {
+    # The fusion's operand 1 is s32[1024] but the fused computation's parameter 1 is s32[].
+    "tools__print_indexing_test.hlo": r"parameter 1 of fused computation 'fused_computation' has shape s32\[\]",
+    # Window size 3x3 against a 2x2 kernel (an HLO->MHLO import test, which does not verify).
+    "hlo_to_mhlo__import.hlo": r"window size 3 of spatial dimension 0 does not match the kernel's \(size 2\)",
+    # broadcast f32[1] -> f32[3] along dimension 0: HLO broadcast does not stretch size-1 dimensions
+    # (HloVerifier::HandleBroadcast requires equal sizes).
+    "hlo_to_mhlo__while__2.hlo": r"operand dimension 0 \(size 1\) does not match output dimension 0 \(size 3\)",
+}
+# Files the parser rightly rejects (the text itself is broken).
+UNPARSABLE = {"hlo_to_mhlo__while__3.hlo"}  # calls the undefined computation 'reduce_helper_add'
+
+
+@pytest.mark.skipif(not CORPUS_FILES, reason=f"no HLO corpus at {CORPUS}")
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_corpus_module_verifies(path):
+    if path.name in UNPARSABLE:
+        pytest.skip("the corpus file itself is malformed (undefined computation)")
+    module = parse_hlo_file(path)
+    if path.name in KNOWN_INVALID:
+        with pytest.raises(HloVerifyError, match=KNOWN_INVALID[path.name]):
+            verify_module(module)
+    else:
+        verify_module(module)
+
+
+def _module(body: str, prelude: str = "") -> HloModule:
+    return parse_hlo(prelude + "\nENTRY main {\n" + body + "\n}\n")
+
+
+def test_valid_module_verifies():
+    module = _module("p = f32[4] parameter(0)\nq = f32[4] parameter(1)\nROOT r = f32[4]{0} add(p, q)")
+    verify_module(module)
+
+
+@pytest.mark.parametrize("body,pattern", [
+    ("p = f32[4] parameter(0)\nROOT r = f32[5] add(p, p)",
+     r"computation 'main': instruction 'r': declared shape f32\[5\] is not compatible with the inferred shape "
+     r"f32\[4\] of add"),
+    ("p = f32[4,2] parameter(0)\nROOT r = f32[2,4] transpose(p)",
+     r"instruction 'r': transpose requires attribute 'dimensions'"),
+    ("p = f32[4] parameter(0)\nROOT r = f32[4] map(p)", r"map requires attribute 'to_apply'"),
+    ("p = f32[4] parameter(0)\nq = f32[4] parameter(2)\nROOT r = f32[4] add(p, q)",
+     r"computation 'main': parameter number 1 is missing"),
+    ("p = f32[4]{0} parameter(0)\nROOT r = f32[4]{0} convert(p)\n", None),
+    ("p = f32[<=4] parameter(0)\nROOT r = f32[3] negate(p)", None),
+    ("p = f32[4] parameter(0)\nROOT r = f32[<=3] negate(p)", r"not compatible with the inferred shape f32\[4\]"),
+])
+def test_verifier_rules(body, pattern):
+    module = _module(body)
+    if pattern is None:
+        verify_module(module)
+        return
+    with pytest.raises(HloVerifyError, match=pattern):
+        verify_module(module)
+
+
+def test_error_names_the_called_computation():
+    prelude = "bad {\n a = f32[] parameter(0)\n ROOT r = s32[] add(a, a)\n}\n"
+    module = _module("p = f32[4] parameter(0)\nROOT r = f32[4] negate(p)", prelude)
+    with pytest.raises(HloVerifyError, match=r"computation 'bad': instruction 'r': declared shape s32\[\]"):
+        verify_module(module)
+
+
+def _computation(name: str, *instrs: HloInstruction, is_entry: bool = False) -> HloComputation:
+    comp = HloComputation(name, is_entry=is_entry)
+    for instr in instrs:
+        comp.add_instruction(instr)
+    comp.root = instrs[-1] if instrs else None
+    return comp
+
+
+F4 = Shape.array("f32", (4,))
+
+
+def test_missing_entry():
+    module = HloModule("m")
+    module.add_computation(_computation("c", HloInstruction("p", "parameter", F4, parameter_number=0)))
+    with pytest.raises(HloVerifyError, match=r"module 'm' has no entry computation"):
+        verify_module(module)
+
+
+def test_missing_root():
+    comp = _computation("c", HloInstruction("p", "parameter", F4, parameter_number=0))
+    comp.root = None
+    with pytest.raises(HloVerifyError, match=r"computation 'c' has no root instruction"):
+        verify_computation(comp)
+
+
+def test_root_outside_computation():
+    stranger = HloInstruction("x", "parameter", F4, parameter_number=0)
+    comp = _computation("c", HloInstruction("p", "parameter", F4, parameter_number=0))
+    comp.root = stranger
+    with pytest.raises(HloVerifyError, match=r"computation 'c': root 'x' is not an instruction of it"):
+        verify_computation(comp)
+
+
+def test_operand_from_another_computation():
+    other = _computation("other", HloInstruction("q", "parameter", F4, parameter_number=0))
+    p = HloInstruction("p", "parameter", F4, parameter_number=0)
+    add = HloInstruction("sum", "add", F4, [p, other.root])
+    comp = _computation("c", p, add)
+    with pytest.raises(HloVerifyError, match=r"computation 'c': instruction 'sum' uses operand 'q' of another"):
+        verify_computation(comp)
+
+
+def test_called_computation_outside_module():
+    helper = _computation("neg", HloInstruction("a", "parameter", F4, parameter_number=0))
+    p = HloInstruction("p", "parameter", F4, parameter_number=0)
+    call = HloInstruction("c", "call", F4, [p], {"to_apply": helper})
+    module = HloModule("m")
+    module.add_computation(_computation("main", p, call, is_entry=True))
+    with pytest.raises(HloVerifyError, match=r"calls computation 'neg', which is not in module 'm'"):
+        verify_module(module)
+
+
+def test_arity_from_registry():
+    p = HloInstruction("p", "parameter", F4, parameter_number=0)
+    comp = _computation("c", p, HloInstruction("r", "add", F4, [p, p, p]))
+    with pytest.raises(HloVerifyError, match=r"computation 'c': instruction 'r': add takes 2 operands, got 3"):
+        verify_computation(comp)
+
+
+def test_duplicate_parameter_number():
+    p = HloInstruction("p", "parameter", F4, parameter_number=0)
+    q = HloInstruction("q", "parameter", F4, parameter_number=0)
+    comp = _computation("c", p, q, HloInstruction("r", "add", F4, [p, q]))
+    with pytest.raises(HloVerifyError, match=r"computation 'c': parameter number 0 is duplicated"):
+        verify_computation(comp)
+
+
+def test_duplicate_instruction_name():
+    p = HloInstruction("p", "parameter", F4, parameter_number=0)
+    comp = _computation("c", p, HloInstruction("p", "negate", F4, [p]))
+    with pytest.raises(HloVerifyError, match=r"computation 'c': instruction name 'p' is used twice"):
+        verify_computation(comp)
+
+
+def test_unknown_opcode():
+    p = HloInstruction("p", "parameter", F4, parameter_number=0)
+    comp = _computation("c", p, HloInstruction("z", "frobnicate", F4, [p]))
+    with pytest.raises(HloVerifyError, match=r"instruction 'z': unknown opcode 'frobnicate'"):
+        verify_computation(comp)
+
+
+# -- inferred shapes agree with the evaluator ---------------------------------------------------------
+_REDUCER = "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] add(a, b)\n}\n"
+
+
+def _shape_text(dims) -> str:
+    return "f32[" + ",".join(map(str, dims)) + "]"
+
+
+@st.composite
+def _cases(draw):
+    """An HLO body with one parameter of random dims, whose root op is chosen at random; the root's
+    declared shape is a placeholder (f32[]) so only the rule decides the result."""
+    dims = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
+    rank = len(dims)
+    src = _shape_text(dims)
+    head = f"p = {src} parameter(0)\n"
+    kind = draw(st.sampled_from(["elementwise", "broadcast", "transpose", "slice", "pad", "concatenate",
+                                 "reduce", "dot"]))
+    if kind == "elementwise":
+        op = draw(st.sampled_from(["add", "multiply", "maximum", "compare"]))
+        attrs = ", direction=LT" if op == "compare" else ""
+        return head + f"ROOT r = f32[] {op}(p, p){attrs}", [dims]
+    if kind == "broadcast":
+        extra = draw(st.lists(st.integers(1, 3), min_size=1, max_size=2))
+        out = extra + dims
+        dims_attr = ",".join(str(len(extra) + i) for i in range(rank))
+        return head + f"ROOT r = {_shape_text(out)} broadcast(p), dimensions={{{dims_attr}}}", [dims]
+    if kind == "transpose":
+        perm = draw(st.permutations(range(rank)))
+        return head + f"ROOT r = f32[] transpose(p), dimensions={{{','.join(map(str, perm))}}}", [dims]
+    if kind == "slice":
+        parts = []
+        for d in dims:
+            start = draw(st.integers(0, d))
+            limit = draw(st.integers(start, d))
+            parts.append(f"[{start}:{limit}:{draw(st.integers(1, 3))}]")
+        return head + f"ROOT r = f32[] slice(p), slice={{{', '.join(parts)}}}", [dims]
+    if kind == "pad":
+        pads = "x".join(f"{draw(st.integers(-1, 2))}_{draw(st.integers(0, 2))}_{draw(st.integers(0, 2))}"
+                        for _ in dims)
+        return head + f"z = f32[] constant(0)\nROOT r = f32[] pad(p, z), padding={pads}", [dims]
+    if kind == "concatenate":
+        axis = draw(st.integers(0, rank - 1))
+        other = list(dims)
+        other[axis] = draw(st.integers(1, 4))
+        body = head + f"q = {_shape_text(other)} parameter(1)\nROOT r = f32[] concatenate(p, q), dimensions={{{axis}}}"
+        return body, [dims, other]
+    if kind == "reduce":
+        reduced = sorted(draw(st.sets(st.integers(0, rank - 1))))
+        return head + (f"z = f32[] constant(0)\nROOT r = f32[] reduce(p, z), dimensions={{{','.join(map(str, reduced))}}},"
+                       " to_apply=add"), [dims]
+    k = draw(st.integers(1, 4))
+    n = draw(st.integers(1, 4))
+    body = (f"p = f32[{dims[0]},{k}] parameter(0)\nq = f32[{k},{n}] parameter(1)\n"
+            "ROOT r = f32[] dot(p, q), lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    return body, [[dims[0], k], [k, n]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(_cases())
+def test_inferred_shape_matches_evaluation(case):
+    from hlocc.evaluator import evaluate
+
+    body, arg_dims = case
+    module = _module(body, _REDUCER)
+    inferred = infer_shape(module.entry.root)
+    module.entry.root.shape = inferred  # the evaluator may read the declared shape
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(d).astype(np.float32) for d in arg_dims]
+    result = np.asarray(evaluate(module, args))
+    assert result.shape == inferred.dims
+    assert result.dtype == inferred.element_type.dtype

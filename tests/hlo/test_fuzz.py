@@ -4,10 +4,10 @@ a Python exception of another type."""
 from __future__ import annotations
 
 import pytest
-from corpus import INVALID_ALONE, XLA_DIR, corpus_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from corpus import INVALID_ALONE, XLA_DIR, corpus_files
 from hlocc.errors import HloError
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.verifier import verify_module

@@ -8,7 +8,7 @@ runtime `r` variables, numbered per kind), sums, multiplication by a constant, a
 Representation. Multiplication by a constant is not a node: every linear combination is a `Sum`
 of (atom, coefficient) pairs plus a constant, where an atom is a `Var`, `FloorDiv`, `CeilDiv` or
 `Mod`. Construction keeps sums flat, merges equal atoms and sorts the terms (coefficient
-descending, then variables by kind and number, then div/mod atoms), so two expressions built in
+descending, then by the first variable an atom uses), so two expressions built in
 different orders from the same linear form compare equal; a sum of one atom with coefficient 1 and
 no constant is the atom itself, a sum with no terms is a `Const`. Range-aware simplification
 (removing div/mod using variable bounds) lives in `simplifier.py`.
@@ -25,9 +25,9 @@ so hlocc has this one implementation instead; `to_xdsl` converts for IR that nee
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Callable, Mapping
 
 from hlocc.analysis.interval import Interval
 from hlocc.errors import HloError
@@ -161,15 +161,21 @@ def linear_form(expr: Expr) -> tuple[dict[Expr, int], int]:
 
 
 def order_key(expr: Expr) -> tuple:
-    """A total order on expressions, used to sort the terms of a sum."""
+    """A total order on expressions, used to sort the terms of a sum of equal coefficients: by the
+    first variable they use (dims, then symbols, then runtime variables), then by structure."""
+    first = min(((int(v.kind), v.index) for v in variables(expr)), default=(9, 0))
+    return first, _structure_key(expr)
+
+
+def _structure_key(expr: Expr) -> tuple:
     if isinstance(expr, Const):
         return (-1, expr.value)
     if isinstance(expr, Var):
         return (0, int(expr.kind), expr.index)
     if isinstance(expr, Sum):
-        return (4, tuple((order_key(a), c) for a, c in expr.terms), expr.constant)
+        return (4, tuple((_structure_key(a), c) for a, c in expr.terms), expr.constant)
     rank = {FloorDiv: 1, CeilDiv: 2, Mod: 3}[type(expr)]
-    return (rank, order_key(expr.lhs), _rhs(expr))
+    return (rank, _structure_key(expr.lhs), _rhs(expr))
 
 
 def from_linear_form(terms: Mapping[Expr, int], constant: int) -> Expr:
@@ -336,8 +342,7 @@ def to_text(expr: Expr, name: Callable[[Var], str] = default_name, strong: bool 
         return name(expr)
     if isinstance(expr, Sum):
         text = _sum_text(expr, name)
-        single_product = len(expr.terms) == 1 and expr.constant == 0
-        return f"({text})" if strong and not single_product else text
+        return f"({text})" if strong else text
     op = {FloorDiv: "floordiv", CeilDiv: "ceildiv", Mod: "mod"}[type(expr)]
     text = f"{to_text(expr.lhs, name, True)} {op} {_rhs(expr)}"
     return f"({text})" if strong else text

@@ -1,0 +1,73 @@
+"""Launch-grid indexing: which output element each (thread, block, vector, unroll) position writes.
+
+The loop emitter covers an output of N elements with a 1-D grid of `blocks` blocks of
+`threads_per_block` threads. Every thread handles `unroll` consecutive vectors of `vector_size`
+consecutive elements, so with
+
+    linear = (bl_x * threads_per_block + th_x) * (unroll * vector_size)
+             + unroll_index * vector_size + vector_index
+
+the element written is `linear` delinearised in the minor-to-major order of the output layout
+(row-major by default). When the grid holds more than N positions (a partial last block), the map
+carries the constraint `linear in [0, N-1]`. The map is simplified, so a symbol of size 1 (no
+vectorization or no unrolling) disappears, as in XLA's maps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hlocc.analysis.affine_expr import Expr, IndexingError, dim, sym
+from hlocc.analysis.indexing_map import IndexingMap, Variable
+from hlocc.analysis.interval import Interval
+
+
+@dataclass(frozen=True)
+class LaunchDims:
+    threads_per_block: int
+    blocks: int
+
+    @property
+    def num_threads(self) -> int:
+        return self.threads_per_block * self.blocks
+
+
+def loop_launch_dims(num_elements: int, threads_per_block: int, vector_size: int = 1, unroll: int = 1) -> LaunchDims:
+    """Enough blocks for every element: ceil(N / (threads * unroll * vector_size)), at least 1."""
+    per_block = threads_per_block * unroll * vector_size
+    return LaunchDims(threads_per_block, max(1, -(-num_elements // per_block)))
+
+
+def delinearize(linear: Expr, dims: Sequence[int], minor_to_major: Sequence[int] | None = None) -> list[Expr]:
+    """Index expressions (in logical dimension order) of the element at `linear` in the physical
+    order given by the layout; the most major dimension gets no `mod`."""
+    rank = len(dims)
+    order = list(minor_to_major) if minor_to_major is not None else list(range(rank - 1, -1, -1))
+    out: list[Expr] = [linear] * rank
+    stride = 1
+    for position, d in enumerate(order):
+        index = linear // stride
+        out[d] = index if position == rank - 1 else index % dims[d]
+        stride *= dims[d]
+    return out
+
+
+def loop_launch_map(dims: Sequence[int], launch: LaunchDims, vector_size: int = 1, unroll: int = 1,
+                    minor_to_major: Sequence[int] | None = None) -> IndexingMap:
+    """(th_x, bl_x)[vector_index, unroll_index] -> output index, simplified (see module doc)."""
+    if vector_size < 1 or unroll < 1:
+        raise IndexingError(f"vector size {vector_size} and unroll {unroll} must be positive")
+    num_elements = 1
+    for d in dims:
+        num_elements *= d
+    per_thread = unroll * vector_size
+    linear = (dim(1) * launch.threads_per_block + dim(0)) * per_thread + sym(1) * vector_size + sym(0)
+    m = IndexingMap(
+        (Variable(Interval(0, launch.threads_per_block - 1), "th_x"), Variable(Interval(0, launch.blocks - 1), "bl_x")),
+        tuple(delinearize(linear, dims, minor_to_major)),
+        (Variable(Interval(0, vector_size - 1), "vector_index"), Variable(Interval(0, unroll - 1), "unroll_index")),
+    )
+    if launch.num_threads * per_thread > num_elements:
+        m = m.with_constraint(linear, Interval(0, num_elements - 1))
+    return m.simplify()

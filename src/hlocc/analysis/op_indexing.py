@@ -1,0 +1,307 @@
+"""Output-to-input indexing of single HLO instructions (one registry entry per opcode).
+
+`output_to_input(instr)` returns, for every operand, the map from an index of the instruction's
+output to the indices of that operand it reads, or None where no indexing map expresses the
+access (sort, scatter's indices and updates, ...: "undefined" in XLA). Conventions follow XLA's
+indexing analysis (docs/indexing.md; shared/reference/xla_facts.md, the IndexingMap section):
+
+- elementwise ops (incl. select, clamp, convert, compare, map): identity; a scalar operand of an
+  array op (clamp bounds) maps to `()`;
+- broadcast: operand dim i <- d[dimensions[i]]; transpose: operand dim perm[i] <- d_i;
+  reverse: d_i -> size_i - 1 - d_i; slice: d_i * stride + start;
+- reshape: linearise the output index row-major and delinearise into the operand; bitcast: the
+  same through the physical (layout) order of both shapes;
+- pad: `(d - lo) floordiv (interior + 1)` with constraints `d - lo in [0, (n-1)(interior+1)]` and
+  `(d - lo) mod (interior + 1) in [0, 0]`; the padding value maps to `()`;
+- concatenate: operand k gets `d_c - offset_k` with d_c restricted to [offset_k, offset_k+n_k-1];
+- reduce: a range variable per reduced dimension (in order), the kept dims from d; inits `()`;
+- reduce-window: `d*stride + s*rhs_dilate - pad_lo` through the pad rule for lhs dilation;
+- dot: batch dims, then lhs free dims, then rhs free dims of the output; one range variable per
+  contracting pair;
+- dynamic-slice: `d_i + r_i` with runtime offsets r_i in [0, n_i - size_i] (clamped starts);
+  dynamic-update-slice: operand identity (approximate, as XLA), update `d_i - r_i` restricted to
+  the updated window; offsets `()`;
+- gather (canonical form of XLA's gather simplifier: indices [N, K], index_vector_dim 1,
+  offset_dims 1..rank, no collapsed dims, start_index_map 0..K-1): operand `d_{1+i} + r_i`,
+  indices `(d0, s0)` with s0 over the index vector;
+- iota, constant, parameter: no operands.
+Runtime variables carry `source=(instr, operand_number)`: the scalar operand that holds the value
+(for gather and scatter, the indices operand; variable i is component i of the index vector).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hlocc.analysis.affine_expr import Const, Expr, IndexingError, dim, rt, sym
+from hlocc.analysis.indexing_map import IndexingMap, Variable, variables_from_sizes
+from hlocc.analysis.interval import Interval
+from hlocc.analysis.launch import delinearize
+from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.opcodes import OPCODES
+
+OpIndexing = Callable[[HloInstruction, tuple[int, ...]], list[IndexingMap | None]]
+_REGISTRY: dict[str, OpIndexing] = {}
+
+
+def register(*opcodes: str):
+    def wrap(fn: OpIndexing) -> OpIndexing:
+        for opcode in opcodes:
+            _REGISTRY[opcode] = fn
+        return fn
+    return wrap
+
+
+def output_dims(instr: HloInstruction, output_index: int = 0) -> tuple[int, ...]:
+    shape = instr.shape
+    if shape.is_tuple:
+        shape = shape.tuple_shapes[output_index]
+    return shape.dims
+
+
+def output_to_input(instr: HloInstruction, output_index: int = 0) -> list[IndexingMap | None]:
+    """One map (or None: undefined) per operand, from output `output_index` of instr."""
+    fn = _REGISTRY.get(instr.opcode)
+    if fn is None:
+        return [None] * len(instr.operands)
+    maps = fn(instr, output_dims(instr, output_index))
+    return [m.simplify() if m is not None else None for m in maps]
+
+
+def _map(out: tuple[int, ...], results, **kw) -> IndexingMap:
+    return IndexingMap(variables_from_sizes(out), tuple(results), **kw)
+
+
+def _scalar(out: tuple[int, ...]) -> IndexingMap:
+    return _map(out, ())
+
+
+def _ds(n: int) -> list[Expr]:
+    return [dim(i) for i in range(n)]
+
+
+# -- elementwise and pure data movement ----------------------------------------------------------
+
+@register(*[name for name, info in OPCODES.items() if info.is_elementwise], "map")
+def _elementwise(instr, out):
+    return [_map(out, _ds(len(out))) if op.shape.rank == len(out) else _scalar(out) for op in instr.operands]
+
+
+@register("bitcast-convert")
+def _bitcast_convert(instr, out):
+    in_dims = instr.operand(0).shape.dims
+    if len(in_dims) == len(out):
+        return [_map(out, _ds(len(out)))]
+    if len(in_dims) < len(out):  # wide -> narrow: the extra minor output dim picks a part
+        return [_map(out, _ds(len(in_dims)))]
+    return [_map(out, _ds(len(out)) + [sym(0)], symbols=variables_from_sizes(in_dims[-1:]))]
+
+
+@register("broadcast")
+def _broadcast(instr, out):
+    return [_map(out, [dim(d) for d in instr.attrs.get("dimensions", ())])]
+
+
+@register("transpose")
+def _transpose(instr, out):
+    perm = instr.attrs["dimensions"]
+    results: list[Expr] = [Const(0)] * len(perm)
+    for i, p in enumerate(perm):
+        results[p] = dim(i)
+    return [_map(out, results)]
+
+
+@register("reverse")
+def _reverse(instr, out):
+    flipped = set(instr.attrs["dimensions"])
+    return [_map(out, [out[i] - 1 - dim(i) if i in flipped else dim(i) for i in range(len(out))])]
+
+
+@register("slice")
+def _slice(instr, out):
+    return [_map(out, [dim(i) * s.stride + s.start for i, s in enumerate(instr.attrs["slice"])])]
+
+
+def linear_index(dims: tuple[int, ...], index: list[Expr], minor_to_major=None) -> Expr:
+    """The physical linear position of `index` in a shape of `dims` with the given layout."""
+    order = list(minor_to_major) if minor_to_major is not None else list(range(len(dims) - 1, -1, -1))
+    linear: Expr = Const(0)
+    for d in reversed(order):
+        linear = linear * dims[d] + index[d]
+    return linear
+
+
+@register("reshape")
+def _reshape(instr, out):
+    linear = linear_index(out, _ds(len(out)))
+    return [_map(out, delinearize(linear, instr.operand(0).shape.dims))]
+
+
+@register("bitcast")
+def _bitcast(instr, out):
+    operand = instr.operand(0).shape
+    linear = linear_index(out, _ds(len(out)), instr.shape.minor_to_major)
+    return [_map(out, delinearize(linear, operand.dims, operand.minor_to_major))]
+
+
+@register("pad")
+def _pad(instr, out):
+    in_dims = instr.operand(0).shape.dims
+    results, constraints = [], []
+    for i, (p, n) in enumerate(zip(instr.attrs["padding"], in_dims)):
+        shifted = dim(i) - p.lo
+        step = p.interior + 1
+        results.append(shifted // step)
+        constraints.append((shifted, Interval(0, (n - 1) * step)))
+        if step > 1:
+            constraints.append((shifted % step, Interval(0, 0)))
+    return [_map(out, results, constraints=tuple(constraints)), _scalar(out)]
+
+
+@register("concatenate")
+def _concatenate(instr, out):
+    axis = instr.attrs["dimensions"][0]
+    maps, offset = [], 0
+    for op in instr.operands:
+        n = op.shape.dims[axis]
+        dims = list(variables_from_sizes(out))
+        dims[axis] = Variable(Interval(offset, offset + n - 1))
+        results = [dim(i) - offset if i == axis else dim(i) for i in range(len(out))]
+        maps.append(IndexingMap(tuple(dims), tuple(results)))
+        offset += n
+    return maps
+
+
+@register("iota", "constant", "parameter")
+def _no_operands(instr, out):
+    return []
+
+
+# -- reductions and contractions -----------------------------------------------------------------
+
+@register("reduce")
+def _reduce(instr, out):
+    n = len(instr.operands) // 2
+    in_dims = instr.operand(0).shape.dims
+    reduced = sorted(instr.attrs["dimensions"])
+    kept = [i for i in range(len(in_dims)) if i not in reduced]
+    results: list[Expr] = [Const(0)] * len(in_dims)
+    for j, r in enumerate(reduced):
+        results[r] = sym(j)
+    for i, k in enumerate(kept):
+        results[k] = dim(i)
+    symbols = variables_from_sizes([in_dims[r] for r in reduced])
+    return [_map(out, results, symbols=symbols)] * n + [_scalar(out)] * n
+
+
+@register("reduce-window")
+def _reduce_window(instr, out):
+    n = len(instr.operands) // 2
+    in_dims = instr.operand(0).shape.dims
+    results, constraints = [], []
+    for i, (w, size) in enumerate(zip(instr.attrs["window"], in_dims)):
+        position = dim(i) * w.stride + sym(i) * w.rhs_dilate - w.pad_lo
+        results.append(position // w.lhs_dilate)
+        constraints.append((position, Interval(0, (size - 1) * w.lhs_dilate)))
+        if w.lhs_dilate > 1:
+            constraints.append((position % w.lhs_dilate, Interval(0, 0)))
+    symbols = variables_from_sizes([w.size for w in instr.attrs["window"]])
+    m = _map(out, results, symbols=symbols, constraints=tuple(constraints))
+    return [m] * n + [_scalar(out)] * n
+
+
+@register("dot")
+def _dot(instr, out):
+    lhs, rhs = instr.operand(0).shape.dims, instr.operand(1).shape.dims
+    lb, rb = instr.attrs.get("lhs_batch_dims", ()), instr.attrs.get("rhs_batch_dims", ())
+    lc, rc = instr.attrs.get("lhs_contracting_dims", ()), instr.attrs.get("rhs_contracting_dims", ())
+    symbols = variables_from_sizes([lhs[c] for c in lc])
+    lhs_free = [i for i in range(len(lhs)) if i not in lb and i not in lc]
+    rhs_free = [i for i in range(len(rhs)) if i not in rb and i not in rc]
+
+    def operand_map(rank, batch, contracting, free, first_free):
+        results: list[Expr] = [Const(0)] * rank
+        for j, b in enumerate(batch):
+            results[b] = dim(j)
+        for j, c in enumerate(contracting):
+            results[c] = sym(j)
+        for j, f in enumerate(free):
+            results[f] = dim(first_free + j)
+        return _map(out, results, symbols=symbols)
+
+    return [operand_map(len(lhs), lb, lc, lhs_free, len(lb)),
+            operand_map(len(rhs), rb, rc, rhs_free, len(lb) + len(lhs_free))]
+
+
+# -- dynamic indexing ------------------------------------------------------------------------------
+
+def _offset_vars(instr, in_dims, sizes, first_operand: int) -> tuple[Variable, ...]:
+    return tuple(Variable(Interval(0, n - s), "", (instr, first_operand + i))
+                 for i, (n, s) in enumerate(zip(in_dims, sizes)))
+
+
+@register("dynamic-slice")
+def _dynamic_slice(instr, out):
+    in_dims = instr.operand(0).shape.dims
+    runtime = _offset_vars(instr, in_dims, out, 1)
+    data = _map(out, [dim(i) + rt(i) for i in range(len(out))], runtime=runtime)
+    return [data] + [_scalar(out)] * len(in_dims)
+
+
+@register("dynamic-update-slice")
+def _dynamic_update_slice(instr, out):
+    upd = instr.operand(1).shape.dims
+    runtime = _offset_vars(instr, out, upd, 2)
+    results = [dim(i) - rt(i) for i in range(len(out))]
+    constraints = tuple((e, Interval(0, n - 1)) for e, n in zip(results, upd))
+    update = _map(out, results, runtime=runtime, constraints=constraints)
+    return [_map(out, _ds(len(out))), update] + [_scalar(out)] * len(out)
+
+
+def is_canonical_gather(instr: HloInstruction) -> bool:
+    a, idx = instr.attrs, instr.operand(1).shape
+    rank = instr.operand(0).shape.rank
+    k = idx.dims[1] if idx.rank == 2 else -1
+    return (idx.rank == 2 and a.get("index_vector_dim") == 1 and tuple(a.get("offset_dims", ())) ==
+            tuple(range(1, rank + 1)) and not a.get("collapsed_slice_dims") and not a.get("operand_batching_dims")
+            and tuple(a.get("start_index_map", ())) == tuple(range(k)))
+
+
+@register("gather")
+def _gather(instr, out):
+    if not is_canonical_gather(instr):
+        return [None, None]
+    operand, indices = instr.operand(0).shape.dims, instr.operand(1).shape.dims
+    sizes = instr.attrs["slice_sizes"]
+    k = indices[1]
+    runtime = tuple(Variable(Interval(0, operand[i] - sizes[i]), "", (instr, 1)) for i in range(k))
+    data = _map(out, [dim(1 + i) + rt(i) if i < k else dim(1 + i) for i in range(len(operand))], runtime=runtime)
+    index_map = _map(out, [dim(0), sym(0)], symbols=variables_from_sizes([k]))
+    return [data, index_map]
+
+
+@register("scatter")
+def _scatter(instr, out):
+    n = len(instr.operands) // 2
+    return [_map(out, _ds(len(out)))] * n + [None] * (len(instr.operands) - n)
+
+
+def scatter_update_to_operand(instr: HloInstruction) -> IndexingMap:
+    """For a canonical scatter (indices [N, K], index_vector_dim 1, update_window_dims 1..rank, no
+    inserted dims, scatter_dims_to_operand_dims 0..K-1): the map from an index of the updates
+    tensor to the operand element it combines into, `(d0, d1..dr){r} -> (d_{1+i} + r_i)`. Updates
+    whose whole window would leave the operand are skipped by XLA's scatter; the runtime variable
+    bounds state the in-bounds offsets."""
+    a = instr.attrs
+    n = len(instr.operands) // 2
+    operand, indices, updates = instr.operand(0).shape.dims, instr.operand(n).shape.dims, instr.operand(n + 1).shape
+    rank = len(operand)
+    if (len(indices) != 2 or a.get("index_vector_dim") != 1 or a.get("inserted_window_dims")
+            or tuple(a.get("update_window_dims", ())) != tuple(range(1, rank + 1))
+            or tuple(a.get("scatter_dims_to_operand_dims", ())) != tuple(range(indices[1]))):
+        raise IndexingError(f"scatter '{instr.name}' is not in canonical form")
+    k = indices[1]
+    window = updates.dims[1:]
+    runtime = tuple(Variable(Interval(0, operand[i] - window[i]), "", (instr, n)) for i in range(k))
+    results = [dim(1 + i) + rt(i) if i < k else dim(1 + i) for i in range(rank)]
+    return IndexingMap(variables_from_sizes(updates.dims), tuple(results), runtime=runtime).simplify()

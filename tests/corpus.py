@@ -17,6 +17,21 @@ JAX_DIR = CORPUS / "jax"
 # they call a computation defined in another part (XLA's parser rejects them too).
 INVALID_ALONE = {"hlo_to_mhlo__while__3.hlo"}
 
+# Corpus files from XLA tests that never run the verifier and are invalid HLO; each must fail with
+# the given message (so a fix in them, or a regression in the rule, shows up).
+KNOWN_INVALID = {
+    # The fusion's operand 1 is s32[1024] but the fused computation's parameter 1 is s32[].
+    "tools__print_indexing_test.hlo": r"parameter 1 of fused computation 'fused_computation' has shape s32\[\]",
+    # Window size 3x3 against a 2x2 kernel (an HLO->MHLO import test, which does not verify).
+    "hlo_to_mhlo__import.hlo": r"window size 3 of spatial dimension 0 does not match the kernel's \(size 2\)",
+    # broadcast f32[1] -> f32[3] along dimension 0: HLO broadcast does not stretch size-1 dimensions
+    # (HloVerifier::HandleBroadcast requires equal sizes).
+    "hlo_to_mhlo__while__2.hlo": r"operand dimension 0 \(size 1\) does not match output dimension 0 \(size 3\)",
+}
+
+# A while loop whose body never advances its counter (an import test; it never runs in XLA either).
+NON_TERMINATING = {"hlo_to_mhlo__while__1.hlo"}
+
 
 def corpus_files(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.hlo")) if directory.is_dir() else []

@@ -77,7 +77,7 @@ def _check_one(index: int, shape: Shape, value: Any, cast: bool) -> Any:
                                 f"got {arr.dtype}")
         with np.errstate(all="ignore"):
             arr = arr.astype(shape.dtype)
-    return np.ascontiguousarray(arr)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
 
 
 def compile(module_or_text: HloModule | str, backend: str = "interpreter", *, verify: bool = True,

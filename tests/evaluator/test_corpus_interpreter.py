@@ -9,13 +9,24 @@ import sys
 
 import numpy as np
 import pytest
-from corpus import INVALID_ALONE, JAX_DIR, XLA_DIR, corpus_files, jax_cases, load_npz, require
 
 import hlocc
+from corpus import (
+    INVALID_ALONE,
+    JAX_DIR,
+    KNOWN_INVALID,
+    NON_TERMINATING,
+    XLA_DIR,
+    corpus_files,
+    jax_cases,
+    load_npz,
+    require,
+)
 from hlocc.cli import flatten, random_inputs
 from hlocc.comparison import compare_arrays
 from hlocc.compiler import check_arguments
 from hlocc.errors import UnsupportedError
+from hlocc.evaluator import EvaluationError, Evaluator
 
 CASES = jax_cases()
 SMALL = [c for c in CASES if c["perf"] != "yes"]
@@ -63,22 +74,43 @@ def test_jax_perf_case_matches_xla_cpu(case, perf_dir):
 
 
 MAX_INPUT_ELEMENTS = 1 << 22
+MAX_DEFAULT_WORK = 3e8  # elements produced by all instructions; above it a module runs only with -m slow
 
 
-@pytest.mark.parametrize("path", corpus_files(XLA_DIR), ids=lambda p: p.name)
+def evaluation_work(path) -> float:
+    """Elements all instructions of a module produce: the evaluator's time is about proportional."""
+    try:
+        module = hlocc.parse_hlo_file(path)
+    except hlocc.HloError:
+        return 0.0
+    return float(sum(leaf.num_elements for i in module.all_instructions() for leaf in i.shape.leaves()
+                     if leaf.is_array))
+
+
+XLA_PARAMS = [pytest.param(p, marks=[pytest.mark.slow] if evaluation_work(p) > MAX_DEFAULT_WORK else [])
+              for p in corpus_files(XLA_DIR)]
+
+
+@pytest.mark.parametrize("path", XLA_PARAMS, ids=lambda p: p.name)
 def test_xla_module_evaluates_or_is_unsupported(path):
-    if path.name in INVALID_ALONE:
-        pytest.skip("not a valid module on its own (see tests/corpus.py)")
+    if path.name in INVALID_ALONE or path.name in KNOWN_INVALID:
+        pytest.skip("not a valid module (see tests/corpus.py)")
     module = hlocc.parse_hlo_file(path)
     sizes = [leaf.num_elements for p in module.entry.parameters for leaf in p.shape.leaves() if leaf.is_array]
     if sum(sizes) > MAX_INPUT_ELEMENTS or not module.entry.root.shape.is_static:
-        pytest.skip(f"inputs of {sum(sizes)} elements (or dynamic shapes): too large for a unit test")
-    exe = hlocc.compile(module, backend="interpreter")
+        pytest.skip(f"inputs of {sum(sizes)} elements (or dynamic shapes): too large to allocate in a test")
+    hlocc.compile(module, backend="interpreter")  # verifies
     args = check_arguments(module, random_inputs(module, seed=1), cast=True)
+    evaluator = Evaluator(seed=1, max_while_iterations=100_000)
+    if path.name in NON_TERMINATING:
+        with pytest.raises(EvaluationError, match="did not finish within 100000 iterations"):
+            evaluator.run(module, args)
+        return
     try:
-        result = exe(*args)
+        result = evaluator.run(module, args)
     except UnsupportedError as e:
-        assert "unsupported" in str(e) or "does not support" in str(e) or "not modelled" in str(e), str(e)
+        names = {f"'{i.name}'" for i in module.all_instructions()}
+        assert str(e).startswith("unsupported") and any(n in str(e) for n in names), str(e)
         return
     for leaf, shape in zip(flatten(result), module.entry.root.shape.leaves()):
         if shape.is_array:

@@ -3,13 +3,12 @@ registry facts (arity, required attributes), declared-vs-inferred shapes, and th
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from corpus import INVALID_ALONE, JAX_DIR, KNOWN_INVALID, XLA_DIR, corpus_files
 from hlocc.errors import HloVerifyError
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.parser import parse_hlo, parse_hlo_file
@@ -17,25 +16,11 @@ from hlocc.hlo.shape_inference import infer_shape
 from hlocc.hlo.types import Shape
 from hlocc.hlo.verifier import verify_computation, verify_module
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
-CORPUS_FILES = sorted(p for sub in ("xla", "jax") for p in (CORPUS / sub).glob("*.hlo")) if CORPUS.is_dir() else []
-
-# Corpus files from XLA tests that never run the verifier and are invalid HLO; each must fail with
-# the given message (so a fix in them, or a regression in the rule, shows up).
-KNOWN_INVALID = {
-    # The fusion's operand 1 is s32[1024] but the fused computation's parameter 1 is s32[].
-    "tools__print_indexing_test.hlo": r"parameter 1 of fused computation 'fused_computation' has shape s32\[\]",
-    # Window size 3x3 against a 2x2 kernel (an HLO->MHLO import test, which does not verify).
-    "hlo_to_mhlo__import.hlo": r"window size 3 of spatial dimension 0 does not match the kernel's \(size 2\)",
-    # broadcast f32[1] -> f32[3] along dimension 0: HLO broadcast does not stretch size-1 dimensions
-    # (HloVerifier::HandleBroadcast requires equal sizes).
-    "hlo_to_mhlo__while__2.hlo": r"operand dimension 0 \(size 1\) does not match output dimension 0 \(size 3\)",
-}
-# Files the parser rightly rejects (the text itself is broken).
-UNPARSABLE = {"hlo_to_mhlo__while__3.hlo"}  # calls the undefined computation 'reduce_helper_add'
+CORPUS_FILES = corpus_files(XLA_DIR) + corpus_files(JAX_DIR)
+UNPARSABLE = INVALID_ALONE
 
 
-@pytest.mark.skipif(not CORPUS_FILES, reason=f"no HLO corpus at {CORPUS}")
+@pytest.mark.skipif(not CORPUS_FILES, reason="no HLO corpus at ../shared/corpus")
 @pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_corpus_module_verifies(path):
     if path.name in UNPARSABLE:

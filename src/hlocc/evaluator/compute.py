@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlocc.errors import UnsupportedError
-from hlocc.evaluator import dot, linalg, normalization, random, sorting  # noqa: F401  (registration)
-from hlocc.evaluator import convolution  # noqa: F401  (registration)
+from hlocc.evaluator import convolution, dot, linalg, normalization, random, sorting  # noqa: F401  (registration)
 from hlocc.evaluator.reduction import as_array_list, reduce_arrays
 from hlocc.evaluator.windows import window_view
 from hlocc.hlo.ir import HloInstruction
@@ -43,16 +42,18 @@ def evaluate_reduce(instr: HloInstruction, operands: list, ev):
 @register_evaluator("reduce-window")
 def evaluate_reduce_window(instr: HloInstruction, operands: list, ev):
     """reduce-window(in_0..in_{N-1}, init_0..init_{N-1}), window=W, to_apply=f: for every window
-    position, reduce the elements the window covers. Edge padding and base-dilation holes hold
-    the init value (they are reduced like any element); window dilation skips taps."""
+    position, the init values folded with the input elements the window covers. Taps that fall
+    on edge padding or base-dilation holes are skipped (as XLA's CPU backend and HloEvaluator
+    do; this equals padding with the init value when the init is f's identity)."""
     n = len(operands) // 2
     window = instr.attrs["window"]
-    inputs, inits = operands[:n], operands[n:]
-    views = [window_view(np.asarray(x), window, np.asarray(i).item() if False else np.asarray(i))
-             for x, i in zip(inputs, inits)]
-    rank = np.asarray(inputs[0]).ndim
+    inputs, inits = [np.asarray(x) for x in operands[:n]], operands[n:]
+    views = [window_view(x, window, np.asarray(i)) for x, i in zip(inputs, inits)]
+    valid = window_view(np.ones(inputs[0].shape, dtype=bool), window, False)
+    rank = inputs[0].ndim
     axes = tuple(range(rank, 2 * rank))
-    results = reduce_arrays(ev, instr.to_apply, views, axes, inits, _result_dtypes(instr))
+    mask = None if valid.all() else valid
+    results = reduce_arrays(ev, instr.to_apply, views, axes, inits, _result_dtypes(instr), mask)
     return _pack(instr, results)
 
 

@@ -226,7 +226,10 @@ def eval_collective_permute(instr: HloInstruction, operands: list, ev: Evaluator
 
 @register_evaluator("collective-permute-start")
 def eval_collective_permute_start(instr: HloInstruction, operands: list, ev: Evaluator) -> Any:
-    """XLA's shape is `(operand, result, context...)`; contexts are zeros."""
+    """XLA's shape is `(operand, result, context...)`; contexts are zeros. Older dumps declare just
+    the result shape."""
+    if not instr.shape.is_tuple:
+        return _permuted(instr, operands, instr.shape)
     shapes = instr.shape.tuple_shapes
     sent = tuple(operands) if len(operands) > 1 else operands[0]
     return (sent, _permuted(instr, operands, shapes[1])) + tuple(zero_value(s) for s in shapes[2:])

@@ -63,14 +63,24 @@ class Evaluator:
     def evaluate_instruction(self, instr: HloInstruction, operands: list[Any]) -> Any:
         info = OPCODES[instr.opcode]
         if info.evaluate is None:
-            raise UnsupportedError(f"the evaluator does not support opcode '{instr.opcode}' "
-                                   f"(instruction '{instr.name}')")
+            raise _unsupported(f"the evaluator does not support opcode '{instr.opcode}'", instr)
         try:
             return info.evaluate(instr, operands, self)
+        except UnsupportedError as e:
+            raise _unsupported(str(e), instr) from None
         except HloError:
             raise
         except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError, MemoryError) as e:
             raise EvaluationError(f"evaluating '{instr.name}' ({instr.opcode}): {e}") from e
+
+
+def _unsupported(message: str, instr: HloInstruction) -> UnsupportedError:
+    """One form for every unsupported case: `unsupported: <cause> (instruction 'name')`."""
+    if not message.startswith("unsupported"):
+        message = "unsupported: " + message
+    if f"'{instr.name}'" not in message:
+        message += f" (instruction '{instr.name}')"
+    return UnsupportedError(message)
 
 
 def evaluate(module: HloModule, args: Sequence[Any], seed: int = 0) -> Any:

@@ -13,11 +13,15 @@ Two strategies, chosen per call:
   * general: a pairwise tree over the reduced elements, in order (element 2i with 2i+1), each
     level one `ev.call(to_apply, ...)` on whole arrays, then `to_apply(init, partial)`. Never a
     Python loop over elements: log2(R) + 1 calls for R reduced elements.
+
+Both accept a `valid` mask (reduce-window's padding and base-dilation holes): invalid elements
+are skipped, not combined, so a window of only padding yields the init value.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -74,8 +78,28 @@ def as_array_list(value: Any, n: int, shape: tuple[int, ...], dtypes: Sequence[n
     return [np.broadcast_to(np.asarray(v, dtype=dt), shape) for v, dt in zip(values, dtypes)]
 
 
-def reduce_fast(x: np.ndarray, axes: Sequence[int], init: np.ndarray, opcode: str) -> np.ndarray:
-    """`init ⊕ reduce(x over axes)` with the numpy ufunc for `opcode`, in x's dtype."""
+def combiner_identity(opcode: str, dtype: np.dtype) -> np.ndarray:
+    """The identity element of a fast combiner in `dtype` (what a skipped element counts as)."""
+    dtype = np.dtype(dtype)
+    if opcode in ("add", "or"):
+        return np.zeros((), dtype)
+    if opcode == "multiply":
+        return np.ones((), dtype)
+    if opcode == "and":
+        return np.asarray(True) if dtype == np.bool_ else np.invert(np.zeros((), dtype))
+    lowest = opcode == "maximum"
+    if dtype == np.bool_:
+        return np.asarray(not lowest)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return np.asarray(info.min if lowest else info.max, dtype)
+    return np.asarray(-np.inf if lowest else np.inf, dtype)
+
+
+def reduce_fast(x: np.ndarray, axes: Sequence[int], init: np.ndarray, opcode: str,
+                valid: np.ndarray | None = None) -> np.ndarray:
+    """`init ⊕ reduce(x over axes)` with the numpy ufunc for `opcode`, in x's dtype; elements
+    where `valid` is false are skipped."""
     ufunc = FAST_COMBINERS[opcode]
     acc = accumulation_dtype(x.dtype)
     axes = tuple(axes)
@@ -85,17 +109,33 @@ def reduce_fast(x: np.ndarray, axes: Sequence[int], init: np.ndarray, opcode: st
         if any(x.shape[a] == 0 for a in axes):
             result = np.broadcast_to(init_acc, kept_shape)
         else:
-            partial = ufunc.reduce(x.astype(acc), axis=axes, dtype=acc)
+            values = x.astype(acc)
+            if valid is not None:
+                values = np.where(valid, values, combiner_identity(opcode, acc))
+            partial = ufunc.reduce(values, axis=axes, dtype=acc)
             result = ufunc(init_acc, partial)
         return np.asarray(result).astype(x.dtype)
 
 
+def _combine(ev, comp, lhs, rhs, lhs_valid, rhs_valid, dtypes):
+    """comp(lhs, rhs) where both are valid, else whichever is valid; and the combined validity."""
+    n = len(lhs)
+    out = as_array_list(ev.call(comp, lhs + rhs), n, lhs[0].shape, dtypes)
+    if lhs_valid is None:
+        return out, None
+    out = [np.where(lhs_valid & rhs_valid, o, np.where(lhs_valid, a, b)) for o, a, b in zip(out, lhs, rhs)]
+    return out, lhs_valid | rhs_valid
+
+
 def reduce_tree(ev, comp: HloComputation, xs: Sequence[np.ndarray], axes: Sequence[int],
-                inits: Sequence[np.ndarray], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
+                inits: Sequence[np.ndarray], dtypes: Sequence[np.dtype],
+                valid: np.ndarray | None = None) -> list[np.ndarray]:
     """Variadic reduction of `xs` over `axes` by a pairwise tree of `ev.call(comp, ...)`, then
-    `comp(inits, partials)`; returns one array per input, in `dtypes`."""
+    `comp(inits, partials)`; elements where `valid` is false are skipped. Returns one array per
+    input, in `dtypes`."""
     n = len(xs)
     runs = [_flatten_reduced(np.asarray(x), axes) for x in xs]
+    mask = None if valid is None else _flatten_reduced(np.broadcast_to(valid, np.shape(xs[0])), axes)
     kept_shape = runs[0].shape[:-1]
     with np.errstate(all="ignore"):
         while runs[0].shape[-1] > 1:
@@ -103,23 +143,29 @@ def reduce_tree(ev, comp: HloComputation, xs: Sequence[np.ndarray], axes: Sequen
             even = length - length % 2
             lhs = [r[..., 0:even:2] for r in runs]
             rhs = [r[..., 1:even:2] for r in runs]
-            out = as_array_list(ev.call(comp, lhs + rhs), n, lhs[0].shape, dtypes)
+            halves = (None, None) if mask is None else (mask[..., 0:even:2], mask[..., 1:even:2])
+            out, out_mask = _combine(ev, comp, lhs, rhs, *halves, dtypes)
             if length % 2:
                 out = [np.concatenate([o, r[..., even:]], axis=-1) for o, r in zip(out, runs)]
-            runs = out
+                out_mask = None if mask is None else np.concatenate([out_mask, mask[..., even:]], axis=-1)
+            runs, mask = out, out_mask
         accs = [np.broadcast_to(np.asarray(i, dtype=dt), kept_shape) for i, dt in zip(inits, dtypes)]
         if runs[0].shape[-1] == 0:
             return [np.array(a) for a in accs]
         last = [r[..., 0] for r in runs]
         result = as_array_list(ev.call(comp, accs + last), n, kept_shape, dtypes)
+        if mask is not None:
+            result = [np.where(mask[..., 0], r, a) for r, a in zip(result, accs)]
     return [np.array(r) for r in result]
 
 
 def reduce_arrays(ev, comp: HloComputation, xs: Sequence[np.ndarray], axes: Sequence[int],
-                  inits: Sequence[np.ndarray], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
-    """Reduce `xs` over `axes` with `comp` and fold in `inits`: the fast ufunc path when `comp`
-    allows it (one input whose dtype is the combiner's), the pairwise tree otherwise."""
+                  inits: Sequence[np.ndarray], dtypes: Sequence[np.dtype],
+                  valid: np.ndarray | None = None) -> list[np.ndarray]:
+    """Reduce `xs` over `axes` with `comp` and fold in `inits`, skipping elements where `valid`
+    is false: the fast ufunc path when `comp` allows it (one input whose dtype is the
+    combiner's), the pairwise tree otherwise."""
     opcode = fast_combiner(comp) if len(xs) == 1 else None
     if opcode is not None and comp.root.shape.dtype == np.asarray(xs[0]).dtype:
-        return [reduce_fast(np.asarray(xs[0]), axes, inits[0], opcode)]
-    return reduce_tree(ev, comp, xs, axes, inits, dtypes)
+        return [reduce_fast(np.asarray(xs[0]), axes, inits[0], opcode, valid)]
+    return reduce_tree(ev, comp, xs, axes, inits, dtypes, valid)

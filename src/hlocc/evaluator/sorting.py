@@ -1,0 +1,173 @@
+"""Reference evaluation of `sort` and `topk`.
+
+sort(op_0..op_{N-1}), dimensions={d}, is_stable, to_apply=cmp sorts all operands along d by the
+same permutation; `cmp` takes 2N scalars (lhs_0, rhs_0, lhs_1, rhs_1, ...) and returns whether
+lhs comes strictly before rhs. hlocc always sorts stably (a stable order is a valid answer to an
+unstable sort).
+
+Two strategies:
+  * fast: `cmp` is one `compare` LT or GT of parameters 0 and 1 (the first operand's pair). The
+    key is mapped to integers whose order is the comparison's: TOTALORDER puts
+    -NaN < -inf < ... < -0.0 < +0.0 < ... < +inf < +NaN (by bit pattern); FLOAT (the default
+    for floats) treats -0.0 == +0.0, and a key holding NaN (for which FLOAT comparison is not an
+    ordering) goes to the general path so both paths agree. Then np.argsort(kind="stable").
+  * general: a bottom-up merge sort vectorised across all rows and runs; each merge finds every
+    element's place in the other run by a binary search whose probes are `ev.call(cmp, ...)` on
+    whole arrays (O(log^2 n) calls in all).
+
+topk(x), k, largest=true returns (values, s32 indices) of the k largest (or smallest) elements
+of every row of the last dimension, best first, ties broken by lower index, in total order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlocc.evaluator import numerics
+from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.opcodes import register_evaluator
+from hlocc.hlo.types import from_dtype
+
+_DEFAULT_COMPARE_TYPE = {"float": "FLOAT", "signed": "SIGNED", "unsigned": "UNSIGNED", "pred": "UNSIGNED"}
+
+
+def total_order_key(x: np.ndarray) -> np.ndarray:
+    """Integers ordered like XLA's TOTALORDER comparison of `x` (floats by sign-magnitude bit
+    pattern, see numerics.total_order_key; integers and pred by value)."""
+    ptype = from_dtype(x.dtype)
+    if ptype.is_float:
+        return numerics.total_order_key(x, ptype)
+    if ptype.is_unsigned and ptype.bits == 64:
+        return x.astype(np.uint64)
+    return x.astype(np.int64)
+
+
+def _fast_key(comp: HloComputation, keys: np.ndarray) -> np.ndarray | None:
+    """An integer array whose ascending stable argsort is the order `comp` asks for, or None
+    when `comp` is not a single LT/GT compare of parameters 0 and 1 that the fast path handles."""
+    params = comp.parameters
+    root = comp.root
+    if root is None or root.opcode != "compare" or len(params) < 2:
+        return None
+    direction = root.attrs.get("direction")
+    lhs, rhs = root.operands
+    if direction not in ("LT", "GT") or {lhs.opcode, rhs.opcode} != {"parameter"}:
+        return None
+    order = (lhs.parameter_number, rhs.parameter_number)
+    if order not in ((0, 1), (1, 0)):
+        return None
+    ptype = from_dtype(keys.dtype)
+    if ptype.is_complex:
+        return None
+    kind = "float" if ptype.is_float else ("pred" if ptype.is_pred else ("signed" if ptype.is_signed else "unsigned"))
+    natural = _DEFAULT_COMPARE_TYPE[kind]
+    ctype = root.attrs.get("type", natural)
+    if ctype != natural and not (kind == "float" and ctype == "TOTALORDER"):
+        return None
+    if kind == "float" and ctype == "FLOAT":
+        if np.isnan(keys.astype(np.float64)).any():
+            return None
+        keys = keys.astype(np.float64) + 0.0  # -0.0 + 0.0 == +0.0: FLOAT compares them equal
+    key = total_order_key(keys)
+    descending = (direction == "GT") == (order == (0, 1))
+    return ~key if descending else key
+
+
+def _less(ev, comp: HloComputation, a: list[np.ndarray], a_pad, b: list[np.ndarray], b_pad) -> np.ndarray:
+    """comp(a, b) elementwise, with padding elements ordered after every real element."""
+    args = [v for pair in zip(a, b) for v in pair]
+    with np.errstate(all="ignore"):
+        real = np.broadcast_to(np.asarray(ev.call(comp, args), dtype=bool), a_pad.shape)
+    return np.where(a_pad, False, np.where(b_pad, True, real))
+
+
+def _count_before(ev, comp, probe, probe_pad, run, run_pad, strict: bool) -> np.ndarray:
+    """For each probe element, how many elements of the sorted `run` (same leading shape, last
+    axis the run) come before it: those with less(run_j, probe) when `strict`, else those with
+    not less(probe, run_j). Both predicates hold on a prefix of the run: binary search."""
+    width = run[0].shape[-1]
+    lo = np.zeros(probe_pad.shape, dtype=np.int64)
+    hi = np.full(probe_pad.shape, width, dtype=np.int64)
+    for _ in range(int(width).bit_length()):
+        active = lo < hi
+        if not active.any():
+            break
+        mid = np.minimum((lo + hi) // 2, width - 1)
+        at = [np.take_along_axis(r, mid, axis=-1) for r in run]
+        at_pad = np.take_along_axis(run_pad, mid, axis=-1)
+        if strict:
+            before = _less(ev, comp, at, at_pad, probe, probe_pad)
+        else:
+            before = ~_less(ev, comp, probe, probe_pad, at, at_pad)
+        lo = np.where(active & before, mid + 1, lo)
+        hi = np.where(active & ~before, mid, hi)
+    return lo
+
+
+def _permute_blocks(blocks: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Blocks (batch, runs, 2, width) merged into (batch, runs * 2 * width) in `order`."""
+    batch, runs, _, width = blocks.shape
+    merged = np.take_along_axis(blocks.reshape(batch, runs, 2 * width), order, axis=-1)
+    return merged.reshape(batch, runs * 2 * width)
+
+
+def merge_sort_permutation(ev, comp: HloComputation, rows: list[np.ndarray]) -> np.ndarray:
+    """The stable permutation (rows × n, int64) sorting each row of the 2-D arrays `rows` by `comp`."""
+    batch, n = rows[0].shape
+    if n <= 1:
+        return np.zeros((batch, n), dtype=np.int64)
+    size = 1 << max(0, (n - 1).bit_length())
+    pad_width = ((0, 0), (0, size - n))
+    data = [np.pad(r, pad_width, mode="edge") for r in rows]
+    pad = np.broadcast_to(np.arange(size) >= n, (batch, size))
+    perm = np.broadcast_to(np.arange(size, dtype=np.int64), (batch, size))
+    width = 1
+    while width < size:
+        shape = (batch, size // (2 * width), 2, width)
+        blocks = [d.reshape(shape) for d in data]
+        pad_b, perm_b = pad.reshape(shape), perm.reshape(shape)
+        left, right = [b[:, :, 0] for b in blocks], [b[:, :, 1] for b in blocks]
+        left_pad, right_pad = pad_b[:, :, 0], pad_b[:, :, 1]
+        own = np.arange(width)
+        left_pos = own + _count_before(ev, comp, left, left_pad, right, right_pad, strict=True)
+        right_pos = own + _count_before(ev, comp, right, right_pad, left, left_pad, strict=False)
+        # Ties in position (only from a comparator that is not a strict weak order) go left first.
+        key = np.concatenate([2 * left_pos, 2 * right_pos + 1], axis=-1)
+        order = np.argsort(key, axis=-1, kind="stable")
+        data = [_permute_blocks(b, order) for b in blocks]
+        pad, perm = _permute_blocks(pad_b, order), _permute_blocks(perm_b, order)
+        width *= 2
+    return perm[:, :n]
+
+
+@register_evaluator("sort")
+def evaluate_sort(instr: HloInstruction, operands: list, ev):
+    """Sort every operand along `dimensions[0]` by the permutation `to_apply` defines."""
+    dim = instr.attrs["dimensions"][0]
+    arrays = [np.asarray(o) for o in operands]
+    moved = [np.moveaxis(a, dim, -1) for a in arrays]
+    lead, n = moved[0].shape[:-1], moved[0].shape[-1]
+    key = _fast_key(instr.to_apply, moved[0])
+    if key is not None:
+        perm = np.argsort(key, axis=-1, kind="stable")
+    else:
+        rows = [m.reshape(int(np.prod(lead, dtype=np.int64)), n) for m in moved]
+        perm = merge_sort_permutation(ev, instr.to_apply, rows).reshape(lead + (n,))
+    results = [np.moveaxis(np.take_along_axis(m, perm, axis=-1), -1, dim) for m in moved]
+    results = [np.ascontiguousarray(r) for r in results]
+    return tuple(results) if instr.shape.is_tuple else results[0]
+
+
+@register_evaluator("topk")
+def evaluate_topk(instr: HloInstruction, operands: list, ev):
+    """(values, s32 indices) of the k largest (largest=true, the default) or smallest elements
+    along the last dimension, best first; equal elements keep lower index first; floats in
+    total order (+NaN is the largest value, -NaN the smallest)."""
+    x = np.asarray(operands[0])
+    k = int(instr.attrs["k"])
+    key = total_order_key(x)
+    if instr.attrs.get("largest", True):
+        key = ~key
+    index = np.argsort(key, axis=-1, kind="stable")[..., :k]
+    values = np.take_along_axis(x, index, axis=-1)
+    return values, index.astype(np.int32)

@@ -1,0 +1,297 @@
+"""reduce, reduce-window, select-and-scatter, map and scan in the reference evaluator."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from _compute_helpers import COMBINERS, assert_same_bits, run, run_jax
+
+from hlocc.errors import UnsupportedError
+
+
+def reduce_module(in_type: str, dims: str, out_type: str, combiner: str, init: str, scalar: str = "f32") -> str:
+    return COMBINERS + f"""
+ENTRY e {{
+  p = {in_type} parameter(0)
+  z = {scalar}[] constant({init})
+  ROOT r = {out_type} reduce(p, z), dimensions={{{dims}}}, to_apply={combiner}
+}}"""
+
+
+# -- reduce: fast path ------------------------------------------------------------------------
+
+def test_reduce_rows_with_init_folded_once():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    out = run(reduce_module("f32[3,4]", "1", "f32[3]", "add_f32", "10"), x)
+    assert_same_bits(out, np.array([16, 32, 48], np.float32))
+
+
+def test_reduce_all_dims_to_scalar():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    out = run(reduce_module("f32[2,3,4]", "0,1,2", "f32[]", "add_f32", "0"), x)
+    assert_same_bits(out, np.float32(276))
+
+
+def test_reduce_bf16_accumulates_in_f32():
+    # Summing 300 ones in bf16 would stall at 256 (256 + 1 rounds back to 256); f32 gives 300.
+    text = """
+add_bf16 { a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT r = bf16[] add(a, b) }
+ENTRY e {
+  p = bf16[300] parameter(0)
+  z = bf16[] constant(0)
+  ROOT r = bf16[] reduce(p, z), dimensions={0}, to_apply=add_bf16
+}"""
+    out = run(text, np.ones(300, ml_dtypes.bfloat16))
+    assert out.dtype == ml_dtypes.bfloat16 and float(out) == 300.0
+
+
+def test_reduce_max_propagates_nan():
+    x = np.array([[1, np.nan, 3], [4, 5, -np.inf]], np.float32)
+    out = run(reduce_module("f32[2,3]", "1", "f32[2]", "max_f32", "-inf"), x)
+    assert np.isnan(out[0]) and out[1] == 5
+
+
+def test_reduce_int_wraps():
+    x = np.array([2**31 - 1, 1, 5], np.int32)
+    out = run(reduce_module("s32[3]", "0", "s32[]", "add_s32", "0", scalar="s32"), x)
+    assert_same_bits(out, np.int32(-(2**31) + 5))
+
+
+def test_reduce_empty_dimension_gives_init():
+    x = np.zeros((0, 3), np.float32)
+    out = run(reduce_module("f32[0,3]", "0", "f32[3]", "add_f32", "5"), x)
+    assert_same_bits(out, np.full(3, 5, np.float32))
+
+
+# -- reduce: general path ---------------------------------------------------------------------
+
+SLOW_ADD_S32 = """
+slow_add { a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  s = s32[] add(a, b)
+  ROOT r = s32[] copy(s) }
+"""
+
+
+@pytest.mark.parametrize("shape,dims", [((7,), (0,)), ((5, 6, 3), (0, 2)), ((4, 9), (1,)), ((2, 1), (1,))])
+def test_reduce_general_path_matches_numpy(shape, dims):
+    rng = np.random.default_rng(1)
+    x = rng.integers(-1000, 1000, size=shape).astype(np.int32)
+    kept = [d for i, d in enumerate(shape) if i not in dims]
+    text = SLOW_ADD_S32 + f"""
+ENTRY e {{
+  p = s32[{','.join(map(str, shape))}] parameter(0)
+  z = s32[] constant(7)
+  ROOT r = s32[{','.join(map(str, kept))}] reduce(p, z), dimensions={{{','.join(map(str, dims))}}}, to_apply=slow_add
+}}"""
+    assert_same_bits(run(text, x), (x.sum(axis=dims) + 7).astype(np.int32))
+
+
+def test_reduce_general_path_keeps_element_order():
+    # Subtraction is not associative: the tree must pair neighbours in order, so that
+    # a non-commutative but associative combiner like "keep the last non-zero" works.
+    text = """
+last_nonzero { a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  z = s32[] constant(0)
+  nz = pred[] compare(b, z), direction=NE
+  ROOT r = s32[] select(nz, b, a) }
+ENTRY e {
+  p = s32[2,7] parameter(0)
+  z = s32[] constant(-1)
+  ROOT r = s32[2] reduce(p, z), dimensions={1}, to_apply=last_nonzero
+}"""
+    x = np.array([[3, 0, 4, 0, 0, 9, 0], [0, 0, 0, 0, 0, 0, 0]], np.int32)
+    assert_same_bits(run(text, x), np.array([9, -1], np.int32))
+
+
+ARGMAX = """
+argmax {
+  v0 = f32[] parameter(0)
+  i0 = s32[] parameter(1)
+  v1 = f32[] parameter(2)
+  i1 = s32[] parameter(3)
+  gt = pred[] compare(v0, v1), direction=GT
+  eq = pred[] compare(v0, v1), direction=EQ
+  lt = pred[] compare(i0, i1), direction=LT
+  tie = pred[] and(eq, lt)
+  first = pred[] or(gt, tie)
+  v = f32[] select(first, v0, v1)
+  i = s32[] select(first, i0, i1)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+"""
+
+
+def test_variadic_reduce_argmax():
+    rng = np.random.default_rng(2)
+    x = rng.integers(0, 5, size=(6, 11)).astype(np.float32)  # many ties: lowest index must win
+    idx = np.broadcast_to(np.arange(11, dtype=np.int32), x.shape).copy()
+    text = ARGMAX + """
+ENTRY e {
+  p = f32[6,11] parameter(0)
+  q = s32[6,11] parameter(1)
+  a = f32[] constant(-inf)
+  b = s32[] constant(0)
+  ROOT r = (f32[6], s32[6]) reduce(p, q, a, b), dimensions={1}, to_apply=argmax
+}"""
+    values, indices = run(text, x, idx)
+    assert_same_bits(values, x.max(axis=1))
+    assert_same_bits(indices, x.argmax(axis=1).astype(np.int32))
+
+
+def test_reduce_matches_jax_sum_and_max():
+    jnp = pytest.importorskip("jax.numpy")
+    x = np.random.default_rng(3).standard_normal((5, 6, 7)).astype(np.float32)
+    ours, theirs = run_jax(lambda a: (jnp.sum(a, axis=(0, 2)), jnp.max(a, axis=1)), x)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-5)
+    assert_same_bits(ours[1], theirs[1])
+
+
+# -- reduce-window ----------------------------------------------------------------------------
+
+def test_reduce_window_skips_padding_and_holes():
+    # XLA folds the init value once and skips padding/base-dilation positions (checked against
+    # jax.lax.reduce_window on CPU: [11, 13, 15, 13] and [11, 12, 12, 13]).
+    def module(window):
+        return COMBINERS + f"""
+ENTRY e {{
+  p = f32[3] parameter(0)
+  z = f32[] constant(10)
+  ROOT w = f32[4] reduce-window(p, z), window={{{window}}}, to_apply=add_f32
+}}"""
+    x = np.array([1, 2, 3], np.float32)
+    assert_same_bits(run(module("size=2 pad=1_1"), x), np.array([11, 13, 15, 13], np.float32))
+    assert_same_bits(run(module("size=2 lhs_dilate=2"), x), np.array([11, 12, 12, 13], np.float32))
+
+
+@pytest.mark.parametrize("params", [
+    dict(window=(2, 3), strides=(1, 1), padding=((0, 0), (0, 0))),
+    dict(window=(3, 2), strides=(2, 1), padding=((1, 2), (0, 1))),
+    dict(window=(2, 2), strides=(1, 2), padding=((1, 0), (2, 2)), base_dilation=(2, 1)),
+    dict(window=(2, 3), strides=(1, 1), padding=((0, 1), (1, 1)), window_dilation=(2, 2)),
+    dict(window=(3, 3), strides=(3, 2), padding=((-1, 1), (0, 0)), base_dilation=(1, 3), window_dilation=(1, 2)),
+])
+@pytest.mark.parametrize("op", ["add", "max", "custom"])
+def test_reduce_window_matches_jax(params, op):
+    jax = pytest.importorskip("jax")
+    from jax import lax
+
+    x = np.random.default_rng(4).standard_normal((6, 7)).astype(np.float32)
+    computation, init = {
+        "add": (lax.add, np.float32(0)),
+        "max": (lax.max, np.float32(-np.inf)),
+        # not a single recognised op: exercises the general (masked tree) path
+        "custom": (lambda a, b: lax.max(a, b) + 0.0 * lax.min(a, b), np.float32(-np.inf)),
+    }[op]
+
+    def fn(a):
+        return lax.reduce_window(a, init, computation, params["window"], params["strides"], params["padding"],
+                                 base_dilation=params.get("base_dilation"),
+                                 window_dilation=params.get("window_dilation"))
+
+    ours, theirs = run_jax(fn, x)
+    del jax
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_variadic_reduce_window_argmax():
+    text = ARGMAX + """
+ENTRY e {
+  p = f32[6] parameter(0)
+  q = s32[6] parameter(1)
+  a = f32[] constant(-inf)
+  b = s32[] constant(-1)
+  ROOT r = (f32[4], s32[4]) reduce-window(p, q, a, b), window={size=3 stride=2 pad=1_2}, to_apply=argmax
+}"""
+    x = np.array([3, 1, 4, 4, 5, 9], np.float32)
+    values, indices = run(text, x, np.arange(6, dtype=np.int32))
+    # windows: [pad,3,1] [1,4,4] [4,5,9] [9,pad,pad]
+    assert_same_bits(values, np.array([3, 4, 9, 9], np.float32))
+    assert_same_bits(indices, np.array([0, 2, 5, 5], np.int32))
+
+
+# -- select-and-scatter -----------------------------------------------------------------------
+
+def select_and_scatter_module(direction: str, n: int, window: str, m: int) -> str:
+    return COMBINERS + f"""
+select {{ a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = pred[] compare(a, b), direction={direction} }}
+ENTRY e {{
+  p = f32[{n}] parameter(0)
+  s = f32[{m}] parameter(1)
+  z = f32[] constant(0)
+  ROOT r = f32[{n}] select-and-scatter(p, s, z), window={{{window}}}, select=select, scatter=add_f32
+}}"""
+
+
+def test_select_and_scatter_sums_overlapping_picks():
+    x = np.array([1, 5, 3, 5, 2], np.float32)
+    src = np.array([1, 2, 3, 4], np.float32)
+    out = run(select_and_scatter_module("GE", 5, "size=2", 4), x, src)
+    assert_same_bits(out, np.array([0, 3, 0, 7, 0], np.float32))
+
+
+def test_select_and_scatter_ties_follow_iteration_order():
+    x = np.array([5, 5], np.float32)
+    src = np.array([1], np.float32)
+    # GE keeps the current (first) pick on a tie, GT moves to the later element.
+    assert_same_bits(run(select_and_scatter_module("GE", 2, "size=2", 1), x, src), np.array([1, 0], np.float32))
+    assert_same_bits(run(select_and_scatter_module("GT", 2, "size=2", 1), x, src), np.array([0, 1], np.float32))
+
+
+def test_select_and_scatter_never_picks_padding():
+    x = np.array([-3, -4], np.float32)
+    src = np.array([1, 2, 3], np.float32)
+    # windows [pad,-3] [-3,-4] [-4,pad]: padding is never selected even though x < 0
+    out = run(select_and_scatter_module("GE", 2, "size=2 pad=1_1", 3), x, src)
+    assert_same_bits(out, np.array([3, 3], np.float32))
+
+
+def test_select_and_scatter_matches_jax():
+    pytest.importorskip("jax")
+    from jax import lax
+    from jax._src.lax.windowed_reductions import _select_and_scatter_add
+
+    rng = np.random.default_rng(5)
+    operand = rng.integers(0, 4, size=(5, 6)).astype(np.float32)  # ties on purpose
+    window, strides, padding = (2, 3), (1, 2), ((1, 0), (1, 1))
+    out_shape = lax.reduce_window(operand, -np.inf, lax.max, window, strides, padding).shape
+    source = rng.standard_normal(out_shape).astype(np.float32)
+
+    ours, theirs = run_jax(lambda s, o: _select_and_scatter_add(s, o, lax.ge_p, window, strides, padding),
+                           source, operand)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-6)
+
+
+# -- map, scan --------------------------------------------------------------------------------
+
+def test_map_applies_computation_elementwise():
+    text = """
+fma { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  two = f32[] constant(2)
+  t = f32[] multiply(a, two)
+  ROOT r = f32[] add(t, b) }
+ENTRY e {
+  p = f32[2,3] parameter(0)
+  q = f32[2,3] parameter(1)
+  ROOT m = f32[2,3] map(p, q), dimensions={0,1}, to_apply=fma
+}"""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = np.full((2, 3), 0.5, np.float32)
+    assert_same_bits(run(text, x, y), 2 * x + y)
+
+
+def test_scan_is_unsupported_with_a_clear_message():
+    from hlocc.evaluator.compute import evaluate_scan
+    from hlocc.hlo.ir import HloInstruction
+    from hlocc.hlo.types import Shape
+
+    instr = HloInstruction("s", "scan", Shape.array("f32", [3]))
+    with pytest.raises(UnsupportedError, match="'s'.*scan"):
+        evaluate_scan(instr, [], None)

@@ -12,7 +12,8 @@ is elementwise; `Evaluator.call` accepts such arrays.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -3,6 +3,7 @@
     hlocc run MODULE.hlo [--inputs IN.npz] [--output OUT.npz] [--expected REF.npz --rtol R --atol A]
                          [--backend interpreter] [--seed N] [--bench N] [--json]
     hlocc print MODULE.hlo [--no-verify] [--no-metadata]
+    hlocc opt [--passes a,b] FILE.mlir [-o OUT]     (kernel IR passes, like mlir-opt)
 
 Inputs are named arg0, arg1, ... in parameter order and are cast to the parameter types (so bf16 and
 f8 stored as float32 work); outputs are written as out0, out1, ... (a tuple result flattened in
@@ -28,6 +29,11 @@ from hlocc.hlo.types import Shape
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["opt"]:  # mlir-opt for kernel IR; it has its own arguments
+        from hlocc.codegen.opt import main as opt_main
+
+        return opt_main(argv[1:])
     parser = _argument_parser()
     args = parser.parse_args(argv)
     try:
@@ -45,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 def _argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hlocc", description="A compiler for XLA HLO programs.")
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("opt", help="run kernel IR passes on MLIR text (hlocc opt --help)", add_help=False)
 
     run = sub.add_parser("run", help="compile and run an HLO module (like run_hlo_module)")
     run.add_argument("module", type=Path, help="HLO text file")

@@ -112,7 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--passes", default="", help="comma-separated pass names, in order")
     parser.add_argument("-o", "--output", default="-", help="output file ('-' for stdout)")
     args = parser.parse_args(argv)
-    text = sys.stdin.read() if args.file == "-" else open(args.file).read()
+    try:
+        text = sys.stdin.read() if args.file == "-" else open(args.file).read()
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"hlocc opt: error: cannot read '{args.file}': {e}", file=sys.stderr)
+        return 1
     passes = [p.strip() for p in args.passes.split(",") if p.strip()]
     try:
         result = run_opt(text, passes, "<stdin>" if args.file == "-" else args.file)

@@ -1,0 +1,128 @@
+"""The `hlocc` command line: its contract (DESIGN.md "Contracts") and one clear message per user
+error, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from corpus import JAX_DIR, require
+from hlocc.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+ADD = "HloModule add\nENTRY e {\n  x = f32[3] parameter(0)\n  y = f32[3] parameter(1)\n  ROOT s = f32[3] add(x, y)\n}\n"
+PAIR = "ENTRY e {\n  x = bf16[2] parameter(0)\n  n = bf16[2] negate(x)\n  ROOT t = (bf16[2], bf16[2]) tuple(x, n)\n}\n"
+
+
+def write(tmp_path, text, name="m.hlo"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_run_example_prints_summary(capsys):
+    assert main(["run", str(ROOT / "examples" / "gelu.hlo")]) == 0
+    out = capsys.readouterr().out
+    assert "gelu_example on interpreter" in out
+    assert "out0: bf16[8,1024] [" in out
+
+
+def test_run_inputs_output_and_json(tmp_path, capsys):
+    module = write(tmp_path, ADD)
+    np.savez(tmp_path / "in.npz", arg0=np.array([1, 2, 3], np.float32), arg1=np.array([10, 20, 30], np.float32))
+    assert main(["run", str(module), "--inputs", str(tmp_path / "in.npz"), "--output", str(tmp_path / "out.npz"),
+                 "--json", "--bench", "3"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {"compile_ms", "median_ms"} <= report.keys()
+    assert report["outputs"][0]["shape"] == "f32[3]"
+    with np.load(tmp_path / "out.npz") as out:
+        np.testing.assert_array_equal(out["out0"], [11, 22, 33])
+
+
+def test_tuple_results_flatten_and_bf16_is_written_as_float32(tmp_path):
+    module = write(tmp_path, PAIR)
+    np.savez(tmp_path / "in.npz", arg0=np.array([1.5, -2], np.float32))  # bf16 stored as float32
+    assert main(["run", str(module), "--inputs", str(tmp_path / "in.npz"), "--output", str(tmp_path / "o.npz")]) == 0
+    with np.load(tmp_path / "o.npz") as out:
+        assert out["out0"].dtype == np.float32 and out["out1"].tolist() == [-1.5, 2.0]
+
+
+def test_expected_comparison_passes_and_fails(tmp_path, capsys):
+    module = write(tmp_path, ADD)
+    np.savez(tmp_path / "in.npz", arg0=np.ones(3, np.float32), arg1=np.ones(3, np.float32))
+    np.savez(tmp_path / "good.npz", out0=np.full(3, 2, np.float32))
+    np.savez(tmp_path / "bad.npz", out0=np.full(3, 2.5, np.float32))
+    base = ["run", str(module), "--inputs", str(tmp_path / "in.npz"), "--expected"]
+    assert main(base + [str(tmp_path / "good.npz")]) == 0
+    assert main(base + [str(tmp_path / "bad.npz")]) == 1
+    assert "MISMATCH out0: 3 of 3 elements out of tolerance" in capsys.readouterr().out
+
+
+def test_corpus_case_through_the_cli(capsys):
+    require(JAX_DIR)
+    case = JAX_DIR / "int_arith_bitwise"
+    assert main(["run", f"{case}.hlo", "--inputs", f"{case}.in.npz", "--expected", f"{case}.out.npz",
+                 "--rtol", "0", "--atol", "0"]) == 0
+    assert "matches expected outputs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args,inputs,message", [
+    (["--backend", "cpu"], None, "backend 'cpu' is not built yet"),
+    ([], {"arg0": np.ones(4, np.float32), "arg1": np.ones(3, np.float32)}, "argument 0: expected shape f32[3], got an array of shape [4]"),
+    ([], {"arg0": np.ones(3, np.float32)}, "lack arg1"),
+    ([], {"arg0": np.ones(3, np.float32), "arg1": np.ones(3, np.float32), "arg7": np.ones(1)}, "does not take: arg7"),
+])
+def test_user_errors_are_one_message(tmp_path, capsys, args, inputs, message):
+    module = write(tmp_path, ADD)
+    if inputs is not None:
+        np.savez(tmp_path / "in.npz", **inputs)
+        args = args + ["--inputs", str(tmp_path / "in.npz")]
+    assert main(["run", str(module), *args]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("hlocc: error: ") and message in err
+    assert "Traceback" not in err
+
+
+def test_malformed_and_missing_files_exit_1_without_traceback(tmp_path):
+    bad = write(tmp_path, "ENTRY e {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] add(x, z)\n}\n")
+    for path, message in ((bad, "m.hlo:3:26: error: instruction 'y' uses undefined operand 'z'"),
+                          (tmp_path / "missing.hlo", "cannot read")):
+        proc = subprocess.run([sys.executable, "-m", "hlocc.cli", "run", str(path)], capture_output=True, text=True)
+        assert proc.returncode == 1
+        assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    bad = write(tmp_path, "ENTRY e { ROOT y = f32[2] frob() }")
+    proc = subprocess.run([sys.executable, "-m", "hlocc.cli", "run", str(bad), "--debug"], capture_output=True,
+                          text=True)
+    assert proc.returncode != 0 and "Traceback" in proc.stderr and "unknown opcode 'frob'" in proc.stderr
+
+
+def test_print_is_canonical_and_verifies(tmp_path, capsys):
+    module = write(tmp_path, "ENTRY e {\n %x = f32[2]{0} parameter(0)\n ROOT %y = f32[2]{0} negate(f32[2]{0} %x), metadata={op_name=\"n\"}\n}")
+    assert main(["print", str(module), "--no-metadata"]) == 0
+    assert capsys.readouterr().out == "HloModule module_e\n\nENTRY e {\n  x = f32[2]{0} parameter(0)\n  ROOT y = f32[2]{0} negate(x)\n}\n"
+    invalid = write(tmp_path, "ENTRY e {\n x = f32[2] parameter(0)\n ROOT y = f32[3] negate(x)\n}", "bad.hlo")
+    assert main(["print", str(invalid)]) == 1
+    assert "instruction 'y'" in capsys.readouterr().err
+
+
+def test_api_checks_arguments():
+    import hlocc
+
+    exe = hlocc.compile(ADD)
+    np.testing.assert_array_equal(exe(np.ones(3, np.float32), [1, 2, 3]), [2, 3, 4])
+    with pytest.raises(hlocc.ArgumentError, match="takes 2 arguments, got 1"):
+        exe(np.ones(3, np.float32))
+    with pytest.raises(hlocc.ArgumentError, match=r"argument 1: expected dtype f32 \(float32\), got float64"):
+        exe(np.ones(3, np.float32), np.ones(3))
+    bf = hlocc.compile(PAIR)
+    x, n = bf(np.array([1, 2], ml_dtypes.bfloat16))
+    assert n.dtype == ml_dtypes.bfloat16 and n.tolist() == [-1, -2]

@@ -103,6 +103,42 @@ ENTRY e {
     assert np.all(ours[6] == 0)
 
 
+RAGGED_CASES = [  # (lhs, rhs, group_sizes, out, attrs, jax dimension numbers)
+    ((19, 11, 5), (3, 5, 7), (19, 3), (19, 11, 7),
+     "lhs_contracting_dims={2}, rhs_contracting_dims={1}, lhs_ragged_dims={1}, rhs_group_dims={0}",
+     dict(dims=(([2], [1]), ([], [])), lhs_ragged=[1], rhs_group=[0])),
+    ((11, 19, 5), (19, 5, 7), (19, 3), (3, 11, 7),
+     "lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}, lhs_ragged_dims={2}",
+     dict(dims=(([1, 2], [0, 1]), ([], [])), lhs_ragged=[2], rhs_group=[])),
+    ((4, 6, 3, 5), (4, 6, 5, 2), (4, 3), (4, 6, 3, 2),
+     "lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}, "
+     "lhs_ragged_dims={1}", dict(dims=(([3], [2]), ([0, 1], [0, 1])), lhs_ragged=[1], rhs_group=[])),
+]
+
+
+@pytest.mark.parametrize("case", RAGGED_CASES, ids=["noncontracting", "contracting", "batch"])
+def test_ragged_dot_general_matches_jax(case):
+    pytest.importorskip("jax")
+    from jax import lax
+
+    lhs_shape, rhs_shape, sizes_shape, out_shape, attrs, dn = case
+    rng = np.random.default_rng(20)
+    lhs = rng.standard_normal(lhs_shape).astype(np.float32)
+    rhs = rng.standard_normal(rhs_shape).astype(np.float32)
+    sizes = rng.integers(0, 3, size=sizes_shape).astype(np.int32)
+    text = f"""
+ENTRY e {{
+  a = f32[{','.join(map(str, lhs_shape))}] parameter(0)
+  b = f32[{','.join(map(str, rhs_shape))}] parameter(1)
+  g = s32[{','.join(map(str, sizes_shape))}] parameter(2)
+  ROOT d = f32[{','.join(map(str, out_shape))}] ragged-dot(a, b, g), {attrs}
+}}"""
+    numbers = lax.RaggedDotDimensionNumbers(dot_dimension_numbers=dn["dims"], lhs_ragged_dimensions=dn["lhs_ragged"],
+                                            rhs_group_dimensions=dn["rhs_group"])
+    expected = np.asarray(lax.ragged_dot_general(lhs, rhs, sizes, numbers))
+    np.testing.assert_allclose(run(text, lhs, rhs, sizes), expected, rtol=1e-5, atol=1e-5)
+
+
 def test_scaled_dot_dequantizes_blocks():
     lhs = np.arange(8, dtype=np.float32).reshape(2, 4)
     rhs = np.ones((4, 3), np.float32)

@@ -118,6 +118,5 @@ def evaluate_map(instr: HloInstruction, operands: list, ev):
 
 @register_evaluator("scan")
 def evaluate_scan(instr: HloInstruction, operands: list, ev):
-    raise UnsupportedError(
-        f"'{instr.name}': the reference evaluator does not implement scan (its operation semantics "
-        "are not yet documented precisely enough for hlocc to give it an exact meaning)")
+    raise UnsupportedError("scan is not implemented by the reference evaluator (hlocc has no precise "
+                           "statement of its operation semantics yet)")

@@ -91,38 +91,63 @@ def _drop_dim(dims: Sequence[int], removed: int) -> tuple[int, ...]:
     return tuple(d - (d > removed) for d in dims)
 
 
+def _group_prefix(ragged: int, rank: int, contract: Sequence[int], batch: Sequence[int], mode: str) -> list[int]:
+    """The operand dims that group_sizes' leading dims index, in order: the batch dims, then
+    (by mode) the non-contracting or contracting dims before the ragged one; for a ragged batch
+    dim only the batch dims before it."""
+    if mode == "batch":
+        return list(batch[:list(batch).index(ragged)])
+    pool = list(contract) if mode == "contracting" else [d for d in range(rank) if d not in contract and d not in batch]
+    return list(batch) + pool[:pool.index(ragged)]
+
+
+def _group_masks(x: np.ndarray, ragged: int, prefix: list[int], sizes: np.ndarray) -> list[np.ndarray]:
+    """For each group, a mask over `x` selecting the indices along `ragged` in that group;
+    `sizes` is [prefix dims..., g] (or [g], broadcast), group i following group i-1."""
+    sizes = np.broadcast_to(sizes.astype(np.int64), tuple(x.shape[d] for d in prefix) + sizes.shape[-1:])
+    ends = np.cumsum(sizes, axis=-1)
+    starts = ends - sizes
+    order = list(np.argsort(prefix)) + [len(prefix)]   # prefix axes in increasing dim order
+    shape = [x.shape[d] if d in prefix else 1 for d in range(x.ndim)]
+    position = np.arange(x.shape[ragged]).reshape([-1 if d == ragged else 1 for d in range(x.ndim)])
+    masks = []
+    for g in range(sizes.shape[-1]):
+        lo = np.transpose(starts, order)[..., g].reshape(shape)
+        hi = np.transpose(ends, order)[..., g].reshape(shape)
+        masks.append((position >= lo) & (position < hi))
+    return masks
+
+
 @register_evaluator("ragged-dot")
 def evaluate_ragged_dot(instr: HloInstruction, operands: list, ev):
-    """ragged-dot(lhs, rhs, group_sizes) with 1-D group_sizes [g]; consecutive groups of
-    group_sizes[i] indices along lhs's ragged dimension form group i. Two modes:
-      * ragged non-contracting lhs dim, rhs group dim: the rows of group i are multiplied with
-        rhs[group i]; rows past the last group give zeros; result = dot result without the group dim.
-      * ragged contracting dim (no rhs group dim): result [g, dot result...], slice i contracting
-        only over group i's indices.
-    Ragged batch dims and multi-dimensional group_sizes raise UnsupportedError."""
+    """ragged-dot(lhs, rhs, group_sizes): consecutive runs of group_sizes[..., i] indices along
+    lhs's ragged dim form group i (group_sizes is [prefix dims..., g], see `_group_prefix`, or
+    [g]). By the kind of the ragged dim:
+      * non-contracting (rhs has a group dim): group i's lhs rows are multiplied with rhs[group i];
+        indices past the last group give zeros; result = the dot result;
+      * contracting: result [g, dot result...], slice i contracting only over group i's indices
+        (of both operands);
+      * batch: an ordinary dot."""
     lhs, rhs, sizes = (np.asarray(o) for o in operands)
     lc, rc, lb, rb = _dot_dims(instr)
-    (ragged,) = instr.attrs.get("lhs_ragged_dims", (None,))
+    (ragged,) = instr.attrs["lhs_ragged_dims"]
     group_dims = tuple(instr.attrs.get("rhs_group_dims", ()))
-    if ragged is None or sizes.ndim != 1 or ragged in lb:
-        raise UnsupportedError(f"'{instr.name}': ragged-dot is evaluated only with 1-D group_sizes and a "
-                               "ragged non-contracting or contracting lhs dimension")
+    mode = "batch" if ragged in lb else ("contracting" if ragged in lc else "noncontracting")
     result = instr.shape.dtype
     dtype = contraction_dtype(lhs.dtype, rhs.dtype, result=result)
-    ends = np.cumsum(sizes.astype(np.int64))
-    starts = ends - sizes.astype(np.int64)
-    position = np.arange(lhs.shape[ragged]).reshape([-1 if d == ragged else 1 for d in range(lhs.ndim)])
-    partials = []
-    for g in range(sizes.shape[0]):
-        masked = np.where((position >= starts[g]) & (position < ends[g]), lhs, np.zeros((), lhs.dtype))
-        if group_dims:
-            (gdim,) = group_dims
-            rhs_g = np.take(rhs, g, axis=gdim)
-            partials.append(dot_general(masked, rhs_g, lc, _drop_dim(rc, gdim), lb, _drop_dim(rb, gdim), dtype))
-        else:
-            partials.append(dot_general(masked, rhs, lc, rc, lb, rb, dtype))
-    if group_dims:
+    if mode == "batch":
+        return to_result(dot_general(lhs, rhs, lc, rc, lb, rb, dtype), result)
+    zero_l, zero_r = np.zeros((), lhs.dtype), np.zeros((), rhs.dtype)
+    lhs_masks = _group_masks(lhs, ragged, _group_prefix(ragged, lhs.ndim, lc, lb, mode), sizes)
+    if mode == "noncontracting":
+        (gdim,) = group_dims
+        partials = [dot_general(np.where(mask, lhs, zero_l), np.take(rhs, g, axis=gdim), lc, _drop_dim(rc, gdim),
+                                lb, _drop_dim(rb, gdim), dtype) for g, mask in enumerate(lhs_masks)]
         return to_result(np.sum(partials, axis=0, dtype=dtype), result)
+    rhs_ragged = rc[list(lc).index(ragged)]
+    rhs_masks = _group_masks(rhs, rhs_ragged, _group_prefix(rhs_ragged, rhs.ndim, rc, rb, mode), sizes)
+    partials = [dot_general(np.where(lm, lhs, zero_l), np.where(rm, rhs, zero_r), lc, rc, lb, rb, dtype)
+                for lm, rm in zip(lhs_masks, rhs_masks)]
     return to_result(np.stack(partials), result)
 
 
@@ -143,7 +168,7 @@ def evaluate_scaled_dot(instr: HloInstruction, operands: list, ev):
     lhs, rhs, lhs_scale, rhs_scale = (np.asarray(o) for o in operands)
     for x, s in ((lhs, lhs_scale), (rhs, rhs_scale)):
         if s.ndim != x.ndim or any(d % max(n, 1) for d, n in zip(x.shape, s.shape)):
-            raise UnsupportedError(f"'{instr.name}': scaled-dot scale of shape {s.shape} does not divide "
+            raise UnsupportedError(f"scaled-dot scale of shape {s.shape} does not divide "
                                    f"its operand's shape {x.shape} into blocks")
     result = instr.shape.dtype
     dtype = contraction_dtype(lhs.dtype, rhs.dtype, result=result)

@@ -90,7 +90,7 @@ def evaluate_triangular_solve(instr: HloInstruction, operands: list, ev):
         tri = tri * (1 - np.eye(m, dtype=work)) + np.eye(m, dtype=work)
     transpose = instr.attrs.get("transpose_a", "NO_TRANSPOSE")
     if transpose not in ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"):
-        raise UnsupportedError(f"'{instr.name}': unknown transpose_a '{transpose}'")
+        raise UnsupportedError(f"unknown transpose_a '{transpose}'")
     if transpose != "NO_TRANSPOSE":
         tri = np.swapaxes(tri, -1, -2)
         tri = np.conj(tri) if transpose == "ADJOINT" else tri
@@ -128,5 +128,5 @@ def evaluate_fft(instr: HloInstruction, operands: list, ev):
     elif kind == "IRFFT":
         y = np.fft.irfftn(x, s=lengths, axes=axes)
     else:
-        raise UnsupportedError(f"'{instr.name}': unknown fft_type '{kind}'")
+        raise UnsupportedError(f"unknown fft_type '{kind}'")
     return y.astype(instr.shape.dtype)

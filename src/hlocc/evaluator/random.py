@@ -149,11 +149,11 @@ def evaluate_rng_bit_generator(instr: HloInstruction, operands: list, ev):
     out_shape = instr.shape.tuple_shapes[1]
     ptype = out_shape.element_type
     if ptype.is_complex or ptype.is_pred or ptype.bits not in _UNSIGNED:
-        raise UnsupportedError(f"'{instr.name}': rng-bit-generator cannot produce {ptype} values")
+        raise UnsupportedError(f"rng-bit-generator cannot produce {ptype} values")
     algorithm = instr.attrs["algorithm"]
     generate = {"rng_three_fry": _threefry_bits, "rng_philox": _philox_bits, "rng_default": _philox_bits}.get(algorithm)
     if generate is None:
-        raise UnsupportedError(f"'{instr.name}': unknown rng-bit-generator algorithm '{algorithm}'")
+        raise UnsupportedError(f"unknown rng-bit-generator algorithm '{algorithm}'")
     bits = 64 if ptype.bits == 64 else 32
     with np.errstate(all="ignore"):
         values, new_state = generate(state, tuple(out_shape.dims), bits)
@@ -181,7 +181,7 @@ def evaluate_rng(instr: HloInstruction, operands: list, ev):
         return np.where(values >= hi, lo, values)  # rounding may reach hi: keep [a, b) half-open
     if kind == "rng_normal":
         return ev.rng.normal(float(a), float(b), size=dims).astype(dtype)
-    raise UnsupportedError(f"'{instr.name}': unknown rng distribution '{kind}'")
+    raise UnsupportedError(f"unknown rng distribution '{kind}'")
 
 
 @register_evaluator("rng-get-and-update-state")

@@ -922,3 +922,18 @@ def test_complex_ops_agree_with_jax(jax_modules, type_name):
     for opcode, expected in zip(COMPLEX_BINARY, results, strict=True):
         np.testing.assert_allclose(evaluate(opcode, type_name, z, w), expected, rtol=tolerance, atol=tolerance,
                                    err_msg=opcode)
+
+
+@pytest.mark.parametrize("opcode,expected", [
+    ("add", [False, True, True, False]), ("subtract", [False, True, True, False]),
+    ("multiply", [False, False, False, True]), ("divide", [True, False, True, True]),
+    ("remainder", [False, False, True, False]), ("power", [True, False, True, True]),
+])
+def test_pred_arithmetic_is_one_bit_unsigned(opcode, expected):
+    """pred arithmetic as XLA's compiled backends do it (LLVM i1): x, y over (0,0), (0,1), (1,0), (1,1)."""
+    import hlocc
+
+    exe = hlocc.compile(f"ENTRY e {{ x = pred[4] parameter(0)\n y = pred[4] parameter(1)\n"
+                        f" ROOT r = pred[4] {opcode}(x, y) }}")
+    got = exe(np.array([0, 0, 1, 1], bool), np.array([0, 1, 0, 1], bool))
+    assert got.tolist() == expected

@@ -391,18 +391,21 @@ def _complex_power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where((x == 1) | (y == 0), 1, result)
 
 
-_ADD_DOC = "Ints wrap; floats are IEEE (narrow floats in f32, rounded once)."
+_ADD_DOC = ("Ints wrap; floats are IEEE (narrow floats in f32, rounded once). pred is a 1-bit unsigned "
+            "integer, as XLA's compiled backends emit it (LLVM i1): add and subtract are xor, multiply is and.")
 _BINARY: dict[str, tuple[Callable, str]] = {
-    "add": (_arithmetic(lambda a, b, pt: a + b, np.add, np.add), f"x + y. {_ADD_DOC}"),
-    "subtract": (_arithmetic(lambda a, b, pt: a - b, np.subtract, np.subtract), f"x - y. {_ADD_DOC}"),
-    "multiply": (_arithmetic(lambda a, b, pt: a * b, np.multiply, np.multiply), f"x * y. {_ADD_DOC}"),
-    "divide": (_arithmetic(_int_divide, np.divide, np.divide),
+    "add": (_arithmetic(lambda a, b, pt: a + b, np.add, np.add, np.logical_xor), f"x + y. {_ADD_DOC}"),
+    "subtract": (_arithmetic(lambda a, b, pt: a - b, np.subtract, np.subtract, np.logical_xor), f"x - y. {_ADD_DOC}"),
+    "multiply": (_arithmetic(lambda a, b, pt: a * b, np.multiply, np.multiply, np.logical_and), f"x * y. {_ADD_DOC}"),
+    "divide": (_arithmetic(_int_divide, np.divide, np.divide, lambda a, b: a | ~b),
                "x / y. Ints truncate toward zero; signed x / 0 = -1, INT_MIN / -1 = INT_MIN, unsigned "
-               "x / 0 = all ones (2^n - 1). Floats are IEEE: x / ±0 = ±inf, 0 / 0 = NaN."),
-    "remainder": (_arithmetic(_int_remainder, np.fmod),
+               "x / 0 = all ones (2^n - 1). Floats are IEEE: x / ±0 = ±inf, 0 / 0 = NaN. pred (1-bit "
+               "unsigned): x / 1 = x, x / 0 = true."),
+    "remainder": (_arithmetic(_int_remainder, np.fmod, None, lambda a, b: a & ~b),
                   "x - trunc(x / y) * y: the result has the dividend's sign (C's % and fmod), e.g. "
                   "-7 rem 2 = -1, 7 rem -2 = 1. Ints: x rem 0 = x, INT_MIN rem -1 = 0. Floats: fmod, "
-                  "exact; x rem 0 = NaN, inf rem y = NaN, x rem inf = x. Not defined for complex."),
+                  "exact; x rem 0 = NaN, inf rem y = NaN, x rem inf = x. Not defined for complex. pred: x rem 1 = 0, "
+                  "x rem 0 = x."),
     "power": (_arithmetic(_int_power, _float_power, _complex_power, lambda a, b: a | ~b),
               "x^y. x^0 = 1 and 1^y = 1 for every y (NaN included). Ints: exact modulo 2^n; a negative "
               "exponent gives 1 when x = 1 and 0 otherwise (so (-1)^-1 = 0, XLA's rule). Floats: C pow "

@@ -67,7 +67,6 @@ def perf_dir(tmp_path_factory):
     return out
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("case", PERF, ids=lambda c: c["name"])
 def test_jax_perf_case_matches_xla_cpu(case, perf_dir):
     run_case(case, perf_dir)

@@ -109,6 +109,10 @@ def test_xla_module_evaluates_or_is_unsupported(path):
         return
     try:
         result = evaluator.run(module, args)
+    except EvaluationError as e:
+        if "over the evaluator's memory limit" not in str(e):
+            raise
+        pytest.skip(str(e))
     except UnsupportedError as e:
         names = {f"'{i.name}'" for i in module.all_instructions()}
         assert str(e).startswith("unsupported") and any(n in str(e) for n in names), str(e)

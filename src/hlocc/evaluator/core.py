@@ -12,6 +12,7 @@ is elementwise; `Evaluator.call` accepts such arrays.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,12 +39,15 @@ class Evaluator:
     """Evaluates HLO with numpy. `seed` feeds the stateful `rng` op; `replica_id`/`partition_id`
     are those of the single device hlocc models."""
 
-    def __init__(self, seed: int = 0, max_while_iterations: int = 10_000_000):
+    def __init__(self, seed: int = 0, max_while_iterations: int = 10_000_000,
+                 max_result_bytes: int | None = None):
         self.rng = np.random.default_rng(seed)
         self.replica_id = 0
         self.partition_id = 0
         self.max_while_iterations = max_while_iterations
+        self.max_result_bytes = max_result_bytes if max_result_bytes is not None else _default_result_limit()
         self.rng_state = 0
+        self._schedules: dict[int, list] = {}
 
     def run(self, module: HloModule, args: Sequence[Any]) -> Any:
         return self.call(module.entry, args)
@@ -55,16 +59,39 @@ class Evaluator:
         env: dict[int, Any] = {}
         for p, a in zip(params, args):
             env[id(p)] = a
-        for instr in comp.post_order():
-            if instr.opcode == "parameter":
-                continue
+        for instr, dead in self._schedule(comp):
             env[id(instr)] = self.evaluate_instruction(instr, [env[id(o)] for o in instr.operands])
+            for key in dead:  # free values whose last user has run: big modules fit in memory
+                del env[key]
         return env[id(comp.root)]
+
+    def _schedule(self, comp: HloComputation) -> list[tuple[HloInstruction, list[int]]]:
+        """Post order without parameters, each step with the values that die after it (cached)."""
+        schedule = self._schedules.get(id(comp))
+        if schedule is None:
+            order = comp.post_order()
+            last_use: dict[int, int] = {}
+            for step, instr in enumerate(order):
+                for op in instr.operands:
+                    last_use[id(op)] = step
+            last_use.pop(id(comp.root), None)
+            dead_at: dict[int, list[int]] = {}
+            for key, step in last_use.items():
+                dead_at.setdefault(step, []).append(key)
+            schedule = [(instr, dead_at.get(step, [])) for step, instr in enumerate(order)
+                        if instr.opcode != "parameter"]
+            self._schedules[id(comp)] = schedule
+        return schedule
 
     def evaluate_instruction(self, instr: HloInstruction, operands: list[Any]) -> Any:
         info = OPCODES[instr.opcode]
         if info.evaluate is None:
             raise _unsupported(f"the evaluator does not support opcode '{instr.opcode}'", instr)
+        needed = sum(leaf.byte_size() for leaf in instr.shape.leaves() if leaf.is_array)
+        if needed > self.max_result_bytes:
+            raise EvaluationError(f"evaluating '{instr.name}' ({instr.opcode}) needs {needed / 2**30:.1f} GiB for its "
+                                  f"result, over the evaluator's memory limit of "
+                                  f"{self.max_result_bytes / 2**30:.1f} GiB")
         try:
             return info.evaluate(instr, operands, self)
         except UnsupportedError as e:
@@ -73,6 +100,14 @@ class Evaluator:
             raise
         except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError, MemoryError) as e:
             raise EvaluationError(f"evaluating '{instr.name}' ({instr.opcode}): {e}") from e
+
+
+def _default_result_limit() -> int:
+    """Half the machine's physical memory (a single result larger than that cannot be evaluated)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
 
 
 def _unsupported(message: str, instr: HloInstruction) -> UnsupportedError:

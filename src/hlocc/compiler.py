@@ -16,7 +16,7 @@ import numpy as np
 from hlocc.errors import ArgumentError, UnsupportedError
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.parser import parse_hlo
-from hlocc.hlo.types import Shape
+from hlocc.hlo.types import UNBOUNDED, Shape
 
 BACKENDS = ("interpreter", "cpu", "cuda")
 
@@ -67,7 +67,10 @@ def _check_one(index: int, shape: Shape, value: Any, cast: bool) -> Any:
 
         return TOKEN
     arr = np.asarray(value)
-    if tuple(arr.shape) != shape.dims and not (not shape.is_static and len(arr.shape) == shape.rank):
+    # A dynamic dimension accepts any size up to its bound (or any size for `?`).
+    fits = len(arr.shape) == shape.rank and all(
+        a == d or (dyn and (d == UNBOUNDED or a <= d)) for a, d, dyn in zip(arr.shape, shape.dims, shape.dynamic))
+    if not fits:
         raise ArgumentError(f"argument {index}: expected shape {shape.to_string(False)}, "
                             f"got an array of shape {list(arr.shape)} ({arr.dtype})")
     if arr.dtype != shape.dtype:

@@ -26,8 +26,7 @@ COMPUTATION_ATTRS = (
 
 class HloInstruction:
     def __init__(self, name: str, opcode: str, shape: Shape, operands=(), attrs=None, *,
-                 literal: Any = None, parameter_number: int | None = None,
-                 metadata: dict | None = None):
+                 literal: Any = None, parameter_number: int | None = None):
         self.name = name
         self.opcode = opcode
         self.shape = shape
@@ -35,7 +34,6 @@ class HloInstruction:
         self.attrs: dict[str, Any] = dict(attrs or {})
         self.literal = literal
         self.parameter_number = parameter_number
-        self.metadata = metadata
         # For async ops written as `<op>-start/-update/-done` (e.g. custom-call-start): the wrapped op.
         self.wrapped_opcode: str | None = None
         self.users: list[HloInstruction] = []

@@ -1,0 +1,1 @@
+"""HLO → HLO passes (one per module); `pipeline.py` lists their order."""

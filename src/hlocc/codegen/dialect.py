@@ -63,6 +63,7 @@ from hlocc.analysis.indexing_map_text import map_to_text
 from hlocc.codegen.dialect_common import (  # noqa: F401
     INDEX,
     IndexingMapAttr,
+    RemFOp,
     YieldOp,
     _check_indices,
     _check_yield,
@@ -302,6 +303,6 @@ class PureCallOp(IRDLOperation):
 XLA = Dialect(
     "xla",
     [ApplyIndexingOp, LoopOp, YieldOp, PureCallOp, AllocateSharedOp, SyncThreadsOp, ShuffleReduceOp,
-     PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp],
+     PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, RemFOp],
     [IndexingMapAttr],
 )

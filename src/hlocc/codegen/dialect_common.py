@@ -4,18 +4,26 @@ ops' custom syntax, verifier helpers, and the `xla.yield` terminator (of `loop` 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    AnyFloatConstr,
     IndexType,
     SymbolRefAttr,
     TensorType,
+    VectorType,
 )
 from xdsl.ir import Attribute, Block, Data, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
+    VarConstraint,
+    base,
     irdl_attr_definition,
     irdl_op_definition,
     lazy_traits_def,
+    operand_def,
+    result_def,
+    traits_def,
     var_operand_def,
 )
 from xdsl.parser import AttrParser, Parser, UnresolvedOperand
@@ -156,3 +164,26 @@ def _yield_parents():
     from hlocc.codegen.dialect_parallel import AtomicRMWOp
 
     return LoopOp, AtomicRMWOp
+
+
+# -- remf -----------------------------------------------------------------------------------------
+
+@irdl_op_definition
+class RemFOp(IRDLOperation):
+    """Float remainder with the sign of the dividend (C's fmod; HLO `remainder` on floats): MLIR's
+    `arith.remf`, which xDSL 0.74's arith dialect lacks. Lowered to LLVM's `frem`."""
+
+    name = "xla.remf"
+
+    T: ClassVar = VarConstraint("T", AnyFloatConstr | base(VectorType))
+    lhs = operand_def(T)
+    rhs = operand_def(T)
+    result = result_def(T)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$lhs `,` $rhs attr-dict `:` type($result)"
+
+    def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation):
+        super().__init__(operands=[lhs, rhs], result_types=[SSAValue.get(lhs).type])
+

@@ -43,9 +43,10 @@ from hlocc.analysis.affine_expr import dim
 from hlocc.analysis.indexing_map import IndexingMap, compose
 from hlocc.analysis.launch import delinearize
 from hlocc.analysis.op_indexing import linear_index, output_to_input
+from hlocc.codegen.mlir_types import mlir_element_type
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.printer import print_instruction
-from hlocc.hlo.types import PrimitiveType, Shape
+from hlocc.hlo.types import Shape
 
 MAX_INSTRUCTIONS_PER_SUBGRAPH = 2000
 """XLA's kMaxHloOpsPerSubgraph: larger subgraphs are cut so no single function grows unboundedly."""
@@ -56,22 +57,6 @@ _NO_COMPUTE_OPCODES = frozenset({"parameter", "constant", "iota"})
 
 
 # -- function signatures -------------------------------------------------------------------------
-
-_MLIR_ELEMENT_TYPES = {
-    "pred": "i1", "f8e5m2": "f8E5M2", "f8e4m3": "f8E4M3", "f8e4m3fn": "f8E4M3FN",
-    "f8e4m3b11fnuz": "f8E4M3B11FNUZ", "f8e3m4": "f8E3M4", "f8e5m2fnuz": "f8E5M2FNUZ",
-    "f8e4m3fnuz": "f8E4M3FNUZ", "f4e2m1fn": "f4E2M1FN", "f8e8m0fnu": "f8E8M0FNU",
-    "c64": "complex<f32>", "c128": "complex<f64>",
-}
-
-
-def mlir_element_type(element_type: PrimitiveType) -> str:
-    """The MLIR spelling of an element type as XLA's emitters use it: integers are signless (`s32`
-    and `u32` are both `i32`), pred is `i1`, complex is `complex<fN>`."""
-    if element_type.is_integer:
-        return f"i{element_type.bits}"
-    return _MLIR_ELEMENT_TYPES.get(element_type.name, element_type.name)
-
 
 @dataclass(frozen=True)
 class FunctionValue:

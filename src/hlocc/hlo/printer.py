@@ -105,3 +105,41 @@ def structural_fingerprint(module: HloModule) -> list:
                            instr is comp.root))
         out.append((comp.name if not comp.name.startswith("_inline.") else "_inline", comp.is_entry, instrs))
     return out
+
+
+def computation_fingerprint(computation: HloComputation) -> str:
+    """A hash of what a computation computes, independent of instruction and computation names:
+    opcodes, shapes with layouts, operand positions, attributes and literals, and the same for every
+    computation it calls. Two fusions with equal fingerprints compile to the same kernel."""
+    import hashlib
+
+    h = hashlib.sha256()
+    seen: dict[int, int] = {}
+
+    def visit(comp: HloComputation) -> int:
+        if id(comp) in seen:
+            return seen[id(comp)]
+        order = comp.post_order()
+        index = {id(i): n for n, i in enumerate(order)}
+        lines = []
+        for instr in order:
+            attrs = []
+            for k, v in sorted(instr.attrs.items()):
+                if k == "metadata":
+                    continue
+                kind = attribute_kind(k)
+                if kind.startswith("computation"):
+                    called = v if isinstance(v, (list, tuple)) else [v]
+                    attrs.append(f"{k}=" + ",".join(str(visit(c)) for c in called))
+                else:
+                    attrs.append(f"{k}={format_attribute_value(kind, v)}")
+            lit = format_literal(instr.literal, instr.shape) if instr.literal is not None else ""
+            operands = ",".join(str(index[id(o)]) for o in instr.operands)
+            lines.append(f"{instr.opcode}|{instr.shape.to_string()}|{operands}|{';'.join(attrs)}|{lit}|"
+                         f"{instr.parameter_number}|{instr is comp.root}")
+        h.update("\n".join(lines).encode())
+        seen[id(comp)] = len(seen)
+        return seen[id(comp)]
+
+    visit(computation)
+    return h.hexdigest()

@@ -1,0 +1,1 @@
+"""Backends: `cpu` (LLVM JIT for the host) and, later, `cuda`."""

@@ -1,0 +1,171 @@
+"""Compile one fused computation into a callable CPU kernel: emit (loop emitter), run the kernel
+pass pipeline, translate to LLVM, add the block-loop wrapper, JIT at O3.
+
+The wrapper `<name>_blocks(void **buffers, i64 first, i64 end)` loads the buffer pointers (the
+fusion's parameters, then its outputs) and runs, for each block in [first, end), every thread of
+the block as an inner loop around the inlined kernel body (DESIGN "One kernel model").
+
+Kernels are cached in-process by the fused computation's structural fingerprint and the target:
+identical fusions compile once (XLA's KernelReuseCache).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from llvmlite import ir
+
+from hlocc.analysis.launch import LaunchDims
+from hlocc.backends.cpu.jit import JitModule, host_triple, jit_compile
+from hlocc.backends.cpu.launcher import BlocksFunction, launch
+from hlocc.codegen.emitters.base import array_leaves, physical_dims
+from hlocc.codegen.emitters.loop import LoopEmitter
+from hlocc.codegen.opt import print_module
+from hlocc.codegen.pipeline import PipelineOptions, pipeline_for, run_pipeline
+from hlocc.codegen.target import Target, cpu_target
+from hlocc.codegen.to_llvm import I64, TranslateOptions, translate_module
+from hlocc.hlo.ir import HloComputation
+from hlocc.hlo.printer import computation_fingerprint
+from hlocc.hlo.types import Shape
+
+
+@dataclass
+class CompiledKernel:
+    """A JIT-compiled kernel. `run(buffers)` takes the parameter arrays then the output arrays, all
+    in physical (layout) order and C-contiguous; `__call__` takes logical arrays and returns new
+    logical outputs."""
+
+    name: str
+    launch_dims: LaunchDims
+    param_shapes: list[Shape]
+    output_shapes: list[Shape]
+    jit: JitModule
+    fn: BlocksFunction
+    times_ms: dict[str, float] = field(default_factory=dict)
+    kernel_ir: str = ""
+
+    @property
+    def num_elements(self) -> int:
+        n = 1
+        for d in self.output_shapes[0].dims:
+            n *= d
+        return n
+
+    def run(self, buffers: list[np.ndarray]) -> None:
+        launch(self.fn, buffers, self.launch_dims.blocks, self.num_elements)
+
+    def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
+        params = [to_physical(np.asarray(a), s) for a, s in zip(args, self.param_shapes)]
+        outs = [np.empty(physical_dims(s), dtype=s.dtype) for s in self.output_shapes]
+        self.run(params + outs)
+        return [from_physical(o, s) for o, s in zip(outs, self.output_shapes)]
+
+
+def to_physical(array: np.ndarray, shape: Shape) -> np.ndarray:
+    """A C-contiguous array of `shape`'s physical (major-to-minor) order."""
+    order = list(reversed(shape.minor_to_major))
+    if order != sorted(order):
+        array = np.transpose(array, order)
+    return np.ascontiguousarray(array)
+
+
+def from_physical(array: np.ndarray, shape: Shape) -> np.ndarray:
+    order = list(reversed(shape.minor_to_major))
+    if order == sorted(order):
+        return array
+    return np.transpose(array, np.argsort(order))
+
+
+_CACHE: dict[tuple, CompiledKernel] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def compile_fusion(fusion: HloComputation, target: Target | None = None, name: str = "main",
+                   options: PipelineOptions | None = None, use_cache: bool = True,
+                   translate_options: TranslateOptions | None = None) -> CompiledKernel:
+    target = target or cpu_target()
+    key = (computation_fingerprint(fusion), target)
+    if use_cache and options is None:
+        with _CACHE_LOCK:
+            cached = _CACHE.get(key)
+        if cached is not None:
+            return cached
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    kernel = LoopEmitter(fusion, target, name).emit()
+    times["emit"] = (time.perf_counter() - t0) * 1e3
+    run_pipeline(kernel.module, pipeline_for(target.kind), options, timings=times)
+    t0 = time.perf_counter()
+    kernel_ir = print_module(kernel.module) if options is not None else ""
+    llmod = translate_module(kernel.module, name, translate_options or TranslateOptions(), host_triple())
+    _add_block_loop(llmod, llmod.get_global(name), kernel.num_params + kernel.num_outputs,
+                    kernel.launch.threads_per_block, f"{name}_blocks")
+    times["to_llvm"] = (time.perf_counter() - t0) * 1e3
+    if options is not None:
+        options.stream(f"// -----// LLVM IR //----- //\n{llmod}") if options.print_ir_after_all else None
+        _dump_llvm(options, str(llmod), "llvm")
+    jit = jit_compile(llmod)
+    if options is not None:
+        _dump_llvm(options, jit.optimized_ir, "llvm-opt")
+    times.update(jit.times_ms)
+    fn = BlocksFunction(jit.address(f"{name}_blocks"))
+    leaves = array_leaves(fusion.root.shape)
+    compiled = CompiledKernel(name, kernel.launch, [p.shape for p in fusion.parameters], leaves, jit, fn, times,
+                              kernel_ir)
+    if use_cache and options is None:
+        with _CACHE_LOCK:
+            _CACHE[key] = compiled
+    return compiled
+
+
+def _dump_llvm(options: PipelineOptions, text: str, what: str) -> None:
+    if options.dump_dir:
+        import os
+
+        os.makedirs(options.dump_dir, exist_ok=True)
+        with open(os.path.join(options.dump_dir, f"{options.dump_prefix}.{what}.ll"), "w") as f:
+            f.write(text)
+
+
+def _add_block_loop(module: ir.Module, kernel: ir.Function, num_buffers: int, threads: int, name: str) -> None:
+    """void name(ptr buffers, i64 first, i64 end): for block in [first, end): for thread in
+    [0, threads): kernel(buffers[0..n), thread, block)."""
+    ptr = ir.PointerType()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, I64, I64]), name=name)
+    table, first, end = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    buffers = [b.load(b.gep(table, [ir.Constant(I64, i)], inbounds=True, source_etype=ptr), typ=ptr)
+               for i in range(num_buffers)]
+    entry = b.block
+    block_header = fn.append_basic_block("blocks")
+    thread_header = fn.append_basic_block("threads")
+    thread_body = fn.append_basic_block("thread")
+    block_latch = fn.append_basic_block("next_block")
+    done = fn.append_basic_block("done")
+    b.branch(block_header)
+    b.position_at_end(block_header)
+    block = b.phi(I64, "block")
+    block.add_incoming(first, entry)
+    b.cbranch(b.icmp_signed("<", block, end), thread_header, done)
+    b.position_at_end(thread_header)
+    thread = b.phi(I64, "thread")
+    thread.add_incoming(ir.Constant(I64, 0), block_header)
+    b.cbranch(b.icmp_signed("<", thread, ir.Constant(I64, threads)), thread_body, block_latch)
+    b.position_at_end(thread_body)
+    b.call(kernel, [*buffers, thread, block])
+    next_thread = b.add(thread, ir.Constant(I64, 1), flags=["nuw", "nsw"])
+    thread.add_incoming(next_thread, thread_body)
+    b.branch(thread_header)
+    b.position_at_end(block_latch)
+    next_block = b.add(block, ir.Constant(I64, 1))
+    block.add_incoming(next_block, block_latch)
+    b.branch(block_header)
+    b.position_at_end(done)
+    b.ret_void()
+
+
+__all__ = ["CompiledKernel", "compile_fusion", "ctypes", "from_physical", "to_physical"]

@@ -1,0 +1,104 @@
+"""A small IR builder for emitters and passes: appends ops at an insertion point and gives back
+their results, with shorthands for constants and the arith ops emitters use most.
+
+Constants are memoised per insertion block (emitters ask for `0`, `1`, `-1` many times), so the
+IR stays readable without a separate CSE run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    VectorType,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+INDEX = IndexType()
+
+
+class KernelBuilder:
+    """Inserts ops at `insertion_point` (a block end by default)."""
+
+    def __init__(self, insertion_point: InsertPoint | Block):
+        if isinstance(insertion_point, Block):
+            insertion_point = InsertPoint.at_end(insertion_point)
+        self.insertion_point = insertion_point
+        self._constants: dict[tuple, SSAValue] = {}
+
+    # -- insertion --------------------------------------------------------------------------------
+    def insert(self, op: Operation) -> Operation:
+        Rewriter.insert_op(op, self.insertion_point)
+        return op
+
+    def add(self, op: Operation) -> SSAValue:
+        """Insert `op` and return its single result."""
+        self.insert(op)
+        return op.results[0]
+
+    @contextmanager
+    def at(self, insertion_point: InsertPoint | Block) -> Iterator[KernelBuilder]:
+        """Temporarily insert elsewhere (e.g. into an scf.if region)."""
+        if isinstance(insertion_point, Block):
+            insertion_point = InsertPoint.at_end(insertion_point)
+        saved, saved_consts = self.insertion_point, self._constants
+        self.insertion_point, self._constants = insertion_point, {}
+        try:
+            yield self
+        finally:
+            self.insertion_point, self._constants = saved, saved_consts
+
+    # -- constants --------------------------------------------------------------------------------
+    def constant(self, value: int | float | bool, type_: Attribute) -> SSAValue:
+        key = (type(value), value if value == value else "nan", repr(value), str(type_))
+        cached = self._constants.get(key)
+        if cached is not None:
+            return cached
+        if isinstance(type_, VectorType):
+            elem = type_.element_type
+            attr = DenseIntOrFPElementsAttr.from_list(type_, [self._scalar_value(value, elem)])
+            result = self.add(arith.ConstantOp(attr, type_))
+        elif isinstance(type_, (IntegerType, IndexType)):
+            result = self.add(arith.ConstantOp(IntegerAttr(self._scalar_value(value, type_), type_)))
+        else:
+            result = self.add(arith.ConstantOp(FloatAttr(float(value), type_)))
+        self._constants[key] = result
+        return result
+
+    @staticmethod
+    def _scalar_value(value, type_: Attribute):
+        if isinstance(type_, IntegerType):
+            bits = type_.width.data
+            v = int(value) & ((1 << bits) - 1)
+            # xDSL stores signless integer attributes in the signed range (i1 true is -1).
+            return v - (1 << bits) if v >= 1 << (bits - 1) else v
+        if isinstance(type_, IndexType):
+            return int(value)
+        return float(value)
+
+    def index(self, value: int) -> SSAValue:
+        return self.constant(int(value), INDEX)
+
+    # -- common ops ---------------------------------------------------------------------------------
+    def select(self, cond: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.add(arith.SelectOp(cond, a, b))
+
+    def cmpi(self, pred: str, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.add(arith.CmpiOp(a, b, pred))
+
+    def cmpf(self, pred: str, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.add(arith.CmpfOp(a, b, pred))
+
+    def and_(self, values: Sequence[SSAValue]) -> SSAValue | None:
+        result = None
+        for v in values:
+            result = v if result is None else self.add(arith.AndIOp(result, v))
+        return result

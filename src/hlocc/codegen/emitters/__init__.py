@@ -1,0 +1,1 @@
+"""Fusion emitters, one per file, on the shared base (emitters/base.py)."""

@@ -1,0 +1,427 @@
+"""The shared emitter base (XLA's EmitterBase): partition the fused computation, emit one function
+per subgraph, and give emitters the kernel's entry function to fill.
+
+Every subgraph becomes `func.func private @name(param tensors..., indices...) -> scalars` whose
+body computes its root at the given indices (seed 000). `ElementEmitter` does that: elementwise
+ops go to the `elemental` registry, index ops (broadcast, transpose, reshape, slice, pad, ...)
+read their operands at indices computed by `xla.apply_indexing` with the op's indexing map from
+`analysis.op_indexing`, and an operand that lives in another subgraph is an `xla.pure_call`.
+
+Tensors are in *physical* order: a tensor's dimensions are the HLO dimensions from major to minor
+in the shape's layout, so `flatten-tensors` can linearise row-major and the layout needs no
+encoding in the tensor type. `physical_indices` reorders logical indices accordingly.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects import arith, func, scf, tensor
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FunctionType,
+    IndexType,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+    f64,
+    i64,
+)
+from xdsl.ir import Block, Region, SSAValue
+
+from hlocc.analysis.affine_expr import dim
+from hlocc.analysis.indexing_map import IndexingMap
+from hlocc.analysis.interval import Interval
+from hlocc.analysis.op_indexing import output_to_input
+from hlocc.codegen.builder import INDEX, KernelBuilder
+from hlocc.codegen.dialect import ApplyIndexingOp, PureCallOp
+from hlocc.codegen.elemental import ELEMENTAL, convert, emit_elementwise
+from hlocc.codegen.mlir_types import element_type
+from hlocc.codegen.partitioner import PartitionedComputation, PartitionedComputations, Subgraph, partition_fusion
+from hlocc.codegen.target import Target
+from hlocc.errors import UnsupportedError
+from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.types import Shape
+
+# -- shapes as tensors --------------------------------------------------------------------------------
+
+def physical_dims(shape: Shape) -> list[int]:
+    return [shape.dims[d] for d in reversed(shape.minor_to_major)]
+
+
+def physical_indices(shape: Shape, logical: Sequence[SSAValue]) -> list[SSAValue]:
+    return [logical[d] for d in reversed(shape.minor_to_major)]
+
+
+def physical_tensor_type(shape: Shape) -> TensorType:
+    return TensorType(element_type(shape.element_type), physical_dims(shape))
+
+
+def array_leaves(shape: Shape) -> list[Shape]:
+    if not shape.is_tuple:
+        return [shape]
+    return [leaf for s in shape.tuple_shapes for leaf in array_leaves(s)]
+
+
+def check_static(computation: HloComputation) -> None:
+    for instr in computation.instructions:
+        for leaf in array_leaves(instr.shape):
+            if any(leaf.dynamic):
+                raise UnsupportedError(f"unsupported: dynamic shape {leaf} in a kernel (instruction '{instr.name}'); "
+                                       "dynamic shapes are not compiled yet")
+
+
+@contextmanager
+def _deep_recursion(limit: int = 20000):
+    """Emission recurses along operand chains (a subgraph holds at most 2000 instructions)."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+# -- element emission ------------------------------------------------------------------------------------
+
+@dataclass
+class _Frame:
+    """What a function being emitted provides: its parameter tensors."""
+
+    params: list[SSAValue]
+
+
+class ElementEmitter:
+    """Emits the value of instructions of one partitioned computation at given logical indices, into
+    one function body. Values are memoised by (instruction, index values), index computations by
+    (map, operands)."""
+
+    def __init__(self, b: KernelBuilder, partitioned: PartitionedComputation, subgraph: Subgraph | None,
+                 params: list[SSAValue]):
+        self.b = b
+        self.partitioned = partitioned
+        self.subgraph = subgraph
+        self.params = params
+        self._values: dict[tuple, list[SSAValue]] = {}
+        self._maps: dict[tuple, list[SSAValue]] = {}
+
+    # -- indexing -------------------------------------------------------------------------------------
+    def apply(self, m: IndexingMap, dims: Sequence[SSAValue], symbols: Sequence[SSAValue] = (),
+              runtime: Sequence[SSAValue] = ()) -> list[SSAValue]:
+        """The map's results (its constraints are not checked; see `in_bounds`)."""
+        if not m.results:
+            return []
+        if (not symbols and not runtime and len(m.results) == len(dims) == len(m.dims)
+                and all(r == dim(i) for i, r in enumerate(m.results))):
+            return list(dims)  # the identity (every elementwise use): nothing to compute
+        m = IndexingMap(m.dims, m.results, m.symbols, m.runtime)  # constraints dropped
+        operands = [*dims, *symbols, *runtime]
+        key = (m, tuple(id(v) for v in operands))
+        cached = self._maps.get(key)
+        if cached is None:
+            op = ApplyIndexingOp(m, operands)
+            self.b.insert(op)
+            cached = self._maps[key] = list(op.results)
+        return cached
+
+    def in_bounds(self, m: IndexingMap, dims: Sequence[SSAValue], symbols: Sequence[SSAValue] = (),
+                  runtime: Sequence[SSAValue] = ()) -> SSAValue | None:
+        """An i1 that is true where the map's constraints hold, or None when it has none."""
+        if not m.constraints:
+            return None
+        exprs = [e for e, _ in m.constraints]
+        values = self.apply(IndexingMap(m.dims, tuple(exprs), m.symbols, m.runtime), dims, symbols, runtime)
+        checks = []
+        for v, (_, iv) in zip(values, m.constraints):
+            if iv.lo == iv.hi:
+                checks.append(self.b.cmpi("eq", v, self.b.index(iv.lo)))
+                continue
+            checks.append(self.b.cmpi("sge", v, self.b.index(iv.lo)))
+            checks.append(self.b.cmpi("sle", v, self.b.index(iv.hi)))
+        return self.b.and_(checks)
+
+    # -- values ---------------------------------------------------------------------------------------------
+    def value(self, instr: HloInstruction, indices: Sequence[SSAValue]) -> list[SSAValue]:
+        """The scalar(s) of `instr` at logical `indices` (one per array leaf of its shape)."""
+        key = (id(instr), tuple(id(v) for v in indices))
+        cached = self._values.get(key)
+        if cached is not None:
+            return cached
+        owner = self.partitioned.find_subgraph(instr)
+        if self.subgraph is not None and owner is not self.subgraph and instr not in self.subgraph:
+            result = self._call(owner, indices)
+        else:
+            result = self._emit(instr, list(indices))
+        self._values[key] = result
+        return result
+
+    def scalar(self, instr: HloInstruction, indices: Sequence[SSAValue]) -> SSAValue:
+        return self.value(instr, indices)[0]
+
+    def _call(self, subgraph: Subgraph, indices: Sequence[SSAValue]) -> list[SSAValue]:
+        sig = subgraph.signature
+        types = [element_type(r.shape.element_type) for r in sig.results]
+        op = PureCallOp(subgraph.name, [*self.params, *indices], types)
+        self.b.insert(op)
+        return list(op.results)
+
+    def _emit(self, instr: HloInstruction, indices: list[SSAValue]) -> list[SSAValue]:
+        handler = INDEX_OPS.get(instr.opcode)
+        if handler is not None:
+            return handler(self, instr, indices)
+        if instr.opcode in ELEMENTAL:
+            maps = output_to_input(instr)
+            args = [self.scalar(op, self.apply(m, indices)) for op, m in zip(instr.operands, maps)]
+            return [emit_elementwise(self.b, instr, args)]
+        raise UnsupportedError(f"unsupported: {instr.opcode} in a loop kernel (instruction '{instr.name}')")
+
+    def operand_at(self, instr: HloInstruction, k: int, indices: Sequence[SSAValue],
+                   runtime: Sequence[SSAValue] = ()) -> SSAValue:
+        m = output_to_input(instr)[k]
+        return self.scalar(instr.operand(k), self.apply(m, indices, (), runtime))
+
+    def if_else(self, cond: SSAValue, then_fn, else_fn, result_type) -> SSAValue:
+        """scf.if cond { then_fn() } else { else_fn() } yielding one scalar; values computed inside
+        a branch are not reused outside it."""
+        then_block, else_block = Block(), Block()
+        saved_values, saved_maps = self._values, self._maps
+        results = []
+        for block, fn in ((then_block, then_fn), (else_block, else_fn)):
+            self._values, self._maps = dict(saved_values), dict(saved_maps)
+            with self.b.at(block):
+                v = fn()
+                self.b.insert(scf.YieldOp(v))
+            results.append(v)
+        self._values, self._maps = saved_values, saved_maps
+        return self.b.add(scf.IfOp(cond, [result_type], Region(then_block), Region(else_block)))
+
+
+# -- index ops ----------------------------------------------------------------------------------------------
+
+INDEX_OPS = {}
+
+
+def _index_op(*opcodes: str):
+    def wrap(fn):
+        for opcode in opcodes:
+            INDEX_OPS[opcode] = fn
+        return fn
+    return wrap
+
+
+@_index_op("parameter")
+def _parameter(e: ElementEmitter, instr: HloInstruction, indices):
+    t = e.params[instr.parameter_number]
+    ty = element_type(instr.shape.element_type)
+    return [e.b.add(tensor.ExtractOp(t, physical_indices(instr.shape, indices), ty))]
+
+
+@_index_op("constant")
+def _constant(e: ElementEmitter, instr: HloInstruction, indices):
+    literal = np.asarray(instr.literal)
+    ty = element_type(instr.shape.element_type)
+    if instr.shape.element_type.is_complex:
+        raise UnsupportedError(f"unsupported: complex constant in a kernel (instruction '{instr.name}')")
+    if literal.size == 1:
+        return [e.b.constant(_python_scalar(literal.reshape(())), ty)]
+    # An array constant: a dense tensor constant read like a parameter (lowered to a global).
+    data = np.transpose(literal, list(reversed(instr.shape.minor_to_major))) if literal.ndim else literal
+    ttype = physical_tensor_type(instr.shape)
+    values = [_python_scalar(v) for v in data.reshape(-1)]
+    if isinstance(ty, IntegerType):
+        values = [int(v) for v in values]
+    attr = DenseIntOrFPElementsAttr.from_list(ttype, values)
+    t = e.b.add(arith.ConstantOp(attr, ttype))
+    return [e.b.add(tensor.ExtractOp(t, physical_indices(instr.shape, indices), ty))]
+
+
+def _python_scalar(v) -> int | float | bool:
+    v = np.asarray(v)
+    if v.dtype == np.bool_:
+        return bool(v)
+    if np.issubdtype(v.dtype, np.integer):
+        return int(v)
+    return float(v.astype(np.float64))
+
+
+@_index_op("iota")
+def _iota(e: ElementEmitter, instr: HloInstruction, indices):
+    i = indices[int(instr.attrs["iota_dimension"])]
+    pt = instr.shape.element_type
+    as_int = e.b.add(arith.IndexCastOp(i, i64))
+    from hlocc.hlo.types import PRIMITIVE_TYPES
+
+    if pt.is_float:
+        f = e.b.add(arith.SIToFPOp(as_int, f64))
+        return [convert(e.b, f, PRIMITIVE_TYPES["f64"], pt)]
+    return [convert(e.b, as_int, PRIMITIVE_TYPES["s64"], pt)]
+
+
+@_index_op("broadcast", "transpose", "reshape", "bitcast", "slice", "reverse", "copy")
+def _data_movement(e: ElementEmitter, instr: HloInstruction, indices):
+    return [e.operand_at(instr, 0, indices)]
+
+
+@_index_op("pad")
+def _pad(e: ElementEmitter, instr: HloInstruction, indices):
+    m = output_to_input(instr)[0]
+    cond = e.in_bounds(m, indices)
+    pad_value = lambda: e.scalar(instr.operand(1), [])  # noqa: E731
+    if cond is None:
+        return [e.operand_at(instr, 0, indices)]
+    ty = element_type(instr.shape.element_type)
+    return [e.if_else(cond, lambda: e.operand_at(instr, 0, indices), pad_value, ty)]
+
+
+@_index_op("concatenate")
+def _concatenate(e: ElementEmitter, instr: HloInstruction, indices):
+    maps = output_to_input(instr)
+    ty = element_type(instr.shape.element_type)
+
+    def select_from(k: int) -> SSAValue:
+        if k == len(maps) - 1:
+            return e.operand_at(instr, k, indices)
+        cond = e.in_bounds(maps[k], indices)
+        return e.if_else(cond, lambda: e.operand_at(instr, k, indices), lambda: select_from(k + 1), ty)
+
+    return [select_from(0)]
+
+
+def _clamped_offsets(e: ElementEmitter, instr: HloInstruction, first: int, window: Sequence[int]) -> list[SSAValue]:
+    """Start indices clamped to [0, dim - window] (XLA's dynamic-slice semantics), as index."""
+    operand = instr.operand(0).shape
+    offsets = []
+    for i, size in enumerate(window):
+        start_instr = instr.operand(first + i)
+        v = e.scalar(start_instr, [])
+        pt = start_instr.shape.element_type
+        wide = v if _width(v) == 64 else e.b.add((arith.ExtUIOp if pt.is_unsigned else arith.ExtSIOp)(v, i64))
+        as_index = e.b.add(arith.IndexCastOp(wide, INDEX))
+        hi = e.b.index(operand.dims[i] - size)
+        clamped = e.b.add(arith.MaxSIOp(e.b.add(arith.MinSIOp(as_index, hi)), e.b.index(0)))
+        offsets.append(clamped)
+    return offsets
+
+
+def _width(v: SSAValue) -> int:
+    return v.type.width.data if isinstance(v.type, IntegerType) else 0
+
+
+@_index_op("dynamic-slice")
+def _dynamic_slice(e: ElementEmitter, instr: HloInstruction, indices):
+    offsets = _clamped_offsets(e, instr, 1, instr.shape.dims)
+    return [e.operand_at(instr, 0, indices, offsets)]
+
+
+@_index_op("dynamic-update-slice")
+def _dynamic_update_slice(e: ElementEmitter, instr: HloInstruction, indices):
+    update = instr.operand(1).shape
+    offsets = _clamped_offsets(e, instr, 2, update.dims)
+    m = output_to_input(instr)[1]
+    cond = e.in_bounds(m, indices, (), offsets)
+    ty = element_type(instr.shape.element_type)
+    return [e.if_else(cond, lambda: e.operand_at(instr, 1, indices, offsets),
+                      lambda: e.operand_at(instr, 0, indices), ty)]
+
+
+@_index_op("tuple")
+def _tuple(e: ElementEmitter, instr: HloInstruction, indices):
+    from hlocc.codegen.partitioner import _operand_maps
+
+    values = []
+    for op, m in zip(instr.operands, _operand_maps(instr)):
+        values += e.value(op, e.apply(m, indices))
+    return values
+
+
+@_index_op("map")
+def _map(e: ElementEmitter, instr: HloInstruction, indices):
+    args = [e.scalar(op, indices) for op in instr.operands]
+    return emit_scalar_computation(e.b, instr.to_apply, args)
+
+
+def emit_scalar_computation(b: KernelBuilder, computation: HloComputation, args: Sequence[SSAValue]) -> list[SSAValue]:
+    """Inline a scalar computation (a map or reduce body) on scalar arguments."""
+    values: dict[int, list[SSAValue]] = {}
+    for instr in computation.post_order():
+        if instr.opcode == "parameter":
+            values[id(instr)] = [args[instr.parameter_number]]
+        elif instr.opcode == "constant":
+            ty = element_type(instr.shape.element_type)
+            values[id(instr)] = [b.constant(_python_scalar(np.asarray(instr.literal).reshape(())), ty)]
+        elif instr.opcode == "tuple":
+            values[id(instr)] = [v for op in instr.operands for v in values[id(op)]]
+        elif instr.opcode == "get-tuple-element":
+            values[id(instr)] = [values[id(instr.operand(0))][int(instr.attrs["index"])]]
+        elif instr.opcode in ("broadcast", "reshape", "bitcast", "copy", "transpose") and instr.shape.rank == 0:
+            values[id(instr)] = values[id(instr.operand(0))]
+        elif instr.opcode in ELEMENTAL:
+            values[id(instr)] = [emit_elementwise(b, instr, [values[id(op)][0] for op in instr.operands])]
+        else:
+            raise UnsupportedError(f"unsupported: {instr.opcode} in scalar computation '{computation.name}' "
+                                   f"(instruction '{instr.name}')")
+    return values[id(computation.root)]
+
+
+# -- functions and the module ---------------------------------------------------------------------------------
+
+def emit_subgraph_function(partitioned: PartitionedComputation, subgraph: Subgraph) -> func.FuncOp:
+    """`func.func private @name(param tensors..., i0, ..., iN) -> scalars` computing the root."""
+    computation = partitioned.computation
+    param_types = [physical_tensor_type(p.shape) for p in computation.parameters]
+    result_types = [element_type(r.shape.element_type) for r in subgraph.signature.results]
+    block = Block(arg_types=[*param_types, *([IndexType()] * subgraph.index_rank)])
+    for arg, value in zip(block.args, subgraph.signature.arguments):
+        if value.name:
+            arg.name_hint = value.name
+    b = KernelBuilder(block)
+    params = list(block.args[:len(param_types)])
+    indices = list(block.args[len(param_types):])
+    emitter = ElementEmitter(b, partitioned, subgraph, params)
+    with _deep_recursion():
+        results = emitter.value(subgraph.roots[0], indices)
+    b.insert(func.ReturnOp(*results))
+    return func.FuncOp(subgraph.name, FunctionType.from_lists([*param_types, *block.arg_types[len(param_types):]],
+                                                              result_types), Region(block), "private")
+
+
+@dataclass
+class KernelModule:
+    """An emitted kernel before lowering: the MLIR module, its entry function's name, and the launch."""
+
+    module: ModuleOp
+    entry: str
+    launch: object
+    num_params: int
+    num_outputs: int
+
+
+class FusionEmitterBase:
+    """Partitioning and subgraph functions; subclasses write the entry function."""
+
+    def __init__(self, fusion: HloComputation, target: Target, name: str = "main"):
+        check_static(fusion)
+        self.fusion = fusion
+        self.target = target
+        self.name = name
+
+    def partition(self) -> PartitionedComputations:
+        return partition_fusion(self.fusion)
+
+    def subgraph_functions(self, partitioned: PartitionedComputations) -> list[func.FuncOp]:
+        pc = partitioned.fusion
+        return [emit_subgraph_function(pc, sg) for sg in pc.subgraphs]
+
+
+def interval_attr(iv: Interval):
+    from xdsl.dialects.builtin import ArrayAttr, IntegerAttr
+
+    return ArrayAttr([IntegerAttr(iv.lo, IndexType()), IntegerAttr(iv.hi, IndexType())])
+
+
+__all__ = ["ElementEmitter", "FusionEmitterBase", "KernelModule", "array_leaves", "dim", "emit_scalar_computation",
+           "emit_subgraph_function", "interval_attr", "physical_dims", "physical_indices", "physical_tensor_type"]

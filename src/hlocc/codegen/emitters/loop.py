@@ -1,0 +1,88 @@
+"""The loop emitter (XLA's LoopFusion, seed 000 "Loop emitter"): one thread per group of
+consecutive output elements, writes in the output's physical order so they coalesce.
+
+The entry function is `@main(param tensors..., output tensors...) -> output tensors`: thread and
+block ids (with their `xla.range`), one `xla.loop` over the launch map's range variable
+(`vector_index`), a `xla.pure_call` of the root subgraph at the map's output index, and one
+`tensor.insert` per output. A multi-output fusion (tuple root) writes every output at the same
+physical position (all roots of a loop fusion have the same number of elements), through the
+bitcast map from the first root's index.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import func, gpu, tensor
+from xdsl.dialects.builtin import FunctionType, ModuleOp
+from xdsl.ir import Block, Region
+
+from hlocc.analysis.interval import Interval
+from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map
+from hlocc.codegen.builder import KernelBuilder
+from hlocc.codegen.dialect import LoopOp, PureCallOp
+from hlocc.codegen.dialect_common import YieldOp
+from hlocc.codegen.emitters.base import (
+    FusionEmitterBase,
+    KernelModule,
+    array_leaves,
+    interval_attr,
+    physical_indices,
+    physical_tensor_type,
+)
+from hlocc.codegen.mlir_types import element_type
+from hlocc.codegen.partitioner import _bitcast_map
+
+
+class LoopEmitter(FusionEmitterBase):
+    def launch(self) -> tuple[LaunchDims, int]:
+        """(launch dims, elements per thread) for the fusion's first output."""
+        leaves = array_leaves(self.fusion.root.shape)
+        first = leaves[0]
+        n = 1
+        for d in first.dims:
+            n *= d
+        bits = [max(leaf.element_type.bits, 1) for leaf in leaves]
+        per_thread = self.target.loop_elements_per_thread(n, min(bits), max(bits))
+        threads = max(1, min(self.target.threads_per_block, -(-n // per_thread)))
+        return loop_launch_dims(n, threads, per_thread), per_thread
+
+    def emit(self) -> KernelModule:
+        partitioned = self.partition()
+        functions = self.subgraph_functions(partitioned)
+        root_subgraph = partitioned.fusion.root_subgraph
+        leaves = array_leaves(self.fusion.root.shape)
+        first = leaves[0]
+        launch, per_thread = self.launch()
+        loop_map = loop_launch_map(first.dims, launch, vector_size=per_thread, minor_to_major=first.minor_to_major)
+
+        params = self.fusion.parameters
+        param_types = [physical_tensor_type(p.shape) for p in params]
+        out_types = [physical_tensor_type(leaf) for leaf in leaves]
+        block = Block(arg_types=[*param_types, *out_types])
+        for arg, p in zip(block.args, params):
+            arg.name_hint = p.name.replace(".", "_")
+        b = KernelBuilder(block)
+        thread_id = b.add(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
+        thread_id.owner.attributes["xla.range"] = interval_attr(Interval(0, launch.threads_per_block - 1))
+        block_id = b.add(gpu.BlockIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
+        block_id.owner.attributes["xla.range"] = interval_attr(Interval(0, launch.blocks - 1))
+
+        outputs = list(block.args[len(params):])
+        loop = LoopOp(loop_map, [thread_id, block_id], outputs)
+        b.insert(loop)
+        body = KernelBuilder(loop.body.block)
+        index = list(loop.map_results)
+        result_types = [element_type(leaf.element_type) for leaf in leaves]
+        call = PureCallOp(root_subgraph.name, [*block.args[:len(params)], *index], result_types)
+        body.insert(call)
+        from hlocc.codegen.emitters.base import ElementEmitter
+
+        indexer = ElementEmitter(body, partitioned.fusion, None, [])
+        inserted = []
+        for k, (leaf, it, value) in enumerate(zip(leaves, loop.region_iter_args, call.results)):
+            out_index = index if k == 0 else indexer.apply(_bitcast_map(first, leaf), index)
+            inserted.append(body.add(tensor.InsertOp(value, it, physical_indices(leaf, out_index))))
+        body.insert(YieldOp(*inserted))
+        b.insert(func.ReturnOp(*loop.results))
+        entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))
+        module = ModuleOp([entry, *functions])
+        return KernelModule(module, self.name, launch, len(params), len(leaves))

@@ -1,0 +1,123 @@
+"""The kernel lowering pipeline: the pass order, written once (XLA's emitter_base.cc /
+pass_pipelines.cc; shared/reference/xla_facts.md §5.1), and the IR dumps after every pass.
+
+    emitter output (xla.loop + pure_call)
+      inline                      subgraph functions into their callers (seed 000 "Inliner")
+      lower-xla-loops-to-scf      xla.loop → scf.for + scf.if bounds check
+      flatten-tensors             every tensor 1-D, indices linearised through indexing maps
+      canonicalize, cse
+      vectorize-loads-stores      contiguous aligned accesses → vector.transfer_read/write
+      unroll-loops                small constant-trip loops unrolled (XLA's optimize-loops)
+      canonicalize, cse
+      lower-narrow-floats         bf16/f16/f8 math in f32, conversions as bit manipulation
+      expand-float-ops            transcendental math ops → polynomial approximations
+      lower-tensors               tensors → pointers: llvm.getelementptr + llvm.load/store
+      lower-xla-to-arith          xla.apply_indexing → range-aware index arithmetic
+      canonicalize, cse
+    to_llvm.py: the structured IR → LLVM IR (llvmlite)
+
+`run_pipeline` verifies after every pass and can print the IR after each one
+(`--print-ir-after-all`) or write it to a dump directory (`--dump-dir`), numbered in order.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.transforms.canonicalize import CanonicalizePass
+from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
+from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+from xdsl.utils.exceptions import DiagnosticException
+
+# Importing the transforms registers them by name.
+import hlocc.codegen.transforms.flatten_tensors  # noqa: F401
+import hlocc.codegen.transforms.inline  # noqa: F401
+import hlocc.codegen.transforms.lower_loops  # noqa: F401
+import hlocc.codegen.transforms.lower_tensors  # noqa: F401
+import hlocc.codegen.transforms.lower_xla_to_arith  # noqa: F401
+import hlocc.codegen.transforms.unroll_loops  # noqa: F401
+import hlocc.codegen.transforms.vectorize_elementwise  # noqa: F401
+import hlocc.codegen.transforms.vectorize_loads_stores  # noqa: F401
+from hlocc.codegen.opt import PASSES, KernelIRError, make_context, print_module, register_pass
+
+for _xdsl_pass in (CanonicalizePass, CommonSubexpressionElimination, DeadCodeElimination):
+    register_pass(_xdsl_pass)
+
+KERNEL_PIPELINE: tuple[str, ...] = (
+    "inline",
+    "lower-xla-loops-to-scf",
+    "flatten-tensors",
+    "canonicalize", "cse",
+    "vectorize-loads-stores",
+    "canonicalize", "cse",
+    "unroll-loops",
+    "canonicalize", "cse",
+    "lower-narrow-floats",
+    "expand-float-ops",
+    "lower-tensors",
+    "lower-xla-to-arith",
+    "canonicalize", "cse",
+)
+"""The GPU-form pipeline (XLA's), also what `hlocc opt --pipeline gpu` runs."""
+
+CPU_PIPELINE: tuple[str, ...] = KERNEL_PIPELINE[:KERNEL_PIPELINE.index("unroll-loops")] + (
+    "vectorize-elementwise",
+) + KERNEL_PIPELINE[KERNEL_PIPELINE.index("unroll-loops"):]
+"""On the CPU a thread's vector loop becomes whole-vector ops before unrolling what is left."""
+
+
+def pipeline_for(kind: str) -> tuple[str, ...]:
+    passes = CPU_PIPELINE if kind == "cpu" else KERNEL_PIPELINE
+    return tuple(p for p in passes if p in PASSES)
+
+
+@dataclass
+class PipelineOptions:
+    print_ir_after_all: bool = False
+    dump_dir: str | None = None
+    dump_prefix: str = "kernel"
+    stream: Callable[[str], None] = print
+
+
+def run_pipeline(module: ModuleOp, passes: Sequence[str] = KERNEL_PIPELINE, options: PipelineOptions | None = None,
+                 ctx: Context | None = None, timings: dict[str, float] | None = None) -> ModuleOp:
+    """Run `passes` in order on `module` (in place), verifying after each; returns the module."""
+    options = options or PipelineOptions()
+    ctx = ctx or make_context()
+    _dump(options, 0, "emitted", module)
+    for step, name in enumerate(passes, 1):
+        cls = PASSES.get(name)
+        if cls is None:
+            raise KernelIRError(f"unknown kernel pass '{name}'; known: {', '.join(sorted(PASSES))}")
+        t0 = time.perf_counter()
+        try:
+            cls().apply(ctx, module)
+            module.verify()
+        except DiagnosticException as e:
+            raise KernelIRError(f"kernel pass '{name}' produced invalid IR: {e}") from e
+        if timings is not None:
+            timings[name] = timings.get(name, 0.0) + (time.perf_counter() - t0) * 1e3
+        _dump(options, step, name, module)
+    return module
+
+
+def _dump(options: PipelineOptions, step: int, name: str, module: ModuleOp) -> None:
+    if not (options.print_ir_after_all or options.dump_dir):
+        return
+    text = print_module(module)
+    if options.print_ir_after_all:
+        options.stream(f"// -----// IR Dump After {name} //----- //\n{text}")
+    if options.dump_dir:
+        os.makedirs(options.dump_dir, exist_ok=True)
+        path = os.path.join(options.dump_dir, f"{options.dump_prefix}.{step:02d}.{name}.mlir")
+        with open(path, "w") as f:
+            f.write(text)
+
+
+__all__ = ["KERNEL_PIPELINE", "PipelineOptions", "run_pipeline", "ModulePass"]

@@ -1,0 +1,56 @@
+"""The machine a kernel is emitted for, as far as emitters care (DESIGN "One kernel model").
+
+Emitters read launch parameters from a `Target`: the GPU targets reproduce XLA's choices
+(xla_facts.md §4.4: 128 threads per block for loop fusions, unroll ≤ 4, warp 32); the CPU target
+picks what is fast when blocks run on a thread pool and the threads of a block are an inner loop:
+one "thread" handles a whole SIMD register of elements, and a block is a few thousand elements so
+that the pool's per-task overhead is amortised.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    kind: str  # "cpu" or "gpu"
+    warp_size: int
+    threads_per_block: int  # for loop fusions
+    max_unroll: int  # elements per thread in the loop emitter (XLA's unroll factor)
+    vector_bytes: int  # widest load/store the loop emitter aims for per thread
+    max_threads_per_block: int = 1024
+    max_blocks_x: int = 2**31 - 1
+    shared_memory_bytes: int = 48 * 1024
+    num_cores: int = 1  # SMs on a GPU, cores on a CPU
+
+    def loop_elements_per_thread(self, num_elements: int, smallest_bits: int, largest_bits: int) -> int:
+        """Elements each thread writes in a loop fusion: XLA's unroll factor on a GPU (a power of
+        two ≤ max_unroll dividing N, only when the grid would be large), a full vector register on
+        the CPU; at least enough that sub-byte outputs are written in whole bytes."""
+        if self.kind == "cpu":
+            n = max(1, min(self.max_unroll, self.vector_bytes * 8 // max(largest_bits, 8)))
+        else:
+            n = 1
+            if num_elements >= self.threads_per_block * self.num_cores * 16:
+                n = self.max_unroll
+                while n > 1 and num_elements % n:
+                    n //= 2
+        while n * smallest_bits < 8:
+            n *= 2
+        return n
+
+
+def gpu_target(sm_count: int = 132, name: str = "sm_90") -> Target:
+    """An NVIDIA GPU as XLA's loop emitter sees it (H100 by default)."""
+    return Target(name=name, kind="gpu", warp_size=32, threads_per_block=128, max_unroll=4, vector_bytes=16,
+                  max_blocks_x=2**31 - 1, shared_memory_bytes=48 * 1024, num_cores=sm_count)
+
+
+def cpu_target() -> Target:
+    """The host CPU. Warp size 1 (no lanes to shuffle across); 64-byte vectors (AVX-512 width; on
+    narrower machines LLVM splits them, which costs nothing measurable)."""
+    return Target(name="host", kind="cpu", warp_size=1, threads_per_block=64, max_unroll=16, vector_bytes=64,
+                  max_threads_per_block=1024, shared_memory_bytes=1 << 20, num_cores=os.cpu_count() or 1)

@@ -1,0 +1,592 @@
+"""Lowered kernel IR → LLVM IR, by a direct visitor to llvmlite.ir (DESIGN: not through xDSL's llvm
+dialect conversions). Input: func/arith/math/scf/vector plus the `llvm` memory ops that
+`lower-tensors` produces, `xla.pure_call`, `xla.remf`, and `gpu.thread_id`/`gpu.block_id`.
+
+Types: `index` is i64; integers and f16/f32/f64 map directly; bf16 and the f8 types only appear
+as storage after `lower-narrow-floats` and map to i16/i8; vectors map to LLVM vectors.
+
+A kernel entry function (one using `gpu.thread_id`/`gpu.block_id`) becomes an internal
+`always_inline` function whose last two parameters are the thread and block id. The caller (the
+CPU backend's block loop, or the NVPTX wrapper) supplies them. Buffer arguments are `noalias`
+unless the caller says otherwise: buffers of one kernel never overlap unless aliased on purpose.
+
+Math ops that `expand-float-ops` leaves (fabs, sqrt, fma, floor, ceil, copysign, roundeven, round,
+trunc) become LLVM intrinsics, which vectorize. Any other math op is an error unless
+`allow_libm` is set (then it becomes an LLVM intrinsic that may call libm).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+from xdsl.dialects import arith, func, gpu, llvm, math, scf, vector
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    BFloat16Type,
+    DenseIntOrFPElementsAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    VectorType,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from hlocc.codegen.dialect import PureCallOp
+from hlocc.codegen.dialect_common import RemFOp
+from hlocc.errors import HloError
+
+I64 = ir.IntType(64)
+
+
+class TranslationError(HloError):
+    """Kernel IR the LLVM translator cannot handle (an op or type no lowering pass removed)."""
+
+
+def llvm_type(t: Attribute) -> ir.Type:
+    if isinstance(t, IndexType):
+        return I64
+    if isinstance(t, IntegerType):
+        return ir.IntType(t.width.data)
+    if isinstance(t, Float32Type):
+        return ir.FloatType()
+    if isinstance(t, Float64Type):
+        return ir.DoubleType()
+    if isinstance(t, Float16Type):
+        return ir.HalfType()
+    if isinstance(t, BFloat16Type):
+        return ir.IntType(16)
+    if isinstance(t, AnyFloat) and t.bitwidth <= 8:
+        return ir.IntType(8)
+    if isinstance(t, VectorType):
+        return ir.VectorType(llvm_type(t.element_type), t.get_shape()[0])
+    if isinstance(t, llvm.LLVMPointerType):
+        return ir.PointerType()
+    if isinstance(t, llvm.LLVMArrayType):
+        return ir.ArrayType(llvm_type(t.type), t.size.data)
+    raise TranslationError(f"cannot translate type {t} to LLVM")
+
+
+def _is_float(t: Attribute) -> bool:
+    if isinstance(t, VectorType):
+        t = t.element_type
+    return isinstance(t, AnyFloat)
+
+
+_FCMP = {"oeq": "==", "ogt": ">", "oge": ">=", "olt": "<", "ole": "<=", "one": "!=", "ord": "ord", "uno": "uno",
+         "ueq": "==", "ugt": ">", "uge": ">=", "ult": "<", "ule": "<=", "une": "!="}
+_ICMP_SIGNED = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">="}
+_ICMP_UNSIGNED = {"ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
+
+_MATH_INTRINSICS = {
+    math.AbsFOp: "llvm.fabs", math.SqrtOp: "llvm.sqrt", math.FloorOp: "llvm.floor", math.CeilOp: "llvm.ceil",
+    math.RoundEvenOp: "llvm.roundeven", math.RoundOp: "llvm.round", math.TruncOp: "llvm.trunc",
+    math.CopySignOp: "llvm.copysign", math.FmaOp: "llvm.fma",
+}
+# Only with allow_libm: intrinsics that LLVM turns into libm calls on the CPU.
+_LIBM_INTRINSICS = {
+    math.ExpOp: "llvm.exp", math.LogOp: "llvm.log", math.SinOp: "llvm.sin", math.CosOp: "llvm.cos",
+    math.PowFOp: "llvm.pow", math.Exp2Op: "llvm.exp2", math.Log2Op: "llvm.log2", math.Log10Op: "llvm.log10",
+    math.TanhOp: "llvm.tanh", math.TanOp: "llvm.tan", math.Atan2Op: "llvm.atan2",
+}
+
+
+@dataclass
+class TranslateOptions:
+    allow_libm: bool = False
+    noalias: bool = True
+    fast_math: frozenset[str] = field(default_factory=frozenset)
+
+
+def _type_suffix(t: ir.Type) -> str:
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}{_type_suffix(t.element)}"
+    if isinstance(t, ir.IntType):
+        return f"i{t.width}"
+    return {ir.HalfType: "f16", ir.FloatType: "f32", ir.DoubleType: "f64"}[type(t)]
+
+
+def declare_intrinsic(module: ir.Module, name: str, overload: ir.Type, args: Sequence[ir.Type] | None = None,
+                      ret: ir.Type | None = None) -> ir.Function:
+    """`name.<suffix of overload>`, e.g. llvm.fabs.v16f32 (llvmlite's own helper knows no vectors)."""
+    full = f"{name}.{_type_suffix(overload)}"
+    existing = module.globals.get(full)
+    if existing is not None:
+        return existing
+    n_args = {"llvm.fma": 3, "llvm.copysign": 2, "llvm.pow": 2, "llvm.atan2": 2, "llvm.maximum": 2,
+              "llvm.minimum": 2, "llvm.maxnum": 2, "llvm.minnum": 2}.get(name, 1)
+    fnty = ir.FunctionType(ret or overload, list(args) if args is not None else [overload] * n_args)
+    return ir.Function(module, fnty, name=full)
+
+
+class _FunctionTranslator:
+    def __init__(self, translator: LlvmTranslator, fn: func.FuncOp, llfn: ir.Function, extra_args: dict[str, int]):
+        self.t = translator
+        self.fn = fn
+        self.llfn = llfn
+        self.values: dict[SSAValue, ir.Value] = {}
+        self.extra_args = extra_args
+        entry = llfn.append_basic_block("entry")
+        self.b = ir.IRBuilder(entry)
+
+    def v(self, value: SSAValue) -> ir.Value:
+        try:
+            return self.values[value]
+        except KeyError:
+            raise TranslationError(f"value {value} used before its definition in @{self.fn.sym_name.data}") from None
+
+    def run(self) -> None:
+        block = self.fn.body.block
+        for arg, llarg in zip(block.args, self.llfn.args):
+            self.values[arg] = llarg
+        self.block(block)
+
+    def block(self, block: Block) -> list[ir.Value] | None:
+        """Translate a region's single block; return the terminator's (yield) operands."""
+        for op in block.ops:
+            if isinstance(op, (scf.YieldOp,)):
+                return [self.v(x) for x in op.operands]
+            self.op(op)
+        return None
+
+    # -- ops ------------------------------------------------------------------------------------------
+    def op(self, op: Operation) -> None:
+        b = self.b
+        handler = _HANDLERS.get(type(op))
+        if handler is not None:
+            handler(self, op)
+            return
+        if type(op) in _MATH_INTRINSICS:
+            self.intrinsic(op, _MATH_INTRINSICS[type(op)])
+            return
+        if type(op) in _LIBM_INTRINSICS and self.t.options.allow_libm:
+            self.intrinsic(op, _LIBM_INTRINSICS[type(op)])
+            return
+        del b
+        raise TranslationError(f"cannot translate '{op.name}' to LLVM (a lowering pass should have removed it)")
+
+    def set(self, op: Operation, value: ir.Value) -> None:
+        self.values[op.results[0]] = value
+
+    def intrinsic(self, op: Operation, name: str) -> None:
+        ty = llvm_type(op.results[0].type)
+        args = [self.v(x) for x in op.operands]
+        fn = declare_intrinsic(self.t.module, name, ty)
+        self.set(op, self.b.call(fn, args))
+
+
+def _binary(method: str):
+    def handle(ft: _FunctionTranslator, op: Operation) -> None:
+        lhs, rhs = (ft.v(x) for x in op.operands)
+        result = getattr(ft.b, method)(lhs, rhs)
+        if method.startswith("f") and ft.t.options.fast_math:
+            result.flags.extend(sorted(ft.t.options.fast_math))
+        ft.set(op, result)
+    return handle
+
+
+def _minmax(kind: str, pred: str):
+    def handle(ft: _FunctionTranslator, op: Operation) -> None:
+        a, c = (ft.v(x) for x in op.operands)
+        cmp = ft.b.icmp_signed(pred, a, c) if kind == "s" else ft.b.icmp_unsigned(pred, a, c)
+        ft.set(op, ft.b.select(cmp, a, c))
+    return handle
+
+
+def _float_minmax(name: str):
+    def handle(ft: _FunctionTranslator, op: Operation) -> None:
+        ty = llvm_type(op.results[0].type)
+        fn = declare_intrinsic(ft.t.module, name, ty)
+        ft.set(op, ft.b.call(fn, [ft.v(x) for x in op.operands]))
+    return handle
+
+
+def _constant(ft: _FunctionTranslator, op: arith.ConstantOp) -> None:
+    ft.set(op, constant_value(op.value, op.result.type))
+
+
+def constant_value(value: Attribute, t: Attribute) -> ir.Constant:
+    ty = llvm_type(t)
+    if isinstance(value, IntegerAttr):
+        return ir.Constant(ty, value.value.data)
+    if isinstance(value, FloatAttr):
+        return _float_constant(ty, value.value.data, t)
+    if isinstance(value, DenseIntOrFPElementsAttr):
+        elem_t = value.get_element_type()
+        elem_ty = llvm_type(elem_t)
+        values = list(value.get_values())
+        n = ty.count if isinstance(ty, ir.VectorType) else ty.count
+        if len(values) == 1 and n != 1:
+            values = values * n
+        elems = [_float_constant(elem_ty, x, elem_t) if _is_float(elem_t) else ir.Constant(elem_ty, int(x))
+                 for x in values]
+        return ir.Constant(ty, elems)
+    raise TranslationError(f"cannot translate constant {value}")
+
+
+def _float_constant(ty: ir.Type, x: float, t: Attribute) -> ir.Constant:
+    if isinstance(ty, ir.IntType):  # bf16 / f8 storage: the bit pattern
+        import ml_dtypes
+        import numpy as np
+
+        dtypes = {16: ml_dtypes.bfloat16}
+        if isinstance(t, BFloat16Type):
+            return ir.Constant(ty, int(np.array(x, dtype=dtypes[16]).view(np.uint16)))
+        raise TranslationError(f"cannot translate a {t} constant")
+    return ir.Constant(ty, x)
+
+
+def _cmpi(ft: _FunctionTranslator, op: arith.CmpiOp) -> None:
+    pred = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+    a, c = ft.v(op.lhs), ft.v(op.rhs)
+    if pred in _ICMP_UNSIGNED:
+        ft.set(op, ft.b.icmp_unsigned(_ICMP_UNSIGNED[pred], a, c))
+    else:
+        ft.set(op, ft.b.icmp_signed(_ICMP_SIGNED[pred], a, c))
+
+
+def _cmpf(ft: _FunctionTranslator, op: arith.CmpfOp) -> None:
+    pred = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
+    a, c = ft.v(op.lhs), ft.v(op.rhs)
+    if pred == "false" or pred == "true":
+        ty = ir.IntType(1)
+        if isinstance(a.type, ir.VectorType):
+            ty = ir.VectorType(ty, a.type.count)
+        ft.set(op, ir.Constant(ty, 1 if pred == "true" else 0))
+        return
+    if pred.startswith("u") or pred == "uno":
+        ft.set(op, ft.b.fcmp_unordered(_FCMP[pred], a, c))
+    else:
+        ft.set(op, ft.b.fcmp_ordered(_FCMP[pred], a, c))
+
+
+def _cast(method: str):
+    def handle(ft: _FunctionTranslator, op: Operation) -> None:
+        ft.set(op, getattr(ft.b, method)(ft.v(op.operands[0]), llvm_type(op.results[0].type)))
+    return handle
+
+
+def _index_cast(ft: _FunctionTranslator, op: arith.IndexCastOp) -> None:
+    x = ft.v(op.input)
+    to = llvm_type(op.result.type)
+    if x.type.width == to.width:
+        ft.set(op, x)
+    elif x.type.width < to.width:
+        ft.set(op, ft.b.sext(x, to))
+    else:
+        ft.set(op, ft.b.trunc(x, to))
+
+
+def _bitcast(ft: _FunctionTranslator, op: arith.BitcastOp) -> None:
+    x = ft.v(op.input)
+    to = llvm_type(op.result.type)
+    ft.set(op, x if x.type == to else ft.b.bitcast(x, to))
+
+
+def _select(ft: _FunctionTranslator, op: arith.SelectOp) -> None:
+    cond, a, c = (ft.v(x) for x in op.operands)
+    if isinstance(a.type, ir.VectorType) and not isinstance(cond.type, ir.VectorType):
+        cond = _splat(ft.b, cond, a.type.count)
+    ft.set(op, ft.b.select(cond, a, c))
+
+
+def _splat(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
+    vty = ir.VectorType(x.type, n)
+    v = b.insert_element(ir.Constant(vty, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
+    return b.shuffle_vector(v, ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), n), [0] * n))
+
+
+def _floordivsi(ft: _FunctionTranslator, op: Operation) -> None:
+    a, c = (ft.v(x) for x in op.operands)
+    b = ft.b
+    q = b.sdiv(a, c)
+    r = b.srem(a, c)
+    zero = ir.Constant(a.type, 0)
+    adjust = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero),
+                                                                 b.icmp_signed("<", c, zero)))
+    ft.set(op, b.sub(q, b.zext(adjust, a.type)))
+
+
+def _ceildiv(signed: bool):
+    def handle(ft: _FunctionTranslator, op: Operation) -> None:
+        a, c = (ft.v(x) for x in op.operands)
+        b = ft.b
+        one = ir.Constant(a.type, 1)
+        if not signed:
+            ft.set(op, b.udiv(b.sub(b.add(a, c), one), c))
+            return
+        q = b.sdiv(a, c)
+        r = b.srem(a, c)
+        zero = ir.Constant(a.type, 0)
+        adjust = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("==", b.icmp_signed("<", r, zero),
+                                                                     b.icmp_signed("<", c, zero)))
+        ft.set(op, b.add(q, b.zext(adjust, a.type)))
+    return handle
+
+
+def _negf(ft: _FunctionTranslator, op: arith.NegfOp) -> None:
+    ft.set(op, ft.b.fneg(ft.v(op.operand)))
+
+
+def _absi(ft: _FunctionTranslator, op: math.AbsIOp) -> None:
+    x = ft.v(op.operand)
+    fn = declare_intrinsic(ft.t.module, "llvm.abs", x.type, [x.type, _i1_like(x.type)])
+    ft.set(op, ft.b.call(fn, [x, ir.Constant(ir.IntType(1), 0)]))
+
+
+def _i1_like(t: ir.Type) -> ir.Type:
+    return ir.IntType(1)
+
+
+def _bit_count(name: str):
+    def handle(ft: _FunctionTranslator, op: Operation) -> None:
+        x = ft.v(op.operands[0])
+        args = [x] if name == "llvm.ctpop" else [x, ir.Constant(ir.IntType(1), 0)]
+        fn = declare_intrinsic(ft.t.module, name, x.type, [a.type for a in args])
+        ft.set(op, ft.b.call(fn, args))
+    return handle
+
+
+def _remf(ft: _FunctionTranslator, op: RemFOp) -> None:
+    ft.set(op, ft.b.frem(ft.v(op.lhs), ft.v(op.rhs)))
+
+
+def _for(ft: _FunctionTranslator, op: scf.ForOp) -> None:
+    b = ft.b
+    lb, ub, step = ft.v(op.lb), ft.v(op.ub), ft.v(op.step)
+    inits = [ft.v(x) for x in op.iter_args]
+    pre = b.block
+    header = ft.llfn.append_basic_block("for.header")
+    body = ft.llfn.append_basic_block("for.body")
+    exit_ = ft.llfn.append_basic_block("for.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    iv = b.phi(lb.type, "iv")
+    iv.add_incoming(lb, pre)
+    phis = []
+    for init in inits:
+        phi = b.phi(init.type)
+        phi.add_incoming(init, pre)
+        phis.append(phi)
+    b.cbranch(b.icmp_signed("<", iv, ub), body, exit_)
+    b.position_at_end(body)
+    block = op.body.block
+    ft.values[block.args[0]] = iv
+    for arg, phi in zip(block.args[1:], phis):
+        ft.values[arg] = phi
+    yielded = ft.block(block)
+    latch = b.block
+    next_iv = b.add(iv, step)
+    iv.add_incoming(next_iv, latch)
+    for phi, y in zip(phis, yielded):
+        phi.add_incoming(y, latch)
+    b.branch(header)
+    b.position_at_end(exit_)
+    for result, phi in zip(op.results, phis):
+        ft.values[result] = phi
+
+
+def _if(ft: _FunctionTranslator, op: scf.IfOp) -> None:
+    b = ft.b
+    cond = ft.v(op.cond)
+    then_bb = ft.llfn.append_basic_block("if.then")
+    else_bb = ft.llfn.append_basic_block("if.else")
+    merge = ft.llfn.append_basic_block("if.end")
+    b.cbranch(cond, then_bb, else_bb)
+    incoming = []
+    for bb, region in ((then_bb, op.true_region), (else_bb, op.false_region)):
+        b.position_at_end(bb)
+        yielded = ft.block(region.block) if region.blocks else []
+        incoming.append((yielded or [], b.block))
+        b.branch(merge)
+    b.position_at_end(merge)
+    for k, result in enumerate(op.results):
+        phi = b.phi(llvm_type(result.type))
+        for values, bb in incoming:
+            phi.add_incoming(values[k], bb)
+        ft.values[result] = phi
+
+
+def _vector_extract(ft: _FunctionTranslator, op: vector.ExtractOp) -> None:
+    pos = _position(ft, op.static_position, op.dynamic_position)
+    ft.set(op, ft.b.extract_element(ft.v(op.vector), pos))
+
+
+def _vector_insert(ft: _FunctionTranslator, op: vector.InsertOp) -> None:
+    pos = _position(ft, op.static_position, op.dynamic_position)
+    ft.set(op, ft.b.insert_element(ft.v(op.dest), ft.v(op.source), pos))
+
+
+def _position(ft: _FunctionTranslator, static, dynamic) -> ir.Value:
+    values = list(static.get_values())
+    if len(values) != 1:
+        raise TranslationError("only 1-D vector positions are supported")
+    if values[0] >= 0:
+        return ir.Constant(ir.IntType(32), values[0])
+    return ft.v(dynamic[0])
+
+
+def _broadcast(ft: _FunctionTranslator, op: vector.BroadcastOp) -> None:
+    n = op.vector.type.get_shape()[0]
+    ft.set(op, _splat(ft.b, ft.v(op.source), n))
+
+
+def _gep(ft: _FunctionTranslator, op: llvm.GEPOp) -> None:
+    elem = llvm_type(op.elem_type)
+    indices = [ft.v(x) for x in op.ssa_indices]
+    ft.set(op, ft.b.gep(ft.v(op.ptr), indices, inbounds=op.inbounds is not None, source_etype=elem))
+
+
+def _load(ft: _FunctionTranslator, op: llvm.LoadOp) -> None:
+    ty = llvm_type(op.dereferenced_value.type)
+    ft.set(op, ft.b.load(ft.v(op.ptr), typ=ty, align=_align(ty)))
+
+
+def _store(ft: _FunctionTranslator, op: llvm.StoreOp) -> None:
+    value = ft.v(op.value)
+    ft.b.store(value, ft.v(op.ptr), align=_align(value.type))
+
+
+def _align(ty: ir.Type) -> int:
+    """Element alignment: vectors are only as aligned as their elements (buffers are 64-byte
+    aligned, but a vector access is at an element offset that is merely a multiple of its size)."""
+    if isinstance(ty, ir.VectorType):
+        ty = ty.element
+    if isinstance(ty, ir.IntType):
+        return max(1, ty.width // 8)
+    return {ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}.get(type(ty), 1)
+
+
+def _address_of(ft: _FunctionTranslator, op: llvm.AddressOfOp) -> None:
+    ft.set(op, ft.t.globals[op.global_name.root_reference.data])
+
+
+def _thread_or_block_id(ft: _FunctionTranslator, op: Operation) -> None:
+    key = "thread" if isinstance(op, gpu.ThreadIdOp) else "block"
+    ft.set(op, ft.llfn.args[ft.extra_args[key]])
+
+
+def _call(ft: _FunctionTranslator, op: Operation) -> None:
+    name = op.callee.root_reference.data
+    callee = ft.t.functions[name]
+    result = ft.b.call(callee, [ft.v(x) for x in op.operands])
+    results = list(op.results)
+    if len(results) == 1:
+        ft.values[results[0]] = result
+    else:
+        for k, r in enumerate(results):
+            ft.values[r] = ft.b.extract_value(result, k)
+
+
+def _return(ft: _FunctionTranslator, op: func.ReturnOp) -> None:
+    values = [ft.v(x) for x in op.operands]
+    if not values:
+        ft.b.ret_void()
+    elif len(values) == 1:
+        ft.b.ret(values[0])
+    else:
+        agg = ir.Constant(ft.llfn.function_type.return_type, ir.Undefined)
+        for k, v in enumerate(values):
+            agg = ft.b.insert_value(agg, v, k)
+        ft.b.ret(agg)
+
+
+_HANDLERS = {
+    arith.ConstantOp: _constant,
+    arith.AddiOp: _binary("add"), arith.SubiOp: _binary("sub"), arith.MuliOp: _binary("mul"),
+    arith.DivSIOp: _binary("sdiv"), arith.DivUIOp: _binary("udiv"), arith.RemSIOp: _binary("srem"),
+    arith.RemUIOp: _binary("urem"), arith.AndIOp: _binary("and_"), arith.OrIOp: _binary("or_"),
+    arith.XOrIOp: _binary("xor"), arith.ShLIOp: _binary("shl"), arith.ShRSIOp: _binary("ashr"),
+    arith.ShRUIOp: _binary("lshr"),
+    arith.AddfOp: _binary("fadd"), arith.SubfOp: _binary("fsub"), arith.MulfOp: _binary("fmul"),
+    arith.DivfOp: _binary("fdiv"),
+    arith.MaxSIOp: _minmax("s", ">"), arith.MinSIOp: _minmax("s", "<"),
+    arith.MaxUIOp: _minmax("u", ">"), arith.MinUIOp: _minmax("u", "<"),
+    arith.MaximumfOp: _float_minmax("llvm.maximum"), arith.MinimumfOp: _float_minmax("llvm.minimum"),
+    arith.MaxnumfOp: _float_minmax("llvm.maxnum"), arith.MinnumfOp: _float_minmax("llvm.minnum"),
+    arith.FloorDivSIOp: _floordivsi, arith.CeilDivSIOp: _ceildiv(True), arith.CeilDivUIOp: _ceildiv(False),
+    arith.NegfOp: _negf, arith.CmpiOp: _cmpi, arith.CmpfOp: _cmpf, arith.SelectOp: _select,
+    arith.ExtSIOp: _cast("sext"), arith.ExtUIOp: _cast("zext"), arith.TruncIOp: _cast("trunc"),
+    arith.SIToFPOp: _cast("sitofp"), arith.UIToFPOp: _cast("uitofp"), arith.FPToSIOp: _cast("fptosi"),
+    arith.FPToUIOp: _cast("fptoui"), arith.ExtFOp: _cast("fpext"), arith.TruncFOp: _cast("fptrunc"),
+    arith.IndexCastOp: _index_cast, arith.BitcastOp: _bitcast,
+    math.AbsIOp: _absi, math.CtPopOp: _bit_count("llvm.ctpop"), math.CountLeadingZerosOp: _bit_count("llvm.ctlz"),
+    RemFOp: _remf,
+    scf.ForOp: _for, scf.IfOp: _if,
+    vector.ExtractOp: _vector_extract, vector.InsertOp: _vector_insert, vector.BroadcastOp: _broadcast,
+    llvm.GEPOp: _gep, llvm.LoadOp: _load, llvm.StoreOp: _store, llvm.AddressOfOp: _address_of,
+    gpu.ThreadIdOp: _thread_or_block_id, gpu.BlockIdOp: _thread_or_block_id,
+    func.CallOp: _call, PureCallOp: _call, func.ReturnOp: _return,
+}
+
+
+class LlvmTranslator:
+    def __init__(self, name: str = "kernel", options: TranslateOptions | None = None, triple: str | None = None):
+        self.module = ir.Module(name=name)
+        if triple:
+            self.module.triple = triple
+        self.options = options or TranslateOptions()
+        self.functions: dict[str, ir.Function] = {}
+        self.globals: dict[str, ir.GlobalVariable] = {}
+
+    def translate(self, module: ModuleOp) -> ir.Module:
+        for op in module.ops:
+            if isinstance(op, llvm.GlobalOp):
+                self._global(op)
+        fns = [op for op in module.ops if isinstance(op, func.FuncOp)]
+        extra: dict[str, dict[str, int]] = {}
+        for fn in fns:
+            extra[fn.sym_name.data] = self._declare(fn)
+        for fn in fns:
+            _FunctionTranslator(self, fn, self.functions[fn.sym_name.data], extra[fn.sym_name.data]).run()
+        return self.module
+
+    def _declare(self, fn: func.FuncOp) -> dict[str, int]:
+        ft = fn.function_type
+        args = [llvm_type(t) for t in ft.inputs]
+        uses_ids = any(isinstance(o, (gpu.ThreadIdOp, gpu.BlockIdOp)) for o in fn.walk())
+        extra = {}
+        if uses_ids:
+            extra = {"thread": len(args), "block": len(args) + 1}
+            args += [I64, I64]
+        outs = [llvm_type(t) for t in ft.outputs]
+        ret = ir.VoidType() if not outs else outs[0] if len(outs) == 1 else ir.LiteralStructType(outs)
+        llfn = ir.Function(self.module, ir.FunctionType(ret, args), name=fn.sym_name.data)
+        private = fn.sym_visibility is not None and fn.sym_visibility.data == "private"
+        if private or uses_ids:
+            llfn.linkage = "internal"
+        if uses_ids:
+            llfn.attributes.add("alwaysinline")
+        for arg, t in zip(llfn.args, ft.inputs):
+            if isinstance(t, llvm.LLVMPointerType) and self.options.noalias:
+                arg.add_attribute("noalias")
+        self.functions[fn.sym_name.data] = llfn
+        return extra
+
+    def _global(self, op: llvm.GlobalOp) -> None:
+        ty = llvm_type(op.global_type)
+        g = ir.GlobalVariable(self.module, ty, op.sym_name.data)
+        g.linkage = "private"
+        g.global_constant = True
+        g.align = 64
+        value = op.value
+        elem_t = value.get_element_type()
+        elem_ty = llvm_type(elem_t)
+        elems = [_float_constant(elem_ty, x, elem_t) if _is_float(elem_t) else ir.Constant(elem_ty, int(x))
+                 for x in value.get_values()]
+        g.initializer = ir.Constant(ty, elems)
+        self.globals[op.sym_name.data] = g
+
+
+def translate_module(module: ModuleOp, name: str = "kernel", options: TranslateOptions | None = None,
+                     triple: str | None = None) -> ir.Module:
+    return LlvmTranslator(name, options, triple).translate(module)
+
+
+__all__ = ["LlvmTranslator", "TranslateOptions", "TranslationError", "llvm_type", "translate_module", "Sequence"]

@@ -1,0 +1,1 @@
+"""Kernel lowering passes, one per module; codegen/pipeline.py lists their order."""

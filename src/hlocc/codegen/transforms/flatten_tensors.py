@@ -1,0 +1,98 @@
+"""`flatten-tensors`: make every tensor 1-D (seed 000 "Flatten tensors"; XLA's flatten_tensors.cc).
+
+Tensors are already in physical (major-to-minor) order (emitters/base.py), so the linear index is
+row-major. Each `tensor.extract`/`tensor.insert` gets one index, computed by an `xla.apply_indexing`;
+when its indices were all results of one `xla.apply_indexing`, the linearisation is composed into
+that map, so the seed's GELU kernel reads `%input[%dim]` with
+`(th_x, bl_x)[vector_index] -> (bl_x * 512 + th_x * 4 + vector_index)`. Function signatures,
+loop-carried values, branch results, calls and tensor constants change type with them. A rank-0
+tensor becomes `tensor<1xT>`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, tensor
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FunctionType, ModuleOp, TensorType
+from xdsl.ir import Attribute, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from hlocc.analysis.affine_expr import dim
+from hlocc.analysis.indexing_map import IndexingMap, compose, variables_from_sizes
+from hlocc.codegen.builder import KernelBuilder
+from hlocc.codegen.dialect import ApplyIndexingOp
+from hlocc.codegen.opt import register_pass
+
+
+def flat_type(t: Attribute) -> Attribute:
+    if isinstance(t, TensorType) and len(t.get_shape()) != 1:
+        n = 1
+        for d in t.get_shape():
+            n *= d
+        return TensorType(t.element_type, [n])
+    return t
+
+
+def linearize_map(shape: tuple[int, ...]) -> IndexingMap:
+    expr = 0
+    stride = 1
+    for i in range(len(shape) - 1, -1, -1):
+        expr = dim(i) * stride + expr if stride != 1 else dim(i) + expr
+        stride *= shape[i]
+    return IndexingMap(variables_from_sizes(shape), (expr,))
+
+
+def linear_index(b: KernelBuilder, shape: tuple[int, ...], indices: list[SSAValue]) -> SSAValue:
+    if not shape:
+        return b.index(0)
+    if len(shape) == 1:
+        return indices[0]
+    lin = linearize_map(shape)
+    producer = indices[0].owner if isinstance(indices[0].owner, ApplyIndexingOp) else None
+    if producer is not None and list(producer.results) == list(indices):
+        m = compose(producer.map, lin)
+        m = IndexingMap(m.dims, m.results, m.symbols, m.runtime)  # bounds hold by construction
+        return b.insert(ApplyIndexingOp(m, list(producer.operands_))).results[0]
+    return b.insert(ApplyIndexingOp(lin, indices)).results[0]
+
+
+@register_pass
+@dataclass(frozen=True)
+class FlattenTensorsPass(ModulePass):
+    name = "flatten-tensors"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for o in list(op.walk()):
+            if isinstance(o, (tensor.ExtractOp, tensor.InsertOp)):
+                shape = tuple(o.tensor.type.get_shape() if isinstance(o, tensor.ExtractOp) else o.dest.type.get_shape())
+                if len(shape) == 1:
+                    continue
+                b = KernelBuilder(InsertPoint.before(o))
+                index = linear_index(b, shape, list(o.indices))
+                if isinstance(o, tensor.ExtractOp):
+                    new = tensor.ExtractOp(o.tensor, [index], o.result.type)
+                else:
+                    new = tensor.InsertOp(o.scalar, o.dest, [index])
+                Rewriter.replace_op(o, new)
+            elif isinstance(o, arith.ConstantOp) and isinstance(o.value, DenseIntOrFPElementsAttr) \
+                    and isinstance(o.result.type, TensorType):
+                t = flat_type(o.result.type)
+                if t != o.result.type:
+                    values = o.value.get_values()
+                    Rewriter.replace_op(o, arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(t, list(values)), t))
+        for o in list(op.walk()):
+            if isinstance(o, func.FuncOp):
+                ft = o.function_type
+                o.function_type = FunctionType.from_lists([flat_type(t) for t in ft.inputs],
+                                                          [flat_type(t) for t in ft.outputs])
+            for region in o.regions:
+                for block in region.blocks:
+                    for arg in list(block.args):
+                        if flat_type(arg.type) != arg.type:
+                            Rewriter.replace_value_with_new_type(arg, flat_type(arg.type))
+            for result in list(o.results):
+                if flat_type(result.type) != result.type:
+                    Rewriter.replace_value_with_new_type(result, flat_type(result.type))

@@ -1,0 +1,60 @@
+"""`inline`: inline `xla.pure_call`s of subgraph functions (XLA's inliner with the xla dialect's
+rules, seed 000 "Inliner"): a function called from one place is inlined; one called from several
+places is inlined only when it is tiny (at most `MAX_OPS_TO_DUPLICATE` ops), otherwise the calls
+stay (inlining would duplicate the work the partitioner split out). Callees are inlined before
+their callers, and private functions left without callers are erased.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from hlocc.codegen.dialect import PureCallOp
+from hlocc.codegen.opt import register_pass
+from hlocc.codegen.transforms.util import clone_block_body, functions
+
+MAX_OPS_TO_DUPLICATE = 8
+
+
+def _calls(op) -> list[PureCallOp]:
+    return [o for o in op.walk() if isinstance(o, PureCallOp)]
+
+
+@register_pass
+@dataclass(frozen=True)
+class InlinePass(ModulePass):
+    name = "inline"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        fns = functions(op)
+        counts = Counter(c.callee.root_reference.data for c in _calls(op))
+
+        def inlinable(name: str) -> bool:
+            body = fns[name].body.block
+            return counts[name] == 1 or len(body.ops) - 1 <= MAX_OPS_TO_DUPLICATE
+
+        changed = True
+        while changed:
+            changed = False
+            for call in _calls(op):
+                name = call.callee.root_reference.data
+                callee = fns.get(name)
+                if callee is None or not inlinable(name) or any(
+                        inlinable(c.callee.root_reference.data) for c in _calls(callee)):
+                    continue
+                results = clone_block_body(callee.body.block, list(call.operands), InsertPoint.before(call))
+                for old, new in zip(call.results, results):
+                    old.replace_all_uses_with(new)
+                Rewriter.erase_op(call)
+                counts[name] -= 1
+                changed = True
+        remaining = Counter(c.callee.root_reference.data for c in _calls(op))
+        for name, fn in fns.items():
+            if fn.sym_visibility is not None and fn.sym_visibility.data == "private" and not remaining[name]:
+                Rewriter.erase_op(fn)

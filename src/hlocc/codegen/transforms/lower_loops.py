@@ -1,0 +1,93 @@
+"""`lower-xla-loops-to-scf`: `xla.loop` → nested `scf.for` over its range variables, with the
+body under an `scf.if` when the map has constraints (seed 000 "xla_gpu to scf conversion"; XLA's
+lower_xla_loops_to_scf.cc). The map's results are computed by `xla.apply_indexing` inside the
+guard. Iterations outside the domain yield the iter_args unchanged.
+
+The checks of the dimensions' own bounds (thread and block ids against their ranges), which the
+seed's example still shows, are not emitted: the ids are in range by construction, and XLA's
+`xla-simplify-arith` removes them in the next step anyway.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import IndexType, ModuleOp
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from hlocc.analysis.indexing_map import IndexingMap
+from hlocc.codegen.builder import KernelBuilder
+from hlocc.codegen.dialect import ApplyIndexingOp, LoopOp
+from hlocc.codegen.opt import register_pass
+from hlocc.codegen.transforms.util import clone_block_body
+
+
+def emit_constraint_check(b: KernelBuilder, m: IndexingMap, operands: list[SSAValue]) -> SSAValue | None:
+    """An i1 that holds where all of the map's constraints hold (None when it has none)."""
+    if not m.constraints:
+        return None
+    exprs = tuple(e for e, _ in m.constraints)
+    values = b.insert(ApplyIndexingOp(IndexingMap(m.dims, exprs, m.symbols, m.runtime), operands)).results
+    checks = []
+    for v, (_, iv) in zip(values, m.constraints):
+        if iv.lo == iv.hi:
+            checks.append(b.cmpi("eq", v, b.index(iv.lo)))
+        else:
+            checks += [b.cmpi("sge", v, b.index(iv.lo)), b.cmpi("sle", v, b.index(iv.hi))]
+    return b.and_(checks)
+
+
+def _lower(loop: LoopOp) -> None:
+    m = loop.map
+    dims = list(loop.dims[:len(m.dims)])
+    runtime = list(loop.dims[len(m.dims):])
+    body_block = loop.body.block
+    result_types = [r.type for r in loop.results_]
+
+    def emit_body(b: KernelBuilder, ivs: list[SSAValue], iter_args: list[SSAValue]) -> list[SSAValue]:
+        operands = [*dims, *ivs, *runtime]
+        check = emit_constraint_check(b, m, operands)
+
+        def compute(inner: KernelBuilder) -> list[SSAValue]:
+            index = list(inner.insert(ApplyIndexingOp(IndexingMap(m.dims, m.results, m.symbols, m.runtime),
+                                                      operands)).results) if m.results else []
+            return clone_block_body(body_block, [*ivs, *index, *iter_args], inner.insertion_point)
+
+        if check is None:
+            return compute(b)
+        then_block, else_block = Block(), Block()
+        then_b = KernelBuilder(then_block)
+        then_b.insert(scf.YieldOp(*compute(then_b)))
+        KernelBuilder(else_block).insert(scf.YieldOp(*iter_args))
+        return list(b.insert(scf.IfOp(check, result_types, Region(then_block), Region(else_block))).results)
+
+    def nest(b: KernelBuilder, level: int, ivs: list[SSAValue], iter_args: list[SSAValue]) -> list[SSAValue]:
+        if level == len(m.symbols):
+            return emit_body(b, ivs, iter_args)
+        bounds = m.symbols[level].bounds
+        block = Block(arg_types=[IndexType(), *result_types])
+        inner = KernelBuilder(block)
+        inner.insert(scf.YieldOp(*nest(inner, level + 1, [*ivs, block.args[0]], list(block.args[1:]))))
+        for_op = scf.ForOp(b.index(bounds.lo), b.index(bounds.hi + 1), b.index(1), iter_args, block)
+        block.args[0].name_hint = m.symbols[level].name or None
+        return list(b.insert(for_op).results)
+
+    b = KernelBuilder(InsertPoint.before(loop))
+    results = nest(b, 0, [], list(loop.inits))
+    for old, new in zip(loop.results_, results):
+        old.replace_all_uses_with(new)
+    Rewriter.erase_op(loop)
+
+
+@register_pass
+@dataclass(frozen=True)
+class LowerLoopsToScfPass(ModulePass):
+    name = "lower-xla-loops-to-scf"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for loop in [o for o in op.walk() if isinstance(o, LoopOp)]:
+            _lower(loop)

@@ -1,0 +1,112 @@
+"""`lower-tensors`: tensors become pointers (seed 000 "Conversion to LLVM"; XLA's lower_tensors.cc).
+
+Kernel IR never bufferizes: every tensor value is a version of a buffer that a function argument
+(or a constant) points to, updated in place (destination-passing style). So every tensor-typed
+value — function arguments, loop-carried values, branch results — becomes an `!llvm.ptr`;
+`tensor.extract`/`tensor.insert` become `llvm.getelementptr` + `llvm.load`/`llvm.store`, and
+`vector.transfer_read`/`transfer_write` the same with a vector type; the result of an insert or
+write is its destination pointer. Dense tensor constants become private constant `llvm.mlir.global`s.
+Function results that were tensors are dropped: the caller owns the buffers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, llvm, tensor, vector
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FunctionType,
+    IndexType,
+    IntAttr,
+    ModuleOp,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from hlocc.codegen.builder import KernelBuilder
+from hlocc.codegen.opt import register_pass
+
+PTR = llvm.LLVMPointerType()
+
+
+def _address(b: KernelBuilder, base: SSAValue, index: SSAValue, elem) -> SSAValue:
+    if isinstance(index.type, IndexType):
+        index = b.add(arith.IndexCastOp(index, i64))
+    return b.add(llvm.GEPOp(base, [llvm.GEP_USE_SSA_VAL], elem, [index], inbounds=True))
+
+
+def _lower_access(op: Operation) -> None:
+    b = KernelBuilder(InsertPoint.before(op))
+    if isinstance(op, tensor.ExtractOp):
+        elem = op.result.type
+        (index,) = op.indices
+        p = _address(b, op.tensor, index, elem)
+        Rewriter.replace_op(op, llvm.LoadOp(p, elem))
+    elif isinstance(op, tensor.InsertOp):
+        (index,) = op.indices
+        p = _address(b, op.dest, index, op.scalar.type)
+        b.insert(llvm.StoreOp(op.scalar, p))
+        op.result.replace_all_uses_with(op.dest)
+        Rewriter.erase_op(op)
+    elif isinstance(op, vector.TransferReadOp):
+        vtype = op.result.type
+        (index,) = op.indices
+        p = _address(b, op.source, index, vtype.element_type)
+        Rewriter.replace_op(op, llvm.LoadOp(p, vtype))
+    elif isinstance(op, vector.TransferWriteOp):
+        (index,) = op.indices
+        p = _address(b, op.source, index, op.vector.type.element_type)
+        b.insert(llvm.StoreOp(op.vector, p))
+        op.results[0].replace_all_uses_with(op.source)
+        Rewriter.erase_op(op)
+
+
+@register_pass
+@dataclass(frozen=True)
+class LowerTensorsPass(ModulePass):
+    name = "lower-tensors"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for o in list(op.walk()):
+            if isinstance(o, (tensor.ExtractOp, tensor.InsertOp, vector.TransferReadOp, vector.TransferWriteOp)):
+                _lower_access(o)
+        self._lower_constants(op)
+        for o in list(op.walk()):
+            for region in o.regions:
+                for block in region.blocks:
+                    for arg in list(block.args):
+                        if isinstance(arg.type, TensorType):
+                            Rewriter.replace_value_with_new_type(arg, PTR)
+            for result in list(o.results):
+                if isinstance(result.type, TensorType):
+                    Rewriter.replace_value_with_new_type(result, PTR)
+        for f in [o for o in op.ops if isinstance(o, func.FuncOp)]:
+            ft = f.function_type
+            inputs = [PTR if isinstance(t, TensorType) else t for t in ft.inputs]
+            outputs = [t for t in ft.outputs if not isinstance(t, TensorType)]
+            keep = [i for i, t in enumerate(ft.outputs) if not isinstance(t, TensorType)]
+            f.function_type = FunctionType.from_lists(inputs, outputs)
+            for ret in [o for o in f.walk() if isinstance(o, func.ReturnOp)]:
+                Rewriter.replace_op(ret, func.ReturnOp(*[ret.operands[i] for i in keep]))
+
+    @staticmethod
+    def _lower_constants(module: ModuleOp) -> None:
+        count = 0
+        for o in list(module.walk()):
+            if isinstance(o, arith.ConstantOp) and isinstance(o.result.type, TensorType):
+                assert isinstance(o.value, DenseIntOrFPElementsAttr)
+                name = f"constant_{count}"
+                count += 1
+                t = o.result.type
+                n = 1
+                for d in t.get_shape():
+                    n *= d
+                glob = llvm.GlobalOp(llvm.LLVMArrayType(IntAttr(n), t.element_type), name, "private",
+                                     constant=True, value=o.value)
+                module.body.block.add_op(glob)
+                Rewriter.replace_op(o, llvm.AddressOfOp(name, PTR))

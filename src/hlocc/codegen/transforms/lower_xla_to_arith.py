@@ -1,0 +1,91 @@
+"""`lower-xla-to-arith`: `xla.apply_indexing` → index arithmetic (XLA's xla-simplify-affine +
+lower-affine, done in one step).
+
+Each result expression is emitted as arith ops on `index` values, sharing common subexpressions
+within one op. The map's domain gives every variable's range, so `floordiv` and `mod` of an
+expression that is provably non-negative become the cheap unsigned `divui`/`remui`; otherwise the
+signed floor forms are used (a pad's `d - lo` can be negative outside the guarded region).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from hlocc.analysis.affine_expr import CeilDiv, Const, Expr, FloorDiv, Mod, Sum, Var, VarKind, expr_range
+from hlocc.codegen.builder import KernelBuilder
+from hlocc.codegen.dialect import ApplyIndexingOp
+from hlocc.codegen.opt import register_pass
+
+
+def lower_apply_indexing(op: ApplyIndexingOp) -> None:
+    m = op.map
+    operands = list(op.operands_)
+    nd, ns = len(m.dims), len(m.symbols)
+    b = KernelBuilder(InsertPoint.before(op))
+    memo: dict[Expr, SSAValue] = {}
+
+    def var_value(v: Var) -> SSAValue:
+        if v.kind is VarKind.DIM:
+            return operands[v.index]
+        if v.kind is VarKind.SYMBOL:
+            return operands[nd + v.index]
+        return operands[nd + ns + v.index]
+
+    def emit(e: Expr) -> SSAValue:
+        if e in memo:
+            return memo[e]
+        if isinstance(e, Const):
+            r = b.index(e.value)
+        elif isinstance(e, Var):
+            r = var_value(e)
+        elif isinstance(e, Sum):
+            r = None
+            for atom, c in e.terms:
+                term = emit(atom)
+                if c != 1:
+                    term = b.add(arith.MuliOp(term, b.index(c)))
+                r = term if r is None else b.add(arith.AddiOp(r, term))
+            if e.constant or r is None:
+                r = b.index(e.constant) if r is None else b.add(arith.AddiOp(r, b.index(e.constant)))
+        else:
+            lhs = emit(e.lhs)
+            non_negative = expr_range(e.lhs, m.var_bounds).lo >= 0
+            if isinstance(e, FloorDiv):
+                d = b.index(e.divisor)
+                r = b.add(arith.DivUIOp(lhs, d) if non_negative else arith.FloorDivSIOp(lhs, d))
+            elif isinstance(e, CeilDiv):
+                d = b.index(e.divisor)
+                r = b.add(arith.CeilDivUIOp(lhs, d) if non_negative else arith.CeilDivSIOp(lhs, d))
+            else:
+                assert isinstance(e, Mod)
+                mod = b.index(e.modulus)
+                if non_negative:
+                    r = b.add(arith.RemUIOp(lhs, mod))
+                else:
+                    rem = b.add(arith.RemSIOp(lhs, mod))
+                    negative = b.cmpi("slt", rem, b.index(0))
+                    r = b.select(negative, b.add(arith.AddiOp(rem, mod)), rem)
+        memo[e] = r
+        return r
+
+    results = [emit(e) for e in m.results]
+    for old, new in zip(op.results, results):
+        old.replace_all_uses_with(new)
+    Rewriter.erase_op(op)
+
+
+@register_pass
+@dataclass(frozen=True)
+class LowerXlaToArithPass(ModulePass):
+    name = "lower-xla-to-arith"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for o in [o for o in op.walk() if isinstance(o, ApplyIndexingOp)]:
+            lower_apply_indexing(o)

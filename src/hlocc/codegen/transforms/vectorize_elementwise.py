@@ -1,0 +1,119 @@
+"""`vectorize-elementwise` (CPU): a small loop over the lanes of vectors whose body is pure
+elementwise work becomes that work on whole vectors.
+
+After `vectorize-loads-stores`, a loop fusion's thread computes `vector.extract %v[%iv]` → scalar
+arith/math → `vector.insert %x, %acc[%iv]` for iv in [0, N). On a GPU each thread does this
+serially; on the CPU the thread's elements fill one SIMD register, so the loop is replaced by the
+same ops on `vector<N x T>` (scalars from outside the loop are broadcast). This is an explicit
+superword-level vectorization that does not depend on LLVM's SLP vectorizer finding it. A loop
+with anything else in its body (branches, memory accesses, calls) is left for `unroll-loops`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, math, scf, vector
+from xdsl.dialects.builtin import ModuleOp, VectorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from hlocc.codegen.dialect_common import RemFOp
+from hlocc.codegen.opt import register_pass
+from hlocc.codegen.transforms.vectorize_loads_stores import _defined_outside, _trip_count
+
+_ELEMENTWISE_DIALECTS = ("arith.", "math.")
+_NOT_ELEMENTWISE = (arith.ConstantOp, arith.IndexCastOp)
+
+
+def _is_elementwise(op: Operation) -> bool:
+    if isinstance(op, RemFOp):
+        return True
+    return op.name.startswith(_ELEMENTWISE_DIALECTS) and not isinstance(op, _NOT_ELEMENTWISE)
+
+
+def _vectorizable(loop: scf.ForOp, n: int) -> bool:
+    body = loop.body.block
+    iv = body.args[0]
+    ops = list(body.ops)
+    for op in ops[:-1]:
+        if isinstance(op, vector.ExtractOp):
+            ok = (list(op.dynamic_position) == [iv] and _defined_outside(op.vector, loop)
+                  and op.vector.type.get_shape() == (n,))
+        elif isinstance(op, vector.InsertOp):
+            ok = list(op.dynamic_position) == [iv] and op.dest.type.get_shape() == (n,)
+        elif isinstance(op, arith.ConstantOp):
+            ok = not isinstance(op.result.type, VectorType)
+        else:
+            ok = _is_elementwise(op) and not any(isinstance(v.type, VectorType) for v in op.operands)
+        if not ok:
+            return False
+    # Every vector.insert accumulates into a loop-carried vector that is yielded at its own position.
+    carried = list(body.args[1:])
+    accumulated = set()
+    for op in ops:
+        if isinstance(op, vector.InsertOp):
+            if op.dest not in carried or ops[-1].operands[carried.index(op.dest)] is not op.result:
+                return False
+            accumulated.add(carried.index(op.dest))
+    if any(k not in accumulated and ops[-1].operands[k] is not arg for k, arg in enumerate(carried)):
+        return False
+    return any(isinstance(op, vector.InsertOp) for op in ops)
+
+
+def _vectorize(loop: scf.ForOp) -> bool:
+    n = _trip_count(loop)
+    if n is None or n < 2 or not _vectorizable(loop, n):
+        return False
+    body = loop.body.block
+    carried = list(body.args[1:])
+    at = InsertPoint.before(loop)
+    mapping: dict[SSAValue, SSAValue] = {}
+    results = list(loop.iter_args)
+
+    def vec(v: SSAValue) -> SSAValue:
+        if v in mapping:
+            return mapping[v]
+        # A scalar from outside the loop (or a constant inside it): the same value in every lane.
+        splat = vector.BroadcastOp(v, VectorType(v.type, [n]))
+        Rewriter.insert_op(splat, at)
+        mapping[v] = splat.results[0]
+        return mapping[v]
+
+    for op in list(body.ops)[:-1]:
+        if isinstance(op, arith.ConstantOp):
+            c = op.clone()
+            Rewriter.insert_op(c, at)
+            mapping[op.result] = c.result
+        elif isinstance(op, vector.ExtractOp):
+            mapping[op.result] = op.vector
+        elif isinstance(op, vector.InsertOp):
+            k = carried.index(op.dest)
+            results[k] = vec(op.source)
+        else:
+            operands = [vec(v) for v in op.operands]
+            types = [VectorType(r.type, [n]) for r in op.results]
+            new = type(op).create(operands=operands, result_types=types, properties=dict(op.properties),
+                                  attributes=dict(op.attributes))
+            Rewriter.insert_op(new, at)
+            for old, r in zip(op.results, new.results):
+                mapping[old] = r
+    for old, new in zip(loop.results, results):
+        old.replace_all_uses_with(new)
+    Rewriter.erase_op(loop)
+    return True
+
+
+@register_pass
+@dataclass(frozen=True)
+class VectorizeElementwisePass(ModulePass):
+    name = "vectorize-elementwise"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for loop in reversed([o for o in op.walk() if isinstance(o, scf.ForOp)]):
+            _vectorize(loop)
+
+
+__all__ = ["VectorizeElementwisePass", "math"]

@@ -1,0 +1,180 @@
+"""`vectorize-loads-stores`: contiguous, aligned element accesses in a small `scf.for` become one
+vector access hoisted out of the loop (seed 000 "Vectorization"; XLA's vectorize_loads_stores.cc).
+
+In a loop `scf.for %iv = 0 to N step 1` (N in {2, 4, 8, 16, 32, 64}), where
+- `tensor.extract %t[%i]` reads a tensor defined outside the loop at
+  `%i = xla.apply_indexing #map(...)[..., %iv, ...]` with `%i = offset + %iv` and offset always a
+  multiple of N (`contiguity` of the map): the read becomes
+  `vector.transfer_read %t[offset]` before the loop and `vector.extract %v[%iv]` inside;
+- `tensor.insert %x into %iter[%i]`, `%iter` a loop-carried tensor yielded right back, with the same
+  kind of index: the element goes into a new loop-carried vector (`vector.insert`), written after
+  the loop with one `vector.transfer_write`.
+All other operands of the index computation must be defined outside the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf, tensor, vector
+from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    ArrayAttr,
+    BoolAttr,
+    DenseIntOrFPElementsAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    VectorType,
+)
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir.affine import AffineMap
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from hlocc.analysis.indexing_map import contiguity
+from hlocc.codegen.builder import KernelBuilder
+from hlocc.codegen.dialect import ApplyIndexingOp
+from hlocc.codegen.opt import register_pass
+
+VECTOR_SIZES = (2, 4, 8, 16, 32, 64)
+
+
+def _trip_count(loop: scf.ForOp) -> int | None:
+    bounds = []
+    for v in (loop.lb, loop.ub, loop.step):
+        if not (isinstance(v.owner, arith.ConstantOp) and isinstance(v.owner.value, IntegerAttr)):
+            return None
+        bounds.append(v.owner.value.value.data)
+    lb, ub, step = bounds
+    return ub - lb if lb == 0 and step == 1 else None
+
+
+def _defined_outside(value: SSAValue, loop: Operation) -> bool:
+    owner = value.owner
+    op = owner.parent_op() if isinstance(owner, Block) else owner
+    while op is not None:
+        if op is loop:
+            return False
+        op = op.parent_op()
+    return True
+
+
+def _contiguous_offset(index: SSAValue, iv: SSAValue, loop: scf.ForOp, n: int, b: KernelBuilder) -> SSAValue | None:
+    """The index at iv = 0, emitted before the loop, if `index` is `offset + iv` with offset a
+    multiple of n computed from values defined outside the loop; else None."""
+    producer = index.owner
+    if not isinstance(producer, ApplyIndexingOp) or len(producer.results) != 1:
+        return None
+    m = producer.map
+    operands = list(producer.operands_)
+    nd = len(m.dims)
+    positions = [k for k, v in enumerate(operands) if v is iv]
+    if len(positions) != 1 or not nd <= positions[0] < nd + len(m.symbols):
+        return None
+    if any(not _defined_outside(v, loop) for v in operands if v is not iv):
+        return None
+    c = contiguity(m, positions[0] - nd, 0)
+    if c is None or c.stride != 1 or (c.alignment % n if c.alignment else 0):
+        return None
+    zero_operands = [b.index(0) if v is iv else v for v in operands]
+    return b.insert(ApplyIndexingOp(m, zero_operands)).results[0]
+
+
+def _identity_1d() -> AffineMapAttr:
+    return AffineMapAttr(AffineMap.identity(1))
+
+
+def _in_bounds() -> ArrayAttr:
+    return ArrayAttr([BoolAttr(True, IntegerType(1))])
+
+
+def _vectorize(loop: scf.ForOp) -> bool:
+    n = _trip_count(loop)
+    if n not in VECTOR_SIZES:
+        return False
+    body = loop.body.block
+    iv = body.args[0]
+    yield_op = body.last_op
+    b = KernelBuilder(InsertPoint.before(loop))
+    changed = False
+    for op in list(body.ops):
+        if isinstance(op, tensor.ExtractOp) and len(op.indices) == 1 and _defined_outside(op.tensor, loop):
+            offset = _contiguous_offset(op.indices[0], iv, loop, n, b)
+            if offset is None:
+                continue
+            vtype = VectorType(op.result.type, [n])
+            read = b.add(vector.TransferReadOp(op.tensor, [offset], b.constant(0, op.result.type)
+                                               if isinstance(op.result.type, (IntegerType, IndexType))
+                                               else b.constant(0.0, op.result.type),
+                                               vtype, _in_bounds(), _identity_1d()))
+            Rewriter.replace_op(op, vector.ExtractOp(read, [iv], op.result.type))
+            changed = True
+    # Stores into loop-carried tensors.
+    carried = list(body.args[1:])
+    for k, arg in enumerate(carried):
+        uses = list(arg.uses)
+        if len(uses) != 1 or not isinstance(uses[0].operation, tensor.InsertOp):
+            continue
+        insert = uses[0].operation
+        if insert.dest is not arg or len(insert.indices) != 1 or yield_op.operands[k] is not insert.result \
+                or len(list(insert.result.uses)) != 1:
+            continue
+        offset = _contiguous_offset(insert.indices[0], iv, loop, n, b)
+        if offset is None:
+            continue
+        _add_vector_carry(loop, k, insert, offset, n)
+        changed = True
+        return True  # the loop was rebuilt; the caller runs again
+    return changed
+
+
+def _add_vector_carry(loop: scf.ForOp, k: int, insert: tensor.InsertOp, offset: SSAValue, n: int) -> None:
+    """Rebuild `loop` with an extra vector iter_arg collecting what `insert` stored into iter_arg k."""
+    body = loop.body.block
+    elem = insert.scalar.type
+    vtype = VectorType(elem, [n])
+    b = KernelBuilder(InsertPoint.before(loop))
+    zero = 0 if isinstance(elem, (IntegerType, IndexType)) else 0.0
+    init = b.add(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(vtype, [zero] * n), vtype))
+    new_block = Block(arg_types=[a.type for a in body.args] + [vtype])
+    for old, new in zip(body.args, new_block.args):
+        old.replace_all_uses_with(new)
+        new.name_hint = old.name_hint
+    iter_vec = new_block.args[-1]
+    for op in list(body.ops):
+        op.detach()
+        new_block.add_op(op)
+    iv = new_block.args[0]
+    yield_op = new_block.last_op
+    inserted = vector.InsertOp(insert.scalar, iter_vec, [iv])
+    Rewriter.insert_op(inserted, InsertPoint.before(insert))
+    insert.result.replace_all_uses_with(insert.dest)
+    Rewriter.erase_op(insert)
+    Rewriter.replace_op(yield_op, scf.YieldOp(*yield_op.operands, inserted.result))
+    new_loop = scf.ForOp(loop.lb, loop.ub, loop.step, [*loop.iter_args, init], new_block)
+    Rewriter.insert_op(new_loop, InsertPoint.before(loop))
+    tensor_result = new_loop.results[k]
+    write = vector.TransferWriteOp(new_loop.results[-1], tensor_result, [offset], _in_bounds(),
+                                   permutation_map=_identity_1d(), result_type=tensor_result.type)
+    Rewriter.insert_op(write, InsertPoint.after(new_loop))
+    for i, old in enumerate(loop.results):
+        old.replace_all_uses_with(write.results[0] if i == k else new_loop.results[i])
+    Rewriter.erase_op(loop)
+
+
+@register_pass
+@dataclass(frozen=True)
+class VectorizeLoadsStoresPass(ModulePass):
+    name = "vectorize-loads-stores"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        changed = True
+        while changed:
+            changed = False
+            for loop in [o for o in op.walk() if isinstance(o, scf.ForOp)]:
+                if _vectorize(loop):
+                    changed = True
+                    break

@@ -46,6 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hlocc: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug in hlocc, not in the input: say so, without a traceback
+        if args.debug:
+            raise
+        print(f"hlocc: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback, and please "
+              "report it)", file=sys.stderr)
+        return 2
 
 
 def _argument_parser() -> argparse.ArgumentParser:
@@ -65,6 +71,9 @@ def _argument_parser() -> argparse.ArgumentParser:
     run.add_argument("--bench", type=int, default=0, metavar="N", help="time N warmed runs")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     run.add_argument("--no-verify", action="store_true", help="skip the verifier")
+    run.add_argument("--print-ir-after-all", action="store_true",
+                     help="print each kernel's IR after every pass (like run_hlo_module --v=5)")
+    run.add_argument("--dump-dir", type=Path, help="write each kernel's IR after every pass to this directory")
     run.set_defaults(func=_cmd_run)
 
     pr = sub.add_parser("print", help="parse, verify and print canonical HLO text")
@@ -93,7 +102,8 @@ def _cmd_print(args) -> int:
 def _cmd_run(args) -> int:
     t0 = time.perf_counter()
     module = parse_hlo_file(args.module)
-    exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed)
+    exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed,
+                  print_ir_after_all=args.print_ir_after_all, dump_dir=str(args.dump_dir) if args.dump_dir else None)
     compile_ms = (time.perf_counter() - t0) * 1e3
     inputs = _load_inputs(args.inputs, module) if args.inputs else random_inputs(module, args.seed)
     inputs = check_arguments(module, inputs, cast=True)

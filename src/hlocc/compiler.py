@@ -1,7 +1,7 @@
 """`compile(text_or_module, backend)` → Executable, and the Executable's argument checking.
 
-Backends: `interpreter` runs the reference evaluator. The `cpu` (LLVM JIT) and `cuda` backends
-are built by later stages of the project; asking for them now gives a clear error.
+Backends: `interpreter` runs the reference evaluator; `cpu` JIT-compiles kernels for the host
+(backends/cpu: modules made of fusions and elementwise/index ops so far); `cuda` is not built yet.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class Executable:
     backend: str
     compile_times_ms: dict[str, float] = field(default_factory=dict)
     seed: int = 0
+    runner: Any = None  # the backend's compiled form (None for the interpreter)
 
     @property
     def parameter_shapes(self) -> list[Shape]:
@@ -41,6 +42,8 @@ class Executable:
 
     def __call__(self, *args) -> Any:
         values = check_arguments(self.module, args)
+        if self.runner is not None:
+            return self.runner.run(values)
         from hlocc.evaluator import Evaluator
 
         return Evaluator(self.seed).run(self.module, values)
@@ -84,7 +87,7 @@ def _check_one(index: int, shape: Shape, value: Any, cast: bool) -> Any:
 
 
 def compile(module_or_text: HloModule | str, backend: str = "interpreter", *, verify: bool = True,
-            seed: int = 0) -> Executable:
+            seed: int = 0, print_ir_after_all: bool = False, dump_dir: str | None = None) -> Executable:
     """Parse (if given text), verify and compile a module for `backend`."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -98,8 +101,18 @@ def compile(module_or_text: HloModule | str, backend: str = "interpreter", *, ve
         times["verify"] = (time.perf_counter() - t0) * 1e3
     if backend not in BACKENDS:
         raise UnsupportedError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
-    if backend != "interpreter":
-        raise UnsupportedError(f"backend '{backend}' is not built yet; use --backend interpreter")
+    if backend == "cuda":
+        raise UnsupportedError("backend 'cuda' is not built yet; use --backend cpu or interpreter")
     import hlocc.evaluator  # noqa: F401  (registers the evaluations)
 
-    return Executable(module, backend, times, seed)
+    runner = None
+    if backend == "cpu":
+        from hlocc.backends.cpu.executable import compile_module
+        from hlocc.codegen.pipeline import PipelineOptions
+
+        options = PipelineOptions(print_ir_after_all, dump_dir) if (print_ir_after_all or dump_dir) else None
+        t0 = time.perf_counter()
+        runner = compile_module(module, options=options)
+        times.update({f"kernel:{k}": v for k, v in runner.compile_times_ms.items() if k != "total"})
+        times["compile"] = (time.perf_counter() - t0) * 1e3
+    return Executable(module, backend, times, seed, runner)

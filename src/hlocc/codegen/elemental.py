@@ -453,3 +453,85 @@ def _reduce_precision(b, instr, args):
     result = b.add(arith.BitcastOp(bits, x.type))
     is_nan = b.cmpf("uno", x, x)
     return b.select(is_nan, x, result)
+
+
+# -- inverse trigonometric and hyperbolic functions, as compositions -----------------------------------
+# XLA expands these (chlo decompositions) into the functions expand-float-ops approximates; the
+# forms below keep full precision near 0 and avoid overflow for large |x|.
+
+def _f(b: KernelBuilder, x: SSAValue, v: float) -> SSAValue:
+    return b.constant(v, x.type)
+
+
+@register("sinh")
+def _sinh(b, instr, args):
+    """(expm1(x) - expm1(-x)) / 2: exact near 0, ±inf beyond overflow."""
+    (x,) = args
+    e1 = b.add(math.ExpM1Op(x))
+    e2 = b.add(math.ExpM1Op(b.add(arith.NegfOp(x))))
+    return b.add(arith.MulfOp(b.add(arith.SubfOp(e1, e2)), _f(b, x, 0.5)))
+
+
+@register("cosh")
+def _cosh(b, instr, args):
+    """(e^|x| + e^-|x|) / 2 computed as e^(|x| - ln 2) + e^(-|x|) / 2 so it overflows only when cosh does."""
+    (x,) = args
+    a = b.add(math.AbsFOp(x))
+    big = b.add(math.ExpOp(b.add(arith.SubfOp(a, _f(b, x, 0.6931471805599453)))))
+    small = b.add(arith.MulfOp(b.add(math.ExpOp(b.add(arith.NegfOp(a)))), _f(b, x, 0.5)))
+    return b.add(arith.AddfOp(big, small))
+
+
+@register("asinh")
+def _asinh(b, instr, args):
+    """sign(x) · log1p(|x| + x²/(1 + sqrt(1 + x²))), and log(|x|) + ln 2 when x² would overflow."""
+    (x,) = args
+    a = b.add(math.AbsFOp(x))
+    one = _f(b, x, 1.0)
+    a2 = b.add(arith.MulfOp(a, a))
+    small = b.add(math.Log1pOp(b.add(arith.AddfOp(
+        a, b.add(arith.DivfOp(a2, b.add(arith.AddfOp(one, b.add(math.SqrtOp(b.add(arith.AddfOp(one, a2))))))))))))
+    large = b.add(arith.AddfOp(b.add(math.LogOp(a)), _f(b, x, 0.6931471805599453)))
+    threshold = _f(b, x, 1e18 if _float_width(x.type) == 32 else 1e150)
+    r = b.select(b.cmpf("ogt", a, threshold), large, small)
+    return b.add(math.CopySignOp(r, x))
+
+
+@register("acosh")
+def _acosh(b, instr, args):
+    """log(x + sqrt((x - 1)(x + 1))), log(x) + ln 2 for huge x; NaN below 1."""
+    (x,) = args
+    one = _f(b, x, 1.0)
+    root = b.add(math.SqrtOp(b.add(arith.MulfOp(b.add(arith.SubfOp(x, one)), b.add(arith.AddfOp(x, one))))))
+    # log1p((x - 1) + root) keeps precision near 1.
+    small = b.add(math.Log1pOp(b.add(arith.AddfOp(b.add(arith.SubfOp(x, one)), root))))
+    large = b.add(arith.AddfOp(b.add(math.LogOp(x)), _f(b, x, 0.6931471805599453)))
+    threshold = _f(b, x, 1e18 if _float_width(x.type) == 32 else 1e150)
+    return b.select(b.cmpf("ogt", x, threshold), large, small)
+
+
+@register("atanh")
+def _atanh(b, instr, args):
+    """0.5 · (log1p(x) - log1p(-x)): ±inf at ±1, NaN beyond."""
+    (x,) = args
+    p = b.add(math.Log1pOp(x))
+    m = b.add(math.Log1pOp(b.add(arith.NegfOp(x))))
+    return b.add(arith.MulfOp(b.add(arith.SubfOp(p, m)), _f(b, x, 0.5)))
+
+
+@register("asin")
+def _asin(b, instr, args):
+    """atan2(x, sqrt((1 - x)(1 + x)))."""
+    (x,) = args
+    one = _f(b, x, 1.0)
+    root = b.add(math.SqrtOp(b.add(arith.MulfOp(b.add(arith.SubfOp(one, x)), b.add(arith.AddfOp(one, x))))))
+    return b.add(math.Atan2Op(x, root))
+
+
+@register("acos")
+def _acos(b, instr, args):
+    """atan2(sqrt((1 - x)(1 + x)), x)."""
+    (x,) = args
+    one = _f(b, x, 1.0)
+    root = b.add(math.SqrtOp(b.add(arith.MulfOp(b.add(arith.SubfOp(one, x)), b.add(arith.AddfOp(one, x))))))
+    return b.add(math.Atan2Op(root, x))

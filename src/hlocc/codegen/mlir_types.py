@@ -38,11 +38,19 @@ def element_type(pt: PrimitiveType) -> Attribute:
     raise UnsupportedError(f"unsupported: element type {pt.name} in kernels")
 
 
+def storage_type(pt: PrimitiveType) -> Attribute:
+    """How an element is stored in a buffer: sub-byte integers (s2, s4, u2, u4) take one byte each,
+    value in the low bits and zeros above (ml_dtypes' layout); everything else as `element_type`."""
+    if pt.is_integer and not pt.is_pred and pt.bits < 8:
+        return B.IntegerType(8)
+    return element_type(pt)
+
+
 def mlir_element_type(pt: PrimitiveType) -> str:
     """The MLIR spelling of `element_type(pt)`, e.g. `i32`, `bf16`, `f8E4M3FN`, `complex<f32>`."""
     return str(element_type(pt))
 
 
 def tensor_type(shape: Shape) -> B.TensorType:
-    """`tensor<d0x...xT>` of an array shape's logical dimensions."""
-    return B.TensorType(element_type(shape.element_type), list(shape.dims))
+    """`tensor<d0x...xT>` of an array shape's logical dimensions (T the storage type)."""
+    return B.TensorType(storage_type(shape.element_type), list(shape.dims))

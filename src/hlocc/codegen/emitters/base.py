@@ -34,13 +34,13 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Region, SSAValue
 
 from hlocc.analysis.affine_expr import dim
-from hlocc.analysis.indexing_map import IndexingMap
+from hlocc.analysis.indexing_map import IndexingMap, Variable
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.op_indexing import output_to_input
 from hlocc.codegen.builder import INDEX, KernelBuilder
 from hlocc.codegen.dialect import ApplyIndexingOp, PureCallOp
 from hlocc.codegen.elemental import ELEMENTAL, convert, emit_elementwise
-from hlocc.codegen.mlir_types import element_type
+from hlocc.codegen.mlir_types import element_type, storage_type
 from hlocc.codegen.partitioner import PartitionedComputation, PartitionedComputations, Subgraph, partition_fusion
 from hlocc.codegen.target import Target
 from hlocc.errors import UnsupportedError
@@ -58,7 +58,27 @@ def physical_indices(shape: Shape, logical: Sequence[SSAValue]) -> list[SSAValue
 
 
 def physical_tensor_type(shape: Shape) -> TensorType:
-    return TensorType(element_type(shape.element_type), physical_dims(shape))
+    return TensorType(storage_type(shape.element_type), physical_dims(shape))
+
+
+def load_element(b: KernelBuilder, t: SSAValue, shape: Shape, logical: Sequence[SSAValue]) -> SSAValue:
+    """tensor.extract of the element at logical indices, converted from its storage type."""
+    pt = shape.element_type
+    stored = storage_type(pt)
+    value = b.add(tensor.ExtractOp(t, physical_indices(shape, logical), stored))
+    if stored != element_type(pt):
+        value = b.add(arith.TruncIOp(value, element_type(pt)))
+    return value
+
+
+def store_element(b: KernelBuilder, value: SSAValue, t: SSAValue, shape: Shape,
+                  logical: Sequence[SSAValue]) -> SSAValue:
+    """tensor.insert of `value` at logical indices, converted to its storage type."""
+    pt = shape.element_type
+    stored = storage_type(pt)
+    if stored != element_type(pt):
+        value = b.add(arith.ExtUIOp(value, stored))
+    return b.add(tensor.InsertOp(value, t, physical_indices(shape, logical)))
 
 
 def array_leaves(shape: Shape) -> list[Shape]:
@@ -128,15 +148,26 @@ class ElementEmitter:
             cached = self._maps[key] = list(op.results)
         return cached
 
-    def in_bounds(self, m: IndexingMap, dims: Sequence[SSAValue], symbols: Sequence[SSAValue] = (),
-                  runtime: Sequence[SSAValue] = ()) -> SSAValue | None:
-        """An i1 that is true where the map's constraints hold, or None when it has none."""
-        if not m.constraints:
+    def in_bounds(self, m: IndexingMap, dims: Sequence[SSAValue], full_sizes: Sequence[int],
+                  symbols: Sequence[SSAValue] = (), runtime: Sequence[SSAValue] = ()) -> SSAValue | None:
+        """An i1 that is true where the map's domain holds: its constraints, and the bounds of
+        dimensions narrower than the indexed shape (`full_sizes`). None when nothing restricts it."""
+        exprs, intervals = [], []
+        for i, (v, size) in enumerate(zip(m.dims, full_sizes)):
+            if v.bounds.lo > 0 or v.bounds.hi < size - 1:
+                exprs.append(dim(i))
+                intervals.append(v.bounds)
+        for e, iv in m.constraints:
+            exprs.append(e)
+            intervals.append(iv)
+        if not exprs:
             return None
-        exprs = [e for e, _ in m.constraints]
-        values = self.apply(IndexingMap(m.dims, tuple(exprs), m.symbols, m.runtime), dims, symbols, runtime)
+        unbounded = IndexingMap(tuple(Variable(Interval(0, n - 1), v.name) for v, n in zip(m.dims, full_sizes)),
+                                tuple(exprs), m.symbols, m.runtime)
+        values = self.apply(unbounded, dims, symbols, runtime) if any(e != dim(i) for i, e in enumerate(exprs)) \
+            else [dims[e.index] for e in exprs]
         checks = []
-        for v, (_, iv) in zip(values, m.constraints):
+        for v, iv in zip(values, intervals):
             if iv.lo == iv.hi:
                 checks.append(self.b.cmpi("eq", v, self.b.index(iv.lo)))
                 continue
@@ -215,9 +246,7 @@ def _index_op(*opcodes: str):
 
 @_index_op("parameter")
 def _parameter(e: ElementEmitter, instr: HloInstruction, indices):
-    t = e.params[instr.parameter_number]
-    ty = element_type(instr.shape.element_type)
-    return [e.b.add(tensor.ExtractOp(t, physical_indices(instr.shape, indices), ty))]
+    return [load_element(e.b, e.params[instr.parameter_number], instr.shape, indices)]
 
 
 @_index_op("constant")
@@ -236,7 +265,7 @@ def _constant(e: ElementEmitter, instr: HloInstruction, indices):
         values = [int(v) for v in values]
     attr = DenseIntOrFPElementsAttr.from_list(ttype, values)
     t = e.b.add(arith.ConstantOp(attr, ttype))
-    return [e.b.add(tensor.ExtractOp(t, physical_indices(instr.shape, indices), ty))]
+    return [load_element(e.b, t, instr.shape, indices)]
 
 
 def _python_scalar(v) -> int | float | bool:
@@ -263,13 +292,17 @@ def _iota(e: ElementEmitter, instr: HloInstruction, indices):
 
 @_index_op("broadcast", "transpose", "reshape", "bitcast", "slice", "reverse", "copy")
 def _data_movement(e: ElementEmitter, instr: HloInstruction, indices):
-    return [e.operand_at(instr, 0, indices)]
+    value = e.operand_at(instr, 0, indices)
+    src, dst = instr.operand(0).shape.element_type, instr.shape.element_type
+    if src != dst:  # a bitcast may reinterpret the element type (same width)
+        value = e.b.add(arith.BitcastOp(value, element_type(dst)))
+    return [value]
 
 
 @_index_op("pad")
 def _pad(e: ElementEmitter, instr: HloInstruction, indices):
     m = output_to_input(instr)[0]
-    cond = e.in_bounds(m, indices)
+    cond = e.in_bounds(m, indices, instr.shape.dims)
     pad_value = lambda: e.scalar(instr.operand(1), [])  # noqa: E731
     if cond is None:
         return [e.operand_at(instr, 0, indices)]
@@ -285,7 +318,7 @@ def _concatenate(e: ElementEmitter, instr: HloInstruction, indices):
     def select_from(k: int) -> SSAValue:
         if k == len(maps) - 1:
             return e.operand_at(instr, k, indices)
-        cond = e.in_bounds(maps[k], indices)
+        cond = e.in_bounds(maps[k], indices, instr.shape.dims)
         return e.if_else(cond, lambda: e.operand_at(instr, k, indices), lambda: select_from(k + 1), ty)
 
     return [select_from(0)]
@@ -322,7 +355,7 @@ def _dynamic_update_slice(e: ElementEmitter, instr: HloInstruction, indices):
     update = instr.operand(1).shape
     offsets = _clamped_offsets(e, instr, 2, update.dims)
     m = output_to_input(instr)[1]
-    cond = e.in_bounds(m, indices, (), offsets)
+    cond = e.in_bounds(m, indices, instr.shape.dims, (), offsets)
     ty = element_type(instr.shape.element_type)
     return [e.if_else(cond, lambda: e.operand_at(instr, 1, indices, offsets),
                       lambda: e.operand_at(instr, 0, indices), ty)]

@@ -11,7 +11,7 @@ bitcast map from the first root's index.
 
 from __future__ import annotations
 
-from xdsl.dialects import func, gpu, tensor
+from xdsl.dialects import func, gpu
 from xdsl.dialects.builtin import FunctionType, ModuleOp
 from xdsl.ir import Block, Region
 
@@ -25,8 +25,8 @@ from hlocc.codegen.emitters.base import (
     KernelModule,
     array_leaves,
     interval_attr,
-    physical_indices,
     physical_tensor_type,
+    store_element,
 )
 from hlocc.codegen.mlir_types import element_type
 from hlocc.codegen.partitioner import _bitcast_map
@@ -80,7 +80,7 @@ class LoopEmitter(FusionEmitterBase):
         inserted = []
         for k, (leaf, it, value) in enumerate(zip(leaves, loop.region_iter_args, call.results)):
             out_index = index if k == 0 else indexer.apply(_bitcast_map(first, leaf), index)
-            inserted.append(body.add(tensor.InsertOp(value, it, physical_indices(leaf, out_index))))
+            inserted.append(store_element(body, value, it, leaf, out_index))
         body.insert(YieldOp(*inserted))
         b.insert(func.ReturnOp(*loop.results))
         entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))

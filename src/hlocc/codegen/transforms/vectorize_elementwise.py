@@ -69,23 +69,23 @@ def _vectorize(loop: scf.ForOp) -> bool:
         return False
     body = loop.body.block
     carried = list(body.args[1:])
-    at = InsertPoint.before(loop)
     mapping: dict[SSAValue, SSAValue] = {}
     results = list(loop.iter_args)
+    new_ops: list[Operation] = []
 
     def vec(v: SSAValue) -> SSAValue:
         if v in mapping:
             return mapping[v]
         # A scalar from outside the loop (or a constant inside it): the same value in every lane.
         splat = vector.BroadcastOp(v, VectorType(v.type, [n]))
-        Rewriter.insert_op(splat, at)
+        new_ops.append(splat)
         mapping[v] = splat.results[0]
         return mapping[v]
 
     for op in list(body.ops)[:-1]:
         if isinstance(op, arith.ConstantOp):
             c = op.clone()
-            Rewriter.insert_op(c, at)
+            new_ops.append(c)
             mapping[op.result] = c.result
         elif isinstance(op, vector.ExtractOp):
             mapping[op.result] = op.vector
@@ -97,9 +97,18 @@ def _vectorize(loop: scf.ForOp) -> bool:
             types = [VectorType(r.type, [n]) for r in op.results]
             new = type(op).create(operands=operands, result_types=types, properties=dict(op.properties),
                                   attributes=dict(op.attributes))
-            Rewriter.insert_op(new, at)
+            new_ops.append(new)
             for old, r in zip(op.results, new.results):
                 mapping[old] = r
+    try:  # some ops only accept scalars (e.g. xDSL's integer casts): then leave the loop alone
+        for new in new_ops:
+            new.verify_()
+            new.verify()
+    except Exception:  # noqa: BLE001 - any verifier failure means "not vectorizable"
+        for new in reversed(new_ops):
+            new.erase(safe_erase=False)
+        return False
+    Rewriter.insert_op(new_ops, InsertPoint.before(loop))
     for old, new in zip(loop.results, results):
         old.replace_all_uses_with(new)
     Rewriter.erase_op(loop)

@@ -1,0 +1,153 @@
+"""Trigonometric functions as `FloatBuilder` functions (f32 and f64).
+
+sin, cos, tan: x = k*pi/2 + r with |r| <= pi/4, by Cody-Waite reduction in f64 arithmetic (an f32
+input is widened exactly) against pi/2 split into 20-bit parts, so k*part is exact for |k| < 2^33;
+then Cephes' minimax polynomials on r (`sinf`/`cosf`/`tanf` for f32, evaluated in f64 and rounded
+once; `sin`/`cos`/`tan` for f64) and the quadrant k mod 4 picks and signs the result. The stated
+accuracy holds for |x| < 2^33 * pi/2 (about 1.35e10); beyond it the reduction error grows like
+|x| * 2^-53 and the result, still in [-1, 1] for sin/cos, is not accurate.
+
+atan: Cephes' reduction to |t| <= tan(pi/8) via pi/4 and pi/2 offsets, then a polynomial (f32
+`atanf`) or rational form (f64 `atan`). atan2 from atan(min/max) and octant corrections with
+C99's special cases (signed zeros, infinities).
+"""
+
+from __future__ import annotations
+
+import math
+
+from hlocc.codegen.transforms.float_builder import F32, F64, FloatBuilder, Val
+
+_TWO_OVER_PI = 0.6366197723675814
+# pi/2 in parts of 20 significant bits (the last one rounded to 53 bits).
+_PIO2_PARTS = {
+    F32: tuple(map(float.fromhex, ("0x1.921fap+0", "0x1.54442p-20", "0x1.a308cp-41", "0x1.313198a2e0370p-61"))),
+    F64: tuple(map(float.fromhex, ("0x1.921fap+0", "0x1.54442p-20", "0x1.a308cp-41", "0x1.31318p-61",
+                                   "0x1.8a2e03707344ap-81"))),
+}
+# |x| below this: sin(x) = tan(x) = x after rounding (x^2/3 < half an ulp); also keeps -0.
+_TINY = {F32: 2.0**-12, F64: 2.0**-27}
+
+_SINF = (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1)
+_COSF = (2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2)
+_TANF = (9.38540185543e-3, 3.11992232697e-3, 2.44301354525e-2, 5.34112807005e-2, 1.33387994085e-1,
+         3.33331568548e-1)
+_SIN = (1.58962301576546568060e-10, -2.50507477628578072866e-8, 2.75573136213857245213e-6,
+        -1.98412698295895385996e-4, 8.33333333332211858878e-3, -1.66666666666666307295e-1)
+_COS = (-1.13585365213876817300e-11, 2.08757008419747316778e-9, -2.75573141792967388112e-7,
+        2.48015872888517045348e-5, -1.38888888888730564116e-3, 4.16666666666665929218e-2)
+_TAN_P = (-1.30936939181383777646e4, 1.15351664838587416140e6, -1.79565251976484877988e7)
+_TAN_Q = (1.36812963470692954678e4, -1.32089234440210967447e6, 2.50083801823357915839e7,
+          -5.38695755929454629881e7)
+
+
+def _reduce_pio2(b: FloatBuilder, x: Val, fmt) -> tuple[Val, Val, Val]:
+    """(r, r_lo, q): x = k*pi/2 + r + r_lo, q = k mod 4 as a float in {0, 1, 2, 3}; all f64.
+
+    x - k*p1 - k*p2 is exact; the smaller products are summed first and subtracted once, and
+    the rounding error of that subtraction is kept in r_lo."""
+    k = b.roundeven(x * _TWO_OVER_PI)
+    p1, p2, *rest = _PIO2_PARTS[fmt]
+    head = (x - k * p1) - k * p2
+    tail = k * rest[-1]
+    for part in reversed(rest[:-1]):
+        tail = tail + k * part
+    r = head - tail
+    r_lo = (head - r) - tail
+    r = b.clamp(r, -1.0, 1.0)  # only bites beyond the accurate range: keeps the polynomials bounded
+    return r, r_lo, k - 4.0 * b.floor(k * 0.25)
+
+
+def _sin_cos_tan(b: FloatBuilder, x: Val, kind: str) -> Val:
+    fmt = x.ty
+    wide = b.extf(x, F64) if fmt == F32 else x
+    r, r_lo, q = _reduce_pio2(b, wide, fmt)
+    z = r * r
+    odd = q.eq(1.0) | q.eq(3.0)
+    if kind == "tan":
+        if fmt == F32:
+            t = r + r * z * b.horner(z, _TANF)
+        else:  # tan(r + r_lo) = tan(r) + r_lo * (1 + tan(r)^2)
+            t = r + (r * (z * b.horner(z, _TAN_P) / b.horner_monic(z, _TAN_Q)) + r_lo * (1.0 + z))
+        res = b.select(odd, -1.0 / t, t)
+    else:
+        if fmt == F32:
+            s = r + r * z * b.horner(z, _SINF)
+            c = (1.0 - 0.5 * z) + z * z * b.horner(z, _COSF)
+        else:  # sin(r + r_lo) = sin(r) + r_lo * cos(r), cos(r + r_lo) = cos(r) - r_lo * sin(r)
+            hz = 0.5 * z
+            s = r + (r * z * b.horner(z, _SIN) + r_lo * (1.0 - hz))
+            w = 1.0 - hz
+            c = w + (((1.0 - w) - hz) + (z * z * b.horner(z, _COS) - r * r_lo))
+        if kind == "sin":
+            res = b.select(odd, c, s)
+            negate = q.ge(2.0)
+        else:
+            res = b.select(odd, s, c)
+            negate = q.eq(1.0) | q.eq(2.0)
+        res = b.select(negate, -res, res)
+    if fmt == F32:
+        res = b.truncf(res, F32)
+    if kind != "cos":
+        res = b.select(b.abs(x).lt(_TINY[fmt]), x, res)
+    return res
+
+
+def sin(b: FloatBuilder, x: Val) -> Val:
+    return _sin_cos_tan(b, x, "sin")
+
+
+def cos(b: FloatBuilder, x: Val) -> Val:
+    return _sin_cos_tan(b, x, "cos")
+
+
+def tan(b: FloatBuilder, x: Val) -> Val:
+    return _sin_cos_tan(b, x, "tan")
+
+
+# -- atan, atan2 ---------------------------------------------------------------------------------
+
+_TAN_3PI_8 = 2.414213562373095
+_ATANF = (8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1)
+_ATAN_P = (-8.750608600031904122785e-1, -1.615753718733365076637e1, -7.500855792314704667340e1,
+           -1.228866684490136173410e2, -6.485021904942025371773e1)
+_ATAN_Q = (2.485846490142306297962e1, 1.650270098316988542046e2, 4.328810604912902668951e2,
+           4.853903996359136964868e2, 1.945506571482613964425e2)
+_PIO2_LO = 6.123233995736765886130e-17  # pi/2 - fl64(pi/2)
+_PIO2_F32_LO = -4.371138828673793e-08  # pi/2 - fl32(pi/2)
+
+
+def atan(b: FloatBuilder, x: Val) -> Val:
+    a = b.abs(x)
+    mid_bound = 0.4142135623730950 if x.ty == F32 else 0.66
+    big = a.gt(_TAN_3PI_8)
+    mid = a.gt(mid_bound)
+    t = b.select(big, -1.0 / a, b.select(mid, (a - 1.0) / (a + 1.0), a))
+    base = b.select(big, x.like(math.pi / 2), b.select(mid, x.like(math.pi / 4), 0.0))
+    lo = _PIO2_F32_LO if x.ty == F32 else _PIO2_LO  # pi/2 - base, added before base
+    more = b.select(big, x.like(lo), b.select(mid, x.like(0.5 * lo), 0.0))
+    z = t * t
+    if x.ty == F32:
+        p = b.horner(z, _ATANF) * z * t + t
+    else:
+        p = t * (z * b.horner(z, _ATAN_P) / b.horner_monic(z, _ATAN_Q)) + t
+    return b.copysign(base + (p + more), x)
+
+
+def atan2(b: FloatBuilder, y: Val, x: Val) -> Val:
+    """atan2(y, x) in (-pi, pi], C99 specials: atan2(+-0, +0) = +-0, atan2(+-0, -0) = +-pi,
+    atan2(+-inf, +inf) = +-pi/4, atan2(+-inf, -inf) = +-3pi/4; NaN if either is NaN."""
+    ax, ay = b.abs(x), b.abs(y)
+    steep = ay.gt(ax)
+    num = b.select(steep, ax, ay)
+    den = b.select(steep, ay, ax)
+    q = num / den
+    q = b.select(den.eq(0.0), x.like(0.0), q)
+    q = b.select(b.isinf(ax) & b.isinf(ay), x.like(1.0), q)
+    t = atan(b, q)  # in [0, pi/4]
+    lo = _PIO2_F32_LO if x.ty == F32 else _PIO2_LO
+    hi = math.pi / 2
+    t = b.select(steep, (x.like(hi) - t) + lo, t)
+    t = b.select(b.signbit(x), (x.like(2 * hi) - t) + 2 * lo, t)
+    res = b.copysign(t, y)
+    return b.select(x.isnan() | y.isnan(), x + y, res)

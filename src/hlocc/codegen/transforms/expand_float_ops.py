@@ -1,0 +1,103 @@
+"""`expand-float-ops`: math functions on f32 and f64 (scalars and vectors) become arith ops plus the
+primitive math ops the LLVM translator maps to vectorizable intrinsics (math.absf, math.sqrt,
+math.floor, math.ceil, math.trunc, math.roundeven, math.round, math.copysign). No libm call and
+no llvm.tanh-like intrinsic remains, so kernels vectorize on the CPU and need no libdevice on
+NVPTX. Runs after `lower-narrow-floats` (which computes bf16/f16/f8 math in f32).
+
+Each function is written once over `FloatBuilder` (modules approx_exp_log, approx_trig,
+approx_special); tests/codegen/test_math_accuracy.py runs the same functions on numpy and checks
+these bounds, in ulps between the result and the correctly rounded value, over the whole domain
+(subnormals, specials, overflow and underflow included):
+
+    function   f32  f64   notes
+    exp         1    2
+    exp2        1    2
+    expm1       2    3    f32: 2^n (e^r - 1) + (2^n - 1); f64: Kahan's (u - 1) x / log u
+    log         1    1
+    log2        1    1
+    log10       1    1
+    log1p       2    2
+    sin, cos    1    1    for |x| < 2^33 * pi/2 (~1.35e10); beyond, not accurate
+    tan         1    2    same range
+    atan        2    1
+    atan2       2    2
+    tanh        7    8    XLA's rational approximations, evaluated without FMA contraction
+    erf         5    2    f32: XLA's rational approximation; f64: Cephes
+    cbrt        1    1
+    rsqrt       1    1    1 / sqrt(x)
+    powf        1    2
+
+Specials follow C99 Annex F (NaN in, NaN out; signed zeros; exact infinities; overflow to inf;
+gradual underflow), powf's included (pow(x, 0) = 1, pow(1, y) = 1, negative bases with integral
+exponents, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, VectorType
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
+
+from hlocc.codegen.opt import register_pass
+from hlocc.codegen.transforms import approx_exp_log, approx_special, approx_trig
+from hlocc.codegen.transforms.float_builder import F32, F64, Val
+from hlocc.codegen.transforms.float_builder_xdsl import expand_elementwise, format_of
+
+#: math op name -> its approximation (operands in order).
+MATH_APPROXIMATIONS: dict[str, Callable[..., Val]] = {
+    "math.exp": approx_exp_log.exp,
+    "math.exp2": approx_exp_log.exp2,
+    "math.expm1": approx_exp_log.expm1,
+    "math.log": approx_exp_log.log,
+    "math.log2": approx_exp_log.log2,
+    "math.log10": approx_exp_log.log10,
+    "math.log1p": approx_exp_log.log1p,
+    "math.powf": approx_exp_log.powf,
+    "math.sin": approx_trig.sin,
+    "math.cos": approx_trig.cos,
+    "math.tan": approx_trig.tan,
+    "math.atan": approx_trig.atan,
+    "math.atan2": approx_trig.atan2,
+    "math.tanh": approx_special.tanh,
+    "math.erf": approx_special.erf,
+    "math.cbrt": approx_special.cbrt,
+    "math.rsqrt": approx_special.rsqrt,
+}
+
+#: The math ops left after this pass (the LLVM translator's vocabulary besides arith).
+PRIMITIVE_MATH_OPS = frozenset({
+    "math.absf", "math.sqrt", "math.floor", "math.ceil", "math.trunc", "math.roundeven", "math.round",
+    "math.copysign", "math.fma",
+})  # fmt: skip
+
+
+class ExpandMathFunction(RewritePattern):
+    """Replaces one f32/f64 math function op by its approximation."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        fn = MATH_APPROXIMATIONS.get(op.name)
+        if fn is None or len(op.results) != 1:
+            return
+        result_type = op.results[0].type
+        elem = result_type.get_element_type() if isinstance(result_type, VectorType) else result_type
+        fmt = format_of(elem)
+        if fmt not in (F32, F64):
+            return
+        value = expand_elementwise(rewriter, op, fn, [fmt] * len(op.operands), result_type)
+        rewriter.replace_op(op, [], [value])
+
+
+@register_pass
+@dataclass(frozen=True)
+class ExpandFloatOpsPass(ModulePass):
+    """Expands f32/f64 math functions into arith and primitive math ops (see the module docstring)."""
+
+    name = "expand-float-ops"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(ExpandMathFunction(), apply_recursively=False).rewrite_module(op)

@@ -1,0 +1,141 @@
+"""The xDSL backend of `FloatBuilder`: emits arith/math ops before an op being rewritten, and
+`expand_elementwise`, which the float passes use to replace one elementwise op by a builder
+function's IR.
+
+Vector operands are expanded lane by lane (vector.extract -> scalar code -> vector.insert):
+xDSL 0.74's arith dialect does not verify vector-typed cmpf/cmpi results, selects with a vector
+condition, or vector extui/trunci, so the expansion is written on scalars; LLVM's SLP vectorizer
+re-forms the vector operations from the isomorphic lanes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Callable, Sequence
+
+from xdsl.dialects import arith, builtin, math, vector
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr, IntegerType, VectorType
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
+
+from hlocc.codegen.transforms.float_builder import (
+    F32,
+    F64,
+    ElemType,
+    FloatBuilder,
+    FloatFormat,
+    IntType,
+    Val,
+)
+from hlocc.codegen.transforms.float_conversions import NARROW_FORMATS
+
+_BINARY: dict[str, type[Operation]] = {
+    "arith.addf": arith.AddfOp, "arith.subf": arith.SubfOp, "arith.mulf": arith.MulfOp,
+    "arith.divf": arith.DivfOp, "arith.minimumf": arith.MinimumfOp, "arith.maximumf": arith.MaximumfOp,
+    "math.copysign": math.CopySignOp,
+    "arith.addi": arith.AddiOp, "arith.subi": arith.SubiOp, "arith.muli": arith.MuliOp,
+    "arith.andi": arith.AndIOp, "arith.ori": arith.OrIOp, "arith.xori": arith.XOrIOp,
+    "arith.shli": arith.ShLIOp, "arith.shrui": arith.ShRUIOp, "arith.shrsi": arith.ShRSIOp,
+}  # fmt: skip
+_UNARY: dict[str, type[Operation]] = {
+    "arith.negf": arith.NegfOp, "math.absf": math.AbsFOp, "math.sqrt": math.SqrtOp,
+    "math.floor": math.FloorOp, "math.ceil": math.CeilOp, "math.trunc": math.TruncOp,
+    "math.roundeven": math.RoundEvenOp, "math.round": math.RoundOp,
+}  # fmt: skip
+_CASTS: dict[str, type[Operation]] = {
+    "arith.bitcast": arith.BitcastOp, "arith.extf": arith.ExtFOp, "arith.truncf": arith.TruncFOp,
+    "arith.extui": arith.ExtUIOp, "arith.trunci": arith.TruncIOp,
+}  # fmt: skip
+
+
+def format_of(ty: Attribute) -> FloatFormat | None:
+    """The FloatFormat of an xDSL float type (f32, f64 or a narrow format), else None."""
+    if ty == builtin.f32:
+        return F32
+    if ty == builtin.f64:
+        return F64
+    return NARROW_FORMATS.get(str(ty))
+
+
+def xdsl_type(ty: ElemType) -> Attribute:
+    if isinstance(ty, IntType):
+        return IntegerType(ty.width)
+    if ty == F32:
+        return builtin.f32
+    if ty == F64:
+        return builtin.f64
+    return _NARROW_XDSL_TYPES[ty.name]
+
+
+_NARROW_XDSL_TYPES: dict[str, Attribute] = {
+    str(t): t for t in (
+        builtin.bf16, builtin.f16, builtin.Float8E5M2Type(), builtin.Float8E4M3Type(), builtin.Float8E3M4Type(),
+        builtin.Float8E4M3FNType(), builtin.Float8E4M3FNUZType(), builtin.Float8E5M2FNUZType(),
+        builtin.Float8E4M3B11FNUZType(), builtin.Float8E8M0FNUType(), builtin.Float4E2M1FNType(),
+        builtin.Float6E2M3FNType(), builtin.Float6E3M2FNType(),
+    )
+}  # fmt: skip
+assert set(_NARROW_XDSL_TYPES) == set(NARROW_FORMATS)
+
+
+class XdslBackend:
+    """Inserts ops at the rewriter's insertion point; constants are shared within one expansion."""
+
+    def __init__(self, rewriter: PatternRewriter):
+        self.rewriter = rewriter
+        self._constants: dict[tuple, SSAValue] = {}
+
+    def _insert(self, op: Operation) -> SSAValue:
+        self.rewriter.insert_op(op)
+        return op.results[0]
+
+    def constant(self, ty: ElemType, value: float | int) -> SSAValue:
+        key = (ty, struct.pack("<d", value) if isinstance(value, float) else value)
+        if key not in self._constants:
+            t = xdsl_type(ty)
+            attr = IntegerAttr(value, t) if isinstance(ty, IntType) else FloatAttr(value, t)
+            self._constants[key] = self._insert(arith.ConstantOp(attr))
+        return self._constants[key]
+
+    def op(self, name: str, result: ElemType, operands: Sequence[SSAValue], types: Sequence[ElemType],
+           predicate: str | None = None) -> SSAValue:
+        if name in _BINARY:
+            return self._insert(_BINARY[name](*operands))
+        if name in _UNARY:
+            return self._insert(_UNARY[name](operands[0]))
+        if name in _CASTS:
+            return self._insert(_CASTS[name](operands[0], xdsl_type(result)))
+        if name == "arith.cmpf":
+            return self._insert(arith.CmpfOp(operands[0], operands[1], predicate))
+        if name == "arith.cmpi":
+            return self._insert(arith.CmpiOp(operands[0], operands[1], predicate))
+        if name == "arith.select":
+            return self._insert(arith.SelectOp(*operands))
+        raise NotImplementedError(name)
+
+
+def expand_elementwise(
+    rewriter: PatternRewriter,
+    op: Operation,
+    fn: Callable[..., Val],
+    operand_types: Sequence[ElemType],
+    result_type: Attribute,
+) -> SSAValue:
+    """Emit `fn(b, *operands)` before `op` and return its value (of `result_type`, scalar or vector
+    of the same shape as the operands). Vector operands are computed lane by lane."""
+    b = FloatBuilder(XdslBackend(rewriter))
+    operands = list(op.operands)
+    if not isinstance(result_type, VectorType):
+        return fn(b, *(b.wrap(v, t) for v, t in zip(operands, operand_types))).raw
+    elem = result_type.get_element_type()
+    zero = [0] if isinstance(elem, IntegerType) else [0.0]
+    acc = rewriter.insert_op(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(result_type, zero))).result
+    for pos in itertools.product(*(range(n) for n in result_type.get_shape())):
+        lanes = [rewriter.insert_op(vector.ExtractOp(v, list(pos), xdsl_type(t))).result
+                 for v, t in zip(operands, operand_types)]
+        lane = fn(b, *(b.wrap(v, t) for v, t in zip(lanes, operand_types))).raw
+        acc = rewriter.insert_op(vector.InsertOp(lane, acc, list(pos))).result
+    return acc
+
+

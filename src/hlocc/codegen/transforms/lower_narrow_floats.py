@@ -1,0 +1,172 @@
+"""`lower-narrow-floats`: no float arithmetic on bf16, f16 or the f8/f6/f4 formats remains.
+
+1. Every arith/math float op (and xla.remf) on a narrow type is computed in f32: operands extf'd,
+   the op cloned on f32 (same shape), the result truncf'd; cmpf compares the extf'd operands;
+   sitofp/uitofp to a narrow type go through f32 (f64 for integers wider than 24 bits, so the
+   value is exact before the one rounding); fptosi/fptoui from a narrow type extf first.
+   Promotion of add/sub/mul/div/sqrt is exact (f32 has more than 2p+2 bits for every narrow p).
+2. Every arith.extf / arith.truncf from or to a narrow type becomes integer bit manipulation on
+   the same-width integer (`float_conversions`: exact, round to nearest even, ml_dtypes'
+   semantics for NaN, inf, overflow, subnormals and -0); an extf of a constant folds to an f32
+   constant. To or from f64 the conversion is done directly (no double rounding).
+3. Remaining narrow float constants become an integer constant and an arith.bitcast.
+
+Afterwards narrow float values only appear as arith.bitcast operands/results, block arguments and
+in data movement (tensor/vector loads, stores, selects), which the translator can treat as
+same-width integers. Formats: bf16, f16, f8E5M2, f8E4M3, f8E3M4, f8E4M3FN, f8E4M3FNUZ,
+f8E5M2FNUZ, f8E4M3B11FNUZ, f8E8M0FNU, f4E2M1FN, f6E2M3FN, f6E3M2FN (every narrow float type of
+xDSL 0.74 except tf32, which no HLO type uses).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import arith, builtin
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr, IntegerType, ModuleOp, VectorType
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
+
+from hlocc.codegen.dialect_common import RemFOp
+from hlocc.codegen.opt import register_pass
+from hlocc.codegen.transforms.float_builder import F32, F64, FloatFormat
+from hlocc.codegen.transforms.float_builder_numpy import numpy_dtype
+from hlocc.codegen.transforms.float_builder_xdsl import expand_elementwise, format_of
+from hlocc.codegen.transforms.float_conversions import NARROW_FORMATS, extend_to_f32, truncate
+
+
+def _elem(ty: Attribute) -> Attribute:
+    return ty.get_element_type() if isinstance(ty, VectorType) else ty
+
+
+def _narrow(ty: Attribute) -> FloatFormat | None:
+    return NARROW_FORMATS.get(str(_elem(ty)))
+
+
+def _with_elem(ty: Attribute, elem: Attribute) -> Attribute:
+    return VectorType(elem, ty.get_shape()) if isinstance(ty, VectorType) else elem
+
+
+def _is_float_compute(op: Operation) -> bool:
+    """Ops computed in f32 when their operands or results are narrow floats."""
+    if isinstance(op, RemFOp) or op.name.startswith("math."):
+        return True
+    return op.name in ("arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.negf", "arith.minimumf",
+                       "arith.maximumf", "arith.minnumf", "arith.maxnumf")
+
+
+class PromoteToF32(RewritePattern):
+    """A float op on a narrow type computed on f32 (operands extf'd, result truncf'd)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if isinstance(op, arith.CmpfOp) and _narrow(op.lhs.type):
+            lhs, rhs = (self._ext(v, rewriter) for v in (op.lhs, op.rhs))
+            rewriter.replace_op(op, arith.CmpfOp.create(operands=[lhs, rhs], result_types=[op.result.type],
+                                                        properties=dict(op.properties)))
+        elif isinstance(op, arith.SIToFPOp | arith.UIToFPOp) and _narrow(op.result.type):
+            wide = builtin.f32 if _elem(op.input.type).width.data <= 24 else builtin.f64
+            conv = type(op)(op.input, _with_elem(op.result.type, wide))
+            rewriter.insert_op(conv)
+            rewriter.replace_op(op, arith.TruncFOp(conv.result, op.result.type))
+        elif isinstance(op, arith.FPToSIOp | arith.FPToUIOp) and _narrow(op.input.type):
+            rewriter.replace_op(op, type(op)(self._ext(op.input, rewriter), op.result.type))
+        elif _is_float_compute(op) and len(op.results) == 1 and _narrow(op.results[0].type):
+            if any(_elem(v.type) != _elem(op.results[0].type) for v in op.operands):
+                return  # mixed-type ops (fpowi, ...) are not float-only compute
+            f32_type = _with_elem(op.results[0].type, builtin.f32)
+            operands = [self._ext(v, rewriter) for v in op.operands]
+            new = type(op).create(operands=operands, result_types=[f32_type], properties=dict(op.properties),
+                                  attributes=dict(op.attributes))
+            rewriter.insert_op(new)
+            rewriter.replace_op(op, arith.TruncFOp(new.results[0], op.results[0].type))
+
+    @staticmethod
+    def _ext(v: SSAValue, rewriter: PatternRewriter) -> SSAValue:
+        ext = arith.ExtFOp(v, _with_elem(v.type, builtin.f32))
+        rewriter.insert_op(ext)
+        return ext.result
+
+
+def _fold_narrow_constant(op: arith.ConstantOp, result_type: Attribute) -> arith.ConstantOp | None:
+    """extf(constant) as a constant of `result_type` (f32/f64, scalar or splat)."""
+    attr = op.value
+    fmt = _narrow(op.result.type)
+    if isinstance(attr, FloatAttr):
+        value = float(np.asarray(attr.value.data).astype(numpy_dtype(fmt)).astype(np.float64))
+        return arith.ConstantOp(FloatAttr(value, result_type))
+    if isinstance(attr, DenseIntOrFPElementsAttr) and attr.is_splat():
+        value = float(np.asarray(attr.get_values()[0]).astype(numpy_dtype(fmt)).astype(np.float64))
+        return arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(result_type, [value]))
+    return None
+
+
+class LowerNarrowConversions(RewritePattern):
+    """arith.extf / arith.truncf from or to a narrow float as integer bit manipulation."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, arith.ExtFOp | arith.TruncFOp):
+            return
+        src, dst = _narrow(op.input.type), _narrow(op.result.type)
+        if src is None and dst is None:
+            return
+        wide = format_of(_elem(op.result.type))
+        if src is not None and isinstance(op.input.owner, arith.ConstantOp) and wide in (F32, F64):
+            folded = _fold_narrow_constant(op.input.owner, op.result.type)
+            if folded is not None:
+                rewriter.replace_op(op, folded)
+                return
+
+        def convert(b, x):
+            if src is not None:
+                x = extend_to_f32(b, x)
+            if dst is not None:
+                return truncate(b, x, dst)
+            return b.extf(x, F64) if wide == F64 else x
+
+        in_fmt = src or format_of(_elem(op.input.type))
+        value = expand_elementwise(rewriter, op, convert, [in_fmt], op.result.type)
+        rewriter.replace_op(op, [], [value])
+
+
+class BitcastNarrowConstant(RewritePattern):
+    """A narrow float constant as an integer constant and a bitcast (or erased when unused)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, arith.ConstantOp) or (fmt := _narrow(op.result.type)) is None:
+            return
+        if not op.result.uses:
+            rewriter.erase_op(op)
+            return
+        int_type = _with_elem(op.result.type, IntegerType(fmt.width))
+        attr = op.value
+        data = [attr.value.data] if isinstance(attr, FloatAttr) else list(attr.get_values())
+        bits = [_bits_of(v, fmt) for v in data]
+        if isinstance(int_type, VectorType):
+            new_attr = DenseIntOrFPElementsAttr.from_list(int_type, bits)
+        else:
+            new_attr = IntegerAttr(bits[0], int_type)
+        const = arith.ConstantOp(new_attr)
+        rewriter.insert_op(const)
+        rewriter.replace_op(op, arith.BitcastOp(const.result, op.result.type))
+
+
+def _bits_of(value: float, fmt: FloatFormat) -> int:
+    """The bit pattern of `value` rounded to `fmt`, as a signed integer of the format's width."""
+    raw = int(np.asarray(value).astype(numpy_dtype(fmt)).reshape(1).view(np.uint8 if fmt.width <= 8 else np.uint16)[0])
+    raw &= (1 << fmt.width) - 1
+    return raw - (1 << fmt.width) if raw >> (fmt.width - 1) else raw
+
+
+@register_pass
+@dataclass(frozen=True)
+class LowerNarrowFloatsPass(ModulePass):
+    """Computes narrow-float math in f32 and lowers narrow conversions to bit manipulation."""
+
+    name = "lower-narrow-floats"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for pattern in (PromoteToF32(), LowerNarrowConversions(), BitcastNarrowConstant()):
+            PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)

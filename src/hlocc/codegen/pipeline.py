@@ -5,16 +5,19 @@ pass_pipelines.cc; shared/reference/xla_facts.md §5.1), and the IR dumps after 
       inline                      subgraph functions into their callers (seed 000 "Inliner")
       lower-xla-loops-to-scf      xla.loop → scf.for + scf.if bounds check
       flatten-tensors             every tensor 1-D, indices linearised through indexing maps
-      canonicalize, cse
+      cse, dce
       vectorize-loads-stores      contiguous aligned accesses → vector.transfer_read/write
       unroll-loops                small constant-trip loops unrolled (XLA's optimize-loops)
-      canonicalize, cse
+      cse, dce
       lower-narrow-floats         bf16/f16/f8 math in f32, conversions as bit manipulation
       expand-float-ops            transcendental math ops → polynomial approximations
       lower-tensors               tensors → pointers: llvm.getelementptr + llvm.load/store
       lower-xla-to-arith          xla.apply_indexing → range-aware index arithmetic
-      canonicalize, cse
+      cse, dce
     to_llvm.py: the structured IR → LLVM IR (llvmlite)
+
+Between the structural passes run CSE and dead-code elimination (XLA runs canonicalize + cse;
+xDSL's canonicalize costs about 4× its DCE and its folds are LLVM's job at O3 anyway).
 
 `run_pipeline` verifies after every pass and can print the IR after each one
 (`--print-ir-after-all`) or write it to a dump directory (`--dump-dir`), numbered in order.
@@ -36,9 +39,11 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 from xdsl.utils.exceptions import DiagnosticException
 
 # Importing the transforms registers them by name.
+import hlocc.codegen.transforms.expand_float_ops  # noqa: F401
 import hlocc.codegen.transforms.flatten_tensors  # noqa: F401
 import hlocc.codegen.transforms.inline  # noqa: F401
 import hlocc.codegen.transforms.lower_loops  # noqa: F401
+import hlocc.codegen.transforms.lower_narrow_floats  # noqa: F401
 import hlocc.codegen.transforms.lower_tensors  # noqa: F401
 import hlocc.codegen.transforms.lower_xla_to_arith  # noqa: F401
 import hlocc.codegen.transforms.unroll_loops  # noqa: F401
@@ -53,16 +58,16 @@ KERNEL_PIPELINE: tuple[str, ...] = (
     "inline",
     "lower-xla-loops-to-scf",
     "flatten-tensors",
-    "canonicalize", "cse",
+    "cse", "dce",
     "vectorize-loads-stores",
-    "canonicalize", "cse",
+    "cse", "dce",
     "unroll-loops",
-    "canonicalize", "cse",
+    "cse", "dce",
     "lower-narrow-floats",
     "expand-float-ops",
     "lower-tensors",
     "lower-xla-to-arith",
-    "canonicalize", "cse",
+    "cse", "dce",
 )
 """The GPU-form pipeline (XLA's), also what `hlocc opt --pipeline gpu` runs."""
 

@@ -22,6 +22,7 @@ import numpy as np
 from hlocc.backends.cpu.kernel import CompiledKernel, compile_fusion
 from hlocc.codegen.elemental import ELEMENTAL
 from hlocc.codegen.emitters.base import INDEX_OPS
+from hlocc.codegen.emitters.loop import LoopEmitter  # noqa: F401  (registers every op it can emit)
 from hlocc.codegen.pipeline import PipelineOptions
 from hlocc.codegen.target import Target, cpu_target
 from hlocc.errors import UnsupportedError

@@ -56,6 +56,8 @@ class CompiledKernel:
         return n
 
     def run(self, buffers: list[np.ndarray]) -> None:
+        if self.num_elements == 0:
+            return  # an empty output: no thread has anything to write (and none may read)
         launch(self.fn, buffers, self.launch_dims.blocks, self.num_elements)
 
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:

@@ -15,6 +15,7 @@ from xdsl.dialects import func, gpu
 from xdsl.dialects.builtin import FunctionType, ModuleOp
 from xdsl.ir import Block, Region
 
+import hlocc.codegen.emitters.elemental_reduce  # noqa: F401  (registers reduce and reduce-window)
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map
 from hlocc.codegen.builder import KernelBuilder

@@ -44,16 +44,17 @@ _TAN_Q = (1.36812963470692954678e4, -1.32089234440210967447e6, 2.500838018233579
 def _reduce_pio2(b: FloatBuilder, x: Val, fmt) -> tuple[Val, Val, Val]:
     """(r, r_lo, q): x = k*pi/2 + r + r_lo, q = k mod 4 as a float in {0, 1, 2, 3}; all f64.
 
-    x - k*p1 - k*p2 is exact; the smaller products are summed first and subtracted once, and
-    the rounding error of that subtraction is kept in r_lo."""
+    x - k*p1 - k*p2 is exact, - k*p3 by a two-sum; the smaller products are summed and
+    subtracted once, and the rounding errors are kept in r_lo."""
     k = b.roundeven(x * _TWO_OVER_PI)
-    p1, p2, *rest = _PIO2_PARTS[fmt]
-    head = (x - k * p1) - k * p2
-    tail = k * rest[-1]
-    for part in reversed(rest[:-1]):
+    p1, p2, p3, *small = _PIO2_PARTS[fmt]
+    head = (x - k * p1) - k * p2  # exact: the products are, and the differences cancel
+    h, err = b.two_sum(head, -(k * p3))  # exact when the result is small, else its error kept
+    tail = k * small[-1]
+    for part in reversed(small[:-1]):
         tail = tail + k * part
-    r = head - tail
-    r_lo = (head - r) - tail
+    r = h - tail
+    r_lo = ((h - r) - tail) + err
     r = b.clamp(r, -1.0, 1.0)  # only bites beyond the accurate range: keeps the polynomials bounded
     return r, r_lo, k - 4.0 * b.floor(k * 0.25)
 

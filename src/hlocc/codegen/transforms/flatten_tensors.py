@@ -65,19 +65,20 @@ class FlattenTensorsPass(ModulePass):
     name = "flatten-tensors"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # Accesses first: their shapes are read from the tensor types, which flattening a constant changes.
+        for o in [o for o in op.walk() if isinstance(o, (tensor.ExtractOp, tensor.InsertOp))]:
+            shape = tuple(o.tensor.type.get_shape() if isinstance(o, tensor.ExtractOp) else o.dest.type.get_shape())
+            if len(shape) == 1:
+                continue
+            b = KernelBuilder(InsertPoint.before(o))
+            index = linear_index(b, shape, list(o.indices))
+            if isinstance(o, tensor.ExtractOp):
+                new = tensor.ExtractOp(o.tensor, [index], o.result.type)
+            else:
+                new = tensor.InsertOp(o.scalar, o.dest, [index])
+            Rewriter.replace_op(o, new)
         for o in list(op.walk()):
-            if isinstance(o, (tensor.ExtractOp, tensor.InsertOp)):
-                shape = tuple(o.tensor.type.get_shape() if isinstance(o, tensor.ExtractOp) else o.dest.type.get_shape())
-                if len(shape) == 1:
-                    continue
-                b = KernelBuilder(InsertPoint.before(o))
-                index = linear_index(b, shape, list(o.indices))
-                if isinstance(o, tensor.ExtractOp):
-                    new = tensor.ExtractOp(o.tensor, [index], o.result.type)
-                else:
-                    new = tensor.InsertOp(o.scalar, o.dest, [index])
-                Rewriter.replace_op(o, new)
-            elif isinstance(o, arith.ConstantOp) and isinstance(o.value, DenseIntOrFPElementsAttr) \
+            if isinstance(o, arith.ConstantOp) and isinstance(o.value, DenseIntOrFPElementsAttr) \
                     and isinstance(o.result.type, TensorType):
                 t = flat_type(o.result.type)
                 if t != o.result.type:

@@ -7,7 +7,8 @@ that have it, NaN for the `FN`/`FNUZ` formats (no inf), the largest finite value
 finite-only f4/f6 formats; a NaN becomes the format's quiet NaN with the input's sign (FNUZ: the
 one NaN; f4/f6 have no NaN and, like ml_dtypes, give the zero of the opposite sign); -0 stays -0
 except in FNUZ formats (no -0). From f64 the result is rounded once (ml_dtypes goes through f32
-and can round twice; the tests compare against f64 -> f32 rounded to odd, then ml_dtypes). Widening keeps bf16/f16 NaN payloads (a shift, as ml_dtypes and
+and can round twice; the tests compare against f64 -> f32 rounded to odd, then ml_dtypes).
+Widening keeps bf16/f16 NaN payloads (a shift, as ml_dtypes and
 numpy do) and gives the canonical quiet NaN with the sign for the 8-bit and smaller formats.
 """
 

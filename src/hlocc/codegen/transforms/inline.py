@@ -2,7 +2,8 @@
 rules, seed 000 "Inliner"): a function called from one place is inlined; one called from several
 places is inlined only when it is tiny (at most `MAX_OPS_TO_DUPLICATE` ops), otherwise the calls
 stay (inlining would duplicate the work the partitioner split out). Callees are inlined before
-their callers, and private functions left without callers are erased.
+their callers, and private functions that nothing refers to any more (no call, no combiner of an
+`xla.shuffle_reduce`) are erased.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, SymbolRefAttr
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -24,6 +25,12 @@ MAX_OPS_TO_DUPLICATE = 8
 
 def _calls(op) -> list[PureCallOp]:
     return [o for o in op.walk() if isinstance(o, PureCallOp)]
+
+
+def _referenced(module: ModuleOp) -> set[str]:
+    """Names of the symbols that some op refers to (callees, shuffle_reduce combiners, ...)."""
+    return {attr.root_reference.data for o in module.walk()
+            for attr in (*o.properties.values(), *o.attributes.values()) if isinstance(attr, SymbolRefAttr)}
 
 
 @register_pass
@@ -54,7 +61,12 @@ class InlinePass(ModulePass):
                 Rewriter.erase_op(call)
                 counts[name] -= 1
                 changed = True
-        remaining = Counter(c.callee.root_reference.data for c in _calls(op))
-        for name, fn in fns.items():
-            if fn.sym_visibility is not None and fn.sym_visibility.data == "private" and not remaining[name]:
+        erased = True
+        while erased:  # a function only its dead callers referred to is dead too
+            referenced = _referenced(op)
+            dead = [fn for name, fn in fns.items() if fn.sym_visibility is not None
+                    and fn.sym_visibility.data == "private" and name not in referenced]
+            for fn in dead:
+                del fns[fn.sym_name.data]
                 Rewriter.erase_op(fn)
+            erased = bool(dead)

@@ -10,6 +10,7 @@ seed's example still shows, are not emitted: the ids are in range by constructio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -41,6 +42,12 @@ def emit_constraint_check(b: KernelBuilder, m: IndexingMap, operands: list[SSAVa
     return b.and_(checks)
 
 
+def _keep_names(old: Sequence[SSAValue], new: Sequence[SSAValue]) -> None:
+    """The loop's block arguments' names (%dim0, %iter, ...) for the values that replace them."""
+    for o, n in zip(old, new):
+        n.name_hint = o.name_hint or n.name_hint
+
+
 def _lower(loop: LoopOp) -> None:
     m = loop.map
     dims = list(loop.dims[:len(m.dims)])
@@ -55,6 +62,7 @@ def _lower(loop: LoopOp) -> None:
         def compute(inner: KernelBuilder) -> list[SSAValue]:
             index = list(inner.insert(ApplyIndexingOp(IndexingMap(m.dims, m.results, m.symbols, m.runtime),
                                                       operands)).results) if m.results else []
+            _keep_names(loop.map_results, index)
             return clone_block_body(body_block, [*ivs, *index, *iter_args], inner.insertion_point)
 
         if check is None:
@@ -73,7 +81,8 @@ def _lower(loop: LoopOp) -> None:
         inner = KernelBuilder(block)
         inner.insert(scf.YieldOp(*nest(inner, level + 1, [*ivs, block.args[0]], list(block.args[1:]))))
         for_op = scf.ForOp(b.index(bounds.lo), b.index(bounds.hi + 1), b.index(1), iter_args, block)
-        block.args[0].name_hint = m.symbols[level].name or None
+        block.args[0].name_hint = loop.induction_vars[level].name_hint or m.symbols[level].name or None
+        _keep_names(loop.region_iter_args, block.args[1:])
         return list(b.insert(for_op).results)
 
     b = KernelBuilder(InsertPoint.before(loop))

@@ -84,9 +84,11 @@ def _vectorize(loop: scf.ForOp) -> bool:
 
     for op in list(body.ops)[:-1]:
         if isinstance(op, arith.ConstantOp):
+            # Every use of a body constant is an elementwise op, which now takes vectors: splat it.
             c = op.clone()
             new_ops.append(c)
-            mapping[op.result] = c.result
+            vec(c.result)
+            mapping[op.result] = mapping[c.result]
         elif isinstance(op, vector.ExtractOp):
             mapping[op.result] = op.vector
         elif isinstance(op, vector.InsertOp):
@@ -100,6 +102,7 @@ def _vectorize(loop: scf.ForOp) -> bool:
             new_ops.append(new)
             for old, r in zip(op.results, new.results):
                 mapping[old] = r
+                r.name_hint = old.name_hint
     try:  # some ops only accept scalars (e.g. xDSL's integer casts): then leave the loop alone
         for new in new_ops:
             new.verify_()

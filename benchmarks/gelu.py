@@ -1,0 +1,85 @@
+"""GELU on the CPU: hlocc's CPU backend against jax.jit (XLA:CPU) in the same run (issue 4).
+
+    python benchmarks/gelu.py [--shape 6,512,4096] [--runs 20] [--dtypes f32,bf16]
+
+For each dtype it compiles the seed's GELU fusion (examples/gelu.hlo at the given shape) with
+hlocc and the same function with jax.jit, checks that both agree, times warmed runs (median),
+and prints the ratio (XLA time / hlocc time: above 1 means hlocc is faster), the achieved
+bandwidth of each (bytes read + written / time) against a numpy copy of the same bytes measured
+in the same run, and hlocc's compile time per stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def median_ms(fn, runs: int) -> float:
+    fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def gelu_text(shape: list[int], dtype: str) -> str:
+    text = (ROOT / "examples" / "gelu.hlo").read_text()
+    return text.replace("8,1024", ",".join(map(str, shape))).replace("{1,0}", "").replace("bf16", dtype)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", default="6,512,4096")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--dtypes", default="f32,bf16")
+    args = ap.parse_args()
+    shape = [int(s) for s in args.shape.split(",")]
+
+    import jax
+    import jax.numpy as jnp
+    import ml_dtypes
+
+    import hlocc
+
+    print(f"GELU {shape}, {args.runs} runs, median; jax {jax.__version__} on {jax.devices()[0].platform}")
+    print(f"{'dtype':6} {'hlocc ms':>9} {'xla ms':>8} {'ratio':>6} {'hlocc GB/s':>10} {'xla GB/s':>9} "
+          f"{'copy GB/s':>9} {'compile ms':>10}")
+    for dtype in args.dtypes.split(","):
+        np_dtype = {"f32": np.float32, "bf16": ml_dtypes.bfloat16}[dtype]
+        x = np.random.default_rng(0).standard_normal(shape).astype(np_dtype)
+        t0 = time.perf_counter()
+        exe = hlocc.compile(gelu_text(shape, dtype), backend="cpu")
+        compile_ms = (time.perf_counter() - t0) * 1e3
+
+        def gelu(v):
+            c = jnp.asarray(0.7978845608028654, v.dtype)
+            return v * (0.5 * (1 + jnp.tanh(c * (v + jnp.asarray(0.044715, v.dtype) * v * v * v))))
+
+        jitted = jax.jit(gelu)
+        xj = jax.device_put(x)
+        ours = np.asarray(exe(x)).astype(np.float32)
+        theirs = np.asarray(jitted(xj)).astype(np.float32)
+        err = float(np.max(np.abs(ours - theirs)))
+        t_ours = median_ms(lambda: exe(x), args.runs)
+        t_xla = median_ms(lambda: jitted(xj).block_until_ready(), args.runs)
+        out = np.empty_like(x)
+        t_copy = median_ms(lambda: np.copyto(out, x), args.runs)
+        nbytes = 2 * x.nbytes
+        gbs = lambda ms: nbytes / ms / 1e6  # noqa: E731
+        print(f"{dtype:6} {t_ours:9.2f} {t_xla:8.2f} {t_xla / t_ours:6.2f} {gbs(t_ours):10.1f} {gbs(t_xla):9.1f} "
+              f"{gbs(t_copy):9.1f} {compile_ms:10.1f}   max|hlocc-xla| = {err:.2e}")
+        stages = {k.removeprefix("kernel:"): round(v, 1) for k, v in exe.compile_times_ms.items()}
+        print(f"       compile stages (ms): {stages}")
+
+
+if __name__ == "__main__":
+    main()

@@ -2,14 +2,17 @@
 
 Supported RUN lines (one per file):
 
-    // RUN: hlocc-opt %s [--passes a,b] | filecheck %s [filecheck options]
-    // RUN: not hlocc-opt %s [--passes a,b] | filecheck %s      (the error message is checked)
+    // RUN: hlocc-opt %s [hlocc opt arguments] | filecheck %s [filecheck options]
+    // RUN: not hlocc-opt %s [hlocc opt arguments] 2>&1 | filecheck %s      (the error message is checked)
 
-`hlocc-opt` runs in-process (`run_opt`), its output is piped into the `filecheck` command.
+`hlocc opt arguments` are those of the command line (`hlocc.codegen.opt.arg_parser`): `--passes a,b`,
+`--pipeline gpu|cpu`, `--emit-llvm`, `--split-input-file`. `hlocc-opt` runs in-process (`run_opt_args`),
+its output is piped into the `filecheck` command.
 """
 
 from __future__ import annotations
 
+import argparse
 import pathlib
 import shlex
 import shutil
@@ -17,15 +20,15 @@ import subprocess
 
 import pytest
 
-from hlocc.codegen.opt import KernelIRError, run_opt
+from hlocc.codegen.opt import KernelIRError, arg_parser, run_opt_args
 
 HERE = pathlib.Path(__file__).parent / "filecheck"
 FILES = sorted(HERE.glob("*.mlir"))
 FILECHECK = shutil.which("filecheck")
 
 
-def parse_run_line(path: pathlib.Path) -> tuple[bool, list[str], list[str]]:
-    """(expect failure, passes, filecheck arguments) from the file's RUN line."""
+def parse_run_line(path: pathlib.Path) -> tuple[bool, argparse.Namespace, list[str]]:
+    """(expect failure, hlocc opt arguments, filecheck arguments) from the file's RUN line."""
     lines = [ln.split("RUN:", 1)[1] for ln in path.read_text().splitlines() if ln.strip().startswith("// RUN:")]
     assert len(lines) == 1, f"{path.name}: expected exactly one '// RUN:' line"
     opt_part, _, check_part = lines[0].replace("2>&1", "").partition("|")
@@ -33,31 +36,43 @@ def parse_run_line(path: pathlib.Path) -> tuple[bool, list[str], list[str]]:
     expect_failure = opt_args[:1] == ["not"]
     opt_args = opt_args[1:] if expect_failure else opt_args
     assert opt_args[:2] == ["hlocc-opt", "%s"], f"{path.name}: RUN line must start with 'hlocc-opt %s'"
-    passes: list[str] = []
-    rest = opt_args[2:]
-    while rest:
-        flag = rest.pop(0)
-        if flag.startswith("--passes="):
-            passes += flag.split("=", 1)[1].split(",")
-        elif flag == "--passes" and rest:
-            passes += rest.pop(0).split(",")
-        else:
-            raise AssertionError(f"{path.name}: unsupported hlocc-opt argument {flag!r}")
+    parser = arg_parser()
+    parser.exit_on_error = False
+    try:
+        args, unknown = parser.parse_known_args([str(path), *opt_args[2:]])
+    except argparse.ArgumentError as e:
+        raise AssertionError(f"{path.name}: bad hlocc-opt arguments: {e}") from None
+    assert not unknown, f"{path.name}: unsupported hlocc-opt argument(s) {unknown}"
+    assert args.output == "-", f"{path.name}: hlocc-opt must write to its standard output"
     check_args = shlex.split(check_part)
     assert check_args[:2] == ["filecheck", "%s"], f"{path.name}: RUN line must pipe into 'filecheck %s'"
-    return expect_failure, [p for p in passes if p], check_args[2:]
+    return expect_failure, args, check_args[2:]
 
 
 def test_there_are_filecheck_files():
     assert any(f.name == "gelu_loop.mlir" for f in FILES)
 
 
+def test_run_line_takes_the_command_line_arguments(tmp_path):
+    path = tmp_path / "t.mlir"
+    path.write_text("// RUN: hlocc-opt %s --pipeline cpu --emit-llvm --split-input-file | filecheck %s --strict-whitespace\n")
+    expect_failure, args, check_args = parse_run_line(path)
+    assert not expect_failure and check_args == ["--strict-whitespace"]
+    assert (args.pipeline, args.emit_llvm, args.split_input_file, args.passes) == ("cpu", True, True, "")
+    path.write_text("// RUN: not hlocc-opt %s --passes=inline,unroll-loops 2>&1 | filecheck %s\n")
+    expect_failure, args, _ = parse_run_line(path)
+    assert expect_failure and args.passes == "inline,unroll-loops"
+    path.write_text("// RUN: hlocc-opt %s --no-such-flag | filecheck %s\n")
+    with pytest.raises(AssertionError, match="unsupported hlocc-opt argument"):
+        parse_run_line(path)
+
+
 @pytest.mark.skipif(FILECHECK is None, reason="the `filecheck` command (PyPI filecheck) is not installed")
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_filecheck(path: pathlib.Path):
-    expect_failure, passes, check_args = parse_run_line(path)
+    expect_failure, args, check_args = parse_run_line(path)
     try:
-        output = run_opt(path.read_text(), passes, str(path))
+        output = run_opt_args(path.read_text(), args, str(path))
         assert not expect_failure, f"{path.name}: expected an error, got:\n{output}"
     except KernelIRError as e:
         if not expect_failure:

@@ -9,9 +9,10 @@ Numerics follow XLA (and hlocc's evaluator, which is tested against XLA:CPU):
 - shifts by ≥ the bit width give 0, or the sign fill for shift-right-arithmetic;
 - float → int conversion saturates at the type's bounds and maps NaN to 0; float → pred is
   `x != 0` (NaN is true); int → pred is `x != 0`;
-- maximum/minimum propagate NaN (arith.maximumf/minimumf);
+- maximum/minimum propagate NaN and give x on equal values (max(-0, +0) = -0), as XLA's
+  EmitFloatMax/Min; clamp is HloEvaluator's min(max(x, lo), hi) with the same rules;
 - compare: ordered predicates except NE (unordered), TOTALORDER compares the sign-magnitude bits;
-- integer power by squaring; a negative exponent gives 0 except for bases 1 and -1;
+- integer power by squaring; a negative exponent gives 0 except for base 1 (which gives 1);
 - bf16/f16/f8 are emitted on their own type here; `lower-narrow-floats` computes them in f32 with
   one rounding per op, as XLA's float normalization does.
 Transcendentals become math ops; `expand-float-ops` turns them into polynomial approximations.
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import IntegerType
+from xdsl.dialects.builtin import IntegerType, f32
 from xdsl.ir import Attribute, SSAValue
 
 from hlocc.codegen.builder import KernelBuilder
@@ -79,25 +80,41 @@ def _int_min(bits: int) -> int:
 
 # -- arithmetic -------------------------------------------------------------------------------------
 
-def _binary(float_op, int_op, uint_op=None):
+BinaryEmitter = Callable[[KernelBuilder, SSAValue, SSAValue], SSAValue]
+
+
+def _op(op_class) -> BinaryEmitter:
+    return lambda b, x, y: b.add(op_class(x, y))
+
+
+def _float_max_min(pred: str) -> BinaryEmitter:
+    """XLA's EmitFloatMax/Min: x where `x pred y` (oge for max, ole for min) or x is NaN, else y. NaN
+    propagates and equal values give x, so max(-0, +0) = -0 (as HloEvaluator's std::max);
+    arith.maximumf would order -0 below +0."""
+    def emit(b: KernelBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+        return b.select(b.add(arith.OrIOp(b.cmpf(pred, x, y), b.cmpf("uno", x, x))), x, y)
+    return emit
+
+
+def _binary(float_op: BinaryEmitter | None, int_op: BinaryEmitter, uint_op: BinaryEmitter | None = None):
     def emit(b: KernelBuilder, instr: HloInstruction, args: Sequence[SSAValue]) -> SSAValue:
         _check_not_complex(instr)
         t = _in_type(instr)
         if t.is_float:
-            return b.add(float_op(*args))
+            return float_op(b, *args)
         op = uint_op if (uint_op is not None and (t.is_unsigned or t.is_pred)) else int_op
-        return b.add(op(*args))
+        return op(b, *args)
     return emit
 
 
-register("add")(_binary(arith.AddfOp, arith.AddiOp))
-register("subtract")(_binary(arith.SubfOp, arith.SubiOp))
-register("multiply")(_binary(arith.MulfOp, arith.MuliOp))
-register("maximum")(_binary(arith.MaximumfOp, arith.MaxSIOp, arith.MaxUIOp))
-register("minimum")(_binary(arith.MinimumfOp, arith.MinSIOp, arith.MinUIOp))
-register("and")(_binary(None, arith.AndIOp))
-register("or")(_binary(None, arith.OrIOp))
-register("xor")(_binary(None, arith.XOrIOp))
+register("add")(_binary(_op(arith.AddfOp), _op(arith.AddiOp)))
+register("subtract")(_binary(_op(arith.SubfOp), _op(arith.SubiOp)))
+register("multiply")(_binary(_op(arith.MulfOp), _op(arith.MuliOp)))
+register("maximum")(_binary(_float_max_min("oge"), _op(arith.MaxSIOp), _op(arith.MaxUIOp)))
+register("minimum")(_binary(_float_max_min("ole"), _op(arith.MinSIOp), _op(arith.MinUIOp)))
+register("and")(_binary(None, _op(arith.AndIOp)))
+register("or")(_binary(None, _op(arith.OrIOp)))
+register("xor")(_binary(None, _op(arith.XOrIOp)))
 
 
 @register("divide")
@@ -209,8 +226,8 @@ def _popcnt(b, instr, args):
     return b.add(math.CtPopOp(args[0]))
 
 
-@register("clz")
-def _clz(b, instr, args):
+@register("count-leading-zeros")
+def _count_leading_zeros(b, instr, args):
     return b.add(math.CountLeadingZerosOp(args[0]))
 
 
@@ -231,16 +248,6 @@ for _opcode, _op in {
     "round-nearest-even": math.RoundEvenOp,
 }.items():
     register(_opcode)(_float_unary(_op))
-
-
-@register("logistic")
-def _logistic(b, instr, args):
-    """1 / (1 + exp(-x)): exact limits 0 and 1 at ∓inf, NaN stays NaN."""
-    _check_not_complex(instr)
-    (x,) = args
-    one = b.constant(1.0, x.type)
-    e = b.add(math.ExpOp(b.add(arith.NegfOp(x))))
-    return b.add(arith.DivfOp(one, b.add(arith.AddfOp(one, e))))
 
 
 @register("is-finite")
@@ -267,7 +274,8 @@ def _power(b, instr, args):
 
 def _integer_power(b: KernelBuilder, x: SSAValue, y: SSAValue, signed: bool) -> SSAValue:
     """Exponentiation by squaring over every bit of y (straight-line, so it vectorizes). For a
-    negative exponent (signed types): 1 for x == 1, ±1 for x == -1 by parity, else 0 (XLA)."""
+    negative exponent (signed types): 1 for x == 1, else 0, (-1)^-1 included (XLA's
+    EmitIntegerPow)."""
     ty = x.type
     bits = _bits(ty)
     one, zero = b.constant(1, ty), b.constant(0, ty)
@@ -279,21 +287,24 @@ def _integer_power(b: KernelBuilder, x: SSAValue, y: SSAValue, signed: bool) -> 
         exp = b.add(arith.ShRUIOp(exp, one))
     if not signed:
         return result
-    minus_one = b.constant(-1, ty)
-    odd_y = b.cmpi("ne", b.add(arith.AndIOp(y, one)), zero)
-    negative = b.select(b.cmpi("eq", x, one), one,
-                        b.select(b.cmpi("eq", x, minus_one), b.select(odd_y, minus_one, one), zero))
+    negative = b.select(b.cmpi("eq", x, one), one, zero)
     return b.select(b.cmpi("slt", y, zero), negative, result)
 
 
 @register("clamp")
 def _clamp(b, instr, args):
-    """clamp(lo, x, hi) = min(max(x, lo), hi)."""
+    """clamp(lo, x, hi) = min(max(x, lo), hi) as HloEvaluator's std::min(hi, std::max(x, lo)):
+    lifted = x < lo ? lo : x, then lifted < hi ? lifted : hi (so lo > hi gives hi, and equal values
+    give the bound: clamp(+0, -0, -0) = -0); a NaN in any operand gives NaN."""
     _check_not_complex(instr)
     lo, x, hi = args
     t = _in_type(instr, 1)
     if t.is_float:
-        return b.add(arith.MinimumfOp(b.add(arith.MaximumfOp(x, lo)), hi))
+        lifted = b.select(b.cmpf("olt", x, lo), lo, x)
+        result = b.select(b.cmpf("olt", lifted, hi), lifted, hi)
+        for nan_source in (hi, x, lo):
+            result = b.select(b.cmpf("uno", nan_source, nan_source), nan_source, result)
+        return result
     if t.is_unsigned or t.is_pred:
         return b.add(arith.MinUIOp(b.add(arith.MaxUIOp(x, lo)), hi))
     return b.add(arith.MinSIOp(b.add(arith.MaxSIOp(x, lo)), hi))
@@ -383,8 +394,6 @@ def convert(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveTyp
 
 
 def _via_f32(b: KernelBuilder, x: SSAValue, to: Attribute) -> SSAValue:
-    from xdsl.dialects.builtin import f32
-
     return b.add(arith.TruncFOp(b.add(arith.ExtFOp(x, f32)), to))
 
 
@@ -415,19 +424,32 @@ def _bitcast_convert(b, instr, args):
     return b.add(arith.BitcastOp(args[0], element_type(dst)))
 
 
+_IEEE_LAYOUTS = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)}
+"""(exponent bits, mantissa bits) of the types reduce-precision works on bit by bit."""
+
+
 @register("reduce-precision")
 def _reduce_precision(b, instr, args):
     """Round to `mantissa_bits` with round-to-nearest-even and clamp the exponent range to
-    `exponent_bits` (overflow to ±inf, underflow to ±0), NaN kept NaN (XLA's EmitReducePrecisionIR)."""
+    `exponent_bits` (overflow to ±inf, underflow to ±0: denormals are flushed) on the value's own
+    bits (f16, bf16, f32, f64; the f8/f4 types go through f32 and round back); NaN stays NaN, or
+    becomes +inf when mantissa_bits is 0 (XLA's EmitReducePrecisionIR)."""
     (x,) = args
     t = _in_type(instr)
-    if not t.is_float or t.bits not in (32, 64):
+    if not t.is_float:
         raise _unsupported(instr, f"on {t.name}")
     exponent_bits = int(str(instr.attrs["exponent_bits"]))
     mantissa_bits = int(str(instr.attrs["mantissa_bits"]))
-    width = t.bits
-    src_mantissa = 23 if width == 32 else 52
-    src_exponent = width - 1 - src_mantissa
+    if t.name not in _IEEE_LAYOUTS:
+        wide = _reduce_precision_bits(b, b.add(arith.ExtFOp(x, f32)), "f32", exponent_bits, mantissa_bits)
+        return b.add(arith.TruncFOp(wide, x.type))
+    return _reduce_precision_bits(b, x, t.name, exponent_bits, mantissa_bits)
+
+
+def _reduce_precision_bits(b: KernelBuilder, x: SSAValue, layout: str, exponent_bits: int,
+                           mantissa_bits: int) -> SSAValue:
+    src_exponent, src_mantissa = _IEEE_LAYOUTS[layout]
+    width = 1 + src_exponent + src_mantissa
     ity = IntegerType(width)
     bits = b.add(arith.BitcastOp(x, ity))
     c = lambda v: b.constant(v, ity)  # noqa: E731
@@ -451,87 +473,131 @@ def _reduce_precision(b, instr, args):
         inf = b.add(arith.OrIOp(sign, c(exponent_mask)))
         bits = b.select(overflow, inf, b.select(underflow, sign, bits))
     result = b.add(arith.BitcastOp(bits, x.type))
-    is_nan = b.cmpf("uno", x, x)
-    return b.select(is_nan, x, result)
+    nan_result = x if mantissa_bits > 0 else b.constant(float("inf"), x.type)
+    return b.select(b.cmpf("uno", x, x), nan_result, result)
 
 
-# -- inverse trigonometric and hyperbolic functions, as compositions -----------------------------------
-# XLA expands these (chlo decompositions) into the functions expand-float-ops approximates; the
-# forms below keep full precision near 0 and avoid overflow for large |x|.
+# -- functions composed of others -------------------------------------------------------------------
+# XLA expands these (chlo decompositions) into the functions expand-float-ops approximates. Types
+# narrower than f32 compute the whole composition in f32 and round once (XLA's float normalization
+# upcasts the HLO op), rather than rounding after every step.
+
+def _composed(fn: Callable[[KernelBuilder, SSAValue], SSAValue]):
+    """Register-able emitter computing fn(b, x) on f32/f64 values, narrow floats through f32."""
+    def emit(b, instr, args):
+        _check_not_complex(instr)
+        (x,) = args
+        if not _in_type(instr).is_float:
+            raise _unsupported(instr, f"on {_in_type(instr).name}")
+        if _float_width(x.type) >= 32:
+            return fn(b, x)
+        return b.add(arith.TruncFOp(fn(b, b.add(arith.ExtFOp(x, f32))), x.type))
+    return emit
+
 
 def _f(b: KernelBuilder, x: SSAValue, v: float) -> SSAValue:
     return b.constant(v, x.type)
 
 
+def _by_width(x: SSAValue, v32: float, v64: float) -> float:
+    return v32 if _float_width(x.type) == 32 else v64
+
+
+def _half_square_of_exp_half(b: KernelBuilder, a: SSAValue) -> SSAValue:
+    """e^a / 2 as (e^(a/2) / 2) · e^(a/2): finite as long as the result is (e^a alone overflows
+    first), within about 3 ulp."""
+    h = b.add(math.ExpOp(b.add(arith.MulfOp(a, _f(b, a, 0.5)))))
+    return b.add(arith.MulfOp(b.add(arith.MulfOp(h, _f(b, a, 0.5))), h))
+
+
+@register("logistic")
+@_composed
+def _logistic(b, x):
+    """e / (1 + e) for x < 0 and 1 / (1 + e) otherwise, with e = exp(-|x|): never overflows, keeps
+    tiny results for very negative x (logistic(-100) = e^-100, not 0); ±inf give 1 and 0, NaN NaN."""
+    one = _f(b, x, 1.0)
+    e = b.add(math.ExpOp(b.add(arith.NegfOp(b.add(math.AbsFOp(x))))))
+    numerator = b.select(b.cmpf("olt", x, _f(b, x, 0.0)), e, one)
+    return b.add(arith.DivfOp(numerator, b.add(arith.AddfOp(one, e))))
+
+
 @register("sinh")
-def _sinh(b, instr, args):
-    """(expm1(x) - expm1(-x)) / 2: exact near 0, ±inf beyond overflow."""
-    (x,) = args
+@_composed
+def _sinh(b, x):
+    """(expm1(x) - expm1(-x)) / 2, exact near 0; for |x| beyond 80 (f32) / 700 (f64), where e^-|x|
+    no longer matters, ±e^|x| / 2 computed so that it overflows only where sinh does."""
     e1 = b.add(math.ExpM1Op(x))
     e2 = b.add(math.ExpM1Op(b.add(arith.NegfOp(x))))
-    return b.add(arith.MulfOp(b.add(arith.SubfOp(e1, e2)), _f(b, x, 0.5)))
+    small = b.add(arith.MulfOp(b.add(arith.SubfOp(e1, e2)), _f(b, x, 0.5)))
+    a = b.add(math.AbsFOp(x))
+    large = b.add(math.CopySignOp(_half_square_of_exp_half(b, a), x))
+    return b.select(b.cmpf("ogt", a, _f(b, x, _by_width(x, 80.0, 700.0))), large, small)
 
 
 @register("cosh")
-def _cosh(b, instr, args):
-    """(e^|x| + e^-|x|) / 2 computed as e^(|x| - ln 2) + e^(-|x|) / 2 so it overflows only when cosh does."""
-    (x,) = args
+@_composed
+def _cosh(b, x):
+    """(e^|x| + e^-|x|) / 2; beyond 80 (f32) / 700 (f64) e^|x| / 2 computed so that it overflows
+    only where cosh does."""
     a = b.add(math.AbsFOp(x))
-    big = b.add(math.ExpOp(b.add(arith.SubfOp(a, _f(b, x, 0.6931471805599453)))))
-    small = b.add(arith.MulfOp(b.add(math.ExpOp(b.add(arith.NegfOp(a)))), _f(b, x, 0.5)))
-    return b.add(arith.AddfOp(big, small))
+    e = b.add(math.ExpOp(a))
+    half = _f(b, x, 0.5)
+    small = b.add(arith.AddfOp(b.add(arith.MulfOp(e, half)), b.add(arith.DivfOp(half, e))))
+    large = _half_square_of_exp_half(b, a)
+    return b.select(b.cmpf("ogt", a, _f(b, x, _by_width(x, 80.0, 700.0))), large, small)
 
 
 @register("asinh")
-def _asinh(b, instr, args):
-    """sign(x) · log1p(|x| + x²/(1 + sqrt(1 + x²))), and log(|x|) + ln 2 when x² would overflow."""
-    (x,) = args
+@_composed
+def _asinh(b, x):
+    """sign(x) · log1p(|x| + x²/(1 + sqrt(1 + x²))), and log(|x|) + ln 2 where x² would overflow."""
     a = b.add(math.AbsFOp(x))
     one = _f(b, x, 1.0)
     a2 = b.add(arith.MulfOp(a, a))
     small = b.add(math.Log1pOp(b.add(arith.AddfOp(
         a, b.add(arith.DivfOp(a2, b.add(arith.AddfOp(one, b.add(math.SqrtOp(b.add(arith.AddfOp(one, a2))))))))))))
     large = b.add(arith.AddfOp(b.add(math.LogOp(a)), _f(b, x, 0.6931471805599453)))
-    threshold = _f(b, x, 1e18 if _float_width(x.type) == 32 else 1e150)
-    r = b.select(b.cmpf("ogt", a, threshold), large, small)
+    r = b.select(b.cmpf("ogt", a, _f(b, x, _by_width(x, 1e18, 1e150))), large, small)
     return b.add(math.CopySignOp(r, x))
 
 
 @register("acosh")
-def _acosh(b, instr, args):
-    """log(x + sqrt((x - 1)(x + 1))), log(x) + ln 2 for huge x; NaN below 1."""
-    (x,) = args
+@_composed
+def _acosh(b, x):
+    """log1p((x - 1) + sqrt((x - 1)(x + 1))) (precise near 1), log(x) + ln 2 where the product
+    would overflow; NaN below 1 (the product is positive again for x < -1)."""
     one = _f(b, x, 1.0)
-    root = b.add(math.SqrtOp(b.add(arith.MulfOp(b.add(arith.SubfOp(x, one)), b.add(arith.AddfOp(x, one))))))
-    # log1p((x - 1) + root) keeps precision near 1.
-    small = b.add(math.Log1pOp(b.add(arith.AddfOp(b.add(arith.SubfOp(x, one)), root))))
+    x_minus_one = b.add(arith.SubfOp(x, one))
+    root = b.add(math.SqrtOp(b.add(arith.MulfOp(x_minus_one, b.add(arith.AddfOp(x, one))))))
+    small = b.add(math.Log1pOp(b.add(arith.AddfOp(x_minus_one, root))))
     large = b.add(arith.AddfOp(b.add(math.LogOp(x)), _f(b, x, 0.6931471805599453)))
-    threshold = _f(b, x, 1e18 if _float_width(x.type) == 32 else 1e150)
-    return b.select(b.cmpf("ogt", x, threshold), large, small)
+    r = b.select(b.cmpf("ogt", x, _f(b, x, _by_width(x, 1e18, 1e150))), large, small)
+    return b.select(b.cmpf("olt", x, one), _f(b, x, float("nan")), r)
 
 
 @register("atanh")
-def _atanh(b, instr, args):
+@_composed
+def _atanh(b, x):
     """0.5 · (log1p(x) - log1p(-x)): ±inf at ±1, NaN beyond."""
-    (x,) = args
     p = b.add(math.Log1pOp(x))
     m = b.add(math.Log1pOp(b.add(arith.NegfOp(x))))
     return b.add(arith.MulfOp(b.add(arith.SubfOp(p, m)), _f(b, x, 0.5)))
 
 
-@register("asin")
-def _asin(b, instr, args):
-    """atan2(x, sqrt((1 - x)(1 + x)))."""
-    (x,) = args
+def _sqrt_one_minus_square(b: KernelBuilder, x: SSAValue) -> SSAValue:
     one = _f(b, x, 1.0)
-    root = b.add(math.SqrtOp(b.add(arith.MulfOp(b.add(arith.SubfOp(one, x)), b.add(arith.AddfOp(one, x))))))
-    return b.add(math.Atan2Op(x, root))
+    return b.add(math.SqrtOp(b.add(arith.MulfOp(b.add(arith.SubfOp(one, x)), b.add(arith.AddfOp(one, x))))))
+
+
+@register("asin")
+@_composed
+def _asin(b, x):
+    """atan2(x, sqrt((1 - x)(1 + x)))."""
+    return b.add(math.Atan2Op(x, _sqrt_one_minus_square(b, x)))
 
 
 @register("acos")
-def _acos(b, instr, args):
+@_composed
+def _acos(b, x):
     """atan2(sqrt((1 - x)(1 + x)), x)."""
-    (x,) = args
-    one = _f(b, x, 1.0)
-    root = b.add(math.SqrtOp(b.add(arith.MulfOp(b.add(arith.SubfOp(one, x)), b.add(arith.AddfOp(one, x))))))
-    return b.add(math.Atan2Op(root, x))
+    return b.add(math.Atan2Op(_sqrt_one_minus_square(b, x), x))

@@ -102,3 +102,13 @@ class KernelBuilder:
         for v in values:
             result = v if result is None else self.add(arith.AndIOp(result, v))
         return result
+
+    def in_intervals(self, values: Sequence[SSAValue], intervals) -> SSAValue | None:
+        """i1: every `values[k]` lies in `intervals[k]` (inclusive Interval bounds); None if empty."""
+        checks = []
+        for v, iv in zip(values, intervals):
+            if iv.lo == iv.hi:
+                checks.append(self.cmpi("eq", v, self.index(iv.lo)))
+            else:
+                checks += [self.cmpi("sge", v, self.index(iv.lo)), self.cmpi("sle", v, self.index(iv.hi))]
+        return self.and_(checks)

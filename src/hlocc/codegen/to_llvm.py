@@ -315,31 +315,28 @@ def _splat(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
     return b.shuffle_vector(v, ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), n), [0] * n))
 
 
-def _floordivsi(ft: _FunctionTranslator, op: Operation) -> None:
-    a, c = (ft.v(x) for x in op.operands)
-    b = ft.b
+def _rounded_sdiv(b: ir.IRBuilder, a: ir.Value, c: ir.Value, up: bool) -> ir.Value:
+    """Signed division rounded down (floordiv) or up (ceildiv): truncating division, then one step
+    toward -inf (+inf) when there is a remainder whose sign is (is not) the divisor's opposite."""
     q = b.sdiv(a, c)
     r = b.srem(a, c)
     zero = ir.Constant(a.type, 0)
-    adjust = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero),
-                                                                 b.icmp_signed("<", c, zero)))
-    ft.set(op, b.sub(q, b.zext(adjust, a.type)))
+    signs = b.icmp_signed("==" if up else "!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", c, zero))
+    adjust = b.zext(b.and_(b.icmp_signed("!=", r, zero), signs), a.type)
+    return b.add(q, adjust) if up else b.sub(q, adjust)
+
+
+def _floordivsi(ft: _FunctionTranslator, op: Operation) -> None:
+    ft.set(op, _rounded_sdiv(ft.b, *(ft.v(x) for x in op.operands), up=False))
 
 
 def _ceildiv(signed: bool):
     def handle(ft: _FunctionTranslator, op: Operation) -> None:
         a, c = (ft.v(x) for x in op.operands)
-        b = ft.b
-        one = ir.Constant(a.type, 1)
-        if not signed:
-            ft.set(op, b.udiv(b.sub(b.add(a, c), one), c))
-            return
-        q = b.sdiv(a, c)
-        r = b.srem(a, c)
-        zero = ir.Constant(a.type, 0)
-        adjust = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("==", b.icmp_signed("<", r, zero),
-                                                                     b.icmp_signed("<", c, zero)))
-        ft.set(op, b.add(q, b.zext(adjust, a.type)))
+        if signed:
+            ft.set(op, _rounded_sdiv(ft.b, a, c, up=True))
+        else:
+            ft.set(op, ft.b.udiv(ft.b.sub(ft.b.add(a, c), ir.Constant(a.type, 1)), c))
     return handle
 
 

@@ -81,22 +81,20 @@ def _emit_reduce_window(e: ElementEmitter, instr: HloInstruction, indices: list[
 def _window_check(e: ElementEmitter, m, indices, ivs, full_sizes) -> SSAValue | None:
     """True where the operand index the map gives lies inside the operand (and the constraints hold)."""
     from hlocc.analysis.indexing_map import IndexingMap
+    from hlocc.analysis.interval import Interval
 
     results = e.apply(IndexingMap(m.dims, m.results, m.symbols, m.runtime), indices, ivs)
-    checks = []
+    values, intervals = [], []
     for v, size, r in zip(results, full_sizes, m.results):
         iv = m.expr_range(r)
-        if iv.lo < 0:
-            checks.append(e.b.cmpi("sge", v, e.b.index(0)))
-        if iv.hi > size - 1:
-            checks.append(e.b.cmpi("sle", v, e.b.index(size - 1)))
+        if iv.lo < 0 or iv.hi > size - 1:  # the window can leave the operand: padding
+            values.append(v)
+            intervals.append(Interval(0, size - 1))
     if m.constraints:
         exprs = tuple(c for c, _ in m.constraints)
-        values = e.apply(IndexingMap(m.dims, exprs, m.symbols, m.runtime), indices, ivs)
-        for v, (_, iv) in zip(values, m.constraints):
-            checks.append(e.b.cmpi("sge", v, e.b.index(iv.lo)))
-            checks.append(e.b.cmpi("sle", v, e.b.index(iv.hi)))
-    return e.b.and_(checks)
+        values += e.apply(IndexingMap(m.dims, exprs, m.symbols, m.runtime), indices, ivs)
+        intervals += [iv for _, iv in m.constraints]
+    return e.b.in_intervals(values, intervals)
 
 
 def _if_else_many(e: ElementEmitter, cond: SSAValue, then_fn, else_fn, types) -> list[SSAValue]:

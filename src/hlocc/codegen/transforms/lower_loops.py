@@ -33,13 +33,7 @@ def emit_constraint_check(b: KernelBuilder, m: IndexingMap, operands: list[SSAVa
         return None
     exprs = tuple(e for e, _ in m.constraints)
     values = b.insert(ApplyIndexingOp(IndexingMap(m.dims, exprs, m.symbols, m.runtime), operands)).results
-    checks = []
-    for v, (_, iv) in zip(values, m.constraints):
-        if iv.lo == iv.hi:
-            checks.append(b.cmpi("eq", v, b.index(iv.lo)))
-        else:
-            checks += [b.cmpi("sge", v, b.index(iv.lo)), b.cmpi("sle", v, b.index(iv.hi))]
-    return b.and_(checks)
+    return b.in_intervals(values, [iv for _, iv in m.constraints])
 
 
 def _keep_names(old: Sequence[SSAValue], new: Sequence[SSAValue]) -> None:

@@ -6,6 +6,11 @@ Computation-valued attributes (to_apply, calls, condition, body, branch_computat
 HloComputation objects. A constant holds its value in `literal` (a numpy array, or a tuple of
 literals for tuple constants); a parameter its `parameter_number`. Users are maintained by the
 computation so that rewrites can walk def-use chains in both directions.
+
+Mutation helpers for passes, all linear in what they touch: `HloComputation.add` (a new
+instruction with an inferred shape and a module-unique name), `add_fresh`, `remove_instructions`
+(many at once), `replace_instruction`, `sort_instructions` (stable def-before-use order);
+`HloInstruction.clone`, `set_operand`, `replace_all_uses_with`, `has_side_effect`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,14 @@ COMPUTATION_ATTRS = (
     "to_apply", "calls", "condition", "body", "select", "scatter",
     "true_computation", "false_computation", "branch_computations", "called_computations",
 )
+
+# Opcodes whose every instance has a side effect (XLA's HasSideEffectNoRecurse list; `rng` and
+# `rng-get-and-update-state` read and advance hidden state, so they count too).
+SIDE_EFFECTING_OPCODES = frozenset({
+    "send", "send-done", "recv", "recv-done", "infeed", "outfeed", "rng", "rng-get-and-update-state",
+    "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done", "collective-broadcast",
+    "collective-permute-start", "collective-permute-done",
+})
 
 
 class HloInstruction:
@@ -62,19 +75,84 @@ class HloInstruction:
         return self.operands[i]
 
     def replace_operand(self, old: HloInstruction, new: HloInstruction) -> None:
+        """Every use of `old` among this instruction's operands becomes a use of `new`."""
+        if old is new:
+            return
+        already_user = any(op is new for op in self.operands)
         for i, op in enumerate(self.operands):
             if op is old:
                 self.operands[i] = new
-        if self not in new.users:
+        if not already_user:
             new.users.append(self)
         if self in old.users and old not in self.operands:
             old.users.remove(self)
 
+    def set_operand(self, index: int, new: HloInstruction) -> None:
+        """Operand `index` becomes `new` (other uses of the old operand stay)."""
+        old = self.operands[index]
+        if old is new:
+            return
+        already_user = any(op is new for op in self.operands)
+        self.operands[index] = new
+        if not already_user:
+            new.users.append(self)
+        if not any(op is old for op in self.operands):
+            old.users.remove(self)
+
     def replace_all_uses_with(self, new: HloInstruction) -> None:
-        for user in list(self.users):
-            user.replace_operand(self, new)
+        """Every user of this instruction uses `new` instead (and `new` becomes the root where this
+        was). Linear in the users and their operand counts: a user already uses `new` exactly when
+        `new` is among its operands, so no users list is searched."""
+        if new is self:
+            return
+        users, self.users = self.users, []
+        for user in users:
+            already_user = any(op is new for op in user.operands)
+            for i, op in enumerate(user.operands):
+                if op is self:
+                    user.operands[i] = new
+            if not already_user:
+                new.users.append(user)
         if self.parent is not None and self.parent.root is self:
             self.parent.root = new
+
+    # -- cloning and side effects ---------------------------------------------------------------
+    def clone(self, operands: list[HloInstruction] | None = None, *, shape: Shape | None = None,
+              name: str | None = None) -> HloInstruction:
+        """A new, unattached instruction like this one (same opcode, attributes, literal, parameter
+        number; called computations are shared) with `operands` (default: the same operands),
+        `shape` and `name` (default: the same). Add it with `HloComputation.add_fresh`."""
+        instr = HloInstruction(self.name if name is None else name, self.opcode,
+                               self.shape if shape is None else shape,
+                               self.operands if operands is None else operands, self.attrs,
+                               literal=self.literal, parameter_number=self.parameter_number)
+        instr.wrapped_opcode = self.wrapped_opcode
+        return instr
+
+    def has_side_effect_no_recurse(self) -> bool:
+        """Whether this instruction itself has an effect beyond its result (XLA's
+        HloInstruction::HasSideEffectNoRecurse): communication (send/recv, infeed/outfeed, the async
+        collective starts/dones, collective-broadcast), the stateful rng ops, collectives whose layout
+        is constrained or that carry a channel id (cross-module communication), and custom calls marked
+        `custom_call_has_side_effect=true`. Such an instruction must not be removed, merged or
+        evaluated at compile time."""
+        opcode = self.opcode
+        if opcode in SIDE_EFFECTING_OPCODES:
+            return True
+        if opcode in ("all-reduce", "all-gather", "all-to-all", "reduce-scatter", "collective-permute"):
+            return bool(self.attrs.get("constrain_layout")) or "channel_id" in self.attrs
+        if opcode == "custom-call":
+            return bool(self.attrs.get("custom_call_has_side_effect"))
+        return False
+
+    def has_side_effect(self, memo: dict[int, bool] | None = None) -> bool:
+        """`has_side_effect_no_recurse`, or an instruction of a called computation has a side
+        effect (a while whose body sends, a call of an rng). `memo` caches per computation."""
+        if self.has_side_effect_no_recurse():
+            return True
+        if self.opcode in ("async-update", "async-done"):  # as the async-start of its chain
+            return self.operands[0].has_side_effect(memo)
+        return any(computation_has_side_effect(c, memo) for c in self.called_computations())
 
     def __repr__(self) -> str:
         return f"<{self.name} = {self.shape} {self.opcode}>"
@@ -107,6 +185,8 @@ class HloComputation:
         for op in instr.operands:
             if instr not in op.users:
                 op.users.append(instr)
+        if self.parent is not None:
+            self.parent.note_name(instr.name)
         return instr
 
     def remove_instruction(self, instr: HloInstruction) -> None:
@@ -116,6 +196,73 @@ class HloComputation:
                 op.users.remove(instr)
         self.instructions.remove(instr)
         instr.parent = None
+
+    def add(self, opcode: str, operands=(), attrs=None, *, shape: Shape | None = None, name: str | None = None,
+            literal: Any = None) -> HloInstruction:
+        """Create and add a new instruction. Its name is `name` or `<opcode>.N`, made unique in the
+        module; its shape is `shape` or, when None, inferred from the operands and attributes (ops
+        whose result type the producer chooses — convert, broadcast, reshape, dot, constant, ... —
+        need `shape`)."""
+        instr = HloInstruction(self.unique_name(name or opcode), opcode, shape, operands, attrs, literal=literal)
+        if shape is None:
+            from hlocc.hlo.shape_inference import infer_shape
+
+            instr.shape = infer_shape(instr)
+        return self.add_fresh(instr)
+
+    def add_fresh(self, instr: HloInstruction) -> HloInstruction:
+        """Add an instruction that is not yet registered as a user of its operands (a new one or a
+        clone): linear in its operand count, whatever the operands' user counts."""
+        instr.parent = self
+        self.instructions.append(instr)
+        seen: set[int] = set()
+        for op in instr.operands:
+            if id(op) not in seen:
+                seen.add(id(op))
+                op.users.append(instr)
+        if self.parent is not None:
+            self.parent.note_name(instr.name)
+        return instr
+
+    def unique_name(self, base: str) -> str:
+        """A fresh instruction name derived from `base` (unique in the module when the computation
+        belongs to one, else in the computation)."""
+        if self.parent is not None:
+            return self.parent.unique_name(base)
+        taken = {i.name for i in self.instructions}
+        return _fresh_name(base, taken.__contains__)
+
+    def remove_instructions(self, dead) -> None:
+        """Remove the instructions `dead` (an iterable) at once: linear in the computation's size and
+        the dead instructions' operands. Their users must be dead too (or none); the root may not be."""
+        dead_ids = {id(i) for i in dead}
+        if not dead_ids:
+            return
+        assert self.root is None or id(self.root) not in dead_ids, f"removing the root of {self.name}"
+        touched: dict[int, HloInstruction] = {}
+        kept = []
+        for instr in self.instructions:
+            if id(instr) in dead_ids:
+                for op in instr.operands:
+                    touched[id(op)] = op
+                instr.parent = None
+            else:
+                kept.append(instr)
+        self.instructions[:] = kept
+        for op in touched.values():
+            if id(op) not in dead_ids:
+                op.users[:] = [u for u in op.users if id(u) not in dead_ids]
+        for instr in dead:
+            assert all(id(u) in dead_ids for u in instr.users), f"removing {instr.name} which still has users"
+            instr.users = []
+            instr.operands = []
+
+    def replace_instruction(self, old: HloInstruction, new: HloInstruction) -> None:
+        """Every use of `old` (and the root, where it was) becomes `new`; `old` is removed when it
+        has no side effect."""
+        old.replace_all_uses_with(new)
+        if not old.has_side_effect():
+            self.remove_instructions([old])
 
     def post_order(self) -> list[HloInstruction]:
         """Instructions in an order where every operand comes before its users (iterative DFS,
@@ -141,6 +288,31 @@ class HloComputation:
                     order.append(node)
         return order
 
+    def sort_instructions(self) -> None:
+        """Put `instructions` in a def-before-use order that keeps the current order where it
+        already is one: each instruction comes right after its not-yet-placed operands (a stable
+        topological sort, linear in the number of edges). Rewrites append new instructions at the
+        end; this moves them before their first user, so printed modules read in source order."""
+        placed: set[int] = set()
+        order: list[HloInstruction] = []
+        for start in self.instructions:
+            if id(start) in placed:
+                continue
+            stack: list[tuple[HloInstruction, int]] = [(start, 0)]
+            placed.add(id(start))
+            while stack:
+                node, i = stack[-1]
+                if i < len(node.operands):
+                    stack[-1] = (node, i + 1)
+                    child = node.operands[i]
+                    if id(child) not in placed:
+                        placed.add(id(child))
+                        stack.append((child, 0))
+                else:
+                    stack.pop()
+                    order.append(node)
+        self.instructions[:] = order
+
     @property
     def program_shape(self) -> tuple[list[Shape], Shape]:
         return [p.shape for p in self.parameters], self.root.shape
@@ -159,12 +331,17 @@ class HloModule:
     header_attrs: dict[str, Any] = field(default_factory=dict)
     # The FileNames/FunctionNames/FileLocations/StackFrames tables, kept as raw text.
     stack_frame_tables: str = ""
+    # Instruction names in use, built on the first `unique_name` call and kept up to date after it.
+    _names: set[str] | None = field(default=None, init=False, repr=False, compare=False)
+    _next_suffix: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def add_computation(self, comp: HloComputation) -> HloComputation:
         comp.parent = self
         self.computations.append(comp)
         if comp.is_entry:
             self.entry = comp
+        if self._names is not None:
+            self._names.update(i.name for i in comp.instructions)
         return comp
 
     def computation(self, name: str) -> HloComputation:
@@ -172,6 +349,28 @@ class HloModule:
             if comp.name == name:
                 return comp
         raise KeyError(name)
+
+    def remove_computations(self, dead) -> None:
+        """Remove the computations `dead` (an iterable; nothing may call them any more)."""
+        dead_ids = {id(c) for c in dead}
+        assert self.entry is None or id(self.entry) not in dead_ids, "removing the entry computation"
+        self.computations[:] = [c for c in self.computations if id(c) not in dead_ids]
+        for comp in dead:
+            comp.parent = None
+
+    def unique_name(self, base: str) -> str:
+        """A fresh instruction name `base` or `base.N` no instruction of the module has (XLA's
+        NameUniquer: a trailing `.N` of `base` is replaced, so clones of `add.3` are `add.4`, ...)."""
+        if self._names is None:
+            self._names = {i.name for i in self.all_instructions()}
+        name = _fresh_name(base, self._names.__contains__, self._next_suffix)
+        self._names.add(name)
+        return name
+
+    def note_name(self, name: str) -> None:
+        """Record an instruction name taken outside `unique_name` (keeps later names unique)."""
+        if self._names is not None:
+            self._names.add(name)
 
     def all_instructions(self) -> Iterator[HloInstruction]:
         for comp in self.computations:
@@ -202,6 +401,37 @@ class HloModule:
 
     def __str__(self) -> str:
         return self.to_string()
+
+
+def computation_has_side_effect(comp: HloComputation, memo: dict[int, bool] | None = None) -> bool:
+    """Whether any instruction of `comp` (or of a computation it calls) has a side effect."""
+    memo = {} if memo is None else memo
+    known = memo.get(id(comp))
+    if known is None:
+        memo[id(comp)] = False  # a recursive call graph is not valid HLO; this just stops a cycle
+        known = any(i.has_side_effect(memo) for i in comp.instructions)
+        memo[id(comp)] = known
+    return known
+
+
+def _fresh_name(base: str, taken, next_suffix: dict[str, int] | None = None) -> str:
+    """`base` when free, else `stem.N` with N free and above any `.N` suffix of `base`.
+    `next_suffix` remembers per stem where the search starts, so that making many names with one
+    stem stays linear."""
+    if not taken(base):
+        return base
+    stem, dot, suffix = base.rpartition(".")
+    if dot and suffix.isdigit():
+        n = int(suffix) + 1
+    else:
+        stem, n = base, 1
+    if next_suffix is not None:
+        n = max(n, next_suffix.get(stem, 0))
+    while taken(f"{stem}.{n}"):
+        n += 1
+    if next_suffix is not None:
+        next_suffix[stem] = n + 1
+    return f"{stem}.{n}"
 
 
 def literal_equal(a: Any, b: Any) -> bool:

@@ -1,0 +1,197 @@
+"""The HLO pass pipeline: the order of the passes, written once, and the pass manager that runs it.
+
+A pipeline is a tuple of stages; a stage is a registered pass name or a `FixedPoint` group, whose
+passes run in order, again and again, until a whole round changes nothing (at most
+`max_iterations` rounds, like XLA's HloPassFix). `SIMPLIFICATION` follows the order of XLA's
+GpuCompiler "simplification" pipeline (xla/service/gpu/gpu_compiler.cc); `PIPELINES` names the
+pipelines `hlo-opt --pipeline` and `run_passes` accept. A later stage (fusion) is one more entry:
+
+    FUSION = (FixedPoint("fusion", ("priority-fusion", "cse", "dce", "multi-output-fusion", "cse", "dce")),)
+    PIPELINES["default"] = SIMPLIFICATION + FUSION
+
+The `PassManager` runs a pipeline and records per-pass wall time (summed over fixed-point
+rounds) and which passes changed the module. After a pass that changed the module it puts every
+computation's instructions back in a stable def-before-use order (new instructions next to their
+first user), so printed modules read like their source. Options: `print_after_all` writes the module after
+every pass that changed it, headed by a comment naming the pass (XLA's --xla_dump_hlo_pass_re=.*);
+`debug` verifies the module after every pass and checks that a pass reporting "no change" left
+the module text unchanged (the fixed-point loop relies on that report).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from hlocc.errors import HloError, HloVerifyError
+from hlocc.hlo.ir import HloModule
+from hlocc.hlo.printer import print_module
+
+# Importing the pass modules registers their passes by name.
+from hlocc.passes import (  # noqa: F401
+    algsimp,
+    call_inliner,
+    constant_folding,
+    cse,
+    dce,
+    dot_canonicalize,
+    gather_simplifier,
+    tuple_simplifier,
+    while_loop_simplifier,
+)
+from hlocc.passes.base import HLO_PASSES, HloPass
+
+
+class PassPipelineError(HloError):
+    """An unknown pass or pipeline name, or a pass that broke the module (in debug mode)."""
+
+
+@dataclass(frozen=True)
+class FixedPoint:
+    """Run `passes` in order until one whole round changes nothing (at most `max_iterations`)."""
+
+    name: str
+    passes: tuple[Stage, ...]
+    max_iterations: int = 25
+
+
+Stage = str | FixedPoint
+
+SIMPLIFICATION: tuple[Stage, ...] = (
+    "call-inliner",
+    FixedPoint("simplification", (
+        "gather-simplifier",
+        "algsimp",
+        "dot-canonicalize",
+        "tuple-simplifier",
+        "while-loop-simplifier",
+        "constant-folding",
+        "cse",
+        "dce",
+    )),
+)
+"""XLA's order: inline calls, then canonicalize gathers, simplify algebra, canonicalize dots, clean
+tuples and loops, fold constants, merge and remove what became redundant — to a fixed point."""
+
+PIPELINES: dict[str, tuple[Stage, ...]] = {"simplify": SIMPLIFICATION}
+
+
+@dataclass
+class PipelineResult:
+    """What a pipeline run did: whether anything changed, milliseconds per pass name (summed over
+    fixed-point rounds), every pass run in order as (pass, changed, ms), and rounds per group."""
+
+    changed: bool = False
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    runs: list[tuple[str, bool, float]] = field(default_factory=list)
+    iterations: dict[str, int] = field(default_factory=dict)
+    unconverged: list[str] = field(default_factory=list)
+
+    @property
+    def total_ms(self) -> float:
+        return sum(self.timings_ms.values())
+
+
+class PassManager:
+    """Runs a pipeline (a sequence of stages) on modules; see the module docstring."""
+
+    def __init__(self, stages: Sequence[Stage], *, print_after_all: bool = False, stream: TextIO | None = None,
+                 debug: bool = False):
+        self.stages = tuple(stages)
+        self.print_after_all = print_after_all
+        self.stream = stream
+        self.debug = debug
+        check_pass_names(self.stages)
+        self._passes: dict[str, HloPass] = {}
+
+    def run(self, module: HloModule) -> PipelineResult:
+        result = PipelineResult()
+        self._run_stages(self.stages, module, result, "")
+        return result
+
+    def _run_stages(self, stages: Iterable[Stage], module: HloModule, result: PipelineResult, where: str) -> bool:
+        changed = False
+        for stage in stages:
+            if isinstance(stage, FixedPoint):
+                changed |= self._run_fixed_point(stage, module, result, where)
+            else:
+                changed |= self._run_pass(stage, module, result, where)
+        return changed
+
+    def _run_fixed_point(self, group: FixedPoint, module: HloModule, result: PipelineResult, where: str) -> bool:
+        changed = False
+        for iteration in range(1, group.max_iterations + 1):
+            result.iterations[group.name] = result.iterations.get(group.name, 0) + 1
+            if not self._run_stages(group.passes, module, result, f"{where}{group.name} iteration {iteration}, "):
+                return changed
+            changed = True
+        result.unconverged.append(group.name)
+        return changed
+
+    def _run_pass(self, name: str, module: HloModule, result: PipelineResult, where: str) -> bool:
+        hlo_pass = self._passes.get(name)
+        if hlo_pass is None:
+            hlo_pass = self._passes[name] = HLO_PASSES[name]()
+        before = print_module(module) if self.debug else None
+        start = time.perf_counter()
+        changed = bool(hlo_pass.run(module))
+        ms = (time.perf_counter() - start) * 1e3
+        result.timings_ms[name] = result.timings_ms.get(name, 0.0) + ms
+        result.runs.append((name, changed, ms))
+        result.changed |= changed
+        if changed:
+            for comp in module.computations:
+                comp.sort_instructions()
+        if self.debug:
+            self._check(name, module, changed, before)
+        if changed and self.print_after_all:
+            stream = self.stream if self.stream is not None else sys.stdout
+            context = f" ({where.rstrip(', ')})" if where else ""
+            stream.write(f"// -----// HLO after pass '{name}'{context} //----- //\n")
+            stream.write(print_module(module))
+            stream.write("\n")
+        return changed
+
+    @staticmethod
+    def _check(name: str, module: HloModule, changed: bool, before: str) -> None:
+        from hlocc.hlo.verifier import verify_module
+
+        try:
+            verify_module(module)
+        except HloVerifyError as e:
+            raise PassPipelineError(f"after pass '{name}': the module is invalid: {e}") from None
+        if not changed and print_module(module) != before:
+            raise PassPipelineError(f"pass '{name}' reported no change but changed the module")
+
+
+def check_pass_names(stages: Iterable[Stage]) -> None:
+    """Raise PassPipelineError naming the first stage that is not a registered pass."""
+    for stage in stages:
+        if isinstance(stage, FixedPoint):
+            check_pass_names(stage.passes)
+        elif stage not in HLO_PASSES:
+            raise PassPipelineError(f"unknown pass '{stage}'; known passes: {', '.join(sorted(HLO_PASSES))}; "
+                                    f"pipelines: {', '.join(sorted(PIPELINES))}")
+
+
+def expand(names: Iterable[str]) -> tuple[Stage, ...]:
+    """Pass names in order, a pipeline name standing for its stages."""
+    stages: list[Stage] = []
+    for name in names:
+        stages.extend(PIPELINES.get(name, (name,)))
+    return tuple(stages)
+
+
+def simplification_pipeline(*, print_after_all: bool = False, stream: TextIO | None = None,
+                            debug: bool = False) -> PassManager:
+    """The simplification passes in XLA's order (`SIMPLIFICATION`)."""
+    return PassManager(SIMPLIFICATION, print_after_all=print_after_all, stream=stream, debug=debug)
+
+
+def run_passes(module: HloModule, names: Iterable[str], print_after_all: bool = False, stream: TextIO | None = None,
+               *, debug: bool = False) -> PipelineResult:
+    """Run the named passes (or pipelines, e.g. "simplify") on `module`, in order, in place."""
+    return PassManager(expand(names), print_after_all=print_after_all, stream=stream, debug=debug).run(module)

@@ -3,7 +3,8 @@
     hlocc run MODULE.hlo [--inputs IN.npz] [--output OUT.npz] [--expected REF.npz --rtol R --atol A]
                          [--backend interpreter] [--seed N] [--bench N] [--json]
     hlocc print MODULE.hlo [--no-verify] [--no-metadata]
-    hlocc opt [--passes a,b] FILE.mlir [-o OUT]     (kernel IR passes, like mlir-opt)
+    hlocc opt [--passes a,b | --pipeline cpu|gpu] [--emit-llvm] FILE.mlir   (kernel IR passes, like mlir-opt)
+    hlocc hlo-opt [--passes a,b | --pipeline simplify] [--print-after-all] FILE.hlo   (HLO passes)
 
 Inputs are named arg0, arg1, ... in parameter order and are cast to the parameter types (so bf16 and
 f8 stored as float32 work); outputs are written as out0, out1, ... (a tuple result flattened in
@@ -34,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         from hlocc.codegen.opt import main as opt_main
 
         return opt_main(argv[1:])
+    if argv[:1] == ["hlo-opt"]:  # hlo-opt for HLO passes; it has its own arguments
+        from hlocc.passes.hlo_opt import main as hlo_opt_main
+
+        return hlo_opt_main(argv[1:])
     parser = _argument_parser()
     args = parser.parse_args(argv)
     try:

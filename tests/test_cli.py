@@ -73,7 +73,7 @@ def test_corpus_case_through_the_cli(capsys):
 
 
 @pytest.mark.parametrize("args,inputs,message", [
-    (["--backend", "cpu"], None, "backend 'cpu' is not built yet"),
+    (["--backend", "cuda"], None, "backend 'cuda' is not built yet"),
     ([], {"arg0": np.ones(4, np.float32), "arg1": np.ones(3, np.float32)}, "argument 0: expected shape f32[3], got an array of shape [4]"),
     ([], {"arg0": np.ones(3, np.float32)}, "lack arg1"),
     ([], {"arg0": np.ones(3, np.float32), "arg1": np.ones(3, np.float32), "arg7": np.ones(1)}, "does not take: arg7"),
@@ -126,3 +126,29 @@ def test_api_checks_arguments():
     bf = hlocc.compile(PAIR)
     x, n = bf(np.array([1, 2], ml_dtypes.bfloat16))
     assert n.dtype == ml_dtypes.bfloat16 and n.tolist() == [-1, -2]
+
+
+DOT = """HloModule m
+ENTRY e {
+  a = f32[2,3] parameter(0)
+  b = f32[3,4] parameter(1)
+  ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def test_cpu_backend_names_an_op_it_cannot_run_yet(tmp_path, capsys):
+    assert main(["run", str(write(tmp_path, DOT)), "--backend", "cpu"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("hlocc: error: unsupported on the cpu backend: dot (instruction 'd')"), err
+    assert "Traceback" not in err
+
+
+def test_cpu_backend_runs_the_example_and_dumps_ir(tmp_path, capsys):
+    example = Path(__file__).resolve().parents[1] / "examples" / "gelu.hlo"
+    out = tmp_path / "out.npz"
+    assert main(["run", str(example), "--backend", "cpu", "--dump-dir", str(tmp_path / "dump"),
+                 "--output", str(out)]) == 0
+    names = sorted(p.name for p in (tmp_path / "dump").iterdir())
+    assert "fusion.01.inline.mlir" in names and "fusion.llvm-opt.ll" in names
+    assert main(["run", str(example), "--expected", str(out), "--rtol", "1e-2", "--atol", "1e-2"]) == 0

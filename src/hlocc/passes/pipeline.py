@@ -38,7 +38,11 @@ from hlocc.passes import (  # noqa: F401
     cse,
     dce,
     dot_canonicalize,
+    fusion_wrapper,
     gather_simplifier,
+    multi_output_fusion,
+    priority_fusion,
+    rename_fusions,
     tuple_simplifier,
     while_loop_simplifier,
 )
@@ -76,7 +80,21 @@ SIMPLIFICATION: tuple[Stage, ...] = (
 """XLA's order: inline calls, then canonicalize gathers, simplify algebra, canonicalize dots, clean
 tuples and loops, fold constants, merge and remove what became redundant — to a fixed point."""
 
-PIPELINES: dict[str, tuple[Stage, ...]] = {"simplify": SIMPLIFICATION}
+FUSION: tuple[Stage, ...] = (
+    "priority-fusion", "cse", "dce",
+    "multi-output-fusion", "cse", "dce",
+    "rename-fusions",
+    "fusion-wrapper",
+)
+"""XLA's fusion stage: priority fusion of producers into consumers, then sibling and producer-
+consumer multi-output fusion, XLA's names, and every remaining op that needs a kernel wrapped in
+a fusion of its own."""
+
+PIPELINES: dict[str, tuple[Stage, ...]] = {
+    "simplify": SIMPLIFICATION,
+    "fusion": FUSION,
+    "default": SIMPLIFICATION + FUSION,
+}
 
 
 @dataclass

@@ -1,0 +1,466 @@
+"""A simple performance model for fusion decisions, in the spirit of XLA's GpuPerformanceModel
+(xla/service/gpu/model/gpu_performance_model*.cc; facts §3).
+
+Per instruction (an unfused op, or a fusion as a whole) the model counts
+
+- **flops**: elements produced × an op's cost per element (`flops_per_element`: 1 for cheap
+  arithmetic, 8 for division and roots, 20 for exp/log/tanh-like transcendentals, 30–40 for the
+  inverse trigonometric and power functions, ×4 for complex types); a reduce costs its reducer
+  per input element, a dot 2·M·N·K. Inside a fusion every instruction is weighted by how often it
+  is evaluated (its *utilization*, below), so recomputation is paid for;
+- **bytes read** per operand: the operand's size × its utilization (elements of the operand read
+  per element, summed over the whole op: 1 for elementwise use, the fan-out for a broadcast, less
+  than 1 for a slice); **bytes written**: the output's size.
+
+Utilization inside a fusion follows XLA's GpuHloCostAnalysis: walking from the roots to the
+parameters, elementwise users share their reads (an element read by `exp` and `add` at the same
+index is read once), while a non-elementwise user (broadcast, reduce, slice, ...) starts a new
+"use root" whose utilization is the user's times its operand utilization. A producer broadcast into
+a consumer is thus evaluated once per *consumer* element: fusing an expensive producer under a
+broadcast shows up as extra flops.
+
+Time of one kernel, on a `MachineModel`:
+
+    read  = Σ operands  net/(bandwidth·coalescing) + (total − net)/(bandwidth·cache speedup)
+    write = bytes written / bandwidth
+    time  = compute + memory − 0.95·min(compute, memory),   compute = flops / flop rate
+
+where `net` = min(operand size, bytes read): the first read comes from memory, re-reads from the
+cache when the operand fits in it. Reads are uncoalesced (one element per memory transaction) when
+the kernel transposes a minor dimension outside the transpose emitter or fuses two reductions
+(XLA's IsReadCoalescedHeuristic). Priority fusion compares, for a producer and all its consumers,
+
+    unfused = launch·(n+1) + t(producer) + Σ t(consumer_i)
+    fused   = launch·n + Σ t(producer fused into consumer_i)
+
+so a producer duplicated into several consumers is charged once per consumer.
+
+`MachineModel.cpu()` (the default) and `MachineModel.gpu()` are parameters, not measurements:
+order-of-magnitude figures of a 2-core AVX-512 host and an H100.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from hlocc.analysis.fusion_adaptor import FusionAdaptor
+from hlocc.analysis.hero import EmitterKind, analyze_fusion
+from hlocc.analysis.transpose_info import static_dims, transposes_minor_dimension
+from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.opcodes import OPCODES
+from hlocc.hlo.types import Shape
+
+# -- machine description ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MachineModel:
+    """What the cost model knows about the machine (all rates per second)."""
+
+    name: str
+    memory_bandwidth: float  # bytes/s from main memory (DRAM, HBM)
+    cache_bytes: int  # re-reads of a working set smaller than this hit the cache
+    cache_speedup: float  # how much faster a cache re-read is than a memory read
+    flop_rate: float  # flops/s of elementwise code, all cores
+    launch_overhead: float  # seconds per kernel launch
+    transaction_bytes: int  # bytes moved for one uncoalesced element read
+    memory_compute_overlap: float = 0.95  # XLA's kMemoryComputeParallelism
+
+    @staticmethod
+    def cpu(cores: int = 2) -> MachineModel:
+        """A host CPU: ~10 GB/s of memory bandwidth and 16 f32 lanes × 2 FMA ports × 3 GHz per core,
+        a 32 MiB last-level cache, a few µs to hand a kernel to the thread pool, 64-byte lines."""
+        return MachineModel("cpu", 10e9 * cores, 32 << 20, 2.5, 16 * 2 * 3e9 * cores, 2e-6, 64)
+
+    @staticmethod
+    def gpu() -> MachineModel:
+        """An H100: 3.35 TB/s HBM, 50 MiB L2, 132 SMs × 128 FP32 lanes × 2 × 1.755 GHz, 1 µs per
+        launch (XLA's kKernelLaunchOverhead), 32-byte DRAM→L2 transactions."""
+        return MachineModel("gpu", 3.35e12, 50 << 20, 2.5, 132 * 128 * 2 * 1.755e9, 1e-6, 32)
+
+
+DEFAULT_MACHINE = MachineModel.cpu()
+
+# -- per-op counts -----------------------------------------------------------------------------------
+
+_FLOPS_PER_ELEMENT: dict[str, float] = {
+    **dict.fromkeys(("add", "subtract", "multiply", "maximum", "minimum", "compare", "select", "clamp", "negate",
+                     "abs", "and", "or", "xor", "not", "shift-left", "shift-right-arithmetic",
+                     "shift-right-logical", "sign", "floor", "ceil", "round-nearest-afz", "round-nearest-even",
+                     "is-finite", "real", "imag", "complex", "popcnt", "count-leading-zeros", "convert",
+                     "reduce-precision", "stochastic-convert"), 1.0),
+    **dict.fromkeys(("divide", "remainder", "sqrt", "rsqrt", "cbrt"), 8.0),
+    **dict.fromkeys(("exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "tanh", "erf",
+                     "sine", "cosine", "tan"), 20.0),
+    **dict.fromkeys(("acos", "asin", "acosh", "asinh", "atanh", "cosh", "sinh"), 30.0),
+    **dict.fromkeys(("power", "atan2"), 40.0),
+}
+
+
+def flops_per_element(instr: HloInstruction) -> float:
+    """Cost of one output element of an elementwise op, in cheap-op units (module doc)."""
+    cost = _FLOPS_PER_ELEMENT.get(instr.opcode, 0.0)
+    element = instr.shape.element_type if instr.shape.is_array else None
+    if element is not None and element.is_complex:
+        cost *= 4
+    if instr.opcode in ("divide", "remainder") and element is not None and not element.is_float \
+            and not element.is_complex:
+        cost = 2.0
+    return cost
+
+
+def elements(shape: Shape) -> int:
+    """Array elements of a shape (tuple leaves summed; `?` dims counted as large)."""
+    total = 0
+    for leaf in shape.leaves():
+        if leaf.is_array:
+            total += math.prod(static_dims(leaf))
+    return total
+
+
+def byte_size(shape: Shape) -> int:
+    """Bytes of a shape's arrays (sub-byte types take a byte per element, as in buffers)."""
+    total = 0
+    for leaf in shape.leaves():
+        if leaf.is_array:
+            total += math.prod(static_dims(leaf)) * leaf.element_type.byte_size
+    return total
+
+
+def computation_flops(computation: HloComputation) -> float:
+    """Cost of one application of a scalar computation (a reducer or map body), at least 1."""
+    return max(1.0, sum(flops_per_element(i) for i in computation.instructions))
+
+
+def instruction_flops(instr: HloInstruction) -> float:
+    """Flops of one complete evaluation of an unfused instruction."""
+    op = instr.opcode
+    if op in _FLOPS_PER_ELEMENT:
+        return flops_per_element(instr) * elements(instr.shape)
+    if op == "map":
+        return computation_flops(instr.attrs["to_apply"]) * elements(instr.shape)
+    if op == "reduce":
+        n_inputs = len(instr.operands) // 2
+        return computation_flops(instr.attrs["to_apply"]) * elements(instr.operand(0).shape) * max(1, n_inputs)
+    if op == "reduce-window":
+        window = math.prod(d.size for d in instr.attrs["window"])
+        return computation_flops(instr.attrs["to_apply"]) * elements(instr.shape) * window
+    if op == "dot":
+        lhs = instr.operand(0).shape
+        contracting = math.prod(static_dims(lhs)[d] for d in instr.attrs.get("lhs_contracting_dims", ()))
+        return 2.0 * elements(instr.shape) * contracting
+    if op == "convolution":
+        kernel = instr.operand(1).shape
+        output_features = static_dims(instr.shape)[instr.attrs["dim_labels"].output_feature] or 1
+        return 2.0 * elements(instr.shape) * elements(kernel) / output_features
+    if op == "scatter":
+        return computation_flops(instr.attrs["to_apply"]) * elements(instr.operands[-1].shape)
+    return 0.0
+
+
+def operand_utilization(instr: HloInstruction, index: int) -> float:
+    """How many times, on average, one element of operand `index` is read by a complete evaluation
+    of `instr` (module doc)."""
+    operand = instr.operand(index)
+    n_in = elements(operand.shape)
+    if n_in == 0:
+        return 0.0
+    n_out = elements(instr.shape)
+    op = instr.opcode
+    if op in ("broadcast", "slice", "dynamic-slice") or (OPCODES.get(op) and OPCODES[op].is_elementwise) \
+            or op == "map":
+        return n_out / n_in
+    if op == "gather":
+        return n_out / n_in if index == 0 else 1.0
+    if op == "reduce":
+        return 1.0 if index < len(instr.operands) // 2 else n_out / n_in
+    if op == "pad":
+        return 1.0 if index == 0 else max(n_out - n_in, 0)
+    if op == "dynamic-update-slice":
+        if index == 0:
+            return max(0.0, 1.0 - elements(instr.operand(1).shape) / max(n_out, 1))
+        return 1.0
+    if op == "reduce-window":
+        window = math.prod(d.size for d in instr.attrs["window"])
+        return n_out * window / n_in if index < len(instr.operands) // 2 else n_out / n_in
+    if op == "dot":
+        lhs = instr.operand(0).shape
+        contracting = math.prod(static_dims(lhs)[d] for d in instr.attrs.get("lhs_contracting_dims", ()))
+        return n_out * contracting / n_in
+    return 1.0
+
+
+# -- instruction and fusion costs ----------------------------------------------------------------------
+
+
+@dataclass
+class InstructionCost:
+    """Counts for one kernel: flops, bytes read per operand (with re-reads), bytes written, the
+    utilization of each operand, and whether it holds a transpose that breaks coalescing."""
+
+    flops: float
+    operand_bytes: list[float]
+    utilization: list[float]
+    bytes_written: float
+    bad_transpose: bool
+    reduction: bool = False
+    exec_time: float = 0.0
+    time_parts: dict[str, float] = field(default_factory=dict)
+
+
+def _is_broadcast_chain(instr: HloInstruction) -> bool:
+    while True:
+        if instr.opcode in ("broadcast", "iota"):
+            return True
+        if len(instr.operands) != 1 or not (instr.opcode == "bitcast" or _elementwise(instr)):
+            return False
+        instr = instr.operand(0)
+
+
+def _elementwise(instr: HloInstruction) -> bool:
+    info = OPCODES.get(instr.opcode)
+    return info is not None and info.is_elementwise
+
+
+def _bad_transpose(instr: HloInstruction) -> bool:
+    return transposes_minor_dimension(instr) and not _is_broadcast_chain(instr.operand(0))
+
+
+def fusion_utilizations(computation: HloComputation) -> tuple[dict[HloInstruction, float], float]:
+    """(utilization of every instruction, total flops) of a fused computation (module doc)."""
+    order = list(reversed(computation.post_order()))
+    use_roots: dict[HloInstruction, dict[HloInstruction, None]] = {instr: {} for instr in order}
+    root_utilization: dict[HloInstruction, float] = {computation.root: 1.0}
+    use_roots[computation.root][computation.root] = None
+    utilization: dict[HloInstruction, float] = {}
+    flops = 0.0
+    for instr in order:
+        util = sum(root_utilization.get(r, 0.0) for r in use_roots[instr])
+        utilization[instr] = util
+        flops += util * instruction_flops(instr)
+        passes_through = (_elementwise(instr) or instr.opcode in ("tuple", "get-tuple-element", "map")
+                          or (instr.opcode == "bitcast" and static_dims(instr.shape) == static_dims(
+                              instr.operand(0).shape)))
+        for k, operand in enumerate(instr.operands):
+            if passes_through:
+                use_roots[operand].update(use_roots[instr])
+                continue
+            use_roots[operand][operand] = None
+            n = elements(operand.shape)
+            u = util * operand_utilization(instr, k)
+            root_utilization[operand] = root_utilization.get(operand, 0.0) + (math.ceil(u * n - 1e-9) / n if n else 0)
+    return utilization, flops
+
+
+def instruction_cost(instr: HloInstruction) -> InstructionCost:
+    """The counts of an unfused instruction or of a fusion instruction (module doc)."""
+    if instr.opcode == "fusion":
+        comp = instr.attrs["calls"]
+        utilization, flops = fusion_utilizations(comp)
+        params = {p.parameter_number: p for p in comp.instructions if p.opcode == "parameter"}
+        utils = [utilization.get(params[k], 0.0) if k in params else 0.0 for k in range(len(instr.operands))]
+        bad = any(i.opcode in ("copy", "transpose") and _bad_transpose(i) for i in comp.instructions)
+        reduction = any(i.opcode == "reduce" for i in comp.instructions)
+    else:
+        utils = [operand_utilization(instr, k) for k in range(len(instr.operands))]
+        flops = instruction_flops(instr)
+        bad = instr.opcode in ("copy", "transpose") and _bad_transpose(instr)
+        reduction = instr.opcode == "reduce"
+    operand_bytes = [byte_size(op.shape) * u for op, u in zip(instr.operands, utils)]
+    return InstructionCost(flops, operand_bytes, utils, float(byte_size(instr.shape)), bad, reduction)
+
+
+@dataclass(frozen=True)
+class RunTimes:
+    """Estimated seconds of a producer and its consumers run apart and fused."""
+
+    time_unfused: float
+    time_fused: float
+
+    @property
+    def benefit(self) -> float:
+        return self.time_unfused - self.time_fused
+
+
+class CostModel:
+    """Cached per-instruction costs and the producer/consumer fusion estimates (module doc).
+    Call `invalidate(instr)` when an instruction changes (a fusion grows or is created)."""
+
+    def __init__(self, machine: MachineModel = DEFAULT_MACHINE):
+        self.machine = machine
+        self._costs: dict[HloInstruction, InstructionCost] = {}
+        self._fused: dict[tuple[HloInstruction, HloInstruction, bool], float] = {}
+        self._by_member: dict[HloInstruction, set[tuple[HloInstruction, HloInstruction, bool]]] = {}
+        self._sizes: dict[HloInstruction, int] = {}
+
+    # -- caching ------------------------------------------------------------------------------------
+    def cost(self, instr: HloInstruction) -> InstructionCost:
+        cost = self._costs.get(instr)
+        if cost is None:
+            cost = instruction_cost(instr)
+            coalesced = not cost.bad_transpose or self._own_kind_is_transpose(instr)
+            reads = [self._read_time(op, b, coalesced) for op, b in zip(instr.operands, cost.operand_bytes)]
+            cost.exec_time = self._combine(cost.flops, sum(reads), cost.bytes_written, cost.time_parts)
+            self._costs[instr] = cost
+        return cost
+
+    def invalidate(self, instr: HloInstruction) -> None:
+        self._costs.pop(instr, None)
+        self._sizes.pop(instr, None)
+        for key in self._by_member.pop(instr, ()):
+            self._fused.pop(key, None)
+
+    # -- time formulas ----------------------------------------------------------------------------------
+    def _size(self, instr: HloInstruction) -> int:
+        size = self._sizes.get(instr)
+        if size is None:
+            size = self._sizes[instr] = byte_size(instr.shape)
+        return size
+
+    def _read_time(self, operand: HloInstruction, total: float, coalesced: bool) -> float:
+        """Seconds to read `total` bytes of `operand` (module doc)."""
+        m = self.machine
+        if total <= 0:
+            return 0.0
+        net = min(self._size(operand), total)
+        rate = 1.0
+        if not coalesced:
+            leaf = operand.shape.leaves()[0]
+            element_bytes = leaf.element_type.byte_size if leaf.is_array else 4
+            rate = min(1.0, element_bytes / m.transaction_bytes)
+        dram = m.memory_bandwidth * rate
+        rest = m.memory_bandwidth * (m.cache_speedup if net < m.cache_bytes else rate)
+        return net / dram + (total - net) / rest
+
+    def _combine(self, flops: float, read: float, written: float, parts: dict | None = None) -> float:
+        m = self.machine
+        compute = flops / m.flop_rate
+        memory = read + written / m.memory_bandwidth
+        if parts is not None:
+            parts.update(compute=compute, memory=memory)
+        return compute + memory - m.memory_compute_overlap * min(compute, memory)
+
+    def run_time(self, instr: HloInstruction) -> float:
+        """Seconds one execution of `instr`'s kernel takes, without the launch."""
+        return self.cost(instr).exec_time
+
+    def consumer_utilization(self, producer: HloInstruction, consumer: HloInstruction) -> float:
+        """How many times each element of `producer` is evaluated inside `consumer`."""
+        return self._utilization_of(producer, consumer, self.cost(consumer))
+
+    def fused_run_time(self, producer: HloInstruction, consumer: HloInstruction, *,
+                       side_output: bool = False) -> float:
+        """Seconds of the kernel `producer` fused into `consumer` (plus the producer's output when
+        `side_output`, for a producer-consumer multi-output fusion)."""
+        key = (producer, consumer, side_output)
+        cached = self._fused.get(key)
+        if cached is not None:
+            return cached
+        p, c = self.cost(producer), self.cost(consumer)
+        u = self.consumer_utilization(producer, consumer)
+        flops = p.flops * u + c.flops
+        accessed: dict[HloInstruction, float] = {}
+        for op, b in zip(consumer.operands, c.operand_bytes):
+            if op is producer or (op.opcode == "get-tuple-element" and op.operand(0) is producer):
+                continue
+            accessed[op] = accessed.get(op, 0.0) + b
+        for op, b in zip(producer.operands, p.operand_bytes):
+            accessed[op] = accessed.get(op, 0.0) + b * u
+        coalesced = self._coalesced(producer, consumer, p, c)
+        read = sum(self._read_time(op, b, coalesced) for op, b in accessed.items())
+        written = c.bytes_written + (p.bytes_written if side_output else 0.0)
+        time = self._combine(flops, read, written)
+        self._fused[key] = time
+        self._by_member.setdefault(producer, set()).add(key)
+        self._by_member.setdefault(consumer, set()).add(key)
+        return time
+
+    @staticmethod
+    def _own_kind_is_transpose(instr: HloInstruction) -> bool:
+        return analyze_fusion(FusionAdaptor.for_instruction(instr)).kind is EmitterKind.TRANSPOSE
+
+    def _coalesced(self, producer, consumer, p: InstructionCost, c: InstructionCost) -> bool:
+        if not (p.bad_transpose or c.bad_transpose or (p.reduction and c.reduction)):
+            return True
+        kind = analyze_fusion(FusionAdaptor.for_producer_consumer(producer, consumer)).kind
+        if (p.bad_transpose or c.bad_transpose) and kind is not EmitterKind.TRANSPOSE:
+            return False
+        return not (kind is EmitterKind.REDUCTION and p.reduction and c.reduction)
+
+    def record_fusion(self, fusion: HloInstruction, producer: HloInstruction, consumer_operands,
+                      producer_cost: InstructionCost, consumer_cost: InstructionCost, *, side_output: bool = False,
+                      coalesced: bool | None = None) -> None:
+        """Set the cost of `fusion`, just made by fusing `producer` into a consumer that had
+        `consumer_operands` and `consumer_cost`, from the costs the two had before (the fused
+        estimate's formula) instead of re-analysing the whole fusion: growing a fusion one
+        producer at a time then costs time linear in the producers."""
+        u = 0.0
+        for op, v in zip(consumer_operands, consumer_cost.utilization):
+            if op is producer or (op.opcode == "get-tuple-element" and op.operand(0) is producer):
+                u += v
+        bytes_by: dict[HloInstruction, float] = {}
+        util_by: dict[HloInstruction, float] = {}
+        for op, b, v in zip(consumer_operands, consumer_cost.operand_bytes, consumer_cost.utilization):
+            if op is producer or (op.opcode == "get-tuple-element" and op.operand(0) is producer):
+                continue
+            bytes_by[op] = bytes_by.get(op, 0.0) + b
+            util_by[op] = util_by.get(op, 0.0) + v
+        for op, b, v in zip(producer.operands, producer_cost.operand_bytes, producer_cost.utilization):
+            bytes_by[op] = bytes_by.get(op, 0.0) + b * u
+            util_by[op] = util_by.get(op, 0.0) + v * u
+        self.set_merged_cost(fusion, producer_cost.flops * u + consumer_cost.flops, bytes_by, util_by,
+                             consumer_cost.bytes_written + (producer_cost.bytes_written if side_output else 0.0),
+                             producer_cost, consumer_cost, coalesced)
+
+    def record_siblings(self, fusion: HloInstruction, first_operands, first_cost: InstructionCost,
+                        second_operands, second_cost: InstructionCost) -> None:
+        """Set the cost of `fusion`, the sibling fusion of two instructions that had these operands
+        and costs: shared operands are read once per element (the larger utilization), flops and
+        writes add up."""
+        bytes_by: dict[HloInstruction, float] = {}
+        util_by: dict[HloInstruction, float] = {}
+        for operands, cost in ((first_operands, first_cost), (second_operands, second_cost)):
+            for op, b, v in zip(operands, cost.operand_bytes, cost.utilization):
+                bytes_by[op] = max(bytes_by.get(op, 0.0), b)
+                util_by[op] = max(util_by.get(op, 0.0), v)
+        self.set_merged_cost(fusion, first_cost.flops + second_cost.flops, bytes_by, util_by,
+                             first_cost.bytes_written + second_cost.bytes_written, first_cost, second_cost, None)
+
+    def set_merged_cost(self, fusion, flops, bytes_by, util_by, written, a: InstructionCost, b: InstructionCost,
+                        coalesced: bool | None) -> None:
+        operand_bytes = [bytes_by.get(op, 0.0) for op in fusion.operands]
+        utilization = [util_by.get(op, 0.0) for op in fusion.operands]
+        cost = InstructionCost(flops, operand_bytes, utilization, written, a.bad_transpose or b.bad_transpose,
+                               a.reduction or b.reduction)
+        if coalesced is None:
+            coalesced = not cost.bad_transpose or self._own_kind_is_transpose(fusion)
+        reads = [self._read_time(op, nbytes, coalesced) for op, nbytes in zip(fusion.operands, operand_bytes)]
+        cost.exec_time = self._combine(flops, sum(reads), written, cost.time_parts)
+        self.invalidate(fusion)
+        self._costs[fusion] = cost
+
+    def _utilization_of(self, producer: HloInstruction, consumer: HloInstruction, cost: InstructionCost) -> float:
+        total = 0.0
+        for k, op in enumerate(consumer.operands):
+            if op is producer or (op.opcode == "get-tuple-element" and op.operand(0) is producer):
+                total += cost.utilization[k]
+        return total
+
+    def estimate_run_times(self, producer: HloInstruction, consumers) -> RunTimes:
+        """Unfused vs fused time of `producer` fused into every one of `consumers` (module doc)."""
+        launch = self.machine.launch_overhead
+        unfused = launch * (len(consumers) + 1) + self.run_time(producer)
+        fused = launch * len(consumers)
+        for consumer in consumers:
+            unfused += self.run_time(consumer)
+            fused += self.fused_run_time(producer, consumer)
+        return RunTimes(unfused, fused)
+
+    def estimate_multi_output(self, producer: HloInstruction, consumer: HloInstruction) -> RunTimes:
+        """Unfused vs fused time of a producer-consumer multi-output fusion (the producer's
+        output is still written, for its other users)."""
+        launch = self.machine.launch_overhead
+        unfused = 2 * launch + self.run_time(producer) + self.run_time(consumer)
+        fused = launch + self.fused_run_time(producer, consumer, side_output=True)
+        return RunTimes(unfused, fused)

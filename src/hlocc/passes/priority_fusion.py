@@ -1,0 +1,297 @@
+"""`priority-fusion`: XLA's PriorityFusion (xla/backends/gpu/transforms/priority_fusion.cc; facts §3).
+
+Every fusible producer gets a priority: the time saved by fusing it into *all* its users,
+`unfused − fused` from the cost model (analysis/cost_model.py), which charges a producer
+duplicated into several consumers once per consumer. The producer with the highest priority is
+fused into each of its users (a user that is not a fusion yet becomes one); the new fusions and
+their operands get new priorities; this repeats while some priority is positive. Bitcasts come
+first (priority +∞); constants last: after the queue is empty, constants of at most one element
+are fused into every fusible user, larger ones stay outside as parameters.
+
+A producer is fused only when it may be fused into every non-bitcast user (`can_fuse`):
+
+- both are fusible (dot, convolution, sort, custom-call, rng, control flow, collectives, I/O, fft,
+  linear algebra, top-k and batch norm stay outside) and the producer is not its computation's root;
+- no reduce of ≥ 16 elements per output on both sides (one reduction hero per fusion);
+- a reduction fusion stays a reduction fusion: fusing into its output must not turn it into a loop;
+- tiled transposes on both sides must be equivalent (same normalized shape and permutation);
+- XLA's budgets: shared memory, 8 unnested reductions, 96 operands + outputs, fusion size;
+- nothing reads the buffer an in-place dynamic-update-slice or scatter overwrites;
+- an expensive producer (a transcendental, root, reduce, gather, ...) is never
+  recomputed: not duplicated into several users, and not fused into a user that reads each of its
+  elements more than once (e.g. through a broadcast). XLA leaves this to its cost model; hlocc makes
+  it a rule because a CPU's arithmetic is relatively dearer than a GPU's.
+
+New fusions are named `fusion`, `fusion.N` and call `fused_computation`, `fused_computation.N`;
+their kind is kInput for reduction, transpose, concatenate and scatter emitters, kLoop otherwise
+(`rename-fusions` gives them XLA's final `loop_add_fusion`-style names).
+
+The queue holds each producer once (stale entries are skipped by version); every priority update
+looks at a producer and its users only, so the pass is about linear in the module for bounded
+fan-out.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from hlocc.analysis.cost_model import DEFAULT_MACHINE, CostModel, MachineModel
+from hlocc.analysis.fusion_adaptor import FusionAdaptor
+from hlocc.analysis.hero import EmitterKind, analyze_fusion, fusion_kind_for
+from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.passes.base import HloPass, register_hlo_pass
+from hlocc.passes.fusible import (
+    DEFAULT_LIMITS,
+    FusionFacts,
+    FusionLimits,
+    FusionSummary,
+    can_emit_input_fused_scatter,
+    contains_significant_reduce,
+    fusible_computations,
+    fusion_fits_in_budget,
+    is_expensive,
+    is_fusible,
+    is_fusible_bitcast,
+    should_fuse_in_place_op,
+    tiled_transposes_compatible,
+)
+from hlocc.passes.fusion_utils import FusionBuilder, distinct
+
+SMALL_CONSTANT_ELEMENTS = 1
+"""Constants of at most this many elements are fused (XLA's IsSmallConstant)."""
+
+
+class FusionTracker:
+    """Fuses producers into consumers and keeps the caches of a fusion pass current: the fusion
+    summaries and analyses (`facts`) and the cost model's per-instruction costs, both updated from
+    the parts' old values rather than by re-analysing the grown fusion."""
+
+    def __init__(self, builder: FusionBuilder, cost: CostModel, facts: FusionFacts):
+        self.builder = builder
+        self.cost = cost
+        self.facts = facts
+
+    def fuse(self, producer: HloInstruction, consumer: HloInstruction) -> HloInstruction:
+        """Fuse `producer` into `consumer` (made a fusion first if needed); return the fusion, whose
+        kind follows its emitter."""
+        producer_cost, consumer_cost = self.cost.cost(producer), self.cost.cost(consumer)
+        summary = self.facts.summary(consumer).merged(self.facts.summary(producer))
+        consumer_operands = list(consumer.operands)
+        if (producer.opcode == "fusion" and all(u is consumer for u in producer.users)
+                and producer.attrs["calls"].root.opcode != "tuple"
+                and self.facts.summary(producer).instructions > self.facts.summary(consumer).instructions):
+            fusion = self.builder.absorb_consumer(producer, consumer)  # same result, cheaper to build
+        else:
+            fusion = consumer if consumer.opcode == "fusion" else self.builder.create_fusion(consumer, "kLoop")
+            self.builder.fuse_producer(fusion, producer)
+        if fusion is not consumer:
+            self.facts.invalidate(consumer)
+            self.cost.invalidate(consumer)
+        self.facts.record(fusion, summary)
+        self.builder.set_kind(fusion, self._kind(fusion, summary))
+        self.cost.record_fusion(fusion, producer, consumer_operands, producer_cost, consumer_cost)
+        return fusion
+
+
+    def _kind(self, fusion: HloInstruction, summary: FusionSummary) -> str:
+        """The fusion kind of the emitter; without an op that can be a hero (or a copy), a
+        single-output fusion is a loop fusion, no analysis needed."""
+        if not (summary.opcodes & _HERO_OPCODES) and fusion.attrs["calls"].root.opcode != "tuple":
+            return "kLoop"
+        return fusion_kind_for(self.facts.analysis(fusion).kind)
+
+
+_HERO_OPCODES = frozenset({"reduce", "transpose", "concatenate", "scatter", "sort", "dynamic-update-slice", "copy"})
+_IN_PLACE_OPCODES = frozenset({"dynamic-update-slice", "scatter"})
+
+
+class _Queue:
+    """Max-priority queue of producers with lazy deletion (XLA keys ties by instruction id; here
+    later instructions win ties, as there)."""
+
+    def __init__(self):
+        self._heap: list[tuple[float, int, int, HloInstruction]] = []
+        self._version: dict[HloInstruction, int] = {}
+        self._seq: dict[HloInstruction, int] = {}
+
+    def set(self, instr: HloInstruction, priority: float, seq: int) -> None:
+        self._seq.setdefault(instr, seq)
+        version = self._version.get(instr, 0) + 1
+        self._version[instr] = version
+        if priority >= 0:
+            heapq.heappush(self._heap, (-priority, -self._seq[instr], version, instr))
+
+    def remove(self, instr: HloInstruction) -> None:
+        self._version[instr] = self._version.get(instr, 0) + 1
+
+    def pop(self) -> HloInstruction | None:
+        while self._heap:
+            _, _, version, instr = heapq.heappop(self._heap)
+            if self._version.get(instr) == version:
+                self._version[instr] = version + 1
+                return instr
+        return None
+
+
+class _ComputationFusion:
+    """Priority fusion of one computation."""
+
+    def __init__(self, comp: HloComputation, tracker: FusionTracker, limits: FusionLimits):
+        self.comp = comp
+        self.tracker = tracker
+        self.builder = tracker.builder
+        self.cost = tracker.cost
+        self.facts = tracker.facts
+        self.limits = limits
+        self.queue = _Queue()
+        self._version: dict[HloInstruction, int] = {}
+        self._can_fuse: dict[tuple, str | None] = {}
+        self._seq = 0
+        self.changed = False
+
+    # -- decisions ------------------------------------------------------------------------------
+    def _kind_is(self, instr: HloInstruction, kind: EmitterKind, opcode: str) -> bool:
+        if opcode not in self.facts.summary(instr).opcodes:
+            return False
+        return self.facts.analysis(instr).kind is kind
+
+    def can_fuse(self, producer: HloInstruction, consumer: HloInstruction) -> str | None:
+        """None when `producer` may be fused into `consumer`, else the reason (module doc)."""
+        key = (producer, consumer, self._version.get(producer, 0), self._version.get(consumer, 0))
+        if key not in self._can_fuse:
+            self._can_fuse[key] = self._can_fuse_uncached(producer, consumer)
+        return self._can_fuse[key]
+
+    def _can_fuse_uncached(self, producer: HloInstruction, consumer: HloInstruction) -> str | None:
+        facts = self.facts
+        if producer is self.comp.root:
+            return "not fusing into the output of the root instruction"
+        if not is_fusible(producer):
+            return "the producer is not fusible"
+        if not is_fusible(consumer):
+            return "the consumer is not fusible"
+        if is_fusible_bitcast(consumer):
+            return "not fusing into a single bitcast as consumer"
+        why = can_emit_input_fused_scatter(producer, consumer)
+        if why:
+            return why
+        if contains_significant_reduce(producer, facts) and contains_significant_reduce(consumer, facts):
+            return "both the producer and the consumer contain a reduce"
+        if is_expensive(producer, facts) and self.cost.consumer_utilization(producer, consumer) > 1.0 + 1e-9:
+            return "the consumer would recompute an expensive producer"
+        why = tiled_transposes_compatible(producer, consumer, facts)
+        if why:
+            return why
+        if self._kind_is(producer, EmitterKind.REDUCTION, "reduce"):
+            opcodes = facts.summary(producer).opcodes | facts.summary(consumer).opcodes
+            fused = analyze_fusion(FusionAdaptor.for_producer_consumer(producer, consumer), opcodes=opcodes)
+            if fused.kind is EmitterKind.LOOP:
+                return "fusion into output of a reduce fusion would create a loop fusion"
+        why = fusion_fits_in_budget(consumer, producer, consumer_producer=True, limits=self.limits, facts=facts)
+        if why:
+            return why
+        if facts.summary(consumer).opcodes & _IN_PLACE_OPCODES:
+            return should_fuse_in_place_op(producer, consumer)
+        return None
+
+    def priority(self, producer: HloInstruction) -> float:
+        """Time saved by fusing `producer` into all its users, or -inf when it may not be."""
+        if not producer.users or self.builder.is_removed(producer):
+            return -math.inf
+        if is_fusible_bitcast(producer):
+            return math.inf
+        if producer.opcode == "constant":
+            return -math.inf
+        users = distinct(producer.users)
+        non_bitcast = [u for u in users if not is_fusible_bitcast(u)]
+        if not non_bitcast:
+            return -math.inf
+        for user in non_bitcast:
+            if self.can_fuse(producer, user) is not None:
+                return -math.inf
+        if len(non_bitcast) > 1 and is_expensive(producer, self.facts):
+            return -math.inf  # never duplicate expensive work (module doc)
+        return self.cost.estimate_run_times(producer, users).benefit
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def _enqueue(self, instr: HloInstruction) -> None:
+        self._seq += 1
+        self.queue.set(instr, self.priority(instr), self._seq)
+
+    def run(self) -> bool:
+        for instr in self.comp.post_order():
+            if instr.opcode in ("parameter", "tuple", "get-tuple-element") or not instr.users:
+                continue
+            if not is_fusible(instr):
+                continue
+            self._enqueue(instr)
+        while (producer := self.queue.pop()) is not None:
+            if self.builder.is_removed(producer) or not producer.users:
+                continue
+            consumers = distinct(producer.users)
+            if is_fusible_bitcast(producer):
+                consumers = [c for c in consumers if self.can_fuse(producer, c) is None]
+            to_update: dict[HloInstruction, None] = {}
+            absorbed = False  # the producer fusion took its only consumer in
+            for consumer in consumers:
+                if is_fusible_bitcast(consumer):
+                    continue
+                fusion = self.tracker.fuse(producer, consumer)
+                absorbed |= fusion is producer
+                self.changed = True
+                self._on_fused(fusion, producer, consumer, to_update)
+            if not producer.users and not absorbed:
+                self.queue.remove(producer)
+                self.builder.remove(producer)
+            for instr in to_update:
+                if not self.builder.is_removed(instr):
+                    self._enqueue(instr)
+        self._fuse_constants()
+        return self.changed
+
+    def _on_fused(self, fusion: HloInstruction, producer: HloInstruction, consumer: HloInstruction,
+                  to_update: dict[HloInstruction, None]) -> None:
+        self._version[fusion] = self._version.get(fusion, 0) + 1
+        if fusion is not consumer:
+            self.queue.remove(consumer)
+            to_update.pop(consumer, None)
+        for operand in fusion.operands:
+            if operand.opcode in ("constant", "get-tuple-element", "parameter"):
+                continue
+            if is_fusible(operand):
+                to_update[operand] = None
+        to_update[fusion] = None
+
+    def _fuse_constants(self) -> None:
+        constants = [i for i in self.comp.instructions if i.opcode == "constant" and not self.builder.is_removed(i)
+                     and i.shape.is_array and i.shape.num_elements <= SMALL_CONSTANT_ELEMENTS]
+        for constant in constants:
+            for user in distinct(constant.users):
+                if self.builder.is_removed(user) or not is_fusible(user):
+                    continue
+                if can_emit_input_fused_scatter(constant, user) is not None:
+                    continue
+                self.tracker.fuse(constant, user)
+                self.changed = True
+            if not constant.users and constant is not self.comp.root:
+                self.builder.remove(constant)
+
+
+@register_hlo_pass
+class PriorityFusion(HloPass):
+    """See the module doc. `machine` parameterises the cost model, `limits` the fusion budgets."""
+
+    name = "priority-fusion"
+
+    def __init__(self, machine: MachineModel = DEFAULT_MACHINE, limits: FusionLimits = DEFAULT_LIMITS):
+        self.machine = machine
+        self.limits = limits
+
+    def run(self, module: HloModule) -> bool:
+        tracker = FusionTracker(FusionBuilder(module), CostModel(self.machine), FusionFacts())
+        changed = False
+        for comp in fusible_computations(module):
+            changed |= _ComputationFusion(comp, tracker, self.limits).run()
+        tracker.builder.finish()
+        return changed

@@ -43,8 +43,8 @@ class CompiledKernel:
     launch_dims: LaunchDims
     param_shapes: list[Shape]
     output_shapes: list[Shape]
-    jit: JitModule
-    fn: BlocksFunction
+    jit: JitModule | None  # None for an empty output (nothing to run)
+    fn: BlocksFunction | None
     times_ms: dict[str, float] = field(default_factory=dict)
     kernel_ir: str = ""
 
@@ -96,6 +96,10 @@ def compile_fusion(fusion: HloComputation, target: Target | None = None, name: s
             cached = _CACHE.get(key)
         if cached is not None:
             return cached
+    leaves = array_leaves(fusion.root.shape)
+    if any(d == 0 for d in leaves[0].dims):
+        # No output element, so no thread: nothing to emit (and no grid map over a size-0 dimension).
+        return CompiledKernel(name, LaunchDims(1, 0), [p.shape for p in fusion.parameters], leaves, None, None)
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     kernel = LoopEmitter(fusion, target, name).emit()
@@ -115,7 +119,6 @@ def compile_fusion(fusion: HloComputation, target: Target | None = None, name: s
         _dump_llvm(options, jit.optimized_ir, "llvm-opt")
     times.update(jit.times_ms)
     fn = BlocksFunction(jit.address(f"{name}_blocks"))
-    leaves = array_leaves(fusion.root.shape)
     compiled = CompiledKernel(name, kernel.launch, [p.shape for p in fusion.parameters], leaves, jit, fn, times,
                               kernel_ir)
     if use_cache and options is None:

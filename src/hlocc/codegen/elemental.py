@@ -14,7 +14,10 @@ Numerics follow XLA (and hlocc's evaluator, which is tested against XLA:CPU):
 - compare: ordered predicates except NE (unordered), TOTALORDER compares the sign-magnitude bits;
 - integer power by squaring; a negative exponent gives 0 except for base 1 (which gives 1);
 - bf16/f16/f8 are emitted on their own type here; `lower-narrow-floats` computes them in f32 with
-  one rounding per op, as XLA's float normalization does.
+  one rounding per op, as XLA's float normalization does; functions made of several ops (sign,
+  is-finite, reduce-precision on f8, the compositions of elemental_math.py) compute in f32 and
+  round once; conversions to and from narrow types go through f32, as XLA's do;
+- complex numbers are not compiled yet: every op on them raises UnsupportedError.
 Transcendentals become math ops; `expand-float-ops` turns them into polynomial approximations.
 """
 
@@ -22,8 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import IntegerType, f32
+from xdsl.dialects.builtin import Float8E8M0FNUType, IntegerType, f32
 from xdsl.ir import Attribute, SSAValue
 
 from hlocc.codegen.builder import KernelBuilder
@@ -31,7 +35,7 @@ from hlocc.codegen.dialect_common import RemFOp
 from hlocc.codegen.mlir_types import element_type
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloInstruction
-from hlocc.hlo.types import PrimitiveType
+from hlocc.hlo.types import F32, PrimitiveType
 
 ScalarEmitter = Callable[[KernelBuilder, HloInstruction, Sequence[SSAValue]], SSAValue]
 ELEMENTAL: dict[str, ScalarEmitter] = {}
@@ -76,6 +80,12 @@ def _bits(t: Attribute) -> int:
 
 def _int_min(bits: int) -> int:
     return -(1 << (bits - 1))
+
+
+def _int_bounds(pt: PrimitiveType) -> tuple[int, int]:
+    if pt.is_signed:
+        return _int_min(pt.bits), (1 << (pt.bits - 1)) - 1
+    return 0, (1 << pt.bits) - 1
 
 
 # -- arithmetic -------------------------------------------------------------------------------------
@@ -204,15 +214,19 @@ def _sign(b, instr, args):
     (x,) = args
     t, ty = _in_type(instr), x.type
     if t.is_float:
-        # ±0 and NaN are their own sign.
-        zero = b.constant(0.0, ty)
-        positive = b.select(b.cmpf("ogt", x, zero), b.constant(1.0, ty), x)
-        return b.select(b.cmpf("olt", x, zero), b.constant(-1.0, ty), positive)
+        return unary_in_f32(_float_sign)(b, instr, args)
     zero = b.constant(0, ty)
     if t.is_unsigned or t.is_pred:
         return b.select(b.cmpi("ne", x, zero), b.constant(1, ty), zero)
     positive = b.select(b.cmpi("sgt", x, zero), b.constant(1, ty), zero)
     return b.select(b.cmpi("slt", x, zero), b.constant(-1, ty), positive)
+
+
+def _float_sign(b: KernelBuilder, x: SSAValue) -> SSAValue:
+    """±1; ±0 and NaN are their own sign (in f32 for narrow types: f8e8m0fnu has no -1)."""
+    zero = b.constant(0.0, x.type)
+    positive = b.select(b.cmpf("ogt", x, zero), b.constant(1.0, x.type), x)
+    return b.select(b.cmpf("olt", x, zero), b.constant(-1.0, x.type), positive)
 
 
 @register("not")
@@ -252,7 +266,11 @@ for _opcode, _op in {
 
 @register("is-finite")
 def _is_finite(b, instr, args):
+    """|x| != inf, ordered (false for NaN); narrow types compare in f32, where inf exists for the
+    formats without one (f8e4m3fn, ...)."""
     (x,) = args
+    if float_width(x.type) < 32:
+        x = b.add(arith.ExtFOp(x, f32))
     return b.cmpf("one", b.add(math.AbsFOp(x)), b.constant(float("inf"), x.type))
 
 
@@ -287,7 +305,8 @@ def _integer_power(b: KernelBuilder, x: SSAValue, y: SSAValue, signed: bool) -> 
         exp = b.add(arith.ShRUIOp(exp, one))
     if not signed:
         return result
-    negative = b.select(b.cmpi("eq", x, one), one, zero)
+    # s1 has no 1 (its i1 constant 1 is -1): every negative power is 0 there.
+    negative = b.select(b.cmpi("eq", x, one), one, zero) if bits > 1 else zero
     return b.select(b.cmpi("slt", y, zero), negative, result)
 
 
@@ -339,15 +358,17 @@ def _compare(b, instr, args):
 def _total_order_key(b: KernelBuilder, x: SSAValue) -> SSAValue:
     """An integer that orders floats totally (-NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN):
     the bits, with the magnitude bits flipped for negative values."""
-    width = _float_width(x.type)
+    width = float_width(x.type)
     ity = IntegerType(width)
     bits = b.add(arith.BitcastOp(x, ity))
+    if isinstance(x.type, Float8E8M0FNUType):  # no sign bit: the bits, as an unsigned number
+        return b.add(arith.ExtUIOp(bits, IntegerType(width + 1)))
     sign_fill = b.add(arith.ShRSIOp(bits, b.constant(width - 1, ity)))
     magnitude_mask = b.add(arith.ShRUIOp(sign_fill, b.constant(1, ity)))
     return b.add(arith.XOrIOp(bits, magnitude_mask))
 
 
-def _float_width(t: Attribute) -> int:
+def float_width(t: Attribute) -> int:
     return t.bitwidth if hasattr(t, "bitwidth") else t.get_bitwidth
 
 
@@ -362,51 +383,51 @@ def _convert(b, instr, args):
 
 def convert(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveType,
             instr: HloInstruction | None = None) -> SSAValue:
-    """XLA's convert between element types (module docstring)."""
+    """XLA's convert between element types (module docstring). Types narrower than f32 are reached
+    through f32 (exact) and left through f32: f64 → bf16 and s32 → bf16 round twice, as XLA's
+    convert emitter (and so the evaluator) does."""
     if src.is_complex or dst.is_complex:
-        raise UnsupportedError(f"unsupported: convert {src.name} -> {dst.name} in a kernel"
+        raise UnsupportedError(f"unsupported: convert {src.name} -> {dst.name} on complex numbers in a kernel"
                                + (f" (instruction '{instr.name}')" if instr is not None else ""))
     if src == dst:
         return x
     to = element_type(dst)
+    if src.is_float and src.bits < 32:
+        x, src = b.add(arith.ExtFOp(x, f32)), F32  # exact for every narrow type
+        if dst == F32:
+            return x
     if dst.is_pred:
         if src.is_float:
             return b.cmpf("une", x, b.constant(0.0, x.type))
         return b.cmpi("ne", x, b.constant(0, x.type))
     if src.is_float and dst.is_float:
-        if src.bits < dst.bits or (src.bits == dst.bits and src.name in ("bf16",)):
-            return b.add(arith.ExtFOp(x, to)) if src.bits < dst.bits else _via_f32(b, x, to)
-        if src.bits == dst.bits:
-            return _via_f32(b, x, to)
-        return b.add(arith.TruncFOp(x, to))
+        if dst.bits < 32:
+            narrow = x if src == F32 else b.add(arith.TruncFOp(x, f32))
+            return b.add(arith.TruncFOp(narrow, to))
+        return b.add((arith.ExtFOp if src.bits < dst.bits else arith.TruncFOp)(x, to))
     if src.is_float:
         return _float_to_int(b, x, dst, to)
     if dst.is_float:
         op = arith.UIToFPOp if (src.is_unsigned or src.is_pred) else arith.SIToFPOp
+        if dst.bits < 32:
+            return b.add(arith.TruncFOp(b.add(op(x, f32)), to))
         return b.add(op(x, to))
-    # integer -> integer
-    if dst.bits < src.bits:
+    # integer (or pred, an i1) -> integer
+    src_bits = 1 if src.is_pred else src.bits
+    if dst.bits < src_bits:
         return b.add(arith.TruncIOp(x, to))
-    if dst.bits == src.bits:
+    if dst.bits == src_bits:
         return x
     op = arith.ExtUIOp if (src.is_unsigned or src.is_pred) else arith.ExtSIOp
     return b.add(op(x, to))
 
 
-def _via_f32(b: KernelBuilder, x: SSAValue, to: Attribute) -> SSAValue:
-    return b.add(arith.TruncFOp(b.add(arith.ExtFOp(x, f32)), to))
-
-
 def _float_to_int(b: KernelBuilder, x: SSAValue, dst: PrimitiveType, to: Attribute) -> SSAValue:
-    """Saturating: values at or beyond the bounds give the bound, NaN gives 0. The upper bound
-    compare uses 2^(bits-1) (or 2^bits) which every float type represents exactly or as inf."""
-    bits = dst.bits
-    signed = dst.is_signed
-    lo = -(2.0 ** (bits - 1)) if signed else 0.0
-    hi = 2.0 ** (bits - 1) if signed else 2.0 ** bits
-    max_int = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
-    min_int = -(1 << (bits - 1)) if signed else 0
-    converted = b.add((arith.FPToSIOp if signed else arith.FPToUIOp)(x, to))
+    """Saturating, on an f32 or f64 value: values at or beyond the bounds give the bound, NaN gives
+    0. The bounds compared with are max + 1 and min, powers of two that f32 and f64 hold exactly."""
+    min_int, max_int = _int_bounds(dst)
+    lo, hi = float(min_int), float(max_int + 1)  # exact powers of two (or 0)
+    converted = b.add((arith.FPToSIOp if dst.is_signed else arith.FPToUIOp)(x, to))
     too_big = b.cmpf("oge", x, b.constant(hi, x.type))
     too_small = b.cmpf("ole", x, b.constant(lo, x.type))
     result = b.select(too_big, b.constant(max_int, to), b.select(too_small, b.constant(min_int, to), converted))
@@ -417,11 +438,65 @@ def _float_to_int(b: KernelBuilder, x: SSAValue, dst: PrimitiveType, to: Attribu
 @register("bitcast-convert")
 def _bitcast_convert(b, instr, args):
     src, dst = _in_type(instr), _out_type(instr)
+    _check_not_complex(instr)
     if src.bits != dst.bits:
         raise _unsupported(instr, f"between types of different widths ({src.name} -> {dst.name})")
-    if src.is_pred or dst.is_pred:
+    if element_type(src) == element_type(dst):  # pred -> pred, s32 -> u32 (signless alike)
         return args[0]
     return b.add(arith.BitcastOp(args[0], element_type(dst)))
+
+
+@register("stochastic-convert")
+def _stochastic_convert(b, instr, args):
+    """XLA's StochasticConvertDecomposer (the evaluator's docstring): |x| rounds up when
+    random < trunc(frac(|x|) · 2^width) (unsigned), then the sign is restored; x at or beyond the
+    result type's lowest/max (converted to x's type) saturates; NaN gives 0. Narrow floats compute
+    in f32, where every step is exact."""
+    x, random = args
+    src, random_type, dst = _in_type(instr), _in_type(instr, 1), _out_type(instr)
+    if not src.is_float:
+        raise _unsupported(instr, f"on {src.name}")
+    if src.bits < 32:
+        x = b.add(arith.ExtFOp(x, f32))
+    to = element_type(dst)
+    magnitude = b.add(math.AbsFOp(x))
+    whole = b.add(math.FloorOp(magnitude))
+    fixed = b.add(arith.MulfOp(b.add(arith.SubfOp(magnitude, whole)), constant_like(b, x, 2.0 ** random_type.bits)))
+    threshold = _float_to_int(b, fixed, random_type, element_type(random_type))
+    truncated = _float_to_int(b, whole, dst, to)
+    rounded = b.select(b.cmpi("ult", random, threshold), b.add(arith.AddiOp(truncated, b.constant(1, to))), truncated)
+    negated = b.add(arith.SubiOp(b.constant(0, to), rounded))
+    result = b.select(b.cmpf("olt", x, constant_like(b, x, 0.0)), negated, rounded)
+    lo, hi = _int_bounds(dst)
+    lo_in_src, hi_in_src = (float(_round_to(v, src)) for v in (lo, hi))
+    result = b.select(b.cmpf("ole", x, constant_like(b, x, lo_in_src)), b.constant(lo, to), result)
+    return b.select(b.cmpf("oge", x, constant_like(b, x, hi_in_src)), b.constant(hi, to), result)
+
+
+def _round_to(value: int, pt: PrimitiveType) -> float:
+    """An integer rounded to float type `pt` (through f32 for narrow types, as convert does)."""
+    wide = np.float64(value) if pt.bits == 64 else np.float32(value)
+    with np.errstate(all="ignore"):
+        return float(wide.astype(pt.dtype).astype(np.float64))
+
+
+@register("real")
+def _real(b, instr, args):
+    """The real part: a float is its own (complex numbers are not compiled yet)."""
+    _check_not_complex(instr)
+    return args[0]
+
+
+@register("imag")
+def _imag(b, instr, args):
+    """The imaginary part: +0 for a float (complex numbers are not compiled yet)."""
+    _check_not_complex(instr)
+    return b.constant(0.0, args[0].type)
+
+
+@register("complex")
+def _complex(b, instr, args):
+    raise _unsupported(instr, "on complex numbers")
 
 
 _IEEE_LAYOUTS = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)}
@@ -477,127 +552,25 @@ def _reduce_precision_bits(b: KernelBuilder, x: SSAValue, layout: str, exponent_
     return b.select(b.cmpf("uno", x, x), nan_result, result)
 
 
-# -- functions composed of others -------------------------------------------------------------------
-# XLA expands these (chlo decompositions) into the functions expand-float-ops approximates. Types
-# narrower than f32 compute the whole composition in f32 and round once (XLA's float normalization
-# upcasts the HLO op), rather than rounding after every step.
+# -- helpers for functions computed in f32 ------------------------------------------------------------
 
-def _composed(fn: Callable[[KernelBuilder, SSAValue], SSAValue]):
-    """Register-able emitter computing fn(b, x) on f32/f64 values, narrow floats through f32."""
+def unary_in_f32(fn: Callable[[KernelBuilder, SSAValue], SSAValue]) -> ScalarEmitter:
+    """An emitter computing fn(b, x) on an f32 or f64 value; a type narrower than f32 computes the
+    whole function in f32 and rounds once (XLA's float normalization upcasts the HLO op), rather
+    than after every step as `lower-narrow-floats` would."""
     def emit(b, instr, args):
         _check_not_complex(instr)
         (x,) = args
         if not _in_type(instr).is_float:
             raise _unsupported(instr, f"on {_in_type(instr).name}")
-        if _float_width(x.type) >= 32:
+        if float_width(x.type) >= 32:
             return fn(b, x)
         return b.add(arith.TruncFOp(fn(b, b.add(arith.ExtFOp(x, f32))), x.type))
     return emit
 
 
-def _f(b: KernelBuilder, x: SSAValue, v: float) -> SSAValue:
+def constant_like(b: KernelBuilder, x: SSAValue, v: float) -> SSAValue:
     return b.constant(v, x.type)
 
 
-def _by_width(x: SSAValue, v32: float, v64: float) -> float:
-    return v32 if _float_width(x.type) == 32 else v64
-
-
-def _half_square_of_exp_half(b: KernelBuilder, a: SSAValue) -> SSAValue:
-    """e^a / 2 as (e^(a/2) / 2) · e^(a/2): finite as long as the result is (e^a alone overflows
-    first), within about 3 ulp."""
-    h = b.add(math.ExpOp(b.add(arith.MulfOp(a, _f(b, a, 0.5)))))
-    return b.add(arith.MulfOp(b.add(arith.MulfOp(h, _f(b, a, 0.5))), h))
-
-
-@register("logistic")
-@_composed
-def _logistic(b, x):
-    """e / (1 + e) for x < 0 and 1 / (1 + e) otherwise, with e = exp(-|x|): never overflows, keeps
-    tiny results for very negative x (logistic(-100) = e^-100, not 0); ±inf give 1 and 0, NaN NaN."""
-    one = _f(b, x, 1.0)
-    e = b.add(math.ExpOp(b.add(arith.NegfOp(b.add(math.AbsFOp(x))))))
-    numerator = b.select(b.cmpf("olt", x, _f(b, x, 0.0)), e, one)
-    return b.add(arith.DivfOp(numerator, b.add(arith.AddfOp(one, e))))
-
-
-@register("sinh")
-@_composed
-def _sinh(b, x):
-    """(expm1(x) - expm1(-x)) / 2, exact near 0; for |x| beyond 80 (f32) / 700 (f64), where e^-|x|
-    no longer matters, ±e^|x| / 2 computed so that it overflows only where sinh does."""
-    e1 = b.add(math.ExpM1Op(x))
-    e2 = b.add(math.ExpM1Op(b.add(arith.NegfOp(x))))
-    small = b.add(arith.MulfOp(b.add(arith.SubfOp(e1, e2)), _f(b, x, 0.5)))
-    a = b.add(math.AbsFOp(x))
-    large = b.add(math.CopySignOp(_half_square_of_exp_half(b, a), x))
-    return b.select(b.cmpf("ogt", a, _f(b, x, _by_width(x, 80.0, 700.0))), large, small)
-
-
-@register("cosh")
-@_composed
-def _cosh(b, x):
-    """(e^|x| + e^-|x|) / 2; beyond 80 (f32) / 700 (f64) e^|x| / 2 computed so that it overflows
-    only where cosh does."""
-    a = b.add(math.AbsFOp(x))
-    e = b.add(math.ExpOp(a))
-    half = _f(b, x, 0.5)
-    small = b.add(arith.AddfOp(b.add(arith.MulfOp(e, half)), b.add(arith.DivfOp(half, e))))
-    large = _half_square_of_exp_half(b, a)
-    return b.select(b.cmpf("ogt", a, _f(b, x, _by_width(x, 80.0, 700.0))), large, small)
-
-
-@register("asinh")
-@_composed
-def _asinh(b, x):
-    """sign(x) · log1p(|x| + x²/(1 + sqrt(1 + x²))), and log(|x|) + ln 2 where x² would overflow."""
-    a = b.add(math.AbsFOp(x))
-    one = _f(b, x, 1.0)
-    a2 = b.add(arith.MulfOp(a, a))
-    small = b.add(math.Log1pOp(b.add(arith.AddfOp(
-        a, b.add(arith.DivfOp(a2, b.add(arith.AddfOp(one, b.add(math.SqrtOp(b.add(arith.AddfOp(one, a2))))))))))))
-    large = b.add(arith.AddfOp(b.add(math.LogOp(a)), _f(b, x, 0.6931471805599453)))
-    r = b.select(b.cmpf("ogt", a, _f(b, x, _by_width(x, 1e18, 1e150))), large, small)
-    return b.add(math.CopySignOp(r, x))
-
-
-@register("acosh")
-@_composed
-def _acosh(b, x):
-    """log1p((x - 1) + sqrt((x - 1)(x + 1))) (precise near 1), log(x) + ln 2 where the product
-    would overflow; NaN below 1 (the product is positive again for x < -1)."""
-    one = _f(b, x, 1.0)
-    x_minus_one = b.add(arith.SubfOp(x, one))
-    root = b.add(math.SqrtOp(b.add(arith.MulfOp(x_minus_one, b.add(arith.AddfOp(x, one))))))
-    small = b.add(math.Log1pOp(b.add(arith.AddfOp(x_minus_one, root))))
-    large = b.add(arith.AddfOp(b.add(math.LogOp(x)), _f(b, x, 0.6931471805599453)))
-    r = b.select(b.cmpf("ogt", x, _f(b, x, _by_width(x, 1e18, 1e150))), large, small)
-    return b.select(b.cmpf("olt", x, one), _f(b, x, float("nan")), r)
-
-
-@register("atanh")
-@_composed
-def _atanh(b, x):
-    """0.5 · (log1p(x) - log1p(-x)): ±inf at ±1, NaN beyond."""
-    p = b.add(math.Log1pOp(x))
-    m = b.add(math.Log1pOp(b.add(arith.NegfOp(x))))
-    return b.add(arith.MulfOp(b.add(arith.SubfOp(p, m)), _f(b, x, 0.5)))
-
-
-def _sqrt_one_minus_square(b: KernelBuilder, x: SSAValue) -> SSAValue:
-    one = _f(b, x, 1.0)
-    return b.add(math.SqrtOp(b.add(arith.MulfOp(b.add(arith.SubfOp(one, x)), b.add(arith.AddfOp(one, x))))))
-
-
-@register("asin")
-@_composed
-def _asin(b, x):
-    """atan2(x, sqrt((1 - x)(1 + x)))."""
-    return b.add(math.Atan2Op(x, _sqrt_one_minus_square(b, x)))
-
-
-@register("acos")
-@_composed
-def _acos(b, x):
-    """atan2(sqrt((1 - x)(1 + x)), x)."""
-    return b.add(math.Atan2Op(_sqrt_one_minus_square(b, x), x))
+import hlocc.codegen.elemental_math  # noqa: E402, F401  (registers the functions composed of others)

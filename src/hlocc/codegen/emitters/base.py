@@ -31,7 +31,7 @@ from xdsl.dialects.builtin import (
     f64,
     i64,
 )
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, Region, SSAValue
 
 from hlocc.analysis.affine_expr import dim
 from hlocc.analysis.indexing_map import IndexingMap, Variable
@@ -45,7 +45,7 @@ from hlocc.codegen.partitioner import PartitionedComputation, PartitionedComputa
 from hlocc.codegen.target import Target
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation, HloInstruction
-from hlocc.hlo.types import Shape
+from hlocc.hlo.types import PrimitiveType, Shape
 
 # -- shapes as tensors --------------------------------------------------------------------------------
 
@@ -57,14 +57,21 @@ def physical_indices(shape: Shape, logical: Sequence[SSAValue]) -> list[SSAValue
     return [logical[d] for d in reversed(shape.minor_to_major)]
 
 
+def buffer_element_type(pt: PrimitiveType) -> Attribute:
+    """The element type of a kernel's tensors: `storage_type`, and i8 for pred, whose buffers hold a
+    byte (0 or 1) per element; an i1 tensor would become LLVM `<N x i1>` loads and stores once
+    vectorized, which are bit-packed in memory."""
+    return IntegerType(8) if pt.is_pred else storage_type(pt)
+
+
 def physical_tensor_type(shape: Shape) -> TensorType:
-    return TensorType(storage_type(shape.element_type), physical_dims(shape))
+    return TensorType(buffer_element_type(shape.element_type), physical_dims(shape))
 
 
 def load_element(b: KernelBuilder, t: SSAValue, shape: Shape, logical: Sequence[SSAValue]) -> SSAValue:
     """tensor.extract of the element at logical indices, converted from its storage type."""
     pt = shape.element_type
-    stored = storage_type(pt)
+    stored = buffer_element_type(pt)
     value = b.add(tensor.ExtractOp(t, physical_indices(shape, logical), stored))
     if stored != element_type(pt):
         value = b.add(arith.TruncIOp(value, element_type(pt)))
@@ -75,7 +82,7 @@ def store_element(b: KernelBuilder, value: SSAValue, t: SSAValue, shape: Shape,
                   logical: Sequence[SSAValue]) -> SSAValue:
     """tensor.insert of `value` at logical indices, converted to its storage type."""
     pt = shape.element_type
-    stored = storage_type(pt)
+    stored = buffer_element_type(pt)
     if stored != element_type(pt):
         value = b.add(arith.ExtUIOp(value, stored))
     return b.add(tensor.InsertOp(value, t, physical_indices(shape, logical)))
@@ -93,6 +100,18 @@ def check_static(computation: HloComputation) -> None:
             if any(leaf.dynamic):
                 raise UnsupportedError(f"unsupported: dynamic shape {leaf} in a kernel (instruction '{instr.name}'); "
                                        "dynamic shapes are not compiled yet")
+
+
+def check_element_types(computation: HloComputation) -> None:
+    """Complex numbers are not compiled yet: name the first op that computes on them."""
+    def is_complex(instr: HloInstruction) -> bool:
+        return any(leaf.element_type.is_complex for leaf in array_leaves(instr.shape))
+
+    ordered = sorted(computation.post_order(), key=lambda i: i.opcode == "parameter")  # stable: ops first
+    for instr in ordered:
+        if is_complex(instr) or any(is_complex(op) for op in instr.operands):
+            raise UnsupportedError(f"unsupported: {instr.opcode} on complex numbers in a kernel "
+                                   f"(instruction '{instr.name}'); complex numbers are not compiled yet")
 
 
 @contextmanager
@@ -215,9 +234,12 @@ class ElementEmitter:
         m = output_to_input(instr)[k]
         return self.scalar(instr.operand(k), self.apply(m, indices, (), runtime))
 
-    def if_else(self, cond: SSAValue, then_fn, else_fn, result_type) -> SSAValue:
+    def if_else(self, cond: SSAValue | None, then_fn, else_fn, result_type) -> SSAValue:
         """scf.if cond { then_fn() } else { else_fn() } yielding one scalar; values computed inside
-        a branch are not reused outside it."""
+        a branch are not reused outside it. No condition (`in_bounds` found nothing that restricts
+        the domain, e.g. an update as large as its operand) is always true."""
+        if cond is None:
+            return then_fn()
         then_block, else_block = Block(), Block()
         saved_values, saved_maps = self._values, self._maps
         results = []
@@ -259,10 +281,24 @@ def _constant(e: ElementEmitter, instr: HloInstruction, indices):
         return [e.b.constant(_python_scalar(literal.reshape(())), ty)]
     # An array constant: a dense tensor constant read like a parameter (lowered to a global).
     data = np.transpose(literal, list(reversed(instr.shape.minor_to_major))) if literal.ndim else literal
+    pt = instr.shape.element_type
+    if pt.is_float and pt.bits <= 8:
+        # f8/f4 values have no dense-attribute form the translator takes: their bits, as i8.
+        bits = np.ascontiguousarray(np.asarray(data, dtype=pt.dtype)).view(np.uint8).astype(np.int64)
+        bits = np.where(bits >= 128, bits - 256, bits)
+        ttype = TensorType(IntegerType(8), physical_dims(instr.shape))
+        t = e.b.add(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(ttype, [int(v) for v in bits.reshape(-1)]),
+                                     ttype))
+        stored = e.b.add(tensor.ExtractOp(t, physical_indices(instr.shape, indices), IntegerType(8)))
+        if pt.bits < 8:
+            stored = e.b.add(arith.TruncIOp(stored, IntegerType(pt.bits)))
+        return [e.b.add(arith.BitcastOp(stored, ty))]
     ttype = physical_tensor_type(instr.shape)
     values = [_python_scalar(v) for v in data.reshape(-1)]
-    if isinstance(ty, IntegerType):
-        values = [int(v) for v in values]
+    if isinstance(ttype.element_type, IntegerType):
+        # xDSL holds signless integers in the signed range (u64 max is -1).
+        width = ttype.element_type.width.data
+        values = [int(v) - (1 << width) if int(v) >= 1 << (width - 1) else int(v) for v in values]
     attr = DenseIntOrFPElementsAttr.from_list(ttype, values)
     t = e.b.add(arith.ConstantOp(attr, ttype))
     return [load_element(e.b, t, instr.shape, indices)]
@@ -333,9 +369,11 @@ def _clamped_offsets(e: ElementEmitter, instr: HloInstruction, first: int, windo
         v = e.scalar(start_instr, [])
         pt = start_instr.shape.element_type
         wide = v if _width(v) == 64 else e.b.add((arith.ExtUIOp if pt.is_unsigned else arith.ExtSIOp)(v, i64))
+        hi = operand.dims[i] - size
+        if pt.is_unsigned:  # u64 starts of 2^63 and more are large, not negative: clamp them unsigned
+            wide = e.b.add(arith.MinUIOp(wide, e.b.constant(hi, i64)))
         as_index = e.b.add(arith.IndexCastOp(wide, INDEX))
-        hi = e.b.index(operand.dims[i] - size)
-        clamped = e.b.add(arith.MaxSIOp(e.b.add(arith.MinSIOp(as_index, hi)), e.b.index(0)))
+        clamped = e.b.add(arith.MaxSIOp(e.b.add(arith.MinSIOp(as_index, e.b.index(hi))), e.b.index(0)))
         offsets.append(clamped)
     return offsets
 
@@ -438,6 +476,7 @@ class FusionEmitterBase:
 
     def __init__(self, fusion: HloComputation, target: Target, name: str = "main"):
         check_static(fusion)
+        check_element_types(fusion)
         self.fusion = fusion
         self.target = target
         self.name = name

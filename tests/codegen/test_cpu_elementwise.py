@@ -1,0 +1,539 @@
+"""Every elementwise HLO op on every element type it accepts, compiled for the CPU and compared with the
+evaluator: bit for bit for integers, preds, conversions and the exactly rounded float ops (the sign of
+zero counts, any NaN matches any NaN); within a stated number of ulps for the transcendental functions.
+
+Inputs are every pair of edge values of the type (every value for types of at most 4 bits; else 0, ±1,
+min, max, shift amounts around the width, ...; for floats ±0, ±inf, NaN, subnormals, the largest
+finite value, huge and tiny values, rounding ties and the bounds of integer conversions) followed by
+random pairs, in a 1-d shape of odd size.
+
+To keep compile time low, one module per element type and kind of op holds every op as an independent
+result of a tuple root, so it becomes one kernel, and the sweeps compile for the scalar CPU target
+(one element per thread, `scalar_target`), whose kernels build 10-20x faster; the elemental numerics
+are the same. The default target's per-thread vector loops get the same modules for a few types here
+and for all of them under `-m slow`. Complex numbers are not compiled yet: every op on them must say so.
+
+Known bugs outside the emitters are listed below; the sweeps leave out the elements they affect, and
+tests at the end of this file check those elements and are expected to fail (strict) until the bugs
+are fixed.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import ml_dtypes
+import numpy as np
+import pytest
+from _cpu_helpers import (
+    COMPLEX_TYPES,
+    REAL_TYPES,
+    T,
+    assert_exact,
+    assert_ulps,
+    compile_cpu,
+    edge_values,
+    module_text,
+    needs_expand_float_ops,
+    pair_inputs,
+    random_values,
+    run_both,
+    run_cpu,
+    scalar_target,
+    shape_text,
+    tuple_line,
+    typed,
+)
+
+from hlocc.errors import HloVerifyError, UnsupportedError
+from hlocc.evaluator.numerics import int_bounds
+from hlocc.hlo.opcodes import OPCODES
+from hlocc.hlo.parser import parse_hlo
+from hlocc.hlo.shape_rules_elementwise import _TYPE_CLASSES
+from hlocc.hlo.verifier import verify_module
+
+# -- known bugs outside the emitters -------------------------------------------------------------------------
+
+F4_BROKEN = ("to_llvm maps f4E2M1FN to i8 but promote-narrow-floats' f4 conversions bitcast it to and from i4: "
+             "LLVM rejects `bitcast i8 %x to i4`, so no kernel touching f4e2m1fn compiles")
+BF16_SUBNORMALS = ("promote-narrow-floats leaves bf16 extf/truncf to LLVM, whose x86 lowering without AVX512-BF16 "
+                   "flushes subnormals (fptrunc float 9.18e-41 to bfloat gives 0; subnormal inputs read as 0 in some "
+                   "kernels); with lower-narrow-floats' bit-level conversions every bf16 result here is exact")
+F64_POWER = ("expand-float-ops' f64 pow neither overflows nor underflows: pow(1.5, 1e30) gives 1.12e308 instead of "
+             "inf, pow(0.549, 3.2e57) 2e-323 instead of 0; and it loses accuracy as |log2(result)| grows: 5 ulp "
+             "beyond 2^128, 7 ulp for pow(1.3824645982263597, -415.2460381610954), against its stated 2 ulp "
+             "(f32 pow is right)")
+TRIG_HUGE = ("expand-float-ops' sin/cos/tan reduce their argument accurately only below 2^33*pi/2 (~1.35e10, its "
+             "stated range); XLA:CPU and the evaluator are accurate beyond: sin(1e30) is -0.7911 in f32, hlocc "
+             "gives -0.8415")
+TRIG_RANGE = 1.35e10
+SWEPT_TYPES = [t for t in REAL_TYPES if t != "f4e2m1fn"]  # f4e2m1fn: test_f4e2m1fn_kernels
+CORE_TYPES = ["pred", "s1", "s2", "s4", "s8", "s16", "s32", "s64", "u1", "u2", "u4", "u8", "u16", "u32", "u64",
+              "f16", "bf16", "f32", "f64", "f8e4m3fn", "f8e5m2", "f8e8m0fnu"]
+"""The types of the default run; the other f8 types join under `-m slow`."""
+
+
+def _slow_unless(core: bool, *values):
+    return pytest.param(*values, marks=() if core else pytest.mark.slow)
+
+
+def _float_arrays(arrays: list[np.ndarray], shape) -> list[np.ndarray]:
+    return [x for x in arrays if x.shape == shape and (x.dtype.kind == "f" or "float" in x.dtype.name)]
+
+
+def known_bug_elements(op: str, ref: np.ndarray, operands: list[np.ndarray]) -> np.ndarray:
+    """Where a known bug makes the result wrong: where bf16 is involved, a value below bf16's smallest
+    normal (2^-126) among the float operands or the result; f64 pow whose result is 0, inf or beyond
+    2^±64."""
+    mask = np.zeros(ref.shape, bool)
+    floats = _float_arrays([*operands, ref], ref.shape)
+    if any(x.dtype == ml_dtypes.bfloat16 for x in floats):
+        for x in floats:
+            wide = np.abs(x.astype(np.float64))
+            mask |= (wide > 0) & (wide < 2.0**-126)
+    if op == "power" and ref.dtype == np.float64:
+        with np.errstate(divide="ignore"):
+            mask |= (np.abs(np.log2(np.abs(ref))) > 64) & np.isfinite(operands[0]) & np.isfinite(operands[1])
+    return mask
+
+
+def check(op: str, got: np.ndarray, ref: np.ndarray, operands: list[np.ndarray], what: str, ulps: int = 0) -> None:
+    """`got` equals `ref` (within `ulps`) where no known bug applies."""
+    keep = ~known_bug_elements(op, ref, operands)
+    operands = [x[keep] for x in operands if x.shape == ref.shape]
+    if ulps:
+        assert_ulps(got[keep], ref[keep], ulps, operands, what)
+    else:
+        assert_exact(got[keep], ref[keep], operands, what)
+
+
+# -- the ops -----------------------------------------------------------------------------------------------
+
+# Ops with checks of their own (convert), or several variants per type (compare, select, clamp,
+# reduce-precision, stochastic-convert); `complex` only makes complex numbers.
+SPECIAL = {"convert", "compare", "select", "clamp", "reduce-precision", "stochastic-convert", "complex"}
+
+# The transcendental functions (expand-float-ops' approximations, and elemental_math.py's compositions of
+# them) and their tolerance in ulps of the result type against the evaluator (itself within 1 ulp of
+# the correctly rounded result), for f32 and f64: expand-float-ops' stated bounds plus 1, and for the
+# compositions the errors of their steps. Types narrower than f32 compute in f32 and round once: 1 ulp.
+TRANSCENDENTAL_ULPS: dict[str, tuple[int, int]] = {
+    "exponential": (2, 3), "exponential-minus-one": (3, 4), "log": (2, 2), "log-plus-one": (3, 3),
+    "logistic": (3, 4), "rsqrt": (2, 2), "cbrt": (2, 2), "sine": (2, 2), "cosine": (2, 2), "tan": (2, 3),
+    "tanh": (8, 9), "erf": (7, 3), "atan2": (3, 3), "power": (2, 3),
+    "acos": (3, 3), "asin": (3, 3), "acosh": (3, 3), "asinh": (3, 3), "atanh": (3, 3), "cosh": (3, 5),
+    "sinh": (4, 5),
+}
+NARROW_ULPS = 1
+TRIG = {"sine", "cosine", "tan"}
+
+
+def accepts(opcode: str, type_name: str) -> bool:
+    return _TYPE_CLASSES[OPCODES[opcode].types][1](T[type_name])
+
+
+def _elementwise_ops(type_name: str) -> list[str]:
+    return [name for name, info in OPCODES.items()
+            if info.is_elementwise and name not in SPECIAL and accepts(name, type_name)]
+
+
+def exact_ops(type_name: str) -> list[str]:
+    approximate = T[type_name].is_float
+    return [op for op in _elementwise_ops(type_name) if not (approximate and op in TRANSCENDENTAL_ULPS)]
+
+
+def transcendental_ops(type_name: str) -> list[str]:
+    return [op for op in _elementwise_ops(type_name) if op in TRANSCENDENTAL_ULPS] if T[type_name].is_float else []
+
+
+def _name(label: str) -> str:
+    return "r_" + "".join(c if c.isalnum() else "_" for c in label)
+
+
+# -- running a group of ops as one kernel ----------------------------------------------------------------------
+
+_INPUTS: dict[str, list[np.ndarray]] = {}
+
+
+@functools.cache
+def _run_group(key: str, text: str, target_kind: str):
+    inputs = _INPUTS[key]
+    return run_both(text, inputs, scalar_target() if target_kind == "scalar" else None)
+
+
+def run_group(key: str, body: list[str], labels: list[str], inputs: list[np.ndarray], target_kind: str):
+    """{label: (cpu result, evaluator result)} of a module whose tuple root holds one result per label
+    (compiled and run once per key and target)."""
+    _INPUTS[key] = inputs
+    got, ref = _run_group(key, module_text(body, name=_name(key)), target_kind)
+    assert len(got) == len(ref) == len(labels)
+    return dict(zip(labels, zip(got, ref)))
+
+
+# -- exactly computed ops ----------------------------------------------------------------------------------
+
+REDUCE_PRECISION = [(5, 10), (8, 7), (5, 2), (4, 3), (3, 1), (2, 0), (8, 23), (11, 52)]
+STOCHASTIC_RESULTS = ["s8", "s32", "s64", "u8"]
+DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
+
+
+def _same_width(type_name: str) -> list[str]:
+    bits = T[type_name].bits
+    return [t for t in SWEPT_TYPES if t != type_name and not T[t].is_pred and T[t].bits == bits]
+
+
+def exact_labels(type_name: str) -> list[str]:
+    pt = T[type_name]
+    labels = list(exact_ops(type_name))
+    labels += [f"compare-{d}" for d in DIRECTIONS]
+    if pt.is_float:
+        labels += [f"compare-{d}-TOTALORDER" for d in DIRECTIONS]
+    labels += ["select", "select-scalar-pred"]
+    if accepts("clamp", type_name):
+        labels += ["clamp", "clamp-scalar-bounds"]
+    if pt.is_float:
+        labels += [f"reduce-precision-e{e}m{m}" for e, m in REDUCE_PRECISION]
+        labels += [f"stochastic-convert-{t}" for t in STOCHASTIC_RESULTS]
+    if not pt.is_pred:
+        labels += [f"bitcast-convert-{t}" for t in _same_width(type_name)]
+    return labels
+
+
+def _exact_inputs(type_name: str) -> list[np.ndarray]:
+    """a, b: every pair of edge values, then random pairs; c: b rotated (clamp's upper bound); p: random
+    preds; lo, hi: scalar bounds at a third and two thirds of the finite edge values; a scalar pred;
+    for floats, random unsigned integers of the float's width (stochastic-convert)."""
+    pt = T[type_name]
+    a, b = pair_inputs(type_name)
+    rng = np.random.default_rng(len(type_name))
+    edges = edge_values(type_name)
+    ordered = np.sort(edges[np.isfinite(edges.astype(np.float64))] if pt.is_float else edges)
+    lo, hi = ordered[len(ordered) // 3], ordered[2 * len(ordered) // 3]
+    inputs = [a, b, np.roll(b, 7), rng.random(a.size) < 0.5, np.asarray(lo), np.asarray(hi), np.asarray(True)]
+    if pt.is_float:
+        inputs.append(random_values(f"u{pt.bits}", a.size, rng))
+    return inputs
+
+
+def _exact_line(label: str, type_name: str) -> tuple[str, str]:
+    """(result element type, instruction text after the shape) of one exact op."""
+    if label.startswith("compare-"):
+        parts = label.split("-")
+        return "pred", f"compare(a, b), direction={parts[1]}" + (f", type={parts[2]}" if len(parts) > 2 else "")
+    fixed = {"select": "select(p, a, b)", "select-scalar-pred": "select(sp, a, b)", "clamp": "clamp(b, a, c)",
+             "clamp-scalar-bounds": "clamp(lo, a, hi)"}
+    if label in fixed:
+        return type_name, fixed[label]
+    if label.startswith("reduce-precision-"):
+        e, m = label.removeprefix("reduce-precision-e").split("m")
+        return type_name, f"reduce-precision(a), exponent_bits={e}, mantissa_bits={m}"
+    if label.startswith("stochastic-convert-"):
+        return label.split("-")[-1], "stochastic-convert(a, r)"
+    if label.startswith("bitcast-convert-"):
+        return label.removeprefix("bitcast-convert-"), "bitcast-convert(a)"
+    return ("pred" if label == "is-finite" else type_name), (f"{label}(a)" if OPCODES[label].arity == 1
+                                                             else f"{label}(a, b)")
+
+
+def exact_group(type_name: str, target_kind: str = "scalar"):
+    pt = T[type_name]
+    inputs = _exact_inputs(type_name)
+    n = inputs[0].size
+    s = shape_text(type_name, [n])
+    body = [f"a = {s} parameter(0)", f"b = {s} parameter(1)", f"c = {s} parameter(2)",
+            f"p = pred[{n}] parameter(3)", f"lo = {type_name}[] parameter(4)", f"hi = {type_name}[] parameter(5)",
+            "sp = pred[] parameter(6)"] + ([f"r = u{pt.bits}[{n}] parameter(7)"] if pt.is_float else [])
+    labels = exact_labels(type_name)
+    results = []
+    for label in labels:
+        result_type, line = _exact_line(label, type_name)
+        results.append((_name(label), shape_text(result_type, [n])))
+        body.append(f"{_name(label)} = {results[-1][1]} {line}")
+    body.append(tuple_line("t", results))
+    return run_group(f"exact-{type_name}-{target_kind}", body, labels, inputs, target_kind), inputs
+
+
+def _exact_operands(label: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    a, b, c, p = inputs[:4]
+    if label.startswith("select"):
+        return [p, a, b]
+    if label == "clamp":
+        return [b, a, c]
+    if label.startswith("stochastic-convert"):
+        return [a, inputs[7]]
+    return [a] if not label.startswith("compare") and label in OPCODES and OPCODES[label].arity == 1 else [a, b]
+
+
+EXACT_CASES = [(t, label) for t in SWEPT_TYPES for label in exact_labels(t)]
+
+
+@pytest.mark.parametrize("type_name,label", [_slow_unless(t in CORE_TYPES, t, label) for t, label in EXACT_CASES],
+                         ids=[f"{label}-{t}" for t, label in EXACT_CASES])
+def test_exact_op(type_name, label):
+    results, inputs = exact_group(type_name)
+    got, ref = results[label]
+    check(label, got, ref, _exact_operands(label, inputs), f"{label} on {type_name}")
+
+
+def _default_target_params(fast: list[str], every: list[str]) -> list:
+    return [*fast, *[pytest.param(t, marks=pytest.mark.slow) for t in every if t not in fast]]
+
+
+@pytest.mark.parametrize("type_name", _default_target_params(["s4", "s8", "f32"], SWEPT_TYPES))
+def test_exact_ops_default_target(type_name):
+    """The same modules for the default target: per-thread vector loops (unrolled: the size is odd)."""
+    results, inputs = exact_group(type_name, "default")
+    for label, (got, ref) in results.items():
+        check(label, got, ref, _exact_operands(label, inputs), f"{label} on {type_name}")
+
+
+# -- convert ----------------------------------------------------------------------------------------------
+
+# Values that round differently when converted straight to a narrow type than through f32 (XLA goes
+# through f32): f64 just above a bf16/f16 tie, and integers just above a bf16 tie once rounded to f32.
+DOUBLE_ROUNDING_F64 = [1 + 2.0**-8 + 2.0**-40, 1 + 2.0**-11 + 2.0**-40, -(1 + 2.0**-8 + 2.0**-40),
+                       3 * 2.0**-20 + 2.0**-60]
+DOUBLE_ROUNDING_INTS = [(1 << 24) + (1 << 16) + 1, (1 << 62) + (1 << 61) + 1, (1 << 40) + (1 << 32) + 1]
+
+
+def _convert_inputs(type_name: str) -> np.ndarray:
+    pt = T[type_name]
+    values = [edge_values(type_name), random_values(type_name, 201, np.random.default_rng(pt.bits))]
+    if type_name == "f64":
+        values.append(np.array(DOUBLE_ROUNDING_F64))
+    if pt.is_integer:
+        lo, hi = int_bounds(pt)
+        values.append(typed([v for v in DOUBLE_ROUNDING_INTS if lo <= v <= hi], pt))
+    a = np.concatenate(values)
+    return a if a.size % 2 else a[:-1]
+
+
+def convert_group(type_name: str, destinations: tuple[str, ...], target_kind: str = "scalar"):
+    """`a` (edge values, random values, double-rounding cases) converted to every destination type."""
+    a = _convert_inputs(type_name)
+    n = a.size
+    body = [f"a = {shape_text(type_name, [n])} parameter(0)"]
+    results = []
+    for dst in destinations:
+        results.append((f"to_{dst}", shape_text(dst, [n])))
+        body.append(f"to_{dst} = {results[-1][1]} convert(a)")
+    body.append(tuple_line("t", results))
+    key = f"convert-{type_name}-{len(destinations)}-{target_kind}"
+    return run_group(key, body, list(destinations), [a], target_kind), a
+
+
+def _destinations(src: str, dst: str) -> tuple[str, ...]:
+    """The group a conversion is compiled in: the core types, or (under -m slow) the others."""
+    core = src in CORE_TYPES and dst in CORE_TYPES
+    return tuple(t for t in SWEPT_TYPES if (t in CORE_TYPES) == core or src not in CORE_TYPES)
+
+
+CONVERT_CASES = [(src, dst) for src in SWEPT_TYPES for dst in SWEPT_TYPES]
+
+
+@pytest.mark.parametrize("src,dst", [_slow_unless(s in CORE_TYPES and d in CORE_TYPES, s, d) for s, d in CONVERT_CASES],
+                         ids=[f"{s}-to-{d}" for s, d in CONVERT_CASES])
+def test_convert(src, dst):
+    results, a = convert_group(src, _destinations(src, dst))
+    got, ref = results[dst]
+    check("convert", got, ref, [a], f"convert {src} -> {dst}")
+
+
+@pytest.mark.parametrize("src", _default_target_params(["f32"], SWEPT_TYPES))
+def test_convert_default_target(src):
+    results, a = convert_group(src, tuple(SWEPT_TYPES), "default")
+    for dst, (got, ref) in results.items():
+        check("convert", got, ref, [a], f"convert {src} -> {dst}")
+
+
+# -- transcendental functions -----------------------------------------------------------------------------
+
+def _transcendental_inputs(type_name: str) -> list[np.ndarray]:
+    """a, b: every pair of edge values, then random values in [-1.2, 1.2] (the inverse trig functions'
+    domain), [-12, 12] and of log-uniform magnitude; t, the argument of sin/cos/tan: a where it is
+    below TRIG_RANGE (b or 0 elsewhere)."""
+    pt = T[type_name]
+    a, b = pair_inputs(type_name)
+    rng = np.random.default_rng(pt.bits + 1)
+    k = 1000
+    span = 300 if pt.bits == 64 else 30
+    extra = np.concatenate([rng.uniform(-1.2, 1.2, k), rng.uniform(-12, 12, k),
+                            np.exp(rng.uniform(-span, span, k)) * rng.choice([-1.0, 1.0], k)])
+    with np.errstate(all="ignore"):
+        extra = extra.astype(np.float32).astype(pt.dtype) if pt.bits < 64 else extra
+    a = np.concatenate([a, extra])
+    b = np.concatenate([b, rng.permutation(extra)])
+    t = np.where(np.abs(a.astype(np.float64)) < TRIG_RANGE, a, b)
+    t = np.where(np.abs(t.astype(np.float64)) < TRIG_RANGE, t, np.zeros_like(t))
+    return [a, b, t]
+
+
+def transcendental_group(type_name: str, target_kind: str = "scalar", ops: tuple[str, ...] | None = None):
+    inputs = _transcendental_inputs(type_name)
+    n = inputs[0].size
+    s = shape_text(type_name, [n])
+    body = [f"a = {s} parameter(0)", f"b = {s} parameter(1)", f"t = {s} parameter(2)"]
+    labels = list(ops or transcendental_ops(type_name))
+    results = []
+    for op in labels:
+        args = "a, b" if OPCODES[op].arity == 2 else ("t" if op in TRIG else "a")
+        results.append((_name(op), s))
+        body.append(f"{_name(op)} = {s} {op}({args})")
+    body.append(tuple_line("t_", results))
+    key = f"transcendental-{type_name}-{len(labels)}-{target_kind}"
+    return run_group(key, body, labels, inputs, target_kind), inputs
+
+
+def _tolerance(op: str, type_name: str) -> int:
+    bits = T[type_name].bits
+    return NARROW_ULPS if bits < 32 else TRANSCENDENTAL_ULPS[op][0 if bits == 32 else 1]
+
+
+def _transcendental_operands(op: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    return [inputs[2]] if op in TRIG else inputs[:OPCODES[op].arity]
+
+
+TRANSCENDENTAL_CASES = [(t, op) for t in SWEPT_TYPES for op in transcendental_ops(t)]
+
+
+@needs_expand_float_ops()
+@pytest.mark.parametrize("type_name,op", [_slow_unless(t in CORE_TYPES, t, op) for t, op in TRANSCENDENTAL_CASES],
+                         ids=[f"{op}-{t}" for t, op in TRANSCENDENTAL_CASES])
+def test_transcendental_op(type_name, op):
+    results, inputs = transcendental_group(type_name)
+    got, ref = results[op]
+    check(op, got, ref, _transcendental_operands(op, inputs), f"{op} on {type_name}", _tolerance(op, type_name))
+
+
+# Enough to see every kind of approximation vectorized (the others under -m slow).
+DEFAULT_TARGET_FUNCTIONS = ("exponential", "log", "tanh", "sine", "erf", "power", "atan2", "logistic", "cosh")
+
+
+@needs_expand_float_ops()
+@pytest.mark.parametrize("type_name,ops", [
+    ("f32", DEFAULT_TARGET_FUNCTIONS),
+    *[pytest.param(t, None, marks=pytest.mark.slow) for t in SWEPT_TYPES if T[t].is_float]])
+def test_transcendental_ops_default_target(type_name, ops):
+    results, inputs = transcendental_group(type_name, "default", ops)
+    for op, (got, ref) in results.items():
+        check(op, got, ref, _transcendental_operands(op, inputs), f"{op} on {type_name}", _tolerance(op, type_name))
+
+
+# -- complex numbers: a clear error ------------------------------------------------------------------------
+
+def _complex_case_text(op: str, type_name: str) -> str | None:
+    """A one-op module applying `op` to complex operands (or making complex results), or None where
+    the verifier rejects the op on complex numbers."""
+    part = "f32" if type_name == "c64" else "f64"
+    s, ps = shape_text(type_name, [3, 5]), shape_text(part, [3, 5])
+    params = [f"x = {s} parameter(0)", f"y = {s} parameter(1)", "p = pred[3,5] parameter(2)", f"f = {ps} parameter(3)"]
+    lines = {"complex": f"r = {s} complex(f, f)", "convert": f"r = {s} convert(f)",
+             "compare": "r = pred[3,5] compare(x, y), direction=EQ", "select": f"r = {s} select(p, x, y)",
+             "clamp": f"r = {s} clamp(x, y, x)", "stochastic-convert": "r = s32[3,5] stochastic-convert(x, y)"}
+    if op in lines:
+        line = lines[op]
+    elif op in ("abs", "real", "imag"):
+        line = f"r = {ps} {op}(x)"
+    else:
+        line = f"r = {s} {op}({'x' if OPCODES[op].arity == 1 else 'x, y'})"
+    text = module_text([*params, line])
+    try:
+        verify_module(parse_hlo(text))
+    except HloVerifyError:
+        return None
+    return text
+
+
+COMPLEX_CASES = [(t, op) for t in COMPLEX_TYPES for op, info in OPCODES.items()
+                 if info.is_elementwise and _complex_case_text(op, t) is not None]
+
+
+@pytest.mark.parametrize("type_name,op", COMPLEX_CASES, ids=[f"{op}-{t}" for t, op in COMPLEX_CASES])
+def test_complex_numbers_are_unsupported(type_name, op):
+    with pytest.raises(UnsupportedError, match=rf"unsupported: {op} .*on complex numbers"):
+        compile_cpu(_complex_case_text(op, type_name))
+
+
+def test_complex_cases_cover_the_complex_ops():
+    covered = {op for _, op in COMPLEX_CASES}
+    assert {"add", "multiply", "divide", "exponential", "log", "abs", "real", "imag", "complex", "convert",
+            "compare", "select", "negate", "power", "atan2", "sqrt", "tanh", "copy"} <= covered
+
+
+def _opcode_of(label: str) -> str:
+    prefixes = ("compare", "select", "clamp", "reduce-precision", "stochastic-convert", "bitcast-convert")
+    return next((p for p in prefixes if label.startswith(p)), label)
+
+
+def test_every_elementwise_opcode_is_swept():
+    swept = {_opcode_of(label) for _, label in EXACT_CASES} | {op for _, op in TRANSCENDENTAL_CASES} | {"convert"}
+    elementwise = {name for name, info in OPCODES.items() if info.is_elementwise}
+    assert elementwise - swept == {"complex"}  # complex: test_complex_numbers_are_unsupported
+
+
+# -- known bugs elsewhere: these fail until they are fixed ----------------------------------------------------
+
+@pytest.mark.parametrize("line,type_name", [
+    ("r = f4e2m1fn[9] convert(a)", "f32"), ("r = f32[9] convert(a)", "f4e2m1fn"),
+    ("r = f4e2m1fn[9] add(a, a)", "f4e2m1fn"), ("r = pred[9] compare(a, a), direction=LT", "f4e2m1fn"),
+    ("r = f4e2m1fn[9] bitcast-convert(a)", "s4"),
+])
+@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=F4_BROKEN)
+def test_f4e2m1fn_kernels(line, type_name):
+    a = np.linspace(-6, 6, 9).astype(T[type_name].dtype)
+    got, ref = run_both(module_text([f"a = {type_name}[9] parameter(0)", line]), [a])
+    assert_exact(got[0], ref[0], [a])
+
+
+@pytest.mark.xfail(strict=True, reason=BF16_SUBNORMALS)
+def test_bf16_subnormal_results():
+    x = np.array([9.18e-41, -1e-39, 1.1663108e-38, 5e-39, 2.0], np.float32)
+    text = module_text(["a = f32[5] parameter(0)", "h = bf16[5] convert(a)", "s = bf16[5] add(h, h)",
+                        "c = bf16[5] convert(a)", "t = (bf16[5], bf16[5]) tuple(s, c)"])
+    for got, ref in zip(*run_both(text, [x])):
+        assert_exact(got, ref, [x])
+
+
+@needs_expand_float_ops()
+@pytest.mark.xfail(strict=True, reason=F64_POWER)
+def test_f64_power_of_large_results():
+    x = np.array([1.5, 2.0, -3.0, 0.5, 0.5487972156163918, 1.3824645982263597, 7.5])
+    y = np.array([1e30, 1100.0, 1e300, -2000.0, 3.200794805336849e+57, -415.2460381610954, 300.5])
+    got, ref = run_both(module_text(["x = f64[7] parameter(0)", "y = f64[7] parameter(1)",
+                                     "r = f64[7] power(x, y)"]), [x, y])
+    assert_ulps(got[0], ref[0], TRANSCENDENTAL_ULPS["power"][1], [x, y])
+
+
+@needs_expand_float_ops()
+@pytest.mark.parametrize("type_name", ["f32", "f64"])
+@pytest.mark.xfail(strict=True, reason=TRIG_HUGE)
+def test_trig_of_huge_arguments(type_name):
+    x = np.array([1e11, -3e15, 1e20, 1e30, 3e38], T[type_name].dtype)
+    s = shape_text(type_name, [5])
+    text = module_text([f"x = {s} parameter(0)", f"s = {s} sine(x)", f"c = {s} cosine(x)", f"t = {s} tan(x)",
+                        f"r = ({s}, {s}, {s}) tuple(s, c, t)"])
+    for got, ref in zip(*run_both(text, [x])):
+        assert_ulps(got, ref, 2, [x])
+
+
+# -- size-0 and odd shapes ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dims", [[0], [0, 5, 2], [3, 0], [2, 0, 3]])
+def test_size_zero_elementwise(dims):
+    s = shape_text("f32", dims)
+    text = module_text([f"a = {s} parameter(0)", f"b = {s} parameter(1)", f"r = {s} add(a, b)"])
+    got = run_cpu(text, [np.zeros(dims, np.float32)] * 2)
+    assert got[0].shape == tuple(dims) and got[0].dtype == np.float32
+
+
+def test_rank_two_odd_shape_and_scalars():
+    """[3,5] and rank-0 operands, on the default target."""
+    a = np.arange(15, dtype=np.int32).reshape(3, 5) - 7
+    text = module_text(["a = s32[3,5] parameter(0)", "k = s32[] parameter(1)", "b = s32[3,5] broadcast(k), dimensions={}",
+                        "m = s32[3,5] multiply(a, b)", "s = s32[3,5] shift-right-arithmetic(m, a)",
+                        "d = s32[3,5] divide(m, a)", "r = (s32[3,5], s32[3,5]) tuple(s, d)"])
+    got, ref = run_both(text, [a, np.int32(-3)])
+    for g, r in zip(got, ref):
+        assert_exact(g, r, [a])
+    scalar = module_text(["a = f32[] parameter(0)", "r = f32[] sqrt(a)"])
+    assert run_cpu(scalar, [np.float32(2.25)])[0] == np.float32(1.5)

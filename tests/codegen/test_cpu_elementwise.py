@@ -10,8 +10,10 @@ random pairs, in a 1-d shape of odd size.
 To keep compile time low, one module per element type and kind of op holds every op as an independent
 result of a tuple root, so it becomes one kernel, and the sweeps compile for the scalar CPU target
 (one element per thread, `scalar_target`), whose kernels build 10-20x faster; the elemental numerics
-are the same. The default target's per-thread vector loops get the same modules for a few types here
-and for all of them under `-m slow`. Complex numbers are not compiled yet: every op on them must say so.
+are the same. The default target gets the same modules for a few types here and for all of them under
+`-m slow`, twice: on the odd size (per-thread loops unrolled, every element bounds-checked) and on a
+multiple of 64 elements (whole-vector loads, ops and stores). Complex numbers are not compiled yet:
+every op on them must say so.
 
 Known bugs outside the emitters are listed below; the sweeps leave out the elements they affect, and
 tests at the end of this file check those elements and are expected to fail (strict) until the bugs
@@ -199,13 +201,19 @@ def exact_labels(type_name: str) -> list[str]:
     return labels
 
 
-def _exact_inputs(type_name: str) -> list[np.ndarray]:
-    """a, b: every pair of edge values, then random pairs; c: b rotated (clamp's upper bound); p: random
-    preds; lo, hi: scalar bounds at a third and two thirds of the finite edge values; a scalar pred;
-    for floats, random unsigned integers of the float's width (stochastic-convert)."""
+def _exact_inputs(type_name: str, vectorized: bool = False) -> list[np.ndarray]:
+    """a, b: every pair of edge values, then random pairs (up to a multiple of 64 elements when
+    `vectorized`, so that the default target's per-thread loops become whole vectors); c: b rotated
+    (clamp's upper bound); p: random preds; lo, hi: scalar bounds at a third and two thirds of the
+    finite edge values; a scalar pred; for floats, random unsigned integers of the float's width
+    (stochastic-convert)."""
     pt = T[type_name]
     a, b = pair_inputs(type_name)
     rng = np.random.default_rng(len(type_name))
+    if vectorized:
+        extra = -a.size % 64
+        a = np.concatenate([a, random_values(type_name, extra, rng)])
+        b = np.concatenate([b, random_values(type_name, extra, rng)])
     edges = edge_values(type_name)
     ordered = np.sort(edges[np.isfinite(edges.astype(np.float64))] if pt.is_float else edges)
     lo, hi = ordered[len(ordered) // 3], ordered[2 * len(ordered) // 3]
@@ -236,8 +244,10 @@ def _exact_line(label: str, type_name: str) -> tuple[str, str]:
 
 
 def exact_group(type_name: str, target_kind: str = "scalar"):
+    """The exact ops of one type as one kernel: target_kind "scalar", "default" (odd size: unrolled
+    per-thread loops) or "vectorized" (the default target on a multiple of 64 elements)."""
     pt = T[type_name]
-    inputs = _exact_inputs(type_name)
+    inputs = _exact_inputs(type_name, vectorized=target_kind == "vectorized")
     n = inputs[0].size
     s = shape_text(type_name, [n])
     body = [f"a = {s} parameter(0)", f"b = {s} parameter(1)", f"c = {s} parameter(2)",
@@ -279,10 +289,18 @@ def _default_target_params(fast: list[str], every: list[str]) -> list:
     return [*fast, *[pytest.param(t, marks=pytest.mark.slow) for t in every if t not in fast]]
 
 
-@pytest.mark.parametrize("type_name", _default_target_params(["s4", "s8", "f32"], SWEPT_TYPES))
+@pytest.mark.parametrize("type_name", _default_target_params(["s4", "f32"], SWEPT_TYPES))
 def test_exact_ops_default_target(type_name):
     """The same modules for the default target: per-thread vector loops (unrolled: the size is odd)."""
     results, inputs = exact_group(type_name, "default")
+    for label, (got, ref) in results.items():
+        check(label, got, ref, _exact_operands(label, inputs), f"{label} on {type_name}")
+
+
+@pytest.mark.parametrize("type_name", _default_target_params(["pred", "s16", "f64"], SWEPT_TYPES))
+def test_exact_ops_vectorized(type_name):
+    """The default target on a multiple of 64 elements: whole-vector loads, ops and stores."""
+    results, inputs = exact_group(type_name, "vectorized")
     for label, (got, ref) in results.items():
         check(label, got, ref, _exact_operands(label, inputs), f"{label} on {type_name}")
 
@@ -322,17 +340,24 @@ def convert_group(type_name: str, destinations: tuple[str, ...], target_kind: st
     return run_group(key, body, list(destinations), [a], target_kind), a
 
 
+# Sources of the default run: every kind of conversion (from pred, narrow and wide, signed and unsigned
+# integers, narrow and wide floats) to every core type; every other pair under -m slow.
+CONVERT_SOURCES = ["pred", "s4", "u8", "s16", "u32", "s64", "u64", "f16", "bf16", "f32", "f64", "f8e4m3fn",
+                   "f8e5m2", "f8e8m0fnu"]
+
+
 def _destinations(src: str, dst: str) -> tuple[str, ...]:
     """The group a conversion is compiled in: the core types, or (under -m slow) the others."""
-    core = src in CORE_TYPES and dst in CORE_TYPES
-    return tuple(t for t in SWEPT_TYPES if (t in CORE_TYPES) == core or src not in CORE_TYPES)
+    if src not in CONVERT_SOURCES:
+        return tuple(SWEPT_TYPES)
+    return tuple(t for t in SWEPT_TYPES if (t in CORE_TYPES) == (dst in CORE_TYPES))
 
 
 CONVERT_CASES = [(src, dst) for src in SWEPT_TYPES for dst in SWEPT_TYPES]
 
 
-@pytest.mark.parametrize("src,dst", [_slow_unless(s in CORE_TYPES and d in CORE_TYPES, s, d) for s, d in CONVERT_CASES],
-                         ids=[f"{s}-to-{d}" for s, d in CONVERT_CASES])
+@pytest.mark.parametrize("src,dst", [_slow_unless(s in CONVERT_SOURCES and d in CORE_TYPES, s, d)
+                                     for s, d in CONVERT_CASES], ids=[f"{s}-to-{d}" for s, d in CONVERT_CASES])
 def test_convert(src, dst):
     results, a = convert_group(src, _destinations(src, dst))
     got, ref = results[dst]
@@ -348,17 +373,17 @@ def test_convert_default_target(src):
 
 # -- transcendental functions -----------------------------------------------------------------------------
 
-def _transcendental_inputs(type_name: str) -> list[np.ndarray]:
+def _transcendental_inputs(type_name: str, vectorized: bool = False) -> list[np.ndarray]:
     """a, b: every pair of edge values, then random values in [-1.2, 1.2] (the inverse trig functions'
-    domain), [-12, 12] and of log-uniform magnitude; t, the argument of sin/cos/tan: a where it is
-    below TRIG_RANGE (b or 0 elsewhere)."""
+    domain), [-12, 12] and of log-uniform magnitude (up to a multiple of 64 elements when
+    `vectorized`); t, the argument of sin/cos/tan: a where it is below TRIG_RANGE (b or 0 elsewhere)."""
     pt = T[type_name]
     a, b = pair_inputs(type_name)
     rng = np.random.default_rng(pt.bits + 1)
-    k = 1000
+    k = 1000 + (-(a.size + 3000) % 64) if vectorized else 1000
     span = 300 if pt.bits == 64 else 30
-    extra = np.concatenate([rng.uniform(-1.2, 1.2, k), rng.uniform(-12, 12, k),
-                            np.exp(rng.uniform(-span, span, k)) * rng.choice([-1.0, 1.0], k)])
+    extra = np.concatenate([rng.uniform(-1.2, 1.2, k), rng.uniform(-12, 12, 1000),
+                            np.exp(rng.uniform(-span, span, 1000)) * rng.choice([-1.0, 1.0], 1000)])
     with np.errstate(all="ignore"):
         extra = extra.astype(np.float32).astype(pt.dtype) if pt.bits < 64 else extra
     a = np.concatenate([a, extra])
@@ -369,7 +394,8 @@ def _transcendental_inputs(type_name: str) -> list[np.ndarray]:
 
 
 def transcendental_group(type_name: str, target_kind: str = "scalar", ops: tuple[str, ...] | None = None):
-    inputs = _transcendental_inputs(type_name)
+    """The transcendental functions of one type as one kernel (target kinds as in `exact_group`)."""
+    inputs = _transcendental_inputs(type_name, vectorized=target_kind == "vectorized")
     n = inputs[0].size
     s = shape_text(type_name, [n])
     body = [f"a = {s} parameter(0)", f"b = {s} parameter(1)", f"t = {s} parameter(2)"]
@@ -410,11 +436,12 @@ DEFAULT_TARGET_FUNCTIONS = ("exponential", "log", "tanh", "sine", "erf", "power"
 
 
 @needs_expand_float_ops()
-@pytest.mark.parametrize("type_name,ops", [
-    ("f32", DEFAULT_TARGET_FUNCTIONS),
-    *[pytest.param(t, None, marks=pytest.mark.slow) for t in SWEPT_TYPES if T[t].is_float]])
-def test_transcendental_ops_default_target(type_name, ops):
-    results, inputs = transcendental_group(type_name, "default", ops)
+@pytest.mark.parametrize("type_name,ops,kind", [
+    ("f32", DEFAULT_TARGET_FUNCTIONS, "vectorized"),
+    *[pytest.param(t, None, kind, marks=pytest.mark.slow) for t in SWEPT_TYPES if T[t].is_float
+      for kind in ("default", "vectorized")]])
+def test_transcendental_ops_default_target(type_name, ops, kind):
+    results, inputs = transcendental_group(type_name, kind, ops)
     for op, (got, ref) in results.items():
         check(op, got, ref, _transcendental_operands(op, inputs), f"{op} on {type_name}", _tolerance(op, type_name))
 

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 from _cpu_helpers import T, assert_exact, random_values, run_both
 
-from hlocc.analysis.affine_expr import IndexingError
 from hlocc.errors import UnsupportedError
 from hlocc.evaluator.numerics import int_bounds
 
@@ -39,13 +38,25 @@ def shape(type_name: str, dims, layout=None) -> str:
 
 @dataclass
 class Case:
-    """A loop fusion: its parameters (shape texts), body (instruction lines, the last the root), the
-    root's shape text, and the arguments."""
+    """A loop fusion: its parameters (shape texts), body (instruction lines, the last the root) and
+    arguments."""
 
     params: list[str]
     body: list[str]
-    root_shape: str
     inputs: list[np.ndarray]
+
+    @property
+    def root_shape(self) -> str:
+        """The root's declared shape (layout included), which the fusion instruction repeats."""
+        text = self.body[-1].split(" = ", 1)[1]
+        if not text.startswith("("):
+            return text.split(" ", 1)[0]
+        depth = 0
+        for i, c in enumerate(text):
+            depth += {"(": 1, ")": -1}.get(c, 0)
+            if depth == 0:
+                return text[: i + 1]
+        raise ValueError(f"unbalanced tuple shape in {self.body[-1]!r}")
 
     def text(self) -> str:
         fused = [f"  p{i} = {s} parameter({i})" for i, s in enumerate(self.params)]
@@ -107,8 +118,7 @@ def transpose_case(g: Gen) -> Case:
     perm = [int(d) for d in g.rng.permutation(rank)]
     out = [dims[p] for p in perm]
     return Case([shape(t, dims, g.layout(rank))],
-                [f"r = {shape(t, out, g.layout(rank))} transpose(p0), dimensions={{{','.join(map(str, perm))}}}"],
-                shape(t, out), [g.array(t, dims)])
+                [f"r = {shape(t, out, g.layout(rank))} transpose(p0), dimensions={{{','.join(map(str, perm))}}}"], [g.array(t, dims)])
 
 
 def broadcast_case(g: Gen) -> Case:
@@ -119,8 +129,7 @@ def broadcast_case(g: Gen) -> Case:
     t = g.type()
     dims = [out[d] for d in mapped]
     return Case([shape(t, dims, g.layout(rank))],
-                [f"r = {shape(t, out, g.layout(out_rank))} broadcast(p0), dimensions={{{','.join(map(str, mapped))}}}"],
-                shape(t, out), [g.array(t, dims)])
+                [f"r = {shape(t, out, g.layout(out_rank))} broadcast(p0), dimensions={{{','.join(map(str, mapped))}}}"], [g.array(t, dims)])
 
 
 def _factor(g: Gen, n: int, rank: int) -> list[int]:
@@ -145,8 +154,7 @@ def reshape_case(g: Gen) -> Case:
     t, dims = g.type(), g.dims(g.int(1, 4))
     n = int(np.prod(dims))
     out = _factor(g, n, g.int(1, 4))
-    return Case([shape(t, dims, g.layout(len(dims)))], [f"r = {shape(t, out, g.layout(len(out)))} reshape(p0)"],
-                shape(t, out), [g.array(t, dims)])
+    return Case([shape(t, dims, g.layout(len(dims)))], [f"r = {shape(t, out, g.layout(len(out)))} reshape(p0)"], [g.array(t, dims)])
 
 
 BITCAST_TYPES = {"f32": "s32", "s32": "f32", "u16": "bf16", "bf16": "f16", "f16": "s16", "f64": "u64",
@@ -165,8 +173,7 @@ def bitcast_case(g: Gen) -> Case:
     for k, d in enumerate(reversed(out_layout)):
         out[d] = out_physical[k]
     out_type = BITCAST_TYPES.get(t, t) if g.rng.random() < 0.4 else t
-    return Case([shape(t, dims, layout)], [f"r = {shape(out_type, out, out_layout)} bitcast(p0)"],
-                shape(out_type, out, out_layout), [g.array(t, dims)])
+    return Case([shape(t, dims, layout)], [f"r = {shape(out_type, out, out_layout)} bitcast(p0)"], [g.array(t, dims)])
 
 
 def slice_case(g: Gen) -> Case:
@@ -179,23 +186,20 @@ def slice_case(g: Gen) -> Case:
         spec.append(f"[{start}:{limit}:{stride}]")
         out.append(-(-(limit - start) // stride))
     return Case([shape(t, dims, g.layout(len(dims)))],
-                [f"r = {shape(t, out, g.layout(len(out)))} slice(p0), slice={{{', '.join(spec)}}}"],
-                shape(t, out), [g.array(t, dims)])
+                [f"r = {shape(t, out, g.layout(len(out)))} slice(p0), slice={{{', '.join(spec)}}}"], [g.array(t, dims)])
 
 
 def reverse_case(g: Gen) -> Case:
     t, dims = g.type(), g.dims(g.int(1, 4))
     rev = sorted(int(d) for d in g.rng.choice(len(dims), g.int(1, len(dims)), replace=False))
     return Case([shape(t, dims, g.layout(len(dims)))],
-                [f"r = {shape(t, dims, g.layout(len(dims)))} reverse(p0), dimensions={{{','.join(map(str, rev))}}}"],
-                shape(t, dims), [g.array(t, dims)])
+                [f"r = {shape(t, dims, g.layout(len(dims)))} reverse(p0), dimensions={{{','.join(map(str, rev))}}}"], [g.array(t, dims)])
 
 
 def copy_case(g: Gen) -> Case:
     """A layout-changing copy (XLA's physical transpose)."""
     t, dims = g.type(), g.dims(g.int(2, 4))
-    return Case([shape(t, dims, g.layout(len(dims)))], [f"r = {shape(t, dims, g.layout(len(dims)))} copy(p0)"],
-                shape(t, dims), [g.array(t, dims)])
+    return Case([shape(t, dims, g.layout(len(dims)))], [f"r = {shape(t, dims, g.layout(len(dims)))} copy(p0)"], [g.array(t, dims)])
 
 
 def pad_case(g: Gen) -> Case:
@@ -215,7 +219,7 @@ def pad_case(g: Gen) -> Case:
     body = [] if value_param else [f"v = {shape(t, [])} constant({'true' if t == 'pred' else 1})"]
     body.append(f"r = {shape(t, out, g.layout(len(out)))} pad(p0, {value}), padding={'x'.join(spec)}")
     inputs = [g.array(t, dims)] + ([g.array(t, [])] if value_param else [])
-    return Case(params, body, shape(t, out), inputs)
+    return Case(params, body, inputs)
 
 
 def concatenate_case(g: Gen) -> Case:
@@ -232,8 +236,7 @@ def concatenate_case(g: Gen) -> Case:
     out[axis] = sum(p[axis] for p in parts)
     names = ", ".join(f"p{i}" for i in range(len(parts)))
     return Case([shape(t, p, g.layout(rank)) for p in parts],
-                [f"r = {shape(t, out, g.layout(rank))} concatenate({names}), dimensions={{{axis}}}"],
-                shape(t, out), [g.array(t, p) for p in parts])
+                [f"r = {shape(t, out, g.layout(rank))} concatenate({names}), dimensions={{{axis}}}"], [g.array(t, p) for p in parts])
 
 
 def _start_type(g: Gen) -> str:
@@ -258,8 +261,7 @@ def dynamic_slice_case(g: Gen) -> Case:
     params = [shape(t, dims, g.layout(len(dims)))] + [shape(st, [])] * len(dims)
     names = ", ".join(f"p{i + 1}" for i in range(len(dims)))
     return Case(params, [f"r = {shape(t, window, g.layout(len(window)))} dynamic-slice(p0, {names}), "
-                         f"dynamic_slice_sizes={{{','.join(map(str, window))}}}"],
-                shape(t, window), [g.array(t, dims), *starts])
+                         f"dynamic_slice_sizes={{{','.join(map(str, window))}}}"], [g.array(t, dims), *starts])
 
 
 def dynamic_update_slice_case(g: Gen) -> Case:
@@ -269,8 +271,7 @@ def dynamic_update_slice_case(g: Gen) -> Case:
     starts = _starts(g, st, dims, window)
     params = [shape(t, dims, g.layout(len(dims))), shape(t, window, g.layout(len(dims)))] + [shape(st, [])] * len(dims)
     names = ", ".join(f"p{i + 2}" for i in range(len(dims)))
-    return Case(params, [f"r = {shape(t, dims, g.layout(len(dims)))} dynamic-update-slice(p0, p1, {names})"],
-                shape(t, dims), [g.array(t, dims), g.array(t, window), *starts])
+    return Case(params, [f"r = {shape(t, dims, g.layout(len(dims)))} dynamic-update-slice(p0, p1, {names})"], [g.array(t, dims), g.array(t, window), *starts])
 
 
 @pytest.mark.parametrize("start_type,start", [("u64", 2**64 - 1), ("u64", 2**63 + 5), ("u32", 2**32 - 1),
@@ -280,24 +281,28 @@ def test_dynamic_slice_extreme_starts(start_type, start):
     pt = T[start_type]
     i = np.array(start, dtype=np.uint64 if pt.is_unsigned else np.int64).astype(pt.dtype)
     operand = np.arange(40, dtype=np.int32).reshape(10, 4)
-    check(Case(["s32[10,4]", shape(start_type, [])], ["r = s32[3,2] dynamic-slice(p0, p1, p1), dynamic_slice_sizes={3,2}"],
-               "s32[3,2]", [operand, i]))
-    check(Case(["s32[10,4]", "s32[3,2]", shape(start_type, [])], ["r = s32[10,4] dynamic-update-slice(p0, p1, p2, p2)"],
-               "s32[10,4]", [operand, np.full((3, 2), -1, np.int32), i]))
+    check(Case(["s32[10,4]", shape(start_type, [])], ["r = s32[3,2] dynamic-slice(p0, p1, p1), dynamic_slice_sizes={3,2}"], [operand, i]))
+    check(Case(["s32[10,4]", "s32[3,2]", shape(start_type, [])], ["r = s32[10,4] dynamic-update-slice(p0, p1, p2, p2)"], [operand, np.full((3, 2), -1, np.int32), i]))
 
 
-MOF_SIZES = ("the loop emitter takes the launch from the first root: a tuple root whose outputs have different "
-             "numbers of elements (here 6 and 40) leaves the larger outputs partly unwritten (uninitialized memory) "
-             "instead of being rejected")
+@pytest.mark.parametrize("start", [-5, 0, 3, 100])
+def test_dynamic_slices_of_computed_values(start):
+    """The operand, update and starts of dynamic-(update-)slice computed in the fusion, then a pad."""
+    g = Gen(1)
+    body = ["n = f32[2,3] negate(p1)", "one = s32[] constant(1)", "i = s32[] add(p2, one)",
+            "b = f32[6,5] broadcast(p3), dimensions={}", "a = f32[6,5]{0,1} add(p0, b)",
+            "u = f32[6,5] dynamic-update-slice(a, n, i, p2)",
+            "d = f32[2,3] dynamic-slice(u, p2, i), dynamic_slice_sizes={2,3}",
+            "e = f32[6,5] pad(d, p3), padding=2_2x1_1", "r = f32[6,5] add(u, e)"]
+    check(Case(["f32[6,5]{0,1}", "f32[2,3]", "s32[]", "f32[]"], body,
+               [g.array("f32", [6, 5]), g.array("f32", [2, 3]), np.int32(start), np.float32(0.5)]))
 
 
-@pytest.mark.xfail(strict=True, reason=MOF_SIZES)
 def test_multi_output_fusion_of_different_sizes_is_rejected_or_right():
     params = ["s32[10,4]", "s32[3,2]", "s32[]"]
     body = ["d = s32[3,2] dynamic-slice(p0, p2, p2), dynamic_slice_sizes={3,2}",
             "u = s32[10,4] dynamic-update-slice(p0, p1, p2, p2)", "r = (s32[3,2], s32[10,4]) tuple(d, u)"]
-    case = Case(params, body, "(s32[3,2], s32[10,4])",
-                [np.arange(40, dtype=np.int32).reshape(10, 4), np.full((3, 2), -1, np.int32), np.int32(2)])
+    case = Case(params, body, [np.arange(40, dtype=np.int32).reshape(10, 4), np.full((3, 2), -1, np.int32), np.int32(2)])
     try:
         got, ref = run_both(case.text(), case.inputs)
     except UnsupportedError:
@@ -314,8 +319,7 @@ def iota_case(g: Gen, type_name: str) -> Case:
     rank = g.int(1, 3)
     dims = g.dims(rank)
     axis = g.int(0, rank - 1)
-    return Case([], [f"r = {shape(type_name, dims, g.layout(rank))} iota(), iota_dimension={axis}"],
-                shape(type_name, dims), [])
+    return Case([], [f"r = {shape(type_name, dims, g.layout(rank))} iota(), iota_dimension={axis}"], [])
 
 
 GENERATORS = {"transpose": transpose_case, "broadcast": broadcast_case, "reshape": reshape_case,
@@ -324,8 +328,23 @@ GENERATORS = {"transpose": transpose_case, "broadcast": broadcast_case, "reshape
               "dynamic-update-slice": dynamic_update_slice_case}
 
 
-@pytest.mark.parametrize("seed", seeds())
-@pytest.mark.parametrize("op", list(GENERATORS))
+# Cases that kill the process (none since bf16 stays i16 storage in LLVM; a bf16 transposing copy used
+# to abort LLVM's instruction selection: see test_bf16_transposing_copy_compiles, which runs it in a child).
+ABORTS: dict = {}
+
+
+def _index_op_params():
+    params = []
+    for op in GENERATORS:
+        for seed in [*DEFAULT_SEEDS, *SLOW_SEEDS]:
+            marks = [] if seed in DEFAULT_SEEDS else [pytest.mark.slow]
+            if (op, seed) in ABORTS:
+                marks.append(pytest.mark.skip(reason=ABORTS[op, seed]))
+            params.append(pytest.param(op, seed, marks=marks, id=f"{op}-{seed}"))
+    return params
+
+
+@pytest.mark.parametrize("op,seed", _index_op_params())
 def test_index_op(op, seed):
     check(GENERATORS[op](Gen(seed * 1000 + len(op))))
 
@@ -358,8 +377,7 @@ def test_constants(type_name):
             f"b = {shape(type_name, [2, 3])} broadcast(k), dimensions={{}}", f"s = {shape(type_name, [2, 3])} select(p0, c, p1)",
             f"r = ({shape(type_name, [2, 3])}, {shape(type_name, [2, 3])}) tuple(s, b)"]
     g = Gen(3)
-    check(Case(["pred[2,3]", shape(type_name, [2, 3])], body, f"({shape(type_name, [2, 3])}, {shape(type_name, [2, 3])})",
-               [g.array("pred", [2, 3]), g.array(type_name, [2, 3])]))
+    check(Case(["pred[2,3]", shape(type_name, [2, 3])], body, [g.array("pred", [2, 3]), g.array(type_name, [2, 3])]))
 
 
 def _literal(v) -> str:
@@ -463,7 +481,7 @@ def chain_case(g: Gen) -> Case:
             emit(dims, f"convert(w{k})")
     if not body or not body[-1].startswith(cur):
         emit(dims, f"add({cur}, {cur})")
-    return Case(params, body, shape(t, dims), inputs)
+    return Case(params, body, inputs)
 
 
 def multi_output_case(g: Gen) -> Case:
@@ -485,7 +503,7 @@ def multi_output_case(g: Gen) -> Case:
     roots = [roots[i] for i in order]
     tuple_shape = "(" + ", ".join(shape(rt, rd) for _, rt, rd in roots) + ")"
     body.append(f"r = {tuple_shape} tuple({', '.join(name for name, _, _ in roots)})")
-    return Case(params, body, tuple_shape, [g.array(t, dims), g.array(t, dims)])
+    return Case(params, body, [g.array(t, dims), g.array(t, dims)])
 
 
 @pytest.mark.parametrize("seed", seeds(range(8), range(8, 60)))
@@ -501,30 +519,30 @@ def test_multi_output_fusion(seed):
 TWO_INDEXINGS = {
     # An intermediate read at its own index and reversed: the partitioner gives it a function.
     "reverse": (["f32[7,5]{0,1}"], ["m = f32[7,5]{1,0} multiply(p0, p0)", "v = f32[7,5]{0,1} reverse(m), dimensions={0}",
-                                   "r = f32[7,5] add(m, v)"], "f32[7,5]"),
+                                   "r = f32[7,5] add(m, v)"]),
     # Neighbouring windows of a parameter and of an intermediate.
     "slices": (["s32[9,3]"], ["n = s32[9,3] negate(p0)", "a = s32[8,3] slice(n), slice={[0:8], [0:3]}",
                              "b = s32[8,3] slice(n), slice={[1:9], [0:3]}", "c = s32[8,3] slice(p0), slice={[1:9], [0:3]}",
-                             "s = s32[8,3] add(a, b)", "r = s32[8,3] add(s, c)"], "s32[8,3]"),
+                             "s = s32[8,3] add(a, b)", "r = s32[8,3] add(s, c)"]),
     # A square parameter read transposed and not, then broadcast along two different dimensions.
     "transpose": (["bf16[5,5]{0,1}"], ["t = bf16[5,5] transpose(p0), dimensions={1,0}", "a = bf16[5,5] add(p0, t)",
                                        "b0 = bf16[5,5,3] broadcast(a), dimensions={0,1}",
                                        "b1 = bf16[5,5,3]{0,2,1} broadcast(a), dimensions={1,0}",
-                                       "r = bf16[5,5,3] maximum(b0, b1)"], "bf16[5,5,3]"),
+                                       "r = bf16[5,5,3] maximum(b0, b1)"]),
     # One value feeding a pad, a concatenate and itself.
     "pad_concat": (["s8[3,4]"], ["x = s8[3,4] multiply(p0, p0)", "z = s8[] constant(-1)",
                                  "p = s8[3,7] pad(x, z), padding=0_0x1_2", "h = s8[3,3] slice(x), slice={[0:3], [1:4]}",
                                  "c = s8[3,7] concatenate(x, h), dimensions={1}",
-                                 "s = s8[3,7] subtract(p, c)", "r = s8[3,7] xor(s, c)"], "s8[3,7]"),
+                                 "s = s8[3,7] subtract(p, c)", "r = s8[3,7] xor(s, c)"]),
 }
 
 
 @pytest.mark.parametrize("name", list(TWO_INDEXINGS))
 def test_value_read_at_two_indexings(name):
-    params, body, root = TWO_INDEXINGS[name]
+    params, body = TWO_INDEXINGS[name]
     g = Gen(len(name))
     inputs = [g.array(s.split("[")[0], [int(d) for d in s.split("[")[1].split("]")[0].split(",")]) for s in params]
-    check(Case(params, body, root, inputs))
+    check(Case(params, body, inputs))
 
 
 def test_explicit_layouts():
@@ -534,48 +552,38 @@ def test_explicit_layouts():
     body = ["b = f32[2,3,5]{0,2,1} broadcast(p0), dimensions={1,2}", "s = f32[2,3,5]{0,2,1} add(b, p1)",
             "t = f32[5,3,2]{0,1,2} transpose(s), dimensions={2,1,0}", "c = f32[5,3,2]{2,1,0} copy(t)",
             "k = f32[30]{0} bitcast(t)", "r = (f32[5,3,2]{2,1,0}, f32[5,3,2]{0,1,2}, f32[30]) tuple(c, t, k)"]
-    check(Case(params, body, "(f32[5,3,2]{2,1,0}, f32[5,3,2]{0,1,2}, f32[30])",
-               [g.array("f32", [3, 5]), g.array("f32", [2, 3, 5])]))
+    check(Case(params, body, [g.array("f32", [3, 5]), g.array("f32", [2, 3, 5])]))
 
 
 # -- size 0 ---------------------------------------------------------------------------------------------------
 
-SIZE_ZERO = ("a size-0 dimension that is not the most major one breaks the loop emitter: loop_launch_map "
-             "(analysis/launch.py) delinearizes with `mod 0` and raises IndexingError")
-
 SIZE_ZERO_CASES = {
-    "concatenate_empty_first": (["f32[0,3]", "f32[4,3]"], ["r = f32[4,3] concatenate(p0, p1), dimensions={0}"], "f32[4,3]"),
-    "concatenate_empty_last": (["s8[2,3]", "s8[2,0]"], ["r = s8[2,3] concatenate(p0, p1), dimensions={1}"], "s8[2,3]"),
-    "pad_of_empty": (["f32[0]", "f32[]"], ["r = f32[5] pad(p0, p1), padding=2_3"], "f32[5]"),
-    "empty_slice_major": (["f32[4,3]"], ["r = f32[0,3] slice(p0), slice={[2:2], [0:3]}"], "f32[0,3]"),
-    "empty_broadcast_major": (["s32[3]"], ["r = s32[0,3] broadcast(p0), dimensions={1}"], "s32[0,3]"),
-    "empty_slice_minor": (["f32[4,3]"], ["r = f32[4,0] slice(p0), slice={[0:4], [1:1]}"], "f32[4,0]"),
-    "empty_transpose": (["f32[0,3]"], ["r = f32[3,0] transpose(p0), dimensions={1,0}"], "f32[3,0]"),
+    "concatenate_empty_first": (["f32[0,3]", "f32[4,3]"], ["r = f32[4,3] concatenate(p0, p1), dimensions={0}"]),
+    "concatenate_empty_last": (["s8[2,3]", "s8[2,0]"], ["r = s8[2,3] concatenate(p0, p1), dimensions={1}"]),
+    "pad_of_empty": (["f32[0]", "f32[]"], ["r = f32[5] pad(p0, p1), padding=2_3"]),
+    "empty_slice_major": (["f32[4,3]"], ["r = f32[0,3] slice(p0), slice={[2:2], [0:3]}"]),
+    "empty_broadcast_major": (["s32[3]"], ["r = s32[0,3] broadcast(p0), dimensions={1}"]),
+    "empty_slice_minor": (["f32[4,3]"], ["r = f32[4,0] slice(p0), slice={[0:4], [1:1]}"]),
+    "empty_transpose": (["f32[0,3]"], ["r = f32[3,0] transpose(p0), dimensions={1,0}"]),
 }
-SIZE_ZERO_BROKEN: set[str] = set()
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, raises=IndexingError, reason=SIZE_ZERO) if n in SIZE_ZERO_BROKEN
-                 else ()) for n in SIZE_ZERO_CASES])
+@pytest.mark.parametrize("name", list(SIZE_ZERO_CASES))
 def test_size_zero(name):
-    params, body, root = SIZE_ZERO_CASES[name]
+    params, body = SIZE_ZERO_CASES[name]
     g = Gen(len(name))
     inputs = [g.array(s.split("[")[0], [int(d) for d in s.split("[")[1].split("]")[0].split(",") if d]) for s in params]
-    check(Case(params, body, root, inputs))
+    check(Case(params, body, inputs))
 
 
 # -- no access out of bounds ------------------------------------------------------------------------------------
 
 def _guard_cases() -> list[Case]:
     cases = [
-        Case(["f32[17]", "f32[17]"], ["r = f32[17] add(p0, p1)"], "f32[17]",
-             [np.arange(17, dtype=np.float32), np.ones(17, np.float32)]),
-        Case(["s4[13]"], ["r = s4[13] negate(p0)"], "s4[13]", [Gen(1).array("s4", [13])]),
-        Case(["pred[3,7]{0,1}"], ["r = pred[7,3] transpose(p0), dimensions={1,0}"], "pred[7,3]",
-             [Gen(2).array("pred", [3, 7])]),
-        Case(["f32[0,3]", "f32[5,3]"], ["r = f32[5,3] concatenate(p0, p1), dimensions={0}"], "f32[5,3]",
-             [np.zeros((0, 3), np.float32), Gen(3).array("f32", [5, 3])]),
+        Case(["f32[17]", "f32[17]"], ["r = f32[17] add(p0, p1)"], [np.arange(17, dtype=np.float32), np.ones(17, np.float32)]),
+        Case(["s4[13]"], ["r = s4[13] negate(p0)"], [Gen(1).array("s4", [13])]),
+        Case(["pred[3,7]{0,1}"], ["r = pred[7,3] transpose(p0), dimensions={1,0}"], [Gen(2).array("pred", [3, 7])]),
+        Case(["f32[0,3]", "f32[5,3]"], ["r = f32[5,3] concatenate(p0, p1), dimensions={0}"], [np.zeros((0, 3), np.float32), Gen(3).array("f32", [5, 3])]),
     ]
     for op, seed in [("pad", 3), ("pad", 5), ("slice", 1), ("reverse", 2), ("dynamic-slice", 1),
                      ("dynamic-slice", 2), ("dynamic-update-slice", 1), ("dynamic-update-slice", 3),
@@ -604,6 +612,11 @@ def run_guarded(cases: list[Case], tmp_path) -> str:
     return proc.stdout
 
 
+def test_bf16_transposing_copy_compiles(tmp_path):
+    x = np.arange(36, dtype=np.float32).reshape(9, 4).astype(T["bf16"].dtype)
+    run_guarded([Case(["bf16[9,4]{1,0}"], ["r = bf16[9,4]{0,1} copy(p0)"], [x])], tmp_path)
+
+
 def test_no_access_out_of_bounds(tmp_path):
     """Every buffer a kernel gets sits against an inaccessible page, after its end and then before its
     start, so a read or write out of bounds faults (in a child process, which then dies)."""
@@ -611,12 +624,9 @@ def test_no_access_out_of_bounds(tmp_path):
     assert "rejected" not in out
 
 
-@pytest.mark.xfail(strict=True, reason="the loop emitter takes the launch from the first root: an output with fewer "
-                                      "elements than the first root (here 6 after 40) is written out of bounds "
-                                      "(a fault) instead of the fusion being rejected")
 def test_multi_output_fusion_with_a_smaller_later_root_stays_in_bounds(tmp_path):
     params = ["s32[10,4]", "s32[3,2]", "s32[]"]
     body = ["d = s32[3,2] dynamic-slice(p0, p2, p2), dynamic_slice_sizes={3,2}",
             "u = s32[10,4] dynamic-update-slice(p0, p1, p2, p2)", "r = (s32[10,4], s32[3,2]) tuple(u, d)"]
-    run_guarded([Case(params, body, "(s32[10,4], s32[3,2])", [np.arange(40, dtype=np.int32).reshape(10, 4),
+    run_guarded([Case(params, body, [np.arange(40, dtype=np.int32).reshape(10, 4),
                                                                 np.full((3, 2), -1, np.int32), np.int32(2)])], tmp_path)

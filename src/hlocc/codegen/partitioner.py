@@ -288,8 +288,10 @@ def _operand_maps(instr: HloInstruction) -> list[IndexingMap | None]:
     if instr.opcode == "tuple":
         # A (root) tuple is indexed by its first element's index, every element at the same
         # physical position: what the loop emitter writes through a bitcast map per output.
+        # Element k is read at the logical index of the tuple's k-th element shape (whose layout is
+        # the output buffer's; the operand's own layout may differ but its logical values do not).
         first = _first_leaf(instr.shape)
-        return [_bitcast_map(first, _first_leaf(op.shape)) for op in instr.operands]
+        return [_bitcast_map(first, _first_leaf(s)) for s in instr.shape.tuple_shapes]
     if instr.opcode == "get-tuple-element":
         return [_bitcast_map(instr.shape, _first_leaf(instr.operand(0).shape))] if not instr.shape.is_tuple else [None]
     return output_to_input(instr)

@@ -2,8 +2,8 @@
 dialect conversions). Input: func/arith/math/scf/vector plus the `llvm` memory ops that
 `lower-tensors` produces, `xla.pure_call`, `xla.remf`, and `gpu.thread_id`/`gpu.block_id`.
 
-Types: `index` is i64; integers, bf16 (LLVM `bfloat`), f16/f32/f64 map directly; the f8 types
-only appear as storage after `lower-narrow-floats` and map to i8; vectors map to LLVM vectors.
+Types: `index` is i64; integers and f16/f32/f64 map directly; bf16 and the f8 types only appear
+as storage after `lower-narrow-floats` and map to i16/i8; vectors map to LLVM vectors.
 
 A kernel entry function (one using `gpu.thread_id`/`gpu.block_id`) becomes an internal
 `always_inline` function whose last two parameters are the thread and block id. The caller (the
@@ -45,23 +45,6 @@ from hlocc.errors import HloError
 I64 = ir.IntType(64)
 
 
-class BFloatType(ir.types._BaseFloatType):
-    """LLVM's `bfloat` (llvmlite.ir has none); constants print as 0xR followed by the 16 bits."""
-
-    null = "0xR0000"
-    intrinsic_name = "bf16"
-
-    def __str__(self) -> str:
-        return "bfloat"
-
-    def format_constant(self, value: float) -> str:
-        import ml_dtypes
-        import numpy as np
-
-        return f"0xR{int(np.array(value, dtype=ml_dtypes.bfloat16).view(np.uint16)):04X}"
-
-
-BFloatType._create_instance()
 
 
 class TranslationError(HloError):
@@ -80,7 +63,9 @@ def llvm_type(t: Attribute) -> ir.Type:
     if isinstance(t, Float16Type):
         return ir.HalfType()
     if isinstance(t, BFloat16Type):
-        return BFloatType()
+        # Storage only: LLVM's own bfloat lowering aborts the process on some x86 hosts (scalar
+        # bfloat loads/stores in SelectionDAG), so lower-narrow-floats does all bf16 arithmetic.
+        return ir.IntType(16)
     if isinstance(t, AnyFloat) and t.bitwidth <= 8:
         return ir.IntType(8)
     if isinstance(t, VectorType):
@@ -128,7 +113,7 @@ def _type_suffix(t: ir.Type) -> str:
         return f"v{t.count}{_type_suffix(t.element)}"
     if isinstance(t, ir.IntType):
         return f"i{t.width}"
-    return {ir.HalfType: "f16", ir.FloatType: "f32", ir.DoubleType: "f64", BFloatType: "bf16"}[type(t)]
+    return {ir.HalfType: "f16", ir.FloatType: "f32", ir.DoubleType: "f64"}[type(t)]
 
 
 def declare_intrinsic(module: ir.Module, name: str, overload: ir.Type, args: Sequence[ir.Type] | None = None,
@@ -250,7 +235,12 @@ def constant_value(value: Attribute, t: Attribute) -> ir.Constant:
 
 
 def _float_constant(ty: ir.Type, x: float, t: Attribute) -> ir.Constant:
-    if isinstance(ty, ir.IntType):  # f8 storage: lower-narrow-floats turns these into integers
+    if isinstance(ty, ir.IntType):  # bf16 storage (lower-narrow-floats turns f8 constants into integers)
+        import ml_dtypes
+        import numpy as np
+
+        if isinstance(t, BFloat16Type):
+            return ir.Constant(ty, int(np.array(x, dtype=ml_dtypes.bfloat16).view(np.uint16)))
         raise TranslationError(f"cannot translate a {t} constant")
     return ir.Constant(ty, x)
 
@@ -470,7 +460,7 @@ def _align(ty: ir.Type) -> int:
         ty = ty.element
     if isinstance(ty, ir.IntType):
         return max(1, ty.width // 8)
-    return {ir.HalfType: 2, BFloatType: 2, ir.FloatType: 4, ir.DoubleType: 8}.get(type(ty), 1)
+    return {ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}.get(type(ty), 1)
 
 
 def _address_of(ft: _FunctionTranslator, op: llvm.AddressOfOp) -> None:

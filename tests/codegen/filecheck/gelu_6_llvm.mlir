@@ -2,10 +2,9 @@
 // the rest of KERNEL_PIPELINE (lower-narrow-floats, expand-float-ops, lower-tensors, lower-xla-to-arith,
 // cse, dce) and translated to LLVM IR (--emit-llvm; seed 000 "Conversion to LLVM").
 // - @main takes the two buffers as noalias pointers, then the thread id and the block id as i64.
-// - The thread's 4 elements are one <4 x bfloat> load at bl_x * 512 + th_x * 4.
+// - The thread's 4 elements are one <4 x i16> load at bl_x * 512 + th_x * 4 (bf16 is stored as i16).
 // - Each lane is widened to f32 (zext, shl 16, bitcast), computed in f32, rounded back to bf16 after every
-//   op (bf16 arithmetic) by integer bit manipulation (the GPU form; the CPU pipeline's promote-narrow-floats
-//   leaves bf16 conversions to LLVM), and put into the result vector, which one <4 x bfloat> store writes.
+//   op (bf16 arithmetic), and put into the result vector, which one <4 x i16> store writes at the same offset.
 // - tanh is XLA's clamped rational approximation: fmul / fadd / fdiv and the llvm.maximum, llvm.minimum,
 //   llvm.fabs and llvm.copysign intrinsics. The seed calls __nv_tanhf; hlocc calls no libm or libdevice
 //   function at all, so the same code runs on the CPU and vectorizes.
@@ -85,12 +84,10 @@ func.func @main(%input: tensor<12582912xbf16>, %output: tensor<12582912xbf16>) -
 // CHECK-NEXT:    %[[T:.*]] = mul i64 %[[TID]], 4
 // CHECK-NEXT:    %[[BT:.*]] = add i64 %[[B]], %[[T]]
 // CHECK-NEXT:    %[[OFS:.*]] = add i64 %[[BT]], 0
-// CHECK-NEXT:    %[[P:.*]] = getelementptr inbounds bfloat, ptr %[[IN]], i64 %[[OFS]]
-// CHECK-NEXT:    %[[V:.*]] = load <4 x bfloat>, ptr %[[P]], align 2
-// CHECK-NEXT:    %[[ZERO:.*]] = bitcast <4 x i16> <i16 0, i16 0, i16 0, i16 0> to <4 x bfloat>
-// CHECK-NEXT:    %[[L0:.*]] = extractelement <4 x bfloat> %[[V]], i64 0
-// CHECK-NEXT:    %[[I0:.*]] = bitcast bfloat %[[L0]] to i16
-// CHECK-NEXT:    %[[W0:.*]] = zext i16 %[[I0]] to i32
+// CHECK-NEXT:    %[[P:.*]] = getelementptr inbounds i16, ptr %[[IN]], i64 %[[OFS]]
+// CHECK-NEXT:    %[[V:.*]] = load <4 x i16>, ptr %[[P]], align 2
+// CHECK-NEXT:    %[[L0:.*]] = extractelement <4 x i16> %[[V]], i64 0
+// CHECK-NEXT:    %[[W0:.*]] = zext i16 %[[L0]] to i32
 // CHECK-NEXT:    %[[S0:.*]] = shl i32 %[[W0]], 16
 // CHECK-NEXT:    %[[X0:.*]] = bitcast i32 %[[S0]] to float
 // CHECK-NEXT:    fmul float %[[X0]], %[[X0]]
@@ -101,21 +98,21 @@ func.func @main(%input: tensor<12582912xbf16>, %output: tensor<12582912xbf16>) -
 // CHECK:         call float @"llvm.fabs.f32"
 // CHECK:         call float @"llvm.copysign.f32"
 // CHECK-NOT:     call {{.*}}tanh
-// CHECK:         %[[R0:.*]] = insertelement <4 x bfloat> %[[ZERO]], bfloat %{{.*}}, i64 0
+// CHECK:         %[[R0:.*]] = insertelement <4 x i16> <i16 0, i16 0, i16 0, i16 0>, i16 %{{.*}}, i64 0
 // CHECK-NOT:     call {{.*}}tanh
-// CHECK:         extractelement <4 x bfloat> %[[V]], i64 1
+// CHECK:         extractelement <4 x i16> %[[V]], i64 1
 // CHECK-NOT:     call {{.*}}tanh
-// CHECK:         %[[R1:.*]] = insertelement <4 x bfloat> %[[R0]], bfloat %{{.*}}, i64 1
+// CHECK:         %[[R1:.*]] = insertelement <4 x i16> %[[R0]], i16 %{{.*}}, i64 1
 // CHECK-NOT:     call {{.*}}tanh
-// CHECK:         extractelement <4 x bfloat> %[[V]], i64 2
+// CHECK:         extractelement <4 x i16> %[[V]], i64 2
 // CHECK-NOT:     call {{.*}}tanh
-// CHECK:         %[[R2:.*]] = insertelement <4 x bfloat> %[[R1]], bfloat %{{.*}}, i64 2
+// CHECK:         %[[R2:.*]] = insertelement <4 x i16> %[[R1]], i16 %{{.*}}, i64 2
 // CHECK-NOT:     call {{.*}}tanh
-// CHECK:         extractelement <4 x bfloat> %[[V]], i64 3
+// CHECK:         extractelement <4 x i16> %[[V]], i64 3
 // CHECK-NOT:     call {{.*}}tanh
-// CHECK:         %[[R3:.*]] = insertelement <4 x bfloat> %[[R2]], bfloat %{{.*}}, i64 3
-// CHECK-NEXT:    %[[Q:.*]] = getelementptr inbounds bfloat, ptr %[[OUT]], i64 %[[OFS]]
-// CHECK-NEXT:    store <4 x bfloat> %[[R3]], ptr %[[Q]], align 2
+// CHECK:         %[[R3:.*]] = insertelement <4 x i16> %[[R2]], i16 %{{.*}}, i64 3
+// CHECK-NEXT:    %[[Q:.*]] = getelementptr inbounds i16, ptr %[[OUT]], i64 %[[OFS]]
+// CHECK-NEXT:    store <4 x i16> %[[R3]], ptr %[[Q]], align 2
 // CHECK-NEXT:    ret void
 // CHECK-NEXT:  }
 // Only LLVM intrinsics are declared: no tanhf, no __nv_tanhf.

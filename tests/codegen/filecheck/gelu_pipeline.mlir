@@ -38,12 +38,12 @@ func.func private @gelu(%arg0: tensor<6x512x4096xbf16>, %i: index, %j: index, %k
 }
 
 // CHECK:       define internal void @"main"(ptr noalias %[[IN:".1"]], ptr noalias %[[OUT:".2"]], i64 %[[TID:".3"]], i64 %[[BID:".4"]]) alwaysinline
-// CHECK:         %[[P:.*]] = getelementptr inbounds bfloat, ptr %[[IN]], i64 %[[OFS:.*]]
-// CHECK-NEXT:    %[[V:.*]] = load <4 x bfloat>, ptr %[[P]], align 2
+// CHECK:         %[[P:.*]] = getelementptr inbounds i16, ptr %[[IN]], i64 %[[OFS:.*]]
+// CHECK-NEXT:    %[[V:.*]] = load <4 x i16>, ptr %[[P]], align 2
 // CHECK-NOT:     call {{.*}}tanh
-// CHECK:         %[[R:.*]] = insertelement <4 x bfloat> %{{.*}}, bfloat %{{.*}}, i64 3
-// CHECK-NEXT:    %[[Q:.*]] = getelementptr inbounds bfloat, ptr %[[OUT]], i64 %[[OFS]]
-// CHECK-NEXT:    store <4 x bfloat> %[[R]], ptr %[[Q]], align 2
+// CHECK:         %[[R:.*]] = insertelement <4 x i16> %{{.*}}, i16 %{{.*}}, i64 3
+// CHECK-NEXT:    %[[Q:.*]] = getelementptr inbounds i16, ptr %[[OUT]], i64 %[[OFS]]
+// CHECK-NEXT:    store <4 x i16> %[[R]], ptr %[[Q]], align 2
 // CHECK-NEXT:    ret void
 // CHECK-NOT:   declare {{.*}}@"{{[^l]}}
 // CHECK-NOT:   tanh

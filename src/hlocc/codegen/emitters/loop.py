@@ -31,6 +31,14 @@ from hlocc.codegen.emitters.base import (
 )
 from hlocc.codegen.mlir_types import element_type
 from hlocc.codegen.partitioner import _bitcast_map
+from hlocc.errors import UnsupportedError
+
+
+def _num_elements(shape) -> int:
+    n = 1
+    for d in shape.dims:
+        n *= d
+    return n
 
 
 class LoopEmitter(FusionEmitterBase):
@@ -47,6 +55,12 @@ class LoopEmitter(FusionEmitterBase):
         return loop_launch_dims(n, threads, per_thread), per_thread
 
     def emit(self) -> KernelModule:
+        sizes = {_num_elements(leaf) for leaf in array_leaves(self.fusion.root.shape)}
+        if len(sizes) > 1:
+            # XLA's loop fusions have roots of one element count; writing others through the first
+            # root's grid would leave elements unwritten or write out of bounds.
+            raise UnsupportedError(f"unsupported: loop fusion '{self.fusion.name}' whose outputs have different "
+                                   f"numbers of elements ({', '.join(map(str, sorted(sizes)))})")
         partitioned = self.partition()
         functions = self.subgraph_functions(partitioned)
         root_subgraph = partitioned.fusion.root_subgraph

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 
-import ml_dtypes
 import numpy as np
 import pytest
 from _cpu_helpers import (
@@ -58,9 +57,9 @@ from hlocc.hlo.verifier import verify_module
 
 F4_BROKEN = ("to_llvm maps f4E2M1FN to i8 but promote-narrow-floats' f4 conversions bitcast it to and from i4: "
              "LLVM rejects `bitcast i8 %x to i4`, so no kernel touching f4e2m1fn compiles")
-BF16_SUBNORMALS = ("promote-narrow-floats leaves bf16 extf/truncf to LLVM, whose x86 lowering without AVX512-BF16 "
-                   "flushes subnormals (fptrunc float 9.18e-41 to bfloat gives 0; subnormal inputs read as 0 in some "
-                   "kernels); with lower-narrow-floats' bit-level conversions every bf16 result here is exact")
+SLP_MISCOMPILE = ("f8e5m2 -> f8e8m0fnu is miscompiled once LLVM's SLP vectorizer is on (LLVM 22, x86) in a kernel "
+                  "that also converts to a sub-byte int (s2/u2/s4: the per-thread loop then holds 2-4 elements): some "
+                  "negative inputs give |x| instead of NaN; right at O0/O1 and at O3 with slp_vectorization off")
 F64_POWER = ("expand-float-ops' f64 pow neither overflows nor underflows: pow(1.5, 1e30) gives 1.12e308 instead of "
              "inf, pow(0.549, 3.2e57) 2e-323 instead of 0; and it loses accuracy as |log2(result)| grows: 5 ulp "
              "beyond 2^128, 7 ulp for pow(1.3824645982263597, -415.2460381610954), against its stated 2 ulp "
@@ -79,20 +78,9 @@ def _slow_unless(core: bool, *values):
     return pytest.param(*values, marks=() if core else pytest.mark.slow)
 
 
-def _float_arrays(arrays: list[np.ndarray], shape) -> list[np.ndarray]:
-    return [x for x in arrays if x.shape == shape and (x.dtype.kind == "f" or "float" in x.dtype.name)]
-
-
 def known_bug_elements(op: str, ref: np.ndarray, operands: list[np.ndarray]) -> np.ndarray:
-    """Where a known bug makes the result wrong: where bf16 is involved, a value below bf16's smallest
-    normal (2^-126) among the float operands or the result; f64 pow whose result is 0, inf or beyond
-    2^±64."""
+    """Where a known bug makes the result wrong: f64 pow whose result is 0, inf or beyond 2^±64."""
     mask = np.zeros(ref.shape, bool)
-    floats = _float_arrays([*operands, ref], ref.shape)
-    if any(x.dtype == ml_dtypes.bfloat16 for x in floats):
-        for x in floats:
-            wide = np.abs(x.astype(np.float64))
-            mask |= (wide > 0) & (wide < 2.0**-126)
     if op == "power" and ref.dtype == np.float64:
         with np.errstate(divide="ignore"):
             mask |= (np.abs(np.log2(np.abs(ref))) > 64) & np.isfinite(operands[0]) & np.isfinite(operands[1])
@@ -356,8 +344,17 @@ def _destinations(src: str, dst: str) -> tuple[str, ...]:
 CONVERT_CASES = [(src, dst) for src in SWEPT_TYPES for dst in SWEPT_TYPES]
 
 
-@pytest.mark.parametrize("src,dst", [_slow_unless(s in CONVERT_SOURCES and d in CORE_TYPES, s, d)
-                                     for s, d in CONVERT_CASES], ids=[f"{s}-to-{d}" for s, d in CONVERT_CASES])
+def _convert_param(src: str, dst: str):
+    marks = [] if src in CONVERT_SOURCES and dst in CORE_TYPES else [pytest.mark.slow]
+    if (src, dst) in MISCOMPILED:
+        marks.append(pytest.mark.xfail(strict=True, reason=MISCOMPILED[src, dst]))
+    return pytest.param(src, dst, marks=marks, id=f"{src}-to-{dst}")
+
+
+MISCOMPILED = {("f8e5m2", "f8e8m0fnu"): SLP_MISCOMPILE}
+
+
+@pytest.mark.parametrize("src,dst", [_convert_param(s, d) for s, d in CONVERT_CASES])
 def test_convert(src, dst):
     results, a = convert_group(src, _destinations(src, dst))
     got, ref = results[dst]
@@ -368,7 +365,18 @@ def test_convert(src, dst):
 def test_convert_default_target(src):
     results, a = convert_group(src, tuple(SWEPT_TYPES), "default")
     for dst, (got, ref) in results.items():
-        check("convert", got, ref, [a], f"convert {src} -> {dst}")
+        if (src, dst) not in MISCOMPILED:
+            check("convert", got, ref, [a], f"convert {src} -> {dst}")
+
+
+@pytest.mark.parametrize("other", ["s2", "u2", "s4"])
+@pytest.mark.xfail(strict=True, reason=SLP_MISCOMPILE)
+def test_slp_miscompile(other):
+    x = np.array([-1, -0.5, -2, 3, -1, -1, -4, 0.25, -8], np.float32).astype(T["f8e5m2"].dtype)
+    text = module_text(["a = f8e5m2[9] parameter(0)", f"s = {other}[9] convert(a)", "e = f8e8m0fnu[9] convert(a)",
+                        f"t = ({other}[9], f8e8m0fnu[9]) tuple(s, e)"])
+    got, ref = run_both(text, [x], scalar_target())
+    assert_exact(got[1], ref[1], [x])
 
 
 # -- transcendental functions -----------------------------------------------------------------------------
@@ -481,6 +489,11 @@ def test_complex_numbers_are_unsupported(type_name, op):
         compile_cpu(_complex_case_text(op, type_name))
 
 
+def test_bitcast_convert_between_widths_is_unsupported():
+    with pytest.raises(UnsupportedError, match=r"unsupported: bitcast-convert between types of different widths"):
+        compile_cpu(module_text(["x = f32[3] parameter(0)", "r = u8[3,4] bitcast-convert(x)"]))
+
+
 def test_complex_cases_cover_the_complex_ops():
     covered = {op for _, op in COMPLEX_CASES}
     assert {"add", "multiply", "divide", "exponential", "log", "abs", "real", "imag", "complex", "convert",
@@ -512,8 +525,8 @@ def test_f4e2m1fn_kernels(line, type_name):
     assert_exact(got[0], ref[0], [a])
 
 
-@pytest.mark.xfail(strict=True, reason=BF16_SUBNORMALS)
 def test_bf16_subnormal_results():
+    """bf16 conversions keep subnormals (LLVM's x86 bfloat lowering flushed them)."""
     x = np.array([9.18e-41, -1e-39, 1.1663108e-38, 5e-39, 2.0], np.float32)
     text = module_text(["a = f32[5] parameter(0)", "h = bf16[5] convert(a)", "s = bf16[5] add(h, h)",
                         "c = bf16[5] convert(a)", "t = (bf16[5], bf16[5]) tuple(s, c)"])

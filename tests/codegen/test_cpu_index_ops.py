@@ -545,6 +545,13 @@ def test_value_read_at_two_indexings(name):
     check(Case(params, body, inputs))
 
 
+def test_parallel_launch():
+    """Over 2^15 output elements: the blocks run on the thread pool (odd sizes, a {0,1} layout)."""
+    g = Gen(11)
+    body = ["t = f32[191,181] transpose(p0), dimensions={1,0}", "r = f32[191,181]{0,1} add(t, p1)"]
+    check(Case(["f32[181,191]{0,1}", "f32[191,181]"], body, [g.array("f32", [181, 191]), g.array("f32", [191, 181])]))
+
+
 def test_explicit_layouts():
     """{0,1} and {0,2,1} parameters and outputs around a transpose, a bitcast between layouts and a copy."""
     g = Gen(7)

@@ -45,41 +45,49 @@ def main() -> None:
     shape = [int(s) for s in args.shape.split(",")]
 
     import jax
-    import jax.numpy as jnp
-    import ml_dtypes
-
-    import hlocc
 
     print(f"GELU {shape}, {args.runs} runs, median; jax {jax.__version__} on {jax.devices()[0].platform}")
     print(f"{'dtype':6} {'hlocc ms':>9} {'xla ms':>8} {'ratio':>6} {'hlocc GB/s':>10} {'xla GB/s':>9} "
           f"{'copy GB/s':>9} {'compile ms':>10}")
     for dtype in args.dtypes.split(","):
-        np_dtype = {"f32": np.float32, "bf16": ml_dtypes.bfloat16}[dtype]
-        x = np.random.default_rng(0).standard_normal(shape).astype(np_dtype)
-        t0 = time.perf_counter()
-        exe = hlocc.compile(gelu_text(shape, dtype), backend="cpu")
-        compile_ms = (time.perf_counter() - t0) * 1e3
+        bench_one(dtype, shape, args.runs)
 
-        def gelu(v):
-            c = jnp.asarray(0.7978845608028654, v.dtype)
-            return v * (0.5 * (1 + jnp.tanh(c * (v + jnp.asarray(0.044715, v.dtype) * v * v * v))))
 
-        jitted = jax.jit(gelu)
-        xj = jax.device_put(x)
-        ours = np.asarray(exe(x)).astype(np.float32)
-        theirs = np.asarray(jitted(xj)).astype(np.float32)
-        err = float(np.max(np.abs(ours - theirs)))
-        t_ours = median_ms(lambda: exe(x), args.runs)
-        t_xla = median_ms(lambda: jitted(xj).block_until_ready(), args.runs)
-        out = np.empty_like(x)
-        t_copy = median_ms(lambda: np.copyto(out, x), args.runs)
-        nbytes = 2 * x.nbytes
-        gbs = lambda ms: nbytes / ms / 1e6  # noqa: E731
-        print(f"{dtype:6} {t_ours:9.2f} {t_xla:8.2f} {t_xla / t_ours:6.2f} {gbs(t_ours):10.1f} {gbs(t_xla):9.1f} "
-              f"{gbs(t_copy):9.1f} {compile_ms:10.1f}   max|hlocc-xla| = {err:.2e}")
-        stages = {k.removeprefix("kernel:"): round(v, 1) for k, v in exe.compile_times_ms.items()}
-        print(f"       compile stages (ms): {stages}")
+def bench_one(dtype: str, shape: list[int], runs: int) -> None:
+    import jax
+    import jax.numpy as jnp
+    import ml_dtypes
 
+    import hlocc
+
+    np_dtype = {"f32": np.float32, "bf16": ml_dtypes.bfloat16}[dtype]
+    x = np.random.default_rng(0).standard_normal(shape).astype(np_dtype)
+    t0 = time.perf_counter()
+    exe = hlocc.compile(gelu_text(shape, dtype), backend="cpu")
+    compile_ms = (time.perf_counter() - t0) * 1e3
+
+    def gelu(v):
+        c = jnp.asarray(0.7978845608028654, v.dtype)
+        return v * (0.5 * (1 + jnp.tanh(c * (v + jnp.asarray(0.044715, v.dtype) * v * v * v))))
+
+    jitted = jax.jit(gelu)
+    xj = jax.device_put(x)
+    ours = np.asarray(exe(x)).astype(np.float32)
+    theirs = np.asarray(jitted(xj)).astype(np.float32)
+    err = float(np.max(np.abs(ours - theirs)))
+    t_ours = median_ms(lambda: exe(x), runs)
+    t_xla = median_ms(lambda: jitted(xj).block_until_ready(), runs)
+    out = np.empty_like(x)
+    t_copy = median_ms(lambda: np.copyto(out, x), runs)
+    nbytes = 2 * x.nbytes
+
+    def gbs(ms: float) -> float:
+        return nbytes / ms / 1e6
+
+    print(f"{dtype:6} {t_ours:9.2f} {t_xla:8.2f} {t_xla / t_ours:6.2f} {gbs(t_ours):10.1f} {gbs(t_xla):9.1f} "
+          f"{gbs(t_copy):9.1f} {compile_ms:10.1f}   max|hlocc-xla| = {err:.2e}")
+    stages = {k.removeprefix("kernel:"): round(v, 1) for k, v in exe.compile_times_ms.items()}
+    print(f"       compile stages (ms): {stages}")
 
 if __name__ == "__main__":
     main()

@@ -42,7 +42,7 @@ UNSUPPORTED = {  # what the CPU backend lacks: the error must name it
 SLOW = {"loop__mof_reshapes.hlo", "loop__large_loop_slow_compile_time.hlo"}  # ~10 s / minutes to compile
 BROKEN = {  # bugs outside the emitters (see test_cpu_elementwise.py)
     "convert__f4e2m1fn_intrinsics.hlo": (RuntimeError, "f4e2m1fn kernels do not compile: to_llvm maps f4E2M1FN to "
-                                                       "i8, promote-narrow-floats bitcasts it to i4"),
+                                                       "i8, lower-narrow-floats bitcasts it to i4"),
 }
 TRANSCENDENTAL = {"exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "rsqrt", "cbrt",
                   "sine", "cosine", "tan", "tanh", "erf", "atan2", "power", "acos", "asin", "acosh", "asinh",

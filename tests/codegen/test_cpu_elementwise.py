@@ -55,7 +55,7 @@ from hlocc.hlo.verifier import verify_module
 
 # -- known bugs outside the emitters -------------------------------------------------------------------------
 
-F4_BROKEN = ("to_llvm maps f4E2M1FN to i8 but promote-narrow-floats' f4 conversions bitcast it to and from i4: "
+F4_BROKEN = ("to_llvm maps f4E2M1FN to i8 but lower-narrow-floats' f4 conversions bitcast it to and from i4: "
              "LLVM rejects `bitcast i8 %x to i4`, so no kernel touching f4e2m1fn compiles")
 SLP_MISCOMPILE = ("f8e5m2 -> f8e8m0fnu is miscompiled once LLVM's SLP vectorizer is on (LLVM 22, x86) in a kernel "
                   "that also converts to a sub-byte int (s2/u2/s4: the per-thread loop then holds 2-4 elements): some "

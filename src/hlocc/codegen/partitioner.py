@@ -378,17 +378,7 @@ def subgraph_roots_for_heroes(heroes: Iterable[HloInstruction]) -> SubgraphRootP
 def partition_fusion(fusion: HloComputation, is_subgraph_root: SubgraphRootPredicate | None = None,
                      *, max_instructions_per_subgraph: int = MAX_INSTRUCTIONS_PER_SUBGRAPH) -> PartitionedComputations:
     """Partition a fused computation and every computation it calls (callees after callers)."""
-    order: list[HloComputation] = []
-    seen: set[int] = set()
-    stack = [fusion]
-    while stack:
-        comp = stack.pop()
-        if id(comp) in seen:
-            continue
-        seen.add(id(comp))
-        order.append(comp)
-        for instr in comp.instructions:
-            stack.extend(reversed(instr.called_computations()))
+    order = fusion.reachable_computations()
     partitioned = tuple(
         partition_computation(comp, is_subgraph_root, tensor_parameters=comp is fusion,
                               max_instructions_per_subgraph=max_instructions_per_subgraph)

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
 from xdsl.transforms.canonicalize import CanonicalizePass
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
@@ -75,8 +74,8 @@ CPU_PIPELINE: tuple[str, ...] = KERNEL_PIPELINE[:KERNEL_PIPELINE.index("unroll-l
     "vectorize-elementwise",
 ) + KERNEL_PIPELINE[KERNEL_PIPELINE.index("unroll-loops"):]
 """On the CPU a thread's vector loop becomes whole-vector ops before unrolling what is left.
-(bf16 conversions stay bit manipulation: `promote-narrow-floats`, which leaves them to LLVM's
-bfloat, crashed LLVM's x86 instruction selection on a bf16 transposing copy.)"""
+(bf16 conversions stay bit manipulation: leaving them to LLVM's `bfloat` crashed LLVM's x86
+instruction selection on a bf16 transposing copy.)"""
 
 
 def pipeline_for(kind: str) -> tuple[str, ...]:
@@ -127,4 +126,4 @@ def _dump(options: PipelineOptions, step: int, name: str, module: ModuleOp) -> N
             f.write(text)
 
 
-__all__ = ["KERNEL_PIPELINE", "PipelineOptions", "run_pipeline", "ModulePass"]
+__all__ = ["KERNEL_PIPELINE", "PipelineOptions", "run_pipeline"]

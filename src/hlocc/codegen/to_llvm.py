@@ -336,12 +336,8 @@ def _negf(ft: _FunctionTranslator, op: arith.NegfOp) -> None:
 
 def _absi(ft: _FunctionTranslator, op: math.AbsIOp) -> None:
     x = ft.v(op.operand)
-    fn = declare_intrinsic(ft.t.module, "llvm.abs", x.type, [x.type, _i1_like(x.type)])
+    fn = declare_intrinsic(ft.t.module, "llvm.abs", x.type, [x.type, ir.IntType(1)])
     ft.set(op, ft.b.call(fn, [x, ir.Constant(ir.IntType(1), 0)]))
-
-
-def _i1_like(t: ir.Type) -> ir.Type:
-    return ir.IntType(1)
 
 
 def _bit_count(name: str):
@@ -589,4 +585,4 @@ def translate_module(module: ModuleOp, name: str = "kernel", options: TranslateO
     return LlvmTranslator(name, options, triple).translate(module)
 
 
-__all__ = ["LlvmTranslator", "TranslateOptions", "TranslationError", "llvm_type", "translate_module", "Sequence"]
+__all__ = ["LlvmTranslator", "TranslateOptions", "TranslationError", "llvm_type", "translate_module"]

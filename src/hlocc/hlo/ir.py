@@ -313,6 +313,22 @@ class HloComputation:
                     order.append(node)
         self.instructions[:] = order
 
+    def reachable_computations(self) -> list[HloComputation]:
+        """This computation and every computation it calls, directly or not: callers before
+        callees, each once (linear in the instructions visited)."""
+        order: list[HloComputation] = []
+        seen: set[int] = set()
+        stack: list[HloComputation] = [self]
+        while stack:
+            comp = stack.pop()
+            if id(comp) in seen:
+                continue
+            seen.add(id(comp))
+            order.append(comp)
+            for instr in comp.instructions:
+                stack.extend(reversed(instr.called_computations()))
+        return order
+
     @property
     def program_shape(self) -> tuple[list[Shape], Shape]:
         return [p.shape for p in self.parameters], self.root.shape

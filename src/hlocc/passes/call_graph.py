@@ -13,18 +13,7 @@ _NAME_RE = re.compile(r"[A-Za-z_%][A-Za-z0-9_.\-%]*")
 
 def reachable_computations(module: HloModule) -> list[HloComputation]:
     """The entry and every computation it calls, directly or not (callers before callees)."""
-    order: list[HloComputation] = []
-    seen: set[int] = set()
-    stack = [module.entry]
-    while stack:
-        comp = stack.pop()
-        if id(comp) in seen:
-            continue
-        seen.add(id(comp))
-        order.append(comp)
-        for instr in comp.instructions:
-            stack.extend(c for c in instr.called_computations() if id(c) not in seen)
-    return order
+    return module.entry.reachable_computations()
 
 
 def callers(module: HloModule) -> dict[int, list[HloInstruction]]:

@@ -29,7 +29,6 @@ gone.
 
 from __future__ import annotations
 
-import heapq
 import re
 from collections.abc import Iterable, Sequence
 
@@ -420,8 +419,9 @@ class FusionBuilder:
         """Drop removed instructions and merged-away computations; restore a def-before-use order."""
         for comp in self._touched.values():
             live = [i for i in comp.instructions if id(i) not in self._removed]
-            keys = {id(i): self._key(i) for i in live}
-            comp.instructions = _stable_topological_order(live, keys)
+            live.sort(key=self._key)  # the intended order, then the nearest def-before-use one
+            comp.instructions = live
+            comp.sort_instructions()
         for comp in self._fused_touched.values():
             if id(comp) not in self._orphans:
                 _name_parameters(comp)
@@ -445,21 +445,3 @@ def _name_parameters(comp: HloComputation) -> None:
         param.name = names.unique(f"param_{param.parameter_number}")
 
 
-def _stable_topological_order(instrs: list[HloInstruction], keys: dict[int, float]) -> list[HloInstruction]:
-    """A def-before-use order that follows `keys` wherever the dependencies allow (Kahn's algorithm)."""
-    members = {id(i) for i in instrs}
-    pending = {id(i): sum(1 for op in distinct(i.operands) if id(op) in members) for i in instrs}
-    ready = [(keys[id(i)], n, i) for n, i in enumerate(instrs) if pending[id(i)] == 0]
-    heapq.heapify(ready)
-    index = {id(i): n for n, i in enumerate(instrs)}
-    order: list[HloInstruction] = []
-    while ready:
-        _, _, instr = heapq.heappop(ready)
-        order.append(instr)
-        for user in distinct(instr.users):
-            if id(user) in pending:
-                pending[id(user)] -= 1
-                if pending[id(user)] == 0:
-                    heapq.heappush(ready, (keys[id(user)], index[id(user)], user))
-    assert len(order) == len(instrs), "cycle in computation after fusion"
-    return order

@@ -51,8 +51,7 @@ def one_op_fusion(instr: HloInstruction) -> HloComputation:
         p = HloInstruction(f"param_{k}", "parameter", op.shape, parameter_number=k)
         comp.add_instruction(p)
         params.append(p)
-    clone = HloInstruction(instr.name, instr.opcode, instr.shape, params, instr.attrs, literal=instr.literal)
-    comp.add_instruction(clone)
+    clone = comp.add_instruction(instr.clone(params))
     comp.root = clone
     return comp
 

@@ -11,7 +11,6 @@ identical fusions compile once (XLA's KernelReuseCache).
 
 from __future__ import annotations
 
-import ctypes
 import threading
 import time
 from dataclasses import dataclass, field
@@ -50,10 +49,7 @@ class CompiledKernel:
 
     @property
     def num_elements(self) -> int:
-        n = 1
-        for d in self.output_shapes[0].dims:
-            n *= d
-        return n
+        return self.output_shapes[0].num_elements
 
     def run(self, buffers: list[np.ndarray]) -> None:
         if self.num_elements == 0:
@@ -173,4 +169,4 @@ def _add_block_loop(module: ir.Module, kernel: ir.Function, num_buffers: int, th
     b.ret_void()
 
 
-__all__ = ["CompiledKernel", "compile_fusion", "ctypes", "from_physical", "to_physical"]
+__all__ = ["CompiledKernel", "compile_fusion", "from_physical", "to_physical"]

@@ -15,7 +15,7 @@ encoding in the tensor type. `physical_indices` reorders logical indices accordi
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -185,14 +185,7 @@ class ElementEmitter:
                                 tuple(exprs), m.symbols, m.runtime)
         values = self.apply(unbounded, dims, symbols, runtime) if any(e != dim(i) for i, e in enumerate(exprs)) \
             else [dims[e.index] for e in exprs]
-        checks = []
-        for v, iv in zip(values, intervals):
-            if iv.lo == iv.hi:
-                checks.append(self.b.cmpi("eq", v, self.b.index(iv.lo)))
-                continue
-            checks.append(self.b.cmpi("sge", v, self.b.index(iv.lo)))
-            checks.append(self.b.cmpi("sle", v, self.b.index(iv.hi)))
-        return self.b.and_(checks)
+        return self.b.in_intervals(values, intervals)
 
     # -- values ---------------------------------------------------------------------------------------------
     def value(self, instr: HloInstruction, indices: Sequence[SSAValue]) -> list[SSAValue]:
@@ -234,23 +227,33 @@ class ElementEmitter:
         m = output_to_input(instr)[k]
         return self.scalar(instr.operand(k), self.apply(m, indices, (), runtime))
 
-    def if_else(self, cond: SSAValue | None, then_fn, else_fn, result_type) -> SSAValue:
-        """scf.if cond { then_fn() } else { else_fn() } yielding one scalar; values computed inside
-        a branch are not reused outside it. No condition (`in_bounds` found nothing that restricts
-        the domain, e.g. an update as large as its operand) is always true."""
+    @contextmanager
+    def nested(self, block: Block) -> Iterator[KernelBuilder]:
+        """Emit into `block` (a branch or loop body); values computed there are not reused outside."""
+        saved = self._values, self._maps
+        self._values, self._maps = dict(saved[0]), dict(saved[1])
+        try:
+            with self.b.at(block) as b:
+                yield b
+        finally:
+            self._values, self._maps = saved
+
+    def if_else_many(self, cond: SSAValue | None, then_fn, else_fn, result_types) -> list[SSAValue]:
+        """scf.if cond { then_fn() } else { else_fn() } yielding the lists they return. No condition
+        (`in_bounds` found nothing that restricts the domain) is always true."""
         if cond is None:
-            return then_fn()
-        then_block, else_block = Block(), Block()
-        saved_values, saved_maps = self._values, self._maps
-        results = []
-        for block, fn in ((then_block, then_fn), (else_block, else_fn)):
-            self._values, self._maps = dict(saved_values), dict(saved_maps)
-            with self.b.at(block):
-                v = fn()
-                self.b.insert(scf.YieldOp(v))
-            results.append(v)
-        self._values, self._maps = saved_values, saved_maps
-        return self.b.add(scf.IfOp(cond, [result_type], Region(then_block), Region(else_block)))
+            return list(then_fn())
+        blocks = []
+        for fn in (then_fn, else_fn):
+            block = Block()
+            with self.nested(block) as b:
+                b.insert(scf.YieldOp(*fn()))
+            blocks.append(block)
+        return list(self.b.insert(scf.IfOp(cond, list(result_types), Region(blocks[0]), Region(blocks[1]))).results)
+
+    def if_else(self, cond: SSAValue | None, then_fn, else_fn, result_type) -> SSAValue:
+        """`if_else_many` for one scalar."""
+        return self.if_else_many(cond, lambda: [then_fn()], lambda: [else_fn()], [result_type])[0]
 
 
 # -- index ops ----------------------------------------------------------------------------------------------
@@ -495,5 +498,5 @@ def interval_attr(iv: Interval):
     return ArrayAttr([IntegerAttr(iv.lo, IndexType()), IntegerAttr(iv.hi, IndexType())])
 
 
-__all__ = ["ElementEmitter", "FusionEmitterBase", "KernelModule", "array_leaves", "dim", "emit_scalar_computation",
+__all__ = ["ElementEmitter", "FusionEmitterBase", "KernelModule", "array_leaves", "emit_scalar_computation",
            "emit_subgraph_function", "interval_attr", "physical_dims", "physical_indices", "physical_tensor_type"]

@@ -17,7 +17,6 @@ from xdsl.dialects.builtin import IndexType
 from xdsl.ir import Block, SSAValue
 
 from hlocc.analysis.op_indexing import output_to_input
-from hlocc.codegen.builder import KernelBuilder
 from hlocc.codegen.emitters.base import INDEX_OPS, ElementEmitter, emit_scalar_computation
 from hlocc.hlo.ir import HloInstruction
 
@@ -26,23 +25,16 @@ def _loop_nest(e: ElementEmitter, sizes: Sequence[int], inits: list[SSAValue],
                body: Callable[[list[SSAValue], list[SSAValue]], list[SSAValue]]) -> list[SSAValue]:
     """scf.for nests over [0, size) for each size, carrying `inits`; body(ivs, accs) -> new accs.
     Values computed inside the nest are not reused outside it."""
-    saved = e._values, e._maps
-
-    def level(b: KernelBuilder, k: int, ivs: list[SSAValue], accs: list[SSAValue]) -> list[SSAValue]:
+    def level(k: int, ivs: list[SSAValue], accs: list[SSAValue]) -> list[SSAValue]:
         if k == len(sizes):
             return body(ivs, accs)
         block = Block(arg_types=[IndexType(), *[a.type for a in accs]])
-        with b.at(block):
-            e._values, e._maps = dict(saved[0]), dict(saved[1])
-            results = level(b, k + 1, [*ivs, block.args[0]], list(block.args[1:]))
-            b.insert(scf.YieldOp(*results))
-        loop = scf.ForOp(b.index(0), b.index(sizes[k]), b.index(1), accs, block)
-        return list(b.insert(loop).results)
+        with e.nested(block) as b:
+            b.insert(scf.YieldOp(*level(k + 1, [*ivs, block.args[0]], list(block.args[1:]))))
+        loop = scf.ForOp(e.b.index(0), e.b.index(sizes[k]), e.b.index(1), accs, block)
+        return list(e.b.insert(loop).results)
 
-    try:
-        return level(e.b, 0, [], inits)
-    finally:
-        e._values, e._maps = saved
+    return level(0, [], inits)
 
 
 def _emit_reduce(e: ElementEmitter, instr: HloInstruction, indices: list[SSAValue]) -> list[SSAValue]:
@@ -73,7 +65,7 @@ def _emit_reduce_window(e: ElementEmitter, instr: HloInstruction, indices: list[
                                          for k in range(n)]])
         if inside is None:
             return values_fn()
-        return _if_else_many(e, inside, values_fn, lambda: list(accs), [a.type for a in accs])
+        return e.if_else_many(inside, values_fn, lambda: list(accs), [a.type for a in accs])
 
     return _loop_nest(e, window, inits, body)
 
@@ -95,22 +87,6 @@ def _window_check(e: ElementEmitter, m, indices, ivs, full_sizes) -> SSAValue | 
         values += e.apply(IndexingMap(m.dims, exprs, m.symbols, m.runtime), indices, ivs)
         intervals += [iv for _, iv in m.constraints]
     return e.b.in_intervals(values, intervals)
-
-
-def _if_else_many(e: ElementEmitter, cond: SSAValue, then_fn, else_fn, types) -> list[SSAValue]:
-    from xdsl.ir import Region
-
-    saved = e._values, e._maps
-    blocks = []
-    for fn in (then_fn, else_fn):
-        block = Block()
-        e._values, e._maps = dict(saved[0]), dict(saved[1])
-        with e.b.at(block):
-            e.b.insert(scf.YieldOp(*fn()))
-        blocks.append(block)
-    e._values, e._maps = saved
-    op = scf.IfOp(cond, list(types), Region(blocks[0]), Region(blocks[1]))
-    return list(e.b.insert(op).results)
 
 
 INDEX_OPS["reduce"] = _emit_reduce

@@ -34,28 +34,19 @@ from hlocc.codegen.partitioner import _bitcast_map
 from hlocc.errors import UnsupportedError
 
 
-def _num_elements(shape) -> int:
-    n = 1
-    for d in shape.dims:
-        n *= d
-    return n
-
-
 class LoopEmitter(FusionEmitterBase):
     def launch(self) -> tuple[LaunchDims, int]:
         """(launch dims, elements per thread) for the fusion's first output."""
         leaves = array_leaves(self.fusion.root.shape)
         first = leaves[0]
-        n = 1
-        for d in first.dims:
-            n *= d
+        n = first.num_elements
         bits = [max(leaf.element_type.bits, 1) for leaf in leaves]
         per_thread = self.target.loop_elements_per_thread(n, min(bits), max(bits))
         threads = max(1, min(self.target.threads_per_block, -(-n // per_thread)))
         return loop_launch_dims(n, threads, per_thread), per_thread
 
     def emit(self) -> KernelModule:
-        sizes = {_num_elements(leaf) for leaf in array_leaves(self.fusion.root.shape)}
+        sizes = {leaf.num_elements for leaf in array_leaves(self.fusion.root.shape)}
         if len(sizes) > 1:
             # XLA's loop fusions have roots of one element count; writing others through the first
             # root's grid would leave elements unwritten or write out of bounds.

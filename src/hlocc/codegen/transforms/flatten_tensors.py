@@ -29,10 +29,7 @@ from hlocc.codegen.opt import register_pass
 
 def flat_type(t: Attribute) -> Attribute:
     if isinstance(t, TensorType) and len(t.get_shape()) != 1:
-        n = 1
-        for d in t.get_shape():
-            n *= d
-        return TensorType(t.element_type, [n])
+        return TensorType(t.element_type, [t.element_count()])
     return t
 
 

@@ -103,20 +103,14 @@ def _fold_narrow_constant(op: arith.ConstantOp, result_type: Attribute) -> arith
     return None
 
 
-@dataclass
 class LowerNarrowConversions(RewritePattern):
-    """arith.extf / arith.truncf from or to a narrow float as integer bit manipulation (except for
-    the `native` formats, whose conversions the target does itself)."""
-
-    native: frozenset[str] = frozenset()
+    """arith.extf / arith.truncf from or to a narrow float as integer bit manipulation."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, arith.ExtFOp | arith.TruncFOp):
             return
         src, dst = _narrow(op.input.type), _narrow(op.result.type)
         if src is None and dst is None:
-            return
-        if str(_elem(op.input.type)) in self.native or str(_elem(op.result.type)) in self.native:
             return
         wide = format_of(_elem(op.result.type))
         if src is not None and isinstance(op.input.owner, arith.ConstantOp) and wide in (F32, F64):
@@ -137,16 +131,11 @@ class LowerNarrowConversions(RewritePattern):
         rewriter.replace_op(op, [], [value])
 
 
-@dataclass
 class BitcastNarrowConstant(RewritePattern):
     """A narrow float constant as an integer constant and a bitcast (or erased when unused)."""
 
-    native: frozenset[str] = frozenset()
-
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, arith.ConstantOp) or (fmt := _narrow(op.result.type)) is None:
-            return
-        if str(_elem(op.result.type)) in self.native:
             return
         if not op.result.uses:
             rewriter.erase_op(op)
@@ -177,19 +166,7 @@ class LowerNarrowFloatsPass(ModulePass):
     """Computes narrow-float math in f32 and lowers narrow conversions to bit manipulation."""
 
     name = "lower-narrow-floats"
-    native = frozenset()
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for pattern in (PromoteToF32(), LowerNarrowConversions(self.native), BitcastNarrowConstant(self.native)):
+        for pattern in (PromoteToF32(), LowerNarrowConversions(), BitcastNarrowConstant()):
             PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
-
-
-@register_pass
-@dataclass(frozen=True)
-class PromoteNarrowFloatsPass(LowerNarrowFloatsPass):
-    """The CPU variant: the same f32 computation, but bf16 and f16 conversions stay `extf`/`truncf`
-    for LLVM, whose x86 backend converts them natively (vcvtneps2bf16, vcvtps2ph) on whole vectors
-    with the same round-to-nearest-even. Only the f8/f6/f4 formats become bit manipulation."""
-
-    name = "promote-narrow-floats"
-    native = frozenset({"bf16", "f16"})

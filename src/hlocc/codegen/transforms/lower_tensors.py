@@ -103,10 +103,7 @@ class LowerTensorsPass(ModulePass):
                 name = f"constant_{count}"
                 count += 1
                 t = o.result.type
-                n = 1
-                for d in t.get_shape():
-                    n *= d
-                glob = llvm.GlobalOp(llvm.LLVMArrayType(IntAttr(n), t.element_type), name, "private",
+                glob = llvm.GlobalOp(llvm.LLVMArrayType(IntAttr(t.element_count()), t.element_type), name, "private",
                                      constant=True, value=o.value)
                 module.body.block.add_op(glob)
                 Rewriter.replace_op(o, llvm.AddressOfOp(name, PTR))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, math, scf, vector
+from xdsl.dialects import arith, scf, vector
 from xdsl.dialects.builtin import ModuleOp, VectorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -127,5 +127,3 @@ class VectorizeElementwisePass(ModulePass):
         for loop in reversed([o for o in op.walk() if isinstance(o, scf.ForOp)]):
             _vectorize(loop)
 
-
-__all__ = ["VectorizeElementwisePass", "math"]

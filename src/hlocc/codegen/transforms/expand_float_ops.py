@@ -89,7 +89,7 @@ class ExpandMathFunction(RewritePattern):
         if fmt not in (F32, F64):
             return
         value = expand_elementwise(rewriter, op, fn, [fmt] * len(op.operands), result_type)
-        rewriter.replace_op(op, [], [value])
+        rewriter.replace(op, [], [value])
 
 
 @register_pass

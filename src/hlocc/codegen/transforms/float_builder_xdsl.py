@@ -87,7 +87,7 @@ class XdslBackend:
         self._constants: dict[tuple, SSAValue] = {}
 
     def _insert(self, op: Operation) -> SSAValue:
-        self.rewriter.insert_op(op)
+        self.rewriter.insert(op)
         return op.results[0]
 
     def constant(self, ty: ElemType, value: float | int) -> SSAValue:
@@ -130,12 +130,12 @@ def expand_elementwise(
         return fn(b, *(b.wrap(v, t) for v, t in zip(operands, operand_types))).raw
     elem = result_type.get_element_type()
     zero = [0] if isinstance(elem, IntegerType) else [0.0]
-    acc = rewriter.insert_op(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(result_type, zero))).result
+    acc = rewriter.insert(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(result_type, zero))).result
     for pos in itertools.product(*(range(n) for n in result_type.get_shape())):
-        lanes = [rewriter.insert_op(vector.ExtractOp(v, list(pos), xdsl_type(t))).result
+        lanes = [rewriter.insert(vector.ExtractOp(v, list(pos), xdsl_type(t))).result
                  for v, t in zip(operands, operand_types)]
         lane = fn(b, *(b.wrap(v, t) for v, t in zip(lanes, operand_types))).raw
-        acc = rewriter.insert_op(vector.InsertOp(lane, acc, list(pos))).result
+        acc = rewriter.insert(vector.InsertOp(lane, acc, list(pos))).result
     return acc
 
 

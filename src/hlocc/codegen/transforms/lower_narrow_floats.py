@@ -64,15 +64,15 @@ class PromoteToF32(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if isinstance(op, arith.CmpfOp) and _narrow(op.lhs.type):
             lhs, rhs = (self._ext(v, rewriter) for v in (op.lhs, op.rhs))
-            rewriter.replace_op(op, arith.CmpfOp.create(operands=[lhs, rhs], result_types=[op.result.type],
+            rewriter.replace(op, arith.CmpfOp.create(operands=[lhs, rhs], result_types=[op.result.type],
                                                         properties=dict(op.properties)))
         elif isinstance(op, arith.SIToFPOp | arith.UIToFPOp) and _narrow(op.result.type):
             wide = builtin.f32 if _elem(op.input.type).width.data <= 24 else builtin.f64
             conv = type(op)(op.input, _with_elem(op.result.type, wide))
-            rewriter.insert_op(conv)
-            rewriter.replace_op(op, arith.TruncFOp(conv.result, op.result.type))
+            rewriter.insert(conv)
+            rewriter.replace(op, arith.TruncFOp(conv.result, op.result.type))
         elif isinstance(op, arith.FPToSIOp | arith.FPToUIOp) and _narrow(op.input.type):
-            rewriter.replace_op(op, type(op)(self._ext(op.input, rewriter), op.result.type))
+            rewriter.replace(op, type(op)(self._ext(op.input, rewriter), op.result.type))
         elif _is_float_compute(op) and len(op.results) == 1 and _narrow(op.results[0].type):
             if any(_elem(v.type) != _elem(op.results[0].type) for v in op.operands):
                 return  # mixed-type ops (fpowi, ...) are not float-only compute
@@ -80,13 +80,13 @@ class PromoteToF32(RewritePattern):
             operands = [self._ext(v, rewriter) for v in op.operands]
             new = type(op).create(operands=operands, result_types=[f32_type], properties=dict(op.properties),
                                   attributes=dict(op.attributes))
-            rewriter.insert_op(new)
-            rewriter.replace_op(op, arith.TruncFOp(new.results[0], op.results[0].type))
+            rewriter.insert(new)
+            rewriter.replace(op, arith.TruncFOp(new.results[0], op.results[0].type))
 
     @staticmethod
     def _ext(v: SSAValue, rewriter: PatternRewriter) -> SSAValue:
         ext = arith.ExtFOp(v, _with_elem(v.type, builtin.f32))
-        rewriter.insert_op(ext)
+        rewriter.insert(ext)
         return ext.result
 
 
@@ -116,7 +116,7 @@ class LowerNarrowConversions(RewritePattern):
         if src is not None and isinstance(op.input.owner, arith.ConstantOp) and wide in (F32, F64):
             folded = _fold_narrow_constant(op.input.owner, op.result.type)
             if folded is not None:
-                rewriter.replace_op(op, folded)
+                rewriter.replace(op, folded)
                 return
 
         def convert(b, x):
@@ -128,7 +128,7 @@ class LowerNarrowConversions(RewritePattern):
 
         in_fmt = src or format_of(_elem(op.input.type))
         value = expand_elementwise(rewriter, op, convert, [in_fmt], op.result.type)
-        rewriter.replace_op(op, [], [value])
+        rewriter.replace(op, [], [value])
 
 
 class BitcastNarrowConstant(RewritePattern):
@@ -138,7 +138,7 @@ class BitcastNarrowConstant(RewritePattern):
         if not isinstance(op, arith.ConstantOp) or (fmt := _narrow(op.result.type)) is None:
             return
         if not op.result.uses:
-            rewriter.erase_op(op)
+            rewriter.erase(op)
             return
         int_type = _with_elem(op.result.type, IntegerType(fmt.width))
         attr = op.value
@@ -149,8 +149,8 @@ class BitcastNarrowConstant(RewritePattern):
         else:
             new_attr = IntegerAttr(bits[0], int_type)
         const = arith.ConstantOp(new_attr)
-        rewriter.insert_op(const)
-        rewriter.replace_op(op, arith.BitcastOp(const.result, op.result.type))
+        rewriter.insert(const)
+        rewriter.replace(op, arith.BitcastOp(const.result, op.result.type))
 
 
 def _bits_of(value: float, fmt: FloatFormat) -> int:

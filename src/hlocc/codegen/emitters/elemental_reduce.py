@@ -41,7 +41,8 @@ def _emit_reduce(e: ElementEmitter, instr: HloInstruction, indices: list[SSAValu
     n = len(instr.operands) // 2
     maps = output_to_input(instr)
     inits = [e.scalar(instr.operand(n + k), []) for k in range(n)]
-    reduced = [instr.operand(0).shape.dims[d] for d in sorted(int(x) for x in instr.attrs["dimensions"])]
+    # One loop per symbol of the input maps: a reduced dimension of size 1 has none (it simplified away).
+    reduced = [v.bounds.hi - v.bounds.lo + 1 for v in maps[0].symbols]
 
     def body(ivs: list[SSAValue], accs: list[SSAValue]) -> list[SSAValue]:
         values = [e.scalar(instr.operand(k), e.apply(maps[k], indices, ivs)) for k in range(n)]
@@ -54,7 +55,7 @@ def _emit_reduce_window(e: ElementEmitter, instr: HloInstruction, indices: list[
     n = len(instr.operands) // 2
     maps = output_to_input(instr)
     inits = [e.scalar(instr.operand(n + k), []) for k in range(n)]
-    window = [len(range(v.bounds.lo, v.bounds.hi + 1)) for v in maps[0].symbols]
+    window = [v.bounds.hi - v.bounds.lo + 1 for v in maps[0].symbols]
     full = instr.operand(0).shape.dims
 
     def body(ivs: list[SSAValue], accs: list[SSAValue]) -> list[SSAValue]:

@@ -33,6 +33,22 @@ KNOWN_INVALID = {
 NON_TERMINATING = {"hlo_to_mhlo__while__1.hlo"}
 
 
+MAX_INPUT_ELEMENTS = 1 << 23
+MAX_DEFAULT_WORK = 3e8  # elements produced by all instructions; above it a module runs only with -m slow
+
+
+def evaluation_work(path: Path) -> float:
+    """Elements all instructions of a module produce: the evaluator's time is about proportional."""
+    import hlocc
+
+    try:
+        module = hlocc.parse_hlo_file(path)
+    except hlocc.HloError:
+        return 0.0
+    return float(sum(leaf.num_elements for i in module.all_instructions() for leaf in i.shape.leaves()
+                     if leaf.is_array))
+
+
 def corpus_files(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.hlo")) if directory.is_dir() else []
 
@@ -54,3 +70,25 @@ def jax_cases() -> list[dict]:
 def load_npz(path: Path) -> dict[str, np.ndarray]:
     with np.load(path) as data:
         return dict(data)
+
+
+def run_jax_case(case: dict, directory: Path, backend: str, **compile_options):
+    """Compile and run a JAX corpus case on `backend`; assert every output matches XLA:CPU's within
+    the case's tolerances. Returns the Executable."""
+    import hlocc
+    from hlocc.cli import flatten
+    from hlocc.comparison import compare_arrays
+    from hlocc.compiler import check_arguments
+
+    name = case["name"]
+    module = hlocc.parse_hlo_file(directory / f"{name}.hlo")
+    exe = hlocc.compile(module, backend=backend, **compile_options)
+    inputs = load_npz(directory / f"{name}.in.npz")
+    args = check_arguments(module, [inputs[f"arg{i}"] for i in range(len(inputs))], cast=True)
+    outputs = flatten(exe(*args))
+    expected = load_npz(directory / f"{name}.out.npz")
+    assert len(outputs) == len(expected), f"{name}: {len(outputs)} outputs, reference has {len(expected)}"
+    for i, got in enumerate(outputs):
+        why = compare_arrays(expected[f"out{i}"], got, float(case["rtol"]), float(case["atol"]))
+        assert why is None, f"{name} out{i}: {why}"
+    return exe

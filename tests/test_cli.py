@@ -137,11 +137,30 @@ ENTRY e {
 """
 
 
-def test_cpu_backend_names_an_op_it_cannot_run_yet(tmp_path, capsys):
-    assert main(["run", str(write(tmp_path, DOT)), "--backend", "cpu"]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("hlocc: error: unsupported on the cpu backend: dot (instruction 'd')"), err
-    assert "Traceback" not in err
+SORT = """HloModule m
+lt {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=LT
+}
+ENTRY e {
+  a = f32[5] parameter(0)
+  ROOT s = f32[5] sort(a), dimensions={0}, to_apply=lt
+}
+"""
+
+
+def test_cpu_backend_runs_a_dot_as_a_library_call_and_lists_host_fallbacks(tmp_path, capsys):
+    reference = tmp_path / "ref.npz"
+    assert main(["run", str(write(tmp_path, DOT)), "--output", str(reference)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(write(tmp_path, DOT)), "--backend", "cpu", "--stats", "--expected", str(reference)]) == 0
+    out = capsys.readouterr().out
+    assert "library calls: gemm 1" in out and "kernels: 0" in out and "host fallbacks: 0" in out, out
+    assert "matches expected outputs" in out
+    assert main(["run", str(write(tmp_path, SORT)), "--backend", "cpu", "--stats"]) == 0
+    out = capsys.readouterr().out
+    assert "host fallbacks: 1\n  s (sort): no library implementation on this backend yet" in out, out
 
 
 def test_cpu_backend_runs_the_example_and_dumps_ir(tmp_path, capsys):
@@ -150,5 +169,6 @@ def test_cpu_backend_runs_the_example_and_dumps_ir(tmp_path, capsys):
     assert main(["run", str(example), "--backend", "cpu", "--dump-dir", str(tmp_path / "dump"),
                  "--output", str(out)]) == 0
     names = sorted(p.name for p in (tmp_path / "dump").iterdir())
-    assert "fusion.01.inline.mlir" in names and "fusion.llvm-opt.ll" in names
+    assert "loop_multiply_fusion.01.inline.mlir" in names and "loop_multiply_fusion.llvm-opt.ll" in names
+    assert {"module.after_passes.hlo", "buffer_assignment.txt", "thunks.txt", "stats.txt"} <= set(names)
     assert main(["run", str(example), "--expected", str(out), "--rtol", "1e-2", "--atol", "1e-2"]) == 0

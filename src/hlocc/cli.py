@@ -1,7 +1,8 @@
 """The `hlocc` command line, modelled on XLA's `run_hlo_module` and `hlo-opt`.
 
     hlocc run MODULE.hlo [--inputs IN.npz] [--output OUT.npz] [--expected REF.npz --rtol R --atol A]
-                         [--backend interpreter] [--seed N] [--bench N] [--json]
+                         [--backend interpreter|cpu] [--seed N] [--bench N] [--json] [--stats]
+                         [--no-hlo-passes] [--print-ir-after-all] [--dump-dir DIR]
     hlocc print MODULE.hlo [--no-verify] [--no-metadata]
     hlocc opt [--passes a,b | --pipeline cpu|gpu] [--emit-llvm] FILE.mlir   (kernel IR passes, like mlir-opt)
     hlocc hlo-opt [--passes a,b | --pipeline simplify] [--print-after-all] FILE.hlo   (HLO passes)
@@ -76,9 +77,16 @@ def _argument_parser() -> argparse.ArgumentParser:
     run.add_argument("--bench", type=int, default=0, metavar="N", help="time N warmed runs")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     run.add_argument("--no-verify", action="store_true", help="skip the verifier")
+    run.add_argument("--no-hlo-passes", action="store_true",
+                     help="compile the module as written: no simplification or fusion (cpu backend)")
+    run.add_argument("--stats", action="store_true",
+                     help="print what the program compiled into: fusions by emitter kind, kernels, library calls, "
+                          "host fallbacks, peak memory and compile time per stage (cpu backend)")
     run.add_argument("--print-ir-after-all", action="store_true",
-                     help="print each kernel's IR after every pass (like run_hlo_module --v=5)")
-    run.add_argument("--dump-dir", type=Path, help="write each kernel's IR after every pass to this directory")
+                     help="print the module after every HLO pass and each kernel's IR after every kernel pass "
+                          "(like run_hlo_module --v=5)")
+    run.add_argument("--dump-dir", type=Path, help="write each kernel's IR after every pass, the optimized module, "
+                                                   "the buffer assignment and the thunks to this directory")
     run.set_defaults(func=_cmd_run)
 
     pr = sub.add_parser("print", help="parse, verify and print canonical HLO text")
@@ -107,9 +115,14 @@ def _cmd_print(args) -> int:
 def _cmd_run(args) -> int:
     t0 = time.perf_counter()
     module = parse_hlo_file(args.module)
-    exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed,
+    exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed, hlo_passes=not args.no_hlo_passes,
                   print_ir_after_all=args.print_ir_after_all, dump_dir=str(args.dump_dir) if args.dump_dir else None)
     compile_ms = (time.perf_counter() - t0) * 1e3
+    if args.stats:
+        if exe.runner is None:
+            print(f"(--stats: the {args.backend} backend compiles nothing; it evaluates the module as written)")
+        else:
+            print(exe.runner.stats.to_string())
     inputs = _load_inputs(args.inputs, module) if args.inputs else random_inputs(module, args.seed)
     inputs = check_arguments(module, inputs, cast=True)
 

@@ -1,15 +1,16 @@
 """`compile(text_or_module, backend)` → Executable, and the Executable's argument checking.
 
 Backends: `interpreter` runs the reference evaluator; `cpu` JIT-compiles kernels for the host
-(backends/cpu: modules made of fusions and elementwise/index ops so far); `cuda` is not built yet.
+(backends/cpu: the whole-program runtime of runtime/executable.py); `cuda` is not built yet.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -87,8 +88,15 @@ def _check_one(index: int, shape: Shape, value: Any, cast: bool) -> Any:
 
 
 def compile(module_or_text: HloModule | str, backend: str = "interpreter", *, verify: bool = True,
-            seed: int = 0, print_ir_after_all: bool = False, dump_dir: str | None = None) -> Executable:
-    """Parse (if given text), verify and compile a module for `backend`."""
+            seed: int = 0, hlo_passes: bool = True, print_ir_after_all: bool = False,
+            dump_dir: str | None = None, stream: TextIO | None = None) -> Executable:
+    """Parse (if given text), verify and compile a module for `backend`.
+
+    hlo_passes: run the HLO pass pipeline (simplification and fusion) before code generation;
+      without it each fusion and each op of the module as written becomes its own kernel.
+    print_ir_after_all: write every HLO pass's result and every kernel pass's IR to `stream`
+      (default stdout); dump_dir: write them, the buffer assignment and the thunks to files.
+    A module object is copied first: compilation never changes the caller's module."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     module = parse_hlo(module_or_text) if isinstance(module_or_text, str) else module_or_text
@@ -110,9 +118,25 @@ def compile(module_or_text: HloModule | str, backend: str = "interpreter", *, ve
         from hlocc.backends.cpu.executable import compile_module
         from hlocc.codegen.pipeline import PipelineOptions
 
-        options = PipelineOptions(print_ir_after_all, dump_dir) if (print_ir_after_all or dump_dir) else None
-        t0 = time.perf_counter()
-        runner = compile_module(module, options=options)
-        times.update({f"kernel:{k}": v for k, v in runner.compile_times_ms.items() if k != "total"})
-        times["compile"] = (time.perf_counter() - t0) * 1e3
+        out = stream or sys.stdout
+        options = (PipelineOptions(print_ir_after_all, dump_dir, "kernel", lambda text: print(text, file=out))
+                   if (print_ir_after_all or dump_dir) else None)
+        work = module if isinstance(module_or_text, str) else parse_hlo(module.to_string())
+        runner = compile_module(work, options=options, hlo_passes=hlo_passes, seed=seed,
+                                print_after_all=print_ir_after_all, stream=out, times=times)
+        if dump_dir:
+            _dump_program(runner, dump_dir)
     return Executable(module, backend, times, seed, runner)
+
+
+def _dump_program(runner, dump_dir: str) -> None:
+    import os
+
+    os.makedirs(dump_dir, exist_ok=True)
+    files = {"module.after_passes.hlo": runner.module.to_string(),
+             "buffer_assignment.txt": runner.assignment.to_string(),
+             "thunks.txt": runner.to_string(),
+             "stats.txt": runner.stats.to_string()}
+    for name, text in files.items():
+        with open(os.path.join(dump_dir, name), "w") as f:
+            f.write(text + "\n")

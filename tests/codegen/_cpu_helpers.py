@@ -270,6 +270,18 @@ def compile_cpu(text: str, target=None):
     return compile_module(module, target)
 
 
+def compile_kernel(text: str, target=None):
+    """Compile a module's entry computation as one fused kernel (no runtime, no host fallback): what
+    the emitters cannot compute raises UnsupportedError here."""
+    from hlocc.backends.cpu.kernel import compile_fusion
+    from hlocc.hlo.parser import parse_hlo
+    from hlocc.hlo.verifier import verify_module
+
+    module = parse_hlo(text)
+    verify_module(module)
+    return compile_fusion(module.entry, target, use_cache=False)
+
+
 def run_cpu(text: str, inputs: list, target=None) -> list[np.ndarray]:
     """Compile for `target` and run on the cpu backend (arguments checked as an Executable does)."""
     from hlocc.compiler import check_arguments
@@ -321,8 +333,7 @@ def guarded_main(path: str) -> None:
     the backend rejects (UnsupportedError) is reported as such."""
     import pickle
 
-    from hlocc.backends.cpu.kernel import from_physical, to_physical
-    from hlocc.codegen.emitters.base import physical_dims
+    from hlocc.backends.cpu.executable import kernels
 
     with open(path, "rb") as f:
         cases = pickle.load(f)
@@ -334,15 +345,25 @@ def guarded_main(path: str) -> None:
         except UnsupportedError as e:
             print(f"case {i} rejected: {e}", flush=True)
             continue
-        (kernel,) = runner.kernels
-        ref = run_reference(text, inputs)
-        for at_end in (True, False):
-            keep: list = []
-            params = [_guarded_like(physical_dims(s), s.dtype, at_end, keep, to_physical(np.asarray(x), s))
-                      for x, s in zip(inputs, kernel.param_shapes)]
-            outs = [_guarded_like(physical_dims(s), s.dtype, at_end, keep) for s in kernel.output_shapes]
-            print(f"case {i} guard {'after' if at_end else 'before'}", flush=True)
-            kernel.run(params + outs)
-            for k, (o, s, r) in enumerate(zip(outs, kernel.output_shapes, ref)):
-                assert_exact(from_physical(o, s), r, [], f"case {i} output {k}")
+        for kernel in kernels(runner):
+            _run_guarded_kernel(kernel, inputs, i)
     print("all cases ran in bounds", flush=True)
+
+
+def _run_guarded_kernel(kernel, inputs: list, i: int) -> None:
+    """Run one kernel of case `i` (its parameters are the module's) on guarded buffers; compare with
+    the evaluator on the kernel's own fused computation."""
+    from hlocc.backends.cpu.kernel import from_physical, to_physical
+    from hlocc.codegen.emitters.base import physical_dims
+    from hlocc.evaluator import Evaluator
+
+    ref = flatten(Evaluator().call(kernel.computation, inputs))
+    for at_end in (True, False):
+        keep: list = []
+        params = [_guarded_like(physical_dims(s), s.dtype, at_end, keep, to_physical(np.asarray(x), s))
+                  for x, s in zip(inputs, kernel.param_shapes)]
+        outs = [_guarded_like(physical_dims(s), s.dtype, at_end, keep) for s in kernel.output_shapes]
+        print(f"case {i} guard {'after' if at_end else 'before'}", flush=True)
+        kernel.run(params + outs)
+        for k, (o, s, r) in enumerate(zip(outs, kernel.output_shapes, ref)):
+            assert_exact(from_physical(o, s), r, [], f"case {i} output {k}")

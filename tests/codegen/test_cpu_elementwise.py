@@ -32,20 +32,24 @@ from _cpu_helpers import (
     T,
     assert_exact,
     assert_ulps,
-    compile_cpu,
+    compile_kernel,
     edge_values,
+    flatten,
     module_text,
     needs_expand_float_ops,
     pair_inputs,
     random_values,
     run_both,
     run_cpu,
+    run_reference,
     scalar_target,
     shape_text,
     tuple_line,
     typed,
 )
 
+import hlocc
+from hlocc.cli import random_inputs
 from hlocc.errors import HloVerifyError, UnsupportedError
 from hlocc.evaluator.numerics import int_bounds
 from hlocc.hlo.opcodes import OPCODES
@@ -302,21 +306,27 @@ DOUBLE_ROUNDING_F64 = [1 + 2.0**-8 + 2.0**-40, 1 + 2.0**-11 + 2.0**-40, -(1 + 2.
 DOUBLE_ROUNDING_INTS = [(1 << 24) + (1 << 16) + 1, (1 << 62) + (1 << 61) + 1, (1 << 40) + (1 << 32) + 1]
 
 
-def _convert_inputs(type_name: str) -> np.ndarray:
+def _convert_inputs(type_name: str, vectorized: bool = False) -> np.ndarray:
+    """Edge values, random values and double-rounding cases: an odd number of them, or (`vectorized`)
+    a multiple of 64."""
     pt = T[type_name]
-    values = [edge_values(type_name), random_values(type_name, 201, np.random.default_rng(pt.bits))]
+    rng = np.random.default_rng(pt.bits)
+    values = [edge_values(type_name), random_values(type_name, 201, rng)]
     if type_name == "f64":
         values.append(np.array(DOUBLE_ROUNDING_F64))
     if pt.is_integer:
         lo, hi = int_bounds(pt)
         values.append(typed([v for v in DOUBLE_ROUNDING_INTS if lo <= v <= hi], pt))
     a = np.concatenate(values)
+    if vectorized:
+        return np.concatenate([a, random_values(type_name, -a.size % 64, rng)])
     return a if a.size % 2 else a[:-1]
 
 
 def convert_group(type_name: str, destinations: tuple[str, ...], target_kind: str = "scalar"):
-    """`a` (edge values, random values, double-rounding cases) converted to every destination type."""
-    a = _convert_inputs(type_name)
+    """`a` (edge values, random values, double-rounding cases) converted to every destination type
+    (target kinds as in `exact_group`)."""
+    a = _convert_inputs(type_name, vectorized=target_kind == "vectorized")
     n = a.size
     body = [f"a = {shape_text(type_name, [n])} parameter(0)"]
     results = []
@@ -364,6 +374,16 @@ def test_convert(src, dst):
 @pytest.mark.parametrize("src", _default_target_params(["f32"], SWEPT_TYPES))
 def test_convert_default_target(src):
     results, a = convert_group(src, tuple(SWEPT_TYPES), "default")
+    for dst, (got, ref) in results.items():
+        if (src, dst) not in MISCOMPILED:
+            check("convert", got, ref, [a], f"convert {src} -> {dst}")
+
+
+@pytest.mark.parametrize("src", _default_target_params(["bf16", "f8e4m3fn", "s32"], SWEPT_TYPES))
+def test_convert_vectorized(src):
+    """The default target on a multiple of 64 elements: every conversion on whole vectors (vectorize-
+    elementwise's xla.cmpf/xla.select/xla.fptosi/..., lower-narrow-floats' vector bit manipulation)."""
+    results, a = convert_group(src, tuple(SWEPT_TYPES), "vectorized")
     for dst, (got, ref) in results.items():
         if (src, dst) not in MISCOMPILED:
             check("convert", got, ref, [a], f"convert {src} -> {dst}")
@@ -446,6 +466,7 @@ DEFAULT_TARGET_FUNCTIONS = ("exponential", "log", "tanh", "sine", "erf", "power"
 @needs_expand_float_ops()
 @pytest.mark.parametrize("type_name,ops,kind", [
     ("f32", DEFAULT_TARGET_FUNCTIONS, "vectorized"),
+    ("bf16", DEFAULT_TARGET_FUNCTIONS, "vectorized"),
     *[pytest.param(t, None, kind, marks=pytest.mark.slow) for t in SWEPT_TYPES if T[t].is_float
       for kind in ("default", "vectorized")]])
 def test_transcendental_ops_default_target(type_name, ops, kind):
@@ -486,12 +507,22 @@ COMPLEX_CASES = [(t, op) for t in COMPLEX_TYPES for op, info in OPCODES.items()
 @pytest.mark.parametrize("type_name,op", COMPLEX_CASES, ids=[f"{op}-{t}" for t, op in COMPLEX_CASES])
 def test_complex_numbers_are_unsupported(type_name, op):
     with pytest.raises(UnsupportedError, match=rf"unsupported: {op} .*on complex numbers"):
-        compile_cpu(_complex_case_text(op, type_name))
+        compile_kernel(_complex_case_text(op, type_name))
 
 
 def test_bitcast_convert_between_widths_is_unsupported():
     with pytest.raises(UnsupportedError, match=r"unsupported: bitcast-convert between types of different widths"):
-        compile_cpu(module_text(["x = f32[3] parameter(0)", "r = u8[3,4] bitcast-convert(x)"]))
+        compile_kernel(module_text(["x = f32[3] parameter(0)", "r = u8[3,4] bitcast-convert(x)"]))
+
+
+def test_the_runtime_runs_what_no_kernel_computes_on_the_host_and_says_so():
+    text = _complex_case_text("multiply", "c64")
+    exe = hlocc.compile(text, backend="cpu", hlo_passes=False)
+    (name, opcode, why), = exe.runner.stats.host_ops
+    assert opcode == "fusion" and "on complex numbers" in why
+    inputs = random_inputs(hlocc.parse_hlo(text), 3)
+    for got, ref in zip(flatten(exe(*inputs)), run_reference(text, inputs)):
+        np.testing.assert_array_equal(got, ref)
 
 
 def test_complex_cases_cover_the_complex_ops():

@@ -4,9 +4,6 @@ tolerances of index.tsv, and every XLA module either evaluates or fails with a c
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -15,15 +12,17 @@ from corpus import (
     INVALID_ALONE,
     JAX_DIR,
     KNOWN_INVALID,
+    MAX_DEFAULT_WORK,
+    MAX_INPUT_ELEMENTS,
     NON_TERMINATING,
     XLA_DIR,
     corpus_files,
+    evaluation_work,
     jax_cases,
-    load_npz,
     require,
+    run_jax_case,
 )
 from hlocc.cli import flatten, random_inputs
-from hlocc.comparison import compare_arrays
 from hlocc.compiler import check_arguments
 from hlocc.errors import UnsupportedError
 from hlocc.evaluator import EvaluationError, Evaluator
@@ -33,57 +32,15 @@ SMALL = [c for c in CASES if c["perf"] != "yes"]
 PERF = [c for c in CASES if c["perf"] == "yes"]
 
 
-def run_case(case: dict, directory) -> None:
-    name = case["name"]
-    module = hlocc.parse_hlo_file(directory / f"{name}.hlo")
-    exe = hlocc.compile(module, backend="interpreter")
-    inputs = load_npz(directory / f"{name}.in.npz")
-    args = check_arguments(module, [inputs[f"arg{i}"] for i in range(len(inputs))], cast=True)
-    outputs = flatten(exe(*args))
-    expected = load_npz(directory / f"{name}.out.npz")
-    assert len(outputs) == len(expected), f"{name}: {len(outputs)} outputs, reference has {len(expected)}"
-    for i, got in enumerate(outputs):
-        why = compare_arrays(expected[f"out{i}"], got, float(case["rtol"]), float(case["atol"]))
-        assert why is None, f"{name} out{i}: {why}"
-
-
 @pytest.mark.parametrize("case", SMALL, ids=lambda c: c["name"])
 def test_jax_case_matches_xla_cpu(case):
     require(JAX_DIR)
-    run_case(case, JAX_DIR)
-
-
-@pytest.fixture(scope="session")
-def perf_dir(tmp_path_factory):
-    """The perf cases ship without data; recreate it with the corpus's own generator (needs jax)."""
-    pytest.importorskip("jax", reason="the perf cases' inputs are recreated with jax (not installed)")
-    require(JAX_DIR)
-    out = tmp_path_factory.mktemp("perf_corpus")
-    names = ",".join(c["name"] for c in PERF)
-    proc = subprocess.run([sys.executable, str(JAX_DIR / "gen_public.py"), "--only", names, "--no-timing",
-                           "--outdir", str(out)], capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0:
-        pytest.skip(f"could not recreate the perf cases: {proc.stderr[-500:]}")
-    return out
+    run_jax_case(case, JAX_DIR, "interpreter")
 
 
 @pytest.mark.parametrize("case", PERF, ids=lambda c: c["name"])
 def test_jax_perf_case_matches_xla_cpu(case, perf_dir):
-    run_case(case, perf_dir)
-
-
-MAX_INPUT_ELEMENTS = 1 << 23
-MAX_DEFAULT_WORK = 3e8  # elements produced by all instructions; above it a module runs only with -m slow
-
-
-def evaluation_work(path) -> float:
-    """Elements all instructions of a module produce: the evaluator's time is about proportional."""
-    try:
-        module = hlocc.parse_hlo_file(path)
-    except hlocc.HloError:
-        return 0.0
-    return float(sum(leaf.num_elements for i in module.all_instructions() for leaf in i.shape.leaves()
-                     if leaf.is_array))
+    run_jax_case(case, perf_dir, "interpreter")
 
 
 XLA_PARAMS = [pytest.param(p, marks=[pytest.mark.slow] if evaluation_work(p) > MAX_DEFAULT_WORK else [])

@@ -16,10 +16,11 @@ from hlocc.passes.base import HloPass, register_hlo_pass
 from hlocc.passes.call_graph import callers, control_referenced_names, has_control_dependencies
 
 
-def inline_call(call: HloInstruction) -> HloInstruction:
-    """Inline one call; returns the instruction that replaced it."""
+def inline_call(call: HloInstruction, callee: HloComputation | None = None) -> HloInstruction:
+    """Inline one call (or another instruction that calls `callee` with its operands as parameters,
+    such as a fusion); returns the instruction that replaced it."""
     caller: HloComputation = call.parent
-    callee: HloComputation = call.to_apply
+    callee = callee if callee is not None else call.to_apply
     clones: dict[int, HloInstruction] = {}
     for param in callee.parameters:
         clones[id(param)] = call.operands[param.parameter_number]

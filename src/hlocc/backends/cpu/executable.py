@@ -1,23 +1,17 @@
-"""Running a module on the CPU backend with the kernels the loop emitter builds.
+"""The CPU backend's whole-program compiler: the runtime (runtime/executable.py: HLO passes,
+schedule, buffer assignment, thunks) with kernels compiled for the host (kernel.py).
 
-This is the kernel-level runner: the entry computation is walked in order, and
-- a `fusion` instruction runs its fused computation as one kernel;
-- a lone elementwise or index op runs as a one-op fusion;
-- parameters, constants, tuples and get-tuple-element move arrays around;
-- an entry without any fusion whose every op a kernel can compute (emitter-test modules, which
-  hold a single `fusion { ... }` computation) is itself compiled as one kLoop fusion, the way XLA's
-  test loader wraps such modules.
-Anything else stops compilation with an UnsupportedError naming the op: whole-program compilation
-(HLO passes, fusion, library calls, control flow) is the runtime's job, not this runner's.
+    compile_module(module)                      # HLO passes on: what `hlocc.compile(..., "cpu")` runs
+    compile_module(module, hlo_passes=False)    # the module as written: each fusion or lone op a kernel
+
+Without HLO passes, a module with no fusion whose every op a kernel can compute — an emitter
+test's body, which XLA's test loader (LoadTestModule) wraps — is compiled as one kLoop fusion.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TextIO
 
 from hlocc.backends.cpu.kernel import CompiledKernel, compile_fusion
 from hlocc.codegen.elemental import ELEMENTAL
@@ -25,13 +19,13 @@ from hlocc.codegen.emitters.base import INDEX_OPS
 from hlocc.codegen.emitters.loop import LoopEmitter  # noqa: F401  (registers every op it can emit)
 from hlocc.codegen.pipeline import PipelineOptions
 from hlocc.codegen.target import Target, cpu_target
-from hlocc.errors import UnsupportedError
+from hlocc.codegen.to_llvm import TranslateOptions
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.runtime.executable import KernelCompiler, ThunkExecutable, build_executable
+from hlocc.runtime.thunks import KernelThunk
 
 KERNEL_OPCODES = frozenset(ELEMENTAL) | frozenset(INDEX_OPS) - {"parameter", "tuple"}
 """Ops the loop emitter computes elementwise (plus parameters and a root tuple)."""
-
-_MOVES = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
 
 
 def is_loop_emittable(computation: HloComputation) -> bool:
@@ -39,111 +33,48 @@ def is_loop_emittable(computation: HloComputation) -> bool:
                for i in computation.instructions)
 
 
-def _unsupported(instr: HloInstruction, why: str) -> UnsupportedError:
-    return UnsupportedError(f"unsupported on the cpu backend: {instr.opcode} (instruction '{instr.name}'): {why}")
+def wrap_entry_in_fusion(module: HloModule) -> None:
+    """Make the entry a kLoop fusion called from a new entry (LoadTestModule's rule)."""
+    body = module.entry
+    entry = HloComputation(f"{body.name}.wrapped", is_entry=True)
+    params = [entry.add_instruction(p.clone([])) for p in body.parameters]
+    entry.root = entry.add_instruction(HloInstruction("fusion", "fusion", body.root.shape, params,
+                                                      {"kind": "kLoop", "calls": body}))
+    body.is_entry = False
+    module.add_computation(entry)
 
 
-def one_op_fusion(instr: HloInstruction) -> HloComputation:
-    """A fused computation holding a copy of `instr` with one parameter per operand."""
-    comp = HloComputation(f"{instr.name}.fused")
-    params = []
-    for k, op in enumerate(instr.operands):
-        p = HloInstruction(f"param_{k}", "parameter", op.shape, parameter_number=k)
-        comp.add_instruction(p)
-        params.append(p)
-    clone = comp.add_instruction(instr.clone(params))
-    comp.root = clone
-    return comp
-
-
-@dataclass
-class _Step:
-    instr: HloInstruction
-    kernel: CompiledKernel | None = None
-
-
-@dataclass
-class CpuModuleRunner:
-    module: HloModule
-    steps: list[_Step]
-    whole_entry: CompiledKernel | None
-    compile_times_ms: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def kernels(self) -> list[CompiledKernel]:
-        if self.whole_entry is not None:
-            return [self.whole_entry]
-        return [s.kernel for s in self.steps if s.kernel is not None]
-
-    def run(self, args: Sequence[np.ndarray]):
-        entry = self.module.entry
-        if self.whole_entry is not None:
-            outs = self.whole_entry(*args)
-            return tuple(outs) if entry.root.shape.is_tuple else outs[0]
-        values: dict[int, object] = {}
-        for step in self.steps:
-            instr = step.instr
-            if instr.opcode == "parameter":
-                values[id(instr)] = args[instr.parameter_number]
-            elif instr.opcode == "constant":
-                values[id(instr)] = instr.literal
-            elif instr.opcode == "tuple":
-                values[id(instr)] = tuple(values[id(o)] for o in instr.operands)
-            elif instr.opcode == "get-tuple-element":
-                values[id(instr)] = values[id(instr.operand(0))][int(instr.attrs["index"])]
-            else:
-                outs = step.kernel(*[values[id(o)] for o in instr.operands])
-                values[id(instr)] = _nest(outs, instr.shape) if instr.shape.is_tuple else outs[0]
-        return values[id(entry.root)]
-
-
-def _nest(flat: list, shape):
-    it = iter(flat)
-
-    def build(s):
-        return tuple(build(t) for t in s.tuple_shapes) if s.is_tuple else next(it)
-    return build(shape)
-
-
-def compile_module(module: HloModule, target: Target | None = None,
-                   options: PipelineOptions | None = None) -> CpuModuleRunner:
-    target = target or cpu_target()
-    entry = module.entry
-    t0 = time.perf_counter()
-    times: dict[str, float] = {}
-    has_fusion = any(i.opcode == "fusion" for i in entry.instructions)
-    if not has_fusion and is_loop_emittable(entry) and entry.root.opcode != "parameter":
-        kernel = compile_fusion(entry, target, options=options)
-        _add_times(times, kernel)
-        times["total"] = (time.perf_counter() - t0) * 1e3
-        return CpuModuleRunner(module, [], kernel, times)
-    steps = []
-    for instr in entry.post_order():
-        if instr.opcode in _MOVES:
-            steps.append(_Step(instr))
-            continue
-        if instr.opcode == "fusion":
-            fused = instr.fused_computation
-            if not is_loop_emittable(fused):
-                bad = next(i for i in fused.post_order() if i.opcode not in KERNEL_OPCODES and i.opcode != "parameter"
-                           and not (i.opcode == "tuple" and i is fused.root))
-                raise _unsupported(bad, f"inside fusion '{instr.name}' it needs an emitter that is not built yet "
-                                        "(only loop fusions run on this backend so far)")
-            computation = fused
-        elif instr.opcode in KERNEL_OPCODES:
-            computation = one_op_fusion(instr)
-        else:
-            raise _unsupported(instr, "only fusions and elementwise or index ops run on this backend so far")
+def kernel_compiler(target: Target, options: PipelineOptions | None, times: dict[str, float]) -> KernelCompiler:
+    """Compiles each fusion for `target`, adding every stage's milliseconds to `times["kernel:<stage>"]`."""
+    def compile_kernel(computation: HloComputation, name: str, noalias: bool) -> CompiledKernel:
         opts = None
         if options is not None:
-            opts = PipelineOptions(options.print_ir_after_all, options.dump_dir, f"{instr.name}", options.stream)
-        kernel = compile_fusion(computation, target, name="main", options=opts)
-        _add_times(times, kernel)
-        steps.append(_Step(instr, kernel))
+            opts = PipelineOptions(options.print_ir_after_all, options.dump_dir, name, options.stream)
+        kernel = compile_fusion(computation, target, name="main", options=opts,
+                                translate_options=TranslateOptions(noalias=noalias))
+        for stage, ms in kernel.times_ms.items():
+            times[f"kernel:{stage}"] = times.get(f"kernel:{stage}", 0.0) + ms
+        return kernel
+    return compile_kernel
+
+
+def compile_module(module: HloModule, target: Target | None = None, options: PipelineOptions | None = None, *,
+                   hlo_passes: bool = False, seed: int = 0, print_after_all: bool = False,
+                   stream: TextIO | None = None, times: dict[str, float] | None = None) -> ThunkExecutable:
+    """Compile `module` (changed in place by the HLO passes) into a ThunkExecutable for the host."""
+    times = times if times is not None else {}
+    t0 = time.perf_counter()
+    entry = module.entry
+    if (not hlo_passes and not any(i.opcode == "fusion" for i in entry.instructions) and is_loop_emittable(entry)
+            and entry.root.opcode != "parameter"):
+        wrap_entry_in_fusion(module)
+    executable = build_executable(module, kernel_compiler(target or cpu_target(), options, times),
+                                  hlo_passes=hlo_passes, seed=seed, print_after_all=print_after_all,
+                                  stream=stream, times=times)
     times["total"] = (time.perf_counter() - t0) * 1e3
-    return CpuModuleRunner(module, steps, None, times)
+    return executable
 
 
-def _add_times(times: dict[str, float], kernel: CompiledKernel) -> None:
-    for k, v in kernel.times_ms.items():
-        times[k] = times.get(k, 0.0) + v
+def kernels(executable: ThunkExecutable) -> list[CompiledKernel]:
+    """The kernels of an executable's thunks, in program order."""
+    return [t.kernel for t in executable.program.walk() if isinstance(t, KernelThunk)]

@@ -20,7 +20,7 @@ from llvmlite import ir
 
 from hlocc.analysis.launch import LaunchDims
 from hlocc.backends.cpu.jit import JitModule, host_triple, jit_compile
-from hlocc.backends.cpu.launcher import BlocksFunction, launch
+from hlocc.backends.cpu.launcher import BlocksFunction, launch, launch_addresses
 from hlocc.codegen.emitters.base import array_leaves, physical_dims
 from hlocc.codegen.emitters.loop import LoopEmitter
 from hlocc.codegen.opt import print_module
@@ -46,6 +46,7 @@ class CompiledKernel:
     fn: BlocksFunction | None
     times_ms: dict[str, float] = field(default_factory=dict)
     kernel_ir: str = ""
+    computation: HloComputation | None = None  # the fused computation it computes
 
     @property
     def num_elements(self) -> int:
@@ -55,6 +56,12 @@ class CompiledKernel:
         if self.num_elements == 0:
             return  # an empty output: no thread has anything to write (and none may read)
         launch(self.fn, buffers, self.launch_dims.blocks, self.num_elements)
+
+    def run_addresses(self, addresses: list[int]) -> None:
+        """`run` over raw buffer addresses (the runtime's thunks; the caller keeps the memory alive)."""
+        if self.num_elements == 0:
+            return
+        launch_addresses(self.fn, addresses, self.launch_dims.blocks, self.num_elements)
 
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
         params = [to_physical(np.asarray(a), s) for a, s in zip(args, self.param_shapes)]
@@ -86,7 +93,8 @@ def compile_fusion(fusion: HloComputation, target: Target | None = None, name: s
                    options: PipelineOptions | None = None, use_cache: bool = True,
                    translate_options: TranslateOptions | None = None) -> CompiledKernel:
     target = target or cpu_target()
-    key = (computation_fingerprint(fusion), target)
+    translate_options = translate_options or TranslateOptions()
+    key = (computation_fingerprint(fusion), target, translate_options)
     if use_cache and options is None:
         with _CACHE_LOCK:
             cached = _CACHE.get(key)
@@ -95,7 +103,8 @@ def compile_fusion(fusion: HloComputation, target: Target | None = None, name: s
     leaves = array_leaves(fusion.root.shape)
     if any(d == 0 for d in leaves[0].dims):
         # No output element, so no thread: nothing to emit (and no grid map over a size-0 dimension).
-        return CompiledKernel(name, LaunchDims(1, 0), [p.shape for p in fusion.parameters], leaves, None, None)
+        return CompiledKernel(name, LaunchDims(1, 0), [p.shape for p in fusion.parameters], leaves, None, None,
+                              computation=fusion)
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     kernel = LoopEmitter(fusion, target, name).emit()
@@ -103,7 +112,7 @@ def compile_fusion(fusion: HloComputation, target: Target | None = None, name: s
     run_pipeline(kernel.module, pipeline_for(target.kind), options, timings=times)
     t0 = time.perf_counter()
     kernel_ir = print_module(kernel.module) if options is not None else ""
-    llmod = translate_module(kernel.module, name, translate_options or TranslateOptions(), host_triple())
+    llmod = translate_module(kernel.module, name, translate_options, host_triple())
     _add_block_loop(llmod, llmod.get_global(name), kernel.num_params + kernel.num_outputs,
                     kernel.launch.threads_per_block, f"{name}_blocks")
     times["to_llvm"] = (time.perf_counter() - t0) * 1e3
@@ -116,7 +125,7 @@ def compile_fusion(fusion: HloComputation, target: Target | None = None, name: s
     times.update(jit.times_ms)
     fn = BlocksFunction(jit.address(f"{name}_blocks"))
     compiled = CompiledKernel(name, kernel.launch, [p.shape for p in fusion.parameters], leaves, jit, fn, times,
-                              kernel_ir)
+                              kernel_ir, fusion)
     if use_cache and options is None:
         with _CACHE_LOCK:
             _CACHE[key] = compiled

@@ -38,15 +38,19 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hlocc-cpu")
 
 
-def buffer_table(buffers: Sequence[np.ndarray]) -> ctypes.Array:
-    table = (ctypes.c_void_p * max(1, len(buffers)))()
-    for i, b in enumerate(buffers):
-        table[i] = b.ctypes.data
+def address_table(addresses: Sequence[int]) -> ctypes.Array:
+    table = (ctypes.c_void_p * max(1, len(addresses)))()
+    table[:len(addresses)] = addresses
     return table
 
 
 def launch(fn: BlocksFunction, buffers: Sequence[np.ndarray], blocks: int, elements: int) -> None:
-    table = buffer_table(buffers)
+    launch_addresses(fn, [b.ctypes.data for b in buffers], blocks, elements)
+
+
+def launch_addresses(fn: BlocksFunction, addresses: Sequence[int], blocks: int, elements: int) -> None:
+    """Run blocks [0, blocks) of `fn` over the buffers at `addresses` (the caller keeps them alive)."""
+    table = address_table(addresses)
     workers = num_workers()
     if workers == 1 or blocks == 1 or elements < PARALLEL_MIN_ELEMENTS:
         fn(ctypes.addressof(table), 0, blocks)

@@ -1,0 +1,429 @@
+"""Whole-program compilation and execution (seed 002's GpuCompiler path, on any backend that can
+compile a fusion into a kernel):
+
+    HLO passes (passes/pipeline.py "default": simplify, fuse)
+      → schedule (schedule.py) → buffer assignment (buffer_assignment.py)
+      → thunk emission (this module) → ThunkExecutable: allocate, run the thunks, return the outputs
+
+Thunk emission walks each sequential computation in schedule order (XLA's thunk emitter):
+parameters, constants, tuples, get-tuple-elements and bitcasts emit nothing (their buffers are
+aliased); a fusion or an op that needs a kernel becomes a KernelThunk (a lone op as a one-op
+fusion); dot and convolution become library thunks; a layout-preserving copy a CopyThunk; while,
+conditional and call nest the thunk sequences of their computations; every boundary copy the
+buffer assignment planned becomes a CopyThunk at its place. What has no kernel yet runs as a
+HostThunk through the evaluator and is counted in `stats`:
+
+- a multi-output fusion whose outputs have different element counts, which the loop emitter
+  rejects, is first split into one kernel per group of equally sized outputs (each recomputes the
+  shared producers; XLA's hero emitters do this in one kernel);
+- a fusion no kernel can compute (e.g. a scatter before the scatter emitter exists) runs whole on
+  the host.
+
+Arguments and results are logical numpy arrays; inside, every array is in its layout's physical
+order. A parameter allocation the program writes (input_output_alias) is copied first: the caller's
+array is never modified.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hlocc.analysis.hero import EmitterKind, emitter_kind
+from hlocc.errors import HloError, UnsupportedError
+from hlocc.evaluator.core import TOKEN, Evaluator
+from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.types import Shape
+from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferCopy, assign_buffers
+from hlocc.runtime.dataflow import leaf_indices, subshape
+from hlocc.runtime.schedule import schedule_module
+from hlocc.runtime.thunks import (
+    BufferRef,
+    ConditionalThunk,
+    ConvolutionThunk,
+    CopyThunk,
+    GemmThunk,
+    HostThunk,
+    Kernel,
+    KernelThunk,
+    Memory,
+    SequentialThunk,
+    Thunk,
+    ValueRefs,
+    WhileThunk,
+    aligned_bytes,
+)
+
+KernelCompiler = Callable[[HloComputation, str, bool], Kernel]
+"""(fused computation, kernel name, noalias) → a compiled kernel; raises UnsupportedError when no
+emitter can compute the computation yet. `noalias` is False when an output shares an input's bytes."""
+
+_NO_THUNK = frozenset({EmitterKind.NO_KERNEL})
+
+
+@dataclass
+class RuntimeStats:
+    """What a compiled program is made of (`hlocc run --stats`)."""
+
+    fusions_by_emitter: Counter = field(default_factory=Counter)  # the hero analysis's emitter kind
+    kernels: int = 0
+    kernels_by_emitter: Counter = field(default_factory=Counter)  # the emitter that generated them
+    library_calls: Counter = field(default_factory=Counter)
+    host_ops: list[tuple[str, str, str]] = field(default_factory=list)  # (name, opcode, why)
+    copies: int = 0
+    peak_bytes: int = 0
+    compile_ms: dict[str, float] = field(default_factory=dict)
+
+    def to_string(self) -> str:
+        def counts(c: Counter) -> str:
+            return ", ".join(f"{k} {v}" for k, v in sorted(c.items())) or "none"
+        lines = [f"fusions by emitter kind: {counts(self.fusions_by_emitter)}",
+                 f"kernels: {self.kernels} ({counts(self.kernels_by_emitter)})",
+                 f"library calls: {counts(self.library_calls)}",
+                 f"copies: {self.copies}",
+                 f"host fallbacks: {len(self.host_ops)}"]
+        lines += [f"  {name} ({opcode}): {why}" for name, opcode, why in self.host_ops]
+        lines.append(f"peak memory: {self.peak_bytes} bytes")
+        lines.append("compile time (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in self.compile_ms.items()))
+        return "\n".join(lines)
+
+
+def value_refs(assignment: BufferAssignment, instr: HloInstruction) -> ValueRefs:
+    leaves = tuple(BufferRef(assignment.slice_for(instr, index), subshape(instr.shape, index))
+                   for index in leaf_indices(instr.shape))
+    return ValueRefs(instr.shape, leaves)
+
+
+def one_op_fusion(instr: HloInstruction) -> HloComputation:
+    """A fused computation holding a copy of `instr` with one parameter per operand."""
+    comp = HloComputation(f"{instr.name}.fused")
+    params = [comp.add_instruction(HloInstruction(f"param_{k}", "parameter", op.shape, parameter_number=k))
+              for k, op in enumerate(instr.operands)]
+    comp.root = comp.add_instruction(instr.clone(params))
+    return comp
+
+
+def split_by_output_size(comp: HloComputation) -> list[tuple[list[int], HloComputation]]:
+    """A multi-output fused computation as one computation per group of outputs with equal element
+    counts: [(output positions in the root tuple, computation)]. Every part keeps all parameters
+    (same numbering) and clones only what its outputs need."""
+    root = comp.root
+    groups: dict[int, list[int]] = {}
+    for k, out in enumerate(root.operands):
+        groups.setdefault(out.shape.num_elements, []).append(k)
+    parts = []
+    for n, positions in enumerate(groups.values()):
+        part = HloComputation(f"{comp.name}.part{n}")
+        clones: dict[int, HloInstruction] = {}
+        for p in comp.parameters:
+            clones[id(p)] = part.add_instruction(p.clone([]))
+        outputs = [root.operands[k] for k in positions]
+        order = _post_order_from(outputs)
+        for instr in order:
+            if id(instr) not in clones:
+                clones[id(instr)] = part.add_instruction(instr.clone([clones[id(o)] for o in instr.operands]))
+        if len(outputs) == 1:
+            part.root = clones[id(outputs[0])]
+        else:
+            part.root = part.add_instruction(root.clone([clones[id(o)] for o in outputs],
+                                                        shape=Shape.tuple([o.shape for o in outputs])))
+        parts.append((positions, part))
+    return parts
+
+
+def _post_order_from(roots: Sequence[HloInstruction]) -> list[HloInstruction]:
+    order, seen = [], set()
+    stack = [(r, False) for r in reversed(roots)]
+    while stack:
+        instr, expanded = stack.pop()
+        if expanded:
+            order.append(instr)
+            continue
+        if id(instr) in seen:
+            continue
+        seen.add(id(instr))
+        stack.append((instr, True))
+        stack.extend((o, False) for o in reversed(instr.operands) if id(o) not in seen)
+    return order
+
+
+class ThunkEmitter:
+    """Builds the thunk sequence of every sequential computation (module doc)."""
+
+    def __init__(self, assignment: BufferAssignment, compile_kernel: KernelCompiler, stats: RuntimeStats):
+        self.assignment = assignment
+        self.compile_kernel = compile_kernel
+        self.stats = stats
+        self.written: set[int] = set()  # allocations some thunk writes
+
+    def emit_entry(self) -> SequentialThunk:
+        entry = self.assignment.module.entry
+        program = self.sequence(entry)
+        program.thunks += self._copies(self.assignment.exit_copies, "output")
+        return program
+
+    def sequence(self, comp: HloComputation) -> SequentialThunk:
+        thunks: list[Thunk] = []
+        for instr in self.assignment.schedule.sequence(comp):
+            thunks += self._copies(self.assignment.copies_before(instr), f"before {instr.name}")
+            thunks += self._emit(instr)
+        return SequentialThunk(thunks)
+
+    def _copies(self, copies: list[BufferCopy], why: str) -> list[Thunk]:
+        self.stats.copies += len(copies)
+        self.written.update(c.destination.allocation_index for c in copies)
+        return [CopyThunk(c.source, c.destination, why) for c in copies]
+
+    def _refs(self, instr: HloInstruction) -> ValueRefs:
+        return value_refs(self.assignment, instr)
+
+    def _outputs(self, instr: HloInstruction) -> ValueRefs:
+        refs = self._refs(instr)
+        self.written.update(r.slice.allocation_index for r in refs.leaves)
+        return refs
+
+    def _emit(self, instr: HloInstruction) -> list[Thunk]:
+        op = instr.opcode
+        kind = emitter_kind(instr)
+        if kind in _NO_THUNK or (op == "reshape" and not self._needs_kernel_for_reshape(instr)):
+            return []
+        if op == "while":
+            return [self._while(instr)]
+        if op == "conditional":
+            return [self._conditional(instr)]
+        if op == "call":
+            body = self.sequence(instr.attrs["to_apply"])
+            return [*body.thunks, *self._copies(self.assignment.copies_after(instr, 0), f"after {instr.name}")]
+        if kind is EmitterKind.GEMM and op == "dot":
+            return [self._gemm(instr)]
+        if kind is EmitterKind.CONVOLUTION:
+            return [self._convolution(instr)]
+        if kind is EmitterKind.COPY and op == "copy":
+            src, dst = self._refs(instr.operands[0]).leaves, self._outputs(instr).leaves
+            self.stats.copies += 1
+            return [CopyThunk(s.slice, d.slice, f"copy {instr.name}") for s, d in zip(src, dst) if s.slice != d.slice]
+        if op == "fusion":
+            self.stats.fusions_by_emitter[kind.value] += 1
+            return self._kernel(instr, instr.fused_computation)
+        if kind in (EmitterKind.LIBRARY, EmitterKind.HOST, EmitterKind.CUSTOM_CALL, EmitterKind.GEMM):
+            return [self._host(instr, f"no {kind.value} implementation on this backend yet")]
+        return self._kernel(instr, one_op_fusion(instr))
+
+    def _needs_kernel_for_reshape(self, instr: HloInstruction) -> bool:
+        from hlocc.runtime.dataflow import is_bitcast
+
+        return not is_bitcast(instr)
+
+    # -- kernels -----------------------------------------------------------------------------
+    def _kernel(self, instr: HloInstruction, computation: HloComputation) -> list[Thunk]:
+        operands = [self._refs(o) for o in instr.operands]
+        outputs = self._outputs(instr)
+        if any(o.shape.is_tuple for o in operands):
+            return [self._host(instr, "a kernel cannot take a tuple-shaped operand", operands, outputs)]
+        inputs = [o.leaves[0] for o in operands]
+        try:
+            return [self._kernel_thunk(instr.name, computation, inputs, list(outputs.leaves))]
+        except UnsupportedError as e:
+            reason = str(e)
+        root = computation.root
+        if root.opcode == "tuple" and len({o.shape.num_elements for o in root.operands}) > 1:
+            try:
+                return [self._kernel_thunk(f"{instr.name}.part{n}", part, inputs,
+                                           [outputs.leaves[k] for k in positions])
+                        for n, (positions, part) in enumerate(split_by_output_size(computation))]
+            except UnsupportedError as e:
+                reason = str(e)
+        return [self._host(instr, reason, operands, outputs)]
+
+    def _kernel_thunk(self, name: str, computation: HloComputation, inputs: list[BufferRef],
+                      outputs: list[BufferRef]) -> KernelThunk:
+        noalias = not any(o.slice.overlaps(i.slice) for o in outputs for i in inputs)
+        kernel = self.compile_kernel(computation, name, noalias)
+        self.stats.kernels += 1
+        self.stats.kernels_by_emitter["loop"] += 1
+        return KernelThunk(name, "loop", kernel, inputs + outputs)
+
+    # -- library and host --------------------------------------------------------------------
+    def _gemm(self, instr: HloInstruction) -> Thunk:
+        lhs, rhs = (self._refs(o).leaves[0] for o in instr.operands)
+        dims = tuple(tuple(instr.attrs.get(name, ())) for name in
+                     ("lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims"))
+        self.stats.library_calls["gemm"] += 1
+        return GemmThunk(instr.name, lhs, rhs, self._outputs(instr).leaves[0], dims)
+
+    def _convolution(self, instr: HloInstruction) -> Thunk:
+        from hlocc.evaluator.convolution import _labels
+
+        lhs, rhs = (self._refs(o).leaves[0] for o in instr.operands)
+        self.stats.library_calls["convolution"] += 1
+        return ConvolutionThunk(instr.name, lhs, rhs, self._outputs(instr).leaves[0],
+                                tuple(instr.attrs.get("window", ())), _labels(instr),
+                                int(instr.attrs.get("feature_group_count", 1)),
+                                int(instr.attrs.get("batch_group_count", 1)))
+
+    def _host(self, instr: HloInstruction, why: str, operands: list[ValueRefs] | None = None,
+              output: ValueRefs | None = None) -> Thunk:
+        operands = operands if operands is not None else [self._refs(o) for o in instr.operands]
+        output = output if output is not None else self._outputs(instr)
+        self.stats.host_ops.append((instr.name, instr.opcode, why))
+        return HostThunk(instr, operands, output, why)
+
+    # -- control flow ------------------------------------------------------------------------
+    def _while(self, instr: HloInstruction) -> Thunk:
+        condition = instr.attrs["condition"]
+        body = self.sequence(instr.attrs["body"])
+        body.thunks += self._copies(self.assignment.copies_after(instr, 0), f"after {instr.name}'s body")
+        predicate = self._refs(condition.root).leaves[0]
+        return WhileThunk(instr.name, self.sequence(condition), predicate, body)
+
+    def _conditional(self, instr: HloInstruction) -> Thunk:
+        from hlocc.runtime.call_graph import sequential_callees
+
+        branches = []
+        for k, branch in enumerate(sequential_callees(instr)):
+            seq = self.sequence(branch)
+            seq.thunks += self._copies(self.assignment.copies_after(instr, k), f"after branch {k} of {instr.name}")
+            branches.append(seq)
+        self._outputs(instr)
+        return ConditionalThunk(instr.name, self._refs(instr.operands[0]).leaves[0], branches)
+
+
+@dataclass
+class ThunkExecutable:
+    """A compiled program: call `run(args)` with one logical array (or tuple) per entry parameter."""
+
+    module: HloModule
+    assignment: BufferAssignment
+    program: SequentialThunk
+    constants: dict[int, np.ndarray]
+    copied_parameters: frozenset[int]  # allocations the program writes: copied from the caller's
+    stats: RuntimeStats
+    seed: int = 0
+
+    def run(self, args: Sequence[Any]) -> Any:
+        allocations: list[np.ndarray] = []
+        for allocation in self.assignment.allocations:
+            if allocation.kind is AllocationKind.PARAMETER:
+                allocations.append(self._parameter_bytes(args, allocation))
+            elif allocation.kind is AllocationKind.CONSTANT:
+                allocations.append(self.constants[allocation.index])
+            else:
+                allocations.append(aligned_bytes(allocation.size))
+        memory = Memory(allocations, Evaluator(self.seed))
+        self.program.execute(memory)
+        root = self.module.entry.root
+        leaves = iter(BufferRef(s, subshape(root.shape, i)).logical(memory)
+                      for i, s in zip(self.assignment.output_indices, self.assignment.output_slices))
+
+        def build(shape: Shape):
+            return tuple(build(s) for s in shape.tuple_shapes) if shape.is_tuple else next(leaves)
+        return build(root.shape)
+
+    def _parameter_bytes(self, args: Sequence[Any], allocation) -> np.ndarray:
+        value = args[allocation.parameter_number]
+        shape = self.module.entry.parameter(allocation.parameter_number).shape
+        for i in allocation.parameter_index:
+            value, shape = value[i], shape.tuple_shapes[i]
+        if value is TOKEN or not shape.is_array:
+            return np.empty(0, np.uint8)
+        data = physical_bytes(np.asarray(value), shape)
+        if allocation.index in self.copied_parameters:
+            copy = aligned_bytes(data.size)
+            copy[:] = data
+            return copy
+        return data
+
+    def to_string(self) -> str:
+        return "\n".join(self.program.describe())
+
+
+def physical_bytes(array: np.ndarray, shape: Shape) -> np.ndarray:
+    """The bytes of `array` in `shape`'s physical order (no copy when already in that order)."""
+    order = list(reversed(shape.minor_to_major))
+    if order != sorted(order):
+        array = np.transpose(array, order)
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+
+
+def _constant_bytes(assignment: BufferAssignment) -> dict[int, np.ndarray]:
+    constants = {}
+    for allocation in assignment.allocations:
+        if allocation.kind is not AllocationKind.CONSTANT:
+            continue
+        value = next(v for buffer, _ in allocation.buffers for v in buffer.values if v.is_constant)
+        literal = value.instruction.literal
+        for i in value.index:
+            literal = literal[i]
+        data = aligned_bytes(allocation.size)
+        if allocation.size:
+            data[:] = physical_bytes(np.asarray(literal, dtype=value.shape.dtype), value.shape)
+        data.flags.writeable = False
+        constants[allocation.index] = data
+    return constants
+
+
+def inline_library_fusions(module: HloModule) -> list[str]:
+    """Inline fusions holding a dot or a convolution (XLA's gemm and cuDNN fusions, which a module
+    optimized by XLA brings): their ops become lone ops, so the dot runs as a library call and
+    the rest as kernels instead of the whole fusion on the host. Returns the fusions' names."""
+    from hlocc.passes.call_inliner import inline_call
+
+    inlined = []
+    for comp in list(module.computations):
+        for instr in [i for i in comp.instructions if i.opcode == "fusion"]:
+            fused = instr.fused_computation
+            if any(emitter_kind(i) in (EmitterKind.GEMM, EmitterKind.CONVOLUTION) for i in fused.instructions):
+                inlined.append(instr.name)
+                inline_call(instr, fused)
+                module.remove_computations([fused])
+    return inlined
+
+
+def check_static_shapes(module: HloModule) -> None:
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if any(any(leaf.dynamic) for leaf in instr.shape.leaves() if leaf.is_array):
+                raise UnsupportedError(f"unsupported on this backend: dynamic shape {instr.shape} (instruction "
+                                       f"'{instr.name}'); run it with --backend interpreter")
+
+
+def build_executable(module: HloModule, compile_kernel: KernelCompiler, *, hlo_passes: bool = True,
+                     seed: int = 0, print_after_all: bool = False, stream=None,
+                     times: dict[str, float] | None = None) -> ThunkExecutable:
+    """Run the HLO passes on `module` (in place), schedule, assign buffers and emit the thunks."""
+    times = times if times is not None else {}
+    check_static_shapes(module)
+    if hlo_passes:
+        from hlocc.passes.pipeline import run_passes
+
+        t0 = time.perf_counter()
+        run_passes(module, ["default"], print_after_all=print_after_all, stream=stream)
+        times["hlo-passes"] = (time.perf_counter() - t0) * 1e3
+    t0 = time.perf_counter()
+    inline_library_fusions(module)
+    schedule = schedule_module(module)
+    times["schedule"] = (time.perf_counter() - t0) * 1e3
+    t0 = time.perf_counter()
+    assignment = assign_buffers(module, schedule)
+    times["buffer-assignment"] = (time.perf_counter() - t0) * 1e3
+    stats = RuntimeStats(peak_bytes=assignment.peak_bytes)
+    t0 = time.perf_counter()
+    emitter = ThunkEmitter(assignment, compile_kernel, stats)
+    program = emitter.emit_entry()
+    times["thunks"] = (time.perf_counter() - t0) * 1e3
+    params = frozenset(a.index for a in assignment.allocations
+                       if a.kind is AllocationKind.PARAMETER and (a.index in emitter.written or a.is_live_out))
+    constants = _constant_bytes(assignment)
+    if any(a.kind is AllocationKind.CONSTANT and a.index in emitter.written for a in assignment.allocations):
+        raise HloError("internal error: the program writes into a constant's buffer")
+    stats.compile_ms = times
+    return ThunkExecutable(module, assignment, program, constants, params, stats, seed)
+
+
+__all__ = ["RuntimeStats", "ThunkEmitter", "ThunkExecutable", "build_executable", "one_op_fusion",
+           "split_by_output_size"]

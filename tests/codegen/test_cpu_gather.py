@@ -197,9 +197,6 @@ def test_scalar_output():
         assert got.shape == () and got == operand[clamped[2], clamped[0], clamped[1]]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="the evaluator gives rank-0 gathers shape (1,): np.ascontiguousarray makes 0-d arrays 1-d "
-                          "(evaluator/gather_scatter.py, gather)")
 def test_scalar_output_matches_evaluator():
     check(scalar_output_case(Gen(0)))
 

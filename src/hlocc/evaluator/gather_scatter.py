@@ -98,7 +98,7 @@ def gather(operand: np.ndarray, indices: np.ndarray, attrs: dict) -> np.ndarray:
     window_shape = tuple(slice_sizes[d] for d in window)
     index = [np.broadcast_to(i, batch_shape + window_shape) for i in index]
     gathered = operand[tuple(index)] if rank else np.broadcast_to(operand, batch_shape + window_shape)
-    return np.ascontiguousarray(np.transpose(gathered, _gather_output_order(attrs["offset_dims"], nb)))
+    return np.asarray(np.transpose(gathered, _gather_output_order(attrs["offset_dims"], nb)), order="C")
 
 
 def _gather_output_order(offset_dims: Sequence[int], num_batch: int) -> list[int]:

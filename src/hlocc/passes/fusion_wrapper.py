@@ -6,7 +6,8 @@ Wrapped: elementwise ops (except a copy that keeps its layout, which is a memcpy
 broadcast, concatenate, dynamic-slice, dynamic-update-slice, gather, iota, map, pad, reduce,
 reduce-precision, reduce-window, reshape, reverse, scatter, select, slice, transpose, and — since
 hlocc has no layout normalization turning them into transposes — copies that change the layout.
-Not wrapped: parameters, constants, tuples, get-tuple-elements, bitcasts (no kernel), and the
+Not wrapped: parameters, constants, tuples, get-tuple-elements, bitcasts and reshapes that are
+bitcasts in their layouts (no kernel: the runtime aliases their buffers), and the
 library and host ops (dot and convolution go to BLAS/cuBLAS in hlocc, unlike XLA's wrapper which
 lists them for its elemental fallback).
 
@@ -23,6 +24,7 @@ from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.base import HloPass, register_hlo_pass
 from hlocc.passes.fusible import choose_fusion_kind
 from hlocc.passes.fusion_utils import FusionBuilder
+from hlocc.runtime.dataflow import reshape_is_bitcast
 
 _WRAPPED = frozenset({
     "bitcast-convert", "broadcast", "concatenate", "dynamic-slice", "dynamic-update-slice", "gather", "iota",
@@ -36,6 +38,8 @@ def must_wrap(instr: HloInstruction) -> bool:
     """Whether `instr` needs a generated kernel but is not in a fusion (module doc)."""
     if instr.opcode == "copy":
         return not instr.shape.same_layout(instr.operand(0).shape)
+    if instr.opcode == "reshape" and reshape_is_bitcast(instr.operand(0).shape, instr.shape):
+        return False  # it moves no data: the runtime aliases its buffer (a bitcast, as XLA makes it)
     return instr.opcode in _WRAPPED or is_elementwise(instr)
 
 

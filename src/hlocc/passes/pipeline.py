@@ -38,6 +38,7 @@ from hlocc.passes import (  # noqa: F401
     cse,
     dce,
     dot_canonicalize,
+    flatten_call_graph,
     fusion_wrapper,
     gather_simplifier,
     multi_output_fusion,

@@ -89,7 +89,12 @@ class RuntimeStats:
                  f"host fallbacks: {len(self.host_ops)}"]
         lines += [f"  {name} ({opcode}): {why}" for name, opcode, why in self.host_ops]
         lines.append(f"peak memory: {self.peak_bytes} bytes")
-        lines.append("compile time (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in self.compile_ms.items()))
+        for prefix, title in (("hlo:", "HLO passes"), ("kernel:", "kernel stages, all kernels")):
+            parts = {k.removeprefix(prefix): v for k, v in self.compile_ms.items() if k.startswith(prefix)}
+            if parts:
+                lines.append(f"{title} (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items()))
+        lines.append("compile time (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in self.compile_ms.items()
+                                                       if ":" not in k))
         return "\n".join(lines)
 
 
@@ -396,15 +401,18 @@ def build_executable(module: HloModule, compile_kernel: KernelCompiler, *, hlo_p
                      seed: int = 0, print_after_all: bool = False, stream=None,
                      times: dict[str, float] | None = None) -> ThunkExecutable:
     """Run the HLO passes on `module` (in place), schedule, assign buffers and emit the thunks."""
+    from hlocc.passes.pipeline import run_passes
+
     times = times if times is not None else {}
     check_static_shapes(module)
+    run_passes(module, ["flatten-call-graph"])  # one call site per while/conditional computation
     if hlo_passes:
-        from hlocc.passes.pipeline import run_passes
-
         t0 = time.perf_counter()
-        run_passes(module, ["default"], print_after_all=print_after_all, stream=stream)
+        result = run_passes(module, ["default"], print_after_all=print_after_all, stream=stream)
         times["hlo-passes"] = (time.perf_counter() - t0) * 1e3
+        times.update({f"hlo:{name}": ms for name, ms in result.timings_ms.items()})
     t0 = time.perf_counter()
+    run_passes(module, ["flatten-call-graph"])  # again: the passes may have made new sharing
     inline_library_fusions(module)
     schedule = schedule_module(module)
     times["schedule"] = (time.perf_counter() - t0) * 1e3

@@ -50,7 +50,8 @@ class CompiledKernel:
 
     @property
     def num_elements(self) -> int:
-        return self.output_shapes[0].num_elements
+        """Elements of each output (the loop emitter's outputs all have the same count)."""
+        return max(s.num_elements for s in self.output_shapes)
 
     def run(self, buffers: list[np.ndarray]) -> None:
         if self.num_elements == 0:
@@ -101,8 +102,9 @@ def compile_fusion(fusion: HloComputation, target: Target | None = None, name: s
         if cached is not None:
             return cached
     leaves = array_leaves(fusion.root.shape)
-    if any(d == 0 for d in leaves[0].dims):
+    if all(leaf.num_elements == 0 for leaf in leaves):
         # No output element, so no thread: nothing to emit (and no grid map over a size-0 dimension).
+        # An empty output beside non-empty ones is the loop emitter's to reject (sizes differ).
         return CompiledKernel(name, LaunchDims(1, 0), [p.shape for p in fusion.parameters], leaves, None, None,
                               computation=fusion)
     times: dict[str, float] = {}

@@ -1,0 +1,151 @@
+"""Whole programs: hlocc's CPU backend against XLA:CPU on the JAX corpus, in the same run (issue 5).
+
+    python benchmarks/programs.py [--cases perf|all|NAME,...] [--runs 20] [--data DIR]
+
+For each case of shared/corpus/jax it compiles the module's HLO text with hlocc (backend cpu) and
+the *same text* with XLA:CPU (jaxlib's client: HLO text → StableHLO → compile, what `jax.jit`
+of the original function runs), checks hlocc's outputs against the corpus's reference outputs,
+times warmed runs of both (median) and prints the ratio (XLA time / hlocc time: above 1 means
+hlocc is faster), the geometric mean of the ratios, and the kernels each compiler made: hlocc's
+generated kernels + library calls + host fallbacks beside the fusions and library calls in XLA's
+optimized module.
+
+The perf cases ship without inputs; they are recreated once with the corpus's own generator
+(needs jax==0.10.2) into --data (default ~/.cache/hlocc/jax_corpus).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus" / "jax"
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def median_ms(fn, runs: int) -> float:
+    fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def ensure_data(cases: list[dict], data: pathlib.Path) -> None:
+    missing = [c["name"] for c in cases if not (CORPUS / f"{c['name']}.in.npz").is_file()
+               and not (data / f"{c['name']}.in.npz").is_file()]
+    if missing:
+        data.mkdir(parents=True, exist_ok=True)
+        print(f"recreating {', '.join(missing)} in {data} ...", flush=True)
+        subprocess.run([sys.executable, str(CORPUS / "gen_public.py"), "--only", ",".join(missing), "--no-timing",
+                        "--outdir", str(data)], check=True, capture_output=True)
+
+
+def case_dir(name: str, data: pathlib.Path) -> pathlib.Path:
+    return CORPUS if (CORPUS / f"{name}.in.npz").is_file() else data
+
+
+class XlaCpu:
+    """XLA:CPU through jaxlib: compile HLO text, run on device buffers, count the optimized kernels."""
+
+    def __init__(self, text: str):
+        import jax
+        import jax._src.lib as jlib
+        from jax._src.lib import _jax
+
+        module = jlib.hlo.hlo_module_from_text(text)
+        stablehlo = _jax.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+        self.device = jax.devices("cpu")[0]
+        self.exe = self.device.client.compile_and_load(stablehlo, _jax.DeviceList((self.device,)),
+                                                       _jax.CompileOptions())
+        self.optimized = "\n".join(m.to_string() for m in self.exe.hlo_modules())
+
+    def put(self, args):
+        import jax
+
+        return [jax.device_put(a, self.device) for a in args]
+
+    def run(self, buffers):
+        outs = self.exe.execute_sharded(buffers).disassemble_into_single_device_arrays()
+        for o in outs:
+            o[0].block_until_ready()
+        return [np.asarray(o[0]) for o in outs]
+
+    def kernels(self) -> str:
+        fusions = len(re.findall(r"= [^=]*? fusion\(", self.optimized))
+        library = len(re.findall(r"= [^=]*? (?:dot|convolution|custom-call|sort|topk)\(", self.optimized))
+        return f"{fusions}+{library}"
+
+
+def bench_case(case: dict, data: pathlib.Path, runs: int) -> float | None:
+    import hlocc
+    from corpus import load_npz
+    from hlocc.cli import flatten
+    from hlocc.comparison import compare_arrays
+    from hlocc.compiler import check_arguments
+
+    name = case["name"]
+    directory = case_dir(name, data)
+    text = (CORPUS / f"{name}.hlo").read_text()
+    inputs = load_npz(directory / f"{name}.in.npz")
+    expected = load_npz(directory / f"{name}.out.npz")
+    t0 = time.perf_counter()
+    exe = hlocc.compile(text, backend="cpu")
+    compile_ms = (time.perf_counter() - t0) * 1e3
+    args = check_arguments(exe.module, [inputs[f"arg{i}"] for i in range(len(inputs))], cast=True)
+    outputs = flatten(exe(*args))
+    problems = [compare_arrays(expected[f"out{i}"], o, float(case["rtol"]), float(case["atol"]))
+                for i, o in enumerate(outputs)]
+    ok = all(p is None for p in problems)
+    xla = XlaCpu(text)
+    buffers = xla.put(args)
+    t_ours = median_ms(lambda: exe(*args), runs)
+    t_xla = median_ms(lambda: xla.run(buffers), runs)
+    stats = exe.runner.stats
+    ours = f"{stats.kernels}+{sum(stats.library_calls.values())}+{len(stats.host_ops)}"
+    ratio = t_xla / t_ours
+    print(f"{name:28} {t_ours:9.3f} {t_xla:9.3f} {ratio:6.2f} {ours:>9} {xla.kernels():>7} {compile_ms:9.0f}  "
+          f"{'ok' if ok else 'MISMATCH ' + str([p for p in problems if p][:1])}", flush=True)
+    return ratio
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", default="perf", help="perf (default), all, or comma-separated names")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--data", type=pathlib.Path, default=pathlib.Path.home() / ".cache" / "hlocc" / "jax_corpus")
+    args = ap.parse_args()
+    from corpus import jax_cases
+
+    import jax
+
+    cases = jax_cases()
+    if args.cases == "perf":
+        cases = [c for c in cases if c["perf"] == "yes"]
+    elif args.cases != "all":
+        names = args.cases.split(",")
+        cases = [c for c in cases if c["name"] in names]
+    ensure_data(cases, args.data)
+    print(f"{len(cases)} cases, {args.runs} runs, median; jax {jax.__version__}, {os.cpu_count()} cpus")
+    print(f"{'case':28} {'hlocc ms':>9} {'xla ms':>9} {'ratio':>6} {'kernels':>9} {'xla':>7} {'compile':>9}")
+    print(f"{'':28} {'':>9} {'':>9} {'':>6} {'gen+lib+host':>9} {'fus+lib':>7} {'ms':>9}")
+    ratios = [r for c in cases if (r := bench_case(c, args.data, args.runs)) is not None]
+    if ratios:
+        geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        print(f"geomean ratio (XLA time / hlocc time) over {len(ratios)} cases: {geomean:.2f}")
+
+
+if __name__ == "__main__":
+    main()

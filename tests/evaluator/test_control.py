@@ -214,6 +214,19 @@ def test_custom_call_and_host_transfer_are_unsupported():
   ROOT in = (f32[2], token[]) infeed(tok)""")
 
 
+@pytest.mark.parametrize("target", ["annotate_device_placement", "MoveToHost", "Sharding", "SPMDFullToShardShape"])
+def test_annotation_custom_calls_return_their_operand(target):
+    x = np.array([1.5, -2.0], np.float32)
+    out = run(f'''
+  x = f32[2] parameter(0)
+  ROOT cc = f32[2] custom-call(x), custom_call_target="{target}"''', x)
+    assert_same(out, x)
+    with pytest.raises(UnsupportedError, match=f"unsupported custom-call target '{target}'"):
+        run(f'''
+  x = f32[2] parameter(0)
+  ROOT cc = f32[1,2] custom-call(x), custom_call_target="{target}"''', x)
+
+
 # -- collectives on one device -----------------------------------------------------------------
 
 ADD = """

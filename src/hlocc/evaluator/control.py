@@ -138,9 +138,22 @@ def eval_async_done(instr: HloInstruction, operands: list, ev: Evaluator) -> Any
 
 # -- unsupported -------------------------------------------------------------------------------
 
+IDENTITY_CUSTOM_CALLS = frozenset({
+    "annotate_device_placement",  # memory-space annotations (host offloading): the value itself
+    "MoveToHost", "MoveToDevice",
+    "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",  # SPMD markers: one device, one shard
+    "LayoutConstraint",
+})
+"""Custom calls that only annotate their one operand; on a single device they return it unchanged."""
+
+
 @register_evaluator("custom-call")
 def eval_custom_call(instr: HloInstruction, operands: list, ev: Evaluator) -> Any:
     target = instr.attrs.get("custom_call_target", "")
+    if (target in IDENTITY_CUSTOM_CALLS and len(operands) == 1 and not instr.shape.is_tuple
+            and instr.operands[0].shape.dims == instr.shape.dims
+            and instr.operands[0].shape.element_type == instr.shape.element_type):
+        return operands[0]
     raise UnsupportedError(f"unsupported custom-call target '{target}' (instruction '{instr.name}')")
 
 

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from _compute_helpers import assert_same_bits, run, run_jax
 
+import hlocc
+
 
 def dot_module(lhs: str, rhs: str, out: str, attrs: str) -> str:
     return f"""
@@ -236,3 +238,18 @@ ENTRY e {
     x = np.array([[[100, 100]]], np.int8)
     k = np.array([[[1, 1]]], np.int8)
     assert_same_bits(run(text, x, k), np.array([[[-56]]], np.int8))  # 200 wraps in s8
+
+
+def test_convolution_without_window_is_a_matrix_product():
+    """`window` is optional (XLA's parser makes it empty): with no spatial dimensions a convolution
+    is a product over the feature dimension."""
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(12, dtype=np.float32).reshape(3, 4)
+    text = """HloModule m
+ENTRY e {
+  a = f32[2,3] parameter(0)
+  b = f32[3,4] parameter(1)
+  ROOT c = f32[2,4] convolution(a, b), dim_labels=bf_io->bf
+}"""
+    np.testing.assert_array_equal(run(text, a, b), a @ b)
+    assert "window" not in hlocc.parse_hlo(text).to_string()

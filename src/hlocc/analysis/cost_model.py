@@ -144,7 +144,7 @@ def instruction_flops(instr: HloInstruction) -> float:
         n_inputs = len(instr.operands) // 2
         return computation_flops(instr.attrs["to_apply"]) * elements(instr.operand(0).shape) * max(1, n_inputs)
     if op == "reduce-window":
-        window = math.prod(d.size for d in instr.attrs["window"])
+        window = math.prod(d.size for d in instr.attrs.get("window", ()))
         return computation_flops(instr.attrs["to_apply"]) * elements(instr.shape) * window
     if op == "dot":
         lhs = instr.operand(0).shape
@@ -182,7 +182,7 @@ def operand_utilization(instr: HloInstruction, index: int) -> float:
             return max(0.0, 1.0 - elements(instr.operand(1).shape) / max(n_out, 1))
         return 1.0
     if op == "reduce-window":
-        window = math.prod(d.size for d in instr.attrs["window"])
+        window = math.prod(d.size for d in instr.attrs.get("window", ()))
         return n_out * window / n_in if index < len(instr.operands) // 2 else n_out / n_in
     if op == "dot":
         lhs = instr.operand(0).shape

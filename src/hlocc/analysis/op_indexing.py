@@ -203,13 +203,13 @@ def _reduce_window(instr, out):
     n = len(instr.operands) // 2
     in_dims = instr.operand(0).shape.dims
     results, constraints = [], []
-    for i, (w, size) in enumerate(zip(instr.attrs["window"], in_dims)):
+    for i, (w, size) in enumerate(zip(instr.attrs.get("window", ()), in_dims)):
         position = dim(i) * w.stride + sym(i) * w.rhs_dilate - w.pad_lo
         results.append(position // w.lhs_dilate)
         constraints.append((position, Interval(0, (size - 1) * w.lhs_dilate)))
         if w.lhs_dilate > 1:
             constraints.append((position % w.lhs_dilate, Interval(0, 0)))
-    symbols = variables_from_sizes([w.size for w in instr.attrs["window"]])
+    symbols = variables_from_sizes([w.size for w in instr.attrs.get("window", ())])
     m = _map(out, results, symbols=symbols, constraints=tuple(constraints))
     return [m] * n + [_scalar(out)] * n
 

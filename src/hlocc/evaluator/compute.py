@@ -46,7 +46,7 @@ def evaluate_reduce_window(instr: HloInstruction, operands: list, ev):
     on edge padding or base-dilation holes are skipped (as XLA's CPU backend and HloEvaluator
     do; this equals padding with the init value when the init is f's identity)."""
     n = len(operands) // 2
-    window = instr.attrs["window"]
+    window = instr.attrs.get("window", ())
     inputs, inits = [np.asarray(x) for x in operands[:n]], operands[n:]
     views = [window_view(x, window, np.asarray(i)) for x, i in zip(inputs, inits)]
     valid = window_view(np.ones(inputs[0].shape, dtype=bool), window, False)

@@ -86,9 +86,9 @@ def _entries():
         yield OpInfo(name, arity, "data", "any", attrs)
 
     compute = [
-        ("reduce", VARIADIC, ("dimensions", "to_apply")), ("reduce-window", VARIADIC, ("window", "to_apply")),
+        ("reduce", VARIADIC, ("dimensions", "to_apply")), ("reduce-window", VARIADIC, ("to_apply",)),
         ("select-and-scatter", 3, ("select", "scatter")), ("dot", 2, ()), ("ragged-dot", 3, ()),
-        ("scaled-dot", 4, ()), ("convolution", 2, ("window", "dim_labels")), ("fft", 1, ("fft_type", "fft_length")),
+        ("scaled-dot", 4, ()), ("convolution", 2, ("dim_labels",)), ("fft", 1, ("fft_type", "fft_length")),
         ("sort", VARIADIC, ("dimensions", "to_apply")), ("topk", 1, ("k",)), ("map", VARIADIC, ("to_apply",)),
         ("scan", VARIADIC, ("dimensions", "to_apply")),
         ("cholesky", 1, ()), ("triangular-solve", 2, ()),

@@ -154,7 +154,7 @@ def infer_convolution(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     lhs = array_operand(instr, shapes, 0, "lhs")
     rhs = array_operand(instr, shapes, 1, "rhs")
     dn = get_attr(instr, "dim_labels")
-    window = get_attr(instr, "window")
+    window = instr.attrs.get("window", ())  # optional: no window is an empty one (XLA)
     spatial = _check_labels(instr, dn, lhs, rhs)
     if len(window) != spatial:
         fail(instr, f"window has {len(window)} dimensions but the convolution has {spatial} spatial dimensions")

@@ -66,7 +66,7 @@ def infer_reduce_window(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     """reduce-window(inputs..., inits...): each input's window output shape with the accumulator
     types of to_apply; a tuple when N > 1."""
     inputs, inits = _inputs_and_inits(instr, shapes)
-    window = get_attr(instr, "window")
+    window = instr.attrs.get("window", ())  # optional: no window is an empty one (XLA)
     types, as_tuple = check_scalar_reducer(instr, computation_attr(instr, "to_apply"), "to_apply", inputs, inits)
     return _maybe_tuple([window_output_shape(instr, inputs[0], window, t) for t in types], as_tuple)
 

@@ -429,6 +429,7 @@ def build_executable(module: HloModule, compile_kernel: KernelCompiler, *, hlo_p
     constants = _constant_bytes(assignment)
     if any(a.kind is AllocationKind.CONSTANT and a.index in emitter.written for a in assignment.allocations):
         raise HloError("internal error: the program writes into a constant's buffer")
+    stats.peak_bytes += sum(a.size for a in assignment.allocations if a.index in params)  # their per-run copies
     stats.compile_ms = times
     return ThunkExecutable(module, assignment, program, constants, params, stats, seed)
 

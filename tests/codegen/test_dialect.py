@@ -7,7 +7,7 @@ from io import StringIO
 
 import pytest
 from xdsl.dialects import arith, func, tensor
-from xdsl.dialects.builtin import IndexType, ModuleOp, TensorType, VectorType, f32, i1
+from xdsl.dialects.builtin import IndexType, IntegerType, ModuleOp, TensorType, VectorType, f32, i1
 from xdsl.ir import Block, Region
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -307,6 +307,72 @@ def test_atomic_rmw_rejects_block_argument_of_wrong_type():
 def test_atomic_rmw_rejects_yield_of_wrong_type():
     expect_rejected(kernel([T84, INDEX, INDEX], lambda a: rmw(a, yield_arg=False)),
                     "mismatch in the block argument type and the yielded type")
+
+
+# -- compares, select and casts on vectors --------------------------------------------------------
+
+V4F = VectorType(f32, [4])
+V4I16 = VectorType(IntegerType(16), [4])
+V4I32 = VectorType(IntegerType(32), [4])
+V4I1 = VectorType(i1, [4])
+
+
+def test_vector_compares_select_and_casts_roundtrip():
+    def body(args):
+        a, b, h = args
+        lt = xla.CmpfOp(a, b, "olt")
+        wide = xla.ExtUIOp(h, V4I32)
+        eq = xla.CmpiOp(wide, wide, "eq")
+        both = arith.AndIOp(lt, eq)
+        as_float = xla.SIToFPOp(wide, V4F)
+        back = xla.FPToUIOp(as_float, V4I16)
+        narrow = xla.TruncIOp(wide, V4I16)
+        return [lt, wide, eq, both, as_float, back, narrow, xla.SelectOp(both, a, as_float)]
+
+    text = roundtrip(kernel([V4F, V4F, V4I16], body))
+    assert "xla.cmpf olt, %0, %1 : vector<4xf32>" in text
+    assert "xla.cmpi eq, %4, %4 : vector<4xi32>" in text
+    assert "xla.extui %2 : vector<4xi16> to vector<4xi32>" in text
+    assert "xla.select %6, %0, %7 : vector<4xi1>, vector<4xf32>" in text
+
+
+def test_vector_forms_take_scalars_and_a_scalar_condition():
+    def body(args):
+        x, a = args
+        nan = xla.CmpfOp(x, x, "uno")
+        return [nan, xla.SelectOp(nan, a, a)]
+
+    text = roundtrip(kernel([f32, V4F], body))
+    assert "xla.cmpf uno, %0, %0 : f32" in text
+    assert "xla.select %2, %1, %1 : i1, vector<4xf32>" in text
+
+
+def test_vector_forms_cover_the_arith_ops_xdsl_verifies_only_on_scalars():
+    assert {cls.name for cls in xla.VECTOR_FORMS} == {
+        "arith.cmpf", "arith.cmpi", "arith.select", "arith.extui", "arith.extsi", "arith.trunci",
+        "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui"}
+    assert all(cls.name == "xla." + arith_op.name.removeprefix("arith.") for arith_op, cls in xla.VECTOR_FORMS.items())
+
+
+@pytest.mark.parametrize("build,message", [
+    (lambda a, b, h: xla.CmpiOp(a, b, "slt"), "'xla.cmpi' operands must be integers or vectors of them, found vector<4xf32>"),
+    (lambda a, b, h: xla.CmpfOp.create(operands=[a, b], result_types=[i1], properties=xla.CmpfOp(a, b, "olt").properties),
+     "'xla.cmpf' result must be vector<4xi1> for operands of type vector<4xf32>, found i1"),
+    (lambda a, b, h: xla.SelectOp(h, a, b), "condition must be i1 or a vector of i1 of the result's shape, found vector<4xi16>"),
+    (lambda a, b, h: xla.ExtUIOp(h, VectorType(IntegerType(8), [4])), "'xla.extui' result element must be wider"),
+    (lambda a, b, h: xla.TruncIOp(h, V4I32), "'xla.trunci' result element must be narrower"),
+    (lambda a, b, h: xla.ExtSIOp(h, VectorType(IntegerType(32), [8])), "must have the same shape"),
+    (lambda a, b, h: xla.FPToSIOp(h, V4I32), "'xla.fptosi' converts floats to integers"),
+], ids=["cmpi-of-floats", "cmpf-scalar-result", "select-i16-condition", "extui-narrower", "trunci-wider",
+        "extsi-other-shape", "fptosi-of-ints"])
+def test_vector_forms_reject(build, message):
+    expect_rejected(kernel([V4F, V4F, V4I16], lambda args: [build(*args)]), message)
+
+
+def test_compare_rejects_an_unknown_predicate():
+    with pytest.raises(KernelIRError, match="unknown predicate 'lt' of xla.cmpf"):
+        run_opt("func.func @f(%a: vector<4xf32>) -> vector<4xi1> {\n  %r = xla.cmpf lt, %a, %a : vector<4xf32>\n"
+                "  func.return %r : vector<4xi1>\n}\n")
 
 
 # -- yield ----------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ L = np.longdouble
 BIG_TRIG = 1.35e10  # 2^33 * pi/2: the stated range of sin/cos/tan
 
 # name: (approximation, reference, uniform range, magnitude range of the log-spaced sample, sign, ulps f32, f64)
+TANH_FMA_ULPS = 5  # XLA:CPU's FMA form of the same rational (tanh_fma)
+
 UNARY = {
     "exp": (E.exp, np.exp, (-110, 90), (1e-40, 800), True, 1, 2),
     "exp2": (E.exp2, np.exp2, (-160, 130), (1e-40, 1100), True, 1, 2),
@@ -33,6 +35,7 @@ UNARY = {
     "tan": (T.tan, np.tan, (-10, 10), (0, BIG_TRIG), True, 1, 2),
     "atan": (T.atan, np.arctan, (-4, 4), (0, np.inf), True, 2, 1),
     "tanh": (S.tanh, np.tanh, (-10, 10), (0, np.inf), True, 7, 8),
+    "tanh_fma": (S.tanh_fma, np.tanh, (-10, 10), (0, np.inf), True, TANH_FMA_ULPS, 8),
     "erf": (S.erf, scipy.special.erf, (-5, 5), (0, np.inf), True, 6, 2),
     "cbrt": (S.cbrt, np.cbrt, (-10, 10), (0, np.inf), True, 1, 1),
     "rsqrt": (S.rsqrt, lambda x: 1 / np.sqrt(x), (0, 10), (0, np.inf), False, 1, 1),

@@ -78,8 +78,11 @@ CPU_PIPELINE: tuple[str, ...] = KERNEL_PIPELINE[:KERNEL_PIPELINE.index("unroll-l
 instruction selection on a bf16 transposing copy.)"""
 
 
-def pipeline_for(kind: str) -> tuple[str, ...]:
+def pipeline_for(kind: str, fma: bool = False) -> tuple[str, ...]:
+    """The pipeline of a target kind; `fma`: expand math functions as XLA:CPU does on FMA hosts."""
     passes = CPU_PIPELINE if kind == "cpu" else KERNEL_PIPELINE
+    if fma:
+        passes = tuple("expand-float-ops-fma" if p == "expand-float-ops" else p for p in passes)
     return tuple(p for p in passes if p in PASSES)
 
 

@@ -9,6 +9,7 @@ that the pool's per-task overhead is amortised.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ class Target:
     max_blocks_x: int = 2**31 - 1
     shared_memory_bytes: int = 48 * 1024
     num_cores: int = 1  # SMs on a GPU, cores on a CPU
+    has_fma: bool = False  # fused multiply-add: math approximations take XLA:CPU's FMA variants
 
     def loop_elements_per_thread(self, num_elements: int, smallest_bits: int, largest_bits: int) -> int:
         """Elements each thread writes in a loop fusion: XLA's unroll factor on a GPU (a power of
@@ -53,4 +55,12 @@ def cpu_target() -> Target:
     """The host CPU. Warp size 1 (no lanes to shuffle across); 64-byte vectors (AVX-512 width; on
     narrower machines LLVM splits them, which costs nothing measurable)."""
     return Target(name="host", kind="cpu", warp_size=1, threads_per_block=64, max_unroll=16, vector_bytes=64,
-                  max_threads_per_block=1024, shared_memory_bytes=1 << 20, num_cores=os.cpu_count() or 1)
+                  max_threads_per_block=1024, shared_memory_bytes=1 << 20, num_cores=os.cpu_count() or 1,
+                  has_fma=_host_has_fma())
+
+
+@functools.cache
+def _host_has_fma() -> bool:
+    import llvmlite.binding as llvm
+
+    return bool(llvm.get_host_cpu_features().get("fma", False))

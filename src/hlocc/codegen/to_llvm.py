@@ -1,6 +1,8 @@
 """Lowered kernel IR → LLVM IR, by a direct visitor to llvmlite.ir (DESIGN: not through xDSL's llvm
 dialect conversions). Input: func/arith/math/scf/vector plus the `llvm` memory ops that
-`lower-tensors` produces, `xla.pure_call`, `xla.remf`, and `gpu.thread_id`/`gpu.block_id`.
+`lower-tensors` produces, `xla.pure_call`, `xla.remf`, the `xla` stand-ins for arith ops on vectors
+(`VECTOR_FORMS`: xla.cmpf, xla.select, xla.extui, ...; LLVM vector compares, selects and casts), and
+`gpu.thread_id`/`gpu.block_id`.
 
 Types: `index` is i64; integers and f16/f32/f64 map directly; bf16 and the f8 types only appear
 as storage after `lower-narrow-floats` and map to i16/i8; vectors map to LLVM vectors.
@@ -38,7 +40,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from hlocc.codegen.dialect import PureCallOp
+from hlocc.codegen.dialect import VECTOR_FORMS, PureCallOp
 from hlocc.codegen.dialect_common import RemFOp
 from hlocc.errors import HloError
 
@@ -520,6 +522,8 @@ _HANDLERS = {
     gpu.ThreadIdOp: _thread_or_block_id, gpu.BlockIdOp: _thread_or_block_id,
     func.CallOp: _call, PureCallOp: _call, func.ReturnOp: _return,
 }
+# The xla stand-ins for arith ops on vectors translate as the arith ops do (LLVM's are elementwise).
+_HANDLERS.update({vector_op: _HANDLERS[arith_op] for arith_op, vector_op in VECTOR_FORMS.items()})
 
 
 class LlvmTranslator:

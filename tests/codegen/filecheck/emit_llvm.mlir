@@ -50,6 +50,59 @@ func.func private @helper(%x: f32) -> f32 {
 
 // -----
 
+// The xla stand-ins for arith ops on vectors are LLVM's vector compares, selects and casts (here the
+// shape of lower-narrow-floats' bf16 rounding, on 16 lanes at once).
+// CHECK-LABEL: define <16 x i16> @"round_to_bf16"(<16 x float> %".1")
+// CHECK-NEXT:  {
+// CHECK-NEXT:  entry:
+// CHECK-NEXT:    %[[B:.*]] = bitcast <16 x float> %".1" to <16 x i32>
+// CHECK-NEXT:    %[[NAN:.*]] = fcmp uno <16 x float> %".1", %".1"
+// CHECK-NEXT:    %[[R:.*]] = lshr <16 x i32> %[[B]], <i32 16, {{.*}}>
+// CHECK-NEXT:    %[[S:.*]] = select <16 x i1> %[[NAN]], <16 x i32> <i32 32704, {{.*}}>, <16 x i32> %[[R]]
+// CHECK-NEXT:    %[[T:.*]] = trunc <16 x i32> %[[S]] to <16 x i16>
+// CHECK-NEXT:    ret <16 x i16> %[[T]]
+// CHECK-LABEL: define <4 x i32> @"casts"(<4 x i8> %".1", <4 x float> %".2")
+// CHECK:         %[[Z:.*]] = zext <4 x i8> %".1" to <4 x i32>
+// CHECK-NEXT:    %[[X:.*]] = sext <4 x i8> %".1" to <4 x i32>
+// CHECK-NEXT:    %[[F:.*]] = uitofp <4 x i32> %[[Z]] to <4 x float>
+// CHECK-NEXT:    %[[G:.*]] = sitofp <4 x i32> %[[X]] to <4 x float>
+// CHECK-NEXT:    %[[LT:.*]] = fcmp olt <4 x float> %[[F]], %[[G]]
+// CHECK-NEXT:    %[[UN:.*]] = fcmp uno <4 x float> %".2", %".2"
+// CHECK-NEXT:    %[[LE:.*]] = icmp ule <4 x i32> %[[Z]], %[[X]]
+// CHECK-NEXT:    %[[M:.*]] = select <4 x i1> %[[LT]], <4 x float> %[[F]], <4 x float> %".2"
+// CHECK-NEXT:    %[[I:.*]] = fptosi <4 x float> %[[M]] to <4 x i32>
+// CHECK-NEXT:    %[[U:.*]] = fptoui <4 x float> %[[M]] to <4 x i32>
+// CHECK-NEXT:    %[[C:.*]] = select <4 x i1> %[[UN]], <4 x i32> %[[I]], <4 x i32> %[[U]]
+// CHECK-NEXT:    %[[D:.*]] = select <4 x i1> %[[LE]], <4 x i32> %[[C]], <4 x i32> %[[Z]]
+// CHECK-NEXT:    ret <4 x i32> %[[D]]
+func.func @round_to_bf16(%x: vector<16xf32>) -> vector<16xi16> {
+  %b = arith.bitcast %x : vector<16xf32> to vector<16xi32>
+  %nan = xla.cmpf uno, %x, %x : vector<16xf32>
+  %c16 = arith.constant dense<16> : vector<16xi32>
+  %r = arith.shrui %b, %c16 : vector<16xi32>
+  %qnan = arith.constant dense<32704> : vector<16xi32>
+  %s = xla.select %nan, %qnan, %r : vector<16xi1>, vector<16xi32>
+  %t = xla.trunci %s : vector<16xi32> to vector<16xi16>
+  func.return %t : vector<16xi16>
+}
+func.func @casts(%h: vector<4xi8>, %y: vector<4xf32>) -> vector<4xi32> {
+  %z = xla.extui %h : vector<4xi8> to vector<4xi32>
+  %x = xla.extsi %h : vector<4xi8> to vector<4xi32>
+  %f = xla.uitofp %z : vector<4xi32> to vector<4xf32>
+  %g = xla.sitofp %x : vector<4xi32> to vector<4xf32>
+  %lt = xla.cmpf olt, %f, %g : vector<4xf32>
+  %un = xla.cmpf uno, %y, %y : vector<4xf32>
+  %le = xla.cmpi ule, %z, %x : vector<4xi32>
+  %m = xla.select %lt, %f, %y : vector<4xi1>, vector<4xf32>
+  %i = xla.fptosi %m : vector<4xf32> to vector<4xi32>
+  %u = xla.fptoui %m : vector<4xf32> to vector<4xi32>
+  %c = xla.select %un, %i, %u : vector<4xi1>, vector<4xi32>
+  %d = xla.select %le, %c, %z : vector<4xi1>, vector<4xi32>
+  func.return %d : vector<4xi32>
+}
+
+// -----
+
 // A dense constant (a global after lower-tensors) is a private constant array, 64-byte aligned. A loop
 // becomes a header with a phi per induction variable and loop-carried value, a body and an exit.
 // CHECK:       @"constant_0" = private constant [4 x float] [float 0x3ff0000000000000, float 0x4000000000000000, float 0x4008000000000000, float 0x4010000000000000], align 64

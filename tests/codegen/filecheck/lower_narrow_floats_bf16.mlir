@@ -13,7 +13,7 @@
 // CHECK:         %[[YF:.*]] = arith.bitcast %{{.*}} : i32 to f32
 // CHECK-NEXT:    %[[P:.*]] = arith.mulf %[[XF]], %[[YF]] : f32
 // CHECK-NEXT:    %[[PB:.*]] = arith.bitcast %[[P]] : f32 to i32
-// CHECK:         %[[NAN:.*]] = arith.cmpi sgt, %{{.*}}, %{{.*}} : i32
+// CHECK:         %[[NAN:.*]] = arith.cmpf uno, %[[P]], %[[P]] : f32
 // CHECK:         %[[LSB:.*]] = arith.andi %{{.*}}, %{{.*}} : i32
 // CHECK-NEXT:    %[[HALF:.*]] = arith.constant 32767 : i32
 // CHECK-NEXT:    %[[BIAS:.*]] = arith.addi %[[HALF]], %[[LSB]] : i32
@@ -56,12 +56,73 @@ func.func @f8(%d: f64, %f: f8E4M3FN) -> (f8E4M3FN, f64) {
   func.return %t, %e : f8E4M3FN, f64
 }
 
-// A vector: the op is promoted on the whole vector; the conversions go lane by lane.
+// Vectors are converted on whole vectors, as the scalars are: the same bit manipulation on
+// vector<16xi32>, with xla.extui / xla.cmpf / xla.select / xla.trunci where xDSL's arith takes only
+// scalars. No lane is extracted or inserted.
+// CHECK-LABEL: func.func @extend_vector(%v: vector<16xbf16>) -> vector<16xf32> {
+// CHECK-NEXT:    %[[B:.*]] = arith.bitcast %v : vector<16xbf16> to vector<16xi16>
+// CHECK-NEXT:    %[[W:.*]] = xla.extui %[[B]] : vector<16xi16> to vector<16xi32>
+// CHECK-NEXT:    %[[S16:.*]] = arith.constant dense<16> : vector<16xi32>
+// CHECK-NEXT:    %[[HI:.*]] = arith.shli %[[W]], %[[S16]] : vector<16xi32>
+// CHECK-NEXT:    %e = arith.bitcast %[[HI]] : vector<16xi32> to vector<16xf32>
+// CHECK-NEXT:    func.return %e : vector<16xf32>
+func.func @extend_vector(%v: vector<16xbf16>) -> vector<16xf32> {
+  %e = arith.extf %v : vector<16xbf16> to vector<16xf32>
+  func.return %e : vector<16xf32>
+}
+
+// CHECK-LABEL: func.func @truncate_vector(%v: vector<16xf32>) -> vector<16xbf16> {
+// CHECK-NOT:     vector.{{extract|insert}}
+// CHECK:         %[[BITS:.*]] = arith.bitcast %v : vector<16xf32> to vector<16xi32>
+// CHECK:         %[[NAN:.*]] = xla.cmpf uno, %v, %v : vector<16xf32>
+// CHECK:         %[[LSB:.*]] = arith.andi %{{.*}}, %{{.*}} : vector<16xi32>
+// CHECK-NEXT:    %[[HALF:.*]] = arith.constant dense<32767> : vector<16xi32>
+// CHECK-NEXT:    %[[BIAS:.*]] = arith.addi %[[HALF]], %[[LSB]] : vector<16xi32>
+// CHECK-NEXT:    %[[SUM:.*]] = arith.addi %[[BITS]], %[[BIAS]] : vector<16xi32>
+// CHECK-NEXT:    %[[RNE:.*]] = arith.shrui %[[SUM]], %{{.*}} : vector<16xi32>
+// CHECK:         %[[QNAN:.*]] = arith.ori %{{.*}}, %{{.*}} : vector<16xi32>
+// CHECK-NEXT:    %[[OUT:.*]] = xla.select %[[NAN]], %[[QNAN]], %[[RNE]] : vector<16xi1>, vector<16xi32>
+// CHECK-NEXT:    %[[T:.*]] = xla.trunci %[[OUT]] : vector<16xi32> to vector<16xi16>
+// CHECK-NEXT:    %t = arith.bitcast %[[T]] : vector<16xi16> to vector<16xbf16>
+// CHECK-NEXT:    func.return %t : vector<16xbf16>
+func.func @truncate_vector(%v: vector<16xf32>) -> vector<16xbf16> {
+  %t = arith.truncf %v : vector<16xf32> to vector<16xbf16>
+  func.return %t : vector<16xbf16>
+}
+
+// A math op on a vector is promoted on the whole vector, its conversions too (f16 here).
 // CHECK-LABEL: func.func @vector_math(%v: vector<2xf16>) -> vector<2xf16> {
-// CHECK:         vector.extract %v[0] : f16 from vector<2xf16>
-// CHECK:         %{{.*}} = math.tanh %{{.*}} : vector<2xf32>
-// CHECK:         vector.insert %{{.*}} [1] : f16 into vector<2xf16>
+// CHECK-NOT:     vector.{{extract|insert}}
+// CHECK:         %[[B:.*]] = arith.bitcast %v : vector<2xf16> to vector<2xi16>
+// CHECK-NEXT:    xla.extui %[[B]] : vector<2xi16> to vector<2xi32>
+// CHECK:         %[[Y:.*]] = math.tanh %{{.*}} : vector<2xf32>
+// CHECK-NEXT:    arith.bitcast %[[Y]] : vector<2xf32> to vector<2xi32>
+// CHECK:         %[[T:.*]] = xla.trunci %{{.*}} : vector<2xi32> to vector<2xi16>
+// CHECK-NEXT:    %t = arith.bitcast %[[T]] : vector<2xi16> to vector<2xf16>
 func.func @vector_math(%v: vector<2xf16>) -> vector<2xf16> {
   %t = math.tanh %v : vector<2xf16>
   func.return %t : vector<2xf16>
+}
+
+// A compare of bf16 vectors (vectorize-elementwise's xla.cmpf) compares the widened vectors.
+// CHECK-LABEL: func.func @vector_compare(%a: vector<4xbf16>, %b: vector<4xbf16>) -> vector<4xi1> {
+// CHECK:         %[[A:.*]] = arith.bitcast %{{.*}} : vector<4xi32> to vector<4xf32>
+// CHECK:         %[[B:.*]] = arith.bitcast %{{.*}} : vector<4xi32> to vector<4xf32>
+// CHECK-NEXT:    %lt = xla.cmpf olt, %[[A]], %[[B]] : vector<4xf32>
+// CHECK-NEXT:    func.return %lt : vector<4xi1>
+func.func @vector_compare(%a: vector<4xbf16>, %b: vector<4xbf16>) -> vector<4xi1> {
+  %lt = xla.cmpf olt, %a, %b : vector<4xbf16>
+  func.return %lt : vector<4xi1>
+}
+
+// A bf16 constant broadcast to a vector (vectorize-elementwise's splat) folds to an f32 splat.
+// CHECK-LABEL: func.func @broadcast_constant(%v: vector<4xbf16>) -> vector<4xbf16> {
+// CHECK:         %[[V:.*]] = arith.bitcast %{{.*}} : vector<4xi32> to vector<4xf32>
+// CHECK-NEXT:    %[[C:.*]] = arith.constant dense<1.500000e+00> : vector<4xf32>
+// CHECK-NEXT:    %{{.*}} = arith.mulf %[[V]], %[[C]] : vector<4xf32>
+func.func @broadcast_constant(%v: vector<4xbf16>) -> vector<4xbf16> {
+  %c = arith.constant 1.500000e+00 : bf16
+  %s = vector.broadcast %c : bf16 to vector<4xbf16>
+  %p = arith.mulf %v, %s : vector<4xbf16>
+  func.return %p : vector<4xbf16>
 }

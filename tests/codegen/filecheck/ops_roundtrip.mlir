@@ -42,3 +42,29 @@ func.func @ops(%t: tensor<8x4xf32>, %d: index, %s: index, %r: index, %c: i1, %v:
   }
   func.return %rmw : tensor<8x4xf32>
 }
+
+// The arith stand-ins for vectors (xDSL 0.74's arith verifies these only on scalars).
+// CHECK-LABEL: func.func @vector_forms
+func.func @vector_forms(%a: vector<4xf32>, %b: vector<4xf32>, %h: vector<4xi16>) -> vector<4xf32> {
+  // CHECK: %lt = xla.cmpf olt, %a, %b : vector<4xf32>
+  %lt = xla.cmpf olt, %a, %b : vector<4xf32>
+  // CHECK: %w = xla.extui %h : vector<4xi16> to vector<4xi32>
+  %w = xla.extui %h : vector<4xi16> to vector<4xi32>
+  // CHECK: %s = xla.extsi %h : vector<4xi16> to vector<4xi32>
+  %s = xla.extsi %h : vector<4xi16> to vector<4xi32>
+  // CHECK: %ne = xla.cmpi ne, %w, %s : vector<4xi32>
+  %ne = xla.cmpi ne, %w, %s : vector<4xi32>
+  // CHECK: %t = xla.trunci %w : vector<4xi32> to vector<4xi8>
+  %t = xla.trunci %w : vector<4xi32> to vector<4xi8>
+  // CHECK: %f = xla.sitofp %s : vector<4xi32> to vector<4xf32>
+  %f = xla.sitofp %s : vector<4xi32> to vector<4xf32>
+  // CHECK: %u = xla.uitofp %t : vector<4xi8> to vector<4xf32>
+  %u = xla.uitofp %t : vector<4xi8> to vector<4xf32>
+  // CHECK: %i = xla.fptosi %f : vector<4xf32> to vector<4xi64>
+  %i = xla.fptosi %f : vector<4xf32> to vector<4xi64>
+  // CHECK: %j = xla.fptoui %u : vector<4xf32> to vector<4xi16>
+  %j = xla.fptoui %u : vector<4xf32> to vector<4xi16>
+  // CHECK: %r = xla.select %lt, %f, %u : vector<4xi1>, vector<4xf32>
+  %r = xla.select %lt, %f, %u : vector<4xi1>, vector<4xf32>
+  func.return %r : vector<4xf32>
+}

@@ -91,3 +91,37 @@ func.func @index_cast(%v: vector<4xi32>) -> vector<4xi32> {
   }
   func.return %r : vector<4xi32>
 }
+
+// -----
+
+// Compares, selects and integer casts vectorize too, as their xla stand-ins (xDSL 0.74's arith verifies
+// them only on scalars): a clamp to [0, 255] and a conversion to i8.
+// CHECK-LABEL: func.func @clamp_to_u8(%v: vector<4xf32>) -> vector<4xi8> {
+// CHECK-NOT:     scf.for
+// CHECK:         %[[LO:.*]] = vector.broadcast %lo : f32 to vector<4xf32>
+// CHECK:         %[[HI:.*]] = vector.broadcast %hi : f32 to vector<4xf32>
+// CHECK-NEXT:    %below = xla.cmpf olt, %v, %[[LO]] : vector<4xf32>
+// CHECK-NEXT:    %c = xla.select %below, %[[LO]], %v : vector<4xi1>, vector<4xf32>
+// CHECK-NEXT:    %above = xla.cmpf ogt, %c, %[[HI]] : vector<4xf32>
+// CHECK-NEXT:    %d = xla.select %above, %[[HI]], %c : vector<4xi1>, vector<4xf32>
+// CHECK-NEXT:    %q = xla.fptoui %d : vector<4xf32> to vector<4xi8>
+// CHECK-NEXT:    func.return %q : vector<4xi8>
+func.func @clamp_to_u8(%v: vector<4xf32>) -> vector<4xi8> {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %init = arith.constant dense<0> : vector<4xi8>
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %init) -> (vector<4xi8>) {
+    %lo = arith.constant 0.000000e+00 : f32
+    %hi = arith.constant 2.550000e+02 : f32
+    %x = vector.extract %v[%i] : f32 from vector<4xf32>
+    %below = arith.cmpf olt, %x, %lo : f32
+    %c = arith.select %below, %lo, %x : f32
+    %above = arith.cmpf ogt, %c, %hi : f32
+    %d = arith.select %above, %hi, %c : f32
+    %q = arith.fptoui %d : f32 to i8
+    %next = vector.insert %q, %acc [%i] : i8 into vector<4xi8>
+    scf.yield %next : vector<4xi8>
+  }
+  func.return %r : vector<4xi8>
+}

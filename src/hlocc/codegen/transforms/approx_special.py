@@ -3,7 +3,10 @@
 tanh: XLA's clamped rational approximations (xla/codegen/intrinsic/tanh.cc, from Eigen): f32 a
 13/6 odd/even rational on x clamped to +-7.90531110763549805 (the clamp, for evaluation without
 FMA contraction, where the approximation reaches exactly 1), x itself below 0.0004; f64 a 19/18
-rational clamped at +-17.714196154005176. Both give +-1 for |x| >= 20.
+rational clamped at +-17.714196154005176. Both give +-1 for |x| >= 20. `tanh_fma` is the f32 form
+XLA:CPU emits on FMA hosts (EmitFastTanh with_fma): polynomials as fused multiply-adds, clamp
++-7.99881172180175781. The two differ by a few ulps near +-1, which 1 + tanh(x) (GELU) magnifies:
+matching XLA:CPU there takes the same variant.
 erf: f32 XLA's rational approximation (expand_float_ops.cc) on x clamped to erfinv(1 - 2^-23),
 +-1 beyond; f64 Cephes `ndtr.c`: x*T(x^2)/U(x^2) for |x| <= 1, 1 - exp(-x^2)*P(|x|)/Q(|x|) up
 to 6, +-1 beyond.
@@ -30,18 +33,23 @@ _TANH_Q = (6.463747022670968018e-21, 5.782506856739003571e-17, 1.293019623712687
            8.295161192716231542e-04, 3.437448108450402717e-02, 4.851805297361760360e-01, 1.0)
 
 
-def tanh(b: FloatBuilder, x: Val) -> Val:
+def tanh(b: FloatBuilder, x: Val, fma: bool = False) -> Val:
     if x.ty == F32:
-        clamp, num, den = 7.90531110763549805, _TANHF_P, _TANHF_Q
+        clamp, num, den = (7.99881172180175781 if fma else 7.90531110763549805), _TANHF_P, _TANHF_Q
     else:
         clamp, num, den = 17.714196154005176, _TANH_P, _TANH_Q
+    horner = b.horner_fma if fma and x.ty == F32 else b.horner
     xc = b.clamp(x, -clamp, clamp)
     x2 = xc * xc
-    res = xc * b.horner(x2, num) / b.horner(x2, den)
+    res = xc * horner(x2, num) / horner(x2, den)
     ax = b.abs(x)
     if x.ty == F32:
         res = b.select(ax.lt(0.0004), x, res)
     return b.select(ax.ge(20.0), b.copysign(1.0, x), res)
+
+
+def tanh_fma(b: FloatBuilder, x: Val) -> Val:
+    return tanh(b, x, fma=True)
 
 
 # -- erf -----------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ these bounds, in ulps between the result and the correctly rounded value, over t
     tan         1    2    same range
     atan        2    1
     atan2       2    2
-    tanh        7    8    XLA's rational approximations, evaluated without FMA contraction
+    tanh        7    8    XLA's rational approximations, evaluated without FMA contraction;
+                5         on FMA targets (expand-float-ops-fma, the host CPU's): XLA:CPU's FMA form
     erf         5    2    f32: XLA's rational approximation; f64: Cephes
     cbrt        1    1
     rsqrt       1    1    1 / sqrt(x)
@@ -69,6 +70,9 @@ MATH_APPROXIMATIONS: dict[str, Callable[..., Val]] = {
     "math.rsqrt": approx_special.rsqrt,
 }
 
+#: On FMA targets: the variants XLA:CPU emits there.
+FMA_APPROXIMATIONS: dict[str, Callable[..., Val]] = {**MATH_APPROXIMATIONS, "math.tanh": approx_special.tanh_fma}
+
 #: The math ops left after this pass (the LLVM translator's vocabulary besides arith).
 PRIMITIVE_MATH_OPS = frozenset({
     "math.absf", "math.sqrt", "math.floor", "math.ceil", "math.trunc", "math.roundeven", "math.round",
@@ -76,11 +80,14 @@ PRIMITIVE_MATH_OPS = frozenset({
 })  # fmt: skip
 
 
+@dataclass
 class ExpandMathFunction(RewritePattern):
     """Replaces one f32/f64 math function op by its approximation."""
 
+    approximations: dict[str, Callable[..., Val]]
+
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        fn = MATH_APPROXIMATIONS.get(op.name)
+        fn = self.approximations.get(op.name)
         if fn is None or len(op.results) != 1:
             return
         result_type = op.results[0].type
@@ -98,6 +105,17 @@ class ExpandFloatOpsPass(ModulePass):
     """Expands f32/f64 math functions into arith and primitive math ops (see the module docstring)."""
 
     name = "expand-float-ops"
+    fma: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(ExpandMathFunction(), apply_recursively=False).rewrite_module(op)
+        table = FMA_APPROXIMATIONS if self.fma else MATH_APPROXIMATIONS
+        PatternRewriteWalker(ExpandMathFunction(table), apply_recursively=False).rewrite_module(op)
+
+
+@register_pass
+@dataclass(frozen=True)
+class ExpandFloatOpsFmaPass(ExpandFloatOpsPass):
+    """expand-float-ops for targets with fused multiply-add (the host CPU's pipeline)."""
+
+    name = "expand-float-ops-fma"
+    fma: bool = True

@@ -99,7 +99,7 @@ OP_NAMES = frozenset({
     "arith.addi", "arith.subi", "arith.muli", "arith.andi", "arith.ori", "arith.xori",
     "arith.shli", "arith.shrui", "arith.shrsi", "arith.cmpi", "arith.extui", "arith.trunci",
     "math.absf", "math.sqrt", "math.floor", "math.ceil", "math.trunc", "math.roundeven",
-    "math.round", "math.copysign",
+    "math.round", "math.copysign", "math.fma",
 })  # fmt: skip
 
 
@@ -365,6 +365,17 @@ class FloatBuilder:
         acc = x.like(coeffs[0])
         for c in coeffs[1:]:
             acc = acc * x + c
+        return acc
+
+    def fma(self, a: Val, b: Val, c: Val | float) -> Val:
+        """a*b + c with one rounding (llvm.fma: one instruction where the target has FMA)."""
+        return self.op("math.fma", a.ty, a, b, a.like(c))
+
+    def horner_fma(self, x: Val, coeffs: Sequence[float]) -> Val:
+        """`horner` with each step one fused multiply-add (what LLVM contracts it to on FMA targets)."""
+        acc = x.like(coeffs[0])
+        for c in coeffs[1:]:
+            acc = self.fma(acc, x, c)
         return acc
 
     def horner_monic(self, x: Val, coeffs: Sequence[float]) -> Val:

@@ -79,6 +79,15 @@ _CMPF: dict[str, Callable] = {
     "uno": lambda a, b: np.isnan(a) | np.isnan(b),
 }  # fmt: skip
 
+def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """a*b + c rounded once. f32: the f64 product is exact, so only the sum can round twice (the f64
+    sum, then f32), which is off by an ulp in rare halfway cases; f64 has no exact numpy form."""
+    if a.dtype != np.float32:
+        raise NotImplementedError("math.fma is emulated for f32 only")
+    with np.errstate(all="ignore"):
+        return (a.astype(np.float64) * b + c).astype(np.float32)
+
+
 _CMPI: dict[str, Callable] = {
     "eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal, "sgt": np.greater,
     "sge": np.greater_equal, "ult": np.less, "ule": np.less_equal, "ugt": np.greater, "uge": np.greater_equal,
@@ -88,7 +97,7 @@ _FLOAT_OPS: dict[str, Callable] = {
     "arith.addf": np.add, "arith.subf": np.subtract, "arith.mulf": np.multiply, "arith.divf": np.divide,
     "arith.negf": np.negative, "math.absf": np.abs, "math.sqrt": np.sqrt, "math.floor": np.floor,
     "math.ceil": np.ceil, "math.trunc": np.trunc, "math.roundeven": np.rint, "math.round": _round_half_away,
-    "math.copysign": np.copysign,
+    "math.copysign": np.copysign, "math.fma": lambda a, b, c: _fma(a, b, c),
     "arith.minimumf": lambda a, b: _minmax(a, b, True), "arith.maximumf": lambda a, b: _minmax(a, b, False),
 }  # fmt: skip
 

@@ -2,23 +2,23 @@
 `expand_elementwise`, which the float passes use to replace one elementwise op by a builder
 function's IR.
 
-Vector operands are expanded lane by lane (vector.extract -> scalar code -> vector.insert):
-xDSL 0.74's arith dialect does not verify vector-typed cmpf/cmpi results, selects with a vector
-condition, or vector extui/trunci, so the expansion is written on scalars; LLVM's SLP vectorizer
-re-forms the vector operations from the isomorphic lanes.
+A vector op is expanded on whole vectors of its shape: constants are splats, and the compares,
+selects and integer casts, which xDSL 0.74's arith dialect verifies only on scalars, are their
+`xla` stand-ins (`dialect.VECTOR_FORMS`: xla.cmpf, xla.select, xla.extui, ...), which the LLVM
+translator maps to LLVM's vector instructions. Scalars keep the arith ops.
 """
 
 from __future__ import annotations
 
-import itertools
 import struct
 from collections.abc import Callable, Sequence
 
-from xdsl.dialects import arith, builtin, math, vector
+from xdsl.dialects import arith, builtin, math
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr, IntegerType, VectorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
+from hlocc.codegen.dialect import VECTOR_FORMS
 from hlocc.codegen.transforms.float_builder import (
     F32,
     F64,
@@ -80,21 +80,33 @@ assert set(_NARROW_XDSL_TYPES) == set(NARROW_FORMATS)
 
 
 class XdslBackend:
-    """Inserts ops at the rewriter's insertion point; constants are shared within one expansion."""
+    """Inserts ops at the rewriter's insertion point, on scalars or (with `shape`) on vectors of that
+    shape; constants are shared within one expansion."""
 
-    def __init__(self, rewriter: PatternRewriter):
+    def __init__(self, rewriter: PatternRewriter, shape: Sequence[int] = ()):
         self.rewriter = rewriter
+        self.shape = tuple(shape)
         self._constants: dict[tuple, SSAValue] = {}
 
     def _insert(self, op: Operation) -> SSAValue:
         self.rewriter.insert(op)
         return op.results[0]
 
+    def _type(self, ty: ElemType) -> Attribute:
+        t = xdsl_type(ty)
+        return VectorType(t, self.shape) if self.shape else t
+
+    def _op_class(self, arith_op: type[Operation]) -> type[Operation]:
+        return VECTOR_FORMS.get(arith_op, arith_op) if self.shape else arith_op
+
     def constant(self, ty: ElemType, value: float | int) -> SSAValue:
         key = (ty, struct.pack("<d", value) if isinstance(value, float) else value)
         if key not in self._constants:
-            t = xdsl_type(ty)
-            attr = IntegerAttr(value, t) if isinstance(ty, IntType) else FloatAttr(value, t)
+            t = self._type(ty)
+            if self.shape:
+                attr = DenseIntOrFPElementsAttr.from_list(t, [value])
+            else:
+                attr = IntegerAttr(value, t) if isinstance(ty, IntType) else FloatAttr(value, t)
             self._constants[key] = self._insert(arith.ConstantOp(attr))
         return self._constants[key]
 
@@ -104,14 +116,16 @@ class XdslBackend:
             return self._insert(_BINARY[name](*operands))
         if name in _UNARY:
             return self._insert(_UNARY[name](operands[0]))
+        if name == "math.fma":
+            return self._insert(math.FmaOp(*operands))
         if name in _CASTS:
-            return self._insert(_CASTS[name](operands[0], xdsl_type(result)))
+            return self._insert(self._op_class(_CASTS[name])(operands[0], self._type(result)))
         if name == "arith.cmpf":
-            return self._insert(arith.CmpfOp(operands[0], operands[1], predicate))
+            return self._insert(self._op_class(arith.CmpfOp)(operands[0], operands[1], predicate))
         if name == "arith.cmpi":
-            return self._insert(arith.CmpiOp(operands[0], operands[1], predicate))
+            return self._insert(self._op_class(arith.CmpiOp)(operands[0], operands[1], predicate))
         if name == "arith.select":
-            return self._insert(arith.SelectOp(*operands))
+            return self._insert(self._op_class(arith.SelectOp)(*operands))
         raise NotImplementedError(name)
 
 
@@ -122,20 +136,8 @@ def expand_elementwise(
     operand_types: Sequence[ElemType],
     result_type: Attribute,
 ) -> SSAValue:
-    """Emit `fn(b, *operands)` before `op` and return its value (of `result_type`, scalar or vector
-    of the same shape as the operands). Vector operands are computed lane by lane."""
-    b = FloatBuilder(XdslBackend(rewriter))
-    operands = list(op.operands)
-    if not isinstance(result_type, VectorType):
-        return fn(b, *(b.wrap(v, t) for v, t in zip(operands, operand_types))).raw
-    elem = result_type.get_element_type()
-    zero = [0] if isinstance(elem, IntegerType) else [0.0]
-    acc = rewriter.insert(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(result_type, zero))).result
-    for pos in itertools.product(*(range(n) for n in result_type.get_shape())):
-        lanes = [rewriter.insert(vector.ExtractOp(v, list(pos), xdsl_type(t))).result
-                 for v, t in zip(operands, operand_types)]
-        lane = fn(b, *(b.wrap(v, t) for v, t in zip(lanes, operand_types))).raw
-        acc = rewriter.insert(vector.InsertOp(lane, acc, list(pos))).result
-    return acc
-
-
+    """Emit `fn(b, *operands)` before `op` and return its value (of `result_type`, a scalar, or a
+    vector of the operands' shape computed on whole vectors)."""
+    shape = result_type.get_shape() if isinstance(result_type, VectorType) else ()
+    b = FloatBuilder(XdslBackend(rewriter, shape))
+    return fn(b, *(b.wrap(v, t) for v, t in zip(op.operands, operand_types))).raw

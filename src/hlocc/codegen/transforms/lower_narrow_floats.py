@@ -7,8 +7,10 @@
    Promotion of add/sub/mul/div/sqrt is exact (f32 has more than 2p+2 bits for every narrow p).
 2. Every arith.extf / arith.truncf from or to a narrow type becomes integer bit manipulation on
    the same-width integer (`float_conversions`: exact, round to nearest even, ml_dtypes'
-   semantics for NaN, inf, overflow, subnormals and -0); an extf of a constant folds to an f32
-   constant. To or from f64 the conversion is done directly (no double rounding).
+   semantics for NaN, inf, overflow, subnormals and -0); an extf of a constant (or of its
+   broadcast) folds to an f32 constant. To or from f64 the conversion is done directly (no double
+   rounding). A conversion of a vector is done on whole vectors (its compares, selects and integer
+   casts are the `xla` stand-ins of `dialect.VECTOR_FORMS`), not lane by lane.
 3. Remaining narrow float constants become an integer constant and an arith.bitcast.
 
 Afterwards narrow float values only appear as arith.bitcast operands/results, block arguments and
@@ -24,12 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects import arith, builtin
+from xdsl.dialects import arith, builtin, vector
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr, IntegerType, ModuleOp, VectorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 
+from hlocc.codegen import dialect as xla
 from hlocc.codegen.dialect_common import RemFOp
 from hlocc.codegen.opt import register_pass
 from hlocc.codegen.transforms.float_builder import F32, F64, FloatFormat
@@ -58,20 +61,24 @@ def _is_float_compute(op: Operation) -> bool:
                        "arith.maximumf", "arith.minnumf", "arith.maxnumf")
 
 
+_INT_TO_FLOAT = (arith.SIToFPOp, arith.UIToFPOp, xla.SIToFPOp, xla.UIToFPOp)
+_FLOAT_TO_INT = (arith.FPToSIOp, arith.FPToUIOp, xla.FPToSIOp, xla.FPToUIOp)
+
+
 class PromoteToF32(RewritePattern):
     """A float op on a narrow type computed on f32 (operands extf'd, result truncf'd)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if isinstance(op, arith.CmpfOp) and _narrow(op.lhs.type):
+        if isinstance(op, arith.CmpfOp | xla.CmpfOp) and _narrow(op.lhs.type):
             lhs, rhs = (self._ext(v, rewriter) for v in (op.lhs, op.rhs))
-            rewriter.replace(op, arith.CmpfOp.create(operands=[lhs, rhs], result_types=[op.result.type],
-                                                        properties=dict(op.properties)))
-        elif isinstance(op, arith.SIToFPOp | arith.UIToFPOp) and _narrow(op.result.type):
+            rewriter.replace(op, type(op).create(operands=[lhs, rhs], result_types=[op.result.type],
+                                                 properties=dict(op.properties)))
+        elif isinstance(op, _INT_TO_FLOAT) and _narrow(op.result.type):
             wide = builtin.f32 if _elem(op.input.type).width.data <= 24 else builtin.f64
             conv = type(op)(op.input, _with_elem(op.result.type, wide))
             rewriter.insert(conv)
             rewriter.replace(op, arith.TruncFOp(conv.result, op.result.type))
-        elif isinstance(op, arith.FPToSIOp | arith.FPToUIOp) and _narrow(op.input.type):
+        elif isinstance(op, _FLOAT_TO_INT) and _narrow(op.input.type):
             rewriter.replace(op, type(op)(self._ext(op.input, rewriter), op.result.type))
         elif _is_float_compute(op) and len(op.results) == 1 and _narrow(op.results[0].type):
             if any(_elem(v.type) != _elem(op.results[0].type) for v in op.operands):
@@ -90,17 +97,27 @@ class PromoteToF32(RewritePattern):
         return ext.result
 
 
+def _narrow_constant(value: SSAValue) -> arith.ConstantOp | None:
+    """The constant op `value` is, directly or broadcast to a vector (vectorize-elementwise's splat)."""
+    owner = value.owner
+    if isinstance(owner, vector.BroadcastOp):
+        owner = owner.source.owner
+    return owner if isinstance(owner, arith.ConstantOp) else None
+
+
 def _fold_narrow_constant(op: arith.ConstantOp, result_type: Attribute) -> arith.ConstantOp | None:
     """extf(constant) as a constant of `result_type` (f32/f64, scalar or splat)."""
     attr = op.value
-    fmt = _narrow(op.result.type)
     if isinstance(attr, FloatAttr):
-        value = float(np.asarray(attr.value.data).astype(numpy_dtype(fmt)).astype(np.float64))
-        return arith.ConstantOp(FloatAttr(value, result_type))
-    if isinstance(attr, DenseIntOrFPElementsAttr) and attr.is_splat():
-        value = float(np.asarray(attr.get_values()[0]).astype(numpy_dtype(fmt)).astype(np.float64))
+        raw = attr.value.data
+    elif isinstance(attr, DenseIntOrFPElementsAttr) and attr.is_splat():
+        raw = attr.get_values()[0]
+    else:
+        return None
+    value = float(np.asarray(raw).astype(numpy_dtype(_narrow(op.result.type))).astype(np.float64))
+    if isinstance(result_type, VectorType):
         return arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(result_type, [value]))
-    return None
+    return arith.ConstantOp(FloatAttr(value, result_type))
 
 
 class LowerNarrowConversions(RewritePattern):
@@ -113,8 +130,8 @@ class LowerNarrowConversions(RewritePattern):
         if src is None and dst is None:
             return
         wide = format_of(_elem(op.result.type))
-        if src is not None and isinstance(op.input.owner, arith.ConstantOp) and wide in (F32, F64):
-            folded = _fold_narrow_constant(op.input.owner, op.result.type)
+        if src is not None and (const := _narrow_constant(op.input)) is not None and wide in (F32, F64):
+            folded = _fold_narrow_constant(const, op.result.type)
             if folded is not None:
                 rewriter.replace(op, folded)
                 return

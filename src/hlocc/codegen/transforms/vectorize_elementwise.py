@@ -4,7 +4,8 @@ elementwise work becomes that work on whole vectors.
 After `vectorize-loads-stores`, a loop fusion's thread computes `vector.extract %v[%iv]` → scalar
 arith/math → `vector.insert %x, %acc[%iv]` for iv in [0, N). On a GPU each thread does this
 serially; on the CPU the thread's elements fill one SIMD register, so the loop is replaced by the
-same ops on `vector<N x T>` (scalars from outside the loop are broadcast). This is an explicit
+same ops on `vector<N x T>` (scalars from outside the loop are broadcast; compares, selects and
+integer casts become their `xla` stand-ins, `dialect.VECTOR_FORMS`). This is an explicit
 superword-level vectorization that does not depend on LLVM's SLP vectorizer finding it. A loop
 with anything else in its body (branches, memory accesses, calls) is left for `unroll-loops`.
 """
@@ -20,6 +21,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from hlocc.codegen.dialect import VECTOR_FORMS
 from hlocc.codegen.dialect_common import RemFOp
 from hlocc.codegen.opt import register_pass
 from hlocc.codegen.transforms.vectorize_loads_stores import _defined_outside, _trip_count
@@ -63,6 +65,14 @@ def _vectorizable(loop: scf.ForOp, n: int) -> bool:
     return any(isinstance(op, vector.InsertOp) for op in ops)
 
 
+def _vector_op(op: Operation, operands: list[SSAValue], types: list[VectorType]) -> Operation:
+    """`op` on vectors: the same op, or its `xla` stand-in where xDSL's arith takes only scalars."""
+    cls = VECTOR_FORMS.get(type(op), type(op))
+    # The stand-ins declare arith's properties but fastmath (arith.cmpf's is 'none' in kernels).
+    props = {k: v for k, v in op.properties.items() if k in cls.get_irdl_definition().properties}
+    return cls.create(operands=operands, result_types=types, properties=props, attributes=dict(op.attributes))
+
+
 def _vectorize(loop: scf.ForOp) -> bool:
     n = _trip_count(loop)
     if n is None or n < 2 or not _vectorizable(loop, n):
@@ -97,13 +107,12 @@ def _vectorize(loop: scf.ForOp) -> bool:
         else:
             operands = [vec(v) for v in op.operands]
             types = [VectorType(r.type, [n]) for r in op.results]
-            new = type(op).create(operands=operands, result_types=types, properties=dict(op.properties),
-                                  attributes=dict(op.attributes))
+            new = _vector_op(op, operands, types)
             new_ops.append(new)
             for old, r in zip(op.results, new.results):
                 mapping[old] = r
                 r.name_hint = old.name_hint
-    try:  # some ops only accept scalars (e.g. xDSL's integer casts): then leave the loop alone
+    try:  # an op whose vector form does not verify: then leave the loop alone
         for new in new_ops:
             new.verify_()
             new.verify()

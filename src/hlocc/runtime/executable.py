@@ -57,6 +57,7 @@ from hlocc.runtime.thunks import (
     ValueRefs,
     WhileThunk,
     aligned_bytes,
+    nest,
 )
 
 KernelCompiler = Callable[[HloComputation, str, bool], Kernel]
@@ -322,12 +323,9 @@ class ThunkExecutable:
         memory = Memory(allocations, Evaluator(self.seed))
         self.program.execute(memory)
         root = self.module.entry.root
-        leaves = iter(BufferRef(s, subshape(root.shape, i)).logical(memory)
-                      for i, s in zip(self.assignment.output_indices, self.assignment.output_slices))
-
-        def build(shape: Shape):
-            return tuple(build(s) for s in shape.tuple_shapes) if shape.is_tuple else next(leaves)
-        return build(root.shape)
+        leaves = [BufferRef(s, subshape(root.shape, i)).logical(memory)
+                  for i, s in zip(self.assignment.output_indices, self.assignment.output_slices)]
+        return nest(root.shape, iter(leaves))
 
     def _parameter_bytes(self, args: Sequence[Any], allocation) -> np.ndarray:
         value = args[allocation.parameter_number]

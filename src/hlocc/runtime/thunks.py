@@ -91,25 +91,28 @@ class ValueRefs:
     leaves: tuple[BufferRef, ...]
 
     def read(self, memory: Memory) -> Any:
-        it = iter(self.leaves)
-
-        def build(shape: Shape):
-            return tuple(build(s) for s in shape.tuple_shapes) if shape.is_tuple else next(it).logical(memory)
-        return build(self.shape)
+        return nest(self.shape, iter([ref.logical(memory) for ref in self.leaves]))
 
     def write(self, memory: Memory, value: Any) -> None:
-        leaves = []
-
-        def flatten(shape: Shape, v: Any):
-            if shape.is_tuple:
-                for s, item in zip(shape.tuple_shapes, v):
-                    flatten(s, item)
-            else:
-                leaves.append(v)
-        flatten(self.shape, value)
-        for ref, v in zip(self.leaves, leaves):
+        for ref, v in zip(self.leaves, flatten(self.shape, value)):
             if ref.shape.is_array:
                 np.copyto(ref.logical(memory), np.asarray(v), casting="unsafe")
+
+
+def nest(shape: Shape, leaves) -> Any:
+    """The values of iterator `leaves` nested like `shape` (a tuple per tuple shape). A plain
+    recursive function on purpose: a recursive closure is a reference cycle, which would keep a
+    run's memory alive until the cyclic garbage collector ran."""
+    if shape.is_tuple:
+        return tuple(nest(s, leaves) for s in shape.tuple_shapes)
+    return next(leaves)
+
+
+def flatten(shape: Shape, value: Any) -> list:
+    """The leaves of a value nested like `shape`, in order."""
+    if not shape.is_tuple:
+        return [value]
+    return [leaf for s, item in zip(shape.tuple_shapes, value) for leaf in flatten(s, item)]
 
 
 # -- thunks --------------------------------------------------------------------------------------

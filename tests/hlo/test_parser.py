@@ -252,3 +252,15 @@ def test_truncated_corpus_files_fail_cleanly():
                 parse_hlo(text[:cut])
             except HloParseError as e:
                 assert e.line >= 1 and e.column >= 1
+
+
+@pytest.mark.parametrize("line", ["c = convert(p)", "c = iota(), iota_dimension=0", "c = bitcast(p)",
+                                  "c = custom-call(p), custom_call_target=\"foo\""])
+def test_omitted_shape_that_operands_do_not_imply_is_an_error(line):
+    """Shapes may be omitted where the operands imply them; elsewhere the parser says so (a fuzzed
+    module once crashed with an AttributeError here)."""
+    from hlocc.errors import HloError
+
+    text = f"HloModule m\nENTRY e {{\n  p = f32[4] parameter(0)\n  ROOT {line}\n}}"
+    with pytest.raises(HloError, match=r"instruction 'c': .* needs a declared result shape"):
+        parse_hlo(text)

@@ -16,6 +16,7 @@ from hlocc.hlo.shape_rules_common import (
     check_scalar_reducer,
     computation_attr,
     declared,
+    declared_shape,
     fail,
     get_attr,
     strip_layout,
@@ -31,7 +32,7 @@ def _operands_shape(shapes: list[Shape]) -> Shape:
 
 
 def _declared_leaves(instr: HloInstruction, count: int) -> list[Shape]:
-    out = instr.shape
+    out = declared_shape(instr)
     leaves = list(out.tuple_shapes) if out.is_tuple else [out]
     if len(leaves) != count:
         fail(instr, f"{instr.opcode} of {count} operand(s) must produce {count} result(s), declared {out}")
@@ -134,7 +135,7 @@ def infer_collective_done(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     """The declared result of the matching -start: its operand itself, or an element of it when the
     start produced a tuple."""
     check_arity(instr, shapes, 1)
-    operand, out = shapes[0], instr.shape
+    operand, out = shapes[0], declared_shape(instr)
     candidates = [operand] + (list(operand.tuple_shapes) if operand.is_tuple else [])
     if not any(c.compatible(out) for c in candidates):
         fail(instr, f"{instr.opcode} result {strip_layout(out)} does not match its start operand {operand}")

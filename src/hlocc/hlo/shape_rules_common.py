@@ -37,10 +37,18 @@ def scalar(element_type: PrimitiveType) -> Shape:
     return Shape.array(element_type, ())
 
 
+def declared_shape(instr: HloInstruction) -> Shape:
+    """The shape the text declares, for rules that need it; an error where the text left it out
+    (the parser infers omitted shapes, but not those the operands do not imply)."""
+    if instr.shape is None:
+        fail(instr, f"{instr.opcode} needs a declared result shape: it is not implied by its operands")
+    return instr.shape
+
+
 def declared(instr: HloInstruction) -> Shape:
     """The instruction's declared shape without layout: the rule for ops whose shape XLA cannot
     infer from the operands (custom-call, infeed, parameter, ...)."""
-    return strip_layout(instr.shape)
+    return strip_layout(declared_shape(instr))
 
 
 def get_attr(instr: HloInstruction, name: str, default: Any = _MISSING) -> Any:
@@ -244,6 +252,6 @@ def dims_agree(a: Shape, i: int, b: Shape, j: int) -> bool:
 def declared_element_type(instr: HloInstruction) -> PrimitiveType:
     """The element type of the declared (array) shape, for ops whose result type is chosen by the
     producer (convert, dot's preferred element type, ...)."""
-    if not instr.shape.is_array:
+    if not declared_shape(instr).is_array:
         fail(instr, f"{instr.opcode} must produce an array, declared {instr.shape}")
     return instr.shape.element_type

@@ -18,6 +18,7 @@ from hlocc.hlo.shape_rules_common import (
     check_pred_scalar,
     computation_attr,
     declared,
+    declared_shape,
     fail,
     scalar,
     signature,
@@ -137,7 +138,7 @@ def infer_device_id(instr: HloInstruction, shapes: list[Shape]) -> Shape:
 
 
 def _declared_tuple(instr: HloInstruction, arity: int) -> tuple[Shape, ...]:
-    out = instr.shape
+    out = declared_shape(instr)
     if not out.is_tuple or len(out.tuple_shapes) != arity:
         fail(instr, f"{instr.opcode} must produce a {arity}-tuple, declared {out}")
     return out.tuple_shapes
@@ -217,7 +218,7 @@ def infer_copy_done(instr: HloInstruction, shapes: list[Shape]) -> Shape:
 def infer_async_start(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     """The declared ((operands...), result, context...); `calls` takes the operands and returns the
     result."""
-    out = instr.shape
+    out = declared_shape(instr)
     comp = computation_attr(instr, "calls")
     if not out.is_tuple or len(out.tuple_shapes) < 2:
         fail(instr, f"async-start must produce ((operands), result, ...), declared {out}")

@@ -18,6 +18,7 @@ from hlocc.hlo.shape_rules_common import (
     check_same_element_type,
     check_scalar,
     declared,
+    declared_shape,
     dims_agree,
     fail,
     get_attr,
@@ -29,7 +30,7 @@ from hlocc.hlo.types import UNBOUNDED, Shape
 
 
 def _declared_array(instr: HloInstruction) -> Shape:
-    if not instr.shape.is_array:
+    if not declared_shape(instr).is_array:
         fail(instr, f"{instr.opcode} must produce an array, declared {instr.shape}")
     return instr.shape
 
@@ -82,7 +83,7 @@ def infer_dynamic_reshape(instr: HloInstruction, shapes: list[Shape]) -> Shape:
 def infer_bitcast(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     """The declared shape; an array bitcast must keep the number of bits."""
     check_arity(instr, shapes, 1)
-    operand, out = shapes[0], instr.shape
+    operand, out = shapes[0], declared_shape(instr)
     if operand.is_array and out.is_array and operand.is_static and out.is_static:
         in_bits = operand.num_elements * operand.element_type.bits
         out_bits = out.num_elements * out.element_type.bits

@@ -22,6 +22,7 @@ from hlocc.hlo.shape_rules_common import (
     complex_component_type,
     declared,
     declared_element_type,
+    declared_shape,
     dims_agree,
     fail,
     get_attr,
@@ -330,7 +331,7 @@ def infer_rng_bit_generator(instr: HloInstruction, shapes: list[Shape]) -> Shape
     """(new state, random bits): the declared tuple, whose first element is the state's shape."""
     check_arity(instr, shapes, 1)
     state = array_operand(instr, shapes, 0, "state")
-    out = instr.shape
+    out = declared_shape(instr)
     if not out.is_tuple or len(out.tuple_shapes) != 2 or not out.tuple_shapes[0].compatible(state):
         fail(instr, f"rng-bit-generator must produce (state, bits) with state {state}, declared {out}")
     algorithm = get_attr(instr, "algorithm")

@@ -13,7 +13,7 @@ import itertools
 import ml_dtypes
 import numpy as np
 import pytest
-from test_thunks import (
+from _thunk_helpers import (
     assert_close,
     assert_exact,
     poisoned_memory,  # noqa: F401  (autouse: fresh memory starts as poison)

@@ -1,9 +1,10 @@
 """LLVM for the host: one target machine (host CPU name and features, O3), the new pass manager's
 O3 pipeline with loop and SLP vectorization, and MCJIT engines.
 
-An engine owns the machine code of its module; a `JitModule` keeps it alive for as long as any
-function address taken from it can be called (a freed engine under a live function pointer is a
-segfault, DESIGN's "known hazards").
+An engine owns the machine code of its module and its target machine (llvmlite hands the machine
+over: each engine gets its own); a `JitModule` keeps it alive for as long as any function address
+taken from it can be called (a freed engine under a live function pointer is a segfault, DESIGN's
+"known hazards").
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ def _init() -> None:
 
 @functools.cache
 def host_target_machine() -> llvm.TargetMachine:
+    """The shared machine for optimisation passes and queries. Never hand it to an engine."""
+    return new_host_target_machine()
+
+
+def new_host_target_machine() -> llvm.TargetMachine:
     _init()
     target = llvm.Target.from_default_triple()
     features = llvm.get_host_cpu_features().flatten()
@@ -82,7 +88,9 @@ def jit_compile(module: ir.Module | str) -> JitModule:
         times["llvm_opt"] = (time.perf_counter() - t0) * 1e3
         optimized = str(mod)
         t0 = time.perf_counter()
-        engine = llvm.create_mcjit_compiler(mod, tm)
+        # The engine takes ownership of its target machine and frees it with itself: a shared machine
+        # would be freed under every other engine (a segfault at the next compile).
+        engine = llvm.create_mcjit_compiler(mod, new_host_target_machine())
         engine.finalize_object()
         times["llvm_codegen"] = (time.perf_counter() - t0) * 1e3
     return JitModule(engine, mod, optimized, times)

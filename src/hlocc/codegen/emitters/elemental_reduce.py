@@ -4,8 +4,10 @@ by a serial loop over its inputs (XLA's elemental_hlo_to_mlir EmitReduce / EmitR
 This is how a reduction that is not a hero is emitted (a reduce inside a loop fusion, as in the
 corpus's loop__tuple_nested), and the correct fallback for any reduction fusion whose dedicated
 emitter is not built: one thread per output element, `scf.for` nests over the reduced dimensions
-(or the window) carrying the accumulators, the reducer inlined on scalars. Registered into the
-emitter base's index-op registry.
+(or the window) carrying the accumulators, the reducer inlined on scalars. A float reduce whose
+contiguous (minor-most) dimension is reduced walks that dimension innermost with a vector of
+partial accumulators instead (`reduce_partials.py`: XLA's reassociation, which SIMD needs).
+Registered into the emitter base's index-op registry.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from xdsl.ir import Block, SSAValue
 
 from hlocc.analysis.op_indexing import output_to_input
 from hlocc.codegen.emitters.base import INDEX_OPS, ElementEmitter, emit_scalar_computation
+from hlocc.codegen.emitters.reduce_partials import emit_row_partials, plan_partials
 from hlocc.hlo.ir import HloInstruction
 
 
@@ -43,6 +46,20 @@ def _emit_reduce(e: ElementEmitter, instr: HloInstruction, indices: list[SSAValu
     inits = [e.scalar(instr.operand(n + k), []) for k in range(n)]
     # One loop per symbol of the input maps: a reduced dimension of size 1 has none (it simplified away).
     reduced = [v.bounds.hi - v.bounds.lo + 1 for v in maps[0].symbols]
+    plan = plan_partials(instr, maps[0])
+    if plan is not None:
+        # The contiguous reduced dimension with partial accumulators, innermost; the other reduced
+        # dimensions are serial loops around it, each row folded into their accumulators.
+        outer = [k for k in range(len(reduced)) if k != plan.symbol]
+
+        def row(ivs: list[SSAValue], accs: list[SSAValue]) -> list[SSAValue]:
+            symbols: list[SSAValue | None] = [None] * len(reduced)
+            for k, iv in zip(outer, ivs):
+                symbols[k] = iv
+            partials = emit_row_partials(e, instr, maps, indices, symbols, plan, inits)
+            return emit_scalar_computation(e.b, instr.to_apply, [*accs, *partials])
+
+        return _loop_nest(e, [reduced[k] for k in outer], inits, row)
 
     def body(ivs: list[SSAValue], accs: list[SSAValue]) -> list[SSAValue]:
         values = [e.scalar(instr.operand(k), e.apply(maps[k], indices, ivs)) for k in range(n)]

@@ -127,9 +127,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--data", type=pathlib.Path, default=pathlib.Path.home() / ".cache" / "hlocc" / "jax_corpus")
     args = ap.parse_args()
-    from corpus import jax_cases
-
     import jax
+
+    from corpus import jax_cases
 
     cases = jax_cases()
     if args.cases == "perf":

@@ -3,7 +3,8 @@ the cpu backend and on the evaluator (the oracle), compare results bit for bit o
 the edge values of every element type.
 
 Comparisons are stricter than `compare_arrays`: floats match bit for bit (the sign of zero counts;
-any NaN matches any NaN, since XLA does not define NaN payloads), integers and preds exactly.
+any NaN matches any NaN, since XLA does not define NaN payloads), integers and preds exactly;
+complex numbers part by part.
 """
 
 from __future__ import annotations
@@ -70,9 +71,10 @@ def flatten(value) -> list:
     return [value]
 
 
-def run_both(text: str, inputs: list, target=None) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """(cpu outputs, evaluator outputs), each a flat list of arrays."""
-    return run_cpu(text, inputs, target), run_reference(text, inputs)
+def run_both(text: str, inputs: list, target=None, kernels_only: bool = False
+             ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(cpu outputs, evaluator outputs), each a flat list of arrays (`kernels_only` as in `run_cpu`)."""
+    return run_cpu(text, inputs, target, kernels_only), run_reference(text, inputs)
 
 
 # -- comparison ----------------------------------------------------------------------------------------
@@ -100,10 +102,13 @@ def _ptype(dtype: np.dtype) -> PrimitiveType:
 
 
 def mismatches(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
-    """Flat indices where `got` differs from `ref` bit for bit (any NaN equals any NaN)."""
+    """Flat indices where `got` differs from `ref` bit for bit (any NaN equals any NaN; complex
+    numbers where either part differs)."""
     got, ref = np.asarray(got), np.asarray(ref)
     assert got.dtype == ref.dtype, (got.dtype, ref.dtype)
     assert got.shape == ref.shape, (got.shape, ref.shape)
+    if ref.dtype.kind == "c":
+        return np.union1d(mismatches(got.real, ref.real), mismatches(got.imag, ref.imag))
     same = bits_of(got) == bits_of(ref)
     if _is_float(ref.dtype):
         with np.errstate(invalid="ignore"):
@@ -128,6 +133,36 @@ def ulp_distance(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
     return np.where(nan_g & nan_r, 0, np.where(nan_g ^ nan_r, np.inf, distance))
 
 
+def complex_ulp_distance(got: np.ndarray, ref: np.ndarray, floor: float = 0.0) -> np.ndarray:
+    """The error of complex results in ulps of the reference's larger part (or of `floor`, if that
+    is larger), the larger of the two parts' errors: normwise, as the accuracy of complex functions
+    is stated (a part that cancels, like the real part of expm1(z) near the imaginary axis, is
+    accurate only relative to |z|). A part that is NaN or infinite must be the same (any NaN, the
+    same infinity): else inf."""
+    with np.errstate(over="ignore"):
+        scale = np.spacing(np.maximum(np.maximum(np.abs(ref.real), np.abs(ref.imag)), ref.real.dtype.type(floor)))
+    worst = np.zeros(ref.shape)
+    for g, r in ((got.real, ref.real), (got.imag, ref.imag)):
+        g, r = g.astype(np.float64), r.astype(np.float64)
+        both_nan = np.isnan(g) & np.isnan(r)
+        finite = np.isfinite(g) & np.isfinite(r)
+        with np.errstate(all="ignore"):
+            error = np.where(finite, np.abs(g - r) / scale.astype(np.float64), np.inf)
+        error = np.where(both_nan | (g == r), 0.0, error)
+        worst = np.maximum(worst, error)
+    return worst
+
+
+def assert_complex_ulps(got: np.ndarray, ref: np.ndarray, ulps, inputs: list[np.ndarray], what: str = "",
+                        floor: float = 0.0) -> None:
+    """`complex_ulp_distance` (with `floor`) within `ulps` (a number, or one per element)."""
+    assert got.dtype == ref.dtype and got.shape == ref.shape, (got.dtype, got.shape, ref.dtype, ref.shape)
+    distance = complex_ulp_distance(got, ref, floor).reshape(-1)
+    bad = np.flatnonzero(distance > np.broadcast_to(ulps, ref.shape).reshape(-1))
+    worst = float(distance.max()) if distance.size else 0.0
+    assert bad.size == 0, f"{what} (worst {worst:g} ulp): {describe(bad, got, ref, inputs)}"
+
+
 def describe(bad: np.ndarray, got: np.ndarray, ref: np.ndarray, inputs: list[np.ndarray], limit: int = 6) -> str:
     rows = []
     flat_in = [np.asarray(x).reshape(-1) for x in inputs]
@@ -141,6 +176,8 @@ def describe(bad: np.ndarray, got: np.ndarray, ref: np.ndarray, inputs: list[np.
 
 def _show(v) -> str:
     v = np.asarray(v)
+    if v.dtype.kind == "c":
+        return repr(complex(v))
     if _is_float(v.dtype):
         return f"{float(v.astype(np.float64))!r}"
     return str(v.astype(np.int64) if v.dtype.kind == "V" else v)
@@ -198,8 +235,24 @@ def float_edges(pt: PrimitiveType) -> np.ndarray:
     return narrowed[keep][np.sort(first)]
 
 
+def complex_parts_type(type_name: str) -> str:
+    return "f32" if type_name == "c64" else "f64"
+
+
+def complex_of(re: np.ndarray, im: np.ndarray, type_name: str) -> np.ndarray:
+    """re + i·im with the parts as given (`re + 1j * im` would turn inf parts into NaN)."""
+    z = np.empty(np.shape(re), T[type_name].dtype)
+    z.real, z.imag = re, im
+    return z
+
+
 def edge_values(type_name: str) -> np.ndarray:
+    """The type's edge values; complex types: every pair of their parts' edge values."""
     pt = T[type_name]
+    if pt.is_complex:
+        parts = edge_values(complex_parts_type(type_name))
+        re, im = np.meshgrid(parts, parts, indexing="ij")
+        return complex_of(re.reshape(-1), im.reshape(-1), type_name)
     if pt.is_pred:
         return np.array([False, True])
     if pt.is_integer:
@@ -217,6 +270,13 @@ def typed(values, pt: PrimitiveType) -> np.ndarray:
 
 def random_values(type_name: str, n: int, rng: np.random.Generator) -> np.ndarray:
     pt = T[type_name]
+    if pt.is_complex:
+        part = complex_parts_type(type_name)
+        re, im = random_values(part, n, rng), random_values(part, n, rng)
+        near_one = np.exp(1j * rng.uniform(-4, 4, n // 4)) * (1 + rng.standard_normal(n // 4) * 1e-5)
+        z = complex_of(re, im, type_name)
+        z[: n // 4] = near_one  # |z| near 1, where log|z| cancels
+        return z
     if pt.is_pred:
         return rng.random(n) < 0.5
     if pt.is_integer:
@@ -282,11 +342,13 @@ def compile_kernel(text: str, target=None):
     return compile_fusion(module.entry, target, use_cache=False)
 
 
-def run_cpu(text: str, inputs: list, target=None) -> list[np.ndarray]:
-    """Compile for `target` and run on the cpu backend (arguments checked as an Executable does)."""
+def run_cpu(text: str, inputs: list, target=None, kernels_only: bool = False) -> list[np.ndarray]:
+    """Compile for `target` and run on the cpu backend (arguments checked as an Executable does);
+    `kernels_only`: fail if anything runs on the runtime's host fallback instead of a kernel."""
     from hlocc.compiler import check_arguments
 
     runner = compile_cpu(text, target)
+    assert not (kernels_only and runner.stats.host_ops), runner.stats.host_ops
     return flatten(runner.run(check_arguments(runner.module, inputs)))
 
 

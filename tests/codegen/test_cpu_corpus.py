@@ -4,9 +4,9 @@ written (no HLO passes), so each test exercises the emitter on the fusion XLA's 
 
 Results match exactly, except where the module computes a transcendental function (within a few
 ulps: expand-float-ops' approximations) or a reduction (the corpus tolerance: the summation order
-differs). A module that needs what no kernel computes yet (dot inside a fusion, complex numbers) runs
-through the runtime's host fallback: it must still match, and the fallback must be listed with its
-reason in the executable's stats.
+differs). A module that needs what no kernel computes yet (HOST_FALLBACK, empty now) runs through the
+runtime's host fallback: it must still match, and the fallback must be listed with its reason in the
+executable's stats.
 """
 
 from __future__ import annotations
@@ -35,15 +35,9 @@ def _loop_modules() -> list[str]:
 
 MAX_OUTPUT_BYTES = 256 << 20
 
-HOST_FALLBACK = {  # what no CPU kernel computes yet: the host fallback's reason must name it
-    "loop__complex.hlo": r"unsupported: complex on complex numbers",
-    "loop__dynamic_update_slice.hlo": r"unsupported: dynamic-update-slice on complex numbers",
-}
+HOST_FALLBACK: dict[str, str] = {}  # what no CPU kernel computes yet: the host fallback's reason must name it
 SLOW = {"loop__mof_reshapes.hlo", "loop__large_loop_slow_compile_time.hlo"}  # ~10 s / minutes to compile
-BROKEN = {  # bugs outside the emitters (see test_cpu_elementwise.py)
-    "convert__f4e2m1fn_intrinsics.hlo": (RuntimeError, "f4e2m1fn kernels do not compile: to_llvm maps f4E2M1FN to "
-                                                       "i8, lower-narrow-floats bitcasts it to i4"),
-}
+BROKEN: dict[str, tuple[type[Exception], str]] = {}  # bugs outside the emitters (see test_cpu_elementwise.py)
 TRANSCENDENTAL = {"exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "rsqrt", "cbrt",
                   "sine", "cosine", "tan", "tanh", "erf", "atan2", "power", "acos", "asin", "acosh", "asinh",
                   "atanh", "cosh", "sinh"}

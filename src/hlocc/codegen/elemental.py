@@ -17,7 +17,8 @@ Numerics follow XLA (and hlocc's evaluator, which is tested against XLA:CPU):
   one rounding per op, as XLA's float normalization does; functions made of several ops (sign,
   is-finite, reduce-precision on f8, the compositions of elemental_math.py) compute in f32 and
   round once; conversions to and from narrow types go through f32, as XLA's do;
-- complex numbers are not compiled yet: every op on them raises UnsupportedError.
+- ops on complex numbers are emitted by their own registry (elemental_complex.py, `ELEMENTAL_COMPLEX`):
+  an op with a complex operand or result that has no entry there raises UnsupportedError.
 Transcendentals become math ops; `expand-float-ops` turns them into polynomial approximations.
 """
 
@@ -39,20 +40,30 @@ from hlocc.hlo.types import F32, PrimitiveType
 
 ScalarEmitter = Callable[[KernelBuilder, HloInstruction, Sequence[SSAValue]], SSAValue]
 ELEMENTAL: dict[str, ScalarEmitter] = {}
+"""Every elementwise opcode a kernel computes, on real types (pred, integers, floats)."""
+ELEMENTAL_COMPLEX: dict[str, ScalarEmitter] = {}
+"""The opcodes a kernel computes with complex operands or results (elemental_complex.py)."""
 
 
-def register(*opcodes: str):
-    def wrap(fn: ScalarEmitter) -> ScalarEmitter:
-        for opcode in opcodes:
-            ELEMENTAL[opcode] = fn
-        return fn
-    return wrap
+def _registrar(registry: dict[str, ScalarEmitter]):
+    def register_in(*opcodes: str):
+        def wrap(fn: ScalarEmitter) -> ScalarEmitter:
+            for opcode in opcodes:
+                registry[opcode] = fn
+            return fn
+        return wrap
+    return register_in
+
+
+register = _registrar(ELEMENTAL)
+register_complex = _registrar(ELEMENTAL_COMPLEX)
 
 
 def emit_elementwise(b: KernelBuilder, instr: HloInstruction, args: Sequence[SSAValue]) -> SSAValue:
-    fn = ELEMENTAL.get(instr.opcode)
+    on_complex = any(op.shape.element_type.is_complex for op in instr.operands) or _out_type(instr).is_complex
+    fn = (ELEMENTAL_COMPLEX if on_complex else ELEMENTAL).get(instr.opcode)
     if fn is None:
-        raise UnsupportedError(f"unsupported: {instr.opcode} in a kernel (instruction '{instr.name}')")
+        raise _unsupported(instr, "on complex numbers" if on_complex else "")
     return fn(b, instr, args)
 
 
@@ -67,11 +78,6 @@ def _out_type(instr: HloInstruction) -> PrimitiveType:
 def _unsupported(instr: HloInstruction, why: str = "") -> UnsupportedError:
     return UnsupportedError(f"unsupported: {instr.opcode}{' ' + why if why else ''} in a kernel "
                             f"(instruction '{instr.name}')")
-
-
-def _check_not_complex(instr: HloInstruction) -> None:
-    if any(op.shape.element_type.is_complex for op in instr.operands) or _out_type(instr).is_complex:
-        raise _unsupported(instr, "on complex numbers")
 
 
 def _bits(t: Attribute) -> int:
@@ -108,7 +114,6 @@ def _float_max_min(pred: str) -> BinaryEmitter:
 
 def _binary(float_op: BinaryEmitter | None, int_op: BinaryEmitter, uint_op: BinaryEmitter | None = None):
     def emit(b: KernelBuilder, instr: HloInstruction, args: Sequence[SSAValue]) -> SSAValue:
-        _check_not_complex(instr)
         t = _in_type(instr)
         if t.is_float:
             return float_op(b, *args)
@@ -129,7 +134,6 @@ register("xor")(_binary(None, _op(arith.XOrIOp)))
 
 @register("divide")
 def _divide(b, instr, args):
-    _check_not_complex(instr)
     x, y = args
     t = _in_type(instr)
     if t.is_float:
@@ -148,7 +152,6 @@ def _divide(b, instr, args):
 
 @register("remainder")
 def _remainder(b, instr, args):
-    _check_not_complex(instr)
     x, y = args
     t = _in_type(instr)
     if t.is_float:
@@ -189,7 +192,6 @@ register("shift-right-arithmetic")(_shift("arithmetic"))
 
 @register("negate")
 def _negate(b, instr, args):
-    _check_not_complex(instr)
     (x,) = args
     if _in_type(instr).is_float:
         return b.add(arith.NegfOp(x))
@@ -198,7 +200,6 @@ def _negate(b, instr, args):
 
 @register("abs")
 def _abs(b, instr, args):
-    _check_not_complex(instr)
     (x,) = args
     t = _in_type(instr)
     if t.is_float:
@@ -210,7 +211,6 @@ def _abs(b, instr, args):
 
 @register("sign")
 def _sign(b, instr, args):
-    _check_not_complex(instr)
     (x,) = args
     t, ty = _in_type(instr), x.type
     if t.is_float:
@@ -247,7 +247,6 @@ def _count_leading_zeros(b, instr, args):
 
 def _float_unary(op_class):
     def emit(b, instr, args):
-        _check_not_complex(instr)
         if not _in_type(instr).is_float:
             raise _unsupported(instr, f"on {_in_type(instr).name}")
         return b.add(op_class(args[0]))
@@ -276,13 +275,11 @@ def _is_finite(b, instr, args):
 
 @register("atan2")
 def _atan2(b, instr, args):
-    _check_not_complex(instr)
     return b.add(math.Atan2Op(*args))
 
 
 @register("power")
 def _power(b, instr, args):
-    _check_not_complex(instr)
     x, y = args
     t = _in_type(instr)
     if t.is_float:
@@ -315,7 +312,6 @@ def _clamp(b, instr, args):
     """clamp(lo, x, hi) = min(max(x, lo), hi) as HloEvaluator's std::min(hi, std::max(x, lo)):
     lifted = x < lo ? lo : x, then lifted < hi ? lifted : hi (so lo > hi gives hi, and equal values
     give the bound: clamp(+0, -0, -0) = -0); a NaN in any operand gives NaN."""
-    _check_not_complex(instr)
     lo, x, hi = args
     t = _in_type(instr, 1)
     if t.is_float:
@@ -330,6 +326,7 @@ def _clamp(b, instr, args):
 
 
 @register("select")
+@register_complex("select")
 def _select(b, instr, args):
     return b.select(*args)
 
@@ -343,7 +340,6 @@ _UNSIGNED_PREDICATES = {"EQ": "eq", "NE": "ne", "LT": "ult", "LE": "ule", "GT": 
 
 @register("compare")
 def _compare(b, instr, args):
-    _check_not_complex(instr)
     x, y = args
     t = _in_type(instr)
     direction = str(instr.attrs.get("direction", "EQ"))
@@ -375,20 +371,21 @@ def float_width(t: Attribute) -> int:
 # -- conversions -------------------------------------------------------------------------------------
 
 @register("convert")
+@register_complex("convert")
 def _convert(b, instr, args):
     (x,) = args
-    src, dst = _in_type(instr), _out_type(instr)
-    return convert(b, x, src, dst, instr)
+    return convert(b, x, _in_type(instr), _out_type(instr))
 
 
-def convert(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveType,
-            instr: HloInstruction | None = None) -> SSAValue:
+def convert(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveType) -> SSAValue:
     """XLA's convert between element types (module docstring). Types narrower than f32 are reached
     through f32 (exact) and left through f32: f64 → bf16 and s32 → bf16 round twice, as XLA's
-    convert emitter (and so the evaluator) does."""
+    convert emitter (and so the evaluator) does. Complex numbers convert part by part
+    (elemental_complex.convert_complex)."""
     if src.is_complex or dst.is_complex:
-        raise UnsupportedError(f"unsupported: convert {src.name} -> {dst.name} on complex numbers in a kernel"
-                               + (f" (instruction '{instr.name}')" if instr is not None else ""))
+        from hlocc.codegen.elemental_complex import convert_complex
+
+        return convert_complex(b, x, src, dst)
     if src == dst:
         return x
     to = element_type(dst)
@@ -438,7 +435,6 @@ def _float_to_int(b: KernelBuilder, x: SSAValue, dst: PrimitiveType, to: Attribu
 @register("bitcast-convert")
 def _bitcast_convert(b, instr, args):
     src, dst = _in_type(instr), _out_type(instr)
-    _check_not_complex(instr)
     if src.bits != dst.bits:
         raise _unsupported(instr, f"between types of different widths ({src.name} -> {dst.name})")
     if element_type(src) == element_type(dst):  # pred -> pred, s32 -> u32 (signless alike)
@@ -482,21 +478,14 @@ def _round_to(value: int, pt: PrimitiveType) -> float:
 
 @register("real")
 def _real(b, instr, args):
-    """The real part: a float is its own (complex numbers are not compiled yet)."""
-    _check_not_complex(instr)
+    """The real part of a float: itself."""
     return args[0]
 
 
 @register("imag")
 def _imag(b, instr, args):
-    """The imaginary part: +0 for a float (complex numbers are not compiled yet)."""
-    _check_not_complex(instr)
+    """The imaginary part of a float: +0."""
     return b.constant(0.0, args[0].type)
-
-
-@register("complex")
-def _complex(b, instr, args):
-    raise _unsupported(instr, "on complex numbers")
 
 
 _IEEE_LAYOUTS = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)}
@@ -559,7 +548,6 @@ def unary_in_f32(fn: Callable[[KernelBuilder, SSAValue], SSAValue]) -> ScalarEmi
     whole function in f32 and rounds once (XLA's float normalization upcasts the HLO op), rather
     than after every step as `lower-narrow-floats` would."""
     def emit(b, instr, args):
-        _check_not_complex(instr)
         (x,) = args
         if not _in_type(instr).is_float:
             raise _unsupported(instr, f"on {_in_type(instr).name}")
@@ -573,4 +561,5 @@ def constant_like(b: KernelBuilder, x: SSAValue, v: float) -> SSAValue:
     return b.constant(v, x.type)
 
 
+import hlocc.codegen.elemental_complex  # noqa: E402, F401  (registers the ops on complex numbers)
 import hlocc.codegen.elemental_math  # noqa: E402, F401  (registers the functions composed of others)

@@ -39,9 +39,10 @@ def element_type(pt: PrimitiveType) -> Attribute:
 
 
 def storage_type(pt: PrimitiveType) -> Attribute:
-    """How an element is stored in a buffer: sub-byte integers (s2, s4, u2, u4) take one byte each,
-    value in the low bits and zeros above (ml_dtypes' layout); everything else as `element_type`."""
-    if pt.is_integer and not pt.is_pred and pt.bits < 8:
+    """How an element is stored in a buffer: sub-byte types (s2, s4, u2, u4 and f4e2m1fn) take one
+    byte each, the value's bits in the low bits and zeros above (ml_dtypes' layout); everything else
+    as `element_type` (complex numbers as `complex<fN>`, the real part first)."""
+    if (pt.is_integer or pt.is_float) and not pt.is_pred and pt.bits < 8:
         return B.IntegerType(8)
     return element_type(pt)
 

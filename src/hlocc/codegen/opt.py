@@ -26,6 +26,7 @@ from io import StringIO
 from xdsl.context import Context
 from xdsl.dialects.arith import Arith
 from xdsl.dialects.builtin import Builtin, ModuleOp
+from xdsl.dialects.complex import Complex
 from xdsl.dialects.func import Func
 from xdsl.dialects.gpu import GPU
 from xdsl.dialects.llvm import LLVM
@@ -42,8 +43,9 @@ from hlocc.codegen.dialect import XLA
 from hlocc.errors import HloError
 
 # gpu is loaded for gpu.thread_id / gpu.block_id in entry functions (seed 000's GELU example); llvm for
-# what lower-tensors leaves (llvm.getelementptr, llvm.load/store, llvm.mlir.global), so its output parses.
-DIALECTS = (Builtin, Func, Arith, Math, Scf, Tensor, Vector, GPU, LLVM, XLA)
+# what lower-tensors leaves (llvm.getelementptr, llvm.load/store, llvm.mlir.global), so its output parses;
+# complex for complex numbers (the elemental emitter's complex.* ops, expanded by expand-float-ops).
+DIALECTS = (Builtin, Func, Arith, Math, Scf, Tensor, Vector, GPU, LLVM, Complex, XLA)
 
 
 class KernelIRError(HloError):

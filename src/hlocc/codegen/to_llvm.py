@@ -4,8 +4,11 @@ dialect conversions). Input: func/arith/math/scf/vector plus the `llvm` memory o
 (`VECTOR_FORMS`: xla.cmpf, xla.select, xla.extui, ...; LLVM vector compares, selects and casts), and
 `gpu.thread_id`/`gpu.block_id`.
 
-Types: `index` is i64; integers and f16/f32/f64 map directly; bf16 and the f8 types only appear
-as storage after `lower-narrow-floats` and map to i16/i8; vectors map to LLVM vectors.
+Types: `index` is i64; integers and f16/f32/f64 map directly; bf16, the f8 types and f4E2M1FN only
+appear as storage after `lower-narrow-floats` and map to i16/i8/i4; vectors map to LLVM vectors;
+`complex<fN>` is the struct `{fN, fN}` (real part first: the memory layout of numpy's and XLA's
+complex numbers), built and taken apart by `complex.create`/`complex.re`/`complex.im` (insertvalue
+and extractvalue, which LLVM's SROA folds); `expand-float-ops` leaves no other complex op.
 
 A kernel entry function (one using `gpu.thread_id`/`gpu.block_id`) becomes an internal
 `always_inline` function whose last two parameters are the thread and block id. The caller (the
@@ -24,9 +27,11 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 from xdsl.dialects import arith, func, gpu, llvm, math, scf, vector
+from xdsl.dialects import complex as complex_dialect
 from xdsl.dialects.builtin import (
     AnyFloat,
     BFloat16Type,
+    ComplexType,
     DenseIntOrFPElementsAttr,
     Float16Type,
     Float32Type,
@@ -69,7 +74,10 @@ def llvm_type(t: Attribute) -> ir.Type:
         # bfloat loads/stores in SelectionDAG), so lower-narrow-floats does all bf16 arithmetic.
         return ir.IntType(16)
     if isinstance(t, AnyFloat) and t.bitwidth <= 8:
-        return ir.IntType(8)
+        return ir.IntType(t.bitwidth)  # f8 in an i8; f4E2M1FN in an i4 (stored one per byte, as an i8)
+    if isinstance(t, ComplexType):
+        part = llvm_type(t.element_type)
+        return ir.LiteralStructType([part, part])
     if isinstance(t, VectorType):
         return ir.VectorType(llvm_type(t.element_type), t.get_shape()[0])
     if isinstance(t, llvm.LLVMPointerType):
@@ -453,12 +461,27 @@ def _store(ft: _FunctionTranslator, op: llvm.StoreOp) -> None:
 
 def _align(ty: ir.Type) -> int:
     """Element alignment: vectors are only as aligned as their elements (buffers are 64-byte
-    aligned, but a vector access is at an element offset that is merely a multiple of its size)."""
+    aligned, but a vector access is at an element offset that is merely a multiple of its size),
+    complex numbers as their parts (numpy aligns complex64 to 4 bytes)."""
     if isinstance(ty, ir.VectorType):
         ty = ty.element
+    if isinstance(ty, ir.LiteralStructType):
+        ty = ty.elements[0]
     if isinstance(ty, ir.IntType):
         return max(1, ty.width // 8)
     return {ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}.get(type(ty), 1)
+
+
+def _complex_create(ft: _FunctionTranslator, op: complex_dialect.CreateOp) -> None:
+    agg = ir.Constant(llvm_type(op.complex.type), ir.Undefined)
+    agg = ft.b.insert_value(agg, ft.v(op.real), 0)
+    ft.set(op, ft.b.insert_value(agg, ft.v(op.imaginary), 1))
+
+
+def _complex_part(index: int):
+    def handle(ft: _FunctionTranslator, op: Operation) -> None:
+        ft.set(op, ft.b.extract_value(ft.v(op.complex), index))
+    return handle
 
 
 def _address_of(ft: _FunctionTranslator, op: llvm.AddressOfOp) -> None:
@@ -521,6 +544,8 @@ _HANDLERS = {
     llvm.GEPOp: _gep, llvm.LoadOp: _load, llvm.StoreOp: _store, llvm.AddressOfOp: _address_of,
     gpu.ThreadIdOp: _thread_or_block_id, gpu.BlockIdOp: _thread_or_block_id,
     func.CallOp: _call, PureCallOp: _call, func.ReturnOp: _return,
+    complex_dialect.CreateOp: _complex_create, complex_dialect.ReOp: _complex_part(0),
+    complex_dialect.ImOp: _complex_part(1),
 }
 # The xla stand-ins for arith ops on vectors translate as the arith ops do (LLVM's are elementwise).
 _HANDLERS.update({vector_op: _HANDLERS[arith_op] for arith_op, vector_op in VECTOR_FORMS.items()})

@@ -136,3 +136,37 @@ func.func @sum() -> f32 {
   func.return %r : f32
 }
 llvm.mlir.global private constant @constant_0(dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>) {addr_space = 0 : i32} : !llvm.array<4 x f32>
+
+// -----
+
+// complex<fN> is the struct {fN, fN}, loaded and stored whole (aligned as its parts, as numpy aligns
+// complex64); complex.create is two insertvalues, complex.re / complex.im are extractvalues (LLVM's SROA
+// folds them away). f4E2M1FN is an i4 (stored one per byte: a trunc from the loaded i8, then a bitcast
+// that is no instruction).
+// CHECK-LABEL: define void @"swap_parts"(ptr noalias %".1", ptr noalias %".2", i64 %".3")
+// CHECK:         %[[P:.*]] = getelementptr inbounds {double, double}, ptr %".1", i64 %".3"
+// CHECK-NEXT:    %[[Z:.*]] = load {double, double}, ptr %[[P]], align 8
+// CHECK-NEXT:    %[[RE:.*]] = extractvalue {double, double} %[[Z]], 0
+// CHECK-NEXT:    %[[IM:.*]] = extractvalue {double, double} %[[Z]], 1
+// CHECK-NEXT:    %[[W0:.*]] = insertvalue {double, double} undef, double %[[IM]], 0
+// CHECK-NEXT:    %[[W:.*]] = insertvalue {double, double} %[[W0]], double %[[RE]], 1
+// CHECK-NEXT:    %[[Q:.*]] = getelementptr inbounds {double, double}, ptr %".2", i64 %".3"
+// CHECK-NEXT:    store {double, double} %[[W]], ptr %[[Q]], align 8
+// CHECK-LABEL: define i4 @"f4_from_byte"(i8 %".1")
+// CHECK:         %[[T:.*]] = trunc i8 %".1" to i4
+// CHECK-NEXT:    ret i4 %[[T]]
+func.func @swap_parts(%in: !llvm.ptr, %out: !llvm.ptr, %i: i64) {
+  %p = llvm.getelementptr inbounds %in[%i] : (!llvm.ptr, i64) -> !llvm.ptr, complex<f64>
+  %z = llvm.load %p : !llvm.ptr -> complex<f64>
+  %re = complex.re %z : complex<f64>
+  %im = complex.im %z : complex<f64>
+  %w = complex.create %im, %re : complex<f64>
+  %q = llvm.getelementptr inbounds %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, complex<f64>
+  llvm.store %w, %q : complex<f64>, !llvm.ptr
+  func.return
+}
+func.func @f4_from_byte(%b: i8) -> f4E2M1FN {
+  %t = arith.trunci %b : i8 to i4
+  %f = arith.bitcast %t : i4 to f4E2M1FN
+  func.return %f : f4E2M1FN
+}

@@ -78,3 +78,22 @@ func.func @carried(%out: tensor<4xf32>, %v: f32) -> tensor<4xf32> {
   }
   func.return %r : tensor<4xf32>
 }
+
+// -----
+
+// Complex elements are loaded and stored whole, as complex<fN> (the LLVM translator's {fN, fN}: numpy's
+// layout, real part first); the element size is the GEP's element type's.
+// CHECK-LABEL: func.func @complex(%in: !llvm.ptr, %out: !llvm.ptr, %i: index) {
+// CHECK:         %[[P:.*]] = llvm.getelementptr inbounds %in[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, complex<f32>
+// CHECK-NEXT:    %z = llvm.load %[[P]] : !llvm.ptr -> complex<f32>
+// CHECK:         %[[Q:.*]] = llvm.getelementptr inbounds %out[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, complex<f32>
+// CHECK-NEXT:    llvm.store %w, %[[Q]] : complex<f32>, !llvm.ptr
+// CHECK-NEXT:    func.return{{$}}
+func.func @complex(%in: tensor<16xcomplex<f32>>, %out: tensor<16xcomplex<f32>>, %i: index) -> tensor<16xcomplex<f32>> {
+  %z = tensor.extract %in[%i] : tensor<16xcomplex<f32>>
+  %re = complex.re %z : complex<f32>
+  %im = complex.im %z : complex<f32>
+  %w = complex.create %im, %re : complex<f32>
+  %r = tensor.insert %w into %out[%i] : tensor<16xcomplex<f32>>
+  func.return %r : tensor<16xcomplex<f32>>
+}

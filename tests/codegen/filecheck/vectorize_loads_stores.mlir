@@ -115,3 +115,26 @@ func.func @three_elements(%tid: index, %in: tensor<384xf32>, %out: tensor<384xf3
   }
   func.return %r : tensor<384xf32>
 }
+
+// -----
+
+// Complex elements are not vectorized (a vector of complex numbers has no LLVM type): the loop stays for
+// unroll-loops (LLVM's SLP vectorizer then makes vectors of the parts).
+// CHECK-LABEL: func.func @complex_elements(
+// CHECK-NOT:     vector.
+// CHECK:         tensor.extract %in[%idx] : tensor<512xcomplex<f32>>
+// CHECK:         tensor.insert %x into %it[%idx] : tensor<512xcomplex<f32>>
+// CHECK-NOT:     vector.
+func.func @complex_elements(%tid: index, %in: tensor<512xcomplex<f32>>, %out: tensor<512xcomplex<f32>>) -> tensor<512xcomplex<f32>> {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%it = %out) -> (tensor<512xcomplex<f32>>) {
+    %idx = xla.apply_indexing
+        #xla.indexing_map<"(th_x)[s0] -> (th_x * 4 + s0), domain: th_x in [0, 127], s0 in [0, 3]">(%tid)[%i]
+    %x = tensor.extract %in[%idx] : tensor<512xcomplex<f32>>
+    %ins = tensor.insert %x into %it[%idx] : tensor<512xcomplex<f32>>
+    scf.yield %ins : tensor<512xcomplex<f32>>
+  }
+  func.return %r : tensor<512xcomplex<f32>>
+}

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import arith, func, scf, tensor
+from xdsl.dialects import complex as complex_dialect
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     FunctionType,
@@ -68,23 +69,41 @@ def physical_tensor_type(shape: Shape) -> TensorType:
     return TensorType(buffer_element_type(shape.element_type), physical_dims(shape))
 
 
+def from_storage(b: KernelBuilder, stored: SSAValue, pt: PrimitiveType) -> SSAValue:
+    """An element of type `pt` from its `buffer_element_type` value (or from the i8 bits of an f8/f4
+    constant): a byte holding a pred or a sub-byte integer is truncated to its width; a sub-byte
+    float (f4e2m1fn) is truncated to its bits; floats are bitcast."""
+    ty = element_type(pt)
+    if stored.type == ty:
+        return stored
+    if pt.is_float:
+        if pt.bits < 8:
+            stored = b.add(arith.TruncIOp(stored, IntegerType(pt.bits)))
+        return b.add(arith.BitcastOp(stored, ty))
+    return b.add(arith.TruncIOp(stored, ty))
+
+
+def to_storage(b: KernelBuilder, value: SSAValue, pt: PrimitiveType) -> SSAValue:
+    """`from_storage` reversed: the bits zero-extended to the stored byte."""
+    stored = buffer_element_type(pt)
+    if value.type == stored:
+        return value
+    if pt.is_float:
+        value = b.add(arith.BitcastOp(value, IntegerType(pt.bits)))
+    return b.add(arith.ExtUIOp(value, stored))
+
+
 def load_element(b: KernelBuilder, t: SSAValue, shape: Shape, logical: Sequence[SSAValue]) -> SSAValue:
     """tensor.extract of the element at logical indices, converted from its storage type."""
     pt = shape.element_type
-    stored = buffer_element_type(pt)
-    value = b.add(tensor.ExtractOp(t, physical_indices(shape, logical), stored))
-    if stored != element_type(pt):
-        value = b.add(arith.TruncIOp(value, element_type(pt)))
-    return value
+    stored = b.add(tensor.ExtractOp(t, physical_indices(shape, logical), buffer_element_type(pt)))
+    return from_storage(b, stored, pt)
 
 
 def store_element(b: KernelBuilder, value: SSAValue, t: SSAValue, shape: Shape,
                   logical: Sequence[SSAValue]) -> SSAValue:
     """tensor.insert of `value` at logical indices, converted to its storage type."""
-    pt = shape.element_type
-    stored = buffer_element_type(pt)
-    if stored != element_type(pt):
-        value = b.add(arith.ExtUIOp(value, stored))
+    value = to_storage(b, value, shape.element_type)
     return b.add(tensor.InsertOp(value, t, physical_indices(shape, logical)))
 
 
@@ -100,18 +119,6 @@ def check_static(computation: HloComputation) -> None:
             if any(leaf.dynamic):
                 raise UnsupportedError(f"unsupported: dynamic shape {leaf} in a kernel (instruction '{instr.name}'); "
                                        "dynamic shapes are not compiled yet")
-
-
-def check_element_types(computation: HloComputation) -> None:
-    """Complex numbers are not compiled yet: name the first op that computes on them."""
-    def is_complex(instr: HloInstruction) -> bool:
-        return any(leaf.element_type.is_complex for leaf in array_leaves(instr.shape))
-
-    ordered = sorted(computation.post_order(), key=lambda i: i.opcode == "parameter")  # stable: ops first
-    for instr in ordered:
-        if is_complex(instr) or any(is_complex(op) for op in instr.operands):
-            raise UnsupportedError(f"unsupported: {instr.opcode} on complex numbers in a kernel "
-                                   f"(instruction '{instr.name}'); complex numbers are not compiled yet")
 
 
 @contextmanager
@@ -277,14 +284,20 @@ def _parameter(e: ElementEmitter, instr: HloInstruction, indices):
 @_index_op("constant")
 def _constant(e: ElementEmitter, instr: HloInstruction, indices):
     literal = np.asarray(instr.literal)
-    ty = element_type(instr.shape.element_type)
-    if instr.shape.element_type.is_complex:
-        raise UnsupportedError(f"unsupported: complex constant in a kernel (instruction '{instr.name}')")
+    pt = instr.shape.element_type
     if literal.size == 1:
-        return [e.b.constant(_python_scalar(literal.reshape(())), ty)]
+        return [scalar_constant(e.b, literal.reshape(()), pt)]
     # An array constant: a dense tensor constant read like a parameter (lowered to a global).
     data = np.transpose(literal, list(reversed(instr.shape.minor_to_major))) if literal.ndim else literal
-    pt = instr.shape.element_type
+    at = physical_indices(instr.shape, indices)
+    if pt.is_complex:
+        # Dense attributes hold no complex numbers: the parts, as a minor dimension of size 2.
+        part = element_type(pt).element_type
+        parts = np.stack([data.real, data.imag], axis=-1).astype(np.float64)
+        ttype = TensorType(part, [*physical_dims(instr.shape), 2])
+        t = e.b.add(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(ttype, parts.reshape(-1).tolist()), ttype))
+        re, im = (e.b.add(tensor.ExtractOp(t, [*at, e.b.index(k)], part)) for k in (0, 1))
+        return [e.b.add(complex_dialect.CreateOp(re, im, element_type(pt)))]
     if pt.is_float and pt.bits <= 8:
         # f8/f4 values have no dense-attribute form the translator takes: their bits, as i8.
         bits = np.ascontiguousarray(np.asarray(data, dtype=pt.dtype)).view(np.uint8).astype(np.int64)
@@ -292,10 +305,7 @@ def _constant(e: ElementEmitter, instr: HloInstruction, indices):
         ttype = TensorType(IntegerType(8), physical_dims(instr.shape))
         t = e.b.add(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(ttype, [int(v) for v in bits.reshape(-1)]),
                                      ttype))
-        stored = e.b.add(tensor.ExtractOp(t, physical_indices(instr.shape, indices), IntegerType(8)))
-        if pt.bits < 8:
-            stored = e.b.add(arith.TruncIOp(stored, IntegerType(pt.bits)))
-        return [e.b.add(arith.BitcastOp(stored, ty))]
+        return [from_storage(e.b, e.b.add(tensor.ExtractOp(t, at, IntegerType(8))), pt)]
     ttype = physical_tensor_type(instr.shape)
     values = [_python_scalar(v) for v in data.reshape(-1)]
     if isinstance(ttype.element_type, IntegerType):
@@ -305,6 +315,16 @@ def _constant(e: ElementEmitter, instr: HloInstruction, indices):
     attr = DenseIntOrFPElementsAttr.from_list(ttype, values)
     t = e.b.add(arith.ConstantOp(attr, ttype))
     return [load_element(e.b, t, instr.shape, indices)]
+
+
+def scalar_constant(b: KernelBuilder, value: np.ndarray, pt: PrimitiveType) -> SSAValue:
+    """A 0-d literal of type `pt` as an SSA value (a complex number from two float constants)."""
+    ty = element_type(pt)
+    if pt.is_complex:
+        z = complex(value)
+        re, im = (b.constant(v, ty.element_type) for v in (z.real, z.imag))
+        return b.add(complex_dialect.CreateOp(re, im, ty))
+    return b.constant(_python_scalar(value), ty)
 
 
 def _python_scalar(v) -> int | float | bool:
@@ -323,7 +343,7 @@ def _iota(e: ElementEmitter, instr: HloInstruction, indices):
     as_int = e.b.add(arith.IndexCastOp(i, i64))
     from hlocc.hlo.types import PRIMITIVE_TYPES
 
-    if pt.is_float:
+    if pt.is_float or pt.is_complex:
         f = e.b.add(arith.SIToFPOp(as_int, f64))
         return [convert(e.b, f, PRIMITIVE_TYPES["f64"], pt)]
     return [convert(e.b, as_int, PRIMITIVE_TYPES["s64"], pt)]
@@ -334,6 +354,9 @@ def _data_movement(e: ElementEmitter, instr: HloInstruction, indices):
     value = e.operand_at(instr, 0, indices)
     src, dst = instr.operand(0).shape.element_type, instr.shape.element_type
     if src != dst:  # a bitcast may reinterpret the element type (same width)
+        if src.is_complex or dst.is_complex:
+            raise UnsupportedError(f"unsupported: {instr.opcode} from {src.name} to {dst.name} in a kernel "
+                                   f"(instruction '{instr.name}')")
         value = e.b.add(arith.BitcastOp(value, element_type(dst)))
     return [value]
 
@@ -440,8 +463,7 @@ def emit_scalar_computation(b: KernelBuilder, computation: HloComputation, args:
         if instr.opcode == "parameter":
             values[id(instr)] = [args[instr.parameter_number]]
         elif instr.opcode == "constant":
-            ty = element_type(instr.shape.element_type)
-            values[id(instr)] = [b.constant(_python_scalar(np.asarray(instr.literal).reshape(())), ty)]
+            values[id(instr)] = [scalar_constant(b, np.asarray(instr.literal).reshape(()), instr.shape.element_type)]
         elif instr.opcode == "tuple":
             values[id(instr)] = [v for op in instr.operands for v in values[id(op)]]
         elif instr.opcode == "get-tuple-element":
@@ -494,7 +516,6 @@ class FusionEmitterBase:
 
     def __init__(self, fusion: HloComputation, target: Target, name: str = "main"):
         check_static(fusion)
-        check_element_types(fusion)
         self.fusion = fusion
         self.target = target
         self.name = name

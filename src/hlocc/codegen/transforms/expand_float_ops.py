@@ -31,23 +31,33 @@ these bounds, in ulps between the result and the correctly rounded value, over t
 Specials follow C99 Annex F (NaN in, NaN out; signed zeros; exact infinities; overflow to inf;
 gradual underflow), powf's included (pow(x, 0) = 1, pow(1, y) = 1, negative bases with integral
 exponents, ...).
+
+The `complex` dialect's arithmetic and functions (complex.add/sub/mul/div/neg/abs/exp/expm1/log/
+log1p/sqrt/sin/cos/tan/tanh) become the same on their parts (`approx_complex`, numpy's and glibc's
+algorithms: see there), taken apart with complex.re/complex.im (or the operands of the
+complex.create that built them) and put together with complex.create; complex.mul and complex.abs
+take their fused multiply-add forms in expand-float-ops-fma, as numpy does on FMA hosts; the part of
+a complex.create folds to its operand. Only complex.create/re/im and complex values in memory,
+selects and control flow remain (the LLVM translator's `{fN, fN}` structs).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
+from xdsl.dialects import complex as complex_dialect
 from xdsl.dialects.builtin import ModuleOp, VectorType
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 
 from hlocc.codegen.opt import register_pass
-from hlocc.codegen.transforms import approx_exp_log, approx_special, approx_trig
-from hlocc.codegen.transforms.float_builder import F32, F64, Val
-from hlocc.codegen.transforms.float_builder_xdsl import expand_elementwise, format_of
+from hlocc.codegen.transforms import approx_complex, approx_exp_log, approx_special, approx_trig
+from hlocc.codegen.transforms.float_builder import F32, F64, FloatBuilder, Val
+from hlocc.codegen.transforms.float_builder_xdsl import XdslBackend, complex_parts, expand_elementwise, format_of
 
 #: math op name -> its approximation (operands in order).
 MATH_APPROXIMATIONS: dict[str, Callable[..., Val]] = {
@@ -80,6 +90,18 @@ PRIMITIVE_MATH_OPS = frozenset({
 })  # fmt: skip
 
 
+def complex_expansions(fma: bool) -> dict[str, Callable[..., object]]:
+    """complex op name -> its expansion on (re, im) pairs (`fma`: the fused forms of mul and abs)."""
+    c = approx_complex
+    return {
+        "complex.add": c.add, "complex.sub": c.sub, "complex.neg": c.neg, "complex.div": c.div,
+        "complex.mul": functools.partial(c.mul, fma=fma), "complex.abs": functools.partial(c.abs_, fma=fma),
+        "complex.exp": c.exp, "complex.expm1": c.expm1, "complex.log": c.log, "complex.log1p": c.log1p,
+        "complex.sqrt": c.sqrt, "complex.sin": c.sin, "complex.cos": c.cos, "complex.tan": c.tan,
+        "complex.tanh": c.tanh,
+    }  # fmt: skip
+
+
 @dataclass
 class ExpandMathFunction(RewritePattern):
     """Replaces one f32/f64 math function op by its approximation."""
@@ -99,6 +121,31 @@ class ExpandMathFunction(RewritePattern):
         rewriter.replace(op, [], [value])
 
 
+@dataclass
+class ExpandComplexOp(RewritePattern):
+    """Replaces one complex arithmetic op or function by the same on its parts; folds complex.re and
+    complex.im of a complex.create."""
+
+    expansions: dict[str, Callable[..., object]]
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if isinstance(op, complex_dialect.ReOp | complex_dialect.ImOp) \
+                and isinstance(op.complex.owner, complex_dialect.CreateOp):
+            create = op.complex.owner
+            rewriter.replace(op, [], [create.real if isinstance(op, complex_dialect.ReOp) else create.imaginary])
+            return
+        fn = self.expansions.get(op.name)
+        if fn is None:
+            return
+        fmt = format_of(op.operands[0].type.element_type)
+        b = FloatBuilder(XdslBackend(rewriter))
+        out = fn(b, *(tuple(b.wrap(p, fmt) for p in complex_parts(v, rewriter.insert)) for v in op.operands))
+        if isinstance(out, tuple):
+            rewriter.replace(op, complex_dialect.CreateOp(out[0].raw, out[1].raw, op.results[0].type))
+        else:
+            rewriter.replace(op, [], [out.raw])
+
+
 @register_pass
 @dataclass(frozen=True)
 class ExpandFloatOpsPass(ModulePass):
@@ -108,6 +155,9 @@ class ExpandFloatOpsPass(ModulePass):
     fma: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # Complex expansions call the real approximations directly: no math function op is left.
+        PatternRewriteWalker(ExpandComplexOp(complex_expansions(self.fma)),
+                             apply_recursively=False).rewrite_module(op)
         table = FMA_APPROXIMATIONS if self.fma else MATH_APPROXIMATIONS
         PatternRewriteWalker(ExpandMathFunction(table), apply_recursively=False).rewrite_module(op)
 

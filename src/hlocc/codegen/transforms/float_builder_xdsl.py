@@ -6,6 +6,8 @@ A vector op is expanded on whole vectors of its shape: constants are splats, and
 selects and integer casts, which xDSL 0.74's arith dialect verifies only on scalars, are their
 `xla` stand-ins (`dialect.VECTOR_FORMS`: xla.cmpf, xla.select, xla.extui, ...), which the LLVM
 translator maps to LLVM's vector instructions. Scalars keep the arith ops.
+
+`complex_parts` takes a complex value apart for code written on (re, im) pairs.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import struct
 from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith, builtin, math
+from xdsl.dialects import complex as complex_dialect
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr, IntegerType, VectorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
@@ -141,3 +144,14 @@ def expand_elementwise(
     shape = result_type.get_shape() if isinstance(result_type, VectorType) else ()
     b = FloatBuilder(XdslBackend(rewriter, shape))
     return fn(b, *(b.wrap(v, t) for v, t in zip(op.operands, operand_types))).raw
+
+
+def complex_parts(z: SSAValue, insert: Callable[[Operation], object]) -> tuple[SSAValue, SSAValue]:
+    """(re, im) of a complex value: the operands of the `complex.create` that built it, else a
+    `complex.re` and a `complex.im` passed to `insert` (a builder's or a rewriter's)."""
+    if isinstance(z.owner, complex_dialect.CreateOp):
+        return z.owner.real, z.owner.imaginary
+    re, im = complex_dialect.ReOp(z), complex_dialect.ImOp(z)
+    insert(re)
+    insert(im)
+    return re.result, im.result

@@ -9,7 +9,8 @@ In a loop `scf.for %iv = 0 to N step 1` (N in {2, 4, 8, 16, 32, 64}), where
 - `tensor.insert %x into %iter[%i]`, `%iter` a loop-carried tensor yielded right back, with the same
   kind of index: the element goes into a new loop-carried vector (`vector.insert`), written after
   the loop with one `vector.transfer_write`.
-All other operands of the index computation must be defined outside the loop.
+All other operands of the index computation must be defined outside the loop. Complex elements
+are left alone (a vector of complex numbers has no LLVM type): their loop is unrolled instead.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from xdsl.dialects.builtin import (
     AffineMapAttr,
     ArrayAttr,
     BoolAttr,
+    ComplexType,
     DenseIntOrFPElementsAttr,
     IndexType,
     IntegerAttr,
@@ -101,7 +103,8 @@ def _vectorize(loop: scf.ForOp) -> bool:
     b = KernelBuilder(InsertPoint.before(loop))
     changed = False
     for op in list(body.ops):
-        if isinstance(op, tensor.ExtractOp) and len(op.indices) == 1 and _defined_outside(op.tensor, loop):
+        if isinstance(op, tensor.ExtractOp) and len(op.indices) == 1 and _defined_outside(op.tensor, loop) \
+                and not isinstance(op.result.type, ComplexType):
             offset = _contiguous_offset(op.indices[0], iv, loop, n, b)
             if offset is None:
                 continue
@@ -120,7 +123,7 @@ def _vectorize(loop: scf.ForOp) -> bool:
             continue
         insert = uses[0].operation
         if insert.dest is not arg or len(insert.indices) != 1 or yield_op.operands[k] is not insert.result \
-                or len(list(insert.result.uses)) != 1:
+                or len(list(insert.result.uses)) != 1 or isinstance(insert.scalar.type, ComplexType):
             continue
         offset = _contiguous_offset(insert.indices[0], iv, loop, n, b)
         if offset is None:

@@ -1,0 +1,89 @@
+"""expand-float-ops' complex expansions (approx_complex.py) run through the numpy builder, op for op as
+the pass emits them, against numpy's complex functions (glibc's cexp, clog, csqrt, ...) on every pair of
+edge values of the parts' type and random values: division and hypot bit for bit, the functions within
+a few ulps of the result's larger part with the same special values (NaN, infinities). The f32 forms are
+only checked here: kernels compute the functions of c64 numbers in c128 (test_cpu_elementwise.py
+compares those with the evaluator)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _cpu_helpers import T, complex_of, complex_ulp_distance, edge_values, mismatches
+
+from hlocc.codegen.target import cpu_target
+from hlocc.codegen.transforms import approx_complex as C
+from hlocc.codegen.transforms.float_builder import F32, F64
+from hlocc.codegen.transforms.float_builder_numpy import numpy_builder
+
+TRIG_RANGE = 1.35e10  # expand-float-ops' sin/cos are accurate below it (test_cpu_elementwise.TRIG_HUGE)
+FORMATS = {"c64": F32, "c128": F64}
+
+
+def _inputs(type_name: str) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    part = T["f32" if type_name == "c64" else "f64"].dtype
+    random = complex_of(rng.standard_normal(4000) * 3, rng.standard_normal(4000) * 3, type_name)
+    huge = np.exp(rng.uniform(-80, 80, 4000)) * rng.choice([-1, 1], 4000)
+    spread = complex_of(huge.astype(part), rng.standard_normal(4000).astype(part), type_name)
+    return np.concatenate([edge_values(type_name), random, spread, complex_of(spread.imag, spread.real, type_name)])
+
+
+def _run(fn, type_name: str, *zs: np.ndarray):
+    b = numpy_builder()
+    fmt = FORMATS[type_name]
+    out = fn(b, *((b.wrap(z.real.copy(), fmt), b.wrap(z.imag.copy(), fmt)) for z in zs))
+    if isinstance(out, tuple):
+        return complex_of(np.asarray(out[0].raw), np.asarray(out[1].raw), type_name)
+    return np.asarray(out.raw)
+
+
+# function: (numpy reference, part of z whose sine/cosine is taken, ulps of the result's larger part)
+FUNCTIONS = {
+    "exp": (np.exp, "imag", 3), "log": (np.log, None, 3), "sqrt": (np.sqrt, None, 2),
+    "sinh": (np.sinh, "imag", 4), "cosh": (np.cosh, "imag", 4), "tanh": (np.tanh, "imag", 6),
+    "sin": (np.sin, "real", 4), "cos": (np.cos, "real", 4), "tan": (np.tan, "real", 6),
+}
+
+
+@pytest.mark.parametrize("type_name", ["c64", "c128"])
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_function_matches_the_c_library(name, type_name):
+    reference, trig_part, ulps = FUNCTIONS[name]
+    z = _inputs(type_name)
+    if trig_part is not None:
+        argument = getattr(z, trig_part)
+        z = z[~(np.isfinite(argument) & (np.abs(argument) >= TRIG_RANGE))]
+    with np.errstate(all="ignore"):
+        got, ref = _run(getattr(C, name), type_name, z), reference(z)
+    distance = complex_ulp_distance(got, ref)
+    bad = np.flatnonzero(distance > ulps)
+    assert bad.size == 0, [(z[i], got[i], ref[i], distance[i]) for i in bad[:5]]
+
+
+@pytest.mark.parametrize("type_name", ["c64", "c128"])
+def test_division_is_numpys_bit_for_bit(type_name):
+    x = _inputs(type_name)
+    y = np.random.default_rng(3).permutation(x)
+    with np.errstate(all="ignore"):
+        got, ref = _run(C.div, type_name, x, y), x / y
+    assert mismatches(got, ref).size == 0
+
+
+def test_hypot_is_glibcs_bit_for_bit():
+    z = _inputs("c128")
+    b = numpy_builder()
+    with np.errstate(all="ignore"):
+        got = np.asarray(C.hypot(b, b.wrap(z.real.copy(), F64), b.wrap(z.imag.copy(), F64)).raw)
+        ref = np.hypot(z.real, z.imag)
+    assert mismatches(got, ref).size == 0
+
+
+def test_abs_of_c64_is_numpys_bit_for_bit():
+    """numpy's |z| (its SIMD loop: larger * sqrt(r² + 1), a fused multiply-add on FMA hosts, which the
+    numpy builder emulates exactly for f32 but in rare halfway cases)."""
+    z = _inputs("c64")
+    fma = cpu_target().has_fma
+    with np.errstate(all="ignore"):
+        got = _run(lambda b, w: C.abs_(b, w, fma=fma), "c64", z)
+    assert mismatches(got, np.abs(z)).size == 0

@@ -52,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hlocc: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`hlocc run ... | head`): stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:  # a bug in hlocc, not in the input: say so, without a traceback
         if args.debug:
             raise

@@ -28,7 +28,7 @@ from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.opcodes import register_evaluator
 
 
-def _labels(instr: HloInstruction) -> ConvDimensionNumbers:
+def conv_dimension_numbers(instr: HloInstruction) -> ConvDimensionNumbers:
     labels = instr.attrs["dim_labels"]
     return parse_dim_labels(labels) if isinstance(labels, str) else labels
 
@@ -74,6 +74,6 @@ def evaluate_convolution(instr: HloInstruction, operands: list, ev):
     lhs, rhs = (np.asarray(v) for v in operands)
     result = instr.shape.dtype
     dtype = contraction_dtype(lhs.dtype, rhs.dtype, result=result)
-    y = convolve(lhs, rhs, tuple(instr.attrs.get("window", ())), _labels(instr),
+    y = convolve(lhs, rhs, tuple(instr.attrs.get("window", ())), conv_dimension_numbers(instr),
                  int(instr.attrs.get("feature_group_count", 1)), int(instr.attrs.get("batch_group_count", 1)), dtype)
     return to_result(y, result)

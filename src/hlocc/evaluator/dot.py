@@ -72,7 +72,7 @@ def dot_general(lhs: np.ndarray, rhs: np.ndarray, lhs_contract: Sequence[int], r
     return out.reshape(batch_dims + lhs_free_dims + rhs_free_dims)
 
 
-def _dot_dims(instr: HloInstruction) -> tuple[tuple[int, ...], ...]:
+def dot_dimension_numbers(instr: HloInstruction) -> tuple[tuple[int, ...], ...]:
     attrs = instr.attrs
     return tuple(tuple(attrs.get(name, ())) for name in
                  ("lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims"))
@@ -83,7 +83,7 @@ def evaluate_dot(instr: HloInstruction, operands: list, ev):
     lhs, rhs = (np.asarray(o) for o in operands)
     result = instr.shape.dtype
     dtype = contraction_dtype(lhs.dtype, rhs.dtype, result=result)
-    return to_result(dot_general(lhs, rhs, *_dot_dims(instr), dtype), result)
+    return to_result(dot_general(lhs, rhs, *dot_dimension_numbers(instr), dtype), result)
 
 
 def _drop_dim(dims: Sequence[int], removed: int) -> tuple[int, ...]:
@@ -129,7 +129,7 @@ def evaluate_ragged_dot(instr: HloInstruction, operands: list, ev):
         (of both operands);
       * batch: an ordinary dot."""
     lhs, rhs, sizes = (np.asarray(o) for o in operands)
-    lc, rc, lb, rb = _dot_dims(instr)
+    lc, rc, lb, rb = dot_dimension_numbers(instr)
     (ragged,) = instr.attrs["lhs_ragged_dims"]
     group_dims = tuple(instr.attrs.get("rhs_group_dims", ()))
     mode = "batch" if ragged in lb else ("contracting" if ragged in lc else "noncontracting")
@@ -174,4 +174,4 @@ def evaluate_scaled_dot(instr: HloInstruction, operands: list, ev):
     dtype = contraction_dtype(lhs.dtype, rhs.dtype, result=result)
     with np.errstate(all="ignore"):
         lhs_f, rhs_f = _dequantize(lhs, lhs_scale, dtype), _dequantize(rhs, rhs_scale, dtype)
-    return to_result(dot_general(lhs_f, rhs_f, *_dot_dims(instr), dtype), result)
+    return to_result(dot_general(lhs_f, rhs_f, *dot_dimension_numbers(instr), dtype), result)

@@ -36,11 +36,14 @@ import numpy as np
 
 from hlocc.analysis.hero import EmitterKind, emitter_kind
 from hlocc.errors import HloError, UnsupportedError
+from hlocc.evaluator.convolution import conv_dimension_numbers
 from hlocc.evaluator.core import TOKEN, Evaluator
+from hlocc.evaluator.dot import dot_dimension_numbers
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.types import Shape
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferCopy, assign_buffers
-from hlocc.runtime.dataflow import leaf_indices, subshape
+from hlocc.runtime.call_graph import sequential_callees
+from hlocc.runtime.dataflow import is_pure_forwarding, leaf_indices, subshape
 from hlocc.runtime.schedule import schedule_module
 from hlocc.runtime.thunks import (
     BufferRef,
@@ -196,7 +199,7 @@ class ThunkEmitter:
     def _emit(self, instr: HloInstruction) -> list[Thunk]:
         op = instr.opcode
         kind = emitter_kind(instr)
-        if kind in _NO_THUNK or (op == "reshape" and not self._needs_kernel_for_reshape(instr)):
+        if kind in _NO_THUNK or is_pure_forwarding(instr):  # aliased buffers: nothing to run
             return []
         if op == "while":
             return [self._while(instr)]
@@ -219,11 +222,6 @@ class ThunkEmitter:
         if kind in (EmitterKind.LIBRARY, EmitterKind.HOST, EmitterKind.CUSTOM_CALL, EmitterKind.GEMM):
             return [self._host(instr, f"no {kind.value} implementation on this backend yet")]
         return self._kernel(instr, one_op_fusion(instr))
-
-    def _needs_kernel_for_reshape(self, instr: HloInstruction) -> bool:
-        from hlocc.runtime.dataflow import is_bitcast
-
-        return not is_bitcast(instr)
 
     # -- kernels -----------------------------------------------------------------------------
     def _kernel(self, instr: HloInstruction, computation: HloComputation) -> list[Thunk]:
@@ -257,18 +255,14 @@ class ThunkEmitter:
     # -- library and host --------------------------------------------------------------------
     def _gemm(self, instr: HloInstruction) -> Thunk:
         lhs, rhs = (self._refs(o).leaves[0] for o in instr.operands)
-        dims = tuple(tuple(instr.attrs.get(name, ())) for name in
-                     ("lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims"))
         self.stats.library_calls["gemm"] += 1
-        return GemmThunk(instr.name, lhs, rhs, self._outputs(instr).leaves[0], dims)
+        return GemmThunk(instr.name, lhs, rhs, self._outputs(instr).leaves[0], dot_dimension_numbers(instr))
 
     def _convolution(self, instr: HloInstruction) -> Thunk:
-        from hlocc.evaluator.convolution import _labels
-
         lhs, rhs = (self._refs(o).leaves[0] for o in instr.operands)
         self.stats.library_calls["convolution"] += 1
         return ConvolutionThunk(instr.name, lhs, rhs, self._outputs(instr).leaves[0],
-                                tuple(instr.attrs.get("window", ())), _labels(instr),
+                                tuple(instr.attrs.get("window", ())), conv_dimension_numbers(instr),
                                 int(instr.attrs.get("feature_group_count", 1)),
                                 int(instr.attrs.get("batch_group_count", 1)))
 
@@ -288,8 +282,6 @@ class ThunkEmitter:
         return WhileThunk(instr.name, self.sequence(condition), predicate, body)
 
     def _conditional(self, instr: HloInstruction) -> Thunk:
-        from hlocc.runtime.call_graph import sequential_callees
-
         branches = []
         for k, branch in enumerate(sequential_callees(instr)):
             seq = self.sequence(branch)

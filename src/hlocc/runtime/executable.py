@@ -231,26 +231,31 @@ class ThunkEmitter:
             return [self._host(instr, "a kernel cannot take a tuple-shaped operand", operands, outputs)]
         inputs = [o.leaves[0] for o in operands]
         try:
-            return [self._kernel_thunk(instr.name, computation, inputs, list(outputs.leaves))]
+            return self._kernel_thunk(instr.name, computation, inputs, list(outputs.leaves))
         except UnsupportedError as e:
             reason = str(e)
         root = computation.root
         if root.opcode == "tuple" and len({o.shape.num_elements for o in root.operands}) > 1:
             try:
-                return [self._kernel_thunk(f"{instr.name}.part{n}", part, inputs,
-                                           [outputs.leaves[k] for k in positions])
-                        for n, (positions, part) in enumerate(split_by_output_size(computation))]
+                return [thunk for n, (positions, part) in enumerate(split_by_output_size(computation))
+                        for thunk in self._kernel_thunk(f"{instr.name}.part{n}", part, inputs,
+                                                        [outputs.leaves[k] for k in positions])]
             except UnsupportedError as e:
                 reason = str(e)
         return [self._host(instr, reason, operands, outputs)]
 
     def _kernel_thunk(self, name: str, computation: HloComputation, inputs: list[BufferRef],
-                      outputs: list[BufferRef]) -> KernelThunk:
+                      outputs: list[BufferRef]) -> list[Thunk]:
         noalias = not any(o.slice.overlaps(i.slice) for o in outputs for i in inputs)
         kernel = self.compile_kernel(computation, name, noalias)
         self.stats.kernels += 1
-        self.stats.kernels_by_emitter["loop"] += 1
-        return KernelThunk(name, "loop", kernel, inputs + outputs)
+        self.stats.kernels_by_emitter[kernel.emitter] += 1
+        # An output the kernel updates only in part starts as its operand: shared when buffer
+        # assignment gave both one slice, copied in first otherwise.
+        copies = [CopyThunk(inputs[p].slice, outputs[o].slice, f"{name}: output {o} starts as operand {p}")
+                  for o, p in kernel.output_aliases if inputs[p].slice != outputs[o].slice]
+        self.stats.copies += len(copies)
+        return [*copies, KernelThunk(name, kernel.emitter, kernel, inputs + outputs)]
 
     # -- library and host --------------------------------------------------------------------
     def _gemm(self, instr: HloInstruction) -> Thunk:

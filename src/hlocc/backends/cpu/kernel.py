@@ -22,7 +22,7 @@ from hlocc.analysis.launch import LaunchDims
 from hlocc.backends.cpu.jit import JitModule, host_triple, jit_compile
 from hlocc.backends.cpu.launcher import BlocksFunction, launch, launch_addresses
 from hlocc.codegen.emitters.base import array_leaves, physical_dims
-from hlocc.codegen.emitters.loop import LoopEmitter
+from hlocc.codegen.emitters.registry import emitter_for
 from hlocc.codegen.opt import print_module
 from hlocc.codegen.pipeline import PipelineOptions, pipeline_for, run_pipeline
 from hlocc.codegen.target import Target, cpu_target
@@ -47,26 +47,38 @@ class CompiledKernel:
     times_ms: dict[str, float] = field(default_factory=dict)
     kernel_ir: str = ""
     computation: HloComputation | None = None  # the fused computation it computes
+    emitter: str = "loop"
+    output_aliases: tuple[tuple[int, int], ...] = ()  # (output, parameter): see KernelModule
+    serial: bool = False  # blocks one after another (see KernelModule)
 
     @property
     def num_elements(self) -> int:
-        """Elements of each output (the loop emitter's outputs all have the same count)."""
-        return max(s.num_elements for s in self.output_shapes)
+        """Elements the launch touches: the largest parameter or output (a reduction reads more than
+        it writes). Decides whether the blocks are worth spreading over the thread pool."""
+        return max(s.num_elements for s in [*self.output_shapes, *self.param_shapes])
+
+    @property
+    def has_work(self) -> bool:
+        """False when every output is empty: no thread has anything to write (and none may read)."""
+        return self.fn is not None and any(s.num_elements for s in self.output_shapes)
+
+    def _elements(self) -> int:
+        return 0 if self.serial else self.num_elements
 
     def run(self, buffers: list[np.ndarray]) -> None:
-        if self.num_elements == 0:
-            return  # an empty output: no thread has anything to write (and none may read)
-        launch(self.fn, buffers, self.launch_dims.blocks, self.num_elements)
+        if self.has_work:
+            launch(self.fn, buffers, self.launch_dims.blocks, self._elements())
 
     def run_addresses(self, addresses: list[int]) -> None:
         """`run` over raw buffer addresses (the runtime's thunks; the caller keeps the memory alive)."""
-        if self.num_elements == 0:
-            return
-        launch_addresses(self.fn, addresses, self.launch_dims.blocks, self.num_elements)
+        if self.has_work:
+            launch_addresses(self.fn, addresses, self.launch_dims.blocks, self._elements())
 
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
         params = [to_physical(np.asarray(a), s) for a, s in zip(args, self.param_shapes)]
         outs = [np.empty(physical_dims(s), dtype=s.dtype) for s in self.output_shapes]
+        for out, param in self.output_aliases:
+            outs[out][...] = params[param].reshape(outs[out].shape)
         self.run(params + outs)
         return [from_physical(o, s) for o, s in zip(outs, self.output_shapes)]
 
@@ -109,7 +121,7 @@ def compile_fusion(fusion: HloComputation, target: Target | None = None, name: s
                               computation=fusion)
     times: dict[str, float] = {}
     t0 = time.perf_counter()
-    kernel = LoopEmitter(fusion, target, name).emit()
+    kernel = emitter_for(fusion, target, name).emit()
     times["emit"] = (time.perf_counter() - t0) * 1e3
     run_pipeline(kernel.module, pipeline_for(target.kind, target.has_fma), options, timings=times)
     t0 = time.perf_counter()
@@ -127,7 +139,7 @@ def compile_fusion(fusion: HloComputation, target: Target | None = None, name: s
     times.update(jit.times_ms)
     fn = BlocksFunction(jit.address(f"{name}_blocks"))
     compiled = CompiledKernel(name, kernel.launch, [p.shape for p in fusion.parameters], leaves, jit, fn, times,
-                              kernel_ir, fusion)
+                              kernel_ir, fusion, kernel.emitter, kernel.output_aliases, kernel.serial)
     if use_cache and options is None:
         with _CACHE_LOCK:
             _CACHE[key] = compiled

@@ -502,13 +502,25 @@ def emit_subgraph_function(partitioned: PartitionedComputation, subgraph: Subgra
 
 @dataclass
 class KernelModule:
-    """An emitted kernel before lowering: the MLIR module, its entry function's name, and the launch."""
+    """An emitted kernel before lowering: the MLIR module, its entry function's name, the launch,
+    and what the caller must provide beyond the buffers:
+
+    - `emitter`: the emitter that generated it (stats, tests);
+    - `output_aliases`: (output, parameter) pairs whose output buffer must hold the parameter's
+      contents when the kernel starts, because the kernel writes only part of it (the in-place
+      dynamic-update-slice and scatter emitters). The runtime gives both one buffer when buffer
+      assignment allows, and copies the parameter in first otherwise;
+    - `serial`: the kernel's blocks must not run concurrently on the CPU (it updates elements
+      with `xla.atomic_rmw`, which the CPU lowering emulates without atomics)."""
 
     module: ModuleOp
     entry: str
     launch: object
     num_params: int
     num_outputs: int
+    emitter: str = "loop"
+    output_aliases: tuple[tuple[int, int], ...] = ()
+    serial: bool = False
 
 
 class FusionEmitterBase:

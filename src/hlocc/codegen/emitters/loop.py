@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp
 from xdsl.ir import Block, Region
 
 import hlocc.codegen.emitters.elemental_reduce  # noqa: F401  (registers reduce and reduce-window)
+from hlocc.analysis.hero import EmitterKind
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map
 from hlocc.codegen.builder import KernelBuilder
@@ -30,10 +31,12 @@ from hlocc.codegen.emitters.base import (
     store_element,
 )
 from hlocc.codegen.mlir_types import element_type
+from hlocc.codegen.emitters.registry import register_emitter
 from hlocc.codegen.partitioner import _bitcast_map
 from hlocc.errors import UnsupportedError
 
 
+@register_emitter(EmitterKind.LOOP)
 class LoopEmitter(FusionEmitterBase):
     def launch(self) -> tuple[LaunchDims, int]:
         """(launch dims, elements per thread) for the fusion's first output."""

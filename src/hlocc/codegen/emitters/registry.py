@@ -1,0 +1,50 @@
+"""Which emitter generates a fusion's kernel (XLA's GetFusionEmitter).
+
+Hero analysis (`analysis.hero`) names the emitter kind of a fused computation; each emitter module
+registers its class for its kind with `register_emitter`, and `emitter_for` instantiates it. A
+kind whose emitter hlocc does not have (sort, custom fusions) gets the loop emitter, which
+computes any elementwise or index op and raises `UnsupportedError` for the rest; the runtime then
+falls back to the host and says why.
+
+The choice uses only the computation: whether a dynamic-update-slice can run in place depends on
+buffers, which the emitter cannot see, so the in-place emitter declares the output as aliasing
+its operand (`KernelModule.output_aliases`) and the runtime makes that true.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from hlocc.analysis.hero import EmitterKind, computation_emitter_kind
+from hlocc.codegen.target import Target
+from hlocc.hlo.ir import HloComputation
+
+EMITTERS: dict[EmitterKind, type] = {}
+
+EMITTER_MODULES = (
+    "hlocc.codegen.emitters.loop",
+)
+"""The modules whose import registers an emitter."""
+
+
+def register_emitter(kind: EmitterKind):
+    def wrap(cls):
+        EMITTERS[kind] = cls
+        return cls
+    return wrap
+
+
+def _load() -> None:
+    for name in EMITTER_MODULES:
+        importlib.import_module(name)
+
+
+def emitter_for(fusion: HloComputation, target: Target, name: str = "main", kind: EmitterKind | None = None):
+    """The emitter for `fusion` (hero analysis's kind unless `kind` is given) on `target`."""
+    _load()
+    kind = kind or computation_emitter_kind(fusion)
+    cls = EMITTERS.get(kind) or EMITTERS[EmitterKind.LOOP]
+    return cls(fusion, target, name)
+
+
+__all__ = ["EMITTERS", "EMITTER_MODULES", "emitter_for", "register_emitter"]

@@ -24,8 +24,9 @@ from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.runtime.executable import KernelCompiler, ThunkExecutable, build_executable
 from hlocc.runtime.thunks import KernelThunk
 
-KERNEL_OPCODES = frozenset(ELEMENTAL) | frozenset(INDEX_OPS) - {"parameter", "tuple"}
-"""Ops the loop emitter computes elementwise (plus parameters and a root tuple)."""
+KERNEL_OPCODES = frozenset(ELEMENTAL) | frozenset(INDEX_OPS) - {"parameter", "tuple"} | {"scatter"}
+"""Ops a generated kernel computes: what the loop emitter computes elementwise, and the scatter
+emitter's hero (plus parameters and a root tuple)."""
 
 
 def is_loop_emittable(computation: HloComputation) -> bool:

@@ -40,6 +40,14 @@ def main(argv: list[str] | None = None) -> int:
         from hlocc.passes.hlo_opt import main as hlo_opt_main
 
         return hlo_opt_main(argv[1:])
+    if argv[:1] == ["fusion-to-mlir"]:  # the emitted kernel IR of a fusion; its own arguments
+        from hlocc.codegen.fusion_to_mlir import main as fusion_to_mlir_main
+
+        try:
+            return fusion_to_mlir_main(argv[1:])
+        except HloError as e:
+            print(f"hlocc: error: {e}", file=sys.stderr)
+            return 1
     parser = _argument_parser()
     args = parser.parse_args(argv)
     try:
@@ -69,6 +77,8 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hlocc", description="A compiler for XLA HLO programs.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("opt", help="run kernel IR passes on MLIR text (hlocc opt --help)", add_help=False)
+    sub.add_parser("fusion-to-mlir", help="print the kernel IR an emitter generates for a fusion "
+                                          "(hlocc fusion-to-mlir --help)", add_help=False)
 
     run = sub.add_parser("run", help="compile and run an HLO module (like run_hlo_module)")
     run.add_argument("module", type=Path, help="HLO text file")

@@ -1,6 +1,9 @@
 """Runs every tests/codegen/filecheck/*.mlir file: its `// RUN:` line, lit style.
 
-Supported RUN lines (one per file):
+Supported RUN lines (one per file), and for the *.hlo files (emitter tests, as XLA's):
+
+    // RUN: fusion-to-mlir %s [--target gpu|cpu] [--passes a,b] | filecheck %s [filecheck options]
+
 
     // RUN: hlocc-opt %s [hlocc opt arguments] | filecheck %s [filecheck options]
     // RUN: not hlocc-opt %s [hlocc opt arguments] 2>&1 | filecheck %s      (the error message is checked)
@@ -24,6 +27,7 @@ from hlocc.codegen.opt import KernelIRError, arg_parser, run_opt_args
 
 HERE = pathlib.Path(__file__).parent / "filecheck"
 FILES = sorted(HERE.glob("*.mlir"))
+HLO_FILES = sorted(HERE.glob("*.hlo"))
 FILECHECK = shutil.which("filecheck")
 
 
@@ -78,5 +82,27 @@ def test_filecheck(path: pathlib.Path):
         if not expect_failure:
             raise
         output = str(e)
+    done = subprocess.run([FILECHECK, str(path), *check_args], input=output, text=True, capture_output=True)
+    assert done.returncode == 0, f"FileCheck failed on {path.name}:\n{done.stderr}\n--- input ---\n{output}"
+
+
+def _hlo_run_line(path: pathlib.Path) -> tuple[list[str], list[str]]:
+    lines = [ln.split("RUN:", 1)[1] for ln in path.read_text().splitlines() if ln.strip().startswith("// RUN:")]
+    assert len(lines) == 1, f"{path.name}: expected exactly one '// RUN:' line"
+    tool_part, _, check_part = lines[0].partition("|")
+    tool_args, check_args = shlex.split(tool_part), shlex.split(check_part)
+    assert tool_args[:2] == ["fusion-to-mlir", "%s"], f"{path.name}: RUN line must start with 'fusion-to-mlir %s'"
+    assert check_args[:2] == ["filecheck", "%s"], f"{path.name}: RUN line must pipe into 'filecheck %s'"
+    return tool_args[2:], check_args[2:]
+
+
+@pytest.mark.skipif(FILECHECK is None, reason="the `filecheck` command (PyPI filecheck) is not installed")
+@pytest.mark.parametrize("path", HLO_FILES, ids=lambda p: p.name)
+def test_emitter_filecheck(path: pathlib.Path):
+    from hlocc.codegen.fusion_to_mlir import arg_parser, fusion_to_mlir
+
+    tool_args, check_args = _hlo_run_line(path)
+    args = arg_parser().parse_args([str(path), *tool_args])
+    output = fusion_to_mlir(path.read_text(), args.target, [p for p in args.passes.split(",") if p], str(path))
     done = subprocess.run([FILECHECK, str(path), *check_args], input=output, text=True, capture_output=True)
     assert done.returncode == 0, f"FileCheck failed on {path.name}:\n{done.stderr}\n--- input ---\n{output}"

@@ -1,0 +1,56 @@
+"""`hlocc fusion-to-mlir`: the kernel IR an emitter generates for a fusion, before any kernel pass
+(XLA's fusion_to_mlir tool, which its emitter tests pipe into FileCheck).
+
+The fused computation of a file is the one an emitter test is about: the entry of a headerless
+module (an emitter test's body), or the computation of the entry's last fusion instruction.
+`--target gpu` uses the GPU launch parameters (warp 32, XLA's block sizes), `--target cpu` the
+host's. `--passes a,b` then runs kernel passes, as `emitters_opt` does after fusion_to_mlir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from hlocc.codegen.target import cpu_target, gpu_target
+from hlocc.hlo.ir import HloComputation, HloModule
+from hlocc.hlo.parser import parse_hlo
+
+
+def fused_computation(module: HloModule) -> HloComputation:
+    """The fusion an emitter test compiles: the entry's last fusion's computation, else the entry."""
+    fusions = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    return fusions[-1].fused_computation if fusions else module.entry
+
+
+def fusion_to_mlir(text: str, target: str = "gpu", passes: Sequence[str] = (), filename: str = "<hlo>") -> str:
+    from hlocc.codegen.emitters.registry import emitter_for
+    from hlocc.codegen.opt import print_module
+    from hlocc.codegen.pipeline import run_pipeline
+
+    computation = fused_computation(parse_hlo(text, filename))
+    kernel = emitter_for(computation, gpu_target() if target == "gpu" else cpu_target()).emit()
+    if passes:
+        run_pipeline(kernel.module, passes)
+    return print_module(kernel.module)
+
+
+def arg_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hlocc fusion-to-mlir",
+                                     description="print the kernel IR an emitter generates for a fusion")
+    parser.add_argument("input", help="HLO text file ('-': standard input)")
+    parser.add_argument("--target", choices=("gpu", "cpu"), default="gpu")
+    parser.add_argument("--passes", default="", help="kernel passes to run after emission, comma-separated")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = arg_parser().parse_args(argv)
+    text = sys.stdin.read() if args.input == "-" else open(args.input).read()
+    passes = [p for p in args.passes.split(",") if p]
+    sys.stdout.write(fusion_to_mlir(text, args.target, passes, args.input))
+    return 0
+
+
+__all__ = ["arg_parser", "fused_computation", "fusion_to_mlir", "main"]

@@ -102,6 +102,7 @@ from hlocc.codegen.dialect_parallel import (  # noqa: F401
     AtomicRMWOp,
     PredicatedExtractOp,
     PredicatedInsertOp,
+    SharedMemoryOp,
     ShuffleReduceOp,
     SyncThreadsOp,
 )
@@ -571,7 +572,7 @@ each on vectors (same operands, properties and semantics). Scalar code keeps the
 
 XLA = Dialect(
     "xla",
-    [ApplyIndexingOp, LoopOp, YieldOp, PureCallOp, AllocateSharedOp, SyncThreadsOp, ShuffleReduceOp,
+    [ApplyIndexingOp, LoopOp, YieldOp, PureCallOp, AllocateSharedOp, SharedMemoryOp, SyncThreadsOp, ShuffleReduceOp,
      PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, RemFOp, *VECTOR_FORMS.values()],
     [IndexingMapAttr],
 )

@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
+from xdsl.dialects.llvm import LLVMPointerType
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -65,6 +66,22 @@ class AllocateSharedOp(IRDLOperation):
         t = self.result.type
         if any(d < 0 for d in t.get_shape()):
             raise VerifyException(f"'{self.name}' needs a statically shaped tensor, found {t}")
+
+
+@irdl_op_definition
+class SharedMemoryOp(IRDLOperation):
+    """What `lower-tensors` makes of an `allocate_shared`: a pointer to `size` bytes of block-shared
+    memory (on the CPU, a buffer of the block function; on a GPU, an addrspace(3) global)."""
+
+    name = "xla.shared_memory"
+
+    size = prop_def(IntegerAttr[IntegerType])
+    result = result_def(LLVMPointerType)
+
+    assembly_format = "$size attr-dict `:` type($result)"
+
+    def __init__(self, size: int):
+        super().__init__(result_types=[LLVMPointerType()], properties={"size": IntegerAttr(size, i64)})
 
 
 @irdl_op_definition

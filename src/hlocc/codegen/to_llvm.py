@@ -12,8 +12,11 @@ and extractvalue, which LLVM's SROA folds); `expand-float-ops` leaves no other c
 
 A kernel entry function (one using `gpu.thread_id`/`gpu.block_id`) becomes an internal
 `always_inline` function whose last two parameters are the thread and block id. The caller (the
-CPU backend's block loop, or the NVPTX wrapper) supplies them. Buffer arguments are `noalias`
-unless the caller says otherwise: buffers of one kernel never overlap unless aliased on purpose.
+CPU backend's block loop, or the NVPTX wrapper) supplies them. One that uses shared memory,
+barriers or shuffles becomes a *block function* that runs all threads of its block in phases
+(`block_simulation.py`; its thread parameter is unused; see `LlvmTranslator.block_functions`).
+Buffer arguments are `noalias` unless the caller says otherwise: buffers of one kernel never
+overlap unless aliased on purpose.
 
 Math ops that `expand-float-ops` leaves (fabs, sqrt, fma, floor, ceil, copysign, roundeven, round,
 trunc) become LLVM intrinsics, which vectorize. Any other math op is an error unless
@@ -45,7 +48,8 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from hlocc.codegen.dialect import VECTOR_FORMS, PureCallOp
+from hlocc.codegen.block_simulation import needs_block_function, translate_block_function
+from hlocc.codegen.dialect import VECTOR_FORMS, PureCallOp, SharedMemoryOp
 from hlocc.codegen.dialect_common import RemFOp
 from hlocc.errors import HloError
 
@@ -146,6 +150,8 @@ class _FunctionTranslator:
         self.llfn = llfn
         self.values: dict[SSAValue, ir.Value] = {}
         self.extra_args = extra_args
+        self.ids = {key: llfn.args[index] for key, index in extra_args.items()}  # thread / block id
+        self.shared: dict[Operation, ir.Value] = {}  # xla.shared_memory → the block's buffer
         entry = llfn.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
 
@@ -159,6 +165,10 @@ class _FunctionTranslator:
         block = self.fn.body.block
         for arg, llarg in zip(block.args, self.llfn.args):
             self.values[arg] = llarg
+        if self.extra_args and needs_block_function(self.fn):
+            translate_block_function(self)
+            self.t.block_functions.add(self.fn.sym_name.data)
+            return
         self.block(block)
 
     def block(self, block: Block) -> list[ir.Value] | None:
@@ -489,8 +499,14 @@ def _address_of(ft: _FunctionTranslator, op: llvm.AddressOfOp) -> None:
 
 
 def _thread_or_block_id(ft: _FunctionTranslator, op: Operation) -> None:
-    key = "thread" if isinstance(op, gpu.ThreadIdOp) else "block"
-    ft.set(op, ft.llfn.args[ft.extra_args[key]])
+    ft.set(op, ft.ids["thread" if isinstance(op, gpu.ThreadIdOp) else "block"])
+
+
+def _shared_memory(ft: _FunctionTranslator, op: SharedMemoryOp) -> None:
+    if op not in ft.shared:
+        raise TranslationError(f"'{op.name}' outside the top level of a kernel's entry function "
+                               f"(@{ft.fn.sym_name.data})")
+    ft.set(op, ft.shared[op])
 
 
 def _call(ft: _FunctionTranslator, op: Operation) -> None:
@@ -542,7 +558,7 @@ _HANDLERS = {
     scf.ForOp: _for, scf.IfOp: _if,
     vector.ExtractOp: _vector_extract, vector.InsertOp: _vector_insert, vector.BroadcastOp: _broadcast,
     llvm.GEPOp: _gep, llvm.LoadOp: _load, llvm.StoreOp: _store, llvm.AddressOfOp: _address_of,
-    gpu.ThreadIdOp: _thread_or_block_id, gpu.BlockIdOp: _thread_or_block_id,
+    gpu.ThreadIdOp: _thread_or_block_id, gpu.BlockIdOp: _thread_or_block_id, SharedMemoryOp: _shared_memory,
     func.CallOp: _call, PureCallOp: _call, func.ReturnOp: _return,
     complex_dialect.CreateOp: _complex_create, complex_dialect.ReOp: _complex_part(0),
     complex_dialect.ImOp: _complex_part(1),
@@ -559,6 +575,7 @@ class LlvmTranslator:
         self.options = options or TranslateOptions()
         self.functions: dict[str, ir.Function] = {}
         self.globals: dict[str, ir.GlobalVariable] = {}
+        self.block_functions: set[str] = set()  # entry functions that run a whole block (block_simulation.py)
 
     def translate(self, module: ModuleOp) -> ir.Module:
         for op in module.ops:

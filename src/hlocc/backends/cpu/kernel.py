@@ -21,12 +21,12 @@ from llvmlite import ir
 from hlocc.analysis.launch import LaunchDims
 from hlocc.backends.cpu.jit import JitModule, host_triple, jit_compile
 from hlocc.backends.cpu.launcher import BlocksFunction, launch, launch_addresses
-from hlocc.codegen.emitters.base import array_leaves, physical_dims
+from hlocc.codegen.emitters.base import KernelModule, array_leaves, physical_dims
 from hlocc.codegen.emitters.registry import emitter_for
 from hlocc.codegen.opt import print_module
 from hlocc.codegen.pipeline import PipelineOptions, pipeline_for, run_pipeline
 from hlocc.codegen.target import Target, cpu_target
-from hlocc.codegen.to_llvm import I64, TranslateOptions, translate_module
+from hlocc.codegen.to_llvm import I64, LlvmTranslator, TranslateOptions
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.printer import computation_fingerprint
 from hlocc.hlo.types import Shape
@@ -123,12 +123,30 @@ def compile_fusion(fusion: HloComputation, target: Target | None = None, name: s
     t0 = time.perf_counter()
     kernel = emitter_for(fusion, target, name).emit()
     times["emit"] = (time.perf_counter() - t0) * 1e3
+    compiled = compile_kernel_module(kernel, target, [p.shape for p in fusion.parameters], leaves, options,
+                                     translate_options, times)
+    compiled.computation = fusion
+    if use_cache and options is None:
+        with _CACHE_LOCK:
+            _CACHE[key] = compiled
+    return compiled
+
+
+def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: list[Shape], output_shapes: list[Shape],
+                          options: PipelineOptions | None = None, translate_options: TranslateOptions | None = None,
+                          times: dict[str, float] | None = None) -> CompiledKernel:
+    """Lower an emitted kernel (`kernel.module`, changed in place) with `target`'s pipeline, translate
+    it to LLVM with the block loop, and JIT it. The shapes are those of its buffers, in order."""
+    times = times if times is not None else {}
+    name = kernel.entry
     run_pipeline(kernel.module, pipeline_for(target.kind, target.has_fma), options, timings=times)
     t0 = time.perf_counter()
     kernel_ir = print_module(kernel.module) if options is not None else ""
-    llmod = translate_module(kernel.module, name, translate_options, host_triple())
-    _add_block_loop(llmod, llmod.get_global(name), kernel.num_params + kernel.num_outputs,
-                    kernel.launch.threads_per_block, f"{name}_blocks")
+    translator = LlvmTranslator(name, translate_options or TranslateOptions(), host_triple())
+    llmod = translator.translate(kernel.module)
+    threads = 1 if name in translator.block_functions else kernel.launch.threads_per_block
+    _add_block_loop(llmod, llmod.get_global(name), kernel.num_params + kernel.num_outputs, threads,
+                    f"{name}_blocks")
     times["to_llvm"] = (time.perf_counter() - t0) * 1e3
     if options is not None:
         options.stream(f"// -----// LLVM IR //----- //\n{llmod}") if options.print_ir_after_all else None
@@ -138,12 +156,8 @@ def compile_fusion(fusion: HloComputation, target: Target | None = None, name: s
         _dump_llvm(options, jit.optimized_ir, "llvm-opt")
     times.update(jit.times_ms)
     fn = BlocksFunction(jit.address(f"{name}_blocks"))
-    compiled = CompiledKernel(name, kernel.launch, [p.shape for p in fusion.parameters], leaves, jit, fn, times,
-                              kernel_ir, fusion, kernel.emitter, kernel.output_aliases, kernel.serial)
-    if use_cache and options is None:
-        with _CACHE_LOCK:
-            _CACHE[key] = compiled
-    return compiled
+    return CompiledKernel(name, kernel.launch, list(param_shapes), list(output_shapes), jit, fn, times, kernel_ir,
+                          None, kernel.emitter, kernel.output_aliases, kernel.serial)
 
 
 def _dump_llvm(options: PipelineOptions, text: str, what: str) -> None:

@@ -30,8 +30,8 @@ from hlocc.codegen.emitters.base import (
     physical_tensor_type,
     store_element,
 )
-from hlocc.codegen.mlir_types import element_type
 from hlocc.codegen.emitters.registry import register_emitter
+from hlocc.codegen.mlir_types import element_type
 from hlocc.codegen.partitioner import _bitcast_map
 from hlocc.errors import UnsupportedError
 

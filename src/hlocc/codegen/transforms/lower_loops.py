@@ -3,6 +3,11 @@ body under an `scf.if` when the map has constraints (seed 000 "xla_gpu to scf co
 lower_xla_loops_to_scf.cc). The map's results are computed by `xla.apply_indexing` inside the
 guard. Iterations outside the domain yield the iter_args unchanged.
 
+The predicated element accesses become branches here too, while the tensors are still shaped:
+`xla.predicated_insert v into t[i] if c` is `scf.if c { tensor.insert } else { t }` and
+`xla.predicated_extract t[i] if c else f` is `scf.if c { tensor.extract } else { f }` (the
+extract never runs when the predicate is false, so its indices may be out of bounds then).
+
 The checks of the dimensions' own bounds (thread and block ids against their ranges), which the
 seed's example still shows, are not emitted: the ids are in range by construction, and XLA's
 `xla-simplify-arith` removes them in the next step anyway.
@@ -14,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import scf
+from xdsl.dialects import scf, tensor
 from xdsl.dialects.builtin import IndexType, ModuleOp
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -22,7 +27,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.analysis.indexing_map import IndexingMap
 from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import ApplyIndexingOp, LoopOp
+from hlocc.codegen.dialect import ApplyIndexingOp, LoopOp, PredicatedExtractOp, PredicatedInsertOp
 from hlocc.codegen.opt import register_pass
 from hlocc.codegen.transforms.util import clone_block_body
 
@@ -94,3 +99,17 @@ class LowerLoopsToScfPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for loop in [o for o in op.walk() if isinstance(o, LoopOp)]:
             _lower(loop)
+        for o in [o for o in op.walk() if isinstance(o, (PredicatedInsertOp, PredicatedExtractOp))]:
+            _lower_predicated(o)
+
+
+def _lower_predicated(op: PredicatedInsertOp | PredicatedExtractOp) -> None:
+    then_block, else_block = Block(), Block()
+    then_b = KernelBuilder(then_block)
+    if isinstance(op, PredicatedInsertOp):
+        then_b.insert(scf.YieldOp(then_b.add(tensor.InsertOp(op.value, op.dest, list(op.indices)))))
+        KernelBuilder(else_block).insert(scf.YieldOp(op.dest))
+    else:
+        then_b.insert(scf.YieldOp(then_b.add(tensor.ExtractOp(op.src, list(op.indices), op.result.type))))
+        KernelBuilder(else_block).insert(scf.YieldOp(op.fallback))
+    Rewriter.replace_op(op, scf.IfOp(op.condition, [op.result.type], Region(then_block), Region(else_block)))

@@ -7,6 +7,13 @@ value — function arguments, loop-carried values, branch results — becomes an
 `vector.transfer_read`/`transfer_write` the same with a vector type; the result of an insert or
 write is its destination pointer. Dense tensor constants become private constant `llvm.mlir.global`s.
 Function results that were tensors are dropped: the caller owns the buffers.
+
+Block-shared memory: `xla.allocate_shared` becomes `xla.shared_memory <bytes>` (a pointer the LLVM
+translation places: a buffer of the block on the CPU, an addrspace(3) global on a GPU) and
+`xla.sync_threads` becomes `gpu.barrier`, its results the pointers it was given.
+
+`xla.atomic_rmw` becomes a plain load, its body and a store: kernels that use it run serially on
+the CPU (`KernelModule.serial`), see `_lower_atomic_rmw`.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, llvm, tensor, vector
+from xdsl.dialects import arith, func, gpu, llvm, tensor, vector
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     FunctionType,
@@ -29,7 +36,9 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.opt import register_pass
+from hlocc.codegen.dialect import AllocateSharedOp, SharedMemoryOp, SyncThreadsOp
+from hlocc.codegen.dialect_parallel import AtomicRMWOp
+from hlocc.codegen.opt import KernelIRError, register_pass
 
 PTR = llvm.LLVMPointerType()
 
@@ -66,6 +75,52 @@ def _lower_access(op: Operation) -> None:
         Rewriter.erase_op(op)
 
 
+def _lower_shared(op: AllocateSharedOp | SyncThreadsOp) -> None:
+    if isinstance(op, AllocateSharedOp):
+        t = op.result.type
+        Rewriter.replace_op(op, SharedMemoryOp(t.element_count() * _storage_bytes(t.element_type)))
+        return
+    Rewriter.insert_op(gpu.BarrierOp(), InsertPoint.before(op))
+    for result, operand in zip(op.results_, op.operands_):
+        result.replace_all_uses_with(operand)
+    Rewriter.erase_op(op)
+
+
+def _storage_bytes(t) -> int:
+    from xdsl.dialects.builtin import ComplexType
+
+    if isinstance(t, ComplexType):
+        return 2 * _storage_bytes(t.element_type)
+    width = t.width.data if hasattr(t, "width") else t.bitwidth
+    return max(1, -(-width // 8))
+
+
+def _lower_atomic_rmw(op: AtomicRMWOp) -> None:
+    """`xla.atomic_rmw` as a plain read-modify-write: GEP, load, the body inlined on the loaded
+    element, store of what it yields; the result is the input pointer.
+
+    This is no atomic operation. It is correct on the CPU only because a kernel containing
+    `xla.atomic_rmw` is marked `KernelModule.serial`: its blocks run one after another and the
+    threads of a block in sequence, so no two updates of an element overlap. (XLA's lowering emits
+    `llvm.atomicrmw` or a compare-and-swap loop instead.)"""
+    block = op.body.block
+    current_arg = block.args[0]
+    if current_arg.type != op.input.type.element_type:
+        raise KernelIRError(f"'{op.name}' on {current_arg.type} (a packed vector update) is not lowered")
+    b = KernelBuilder(InsertPoint.before(op))
+    (index,) = op.indices
+    p = _address(b, op.input, index, current_arg.type)
+    current = b.add(llvm.LoadOp(p, current_arg.type))
+    current_arg.replace_all_uses_with(current)
+    terminator = block.last_op
+    for inner in list(block.ops)[:-1]:
+        inner.detach()
+        b.insert(inner)
+    b.insert(llvm.StoreOp(terminator.operands[0], p))
+    op.result.replace_all_uses_with(op.input)
+    Rewriter.erase_op(op)
+
+
 @register_pass
 @dataclass(frozen=True)
 class LowerTensorsPass(ModulePass):
@@ -75,6 +130,10 @@ class LowerTensorsPass(ModulePass):
         for o in list(op.walk()):
             if isinstance(o, (tensor.ExtractOp, tensor.InsertOp, vector.TransferReadOp, vector.TransferWriteOp)):
                 _lower_access(o)
+            elif isinstance(o, (AllocateSharedOp, SyncThreadsOp)):
+                _lower_shared(o)
+        for rmw in [o for o in op.walk() if isinstance(o, AtomicRMWOp)]:
+            _lower_atomic_rmw(rmw)
         self._lower_constants(op)
         for o in list(op.walk()):
             for region in o.regions:

@@ -65,8 +65,9 @@ func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {
   %t = "gpu.thread_id"() <{dimension = #gpu<dim x>}> {xla.range = [0 : index, 63 : index]} : () -> index
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
+  %n = arith.constant 1000 : index
   %s = xla.allocate_shared : tensor<64xf32>
-  %r = scf.for %i = %c0 to %c1 step %c1 iter_args(%a = %s) -> (tensor<64xf32>) {
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%a = %s) -> (tensor<64xf32>) {
     %b = xla.sync_threads %a : tensor<64xf32>
     scf.yield %b : tensor<64xf32>
   }

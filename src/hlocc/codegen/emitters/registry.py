@@ -23,6 +23,7 @@ EMITTERS: dict[EmitterKind, type] = {}
 
 EMITTER_MODULES = (
     "hlocc.codegen.emitters.loop",
+    "hlocc.codegen.emitters.reduction",
 )
 """The modules whose import registers an emitter."""
 

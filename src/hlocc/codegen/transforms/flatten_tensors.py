@@ -6,7 +6,7 @@ when its indices were all results of one `xla.apply_indexing`, the linearisation
 that map, so the seed's GELU kernel reads `%input[%dim]` with
 `(th_x, bl_x)[vector_index] -> (bl_x * 512 + th_x * 4 + vector_index)`. Function signatures,
 loop-carried values, branch results, calls and tensor constants change type with them. A rank-0
-tensor becomes `tensor<1xT>`.
+tensor becomes `tensor<1xT>`. `xla.atomic_rmw` is linearised like `tensor.insert`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from hlocc.analysis.affine_expr import dim
 from hlocc.analysis.indexing_map import IndexingMap, compose, variables_from_sizes
 from hlocc.codegen.builder import KernelBuilder
 from hlocc.codegen.dialect import ApplyIndexingOp
+from hlocc.codegen.dialect_parallel import AtomicRMWOp
 from hlocc.codegen.opt import register_pass
 
 
@@ -52,8 +53,22 @@ def linear_index(b: KernelBuilder, shape: tuple[int, ...], indices: list[SSAValu
     if producer is not None and list(producer.results) == list(indices):
         m = compose(producer.map, lin)
         m = IndexingMap(m.dims, m.results, m.symbols, m.runtime)  # bounds hold by construction
-        return b.insert(ApplyIndexingOp(m, list(producer.operands_))).results[0]
+        if len(m.all_vars()) == len(producer.operands_):  # (composition may drop a point variable)
+            return b.insert(ApplyIndexingOp(m, list(producer.operands_))).results[0]
     return b.insert(ApplyIndexingOp(lin, indices)).results[0]
+
+
+def flatten_atomic_rmw(module: ModuleOp) -> None:
+    """Every `xla.atomic_rmw` gets one linear index, as a `tensor.insert` does; its body (which sees
+    only the element) moves over unchanged. The tensor types change with the others below."""
+    for o in [o for o in module.walk() if isinstance(o, AtomicRMWOp)]:
+        shape = tuple(o.input.type.get_shape())
+        if len(shape) == 1:
+            continue
+        index = linear_index(KernelBuilder(InsertPoint.before(o)), shape, list(o.indices))
+        flat = AtomicRMWOp(o.input, [index], o.detach_region(o.body))
+        flat.attributes |= o.attributes
+        Rewriter.replace_op(o, flat)
 
 
 @register_pass
@@ -62,6 +77,7 @@ class FlattenTensorsPass(ModulePass):
     name = "flatten-tensors"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        flatten_atomic_rmw(op)
         # Accesses first: their shapes are read from the tensor types, which flattening a constant changes.
         for o in [o for o in op.walk() if isinstance(o, (tensor.ExtractOp, tensor.InsertOp))]:
             shape = tuple(o.tensor.type.get_shape() if isinstance(o, tensor.ExtractOp) else o.dest.type.get_shape())

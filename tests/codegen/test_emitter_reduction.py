@@ -1,0 +1,122 @@
+"""The reduction emitter (codegen/emitters/reduction.py) on every reduce_* module of the XLA corpus
+and on random shapes: chosen by hero analysis, matching the evaluator on the CPU target (one thread
+per output, exact init) and in SIMT simulation (warp shuffles, shared memory across warps,
+transposed column tiles), reading each input element and writing each output element once.
+
+Float results differ from the evaluator's sequential sums by the summation order; the tolerance is
+XLA's gpu_test_correctness default (1e-4) or the module's own bound from index.tsv. An f16 reducer
+rounds every step to f16 in a kernel (as XLA:GPU's emitter does) while the evaluator accumulates in
+f32 and rounds once: 64 roundings of sums near 8 differ by up to ~0.06 (F16_ROUNDING).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import numpy as np
+import pytest
+from _emitter_helpers import assert_bijection, corpus_module, emitters_of, run_and_compare
+
+from corpus import XLA_DIR
+from hlocc.backends.cpu.kernel import compile_fusion
+from hlocc.codegen.emitters.reduction import ReductionEmitter
+from hlocc.codegen.fusion_to_mlir import fused_computation
+from hlocc.codegen.target import cpu_target, gpu_target
+from hlocc.hlo.parser import parse_hlo
+
+
+def _modules() -> dict[str, str]:
+    index = XLA_DIR / "index.tsv"
+    if not index.is_file():
+        return {}
+    with index.open() as f:
+        return {row["file"]: row["lit_run_tools_and_flags"] for row in csv.DictReader(f, delimiter="\t")
+                if row["file"].startswith("reduce")}
+
+
+MODULES = _modules()
+
+
+F16_ROUNDING = {"reduce_multirow__f16_v4.hlo": 0.1}
+
+
+def _bound(flags: str) -> float:
+    found = re.search(r"--abs_error_bound=([0-9.e-]+)", flags)
+    return max(float(found.group(1)), 1e-4) if found else 1e-4
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt"])
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_corpus_reduction(name, target):
+    module = corpus_module(name)
+    bound = F16_ROUNDING.get(name, _bound(MODULES[name]))
+    kernels = run_and_compare(module, target, rtol=bound, atol=bound)
+    assert emitters_of(kernels) == ["reduction"]
+
+
+def test_corpus_has_reduction_modules():
+    if not MODULES:
+        pytest.skip(f"corpus not found at {XLA_DIR}")
+    assert len(MODULES) >= 30
+
+
+REDUCE = """
+{reducer} {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[] {op}(a, b)
+}}
+fusion {{
+  p = {t}[{dims}]{layout} parameter(0)
+  z = {t}[] constant({init})
+  ROOT r = {t}[{out}] reduce(p, z), dimensions={{{reduced}}}, to_apply={reducer}
+}}
+"""
+
+
+def _text(t: str, dims, reduced, op="add", init="0", layout=""):
+    out = ",".join(str(d) for k, d in enumerate(dims) if k not in reduced)
+    return REDUCE.format(reducer="red", t=t, dims=",".join(map(str, dims)), layout=layout, init=init,
+                         out=out, reduced=",".join(map(str, reduced)), op=op)
+
+
+CASES = [
+    ("f32", (7, 1000), (1,), "add", "0", ""),        # row, partial warp tile
+    ("f32", (3, 5, 33), (0, 2), "add", "0", ""),     # row with a batch dimension
+    ("f32", (300, 70), (0,), "add", "0", ""),        # column, partial tiles
+    ("f32", (4, 50, 19), (1,), "maximum", "-inf", ""),  # column between kept dimensions
+    ("s32", (9, 4097), (1,), "add", "0", ""),        # integers: exact
+    ("f64", (2, 64, 3), (1,), "minimum", "inf", ""),
+    ("f32", (33, 1, 17), (2,), "add", "0", "{0,1,2}"),  # a non-default layout
+    ("f32", (0, 16), (1,), "add", "0", ""),          # an empty output
+    ("f32", (5, 0), (1,), "add", "0", ""),           # nothing to reduce: the init value
+]
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}{list(c[1])}r{list(c[2])}{c[3]}{c[5]}")
+def test_random_shapes(case, target):
+    t, dims, reduced, op, init, layout = case
+    kernels = run_and_compare(_text(t, dims, reduced, op, init, layout), target, rtol=1e-4, atol=1e-4)
+    assert emitters_of(kernels) in (["reduction"], [], ["loop"])  # tiny or empty ones may stay elemental
+
+
+def test_cpu_target_applies_a_non_identity_init_once():
+    text = _text("f32", (4, 300), (1,), "add", "10")
+    kernel = compile_fusion(fused_computation(parse_hlo(text)), cpu_target(), use_cache=False)
+    x = np.ones((4, 300), np.float32)
+    np.testing.assert_array_equal(kernel(x)[0], np.full(4, 310, np.float32))
+
+
+@pytest.mark.parametrize("target", [cpu_target, gpu_target], ids=["cpu", "gpu"])
+@pytest.mark.parametrize("dims,reduced", [((8, 2048), (1,)), ((17, 19, 127), (2,)), ((300, 70), (0,)),
+                                          ((8, 300, 40), (1,)), ((3, 5, 33), (0, 2)), ((12, 8), (1,))])
+def test_bijection(dims, reduced, target):
+    """Each input element is read by exactly one thread position, each output element written by
+    exactly one (XLA's --bijection_inputs=reduce:0 --bijection_outputs=reduce)."""
+    computation = fused_computation(parse_hlo(_text("f32", dims, reduced)))
+    emitter = ReductionEmitter(computation, target())
+    assert_bijection(emitter.thread_id_to_input_indexing(0, 0), dims, "input")
+    out = tuple(d for k, d in enumerate(dims) if k not in reduced)
+    assert_bijection(emitter.thread_id_to_output_indexing(0), out, "output")

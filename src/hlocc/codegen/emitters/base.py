@@ -154,6 +154,9 @@ class ElementEmitter:
         self.params = params
         self._values: dict[tuple, list[SSAValue]] = {}
         self._maps: dict[tuple, list[SSAValue]] = {}
+        self.overrides: dict[int, list[SSAValue]] = {}
+        """id(instruction) -> its values, whatever the indices: a hero-based emitter injects a hero's
+        value (e.g. a transpose read from shared memory) so that an epilogue is computed from it."""
 
     # -- indexing -------------------------------------------------------------------------------------
     def apply(self, m: IndexingMap, dims: Sequence[SSAValue], symbols: Sequence[SSAValue] = (),
@@ -197,6 +200,9 @@ class ElementEmitter:
     # -- values ---------------------------------------------------------------------------------------------
     def value(self, instr: HloInstruction, indices: Sequence[SSAValue]) -> list[SSAValue]:
         """The scalar(s) of `instr` at logical `indices` (one per array leaf of its shape)."""
+        injected = self.overrides.get(id(instr))
+        if injected is not None:
+            return injected
         key = (id(instr), tuple(id(v) for v in indices))
         cached = self._values.get(key)
         if cached is not None:

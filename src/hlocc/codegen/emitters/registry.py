@@ -24,6 +24,8 @@ EMITTERS: dict[EmitterKind, type] = {}
 EMITTER_MODULES = (
     "hlocc.codegen.emitters.loop",
     "hlocc.codegen.emitters.reduction",
+    "hlocc.codegen.emitters.concatenate",
+    "hlocc.codegen.emitters.input_slices",
 )
 """The modules whose import registers an emitter."""
 

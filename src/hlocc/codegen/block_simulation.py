@@ -178,11 +178,11 @@ def translate_block_function(ft) -> None:
         def phase(thread: ir.Value, k=k, payload=payload) -> None:
             ft.values = dict(base)
             ft.ids["thread"] = thread
-            for op in recompute[k]:
-                ft.op(op)
-            for v in needs[k]:
+            for v in needs[k]:  # loads first: a recomputed op may use a loaded value
                 slot = spill.get(v) or lane_of[v]
                 ft.values[v] = _load(b, slot, thread)
+            for op in recompute[k]:
+                ft.op(op)
             for op in payload:
                 if isinstance(op, func.ReturnOp):
                     continue

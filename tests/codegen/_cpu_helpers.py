@@ -425,6 +425,8 @@ def _run_guarded_kernel(kernel, inputs: list, i: int) -> None:
         params = [_guarded_like(physical_dims(s), s.dtype, at_end, keep, to_physical(np.asarray(x), s))
                   for x, s in zip(inputs, kernel.param_shapes)]
         outs = [_guarded_like(physical_dims(s), s.dtype, at_end, keep) for s in kernel.output_shapes]
+        for out, param in kernel.output_aliases:  # outputs the kernel updates in part start as their operand
+            outs[out][...] = params[param].reshape(outs[out].shape)
         print(f"case {i} guard {'after' if at_end else 'before'}", flush=True)
         kernel.run(params + outs)
         for k, (o, s, r) in enumerate(zip(outs, kernel.output_shapes, ref)):

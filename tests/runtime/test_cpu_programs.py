@@ -37,10 +37,9 @@ SMALL = [c for c in CASES if c["perf"] != "yes"]
 PERF = [c for c in CASES if c["perf"] == "yes"]
 
 # Ops of the JAX corpus no kernel computes yet (sort/top-k are library ops without a CPU
-# implementation; the scatter fusion waits for the scatter emitter): each must be listed.
+# implementation): each must be listed.
 EXPECTED_HOST_OPS = {
     "sort_topk_argsort": ["sort", "sort", "topk"],
-    "embedding_and_grad": ["fusion"],
 }
 
 

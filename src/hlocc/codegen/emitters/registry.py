@@ -24,6 +24,9 @@ EMITTERS: dict[EmitterKind, type] = {}
 EMITTER_MODULES = (
     "hlocc.codegen.emitters.loop",
     "hlocc.codegen.emitters.reduction",
+    "hlocc.codegen.emitters.transpose",
+    "hlocc.codegen.emitters.dynamic_update_slice",
+    "hlocc.codegen.emitters.scatter",
     "hlocc.codegen.emitters.concatenate",
     "hlocc.codegen.emitters.input_slices",
 )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
+from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
 from hlocc.backends.cpu.jit import JitModule, host_triple, jit_compile
 from hlocc.backends.cpu.launcher import BlocksFunction, launch, launch_addresses
@@ -118,7 +119,7 @@ def compile_fusion(fusion: HloComputation, target: Target | None = None, name: s
         # No output element, so no thread: nothing to emit (and no grid map over a size-0 dimension).
         # An empty output beside non-empty ones is the loop emitter's to reject (sizes differ).
         return CompiledKernel(name, LaunchDims(1, 0), [p.shape for p in fusion.parameters], leaves, None, None,
-                              computation=fusion)
+                              computation=fusion, emitter=computation_emitter_kind(fusion).value)
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     kernel = emitter_for(fusion, target, name).emit()

@@ -546,11 +546,64 @@ class FusionEmitterBase:
         return [emit_subgraph_function(pc, sg) for sg in pc.subgraphs]
 
 
+# -- the entry function: shared by every emitter -----------------------------------------------------------
+
+def entry_block(fusion: HloComputation, outputs: Sequence[Shape]) -> tuple[Block, list, list]:
+    """The entry function's block `(param tensors..., output tensors...)` and the two type lists."""
+    param_types = [physical_tensor_type(p.shape) for p in fusion.parameters]
+    out_types = [physical_tensor_type(s) for s in outputs]
+    block = Block(arg_types=[*param_types, *out_types])
+    for arg, p in zip(block.args, fusion.parameters):
+        arg.name_hint = p.name.replace(".", "_").replace("-", "_")
+    return block, param_types, out_types
+
+
+def thread_and_block_ids(b: KernelBuilder, launch) -> tuple[SSAValue, SSAValue]:
+    """`gpu.thread_id x` and `gpu.block_id x`, each with its `xla.range` (a 1-D launch)."""
+    from xdsl.dialects import gpu
+
+    thread_id = b.add(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
+    thread_id.owner.attributes["xla.range"] = interval_attr(Interval(0, launch.threads_per_block - 1))
+    block_id = b.add(gpu.BlockIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
+    block_id.owner.attributes["xla.range"] = interval_attr(Interval(0, launch.blocks - 1))
+    return thread_id, block_id
+
+
+def call_subgraph(b: KernelBuilder, partitioned: PartitionedComputation, instr: HloInstruction,
+                  params: Sequence[SSAValue], indices: Sequence[SSAValue]) -> list[SSAValue]:
+    """`xla.pure_call` of the subgraph whose root is `instr`, at logical `indices` (XLA's
+    ProvideParameter for an operand of the hero)."""
+    subgraph = partitioned.find_subgraph(instr)
+    if subgraph.roots[0] is not instr:
+        raise UnsupportedError(f"unsupported: '{instr.name}' is not the root of a subgraph")
+    types = [element_type(r.shape.element_type) for r in subgraph.signature.results]
+    call = PureCallOp(subgraph.name, [*params, *indices], types)
+    b.insert(call)
+    return list(call.results)
+
+
+def reachable_functions(entry: func.FuncOp, functions: Sequence[func.FuncOp]) -> list[func.FuncOp]:
+    """The functions the entry calls, directly or not, in their order (a hero's own subgraph
+    function, which the emitter computes itself, is left out)."""
+    by_name = {f.sym_name.data: f for f in functions}
+    seen: set[str] = set()
+    pending = [entry]
+    while pending:
+        for op in pending.pop().walk():
+            if isinstance(op, PureCallOp):
+                callee = op.callee.root_reference.data
+                if callee not in seen and callee in by_name:
+                    seen.add(callee)
+                    pending.append(by_name[callee])
+    return [f for f in functions if f.sym_name.data in seen]
+
+
 def interval_attr(iv: Interval):
     from xdsl.dialects.builtin import ArrayAttr, IntegerAttr
 
     return ArrayAttr([IntegerAttr(iv.lo, IndexType()), IntegerAttr(iv.hi, IndexType())])
 
 
-__all__ = ["ElementEmitter", "FusionEmitterBase", "KernelModule", "array_leaves", "emit_scalar_computation",
-           "emit_subgraph_function", "interval_attr", "physical_dims", "physical_indices", "physical_tensor_type"]
+__all__ = ["ElementEmitter", "FusionEmitterBase", "KernelModule", "array_leaves", "call_subgraph",
+           "emit_scalar_computation", "emit_subgraph_function", "entry_block", "interval_attr", "physical_dims",
+           "physical_indices", "physical_tensor_type", "reachable_functions", "thread_and_block_ids"]

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import cached_property
 
-from xdsl.dialects import func, gpu
+from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType, IndexType, ModuleOp
 from xdsl.ir import Block, Region, SSAValue
 
@@ -51,9 +51,11 @@ from hlocc.codegen.emitters.base import (
     FusionEmitterBase,
     KernelModule,
     array_leaves,
-    interval_attr,
+    entry_block,
     physical_tensor_type,
+    reachable_functions,
     store_element,
+    thread_and_block_ids,
 )
 from hlocc.codegen.emitters.registry import register_emitter
 from hlocc.codegen.mlir_types import element_type
@@ -110,15 +112,9 @@ def entry_function_block(fusion: HloComputation, launch: LaunchDims, outputs: Se
     """The entry block `(param tensors..., output tensors...)` with the thread and block ids (and
     their `xla.range`s) emitted: (block, builder, params, outputs, thread_id, block_id)."""
     params = fusion.parameters
-    block = Block(arg_types=[*(physical_tensor_type(p.shape) for p in params),
-                             *(physical_tensor_type(s) for s in outputs)])
-    for arg, p in zip(block.args, params):
-        arg.name_hint = p.name.replace(".", "_")
+    block, _, _ = entry_block(fusion, outputs)
     b = KernelBuilder(block)
-    thread_id = b.add(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
-    thread_id.owner.attributes["xla.range"] = interval_attr(Interval(0, launch.threads_per_block - 1))
-    block_id = b.add(gpu.BlockIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
-    block_id.owner.attributes["xla.range"] = interval_attr(Interval(0, launch.blocks - 1))
+    thread_id, block_id = thread_and_block_ids(b, launch)
     return block, b, list(block.args[:len(params)]), list(block.args[len(params):]), thread_id, block_id
 
 
@@ -131,17 +127,7 @@ def kernel_module_op(name: str, block: Block, results: Sequence[SSAValue],
     b.insert(func.ReturnOp(*results))
     arg_types = list(block.arg_types)
     entry = func.FuncOp(name, FunctionType.from_lists(arg_types, [r.type for r in results]), Region(block))
-    by_name = {f.sym_name.data: f for f in functions}
-    needed: list[str] = []
-    pending = [entry]
-    while pending:
-        for op in pending.pop().walk():
-            if isinstance(op, PureCallOp):
-                callee = op.callee.root_reference.data
-                if callee in by_name and callee not in needed:
-                    needed.append(callee)
-                    pending.append(by_name[callee])
-    return ModuleOp([entry, *(f for f in functions if f.sym_name.data in needed)])
+    return ModuleOp([entry, *reachable_functions(entry, functions)])
 
 
 def _call(b: KernelBuilder, callee: str, args: Sequence[SSAValue], shape: Shape) -> SSAValue:

@@ -18,11 +18,11 @@ block ids, subgraph calls, the subgraph functions outside the hero's epilogue).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
-from xdsl.dialects import arith, func, gpu
+from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import FunctionType, ModuleOp
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Region, SSAValue
 
 from hlocc.analysis.affine_expr import dim, rt
 from hlocc.analysis.hero import EmitterKind
@@ -30,7 +30,7 @@ from hlocc.analysis.indexing_map import IndexingMap, Variable, compose, variable
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map
 from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import LoopOp, PureCallOp
+from hlocc.codegen.dialect import LoopOp
 from hlocc.codegen.dialect_common import YieldOp
 from hlocc.codegen.emitters.base import (
     ElementEmitter,
@@ -38,10 +38,11 @@ from hlocc.codegen.emitters.base import (
     KernelModule,
     _clamp_start,
     array_leaves,
+    call_subgraph,
     emit_subgraph_function,
-    interval_attr,
-    physical_tensor_type,
+    entry_block,
     store_element,
+    thread_and_block_ids,
 )
 from hlocc.codegen.emitters.registry import register_emitter
 from hlocc.codegen.mlir_types import element_type
@@ -66,38 +67,6 @@ def fusion_roots(fusion: HloComputation) -> list[HloInstruction]:
     """The instructions that produce the fusion's outputs, one per output (the root tuple's operands)."""
     root = fusion.root
     return list(root.operands) if root.opcode == "tuple" else [root]
-
-
-def entry_block(fusion: HloComputation, outputs: Sequence[Shape]) -> tuple[Block, list, list]:
-    """The entry function's block `(param tensors..., output tensors...)` and the two type lists."""
-    param_types = [physical_tensor_type(p.shape) for p in fusion.parameters]
-    out_types = [physical_tensor_type(s) for s in outputs]
-    block = Block(arg_types=[*param_types, *out_types])
-    for arg, p in zip(block.args, fusion.parameters):
-        arg.name_hint = p.name.replace(".", "_").replace("-", "_")
-    return block, param_types, out_types
-
-
-def thread_and_block_ids(b: KernelBuilder, launch: LaunchDims) -> tuple[SSAValue, SSAValue]:
-    """`gpu.thread_id x` and `gpu.block_id x`, each with its `xla.range` (a 1-D launch)."""
-    thread_id = b.add(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
-    thread_id.owner.attributes["xla.range"] = interval_attr(Interval(0, launch.threads_per_block - 1))
-    block_id = b.add(gpu.BlockIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
-    block_id.owner.attributes["xla.range"] = interval_attr(Interval(0, launch.blocks - 1))
-    return thread_id, block_id
-
-
-def call_subgraph(b: KernelBuilder, partitioned: PartitionedComputation, instr: HloInstruction,
-                  params: Sequence[SSAValue], indices: Sequence[SSAValue]) -> list[SSAValue]:
-    """`xla.pure_call` of the subgraph whose root is `instr`, at logical `indices` (XLA's
-    ProvideParameter for an operand of the hero)."""
-    subgraph = partitioned.find_subgraph(instr)
-    if subgraph.roots[0] is not instr:
-        raise UnsupportedError(f"unsupported: '{instr.name}' is not the root of a subgraph")
-    types = [element_type(r.shape.element_type) for r in subgraph.signature.results]
-    call = PureCallOp(subgraph.name, [*params, *indices], types)
-    b.insert(call)
-    return list(call.results)
 
 
 def subgraph_functions_outside(partitioned: PartitionedComputation,
@@ -279,5 +248,4 @@ class InPlaceDynamicUpdateSliceEmitter(FusionEmitterBase):
         return list(loop.results)
 
 
-__all__ = ["InPlaceDynamicUpdateSliceEmitter", "call_subgraph", "entry_block", "fusion_roots",
-           "strip_bitcasts", "subgraph_functions_outside", "thread_and_block_ids"]
+__all__ = ["InPlaceDynamicUpdateSliceEmitter", "fusion_roots", "strip_bitcasts", "subgraph_functions_outside"]

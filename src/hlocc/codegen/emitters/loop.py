@@ -11,13 +11,12 @@ bitcast map from the first root's index.
 
 from __future__ import annotations
 
-from xdsl.dialects import func, gpu
+from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType, ModuleOp
-from xdsl.ir import Block, Region
+from xdsl.ir import Region
 
 import hlocc.codegen.emitters.elemental_reduce  # noqa: F401  (registers reduce and reduce-window)
 from hlocc.analysis.hero import EmitterKind
-from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map
 from hlocc.codegen.builder import KernelBuilder
 from hlocc.codegen.dialect import LoopOp, PureCallOp
@@ -26,9 +25,9 @@ from hlocc.codegen.emitters.base import (
     FusionEmitterBase,
     KernelModule,
     array_leaves,
-    interval_attr,
-    physical_tensor_type,
+    entry_block,
     store_element,
+    thread_and_block_ids,
 )
 from hlocc.codegen.emitters.registry import register_emitter
 from hlocc.codegen.mlir_types import element_type
@@ -64,16 +63,9 @@ class LoopEmitter(FusionEmitterBase):
         loop_map = loop_launch_map(first.dims, launch, vector_size=per_thread, minor_to_major=first.minor_to_major)
 
         params = self.fusion.parameters
-        param_types = [physical_tensor_type(p.shape) for p in params]
-        out_types = [physical_tensor_type(leaf) for leaf in leaves]
-        block = Block(arg_types=[*param_types, *out_types])
-        for arg, p in zip(block.args, params):
-            arg.name_hint = p.name.replace(".", "_")
+        block, param_types, out_types = entry_block(self.fusion, leaves)
         b = KernelBuilder(block)
-        thread_id = b.add(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
-        thread_id.owner.attributes["xla.range"] = interval_attr(Interval(0, launch.threads_per_block - 1))
-        block_id = b.add(gpu.BlockIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
-        block_id.owner.attributes["xla.range"] = interval_attr(Interval(0, launch.blocks - 1))
+        thread_id, block_id = thread_and_block_ids(b, launch)
 
         outputs = list(block.args[len(params):])
         loop = LoopOp(loop_map, [thread_id, block_id], outputs)

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects import arith, func, gpu, scf, vector
+from xdsl.dialects import arith, func, scf, tensor, vector
 from xdsl.dialects.builtin import FunctionType, IndexType, ModuleOp, TensorType, VectorType
 from xdsl.ir import Block, Region, SSAValue
 
@@ -51,20 +51,26 @@ from hlocc.analysis.indexing_map import IndexingMap, Variable
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims, delinearize
 from hlocc.analysis.reduction_info import ReductionDimensions, ReductionEmitterKind, reduction_dimensions
+from hlocc.analysis.simplifier import simplify_expr
 from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import AllocateSharedOp, PredicatedExtractOp, ShuffleReduceOp, SyncThreadsOp
-from hlocc.codegen.dialect_common import YieldOp  # noqa: F401  (the loop terminator, used by emitters)
+from hlocc.codegen.dialect import (
+    AllocateSharedOp,
+    PredicatedExtractOp,
+    PredicatedInsertOp,
+    ShuffleReduceOp,
+    SyncThreadsOp,
+)
 from hlocc.codegen.emitters.base import (
     ElementEmitter,
     FusionEmitterBase,
     KernelModule,
     array_leaves,
     emit_scalar_computation,
-    interval_attr,
-    physical_tensor_type,
+    entry_block,
     store_element,
+    thread_and_block_ids,
 )
-from hlocc.codegen.emitters.reduce_partials import PartialsPlan, emit_row_partials
+from hlocc.codegen.emitters.reduce_partials import PartialsPlan, emit_row_partials, plan_partials
 from hlocc.codegen.emitters.registry import register_emitter
 from hlocc.codegen.partitioner import _bitcast_map, partition_fusion
 from hlocc.errors import UnsupportedError
@@ -107,6 +113,8 @@ class ReductionEmitter(FusionEmitterBase):
         self.input_shape: Shape = self.reduces[0].operand(0).shape
         self.kind = self.analysis.reduction_emitter(warp_size=32)
         self.tiling = self._tiling()
+        self.input_map = self._normalized_input_map()
+        """(th_x, bl_x)[symbols] -> the normalised input index each thread reads in phase 1."""
 
     # -- launch ---------------------------------------------------------------------------------------
     def _tiling(self) -> Tiling:
@@ -194,15 +202,13 @@ class ReductionEmitter(FusionEmitterBase):
         # Only the results are simplified (by variable ranges): simplifying the map could fold a
         # constraint into a variable's bounds or drop a point variable, and the emitter checks
         # the constraints and passes every variable.
-        from hlocc.analysis.simplifier import simplify_expr
-
         results = tuple(simplify_expr(r, m.var_bounds)
                         for r in delinearize(linear, shape.dims, shape.minor_to_major))
         return IndexingMap(m.dims, results, m.symbols, m.runtime, m.constraints)
 
     def thread_id_to_input_indexing(self, root_index: int, hero_operand_index: int = 0) -> IndexingMap:
         """The reduce input elements a thread reads (phase 1), logical indices."""
-        return self._to_logical(self._normalized_input_map(), self.input_shape)
+        return self._to_logical(self.input_map, self.input_shape)
 
     def thread_id_to_output_indexing(self, root_index: int) -> IndexingMap:
         """The output element(s) a thread writes: for a reduce root, only the threads that hold
@@ -245,17 +251,10 @@ class ReductionEmitter(FusionEmitterBase):
     def emit(self) -> KernelModule:
         leaves = array_leaves(self.fusion.root.shape)
         params = self.fusion.parameters
-        param_types = [physical_tensor_type(p.shape) for p in params]
-        out_types = [physical_tensor_type(leaf) for leaf in leaves]
-        block = Block(arg_types=[*param_types, *out_types])
-        for arg, p in zip(block.args, params):
-            arg.name_hint = p.name.replace(".", "_")
+        block, param_types, out_types = entry_block(self.fusion, leaves)
         b = KernelBuilder(block)
         t = self.tiling
-        thread = b.add(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
-        thread.owner.attributes["xla.range"] = interval_attr(Interval(0, t.threads_per_block - 1))
-        block_id = b.add(gpu.BlockIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
-        block_id.owner.attributes["xla.range"] = interval_attr(Interval(0, t.blocks - 1))
+        thread, block_id = thread_and_block_ids(b, LaunchDims(t.threads_per_block, t.blocks))
         partitioned = partition_fusion(self.fusion).fusion
         e = ElementEmitter(b, partitioned, None, list(block.args[:len(params)]))
         self.combiners: list[func.FuncOp] = []
@@ -309,11 +308,9 @@ class ReductionEmitter(FusionEmitterBase):
     def _partials_plan(self, logical: IndexingMap) -> PartialsPlan | None:
         """A vector of partial accumulators along the contiguous reduced dimension: CPU rows only,
         when every other range variable is a single point (no batch dimension)."""
-        from hlocc.codegen.emitters.reduce_partials import plan_partials
-
         if self.target.warp_size != 1 or not self.tiling.row or self.dims.dimensions[0] != 1:
             return None
-        plans = {plan_partials(r, self._to_logical(self._normalized_input_map(), r.operand(0).shape))
+        plans = {plan_partials(r, self._to_logical(self.input_map, r.operand(0).shape))
                  for r in self.reduces}
         plan = plans.pop() if len(plans) == 1 else None
         if plan is None or any(v.bounds.size != 1 for k, v in enumerate(logical.symbols) if k != plan.symbol):
@@ -336,7 +333,7 @@ class ReductionEmitter(FusionEmitterBase):
             n = len(r.operands) // 2
             shape = r.operand(0).shape
             own = at if shape == self.input_shape and shape.same_layout(self.input_shape) else \
-                e.apply(_relayout(logical, self, shape), ids, syms)
+                e.apply(self._to_logical(self.input_map, shape), ids, syms)
             values = [e.scalar(r.operand(j), own) for j in range(n)]
             new += emit_scalar_computation(e.b, r.to_apply, [*accs[k:k + n], *values])
             k += n
@@ -351,7 +348,7 @@ class ReductionEmitter(FusionEmitterBase):
     def _emit_threads(self, e: ElementEmitter, ids: list[SSAValue], outputs: list[SSAValue]) -> list[SSAValue]:
         t, b = self.tiling, e.b
         inits = self._init_values(e)
-        accs, outputs = self._accumulate(e, ids, outputs, self._normalized_input_map(), inits)
+        accs, outputs = self._accumulate(e, ids, outputs, self.input_map, inits)
         types = [a.type for a in accs]
         warp = self.target.warp_size
         if t.row and t.threads_per_row > 1:
@@ -397,8 +394,6 @@ class ReductionEmitter(FusionEmitterBase):
         zero = b.index(0)
         is_lane0 = b.add(arith.CmpiOp(lane, zero, "eq"))
         tiles = [b.add(AllocateSharedOp(TensorType(ty, [t.rows_per_block, warps]))) for ty in types]
-        from hlocc.codegen.dialect import PredicatedInsertOp
-
         tiles = [b.add(PredicatedInsertOp(is_lane0, a, tile, [row, warp_in_row])) for a, tile in zip(accs, tiles)]
         tiles = list(b.insert(SyncThreadsOp(tiles)).results)
         inside = b.add(arith.CmpiOp(lane, b.index(warps), "ult"))
@@ -413,11 +408,7 @@ class ReductionEmitter(FusionEmitterBase):
         b, warp = e.b, self.target.warp_size
         th = ids[0]
         r, c = e.apply(IndexingMap(self._dims()[:1], (dim(0) // warp, dim(0) % warp)), [th])
-        from hlocc.codegen.dialect import PredicatedInsertOp  # noqa: F401
-
         tiles = [b.add(AllocateSharedOp(TensorType(ty, [warp, warp + 1]))) for ty in types]
-        from xdsl.dialects import tensor
-
         tiles = [b.add(tensor.InsertOp(a, tile, [r, c])) for a, tile in zip(accs, tiles)]
         tiles = list(b.insert(SyncThreadsOp(tiles)).results)
         values = [b.add(tensor.ExtractOp(tile, [c, r], ty)) for tile, ty in zip(tiles, types)]
@@ -462,7 +453,7 @@ class ReductionEmitter(FusionEmitterBase):
         inits = self._init_values(e)
         lanes = self.tiling.lanes
         types = [a.type for a in inits]
-        inputs = self._normalized_input_map()
+        inputs = self.input_map
         side = [(leaves, root) for leaves, root, hero in self._root_leaves() if hero.opcode != "reduce"]
         logical = self._to_logical(inputs, self.input_shape)
         b = e.b
@@ -496,11 +487,6 @@ class ReductionEmitter(FusionEmitterBase):
             new = self._write_results(e, ids, list(write_block.args[1:]), accs, out_map, [lane])
             wb.insert(scf.YieldOp(*new))
         return list(b.insert(scf.ForOp(b.index(0), b.index(lanes), b.index(1), outputs, write_block)).results)
-
-
-def _relayout(logical: IndexingMap, emitter: ReductionEmitter, shape: Shape) -> IndexingMap:
-    """The phase-1 input map for a reduce whose input has another shape (same normal form)."""
-    return emitter._to_logical(emitter._normalized_input_map(), shape)
 
 
 def _ceil(a: int, b: int) -> int:

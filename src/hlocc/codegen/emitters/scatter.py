@@ -56,21 +56,21 @@ from hlocc.codegen.emitters.base import (
     FusionEmitterBase,
     KernelModule,
     array_leaves,
+    call_subgraph,
     emit_scalar_computation,
+    entry_block,
     from_storage,
     load_element,
     physical_indices,
     store_element,
+    thread_and_block_ids,
     to_storage,
 )
 from hlocc.codegen.emitters.dynamic_update_slice import (
-    call_subgraph,
     elements_per_thread,
-    entry_block,
     loop_launch,
     strip_bitcasts,
     subgraph_functions_outside,
-    thread_and_block_ids,
 )
 from hlocc.codegen.emitters.registry import register_emitter
 from hlocc.codegen.partitioner import PartitionedComputation, partition_fusion, subgraph_roots_for_heroes

@@ -41,9 +41,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from xdsl.dialects import func, gpu, tensor
+from xdsl.dialects import func, tensor
 from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Region, SSAValue
 
 from hlocc.analysis.affine_expr import Const, Expr, dim, sym
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
@@ -69,10 +69,11 @@ from hlocc.codegen.emitters.base import (
     KernelModule,
     buffer_element_type,
     emit_subgraph_function,
+    entry_block,
     from_storage,
-    interval_attr,
-    physical_tensor_type,
+    reachable_functions,
     store_element,
+    thread_and_block_ids,
     to_storage,
 )
 from hlocc.codegen.emitters.registry import register_emitter
@@ -474,14 +475,10 @@ class TransposeEmitter(FusionEmitterBase):
         partitioned = partition_fusion(self.fusion, subgraph_roots_for_heroes(self.transposes))
         pc = partitioned.fusion
         params = self.fusion.parameters
-        param_types = [physical_tensor_type(p.shape) for p in params]
-        out_types = [physical_tensor_type(o.shape) for o in self.outputs]
-        block = Block(arg_types=[*param_types, *out_types])
-        for arg, p in zip(block.args, params):
-            arg.name_hint = p.name.replace(".", "_").replace("-", "_")
+        block, param_types, out_types = entry_block(self.fusion, [o.shape for o in self.outputs])
         b = KernelBuilder(block)
         launch = self.launch
-        ids = [_grid_id(b, gpu.ThreadIdOp, launch.threads_per_block), _grid_id(b, gpu.BlockIdOp, launch.blocks)]
+        ids = list(thread_and_block_ids(b, launch))
         param_values = list(block.args[:len(params)])
         outputs = list(block.args[len(params):])
 
@@ -493,7 +490,7 @@ class TransposeEmitter(FusionEmitterBase):
 
         entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))
         functions = [emit_subgraph_function(pc, sg) for sg in pc.subgraphs]
-        module = ModuleOp([entry, *_reachable(entry, functions)])
+        module = ModuleOp([entry, *reachable_functions(entry, functions)])
         return KernelModule(module, self.name, launch, len(params), len(self.outputs), emitter="transpose")
 
     def _emit_phase1(self, b: KernelBuilder, pc: PartitionedComputation, ids: list[SSAValue],
@@ -577,12 +574,6 @@ class _ResultList:
         return found
 
 
-def _grid_id(b: KernelBuilder, op_class, size: int) -> SSAValue:
-    value = b.add(op_class(gpu.DimensionAttr(gpu.DimensionEnum.X)))
-    value.owner.attributes["xla.range"] = interval_attr(Interval(0, size - 1))
-    return value
-
-
 def _provide(b: KernelBuilder, pc: PartitionedComputation, params: list[SSAValue], instr: HloInstruction,
              indices: Sequence[SSAValue]) -> SSAValue:
     """The value of `instr` at `indices`: a call of its subgraph when it is that subgraph's root,
@@ -594,20 +585,6 @@ def _provide(b: KernelBuilder, pc: PartitionedComputation, params: list[SSAValue
         return call.results[0]
     return ElementEmitter(b, pc, subgraph, params).value(instr, indices)[0]
 
-
-def _reachable(entry: func.FuncOp, functions: list[func.FuncOp]) -> list[func.FuncOp]:
-    """The subgraph functions the entry calls, directly or not (the others are dead weight)."""
-    by_name = {f.sym_name.data: f for f in functions}
-    seen: set[str] = set()
-    pending: list[Operation] = [entry]
-    while pending:
-        for op in pending.pop().walk():
-            if isinstance(op, PureCallOp):
-                callee = op.callee.root_reference.data
-                if callee not in seen and callee in by_name:
-                    seen.add(callee)
-                    pending.append(by_name[callee])
-    return [f for f in functions if f.sym_name.data in seen]
 
 
 __all__ = ["PackedTiling", "ShmemTiling", "TransposeEmitter", "bitcast_index", "cpu_shmem_tiling",

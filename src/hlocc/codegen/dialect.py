@@ -100,6 +100,7 @@ from hlocc.codegen.dialect_common import (  # noqa: F401
 from hlocc.codegen.dialect_parallel import (  # noqa: F401
     AllocateSharedOp,
     AtomicRMWOp,
+    AtomicUpdateOp,
     PredicatedExtractOp,
     PredicatedInsertOp,
     SharedMemoryOp,
@@ -573,6 +574,6 @@ each on vectors (same operands, properties and semantics). Scalar code keeps the
 XLA = Dialect(
     "xla",
     [ApplyIndexingOp, LoopOp, YieldOp, PureCallOp, AllocateSharedOp, SharedMemoryOp, SyncThreadsOp, ShuffleReduceOp,
-     PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, RemFOp, *VECTOR_FORMS.values()],
+     PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, AtomicUpdateOp, RemFOp, *VECTOR_FORMS.values()],
     [IndexingMapAttr],
 )

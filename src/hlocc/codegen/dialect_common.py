@@ -134,7 +134,8 @@ def _lookup_function(op: Operation, callee: SymbolRefAttr):
 
 @irdl_op_definition
 class YieldOp(IRDLOperation):
-    """Terminator of `xla.loop` (the next iter_args) and `xla.atomic_rmw` (the new element)."""
+    """Terminator of `xla.loop` (the next iter_args) and `xla.atomic_rmw`/`xla.atomic_update` (the
+    new element)."""
 
     name = "xla.yield"
 
@@ -161,9 +162,9 @@ def _check_yield(block: Block, types: Sequence[Attribute], op_name: str) -> None
 
 def _yield_parents():
     from hlocc.codegen.dialect import LoopOp
-    from hlocc.codegen.dialect_parallel import AtomicRMWOp
+    from hlocc.codegen.dialect_parallel import AtomicRMWOp, AtomicUpdateOp
 
-    return LoopOp, AtomicRMWOp
+    return LoopOp, AtomicRMWOp, AtomicUpdateOp
 
 
 # -- remf -----------------------------------------------------------------------------------------

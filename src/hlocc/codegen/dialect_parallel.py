@@ -118,6 +118,50 @@ class SyncThreadsOp(IRDLOperation):
         _print_types(printer, [v.type for v in self.operands_])
 
 
+@irdl_op_definition
+class AtomicUpdateOp(IRDLOperation):
+    """What `lower-tensors` makes of an `atomic_rmw`: atomically replace the element at `ptr` by
+    what the body yields for its current value. On the CPU (kernels using it run serially, see
+    `KernelModule.serial`) a load, the body and a store; on a GPU an `atomicrmw` where the body is
+    a single add or integer min/max of the current value, else a compare-and-swap loop."""
+
+    name = "xla.atomic_update"
+
+    ptr = operand_def(LLVMPointerType)
+    body = region_def("single_block")
+
+    def __init__(self, ptr: SSAValue | Operation, body: Region):
+        super().__init__(operands=[ptr], regions=[body])
+
+    @property
+    def element_type(self):
+        return self.body.block.args[0].type
+
+    def verify_(self) -> None:
+        args = self.body.block.args
+        last = self.body.block.last_op
+        if len(args) != 1 or not isinstance(last, YieldOp) or [v.type for v in last.values] != [args[0].type]:
+            raise VerifyException(f"'{self.name}' body must take the current element and yield one value of its type")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> AtomicUpdateOp:
+        ptr = parser.parse_unresolved_operand()
+        parser.parse_punctuation(":")
+        ptr_type = parser.parse_type()
+        body = parser.parse_region()
+        op = cls(parser.resolve_operand(ptr, ptr_type), body)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+    def print(self, printer: Printer) -> None:
+        _print_values(printer, [self.ptr], " ")
+        printer.print_string(" : ")
+        printer.print_attribute(self.ptr.type)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=True)
+        printer.print_op_attributes(self.attributes)
+
+
 # -- shuffle_reduce -------------------------------------------------------------------------------
 
 @irdl_op_definition

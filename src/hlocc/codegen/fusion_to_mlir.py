@@ -5,6 +5,8 @@ The fused computation of a file is the one an emitter test is about: the entry o
 module (an emitter test's body), or the computation of the entry's last fusion instruction.
 `--target gpu` uses the GPU launch parameters (warp 32, XLA's block sizes), `--target cpu` the
 host's. `--passes a,b` then runs kernel passes, as `emitters_opt` does after fusion_to_mlir.
+`--emit llvm|ptx` (GPU target) instead runs the whole GPU pipeline and prints the NVPTX LLVM IR or
+the PTX for `--arch` (backends/cuda/ptx.py).
 """
 
 from __future__ import annotations
@@ -24,12 +26,21 @@ def fused_computation(module: HloModule) -> HloComputation:
     return fusions[-1].fused_computation if fusions else module.entry
 
 
-def fusion_to_mlir(text: str, target: str = "gpu", passes: Sequence[str] = (), filename: str = "<hlo>") -> str:
+def fusion_to_mlir(text: str, target: str = "gpu", passes: Sequence[str] = (), filename: str = "<hlo>",
+                   emit: str = "mlir", arch: str = "sm_90") -> str:
     from hlocc.codegen.emitters.registry import emitter_for
     from hlocc.codegen.opt import print_module
     from hlocc.codegen.pipeline import run_pipeline
 
     computation = fused_computation(parse_hlo(text, filename))
+    if emit != "mlir":
+        from hlocc.backends.cuda.ptx import compile_ptx
+        from hlocc.errors import UnsupportedError
+
+        if target != "gpu":
+            raise UnsupportedError(f"--emit {emit} needs --target gpu")
+        kernel = compile_ptx(computation, arch)
+        return kernel.ptx if emit == "ptx" else kernel.llvm_ir
     kernel = emitter_for(computation, gpu_target() if target == "gpu" else cpu_target()).emit()
     if passes:
         run_pipeline(kernel.module, passes)
@@ -42,6 +53,10 @@ def arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("input", help="HLO text file ('-': standard input)")
     parser.add_argument("--target", choices=("gpu", "cpu"), default="gpu")
     parser.add_argument("--passes", default="", help="kernel passes to run after emission, comma-separated")
+    parser.add_argument("--emit", choices=("mlir", "llvm", "ptx"), default="mlir",
+                        help="mlir: the emitted kernel IR (after --passes); llvm, ptx: the GPU pipeline's NVPTX "
+                             "LLVM IR or PTX")
+    parser.add_argument("--arch", default="sm_90", help="GPU arch for --emit llvm/ptx (default sm_90)")
     return parser
 
 
@@ -49,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = arg_parser().parse_args(argv)
     text = sys.stdin.read() if args.input == "-" else open(args.input).read()
     passes = [p for p in args.passes.split(",") if p]
-    sys.stdout.write(fusion_to_mlir(text, args.target, passes, args.input))
+    sys.stdout.write(fusion_to_mlir(text, args.target, passes, args.input, args.emit, args.arch))
     return 0
 
 

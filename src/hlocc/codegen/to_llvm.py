@@ -49,8 +49,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from hlocc.codegen.block_simulation import needs_block_function, translate_block_function
-from hlocc.codegen.dialect import VECTOR_FORMS, PureCallOp, SharedMemoryOp
-from hlocc.codegen.dialect_common import RemFOp
+from hlocc.codegen.dialect import VECTOR_FORMS, AtomicUpdateOp, PureCallOp, SharedMemoryOp, ShuffleReduceOp
+from hlocc.codegen.dialect_common import RemFOp, YieldOp
 from hlocc.errors import HloError
 
 I64 = ir.IntType(64)
@@ -165,7 +165,7 @@ class _FunctionTranslator:
         block = self.fn.body.block
         for arg, llarg in zip(block.args, self.llfn.args):
             self.values[arg] = llarg
-        if self.extra_args and needs_block_function(self.fn):
+        if self.extra_args and not self.t.gpu and needs_block_function(self.fn):
             translate_block_function(self)
             self.t.block_functions.add(self.fn.sym_name.data)
             return
@@ -174,7 +174,7 @@ class _FunctionTranslator:
     def block(self, block: Block) -> list[ir.Value] | None:
         """Translate a region's single block; return the terminator's (yield) operands."""
         for op in block.ops:
-            if isinstance(op, (scf.YieldOp,)):
+            if isinstance(op, (scf.YieldOp, YieldOp)):
                 return [self.v(x) for x in op.operands]
             self.op(op)
         return None
@@ -503,10 +503,151 @@ def _thread_or_block_id(ft: _FunctionTranslator, op: Operation) -> None:
 
 
 def _shared_memory(ft: _FunctionTranslator, op: SharedMemoryOp) -> None:
+    if ft.t.gpu:
+        # A static addrspace(3) array of the block; addressed through a generic pointer, which
+        # NVPTX's address-space inference turns back into ld/st.shared.
+        g = ir.GlobalVariable(ft.t.module, ir.ArrayType(ir.IntType(8), op.size.value.data),
+                              ft.t.module.get_unique_name("shared"), addrspace=3)
+        g.linkage = "internal"
+        g.align = 16
+        g.initializer = ir.Constant(g.value_type, ir.Undefined)
+        ft.t.shared_bytes += op.size.value.data
+        ft.set(op, ft.b.addrspacecast(g, ir.PointerType()))
+        return
     if op not in ft.shared:
         raise TranslationError(f"'{op.name}' outside the top level of a kernel's entry function "
                                f"(@{ft.fn.sym_name.data})")
     ft.set(op, ft.shared[op])
+
+
+def _barrier(ft: _FunctionTranslator, op: gpu.BarrierOp) -> None:
+    if not ft.t.gpu:
+        raise TranslationError(f"'{op.name}' outside the top level of a kernel's entry function "
+                               f"(@{ft.fn.sym_name.data}) cannot run on the CPU")
+    fn = ft.t.module.globals.get("llvm.nvvm.barrier0") or ir.Function(
+        ft.t.module, ir.FunctionType(ir.VoidType(), []), name="llvm.nvvm.barrier0")
+    ft.b.call(fn, [])
+
+
+def _shuffle_reduce(ft: _FunctionTranslator, op: ShuffleReduceOp) -> None:
+    """On a GPU: for distance = max_distance, ..., 1, each value is exchanged with lane ^ distance
+    by `shfl.sync.bfly` (in 32-bit pieces) and the combiner called as (own, other)."""
+    if not ft.t.gpu:
+        raise TranslationError(f"'{op.name}' outside the top level of a kernel's entry function "
+                               f"(@{ft.fn.sym_name.data}) cannot run on the CPU")
+    combiner = ft.t.functions[op.combiner.root_reference.data]
+    values = [ft.v(x) for x in op.operands]
+    distance = op.max_distance.value.data
+    while distance >= 1:
+        others = [_shuffle_xor(ft, v, distance) for v in values]
+        result = ft.b.call(combiner, values + others)
+        values = [result] if len(values) == 1 else [ft.b.extract_value(result, k) for k in range(len(values))]
+        distance //= 2
+    for r, v in zip(op.results, values):
+        ft.values[r] = v
+
+
+def _shuffle_xor(ft: _FunctionTranslator, value: ir.Value, distance: int) -> ir.Value:
+    """The `value` of lane ^ distance: the value taken apart into i32 words, each shuffled."""
+    b = ft.b
+    i32 = ir.IntType(32)
+    ty = value.type
+    if isinstance(ty, (ir.VectorType, ir.LiteralStructType)):
+        n = ty.count if isinstance(ty, ir.VectorType) else len(ty.elements)
+        out = ir.Constant(ty, ir.Undefined)
+        for k in range(n):
+            part = (b.extract_element(value, ir.Constant(i32, k)) if isinstance(ty, ir.VectorType)
+                    else b.extract_value(value, k))
+            moved = _shuffle_xor(ft, part, distance)
+            out = (b.insert_element(out, moved, ir.Constant(i32, k)) if isinstance(ty, ir.VectorType)
+                   else b.insert_value(out, moved, k))
+        return out
+    bits = _bit_width(ty)
+    as_int = value if isinstance(ty, ir.IntType) else b.bitcast(value, ir.IntType(bits))
+    shfl = ft.t.module.globals.get("llvm.nvvm.shfl.sync.bfly.i32") or ir.Function(
+        ft.t.module, ir.FunctionType(i32, [i32] * 4), name="llvm.nvvm.shfl.sync.bfly.i32")
+    words = []
+    for w in range(max(1, -(-bits // 32))):
+        word = b.lshr(as_int, ir.Constant(as_int.type, 32 * w)) if w else as_int
+        word = b.trunc(word, i32) if bits > 32 else b.zext(word, i32) if bits < 32 else word
+        words.append(b.call(shfl, [ir.Constant(i32, ft.t.lane_mask), word, ir.Constant(i32, distance),
+                                   ir.Constant(i32, 31)]))
+    if bits < 32:
+        result = b.trunc(words[0], ir.IntType(bits))
+    elif bits == 32:
+        result = words[0]
+    else:
+        wide = ir.IntType(bits)
+        result = ir.Constant(wide, 0)
+        for w, word in enumerate(words):
+            result = b.or_(result, b.shl(b.zext(word, wide), ir.Constant(wide, 32 * w)))
+    return result if isinstance(ty, ir.IntType) else b.bitcast(result, ty)
+
+
+def _bit_width(ty: ir.Type) -> int:
+    if isinstance(ty, ir.IntType):
+        return ty.width
+    return {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}[type(ty)]
+
+
+def _atomic_update(ft: _FunctionTranslator, op: AtomicUpdateOp) -> None:
+    """On the CPU, load, body, store (the kernel runs serially). On a GPU, `atomicrmw` when the body
+    is one add (or integer min/max) of the current value and a value defined outside; otherwise a
+    compare-and-swap loop on the element's bits (LLVM widens 8- and 16-bit ones to a masked 32-bit
+    CAS)."""
+    b = ft.b
+    ptr = ft.v(op.ptr)
+    block = op.body.block
+    ty = llvm_type(block.args[0].type)
+    if not ft.t.gpu:
+        ft.values[block.args[0]] = b.load(ptr, typ=ty, align=_align(ty))
+        b.store(ft.block(block)[0], ptr, align=_align(ty))
+        return
+    rmw = _single_rmw(block)
+    if rmw is not None:
+        kind, operand = rmw
+        b.atomic_rmw(kind, ptr, ft.v(operand), "monotonic")
+        return
+    if isinstance(ty, ir.LiteralStructType) or _bit_width(ty) not in (8, 16, 32, 64):
+        raise TranslationError(f"'{op.name}' on {block.args[0].type} has no atomic form on a GPU")
+    bits = ir.IntType(_bit_width(ty))
+    entry = b.block
+    initial = b.load(ptr, typ=ty, align=_align(ty))
+    loop = ft.llfn.append_basic_block("cas.loop")
+    done = ft.llfn.append_basic_block("cas.done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    current = b.phi(ty, "current")
+    current.add_incoming(initial, entry)
+    ft.values[block.args[0]] = current
+    new = ft.block(block)[0]
+    expected = current if ty == bits else b.bitcast(current, bits)
+    desired = new if ty == bits else b.bitcast(new, bits)
+    pair = b.cmpxchg(ptr, expected, desired, "monotonic", "monotonic")
+    seen = b.extract_value(pair, 0)
+    current.add_incoming(seen if ty == bits else b.bitcast(seen, ty), b.block)
+    b.cbranch(b.extract_value(pair, 1), done, loop)
+    b.position_at_end(done)
+
+
+_ATOMIC_KINDS = {arith.AddfOp: "fadd", arith.AddiOp: "add", arith.MaxSIOp: "max", arith.MinSIOp: "min",
+                 arith.MaxUIOp: "umax", arith.MinUIOp: "umin"}
+
+
+def _single_rmw(block: Block) -> tuple[str, SSAValue] | None:
+    """(atomicrmw kind, the other operand) when `block` is `yield(op(current, x))` (or op(x,
+    current)) for an op with an exact atomic form and x defined outside the body."""
+    ops = list(block.ops)
+    if len(ops) != 2 or type(ops[0]) not in _ATOMIC_KINDS or ops[1].operands[0] is not ops[0].results[0]:
+        return None
+    current = block.args[0]
+    lhs, rhs = ops[0].operands
+    other = rhs if lhs is current else lhs if rhs is current else None
+    if other is None or other is current or other.owner is ops[0]:
+        return None
+    if isinstance(current.type, IntegerType) and current.type.width.data < 32 and ops[0].name != "arith.addi":
+        return None  # NVPTX has no 8/16-bit atomic min/max: leave it to the CAS loop
+    return _ATOMIC_KINDS[type(ops[0])], other
 
 
 def _call(ft: _FunctionTranslator, op: Operation) -> None:
@@ -559,6 +700,7 @@ _HANDLERS = {
     vector.ExtractOp: _vector_extract, vector.InsertOp: _vector_insert, vector.BroadcastOp: _broadcast,
     llvm.GEPOp: _gep, llvm.LoadOp: _load, llvm.StoreOp: _store, llvm.AddressOfOp: _address_of,
     gpu.ThreadIdOp: _thread_or_block_id, gpu.BlockIdOp: _thread_or_block_id, SharedMemoryOp: _shared_memory,
+    gpu.BarrierOp: _barrier, ShuffleReduceOp: _shuffle_reduce, AtomicUpdateOp: _atomic_update,
     func.CallOp: _call, PureCallOp: _call, func.ReturnOp: _return,
     complex_dialect.CreateOp: _complex_create, complex_dialect.ReOp: _complex_part(0),
     complex_dialect.ImOp: _complex_part(1),
@@ -568,8 +710,15 @@ _HANDLERS.update({vector_op: _HANDLERS[arith_op] for arith_op, vector_op in VECT
 
 
 class LlvmTranslator:
-    def __init__(self, name: str = "kernel", options: TranslateOptions | None = None, triple: str | None = None):
+    def __init__(self, name: str = "kernel", options: TranslateOptions | None = None, triple: str | None = None,
+                 gpu: bool = False, lane_mask: int = -1):
+        """gpu: translate shared memory, barriers, shuffles and atomics for NVPTX (a kernel entry
+        then runs once per GPU thread) instead of as a CPU block function. lane_mask: the lanes
+        of a warp that take part in shuffles (all 32 unless a block is smaller than a warp)."""
         self.module = ir.Module(name=name)
+        self.gpu = gpu
+        self.lane_mask = lane_mask
+        self.shared_bytes = 0  # static shared memory of the GPU kernel
         if triple:
             self.module.triple = triple
         self.options = options or TranslateOptions()

@@ -1,18 +1,20 @@
 // RUN: hlocc-opt %s --split-input-file --passes flatten-tensors,lower-tensors | filecheck %s
 
 // `xla.atomic_rmw` (the scatter emitter's combine of repeated indices): `flatten-tensors` gives it
-// one linear index, as a tensor.insert; `lower-tensors` turns it into GEP + load + the body inlined
-// on the loaded element + store of what the body yields, its result the input pointer. This is a
-// plain read-modify-write, not an atomic one: it is correct on the CPU only because kernels using
-// xla.atomic_rmw are `serial` (blocks one after another, the threads of a block in sequence).
+// one linear index, as a tensor.insert; `lower-tensors` turns it into a GEP and `xla.atomic_update`
+// of that pointer with the same body, its result the input pointer. The LLVM translation makes it
+// an atomicrmw or a compare-and-swap loop on a GPU, and a plain load, body, store on the CPU (where
+// kernels using xla.atomic_rmw are `serial`: blocks one after another, threads in sequence).
 
 // CHECK-LABEL: func.func @add(%out: !llvm.ptr, %i: index, %j: index, %x: f32) {
 // CHECK-NEXT:    %[[L:.*]] = xla.apply_indexing #xla.indexing_map<"(d0, d1) -> (d0 * 8 + d1), domain: d0 in [0, 3], d1 in [0, 7]">(%i, %j)
 // CHECK-NEXT:    %[[L64:.*]] = arith.index_cast %[[L]] : index to i64
 // CHECK-NEXT:    %[[P:.*]] = llvm.getelementptr inbounds %out[%[[L64]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
-// CHECK-NEXT:    %[[CUR:.*]] = llvm.load %[[P]] : !llvm.ptr -> f32
-// CHECK-NEXT:    %[[SUM:.*]] = arith.addf %[[CUR]], %x : f32
-// CHECK-NEXT:    llvm.store %[[SUM]], %[[P]] : f32, !llvm.ptr
+// CHECK-NEXT:    xla.atomic_update %[[P]] : !llvm.ptr {
+// CHECK-NEXT:    ^bb0(%cur: f32):
+// CHECK-NEXT:      %[[SUM:.*]] = arith.addf %cur, %x : f32
+// CHECK-NEXT:      xla.yield %[[SUM]] : f32
+// CHECK-NEXT:    }
 // CHECK-NEXT:    func.return{{$}}
 func.func @add(%out: tensor<4x8xf32>, %i: index, %j: index, %x: f32) -> tensor<4x8xf32> {
   %r = xla.atomic_rmw %out[%i, %j] : tensor<4x8xf32> {
@@ -25,17 +27,19 @@ func.func @add(%out: tensor<4x8xf32>, %i: index, %j: index, %x: f32) -> tensor<4
 
 // -----
 
-// A loop-carried chain of updates: each iteration's load sees the previous iteration's store (the
-// same pointer). A sub-byte element is stored in a byte: the body converts it.
+// A loop-carried chain of updates of the same pointer. A sub-byte element is stored in a byte: the
+// body converts it.
 // CHECK-LABEL: func.func @chain(%out: !llvm.ptr, %x: i4) {
 // CHECK:         scf.for %[[IV:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[T:.*]] = %out) -> (!llvm.ptr) {
 // CHECK-NEXT:      %[[I:.*]] = arith.index_cast %[[IV]] : index to i64
 // CHECK-NEXT:      %[[P:.*]] = llvm.getelementptr inbounds %[[T]][%[[I]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
-// CHECK-NEXT:      %[[B:.*]] = llvm.load %[[P]] : !llvm.ptr -> i8
-// CHECK-NEXT:      %[[V:.*]] = arith.trunci %[[B]] : i8 to i4
-// CHECK-NEXT:      %[[M:.*]] = arith.maxsi %[[V]], %x : i4
-// CHECK-NEXT:      %[[S:.*]] = arith.extui %[[M]] : i4 to i8
-// CHECK-NEXT:      llvm.store %[[S]], %[[P]] : i8, !llvm.ptr
+// CHECK-NEXT:      xla.atomic_update %[[P]] : !llvm.ptr {
+// CHECK-NEXT:      ^bb0(%b: i8):
+// CHECK-NEXT:        %[[V:.*]] = arith.trunci %b : i8 to i4
+// CHECK-NEXT:        %[[M:.*]] = arith.maxsi %[[V]], %x : i4
+// CHECK-NEXT:        %[[S:.*]] = arith.extui %[[M]] : i4 to i8
+// CHECK-NEXT:        xla.yield %[[S]] : i8
+// CHECK-NEXT:      }
 // CHECK-NEXT:      scf.yield %[[T]] : !llvm.ptr
 func.func @chain(%out: tensor<6xi8>, %x: i4) -> tensor<6xi8> {
   %c0 = arith.constant 0 : index
@@ -59,9 +63,9 @@ func.func @chain(%out: tensor<6xi8>, %x: i4) -> tensor<6xi8> {
 // A rank-0 tensor: index 0 of a one-element buffer.
 // CHECK-LABEL: func.func @scalar(%out: !llvm.ptr, %x: f64) {
 // CHECK:         %[[P:.*]] = llvm.getelementptr inbounds %out[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, f64
-// CHECK-NEXT:    %[[CUR:.*]] = llvm.load %[[P]] : !llvm.ptr -> f64
-// CHECK-NEXT:    %[[PROD:.*]] = arith.mulf %[[CUR]], %x : f64
-// CHECK-NEXT:    llvm.store %[[PROD]], %[[P]] : f64, !llvm.ptr
+// CHECK-NEXT:    xla.atomic_update %[[P]] : !llvm.ptr {
+// CHECK-NEXT:    ^bb0(%cur: f64):
+// CHECK-NEXT:      %[[PROD:.*]] = arith.mulf %cur, %x : f64
 func.func @scalar(%out: tensor<f64>, %x: f64) -> tensor<f64> {
   %r = xla.atomic_rmw %out[] : tensor<f64> {
   ^bb0(%cur: f64):

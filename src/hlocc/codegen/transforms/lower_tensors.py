@@ -12,8 +12,9 @@ Block-shared memory: `xla.allocate_shared` becomes `xla.shared_memory <bytes>` (
 translation places: a buffer of the block on the CPU, an addrspace(3) global on a GPU) and
 `xla.sync_threads` becomes `gpu.barrier`, its results the pointers it was given.
 
-`xla.atomic_rmw` becomes a plain load, its body and a store: kernels that use it run serially on
-the CPU (`KernelModule.serial`), see `_lower_atomic_rmw`.
+`xla.atomic_rmw` becomes `xla.atomic_update` of the element's pointer (same body): atomic on a
+GPU, a plain load, body and store on the CPU where kernels using it run serially
+(`KernelModule.serial`), see `_lower_atomic_rmw`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.codegen.builder import KernelBuilder
 from hlocc.codegen.dialect import AllocateSharedOp, SharedMemoryOp, SyncThreadsOp
-from hlocc.codegen.dialect_parallel import AtomicRMWOp
+from hlocc.codegen.dialect_parallel import AtomicRMWOp, AtomicUpdateOp
 from hlocc.codegen.opt import KernelIRError, register_pass
 
 PTR = llvm.LLVMPointerType()
@@ -96,27 +97,19 @@ def _storage_bytes(t) -> int:
 
 
 def _lower_atomic_rmw(op: AtomicRMWOp) -> None:
-    """`xla.atomic_rmw` as a plain read-modify-write: GEP, load, the body inlined on the loaded
-    element, store of what it yields; the result is the input pointer.
-
-    This is no atomic operation. It is correct on the CPU only because a kernel containing
-    `xla.atomic_rmw` is marked `KernelModule.serial`: its blocks run one after another and the
-    threads of a block in sequence, so no two updates of an element overlap. (XLA's lowering emits
-    `llvm.atomicrmw` or a compare-and-swap loop instead.)"""
-    block = op.body.block
-    current_arg = block.args[0]
-    if current_arg.type != op.input.type.element_type:
-        raise KernelIRError(f"'{op.name}' on {current_arg.type} (a packed vector update) is not lowered")
+    """`xla.atomic_rmw` → GEP + `xla.atomic_update` on the element's pointer, with the same body;
+    the result is the input pointer. The LLVM translation makes the update atomic on a GPU; on the
+    CPU it is a plain read-modify-write, correct because kernels containing `xla.atomic_rmw` are
+    `KernelModule.serial` (their blocks run one after another, the threads of a block in sequence)."""
+    current_type = op.body.block.args[0].type
+    if current_type != op.input.type.element_type:
+        raise KernelIRError(f"'{op.name}' on {current_type} (a packed vector update) is not lowered")
     b = KernelBuilder(InsertPoint.before(op))
     (index,) = op.indices
-    p = _address(b, op.input, index, current_arg.type)
-    current = b.add(llvm.LoadOp(p, current_arg.type))
-    current_arg.replace_all_uses_with(current)
-    terminator = block.last_op
-    for inner in list(block.ops)[:-1]:
-        inner.detach()
-        b.insert(inner)
-    b.insert(llvm.StoreOp(terminator.operands[0], p))
+    p = _address(b, op.input, index, current_type)
+    body = op.body
+    op.detach_region(body)
+    b.insert(AtomicUpdateOp(p, body))
     op.result.replace_all_uses_with(op.input)
     Rewriter.erase_op(op)
 

@@ -1,0 +1,1 @@
+"""The `cuda` backend: fusions compiled to PTX for NVIDIA GPUs (ptx.py)."""

@@ -1,0 +1,278 @@
+"""Fusion → PTX for an NVIDIA GPU (issue 7; seed 000 "Conversion to LLVM", XLA's NVPTX compiler):
+
+    emitter (GPU form, the same kernel the CPU runs in SIMT simulation)
+      → the GPU pass pipeline (codegen/pipeline.py KERNEL_PIPELINE)
+      → LLVM IR through to_llvm.py in GPU mode: shared memory as addrspace(3) globals, barriers as
+        `llvm.nvvm.barrier0`, shuffles as `shfl.sync.bfly`, atomics as `atomicrmw`/CAS loops
+      → a `ptx_kernel` wrapper: one `ptr addrspace(1)` per buffer (noalias; the fusion's
+        parameters also readonly, which lets NVPTX use the non-coherent `ld.global.nc`), launch
+        bounds (`nvvm.maxntid`), thread and block ids from `%tid.x`/`%ctaid.x`
+      → llvmlite's NVPTX backend at O3 → PTX text for `arch` (sm_80, sm_90, ...)
+
+The driver JIT-compiles the PTX when the module is loaded (backends/cuda/driver.py); `validate_ptx`
+runs ptxas on it, which is how machines without a GPU check it (tests/backends/cuda/test_ptx.py).
+
+Math: `expand-float-ops` leaves only operations NVPTX selects natively (fabs, sqrt, fma, floor,
+ceil, round, trunc, copysign, min/max, bit counts), never a libm call or an intrinsic that NVPTX's
+instruction selection cannot handle (which aborts the process): `TranslateOptions.allow_libm` is
+always off here, and tests/backends/cuda/test_ptx.py compiles every math op for every arch.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from hlocc.analysis.hero import computation_emitter_kind
+from hlocc.analysis.launch import LaunchDims
+from hlocc.codegen.emitters.base import KernelModule, array_leaves
+from hlocc.codegen.emitters.registry import emitter_for
+from hlocc.codegen.pipeline import PipelineOptions, pipeline_for, run_pipeline
+from hlocc.codegen.target import Target, gpu_target
+from hlocc.codegen.to_llvm import LlvmTranslator, TranslateOptions
+from hlocc.errors import HloError
+from hlocc.hlo.ir import HloComputation
+from hlocc.hlo.types import Shape
+
+NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
+SM_COUNTS = {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132, "sm_100": 148, "sm_120": 84}
+"""Streaming multiprocessors of the arch's flagship part (A100, A10/3090, L40, H100, B200,
+RTX 5090): what the launch heuristics assume when no device says otherwise."""
+
+_LOCK = threading.Lock()
+
+
+class PtxError(HloError):
+    """PTX that ptxas (or the NVPTX backend) rejects, or a kernel that does not fit the GPU."""
+
+
+@dataclass
+class PtxKernel:
+    """A kernel compiled to PTX. Its `.entry` function `name` takes one `.param .u64` (a global
+    pointer) per buffer: the fusion's parameters, then its outputs, in physical layout order, the
+    same order as the CPU backend's CompiledKernel. Launch with grid (launch_dims.blocks, 1, 1),
+    block (launch_dims.threads_per_block, 1, 1) and no dynamic shared memory (shared memory is
+    static, `shared_bytes` of it)."""
+
+    name: str
+    ptx: str
+    arch: str  # "sm_80", "sm_90", ...
+    launch_dims: LaunchDims
+    param_shapes: list[Shape]
+    output_shapes: list[Shape]
+    shared_bytes: int = 0
+    emitter: str = "loop"
+    output_aliases: tuple[tuple[int, int], ...] = ()  # (output, parameter), as CompiledKernel's
+    computation: HloComputation | None = None
+    llvm_ir: str = ""
+    times_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.ptx) and any(s.num_elements for s in self.output_shapes)
+
+
+def target_for(arch: str, sm_count: int | None = None) -> Target:
+    """The GPU `Target` of an arch (launch heuristics as XLA's, for `sm_count` SMs)."""
+    _check_arch(arch)
+    return gpu_target(sm_count or SM_COUNTS.get(arch, 132), name=arch)
+
+
+def compile_ptx(fusion: HloComputation, arch: str = "sm_90", name: str = "main",
+                options: PipelineOptions | None = None, noalias: bool = True,
+                sm_count: int | None = None) -> PtxKernel:
+    """Compile a fused computation into a PTX kernel for `arch`."""
+    target = target_for(arch, sm_count)
+    leaves = array_leaves(fusion.root.shape)
+    params = [p.shape for p in fusion.parameters]
+    if all(leaf.num_elements == 0 for leaf in leaves):
+        return PtxKernel(name, "", arch, LaunchDims(1, 0), params, leaves, computation=fusion,
+                         emitter=computation_emitter_kind(fusion).value)
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    kernel = emitter_for(fusion, target, name).emit()
+    times["emit"] = (time.perf_counter() - t0) * 1e3
+    compiled = compile_kernel_module_to_ptx(kernel, target, params, leaves, options, noalias, times)
+    compiled.computation = fusion
+    return compiled
+
+
+def compile_kernel_module_to_ptx(kernel: KernelModule, target: Target, param_shapes: list[Shape],
+                                 output_shapes: list[Shape], options: PipelineOptions | None = None,
+                                 noalias: bool = True, times: dict[str, float] | None = None) -> PtxKernel:
+    """Lower an emitted kernel module (in place) with the GPU pipeline and compile it to PTX."""
+    times = times if times is not None else {}
+    run_pipeline(kernel.module, pipeline_for("gpu"), options, timings=times)
+    t0 = time.perf_counter()
+    threads = kernel.launch.threads_per_block
+    translator = LlvmTranslator(kernel.entry, TranslateOptions(noalias=noalias), NVPTX_TRIPLE, gpu=True,
+                                lane_mask=-1 if threads >= 32 else (1 << threads) - 1)
+    llmod = translator.translate(kernel.module)
+    if translator.shared_bytes > target.shared_memory_bytes:
+        raise PtxError(f"kernel '{kernel.entry}' needs {translator.shared_bytes} bytes of shared memory; "
+                       f"a block has {target.shared_memory_bytes}")
+    written = {param for _, param in kernel.output_aliases}
+    readonly = [k < kernel.num_params and k not in written and noalias
+                for k in range(kernel.num_params + kernel.num_outputs)]
+    wrapper = f"{kernel.entry}_kernel"
+    add_kernel_wrapper(llmod, llmod.get_global(kernel.entry), readonly, noalias, threads, wrapper)
+    llvm_ir = str(llmod)
+    times["to_llvm"] = (time.perf_counter() - t0) * 1e3
+    if options is not None:
+        if options.print_ir_after_all:
+            options.stream(f"// -----// LLVM IR (NVPTX) //----- //\n{llvm_ir}")
+        _dump(options, llvm_ir, "nvptx.ll")
+    ptx = emit_ptx(llvm_ir, target.name, times)
+    if options is not None:
+        _dump(options, ptx, "ptx")
+    return PtxKernel(wrapper, ptx, target.name, kernel.launch, list(param_shapes), list(output_shapes),
+                     translator.shared_bytes, kernel.emitter, kernel.output_aliases, None, llvm_ir, times)
+
+
+def add_kernel_wrapper(module: ir.Module, entry: ir.Function, readonly: list[bool], noalias: bool, threads: int,
+                       name: str) -> ir.Function:
+    """`ptx_kernel void name(ptr addrspace(1) noalias [readonly] %buffer...)`: calls the
+    always-inline entry with generic pointers (address-space inference keeps them global) and the
+    thread and block ids; launch bounds `threads`."""
+    global_ptr = ir.PointerType(addrspace=1)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [global_ptr] * len(readonly)), name=name)
+    fn.calling_convention = "ptx_kernel"
+    fn.attributes = _LaunchBounds(threads)
+    for arg, ro in zip(fn.args, readonly):
+        if noalias:
+            arg.add_attribute("noalias")
+        if ro:
+            arg.attributes = _ReadonlyArgument(arg.attributes)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+    ids = []
+    for register in ("tid.x", "ctaid.x"):
+        sreg = f"llvm.nvvm.read.ptx.sreg.{register}"
+        reader = module.globals.get(sreg) or ir.Function(module, ir.FunctionType(i32, []), name=sreg)
+        ids.append(b.zext(b.call(reader, []), i64))
+    buffers = [b.addrspacecast(arg, ir.PointerType()) for arg in fn.args]
+    b.call(entry, [*buffers, *ids] if len(entry.args) > len(buffers) else buffers)
+    b.ret_void()
+    return fn
+
+
+class _ReadonlyArgument(ir.values.ArgumentAttributes):
+    """An argument's attributes plus `readonly`, which llvmlite's list of argument attributes lacks."""
+
+    _known = {**ir.values.ArgumentAttributes._known, "readonly": False}
+
+    def __init__(self, attributes: ir.values.ArgumentAttributes):
+        super().__init__([*attributes, "readonly"])
+
+
+class _LaunchBounds(ir.values.FunctionAttributes):
+    """The function attribute `"nvvm.maxntid"="N"` (launch bounds), which llvmlite does not know."""
+
+    def __init__(self, threads: int):
+        self._bound = f'"nvvm.maxntid"="{threads}"'
+        self._known = {*ir.values.FunctionAttributes._known, self._bound}
+        super().__init__()
+        self.add(self._bound)
+
+
+@functools.cache
+def _init_nvptx() -> None:
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+
+
+def _check_arch(arch: str) -> int:
+    if not (arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 70):
+        raise PtxError(f"unknown GPU arch '{arch}': expected sm_70 or newer, e.g. sm_80, sm_90")
+    return int(arch[3:])
+
+
+def ptx_version(arch: str) -> int:
+    """The PTX ISA version emitted for `arch`: 7.8 (CUDA 11.8: every driver since accepts it) up to
+    sm_90, the first version that knows the arch beyond."""
+    sm = _check_arch(arch)
+    return 78 if sm <= 90 else 86 if sm <= 100 else 87
+
+
+def nvptx_target_machine(arch: str) -> llvm.TargetMachine:
+    _init_nvptx()
+    target = llvm.Target.from_triple(NVPTX_TRIPLE)
+    return target.create_target_machine(cpu=arch, features=f"+ptx{ptx_version(arch)}", opt=3)
+
+
+def emit_ptx(llvm_ir: str, arch: str, times: dict[str, float] | None = None) -> str:
+    """Verify, optimise at O3 for `arch` and emit PTX."""
+    from hlocc.backends.cpu.jit import optimize
+
+    times = times if times is not None else {}
+    tm = nvptx_target_machine(arch)
+    t0 = time.perf_counter()
+    with _LOCK:
+        mod = llvm.parse_assembly(llvm_ir)
+        mod.triple = NVPTX_TRIPLE
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        optimize(mod, tm)
+        times["llvm_opt"] = (time.perf_counter() - t0) * 1e3
+        t0 = time.perf_counter()
+        ptx = tm.emit_assembly(mod)
+    times["llvm_codegen"] = (time.perf_counter() - t0) * 1e3
+    return ptx
+
+
+def _dump(options: PipelineOptions, text: str, what: str) -> None:
+    if options.dump_dir:
+        os.makedirs(options.dump_dir, exist_ok=True)
+        with open(os.path.join(options.dump_dir, f"{options.dump_prefix}.{what}"), "w") as f:
+            f.write(text)
+
+
+# -- ptxas ---------------------------------------------------------------------------------------
+
+def find_ptxas() -> str | None:
+    """ptxas from $HLOCC_PTXAS, the PATH, $CUDA_HOME, /usr/local/cuda, or the `nvidia-cuda-nvcc`
+    wheel (the test extra); None when there is none."""
+    candidates = [os.environ.get("HLOCC_PTXAS"), shutil.which("ptxas")]
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home:
+            candidates.append(os.path.join(home, "bin", "ptxas"))
+    try:
+        import nvidia.cuda_nvcc as nvcc  # the pip wheel's toolkit
+
+        for root in list(getattr(nvcc, "__path__", [])):
+            candidates.append(os.path.join(root, "bin", "ptxas"))
+    except ImportError:
+        pass
+    for path in candidates:
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def validate_ptx(ptx: str, arch: str, ptxas: str | None = None) -> None:
+    """Assemble `ptx` for `arch` with ptxas; raise PtxError with ptxas's message if it rejects it."""
+    ptxas = ptxas or find_ptxas()
+    if ptxas is None:
+        raise PtxError("no ptxas found (set HLOCC_PTXAS, or install the CUDA toolkit or the "
+                       "'nvidia-cuda-nvcc-cu12' wheel)")
+    with tempfile.TemporaryDirectory() as tmp:
+        source = os.path.join(tmp, "kernel.ptx")
+        with open(source, "w") as f:
+            f.write(ptx)
+        result = subprocess.run([ptxas, f"-arch={arch}", source, "-o", os.path.join(tmp, "kernel.cubin")],
+                                capture_output=True, text=True)
+    if result.returncode != 0:
+        raise PtxError(f"ptxas rejected the PTX for {arch}: {result.stderr.strip() or result.stdout.strip()}")
+
+
+__all__ = ["NVPTX_TRIPLE", "PtxError", "PtxKernel", "compile_ptx", "emit_ptx", "find_ptxas", "target_for",
+           "validate_ptx"]

@@ -461,12 +461,24 @@ def _gep(ft: _FunctionTranslator, op: llvm.GEPOp) -> None:
 
 def _load(ft: _FunctionTranslator, op: llvm.LoadOp) -> None:
     ty = llvm_type(op.dereferenced_value.type)
-    ft.set(op, ft.b.load(ft.v(op.ptr), typ=ty, align=_align(ty)))
+    ft.set(op, ft.b.load(ft.v(op.ptr), typ=ty, align=_access_align(ft, ty)))
 
 
 def _store(ft: _FunctionTranslator, op: llvm.StoreOp) -> None:
     value = ft.v(op.value)
-    ft.b.store(value, ft.v(op.ptr), align=_align(value.type))
+    ft.b.store(value, ft.v(op.ptr), align=_access_align(ft, value.type))
+
+
+def _access_align(ft: _FunctionTranslator, ty: ir.Type) -> int:
+    """On a GPU a vector access is aligned to its size (up to 16 bytes): vectorize-loads-stores only
+    makes vectors at element offsets that are multiples of their length, and the runtime aligns
+    every buffer to 16 bytes (backends/cuda/ptx.py BUFFER_ALIGNMENT). That is what lets NVPTX emit
+    ld.global.v4. Elsewhere (CPU callers may pass any numpy array) elements' alignment."""
+    if ft.t.gpu and isinstance(ty, ir.VectorType):
+        size = ty.count * _align(ty)
+        if size & (size - 1) == 0:
+            return min(16, size)
+    return _align(ty)
 
 
 def _align(ty: ir.Type) -> int:

@@ -20,6 +20,7 @@ always off here, and tests/backends/cuda/test_ptx.py compiles every math op for 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import shutil
@@ -41,12 +42,17 @@ from hlocc.codegen.target import Target, gpu_target
 from hlocc.codegen.to_llvm import LlvmTranslator, TranslateOptions
 from hlocc.errors import HloError
 from hlocc.hlo.ir import HloComputation
+from hlocc.hlo.printer import computation_fingerprint
 from hlocc.hlo.types import Shape
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 SM_COUNTS = {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132, "sm_100": 148, "sm_120": 84}
 """Streaming multiprocessors of the arch's flagship part (A100, A10/3090, L40, H100, B200,
 RTX 5090): what the launch heuristics assume when no device says otherwise."""
+
+BUFFER_ALIGNMENT = 16
+"""Bytes every kernel buffer is aligned to (XLA's kEntryParameterAlignBytes): the runtime's slices
+are 64-byte aligned and cuMemAlloc's 256, so vector loads of up to 16 bytes can be aligned."""
 
 _LOCK = threading.Lock()
 
@@ -87,11 +93,22 @@ def target_for(arch: str, sm_count: int | None = None) -> Target:
     return gpu_target(sm_count or SM_COUNTS.get(arch, 132), name=arch)
 
 
+_CACHE: dict[tuple, PtxKernel] = {}
+
+
 def compile_ptx(fusion: HloComputation, arch: str = "sm_90", name: str = "main",
                 options: PipelineOptions | None = None, noalias: bool = True,
                 sm_count: int | None = None) -> PtxKernel:
-    """Compile a fused computation into a PTX kernel for `arch`."""
+    """Compile a fused computation into a PTX kernel for `arch`. Cached in-process by the
+    computation's structure, the target and `noalias` (XLA's KernelReuseCache) unless `options`
+    asks for IR dumps."""
     target = target_for(arch, sm_count)
+    key = (computation_fingerprint(fusion), target, noalias)
+    if options is None:
+        with _LOCK:
+            cached = _CACHE.get(key)
+        if cached is not None:
+            return dataclasses.replace(cached, computation=fusion)
     leaves = array_leaves(fusion.root.shape)
     params = [p.shape for p in fusion.parameters]
     if all(leaf.num_elements == 0 for leaf in leaves):
@@ -103,6 +120,9 @@ def compile_ptx(fusion: HloComputation, arch: str = "sm_90", name: str = "main",
     times["emit"] = (time.perf_counter() - t0) * 1e3
     compiled = compile_kernel_module_to_ptx(kernel, target, params, leaves, options, noalias, times)
     compiled.computation = fusion
+    if options is None:
+        with _LOCK:
+            _CACHE[key] = compiled
     return compiled
 
 
@@ -140,7 +160,7 @@ def compile_kernel_module_to_ptx(kernel: KernelModule, target: Target, param_sha
 
 def add_kernel_wrapper(module: ir.Module, entry: ir.Function, readonly: list[bool], noalias: bool, threads: int,
                        name: str) -> ir.Function:
-    """`ptx_kernel void name(ptr addrspace(1) noalias [readonly] %buffer...)`: calls the
+    """`ptx_kernel void name(ptr addrspace(1) noalias [readonly] align 16 %buffer...)`: calls the
     always-inline entry with generic pointers (address-space inference keeps them global) and the
     thread and block ids; launch bounds `threads`."""
     global_ptr = ir.PointerType(addrspace=1)
@@ -152,6 +172,7 @@ def add_kernel_wrapper(module: ir.Module, entry: ir.Function, readonly: list[boo
             arg.add_attribute("noalias")
         if ro:
             arg.attributes = _ReadonlyArgument(arg.attributes)
+        arg.attributes.align = BUFFER_ALIGNMENT
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     i32, i64 = ir.IntType(32), ir.IntType(64)
     ids = []

@@ -118,6 +118,28 @@ def test_packed_transpose_for_small_types():
     assert tiled_transpose_description(f32.root).shmem_bytes == 32 * 33 * 4
 
 
+T, C, L = EmitterKind.TRANSPOSE, EmitterKind.COPY, EmitterKind.LOOP
+
+
+@pytest.mark.parametrize("text, expected, kind", [
+    ("f32[64,128]{1,0} parameter(0)\n  ROOT c = f32[64,128]{0,1} copy(p)", ((128, 64), (1, 0)), T),
+    ("f32[64,128]{0,1} parameter(0)\n  ROOT c = f32[64,128]{1,0} copy(p)", ((64, 128), (1, 0)), T),
+    ("f32[4,64,128]{2,1,0} parameter(0)\n  ROOT c = f32[4,64,128]{1,2,0} copy(p)", ((4, 128, 64), (0, 2, 1)), T),
+    ("f32[64,32,2]{2,1,0} parameter(0)\n  ROOT c = f32[64,32,2]{2,0,1} copy(p)", ((32, 64, 2), (1, 0, 2)), T),
+    ("f32[64,128]{1,0} parameter(0)\n  ROOT c = f32[64,128]{1,0} copy(p)", None, C),  # a memcpy
+    ("f32[8,128]{1,0} parameter(0)\n  ROOT c = f32[8,128]{0,1} copy(p)", None, L),  # 8 < 16
+    ("f32[1,128]{1,0} parameter(0)\n  ROOT c = f32[1,128]{0,1} copy(p)", None, L),  # moves nothing
+])
+def test_layout_changing_copy_is_a_physical_transpose(text, expected, kind):
+    """A copy that changes the layout is described like the transpose it does physically (XLA's
+    FindTiledTranspose of a kCopy; after XLA's layout normalization, a transpose), and an unfused
+    one gets the transpose emitter."""
+    c = comp("p = " + text)
+    description = tiled_transpose_description(c.root)
+    assert (None if description is None else (description.dimensions, description.permutation)) == expected
+    assert emitter_kind(c.root) is kind
+
+
 def test_transposes_minor_dimension():
     c = comp("p = f32[64,128] parameter(0)\n  t = f32[128,64] transpose(p), dimensions={1,0}\n"
              "  q = f32[64,128,4] parameter(1)\n  ROOT u = f32[128,64,4] transpose(q), dimensions={1,0,2}")

@@ -123,3 +123,54 @@ def test_bijection(dims, reduced, target):
     assert_bijection(emitter.thread_id_to_input_indexing(0, 0), dims, "input")
     out = tuple(d for k, d in enumerate(dims) if k not in reduced)
     assert_bijection(emitter.thread_id_to_output_indexing(0), out, "output")
+
+
+SOFTMAX_SUM = """
+add {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[] add(a, b)
+}}
+mx {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[] maximum(a, b)
+}}
+fusion {{
+  p = {t}[{rows},{cols}] parameter(0)
+  m = {t}[{rows}] parameter(1)
+  b = {t}[{rows},{cols}] broadcast(m), dimensions={{0}}
+  d = {t}[{rows},{cols}] subtract(p, b)
+  e = {t}[{rows},{cols}] exponential(d)
+  z = {t}[] constant(0)
+  s = {t}[{rows}] reduce(e, z), dimensions={{1}}, to_apply=add
+  ninf = {t}[] constant(-inf)
+  x = {t}[{rows}] reduce(p, ninf), dimensions={{1}}, to_apply=mx
+  ROOT t = ({t}[{rows}], {t}[{rows}], {t}[{rows},{cols}]) tuple(s, x, e)
+}}
+"""
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt"])
+@pytest.mark.parametrize("t, rows, cols", [("f32", 6, 1024), ("f32", 5, 1000), ("f16", 3, 200), ("f32", 4, 40)])
+def test_row_reductions_with_a_side_output(t, rows, cols, target):
+    """Softmax's middle fusion (plus a second reduce): the side output exp(x - max) is written at the
+    element the sum reads. On the CPU target it rides the vector of partial accumulators (aligned
+    rows, a tail), or the serial loop for rows too short for partials."""
+    text = SOFTMAX_SUM.format(t=t, rows=rows, cols=cols)
+    assert computation_emitter_kind(fused_computation(parse_hlo(text))).value == "reduction"
+    rtol = 2e-2 if t == "f16" else 1e-4  # an f16 sum rounds every add: the order shows
+    assert emitters_of(run_and_compare(text, target, rtol=rtol, atol=1e-5)) == ["reduction"]
+
+
+@pytest.mark.parametrize("t, minor, lanes", [("f32", 4096, 64), ("f16", 256, 64), ("f64", 96, 32), ("f32", 48, 16),
+                                             ("s8", 320, 64)])
+def test_cpu_column_lanes(t, minor, lanes):
+    """A CPU thread of a column reduction accumulates 256 bytes of adjacent columns (at most 64 lanes,
+    fewer where the columns do not divide), and the result matches the evaluator."""
+    text = _text(t, (40, minor), (0,))
+    emitter = ReductionEmitter(fused_computation(parse_hlo(text)), cpu_target())
+    assert not emitter.tiling.row and emitter.tiling.lanes == lanes
+    rtol = 1e-2 if t == "f16" else 1e-4  # f16 adds round (the evaluator's sum is more precise)
+    assert emitters_of(run_and_compare(text, "cpu", rtol=rtol, atol=1e-2 if t == "f16" else 1e-4)) == ["reduction"]
+    assert_bijection(emitter.thread_id_to_input_indexing(0, 0), (40, minor), "input")

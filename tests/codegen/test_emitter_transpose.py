@@ -227,3 +227,105 @@ def test_bitcast_index_groups_dimensions():
     # A column-major shape holds the same physical order with its dimensions reversed.
     column_major = bitcast_index((4, 6), d[:2], Shape.array(f32, (6, 4), Layout((0, 1))))
     assert column_major == [d[1], d[0]]
+
+
+# -- physical transposes: copies that change the layout, transposes whose layouts transpose -------------------
+
+def _layout(order: tuple[int, ...], dtype: str) -> str:
+    return "{" + ",".join(map(str, order)) + (":E(4)}" if dtype == "s4" else "}")
+
+
+def _copy_module(dtype: str, dims: tuple[int, ...], in_layout: tuple[int, ...], out_layout: tuple[int, ...], *,
+                 side_output: bool = False) -> str:
+    """A fusion whose hero is a copy from layout `in_layout` to `out_layout` (minor-to-major orders),
+    with a prologue and an epilogue, and optionally a side output in the input's layout."""
+    op = _epilogue(dtype)
+    shape = lambda layout: f"{dtype}[{','.join(map(str, dims))}]{_layout(layout, dtype)}"  # noqa: E731
+    lines = [f"  p0 = {shape(in_layout)} parameter(0)", f"  pro = {shape(in_layout)} {op}(p0)",
+             f"  c = {shape(out_layout)} copy(pro)", f"  epi = {shape(out_layout)} {op}(c)"]
+    if side_output:
+        lines.append(f"  side = {shape(in_layout)} {op}(pro)")
+        lines.append(f"  ROOT out = ({shape(out_layout)}, {shape(in_layout)}) tuple(epi, side)")
+    else:
+        lines[-1] = "  ROOT" + lines[-1][1:]
+    return "fusion {\n" + "\n".join(lines) + "\n}\n"
+
+
+COPY_CASES = [
+    # (dtype, dims, operand layout, copy layout): "10", "021", "210" and "102" physical transposes,
+    # partial tiles, a non-default operand layout, small elements (packed on the GPU target)
+    ("f32", (33, 65), (1, 0), (0, 1)),
+    ("f32", (64, 48), (0, 1), (1, 0)),
+    ("f32", (3, 47, 35), (2, 1, 0), (1, 2, 0)),
+    ("f32", (31, 3, 33), (2, 1, 0), (0, 1, 2)),
+    ("f32", (40, 70, 2), (2, 1, 0), (2, 0, 1)),
+    ("f16", (96, 160), (1, 0), (0, 1)),
+    ("s8", (130, 2, 140), (2, 1, 0), (0, 1, 2)),
+    ("bf16", (50, 66), (1, 0), (0, 1)),
+]
+
+
+def _copy_id(case) -> str:
+    dtype, dims, a, b = case
+    return f"{dtype}_{'x'.join(map(str, dims))}_{''.join(map(str, a))}_to_{''.join(map(str, b))}"
+
+
+@pytest.mark.parametrize("side_output", [False, True], ids=["single", "side_output"])
+@pytest.mark.parametrize("case", COPY_CASES, ids=_copy_id)
+def test_layout_changing_copy_is_a_transpose_hero(case, side_output):
+    """XLA's hero analysis treats a copy that changes the physical layout as a tiled transpose
+    (FindTiledTranspose): the emitter reads and writes through the physical shapes, on the CPU target
+    and in SIMT simulation, and every element is read and written exactly once."""
+    text = _copy_module(*case, side_output=side_output)
+    computation = fused_computation(parse_hlo(text))
+    assert computation_emitter_kind(computation) is EmitterKind.TRANSPOSE
+    for target in (cpu_target, gpu_target):
+        emitter = emitter_for(computation, target())
+        assert isinstance(emitter, TransposeEmitter)
+        assert [h.opcode for h in emitter.transposes] == ["copy"]
+        _check_bijections(emitter)
+    for target in ("cpu", "simt"):
+        assert emitters_of(run_and_compare(text, target)) == ["transpose"]
+
+
+def test_layout_changing_copy_as_xla_cpu_emits_it():
+    """XLA:CPU's own form of `x.T + 1`: the add, a transpose that is a bitcast, and a copy back to the
+    row-major layout that does the moving."""
+    text = """
+fusion {
+  p0 = f32[96,80]{1,0} parameter(0)
+  one = f32[] constant(1)
+  b = f32[96,80]{1,0} broadcast(one), dimensions={}
+  add = f32[96,80]{1,0} add(p0, b)
+  t = f32[80,96]{0,1} transpose(add), dimensions={1,0}
+  ROOT c = f32[80,96]{1,0} copy(t)
+}
+"""
+    emitter = emitter_for(fused_computation(parse_hlo(text)), gpu_target())
+    assert isinstance(emitter, TransposeEmitter) and emitter.heroes[0].name == "c"
+    assert emitter.description.dimensions == (80, 96) and emitter.description.permutation == (1, 0)
+    assert (emitter.launch.threads_per_block, emitter.launch.blocks) == (128, 3 * 3)
+    for target in ("cpu", "simt"):
+        assert emitters_of(run_and_compare(text, target)) == ["transpose"]
+
+
+@pytest.mark.parametrize("dims, perm, out_layout, physical", [
+    ((48, 72), (1, 0), (1, 0), ((72, 48), (1, 0))),
+    ((6, 40, 36), (0, 2, 1), (2, 0, 1), ((36, 240), (1, 0))),       # logical 021, physically [36,6,40] <- [6,40,36]
+    ((40, 36, 24), (2, 1, 0), (1, 0, 2), ((40, 24, 36), (0, 2, 1))),  # logical 210, physically 021
+], ids=["10", "021_as_10", "210_as_021"])
+def test_transpose_with_non_default_output_layout(dims, perm, out_layout, physical):
+    """A transpose whose output layout changes the move: the emitter tiles the physical transpose
+    (`physical`: normalised dims and permutation) and writes the output in its layout."""
+    out = tuple(dims[p] for p in perm)
+    text = (f"fusion {{\n  p0 = f32[{','.join(map(str, dims))}]{{{','.join(map(str, range(len(dims) - 1, -1, -1)))}}} "
+            f"parameter(0)\n  ROOT t = f32[{','.join(map(str, out))}]{{{','.join(map(str, out_layout))}}} "
+            f"transpose(p0), dimensions={{{','.join(map(str, perm))}}}\n}}\n")
+    computation = fused_computation(parse_hlo(text))
+    assert computation_emitter_kind(computation) is EmitterKind.TRANSPOSE
+    for target in (cpu_target, gpu_target):
+        emitter = emitter_for(computation, target())
+        assert (emitter.description.dimensions, emitter.description.permutation) == physical
+        _check_bijections(emitter)
+    for target in ("cpu", "simt"):
+        assert emitters_of(run_and_compare(text, target)) == ["transpose"]

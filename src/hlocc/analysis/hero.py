@@ -6,7 +6,8 @@ The *hero* of a fusion root is the op that shapes the code generated for the who
 1. from the root, walk up through "intermediate" ops with one operand inside the fusion:
    elementwise ops (a copy only if it keeps the layout), bitcasts, reshapes and transposes that
    are bitcasts;
-2. from there search, consumers first, for a tiled transpose, then for a concatenate, passing
+2. from there search, consumers first, for a tiled transpose (a copy that changes the layout is a
+   physical transpose and counts as one), then for a concatenate, passing
    through intermediate ops of up to three operands; exactly one candidate may be found and
    nothing but intermediate ops (and the root tuple) may use it;
 3. otherwise a reduce at the end of the walk is the hero; anything else: the root itself.
@@ -218,9 +219,9 @@ def find_non_trivial_hero(adaptor: FusionAdaptor, root: HloInstruction, *, searc
 def roots_and_heroes(adaptor: FusionAdaptor, opcodes=None) -> tuple[tuple[HloInstruction, ...],
                                                                     tuple[HloInstruction, ...]]:
     """The fusion's roots and each root's hero. `opcodes`, when given, are the opcodes present
-    in the fusion: without a transpose or concatenate the hero searches are skipped (they could
-    find nothing), which keeps analysis of long elementwise fusions cheap."""
-    search = opcodes is None or "transpose" in opcodes or "concatenate" in opcodes
+    in the fusion: without a transpose, copy or concatenate the hero searches are skipped (they
+    could find nothing), which keeps analysis of long elementwise fusions cheap."""
+    search = opcodes is None or not {"transpose", "copy", "concatenate"}.isdisjoint(opcodes)
     roots = tuple(adaptor.roots())
     heroes = tuple(find_non_trivial_hero(adaptor, r, search=search) if adaptor.contains(r) else r for r in roots)
     return roots, heroes

@@ -8,8 +8,10 @@
   [2,128,2048] with permutation (0,2,1) ("021"). It is computed on the *physical* (major-to-minor)
   dimensions, which equals XLA's logical normalization on the row-major layouts XLA's layout
   normalization guarantees, and stays right for the other layouts hlocc may see.
-- `tiled_transpose_description`: when the shared-memory transpose emitter applies
-  (GetDescriptionForTiledTransposeEmitter in xla/service/gpu/ir_emission_utils.cc; facts §4.3):
+- `tiled_transpose_description`: when the shared-memory transpose emitter applies to a transpose
+  or to a copy that changes the layout (a physical transpose; its permutation is the identity, the
+  layouts do the transposing) (GetDescriptionForTiledTransposeEmitter in
+  xla/service/gpu/ir_emission_utils.cc; facts §4.3):
   packed transposes of small types, "102" transposes that keep a short minor dimension, and
   transposes that swap the minor dimension with one at least 16 long (or both ≥ 8 with product
   ≥ 8192), never for 4-bit types when the minor dimension moves.
@@ -251,13 +253,30 @@ def packed_transpose_tiles(dimensions: Sequence[int], permutation: Sequence[int]
     return PackedTransposeTiles(tuple(inp), tuple(out), tuple(perm), tuple(tiles))
 
 
+def transpose_permutation(instr: HloInstruction) -> tuple[int, ...] | None:
+    """The logical permutation of an op that may transpose physically: a transpose's dimensions,
+    the identity for a copy (which transposes only when the layouts differ), else None."""
+    if instr.opcode == "transpose":
+        return tuple(instr.attrs["dimensions"])
+    if instr.opcode == "copy" and instr.shape.is_array:
+        return tuple(range(instr.shape.rank))
+    return None
+
+
 def tiled_transpose_description(instr: HloInstruction) -> TransposeDescription | None:
-    """The description of `instr` when it is a transpose the tiled emitter handles (module doc)."""
-    if instr.opcode != "transpose" or not instr.shape.is_array:
+    """The description of `instr` when it is a transpose the tiled emitter handles (module doc),
+    or a copy that changes the layout: a physical transpose, normalised over the physical dimensions
+    like a transpose (XLA's FindTiledTranspose handled such copies; XLA's layout normalization now
+    rewrites them into a transpose and a bitcast before hero analysis, which amounts to the same
+    description). A layout-preserving copy is a memcpy, never a transpose."""
+    permutation = transpose_permutation(instr)
+    if permutation is None or not instr.shape.is_array:
         return None
     operand, shape = instr.operand(0).shape, instr.shape
+    if instr.opcode == "copy" and shape.same_layout(operand):
+        return None
     found = _describe(static_dims(operand), operand.minor_to_major, static_dims(shape), shape.minor_to_major,
-                      tuple(instr.attrs["dimensions"]), bit_width(shape.element_type), operand.element_type)
+                      permutation, bit_width(shape.element_type), operand.element_type)
     return None if found is None else replace(found, instruction=instr)
 
 

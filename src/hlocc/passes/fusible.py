@@ -140,7 +140,7 @@ class FusionSummary:
             significant_reduces=sum(1 for n in nodes if _is_significant_reduce(n)),
             unnested_reductions=sum(1 for n in nodes if n.opcode == "reduce"
                                     and is_reduction_from_or_to_contiguous_dimensions(n)),
-            shared_memory=sum(_shared_memory(n) for n in nodes if n.opcode in ("reduce", "transpose")),
+            shared_memory=sum(_shared_memory(n) for n in nodes if n.opcode in ("reduce", "transpose", "copy")),
             expensive=sum(1 for n in nodes if _instruction_is_expensive(n)),
             transposes=frozenset((d.dimensions, d.permutation, d.bits) for d in map(tiled_transpose_description, nodes)
                                  if d is not None),
@@ -243,7 +243,7 @@ def is_input_fusible_transpose(instr: HloInstruction, facts: FusionFacts | None 
         return False
     if instr.opcode == "fusion":
         facts = _facts(facts)
-        if "transpose" not in facts.summary(instr).opcodes:
+        if facts.summary(instr).opcodes.isdisjoint(("transpose", "copy")):  # a copy may transpose physically
             return False
         return any(tiled_transpose_description(h) is not None for _, h in facts.roots_and_heroes(instr))
     return tiled_transpose_description(instr) is not None

@@ -43,7 +43,7 @@ A reducer that is not associative (say a*b+1) gives a different, still determini
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import scf, vector
@@ -104,50 +104,66 @@ def chunked_map(m: IndexingMap, j: int, lanes: int) -> IndexingMap:
                         symbols=[*symbols, Variable(Interval(0, lanes - 1), "lane")])
 
 
+SideWriter = Callable[[list[SSAValue], list[SSAValue]], list[SSAValue]]
+"""`(range variables of the chunked maps, outputs) -> outputs`: what else to do at an element."""
+
+
 def emit_row_partials(e: ElementEmitter, instr: HloInstruction, maps: Sequence[IndexingMap],
                       indices: Sequence[SSAValue], symbols: Sequence[SSAValue | None], plan: PartialsPlan,
-                      inits: Sequence[SSAValue]) -> list[SSAValue]:
+                      inits: Sequence[SSAValue], outputs: Sequence[SSAValue] = (),
+                      visit: SideWriter | None = None) -> tuple[list[SSAValue], list[SSAValue]]:
     """The reduction of the operands over range variable `plan.symbol` alone, the other range
     variables at `symbols` (None at plan.symbol): one value per reduced operand, without the init
-    value (`inits` only seed the vectors, whose every lane the first chunk overwrites)."""
+    value (`inits` only seed the vectors, whose every lane the first chunk overwrites), and
+    `outputs` as `visit` left them. `visit`, when given, runs at every element with the range
+    variables of `chunked_map(m, plan.symbol, plan.lanes)` and the carried `outputs` (the reduction
+    emitter writes its side outputs there, so the element computation is shared and each output
+    chunk is stored as one vector)."""
     n = len(instr.operands) // 2
     j, lanes = plan.symbol, plan.lanes
     types = [element_type(instr.operand(k).shape.element_type) for k in range(n)]
     vector_types = [VectorType(t, [lanes]) for t in types]
+    out_types = [o.type for o in outputs]
     chunks, tail = divmod(maps[0].symbols[j].bounds.size, lanes)
     split = [chunked_map(m, j, lanes) for m in maps[:n]]
 
+    def at(chunk: SSAValue, lane: SSAValue) -> list[SSAValue]:
+        return [chunk if k == j else s for k, s in enumerate(symbols)] + [lane]
+
     def elements(chunk: SSAValue, lane: SSAValue) -> list[SSAValue]:
-        at = [chunk if k == j else s for k, s in enumerate(symbols)] + [lane]
-        return [e.scalar(instr.operand(k), e.apply(split[k], indices, at)) for k in range(n)]
+        return [e.scalar(instr.operand(k), e.apply(split[k], indices, at(chunk, lane))) for k in range(n)]
 
     def lane_loop(chunk: SSAValue, count: int, accs: Sequence[SSAValue] | None,
-                  carried: Sequence[SSAValue]) -> list[SSAValue]:
+                  carried: Sequence[SSAValue], outs: Sequence[SSAValue]) -> list[SSAValue]:
         """scf.for lane in [0, count): lane `lane` of `carried` becomes reducer(accs[lane], element)
         (the element itself when accs is None). Reading `accs`, defined outside the loop, and
         writing `carried` is the form vectorize-elementwise takes."""
-        block = Block(arg_types=[IndexType(), *vector_types])
+        block = Block(arg_types=[IndexType(), *vector_types, *out_types])
         lane = block.args[0]
         with e.nested(block) as b:
             values = elements(chunk, lane)
+            new_outs = list(block.args[1 + n:])
+            if visit is not None:
+                new_outs = visit(at(chunk, lane), new_outs)
             if accs is not None:
                 old = [b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(accs, types)]
                 values = emit_scalar_computation(b, instr.to_apply, [*old, *values])
-            b.insert(scf.YieldOp(*[b.add(vector.InsertOp(v, c, [lane])) for v, c in zip(values, block.args[1:])]))
-        loop = scf.ForOp(e.b.index(0), e.b.index(count), e.b.index(1), list(carried), block)
+            b.insert(scf.YieldOp(*[b.add(vector.InsertOp(v, c, [lane])) for v, c in zip(values, block.args[1:])],
+                                 *new_outs))
+        loop = scf.ForOp(e.b.index(0), e.b.index(count), e.b.index(1), [*carried, *outs], block)
         return list(e.b.insert(loop).results)
 
     seeds = [e.b.add(vector.BroadcastOp(init, vt)) for init, vt in zip(inits, vector_types)]
-    accs = lane_loop(e.b.index(0), lanes, None, seeds)
+    results = lane_loop(e.b.index(0), lanes, None, seeds, outputs)
     if chunks > 1:
-        block = Block(arg_types=[IndexType(), *vector_types])
+        block = Block(arg_types=[IndexType(), *vector_types, *out_types])
         with e.nested(block) as b:
-            carried = list(block.args[1:])
-            b.insert(scf.YieldOp(*lane_loop(block.args[0], lanes, carried, carried)))
-        accs = list(e.b.insert(scf.ForOp(e.b.index(1), e.b.index(chunks), e.b.index(1), accs, block)).results)
+            carried = list(block.args[1:1 + n])
+            b.insert(scf.YieldOp(*lane_loop(block.args[0], lanes, carried, carried, block.args[1 + n:])))
+        results = list(e.b.insert(scf.ForOp(e.b.index(1), e.b.index(chunks), e.b.index(1), results, block)).results)
     if tail:
-        accs = lane_loop(e.b.index(chunks), tail, accs, accs)
-    return combine_lanes(e.b, instr.to_apply, accs, types)
+        results = lane_loop(e.b.index(chunks), tail, results[:n], results[:n], results[n:])
+    return combine_lanes(e.b, instr.to_apply, results[:n], types), results[n:]
 
 
 def combine_lanes(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAValue],
@@ -163,4 +179,4 @@ def combine_lanes(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAV
     return list(b.insert(scf.ForOp(b.index(1), b.index(lanes), b.index(1), first, block)).results)
 
 
-__all__ = ["PartialsPlan", "chunked_map", "combine_lanes", "emit_row_partials", "plan_partials"]
+__all__ = ["PartialsPlan", "SideWriter", "chunked_map", "combine_lanes", "emit_row_partials", "plan_partials"]

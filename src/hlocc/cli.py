@@ -1,7 +1,7 @@
 """The `hlocc` command line, modelled on XLA's `run_hlo_module` and `hlo-opt`.
 
     hlocc run MODULE.hlo [--inputs IN.npz] [--output OUT.npz] [--expected REF.npz --rtol R --atol A]
-                         [--backend interpreter|cpu] [--seed N] [--bench N] [--json] [--stats]
+                         [--backend interpreter|cpu|cuda|cuda-sim] [--seed N] [--bench N] [--json] [--stats]
                          [--no-hlo-passes] [--print-ir-after-all] [--dump-dir DIR]
     hlocc print MODULE.hlo [--no-verify] [--no-metadata]
     hlocc opt [--passes a,b | --pipeline cpu|gpu] [--emit-llvm] FILE.mlir   (kernel IR passes, like mlir-opt)
@@ -87,16 +87,20 @@ def _argument_parser() -> argparse.ArgumentParser:
     run.add_argument("--expected", type=Path, help="compare outputs with out0, out1, ... of this .npz")
     run.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance for --expected")
     run.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance for --expected")
-    run.add_argument("--backend", choices=BACKENDS, default="interpreter")
+    run.add_argument("--backend", choices=BACKENDS, default="interpreter",
+                     help="interpreter: the reference evaluator; cpu: kernels JIT-compiled for the host; cuda: "
+                          "PTX kernels, cuBLAS and device memory on an NVIDIA GPU; cuda-sim: the cuda path on a "
+                          "simulated GPU (its kernels in SIMT simulation on the host)")
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs and of rng ops")
     run.add_argument("--bench", type=int, default=0, metavar="N", help="time N warmed runs")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     run.add_argument("--no-verify", action="store_true", help="skip the verifier")
     run.add_argument("--no-hlo-passes", action="store_true",
-                     help="compile the module as written: no simplification or fusion (cpu backend)")
+                     help="compile the module as written: no simplification or fusion (cpu and cuda backends)")
     run.add_argument("--stats", action="store_true",
                      help="print what the program compiled into: fusions by emitter kind, kernels, library calls, "
-                          "host fallbacks, peak memory and compile time per stage (cpu backend)")
+                          "host fallbacks, peak memory and compile time per stage (cpu and cuda backends; "
+                          "cuda also what the first run moved between host and device)")
     run.add_argument("--print-ir-after-all", action="store_true",
                      help="print the module after every HLO pass and each kernel's IR after every kernel pass "
                           "(like run_hlo_module --v=5)")
@@ -144,6 +148,8 @@ def _cmd_run(args) -> int:
     t0 = time.perf_counter()
     result = exe(*inputs)
     first_ms = (time.perf_counter() - t0) * 1e3
+    if args.stats and getattr(exe.runner, "last_run", None) is not None:
+        print(f"device run: {exe.runner.last_run.to_string()}")
     outputs = flatten(result)
     times = []
     for _ in range(args.bench):

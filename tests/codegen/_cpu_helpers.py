@@ -416,15 +416,14 @@ def _run_guarded_kernel(kernel, inputs: list, i: int) -> None:
     """Run one kernel of case `i` (its parameters are the module's) on guarded buffers; compare with
     the evaluator on the kernel's own fused computation."""
     from hlocc.backends.cpu.kernel import from_physical, to_physical
-    from hlocc.codegen.emitters.base import physical_dims
     from hlocc.evaluator import Evaluator
 
     ref = flatten(Evaluator().call(kernel.computation, inputs))
     for at_end in (True, False):
         keep: list = []
-        params = [_guarded_like(physical_dims(s), s.dtype, at_end, keep, to_physical(np.asarray(x), s))
+        params = [_guarded_like(s.physical_dims, s.dtype, at_end, keep, to_physical(np.asarray(x), s))
                   for x, s in zip(inputs, kernel.param_shapes)]
-        outs = [_guarded_like(physical_dims(s), s.dtype, at_end, keep) for s in kernel.output_shapes]
+        outs = [_guarded_like(s.physical_dims, s.dtype, at_end, keep) for s in kernel.output_shapes]
         for out, param in kernel.output_aliases:  # outputs the kernel updates in part start as their operand
             outs[out][...] = params[param].reshape(outs[out].shape)
         print(f"case {i} guard {'after' if at_end else 'before'}", flush=True)

@@ -226,7 +226,6 @@ def guarded_child(path: str) -> None:
     from _cpu_helpers import _guarded_like, assert_exact, flatten
 
     from hlocc.backends.cpu.kernel import from_physical, to_physical
-    from hlocc.codegen.emitters.base import physical_dims
     from hlocc.evaluator import Evaluator
 
     with open(path, "rb") as f:
@@ -236,9 +235,9 @@ def guarded_child(path: str) -> None:
         ref = flatten(Evaluator().call(kernel.computation, inputs))
         for at_end in (True, False):
             keep: list = []
-            params = [_guarded_like(physical_dims(s), s.dtype, at_end, keep, to_physical(np.asarray(x), s))
+            params = [_guarded_like(s.physical_dims, s.dtype, at_end, keep, to_physical(np.asarray(x), s))
                       for x, s in zip(inputs, kernel.param_shapes)]
-            outs = [_guarded_like(physical_dims(s), s.dtype, at_end, keep) for s in kernel.output_shapes]
+            outs = [_guarded_like(s.physical_dims, s.dtype, at_end, keep) for s in kernel.output_shapes]
             for out, param in kernel.output_aliases:
                 outs[out][...] = params[param].reshape(outs[out].shape)
             print(f"case {i} guard {'after' if at_end else 'before'}", flush=True)

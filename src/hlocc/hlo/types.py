@@ -240,6 +240,11 @@ class Shape:
         return tuple(range(self.rank - 1, -1, -1))
 
     @property
+    def physical_dims(self) -> list[int]:
+        """The dimension sizes in physical (major-to-minor) order: the shape of the bytes."""
+        return [self.dims[d] for d in reversed(self.minor_to_major)]
+
+    @property
     def is_row_major(self) -> bool:
         return self.minor_to_major == tuple(range(self.rank - 1, -1, -1))
 

@@ -51,16 +51,17 @@ from hlocc.runtime.thunks import (
     ConvolutionThunk,
     CopyThunk,
     GemmThunk,
+    HostMemory,
     HostThunk,
     Kernel,
     KernelThunk,
-    Memory,
     SequentialThunk,
     Thunk,
     ValueRefs,
     WhileThunk,
     aligned_bytes,
     nest,
+    physical_bytes,
 )
 
 KernelCompiler = Callable[[HloComputation, str, bool], Kernel]
@@ -82,11 +83,13 @@ class RuntimeStats:
     copies: int = 0
     peak_bytes: int = 0
     compile_ms: dict[str, float] = field(default_factory=dict)
+    device: str = ""  # where the program runs, for a device backend
 
     def to_string(self) -> str:
         def counts(c: Counter) -> str:
-            return ", ".join(f"{k} {v}" for k, v in sorted(c.items())) or "none"
-        lines = [f"fusions by emitter kind: {counts(self.fusions_by_emitter)}",
+            return ", ".join(f"{k} {v}" for k, v in sorted(c.items()) if v) or "none"
+        lines = [f"device: {self.device}"] if self.device else []
+        lines += [f"fusions by emitter kind: {counts(self.fusions_by_emitter)}",
                  f"kernels: {self.kernels} ({counts(self.kernels_by_emitter)})",
                  f"library calls: {counts(self.library_calls)}",
                  f"copies: {self.copies}",
@@ -317,10 +320,10 @@ class ThunkExecutable:
                 allocations.append(self.constants[allocation.index])
             else:
                 allocations.append(aligned_bytes(allocation.size))
-        memory = Memory(allocations, Evaluator(self.seed))
+        memory = HostMemory(allocations, Evaluator(self.seed))
         self.program.execute(memory)
         root = self.module.entry.root
-        leaves = [BufferRef(s, subshape(root.shape, i)).logical(memory)
+        leaves = [memory.read(BufferRef(s, subshape(root.shape, i)))
                   for i, s in zip(self.assignment.output_indices, self.assignment.output_slices)]
         return nest(root.shape, iter(leaves))
 
@@ -340,14 +343,6 @@ class ThunkExecutable:
 
     def to_string(self) -> str:
         return "\n".join(self.program.describe())
-
-
-def physical_bytes(array: np.ndarray, shape: Shape) -> np.ndarray:
-    """The bytes of `array` in `shape`'s physical order (no copy when already in that order)."""
-    order = list(reversed(shape.minor_to_major))
-    if order != sorted(order):
-        array = np.transpose(array, order)
-    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
 
 
 def _constant_bytes(assignment: BufferAssignment) -> dict[int, np.ndarray]:
@@ -429,5 +424,5 @@ def build_executable(module: HloModule, compile_kernel: KernelCompiler, *, hlo_p
     return ThunkExecutable(module, assignment, program, constants, params, stats, seed)
 
 
-__all__ = ["RuntimeStats", "ThunkEmitter", "ThunkExecutable", "build_executable", "one_op_fusion",
-           "split_by_output_size"]
+__all__ = ["KernelCompiler", "RuntimeStats", "ThunkEmitter", "ThunkExecutable", "build_executable", "one_op_fusion",
+           "physical_bytes", "split_by_output_size"]

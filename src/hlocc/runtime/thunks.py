@@ -2,17 +2,24 @@
 xla/backends/gpu/runtime/thunk.h).
 
 A thunk reads and writes arrays at buffer slices (`BufferRef`: a `BufferSlice` of the buffer
-assignment and the array's shape, whose layout gives the order of the bytes). At run time the
-`Memory` holds one byte array per allocation: the caller's parameters, the executable's constants,
-fresh outputs and one temp arena per run. The kinds:
+assignment and the array's shape, whose layout gives the order of the bytes). At run time a
+`Memory` holds one buffer per allocation (the caller's parameters, the executable's constants,
+fresh outputs and one temp arena per run), and thunks touch it only through its methods: the
+address of a slice (kernel arguments), a copy between slices, reading a value to the host and
+writing one back (host fallbacks, control-flow predicates), a kernel launch and the library calls.
+Two implementations: `HostMemory` (numpy byte arrays: reads are views, nothing is copied) and
+the device memory of backends/cuda/memory.py (device buffers; reads and writes are transfers).
+The kinds:
 
 - KernelThunk: a generated kernel; its arguments are the slices of the fusion's operands then
   outputs, passed as raw addresses (no Python object per element).
-- GemmThunk / ConvolutionThunk: library calls (runtime/library.py) on views of the buffers.
+- GemmThunk / ConvolutionThunk: library calls (`memory.gemm`, `memory.convolution`; on the host
+  runtime/library.py on views of the buffers).
 - CopyThunk: bytes from one slice to another (boundary copies, layout-preserving `copy`).
 - WhileThunk / ConditionalThunk / SequentialThunk: control flow over nested thunk sequences.
-- HostThunk: an op (or a fusion) with no kernel yet, run by the reference evaluator on views of
-  the buffers — correct, slow, and listed by `hlocc run --stats` so the gap stays visible.
+- HostThunk: an op (or a fusion) with no kernel yet, run by the reference evaluator on the values
+  read from memory (views on the host, copies from a device), its result written back — correct,
+  slow, and listed by `hlocc run --stats` so the gap stays visible.
 """
 
 from __future__ import annotations
@@ -41,9 +48,31 @@ def aligned_bytes(size: int) -> np.ndarray:
     return raw[start:start + size]
 
 
+class Memory(Protocol):
+    """One run's buffers, as the thunks see them (module doc). Every method takes slices or refs of
+    the buffer assignment; `read` returns a host array in logical order (TOKEN for a token), which
+    the caller must not keep past the next thunk (on the host it is a view of the buffer)."""
+
+    evaluator: Evaluator
+
+    def address(self, where: BufferSlice) -> int: ...
+
+    def copy(self, source: BufferSlice, destination: BufferSlice) -> None: ...
+
+    def read(self, ref: BufferRef) -> Any: ...
+
+    def write(self, ref: BufferRef, value: Any) -> None: ...
+
+    def launch(self, kernel: Kernel, addresses: list[int]) -> None: ...
+
+    def gemm(self, output: BufferRef, lhs: BufferRef, rhs: BufferRef, dims: tuple[tuple[int, ...], ...]) -> None: ...
+
+    def convolution(self, thunk: ConvolutionThunk) -> None: ...
+
+
 @dataclass
-class Memory:
-    """The byte array of every allocation for one run, and the evaluator host thunks use."""
+class HostMemory:
+    """Memory in host byte arrays, one per allocation: reads are views, kernels run on the host."""
 
     allocations: list[np.ndarray]
     evaluator: Evaluator
@@ -58,6 +87,52 @@ class Memory:
     def address(self, where: BufferSlice) -> int:
         return self.addresses[where.allocation_index] + where.offset
 
+    def copy(self, source: BufferSlice, destination: BufferSlice) -> None:
+        np.copyto(self.bytes(destination), self.bytes(source))
+
+    def read(self, ref: BufferRef) -> Any:
+        return ref.logical_view(self.bytes(ref.slice))
+
+    def write(self, ref: BufferRef, value: Any) -> None:
+        if ref.shape.is_array:
+            np.copyto(self.read(ref), np.asarray(value), casting="unsafe")
+
+    def launch(self, kernel: Kernel, addresses: list[int]) -> None:
+        kernel.run_addresses(addresses)
+
+    def gemm(self, output: BufferRef, lhs: BufferRef, rhs: BufferRef, dims: tuple[tuple[int, ...], ...]) -> None:
+        library.gemm(self.read(output), self.read(lhs), self.read(rhs), *dims)
+
+    def convolution(self, thunk: ConvolutionThunk) -> None:
+        library.convolution(self.read(thunk.output), self.read(thunk.lhs), self.read(thunk.rhs), thunk.window,
+                            thunk.dnums, thunk.feature_groups, thunk.batch_groups)
+
+
+def to_physical(array: np.ndarray, shape: Shape) -> np.ndarray:
+    """Logical `array` as a C-contiguous array in `shape`'s physical (major-to-minor) order (no
+    copy when it already is)."""
+    order = list(reversed(shape.minor_to_major))
+    if order != sorted(order):
+        array = np.transpose(array, order)
+    return np.ascontiguousarray(array)
+
+
+def from_physical(array: np.ndarray, shape: Shape) -> np.ndarray:
+    """An array in `shape`'s physical order as a view in logical order (strided for a non-default
+    layout)."""
+    order = list(reversed(shape.minor_to_major))
+    return array if order == sorted(order) else np.transpose(array, np.argsort(order))
+
+
+def logical_array(data: np.ndarray, shape: Shape) -> np.ndarray:
+    """The array of `shape` whose bytes (in physical order) are `data`, as a view in logical order."""
+    return from_physical(data.view(shape.dtype).reshape(shape.physical_dims), shape)
+
+
+def physical_bytes(array: np.ndarray, shape: Shape) -> np.ndarray:
+    """The bytes of logical `array` in `shape`'s physical order (no copy when already in that order)."""
+    return to_physical(array, shape).reshape(-1).view(np.uint8)
+
 
 @dataclass(frozen=True)
 class BufferRef:
@@ -66,18 +141,11 @@ class BufferRef:
     slice: BufferSlice
     shape: Shape
 
-    def physical(self, memory: Memory) -> np.ndarray:
-        """A view in physical (major-to-minor) order: C-contiguous over the slice's bytes."""
-        dims = [self.shape.dims[d] for d in reversed(self.shape.minor_to_major)]
-        return memory.bytes(self.slice).view(self.shape.dtype).reshape(dims)
-
-    def logical(self, memory: Memory) -> Any:
-        """A view in logical dimension order (strided for a non-default layout); TOKEN for a token."""
+    def logical_view(self, data: np.ndarray) -> Any:
+        """The array whose bytes are `data` (the slice's), in logical order; TOKEN for a token."""
         if not self.shape.is_array:
             return TOKEN
-        order = list(reversed(self.shape.minor_to_major))
-        view = self.physical(memory)
-        return view if order == sorted(order) else np.transpose(view, np.argsort(order))
+        return logical_array(data, self.shape)
 
     def __str__(self) -> str:
         return f"{self.shape}@{self.slice}"
@@ -91,12 +159,12 @@ class ValueRefs:
     leaves: tuple[BufferRef, ...]
 
     def read(self, memory: Memory) -> Any:
-        return nest(self.shape, iter([ref.logical(memory) for ref in self.leaves]))
+        return nest(self.shape, iter([memory.read(ref) for ref in self.leaves]))
 
     def write(self, memory: Memory, value: Any) -> None:
         for ref, v in zip(self.leaves, flatten(self.shape, value)):
             if ref.shape.is_array:
-                np.copyto(ref.logical(memory), np.asarray(v), casting="unsafe")
+                memory.write(ref, v)
 
 
 def nest(shape: Shape, leaves) -> Any:
@@ -127,9 +195,13 @@ class Thunk(Protocol):
 
 
 class Kernel(Protocol):
-    """What a backend compiles a fusion into (backends/cpu/kernel.py CompiledKernel)."""
+    """What a backend compiles a fusion into (backends/cpu/kernel.py CompiledKernel, a device's
+    kernel in backends/cuda). `run_addresses` runs it on the host's memory; a device memory
+    launches it its own way (`Memory.launch`)."""
 
     name: str
+    emitter: str
+    output_aliases: tuple[tuple[int, int], ...]
 
     def run_addresses(self, addresses: list[int]) -> None: ...
 
@@ -147,7 +219,7 @@ class KernelThunk:
     kind: str = "kernel"
 
     def execute(self, memory: Memory) -> None:
-        self.kernel.run_addresses([memory.address(r.slice) for r in self.arguments])
+        memory.launch(self.kernel, [memory.address(r.slice) for r in self.arguments])
 
     def describe(self) -> list[str]:
         return [f"kernel {self.instr_name} ({self.emitter} emitter): {_args(self.arguments)}"]
@@ -163,7 +235,7 @@ class GemmThunk:
     kind: str = "gemm"
 
     def execute(self, memory: Memory) -> None:
-        library.gemm(self.output.logical(memory), self.lhs.logical(memory), self.rhs.logical(memory), *self.dims)
+        memory.gemm(self.output, self.lhs, self.rhs, self.dims)
 
     def describe(self) -> list[str]:
         return [f"gemm {self.instr_name}: {_args([self.lhs, self.rhs])} -> {self.output}"]
@@ -182,8 +254,7 @@ class ConvolutionThunk:
     kind: str = "convolution"
 
     def execute(self, memory: Memory) -> None:
-        library.convolution(self.output.logical(memory), self.lhs.logical(memory), self.rhs.logical(memory),
-                            self.window, self.dnums, self.feature_groups, self.batch_groups)
+        memory.convolution(self)
 
     def describe(self) -> list[str]:
         return [f"convolution {self.instr_name}: {_args([self.lhs, self.rhs])} -> {self.output}"]
@@ -197,7 +268,7 @@ class CopyThunk:
     kind: str = "copy"
 
     def execute(self, memory: Memory) -> None:
-        np.copyto(memory.bytes(self.destination), memory.bytes(self.source))
+        memory.copy(self.source, self.destination)
 
     def describe(self) -> list[str]:
         return [f"copy ({self.why}): {self.source} -> {self.destination}"]
@@ -239,10 +310,9 @@ class WhileThunk:
     kind: str = "while"
 
     def execute(self, memory: Memory) -> None:
-        predicate = self.predicate.physical(memory)
         while True:
             self.condition.execute(memory)
-            if not predicate.item():
+            if not memory.read(self.predicate).item():  # one byte to the host per iteration
                 return
             self.body.execute(memory)
 
@@ -265,7 +335,7 @@ class ConditionalThunk:
     kind: str = "conditional"
 
     def execute(self, memory: Memory) -> None:
-        value = self.selector.physical(memory).item()
+        value = memory.read(self.selector).item()
         if self.selector.shape.element_type.is_pred:
             branch = 0 if value else 1
         else:
@@ -307,6 +377,7 @@ class HostThunk:
 
 
 __all__ = [
-    "ALIGNMENT", "BufferRef", "ConditionalThunk", "ConvolutionThunk", "CopyThunk", "GemmThunk", "HostThunk",
-    "KernelThunk", "Memory", "SequentialThunk", "Thunk", "ValueRefs", "WhileThunk", "aligned_bytes",
+    "ALIGNMENT", "BufferRef", "ConditionalThunk", "ConvolutionThunk", "CopyThunk", "GemmThunk", "HostMemory",
+    "HostThunk", "KernelThunk", "Memory", "SequentialThunk", "Thunk", "ValueRefs", "WhileThunk", "aligned_bytes",
+    "from_physical", "logical_array", "physical_bytes", "to_physical",
 ]

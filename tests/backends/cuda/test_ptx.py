@@ -22,7 +22,7 @@ import pytest
 
 import hlocc
 from corpus import JAX_DIR, KNOWN_INVALID, XLA_DIR, corpus_files
-from hlocc.backends.cpu.executable import is_loop_emittable, wrap_entry_in_fusion
+from hlocc.backends.cpu.executable import prepare_as_written
 from hlocc.backends.cuda.ptx import PtxError, PtxKernel, compile_ptx, find_ptxas, validate_ptx
 from hlocc.runtime.executable import build_executable
 
@@ -53,11 +53,7 @@ def ptx_kernels(module: hlocc.HloModule, hlo_passes: bool) -> list[PtxKernel]:
             kernels.append(compile_ptx(computation, arch, noalias=noalias))
         return kernels[-1]
 
-    if not hlo_passes:
-        entry = module.entry
-        if (not any(i.opcode == "fusion" for i in entry.instructions) and is_loop_emittable(entry)
-                and entry.root.opcode != "parameter"):
-            wrap_entry_in_fusion(module)
+    prepare_as_written(module, hlo_passes)
     executable = build_executable(module, compile_kernel, hlo_passes=hlo_passes)
     assert not executable.stats.host_ops or hlo_passes, f"host fallbacks: {executable.stats.host_ops}"
     return kernels

@@ -45,6 +45,15 @@ def wrap_entry_in_fusion(module: HloModule) -> None:
     module.add_computation(entry)
 
 
+def prepare_as_written(module: HloModule, hlo_passes: bool) -> None:
+    """Without HLO passes, an entry with no fusion whose every op a kernel computes becomes one
+    kLoop fusion (the module doc's rule, shared by every backend that compiles kernels)."""
+    entry = module.entry
+    if (not hlo_passes and not any(i.opcode == "fusion" for i in entry.instructions) and is_loop_emittable(entry)
+            and entry.root.opcode != "parameter"):
+        wrap_entry_in_fusion(module)
+
+
 def kernel_compiler(target: Target, options: PipelineOptions | None, times: dict[str, float]) -> KernelCompiler:
     """Compiles each fusion for `target`, adding every stage's milliseconds to `times["kernel:<stage>"]`."""
     def compile_kernel(computation: HloComputation, name: str, noalias: bool) -> CompiledKernel:
@@ -65,10 +74,7 @@ def compile_module(module: HloModule, target: Target | None = None, options: Pip
     """Compile `module` (changed in place by the HLO passes) into a ThunkExecutable for the host."""
     times = times if times is not None else {}
     t0 = time.perf_counter()
-    entry = module.entry
-    if (not hlo_passes and not any(i.opcode == "fusion" for i in entry.instructions) and is_loop_emittable(entry)
-            and entry.root.opcode != "parameter"):
-        wrap_entry_in_fusion(module)
+    prepare_as_written(module, hlo_passes)
     executable = build_executable(module, kernel_compiler(target or cpu_target(), options, times),
                                   hlo_passes=hlo_passes, seed=seed, print_after_all=print_after_all,
                                   stream=stream, times=times)

@@ -22,7 +22,7 @@ from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
 from hlocc.backends.cpu.jit import JitModule, host_triple, jit_compile
 from hlocc.backends.cpu.launcher import BlocksFunction, launch, launch_addresses
-from hlocc.codegen.emitters.base import KernelModule, array_leaves, physical_dims
+from hlocc.codegen.emitters.base import KernelModule, array_leaves
 from hlocc.codegen.emitters.registry import emitter_for
 from hlocc.codegen.opt import print_module
 from hlocc.codegen.pipeline import PipelineOptions, pipeline_for, run_pipeline
@@ -31,6 +31,7 @@ from hlocc.codegen.to_llvm import I64, LlvmTranslator, TranslateOptions
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.printer import computation_fingerprint
 from hlocc.hlo.types import Shape
+from hlocc.runtime.thunks import from_physical, to_physical
 
 
 @dataclass
@@ -77,26 +78,11 @@ class CompiledKernel:
 
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
         params = [to_physical(np.asarray(a), s) for a, s in zip(args, self.param_shapes)]
-        outs = [np.empty(physical_dims(s), dtype=s.dtype) for s in self.output_shapes]
+        outs = [np.empty(s.physical_dims, dtype=s.dtype) for s in self.output_shapes]
         for out, param in self.output_aliases:
             outs[out][...] = params[param].reshape(outs[out].shape)
         self.run(params + outs)
         return [from_physical(o, s) for o, s in zip(outs, self.output_shapes)]
-
-
-def to_physical(array: np.ndarray, shape: Shape) -> np.ndarray:
-    """A C-contiguous array of `shape`'s physical (major-to-minor) order."""
-    order = list(reversed(shape.minor_to_major))
-    if order != sorted(order):
-        array = np.transpose(array, order)
-    return np.ascontiguousarray(array)
-
-
-def from_physical(array: np.ndarray, shape: Shape) -> np.ndarray:
-    order = list(reversed(shape.minor_to_major))
-    if order == sorted(order):
-        return array
-    return np.transpose(array, np.argsort(order))
 
 
 _CACHE: dict[tuple, CompiledKernel] = {}

@@ -50,10 +50,6 @@ from hlocc.hlo.types import PrimitiveType, Shape
 
 # -- shapes as tensors --------------------------------------------------------------------------------
 
-def physical_dims(shape: Shape) -> list[int]:
-    return [shape.dims[d] for d in reversed(shape.minor_to_major)]
-
-
 def physical_indices(shape: Shape, logical: Sequence[SSAValue]) -> list[SSAValue]:
     return [logical[d] for d in reversed(shape.minor_to_major)]
 
@@ -66,7 +62,7 @@ def buffer_element_type(pt: PrimitiveType) -> Attribute:
 
 
 def physical_tensor_type(shape: Shape) -> TensorType:
-    return TensorType(buffer_element_type(shape.element_type), physical_dims(shape))
+    return TensorType(buffer_element_type(shape.element_type), shape.physical_dims)
 
 
 def from_storage(b: KernelBuilder, stored: SSAValue, pt: PrimitiveType) -> SSAValue:
@@ -300,7 +296,7 @@ def _constant(e: ElementEmitter, instr: HloInstruction, indices):
         # Dense attributes hold no complex numbers: the parts, as a minor dimension of size 2.
         part = element_type(pt).element_type
         parts = np.stack([data.real, data.imag], axis=-1).astype(np.float64)
-        ttype = TensorType(part, [*physical_dims(instr.shape), 2])
+        ttype = TensorType(part, [*instr.shape.physical_dims, 2])
         t = e.b.add(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(ttype, parts.reshape(-1).tolist()), ttype))
         re, im = (e.b.add(tensor.ExtractOp(t, [*at, e.b.index(k)], part)) for k in (0, 1))
         return [e.b.add(complex_dialect.CreateOp(re, im, element_type(pt)))]
@@ -308,7 +304,7 @@ def _constant(e: ElementEmitter, instr: HloInstruction, indices):
         # f8/f4 values have no dense-attribute form the translator takes: their bits, as i8.
         bits = np.ascontiguousarray(np.asarray(data, dtype=pt.dtype)).view(np.uint8).astype(np.int64)
         bits = np.where(bits >= 128, bits - 256, bits)
-        ttype = TensorType(IntegerType(8), physical_dims(instr.shape))
+        ttype = TensorType(IntegerType(8), instr.shape.physical_dims)
         t = e.b.add(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(ttype, [int(v) for v in bits.reshape(-1)]),
                                      ttype))
         return [from_storage(e.b, e.b.add(tensor.ExtractOp(t, at, IntegerType(8))), pt)]
@@ -605,5 +601,5 @@ def interval_attr(iv: Interval):
 
 
 __all__ = ["ElementEmitter", "FusionEmitterBase", "KernelModule", "array_leaves", "call_subgraph",
-           "emit_scalar_computation", "emit_subgraph_function", "entry_block", "interval_attr", "physical_dims",
+           "emit_scalar_computation", "emit_subgraph_function", "entry_block", "interval_attr",
            "physical_indices", "physical_tensor_type", "reachable_functions", "thread_and_block_ids"]

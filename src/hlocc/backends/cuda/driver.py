@@ -1,0 +1,260 @@
+"""The CUDA driver for the `cuda` backend: a thin layer over NVIDIA's cuda-bindings
+(`from cuda.bindings import driver`, imported only when a CudaDevice is made, so hlocc imports
+without it) and `CudaDevice`, the real device of device.py's protocol.
+
+    cuda_available()   → (True, "1 CUDA device") or (False, the reason: no driver, no package, no device)
+    CudaDevice(0)      → device 0's primary context and one stream; everything runs in that stream
+
+Every driver call goes through `check`, which raises CudaError naming the call and the driver's
+error name and string. Kernels are the PTX of backends/cuda/ptx.py, loaded once per kernel with
+cuModuleLoadData (the driver JIT-compiles it for the device) and launched with grid
+(blocks, 1, 1), block (threads per block, 1, 1) and one 64-bit device pointer per buffer.
+Gemms go to cuBLAS (library.py, through nvmath-python) when it is installed, else to the host.
+The stream is a blocking one (flags 0), so it is ordered after the legacy default stream that
+DLPack producers are asked to synchronize with.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hlocc.analysis.launch import LaunchDims
+from hlocc.backends.cuda.device import ExternalBuffer, kernel_symbol
+from hlocc.backends.cuda.dlpack import KDLCUDA
+from hlocc.backends.cuda.library import GemmPlan
+from hlocc.codegen.pipeline import PipelineOptions
+from hlocc.codegen.target import gpu_target
+from hlocc.errors import HloError
+from hlocc.hlo.ir import HloComputation
+from hlocc.runtime.executable import KernelCompiler
+
+DRIVER_LIBRARY = "libcuda.so.1"
+
+
+class CudaError(HloError):
+    """A CUDA driver call failed; the message names the call and the driver's error."""
+
+
+def _driver():
+    from cuda.bindings import driver
+
+    return driver
+
+
+def check(result: tuple, call: str) -> Any:
+    """The value(s) of a cuda-bindings call's `(CUresult, *values)`, or CudaError."""
+    driver = _driver()
+    error, *values = result
+    if error != driver.CUresult.CUDA_SUCCESS:
+        _, name = driver.cuGetErrorName(error)
+        _, text = driver.cuGetErrorString(error)
+        decode = lambda b: b.decode() if isinstance(b, bytes) else str(b)  # noqa: E731
+        raise CudaError(f"{call} failed: {decode(name)}: {decode(text)}")
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def cuda_available() -> tuple[bool, str]:
+    """Whether a CudaDevice can be made here, and if not, why (one line a user can act on)."""
+    try:
+        ctypes.CDLL(DRIVER_LIBRARY)
+    except OSError:
+        return False, f"no CUDA driver ({DRIVER_LIBRARY} not found)"
+    try:
+        driver = _driver()
+    except ImportError:
+        return False, "the package cuda-bindings is not installed (pip install cuda-bindings)"
+    try:
+        check(driver.cuInit(0), "cuInit")
+        count = check(driver.cuDeviceGetCount(), "cuDeviceGetCount")
+    except Exception as e:  # the bindings raise their own errors too (a driver they cannot load)
+        return False, f"the CUDA driver does not start: {e}"
+    if count == 0:
+        return False, "no CUDA device"
+    return True, f"{count} CUDA device{'s' if count != 1 else ''}"
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    ordinal: int
+    name: str
+    compute_capability: tuple[int, int]
+    sm_count: int
+    total_bytes: int
+
+    @property
+    def arch(self) -> str:
+        major, minor = self.compute_capability
+        return f"sm_{major}{minor}"
+
+
+def query_device(ordinal: int = 0) -> DeviceInfo:
+    """Name, compute capability (→ the sm_XX arch), SM count and memory of CUDA device `ordinal`."""
+    driver = _driver()
+    check(driver.cuInit(0), "cuInit")
+    device = check(driver.cuDeviceGet(ordinal), f"cuDeviceGet({ordinal})")
+    attr = driver.CUdevice_attribute
+
+    def attribute(which) -> int:
+        return int(check(driver.cuDeviceGetAttribute(which, device), f"cuDeviceGetAttribute({which.name})"))
+    name = check(driver.cuDeviceGetName(256, device), "cuDeviceGetName")
+    name = name.split(b"\0", 1)[0].decode() if isinstance(name, bytes) else str(name)
+    return DeviceInfo(ordinal, name,
+                      (attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                       attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)),
+                      attribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+                      int(check(driver.cuDeviceTotalMem(device), "cuDeviceTotalMem")))
+
+
+def _free(ptr: int) -> None:
+    try:
+        _driver().cuMemFree(ptr)
+    except Exception:  # the driver may be gone at interpreter exit
+        pass
+
+
+class CudaBuffer:
+    """`size` bytes of device memory from cuMemAlloc, freed (cuMemFree) when the object dies."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.ptr = int(check(_driver().cuMemAlloc(size), f"cuMemAlloc({size})"))
+        weakref.finalize(self, _free, self.ptr)
+
+
+@dataclass
+class CudaKernel:
+    """A kernel loaded on a CudaDevice: the PTX module and its entry function."""
+
+    name: str
+    emitter: str
+    output_aliases: tuple[tuple[int, int], ...]
+    launch_dims: LaunchDims
+    has_work: bool
+    device: CudaDevice
+    function: Any = None
+    module: Any = None
+    ptx: Any = field(default=None, repr=False)  # the PtxKernel
+
+    def run_addresses(self, addresses: list[int]) -> None:
+        """Launch on device memory at `addresses` (device pointers)."""
+        self.device.launch(self, addresses)
+
+
+class CudaDevice:
+    """CUDA device `ordinal` (module doc). Make one with `cuda_device()` to share it per process."""
+
+    def __init__(self, ordinal: int = 0):
+        ok, why = cuda_available()
+        if not ok:
+            raise CudaError(why)
+        driver = _driver()
+        self.info = query_device(ordinal)
+        self.arch = self.info.arch
+        self.target = gpu_target(self.info.sm_count, self.arch)
+        self.name = f"cuda:{ordinal} {self.info.name} ({self.arch}, {self.info.sm_count} SMs)"
+        self.dlpack_device = (KDLCUDA, ordinal)
+        self._device = check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
+        self.context = check(driver.cuDevicePrimaryCtxRetain(self._device), "cuDevicePrimaryCtxRetain")
+        self.activate()
+        self.stream = check(driver.cuStreamCreate(0), "cuStreamCreate")
+        self._gemm = None
+        self.gemm_unavailable = ""
+        try:
+            from hlocc.backends.cuda.library import CublasGemm
+
+            self._gemm = CublasGemm(int(self.stream))
+        except ImportError:
+            self.gemm_unavailable = "nvmath-python is not installed (pip install nvmath-python[cu12])"
+        except Exception as e:  # cuBLAS itself missing or failing to start
+            self.gemm_unavailable = f"cuBLAS does not start: {e}"
+
+    def activate(self) -> None:
+        """Make the device's context current in this thread (a run may come from any thread)."""
+        check(_driver().cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+
+    # -- memory --------------------------------------------------------------------------------
+    def allocate(self, size: int) -> CudaBuffer | ExternalBuffer:
+        return CudaBuffer(size) if size else ExternalBuffer(0, 0)
+
+    def upload(self, address: int, data: np.ndarray) -> None:
+        # From pageable memory the call returns once `data` is staged: the caller may drop it.
+        check(_driver().cuMemcpyHtoDAsync(address, data.ctypes.data, data.nbytes, self.stream),
+              f"cuMemcpyHtoDAsync({data.nbytes} bytes)")
+
+    def download(self, data: np.ndarray, address: int) -> None:
+        driver = _driver()
+        check(driver.cuMemcpyDtoHAsync(data.ctypes.data, address, data.nbytes, self.stream),
+              f"cuMemcpyDtoHAsync({data.nbytes} bytes)")
+        self.synchronize()
+
+    def copy(self, destination: int, source: int, size: int) -> None:
+        check(_driver().cuMemcpyDtoDAsync(destination, source, size, self.stream), f"cuMemcpyDtoDAsync({size} bytes)")
+
+    def synchronize(self) -> None:
+        check(_driver().cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+
+    # -- kernels -------------------------------------------------------------------------------
+    def kernel_compiler(self, options: PipelineOptions | None, times: dict[str, float]) -> KernelCompiler:
+        from hlocc.backends.cuda.ptx import compile_ptx
+
+        def compile_kernel(computation: HloComputation, name: str, noalias: bool) -> CudaKernel:
+            opts = (PipelineOptions(options.print_ir_after_all, options.dump_dir, name, options.stream)
+                    if options is not None else None)
+            ptx = compile_ptx(computation, self.arch, kernel_symbol(name), opts, noalias=noalias)
+            for stage, ms in ptx.times_ms.items():
+                times[f"kernel:{stage}"] = times.get(f"kernel:{stage}", 0.0) + ms
+            return self.load(ptx)
+        return compile_kernel
+
+    def load(self, ptx: Any) -> CudaKernel:
+        """Load a PtxKernel (the driver JIT-compiles its PTX for this device) and find its entry."""
+        kernel = CudaKernel(ptx.name, ptx.emitter, tuple(ptx.output_aliases), ptx.launch_dims, ptx.has_work, self,
+                            ptx=ptx)
+        if not ptx.has_work:
+            return kernel
+        driver = _driver()
+        self.activate()
+        kernel.module = check(driver.cuModuleLoadData(ptx.ptx.encode() + b"\0"), f"cuModuleLoadData({ptx.name})")
+        kernel.function = check(driver.cuModuleGetFunction(kernel.module, ptx.name.encode()),
+                                f"cuModuleGetFunction({ptx.name})")
+        return kernel
+
+    def launch(self, kernel: CudaKernel, addresses: list[int]) -> None:
+        if not kernel.has_work:
+            return
+        n = len(addresses)
+        values = (ctypes.c_uint64 * max(1, n))(*addresses)
+        params = (ctypes.c_void_p * max(1, n))(*[ctypes.addressof(values) + 8 * i for i in range(n)])
+        dims = kernel.launch_dims
+        check(_driver().cuLaunchKernel(kernel.function, dims.blocks, 1, 1, dims.threads_per_block, 1, 1, 0,
+                                       self.stream, ctypes.addressof(params), 0),
+              f"cuLaunchKernel({kernel.name}, grid {dims.blocks}, block {dims.threads_per_block})")
+
+    def gemm(self, plan: GemmPlan, output: int, lhs: int, rhs: int) -> None:
+        if self._gemm is None:
+            raise CudaError(f"no device gemm: {self.gemm_unavailable}")
+        self._gemm(plan, output, lhs, rhs)
+
+
+_DEVICES: dict[int, CudaDevice] = {}
+_DEVICES_LOCK = threading.Lock()
+
+
+def cuda_device(ordinal: int = 0) -> CudaDevice:
+    """The process's CudaDevice for `ordinal` (made once: a context and a stream per device)."""
+    with _DEVICES_LOCK:
+        if ordinal not in _DEVICES:
+            _DEVICES[ordinal] = CudaDevice(ordinal)
+        return _DEVICES[ordinal]
+
+
+__all__ = ["CudaBuffer", "CudaDevice", "CudaError", "CudaKernel", "DeviceInfo", "check", "cuda_available",
+           "cuda_device", "query_device"]

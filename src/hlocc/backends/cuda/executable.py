@@ -1,0 +1,200 @@
+"""The `cuda` backend's whole-program compiler and executable: the runtime's build
+(runtime/executable.py: HLO passes, schedule, buffer assignment, the same thunks as the CPU's) with
+kernels compiled by a Device (device.py: the SimulatedDevice, or driver.py's CudaDevice), run on
+device memory (memory.py).
+
+    compile_module(module, device)               # → DeviceExecutable
+    exe.run(args)                                # numpy arrays (copied to the host)
+    exe.run(args, return_device_arrays=True)     # DeviceArrays (dlpack.py): stay in device memory
+
+A run allocates one device buffer per allocation (parameters, outputs, the temp arena; constants
+are uploaded once, on the first run, and kept), uploads the arguments, runs the thunks in the
+device's stream, synchronizes and returns the outputs. An argument already in the device's memory
+(a DLPackArray on the same device, or on the SimulatedDevice a host array) whose elements lie in
+the parameter's layout, densely and 16-byte aligned (the widest vector access of a kernel), is
+used in place — unless the program writes into that allocation: then it is copied first, as on the
+CPU, so a caller's array is never modified. Outputs returned as DeviceArrays own their buffers (a
+constant's is copied first: nobody may write into a constant).
+
+Library calls on a device: a dot that maps onto one strided batched gemm runs on the device
+(cuBLAS; numpy over the same plan on the SimulatedDevice); others, and every convolution (no
+cuDNN yet), run on the host through memory reads and writes, counted as "gemm (host)" and
+"convolution (host)" in the stats' library calls.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, TextIO
+
+import numpy as np
+
+from hlocc.backends.cuda.device import Device, ExternalBuffer
+from hlocc.backends.cuda.dlpack import KDLCPU, DeviceArray, DLPackArray
+from hlocc.backends.cuda.library import plan_gemm
+from hlocc.backends.cuda.memory import DeviceMemory, RunStats
+from hlocc.codegen.pipeline import PipelineOptions
+from hlocc.errors import ArgumentError
+from hlocc.evaluator.core import TOKEN, Evaluator
+from hlocc.hlo.ir import HloModule
+from hlocc.hlo.types import Shape
+from hlocc.runtime.buffer_assignment import AllocationKind, BufferAllocation
+from hlocc.runtime.dataflow import subshape
+from hlocc.runtime.executable import RuntimeStats, ThunkExecutable, build_executable
+from hlocc.runtime.thunks import BufferRef, ConvolutionThunk, GemmThunk, SequentialThunk, nest, physical_bytes
+
+KERNEL_ALIGNMENT = 16
+"""Bytes an argument used in place must be aligned to: a kernel's widest vector load or store."""
+
+
+@dataclass
+class DeviceExecutable(ThunkExecutable):
+    """A program compiled for `device` (module doc). `last_run` is what the latest run moved."""
+
+    device: Any = None
+    last_run: RunStats | None = None
+    _constants_on_device: dict[int, Any] = field(default_factory=dict, repr=False)
+
+    def run(self, args: Sequence[Any], return_device_arrays: bool = False) -> Any:
+        device = self.device
+        device.activate()
+        stats = RunStats()
+        buffers = [self._buffer(allocation, args, stats) for allocation in self.assignment.allocations]
+        memory = DeviceMemory(device, buffers, Evaluator(self.seed), stats)
+        self.program.execute(memory)
+        root = self.module.entry.root
+        leaves = []
+        for index, where in zip(self.assignment.output_indices, self.assignment.output_slices):
+            ref = BufferRef(where, subshape(root.shape, index))
+            if not ref.shape.is_array:
+                leaves.append(TOKEN)
+            elif return_device_arrays:
+                leaves.append(self._device_array(memory, ref))
+            else:
+                leaves.append(memory.read(ref))
+        device.synchronize()
+        self.last_run = stats
+        return nest(root.shape, iter(leaves))
+
+    # -- buffers -------------------------------------------------------------------------------
+    def _buffer(self, allocation: BufferAllocation, args: Sequence[Any], stats: RunStats) -> Any:
+        if allocation.kind is AllocationKind.PARAMETER:
+            return self._parameter(args, allocation, stats)
+        if allocation.kind is AllocationKind.CONSTANT:
+            return self._constant(allocation, stats)
+        return self._allocate(allocation.size, stats)
+
+    def _allocate(self, size: int, stats: RunStats) -> Any:
+        stats.allocations += 1
+        stats.allocated_bytes += size
+        return self.device.allocate(size)
+
+    def _upload(self, data: np.ndarray, stats: RunStats) -> Any:
+        buffer = self._allocate(data.size, stats)
+        if data.size:
+            self.device.upload(buffer.ptr, data)
+            stats.uploaded_bytes += data.size
+        return buffer
+
+    def _constant(self, allocation: BufferAllocation, stats: RunStats) -> Any:
+        buffer = self._constants_on_device.get(allocation.index)
+        if buffer is None:
+            buffer = self._upload(self.constants[allocation.index], stats)
+            self._constants_on_device[allocation.index] = buffer
+        return buffer
+
+    def _parameter(self, args: Sequence[Any], allocation: BufferAllocation, stats: RunStats) -> Any:
+        value = args[allocation.parameter_number]
+        shape = self.module.entry.parameter(allocation.parameter_number).shape
+        for i in allocation.parameter_index:
+            value, shape = value[i], shape.tuple_shapes[i]
+        if value is TOKEN or not shape.is_array or allocation.size == 0:
+            return ExternalBuffer(0, 0)
+        written = allocation.index in self.copied_parameters
+        if isinstance(value, DLPackArray):
+            return self._device_argument(value, shape, allocation, written, stats)
+        array = np.asarray(value)
+        data = physical_bytes(array, shape)
+        if self.device.dlpack_device[0] == KDLCPU and not written and data.ctypes.data % KERNEL_ALIGNMENT == 0:
+            # The device's memory is the host's: the bytes in the layout's order are used as they are.
+            if np.may_share_memory(data, array):
+                stats.arguments_in_place += 1
+            else:
+                stats.uploaded_bytes += data.size  # put into the layout's order: a copy all the same
+            return ExternalBuffer(data.ctypes.data, data.size, data)
+        return self._upload(data, stats)
+
+    def _device_argument(self, value: DLPackArray, shape: Shape, allocation: BufferAllocation, written: bool,
+                         stats: RunStats) -> Any:
+        if value.device != tuple(self.device.dlpack_device):
+            raise ArgumentError(f"argument {allocation.parameter_number}: the array is in {value.device_name} "
+                                f"memory, but the program runs on {self.device.name}")
+        if value.has_layout(shape) and value.ptr % KERNEL_ALIGNMENT == 0:
+            if not written:
+                stats.arguments_in_place += 1
+                return ExternalBuffer(value.ptr, allocation.size, value)
+            buffer = self._allocate(allocation.size, stats)
+            self.device.copy(buffer.ptr, value.ptr, allocation.size)
+            stats.device_copied_bytes += allocation.size
+            return buffer
+        # Other strides (or misaligned): through the host, into the layout's order.
+        low, high = value.span()
+        itemsize = value.dtype.itemsize
+        host = np.empty((high - low) * itemsize, np.uint8)
+        self.device.download(host, value.ptr + low * itemsize)
+        stats.downloaded_bytes += host.size
+        elements = host.view(value.dtype)[-low:]
+        array = np.lib.stride_tricks.as_strided(elements, value.shape, [s * itemsize for s in value.strides])
+        return self._upload(physical_bytes(array, shape), stats)
+
+    def _device_array(self, memory: DeviceMemory, ref: BufferRef) -> DeviceArray:
+        allocation = self.assignment.allocations[ref.slice.allocation_index]
+        buffer = memory.buffers[allocation.index]
+        if allocation.kind is AllocationKind.CONSTANT or isinstance(buffer, ExternalBuffer):
+            copy = self._allocate(ref.slice.size, memory.stats)  # a result owns its memory
+            if ref.slice.size:
+                self.device.copy(copy.ptr, memory.address(ref.slice), ref.slice.size)
+                memory.stats.device_copied_bytes += ref.slice.size
+            return DeviceArray(self.device, copy, 0, ref.shape)
+        return DeviceArray(self.device, buffer, ref.slice.offset, ref.shape)
+
+
+def label_library_calls(program: SequentialThunk, stats: RuntimeStats, device: Device) -> None:
+    """Count each library call where it runs: on the device, or "(host)" (module doc)."""
+    calls: Counter = Counter()
+    for thunk in program.walk():
+        if isinstance(thunk, GemmThunk):
+            on_device = not device.gemm_unavailable and plan_gemm(thunk.lhs.shape, thunk.rhs.shape,
+                                                                  thunk.output.shape, thunk.dims) is not None
+            calls["gemm" if on_device else "gemm (host)"] += 1
+        elif isinstance(thunk, ConvolutionThunk):
+            calls["convolution (host)"] += 1
+    stats.library_calls = calls
+
+
+def compile_module(module: HloModule, device: Device | None = None, options: PipelineOptions | None = None, *,
+                   hlo_passes: bool = False, seed: int = 0, print_after_all: bool = False,
+                   stream: TextIO | None = None, times: dict[str, float] | None = None) -> DeviceExecutable:
+    """Compile `module` (changed in place by the HLO passes) for `device` (default: the process's
+    CudaDevice 0)."""
+    from hlocc.backends.cpu.executable import prepare_as_written
+
+    if device is None:
+        from hlocc.backends.cuda.driver import cuda_device
+
+        device = cuda_device()
+    times = times if times is not None else {}
+    t0 = time.perf_counter()
+    prepare_as_written(module, hlo_passes)
+    built = build_executable(module, device.kernel_compiler(options, times), hlo_passes=hlo_passes, seed=seed,
+                             print_after_all=print_after_all, stream=stream, times=times)
+    label_library_calls(built.program, built.stats, device)
+    built.stats.device = device.name
+    times["total"] = (time.perf_counter() - t0) * 1e3
+    return DeviceExecutable(**{f.name: getattr(built, f.name) for f in fields(ThunkExecutable)}, device=device)
+
+
+__all__ = ["DeviceExecutable", "compile_module", "label_library_calls"]

@@ -1,10 +1,14 @@
-"""Whole programs: hlocc's CPU backend against XLA:CPU on the JAX corpus, in the same run (issue 5).
+"""Whole programs: hlocc against XLA on the JAX corpus, in the same run (issues 5 and 7).
 
     python benchmarks/programs.py [--cases perf|all|NAME,...] [--runs 20] [--data DIR]
+                                  [--backend cpu|cuda|cuda-sim]
 
-For each case of shared/corpus/jax it compiles the module's HLO text with hlocc (backend cpu) and
-the *same text* with XLA:CPU (jaxlib's client: HLO text → StableHLO → compile, what `jax.jit`
-of the original function runs), checks hlocc's outputs against the corpus's reference outputs,
+For each case of shared/corpus/jax it compiles the module's HLO text with hlocc (`--backend`,
+default cpu) and the *same text* with XLA on the same kind of device (jaxlib's client: HLO text →
+StableHLO → compile, what `jax.jit` of the original function runs): XLA:CPU for cpu, XLA:GPU for
+cuda (inputs and outputs stay on the GPU for both: DLPack in, device arrays out). cuda-sim runs
+the GPU kernels in simulation on the host: its times are not GPU times, only a check that the
+cuda path runs. It checks hlocc's outputs against the corpus's reference outputs,
 times warmed runs of both (median) and prints the ratio (XLA time / hlocc time: above 1 means
 hlocc is faster), the geometric mean of the ratios, and the kernels each compiler made: hlocc's
 generated kernels + library calls + host fallbacks beside the fusions and library calls in XLA's
@@ -57,17 +61,18 @@ def case_dir(name: str, data: pathlib.Path) -> pathlib.Path:
     return CORPUS if (CORPUS / f"{name}.in.npz").is_file() else data
 
 
-class XlaCpu:
-    """XLA:CPU through jaxlib: compile HLO text, run on device buffers, count the optimized kernels."""
+class XlaReference:
+    """XLA through jaxlib on `platform` ("cpu" or "gpu"): compile HLO text, run on device buffers,
+    count the optimized kernels."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, platform: str = "cpu"):
         import jax
         import jax._src.lib as jlib
         from jax._src.lib import _jax
 
         module = jlib.hlo.hlo_module_from_text(text)
         stablehlo = _jax.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
-        self.device = jax.devices("cpu")[0]
+        self.device = jax.devices(platform)[0]
         self.exe = self.device.client.compile_and_load(stablehlo, _jax.DeviceList((self.device,)),
                                                        _jax.CompileOptions())
         self.optimized = "\n".join(m.to_string() for m in self.exe.hlo_modules())
@@ -77,11 +82,11 @@ class XlaCpu:
 
         return [jax.device_put(a, self.device) for a in args]
 
-    def run(self, buffers):
+    def run(self, buffers, to_host: bool = True):
         outs = self.exe.execute_sharded(buffers).disassemble_into_single_device_arrays()
         for o in outs:
             o[0].block_until_ready()
-        return [np.asarray(o[0]) for o in outs]
+        return [np.asarray(o[0]) for o in outs] if to_host else outs
 
     def kernels(self) -> str:
         fusions = len(re.findall(r"= [^=]*? fusion\(", self.optimized))
@@ -89,7 +94,24 @@ class XlaCpu:
         return f"{fusions}+{library}"
 
 
-def bench_case(case: dict, data: pathlib.Path, runs: int) -> float | None:
+XlaCpu = XlaReference  # the CPU reference (benchmarks/emitters.py)
+
+
+def reference_platform(backend: str) -> str:
+    """Where XLA runs for a comparison with `backend`: the GPU for cuda, the host otherwise."""
+    return "gpu" if backend == "cuda" else "cpu"
+
+
+def hlocc_runner(exe, args, backend: str, xla: XlaReference):
+    """A call that runs `exe` once as a user of `backend` would in a loop: on cuda with the inputs
+    already on the GPU (XLA's device buffers, taken through DLPack) and the results left there."""
+    if backend != "cuda":
+        return lambda: exe(*args)
+    on_device = xla.put(args)
+    return lambda: exe(*on_device, return_device_arrays=True)
+
+
+def bench_case(case: dict, data: pathlib.Path, runs: int, backend: str = "cpu") -> float | None:
     import hlocc
     from corpus import load_npz
     from hlocc.cli import flatten
@@ -102,17 +124,17 @@ def bench_case(case: dict, data: pathlib.Path, runs: int) -> float | None:
     inputs = load_npz(directory / f"{name}.in.npz")
     expected = load_npz(directory / f"{name}.out.npz")
     t0 = time.perf_counter()
-    exe = hlocc.compile(text, backend="cpu")
+    exe = hlocc.compile(text, backend=backend)
     compile_ms = (time.perf_counter() - t0) * 1e3
     args = check_arguments(exe.module, [inputs[f"arg{i}"] for i in range(len(inputs))], cast=True)
     outputs = flatten(exe(*args))
     problems = [compare_arrays(expected[f"out{i}"], o, float(case["rtol"]), float(case["atol"]))
                 for i, o in enumerate(outputs)]
     ok = all(p is None for p in problems)
-    xla = XlaCpu(text)
+    xla = XlaReference(text, reference_platform(backend))
     buffers = xla.put(args)
-    t_ours = median_ms(lambda: exe(*args), runs)
-    t_xla = median_ms(lambda: xla.run(buffers), runs)
+    t_ours = median_ms(hlocc_runner(exe, args, backend, xla), runs)
+    t_xla = median_ms(lambda: xla.run(buffers, to_host=False), runs)
     stats = exe.runner.stats
     ours = f"{stats.kernels}+{sum(stats.library_calls.values())}+{len(stats.host_ops)}"
     ratio = t_xla / t_ours
@@ -126,6 +148,7 @@ def main() -> None:
     ap.add_argument("--cases", default="perf", help="perf (default), all, or comma-separated names")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--data", type=pathlib.Path, default=pathlib.Path.home() / ".cache" / "hlocc" / "jax_corpus")
+    ap.add_argument("--backend", choices=("cpu", "cuda", "cuda-sim"), default="cpu")
     args = ap.parse_args()
     import jax
 
@@ -138,10 +161,13 @@ def main() -> None:
         names = args.cases.split(",")
         cases = [c for c in cases if c["name"] in names]
     ensure_data(cases, args.data)
-    print(f"{len(cases)} cases, {args.runs} runs, median; jax {jax.__version__}, {os.cpu_count()} cpus")
+    print(f"{len(cases)} cases, {args.runs} runs, median; hlocc --backend {args.backend} against XLA on "
+          f"{reference_platform(args.backend)}; jax {jax.__version__}, {os.cpu_count()} cpus")
+    if args.backend == "cuda-sim":
+        print("cuda-sim: the GPU kernels run in simulation on the host; its times are not GPU times")
     print(f"{'case':28} {'hlocc ms':>9} {'xla ms':>9} {'ratio':>6} {'kernels':>9} {'xla':>7} {'compile':>9}")
     print(f"{'':28} {'':>9} {'':>9} {'':>6} {'gen+lib+host':>9} {'fus+lib':>7} {'ms':>9}")
-    ratios = [r for c in cases if (r := bench_case(c, args.data, args.runs)) is not None]
+    ratios = [r for c in cases if (r := bench_case(c, args.data, args.runs, args.backend)) is not None]
     if ratios:
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"geomean ratio (XLA time / hlocc time) over {len(ratios)} cases: {geomean:.2f}")

@@ -88,11 +88,18 @@ class DeviceInfo:
     compute_capability: tuple[int, int]
     sm_count: int
     total_bytes: int
+    memory_clock_khz: int = 0
+    bus_width_bits: int = 0
 
     @property
     def arch(self) -> str:
         major, minor = self.compute_capability
         return f"sm_{major}{minor}"
+
+    @property
+    def peak_bandwidth(self) -> float:
+        """Bytes per second of the device memory at its peak: double data rate × bus width."""
+        return 2.0 * self.memory_clock_khz * 1e3 * self.bus_width_bits / 8
 
 
 def query_device(ordinal: int = 0) -> DeviceInfo:
@@ -110,7 +117,9 @@ def query_device(ordinal: int = 0) -> DeviceInfo:
                       (attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
                        attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)),
                       attribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
-                      int(check(driver.cuDeviceTotalMem(device), "cuDeviceTotalMem")))
+                      int(check(driver.cuDeviceTotalMem(device), "cuDeviceTotalMem")),
+                      attribute(attr.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
+                      attribute(attr.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH))
 
 
 def _free(ptr: int) -> None:

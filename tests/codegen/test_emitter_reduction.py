@@ -163,14 +163,18 @@ def test_row_reductions_with_a_side_output(t, rows, cols, target):
     assert emitters_of(run_and_compare(text, target, rtol=rtol, atol=1e-5)) == ["reduction"]
 
 
-@pytest.mark.parametrize("t, minor, lanes", [("f32", 4096, 64), ("f16", 256, 64), ("f64", 96, 32), ("f32", 48, 16),
-                                             ("s8", 320, 64)])
+@pytest.mark.parametrize("t, minor, lanes", [("f32", 4096, 256), ("f32", 1152, 128), ("f32", 1024, 128),
+                                             ("f16", 256, 64), ("f64", 96, 32), ("f32", 48, 16), ("s8", 320, 64),
+                                             ("s8", 8192, 1024)])
 def test_cpu_column_lanes(t, minor, lanes):
-    """A CPU thread of a column reduction accumulates 256 bytes of adjacent columns (at most 64 lanes,
-    fewer where the columns do not divide), and the result matches the evaluator."""
+    """A CPU thread of a column reduction accumulates 1024 bytes of adjacent columns in vectors of at
+    most 64 lanes (fewer where the columns do not divide, and no more than one vector per thread
+    where that would leave fewer than 8 threads: 1024 f32 columns are 8 threads of 128), and the
+    result matches the evaluator."""
     text = _text(t, (40, minor), (0,))
     emitter = ReductionEmitter(fused_computation(parse_hlo(text)), cpu_target())
     assert not emitter.tiling.row and emitter.tiling.lanes == lanes
+    assert emitter.tiling.groups == max(1, lanes // 64)
     rtol = 1e-2 if t == "f16" else 1e-4  # f16 adds round (the evaluator's sum is more precise)
     assert emitters_of(run_and_compare(text, "cpu", rtol=rtol, atol=1e-2 if t == "f16" else 1e-4)) == ["reduction"]
     assert_bijection(emitter.thread_id_to_input_indexing(0, 0), (40, minor), "input")

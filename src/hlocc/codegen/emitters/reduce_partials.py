@@ -108,20 +108,26 @@ SideWriter = Callable[[list[SSAValue], list[SSAValue]], list[SSAValue]]
 """`(range variables of the chunked maps, outputs) -> outputs`: what else to do at an element."""
 
 
-def emit_row_partials(e: ElementEmitter, instr: HloInstruction, maps: Sequence[IndexingMap],
-                      indices: Sequence[SSAValue], symbols: Sequence[SSAValue | None], plan: PartialsPlan,
-                      inits: Sequence[SSAValue], outputs: Sequence[SSAValue] = (),
+def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloInstruction],
+                      maps: Sequence[IndexingMap], indices: Sequence[SSAValue], symbols: Sequence[SSAValue | None],
+                      plan: PartialsPlan, inits: Sequence[SSAValue], outputs: Sequence[SSAValue] = (),
                       visit: SideWriter | None = None) -> tuple[list[SSAValue], list[SSAValue]]:
-    """The reduction of the operands over range variable `plan.symbol` alone, the other range
-    variables at `symbols` (None at plan.symbol): one value per reduced operand, without the init
-    value (`inits` only seed the vectors, whose every lane the first chunk overwrites), and
-    `outputs` as `visit` left them. `visit`, when given, runs at every element with the range
-    variables of `chunked_map(m, plan.symbol, plan.lanes)` and the carried `outputs` (the reduction
-    emitter writes its side outputs there, so the element computation is shared and each output
-    chunk is stored as one vector)."""
-    n = len(instr.operands) // 2
+    """The reduction of the operands of `reduces` (one reduce, or several that share `plan`, in one
+    pass over the row: each element is computed and read once) over range variable `plan.symbol`
+    alone, the other range variables at `symbols` (None at plan.symbol): one value per reduced
+    operand, in the order of the reduces' operands, without the init value (`inits`, one per reduced
+    operand, only seed the vectors, whose every lane the first chunk overwrites); `maps` are the
+    reduced operands' maps, in the same order. `outputs` come back as `visit` left them. `visit`,
+    when given, runs at every element with the range variables of
+    `chunked_map(m, plan.symbol, plan.lanes)` and the carried `outputs` (the reduction emitter writes
+    its side outputs there, so the element computation is shared and each output chunk is stored as
+    one vector)."""
+    reduces = [reduces] if isinstance(reduces, HloInstruction) else list(reduces)
+    # (reduce, operand number) of every reduced value, in order.
+    operands = [(r, k) for r in reduces for k in range(len(r.operands) // 2)]
+    n = len(operands)
     j, lanes = plan.symbol, plan.lanes
-    types = [element_type(instr.operand(k).shape.element_type) for k in range(n)]
+    types = [element_type(r.operand(k).shape.element_type) for r, k in operands]
     vector_types = [VectorType(t, [lanes]) for t in types]
     out_types = [o.type for o in outputs]
     chunks, tail = divmod(maps[0].symbols[j].bounds.size, lanes)
@@ -131,7 +137,7 @@ def emit_row_partials(e: ElementEmitter, instr: HloInstruction, maps: Sequence[I
         return [chunk if k == j else s for k, s in enumerate(symbols)] + [lane]
 
     def elements(chunk: SSAValue, lane: SSAValue) -> list[SSAValue]:
-        return [e.scalar(instr.operand(k), e.apply(split[k], indices, at(chunk, lane))) for k in range(n)]
+        return [e.scalar(r.operand(k), e.apply(m, indices, at(chunk, lane))) for (r, k), m in zip(operands, split)]
 
     def lane_loop(chunk: SSAValue, count: int, accs: Sequence[SSAValue] | None,
                   carried: Sequence[SSAValue], outs: Sequence[SSAValue]) -> list[SSAValue]:
@@ -147,7 +153,7 @@ def emit_row_partials(e: ElementEmitter, instr: HloInstruction, maps: Sequence[I
                 new_outs = visit(at(chunk, lane), new_outs)
             if accs is not None:
                 old = [b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(accs, types)]
-                values = emit_scalar_computation(b, instr.to_apply, [*old, *values])
+                values = _apply_reducers(b, reduces, old, values)
             b.insert(scf.YieldOp(*[b.add(vector.InsertOp(v, c, [lane])) for v, c in zip(values, block.args[1:])],
                                  *new_outs))
         loop = scf.ForOp(e.b.index(0), e.b.index(count), e.b.index(1), [*carried, *outs], block)
@@ -163,7 +169,23 @@ def emit_row_partials(e: ElementEmitter, instr: HloInstruction, maps: Sequence[I
         results = list(e.b.insert(scf.ForOp(e.b.index(1), e.b.index(chunks), e.b.index(1), results, block)).results)
     if tail:
         results = lane_loop(e.b.index(chunks), tail, results[:n], results[:n], results[n:])
-    return combine_lanes(e.b, instr.to_apply, results[:n], types), results[n:]
+    partials, k = [], 0
+    for r in reduces:
+        m = len(r.operands) // 2
+        partials += combine_lanes(e.b, r.to_apply, results[k:k + m], types[k:k + m])
+        k += m
+    return partials, results[n:]
+
+
+def _apply_reducers(b: KernelBuilder, reduces: Sequence[HloInstruction], accs: Sequence[SSAValue],
+                    values: Sequence[SSAValue]) -> list[SSAValue]:
+    """Each reduce's reducer on its slice of `accs` and `values` (its reduced operands, in order)."""
+    out, k = [], 0
+    for r in reduces:
+        m = len(r.operands) // 2
+        out += emit_scalar_computation(b, r.to_apply, [*accs[k:k + m], *values[k:k + m]])
+        k += m
+    return out
 
 
 def combine_lanes(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAValue],

@@ -28,8 +28,9 @@ up to 512 threads per row, vectorized by 2 where XLA does; multi-row reductions 
 32 / threads-per-row rows in a warp; column tiles 32×32). The CPU target (warp size 1) has one
 thread per output element (rows) or per chunk of adjacent output columns (columns), so nothing
 crosses threads: a row is reduced with a vector of partial accumulators along its contiguous
-dimension (`reduce_partials.py`), a column chunk with one accumulator per column (up to 64 adjacent columns,
-256 bytes), read row by row so the loads are contiguous; blocks hold a few thousand input elements.
+dimension (`reduce_partials.py`; several reduce heroes share the one pass over the row), a column
+chunk with one accumulator per column (up to 1024 bytes of adjacent columns, in vectors of up to 64
+lanes), read row by row so the loads are contiguous; blocks hold a few thousand input elements.
 
 Reduction order: partial results are combined in a fixed order, different from the evaluator's
 sequential order, as XLA's are (jax.lax.reduce requires an associative and commutative reducer).
@@ -78,13 +79,16 @@ from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.types import Shape
 
 MAX_ROW_THREADS = 512
-CPU_COLUMN_BYTES = 256
-"""Bytes of adjacent columns a CPU thread of a column reduction accumulates (a vector of
-accumulators, at most 64 lanes): each row it reads is 4 cache lines long. Rows are a whole page
-apart in a large input, so the loads of a thread cost a TLB lookup per row; 256 bytes per row ran
-an f32[4096,4096] column sum 1.4-2.4x faster than 64 (one cache line)."""
+CPU_COLUMN_BYTES = 1024
+"""Bytes of adjacent columns a CPU thread of a column reduction accumulates (vectors of
+accumulators, `CPU_MAX_COLUMN_LANES` lanes each): each row it reads is 16 cache lines long. Rows
+are a whole page apart in a large input, so the loads of a thread cost a TLB lookup per row; 256
+bytes per row ran an f32[4096,4096] column sum 1.4-2.4x faster than 64 (one cache line), and
+1024 bytes (four vectors of 64 lanes) about 1.15x faster than 256."""
 CPU_MAX_COLUMN_LANES = 64
-"""The longest vector `vectorize-loads-stores` makes."""
+"""The longest vector `vectorize-loads-stores` makes: a thread's columns are groups of this many."""
+CPU_MIN_COLUMN_THREADS = 8
+"""Column chunks are narrowed (down to one vector) until there are this many, for the thread pool."""
 CPU_BLOCK_ELEMENTS = 1 << 14
 """Input elements a CPU block covers: enough that the thread pool's hand-off is amortised."""
 
@@ -94,7 +98,7 @@ class Tiling:
     """How threads cover the normalised input. Rows: `threads_per_row` threads (a power of two, or
     a multiple of the warp) share a row, `rows_per_block` rows per block, each thread reads
     `vector` adjacent elements per step. Columns: a block is a tile of `tile_rows` threads ×
-    `tile_columns` columns (`lanes` adjacent columns per thread on the CPU)."""
+    `tile_columns` columns (`lanes` adjacent columns per thread on the CPU, in `groups` vectors)."""
 
     row: bool
     threads_per_block: int
@@ -104,6 +108,7 @@ class Tiling:
     vector: int = 1
     tile_columns: int = 1
     lanes: int = 1
+    groups: int = 1
 
 
 class ReductionEmitter(FusionEmitterBase):
@@ -149,13 +154,15 @@ class ReductionEmitter(FusionEmitterBase):
             widest = max(max(r.operand(k).shape.element_type.bits, 8) for r in self.reduces
                          for k in range(len(r.operands) // 2))
             # (no vectors of complex numbers)
-            lanes = 1 if complex_values else min(CPU_MAX_COLUMN_LANES, CPU_COLUMN_BYTES * 8 // widest)
-            while lanes > 1 and minor % lanes:
+            lanes = 1 if complex_values else CPU_COLUMN_BYTES * 8 // widest
+            while lanes > 1 and (minor % lanes or lanes > CPU_MAX_COLUMN_LANES
+                                 and major * (minor // lanes) < CPU_MIN_COLUMN_THREADS):
                 lanes //= 2
             chunks = minor // lanes
             per_block = max(1, min(chunks, CPU_BLOCK_ELEMENTS // max(1, self.dims.dimensions[1] * lanes)))
             blocks = major * -(-chunks // per_block)
-            return Tiling(False, per_block, blocks, tile_columns=per_block * lanes, lanes=lanes)
+            return Tiling(False, per_block, blocks, tile_columns=per_block * lanes, lanes=lanes,
+                          groups=max(1, lanes // CPU_MAX_COLUMN_LANES))
         columns = -(-minor // warp)
         return Tiling(False, warp * warp, major * columns, threads_per_row=warp, tile_columns=warp)
 
@@ -188,8 +195,8 @@ class ReductionEmitter(FusionEmitterBase):
             column_blocks = -(-n2 // t.tile_columns)
             m, column_block = bl // column_blocks, bl % column_blocks
             if self.target.warp_size == 1:
-                symbols = [Variable(Interval(0, n1 - 1), "r"), Variable(Interval(0, t.lanes - 1), "lane")]
-                n = column_block * t.tile_columns + th * t.lanes + sym(1)
+                symbols = [Variable(Interval(0, n1 - 1), "r"), *_column_lanes(t)]
+                n = column_block * t.tile_columns + th * t.lanes + _column_offset(t, 1)
                 results = (m, sym(0), n)
             else:
                 warp = t.threads_per_row
@@ -249,8 +256,8 @@ class ReductionEmitter(FusionEmitterBase):
         column_blocks = -(-n2 // t.tile_columns)
         mm, column_block = bl // column_blocks, bl % column_blocks
         if self.target.warp_size == 1:
-            n = column_block * t.tile_columns + th * t.lanes + sym(0)
-            m = IndexingMap(self._dims(), (mm, 0, n), (Variable(Interval(0, t.lanes - 1), "lane"),))
+            n = column_block * t.tile_columns + th * t.lanes + _column_offset(t, 0)
+            m = IndexingMap(self._dims(), (mm, 0, n), _column_lanes(t))
         else:
             warp = t.threads_per_row
             n = column_block * t.tile_columns + th // warp
@@ -302,25 +309,20 @@ class ReductionEmitter(FusionEmitterBase):
         logical = self._to_logical(inputs, self.input_shape)
         plan = self._partials_plan(logical)
         if plan is not None:
-            # Side outputs are written in the first reduce's pass over the row, at the element it
-            # reads: the element is computed once, and each chunk is stored as one vector.
+            # All reduces and the side outputs in one pass over the row: each element is computed
+            # and read once, and each chunk of a side output is stored as one vector.
             chunked = chunked_map(logical, plan.symbol, plan.lanes)
 
             def write_side(syms: list[SSAValue], outs: list[SSAValue]) -> list[SSAValue]:
                 return self._write_side(e, e.apply(chunked, ids, syms), outs, side)
 
-            accs = []
-            for k, r in enumerate(self.reduces):
-                n = len(r.operands) // 2
-                own = self._to_logical(inputs, r.operand(0).shape)
-                with_side = bool(side) and k == 0
-                partial, written = emit_row_partials(e, r, [own] * n, ids,
-                                                     [e.b.index(0) if j != plan.symbol else None
-                                                      for j in range(len(own.symbols))],
-                                                     plan, [e.scalar(r.operand(n + j), []) for j in range(n)],
-                                                     outputs if with_side else (), write_side if with_side else None)
-                accs += partial
-                outputs = written if with_side else outputs
+            maps = [self._to_logical(inputs, r.operand(0).shape) for r in self.reduces
+                    for _ in range(len(r.operands) // 2)]
+            accs, written = emit_row_partials(e, self.reduces, maps, ids,
+                                              [e.b.index(0) if j != plan.symbol else None
+                                               for j in range(len(logical.symbols))],
+                                              plan, inits, outputs if side else (), write_side if side else None)
+            outputs = written if side else outputs
             return self._fold_inits(e, inits, accs), outputs
         result = _symbol_loop(e, logical, ids, [*inits, *outputs],
                               lambda syms, carried: self._step(e, logical, ids, syms, carried, len(inits), side))
@@ -474,45 +476,74 @@ class ReductionEmitter(FusionEmitterBase):
         return e.if_else_many(cond, write, lambda: list(outputs), [o.type for o in outputs])
 
     def _emit_cpu_columns(self, e: ElementEmitter, ids: list[SSAValue], outputs: list[SSAValue]) -> list[SSAValue]:
-        """CPU columns: the thread's `lanes` adjacent columns each keep an accumulator (a vector of
-        them); rows are read in order, each row's lanes contiguous."""
+        """CPU columns: the thread's `lanes` adjacent columns each keep an accumulator (in `groups`
+        vectors of adjacent columns); rows are read in order, each row's lanes contiguous, one lane
+        loop per group (vectorize-elementwise makes each one vector load and one vector op)."""
         inits = self._init_values(e)
-        lanes = self.tiling.lanes
+        t = self.tiling
+        width = t.lanes // t.groups
+        n = len(inits)
         types = [a.type for a in inits]
-        inputs = self.input_map
         side = [(leaves, root) for leaves, root, hero in self._root_leaves() if hero.opcode != "reduce"]
-        logical = self._to_logical(inputs, self.input_shape)
+        logical = self._to_logical(self.input_map, self.input_shape)
         b = e.b
-        vtypes = [VectorType(ty, [lanes]) for ty in types]
-        seeds = [b.add(vector.BroadcastOp(init, vt)) for init, vt in zip(inits, vtypes)]
-        row_block = Block(arg_types=[IndexType(), *vtypes, *[o.type for o in outputs]])
+        vtypes = [VectorType(ty, [width]) for ty in types]
+        out_types = [o.type for o in outputs]
+
+        def group_symbols(group: SSAValue, lane: SSAValue) -> list[SSAValue]:
+            # `group` is defined outside the lane loop, or vectorize-loads-stores leaves its reads.
+            return [group, lane] if t.groups > 1 else [lane]
+
+        # Accumulators: `groups` vectors per reduced value, group-major.
+        seeds = [b.add(vector.BroadcastOp(init, vt)) for _ in range(t.groups) for init, vt in zip(inits, vtypes)]
+        row_block = Block(arg_types=[IndexType(), *[s.type for s in seeds], *out_types])
         with e.nested(row_block) as rb:
             row = row_block.args[0]
-            carried = list(row_block.args[1:])
-            lane_block = Block(arg_types=[IndexType(), *vtypes, *[o.type for o in outputs]])
-            with e.nested(lane_block) as lb:
-                lane = lane_block.args[0]
-                vecs_in = lane_block.args[1:1 + len(types)]
-                accs = [lb.add(vector.ExtractOp(a, [lane], ty)) for a, ty in zip(vecs_in, types)]
-                stepped = self._step(e, logical, ids, [row, lane], [*accs, *lane_block.args[1 + len(types):]],
-                                     len(types), side)
-                vecs = [lb.add(vector.InsertOp(v, a, [lane]))
-                        for v, a in zip(stepped[:len(types)], lane_block.args[1:1 + len(types)])]
-                lb.insert(scf.YieldOp(*vecs, *stepped[len(types):]))
-            inner = rb.insert(scf.ForOp(rb.index(0), rb.index(lanes), rb.index(1), carried, lane_block))
-            rb.insert(scf.YieldOp(*inner.results))
+            vecs = list(row_block.args[1:1 + len(seeds)])
+            outs = list(row_block.args[1 + len(seeds):])
+            for g in range(t.groups):
+                carried = vecs[g * n:(g + 1) * n]
+                group = rb.index(g)
+                lane_block = Block(arg_types=[IndexType(), *vtypes, *out_types])
+                with e.nested(lane_block) as lb:
+                    lane = lane_block.args[0]
+                    # Lane `lane` of the row's accumulators, read from the vectors defined outside
+                    # the lane loop (each lane touches only its own): vectorize-elementwise's form.
+                    accs = [lb.add(vector.ExtractOp(a, [lane], ty)) for a, ty in zip(carried, types)]
+                    stepped = self._step(e, logical, ids, [row, *group_symbols(group, lane)],
+                                         [*accs, *lane_block.args[1 + n:]], n, side)
+                    new = [lb.add(vector.InsertOp(v, a, [lane])) for v, a in zip(stepped[:n], lane_block.args[1:1 + n])]
+                    lb.insert(scf.YieldOp(*new, *stepped[n:]))
+                inner = rb.insert(scf.ForOp(rb.index(0), rb.index(width), rb.index(1), [*carried, *outs], lane_block))
+                vecs[g * n:(g + 1) * n] = inner.results[:n]
+                outs = list(inner.results[n:])
+            rb.insert(scf.YieldOp(*vecs, *outs))
         loop = b.insert(scf.ForOp(b.index(0), b.index(self.dims.dimensions[1]), b.index(1), [*seeds, *outputs],
                                   row_block))
-        accs_v = list(loop.results[:len(types)])
-        outputs = list(loop.results[len(types):])
+        accs_v = list(loop.results[:len(seeds)])
+        outputs = list(loop.results[len(seeds):])
         out_map = self._normalized_output_map()
-        write_block = Block(arg_types=[IndexType(), *[o.type for o in outputs]])
-        with e.nested(write_block) as wb:
-            lane = write_block.args[0]
-            accs = [wb.add(vector.ExtractOp(a, [lane], ty)) for a, ty in zip(accs_v, types)]
-            new = self._write_results(e, ids, list(write_block.args[1:]), accs, out_map, [lane])
-            wb.insert(scf.YieldOp(*new))
-        return list(b.insert(scf.ForOp(b.index(0), b.index(lanes), b.index(1), outputs, write_block)).results)
+        for g in range(t.groups):
+            group = b.index(g)
+            write_block = Block(arg_types=[IndexType(), *out_types])
+            with e.nested(write_block) as wb:
+                lane = write_block.args[0]
+                accs = [wb.add(vector.ExtractOp(a, [lane], ty)) for a, ty in zip(accs_v[g * n:(g + 1) * n], types)]
+                new = self._write_results(e, ids, list(write_block.args[1:]), accs, out_map, group_symbols(group, lane))
+                wb.insert(scf.YieldOp(*new))
+            outputs = list(b.insert(scf.ForOp(b.index(0), b.index(width), b.index(1), outputs, write_block)).results)
+        return outputs
+
+
+def _column_lanes(t: Tiling) -> tuple[Variable, ...]:
+    """The range variables of a CPU column thread's columns: (group, lane), or (lane) for one group."""
+    lane = Variable(Interval(0, t.lanes // t.groups - 1), "lane")
+    return (Variable(Interval(0, t.groups - 1), "group"), lane) if t.groups > 1 else (lane,)
+
+
+def _column_offset(t: Tiling, first: int):
+    """The column within a CPU thread's chunk, from `_column_lanes` numbered from symbol `first`."""
+    return sym(first) * (t.lanes // t.groups) + sym(first + 1) if t.groups > 1 else sym(first)
 
 
 def _ceil(a: int, b: int) -> int:

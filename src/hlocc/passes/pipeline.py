@@ -35,6 +35,7 @@ from hlocc.passes import (  # noqa: F401
     algsimp,
     call_inliner,
     constant_folding,
+    convolution_to_gemm,
     cse,
     dce,
     dot_canonicalize,

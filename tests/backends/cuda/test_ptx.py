@@ -22,7 +22,7 @@ import pytest
 
 import hlocc
 from corpus import JAX_DIR, KNOWN_INVALID, XLA_DIR, corpus_files
-from hlocc.backends.cpu.executable import prepare_as_written
+from hlocc.backends.cuda.executable import prepare_for_device
 from hlocc.backends.cuda.ptx import PtxError, PtxKernel, compile_ptx, find_ptxas, validate_ptx
 from hlocc.runtime.executable import build_executable
 
@@ -45,8 +45,8 @@ def _emitter_modules() -> list[str]:
 
 
 def ptx_kernels(module: hlocc.HloModule, hlo_passes: bool) -> list[PtxKernel]:
-    """Every kernel the whole-program compiler makes of `module`, compiled for each of ARCHS (none
-    for a module that is one library call, a dot)."""
+    """Every kernel the cuda backend's whole-program compiler makes of `module`, compiled for each of
+    ARCHS (none for a module that is one library call, a dot)."""
     kernels: list[PtxKernel] = []
 
     def compile_kernel(computation, name, noalias):
@@ -54,7 +54,7 @@ def ptx_kernels(module: hlocc.HloModule, hlo_passes: bool) -> list[PtxKernel]:
             kernels.append(compile_ptx(computation, arch, noalias=noalias))
         return kernels[-1]
 
-    prepare_as_written(module, hlo_passes)
+    prepare_for_device(module, hlo_passes)  # as the cuda backend compiles it
     executable = build_executable(module, compile_kernel, hlo_passes=hlo_passes)
     assert not executable.stats.host_ops or hlo_passes, f"host fallbacks: {executable.stats.host_ops}"
     assert kernels or executable.stats.library_calls, "neither a kernel nor a library call"

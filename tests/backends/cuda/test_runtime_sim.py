@@ -302,7 +302,7 @@ def test_gemm_plan_of_a_row_major_product_is_the_transposed_product_in_column_ma
     np.testing.assert_allclose(out, lhs @ rhs, rtol=1e-5)
 
 
-def test_convolution_runs_on_the_host_and_says_so():
+def test_convolution_runs_as_im2col_kernels_and_a_device_gemm():
     text = """HloModule m
 ENTRY e {
   x = f32[1,6,6,2] parameter(0)
@@ -313,6 +313,23 @@ ENTRY e {
     rng = np.random.default_rng(4)
     x, k = rng.standard_normal((1, 6, 6, 2)).astype(np.float32), rng.standard_normal((3, 3, 2, 4)).astype(np.float32)
     np.testing.assert_allclose(exe(x, k), interpret(text, x, k), rtol=1e-5, atol=1e-5)
+    assert dict(exe.runner.stats.library_calls) == {"gemm": 1}
+    assert exe.runner.stats.kernels >= 1 and not exe.runner.stats.host_ops
+    run = exe.runner.last_run
+    assert (run.device_gemms, run.host_library_calls) == (1, 0)
+
+
+def test_a_convolution_with_batch_groups_runs_on_the_host_and_says_so():
+    text = """HloModule m
+ENTRY e {
+  a = f32[4,5,2] parameter(0)
+  b = f32[3,2,2] parameter(1)
+  ROOT c = f32[2,3,2] convolution(a, b), window={size=3}, dim_labels=b0f_0io->b0f, batch_group_count=2
+}"""
+    exe = compile_sim(text)
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((4, 5, 2)).astype(np.float32), rng.standard_normal((3, 2, 2)).astype(np.float32)
+    np.testing.assert_allclose(exe(a, b), interpret(text, a, b), rtol=1e-5, atol=1e-5)
     assert dict(exe.runner.stats.library_calls) == {"convolution (host)": 1}
     assert "library calls: convolution (host) 1" in exe.runner.stats.to_string()
     assert exe.runner.last_run.host_library_calls == 1

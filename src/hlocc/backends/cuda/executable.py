@@ -17,9 +17,10 @@ CPU, so a caller's array is never modified. Outputs returned as DeviceArrays own
 constant's is copied first: nobody may write into a constant).
 
 Library calls on a device: a dot that maps onto one strided batched gemm runs on the device
-(cuBLAS; numpy over the same plan on the SimulatedDevice); others, and every convolution (no
-cuDNN yet), run on the host through memory reads and writes, counted as "gemm (host)" and
-"convolution (host)" in the stats' library calls.
+(cuBLAS; numpy over the same plan on the SimulatedDevice); others run on the host through memory
+reads and writes, counted as "gemm (host)" in the stats' library calls. Convolutions become an
+im2col kernel and a gemm (passes/convolution_to_gemm.py: no cuDNN); the few that pass leaves
+alone (batch groups) run on the host as "convolution (host)".
 """
 
 from __future__ import annotations
@@ -175,12 +176,25 @@ def label_library_calls(program: SequentialThunk, stats: RuntimeStats, device: D
     stats.library_calls = calls
 
 
+def prepare_for_device(module: HloModule, hlo_passes: bool) -> None:
+    """What the device backends do to a module before the runtime's build: the as-written rule of
+    the CPU backend, and, with no convolution library on the device, convolutions rewritten into
+    im2col kernels and a gemm (before fusion, so the im2col gather fuses; fusions holding a
+    convolution are inlined first, as the runtime does)."""
+    from hlocc.backends.cpu.executable import prepare_as_written
+    from hlocc.passes.pipeline import run_passes
+    from hlocc.runtime.executable import inline_library_fusions
+
+    prepare_as_written(module, hlo_passes)
+    inline_library_fusions(module)
+    run_passes(module, ["convolution-to-gemm"])
+
+
 def compile_module(module: HloModule, device: Device | None = None, options: PipelineOptions | None = None, *,
                    hlo_passes: bool = False, seed: int = 0, print_after_all: bool = False,
                    stream: TextIO | None = None, times: dict[str, float] | None = None) -> DeviceExecutable:
     """Compile `module` (changed in place by the HLO passes) for `device` (default: the process's
     CudaDevice 0)."""
-    from hlocc.backends.cpu.executable import prepare_as_written
 
     if device is None:
         from hlocc.backends.cuda.driver import cuda_device
@@ -188,7 +202,7 @@ def compile_module(module: HloModule, device: Device | None = None, options: Pip
         device = cuda_device()
     times = times if times is not None else {}
     t0 = time.perf_counter()
-    prepare_as_written(module, hlo_passes)
+    prepare_for_device(module, hlo_passes)
     built = build_executable(module, device.kernel_compiler(options, times), hlo_passes=hlo_passes, seed=seed,
                              print_after_all=print_after_all, stream=stream, times=times)
     label_library_calls(built.program, built.stats, device)
@@ -197,4 +211,4 @@ def compile_module(module: HloModule, device: Device | None = None, options: Pip
     return DeviceExecutable(**{f.name: getattr(built, f.name) for f in fields(ThunkExecutable)}, device=device)
 
 
-__all__ = ["DeviceExecutable", "compile_module", "label_library_calls"]
+__all__ = ["DeviceExecutable", "compile_module", "label_library_calls", "prepare_for_device"]

@@ -1,7 +1,13 @@
-"""Emitters on the CPU: hlocc's kernels for softmax, layernorm, reductions and transposes against
-XLA:CPU in the same run.
+"""Emitters: hlocc's kernels for softmax, layernorm, reductions and transposes against XLA in the
+same run, on the CPU (XLA:CPU) or, with `--backend cuda`, on the GPU (XLA:GPU).
 
     python benchmarks/emitters.py [--cases NAME,...] [--runs 20] [--quick] [--json] [--data DIR]
+                                  [--backend cpu|cuda|cuda-sim]
+
+With `--backend cuda` the inputs live on the GPU for both compilers (hlocc takes XLA's device
+buffers through DLPack and leaves its results on the GPU) and the bandwidth reference is the
+memory's peak (from the driver: clock × bus width) instead of a numpy copy. `cuda-sim` runs the
+GPU kernels in simulation on the host against XLA:CPU: a check that the path runs, not a timing.
 
 Each case is HLO text as JAX writes it (`jax.jit(f).lower(*args).as_text(dialect="hlo")`), or a
 reduction perf case of shared/corpus/jax read from disk. The *same text* is compiled by hlocc
@@ -44,7 +50,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from programs import CORPUS, XlaCpu, case_dir, ensure_data  # noqa: E402
+from programs import CORPUS, XlaReference, case_dir, ensure_data, hlocc_runner, reference_platform  # noqa: E402
 
 COPY_BYTES = 256 << 20
 QUICK_COPY_BYTES = 16 << 20
@@ -213,6 +219,22 @@ class MemoryCopy:
         return 2 * self.src.nbytes / best / 1e9
 
 
+@dataclass(frozen=True)
+class PeakBandwidth:
+    """The GPU memory's peak bandwidth (the reference on `--backend cuda`)."""
+
+    gbs: float
+
+    @classmethod
+    def of_gpu(cls) -> PeakBandwidth:
+        from hlocc.backends.cuda.driver import query_device
+
+        return cls(query_device(0).peak_bandwidth / 1e9)
+
+    def best_gbs(self, runs: int) -> float:
+        return self.gbs
+
+
 def max_rel_err(ref: np.ndarray, got: np.ndarray, atol: float) -> float:
     from hlocc.comparison import storable
 
@@ -237,7 +259,8 @@ def hlo_types(args: Sequence[np.ndarray]) -> str:
     return "; ".join(f"{names.get(a.dtype.name, a.dtype.name)}[{','.join(map(str, a.shape))}]" for a in args)
 
 
-def bench_case(case: Case, text: str, inputs: list[np.ndarray], runs: int, copy: MemoryCopy) -> Result:
+def bench_case(case: Case, text: str, inputs: list[np.ndarray], runs: int, copy: MemoryCopy | PeakBandwidth,
+               backend: str = "cpu") -> Result:
     import hlocc
     from hlocc.cli import flatten
     from hlocc.comparison import compare_arrays, storable
@@ -245,13 +268,13 @@ def bench_case(case: Case, text: str, inputs: list[np.ndarray], runs: int, copy:
 
     args = check_arguments(hlocc.parse_hlo(text), inputs, cast=True)
     result = Result(case.name, hlo_types(args), case.description)
-    xla = XlaCpu(text)
+    xla = XlaReference(text, reference_platform(backend))
     buffers = xla.put(args)
     expected = xla.run(buffers)
     result.bytes_moved = sum(a.nbytes for a in args) + sum(o.nbytes for o in expected)
     try:
         t0 = time.perf_counter()
-        exe = hlocc.compile(text, backend="cpu")
+        exe = hlocc.compile(text, backend=backend)
         result.compile_ms = (time.perf_counter() - t0) * 1e3
         result.emitters = emitters_of(exe.runner.stats)
         outputs = flatten(exe(*args))
@@ -266,7 +289,8 @@ def bench_case(case: Case, text: str, inputs: list[np.ndarray], runs: int, copy:
     result.problem = next((f"out{i}: {p}" for i, p in enumerate(problems) if p), None)
     result.max_rel_err = max(max_rel_err(r, g, case.atol) for r, g in zip(expected, outputs))
     result.copy_gbs = copy.best_gbs(COPY_RUNS)
-    result.hlocc_ms, result.xla_ms = interleaved_median_ms([lambda: exe(*args), lambda: xla.run(buffers)], runs)
+    ours = hlocc_runner(exe, args, backend, xla)
+    result.hlocc_ms, result.xla_ms = interleaved_median_ms([ours, lambda: xla.run(buffers, to_host=False)], runs)
     result.ratio = result.xla_ms / result.hlocc_ms
     result.hlocc_gbs = result.bytes_moved / result.hlocc_ms / 1e6
     result.xla_gbs = result.bytes_moved / result.xla_ms / 1e6
@@ -304,6 +328,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small sizes for the generated cases")
     ap.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     ap.add_argument("--data", type=pathlib.Path, default=pathlib.Path.home() / ".cache" / "hlocc" / "jax_corpus")
+    ap.add_argument("--backend", choices=("cpu", "cuda", "cuda-sim"), default="cpu")
     args = ap.parse_args()
     import jax
 
@@ -315,10 +340,12 @@ def main() -> None:
             ap.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(c.name for c in cases)}")
         cases = [c for c in cases if c.name in names]
     log = sys.stderr if args.json else sys.stdout
-    copy = MemoryCopy.of(QUICK_COPY_BYTES if args.quick else COPY_BYTES)
+    copy = (PeakBandwidth.of_gpu() if args.backend == "cuda"
+            else MemoryCopy.of(QUICK_COPY_BYTES if args.quick else COPY_BYTES))
     load = os.getloadavg()[0]  # other processes on these few cores make the timings noisy
-    print(f"{len(cases)} cases, {args.runs} runs, median; jax {jax.__version__}, {os.cpu_count()} cpus, "
-          f"load {load:.1f}", file=log, flush=True)
+    print(f"{len(cases)} cases, {args.runs} runs, median; hlocc --backend {args.backend} against XLA on "
+          f"{reference_platform(args.backend)}; jax {jax.__version__}, {os.cpu_count()} cpus, load {load:.1f}",
+          file=log, flush=True)
     if not args.json:
         print(HEADER)
         print("|" + "---|" * HEADER.count(" | ") + "---|")
@@ -330,7 +357,7 @@ def main() -> None:
             skipped[case.name] = str(e)
             print(f"skipped {case.name}: {e}", file=sys.stderr, flush=True)
             continue
-        results.append(bench_case(case, text, inputs, args.runs, copy))
+        results.append(bench_case(case, text, inputs, args.runs, copy, args.backend))
         if not args.json:
             print(markdown_row(results[-1]), flush=True)
     mean = geomean([r.ratio for r in results if r.ratio is not None])

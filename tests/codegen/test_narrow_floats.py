@@ -84,6 +84,24 @@ def test_truncate_matches_ml_dtypes(name, src):
     assert not len(bad), f"{name} from {src}: {x[bad[0]]!r} -> {hex(got[bad[0]])}, want {hex(want[bad[0]])}"
 
 
+def test_truncate_bf16_nan_clean():
+    """The f32 -> bf16 rounding without the canonical-NaN select (for NaN-clean values): every
+    non-NaN input as ml_dtypes rounds it, every NaN whose low half is zero (all bf16 NaN payloads,
+    quiet and signalling, both signs) still a NaN with its sign."""
+    fmt = NARROW_FORMATS["bf16"]
+    x = _truncation_inputs(fmt, np.float32, 1 << 15)
+    x = x[~np.isnan(x)]
+    hi = np.arange(1 << 16, dtype=np.uint32) << 16
+    nans = hi[np.isnan(hi.view(np.float32))].view(np.float32)
+    b = numpy_builder()
+    got = _narrow_bits(truncate(b, b.wrap(np.concatenate([x, nans]), F32), fmt, nan_clean=True).raw, fmt)
+    want = _narrow_bits(x.astype(numpy_dtype(fmt)), fmt)
+    bad = np.nonzero(got[: len(x)] != want)[0]
+    assert not len(bad), f"{x[bad[0]]!r} -> {hex(got[bad[0]])}, want {hex(want[bad[0]])}"
+    out = got[len(x):].view(numpy_dtype(fmt)).astype(np.float32)
+    assert np.isnan(out).all() and (np.signbit(out) == np.signbit(nans)).all()
+
+
 NARROW_MODULE = """
 func.func @k(%a: bf16, %b: bf16, %v: vector<4xf16>, %f: f8E5M2, %g: f8E4M3FNUZ, %i: i32, %d: f64)
     -> (bf16, vector<4xf16>, f8E5M2, i1, f8E4M3FNUZ, i32, f64) {

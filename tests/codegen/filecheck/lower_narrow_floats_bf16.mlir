@@ -1,6 +1,9 @@
 // bf16 arithmetic is computed in f32: operands widened (a shift into the high half of an i32), the
-// f32 op, the result rounded back to bf16 by integer round-to-nearest-even (NaN kept quiet, with
-// its sign). Constants fold to f32; compares widen both sides; no bf16 float op remains.
+// f32 op, the result rounded back to bf16 by integer round-to-nearest-even: add 0x8000 when the
+// kept lsb (bit 16) is set, 0x7FFF when not, shift. The rounding of a NaN-clean value (arithmetic
+// on widened bf16 values: a NaN has a zero low half and stays a NaN) has no canonical-NaN select;
+// any other f32 value gets it (NaN kept quiet, with its sign). Constants fold to f32; compares
+// widen both sides; no bf16 float op remains.
 // RUN: hlocc-opt %s --passes lower-narrow-floats | filecheck %s
 
 // CHECK-LABEL: func.func @mul(%x: bf16, %y: bf16) -> bf16 {
@@ -13,15 +16,17 @@
 // CHECK:         %[[YF:.*]] = arith.bitcast %{{.*}} : i32 to f32
 // CHECK-NEXT:    %[[P:.*]] = arith.mulf %[[XF]], %[[YF]] : f32
 // CHECK-NEXT:    %[[PB:.*]] = arith.bitcast %[[P]] : f32 to i32
-// CHECK:         %[[NAN:.*]] = arith.cmpf uno, %[[P]], %[[P]] : f32
-// CHECK:         %[[LSB:.*]] = arith.andi %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT:    %[[B16:.*]] = arith.constant 65536 : i32
+// CHECK-NEXT:    %[[LSB:.*]] = arith.andi %[[PB]], %[[B16]] : i32
+// CHECK-NEXT:    %[[Z:.*]] = arith.constant 0 : i32
+// CHECK-NEXT:    %[[ODD:.*]] = arith.cmpi ne, %[[LSB]], %[[Z]] : i32
+// CHECK-NEXT:    %[[UP:.*]] = arith.constant 32768 : i32
 // CHECK-NEXT:    %[[HALF:.*]] = arith.constant 32767 : i32
-// CHECK-NEXT:    %[[BIAS:.*]] = arith.addi %[[HALF]], %[[LSB]] : i32
+// CHECK-NEXT:    %[[BIAS:.*]] = arith.select %[[ODD]], %[[UP]], %[[HALF]] : i32
 // CHECK-NEXT:    %[[SUM:.*]] = arith.addi %[[PB]], %[[BIAS]] : i32
-// CHECK-NEXT:    %[[RNE:.*]] = arith.shrui %[[SUM]], %{{.*}} : i32
-// CHECK:         %[[QNAN:.*]] = arith.ori %{{.*}}, %{{.*}} : i32
-// CHECK-NEXT:    %[[OUT:.*]] = arith.select %[[NAN]], %[[QNAN]], %[[RNE]] : i32
-// CHECK-NEXT:    %[[T:.*]] = arith.trunci %[[OUT]] : i32 to i16
+// CHECK-NEXT:    %[[S:.*]] = arith.constant 16 : i32
+// CHECK-NEXT:    %[[RNE:.*]] = arith.shrui %[[SUM]], %[[S]] : i32
+// CHECK-NEXT:    %[[T:.*]] = arith.trunci %[[RNE]] : i32 to i16
 // CHECK-NEXT:    %[[R:.*]] = arith.bitcast %[[T]] : i16 to bf16
 // CHECK-NEXT:    func.return %[[R]] : bf16
 func.func @mul(%x: bf16, %y: bf16) -> bf16 {
@@ -71,15 +76,16 @@ func.func @extend_vector(%v: vector<16xbf16>) -> vector<16xf32> {
   func.return %e : vector<16xf32>
 }
 
+// A truncation of an f32 argument (not NaN-clean: any NaN payload) keeps the canonical-NaN select.
 // CHECK-LABEL: func.func @truncate_vector(%v: vector<16xf32>) -> vector<16xbf16> {
 // CHECK-NOT:     vector.{{extract|insert}}
 // CHECK:         %[[BITS:.*]] = arith.bitcast %v : vector<16xf32> to vector<16xi32>
-// CHECK:         %[[NAN:.*]] = xla.cmpf uno, %v, %v : vector<16xf32>
-// CHECK:         %[[LSB:.*]] = arith.andi %{{.*}}, %{{.*}} : vector<16xi32>
-// CHECK-NEXT:    %[[HALF:.*]] = arith.constant dense<32767> : vector<16xi32>
-// CHECK-NEXT:    %[[BIAS:.*]] = arith.addi %[[HALF]], %[[LSB]] : vector<16xi32>
+// CHECK:         %[[LSB:.*]] = arith.andi %[[BITS]], %{{.*}} : vector<16xi32>
+// CHECK:         %[[ODD:.*]] = xla.cmpi ne, %[[LSB]], %{{.*}} : vector<16xi32>
+// CHECK:         %[[BIAS:.*]] = xla.select %[[ODD]], %{{.*}}, %{{.*}} : vector<16xi1>, vector<16xi32>
 // CHECK-NEXT:    %[[SUM:.*]] = arith.addi %[[BITS]], %[[BIAS]] : vector<16xi32>
-// CHECK-NEXT:    %[[RNE:.*]] = arith.shrui %[[SUM]], %{{.*}} : vector<16xi32>
+// CHECK:         %[[RNE:.*]] = arith.shrui %[[SUM]], %{{.*}} : vector<16xi32>
+// CHECK-NEXT:    %[[NAN:.*]] = xla.cmpf uno, %v, %v : vector<16xf32>
 // CHECK:         %[[QNAN:.*]] = arith.ori %{{.*}}, %{{.*}} : vector<16xi32>
 // CHECK-NEXT:    %[[OUT:.*]] = xla.select %[[NAN]], %[[QNAN]], %[[RNE]] : vector<16xi1>, vector<16xi32>
 // CHECK-NEXT:    %[[T:.*]] = xla.trunci %[[OUT]] : vector<16xi32> to vector<16xi16>
@@ -125,4 +131,25 @@ func.func @broadcast_constant(%v: vector<4xbf16>) -> vector<4xbf16> {
   %s = vector.broadcast %c : bf16 to vector<4xbf16>
   %p = arith.mulf %v, %s : vector<4xbf16>
   func.return %p : vector<4xbf16>
+}
+
+// NaN-cleanliness follows the values: tanh of a widened bf16 vector is clean (no NaN select), an
+// f32 argument is not, and neither is a sum with it; an f16 operand is not (its NaN payload
+// reaches the low half).
+// CHECK-LABEL: func.func @nan_clean(%a: vector<16xbf16>, %f: vector<16xf32>, %h: f16) -> (vector<16xbf16>, vector<16xbf16>, bf16) {
+// CHECK:         %[[TANH:.*]] = math.tanh %{{.*}} : vector<16xf32>
+// CHECK-NOT:     xla.cmpf uno, %[[TANH]]
+// CHECK:         %s = arith.addf %{{.*}}, %f : vector<16xf32>
+// CHECK:         xla.cmpf uno, %s, %s : vector<16xf32>
+// CHECK:         %m = arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK:         arith.cmpf uno, %m, %m : f32
+func.func @nan_clean(%a: vector<16xbf16>, %f: vector<16xf32>, %h: f16) -> (vector<16xbf16>, vector<16xbf16>, bf16) {
+  %t = math.tanh %a : vector<16xbf16>
+  %w = arith.extf %a : vector<16xbf16> to vector<16xf32>
+  %s = arith.addf %w, %f : vector<16xf32>
+  %u = arith.truncf %s : vector<16xf32> to vector<16xbf16>
+  %hw = arith.extf %h : f16 to f32
+  %m = arith.mulf %hw, %hw : f32
+  %r = arith.truncf %m : f32 to bf16
+  func.return %t, %u, %r : vector<16xbf16>, vector<16xbf16>, bf16
 }

@@ -96,19 +96,29 @@ def _round_shift_right(b: FloatBuilder, sig: Val, shift: Val, ties_up: bool = Fa
     return q + b.select(up, sig.like(1), 0)
 
 
-def truncate(b: FloatBuilder, x: Val, fmt: FloatFormat) -> Val:
-    """An f32 or f64 value rounded to the narrow format `fmt` (a value of type `fmt`)."""
+def truncate(b: FloatBuilder, x: Val, fmt: FloatFormat, nan_clean: bool = False) -> Val:
+    """An f32 or f64 value rounded to the narrow format `fmt` (a value of type `fmt`).
+
+    `nan_clean` (f32 -> bf16 only): the caller knows that `x`, if it is a NaN, has a zero low half
+    (a widened bf16 NaN, or the result of float ops on such values, which by LLVM's NaN semantics
+    is a quieted operand NaN or the preferred NaN). Rounding keeps such a NaN a NaN with its sign
+    and payload, so the canonical-NaN select is left out (a NaN result may then carry a payload).
+    """
     src: FloatFormat = x.ty
     assert src in (F32, F64) and fmt.mantissa_bits < src.mantissa_bits
     ity = src.int_type
     w, M, m = src.width, src.mantissa_bits, fmt.mantissa_bits
     bits = b.bits(x)
-    sign = bits.shru(w - 1)
-    is_nan = x.isnan()  # one instruction (x86 vcmpunordps); the integer test |bits| > inf needs two
     if fmt.name == "bf16" and src == F32:  # same exponent range: round the low half away
-        rounded = (bits + (0x7FFF + (bits.shru(16) & 1))).shru(16)
-        out = b.select(is_nan, (sign << 15) | 0x7FC0, rounded)
+        # Nearest even: add 0x8000 when the kept lsb (bit 16) is set, 0x7FFF when not. A test and a
+        # blend of two constants (x86: vptestnmd + vpblendmd) instead of a shift, an and and an add.
+        bias = b.select((bits & 0x10000).ne(0), b.const(ity, 0x8000), 0x7FFF)
+        out = (bits + bias).shru(16)
+        if not nan_clean:  # one instruction (x86 vcmpunordps); the integer test |bits| > inf needs two
+            out = b.select(x.isnan(), (bits.shru(w - 1) << 15) | 0x7FC0, out)
         return b.bitcast(b.trunci(out, fmt.int_type), fmt)
+    sign = bits.shru(w - 1)
+    is_nan = x.isnan()
     a = bits & ((1 << (w - 1)) - 1)
     if not fmt.has_sign:
         mag = _to_e8m0(b, x, a, sign, is_nan)

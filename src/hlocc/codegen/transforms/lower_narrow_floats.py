@@ -10,7 +10,10 @@
    semantics for NaN, inf, overflow, subnormals and -0); an extf of a constant (or of its
    broadcast) folds to an f32 constant. To or from f64 the conversion is done directly (no double
    rounding). A conversion of a vector is done on whole vectors (its compares, selects and integer
-   casts are the `xla` stand-ins of `dialect.VECTOR_FORMS`), not lane by lane.
+   casts are the `xla` stand-ins of `dialect.VECTOR_FORMS`), not lane by lane. An f32 -> bf16
+   truncation of a NaN-clean value (`nan_clean_values`: one whose NaNs, if any, have a zero low
+   half, e.g. any arithmetic on widened bf16 values) leaves out the canonical-NaN select, which
+   was 3 of the 7 vector instructions of each rounding in a bf16 elementwise chain.
 3. Remaining narrow float constants become an integer constant and an arith.bitcast.
 
 Afterwards narrow float values only appear as arith.bitcast operands/results, block arguments and
@@ -97,6 +100,51 @@ class PromoteToF32(RewritePattern):
         return ext.result
 
 
+#: Narrow formats whose widening to f32 gives NaNs with a zero low half (bf16 is the top half of an
+#: f32; the 8-bit and smaller formats widen NaN to the canonical 0x7FC00000). Not f16: its payload
+#: lands in bits 13-22.
+_NAN_CLEAN_SOURCES = frozenset(name for name, fmt in NARROW_FORMATS.items() if name == "bf16" or fmt.width <= 8)
+
+#: Ops whose NaN result is, under LLVM's NaN semantics, an operand NaN (quieted or not, sign
+#: possibly changed) or the preferred NaN 0x7FC00000: a NaN-clean result from NaN-clean operands.
+#: math.tanh is here because its expansion (`approx_special.tanh`) reaches a NaN only through such
+#: ops (clamp, polynomial, divide; its selects pick that result or x itself for a NaN x).
+_NAN_PROPAGATING = frozenset({
+    "arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.negf", "arith.maximumf", "arith.minimumf",
+    "arith.maxnumf", "arith.minnumf", "math.absf", "math.sqrt", "math.fma", "math.copysign", "math.floor",
+    "math.ceil", "math.trunc", "math.round", "math.roundeven", "math.tanh",
+})
+
+
+def _is_nan_clean_constant(op: arith.ConstantOp) -> bool:
+    attr = op.value
+    if isinstance(attr, FloatAttr):
+        return not np.isnan(attr.value.data)
+    return isinstance(attr, DenseIntOrFPElementsAttr) and not np.isnan(np.asarray(attr.get_values(), float)).any()
+
+
+def nan_clean_values(module: ModuleOp) -> set[SSAValue]:
+    """f32 values that are NaN-clean: if NaN, their low 16 bits are zero (so rounding them to bf16
+    by the integer sequence keeps them NaN). One forward walk: definitions precede uses."""
+    clean: set[SSAValue] = set()
+    for op in module.walk():
+        if isinstance(op, arith.ExtFOp):
+            ok = str(_elem(op.input.type)) in _NAN_CLEAN_SOURCES
+        elif isinstance(op, arith.ConstantOp):
+            ok = _is_nan_clean_constant(op)
+        elif isinstance(op, vector.BroadcastOp):
+            ok = op.source in clean
+        elif isinstance(op, arith.SelectOp | xla.SelectOp):
+            ok = all(v in clean for v in op.operands[1:])
+        elif op.name in _NAN_PROPAGATING:
+            ok = all(v in clean for v in op.operands)
+        else:
+            ok = False
+        if ok:
+            clean.update(op.results)
+    return clean
+
+
 def _narrow_constant(value: SSAValue) -> arith.ConstantOp | None:
     """The constant op `value` is, directly or broadcast to a vector (vectorize-elementwise's splat)."""
     owner = value.owner
@@ -120,8 +168,11 @@ def _fold_narrow_constant(op: arith.ConstantOp, result_type: Attribute) -> arith
     return arith.ConstantOp(FloatAttr(value, result_type))
 
 
+@dataclass
 class LowerNarrowConversions(RewritePattern):
     """arith.extf / arith.truncf from or to a narrow float as integer bit manipulation."""
+
+    nan_clean: set[SSAValue]  # truncf inputs known NaN-clean (see `nan_clean_values`)
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, arith.ExtFOp | arith.TruncFOp):
@@ -136,11 +187,13 @@ class LowerNarrowConversions(RewritePattern):
                 rewriter.replace(op, folded)
                 return
 
+        clean = op.input in self.nan_clean
+
         def convert(b, x):
             if src is not None:
                 x = extend_to_f32(b, x)
             if dst is not None:
-                return truncate(b, x, dst)
+                return truncate(b, x, dst, nan_clean=clean)
             return b.extf(x, F64) if wide == F64 else x
 
         in_fmt = src or format_of(_elem(op.input.type))
@@ -185,5 +238,7 @@ class LowerNarrowFloatsPass(ModulePass):
     name = "lower-narrow-floats"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for pattern in (PromoteToF32(), LowerNarrowConversions(), BitcastNarrowConstant()):
+        PatternRewriteWalker(PromoteToF32(), apply_recursively=False).rewrite_module(op)
+        conversions = LowerNarrowConversions(nan_clean_values(op))
+        for pattern in (conversions, BitcastNarrowConstant()):
             PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from xdsl.dialects.builtin import VectorType
 
 import hlocc.codegen.transforms.expand_float_ops  # noqa: F401  (registers the pass)
 import hlocc.codegen.transforms.lower_narrow_floats  # noqa: F401  (registers the pass)
 from hlocc.codegen.opt import make_context, parse_module, run_opt
-from hlocc.codegen.transforms.expand_float_ops import PRIMITIVE_MATH_OPS
+from hlocc.codegen.to_llvm import LlvmTranslator
+from hlocc.codegen.transforms import approx_special as S
+from hlocc.codegen.transforms.expand_float_ops import BF16_ROUNDED, PRIMITIVE_MATH_OPS
 from hlocc.codegen.transforms.float_builder import F32, F64, IntType
 from hlocc.codegen.transforms.float_builder_numpy import numpy_builder, numpy_dtype
 from hlocc.codegen.transforms.float_conversions import NARROW_FORMATS, extend_to_f32, truncate
@@ -149,3 +152,59 @@ def test_pipeline_leaves_only_primitive_math_ops():
     after = run_opt(NARROW_MODULE, ["lower-narrow-floats", "expand-float-ops"])
     math_ops = {op.name for op in parse_module(after, make_context()).walk() if op.name.startswith("math.")}
     assert math_ops <= PRIMITIVE_MATH_OPS, math_ops - PRIMITIVE_MATH_OPS
+
+
+@pytest.mark.parametrize("fma", [False, True], ids=["expand-float-ops", "expand-float-ops-fma"])
+def test_tanh_bf16_equals_tanh_rounded_for_every_bf16(fma):
+    """tanh's bf16 form (no clamp, no small-|x| select; what expand-float-ops uses for a tanh that
+    lower-narrow-floats promoted from bf16) rounds to the same bf16 as the full f32 expansion, for
+    all 65,536 bf16 inputs (subnormals, +-0, +-inf and NaNs included; NaNs agree up to payload)."""
+    fmt = NARROW_FORMATS["bf16"]
+    b = numpy_builder()
+    x = extend_to_f32(b, b.bitcast(b.wrap(np.arange(1 << 16).astype(np.int16), IntType(16)), fmt))
+    full, short = (S.tanh_fma, S.tanh_bf16_fma) if fma else (S.tanh, S.tanh_bf16)
+    with np.errstate(all="ignore"):  # the short form's discarded lanes overflow (inf / inf)
+        want, got = (_narrow_bits(truncate(b, fn(b, x), fmt, nan_clean=True).raw, fmt) for fn in (full, short))
+    nan = np.isnan(want.view(numpy_dtype(fmt)).astype(np.float32))
+    assert (nan == np.isnan(x.raw)).all()  # NaN for the 254 NaN inputs (both signs) and only those
+    assert np.isnan(got[nan].view(numpy_dtype(fmt)).astype(np.float32)).all()
+    bad = np.nonzero((got != want) & ~nan)[0]
+    assert not len(bad), f"bf16 {x.raw[bad[0]]!r}: {hex(got[bad[0]])}, full expansion {hex(want[bad[0]])}"
+
+
+def test_bf16_tanh_takes_its_bf16_form():
+    """lower-narrow-floats tags a promoted bf16 tanh, and expand-float-ops then leaves out the clamp
+    (minimumf/maximumf); an f16 tanh keeps the full form."""
+    text = """
+func.func @k(%a: vector<16xbf16>, %h: f16) -> (vector<16xbf16>, f16) {
+  %t = math.tanh %a : vector<16xbf16>
+  %u = math.tanh %h : f16
+  func.return %t, %u : vector<16xbf16>, f16
+}
+"""
+    promoted = run_opt(text, ["lower-narrow-floats"])
+    assert promoted.count("math.tanh") == 2 and promoted.count(BF16_ROUNDED) == 1
+    for expand in ("expand-float-ops", "expand-float-ops-fma"):
+        after = run_opt(text, ["lower-narrow-floats", expand])
+        module = parse_module(after, make_context())
+        ops = [op.name for op in module.walk() if op.results and isinstance(op.results[0].type, VectorType)]
+        assert "arith.minimumf" not in ops and "arith.maximumf" not in ops
+        assert "arith.minimumf" in after  # the f16 tanh's clamp
+
+
+def test_gpu_translation_keeps_trunc_of_stored_bf16():
+    """The CPU translation stores a rounded bf16 vector's high halves by a shuffle
+    (filecheck/emit_llvm_bf16_store.mlir); the NVPTX one keeps lshr + trunc."""
+    text = """
+func.func @store(%x: vector<4xi32>, %out: !llvm.ptr) {
+  %c16 = arith.constant dense<16> : vector<4xi32>
+  %s = arith.shrui %x, %c16 : vector<4xi32>
+  %t = xla.trunci %s : vector<4xi32> to vector<4xi16>
+  %b = arith.bitcast %t : vector<4xi16> to vector<4xbf16>
+  llvm.store %b, %out : vector<4xbf16>, !llvm.ptr
+  func.return
+}
+"""
+    cpu, gpu = (str(LlvmTranslator(gpu=on_gpu).translate(parse_module(text, make_context()))) for on_gpu in (False, True))
+    assert "shufflevector" in cpu and "trunc <4 x i32>" not in cpu
+    assert "shufflevector" not in gpu and "trunc <4 x i32>" in gpu

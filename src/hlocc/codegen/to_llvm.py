@@ -295,6 +295,40 @@ def _cast(method: str):
     return handle
 
 
+def _trunci(ft: _FunctionTranslator, op: Operation) -> None:
+    """trunc; on the CPU a vector `trunci(shrui(x, w))` from i(2w) to iw that is only stored (the
+    f32 -> bf16 rounding of a kernel's output) is the high halves of x's lanes: a bitcast to twice
+    the lanes and a shuffle of the odd ones (the hosts are little-endian), which x86 does in one
+    vpermt2w per two registers where lshr + trunc takes a vpsrld and a vpmovdw per register and a
+    vinserti64x4 per pair. Not for a value widened again: LLVM folds trunc + zext + shl to an and."""
+    src, to = op.operands[0], llvm_type(op.results[0].type)
+    shift = src.owner
+    if not ft.t.gpu and isinstance(to, ir.VectorType) and isinstance(shift, arith.ShRUIOp) \
+            and _splat_int(shift.rhs) == to.element.width and ft.v(src).type.element.width == 2 * to.element.width \
+            and _only_stored(op.results[0]):
+        n = to.count
+        halves = ft.b.bitcast(ft.v(shift.lhs), ir.VectorType(to.element, 2 * n))
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), n), [2 * k + 1 for k in range(n)])
+        ft.set(op, ft.b.shuffle_vector(halves, ir.Constant(halves.type, ir.Undefined), mask))
+    else:
+        ft.set(op, ft.b.trunc(ft.v(src), to))
+
+
+def _only_stored(value: SSAValue) -> bool:
+    """Every use of `value`, through arith.bitcasts, is the value stored by an llvm.store."""
+    return all(_only_stored(use.operation.result) if isinstance(use.operation, arith.BitcastOp)
+               else isinstance(use.operation, llvm.StoreOp) and use.index == 0 for use in value.uses)
+
+
+def _splat_int(value: SSAValue) -> int | None:
+    """The integer `value` is when it is an arith.constant splat, else None."""
+    const = value.owner
+    if not isinstance(const, arith.ConstantOp) or not isinstance(const.value, DenseIntOrFPElementsAttr) \
+            or not const.value.is_splat() or not isinstance(const.value.get_element_type(), IntegerType):
+        return None
+    return int(const.value.get_values()[0])
+
+
 def _index_cast(ft: _FunctionTranslator, op: arith.IndexCastOp) -> None:
     x = ft.v(op.input)
     to = llvm_type(op.result.type)
@@ -702,7 +736,7 @@ _HANDLERS = {
     arith.MaxnumfOp: _float_minmax("llvm.maxnum"), arith.MinnumfOp: _float_minmax("llvm.minnum"),
     arith.FloorDivSIOp: _floordivsi, arith.CeilDivSIOp: _ceildiv(True), arith.CeilDivUIOp: _ceildiv(False),
     arith.NegfOp: _negf, arith.CmpiOp: _cmpi, arith.CmpfOp: _cmpf, arith.SelectOp: _select,
-    arith.ExtSIOp: _cast("sext"), arith.ExtUIOp: _cast("zext"), arith.TruncIOp: _cast("trunc"),
+    arith.ExtSIOp: _cast("sext"), arith.ExtUIOp: _cast("zext"), arith.TruncIOp: _trunci,
     arith.SIToFPOp: _cast("sitofp"), arith.UIToFPOp: _cast("uitofp"), arith.FPToSIOp: _cast("fptosi"),
     arith.FPToUIOp: _cast("fptoui"), arith.ExtFOp: _cast("fpext"), arith.TruncFOp: _cast("fptrunc"),
     arith.IndexCastOp: _index_cast, arith.BitcastOp: _bitcast,

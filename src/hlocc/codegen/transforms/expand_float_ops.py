@@ -28,6 +28,11 @@ these bounds, in ulps between the result and the correctly rounded value, over t
     rsqrt       1    1    1 / sqrt(x)
     powf        1    2
 
+A math op that lower-narrow-floats promoted from bf16 (attribute `xla.bf16_rounded`: a widened bf16
+argument, a result rounded straight to bf16) may take a cheaper form that is equal after that
+rounding for all 65,536 bf16 inputs (`BF16_APPROXIMATIONS`: tanh without its clamp and small-|x|
+select).
+
 Specials follow C99 Annex F (NaN in, NaN out; signed zeros; exact infinities; overflow to inf;
 gradual underflow), powf's included (pow(x, 0) = 1, pow(1, y) = 1, negative bases with integral
 exponents, ...).
@@ -83,6 +88,14 @@ MATH_APPROXIMATIONS: dict[str, Callable[..., Val]] = {
 #: On FMA targets: the variants XLA:CPU emits there.
 FMA_APPROXIMATIONS: dict[str, Callable[..., Val]] = {**MATH_APPROXIMATIONS, "math.tanh": approx_special.tanh_fma}
 
+#: Discardable unit attribute that lower-narrow-floats puts on a math op it promoted from bf16: its
+#: operands are widened bf16 values and its result is rounded straight to bf16.
+BF16_ROUNDED = "xla.bf16_rounded"
+
+#: For ops tagged `BF16_ROUNDED`: cheaper forms, equal after the rounding to bf16 for every input.
+BF16_APPROXIMATIONS: dict[str, Callable[..., Val]] = {"math.tanh": approx_special.tanh_bf16}
+BF16_FMA_APPROXIMATIONS: dict[str, Callable[..., Val]] = {"math.tanh": approx_special.tanh_bf16_fma}
+
 #: The math ops left after this pass (the LLVM translator's vocabulary besides arith).
 PRIMITIVE_MATH_OPS = frozenset({
     "math.absf", "math.sqrt", "math.floor", "math.ceil", "math.trunc", "math.roundeven", "math.round",
@@ -107,9 +120,12 @@ class ExpandMathFunction(RewritePattern):
     """Replaces one f32/f64 math function op by its approximation."""
 
     approximations: dict[str, Callable[..., Val]]
+    bf16_approximations: dict[str, Callable[..., Val]]  # for ops tagged BF16_ROUNDED
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         fn = self.approximations.get(op.name)
+        if BF16_ROUNDED in op.attributes:
+            fn = self.bf16_approximations.get(op.name, fn)
         if fn is None or len(op.results) != 1:
             return
         result_type = op.results[0].type
@@ -159,7 +175,8 @@ class ExpandFloatOpsPass(ModulePass):
         PatternRewriteWalker(ExpandComplexOp(complex_expansions(self.fma)),
                              apply_recursively=False).rewrite_module(op)
         table = FMA_APPROXIMATIONS if self.fma else MATH_APPROXIMATIONS
-        PatternRewriteWalker(ExpandMathFunction(table), apply_recursively=False).rewrite_module(op)
+        bf16_table = BF16_FMA_APPROXIMATIONS if self.fma else BF16_APPROXIMATIONS
+        PatternRewriteWalker(ExpandMathFunction(table, bf16_table), apply_recursively=False).rewrite_module(op)
 
 
 @register_pass

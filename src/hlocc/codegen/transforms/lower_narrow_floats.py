@@ -5,6 +5,7 @@
    sitofp/uitofp to a narrow type go through f32 (f64 for integers wider than 24 bits, so the
    value is exact before the one rounding); fptosi/fptoui from a narrow type extf first.
    Promotion of add/sub/mul/div/sqrt is exact (f32 has more than 2p+2 bits for every narrow p).
+   A promoted bf16 op that expand-float-ops has a bf16 form of (tanh) is tagged `xla.bf16_rounded`.
 2. Every arith.extf / arith.truncf from or to a narrow type becomes integer bit manipulation on
    the same-width integer (`float_conversions`: exact, round to nearest even, ml_dtypes'
    semantics for NaN, inf, overflow, subnormals and -0); an extf of a constant (or of its
@@ -38,6 +39,7 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 from hlocc.codegen import dialect as xla
 from hlocc.codegen.dialect_common import RemFOp
 from hlocc.codegen.opt import register_pass
+from hlocc.codegen.transforms.expand_float_ops import BF16_APPROXIMATIONS, BF16_ROUNDED
 from hlocc.codegen.transforms.float_builder import F32, F64, FloatFormat
 from hlocc.codegen.transforms.float_builder_numpy import numpy_dtype
 from hlocc.codegen.transforms.float_builder_xdsl import expand_elementwise, format_of
@@ -88,8 +90,11 @@ class PromoteToF32(RewritePattern):
                 return  # mixed-type ops (fpowi, ...) are not float-only compute
             f32_type = _with_elem(op.results[0].type, builtin.f32)
             operands = [self._ext(v, rewriter) for v in op.operands]
+            attributes = dict(op.attributes)
+            if str(_elem(op.results[0].type)) == "bf16" and op.name in BF16_APPROXIMATIONS:
+                attributes[BF16_ROUNDED] = builtin.UnitAttr()  # expand-float-ops may take a cheaper form
             new = type(op).create(operands=operands, result_types=[f32_type], properties=dict(op.properties),
-                                  attributes=dict(op.attributes))
+                                  attributes=attributes)
             rewriter.insert(new)
             rewriter.replace(op, arith.TruncFOp(new.results[0], op.results[0].type))
 

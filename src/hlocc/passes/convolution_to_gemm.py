@@ -28,8 +28,7 @@ from hlocc.hlo.attributes import PadDim, SliceDim
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.types import Shape
 from hlocc.passes.base import HloPass, register_hlo_pass
-from hlocc.passes.call_graph import fusion_computations
-from hlocc.passes.dce import remove_dead_roots
+from hlocc.passes.dce import replace_outside_fusions
 
 
 def _convolution_dims(conv: HloInstruction):
@@ -118,20 +117,7 @@ class ConvolutionToGemm(HloPass):
     name = "convolution-to-gemm"
 
     def run(self, module: HloModule) -> bool:
-        fused = fusion_computations(module)
-        changed = False
-        for comp in module.computations:
-            if id(comp) in fused:
-                continue
-            replaced = []
-            for conv in [i for i in comp.instructions if i.opcode == "convolution"]:
-                replacement = im2col_convolution(conv)
-                if replacement is not None:
-                    conv.replace_all_uses_with(replacement)
-                    replaced.append(conv)
-            remove_dead_roots(comp, replaced)
-            changed |= bool(replaced)
-        return changed
+        return replace_outside_fusions(module, "convolution", im2col_convolution)
 
 
 __all__ = ["ConvolutionToGemm", "im2col_convolution"]

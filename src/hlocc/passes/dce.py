@@ -11,7 +11,7 @@ unused, even if it would not terminate, as in XLA.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.base import HloPass, register_hlo_pass
@@ -38,6 +38,30 @@ def remove_dead_instructions(comp: HloComputation, memo: dict[int, bool] | None 
     dead = [i for i in comp.instructions if id(i) not in live]
     comp.remove_instructions(dead)
     return bool(dead)
+
+
+def replace_outside_fusions(module: HloModule, opcode: str,
+                            rewrite: Callable[[HloInstruction], HloInstruction | None]) -> bool:
+    """For each `opcode` instruction of the module's unfused computations, `rewrite(instr)` builds
+    its replacement in its computation (or returns None to keep it); the uses move to the
+    replacement and the replaced instruction is removed with the operands only it used. True when
+    anything was replaced (the shared loop of the canonicalizing rewrites: dot, gather, convolution)."""
+    from hlocc.passes.call_graph import fusion_computations
+
+    fused = fusion_computations(module)
+    changed = False
+    for comp in module.computations:
+        if id(comp) in fused:
+            continue
+        replaced = []
+        for instr in [i for i in comp.instructions if i.opcode == opcode]:
+            replacement = rewrite(instr)
+            if replacement is not None:
+                instr.replace_all_uses_with(replacement)
+                replaced.append(instr)
+        remove_dead_roots(comp, replaced)
+        changed |= bool(replaced)
+    return changed
 
 
 def remove_dead_roots(comp: HloComputation, candidates: Iterable[HloInstruction],

@@ -27,8 +27,7 @@ from math import prod
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.types import Shape
 from hlocc.passes.base import HloPass, register_hlo_pass
-from hlocc.passes.call_graph import fusion_computations
-from hlocc.passes.dce import remove_dead_roots
+from hlocc.passes.dce import replace_outside_fusions
 from hlocc.passes.dot_dims import DotDims, dot_attrs, is_canonical
 
 TRANSPOSE_WORK_RATIO = 4
@@ -127,17 +126,4 @@ class DotCanonicalizer(HloPass):
     name = "dot-canonicalize"
 
     def run(self, module: HloModule) -> bool:
-        fused = fusion_computations(module)
-        changed = False
-        for comp in module.computations:
-            if id(comp) in fused:
-                continue
-            replaced = []
-            for dot in [i for i in comp.instructions if i.opcode == "dot"]:
-                replacement = canonicalize_dot(dot)
-                if replacement is not None:
-                    dot.replace_all_uses_with(replacement)
-                    replaced.append(dot)
-            remove_dead_roots(comp, replaced)
-            changed |= bool(replaced)
-        return changed
+        return replace_outside_fusions(module, "dot", canonicalize_dot)

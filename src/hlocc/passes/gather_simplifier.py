@@ -22,8 +22,7 @@ import numpy as np
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.types import Shape
 from hlocc.passes.base import HloPass, register_hlo_pass
-from hlocc.passes.call_graph import fusion_computations
-from hlocc.passes.dce import remove_dead_roots
+from hlocc.passes.dce import replace_outside_fusions
 
 
 def is_simplified(gather: HloInstruction) -> bool:
@@ -103,17 +102,10 @@ class GatherSimplifier(HloPass):
     name = "gather-simplifier"
 
     def run(self, module: HloModule) -> bool:
-        fused = fusion_computations(module)
-        changed = False
-        for comp in module.computations:
-            if id(comp) in fused:
-                continue
-            replaced = []
-            for gather in [i for i in comp.instructions if i.opcode == "gather" and _simplifiable(i)]:
-                replacement = simplify_gather(gather)
-                replacement.shape = gather.shape
-                gather.replace_all_uses_with(replacement)
-                replaced.append(gather)
-            remove_dead_roots(comp, replaced)
-            changed |= bool(replaced)
-        return changed
+        def rewrite(gather: HloInstruction) -> HloInstruction | None:
+            if not _simplifiable(gather):
+                return None
+            replacement = simplify_gather(gather)
+            replacement.shape = gather.shape
+            return replacement
+        return replace_outside_fusions(module, "gather", rewrite)

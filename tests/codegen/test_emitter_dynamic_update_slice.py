@@ -223,27 +223,12 @@ def guarded_child(path: str) -> None:
     """In a child process: run each (module text, inputs) case's kernel with every buffer against a
     guard page (after its end, then before its start), the aliased outputs starting as their
     operands as the runtime makes them; compare with the evaluator. A fault kills the process."""
-    from _cpu_helpers import _guarded_like, assert_exact, flatten
-
-    from hlocc.backends.cpu.kernel import from_physical, to_physical
-    from hlocc.evaluator import Evaluator
+    from _cpu_helpers import _run_guarded_kernel
 
     with open(path, "rb") as f:
         cases = pickle.load(f)
     for i, (text, inputs) in enumerate(cases):
-        kernel = compile_fusion(parse_hlo(text).entry, use_cache=False)
-        ref = flatten(Evaluator().call(kernel.computation, inputs))
-        for at_end in (True, False):
-            keep: list = []
-            params = [_guarded_like(s.physical_dims, s.dtype, at_end, keep, to_physical(np.asarray(x), s))
-                      for x, s in zip(inputs, kernel.param_shapes)]
-            outs = [_guarded_like(s.physical_dims, s.dtype, at_end, keep) for s in kernel.output_shapes]
-            for out, param in kernel.output_aliases:
-                outs[out][...] = params[param].reshape(outs[out].shape)
-            print(f"case {i} guard {'after' if at_end else 'before'}", flush=True)
-            kernel.run(params + outs)
-            for k, (o, s, r) in enumerate(zip(outs, kernel.output_shapes, ref)):
-                assert_exact(from_physical(o, s), r, [], f"case {i} output {k}")
+        _run_guarded_kernel(compile_fusion(parse_hlo(text).entry, use_cache=False), inputs, i)
     print("all cases ran in bounds", flush=True)
 
 

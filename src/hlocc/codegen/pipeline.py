@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -93,6 +93,16 @@ class PipelineOptions:
     dump_prefix: str = "kernel"
     stream: Callable[[str], None] = print
 
+    def for_kernel(self, name: str) -> PipelineOptions:
+        """The same options, dumping under the kernel's name."""
+        return replace(self, dump_prefix=name)
+
+
+def add_stage_times(times: dict[str, float], stages: dict[str, float]) -> None:
+    """Add a kernel's milliseconds per stage to a program's `times["kernel:<stage>"]`."""
+    for stage, ms in stages.items():
+        times[f"kernel:{stage}"] = times.get(f"kernel:{stage}", 0.0) + ms
+
 
 def run_pipeline(module: ModuleOp, passes: Sequence[str] = KERNEL_PIPELINE, options: PipelineOptions | None = None,
                  ctx: Context | None = None, timings: dict[str, float] | None = None) -> ModuleOp:
@@ -122,11 +132,16 @@ def _dump(options: PipelineOptions, step: int, name: str, module: ModuleOp) -> N
     text = print_module(module)
     if options.print_ir_after_all:
         options.stream(f"// -----// IR Dump After {name} //----- //\n{text}")
+    dump_file(options, f"{step:02d}.{name}.mlir", text)
+
+
+def dump_file(options: PipelineOptions, suffix: str, text: str) -> None:
+    """Write `text` to `<dump_dir>/<dump_prefix>.<suffix>` when the options ask for a dump directory
+    (the MLIR after each pass, and the backends' LLVM IR and PTX)."""
     if options.dump_dir:
         os.makedirs(options.dump_dir, exist_ok=True)
-        path = os.path.join(options.dump_dir, f"{options.dump_prefix}.{step:02d}.{name}.mlir")
-        with open(path, "w") as f:
+        with open(os.path.join(options.dump_dir, f"{options.dump_prefix}.{suffix}"), "w") as f:
             f.write(text)
 
 
-__all__ = ["KERNEL_PIPELINE", "PipelineOptions", "run_pipeline"]
+__all__ = ["KERNEL_PIPELINE", "PipelineOptions", "add_stage_times", "dump_file", "run_pipeline"]

@@ -17,7 +17,7 @@ from hlocc.backends.cpu.kernel import CompiledKernel, compile_fusion
 from hlocc.codegen.elemental import ELEMENTAL
 from hlocc.codegen.emitters.base import INDEX_OPS
 from hlocc.codegen.emitters.loop import LoopEmitter  # noqa: F401  (registers every op it can emit)
-from hlocc.codegen.pipeline import PipelineOptions
+from hlocc.codegen.pipeline import PipelineOptions, add_stage_times
 from hlocc.codegen.target import Target, cpu_target
 from hlocc.codegen.to_llvm import TranslateOptions
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
@@ -57,13 +57,10 @@ def prepare_as_written(module: HloModule, hlo_passes: bool) -> None:
 def kernel_compiler(target: Target, options: PipelineOptions | None, times: dict[str, float]) -> KernelCompiler:
     """Compiles each fusion for `target`, adding every stage's milliseconds to `times["kernel:<stage>"]`."""
     def compile_kernel(computation: HloComputation, name: str, noalias: bool) -> CompiledKernel:
-        opts = None
-        if options is not None:
-            opts = PipelineOptions(options.print_ir_after_all, options.dump_dir, name, options.stream)
-        kernel = compile_fusion(computation, target, name="main", options=opts,
+        kernel = compile_fusion(computation, target, name="main",
+                                options=options.for_kernel(name) if options is not None else None,
                                 translate_options=TranslateOptions(noalias=noalias))
-        for stage, ms in kernel.times_ms.items():
-            times[f"kernel:{stage}"] = times.get(f"kernel:{stage}", 0.0) + ms
+        add_stage_times(times, kernel.times_ms)
         return kernel
     return compile_kernel
 

@@ -23,9 +23,9 @@ from hlocc.analysis.launch import LaunchDims
 from hlocc.backends.cpu.jit import JitModule, host_triple, jit_compile
 from hlocc.backends.cpu.launcher import BlocksFunction, launch, launch_addresses
 from hlocc.codegen.emitters.base import KernelModule, array_leaves
-from hlocc.codegen.emitters.registry import emitter_for
+from hlocc.codegen.emitters.registry import emit_fusion
 from hlocc.codegen.opt import print_module
-from hlocc.codegen.pipeline import PipelineOptions, pipeline_for, run_pipeline
+from hlocc.codegen.pipeline import PipelineOptions, dump_file, pipeline_for, run_pipeline
 from hlocc.codegen.target import Target, cpu_target
 from hlocc.codegen.to_llvm import I64, LlvmTranslator, TranslateOptions
 from hlocc.hlo.ir import HloComputation
@@ -101,15 +101,11 @@ def compile_fusion(fusion: HloComputation, target: Target | None = None, name: s
         if cached is not None:
             return cached
     leaves = array_leaves(fusion.root.shape)
-    if all(leaf.num_elements == 0 for leaf in leaves):
-        # No output element, so no thread: nothing to emit (and no grid map over a size-0 dimension).
-        # An empty output beside non-empty ones is the loop emitter's to reject (sizes differ).
+    times: dict[str, float] = {}
+    kernel = emit_fusion(fusion, target, name, times)
+    if kernel is None:
         return CompiledKernel(name, LaunchDims(1, 0), [p.shape for p in fusion.parameters], leaves, None, None,
                               computation=fusion, emitter=computation_emitter_kind(fusion).value)
-    times: dict[str, float] = {}
-    t0 = time.perf_counter()
-    kernel = emitter_for(fusion, target, name).emit()
-    times["emit"] = (time.perf_counter() - t0) * 1e3
     compiled = compile_kernel_module(kernel, target, [p.shape for p in fusion.parameters], leaves, options,
                                      translate_options, times)
     compiled.computation = fusion
@@ -137,23 +133,14 @@ def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: li
     times["to_llvm"] = (time.perf_counter() - t0) * 1e3
     if options is not None:
         options.stream(f"// -----// LLVM IR //----- //\n{llmod}") if options.print_ir_after_all else None
-        _dump_llvm(options, str(llmod), "llvm")
+        dump_file(options, "llvm.ll", str(llmod))
     jit = jit_compile(llmod)
     if options is not None:
-        _dump_llvm(options, jit.optimized_ir, "llvm-opt")
+        dump_file(options, "llvm-opt.ll", jit.optimized_ir)
     times.update(jit.times_ms)
     fn = BlocksFunction(jit.address(f"{name}_blocks"))
     return CompiledKernel(name, kernel.launch, list(param_shapes), list(output_shapes), jit, fn, times, kernel_ir,
                           None, kernel.emitter, kernel.output_aliases, kernel.serial)
-
-
-def _dump_llvm(options: PipelineOptions, text: str, what: str) -> None:
-    if options.dump_dir:
-        import os
-
-        os.makedirs(options.dump_dir, exist_ok=True)
-        with open(os.path.join(options.dump_dir, f"{options.dump_prefix}.{what}.ll"), "w") as f:
-            f.write(text)
 
 
 def _add_block_loop(module: ir.Module, kernel: ir.Function, num_buffers: int, threads: int, name: str) -> None:

@@ -28,7 +28,7 @@ from hlocc.analysis.launch import LaunchDims
 from hlocc.backends.cuda.device import ExternalBuffer, kernel_symbol
 from hlocc.backends.cuda.dlpack import KDLCUDA
 from hlocc.backends.cuda.library import GemmPlan
-from hlocc.codegen.pipeline import PipelineOptions
+from hlocc.codegen.pipeline import PipelineOptions, add_stage_times
 from hlocc.codegen.target import gpu_target
 from hlocc.errors import HloError
 from hlocc.hlo.ir import HloComputation
@@ -215,11 +215,9 @@ class CudaDevice:
         from hlocc.backends.cuda.ptx import compile_ptx
 
         def compile_kernel(computation: HloComputation, name: str, noalias: bool) -> CudaKernel:
-            opts = (PipelineOptions(options.print_ir_after_all, options.dump_dir, name, options.stream)
-                    if options is not None else None)
-            ptx = compile_ptx(computation, self.arch, kernel_symbol(name), opts, noalias=noalias)
-            for stage, ms in ptx.times_ms.items():
-                times[f"kernel:{stage}"] = times.get(f"kernel:{stage}", 0.0) + ms
+            ptx = compile_ptx(computation, self.arch, kernel_symbol(name),
+                              options.for_kernel(name) if options is not None else None, noalias=noalias)
+            add_stage_times(times, ptx.times_ms)
             return self.load(ptx)
         return compile_kernel
 

@@ -36,8 +36,8 @@ from llvmlite import ir
 from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
 from hlocc.codegen.emitters.base import KernelModule, array_leaves
-from hlocc.codegen.emitters.registry import emitter_for
-from hlocc.codegen.pipeline import PipelineOptions, pipeline_for, run_pipeline
+from hlocc.codegen.emitters.registry import emit_fusion
+from hlocc.codegen.pipeline import PipelineOptions, dump_file, pipeline_for, run_pipeline
 from hlocc.codegen.target import Target, gpu_target
 from hlocc.codegen.to_llvm import LlvmTranslator, TranslateOptions
 from hlocc.errors import HloError
@@ -111,13 +111,11 @@ def compile_ptx(fusion: HloComputation, arch: str = "sm_90", name: str = "main",
             return dataclasses.replace(cached, computation=fusion)
     leaves = array_leaves(fusion.root.shape)
     params = [p.shape for p in fusion.parameters]
-    if all(leaf.num_elements == 0 for leaf in leaves):
+    times: dict[str, float] = {}
+    kernel = emit_fusion(fusion, target, name, times)
+    if kernel is None:
         return PtxKernel(name, "", arch, LaunchDims(1, 0), params, leaves, computation=fusion,
                          emitter=computation_emitter_kind(fusion).value)
-    times: dict[str, float] = {}
-    t0 = time.perf_counter()
-    kernel = emitter_for(fusion, target, name).emit()
-    times["emit"] = (time.perf_counter() - t0) * 1e3
     compiled = compile_kernel_module_to_ptx(kernel, target, params, leaves, options, noalias, times)
     compiled.computation = fusion
     if options is None:
@@ -150,10 +148,10 @@ def compile_kernel_module_to_ptx(kernel: KernelModule, target: Target, param_sha
     if options is not None:
         if options.print_ir_after_all:
             options.stream(f"// -----// LLVM IR (NVPTX) //----- //\n{llvm_ir}")
-        _dump(options, llvm_ir, "nvptx.ll")
+        dump_file(options, "nvptx.ll", llvm_ir)
     ptx = emit_ptx(llvm_ir, target.name, times)
     if options is not None:
-        _dump(options, ptx, "ptx")
+        dump_file(options, "ptx", ptx)
     return PtxKernel(wrapper, ptx, target.name, kernel.launch, list(param_shapes), list(output_shapes),
                      translator.shared_bytes, kernel.emitter, kernel.output_aliases, None, llvm_ir, times)
 
@@ -248,13 +246,6 @@ def emit_ptx(llvm_ir: str, arch: str, times: dict[str, float] | None = None) -> 
         ptx = tm.emit_assembly(mod)
     times["llvm_codegen"] = (time.perf_counter() - t0) * 1e3
     return ptx
-
-
-def _dump(options: PipelineOptions, text: str, what: str) -> None:
-    if options.dump_dir:
-        os.makedirs(options.dump_dir, exist_ok=True)
-        with open(os.path.join(options.dump_dir, f"{options.dump_prefix}.{what}"), "w") as f:
-            f.write(text)
 
 
 # -- ptxas ---------------------------------------------------------------------------------------

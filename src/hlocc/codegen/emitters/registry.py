@@ -14,6 +14,7 @@ its operand (`KernelModule.output_aliases`) and the runtime makes that true.
 from __future__ import annotations
 
 import importlib
+import time
 
 from hlocc.analysis.hero import EmitterKind, computation_emitter_kind
 from hlocc.codegen.target import Target
@@ -53,4 +54,19 @@ def emitter_for(fusion: HloComputation, target: Target, name: str = "main", kind
     return cls(fusion, target, name)
 
 
-__all__ = ["EMITTERS", "EMITTER_MODULES", "emitter_for", "register_emitter"]
+def emit_fusion(fusion: HloComputation, target: Target, name: str, times: dict[str, float]):
+    """The kernel module the chosen emitter generates for `fusion` (its milliseconds in
+    `times["emit"]`), or None when every output is empty: no output element means no thread and
+    nothing to emit (nor a grid map over a size-0 dimension). An empty output beside non-empty
+    ones is the emitter's to reject. What every backend compiles from."""
+    from hlocc.codegen.emitters.base import array_leaves
+
+    if all(leaf.num_elements == 0 for leaf in array_leaves(fusion.root.shape)):
+        return None
+    t0 = time.perf_counter()
+    kernel = emitter_for(fusion, target, name).emit()
+    times["emit"] = (time.perf_counter() - t0) * 1e3
+    return kernel
+
+
+__all__ = ["EMITTERS", "EMITTER_MODULES", "emit_fusion", "emitter_for", "register_emitter"]

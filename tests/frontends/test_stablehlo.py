@@ -1,0 +1,227 @@
+"""The StableHLO frontend: every JAX corpus program lowered by jax to StableHLO, imported, run on the
+interpreter (and a few on the cpu backend) against the corpus outputs; per-op-family programs
+against jax.jit; the generic printed form, Exported objects, errors, and the HLO print/parse round
+trip of imported modules."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from corpus import JAX_DIR, jax_cases, load_npz, require
+
+jax = pytest.importorskip("jax", reason="the StableHLO frontend needs jax (the [jax] extra)")
+jnp = jax.numpy
+lax = jax.lax
+
+import hlocc  # noqa: E402
+from hlocc.cli import flatten  # noqa: E402
+from hlocc.comparison import compare_arrays  # noqa: E402
+from hlocc.frontends import import_stablehlo  # noqa: E402
+
+CASES = {c["name"]: c for c in jax_cases()}
+SMALL_CASES = sorted(name for name, c in CASES.items() if c["perf"] != "yes")
+CPU_CASES = ["softmax_logsoftmax_f32", "while_bisection"]
+
+
+@pytest.fixture(scope="module")
+def generator():
+    """The corpus generator module (its `CASES` rebuild each case's function and inputs bit for bit)."""
+    require(JAX_DIR)
+    spec = importlib.util.spec_from_file_location("gen_public", JAX_DIR / "gen_public.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_case(generator, name):
+    """(function, numpy inputs, x64 flag) of corpus case `name`."""
+    case = next(c for c in generator.CASES if c["name"] == name)
+    with jax.enable_x64(case["x64"]):
+        fn, args = case["builder"](generator.rng_for(generator.BASE_SEED, name))
+    return fn, [np.asarray(a) for a in args], case["x64"]
+
+
+def run_module(module, args, backend="interpreter"):
+    return flatten(hlocc.compile(module, backend=backend)(*args))
+
+
+def check_against_corpus(name, outputs):
+    expected = load_npz(JAX_DIR / f"{name}.out.npz")
+    assert len(outputs) == len(expected)
+    for i, got in enumerate(outputs):
+        why = compare_arrays(expected[f"out{i}"], got, float(CASES[name]["rtol"]), float(CASES[name]["atol"]))
+        assert why is None, f"{name} out{i}: {why}"
+
+
+@pytest.mark.parametrize("name", SMALL_CASES)
+def test_corpus_program_on_interpreter(generator, name):
+    fn, args, x64 = build_case(generator, name)
+    with jax.enable_x64(x64):
+        text = jax.jit(fn).lower(*args).as_text()
+    check_against_corpus(name, run_module(import_stablehlo(text), args))
+
+
+@pytest.mark.parametrize("name", CPU_CASES)
+def test_corpus_program_on_cpu(generator, name):
+    fn, args, _ = build_case(generator, name)
+    exported = jax.export.export(jax.jit(fn))(*[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args])
+    check_against_corpus(name, run_module(import_stablehlo(exported), args, backend="cpu"))
+
+
+@pytest.mark.parametrize("name", sorted(name for name, c in CASES.items() if c["perf"] == "yes"))
+def test_perf_program_imports(generator, name):
+    """The perf programs (inputs too large for the interpreter here) import to the corpus's HLO
+    signature."""
+    case = next(c for c in generator.CASES if c["name"] == name)
+    fn, args, _ = build_case(generator, name)
+    module = import_stablehlo(jax.jit(fn).lower(*[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]).as_text())
+    reference = hlocc.parse_hlo_file(JAX_DIR / f"{name}.hlo")
+    assert module.entry.program_shape == reference.entry.program_shape, case["name"]
+
+
+# -- per-op families against jax.jit ----------------------------------------------------------------
+def _normal(*shape, dtype=np.float32, seed=0):
+    return np.random.default_rng(seed + len(shape)).standard_normal(shape).astype(dtype)
+
+
+OP_PROGRAMS = {
+    "math": (lambda x: (jnp.exp(x), jnp.log1p(jnp.abs(x)), jnp.expm1(x), jnp.sin(x), jnp.tan(x) * 0.1, jnp.cbrt(x),
+                        jnp.floor(x), jnp.ceil(x), jnp.round(x), jax.nn.sigmoid(x), jnp.sign(x), jnp.arctan2(x, 2.0),
+                        jnp.isfinite(x / 0.0), x ** 3.0), [_normal(4, 6)]),
+    "chlo": (lambda x: (jnp.arcsin(x * 0.5), jnp.arccos(x * 0.5), jnp.sinh(x), jnp.cosh(x), jnp.arctan(x),
+                        jnp.arcsinh(x), jnp.arctanh(x * 0.5), jnp.square(x), lax.erf(x), lax.erf_inv(x * 0.5),
+                        lax.lgamma(jnp.abs(x) + 0.5), lax.digamma(jnp.abs(x) + 0.5), lax.erfc(x),
+                        jnp.nextafter(x, 0.0)), [_normal(3, 5)]),
+    "compare_convert": (lambda x, i: (x > 0, i <= 3, x == x, lax.convert_element_type(x, jnp.int32),
+                                      lax.bitcast_convert_type(x, jnp.uint32), jnp.clip(x, -0.5, 0.5),
+                                      jnp.where(x > 0, x, 2 * x), i.astype(jnp.bfloat16) * 2,
+                                      lax.reduce_precision(x, 5, 10)),
+                        [_normal(8), np.arange(8, dtype=np.int32)]),
+    "integers": (lambda a, b: (a // b, a % b, a >> 2, lax.shift_right_logical(a, 3), a & b, ~a, lax.population_count(a),
+                               lax.clz(a), jnp.maximum(a, b), jnp.abs(a)),
+                 [np.arange(-6, 6, dtype=np.int32) * 37, np.arange(1, 13, dtype=np.int32)]),
+    "shapes": (lambda x: (x.reshape(6, 4), x.T, x[1:3, ::2], jnp.flip(x, 1), jnp.concatenate([x, x * 2], 0),
+                          jnp.pad(x, ((1, 0), (2, 1))), jnp.broadcast_to(x[:, :1], (4, 6)), jnp.expand_dims(x, 0),
+                          jnp.tile(x, (2, 1)), lax.pad(x, 0.0, ((0, 0, 1), (1, -1, 0))),
+                          jnp.arange(5, dtype=jnp.float32) * x[0, 0]), [_normal(4, 6)]),
+    "indexing": (lambda x, i: (x[i], x[:, i], x.at[i].add(1.0), x.at[i, 2].set(-1.0),
+                               lax.dynamic_slice(x, (i[0], 1), (2, 3)),
+                               lax.dynamic_update_slice(x, jnp.ones((1, 2), x.dtype), (i[1], 2)),
+                               jnp.take_along_axis(x, jnp.argsort(x, 1), 1), x.at[i].max(5.0)),
+                 [_normal(5, 4), np.array([3, 0, 3], np.int32)]),
+    "reductions": (lambda x: (x.sum(), x.max(0), jnp.argmin(x, 1), x.prod(1), jnp.any(x > 1, 0), jnp.cumprod(x, 1),
+                              lax.reduce_window(x, 0.0, lax.add, (2, 2), (1, 1), "SAME"), jnp.logaddexp.reduce(x, 1)),
+                   [_normal(6, 5)]),
+    "linalg": (lambda a, b, img, k: (a @ b, jnp.einsum("ij,ij->i", a, a), jnp.dot(a, b, precision="highest"),
+                                     lax.conv_general_dilated(img, k, (2, 1), "SAME", rhs_dilation=(1, 2)),
+                                     lax.conv_general_dilated(img, k[:2, :1], (1, 1), "VALID",
+                                                              feature_group_count=2)),
+               [_normal(3, 4), _normal(4, 5), _normal(1, 2, 7, 6), _normal(3, 2, 3, 2)]),
+    "sort_topk": (lambda x: (jnp.sort(x), jnp.argsort(-x, stable=True), lax.top_k(x, 3)[1], jnp.median(x, 1)),
+                  [_normal(4, 9)]),
+    "control": (lambda x, n: (lax.fori_loop(0, n, lambda i, c: c * 0.5 + x.sum(), x),
+                              lax.switch(n % 3, [lambda: x, lambda: -x, lambda: x * 2]),
+                              lax.cond(n > 2, lambda v: v.sum(), lambda v: v.max(), x),
+                              lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * x), (0, x))[1]),
+                [_normal(5), np.int32(4)]),
+    "grad_pool": (lambda x: jax.grad(lambda y: lax.reduce_window(y, -jnp.inf, lax.max, (1, 2, 2), (1, 2, 2),
+                                                                 "VALID").sum())(x),
+                  [_normal(2, 4, 6)]),
+    "rng_custom": (lambda k, x: (jax.random.uniform(k, (3, 4)), jax.random.bits(k, (5,)), jax.nn.relu(x),
+                                 jax.checkpoint(jnp.sin)(x)),
+                   [np.array([0, 42], np.uint32), _normal(4)]),
+    "narrow_complex": (lambda x, c: (x.astype(jnp.bfloat16) + jnp.bfloat16(1.5),
+                                     x.astype(jnp.float8_e4m3fn).astype(jnp.float32), c * (1 + 2j), jnp.abs(c),
+                                     c.real + c.imag, jnp.conj(c) + jnp.array([1 - 1j, 2j], jnp.complex64)),
+                       [_normal(2), (_normal(2) + 1j * _normal(2, seed=3)).astype(np.complex64)]),
+}
+
+
+@pytest.mark.parametrize("family", sorted(OP_PROGRAMS))
+def test_op_family_against_jax(family):
+    fn, args = OP_PROGRAMS[family]
+    expected = [np.asarray(o) for o in jax.tree_util.tree_leaves(jax.jit(fn)(*args))]
+    module = import_stablehlo(jax.jit(fn).lower(*args).as_text())
+    got = run_module(module, args)
+    assert len(got) == len(expected)
+    for i, (e, g) in enumerate(zip(expected, got)):
+        why = compare_arrays(e, g, 2e-5 if e.dtype != jnp.bfloat16 else 1e-2, 1e-6)
+        assert why is None, f"{family} output {i}: {why}"
+
+
+# -- forms, errors, round trip ----------------------------------------------------------------------
+def _mlir_module(text):
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+
+    with mlir.make_ir_context():
+        return ir.Module.parse(text)
+
+
+def test_generic_form_imports_like_pretty_form():
+    fn, args = OP_PROGRAMS["reductions"]
+    text = jax.jit(fn).lower(*args).as_text()
+    module = _mlir_module(text)
+    generic = module.operation.get_asm(print_generic_op_form=True)
+    assert '"stablehlo.reduce"' in generic
+    assert import_stablehlo(generic).to_string() == import_stablehlo(text).to_string()
+
+
+def test_exported_object_and_module_object():
+    fn, args = OP_PROGRAMS["shapes"]
+    exported = jax.export.export(jax.jit(fn))(*[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args])
+    from_exported = import_stablehlo(exported)
+    assert from_exported.to_string() == import_stablehlo(_mlir_module(exported.mlir_module())).to_string()
+    got = run_module(from_exported, args)
+    for e, g in zip(jax.tree_util.tree_leaves(jax.jit(fn)(*args)), got):
+        np.testing.assert_array_equal(np.asarray(e), g)
+
+
+def test_imported_module_prints_as_hlo_that_parses_back(generator):
+    for name in ("sort_topk_argsort", "cond_predicate_tuple", "embedding_and_grad", "conv2d_nchw_maxpool"):
+        fn, args, _ = build_case(generator, name)
+        module = import_stablehlo(jax.jit(fn).lower(*args).as_text())
+        text = module.to_string()
+        reparsed = hlocc.parse_hlo(text)
+        assert reparsed.to_string() == text
+        assert reparsed.entry.program_shape == hlocc.parse_hlo_file(JAX_DIR / f"{name}.hlo").entry.program_shape
+
+
+def test_unknown_op_names_op_and_location():
+    text = """module @m {
+  func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.fft %x, type = FFT, length = [4] : (tensor<4xf32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}"""
+    text = text.replace("stablehlo.fft %x, type = FFT", "stablehlo.fft %x, type = RFFT").replace(
+        "-> tensor<4xf32>\n    return", "-> tensor<3xcomplex<f32>>\n    return").replace(
+        "return %0 : tensor<4xf32>", "return %0 : tensor<3xcomplex<f32>>").replace(
+        ") -> tensor<4xf32> {", ") -> tensor<3xcomplex<f32>> {")
+    with pytest.raises(hlocc.UnsupportedError, match=r"model\.mlir:3:10: StableHLO op 'stablehlo\.fft' is not "
+                                                     r"supported"):
+        import_stablehlo(text, "model.mlir")
+
+
+def test_unknown_op_with_jax_location():
+    def f(x):
+        return lax.fft(x, "FFT", (4,))
+
+    text = jax.jit(f).lower(np.zeros(4, np.complex64)).as_text(debug_info=True)
+    with pytest.raises(hlocc.UnsupportedError, match=r"test_stablehlo\.py:\d+:\d+: StableHLO op 'stablehlo\.fft'"):
+        import_stablehlo(text)
+
+
+def test_dynamic_dimension_is_unsupported_for_now():
+    exported = jax.export.export(jax.jit(jnp.sin))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), jnp.float32))
+    with pytest.raises(hlocc.UnsupportedError, match="dynamic-shape compilation is not built yet"):
+        import_stablehlo(exported)
+
+
+def test_malformed_text_is_a_parse_error():
+    with pytest.raises(hlocc.HloParseError, match=r"bad\.mlir:2:"):
+        import_stablehlo("module {\n  func.func @main( -> \n}", "bad.mlir")

@@ -130,9 +130,21 @@ OP_PROGRAMS = {
     "grad_pool": (lambda x: jax.grad(lambda y: lax.reduce_window(y, -jnp.inf, lax.max, (1, 2, 2), (1, 2, 2),
                                                                  "VALID").sum())(x),
                   [_normal(2, 4, 6)]),
-    "rng_custom": (lambda k, x: (jax.random.uniform(k, (3, 4)), jax.random.bits(k, (5,)), jax.nn.relu(x),
-                                 jax.checkpoint(jnp.sin)(x)),
-                   [np.array([0, 42], np.uint32), _normal(4)]),
+    "random": (lambda k, k4: (jax.random.uniform(k, (3, 4)), jax.random.bits(k, (5,)),
+                              lax.rng_bit_generator(k4, (3, 4), dtype=jnp.uint32,
+                                                    algorithm=lax.RandomAlgorithm.RNG_THREE_FRY),
+                              lax.rng_bit_generator(k4, (5,), dtype=jnp.uint32,
+                                                    algorithm=lax.RandomAlgorithm.RNG_PHILOX)),
+               [np.array([0, 42], np.uint32), np.array([1, 2, 3, 4], np.uint32)]),
+    "constants": (lambda x: (x + np.linspace(-3, 3, 300, dtype=np.float32).reshape(3, 100),
+                             x.astype(jnp.bfloat16) * np.linspace(0, 2, 300).astype(jnp.bfloat16).reshape(3, 100),
+                             jnp.where(np.arange(300).reshape(3, 100) % 3 == 0, x, 0.0),
+                             x.astype(jnp.float16) + np.float16(0.1) * np.arange(100, dtype=np.float16),
+                             x.astype(jnp.complex64) * np.array([1j, 2, -1 + 0.5j] * 100, np.complex64).reshape(3, 100),
+                             x.astype(jnp.int8) + np.arange(-50, 50, dtype=np.int8),
+                             jnp.float32(np.nan) * x[0, 0] + np.array([np.inf, -np.inf, 0.0], np.float32)),
+                  [_normal(3, 100)]),
+    "remat_barrier": (jax.grad(lambda x: jax.checkpoint(lambda y: jnp.sin(jnp.sin(y)))(x).sum()), [_normal(4)]),
     "narrow_complex": (lambda x, c: (x.astype(jnp.bfloat16) + jnp.bfloat16(1.5),
                                      x.astype(jnp.float8_e4m3fn).astype(jnp.float32), c * (1 + 2j), jnp.abs(c),
                                      c.real + c.imag, jnp.conj(c) + jnp.array([1 - 1j, 2j], jnp.complex64)),
@@ -188,6 +200,63 @@ def test_imported_module_prints_as_hlo_that_parses_back(generator):
         reparsed = hlocc.parse_hlo(text)
         assert reparsed.to_string() == text
         assert reparsed.entry.program_shape == hlocc.parse_hlo_file(JAX_DIR / f"{name}.hlo").entry.program_shape
+
+
+HANDWRITTEN = """module @handwritten {
+  func.func public @main(%p: tensor<i1>, %x: tensor<4xf32>, %s: tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>,
+                                                                                  tensor<4xf32>) {
+    %0 = "stablehlo.if"(%p) ({
+      %a = stablehlo.multiply %x, %x : tensor<4xf32>
+      stablehlo.return %a : tensor<4xf32>
+    }, {
+      stablehlo.return %x : tensor<4xf32>
+    }) : (tensor<i1>) -> tensor<4xf32>
+    %zero = stablehlo.constant dense<0> : tensor<i32>
+    %1:2 = stablehlo.while(%i = %zero, %acc = %x) : tensor<i32>, tensor<4xf32>
+      cond {
+        %three = stablehlo.constant dense<3> : tensor<i32>
+        %c = stablehlo.compare LT, %i, %three : (tensor<i32>, tensor<i32>) -> tensor<i1>
+        stablehlo.return %c : tensor<i1>
+      } do {
+        %one = stablehlo.constant dense<1> : tensor<i32>
+        %n = stablehlo.add %i, %one : tensor<i32>
+        %b = stablehlo.broadcast_in_dim %s, dims = [] : (tensor<f32>) -> tensor<4xf32>
+        %m = stablehlo.add %acc, %b : tensor<4xf32>
+        stablehlo.return %n, %m : tensor<i32>, tensor<4xf32>
+      }
+    %2 = "stablehlo.map"(%x, %0) <{dimensions = array<i64: 0>}> ({
+    ^bb0(%u: tensor<f32>, %v: tensor<f32>):
+      %w = stablehlo.maximum %u, %v : tensor<f32>
+      stablehlo.return %w : tensor<f32>
+    }) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    return %0, %1#1, %2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  }
+}"""
+
+
+@pytest.mark.parametrize("pred", [True, False])
+def test_if_while_with_captured_values_and_map(pred):
+    """`if` branches and a `while` body that use outer values (passed in as tuple operands), `map`."""
+    module = import_stablehlo(HANDWRITTEN)
+    x = np.array([1, -2, 3, 0.5], np.float32)
+    branch, loop, mapped = run_module(module, [np.bool_(pred), x, np.float32(0.25)])
+    np.testing.assert_array_equal(branch, x * x if pred else x)
+    np.testing.assert_array_equal(loop, x + 0.75)
+    np.testing.assert_array_equal(mapped, np.maximum(x, branch))
+    assert hlocc.parse_hlo(module.to_string()).to_string() == module.to_string()
+
+
+def test_custom_call_keeps_target_and_config():
+    def f(x):
+        return jax.ffi.ffi_call("my_target", jax.ShapeDtypeStruct(x.shape, x.dtype), has_side_effect=True)(
+            x, alpha=np.float32(2.0), name="n")
+
+    module = import_stablehlo(jax.jit(f).lower(np.ones(3, np.float32)).as_text())
+    (call,) = [i for i in module.all_instructions() if i.opcode == "custom-call"]
+    assert call.attrs["custom_call_target"] == "my_target"
+    assert call.attrs["custom_call_has_side_effect"] is True
+    assert str(call.attrs["backend_config"]) == '{alpha = 2.000000e+00 : f32, name = "n"}'
+    assert hlocc.parse_hlo(module.to_string()).to_string() == module.to_string()
 
 
 def test_unknown_op_names_op_and_location():

@@ -320,21 +320,21 @@ def _rng_bit_generator(cx):
 
 
 def _custom_call(cx):
-    """The target, backend config (as HLO prints it) and side-effect flag are kept."""
+    """The target, backend config (a string, or the typed-FFI dictionary `mhlo.backend_config`,
+    printed as HLO prints them) and side-effect flag are kept; layouts are not."""
+    ir = ms.mlir_modules()[0]
     attrs = {"custom_call_target": ms.string_attr(cx.op, "call_target_name")}
     if ms.bool_attr(cx.op, "has_side_effect"):
         attrs["custom_call_has_side_effect"] = True
-    if "backend_config" in cx.op.attributes:
-        config = cx.op.attributes["backend_config"]
-        ir = ms.mlir_modules()[0]
-        if isinstance(config, ir.StringAttr):
-            text = ir.StringAttr(config).value
-            if text:
-                attrs["backend_config"] = RawAttr('"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"')
-        else:
-            attrs["backend_config"] = RawAttr(str(config))
+    config = ms.string_attr(cx.op, "backend_config") if "backend_config" in cx.op.attributes and isinstance(
+        cx.op.attributes["backend_config"], ir.StringAttr) else None
+    if config:
+        attrs["backend_config"] = RawAttr('"' + config.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    for name in ("mhlo.backend_config", "backend_config"):
+        if name in cx.op.attributes and isinstance(cx.op.attributes[name], ir.DictAttr):
+            attrs["backend_config"] = RawAttr(str(cx.op.attributes[name]))
     version = ms.int_attr(cx.op, "api_version", 1)
-    if version == 4:
+    if version == 4 or "mhlo.backend_config" in cx.op.attributes:
         attrs["api_version"] = "API_VERSION_TYPED_FFI"
     elif version in (2, 3):
         attrs["api_version"] = "API_VERSION_STATUS_RETURNING" + ("_UNIFIED" if version == 3 else "")

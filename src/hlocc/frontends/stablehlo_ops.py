@@ -319,6 +319,40 @@ def _rng_bit_generator(cx):
     return cx.add("rng-bit-generator", cx.operands, {"algorithm": algorithm})
 
 
+def _rng(cx):
+    """stablehlo.rng(a, b, shape): the shape operand is HLO's result shape."""
+    _, stablehlo, _, _ = ms.mlir_modules()
+    distribution = "rng_" + str(cx.op.attributes["rng_distribution"]).split()[-1].rstrip(">").lower()
+    a, b, shape_operand = cx.operands
+    rng = cx.add("rng", [a, b], {"distribution": distribution})
+    if not shape_operand.users:
+        cx.scope.computation.remove_instructions([shape_operand])
+    return rng
+
+
+def _fft(cx):
+    _, stablehlo, _, _ = ms.mlir_modules()
+    return cx.add("fft", cx.operands, {"fft_type": _attr(cx, "fft_type", stablehlo.FftTypeAttr).value,
+                                       "fft_length": ms.ints(cx.op, "fft_length")})
+
+
+def _cholesky(cx):
+    return cx.add("cholesky", cx.operands, {"lower": True} if ms.bool_attr(cx.op, "lower") else {})
+
+
+def _triangular_solve(cx):
+    attrs = {flag: True for flag in ("left_side", "lower", "unit_diagonal") if ms.bool_attr(cx.op, flag)}
+    attrs["transpose_a"] = str(cx.op.attributes["transpose_a"]).split()[-1].rstrip(">")
+    return cx.add("triangular-solve", cx.operands, attrs)
+
+
+def _batch_norm(opcode: str):
+    def convert(cx):
+        epsilon = ms.mlir_modules()[0].FloatAttr(cx.op.attributes["epsilon"]).value
+        return cx.add(opcode, cx.operands, {"epsilon": epsilon, "feature_index": ms.int_attr(cx.op, "feature_index")})
+    return convert
+
+
 def _custom_call(cx):
     """The target, backend config (a string, or the typed-FFI dictionary `mhlo.backend_config`,
     printed as HLO prints them) and side-effect flag are kept; layouts are not."""
@@ -333,12 +367,26 @@ def _custom_call(cx):
     for name in ("mhlo.backend_config", "backend_config"):
         if name in cx.op.attributes and isinstance(cx.op.attributes[name], ir.DictAttr):
             attrs["backend_config"] = RawAttr(str(cx.op.attributes[name]))
+    if "output_operand_aliases" in cx.op.attributes:
+        attrs["output_to_operand_aliasing"] = _aliasing(cx.op.attributes["output_operand_aliases"])
     version = ms.int_attr(cx.op, "api_version", 1)
     if version == 4 or "mhlo.backend_config" in cx.op.attributes:
         attrs["api_version"] = "API_VERSION_TYPED_FFI"
     elif version in (2, 3):
         attrs["api_version"] = "API_VERSION_STATUS_RETURNING" + ("_UNIFIED" if version == 3 else "")
     return cx.add("custom-call", cx.operands, attrs)
+
+
+def _aliasing(aliases) -> RawAttr:
+    """HLO's `{{out}: (operand, {index})}` text of StableHLO output_operand_aliases."""
+    _, stablehlo, _, _ = ms.mlir_modules()
+
+    def index(values):
+        return "{" + ",".join(map(str, values)) + "}"
+
+    pairs = [stablehlo.OutputOperandAlias(a) for a in aliases]
+    return RawAttr("{" + ", ".join(f"{index(p.output_tuple_indices)}: ({p.operand_index}, "
+                                   f"{index(p.operand_tuple_indices)})" for p in pairs) + "}")
 
 
 def _composite(cx):
@@ -362,7 +410,11 @@ OP_CONVERSIONS = {
     "stablehlo.sort": _sort, "stablehlo.map": _map,
     "stablehlo.while": _while, "stablehlo.case": _case, "stablehlo.if": _if, "func.call": _call,
     "stablehlo.optimization_barrier": _optimization_barrier, "stablehlo.rng_bit_generator": _rng_bit_generator,
-    "stablehlo.custom_call": _custom_call, "stablehlo.composite": _composite,
+    "stablehlo.custom_call": _custom_call, "stablehlo.rng": _rng, "stablehlo.fft": _fft,
+    "stablehlo.cholesky": _cholesky, "stablehlo.triangular_solve": _triangular_solve,
+    "stablehlo.batch_norm_inference": _batch_norm("batch-norm-inference"),
+    "stablehlo.batch_norm_training": _batch_norm("batch-norm-training"),
+    "stablehlo.batch_norm_grad": _batch_norm("batch-norm-grad"), "stablehlo.composite": _composite,
     "chlo.top_k": chlo.convert_top_k, "chlo.square": chlo.convert_elementwise,
     **{name: chlo.convert_elementwise for name in (*chlo.DIRECT_REAL, *chlo.EXPANDED)},
 }

@@ -311,3 +311,21 @@ def test_dynamic_dimension_is_unsupported_for_now():
 def test_malformed_text_is_a_parse_error():
     with pytest.raises(hlocc.HloParseError, match=r"bad\.mlir:2:"):
         import_stablehlo("module {\n  func.func @main( -> \n}", "bad.mlir")
+
+
+def test_missing_jax_names_the_extra(monkeypatch):
+    """Without jax the frontend says which extra to install (importing hlocc needs no jax)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "jax._src.interpreters.mlir", None)
+    with pytest.raises(hlocc.UnsupportedError, match=r"pip install 'hlocc\[jax\]'"):
+        import_stablehlo("module {}")
+
+
+def test_hlocc_frontends_imports_without_jax():
+    import subprocess
+    import sys
+
+    code = "import sys, hlocc.frontends; print('jax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -91,15 +91,11 @@ class _Importer:
     def __init__(self, mlir_module, filename: str):
         self.mlir_module = mlir_module
         self.filename = filename
-        name = mlir_module.operation.attributes["sym_name"] if "sym_name" in mlir_module.operation.attributes \
-            else None
-        self.module = HloModule(_identifier(ms.mlir_modules()[0].StringAttr(name).value) if name else "stablehlo")
-        self.functions = {}
-        for op in mlir_module.body.operations:
-            if op.operation.name == "func.func":
-                self.functions[ms.mlir_modules()[0].StringAttr(op.attributes["sym_name"]).value] = op
+        self.module = HloModule(_identifier(ms.string_attr(mlir_module.operation, "sym_name") or "stablehlo"))
+        self.functions = {ms.string_attr(op, "sym_name"): op for op in mlir_module.body.operations
+                          if op.operation.name == "func.func"}
         self.converted: dict[str, HloComputation] = {}
-        self._regions = 0
+        self._numbers = 0
         self._call_sites: list = []  # the func.call ops being converted, innermost last
 
     def run(self) -> HloModule:
@@ -118,8 +114,7 @@ class _Importer:
         func = self.functions.get(name)
         if func is None:
             raise HloError(f"{self.filename}: call of undefined function @{name}")
-        comp = HloComputation(_identifier(name), is_entry=is_entry)
-        self.module.add_computation(comp)
+        comp = self._computation(name, is_entry=is_entry)
         self.converted[name] = comp
         block = func.regions[0].blocks[0]
         scope = Scope(comp)
@@ -134,9 +129,7 @@ class _Importer:
         elements of one tuple parameter followed by the `captures` (outer values the region uses).
         The returned values (then the captures, with `return_captures`) are the root: a tuple when
         `tuple_root`, or by default when there are several."""
-        self._regions += 1
-        comp = HloComputation(f"region_{self._regions}")
-        self.module.add_computation(comp)
+        comp = self._computation("region", numbered=True)
         block = region.blocks[0]
         scope = Scope(comp)
         args = list(block.arguments)
@@ -170,6 +163,19 @@ class _Importer:
             return self.function(name)
         finally:
             self._call_sites.pop()
+
+    def _computation(self, name: str, *, is_entry: bool = False, numbered: bool = False) -> HloComputation:
+        """A new computation of the module named `name`, or `name_N` when `numbered` or taken."""
+        base = _identifier(name)
+        taken = {c.name for c in self.module.computations}
+        unique = f"{base}_{self._next_number()}" if numbered else base
+        while unique in taken:
+            unique = f"{base}_{self._next_number()}"
+        return self.module.add_computation(HloComputation(unique, is_entry=is_entry))
+
+    def _next_number(self) -> int:
+        self._numbers += 1
+        return self._numbers
 
     def _parameter(self, comp: HloComputation, number: int, shape: Shape, name: str) -> HloInstruction:
         instr = HloInstruction(self.module.unique_name(name), "parameter", shape, parameter_number=number)

@@ -214,13 +214,13 @@ HANDWRITTEN = """module @handwritten {
       stablehlo.return %x : tensor<4xf32>
     }) : (tensor<i1>) -> tensor<4xf32>
     %zero = stablehlo.constant dense<0> : tensor<i32>
+    %one = stablehlo.constant dense<1> : tensor<i32>
     %1:2 = stablehlo.while(%i = %zero, %acc = %x) : tensor<i32>, tensor<4xf32>
       cond {
         %three = stablehlo.constant dense<3> : tensor<i32>
         %c = stablehlo.compare LT, %i, %three : (tensor<i32>, tensor<i32>) -> tensor<i1>
         stablehlo.return %c : tensor<i1>
       } do {
-        %one = stablehlo.constant dense<1> : tensor<i32>
         %n = stablehlo.add %i, %one : tensor<i32>
         %b = stablehlo.broadcast_in_dim %s, dims = [] : (tensor<f32>) -> tensor<4xf32>
         %m = stablehlo.add %acc, %b : tensor<4xf32>
@@ -238,14 +238,41 @@ HANDWRITTEN = """module @handwritten {
 
 @pytest.mark.parametrize("pred", [True, False])
 def test_if_while_with_captured_values_and_map(pred):
-    """`if` branches and a `while` body that use outer values (passed in as tuple operands), `map`."""
+    """`if` branches and a `while` body that use outer values (passed in as tuple operands; a
+    constant is made inside instead), `map`."""
     module = import_stablehlo(HANDWRITTEN)
+    (loop,) = [i for i in module.entry.instructions if i.opcode == "while"]
+    assert [str(s) for s in loop.shape.tuple_shapes] == ["s32[]", "f32[4]", "f32[]"]
+    assert any(i.opcode == "constant" and i.literal == 1 for i in loop.attrs["body"].instructions)
     x = np.array([1, -2, 3, 0.5], np.float32)
     branch, loop, mapped = run_module(module, [np.bool_(pred), x, np.float32(0.25)])
     np.testing.assert_array_equal(branch, x * x if pred else x)
     np.testing.assert_array_equal(loop, x + 0.75)
     np.testing.assert_array_equal(mapped, np.maximum(x, branch))
     assert hlocc.parse_hlo(module.to_string()).to_string() == module.to_string()
+
+
+SPLATS = """module @splats {
+  func.func public @main() -> (tensor<3x4xbf16>, tensor<2xcomplex<f32>>, tensor<5xi1>, tensor<2x2xf32>, tensor<3xf16>) {
+    %0 = stablehlo.constant dense<1.5> : tensor<3x4xbf16>
+    %1 = stablehlo.constant dense<(1.0, -2.0)> : tensor<2xcomplex<f32>>
+    %2 = stablehlo.constant dense<true> : tensor<5xi1>
+    %3 = stablehlo.constant dense<0x7FC00000> : tensor<2x2xf32>
+    %4 = stablehlo.constant dense<"0x003C0040003C"> : tensor<3xf16>
+    return %0, %1, %2, %3, %4 : tensor<3x4xbf16>, tensor<2xcomplex<f32>>, tensor<5xi1>, tensor<2x2xf32>, tensor<3xf16>
+  }
+}"""
+
+
+def test_splat_constants_are_broadcast_scalars():
+    module = import_stablehlo(SPLATS)
+    assert [i.opcode for i in module.entry.root.operands] == ["broadcast"] * 4 + ["constant"]
+    bf16, c64, pred, nan, f16 = run_module(module, [])
+    np.testing.assert_array_equal(bf16, np.full((3, 4), 1.5, jnp.bfloat16))
+    np.testing.assert_array_equal(c64, np.full(2, 1 - 2j, np.complex64))
+    np.testing.assert_array_equal(pred, np.ones(5, bool))
+    assert np.isnan(nan).all() and nan.shape == (2, 2)
+    np.testing.assert_array_equal(f16, np.array([1, 2, 1], np.float16))
 
 
 def test_custom_call_keeps_target_and_config():

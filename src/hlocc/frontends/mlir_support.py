@@ -185,6 +185,17 @@ def dense_constant(op, shape: Shape) -> np.ndarray:
     return _dense_from_text(_dense_body(op.operation.get_asm()), shape)
 
 
+def is_splat(op, shape: Shape) -> bool:
+    """Whether a `stablehlo.constant` of several elements holds one value everywhere."""
+    if shape.num_elements <= 1:
+        return False
+    if shape.element_type.name in _BUFFER_READABLE:
+        return mlir_modules()[0].DenseElementsAttr(op.attributes["value"]).is_splat
+    body = _dense_body(op.operation.get_asm()).strip()
+    one_element_blob = 4 + 2 * shape.element_type.byte_size  # `"0x` + hex digits + `"`
+    return not body.startswith("[") and not (body.startswith('"0x') and len(body) > one_element_blob)
+
+
 def _dense_body(asm: str) -> str:
     """The text between `dense<` and its matching `>`."""
     start = asm.index("dense<") + len("dense<")

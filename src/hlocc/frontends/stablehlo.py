@@ -141,6 +141,7 @@ class _Importer:
         else:
             for i, arg in enumerate(args):
                 scope.values[arg] = self._parameter(comp, i, ms.to_shape(arg.type), f"Arg_{i}")
+        self._sink_constants(region, scope)
         results = self.block(block, scope)
         if return_captures:
             results += [self.value(scope, v) for v in captures]
@@ -163,6 +164,17 @@ class _Importer:
             return self.function(name)
         finally:
             self._call_sites.pop()
+
+    def _sink_constants(self, region, scope: Scope) -> None:
+        """Constants the region uses from the enclosing scope are made inside it (as XLA sinks
+        them into control flow) rather than passed in."""
+        from hlocc.frontends.stablehlo_ops import OP_CONVERSIONS
+
+        for value in _used_from_above(region):
+            if _is_constant(value):
+                op = value.owner
+                cx = OpContext(self, scope, op, [], ms.to_shape(value.type))
+                scope.values[value] = OP_CONVERSIONS["stablehlo.constant"](cx)
 
     def _computation(self, name: str, *, is_entry: bool = False, numbered: bool = False) -> HloComputation:
         """A new computation of the module named `name`, or `name_N` when `numbered` or taken."""
@@ -229,24 +241,37 @@ class _Importer:
 
 
 def free_values(*regions) -> list:
-    """Values the regions use but do not define (defined in an enclosing scope), in first-use order."""
+    """The values that must be passed into the regions: those they use but that are defined in an
+    enclosing scope, constants excepted (they are sunk into the region), in first-use order."""
+    seen: dict = {}
+    for region in regions:
+        for value in _used_from_above(region):
+            if not _is_constant(value):
+                seen[value] = None
+    return list(seen)
+
+
+def _used_from_above(region) -> list:
+    """Values `region` (or a region nested in it) uses but does not define, in first-use order."""
     defined: set = set()
-    free: dict = {}
+    used: dict = {}
 
     def walk(region):
         for block in region.blocks:
             defined.update(block.arguments)
             for op in block.operations:
-                for v in op.operands:
-                    if v not in defined and v not in free:
-                        free[v] = None
+                used.update((v, None) for v in op.operands)
                 for inner in op.regions:
                     walk(inner)
                 defined.update(op.results)
 
-    for region in regions:
-        walk(region)
-    return [v for v in free if v not in defined]
+    walk(region)
+    return [v for v in used if v not in defined]
+
+
+def _is_constant(value) -> bool:
+    owner = value.owner
+    return not isinstance(owner, ms.mlir_modules()[0].Block) and owner.name == "stablehlo.constant"
 
 
 def _identifier(name: str) -> str:

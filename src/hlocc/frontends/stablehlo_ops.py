@@ -70,7 +70,12 @@ def _reduce_precision(cx):
 
 
 def _constant(cx):
-    return cx.add("constant", literal=ms.dense_constant(cx.op, cx.shape))
+    """A splat of several elements is a scalar constant broadcast (as XLA exports it)."""
+    value = ms.dense_constant(cx.op, cx.shape)
+    if not ms.is_splat(cx.op, cx.shape):
+        return cx.add("constant", literal=value)
+    scalar = cx.add("constant", shape=cx.shape.with_dims(()), literal=value.reshape(-1)[:1].reshape(()))
+    return cx.add("broadcast", [scalar], {"dimensions": ()})
 
 
 def _iota(cx):

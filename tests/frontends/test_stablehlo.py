@@ -106,7 +106,9 @@ OP_PROGRAMS = {
     "shapes": (lambda x: (x.reshape(6, 4), x.T, x[1:3, ::2], jnp.flip(x, 1), jnp.concatenate([x, x * 2], 0),
                           jnp.pad(x, ((1, 0), (2, 1))), jnp.broadcast_to(x[:, :1], (4, 6)), jnp.expand_dims(x, 0),
                           jnp.tile(x, (2, 1)), lax.pad(x, 0.0, ((0, 0, 1), (1, -1, 0))),
-                          jnp.arange(5, dtype=jnp.float32) * x[0, 0]), [_normal(4, 6)]),
+                          jnp.arange(5, dtype=jnp.float32) * x[0, 0],
+                          lax.with_sharding_constraint(x, jax.sharding.SingleDeviceSharding(jax.devices()[0])) + 1),
+               [_normal(4, 6)]),
     "indexing": (lambda x, i: (x[i], x[:, i], x.at[i].add(1.0), x.at[i, 2].set(-1.0),
                                lax.dynamic_slice(x, (i[0], 1), (2, 3)),
                                lax.dynamic_update_slice(x, jnp.ones((1, 2), x.dtype), (i[1], 2)),
@@ -333,6 +335,16 @@ def test_dynamic_dimension_is_unsupported_for_now():
         jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), jnp.float32))
     with pytest.raises(hlocc.UnsupportedError, match="dynamic-shape compilation is not built yet"):
         import_stablehlo(exported)
+
+
+def test_bounded_dimension_is_unsupported_for_now():
+    text = """module @m {
+  func.func public @main(%x: tensor<?xf32, #stablehlo.bounds<8>>) -> tensor<?xf32, #stablehlo.bounds<8>> {
+    return %x : tensor<?xf32, #stablehlo.bounds<8>>
+  }
+}"""
+    with pytest.raises(hlocc.UnsupportedError, match=r"dynamic dimension 0 of tensor<\?xf32, #stablehlo.bounds<8>>"):
+        import_stablehlo(text)
 
 
 def test_malformed_text_is_a_parse_error():

@@ -98,9 +98,10 @@ def element_type(mlir_type) -> PrimitiveType:
         raise UnsupportedError(f"StableHLO element type '{text}' has no XLA type") from None
 
 
-def dynamic_dimension(type_text: str, index: int):
-    """The one place a `?` dimension of a StableHLO type is met. Dynamic-shape compilation (issue
-    15, items 2-7) will return a symbolic dimension here; until then it is unsupported."""
+def dynamic_dimension(type_text: str, index: int, bound: int | None):
+    """The one place a `?` dimension of a StableHLO type is met (`bound` when the type bounds it,
+    `tensor<?x4xf32, #stablehlo.bounds<8, ?>>`). Dynamic-shape compilation (issue 15, items 2-7)
+    will return a symbolic dimension here; until then it is unsupported."""
     raise UnsupportedError(f"dynamic dimension {index} of {type_text}: dynamic-shape compilation is not built yet")
 
 
@@ -116,12 +117,19 @@ def to_shape(mlir_type) -> Shape:
     if not isinstance(mlir_type, ir.RankedTensorType):
         raise UnsupportedError(f"StableHLO type '{text}' is not supported (ranked tensors, tuples and tokens are)")
     tensor = ir.RankedTensorType(mlir_type)
-    if tensor.encoding is not None and "bounds" in str(tensor.encoding):
-        raise UnsupportedError(f"bounded dimensions of {text}: dynamic-shape compilation is not built yet")
+    bounds = _bounds(tensor)
     dims = []
     for i in range(tensor.rank):
-        dims.append(dynamic_dimension(text, i) if tensor.is_dynamic_dim(i) else tensor.get_dim_size(i))
+        dims.append(dynamic_dimension(text, i, bounds[i]) if tensor.is_dynamic_dim(i) else tensor.get_dim_size(i))
     return Shape.array(element_type(tensor.element_type), dims)
+
+
+def _bounds(tensor) -> list[int | None]:
+    """Per dimension the bound of a `#stablehlo.bounds<...>` encoding (None where unbounded or absent)."""
+    m = re.search(r"bounds<([^>]*)>", str(tensor.encoding)) if tensor.encoding is not None else None
+    if m is None:
+        return [None] * tensor.rank
+    return [None if word.strip() == "?" else int(word) for word in m.group(1).split(",")]
 
 
 def result_shape(op) -> Shape:

@@ -420,6 +420,8 @@ OP_CONVERSIONS = {
     "stablehlo.batch_norm_inference": _batch_norm("batch-norm-inference"),
     "stablehlo.batch_norm_training": _batch_norm("batch-norm-training"),
     "stablehlo.batch_norm_grad": _batch_norm("batch-norm-grad"), "stablehlo.composite": _composite,
+    # One device: a sharding constraint is the identity (hlocc runs a `Sharding` custom call likewise).
+    "sdy.sharding_constraint": lambda cx: cx.operands[0],
     "chlo.top_k": chlo.convert_top_k, "chlo.square": chlo.convert_elementwise,
     **{name: chlo.convert_elementwise for name in (*chlo.DIRECT_REAL, *chlo.EXPANDED)},
 }

@@ -64,10 +64,14 @@ def test_corpus_program_on_interpreter(generator, name):
     check_against_corpus(name, run_module(import_stablehlo(text), args))
 
 
-@pytest.mark.parametrize("name", CPU_CASES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in CPU_CASES else pytest.mark.slow)
+                                  for n in SMALL_CASES])
 def test_corpus_program_on_cpu(generator, name):
-    fn, args, _ = build_case(generator, name)
-    exported = jax.export.export(jax.jit(fn))(*[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args])
+    """Through `jax.export` (an Exported object) onto the cpu backend: two programs by default, all
+    with -m slow."""
+    fn, args, x64 = build_case(generator, name)
+    with jax.enable_x64(x64):
+        exported = jax.export.export(jax.jit(fn))(*[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args])
     check_against_corpus(name, run_module(import_stablehlo(exported), args, backend="cpu"))
 
 

@@ -12,7 +12,9 @@ becomes a sub-computation. Each op is converted by its entry in `stablehlo_ops.O
 (rules as data). A value of a multi-result op is a `get-tuple-element` of the op's tuple, made at
 its first use. Values that a `while`/`case`/`if` region uses from the enclosing scope (MLIR
 regions may capture them; HLO computations may not) are passed in explicitly: appended to the
-loop's carried tuple, or packed as each branch's tuple operand, as XLA's converter does.
+loop's carried tuple, or packed as each branch's tuple operand, as XLA's converter does; captured
+constants are made inside the region instead, and splat constants become a broadcast scalar, as
+XLA's export prepares them.
 
 Shapes are static: a `?` dimension stops the import at one place (`mlir_support.dynamic_dimension`),
 which the dynamic-shape work replaces. Module and argument attributes (`mhlo.sharding`,
@@ -88,6 +90,9 @@ class OpContext:
 
 
 class _Importer:
+    """One import: the MLIR module's functions by name, the computations made of them so far and
+    the call sites being converted (for locations)."""
+
     def __init__(self, mlir_module, filename: str):
         self.mlir_module = mlir_module
         self.filename = filename

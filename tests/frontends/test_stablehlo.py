@@ -216,8 +216,9 @@ def _op_signatures(module) -> collections.Counter:
         for i in module.all_instructions() if i.opcode in opcodes)
 
 
-SAME_AS_XLA = ["batched_matmul_bf16_f32acc", "cond_predicate_tuple", "conv2d_nchw_maxpool", "embedding_and_grad",
-               "int_arith_bitwise", "kv_cache_update", "remat_grad_sin", "softmax_logsoftmax_f32"]
+SAME_AS_XLA = ["attention_f32", "batched_matmul_bf16_f32acc", "cond_predicate_tuple", "conv2d_nchw_maxpool",
+               "embedding_and_grad", "int_arith_bitwise", "kv_cache_update", "onehot_iota_select", "remat_grad_sin",
+               "softmax_logsoftmax_f32", "sort_topk_argsort"]
 
 
 @pytest.mark.parametrize("name", SAME_AS_XLA)

@@ -26,7 +26,7 @@ RENAMED = {
     "round_nearest_afz": "round-nearest-afz", "round_nearest_even": "round-nearest-even", "rsqrt": "rsqrt",
     "shift_left": "shift-left", "shift_right_arithmetic": "shift-right-arithmetic",
     "shift_right_logical": "shift-right-logical", "sign": "sign", "sine": "sine", "sqrt": "sqrt",
-    "subtract": "subtract", "tan": "tan", "tanh": "tanh", "xor": "xor", "clamp": "clamp", "convert": "convert",
+    "subtract": "subtract", "tan": "tan", "tanh": "tanh", "xor": "xor", "clamp": "clamp",
     "bitcast_convert": "bitcast-convert", "reshape": "reshape", "dynamic_update_slice": "dynamic-update-slice",
     "tuple": "tuple", "after_all": "after-all", "create_token": "after-all", "replica_id": "replica-id",
     "partition_id": "partition-id",
@@ -78,8 +78,19 @@ def _constant(cx):
     return cx.add("broadcast", [scalar], {"dimensions": ()})
 
 
+def _convert(cx):
+    """A convert to the operand's own type is no instruction (XLA's builder drops it too)."""
+    operand = cx.operands[0]
+    return operand if operand.shape.element_type == cx.shape.element_type else cx.add("convert", [operand])
+
+
 def _iota(cx):
-    return cx.add("iota", attrs={"iota_dimension": ms.int_attr(cx.op, "iota_dimension")})
+    """An iota of several dimensions is a 1-D iota broadcast along its dimension, as XLA exports it."""
+    dimension = ms.int_attr(cx.op, "iota_dimension")
+    if cx.shape.rank <= 1:
+        return cx.add("iota", attrs={"iota_dimension": dimension})
+    line = cx.add("iota", attrs={"iota_dimension": 0}, shape=cx.shape.with_dims([cx.shape.dims[dimension]]))
+    return cx.add("broadcast", [line], {"dimensions": (dimension,)})
 
 
 # -- data movement --------------------------------------------------------------------------------
@@ -402,7 +413,8 @@ def _composite(cx):
 
 OP_CONVERSIONS = {
     **{f"stablehlo.{name}": _renamed(opcode) for name, opcode in RENAMED.items()},
-    "stablehlo.compare": _compare, "stablehlo.select": _select, "stablehlo.reduce_precision": _reduce_precision,
+    "stablehlo.compare": _compare, "stablehlo.convert": _convert, "stablehlo.select": _select,
+    "stablehlo.reduce_precision": _reduce_precision,
     "stablehlo.constant": _constant, "stablehlo.iota": _iota,
     "stablehlo.broadcast_in_dim": _broadcast_in_dim, "stablehlo.broadcast": _broadcast,
     "stablehlo.transpose": _transpose, "stablehlo.reverse": _reverse, "stablehlo.slice": _slice,

@@ -20,7 +20,7 @@ lax = jax.lax
 import hlocc  # noqa: E402
 from hlocc.cli import flatten  # noqa: E402
 from hlocc.comparison import compare_arrays  # noqa: E402
-from hlocc.frontends import import_stablehlo  # noqa: E402
+from hlocc.frontends import import_stablehlo, import_stablehlo_file, is_stablehlo_text  # noqa: E402
 
 CASES = {c["name"]: c for c in jax_cases()}
 SMALL_CASES = sorted(name for name, c in CASES.items() if c["perf"] != "yes")
@@ -397,3 +397,25 @@ def test_hlocc_frontends_imports_without_jax():
     code = "import sys, hlocc.frontends; print('jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_files_and_text_detection(tmp_path, generator):
+    fn, args, _ = build_case(generator, "bias_add_tanh")
+    lowered = jax.jit(fn).lower(*args)
+    text = lowered.as_text()
+    assert is_stablehlo_text(text) and is_stablehlo_text("// comment\n" + HANDWRITTEN)
+    assert is_stablehlo_text(lowered.as_text(debug_info=True))
+    assert is_stablehlo_text(_mlir_module(text).operation.get_asm(print_generic_op_form=True))
+    assert not is_stablehlo_text((JAX_DIR / "bias_add_tanh.hlo").read_text())
+    assert not is_stablehlo_text("ENTRY main { ROOT p = f32[] parameter(0) }")
+    (tmp_path / "model.mlir").write_text(text)
+    exported = jax.export.export(jax.jit(fn))(*[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args])
+    (tmp_path / "model.mlirbc").write_bytes(exported.mlir_module_serialized)
+    with open(tmp_path / "plain.mlirbc", "wb") as f:
+        _mlir_module(text).operation.write_bytecode(f)
+    expected = import_stablehlo(text).to_string()
+    assert import_stablehlo_file(tmp_path / "model.mlir").to_string() == expected
+    assert import_stablehlo_file(tmp_path / "plain.mlirbc").to_string() == expected
+    check_against_corpus("bias_add_tanh", run_module(import_stablehlo_file(tmp_path / "model.mlirbc"), args))
+    with pytest.raises(hlocc.HloError, match="cannot read"):
+        import_stablehlo_file(tmp_path / "missing.mlir")

@@ -4,6 +4,6 @@
 bindings; jax is needed only there (the `[jax]` extra) and is imported on first use.
 """
 
-from hlocc.frontends.stablehlo import import_stablehlo
+from hlocc.frontends.stablehlo import import_stablehlo, import_stablehlo_file, is_stablehlo_text
 
-__all__ = ["import_stablehlo"]
+__all__ = ["import_stablehlo", "import_stablehlo_file", "is_stablehlo_text"]

@@ -46,8 +46,9 @@ def mlir_modules():
 
 
 def parse_module(source: Any, filename: str):
-    """An MLIR module (and its context) from StableHLO text (pretty or generic form), bytes, an
-    `Exported` object (its `mlir_module()`) or an already parsed `ir.Module`."""
+    """An MLIR module (and its context) from StableHLO text (pretty or generic form), MLIR bytecode,
+    a portable artifact (`Exported.mlir_module_serialized`), an `Exported` object (its
+    `mlir_module()`) or an already parsed `ir.Module`."""
     ir, _, _, make_ir_context = mlir_modules()
     if isinstance(source, ir.Module):
         return source
@@ -58,6 +59,10 @@ def parse_module(source: Any, filename: str):
     context = make_ir_context()
     try:
         with context:
+            if isinstance(source, bytes) and source[4:15] == b"\rStableHLO_":  # a portable (VHLO) artifact
+                from jax.extend.mlir import deserialize_portable_artifact
+
+                return deserialize_portable_artifact(source, context)
             return ir.Module.parse(source)
     except ir.MLIRError as e:
         raise _parse_error(e, source, filename) from None

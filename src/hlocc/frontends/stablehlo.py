@@ -23,6 +23,7 @@ which the dynamic-shape work replaces. Module and argument attributes (`mhlo.sha
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,35 @@ def import_stablehlo(source: Any, filename: str = "<stablehlo>", *, verify: bool
 
         verify_module(module)
     return module
+
+
+def import_stablehlo_file(path) -> HloModule:
+    """`import_stablehlo` of a file: StableHLO text (`.mlir`), MLIR bytecode or a portable artifact
+    (`Exported.mlir_module_serialized`)."""
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise HloError(f"cannot read '{path}': {e.strerror}") from None
+    if not data.startswith(_BYTECODE_MAGIC):
+        try:
+            data = data.decode()
+        except UnicodeDecodeError:
+            raise HloError(f"'{path}' is neither StableHLO text nor MLIR bytecode") from None
+    return import_stablehlo(data, str(path))
+
+
+_BYTECODE_MAGIC = b"ML\xefR"
+_MLIR_START = re.compile(r"\s*(?://[^\n]*\n\s*)*(?:module\b|#loc|func\.func\b|\"builtin\.module\")")
+
+
+def is_stablehlo_text(text: str) -> bool:
+    """Whether `text` is MLIR (StableHLO) rather than HLO text: it starts, after comments, with
+    `module`, a `#loc` alias, `func.func` or the generic `"builtin.module"` (HLO text starts with
+    `HloModule`, `ENTRY` or a computation name)."""
+    return _MLIR_START.match(text) is not None
 
 
 @dataclass

@@ -187,26 +187,24 @@ def padding_pairs(op, name: str, rank: int) -> list[tuple[int, int]]:
 
 
 # -- constants ------------------------------------------------------------------------------------
-def dense_constant(op, shape: Shape) -> np.ndarray:
+def dense_constant(op, shape: Shape) -> tuple[np.ndarray, bool]:
     """The value of a `stablehlo.constant` as a numpy array of the shape's storage dtype (bf16 and
-    float8 through ml_dtypes; splats expanded)."""
+    float8 through ml_dtypes; a splat expanded), and whether it is a splat of several elements."""
     dtype = shape.element_type.dtype
+    several = shape.num_elements > 1
     if shape.element_type.name in _BUFFER_READABLE:
-        array = np.asarray(op.attributes["value"])
-        if array.dtype == np.dtype(dtype) or shape.element_type.name == "pred":
-            return np.broadcast_to(array.astype(dtype), shape.dims).copy()
-    return _dense_from_text(_dense_body(op.operation.get_asm()), shape)
-
-
-def is_splat(op, shape: Shape) -> bool:
-    """Whether a `stablehlo.constant` of several elements holds one value everywhere."""
-    if shape.num_elements <= 1:
-        return False
-    if shape.element_type.name in _BUFFER_READABLE:
-        return mlir_modules()[0].DenseElementsAttr(op.attributes["value"]).is_splat
+        attr = op.attributes["value"]
+        try:
+            array = np.asarray(attr)
+        except (TypeError, ValueError, RuntimeError):  # a type the buffer protocol does not take
+            array = None
+        if array is not None and (array.dtype == np.dtype(dtype) or shape.element_type.is_pred):
+            splat = several and mlir_modules()[0].DenseElementsAttr(attr).is_splat
+            return np.broadcast_to(array.astype(dtype), shape.dims).copy(), splat
     body = _dense_body(op.operation.get_asm()).strip()
     one_element_blob = 4 + 2 * shape.element_type.byte_size  # `"0x` + hex digits + `"`
-    return not body.startswith("[") and not (body.startswith('"0x') and len(body) > one_element_blob)
+    splat = several and not body.startswith("[") and not (body.startswith('"0x') and len(body) > one_element_blob)
+    return _dense_from_text(body, shape), splat
 
 
 def _dense_body(asm: str) -> str:

@@ -71,8 +71,8 @@ def _reduce_precision(cx):
 
 def _constant(cx):
     """A splat of several elements is a scalar constant broadcast (as XLA exports it)."""
-    value = ms.dense_constant(cx.op, cx.shape)
-    if not ms.is_splat(cx.op, cx.shape):
+    value, splat = ms.dense_constant(cx.op, cx.shape)
+    if not splat:
         return cx.add("constant", literal=value)
     scalar = cx.add("constant", shape=cx.shape.with_dims(()), literal=value.reshape(-1)[:1].reshape(()))
     return cx.add("broadcast", [scalar], {"dimensions": ()})

@@ -337,7 +337,6 @@ def _rng_bit_generator(cx):
 
 def _rng(cx):
     """stablehlo.rng(a, b, shape): the shape operand is HLO's result shape."""
-    _, stablehlo, _, _ = ms.mlir_modules()
     distribution = "rng_" + str(cx.op.attributes["rng_distribution"]).split()[-1].rstrip(">").lower()
     a, b, shape_operand = cx.operands
     rng = cx.add("rng", [a, b], {"distribution": distribution})

@@ -13,7 +13,7 @@ import pytest
 
 from corpus import JAX_DIR, jax_cases, load_npz, require
 
-jax = pytest.importorskip("jax", reason="the StableHLO frontend needs jax (the [jax] extra)")
+jax = pytest.importorskip("jax", minversion="0.10", reason="the StableHLO frontend needs jax>=0.10 (the [jax] extra)")
 jnp = jax.numpy
 lax = jax.lax
 

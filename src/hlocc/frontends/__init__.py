@@ -1,0 +1,9 @@
+"""Frontends: programs in other IRs converted into hlocc's HLO IR.
+
+`stablehlo.import_stablehlo` reads StableHLO (as JAX prints or exports it) with jaxlib's MLIR
+bindings; jax is needed only there (the `[jax]` extra) and is imported on first use.
+"""
+
+from hlocc.frontends.stablehlo import import_stablehlo, import_stablehlo_file, is_stablehlo_text
+
+__all__ = ["import_stablehlo", "import_stablehlo_file", "is_stablehlo_text"]

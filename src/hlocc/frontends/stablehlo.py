@@ -1,0 +1,315 @@
+"""The StableHLO frontend: StableHLO text (pretty or generic form), a `jax.export.Exported` or a
+parsed MLIR module → hlocc's HloModule, the same IR the HLO text parser builds for the module XLA
+would convert it to.
+
+    module = import_stablehlo(jax.jit(f).lower(x).as_text())
+    hlocc.compile(module, backend="cpu")(x)
+
+The walk: `@main` becomes the entry computation (one parameter per argument; one result is the
+root, several a root tuple); every private function it calls (`func.call`) becomes a computation
+called by an HLO `call`; every region (reducers, comparators, loop condition and body, branches)
+becomes a sub-computation. Each op is converted by its entry in `stablehlo_ops.OP_CONVERSIONS`
+(rules as data). A value of a multi-result op is a `get-tuple-element` of the op's tuple, made at
+its first use. Values that a `while`/`case`/`if` region uses from the enclosing scope (MLIR
+regions may capture them; HLO computations may not) are passed in explicitly: appended to the
+loop's carried tuple, or packed as each branch's tuple operand, as XLA's converter does; captured
+constants are made inside the region instead, and splat constants become a broadcast scalar, as
+XLA's export prepares them.
+
+Shapes are static: a `?` dimension stops the import at one place (`mlir_support.dynamic_dimension`),
+which the dynamic-shape work replaces. Module and argument attributes (`mhlo.sharding`,
+`jax.result_info`, `mhlo.layout_mode`, ...) are ignored. jax is imported on first use only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from hlocc.errors import HloError, UnsupportedError
+from hlocc.frontends import mlir_support as ms
+from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.types import Shape
+
+
+def import_stablehlo(source: Any, filename: str = "<stablehlo>", *, verify: bool = True) -> HloModule:
+    """Convert StableHLO (text, bytes, a `jax.export.Exported` or an `ir.Module`) into an HloModule.
+
+    Raises UnsupportedError naming the op and its `file:line:col` for an op the frontend does not
+    convert (and when jax is missing, naming the `[jax]` extra), HloParseError for text MLIR cannot
+    parse, and HloVerifyError when `verify` and the result breaks an HLO shape rule."""
+    mlir_module = ms.parse_module(source, filename)
+    with mlir_module.context:
+        module = _Importer(mlir_module, filename).run()
+    if verify:
+        from hlocc.hlo.verifier import verify_module
+
+        verify_module(module)
+    return module
+
+
+def import_stablehlo_file(path) -> HloModule:
+    """`import_stablehlo` of a file: StableHLO text (`.mlir`), MLIR bytecode or a portable artifact
+    (`Exported.mlir_module_serialized`)."""
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise HloError(f"cannot read '{path}': {e.strerror}") from None
+    if not data.startswith(_BYTECODE_MAGIC):
+        try:
+            data = data.decode()
+        except UnicodeDecodeError:
+            raise HloError(f"'{path}' is neither StableHLO text nor MLIR bytecode") from None
+    return import_stablehlo(data, str(path))
+
+
+_BYTECODE_MAGIC = b"ML\xefR"
+_MLIR_START = re.compile(r"\s*(?://[^\n]*\n\s*)*(?:module\b|#loc|func\.func\b|\"builtin\.module\")")
+
+
+def is_stablehlo_text(text: str) -> bool:
+    """Whether `text` is MLIR (StableHLO) rather than HLO text: it starts, after comments, with
+    `module`, a `#loc` alias, `func.func` or the generic `"builtin.module"` (HLO text starts with
+    `HloModule`, `ENTRY` or a computation name)."""
+    return _MLIR_START.match(text) is not None
+
+
+@dataclass
+class Scope:
+    """The MLIR values visible in one HLO computation: each maps to an instruction, or to
+    (tuple instruction, index) until its get-tuple-element is made."""
+
+    computation: HloComputation
+    values: dict = field(default_factory=dict)
+
+
+@dataclass
+class OpContext:
+    """What an op conversion sees: the op, its converted operands and result shape (a tuple
+    shape for several results), and `add` to create instructions in the current computation."""
+
+    importer: _Importer
+    scope: Scope
+    op: Any
+    operands: list[HloInstruction]
+    shape: Shape
+
+    @property
+    def name(self) -> str:
+        return self.op.operation.name
+
+    def add(self, opcode: str, operands=(), attrs=None, *, shape: Shape | None = None,
+            literal: Any = None) -> HloInstruction:
+        """A new instruction of `shape` (default: the op's result shape), named after its opcode."""
+        return self.scope.computation.add(opcode, list(operands), attrs, shape=shape or self.shape,
+                                          name=opcode, literal=literal)
+
+    def region(self, index: int, **options) -> HloComputation:
+        """The computation of the op's region `index` (options: see `_Importer.region`)."""
+        return self.importer.region(self.op.regions[index], **options)
+
+    def location(self) -> str:
+        return self.importer.location(self.op)
+
+    def unsupported(self, why: str) -> UnsupportedError:
+        return UnsupportedError(f"{self.location()}: {self.name}: {why}")
+
+
+class _Importer:
+    """One import: the MLIR module's functions by name, the computations made of them so far and
+    the call sites being converted (for locations)."""
+
+    def __init__(self, mlir_module, filename: str):
+        self.mlir_module = mlir_module
+        self.filename = filename
+        self.module = HloModule(_identifier(ms.string_attr(mlir_module.operation, "sym_name") or "stablehlo"))
+        self.functions = {ms.string_attr(op, "sym_name"): op for op in mlir_module.body.operations
+                          if op.operation.name == "func.func"}
+        self.converted: dict[str, HloComputation] = {}
+        self._numbers = 0
+        self._call_sites: list = []  # the func.call ops being converted, innermost last
+
+    def run(self) -> HloModule:
+        if "main" not in self.functions:
+            raise HloError(f"{self.filename}: the StableHLO module has no @main function")
+        self.function("main", is_entry=True)
+        # Callees before callers, as XLA prints them; the entry comes last.
+        self.module.computations[:] = self.module.computation_post_order()
+        return self.module
+
+    # -- functions and regions ------------------------------------------------------------------
+    def function(self, name: str, *, is_entry: bool = False) -> HloComputation:
+        """The computation of `func.func @name` (converted once; later calls share it)."""
+        if name in self.converted:
+            return self.converted[name]
+        func = self.functions.get(name)
+        if func is None:
+            raise HloError(f"{self.filename}: call of undefined function @{name}")
+        comp = self._computation(name, is_entry=is_entry)
+        self.converted[name] = comp
+        block = func.regions[0].blocks[0]
+        scope = Scope(comp)
+        for i, arg in enumerate(block.arguments):
+            scope.values[arg] = self._parameter(comp, i, ms.to_shape(arg.type), f"Arg_{i}")
+        self._finish(comp, self.block(block, scope))
+        return comp
+
+    def region(self, region, *, tuple_param: bool = False, captures=(), tuple_root: bool | None = None,
+               return_captures: bool = False) -> HloComputation:
+        """A sub-computation of a region. Block arguments become parameters, or with `tuple_param`
+        elements of one tuple parameter followed by the `captures` (outer values the region uses).
+        The returned values (then the captures, with `return_captures`) are the root: a tuple when
+        `tuple_root`, or by default when there are several."""
+        comp = self._computation("region", numbered=True)
+        block = region.blocks[0]
+        scope = Scope(comp)
+        args = list(block.arguments)
+        if tuple_param:
+            shapes = [ms.to_shape(a.type) for a in args] + [ms.to_shape(v.type) for v in captures]
+            param = self._parameter(comp, 0, Shape.tuple(shapes), "arg_tuple")
+            for i, value in enumerate(args + list(captures)):
+                scope.values[value] = (param, i)
+        else:
+            for i, arg in enumerate(args):
+                scope.values[arg] = self._parameter(comp, i, ms.to_shape(arg.type), f"Arg_{i}")
+        self._sink_constants(region, scope)
+        results = self.block(block, scope)
+        if return_captures:
+            results += [self.value(scope, v) for v in captures]
+        self._finish(comp, results, force_tuple=bool(tuple_root))
+        return comp
+
+    def location(self, op) -> str:
+        """`file:line:col` of `op`, or where its function was called from when the op has only a
+        name location (JAX gives ops of private functions their primitive's name)."""
+        for candidate in [op, *reversed(self._call_sites)]:
+            text = ms.location_text(candidate.location, self.filename)
+            if text != self.filename:
+                return text
+        return self.filename
+
+    def call(self, call_op, name: str) -> HloComputation:
+        """The computation of function @name, converted (once) on behalf of `call_op`."""
+        self._call_sites.append(call_op)
+        try:
+            return self.function(name)
+        finally:
+            self._call_sites.pop()
+
+    def _sink_constants(self, region, scope: Scope) -> None:
+        """Constants the region uses from the enclosing scope are made inside it (as XLA sinks
+        them into control flow) rather than passed in."""
+        from hlocc.frontends.stablehlo_ops import OP_CONVERSIONS
+
+        for value in _used_from_above(region):
+            if _is_constant(value):
+                op = value.owner
+                cx = OpContext(self, scope, op, [], ms.to_shape(value.type))
+                scope.values[value] = OP_CONVERSIONS["stablehlo.constant"](cx)
+
+    def _computation(self, name: str, *, is_entry: bool = False, numbered: bool = False) -> HloComputation:
+        """A new computation of the module named `name`, or `name_N` when `numbered` or taken."""
+        base = _identifier(name)
+        taken = {c.name for c in self.module.computations}
+        unique = f"{base}_{self._next_number()}" if numbered else base
+        while unique in taken:
+            unique = f"{base}_{self._next_number()}"
+        return self.module.add_computation(HloComputation(unique, is_entry=is_entry))
+
+    def _next_number(self) -> int:
+        self._numbers += 1
+        return self._numbers
+
+    def _parameter(self, comp: HloComputation, number: int, shape: Shape, name: str) -> HloInstruction:
+        instr = HloInstruction(self.module.unique_name(name), "parameter", shape, parameter_number=number)
+        return comp.add_fresh(instr)
+
+    def _finish(self, comp: HloComputation, results: list[HloInstruction], *, force_tuple: bool = False) -> None:
+        if len(results) == 1 and not force_tuple:
+            comp.root = results[0]
+        else:
+            comp.root = comp.add("tuple", results, shape=Shape.tuple([r.shape for r in results]), name="tuple")
+
+    def block(self, block, scope: Scope) -> list[HloInstruction]:
+        """Convert the ops of `block`; the converted operands of its terminator."""
+        from hlocc.frontends.stablehlo_ops import OP_CONVERSIONS
+
+        for op in block.operations:
+            name = op.operation.name
+            if name in ("func.return", "stablehlo.return"):
+                return [self.value(scope, v) for v in op.operands]
+            convert = OP_CONVERSIONS.get(name)
+            if convert is None:
+                loc = self.location(op)
+                raise UnsupportedError(f"{loc}: StableHLO op '{name}' is not supported by hlocc's frontend")
+            cx = OpContext(self, scope, op, [self.value(scope, v) for v in op.operands], ms.result_shape(op))
+            self._bind(scope, op, convert(cx))
+        raise HloError(f"{self.filename}: a block without terminator")
+
+    def _bind(self, scope: Scope, op, converted) -> None:
+        results = list(op.results)
+        if isinstance(converted, (list, tuple)):
+            assert len(converted) == len(results), op.operation.name
+            scope.values.update(zip(results, converted))
+        elif len(results) == 1 and not (converted.shape.is_tuple and not ms.to_shape(results[0].type).is_tuple):
+            scope.values[results[0]] = converted
+        else:
+            for i, r in enumerate(results):
+                scope.values[r] = (converted, i)
+
+    def value(self, scope: Scope, value) -> HloInstruction:
+        """The instruction of an MLIR value in `scope` (its get-tuple-element made on first use)."""
+        try:
+            found = scope.values[value]
+        except KeyError:
+            raise HloError(f"{self.filename}: a value is used outside the computation that defines it") from None
+        if isinstance(found, tuple):
+            tup, index = found
+            found = scope.computation.add("get-tuple-element", [tup], {"index": index},
+                                          shape=tup.shape.tuple_shapes[index], name="get-tuple-element")
+            scope.values[value] = found
+        return found
+
+
+def free_values(*regions) -> list:
+    """The values that must be passed into the regions: those they use but that are defined in an
+    enclosing scope, constants excepted (they are sunk into the region), in first-use order."""
+    seen: dict = {}
+    for region in regions:
+        for value in _used_from_above(region):
+            if not _is_constant(value):
+                seen[value] = None
+    return list(seen)
+
+
+def _used_from_above(region) -> list:
+    """Values `region` (or a region nested in it) uses but does not define, in first-use order."""
+    defined: set = set()
+    used: dict = {}
+
+    def walk(region):
+        for block in region.blocks:
+            defined.update(block.arguments)
+            for op in block.operations:
+                used.update((v, None) for v in op.operands)
+                for inner in op.regions:
+                    walk(inner)
+                defined.update(op.results)
+
+    walk(region)
+    return [v for v in used if v not in defined]
+
+
+def _is_constant(value) -> bool:
+    owner = value.owner
+    return not isinstance(owner, ms.mlir_modules()[0].Block) and owner.name == "stablehlo.constant"
+
+
+def _identifier(name: str) -> str:
+    """An HLO identifier from a symbol name (HLO names are [A-Za-z_][A-Za-z0-9_.-]*)."""
+    out = "".join(c if c.isalnum() or c in "_.-" else "_" for c in name)
+    return out if out and (out[0].isalpha() or out[0] == "_") else "_" + out

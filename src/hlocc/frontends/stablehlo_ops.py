@@ -1,0 +1,439 @@
+"""The op table of the StableHLO frontend: StableHLO/CHLO/func op name → its conversion to HLO.
+
+A conversion takes an `OpContext` (the op, its converted operands, its result shape) and returns
+the instruction of its result, a tuple-shaped instruction for several results, or a list with one
+instruction per result. Attributes get the names and typed values the HLO parser gives them
+(hlo/attribute_syntax.py), so an imported module is the IR the HLO text of the same program
+parses to. Semantics follow the StableHLO spec (openxla/stablehlo docs/spec.md) and XLA's
+StableHLO → HLO converter: e.g. an attribute equal to HLO's default is left out, as XLA prints it.
+"""
+
+from __future__ import annotations
+
+from hlocc.frontends import chlo
+from hlocc.frontends import mlir_support as ms
+from hlocc.hlo.attributes import PadDim, RawAttr, SliceDim, WindowDim, parse_dim_labels
+from hlocc.hlo.types import Shape
+
+# Ops that are an HLO op (of another name) with the same operands and no attributes.
+RENAMED = {
+    "abs": "abs", "add": "add", "and": "and", "atan2": "atan2", "cbrt": "cbrt", "ceil": "ceil",
+    "count_leading_zeros": "count-leading-zeros", "complex": "complex", "cosine": "cosine", "divide": "divide",
+    "exponential": "exponential", "exponential_minus_one": "exponential-minus-one", "floor": "floor",
+    "imag": "imag", "is_finite": "is-finite", "log": "log", "log_plus_one": "log-plus-one", "logistic": "logistic",
+    "maximum": "maximum", "minimum": "minimum", "multiply": "multiply", "negate": "negate", "not": "not", "or": "or",
+    "popcnt": "popcnt", "power": "power", "real": "real", "remainder": "remainder",
+    "round_nearest_afz": "round-nearest-afz", "round_nearest_even": "round-nearest-even", "rsqrt": "rsqrt",
+    "shift_left": "shift-left", "shift_right_arithmetic": "shift-right-arithmetic",
+    "shift_right_logical": "shift-right-logical", "sign": "sign", "sine": "sine", "sqrt": "sqrt",
+    "subtract": "subtract", "tan": "tan", "tanh": "tanh", "xor": "xor", "clamp": "clamp",
+    "bitcast_convert": "bitcast-convert", "reshape": "reshape", "dynamic_update_slice": "dynamic-update-slice",
+    "tuple": "tuple", "after_all": "after-all", "create_token": "after-all", "replica_id": "replica-id",
+    "partition_id": "partition-id",
+}
+
+# Comparison types that HLO infers from the element type; a compare prints `type=` only otherwise.
+_DEFAULT_COMPARE_TYPE = {"pred": "UNSIGNED", "float": "FLOAT", "complex": "FLOAT", "signed": "SIGNED",
+                         "unsigned": "UNSIGNED"}
+_RNG_ALGORITHMS = {"DEFAULT": "rng_default", "THREE_FRY": "rng_three_fry", "PHILOX": "rng_philox"}
+
+
+def _renamed(opcode: str):
+    return lambda cx: cx.add(opcode, cx.operands)
+
+
+def _attr(cx, name: str, kind):
+    """A dialect attribute of the op through its Python class (`kind(attr)`), or None."""
+    return kind(cx.op.attributes[name]) if name in cx.op.attributes else None
+
+
+# -- elementwise ----------------------------------------------------------------------------------
+def _compare(cx):
+    _, stablehlo, _, _ = ms.mlir_modules()
+    attrs = {"direction": _attr(cx, "comparison_direction", stablehlo.ComparisonDirectionAttr).value}
+    kind = _attr(cx, "compare_type", stablehlo.ComparisonTypeAttr)
+    if kind is not None and kind.value != _DEFAULT_COMPARE_TYPE[cx.operands[0].shape.element_type.kind.value]:
+        attrs["type"] = kind.value
+    return cx.add("compare", cx.operands, attrs)
+
+
+def _select(cx):
+    pred, on_true, on_false = cx.operands
+    if pred.shape.rank == 0 and cx.shape.rank > 0:  # HLO's select takes a predicate of the result's shape
+        pred = cx.add("broadcast", [pred], {"dimensions": ()}, shape=pred.shape.with_dims(cx.shape.dims))
+    return cx.add("select", [pred, on_true, on_false])
+
+
+def _reduce_precision(cx):
+    return cx.add("reduce-precision", cx.operands, {"exponent_bits": ms.int_attr(cx.op, "exponent_bits"),
+                                                    "mantissa_bits": ms.int_attr(cx.op, "mantissa_bits")})
+
+
+def _constant(cx):
+    """A splat of several elements is a scalar constant broadcast (as XLA exports it)."""
+    value, splat = ms.dense_constant(cx.op, cx.shape)
+    if not splat:
+        return cx.add("constant", literal=value)
+    scalar = cx.add("constant", shape=cx.shape.with_dims(()), literal=value.reshape(-1)[:1].reshape(()))
+    return cx.add("broadcast", [scalar], {"dimensions": ()})
+
+
+def _convert(cx):
+    """A convert to the operand's own type is no instruction (XLA's builder drops it too)."""
+    operand = cx.operands[0]
+    return operand if operand.shape.element_type == cx.shape.element_type else cx.add("convert", [operand])
+
+
+def _iota(cx):
+    """An iota of several dimensions is a 1-D iota broadcast along its dimension, as XLA exports it."""
+    dimension = ms.int_attr(cx.op, "iota_dimension")
+    if cx.shape.rank <= 1:
+        return cx.add("iota", attrs={"iota_dimension": dimension})
+    line = cx.add("iota", attrs={"iota_dimension": 0}, shape=cx.shape.with_dims([cx.shape.dims[dimension]]))
+    return cx.add("broadcast", [line], {"dimensions": (dimension,)})
+
+
+# -- data movement --------------------------------------------------------------------------------
+def _broadcast_in_dim(cx):
+    """HLO's broadcast does not stretch size-1 dimensions (StableHLO's does): those are reshaped
+    away first, as XLA's converter does."""
+    operand = cx.operands[0]
+    dims = ms.ints(cx.op, "broadcast_dimensions")
+    kept = [i for i, d in enumerate(dims) if operand.shape.dims[i] == cx.shape.dims[d]]
+    if len(kept) < len(dims):
+        operand = cx.add("reshape", [operand], shape=operand.shape.with_dims([operand.shape.dims[i] for i in kept]))
+        dims = tuple(dims[i] for i in kept)
+    return cx.add("broadcast", [operand], {"dimensions": dims})
+
+
+def _broadcast(cx):
+    """stablehlo.broadcast prepends `broadcast_sizes` dimensions."""
+    added = len(ms.ints(cx.op, "broadcast_sizes"))
+    return cx.add("broadcast", cx.operands, {"dimensions": tuple(range(added, cx.shape.rank))})
+
+
+def _transpose(cx):
+    return cx.add("transpose", cx.operands, {"dimensions": ms.ints(cx.op, "permutation")})
+
+
+def _reverse(cx):
+    return cx.add("reverse", cx.operands, {"dimensions": ms.ints(cx.op, "dimensions")})
+
+
+def _slice(cx):
+    starts, limits = ms.ints(cx.op, "start_indices"), ms.ints(cx.op, "limit_indices")
+    strides = ms.ints(cx.op, "strides", (1,) * len(starts))
+    return cx.add("slice", cx.operands, {"slice": tuple(map(SliceDim, starts, limits, strides))})
+
+
+def _dynamic_slice(cx):
+    return cx.add("dynamic-slice", cx.operands, {"dynamic_slice_sizes": ms.ints(cx.op, "slice_sizes")})
+
+
+def _concatenate(cx):
+    return cx.add("concatenate", cx.operands, {"dimensions": (ms.int_attr(cx.op, "dimension"),)})
+
+
+def _pad(cx):
+    lows, highs, interiors = (ms.ints(cx.op, n) for n in ("edge_padding_low", "edge_padding_high",
+                                                          "interior_padding"))
+    return cx.add("pad", cx.operands, {"padding": tuple(map(PadDim, lows, highs, interiors))})
+
+
+def _get_tuple_element(cx):
+    return cx.add("get-tuple-element", cx.operands, {"index": ms.int_attr(cx.op, "index")})
+
+
+def _get_dimension_size(cx):
+    return cx.add("get-dimension-size", cx.operands, {"dimensions": (ms.int_attr(cx.op, "dimension"),)})
+
+
+def _gather(cx):
+    _, stablehlo, _, _ = ms.mlir_modules()
+    dn = _attr(cx, "dimension_numbers", stablehlo.GatherDimensionNumbers)
+    attrs = {"offset_dims": tuple(dn.offset_dims), "collapsed_slice_dims": tuple(dn.collapsed_slice_dims),
+             "start_index_map": tuple(dn.start_index_map), "index_vector_dim": dn.index_vector_dim,
+             "slice_sizes": ms.ints(cx.op, "slice_sizes")}
+    if dn.operand_batching_dims:
+        attrs["operand_batching_dims"] = tuple(dn.operand_batching_dims)
+        attrs["start_indices_batching_dims"] = tuple(dn.start_indices_batching_dims)
+    if ms.bool_attr(cx.op, "indices_are_sorted"):
+        attrs["indices_are_sorted"] = True
+    return cx.add("gather", cx.operands, attrs)
+
+
+def _scatter(cx):
+    _, stablehlo, _, _ = ms.mlir_modules()
+    dn = _attr(cx, "scatter_dimension_numbers", stablehlo.ScatterDimensionNumbers)
+    attrs = {"update_window_dims": tuple(dn.update_window_dims), "inserted_window_dims": tuple(dn.inserted_window_dims),
+             "scatter_dims_to_operand_dims": tuple(dn.scattered_dims_to_operand_dims),
+             "index_vector_dim": dn.index_vector_dim, "to_apply": cx.region(0)}
+    if dn.input_batching_dims:
+        attrs["input_batching_dims"] = tuple(dn.input_batching_dims)
+        attrs["scatter_indices_batching_dims"] = tuple(dn.scatter_indices_batching_dims)
+    for flag in ("indices_are_sorted", "unique_indices"):
+        if ms.bool_attr(cx.op, flag):
+            attrs[flag] = True
+    return cx.add("scatter", cx.operands, attrs)
+
+
+# -- reductions and windows -----------------------------------------------------------------------
+def _reduce(cx):
+    return cx.add("reduce", cx.operands, {"dimensions": ms.ints(cx.op, "dimensions"), "to_apply": cx.region(0)})
+
+
+def _window(cx, rank: int, sizes) -> tuple[WindowDim, ...]:
+    op = cx.op
+    strides = ms.ints(op, "window_strides", (1,) * rank)
+    pads = ms.padding_pairs(op, "padding", rank)
+    lhs = ms.ints(op, "base_dilations", ms.ints(op, "lhs_dilation", (1,) * rank))
+    rhs = ms.ints(op, "window_dilations", ms.ints(op, "rhs_dilation", (1,) * rank))
+    reversal = ms.ints(op, "window_reversal", (0,) * rank)
+    return tuple(WindowDim(sizes[i], strides[i], pads[i][0], pads[i][1], lhs[i], rhs[i], bool(reversal[i]))
+                 for i in range(rank))
+
+
+def _reduce_window(cx):
+    sizes = ms.ints(cx.op, "window_dimensions")
+    return cx.add("reduce-window", cx.operands, {"window": _window(cx, len(sizes), sizes), "to_apply": cx.region(0)})
+
+
+def _select_and_scatter(cx):
+    sizes = ms.ints(cx.op, "window_dimensions")
+    return cx.add("select-and-scatter", cx.operands, {"window": _window(cx, len(sizes), sizes),
+                                                      "select": cx.region(0), "scatter": cx.region(1)})
+
+
+# -- linear algebra -------------------------------------------------------------------------------
+def _precision(cx, attrs: dict) -> dict:
+    """`operand_precision` when any operand's precision is not DEFAULT (XLA prints it only then)."""
+    _, stablehlo, _, _ = ms.mlir_modules()
+    if "precision_config" in cx.op.attributes:
+        words = tuple(stablehlo.PrecisionAttr(a).value.lower() for a in cx.op.attributes["precision_config"])
+        if any(w != "default" for w in words):
+            attrs["operand_precision"] = words
+    if "algorithm" in cx.op.attributes:
+        raise cx.unsupported("a dot algorithm is not supported")
+    return attrs
+
+
+def _dot_general(cx):
+    _, stablehlo, _, _ = ms.mlir_modules()
+    dn = _attr(cx, "dot_dimension_numbers", stablehlo.DotDimensionNumbers)
+    attrs = {}
+    if dn.lhs_batching_dimensions:
+        attrs["lhs_batch_dims"] = tuple(dn.lhs_batching_dimensions)
+    attrs["lhs_contracting_dims"] = tuple(dn.lhs_contracting_dimensions)
+    if dn.rhs_batching_dimensions:
+        attrs["rhs_batch_dims"] = tuple(dn.rhs_batching_dimensions)
+    attrs["rhs_contracting_dims"] = tuple(dn.rhs_contracting_dimensions)
+    return cx.add("dot", cx.operands, _precision(cx, attrs))
+
+
+def _dot(cx):
+    """stablehlo.dot: vector/matrix product contracting lhs's last with rhs's first dimension."""
+    lhs = cx.operands[0]
+    attrs = {"lhs_contracting_dims": (lhs.shape.rank - 1,), "rhs_contracting_dims": (0,)}
+    return cx.add("dot", cx.operands, _precision(cx, attrs))
+
+
+def _convolution(cx):
+    _, stablehlo, _, _ = ms.mlir_modules()
+    dn = _attr(cx, "dimension_numbers", stablehlo.ConvDimensionNumbers)
+    kernel = cx.operands[1].shape
+    sizes = [kernel.dims[d] for d in dn.kernel_spatial_dimensions]
+    attrs = {"window": _window(cx, len(sizes), sizes), "dim_labels": parse_dim_labels(_dim_labels(dn, cx.shape.rank))}
+    for name in ("feature_group_count", "batch_group_count"):
+        count = ms.int_attr(cx.op, name, 1)
+        if count != 1:
+            attrs[name] = count
+    return cx.add("convolution", cx.operands, _precision(cx, attrs))
+
+
+def _dim_labels(dn, rank: int) -> str:
+    """HLO's `b01f_01io->b01f` text of convolution dimension numbers."""
+    def labels(roles: dict[int, str], spatial) -> str:
+        out = [""] * rank
+        for dim, role in roles.items():
+            out[dim] = role
+        for i, dim in enumerate(spatial):
+            out[dim] = str(i)
+        return "".join(out)
+
+    lhs = labels({dn.input_batch_dimension: "b", dn.input_feature_dimension: "f"}, dn.input_spatial_dimensions)
+    rhs = labels({dn.kernel_input_feature_dimension: "i", dn.kernel_output_feature_dimension: "o"},
+                 dn.kernel_spatial_dimensions)
+    out = labels({dn.output_batch_dimension: "b", dn.output_feature_dimension: "f"}, dn.output_spatial_dimensions)
+    return f"{lhs}_{rhs}->{out}"
+
+
+def _sort(cx):
+    attrs = {"dimensions": (ms.int_attr(cx.op, "dimension", -1) % cx.operands[0].shape.rank,)}
+    if ms.bool_attr(cx.op, "is_stable"):
+        attrs["is_stable"] = True
+    attrs["to_apply"] = cx.region(0)
+    return cx.add("sort", cx.operands, attrs)
+
+
+def _map(cx):
+    return cx.add("map", cx.operands, {"dimensions": ms.ints(cx.op, "dimensions"), "to_apply": cx.region(0)})
+
+
+# -- control flow ---------------------------------------------------------------------------------
+def _tuple_of(cx, values):
+    return cx.add("tuple", values, shape=Shape.tuple([v.shape for v in values]))
+
+
+def _while(cx):
+    """The carried values and the captured outer values travel in one tuple; the loop's results
+    are its first elements."""
+    from hlocc.frontends.stablehlo import free_values
+
+    captures = free_values(cx.op.regions[0], cx.op.regions[1])
+    init = _tuple_of(cx, cx.operands + [cx.importer.value(cx.scope, v) for v in captures])
+    cond = cx.region(0, tuple_param=True, captures=captures, tuple_root=False)
+    body = cx.region(1, tuple_param=True, captures=captures, tuple_root=True, return_captures=True)
+    return cx.add("while", [init], {"condition": cond, "body": body}, shape=init.shape)
+
+
+def _branches(cx):
+    """Each branch region as a computation of one tuple parameter holding its captured values, and
+    that tuple as the branch's operand; a branch returns a tuple when the op has several results."""
+    from hlocc.frontends.stablehlo import free_values
+
+    comps, operands = [], []
+    for i, region in enumerate(cx.op.regions):
+        captures = free_values(region)
+        operands.append(_tuple_of(cx, [cx.importer.value(cx.scope, v) for v in captures]))
+        comps.append(cx.region(i, tuple_param=True, captures=captures))
+    return comps, operands
+
+
+def _case(cx):
+    comps, operands = _branches(cx)
+    return cx.add("conditional", [cx.operands[0]] + operands, {"branch_computations": tuple(comps)})
+
+
+def _if(cx):
+    comps, operands = _branches(cx)
+    return cx.add("conditional", [cx.operands[0]] + operands,
+                  {"true_computation": comps[0], "false_computation": comps[1]})
+
+
+def _call(cx):
+    callee = cx.importer.call(cx.op, ms.mlir_modules()[0].FlatSymbolRefAttr(cx.op.attributes["callee"]).value)
+    return cx.add("call", cx.operands, {"to_apply": callee})
+
+
+def _optimization_barrier(cx):
+    return cx.add("opt-barrier", [_tuple_of(cx, cx.operands)], shape=Shape.tuple([o.shape for o in cx.operands]))
+
+
+def _rng_bit_generator(cx):
+    _, stablehlo, _, _ = ms.mlir_modules()
+    algorithm = _RNG_ALGORITHMS[_attr(cx, "rng_algorithm", stablehlo.RngAlgorithmAttr).value]
+    return cx.add("rng-bit-generator", cx.operands, {"algorithm": algorithm})
+
+
+def _rng(cx):
+    """stablehlo.rng(a, b, shape): the shape operand is HLO's result shape."""
+    distribution = "rng_" + str(cx.op.attributes["rng_distribution"]).split()[-1].rstrip(">").lower()
+    a, b, shape_operand = cx.operands
+    rng = cx.add("rng", [a, b], {"distribution": distribution})
+    if not shape_operand.users:
+        cx.scope.computation.remove_instructions([shape_operand])
+    return rng
+
+
+def _fft(cx):
+    _, stablehlo, _, _ = ms.mlir_modules()
+    return cx.add("fft", cx.operands, {"fft_type": _attr(cx, "fft_type", stablehlo.FftTypeAttr).value,
+                                       "fft_length": ms.ints(cx.op, "fft_length")})
+
+
+def _cholesky(cx):
+    return cx.add("cholesky", cx.operands, {"lower": True} if ms.bool_attr(cx.op, "lower") else {})
+
+
+def _triangular_solve(cx):
+    attrs = {flag: True for flag in ("left_side", "lower", "unit_diagonal") if ms.bool_attr(cx.op, flag)}
+    attrs["transpose_a"] = str(cx.op.attributes["transpose_a"]).split()[-1].rstrip(">")
+    return cx.add("triangular-solve", cx.operands, attrs)
+
+
+def _batch_norm(opcode: str):
+    def convert(cx):
+        epsilon = ms.mlir_modules()[0].FloatAttr(cx.op.attributes["epsilon"]).value
+        return cx.add(opcode, cx.operands, {"epsilon": epsilon, "feature_index": ms.int_attr(cx.op, "feature_index")})
+    return convert
+
+
+def _custom_call(cx):
+    """The target, backend config (a string, or the typed-FFI dictionary `mhlo.backend_config`,
+    printed as HLO prints them) and side-effect flag are kept; layouts are not."""
+    ir = ms.mlir_modules()[0]
+    attrs = {"custom_call_target": ms.string_attr(cx.op, "call_target_name")}
+    if ms.bool_attr(cx.op, "has_side_effect"):
+        attrs["custom_call_has_side_effect"] = True
+    config = ms.string_attr(cx.op, "backend_config") if "backend_config" in cx.op.attributes and isinstance(
+        cx.op.attributes["backend_config"], ir.StringAttr) else None
+    if config:
+        attrs["backend_config"] = RawAttr('"' + config.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    for name in ("mhlo.backend_config", "backend_config"):
+        if name in cx.op.attributes and isinstance(cx.op.attributes[name], ir.DictAttr):
+            attrs["backend_config"] = RawAttr(str(cx.op.attributes[name]))
+    if "output_operand_aliases" in cx.op.attributes:
+        attrs["output_to_operand_aliasing"] = _aliasing(cx.op.attributes["output_operand_aliases"])
+    version = ms.int_attr(cx.op, "api_version", 1)
+    if version == 4 or "mhlo.backend_config" in cx.op.attributes:
+        attrs["api_version"] = "API_VERSION_TYPED_FFI"
+    elif version in (2, 3):
+        attrs["api_version"] = "API_VERSION_STATUS_RETURNING" + ("_UNIFIED" if version == 3 else "")
+    return cx.add("custom-call", cx.operands, attrs)
+
+
+def _aliasing(aliases) -> RawAttr:
+    """HLO's `{{out}: (operand, {index})}` text of StableHLO output_operand_aliases."""
+    _, stablehlo, _, _ = ms.mlir_modules()
+
+    def index(values):
+        return "{" + ",".join(map(str, values)) + "}"
+
+    pairs = [stablehlo.OutputOperandAlias(a) for a in aliases]
+    return RawAttr("{" + ", ".join(f"{index(p.output_tuple_indices)}: ({p.operand_index}, "
+                                   f"{index(p.operand_tuple_indices)})" for p in pairs) + "}")
+
+
+def _composite(cx):
+    """stablehlo.composite: a call of its decomposition function (XLA inlines it likewise)."""
+    name = ms.mlir_modules()[0].FlatSymbolRefAttr(cx.op.attributes["decomposition"]).value
+    return cx.add("call", cx.operands, {"to_apply": cx.importer.call(cx.op, name)})
+
+
+OP_CONVERSIONS = {
+    **{f"stablehlo.{name}": _renamed(opcode) for name, opcode in RENAMED.items()},
+    "stablehlo.compare": _compare, "stablehlo.convert": _convert, "stablehlo.select": _select,
+    "stablehlo.reduce_precision": _reduce_precision,
+    "stablehlo.constant": _constant, "stablehlo.iota": _iota,
+    "stablehlo.broadcast_in_dim": _broadcast_in_dim, "stablehlo.broadcast": _broadcast,
+    "stablehlo.transpose": _transpose, "stablehlo.reverse": _reverse, "stablehlo.slice": _slice,
+    "stablehlo.dynamic_slice": _dynamic_slice, "stablehlo.concatenate": _concatenate, "stablehlo.pad": _pad,
+    "stablehlo.get_tuple_element": _get_tuple_element, "stablehlo.get_dimension_size": _get_dimension_size,
+    "stablehlo.gather": _gather, "stablehlo.scatter": _scatter,
+    "stablehlo.reduce": _reduce, "stablehlo.reduce_window": _reduce_window,
+    "stablehlo.select_and_scatter": _select_and_scatter,
+    "stablehlo.dot_general": _dot_general, "stablehlo.dot": _dot, "stablehlo.convolution": _convolution,
+    "stablehlo.sort": _sort, "stablehlo.map": _map,
+    "stablehlo.while": _while, "stablehlo.case": _case, "stablehlo.if": _if, "func.call": _call,
+    "stablehlo.optimization_barrier": _optimization_barrier, "stablehlo.rng_bit_generator": _rng_bit_generator,
+    "stablehlo.custom_call": _custom_call, "stablehlo.rng": _rng, "stablehlo.fft": _fft,
+    "stablehlo.cholesky": _cholesky, "stablehlo.triangular_solve": _triangular_solve,
+    "stablehlo.batch_norm_inference": _batch_norm("batch-norm-inference"),
+    "stablehlo.batch_norm_training": _batch_norm("batch-norm-training"),
+    "stablehlo.batch_norm_grad": _batch_norm("batch-norm-grad"), "stablehlo.composite": _composite,
+    # One device: a sharding constraint is the identity (hlocc runs a `Sharding` custom call likewise).
+    "sdy.sharding_constraint": lambda cx: cx.operands[0],
+    "chlo.top_k": chlo.convert_top_k, "chlo.square": chlo.convert_elementwise,
+    **{name: chlo.convert_elementwise for name in (*chlo.DIRECT_REAL, *chlo.EXPANDED)},
+}
+"""Every op the frontend converts; anything else is an UnsupportedError naming the op and its place."""

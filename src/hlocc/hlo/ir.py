@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from hlocc.hlo.opcodes import infer_shape
+from hlocc.hlo.printer import print_module
 from hlocc.hlo.types import Shape
 
 COMPUTATION_ATTRS = (
@@ -205,8 +207,6 @@ class HloComputation:
         need `shape`)."""
         instr = HloInstruction(self.unique_name(name or opcode), opcode, shape, operands, attrs, literal=literal)
         if shape is None:
-            from hlocc.hlo.shape_inference import infer_shape
-
             instr.shape = infer_shape(instr)
         return self.add_fresh(instr)
 
@@ -411,8 +411,6 @@ class HloModule:
         return order
 
     def to_string(self, **kwargs) -> str:
-        from hlocc.hlo.printer import print_module
-
         return print_module(self, **kwargs)
 
     def __str__(self) -> str:

@@ -39,10 +39,10 @@ from hlocc.errors import HloError, UnsupportedError
 from hlocc.evaluator.convolution import conv_dimension_numbers
 from hlocc.evaluator.core import TOKEN, Evaluator
 from hlocc.evaluator.dot import dot_dimension_numbers
+from hlocc.hlo.call_graph import sequential_callees
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.types import Shape
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferCopy, assign_buffers
-from hlocc.runtime.call_graph import sequential_callees
 from hlocc.runtime.dataflow import is_pure_forwarding, leaf_indices, subshape
 from hlocc.runtime.schedule import schedule_module
 from hlocc.runtime.thunks import (

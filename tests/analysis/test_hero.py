@@ -29,15 +29,9 @@ from hlocc.analysis.reduction_info import (
     reduction_dimensions,
     reduction_emitter,
 )
-from hlocc.analysis.transpose_info import (
-    is_reshape_or_transpose_bitcast,
-    normalized_transpose,
-    reshape_is_bitcast,
-    tiled_transpose_description,
-    transpose_is_bitcast,
-    transposes_minor_dimension,
-)
+from hlocc.analysis.transpose_info import normalized_transpose, tiled_transpose_description, transposes_minor_dimension
 from hlocc.hlo.parser import parse_shape
+from hlocc.hlo.shape_util import is_reshape_or_transpose_bitcast, reshape_is_bitcast, transpose_is_bitcast
 
 ADD = """
 add {

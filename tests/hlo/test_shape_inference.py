@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from hlocc.errors import HloVerifyError
-from hlocc.hlo.opcodes import OPCODES
+from hlocc.hlo.opcodes import OPCODES, infer_shape
 from hlocc.hlo.parser import parse_hlo, parse_shape
-from hlocc.hlo.shape_inference import infer_shape
 
 PRELUDE = """
 add {

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from corpus import INVALID_ALONE, JAX_DIR, KNOWN_INVALID, XLA_DIR, corpus_files
 from hlocc.errors import HloVerifyError
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.opcodes import infer_shape
 from hlocc.hlo.parser import parse_hlo, parse_hlo_file
-from hlocc.hlo.shape_inference import infer_shape
 from hlocc.hlo.types import Shape
 from hlocc.hlo.verifier import verify_computation, verify_module
 

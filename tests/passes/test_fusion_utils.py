@@ -11,8 +11,9 @@ import hlocc
 from hlocc.cli import flatten, random_inputs
 from hlocc.compiler import check_arguments
 from hlocc.evaluator import Evaluator
+from hlocc.hlo.name_uniquer import NameUniquer
 from hlocc.hlo.verifier import verify_module
-from hlocc.passes.fusion_utils import FusionBuilder, NameUniquer, fusion_outputs, is_multi_output_fusion
+from hlocc.passes.fusion_utils import FusionBuilder, fusion_outputs, is_multi_output_fusion
 
 TEXT = """
 HloModule m

@@ -15,8 +15,8 @@ import numpy as np
 
 import hlocc.evaluator  # noqa: F401  (registers every op's evaluation)
 from hlocc.evaluator.core import TOKEN, Evaluator
+from hlocc.hlo.call_graph import sequential_callees
 from hlocc.runtime.buffer_assignment import BufferAssignment, BufferCopy, BufferSlice
-from hlocc.runtime.call_graph import sequential_callees
 from hlocc.runtime.dataflow import is_pure_forwarding, leaf_indices, subshape
 
 MAX_ITERATIONS = 100_000

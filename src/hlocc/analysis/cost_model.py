@@ -46,9 +46,10 @@ from dataclasses import dataclass, field
 
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
 from hlocc.analysis.hero import EmitterKind, analyze_fusion
-from hlocc.analysis.transpose_info import static_dims, transposes_minor_dimension
+from hlocc.analysis.transpose_info import transposes_minor_dimension
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.opcodes import OPCODES
+from hlocc.hlo.shape_util import static_dims
 from hlocc.hlo.types import Shape
 
 # -- machine description ---------------------------------------------------------------------------

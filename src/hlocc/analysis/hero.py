@@ -54,19 +54,17 @@ from hlocc.analysis.reduction_info import (
     reduction_emitter,
     reductions_compatible,
 )
-from hlocc.analysis.transpose_info import (
-    TransposeDescription,
-    bit_width,
+from hlocc.analysis.transpose_info import TransposeDescription, bit_width, tiled_transpose_description
+from hlocc.hlo.attributes import RawAttr
+from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.opcodes import OPCODES
+from hlocc.hlo.shape_util import (
     is_reshape_or_transpose_bitcast,
     reshape_is_bitcast,
     static_dims,
     static_elements,
-    tiled_transpose_description,
     transpose_is_bitcast,
 )
-from hlocc.hlo.attributes import RawAttr
-from hlocc.hlo.ir import HloComputation, HloInstruction
-from hlocc.hlo.opcodes import OPCODES
 
 MAX_CONCATENATE_OPERANDS = 4
 """The concatenate emitter emits code per operand; past this many the loop emitter is used."""

@@ -12,7 +12,7 @@ over all points of the domain; a map whose domain is provably empty is "known em
 All operations return new maps (maps are frozen values). `simplify` normalises constraints, folds
 single-variable constraints into variable bounds, rescales symbols constrained by `s mod k in
 [n, n]`, simplifies results with the range-aware simplifier, and removes unused range variables.
-Printing and parsing of the text form are in `indexing_map_text.py`.
+`map_to_text` prints XLA's text form (`str(map)`); its parser is in `indexing_map_text.py`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from hlocc.analysis.affine_expr import (
     replace_vars,
     rt,
     sym,
+    to_text,
     variables,
 )
 from hlocc.analysis.interval import Interval
@@ -123,8 +124,6 @@ class IndexingMap:
         return used
 
     def __str__(self) -> str:
-        from hlocc.analysis.indexing_map_text import map_to_text
-
         return map_to_text(self)
 
     # -- evaluation (tests, interpreters) --------------------------------------------------------
@@ -266,6 +265,28 @@ class IndexingMap:
             kept[expr] = kept[expr].intersect(iv) if expr in kept else iv
         return replace(self, dims=tuple(groups[0]), symbols=tuple(groups[1]), runtime=tuple(groups[2]),
                        constraints=tuple(kept.items()))
+
+
+KNOWN_EMPTY = "KNOWN EMPTY"
+
+
+def map_to_text(m: IndexingMap, multiline: bool = False) -> str:
+    """The map in XLA's syntax (one line, or the domain one entry per line)."""
+    if m.is_known_empty:
+        return KNOWN_EMPTY
+    name = m.var_name
+    head = "(" + ", ".join(name(v) for v in m.all_vars() if v.kind is VarKind.DIM) + ")"
+    if m.symbols:
+        head += "[" + ", ".join(name(v) for v in m.all_vars() if v.kind is VarKind.SYMBOL) + "]"
+    if m.runtime:
+        head += "{" + ", ".join(name(v) for v in m.all_vars() if v.kind is VarKind.RUNTIME) + "}"
+    body = head + " -> (" + ", ".join(to_text(e, name) for e in m.results) + ")"
+    domain = [f"{name(v)} in {m.var_bounds(v)}" for v in m.all_vars()]
+    domain += [f"{to_text(e, name)} in {iv}" for e, iv in m.constraints]
+    if not domain:
+        return body
+    sep = ",\n" if multiline else ", "
+    return body + sep + "domain:" + ("\n" if multiline else " ") + sep.join(domain)
 
 
 def _as_expr(e: Expr | int) -> Expr:

@@ -9,37 +9,18 @@ provably empty domain prints as `KNOWN EMPTY`. The parser accepts the same text 
 `rt<i>` as well as `r<i>` for default runtime variable names) and reports malformed text as
 `IndexingError` with the column. Terms of a sum print in canonical order (see `affine_expr`), so
 text in another order parses to the same map but prints differently.
+
+The printer, `map_to_text`, lives beside `IndexingMap` (its `__str__`) in indexing_map.py and is
+exported here with the parser, so that this module depends on the map and not the reverse.
 """
 
 from __future__ import annotations
 
 import re
 
-from hlocc.analysis.affine_expr import Const, Expr, IndexingError, Var, VarKind, ceildiv, floordiv, mod, to_text
-from hlocc.analysis.indexing_map import IndexingMap, Variable
+from hlocc.analysis.affine_expr import Const, Expr, IndexingError, Var, VarKind, ceildiv, floordiv, mod
+from hlocc.analysis.indexing_map import KNOWN_EMPTY, IndexingMap, Variable, map_to_text
 from hlocc.analysis.interval import Interval
-
-KNOWN_EMPTY = "KNOWN EMPTY"
-
-
-def map_to_text(m: IndexingMap, multiline: bool = False) -> str:
-    """The map in XLA's syntax (one line, or the domain one entry per line)."""
-    if m.is_known_empty:
-        return KNOWN_EMPTY
-    name = m.var_name
-    head = "(" + ", ".join(name(v) for v in m.all_vars() if v.kind is VarKind.DIM) + ")"
-    if m.symbols:
-        head += "[" + ", ".join(name(v) for v in m.all_vars() if v.kind is VarKind.SYMBOL) + "]"
-    if m.runtime:
-        head += "{" + ", ".join(name(v) for v in m.all_vars() if v.kind is VarKind.RUNTIME) + "}"
-    body = head + " -> (" + ", ".join(to_text(e, name) for e in m.results) + ")"
-    domain = [f"{name(v)} in {m.var_bounds(v)}" for v in m.all_vars()]
-    domain += [f"{to_text(e, name)} in {iv}" for e, iv in m.constraints]
-    if not domain:
-        return body
-    sep = ",\n" if multiline else ", "
-    return body + sep + "domain:" + ("\n" if multiline else " ") + sep.join(domain)
-
 
 _TOKEN = re.compile(r"\s*(?:(?P<int>\d+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>->|[-+*()\[\]{},:]))")
 
@@ -209,3 +190,6 @@ def _is_default(name: str, var: Var) -> bool:
 def parse_indexing_map(text: str) -> IndexingMap:
     """Parse XLA's indexing-map text (as printed by `map_to_text`)."""
     return _Parser(text).indexing_map()
+
+
+__all__ = ["KNOWN_EMPTY", "map_to_text", "parse_indexing_map"]

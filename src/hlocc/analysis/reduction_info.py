@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from hlocc.analysis.transpose_info import dimensions_consecutive, static_dims, static_elements
 from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.shape_util import dimensions_consecutive, static_dims, static_elements
 from hlocc.hlo.types import Shape
 
 WARP_SIZE = 32

@@ -120,7 +120,7 @@ def _unsupported(message: str, instr: HloInstruction) -> UnsupportedError:
 
 
 def evaluate(module: HloModule, args: Sequence[Any], seed: int = 0) -> Any:
-    """Evaluate `module`'s entry computation on numpy `args` (already of the parameter dtypes)."""
-    import hlocc.evaluator  # noqa: F401  (registers every op's evaluation)
-
+    """Evaluate `module`'s entry computation on numpy `args` (already of the parameter dtypes). Every
+    op's evaluation is registered: importing this module first runs the `hlocc.evaluator` package,
+    which imports the modules that register them."""
     return Evaluator(seed).run(module, args)

@@ -13,8 +13,7 @@ states its edge cases. The rules that all of them share:
     element type of `instr.shape` is used, never its dimensions.
 
 The numeric machinery (types, wrapping, rounding, convert, reduce-precision, erf) lives in
-evaluator/numerics.py; this module maps each opcode to it.
-"""
+evaluator/numerics.py; this module maps each opcode to it."""
 
 from __future__ import annotations
 

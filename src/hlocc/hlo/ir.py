@@ -21,6 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from hlocc.hlo.name_uniquer import NameUniquer
+from hlocc.hlo.opcodes import infer_shape
+from hlocc.hlo.printer import print_module
 from hlocc.hlo.types import Shape
 
 COMPUTATION_ATTRS = (
@@ -116,6 +119,25 @@ class HloInstruction:
         if self.parent is not None and self.parent.root is self:
             self.parent.root = new
 
+    def remove_user(self, user: HloInstruction) -> None:
+        """Drop every entry of `user` from `users` (the parser lists a user once per use, other code
+        once per user; list.remove compares by identity here, at C speed)."""
+        while True:
+            try:
+                self.users.remove(user)
+            except ValueError:
+                return
+
+    def detach(self) -> None:
+        """Unregister this instruction, which has no users, from its operands' user lists. It stays
+        in its computation's list: a caller removing many at once drops them from it in one pass."""
+        assert not self.users, f"removing '{self.name}', which still has users"
+        seen: set[int] = set()
+        for op in self.operands:
+            if id(op) not in seen:
+                seen.add(id(op))
+                op.remove_user(self)
+
     # -- cloning and side effects ---------------------------------------------------------------
     def clone(self, operands: list[HloInstruction] | None = None, *, shape: Shape | None = None,
               name: str | None = None) -> HloInstruction:
@@ -205,8 +227,6 @@ class HloComputation:
         need `shape`)."""
         instr = HloInstruction(self.unique_name(name or opcode), opcode, shape, operands, attrs, literal=literal)
         if shape is None:
-            from hlocc.hlo.shape_inference import infer_shape
-
             instr.shape = infer_shape(instr)
         return self.add_fresh(instr)
 
@@ -229,8 +249,7 @@ class HloComputation:
         belongs to one, else in the computation)."""
         if self.parent is not None:
             return self.parent.unique_name(base)
-        taken = {i.name for i in self.instructions}
-        return _fresh_name(base, taken.__contains__)
+        return NameUniquer(i.name for i in self.instructions).unique(base)
 
     def remove_instructions(self, dead) -> None:
         """Remove the instructions `dead` (an iterable) at once: linear in the computation's size and
@@ -348,8 +367,7 @@ class HloModule:
     # The FileNames/FunctionNames/FileLocations/StackFrames tables, kept as raw text.
     stack_frame_tables: str = ""
     # Instruction names in use, built on the first `unique_name` call and kept up to date after it.
-    _names: set[str] | None = field(default=None, init=False, repr=False, compare=False)
-    _next_suffix: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _names: NameUniquer | None = field(default=None, init=False, repr=False, compare=False)
 
     def add_computation(self, comp: HloComputation) -> HloComputation:
         comp.parent = self
@@ -357,7 +375,8 @@ class HloModule:
         if comp.is_entry:
             self.entry = comp
         if self._names is not None:
-            self._names.update(i.name for i in comp.instructions)
+            for instr in comp.instructions:
+                self._names.reserve(instr.name)
         return comp
 
     def computation(self, name: str) -> HloComputation:
@@ -378,15 +397,13 @@ class HloModule:
         """A fresh instruction name `base` or `base.N` no instruction of the module has (XLA's
         NameUniquer: a trailing `.N` of `base` is replaced, so clones of `add.3` are `add.4`, ...)."""
         if self._names is None:
-            self._names = {i.name for i in self.all_instructions()}
-        name = _fresh_name(base, self._names.__contains__, self._next_suffix)
-        self._names.add(name)
-        return name
+            self._names = NameUniquer(i.name for i in self.all_instructions())
+        return self._names.unique(base)
 
     def note_name(self, name: str) -> None:
         """Record an instruction name taken outside `unique_name` (keeps later names unique)."""
         if self._names is not None:
-            self._names.add(name)
+            self._names.reserve(name)
 
     def all_instructions(self) -> Iterator[HloInstruction]:
         for comp in self.computations:
@@ -411,8 +428,6 @@ class HloModule:
         return order
 
     def to_string(self, **kwargs) -> str:
-        from hlocc.hlo.printer import print_module
-
         return print_module(self, **kwargs)
 
     def __str__(self) -> str:
@@ -428,26 +443,6 @@ def computation_has_side_effect(comp: HloComputation, memo: dict[int, bool] | No
         known = any(i.has_side_effect(memo) for i in comp.instructions)
         memo[id(comp)] = known
     return known
-
-
-def _fresh_name(base: str, taken, next_suffix: dict[str, int] | None = None) -> str:
-    """`base` when free, else `stem.N` with N free and above any `.N` suffix of `base`.
-    `next_suffix` remembers per stem where the search starts, so that making many names with one
-    stem stays linear."""
-    if not taken(base):
-        return base
-    stem, dot, suffix = base.rpartition(".")
-    if dot and suffix.isdigit():
-        n = int(suffix) + 1
-    else:
-        stem, n = base, 1
-    if next_suffix is not None:
-        n = max(n, next_suffix.get(stem, 0))
-    while taken(f"{stem}.{n}"):
-        n += 1
-    if next_suffix is not None:
-        next_suffix[stem] = n + 1
-    return f"{stem}.{n}"
 
 
 def literal_equal(a: Any, b: Any) -> bool:

@@ -2,17 +2,25 @@
 
 An `OpInfo` states the op's arity, its category, the element types it accepts and its required
 attributes. The modules that give an op meaning fill the entry's other fields through the
-decorators below: `hlo/shape_inference.py` its shape rule, `evaluator/` its reference evaluation
-(later: elemental emission and indexing). Adding an op means filling its entry, not editing a chain
-of `if opcode == ...` in five places.
+decorators below: the `hlo/shape_rules_<area>.py` modules its shape rule (registered when the
+`hlocc.hlo` package is imported, see hlo/shape_inference.py), `evaluator/` its reference evaluation
+(registered when `hlocc.evaluator` is imported). Adding an op means filling its entry, not editing
+a chain of `if opcode == ...` in five places. `infer_shape` applies an instruction's shape rule:
+the IR, the parser and the verifier call shape inference through this registry, so none of them
+imports the rule modules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from hlocc.errors import HloError
+from hlocc.errors import HloError, HloVerifyError
+
+if TYPE_CHECKING:
+    from hlocc.hlo.ir import HloInstruction
+    from hlocc.hlo.types import Shape
 
 VARIADIC = None
 
@@ -155,3 +163,16 @@ def register_evaluator(*opcodes: str):
         return fn
 
     return wrap
+
+
+def infer_shape(instr: HloInstruction) -> Shape:
+    """The shape `instr` must have, inferred from its operands' declared shapes and its attributes."""
+    return infer_shape_from(instr, [op.shape for op in instr.operands])
+
+
+def infer_shape_from(instr: HloInstruction, operand_shapes: list[Shape]) -> Shape:
+    """The shape `instr` would have with operands of `operand_shapes` (e.g. while rewriting)."""
+    info = OPCODES.get(instr.opcode)
+    if info is None:
+        raise HloVerifyError(f"instruction '{instr.name}': unknown opcode '{instr.opcode}'")
+    return info.shape_rule(instr, list(operand_shapes))

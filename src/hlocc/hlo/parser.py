@@ -16,7 +16,7 @@ from hlocc.errors import HloError, HloParseError
 from hlocc.hlo.attribute_syntax import ATTRIBUTE_KINDS, GENERIC_ATTRIBUTES, parse_attribute_value
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.literals import LiteralSyntaxError, parse_literal
-from hlocc.hlo.opcodes import OPCODES
+from hlocc.hlo.opcodes import OPCODES, infer_shape
 from hlocc.hlo.scanner import INT_RE, NAME_RE, Scanner
 from hlocc.hlo.types import PRIMITIVE_TYPES, UNBOUNDED, Layout, Shape
 
@@ -235,8 +235,6 @@ class _Parser:
         missing = [i for i in comp.instructions if i.shape is None]
         if not missing:
             return
-        from hlocc.hlo.shape_inference import infer_shape
-
         for instr in comp.post_order():
             if instr.shape is None:
                 instr.shape = infer_shape(instr)

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hlocc.hlo.attribute_syntax import attribute_kind, format_attribute_value
-from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.literals import format_literal
+
+if TYPE_CHECKING:
+    from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 
 _LARGE_CONSTANT = 1000
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from hlocc.errors import HloVerifyError
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
-from hlocc.hlo.opcodes import OPCODES
-from hlocc.hlo.shape_inference import infer_shape
+from hlocc.hlo.opcodes import OPCODES, infer_shape
 from hlocc.hlo.shape_rules_common import strip_layout
 
 

@@ -21,12 +21,12 @@ they used, are removed.
 
 from __future__ import annotations
 
+from hlocc.hlo.call_graph import fusion_computations
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.algsimp_rules_arith import ARITH_RULES
 from hlocc.passes.algsimp_rules_dot import DOT_RULES
 from hlocc.passes.algsimp_rules_shape import SHAPE_RULES
 from hlocc.passes.base import HloPass, register_hlo_pass
-from hlocc.passes.call_graph import fusion_computations
 from hlocc.passes.dce import remove_dead_roots
 from hlocc.passes.pattern import RuleTable
 

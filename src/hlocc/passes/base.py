@@ -16,6 +16,9 @@ class HloPass:
     """One HLO → HLO rewrite. Subclasses set `name` and implement `run`."""
 
     name: ClassVar[str] = ""
+    # Whether the pass manager puts every computation back in def-before-use order after this
+    # pass changed the module (passes/pipeline.py); a pass whose output order matters sets False.
+    sort_after: ClassVar[bool] = True
 
     def run(self, module: HloModule) -> bool:
         raise NotImplementedError(f"pass '{self.name}' does not implement run()")

@@ -11,9 +11,9 @@ are removed.
 
 from __future__ import annotations
 
+from hlocc.hlo.call_graph import callers, control_referenced_names, has_control_dependencies
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.base import HloPass, register_hlo_pass
-from hlocc.passes.call_graph import callers, control_referenced_names, has_control_dependencies
 
 
 def inline_call(call: HloInstruction, callee: HloComputation | None = None) -> HloInstruction:

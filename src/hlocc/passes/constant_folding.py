@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from hlocc.errors import HloError
+from hlocc.hlo.call_graph import control_referenced_names, fusion_computations, has_control_dependencies
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.base import HloPass, register_hlo_pass
-from hlocc.passes.call_graph import control_referenced_names, fusion_computations, has_control_dependencies
 from hlocc.passes.dce import remove_dead_roots
 
 MAX_FOLDED_ELEMENTS = 1 << 16

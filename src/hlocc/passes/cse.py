@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from hlocc.hlo.call_graph import control_referenced_names, has_control_dependencies
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.base import HloPass, register_hlo_pass
-from hlocc.passes.call_graph import control_referenced_names, has_control_dependencies
 from hlocc.passes.pattern import COMMUTATIVE
 
 _IGNORED_ATTRS = frozenset({"metadata"})

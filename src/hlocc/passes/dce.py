@@ -13,9 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from hlocc.hlo.call_graph import (
+    control_predecessor_names,
+    control_referenced_names,
+    fusion_computations,
+    reachable_computations,
+)
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.base import HloPass, register_hlo_pass
-from hlocc.passes.call_graph import control_predecessor_names, control_referenced_names, reachable_computations
 
 
 def remove_dead_instructions(comp: HloComputation, memo: dict[int, bool] | None = None) -> bool:
@@ -46,8 +51,6 @@ def replace_outside_fusions(module: HloModule, opcode: str,
     its replacement in its computation (or returns None to keep it); the uses move to the
     replacement and the replaced instruction is removed with the operands only it used. True when
     anything was replaced (the shared loop of the canonicalizing rewrites: dot, gather, convolution)."""
-    from hlocc.passes.call_graph import fusion_computations
-
     fused = fusion_computations(module)
     changed = False
     for comp in module.computations:

@@ -41,14 +41,14 @@ from hlocc.analysis.reduction_info import (
     reduction_dimensions,
     reductions_compatible,
 )
-from hlocc.analysis.transpose_info import (
+from hlocc.analysis.transpose_info import tiled_transpose_description
+from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.shape_util import (
     is_reshape_or_transpose_bitcast,
     static_dims,
     static_elements,
-    tiled_transpose_description,
     transpose_is_bitcast,
 )
-from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.fusion_utils import distinct
 
 

@@ -18,7 +18,9 @@ A multi-output fusion's root is a tuple of array values (no nested tuples); its 
 `get-tuple-element`s. Names follow XLA: `fusion`, `fusion.1`, ... for fusion instructions and
 `fused_computation`, `fused_computation.1`, ... for their computations (module-wide unique), fused
 parameters `param_0`, `param_1`, ...; cloned instructions keep their names (unique within their
-computation).
+computation). Names come from the IR's name uniquer (hlo/name_uniquer.py, with the fusion
+builders' suffix policy); uses move and
+instructions are unregistered through the IR's methods (`replace_all_uses_with`, `detach`).
 
 Bookkeeping is linear: removed top-level instructions are dropped from their computation's
 instruction list, and the list is put back in a def-before-use order close to the original one, by
@@ -29,47 +31,11 @@ gone.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.name_uniquer import NameUniquer
 from hlocc.hlo.types import Shape
-
-_SUFFIX_RE = re.compile(r"^(.*)\.(\d+)$")
-
-
-class NameUniquer:
-    """Unique names in XLA's style: the first `base` is `base`, later ones `base.1`, `base.2`."""
-
-    def __init__(self, taken: Iterable[str] = ()):
-        self._taken: set[str] = set()
-        self._next: dict[str, int] = {}
-        for name in taken:
-            self.reserve(name)
-
-    def reserve(self, name: str) -> None:
-        self._taken.add(name)
-
-    def release(self, name: str) -> None:
-        """Make `name` available again (an instruction is being renamed)."""
-        self._taken.discard(name)
-        m = _SUFFIX_RE.match(name)
-        if m and self._next.get(m.group(1), 0) > int(m.group(2)):
-            self._next[m.group(1)] = int(m.group(2))
-
-    def unique(self, base: str) -> str:
-        m = _SUFFIX_RE.match(base)
-        root = m.group(1) if m else base
-        if base not in self._taken:
-            self._taken.add(base)
-            return base
-        n = self._next.get(root, 1)
-        while f"{root}.{n}" in self._taken:
-            n += 1
-        self._next[root] = n + 1
-        name = f"{root}.{n}"
-        self._taken.add(name)
-        return name
 
 
 def distinct(values: Iterable[HloInstruction]) -> list[HloInstruction]:
@@ -100,38 +66,6 @@ def attach(comp: HloComputation, instr: HloInstruction) -> HloInstruction:
     return instr
 
 
-def replace_uses(old: HloInstruction, new: HloInstruction) -> None:
-    """Every use of `old` (and the root of its computation) becomes a use of `new`."""
-    known = {id(u) for u in new.users}
-    for user in distinct(old.users):
-        user.operands = [new if op is old else op for op in user.operands]
-        if id(user) not in known:
-            new.users.append(user)
-            known.add(id(user))
-    old.users = []
-    comp = old.parent
-    if comp is not None and comp.root is old:
-        comp.root = new
-
-
-def detach(instr: HloInstruction) -> None:
-    """Unregister an instruction without users from its operands' user lists."""
-    assert not instr.users, f"removing '{instr.name}', which still has users"
-    for op in distinct(instr.operands):
-        _remove_user(op, instr)
-
-
-def _remove_user(value: HloInstruction, user: HloInstruction) -> None:
-    """Drop every entry of `user` from `value.users` (the parser lists a user once per use, other
-    code once per user; list.remove compares by identity here, at C speed)."""
-    users = value.users
-    while True:
-        try:
-            users.remove(user)
-        except ValueError:
-            return
-
-
 def fusion_outputs(fusion: HloInstruction) -> list[HloInstruction]:
     """The values a fusion computes: its root tuple's operands, or its root."""
     root = fusion.attrs["calls"].root
@@ -147,8 +81,8 @@ class FusionBuilder:
 
     def __init__(self, module: HloModule):
         self.module = module
-        self.instruction_names = NameUniquer(i.name for i in module.all_instructions())
-        self.computation_names = NameUniquer(c.name for c in module.computations)
+        self.instruction_names = NameUniquer((i.name for i in module.all_instructions()), after_suffix=False)
+        self.computation_names = NameUniquer((c.name for c in module.computations), after_suffix=False)
         self._order: dict[HloInstruction, float] = {}
         self._ordered: set[int] = set()
         self._removed: set[int] = set()
@@ -176,7 +110,7 @@ class FusionBuilder:
 
     def remove(self, instr: HloInstruction) -> None:
         """Remove a top-level instruction without users (its fused computation, if any, goes too)."""
-        detach(instr)
+        instr.detach()
         self._removed.add(id(instr))
         self._touched[id(instr.parent)] = instr.parent
         if instr.opcode == "fusion":
@@ -198,7 +132,7 @@ class FusionBuilder:
     def _local(self, comp: HloComputation) -> NameUniquer:
         names = self._local_names.get(id(comp))
         if names is None:
-            names = NameUniquer(i.name for i in comp.instructions)
+            names = NameUniquer((i.name for i in comp.instructions), after_suffix=False)
             self._local_names[id(comp)] = names
         return names
 
@@ -231,7 +165,7 @@ class FusionBuilder:
         for k in range(index, len(params)):
             params[k].parameter_number = k
         if not any(op is value for op in fusion.operands):
-            _remove_user(value, fusion)
+            value.remove_user(fusion)
 
     # -- creating and growing fusions -------------------------------------------------------------
     def create_fusion(self, consumer: HloInstruction, kind: str) -> HloInstruction:
@@ -255,7 +189,7 @@ class FusionBuilder:
         fusion = HloInstruction(self.instruction_names.unique("fusion"), "fusion", consumer.shape, operands, attrs)
         attach(outer, fusion)
         self._place(fusion, consumer)
-        replace_uses(consumer, fusion)
+        consumer.replace_all_uses_with(fusion)
         self.remove(consumer)
         return fusion
 
@@ -289,7 +223,7 @@ class FusionBuilder:
         """Uses of the parameter bound to `producer` read `value` instead; drop that operand."""
         index = next(k for k, op in enumerate(fusion.operands) if op is producer)
         param = self._params_of(fusion)[index]
-        replace_uses(param, value)
+        param.replace_all_uses_with(value)
         self._drop_operand(fusion, index)
 
     def fuse_producer(self, fusion: HloInstruction, producer: HloInstruction) -> None:
@@ -330,7 +264,7 @@ class FusionBuilder:
         comp.root = new_root
         producer.shape = consumer.shape
         self._place(producer, consumer)
-        replace_uses(consumer, producer)
+        consumer.replace_all_uses_with(producer)
         producer.users = [u for u in producer.users if u is not consumer]
         self.remove(consumer)
         return producer
@@ -390,7 +324,7 @@ class FusionBuilder:
         if not old.users and old.parent.root is not old:
             return
         gte = self._get_tuple_element(fusion, new_indices[0])
-        replace_uses(old, gte)
+        old.replace_all_uses_with(gte)
 
     def fuse_producer_multi_output(self, fusion: HloInstruction, producer: HloInstruction) -> None:
         """Fuse `producer` into `fusion` and make it an output too; its other users read it from the
@@ -440,7 +374,7 @@ def _name_parameters(comp: HloComputation) -> None:
     """Name a fused computation's parameters `param_<number>` (after merges renumbered them),
     keeping names unique."""
     params = sorted((i for i in comp.instructions if i.opcode == "parameter"), key=lambda p: p.parameter_number)
-    names = NameUniquer(i.name for i in comp.instructions if i.opcode != "parameter")
+    names = NameUniquer((i.name for i in comp.instructions if i.opcode != "parameter"), after_suffix=False)
     for param in params:
         param.name = names.unique(f"param_{param.parameter_number}")
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from hlocc.analysis.hero import is_elementwise
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.shape_util import reshape_is_row_major_bitcast
 from hlocc.passes.base import HloPass, register_hlo_pass
 from hlocc.passes.fusible import choose_fusion_kind
 from hlocc.passes.fusion_utils import FusionBuilder
-from hlocc.runtime.dataflow import reshape_is_bitcast
 
 _WRAPPED = frozenset({
     "bitcast-convert", "broadcast", "concatenate", "dynamic-slice", "dynamic-update-slice", "gather", "iota",
@@ -38,7 +38,7 @@ def must_wrap(instr: HloInstruction) -> bool:
     """Whether `instr` needs a generated kernel but is not in a fusion (module doc)."""
     if instr.opcode == "copy":
         return not instr.shape.same_layout(instr.operand(0).shape)
-    if instr.opcode == "reshape" and reshape_is_bitcast(instr.operand(0).shape, instr.shape):
+    if instr.opcode == "reshape" and reshape_is_row_major_bitcast(instr.operand(0).shape, instr.shape):
         return False  # it moves no data: the runtime aliases its buffer (a bitcast, as XLA makes it)
     return instr.opcode in _WRAPPED or is_elementwise(instr)
 

@@ -1,21 +1,27 @@
-"""The HLO pass pipeline: the order of the passes, written once, and the pass manager that runs it.
+"""The HLO pass pipelines, written once, and the pass manager that runs them.
 
 A pipeline is a tuple of stages; a stage is a registered pass name or a `FixedPoint` group, whose
 passes run in order, again and again, until a whole round changes nothing (at most
-`max_iterations` rounds, like XLA's HloPassFix). `SIMPLIFICATION` follows the order of XLA's
-GpuCompiler "simplification" pipeline (xla/service/gpu/gpu_compiler.cc); `PIPELINES` names the
-pipelines `hlo-opt --pipeline` and `run_passes` accept. A later stage (fusion) is one more entry:
+`max_iterations` rounds, like XLA's HloPassFix).
 
-    FUSION = (FixedPoint("fusion", ("priority-fusion", "cse", "dce", "multi-output-fusion", "cse", "dce")),)
-    PIPELINES["default"] = SIMPLIFICATION + FUSION
+- `SIMPLIFICATION` follows the order of XLA's GpuCompiler "simplification" pipeline
+  (xla/service/gpu/gpu_compiler.cc); `FUSION` is XLA's fusion stage. `PIPELINES` names the
+  pipelines `hlo-opt --pipeline` and `run_passes` accept: "simplify", "fusion" and "default"
+  (both, in that order).
+- `BACKEND_PIPELINES` holds each backend's whole HLO pipeline, a `CompilePipeline`: a prologue and
+  an epilogue that always run (the module as written needs them to compile: flattened call graph,
+  library fusions inlined, and on cuda convolutions rewritten into gemms) around the optimization
+  ("default") that runs only with HLO passes on. The runtime runs the pipeline a backend gives it
+  (runtime/executable.py `build_executable`) and nothing else.
 
 The `PassManager` runs a pipeline and records per-pass wall time (summed over fixed-point
 rounds) and which passes changed the module. After a pass that changed the module it puts every
 computation's instructions back in a stable def-before-use order (new instructions next to their
-first user), so printed modules read like their source. Options: `print_after_all` writes the module after
-every pass that changed it, headed by a comment naming the pass (XLA's --xla_dump_hlo_pass_re=.*);
-`debug` verifies the module after every pass and checks that a pass reporting "no change" left
-the module text unchanged (the fixed-point loop relies on that report).
+first user), so printed modules read like their source (unless the pass sets `sort_after` False).
+Options: `print_after_all` writes the module after every pass that changed it, headed by a comment
+naming the pass (XLA's --xla_dump_hlo_pass_re=.*); `debug` verifies the module after every pass and
+checks that a pass reporting "no change" left the module text unchanged (the fixed-point loop relies
+on that report).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from hlocc.passes import (  # noqa: F401
     flatten_call_graph,
     fusion_wrapper,
     gather_simplifier,
+    inline_library_fusions,
     multi_output_fusion,
     priority_fusion,
     rename_fusions,
@@ -89,13 +96,48 @@ FUSION: tuple[Stage, ...] = (
     "fusion-wrapper",
 )
 """XLA's fusion stage: priority fusion of producers into consumers, then sibling and producer-
-consumer multi-output fusion, XLA's names, and every remaining op that needs a kernel wrapped in
-a fusion of its own."""
+consumer multi-output fusion (each followed by cse and dce of what it left redundant), XLA's
+names for the fusions, and every remaining op that needs a kernel wrapped in a fusion of its own."""
 
 PIPELINES: dict[str, tuple[Stage, ...]] = {
-    "simplify": SIMPLIFICATION,
-    "fusion": FUSION,
-    "default": SIMPLIFICATION + FUSION,
+    "simplify": SIMPLIFICATION,  # to see what simplification alone does to a module
+    "fusion": FUSION,  # to fuse a module that is already simplified
+    "default": SIMPLIFICATION + FUSION,  # what the backends optimize with (BACKEND_PIPELINES)
+}
+
+
+@dataclass(frozen=True)
+class CompilePipeline:
+    """A backend's HLO pipeline: `prologue` and `epilogue` always run (a module compiled as written,
+    without HLO passes, needs them too); `optimization` runs between them only with HLO passes on."""
+
+    prologue: tuple[Stage, ...]
+    optimization: tuple[Stage, ...]
+    epilogue: tuple[Stage, ...]
+
+
+_RUNTIME_EPILOGUE: tuple[Stage, ...] = (
+    "flatten-call-graph",  # again: the optimization may have made new sharing
+    "inline-library-fusions",  # gemm/convolution fusions from XLA: their dots become library calls
+)
+
+BACKEND_PIPELINES: dict[str, CompilePipeline] = {
+    "cpu": CompilePipeline(
+        prologue=(
+            "flatten-call-graph",  # one call site per while/conditional computation (buffer assignment)
+        ),
+        optimization=PIPELINES["default"],  # simplify, then fuse
+        epilogue=_RUNTIME_EPILOGUE,
+    ),
+    "cuda": CompilePipeline(
+        prologue=(
+            "inline-library-fusions",  # first, so convolution-to-gemm sees the convolutions they hold
+            "convolution-to-gemm",  # no convolution library on the device: im2col kernels and a gemm
+            "flatten-call-graph",  # one call site per while/conditional computation (buffer assignment)
+        ),
+        optimization=PIPELINES["default"],  # simplify, then fuse (after convolution-to-gemm: im2col fuses)
+        epilogue=_RUNTIME_EPILOGUE,
+    ),
 }
 
 
@@ -162,7 +204,7 @@ class PassManager:
         result.timings_ms[name] = result.timings_ms.get(name, 0.0) + ms
         result.runs.append((name, changed, ms))
         result.changed |= changed
-        if changed:
+        if changed and hlo_pass.sort_after:
             for comp in module.computations:
                 comp.sort_instructions()
         if self.debug:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
 from hlocc.analysis.hero import find_non_trivial_hero
 from hlocc.hlo.ir import HloInstruction, HloModule
+from hlocc.hlo.name_uniquer import NameUniquer
 from hlocc.passes.base import HloPass, register_hlo_pass
-from hlocc.passes.fusion_utils import NameUniquer
 
 _KIND_WORDS = {"kLoop": "loop", "kInput": "input", "kOutput": "output"}
 
@@ -32,8 +32,8 @@ class RenameFusions(HloPass):
 
     def run(self, module: HloModule) -> bool:
         fused = {id(i.attrs["calls"]) for i in module.all_instructions() if i.opcode == "fusion"}
-        instruction_names = NameUniquer(i.name for i in module.all_instructions())
-        computation_names = NameUniquer(c.name for c in module.computations)
+        instruction_names = NameUniquer((i.name for i in module.all_instructions()), after_suffix=False)
+        computation_names = NameUniquer((c.name for c in module.computations), after_suffix=False)
         changed = False
         for comp in module.computations:
             if id(comp) in fused:

@@ -10,9 +10,9 @@ constant folding. Applies in every computation except fusion bodies.
 
 from __future__ import annotations
 
+from hlocc.hlo.call_graph import fusion_computations
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.base import HloPass, register_hlo_pass
-from hlocc.passes.call_graph import fusion_computations
 from hlocc.passes.dce import remove_dead_roots
 
 

@@ -18,10 +18,10 @@ other loops are left alone. One element is always kept. Both rewrites keep every
 
 from __future__ import annotations
 
+from hlocc.hlo.call_graph import callers
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.types import Shape
 from hlocc.passes.base import HloPass, register_hlo_pass
-from hlocc.passes.call_graph import callers
 from hlocc.passes.dce import remove_dead_instructions, remove_dead_roots
 
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from hlocc.errors import HloError
+from hlocc.hlo.call_graph import sequential_callees
 from hlocc.hlo.ir import HloInstruction, HloModule
 from hlocc.runtime.buffer_sharing import BufferSharing, in_place_pairs
-from hlocc.runtime.call_graph import sequential_callees
 from hlocc.runtime.dataflow import HloDataflow, HloValue, ShapeIndex, format_index, leaf_indices
 from hlocc.runtime.liveness import Liveness, Timeline
 

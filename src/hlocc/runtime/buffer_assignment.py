@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from hlocc.errors import HloError
+from hlocc.hlo.call_graph import build_call_graph
 from hlocc.hlo.ir import HloInstruction, HloModule
 from hlocc.runtime.alias_analysis import AliasAnalysis, HloBuffer
 from hlocc.runtime.buffer_sharing import BufferSharing
-from hlocc.runtime.call_graph import build_call_graph
 from hlocc.runtime.dataflow import HloDataflow, HloValue, ShapeIndex, format_index, leaf_indices
 from hlocc.runtime.heap_simulator import (
     HEAP_ALGORITHMS,

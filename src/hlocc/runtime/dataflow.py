@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from hlocc.errors import HloError, UnsupportedError
+from hlocc.hlo.call_graph import CallGraph, build_call_graph, sequential_callees
 from hlocc.hlo.ir import HloInstruction, HloModule
+from hlocc.hlo.shape_util import reshape_is_row_major_bitcast
 from hlocc.hlo.types import UNBOUNDED, Shape
-from hlocc.runtime.call_graph import CallGraph, build_call_graph, sequential_callees
 
 ShapeIndex = tuple[int, ...]
 
@@ -68,22 +69,9 @@ def buffer_size(shape: Shape, where: str) -> int:
     return shape.byte_size()
 
 
-def _physical_order_is_logical(shape: Shape) -> bool:
-    major_to_minor = [d for d in reversed(shape.minor_to_major) if shape.dims[d] != 1]
-    return major_to_minor == sorted(major_to_minor)
-
-
-def reshape_is_bitcast(operand: Shape, result: Shape) -> bool:
-    """A reshape moves no data when both shapes lay their elements out in logical row-major order
-    (size-1 dimensions may sit anywhere in the layout) and no dimension is dynamic."""
-    return (operand.element_type == result.element_type and operand.num_elements == result.num_elements
-            and not any(operand.dynamic) and not any(result.dynamic)
-            and _physical_order_is_logical(operand) and _physical_order_is_logical(result))
-
-
 def is_bitcast(instr: HloInstruction) -> bool:
     return instr.opcode == "bitcast" or (
-        instr.opcode == "reshape" and reshape_is_bitcast(instr.operands[0].shape, instr.shape))
+        instr.opcode == "reshape" and reshape_is_row_major_bitcast(instr.operands[0].shape, instr.shape))
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Whole-program compilation and execution (seed 002's GpuCompiler path, on any backend that can
 compile a fusion into a kernel):
 
-    HLO passes (passes/pipeline.py "default": simplify, fuse)
+    the backend's HLO pipeline (passes/pipeline.py BACKEND_PIPELINES: flatten the call graph;
+      with HLO passes on, simplify and fuse; inline library fusions)
       → schedule (schedule.py) → buffer assignment (buffer_assignment.py)
       → thunk emission (this module) → ThunkExecutable: allocate, run the thunks, return the outputs
 
@@ -39,10 +40,11 @@ from hlocc.errors import HloError, UnsupportedError
 from hlocc.evaluator.convolution import conv_dimension_numbers
 from hlocc.evaluator.core import TOKEN, Evaluator
 from hlocc.evaluator.dot import dot_dimension_numbers
+from hlocc.hlo.call_graph import sequential_callees
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.types import Shape
+from hlocc.passes.pipeline import BACKEND_PIPELINES, CompilePipeline, PassManager
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferCopy, assign_buffers
-from hlocc.runtime.call_graph import sequential_callees
 from hlocc.runtime.dataflow import is_pure_forwarding, leaf_indices, subshape
 from hlocc.runtime.schedule import schedule_module
 from hlocc.runtime.thunks import (
@@ -362,23 +364,6 @@ def _constant_bytes(assignment: BufferAssignment) -> dict[int, np.ndarray]:
     return constants
 
 
-def inline_library_fusions(module: HloModule) -> list[str]:
-    """Inline fusions holding a dot or a convolution (XLA's gemm and cuDNN fusions, which a module
-    optimized by XLA brings): their ops become lone ops, so the dot runs as a library call and
-    the rest as kernels instead of the whole fusion on the host. Returns the fusions' names."""
-    from hlocc.passes.call_inliner import inline_call
-
-    inlined = []
-    for comp in list(module.computations):
-        for instr in [i for i in comp.instructions if i.opcode == "fusion"]:
-            fused = instr.fused_computation
-            if any(emitter_kind(i) in (EmitterKind.GEMM, EmitterKind.CONVOLUTION) for i in fused.instructions):
-                inlined.append(instr.name)
-                inline_call(instr, fused)
-                module.remove_computations([fused])
-    return inlined
-
-
 def check_static_shapes(module: HloModule) -> None:
     for comp in module.computations:
         for instr in comp.instructions:
@@ -387,23 +372,22 @@ def check_static_shapes(module: HloModule) -> None:
                                        f"'{instr.name}'); run it with --backend interpreter")
 
 
-def build_executable(module: HloModule, compile_kernel: KernelCompiler, *, hlo_passes: bool = True,
+def build_executable(module: HloModule, compile_kernel: KernelCompiler, *,
+                     pipeline: CompilePipeline = BACKEND_PIPELINES["cpu"], hlo_passes: bool = True,
                      seed: int = 0, print_after_all: bool = False, stream=None,
                      times: dict[str, float] | None = None) -> ThunkExecutable:
-    """Run the HLO passes on `module` (in place), schedule, assign buffers and emit the thunks."""
-    from hlocc.passes.pipeline import run_passes
-
+    """Run the backend's HLO `pipeline` on `module` (in place; its optimization only with
+    `hlo_passes`), schedule, assign buffers and emit the thunks."""
     times = times if times is not None else {}
-    check_static_shapes(module)
-    run_passes(module, ["flatten-call-graph"])  # one call site per while/conditional computation
+    PassManager(pipeline.prologue).run(module)
+    check_static_shapes(module)  # after the prologue, which the cuda backend ran before this check
     if hlo_passes:
         t0 = time.perf_counter()
-        result = run_passes(module, ["default"], print_after_all=print_after_all, stream=stream)
+        result = PassManager(pipeline.optimization, print_after_all=print_after_all, stream=stream).run(module)
         times["hlo-passes"] = (time.perf_counter() - t0) * 1e3
         times.update({f"hlo:{name}": ms for name, ms in result.timings_ms.items()})
     t0 = time.perf_counter()
-    run_passes(module, ["flatten-call-graph"])  # again: the passes may have made new sharing
-    inline_library_fusions(module)
+    PassManager(pipeline.epilogue).run(module)
     schedule = schedule_module(module)
     times["schedule"] = (time.perf_counter() - t0) * 1e3
     t0 = time.perf_counter()

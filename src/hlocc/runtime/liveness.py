@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hlocc.hlo.call_graph import CallGraph, sequential_callees
 from hlocc.hlo.ir import HloComputation, HloInstruction
-from hlocc.runtime.call_graph import CallGraph, sequential_callees
 from hlocc.runtime.dataflow import HloDataflow, HloValue, leaf_indices
 from hlocc.runtime.schedule import HloSchedule
 

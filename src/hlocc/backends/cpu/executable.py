@@ -1,5 +1,6 @@
-"""The CPU backend's whole-program compiler: the runtime (runtime/executable.py: HLO passes,
-schedule, buffer assignment, thunks) with kernels compiled for the host (kernel.py).
+"""The CPU backend's whole-program compiler: the runtime (runtime/executable.py: the cpu HLO
+pipeline of passes/pipeline.py, schedule, buffer assignment, thunks) with kernels compiled for the
+host (kernel.py).
 
     compile_module(module)                      # HLO passes on: what `hlocc.compile(..., "cpu")` runs
     compile_module(module, hlo_passes=False)    # the module as written: each fusion or lone op a kernel
@@ -21,6 +22,7 @@ from hlocc.codegen.pipeline import PipelineOptions, add_stage_times
 from hlocc.codegen.target import Target, cpu_target
 from hlocc.codegen.to_llvm import TranslateOptions
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.passes.pipeline import BACKEND_PIPELINES
 from hlocc.runtime.executable import KernelCompiler, ThunkExecutable, build_executable
 from hlocc.runtime.thunks import KernelThunk
 
@@ -73,8 +75,8 @@ def compile_module(module: HloModule, target: Target | None = None, options: Pip
     t0 = time.perf_counter()
     prepare_as_written(module, hlo_passes)
     executable = build_executable(module, kernel_compiler(target or cpu_target(), options, times),
-                                  hlo_passes=hlo_passes, seed=seed, print_after_all=print_after_all,
-                                  stream=stream, times=times)
+                                  pipeline=BACKEND_PIPELINES["cpu"], hlo_passes=hlo_passes, seed=seed,
+                                  print_after_all=print_after_all, stream=stream, times=times)
     times["total"] = (time.perf_counter() - t0) * 1e3
     return executable
 

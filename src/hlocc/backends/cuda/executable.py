@@ -19,8 +19,9 @@ constant's is copied first: nobody may write into a constant).
 Library calls on a device: a dot that maps onto one strided batched gemm runs on the device
 (cuBLAS; numpy over the same plan on the SimulatedDevice); others run on the host through memory
 reads and writes, counted as "gemm (host)" in the stats' library calls. Convolutions become an
-im2col kernel and a gemm (passes/convolution_to_gemm.py: no cuDNN); the few that pass leaves
-alone (batch groups) run on the host as "convolution (host)".
+im2col kernel and a gemm (passes/convolution_to_gemm.py: no cuDNN; the cuda pipeline of
+passes/pipeline.py runs it); the few that pass leaves alone (batch groups) run on the host as
+"convolution (host)".
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from hlocc.backends.cpu.executable import prepare_as_written
 from hlocc.backends.cuda.device import Device, ExternalBuffer
 from hlocc.backends.cuda.dlpack import KDLCPU, DeviceArray, DLPackArray
 from hlocc.backends.cuda.library import plan_gemm
@@ -42,6 +44,7 @@ from hlocc.errors import ArgumentError
 from hlocc.evaluator.core import TOKEN, Evaluator
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.types import Shape
+from hlocc.passes.pipeline import BACKEND_PIPELINES, PassManager
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAllocation
 from hlocc.runtime.dataflow import subshape
 from hlocc.runtime.executable import RuntimeStats, ThunkExecutable, build_executable
@@ -177,17 +180,13 @@ def label_library_calls(program: SequentialThunk, stats: RuntimeStats, device: D
 
 
 def prepare_for_device(module: HloModule, hlo_passes: bool) -> None:
-    """What the device backends do to a module before the runtime's build: the as-written rule of
-    the CPU backend, and, with no convolution library on the device, convolutions rewritten into
-    im2col kernels and a gemm (before fusion, so the im2col gather fuses; fusions holding a
-    convolution are inlined first, as the runtime does)."""
-    from hlocc.backends.cpu.executable import prepare_as_written
-    from hlocc.passes.pipeline import run_passes
-    from hlocc.runtime.executable import inline_library_fusions
-
+    """The module as the cuda backend's build has it before the optimization, for a caller that
+    builds with the runtime itself (`build_executable` with its default pipeline, whose prologue
+    then changes nothing): the as-written rule of the CPU backend, then the cuda pipeline's
+    prologue (passes/pipeline.py BACKEND_PIPELINES["cuda"]: fusions holding a convolution inlined,
+    convolutions rewritten into im2col kernels and a gemm, the call graph flattened)."""
     prepare_as_written(module, hlo_passes)
-    inline_library_fusions(module)
-    run_passes(module, ["convolution-to-gemm"])
+    PassManager(BACKEND_PIPELINES["cuda"].prologue).run(module)
 
 
 def compile_module(module: HloModule, device: Device | None = None, options: PipelineOptions | None = None, *,
@@ -202,9 +201,10 @@ def compile_module(module: HloModule, device: Device | None = None, options: Pip
         device = cuda_device()
     times = times if times is not None else {}
     t0 = time.perf_counter()
-    prepare_for_device(module, hlo_passes)
-    built = build_executable(module, device.kernel_compiler(options, times), hlo_passes=hlo_passes, seed=seed,
-                             print_after_all=print_after_all, stream=stream, times=times)
+    prepare_as_written(module, hlo_passes)
+    built = build_executable(module, device.kernel_compiler(options, times), pipeline=BACKEND_PIPELINES["cuda"],
+                             hlo_passes=hlo_passes, seed=seed, print_after_all=print_after_all, stream=stream,
+                             times=times)
     label_library_calls(built.program, built.stats, device)
     built.stats.device = device.name
     times["total"] = (time.perf_counter() - t0) * 1e3

@@ -1,21 +1,74 @@
-"""Which computations the runtime executes as instruction sequences, and who calls them.
+"""How computations call each other (XLA's CallGraph), for the passes and the runtime.
 
-A computation is *sequential* when the runtime runs its instructions one after another, each with
+For the passes, all linear in the module size: which computations are reachable from the entry
+(`reachable_computations`), which instructions call a computation (`callers`), which computations
+are fusion bodies (`fusion_computations`), and the names control dependencies refer to.
+
+For the runtime: which computations it executes as instruction sequences, and who calls them. A
+computation is *sequential* when the runtime runs its instructions one after another, each with
 buffers of its own: the entry, while conditions and bodies, conditional branches, the targets of
-`call` and the computations of `async-start`. Every other called computation (fused computations,
-the scalar `to_apply` of reduce/sort/scatter/all-reduce/map, custom-call computations) is
-*embedded*: a kernel or a library call evaluates it, and its instructions get no buffers (XLA's
-"thread-local" computations, which BufferAssignment skips too).
+`call` and the computations of `async-start` (`sequential_callees`, `build_call_graph`). Every
+other called computation (fused computations, the scalar `to_apply` of reduce/sort/scatter/
+all-reduce/map, custom-call computations) is *embedded*: a kernel or a library call evaluates it,
+and its instructions get no buffers (XLA's "thread-local" computations, which BufferAssignment
+skips too).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from hlocc.errors import HloError, UnsupportedError
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 
+_NAME_RE = re.compile(r"[A-Za-z_%][A-Za-z0-9_.\-%]*")
 
+
+def reachable_computations(module: HloModule) -> list[HloComputation]:
+    """The entry and every computation it calls, directly or not (callers before callees)."""
+    return module.entry.reachable_computations()
+
+
+def callers(module: HloModule) -> dict[int, list[HloInstruction]]:
+    """For each computation (by id), the instructions that call it."""
+    result: dict[int, list[HloInstruction]] = {id(c): [] for c in module.computations}
+    for instr in module.all_instructions():
+        for callee in instr.called_computations():
+            result.setdefault(id(callee), []).append(instr)
+    return result
+
+
+def fusion_computations(module: HloModule) -> set[int]:
+    """Ids of the computations that are bodies of fusion instructions (passes that simplify
+    unfused code leave them to the fusion passes, as XLA does)."""
+    return {id(i.attrs["calls"]) for i in module.all_instructions()
+            if i.opcode == "fusion" and i.attrs.get("calls") is not None}
+
+
+def control_predecessor_names(instr: HloInstruction) -> list[str]:
+    """The instruction names in `instr`'s `control-predecessors={a, b}` attribute (kept as text)."""
+    raw = instr.attrs.get("control-predecessors")
+    if raw is None:
+        return []
+    return [name.lstrip("%") for name in _NAME_RE.findall(str(raw))]
+
+
+def has_control_dependencies(instr: HloInstruction, referenced: set[str]) -> bool:
+    """Whether `instr` has control predecessors or is one (its name is in `referenced`)."""
+    return "control-predecessors" in instr.attrs or instr.name in referenced
+
+
+def control_referenced_names(comp: HloComputation) -> set[str]:
+    """Names of the instructions of `comp` that some instruction names as a control predecessor."""
+    names: set[str] = set()
+    for instr in comp.instructions:
+        if "control-predecessors" in instr.attrs:
+            names.update(control_predecessor_names(instr))
+    return names
+
+
+# -- the runtime's sequential computations ---------------------------------------------------------
 def sequential_callees(instr: HloInstruction) -> list[HloComputation]:
     """The computations `instr` runs as sequences, in the order the flattened timeline visits them:
     a while's condition before its body, a conditional's branches by branch index."""

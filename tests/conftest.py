@@ -1,8 +1,21 @@
 import sys
 from pathlib import Path
 
-# Make `tests/corpus.py` importable as `corpus` from every test directory.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Make the shared test helpers importable from every test directory: `tests/corpus.py` as `corpus`,
+# the CPU backend's run-and-compare helpers (`_cpu_helpers`, also used by the emitter and maths
+# tests) and the hero emitters' helpers (`_emitter_helpers`, used from each emitters/<kind>/ folder).
+TESTS = Path(__file__).resolve().parent
+HELPER_DIRS = (
+    TESTS,
+    TESTS / "codegen" / "emitters",
+    TESTS / "backends" / "cpu",
+    # Test modules whose checks tests in other folders reuse: test_partitioner's check_invariants
+    # (tests/backends/cpu/test_cpu_gather.py), the DUS test's guarded run (the scatter emitter's test).
+    TESTS / "codegen",
+    TESTS / "codegen" / "emitters" / "dynamic_update_slice",
+)
+for _helpers in reversed(HELPER_DIRS):
+    sys.path.insert(0, str(_helpers))
 
 
 import subprocess  # noqa: E402

@@ -6,7 +6,7 @@ NVPTX cannot select aborts the whole process, so that sweep runs in a subprocess
 ptxas comes from the machine's CUDA toolkit or the `nvidia-cuda-nvcc-cu12` wheel (a test extra);
 without either, these tests skip with that reason. The FileCheck tests of the NVPTX lowering
 itself (shared memory, barriers, shuffles, atomics, ids, launch bounds) are
-tests/codegen/filecheck/ptx_*.hlo.
+tests/backends/cuda/ptx_*.hlo (beside this file).
 """
 
 from __future__ import annotations

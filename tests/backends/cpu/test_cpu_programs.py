@@ -25,12 +25,13 @@ from corpus import (
     XLA_DIR,
     evaluation_work,
     jax_cases,
+    reference,
     require,
     run_jax_case,
+    shared_module,
 )
-from hlocc.cli import flatten, random_inputs
+from hlocc.cli import flatten
 from hlocc.comparison import compare_arrays
-from hlocc.compiler import check_arguments
 
 CASES = jax_cases()
 SMALL = [c for c in CASES if c["perf"] != "yes"]
@@ -78,14 +79,13 @@ def test_xla_module_on_cpu_matches_the_evaluator(name):
     require(XLA_DIR)
     if name in INVALID_ALONE or name in KNOWN_INVALID or name in NON_TERMINATING:
         pytest.skip("not a valid or terminating module (see tests/corpus.py)")
-    module = hlocc.parse_hlo_file(XLA_DIR / name)
+    module = shared_module(XLA_DIR / name)  # hlocc.compile copies it
     sizes = [leaf.num_elements for p in module.entry.parameters for leaf in p.shape.leaves() if leaf.is_array]
     if sum(sizes) > MAX_INPUT_ELEMENTS:
         pytest.skip(f"inputs of {sum(sizes)} elements: too large to allocate in a unit test")
-    args = check_arguments(module, random_inputs(module, seed=1), cast=True)
+    args, ref = reference(XLA_DIR / name)  # random_inputs(seed=1), the evaluator's outputs: once per session
     exe = hlocc.compile(module, backend="cpu")
     got = flatten(exe(*args))
-    ref = flatten(hlocc.compile(module, backend="interpreter", seed=1)(*args))
     assert len(got) == len(ref)
     for k, (g, r) in enumerate(zip(got, ref)):
         if not isinstance(r, np.ndarray):

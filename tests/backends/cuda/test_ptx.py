@@ -84,9 +84,16 @@ def one_arch_by_default(values: list, ids: list[str]) -> list:
     params = []
     for i, (value, name) in enumerate(zip(values, ids)):
         default, other = ARCHS[i % 2], ARCHS[1 - i % 2]
-        params.append(pytest.param(value, default, id=f"{name}-{default}"))
+        slow_default = [pytest.mark.slow] if name in SLOW_BOTH_ARCHS else []
+        params.append(pytest.param(value, default, id=f"{name}-{default}", marks=slow_default))
         params.append(pytest.param(value, other, id=f"{name}-{other}", marks=pytest.mark.slow))
     return params
+
+
+SLOW_BOTH_ARCHS = {"loop__large_loop_slow_compile_time.hlo"}
+"""Slow for either arch: XLA's compile-time stress test took ~80 s of the default run here (its CPU
+run is slow too, tests/backends/cpu/test_cpu_corpus.py), while the loop emitter's PTX is checked on
+every other loop module."""
 
 
 @needs_ptxas

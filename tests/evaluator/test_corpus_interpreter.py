@@ -40,6 +40,9 @@ def test_jax_case_matches_xla_cpu(case):
     run_jax_case(case, JAX_DIR, "interpreter")
 
 
+# The perf cases are the small cases' programs (GELU, RMSNorm, row sums, a matmul) at benchmark sizes,
+# and their data must first be generated with jax (~20-35 s): slow, as on the other backends.
+@pytest.mark.slow
 @pytest.mark.parametrize("case", PERF, ids=lambda c: c["name"])
 def test_jax_perf_case_matches_xla_cpu(case, perf_dir):
     run_jax_case(case, perf_dir, "interpreter")

@@ -1,7 +1,7 @@
 """Whole programs on the CPU backend (HLO passes, fusion, buffer assignment, thunks):
 
-- every JAX corpus case matches XLA:CPU's outputs within its tolerances (the perf cases too, with
-  their data recreated by the corpus's generator);
+- every JAX corpus case matches XLA:CPU's outputs within its tolerances (the perf cases too, under
+  -m slow, with their data recreated by the corpus's generator);
 - the dot, convolution and control-flow modules of the XLA corpus match the evaluator;
 - and what each program compiled into (kernels, library calls, host fallbacks) is what we expect,
   so a regression that silently moves work to the host shows up.
@@ -53,6 +53,10 @@ def test_jax_case_on_cpu_matches_xla_cpu(case):
     assert stats.kernels + sum(stats.library_calls.values()) + len(stats.host_ops) > 0
 
 
+# The small cases' programs at benchmark sizes, whose data must first be generated with jax (~20-35 s
+# of the default run): slow, as on cuda-sim. The CPU kernels' large-size forms (several vectors and
+# several threads) stay in the default run (test_cpu_column_lanes in tests/codegen/emitters/reduction/).
+@pytest.mark.slow
 @pytest.mark.parametrize("case", PERF, ids=lambda c: c["name"])
 def test_jax_perf_case_on_cpu_matches_xla_cpu(case, perf_dir):
     exe = run_jax_case(case, perf_dir, "cpu")

@@ -1,10 +1,25 @@
 import sys
 from pathlib import Path
 
-# Make `tests/corpus.py` importable as `corpus` from every test directory.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Make the shared test helpers importable from every test directory: `tests/corpus.py` as `corpus`,
+# the CPU backend's run-and-compare helpers (`_cpu_helpers`, also used by the emitter and maths
+# tests) and the hero emitters' helpers (`_emitter_helpers`, used from each emitters/<kind>/ folder).
+TESTS = Path(__file__).resolve().parent
+HELPER_DIRS = (
+    TESTS,
+    TESTS / "codegen" / "emitters",
+    TESTS / "backends" / "cpu",
+    # Test modules whose checks tests in other folders reuse: test_partitioner's check_invariants
+    # (tests/backends/cpu/test_cpu_gather.py), the DUS test's guarded run (the scatter emitter's test).
+    TESTS / "codegen",
+    TESTS / "codegen" / "emitters" / "dynamic_update_slice",
+)
+for _helpers in reversed(HELPER_DIRS):
+    sys.path.insert(0, str(_helpers))
 
 
+import fcntl  # noqa: E402
+import os  # noqa: E402
 import subprocess  # noqa: E402
 
 import pytest  # noqa: E402
@@ -12,16 +27,45 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def perf_dir(tmp_path_factory):
-    """The JAX corpus's perf cases ship without data; recreate it once per session with the corpus's
-    own generator (needs jax), or skip with the reason."""
+    """The JAX corpus's perf cases ship without data; recreate it once per run with the corpus's own
+    generator (needs jax; ~20 s), or skip with the reason. Under pytest-xdist the workers share one
+    folder under the run's temporary root: the first to take the lock generates, the others wait
+    and reuse its files (or its failure)."""
     from corpus import JAX_DIR, jax_cases, require
 
     pytest.importorskip("jax", reason="the perf cases' inputs are recreated with jax (not installed)")
     require(JAX_DIR)
-    out = tmp_path_factory.mktemp("perf_corpus")
-    names = ",".join(c["name"] for c in jax_cases() if c["perf"] == "yes")
-    proc = subprocess.run([sys.executable, str(JAX_DIR / "gen_public.py"), "--only", names, "--no-timing",
-                           "--outdir", str(out)], capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0:
-        pytest.skip(f"could not recreate the perf cases: {proc.stderr[-500:]}")
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # basetemp is <run root>/popen-gwN: share the run root
+        root = root.parent
+    out = root / "perf_corpus"
+    out.mkdir(exist_ok=True)
+    failed = out / "FAILED"
+    with open(root / "perf_corpus.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this worker dies
+        if not (out / "DONE").exists() and not failed.exists():
+            names = ",".join(c["name"] for c in jax_cases() if c["perf"] == "yes")
+            proc = subprocess.run([sys.executable, str(JAX_DIR / "gen_public.py"), "--only", names, "--no-timing",
+                                   "--outdir", str(out)], capture_output=True, text=True, timeout=1800)
+            (failed if proc.returncode != 0 else out / "DONE").write_text(proc.stderr[-500:])
+    if failed.exists():
+        pytest.skip(f"could not recreate the perf cases: {failed.read_text()}")
     return out
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist with `--dist loadgroup` (.ci/run), every test parametrized by one corpus
+    module (a path, or a file name) runs on one worker, so that worker parses the module and
+    computes its reference outputs once for all the sweeps (tests/corpus.py caches them per process)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    from corpus import CORPUS
+
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        for value in spec.params.values() if spec else ():
+            name = value.name if isinstance(value, Path) and CORPUS in value.parents else value
+            if isinstance(name, str) and name.endswith(".hlo"):
+                item.add_marker(pytest.mark.xdist_group(name))
+                break

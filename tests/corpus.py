@@ -1,9 +1,17 @@
 """Where the shared corpora live (../shared/corpus beside the checkout) and how to read them.
-Tests that need them skip with a reason where they are absent; the corpora are never copied here."""
+Tests that need them skip with a reason where they are absent; the corpora are never copied here.
+
+Each corpus module is parsed once per session (`shared_module`, also behind `evaluation_work` and
+`instruction_count`, which several test files read at collection time), and its reference outputs,
+the evaluator's results on the standard seeded inputs, are computed once per session (`reference`)
+for every sweep that compares against them. Under pytest-xdist "session" is one worker process."""
 
 from __future__ import annotations
 
+import copy
 import csv
+import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,16 +45,89 @@ MAX_INPUT_ELEMENTS = 1 << 23
 MAX_DEFAULT_WORK = 3e8  # elements produced by all instructions; above it a module runs only with -m slow
 
 
-def evaluation_work(path: Path) -> float:
-    """Elements all instructions of a module produce: the evaluator's time is about proportional."""
+@functools.cache
+def _parse_once(path: Path):
     import hlocc
 
     try:
-        module = hlocc.parse_hlo_file(path)
+        return hlocc.parse_hlo_file(path)
+    except hlocc.HloError as e:
+        return e
+
+
+def shared_module(path: Path):
+    """The module at `path`, parsed once per session and shared by every caller (an HloError is
+    raised again to each). Read it, verify it, evaluate it or give it to `hlocc.compile` (which copies
+    it), but never change it: a test that runs passes on a module parses its own copy."""
+    parsed = _parse_once(Path(path))
+    if isinstance(parsed, Exception):
+        raise parsed
+    return parsed
+
+
+@functools.cache
+def evaluation_work(path: Path) -> float:
+    """Elements all instructions of a module produce: the evaluator's time is about proportional
+    (0 for a module that does not parse)."""
+    import hlocc
+
+    try:
+        module = shared_module(path)
     except hlocc.HloError:
         return 0.0
     return float(sum(leaf.num_elements for i in module.all_instructions() for leaf in i.shape.leaves()
                      if leaf.is_array))
+
+
+@functools.cache
+def instruction_count(path: Path) -> int:
+    """Instructions of all computations of a module (0 for a module that does not parse)."""
+    import hlocc
+
+    try:
+        return sum(1 for _ in shared_module(path).all_instructions())
+    except hlocc.HloError:
+        return 0
+
+
+REFERENCE_SEED = 1
+"""The seed of the standard inputs (`hlocc.cli.random_inputs`) and of the evaluator's rng ops."""
+MAX_WHILE_ITERATIONS = 100_000
+
+
+@dataclass(frozen=True)
+class _Reference:
+    args: list
+    outputs: list | None
+    error: Exception | None
+
+
+@functools.cache
+def _reference_once(path: Path) -> _Reference:
+    from hlocc.cli import flatten, random_inputs
+    from hlocc.compiler import check_arguments
+    from hlocc.errors import UnsupportedError
+    from hlocc.evaluator import EvaluationError, Evaluator
+
+    module = shared_module(path)
+    args = check_arguments(module, random_inputs(module, seed=REFERENCE_SEED), cast=True)
+    try:
+        outputs = flatten(Evaluator(seed=REFERENCE_SEED, max_while_iterations=MAX_WHILE_ITERATIONS).run(module, args))
+    except (UnsupportedError, EvaluationError) as e:
+        return _Reference(args, None, e)
+    return _Reference(args, outputs, None)
+
+
+def reference(path: Path) -> tuple[list, list]:
+    """(arguments, flattened outputs) of the module at `path`: its standard inputs
+    (`random_inputs(module, seed=1)`, cast to the parameter types) and the evaluator's results on them
+    (`Evaluator(seed=1, max_while_iterations=100_000)`), computed once per session. The evaluator's
+    UnsupportedError or EvaluationError is raised again to each caller. The arguments are a fresh copy
+    for each caller (a run may write into them); the outputs are shared: compare, never change them."""
+    ref = _reference_once(Path(path))
+    if ref.error is not None:
+        raise ref.error
+    return copy.deepcopy(ref.args), ref.outputs
 
 
 def corpus_files(directory: Path) -> list[Path]:

@@ -1,4 +1,6 @@
-"""Runs every tests/codegen/filecheck/*.mlir file: its `// RUN:` line, lit style.
+"""Runs every FileCheck file of the kernel code generator: its `// RUN:` line, lit style. The files sit
+beside the tests of what they check (tests/codegen/<ir|transforms|llvm|pipeline|emitters/<kind>>/,
+tests/backends/cuda/ptx_*.hlo); this driver finds them recursively.
 
 Supported RUN lines (one per file), and for the *.hlo files (emitter tests, as XLA's):
 
@@ -25,9 +27,11 @@ import pytest
 
 from hlocc.codegen.opt import KernelIRError, arg_parser, run_opt_args
 
-HERE = pathlib.Path(__file__).parent / "filecheck"
-FILES = sorted(HERE.glob("*.mlir"))
-HLO_FILES = sorted(HERE.glob("*.hlo"))
+TESTS = pathlib.Path(__file__).resolve().parents[1]
+FILES = sorted((TESTS / "codegen").rglob("*.mlir"))
+# tests/passes/ has *.hlo FileCheck files too (hlo-opt, its own driver): only fusion-to-mlir ones here.
+HLO_FILES = sorted(p for folder in ("codegen", "backends") for p in (TESTS / folder).rglob("*.hlo")
+                   if "RUN: fusion-to-mlir" in p.read_text())
 FILECHECK = shutil.which("filecheck")
 
 
@@ -55,6 +59,7 @@ def parse_run_line(path: pathlib.Path) -> tuple[bool, argparse.Namespace, list[s
 
 def test_there_are_filecheck_files():
     assert any(f.name == "gelu_loop.mlir" for f in FILES)
+    assert len(FILES) >= 31 and len(HLO_FILES) >= 23, (len(FILES), len(HLO_FILES))
 
 
 def test_run_line_takes_the_command_line_arguments(tmp_path):
@@ -72,7 +77,7 @@ def test_run_line_takes_the_command_line_arguments(tmp_path):
 
 
 @pytest.mark.skipif(FILECHECK is None, reason="the `filecheck` command (PyPI filecheck) is not installed")
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(TESTS)))
 def test_filecheck(path: pathlib.Path):
     expect_failure, args, check_args = parse_run_line(path)
     try:
@@ -97,7 +102,7 @@ def _hlo_run_line(path: pathlib.Path) -> tuple[list[str], list[str]]:
 
 
 @pytest.mark.skipif(FILECHECK is None, reason="the `filecheck` command (PyPI filecheck) is not installed")
-@pytest.mark.parametrize("path", HLO_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", HLO_FILES, ids=lambda p: str(p.relative_to(TESTS)))
 def test_emitter_filecheck(path: pathlib.Path):
     from hlocc.codegen.fusion_to_mlir import arg_parser, fusion_to_mlir
 

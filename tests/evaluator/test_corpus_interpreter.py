@@ -19,10 +19,12 @@ from corpus import (
     corpus_files,
     evaluation_work,
     jax_cases,
+    reference,
     require,
     run_jax_case,
+    shared_module,
 )
-from hlocc.cli import flatten, random_inputs
+from hlocc.cli import random_inputs
 from hlocc.compiler import check_arguments
 from hlocc.errors import UnsupportedError
 from hlocc.evaluator import EvaluationError, Evaluator
@@ -38,6 +40,9 @@ def test_jax_case_matches_xla_cpu(case):
     run_jax_case(case, JAX_DIR, "interpreter")
 
 
+# The perf cases are the small cases' programs (GELU, RMSNorm, row sums, a matmul) at benchmark sizes,
+# and their data must first be generated with jax (~20-35 s): slow, as on the other backends.
+@pytest.mark.slow
 @pytest.mark.parametrize("case", PERF, ids=lambda c: c["name"])
 def test_jax_perf_case_matches_xla_cpu(case, perf_dir):
     run_jax_case(case, perf_dir, "interpreter")
@@ -51,21 +56,20 @@ XLA_PARAMS = [pytest.param(p, marks=[pytest.mark.slow] if evaluation_work(p) > M
 def test_xla_module_evaluates_or_is_unsupported(path):
     if path.name in INVALID_ALONE or path.name in KNOWN_INVALID:
         pytest.skip("not a valid module (see tests/corpus.py)")
-    module = hlocc.parse_hlo_file(path)
+    module = shared_module(path)
     sizes = [leaf.num_elements for p in module.entry.parameters for leaf in p.shape.leaves() if leaf.is_array]
     if not all(p.shape.is_static for p in module.entry.parameters) or not module.entry.root.shape.is_static:
         pytest.skip("dynamic shapes in the entry signature: random inputs need concrete sizes")
     if sum(sizes) > MAX_INPUT_ELEMENTS:
         pytest.skip(f"inputs of {sum(sizes)} elements: too large to allocate in a unit test")
     hlocc.compile(module, backend="interpreter")  # verifies
-    args = check_arguments(module, random_inputs(module, seed=1), cast=True)
-    evaluator = Evaluator(seed=1, max_while_iterations=100_000)
     if path.name in NON_TERMINATING:
+        args = check_arguments(module, random_inputs(module, seed=1), cast=True)
         with pytest.raises(EvaluationError, match="did not finish within 100000 iterations"):
-            evaluator.run(module, args)
+            Evaluator(seed=1, max_while_iterations=100_000).run(module, args)
         return
     try:
-        result = evaluator.run(module, args)
+        _, result = reference(path)  # the evaluator on random_inputs(seed=1), shared with the other sweeps
     except EvaluationError as e:
         if "over the evaluator's memory limit" not in str(e):
             raise
@@ -74,7 +78,7 @@ def test_xla_module_evaluates_or_is_unsupported(path):
         names = {f"'{i.name}'" for i in module.all_instructions()}
         assert str(e).startswith("unsupported") and any(n in str(e) for n in names), str(e)
         return
-    for leaf, shape in zip(flatten(result), module.entry.root.shape.leaves()):
+    for leaf, shape in zip(result, module.entry.root.shape.leaves()):
         if shape.is_array:
             assert np.asarray(leaf).shape == shape.dims
             assert np.asarray(leaf).dtype == shape.dtype

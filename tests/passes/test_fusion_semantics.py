@@ -18,11 +18,14 @@ from corpus import (
     NON_TERMINATING,
     XLA_DIR,
     corpus_files,
+    evaluation_work,
     jax_cases,
     load_npz,
+    reference,
     require,
+    shared_module,
 )
-from hlocc.cli import flatten, random_inputs
+from hlocc.cli import flatten
 from hlocc.compiler import check_arguments
 from hlocc.errors import UnsupportedError
 from hlocc.evaluator import EvaluationError, Evaluator
@@ -53,8 +56,10 @@ def bitwise_equal(a, b) -> bool:
     return a[~nan_a].tobytes() == b[~nan_b].tobytes()
 
 
-def fuse_and_compare(module: hlocc.HloModule, args) -> None:
-    before = flatten(Evaluator(seed=1, max_while_iterations=100_000).run(module, args))
+def fuse_and_compare(module: hlocc.HloModule, args, before: list | None = None) -> None:
+    """`before`: the module's outputs on `args` where they are known already (corpus.reference)."""
+    if before is None:
+        before = flatten(Evaluator(seed=1, max_while_iterations=100_000).run(module, args))
     for cls in PASSES:
         cls().run(module)
         verify_module(module)
@@ -81,15 +86,6 @@ def test_jax_case_keeps_its_values_after_fusion(case):
     fuse_and_compare(module, args)
 
 
-def evaluation_work(path) -> float:
-    try:
-        module = hlocc.parse_hlo_file(path)
-    except hlocc.HloError:
-        return 0.0
-    return float(sum(leaf.num_elements for i in module.all_instructions() for leaf in i.shape.leaves()
-                     if leaf.is_array))
-
-
 XLA_PARAMS = [pytest.param(p, marks=[pytest.mark.slow] if evaluation_work(p) > MAX_DEFAULT_WORK else [])
               for p in corpus_files(XLA_DIR)]
 
@@ -100,15 +96,15 @@ def test_xla_module_keeps_its_values_after_fusion(path, request):
         pytest.skip("evaluating it takes minutes: run with -m slow")
     if path.name in INVALID_ALONE or path.name in KNOWN_INVALID or path.name in NON_TERMINATING:
         pytest.skip("not a valid or terminating module (see tests/corpus.py)")
-    module = hlocc.parse_hlo_file(path)
+    module = shared_module(path)
     if not all(p.shape.is_static for p in module.entry.parameters) or not module.entry.root.shape.is_static:
         pytest.skip("dynamic shapes in the entry signature: random inputs need concrete sizes")
     sizes = [leaf.num_elements for p in module.entry.parameters for leaf in p.shape.leaves() if leaf.is_array]
     if sum(sizes) > MAX_INPUT_ELEMENTS:
         pytest.skip(f"inputs of {sum(sizes)} elements: too large for a unit test")
-    args = check_arguments(module, random_inputs(module, seed=1), cast=True)
     try:
-        fuse_and_compare(module, args)
+        args, before = reference(path)  # random_inputs(seed=1) and the evaluator's outputs, once per session
+        fuse_and_compare(hlocc.parse_hlo_file(path), args, before)  # the passes change the module: its own copy
     except UnsupportedError as e:
         pytest.skip(f"the evaluator does not run this module: {e}")
     except EvaluationError as e:

@@ -8,12 +8,21 @@ import numpy as np
 import pytest
 from memory_runtime import MemoryRuntime, assert_no_live_overlap
 
-import hlocc
-from corpus import INVALID_ALONE, JAX_DIR, KNOWN_INVALID, NON_TERMINATING, XLA_DIR, corpus_files, require
-from hlocc.cli import flatten, random_inputs
-from hlocc.compiler import check_arguments
+from corpus import (
+    INVALID_ALONE,
+    JAX_DIR,
+    KNOWN_INVALID,
+    NON_TERMINATING,
+    XLA_DIR,
+    corpus_files,
+    evaluation_work,
+    instruction_count,
+    reference,
+    require,
+    shared_module,
+)
 from hlocc.errors import UnsupportedError
-from hlocc.evaluator import EvaluationError, Evaluator
+from hlocc.evaluator import EvaluationError
 from hlocc.runtime.buffer_assignment import assign_buffers
 
 LARGE = 5000  # instructions
@@ -27,19 +36,14 @@ MAX_SLOW_RESULT_ELEMENTS = 1e9  # past this even the slow run does not replay
 
 
 def load(path):
+    """The session's shared parse of the module (buffer assignment only reads it)."""
     if path.name in INVALID_ALONE or path.name in KNOWN_INVALID:
         pytest.skip("not a valid module (see tests/corpus.py)")
-    return hlocc.parse_hlo_file(path)
+    return shared_module(path)
 
 
 def size_of(path) -> tuple[int, float]:
-    try:
-        module = hlocc.parse_hlo_file(path)
-    except hlocc.HloError:
-        return 0, 0.0
-    instructions = list(module.all_instructions())
-    work = sum(leaf.num_elements for i in instructions for leaf in i.shape.leaves() if leaf.is_array)
-    return len(instructions), float(work)
+    return instruction_count(path), evaluation_work(path)
 
 
 FILES = corpus_files(XLA_DIR) + corpus_files(JAX_DIR)
@@ -83,9 +87,8 @@ def test_module_runs_on_its_assigned_memory(path):
         pytest.skip("dynamic shapes in the entry signature")
     if sum(leaf.byte_size() for s in params for leaf in s.leaves() if leaf.is_array) > MAX_INPUT_BYTES:
         pytest.skip("inputs too large for a unit test")
-    args = check_arguments(module, random_inputs(module, seed=1), cast=True)
     try:
-        expected = flatten(Evaluator(seed=1, max_while_iterations=100_000).run(module, args))
+        args, expected = reference(path)  # random_inputs(seed=1) and the evaluator's outputs, once per session
     except (UnsupportedError, EvaluationError) as e:
         pytest.skip(f"the evaluator cannot run it: {e}")
     for options in ({}, {"temp_layout": "allocations", "reuse_operand_buffers": False}):

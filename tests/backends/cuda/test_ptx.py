@@ -1,12 +1,13 @@
 """The PTX of the cuda backend, checked without a GPU: every kernel that the corpora compile into
-is generated for sm_80 and sm_90 and assembled by ptxas (issue 7's acceptance), and every
-elementwise op on every element type goes through NVPTX instruction selection (an intrinsic that
-NVPTX cannot select aborts the whole process, so that sweep runs in a subprocess).
+is generated for sm_80 and sm_90 and assembled by ptxas (issue 7's acceptance; the default run
+takes one arch per module, alternating, and `-m slow` the other), and every elementwise op on every
+element type goes through NVPTX instruction selection (an intrinsic that NVPTX cannot select aborts
+the whole process, so that sweep runs in a subprocess).
 
 ptxas comes from the machine's CUDA toolkit or the `nvidia-cuda-nvcc-cu12` wheel (a test extra);
 without either, these tests skip with that reason. The FileCheck tests of the NVPTX lowering
 itself (shared memory, barriers, shuffles, atomics, ids, launch bounds) are
-tests/codegen/filecheck/ptx_*.hlo.
+tests/backends/cuda/ptx_*.hlo (beside this file).
 """
 
 from __future__ import annotations
@@ -44,13 +45,13 @@ def _emitter_modules() -> list[str]:
                 if row["kind"] in EMITTER_KINDS and row["file"] not in KNOWN_INVALID]
 
 
-def ptx_kernels(module: hlocc.HloModule, hlo_passes: bool) -> list[PtxKernel]:
+def ptx_kernels(module: hlocc.HloModule, hlo_passes: bool, archs: tuple[str, ...] = ARCHS) -> list[PtxKernel]:
     """Every kernel the cuda backend's whole-program compiler makes of `module`, compiled for each of
-    ARCHS (none for a module that is one library call, a dot)."""
+    `archs` (none for a module that is one library call, a dot)."""
     kernels: list[PtxKernel] = []
 
     def compile_kernel(computation, name, noalias):
-        for arch in ARCHS:
+        for arch in archs:
             kernels.append(compile_ptx(computation, arch, noalias=noalias))
         return kernels[-1]
 
@@ -74,19 +75,41 @@ def assert_ptxas_accepts(kernels: list[PtxKernel]) -> None:
     assert not rejected, "\n".join(rejected)
 
 
+def one_arch_by_default(values: list, ids: list[str]) -> list:
+    """(value, arch) parameters: each module for one arch in the default run, alternating sm_80 and
+    sm_90 along the list, and for the other arch in the slow set. Compiling every module for both
+    took minutes of the default run, and the two archs share the whole lowering but the NVPTX
+    target's features, so half of the modules on each arch still checks both in every run, while
+    `-m slow` completes the sweep (each module for both archs, as before)."""
+    params = []
+    for i, (value, name) in enumerate(zip(values, ids)):
+        default, other = ARCHS[i % 2], ARCHS[1 - i % 2]
+        slow_default = [pytest.mark.slow] if name in SLOW_BOTH_ARCHS else []
+        params.append(pytest.param(value, default, id=f"{name}-{default}", marks=slow_default))
+        params.append(pytest.param(value, other, id=f"{name}-{other}", marks=pytest.mark.slow))
+    return params
+
+
+SLOW_BOTH_ARCHS = {"loop__large_loop_slow_compile_time.hlo"}
+"""Slow for either arch: XLA's compile-time stress test took ~80 s of the default run here (its CPU
+run is slow too, tests/backends/cpu/test_cpu_corpus.py), while the loop emitter's PTX is checked on
+every other loop module."""
+
+
 @needs_ptxas
-@pytest.mark.parametrize("name", _emitter_modules())
-def test_xla_emitter_module_ptx(name):
+@pytest.mark.parametrize("name, arch", one_arch_by_default(_emitter_modules(), _emitter_modules()))
+def test_xla_emitter_module_ptx(name, arch):
     """The emitter tests of XLA's corpus, compiled as written (the entry as one fusion)."""
     module = hlocc.parse_hlo_file(XLA_DIR / name)
-    assert_ptxas_accepts(ptx_kernels(module, hlo_passes=False))
+    assert_ptxas_accepts(ptx_kernels(module, hlo_passes=False, archs=(arch,)))
 
 
 @needs_ptxas
-@pytest.mark.parametrize("path", corpus_files(JAX_DIR), ids=lambda p: p.stem)
-def test_jax_program_ptx(path):
+@pytest.mark.parametrize("path, arch", one_arch_by_default(corpus_files(JAX_DIR),
+                                                           [p.stem for p in corpus_files(JAX_DIR)]))
+def test_jax_program_ptx(path, arch):
     """Whole JAX programs through the HLO passes: every fusion's kernel."""
-    kernels = ptx_kernels(hlocc.parse_hlo_file(path), hlo_passes=True)
+    kernels = ptx_kernels(hlocc.parse_hlo_file(path), hlo_passes=True, archs=(arch,))
     assert_ptxas_accepts(kernels)
 
 

@@ -1,7 +1,7 @@
 // A tanh that lower-narrow-floats promoted from bf16 (`xla.bf16_rounded`: a widened bf16 argument,
 // a result rounded straight to bf16) takes its bf16 form: the same FMA rational on x itself, no
 // clamp and no |x| < 0.0004 select, +-1 at or above the clamp value (equal after the rounding for
-// every bf16 input: tests/codegen/test_narrow_floats.py). An untagged f32 tanh keeps the clamp.
+// every bf16 input: tests/codegen/transforms/test_narrow_floats.py). An untagged f32 tanh keeps the clamp.
 // RUN: hlocc-opt %s --passes expand-float-ops-fma | filecheck %s
 
 // CHECK-LABEL: func.func @tanh_bf16(%x: vector<16xf32>) -> vector<16xf32> {

@@ -1,7 +1,7 @@
 """Whole programs on the CPU backend (HLO passes, fusion, buffer assignment, thunks):
 
-- every JAX corpus case matches XLA:CPU's outputs within its tolerances (the perf cases too, with
-  their data recreated by the corpus's generator);
+- every JAX corpus case matches XLA:CPU's outputs within its tolerances (the perf cases too, under
+  -m slow, with their data recreated by the corpus's generator);
 - the dot, convolution and control-flow modules of the XLA corpus match the evaluator;
 - and what each program compiled into (kernels, library calls, host fallbacks) is what we expect,
   so a regression that silently moves work to the host shows up.
@@ -25,12 +25,13 @@ from corpus import (
     XLA_DIR,
     evaluation_work,
     jax_cases,
+    reference,
     require,
     run_jax_case,
+    shared_module,
 )
-from hlocc.cli import flatten, random_inputs
+from hlocc.cli import flatten
 from hlocc.comparison import compare_arrays
-from hlocc.compiler import check_arguments
 
 CASES = jax_cases()
 SMALL = [c for c in CASES if c["perf"] != "yes"]
@@ -52,6 +53,10 @@ def test_jax_case_on_cpu_matches_xla_cpu(case):
     assert stats.kernels + sum(stats.library_calls.values()) + len(stats.host_ops) > 0
 
 
+# The small cases' programs at benchmark sizes, whose data must first be generated with jax (~20-35 s
+# of the default run): slow, as on cuda-sim. The CPU kernels' large-size forms (several vectors and
+# several threads) stay in the default run (test_cpu_column_lanes in tests/codegen/emitters/reduction/).
+@pytest.mark.slow
 @pytest.mark.parametrize("case", PERF, ids=lambda c: c["name"])
 def test_jax_perf_case_on_cpu_matches_xla_cpu(case, perf_dir):
     exe = run_jax_case(case, perf_dir, "cpu")
@@ -78,14 +83,13 @@ def test_xla_module_on_cpu_matches_the_evaluator(name):
     require(XLA_DIR)
     if name in INVALID_ALONE or name in KNOWN_INVALID or name in NON_TERMINATING:
         pytest.skip("not a valid or terminating module (see tests/corpus.py)")
-    module = hlocc.parse_hlo_file(XLA_DIR / name)
+    module = shared_module(XLA_DIR / name)  # hlocc.compile copies it
     sizes = [leaf.num_elements for p in module.entry.parameters for leaf in p.shape.leaves() if leaf.is_array]
     if sum(sizes) > MAX_INPUT_ELEMENTS:
         pytest.skip(f"inputs of {sum(sizes)} elements: too large to allocate in a unit test")
-    args = check_arguments(module, random_inputs(module, seed=1), cast=True)
+    args, ref = reference(XLA_DIR / name)  # random_inputs(seed=1), the evaluator's outputs: once per session
     exe = hlocc.compile(module, backend="cpu")
     got = flatten(exe(*args))
-    ref = flatten(hlocc.compile(module, backend="interpreter", seed=1)(*args))
     assert len(got) == len(ref)
     for k, (g, r) in enumerate(zip(got, ref)):
         if not isinstance(r, np.ndarray):

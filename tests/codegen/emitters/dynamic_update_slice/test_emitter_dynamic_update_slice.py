@@ -237,8 +237,7 @@ def run_guarded(cases: list[tuple[str, list]], tmp_path: Path, module: str) -> N
     path = tmp_path / "cases.pkl"
     with open(path, "wb") as f:
         pickle.dump(cases, f)
-    here = Path(__file__).resolve().parent
-    paths = [str(here), str(here.parent)]
+    paths = [str(Path(__file__).resolve().parent), *sys.path]  # the helpers' folders (tests/conftest.py)
     code = f"import sys; sys.path[:0] = {paths!r}; import {module} as m; m.guarded_child({str(path)!r})"
     proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (f"exit status {proc.returncode} (-11: a fault, an access out of bounds) after\n"

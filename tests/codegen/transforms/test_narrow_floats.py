@@ -194,7 +194,7 @@ func.func @k(%a: vector<16xbf16>, %h: f16) -> (vector<16xbf16>, f16) {
 
 def test_gpu_translation_keeps_trunc_of_stored_bf16():
     """The CPU translation stores a rounded bf16 vector's high halves by a shuffle
-    (filecheck/emit_llvm_bf16_store.mlir); the NVPTX one keeps lshr + trunc."""
+    (tests/codegen/llvm/emit_llvm_bf16_store.mlir); the NVPTX one keeps lshr + trunc."""
     text = """
 func.func @store(%x: vector<4xi32>, %out: !llvm.ptr) {
   %c16 = arith.constant dense<16> : vector<4xi32>

@@ -11,9 +11,9 @@ from _emitter_helpers import assert_bijection, corpus_module, emitters_of, run_a
 from hlocc.analysis.hero import EmitterKind, computation_emitter_kind
 from hlocc.codegen.emitters.registry import emitter_for
 from hlocc.codegen.emitters.transpose import PackedTiling, ShmemTiling, TransposeEmitter, bitcast_index
-from hlocc.codegen.fusion_to_mlir import fused_computation
 from hlocc.codegen.target import cpu_target, gpu_target
 from hlocc.hlo.parser import parse_hlo
+from hlocc.tools.fusion_to_mlir import fused_computation
 
 CORPUS = [
     "transpose__epilogue.hlo",

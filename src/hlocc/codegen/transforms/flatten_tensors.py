@@ -25,7 +25,6 @@ from hlocc.analysis.indexing_map import IndexingMap, compose, variables_from_siz
 from hlocc.codegen.builder import KernelBuilder
 from hlocc.codegen.dialect import ApplyIndexingOp
 from hlocc.codegen.dialect_parallel import AtomicRMWOp
-from hlocc.codegen.opt import register_pass
 
 
 def flat_type(t: Attribute) -> Attribute:
@@ -71,7 +70,6 @@ def flatten_atomic_rmw(module: ModuleOp) -> None:
         Rewriter.replace_op(o, flat)
 
 
-@register_pass
 @dataclass(frozen=True)
 class FlattenTensorsPass(ModulePass):
     name = "flatten-tensors"

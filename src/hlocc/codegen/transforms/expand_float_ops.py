@@ -59,9 +59,9 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 
-from hlocc.codegen.transforms import approx_complex, approx_exp_log, approx_special, approx_trig
-from hlocc.codegen.transforms.float_builder import F32, F64, FloatBuilder, Val
-from hlocc.codegen.transforms.float_builder_xdsl import XdslBackend, complex_parts, expand_elementwise, format_of
+from hlocc.codegen.math import approx_complex, approx_exp_log, approx_special, approx_trig
+from hlocc.codegen.math.float_builder import F32, F64, FloatBuilder, Val
+from hlocc.codegen.math.float_builder_xdsl import XdslBackend, complex_parts, expand_elementwise, format_of
 
 #: math op name -> its approximation (operands in order).
 MATH_APPROXIMATIONS: dict[str, Callable[..., Val]] = {

@@ -38,11 +38,11 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from hlocc.codegen import dialect as xla
 from hlocc.codegen.dialect_common import RemFOp
+from hlocc.codegen.math.float_builder import F32, F64, FloatFormat
+from hlocc.codegen.math.float_builder_numpy import numpy_dtype
+from hlocc.codegen.math.float_builder_xdsl import expand_elementwise, format_of
+from hlocc.codegen.math.float_conversions import NARROW_FORMATS, extend_to_f32, truncate
 from hlocc.codegen.transforms.expand_float_ops import BF16_APPROXIMATIONS, BF16_ROUNDED
-from hlocc.codegen.transforms.float_builder import F32, F64, FloatFormat
-from hlocc.codegen.transforms.float_builder_numpy import numpy_dtype
-from hlocc.codegen.transforms.float_builder_xdsl import expand_elementwise, format_of
-from hlocc.codegen.transforms.float_conversions import NARROW_FORMATS, extend_to_f32, truncate
 
 
 def _elem(ty: Attribute) -> Attribute:

@@ -16,7 +16,7 @@ from xdsl.utils.exceptions import VerifyException
 from hlocc.analysis.affine_expr import dim, sym
 from hlocc.analysis.indexing_map import IndexingMap
 from hlocc.analysis.indexing_map_text import parse_indexing_map
-from hlocc.codegen import dialect as xla
+from hlocc.codegen import ir as xla
 from hlocc.tools.opt import KernelIRError, make_context, parse_module, print_module, run_opt
 
 INDEX = IndexType()

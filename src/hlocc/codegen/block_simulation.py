@@ -41,7 +41,7 @@ from xdsl.dialects import func, gpu
 from xdsl.ir import Operation, SSAValue
 from xdsl.traits import is_side_effect_free
 
-from hlocc.codegen.dialect import SharedMemoryOp, ShuffleReduceOp
+from hlocc.codegen.ir import SharedMemoryOp, ShuffleReduceOp
 
 I64 = ir.IntType(64)
 PARALLEL_OPS = (gpu.BarrierOp, ShuffleReduceOp, SharedMemoryOp)

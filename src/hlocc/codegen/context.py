@@ -21,7 +21,7 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
-from hlocc.codegen.dialect import XLA
+from hlocc.codegen.ir import XLA
 from hlocc.errors import HloError
 
 # gpu is loaded for gpu.thread_id / gpu.block_id in entry functions (seed 000's GELU example); llvm for

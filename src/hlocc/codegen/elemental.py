@@ -31,9 +31,9 @@ from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import Float8E8M0FNUType, IntegerType, f32
 from xdsl.ir import Attribute, SSAValue
 
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect_common import RemFOp
-from hlocc.codegen.mlir_types import element_type
+from hlocc.codegen.ir import RemFOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.types import F32, PrimitiveType

@@ -31,10 +31,10 @@ from xdsl.dialects import complex as cx
 from xdsl.dialects.builtin import ComplexType, f32, f64
 from xdsl.ir import SSAValue
 
-from hlocc.codegen.builder import KernelBuilder
 from hlocc.codegen.elemental import convert, register, register_complex
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.codegen.math.float_builder_xdsl import complex_parts
-from hlocc.codegen.mlir_types import element_type
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.shape_rules_common import complex_component_type
 from hlocc.hlo.types import PrimitiveType

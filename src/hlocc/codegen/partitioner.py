@@ -43,7 +43,7 @@ from hlocc.analysis.affine_expr import dim
 from hlocc.analysis.indexing_map import IndexingMap, compose
 from hlocc.analysis.launch import delinearize
 from hlocc.analysis.op_indexing import linear_index, output_to_input
-from hlocc.codegen.mlir_types import mlir_element_type
+from hlocc.codegen.ir.mlir_types import mlir_element_type
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.printer import print_instruction
 from hlocc.hlo.types import Shape

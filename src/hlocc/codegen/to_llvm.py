@@ -49,8 +49,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from hlocc.codegen.block_simulation import needs_block_function, translate_block_function
-from hlocc.codegen.dialect import VECTOR_FORMS, AtomicUpdateOp, PureCallOp, SharedMemoryOp, ShuffleReduceOp
-from hlocc.codegen.dialect_common import RemFOp, YieldOp
+from hlocc.codegen.ir import VECTOR_FORMS, AtomicUpdateOp, PureCallOp, RemFOp, SharedMemoryOp, ShuffleReduceOp, YieldOp
 from hlocc.errors import HloError
 
 I64 = ir.IntType(64)

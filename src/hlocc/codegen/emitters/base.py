@@ -38,10 +38,10 @@ from hlocc.analysis.affine_expr import dim
 from hlocc.analysis.indexing_map import IndexingMap, Variable
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.op_indexing import output_to_input
-from hlocc.codegen.builder import INDEX, KernelBuilder
-from hlocc.codegen.dialect import ApplyIndexingOp, PureCallOp
 from hlocc.codegen.elemental import ELEMENTAL, convert, emit_elementwise
-from hlocc.codegen.mlir_types import element_type, storage_type
+from hlocc.codegen.ir import ApplyIndexingOp, PureCallOp
+from hlocc.codegen.ir.builder import INDEX, KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type, storage_type
 from hlocc.codegen.partitioner import PartitionedComputation, PartitionedComputations, Subgraph, partition_fusion
 from hlocc.codegen.target import Target
 from hlocc.errors import UnsupportedError

@@ -43,9 +43,6 @@ from hlocc.analysis.indexing_map import IndexingMap, Variable, compose, variable
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims, delinearize, loop_launch_dims
 from hlocc.analysis.transpose_info import bit_width
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import LoopOp, PureCallOp
-from hlocc.codegen.dialect_common import YieldOp
 from hlocc.codegen.emitters.base import (
     ElementEmitter,
     FusionEmitterBase,
@@ -58,7 +55,9 @@ from hlocc.codegen.emitters.base import (
     thread_and_block_ids,
 )
 from hlocc.codegen.emitters.registry import register_emitter
-from hlocc.codegen.mlir_types import element_type
+from hlocc.codegen.ir import LoopOp, PureCallOp, YieldOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.codegen.partitioner import _bitcast_map, _sanitize, partition_fusion, subgraph_roots_for_heroes
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation, HloInstruction

@@ -29,9 +29,6 @@ from hlocc.analysis.hero import EmitterKind
 from hlocc.analysis.indexing_map import IndexingMap, Variable, compose, variables_from_sizes
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import LoopOp
-from hlocc.codegen.dialect_common import YieldOp
 from hlocc.codegen.emitters.base import (
     ElementEmitter,
     FusionEmitterBase,
@@ -45,7 +42,9 @@ from hlocc.codegen.emitters.base import (
     thread_and_block_ids,
 )
 from hlocc.codegen.emitters.registry import register_emitter
-from hlocc.codegen.mlir_types import element_type
+from hlocc.codegen.ir import LoopOp, YieldOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.codegen.partitioner import (
     PartitionedComputation,
     _bitcast_map,

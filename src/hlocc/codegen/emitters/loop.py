@@ -18,9 +18,6 @@ from xdsl.ir import Region
 import hlocc.codegen.emitters.elemental_reduce  # noqa: F401  (registers reduce and reduce-window)
 from hlocc.analysis.hero import EmitterKind
 from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import LoopOp, PureCallOp
-from hlocc.codegen.dialect_common import YieldOp
 from hlocc.codegen.emitters.base import (
     FusionEmitterBase,
     KernelModule,
@@ -30,7 +27,9 @@ from hlocc.codegen.emitters.base import (
     thread_and_block_ids,
 )
 from hlocc.codegen.emitters.registry import register_emitter
-from hlocc.codegen.mlir_types import element_type
+from hlocc.codegen.ir import LoopOp, PureCallOp, YieldOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.codegen.partitioner import _bitcast_map
 from hlocc.errors import UnsupportedError
 

@@ -53,14 +53,6 @@ from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims, delinearize
 from hlocc.analysis.reduction_info import ReductionDimensions, ReductionEmitterKind, reduction_dimensions
 from hlocc.analysis.simplifier import simplify_expr
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import (
-    AllocateSharedOp,
-    PredicatedExtractOp,
-    PredicatedInsertOp,
-    ShuffleReduceOp,
-    SyncThreadsOp,
-)
 from hlocc.codegen.emitters.base import (
     ElementEmitter,
     FusionEmitterBase,
@@ -73,6 +65,14 @@ from hlocc.codegen.emitters.base import (
 )
 from hlocc.codegen.emitters.reduce_partials import PartialsPlan, chunked_map, emit_row_partials, plan_partials
 from hlocc.codegen.emitters.registry import register_emitter
+from hlocc.codegen.ir import (
+    AllocateSharedOp,
+    PredicatedExtractOp,
+    PredicatedInsertOp,
+    ShuffleReduceOp,
+    SyncThreadsOp,
+)
+from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.partitioner import _bitcast_map, partition_fusion
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloInstruction

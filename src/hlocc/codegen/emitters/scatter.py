@@ -47,10 +47,6 @@ from hlocc.analysis.hero import EmitterKind
 from hlocc.analysis.indexing_map import IndexingMap, Variable, variables_from_sizes
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims, loop_launch_map
-from hlocc.codegen.builder import INDEX, KernelBuilder
-from hlocc.codegen.dialect import LoopOp
-from hlocc.codegen.dialect_common import YieldOp
-from hlocc.codegen.dialect_parallel import AtomicRMWOp
 from hlocc.codegen.emitters.base import (
     ElementEmitter,
     FusionEmitterBase,
@@ -73,6 +69,8 @@ from hlocc.codegen.emitters.dynamic_update_slice import (
     subgraph_functions_outside,
 )
 from hlocc.codegen.emitters.registry import register_emitter
+from hlocc.codegen.ir import AtomicRMWOp, LoopOp, YieldOp
+from hlocc.codegen.ir.builder import INDEX, KernelBuilder
 from hlocc.codegen.partitioner import PartitionedComputation, partition_fusion, subgraph_roots_for_heroes
 from hlocc.codegen.target import Target
 from hlocc.errors import UnsupportedError

@@ -60,9 +60,6 @@ from hlocc.analysis.transpose_info import (
     packed_transpose_tiles,
     tiled_transpose_description,
 )
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import AllocateSharedOp, LoopOp, PureCallOp, SyncThreadsOp
-from hlocc.codegen.dialect_common import YieldOp
 from hlocc.codegen.emitters.base import (
     ElementEmitter,
     FusionEmitterBase,
@@ -77,7 +74,9 @@ from hlocc.codegen.emitters.base import (
     to_storage,
 )
 from hlocc.codegen.emitters.registry import register_emitter
-from hlocc.codegen.mlir_types import element_type
+from hlocc.codegen.ir import AllocateSharedOp, LoopOp, PureCallOp, SyncThreadsOp, YieldOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.codegen.partitioner import PartitionedComputation, partition_fusion, subgraph_roots_for_heroes
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloInstruction

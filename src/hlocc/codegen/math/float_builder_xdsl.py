@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAt
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
-from hlocc.codegen.dialect import VECTOR_FORMS
+from hlocc.codegen.ir import VECTOR_FORMS
 from hlocc.codegen.math.float_builder import (
     F32,
     F64,

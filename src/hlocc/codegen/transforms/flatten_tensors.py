@@ -22,9 +22,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.analysis.affine_expr import dim
 from hlocc.analysis.indexing_map import IndexingMap, compose, variables_from_sizes
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import ApplyIndexingOp
-from hlocc.codegen.dialect_parallel import AtomicRMWOp
+from hlocc.codegen.ir import ApplyIndexingOp, AtomicRMWOp
+from hlocc.codegen.ir.builder import KernelBuilder
 
 
 def flat_type(t: Attribute) -> Attribute:

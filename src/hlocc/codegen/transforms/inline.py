@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp, SymbolRefAttr
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from hlocc.codegen.dialect import PureCallOp
+from hlocc.codegen.ir import PureCallOp
 from hlocc.codegen.transforms.util import clone_block_body, functions
 
 MAX_OPS_TO_DUPLICATE = 8

@@ -26,8 +26,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.analysis.indexing_map import IndexingMap
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import ApplyIndexingOp, LoopOp, PredicatedExtractOp, PredicatedInsertOp
+from hlocc.codegen.ir import ApplyIndexingOp, LoopOp, PredicatedExtractOp, PredicatedInsertOp
+from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.transforms.util import clone_block_body
 
 

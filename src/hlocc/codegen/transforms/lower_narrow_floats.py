@@ -36,8 +36,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 
-from hlocc.codegen import dialect as xla
-from hlocc.codegen.dialect_common import RemFOp
+from hlocc.codegen import ir as xla
+from hlocc.codegen.ir import RemFOp
 from hlocc.codegen.math.float_builder import F32, F64, FloatFormat
 from hlocc.codegen.math.float_builder_numpy import numpy_dtype
 from hlocc.codegen.math.float_builder_xdsl import expand_elementwise, format_of

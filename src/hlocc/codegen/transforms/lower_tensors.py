@@ -36,10 +36,9 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from hlocc.codegen.builder import KernelBuilder
 from hlocc.codegen.context import KernelIRError
-from hlocc.codegen.dialect import AllocateSharedOp, SharedMemoryOp, SyncThreadsOp
-from hlocc.codegen.dialect_parallel import AtomicRMWOp, AtomicUpdateOp
+from hlocc.codegen.ir import AllocateSharedOp, AtomicRMWOp, AtomicUpdateOp, SharedMemoryOp, SyncThreadsOp
+from hlocc.codegen.ir.builder import KernelBuilder
 
 PTR = llvm.LLVMPointerType()
 

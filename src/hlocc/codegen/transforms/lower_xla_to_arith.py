@@ -19,8 +19,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.analysis.affine_expr import CeilDiv, Const, Expr, FloorDiv, Mod, Sum, Var, VarKind, expr_range
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import ApplyIndexingOp
+from hlocc.codegen.ir import ApplyIndexingOp
+from hlocc.codegen.ir.builder import KernelBuilder
 
 
 def lower_apply_indexing(op: ApplyIndexingOp) -> None:

@@ -14,7 +14,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from hlocc.codegen.builder import KernelBuilder
+from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.transforms.util import clone_block_body, trip_count
 
 MAX_TRIP_COUNT = 64

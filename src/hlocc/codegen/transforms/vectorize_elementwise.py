@@ -38,9 +38,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.analysis.affine_expr import variables
 from hlocc.analysis.indexing_map import IndexingMap
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import VECTOR_FORMS, ApplyIndexingOp
-from hlocc.codegen.dialect_common import RemFOp
+from hlocc.codegen.ir import VECTOR_FORMS, ApplyIndexingOp, RemFOp
+from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.transforms.util import defined_outside, trip_count
 
 _ELEMENTWISE_DIALECTS = ("arith.", "math.")

@@ -36,8 +36,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.analysis.indexing_map import contiguity
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import ApplyIndexingOp
+from hlocc.codegen.ir import ApplyIndexingOp
+from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.transforms.util import defined_outside, trip_count
 
 VECTOR_SIZES = (2, 4, 8, 16, 32, 64)

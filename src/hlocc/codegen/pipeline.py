@@ -14,7 +14,7 @@ pass_pipelines.cc; shared/reference/xla_facts.md §5.1), and the IR dumps after 
       lower-tensors               tensors → pointers: llvm.getelementptr + llvm.load/store
       lower-xla-to-arith          xla.apply_indexing → range-aware index arithmetic
       cse, dce
-    to_llvm.py: the structured IR → LLVM IR (llvmlite)
+    codegen/llvm/: the structured IR → LLVM IR (llvmlite)
 
 Between the structural passes run CSE and dead-code elimination (XLA runs canonicalize + cse;
 xDSL's canonicalize costs about 4× its DCE and its folds are LLVM's job at O3 anyway).

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from xdsl.utils.exceptions import DiagnosticException
 
 from hlocc.codegen.context import KernelIRError, make_context, parse_module, print_module
+from hlocc.codegen.llvm import TranslationError, translate_module
 from hlocc.codegen.pipeline import pipeline_for
-from hlocc.codegen.to_llvm import TranslationError, translate_module
 from hlocc.codegen.transforms import PASSES
 
 __all__ = ["PASSES", "KernelIRError", "arg_parser", "main", "make_context", "parse_module", "print_module", "run_opt",

@@ -25,9 +25,9 @@ from hlocc.backends.cpu.launcher import BlocksFunction, launch, launch_addresses
 from hlocc.codegen.context import print_module
 from hlocc.codegen.emitters.base import KernelModule, array_leaves
 from hlocc.codegen.emitters.registry import emit_fusion
+from hlocc.codegen.llvm import I64, LlvmTranslator, TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, dump_file, pipeline_for, run_pipeline
 from hlocc.codegen.target import Target, cpu_target
-from hlocc.codegen.to_llvm import I64, LlvmTranslator, TranslateOptions
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.printer import computation_fingerprint
 from hlocc.hlo.types import Shape

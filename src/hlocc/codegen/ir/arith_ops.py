@@ -9,15 +9,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import (
-    AnyFloat,
-    AnyFloatConstr,
-    IntegerAttr,
-    IntegerType,
-    VectorType,
-    i1,
-    i64,
-)
+from xdsl.dialects.builtin import AnyFloat, AnyFloatConstr, IntegerAttr, IntegerType, VectorType, i1, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     AnyAttr,
@@ -35,9 +27,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from hlocc.codegen.ir.syntax import (
-    print_values,
-)
+from hlocc.codegen.ir.syntax import print_values
 
 # -- remf -----------------------------------------------------------------------------------------
 

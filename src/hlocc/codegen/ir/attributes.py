@@ -3,13 +3,9 @@ syntax, and `INDEX`, the index type the ops' dimension and symbol operands have.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import (
-    IndexType,
-)
+from xdsl.dialects.builtin import IndexType
 from xdsl.ir import Data
-from xdsl.irdl import (
-    irdl_attr_definition,
-)
+from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 

@@ -7,12 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import (
-    FlatSymbolRefAttrConstr,
-    FunctionType,
-    IndexType,
-    SymbolRefAttr,
-)
+from xdsl.dialects.builtin import FlatSymbolRefAttrConstr, FunctionType, IndexType, SymbolRefAttr
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -32,13 +27,7 @@ from xdsl.utils.exceptions import VerifyException
 from hlocc.analysis.indexing_map import IndexingMap
 from hlocc.analysis.indexing_map_text import map_to_text
 from hlocc.codegen.ir.attributes import INDEX, IndexingMapAttr, map_attr
-from hlocc.codegen.ir.syntax import (
-    lookup_function,
-    parse_index_operands,
-    print_assignment,
-    print_types,
-    print_values,
-)
+from hlocc.codegen.ir.syntax import lookup_function, parse_index_operands, print_assignment, print_types, print_values
 from hlocc.codegen.ir.traits import HasYieldParent, YieldParent
 
 # -- apply_indexing -------------------------------------------------------------------------------

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import (
-    SymbolRefAttr,
-    TensorType,
-)
+from xdsl.dialects.builtin import SymbolRefAttr, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer

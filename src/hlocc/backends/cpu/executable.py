@@ -15,7 +15,7 @@ from typing import TextIO
 
 from hlocc.backends.cpu.kernel import CompiledKernel, compile_fusion
 from hlocc.codegen.elemental import ELEMENTAL
-from hlocc.codegen.emitters.base import INDEX_OPS
+from hlocc.codegen.elemental.registry import INDEX_OPS
 from hlocc.codegen.emitters.loop import LoopEmitter  # noqa: F401  (registers every op it can emit)
 from hlocc.codegen.llvm import TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, add_stage_times

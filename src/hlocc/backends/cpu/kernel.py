@@ -23,7 +23,8 @@ from hlocc.analysis.launch import LaunchDims
 from hlocc.backends.cpu.jit import JitModule, host_triple, jit_compile
 from hlocc.backends.cpu.launcher import BlocksFunction, launch, launch_addresses
 from hlocc.codegen.context import print_module
-from hlocc.codegen.emitters.base import KernelModule, array_leaves
+from hlocc.codegen.elemental.storage import array_leaves
+from hlocc.codegen.emitters.base import KernelModule
 from hlocc.codegen.emitters.registry import emit_fusion
 from hlocc.codegen.llvm import I64, LlvmTranslator, TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, dump_file, pipeline_for, run_pipeline

@@ -25,14 +25,9 @@ from hlocc.analysis.indexing_map import IndexingMap, Variable, compose
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims
 from hlocc.analysis.transpose_info import bit_width
-from hlocc.codegen.emitters.base import (
-    ElementEmitter,
-    FusionEmitterBase,
-    KernelModule,
-    array_leaves,
-    physical_tensor_type,
-    store_element,
-)
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
+from hlocc.codegen.elemental.storage import array_leaves, physical_tensor_type, store_element
+from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule
 from hlocc.codegen.emitters.concatenate import (
     entry_function_block,
     kernel_module_op,

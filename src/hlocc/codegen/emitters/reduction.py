@@ -46,23 +46,19 @@ from xdsl.dialects.builtin import FunctionType, IndexType, ModuleOp, TensorType,
 from xdsl.ir import Block, Region, SSAValue
 
 from hlocc.analysis.affine_expr import dim, sym
+from hlocc.analysis.bitcast import bitcast_map
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
 from hlocc.analysis.hero import EmitterKind, analyze_fusion
 from hlocc.analysis.indexing_map import IndexingMap, Variable
 from hlocc.analysis.interval import Interval
-from hlocc.analysis.launch import LaunchDims, delinearize
+from hlocc.analysis.launch import LaunchDims
+from hlocc.analysis.linearize import delinearize
 from hlocc.analysis.reduction_info import ReductionDimensions, ReductionEmitterKind, reduction_dimensions
 from hlocc.analysis.simplifier import simplify_expr
-from hlocc.codegen.emitters.base import (
-    ElementEmitter,
-    FusionEmitterBase,
-    KernelModule,
-    array_leaves,
-    emit_scalar_computation,
-    entry_block,
-    store_element,
-    thread_and_block_ids,
-)
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
+from hlocc.codegen.elemental.index_ops import emit_scalar_computation
+from hlocc.codegen.elemental.storage import array_leaves, store_element
+from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
 from hlocc.codegen.emitters.reduce_partials import PartialsPlan, chunked_map, emit_row_partials, plan_partials
 from hlocc.codegen.emitters.registry import register_emitter
 from hlocc.codegen.ir import (
@@ -73,7 +69,7 @@ from hlocc.codegen.ir import (
     SyncThreadsOp,
 )
 from hlocc.codegen.ir.builder import KernelBuilder
-from hlocc.codegen.partitioner import _bitcast_map, partition_fusion
+from hlocc.codegen.partitioner import partition_fusion
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.types import Shape
@@ -367,10 +363,10 @@ class ReductionEmitter(FusionEmitterBase):
         outs = list(outs)
         for leaves, root in side:
             leaf_shapes = array_leaves(root.shape)
-            values = e.value(root, e.apply(_bitcast_map(self.input_shape, leaf_shapes[0]), at))
+            values = e.value(root, e.apply(bitcast_map(self.input_shape, leaf_shapes[0]), at))
             for leaf, value, shape in zip(leaves, values, leaf_shapes):
                 outs[leaf] = store_element(e.b, value, outs[leaf], shape,
-                                           e.apply(_bitcast_map(self.input_shape, shape), at))
+                                           e.apply(bitcast_map(self.input_shape, shape), at))
         return outs
 
     def _emit_threads(self, e: ElementEmitter, ids: list[SSAValue], outputs: list[SSAValue]) -> list[SSAValue]:
@@ -468,7 +464,7 @@ class ReductionEmitter(FusionEmitterBase):
                 del e.overrides[id(hero)]
                 for leaf, value, shape in zip(leaves, values, array_leaves(root.shape)):
                     new[leaf] = store_element(b, value, new[leaf], shape,
-                                              e.apply(_bitcast_map(hero.shape if not hero.shape.is_tuple
+                                              e.apply(bitcast_map(hero.shape if not hero.shape.is_tuple
                                                                    else array_leaves(hero.shape)[0], shape),
                                                       kept_index))
             return new
@@ -556,7 +552,7 @@ def _root_index(e: ElementEmitter, hero: HloInstruction, root: HloInstruction,
     a bitcast of the hero, so the index maps through their shapes)."""
     hero_shape = hero.shape if not hero.shape.is_tuple else array_leaves(hero.shape)[0]
     root_shape = array_leaves(root.shape)[0]
-    return e.apply(_bitcast_map(hero_shape, root_shape), kept_index)
+    return e.apply(bitcast_map(hero_shape, root_shape), kept_index)
 
 
 def _compose_bitcast(m: IndexingMap, src: Shape, dst: Shape, kept: list[int] | None = None) -> IndexingMap:
@@ -566,7 +562,7 @@ def _compose_bitcast(m: IndexingMap, src: Shape, dst: Shape, kept: list[int] | N
     if kept is not None:
         m = IndexingMap(m.dims, tuple(m.results[d] for d in kept), m.symbols, m.runtime, m.constraints)
         src = Shape(src.element_type, tuple(src.dims[d] for d in kept), layout=_kept_layout(src, kept))
-    return compose(m, _bitcast_map(src, dst)).simplify(replace_point_dims=False)
+    return compose(m, bitcast_map(src, dst)).simplify(replace_point_dims=False)
 
 
 def _kept_layout(shape: Shape, kept: list[int]):

@@ -59,7 +59,7 @@ def emit_fusion(fusion: HloComputation, target: Target, name: str, times: dict[s
     `times["emit"]`), or None when every output is empty: no output element means no thread and
     nothing to emit (nor a grid map over a size-0 dimension). An empty output beside non-empty
     ones is the emitter's to reject. What every backend compiles from."""
-    from hlocc.codegen.emitters.base import array_leaves
+    from hlocc.codegen.elemental.storage import array_leaves
 
     if all(leaf.num_elements == 0 for leaf in array_leaves(fusion.root.shape)):
         return None

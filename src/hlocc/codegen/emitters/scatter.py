@@ -47,20 +47,22 @@ from hlocc.analysis.hero import EmitterKind
 from hlocc.analysis.indexing_map import IndexingMap, Variable, variables_from_sizes
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims, loop_launch_map
-from hlocc.codegen.emitters.base import (
-    ElementEmitter,
-    FusionEmitterBase,
-    KernelModule,
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
+from hlocc.codegen.elemental.index_ops import emit_scalar_computation
+from hlocc.codegen.elemental.storage import (
     array_leaves,
-    call_subgraph,
-    emit_scalar_computation,
-    entry_block,
     from_storage,
     load_element,
     physical_indices,
     store_element,
-    thread_and_block_ids,
     to_storage,
+)
+from hlocc.codegen.emitters.base import (
+    FusionEmitterBase,
+    KernelModule,
+    call_subgraph,
+    entry_block,
+    thread_and_block_ids,
 )
 from hlocc.codegen.emitters.dynamic_update_slice import (
     elements_per_thread,

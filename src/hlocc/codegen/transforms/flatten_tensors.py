@@ -20,8 +20,8 @@ from xdsl.ir import Attribute, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from hlocc.analysis.affine_expr import dim
-from hlocc.analysis.indexing_map import IndexingMap, compose, variables_from_sizes
+from hlocc.analysis.indexing_map import IndexingMap, compose
+from hlocc.analysis.linearize import linearize_map
 from hlocc.codegen.ir import ApplyIndexingOp, AtomicRMWOp
 from hlocc.codegen.ir.builder import KernelBuilder
 
@@ -30,15 +30,6 @@ def flat_type(t: Attribute) -> Attribute:
     if isinstance(t, TensorType) and len(t.get_shape()) != 1:
         return TensorType(t.element_type, [t.element_count()])
     return t
-
-
-def linearize_map(shape: tuple[int, ...]) -> IndexingMap:
-    expr = 0
-    stride = 1
-    for i in range(len(shape) - 1, -1, -1):
-        expr = dim(i) * stride + expr if stride != 1 else dim(i) + expr
-        stride *= shape[i]
-    return IndexingMap(variables_from_sizes(shape), (expr,))
 
 
 def linear_index(b: KernelBuilder, shape: tuple[int, ...], indices: list[SSAValue]) -> SSAValue:

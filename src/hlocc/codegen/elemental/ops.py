@@ -15,7 +15,7 @@ Numerics follow XLA (and hlocc's evaluator, which is tested against XLA:CPU):
 - integer power by squaring; a negative exponent gives 0 except for base 1 (which gives 1);
 - bf16/f16/f8 are emitted on their own type here; `lower-narrow-floats` computes them in f32 with
   one rounding per op, as XLA's float normalization does; functions made of several ops (sign,
-  is-finite, reduce-precision on f8, the compositions of elemental_math.py) compute in f32 and
+  is-finite, reduce-precision on f8, the compositions of math_functions.py) compute in f32 and
   round once; conversions to and from narrow types go through f32, as XLA's do;
 - ops on complex numbers are emitted by their own registry (complex.py, `ELEMENTAL_COMPLEX`):
   an op with a complex operand or result that has no entry there raises UnsupportedError.

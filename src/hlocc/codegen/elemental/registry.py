@@ -18,7 +18,7 @@ ScalarEmitter = Callable[[KernelBuilder, HloInstruction, Sequence[SSAValue]], SS
 ELEMENTAL: dict[str, ScalarEmitter] = {}
 """Every elementwise opcode a kernel computes, on real types (pred, integers, floats)."""
 ELEMENTAL_COMPLEX: dict[str, ScalarEmitter] = {}
-"""The opcodes a kernel computes with complex operands or results (elemental_complex.py)."""
+"""The opcodes a kernel computes with complex operands or results (complex.py)."""
 
 
 def _registrar(registry: dict[str, ScalarEmitter]):

@@ -54,7 +54,6 @@ from hlocc.codegen.emitters.base import (
     reachable_functions,
     thread_and_block_ids,
 )
-from hlocc.codegen.emitters.registry import register_emitter
 from hlocc.codegen.ir import LoopOp, PureCallOp, YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
@@ -169,7 +168,6 @@ def epilogue_map(hero: HloInstruction, root: HloInstruction) -> IndexingMap:
     return m
 
 
-@register_emitter(EmitterKind.CONCATENATE)
 class ConcatenateEmitter(FusionEmitterBase):
     def __init__(self, fusion: HloComputation, target, name: str = "main"):
         super().__init__(fusion, target, name)

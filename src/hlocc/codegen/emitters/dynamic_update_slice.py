@@ -41,7 +41,6 @@ from hlocc.codegen.emitters.base import (
     entry_block,
     thread_and_block_ids,
 )
-from hlocc.codegen.emitters.registry import register_emitter
 from hlocc.codegen.ir import LoopOp, YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
@@ -95,7 +94,6 @@ def loop_launch(target: Target, num_elements: int, per_thread: int) -> LaunchDim
 
 # -- the emitter --------------------------------------------------------------------------------------------
 
-@register_emitter(EmitterKind.IN_PLACE_DYNAMIC_UPDATE_SLICE)
 class InPlaceDynamicUpdateSliceEmitter(FusionEmitterBase):
     """Writes the update of every dynamic-update-slice root into its operand's buffer (module doc)."""
 

@@ -34,7 +34,6 @@ from hlocc.codegen.emitters.concatenate import (
     loop_grid,
     thread_to_element_map,
 )
-from hlocc.codegen.emitters.registry import register_emitter
 from hlocc.codegen.ir import LoopOp, PureCallOp, YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
@@ -50,7 +49,6 @@ def slice_input_to_output(slice_: HloInstruction) -> IndexingMap:
     return IndexingMap(dims, tuple(dim(i) - s.start for i, s in enumerate(slice_.attrs["slice"])))
 
 
-@register_emitter(EmitterKind.INPUT_SLICES)
 class InputSlicesEmitter(FusionEmitterBase):
     def __init__(self, fusion: HloComputation, target, name: str = "main"):
         super().__init__(fusion, target, name)

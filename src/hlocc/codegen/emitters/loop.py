@@ -17,18 +17,15 @@ from xdsl.ir import Region
 
 import hlocc.codegen.emitters.elemental_reduce  # noqa: F401  (registers reduce and reduce-window)
 from hlocc.analysis.bitcast import bitcast_map
-from hlocc.analysis.hero import EmitterKind
 from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map
 from hlocc.codegen.elemental.storage import array_leaves, store_element
 from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
-from hlocc.codegen.emitters.registry import register_emitter
 from hlocc.codegen.ir import LoopOp, PureCallOp, YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.errors import UnsupportedError
 
 
-@register_emitter(EmitterKind.LOOP)
 class LoopEmitter(FusionEmitterBase):
     def launch(self) -> tuple[LaunchDims, int]:
         """(launch dims, elements per thread) for the fusion's first output."""

@@ -60,7 +60,6 @@ from hlocc.codegen.elemental.storage import array_leaves, store_element
 from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
 from hlocc.codegen.emitters.reduce_partials import PartialsPlan, chunked_map, emit_row_partials, plan_partials
 from hlocc.codegen.emitters.reduction_tiling import Tiling, column_lanes, column_offset, reduction_tiling
-from hlocc.codegen.emitters.registry import register_emitter
 from hlocc.codegen.ir import (
     AllocateSharedOp,
     PredicatedExtractOp,
@@ -514,7 +513,5 @@ def _symbol_loop(e: ElementEmitter, m: IndexingMap, dims, carried, step) -> list
 
     return level(0, [], list(carried))
 
-
-register_emitter(EmitterKind.REDUCTION)(ReductionEmitter)
 
 __all__ = ["ReductionEmitter", "Tiling"]

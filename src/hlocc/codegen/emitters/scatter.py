@@ -70,7 +70,6 @@ from hlocc.codegen.emitters.dynamic_update_slice import (
     strip_bitcasts,
     subgraph_functions_outside,
 )
-from hlocc.codegen.emitters.registry import register_emitter
 from hlocc.codegen.ir import AtomicRMWOp, LoopOp, YieldOp
 from hlocc.codegen.ir.builder import INDEX, KernelBuilder
 from hlocc.codegen.partitioner import PartitionedComputation, partition_fusion, subgraph_roots_for_heroes
@@ -79,7 +78,6 @@ from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation
 
 
-@register_emitter(EmitterKind.SCATTER)
 class ScatterEmitter(FusionEmitterBase):
     """Scatters the updates into the operands' buffers (module doc)."""
 

@@ -72,7 +72,6 @@ from hlocc.codegen.emitters.base import (
     reachable_functions,
     thread_and_block_ids,
 )
-from hlocc.codegen.emitters.registry import register_emitter
 from hlocc.codegen.ir import AllocateSharedOp, LoopOp, PureCallOp, SyncThreadsOp, YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
@@ -357,7 +356,6 @@ def _byte_width(shape: Shape) -> int:
     return max(1, _ceil(shape.element_type.bits, 8))
 
 
-@register_emitter(EmitterKind.TRANSPOSE)
 class TransposeEmitter(FusionEmitterBase):
     """Shared-memory transposes (module docstring). `outputs` are the fusion's outputs (the root
     tuple's operands), `heroes` their heroes; transpose roots (hero a tiled transpose) are written

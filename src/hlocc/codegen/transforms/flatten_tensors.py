@@ -1,6 +1,6 @@
 """`flatten-tensors`: make every tensor 1-D (seed 000 "Flatten tensors"; XLA's flatten_tensors.cc).
 
-Tensors are already in physical (major-to-minor) order (emitters/base.py), so the linear index is
+Tensors are already in physical (major-to-minor) order (elemental/storage.py), so the linear index is
 row-major. Each `tensor.extract`/`tensor.insert` gets one index, computed by an `xla.apply_indexing`;
 when its indices were all results of one `xla.apply_indexing`, the linearisation is composed into
 that map, so the seed's GELU kernel reads `%input[%dim]` with

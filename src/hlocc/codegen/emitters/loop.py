@@ -18,6 +18,7 @@ from xdsl.ir import Region
 import hlocc.codegen.emitters.elemental_reduce  # noqa: F401  (registers reduce and reduce-window)
 from hlocc.analysis.bitcast import bitcast_map
 from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
 from hlocc.codegen.elemental.storage import array_leaves, store_element
 from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
 from hlocc.codegen.ir import LoopOp, PureCallOp, YieldOp
@@ -65,8 +66,6 @@ class LoopEmitter(FusionEmitterBase):
         result_types = [element_type(leaf.element_type) for leaf in leaves]
         call = PureCallOp(root_subgraph.name, [*block.args[:len(params)], *index], result_types)
         body.insert(call)
-        from hlocc.codegen.elemental.element_emitter import ElementEmitter
-
         indexer = ElementEmitter(body, partitioned.fusion, None, [])
         inserted = []
         for k, (leaf, it, value) in enumerate(zip(leaves, loop.region_iter_args, call.results)):

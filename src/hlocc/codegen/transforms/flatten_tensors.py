@@ -32,7 +32,9 @@ def flat_type(t: Attribute) -> Attribute:
     return t
 
 
-def linear_index(b: KernelBuilder, shape: tuple[int, ...], indices: list[SSAValue]) -> SSAValue:
+def emit_linear_index(b: KernelBuilder, shape: tuple[int, ...], indices: list[SSAValue]) -> SSAValue:
+    """The row-major linear index of `indices` in `shape`, as one `xla.apply_indexing` (folded into
+    the one that computed `indices` when there is one)."""
     if not shape:
         return b.index(0)
     if len(shape) == 1:
@@ -54,7 +56,7 @@ def flatten_atomic_rmw(module: ModuleOp) -> None:
         shape = tuple(o.input.type.get_shape())
         if len(shape) == 1:
             continue
-        index = linear_index(KernelBuilder(InsertPoint.before(o)), shape, list(o.indices))
+        index = emit_linear_index(KernelBuilder(InsertPoint.before(o)), shape, list(o.indices))
         flat = AtomicRMWOp(o.input, [index], o.detach_region(o.body))
         flat.attributes |= o.attributes
         Rewriter.replace_op(o, flat)
@@ -72,7 +74,7 @@ class FlattenTensorsPass(ModulePass):
             if len(shape) == 1:
                 continue
             b = KernelBuilder(InsertPoint.before(o))
-            index = linear_index(b, shape, list(o.indices))
+            index = emit_linear_index(b, shape, list(o.indices))
             if isinstance(o, tensor.ExtractOp):
                 new = tensor.ExtractOp(o.tensor, [index], o.result.type)
             else:

@@ -33,15 +33,15 @@ from hlocc.hlo.types import Shape
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["opt"]:  # mlir-opt for kernel IR; it has its own arguments
-        from hlocc.codegen.opt import main as opt_main
+        from hlocc.tools.opt import main as opt_main
 
         return opt_main(argv[1:])
     if argv[:1] == ["hlo-opt"]:  # hlo-opt for HLO passes; it has its own arguments
-        from hlocc.passes.hlo_opt import main as hlo_opt_main
+        from hlocc.tools.hlo_opt import main as hlo_opt_main
 
         return hlo_opt_main(argv[1:])
     if argv[:1] == ["fusion-to-mlir"]:  # the emitted kernel IR of a fusion; its own arguments
-        from hlocc.codegen.fusion_to_mlir import main as fusion_to_mlir_main
+        from hlocc.tools.fusion_to_mlir import main as fusion_to_mlir_main
 
         try:
             return fusion_to_mlir_main(argv[1:])

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hlocc.analysis.affine_expr import dim, sym
 from hlocc.analysis.indexing_map import IndexingMap, compose
 from hlocc.analysis.indexing_map_text import parse_indexing_map
-from hlocc.analysis.launch import delinearize
+from hlocc.analysis.linearize import delinearize
 
 P = parse_indexing_map
 

@@ -10,7 +10,7 @@ Supported RUN lines (one per file), and for the *.hlo files (emitter tests, as X
     // RUN: hlocc-opt %s [hlocc opt arguments] | filecheck %s [filecheck options]
     // RUN: not hlocc-opt %s [hlocc opt arguments] 2>&1 | filecheck %s      (the error message is checked)
 
-`hlocc opt arguments` are those of the command line (`hlocc.codegen.opt.arg_parser`): `--passes a,b`,
+`hlocc opt arguments` are those of the command line (`hlocc.tools.opt.arg_parser`): `--passes a,b`,
 `--pipeline gpu|cpu`, `--emit-llvm`, `--split-input-file`. `hlocc-opt` runs in-process (`run_opt_args`),
 its output is piped into the `filecheck` command.
 """
@@ -25,7 +25,7 @@ import subprocess
 
 import pytest
 
-from hlocc.codegen.opt import KernelIRError, arg_parser, run_opt_args
+from hlocc.tools.opt import KernelIRError, arg_parser, run_opt_args
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
 FILES = sorted((TESTS / "codegen").rglob("*.mlir"))
@@ -104,7 +104,7 @@ def _hlo_run_line(path: pathlib.Path) -> tuple[list[str], list[str]]:
 @pytest.mark.skipif(FILECHECK is None, reason="the `filecheck` command (PyPI filecheck) is not installed")
 @pytest.mark.parametrize("path", HLO_FILES, ids=lambda p: str(p.relative_to(TESTS)))
 def test_emitter_filecheck(path: pathlib.Path):
-    from hlocc.codegen.fusion_to_mlir import arg_parser, fusion_to_mlir
+    from hlocc.tools.fusion_to_mlir import arg_parser, fusion_to_mlir
 
     tool_args, check_args = _hlo_run_line(path)
     args = arg_parser().parse_args([str(path), *tool_args])

@@ -5,7 +5,7 @@ Supported RUN lines (one per file):
     // RUN: hlo-opt %s [hlo-opt options] | filecheck %s [filecheck options]
     // RUN: not hlo-opt %s [hlo-opt options] 2>&1 | filecheck %s     (the error message is checked)
 
-`hlo-opt` runs in-process (`hlocc.passes.hlo_opt.main`); its stdout (and stderr with `2>&1`) is piped
+`hlo-opt` runs in-process (`hlocc.tools.hlo_opt.main`); its stdout (and stderr with `2>&1`) is piped
 into the `filecheck` command. A second test runs each file's passes again and checks that the
 module computes the same values before and after, on inputs full of special values (±0.0, ±inf,
 NaN, integer extremes): the FileCheck files double as a suite of exactness cases for the rules.
@@ -25,8 +25,8 @@ from passes_helpers import assert_same_results
 
 import hlocc
 from hlocc.errors import UnsupportedError
-from hlocc.passes.hlo_opt import main as hlo_opt_main
 from hlocc.passes.pipeline import run_passes
+from hlocc.tools.hlo_opt import main as hlo_opt_main
 
 HERE = pathlib.Path(__file__).parent / "filecheck"
 FILES = sorted(HERE.glob("*.hlo"))

@@ -9,7 +9,6 @@ import pytest
 
 import hlocc
 from hlocc.passes.base import HLO_PASSES, HloPass, register_hlo_pass
-from hlocc.passes.hlo_opt import main as hlo_opt_main
 from hlocc.passes.pipeline import (
     PIPELINES,
     SIMPLIFICATION,
@@ -20,6 +19,7 @@ from hlocc.passes.pipeline import (
     run_passes,
     simplification_pipeline,
 )
+from hlocc.tools.hlo_opt import main as hlo_opt_main
 
 TEXT = """
 HloModule m

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hlocc.codegen.opt import PASSES, KernelIRError, main, run_opt
+from hlocc.tools.opt import PASSES, KernelIRError, main, run_opt
 
 SMALL = """#map = #xla.indexing_map<"(d0) -> (d0 * 2), domain: d0 in [0, 9]">
 func.func @f(%d: index) -> index {
@@ -73,13 +73,13 @@ def test_split_input_file_keeps_line_numbers():
 
 
 def test_module_entry_point_sees_the_passes(tmp_path):
-    """`python -m hlocc.codegen.opt` runs as __main__ but must use the registry the transforms fill."""
+    """`python -m hlocc.tools.opt` runs as __main__ but must use the registry the transforms fill."""
     import subprocess
     import sys
 
     path = tmp_path / "in.mlir"
     path.write_text(SMALL)
-    done = subprocess.run([sys.executable, "-m", "hlocc.codegen.opt", "--passes", "lower-xla-to-arith", str(path)],
+    done = subprocess.run([sys.executable, "-m", "hlocc.tools.opt", "--passes", "lower-xla-to-arith", str(path)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "arith.muli %d" in done.stdout

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from hlocc.analysis.affine_expr import Expr, IndexingError, dim, sym
 from hlocc.analysis.indexing_map import IndexingMap, compose, variables_from_sizes
-from hlocc.analysis.launch import delinearize
-from hlocc.analysis.op_indexing import linear_index, output_dims, output_to_input
+from hlocc.analysis.linearize import delinearize, linear_index
+from hlocc.analysis.op_indexing import output_dims, output_to_input
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.opcodes import OPCODES
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hlocc.analysis.affine_expr import Expr, IndexingError, dim, sym
+from hlocc.analysis.affine_expr import IndexingError, dim, sym
 from hlocc.analysis.indexing_map import IndexingMap, Variable
 from hlocc.analysis.interval import Interval
+from hlocc.analysis.linearize import delinearize
 
 
 @dataclass(frozen=True)
@@ -37,20 +38,6 @@ def loop_launch_dims(num_elements: int, threads_per_block: int, vector_size: int
     """Enough blocks for every element: ceil(N / (threads * unroll * vector_size)), at least 1."""
     per_block = threads_per_block * unroll * vector_size
     return LaunchDims(threads_per_block, max(1, -(-num_elements // per_block)))
-
-
-def delinearize(linear: Expr, dims: Sequence[int], minor_to_major: Sequence[int] | None = None) -> list[Expr]:
-    """Index expressions (in logical dimension order) of the element at `linear` in the physical
-    order given by the layout; the most major dimension gets no `mod`."""
-    rank = len(dims)
-    order = list(minor_to_major) if minor_to_major is not None else list(range(rank - 1, -1, -1))
-    out: list[Expr] = [linear] * rank
-    stride = 1
-    for position, d in enumerate(order):
-        index = linear // stride
-        out[d] = index if position == rank - 1 else index % dims[d]
-        stride *= dims[d]
-    return out
 
 
 def loop_launch_map(dims: Sequence[int], launch: LaunchDims, vector_size: int = 1, unroll: int = 1,

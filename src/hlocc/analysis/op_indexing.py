@@ -40,7 +40,7 @@ from collections.abc import Callable
 from hlocc.analysis.affine_expr import Const, Expr, IndexingError, dim, rt, sym
 from hlocc.analysis.indexing_map import IndexingMap, Variable, variables_from_sizes
 from hlocc.analysis.interval import Interval
-from hlocc.analysis.launch import delinearize
+from hlocc.analysis.linearize import delinearize, linear_index
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.opcodes import OPCODES
 
@@ -124,15 +124,6 @@ def _reverse(instr, out):
 @register("slice")
 def _slice(instr, out):
     return [_map(out, [dim(i) * s.stride + s.start for i, s in enumerate(instr.attrs["slice"])])]
-
-
-def linear_index(dims: tuple[int, ...], index: list[Expr], minor_to_major=None) -> Expr:
-    """The physical linear position of `index` in a shape of `dims` with the given layout."""
-    order = list(minor_to_major) if minor_to_major is not None else list(range(len(dims) - 1, -1, -1))
-    linear: Expr = Const(0)
-    for d in reversed(order):
-        linear = linear * dims[d] + index[d]
-    return linear
 
 
 @register("reshape")

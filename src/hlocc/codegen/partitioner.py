@@ -39,11 +39,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from hlocc.analysis.affine_expr import dim
+from hlocc.analysis.bitcast import bitcast_map
 from hlocc.analysis.indexing_map import IndexingMap, compose
-from hlocc.analysis.launch import delinearize
-from hlocc.analysis.op_indexing import linear_index, output_to_input
-from hlocc.codegen.mlir_types import mlir_element_type
+from hlocc.analysis.op_indexing import output_to_input
+from hlocc.codegen.ir.mlir_types import mlir_element_type
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.printer import print_instruction
 from hlocc.hlo.types import Shape
@@ -108,7 +107,7 @@ class FunctionSignature:
         return f"func.func @{self.name}({args}) -> {results}"
 
 
-def _sanitize(name: str) -> str:
+def sanitize_name(name: str) -> str:
     """A symbol name MLIR and LLVM accept unquoted (XLA's SanitizeFunctionName)."""
     name = re.sub(r"[^A-Za-z0-9_]", "_", name)
     return name if name and not name[0].isdigit() else "_" + name
@@ -139,7 +138,7 @@ def _first_leaf(shape: Shape) -> Shape:
 
 def _tensor_arguments(computation: HloComputation, extra: Iterable[str] = ()) -> tuple[list[FunctionValue], list[str]]:
     params = computation.parameters
-    names = _unique([_sanitize(p.name) for p in params] + list(extra))
+    names = _unique([sanitize_name(p.name) for p in params] + list(extra))
     values = [FunctionValue("tensor", n, p.shape) for n, p in zip(names, params)]
     return values, names[len(params):]
 
@@ -150,7 +149,7 @@ def entry_function_signature(computation: HloComputation, name: str = "main") ->
     outputs = _leaves(computation.root.shape)
     params, out_names = _tensor_arguments(computation, [f"out{k}" for k in range(len(outputs))])
     out_values = tuple(FunctionValue("tensor", n, s) for n, s in zip(out_names, outputs))
-    return FunctionSignature(_sanitize(name), tuple(params) + out_values,
+    return FunctionSignature(sanitize_name(name), tuple(params) + out_values,
                              tuple(FunctionValue("tensor", shape=s) for s in outputs))
 
 
@@ -159,7 +158,7 @@ def _subgraph_signature(name: str, computation: HloComputation, roots: tuple[Hlo
     results = tuple(FunctionValue("scalar", shape=Shape.array(leaf.element_type))
                     for root in roots for leaf in _leaves(root.shape))
     if not tensor_parameters:
-        names = _unique(_sanitize(p.name) for p in computation.parameters)
+        names = _unique(sanitize_name(p.name) for p in computation.parameters)
         args = tuple(FunctionValue("scalar", n, Shape.array(p.shape.element_type))
                      for n, p in zip(names, computation.parameters))
         return FunctionSignature(name, args, results)
@@ -263,15 +262,6 @@ def _indexing_key(m: IndexingMap | None) -> object:
     return m, tuple(v.source for v in m.runtime)
 
 
-def _bitcast_map(src: Shape, dst: Shape) -> IndexingMap:
-    """From an index of `src` to the index of `dst` at the same physical position (identity when
-    the dimensions and layouts agree)."""
-    if src.dims == dst.dims and src.minor_to_major == dst.minor_to_major:
-        return IndexingMap.identity(src.dims)
-    linear = linear_index(src.dims, [dim(i) for i in range(len(src.dims))], src.minor_to_major)
-    return IndexingMap.from_sizes(src.dims, delinearize(linear, dst.dims, dst.minor_to_major)).simplify()
-
-
 @functools.lru_cache(maxsize=256)
 def _identity(dims: tuple[int, ...]) -> IndexingMap:
     return IndexingMap.identity(dims)
@@ -282,7 +272,7 @@ def _is_identity(m: IndexingMap) -> bool:
     return m == _identity(tuple(v.bounds.hi + 1 for v in m.dims))
 
 
-def _operand_maps(instr: HloInstruction) -> list[IndexingMap | None]:
+def operand_maps(instr: HloInstruction) -> list[IndexingMap | None]:
     """One map per operand slot from the instruction's index (its first array shape) to the
     operand's index (the operand's first array shape), or None where no map expresses it."""
     if instr.opcode == "tuple":
@@ -291,9 +281,9 @@ def _operand_maps(instr: HloInstruction) -> list[IndexingMap | None]:
         # Element k is read at the logical index of the tuple's k-th element shape (whose layout is
         # the output buffer's; the operand's own layout may differ but its logical values do not).
         first = _first_leaf(instr.shape)
-        return [_bitcast_map(first, _first_leaf(s)) for s in instr.shape.tuple_shapes]
+        return [bitcast_map(first, _first_leaf(s)) for s in instr.shape.tuple_shapes]
     if instr.opcode == "get-tuple-element":
-        return [_bitcast_map(instr.shape, _first_leaf(instr.operand(0).shape))] if not instr.shape.is_tuple else [None]
+        return [bitcast_map(instr.shape, _first_leaf(instr.operand(0).shape))] if not instr.shape.is_tuple else [None]
     return output_to_input(instr)
 
 
@@ -329,7 +319,7 @@ def partition_computation(computation: HloComputation, is_subgraph_root: Subgrap
         sizes[sg] += 1
         subgraph_of[i], is_root[i] = sg, root
         defined = root or index_map is not None
-        for operand, op_map in zip(instr.operands, _operand_maps(instr)):
+        for operand, op_map in zip(instr.operands, operand_maps(instr)):
             j = position[id(operand)]
             uses[j] += 1
             user_subgraphs[j].add(sg)
@@ -353,7 +343,7 @@ def partition_computation(computation: HloComputation, is_subgraph_root: Subgrap
     for i in range(n - 1, -1, -1):  # operands before users
         members[subgraph_of[i]].append(pre_order[i])
     roots = [pre_order[i] for i in range(n) if is_root[i]]  # subgraph k's root is the k-th root found
-    names = _unique(_sanitize(f"{computation.name}_{r.name}") for r in roots)
+    names = _unique(sanitize_name(f"{computation.name}_{r.name}") for r in roots)
 
     subgraphs = []
     for name, root, instrs in zip(names, roots, members):

@@ -14,7 +14,7 @@ pass_pipelines.cc; shared/reference/xla_facts.md §5.1), and the IR dumps after 
       lower-tensors               tensors → pointers: llvm.getelementptr + llvm.load/store
       lower-xla-to-arith          xla.apply_indexing → range-aware index arithmetic
       cse, dce
-    to_llvm.py: the structured IR → LLVM IR (llvmlite)
+    codegen/llvm/: the structured IR → LLVM IR (llvmlite)
 
 Between the structural passes run CSE and dead-code elimination (XLA runs canonicalize + cse;
 xDSL's canonicalize costs about 4× its DCE and its folds are LLVM's job at O3 anyway).
@@ -32,26 +32,15 @@ from dataclasses import dataclass, replace
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.transforms.canonicalize import CanonicalizePass
-from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
-from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 from xdsl.utils.exceptions import DiagnosticException
 
-# Importing the transforms registers them by name.
-import hlocc.codegen.transforms.expand_float_ops  # noqa: F401
-import hlocc.codegen.transforms.flatten_tensors  # noqa: F401
-import hlocc.codegen.transforms.inline  # noqa: F401
-import hlocc.codegen.transforms.lower_loops  # noqa: F401
-import hlocc.codegen.transforms.lower_narrow_floats  # noqa: F401
-import hlocc.codegen.transforms.lower_tensors  # noqa: F401
-import hlocc.codegen.transforms.lower_xla_to_arith  # noqa: F401
-import hlocc.codegen.transforms.unroll_loops  # noqa: F401
-import hlocc.codegen.transforms.vectorize_elementwise  # noqa: F401
-import hlocc.codegen.transforms.vectorize_loads_stores  # noqa: F401
-from hlocc.codegen.opt import PASSES, KernelIRError, make_context, print_module, register_pass
+from hlocc.codegen.context import KernelIRError, make_context, print_module
+from hlocc.codegen.transforms import PASSES
 
-for _xdsl_pass in (CanonicalizePass, CommonSubexpressionElimination, DeadCodeElimination):
-    register_pass(_xdsl_pass)
+
+class UnknownPassError(KernelIRError):
+    """A pipeline names a kernel pass that is not in `transforms.PASSES`."""
+
 
 KERNEL_PIPELINE: tuple[str, ...] = (
     "inline",
@@ -83,7 +72,15 @@ def pipeline_for(kind: str, fma: bool = False) -> tuple[str, ...]:
     passes = CPU_PIPELINE if kind == "cpu" else KERNEL_PIPELINE
     if fma:
         passes = tuple("expand-float-ops-fma" if p == "expand-float-ops" else p for p in passes)
-    return tuple(p for p in passes if p in PASSES)
+    check_passes(passes)
+    return passes
+
+
+def check_passes(passes: Sequence[str]) -> None:
+    """Raise `UnknownPassError` if any of `passes` is not a registered kernel pass."""
+    unknown = [p for p in passes if p not in PASSES]
+    if unknown:
+        raise UnknownPassError(f"unknown kernel pass(es) {', '.join(unknown)}; known: {', '.join(sorted(PASSES))}")
 
 
 @dataclass
@@ -113,7 +110,7 @@ def run_pipeline(module: ModuleOp, passes: Sequence[str] = KERNEL_PIPELINE, opti
     for step, name in enumerate(passes, 1):
         cls = PASSES.get(name)
         if cls is None:
-            raise KernelIRError(f"unknown kernel pass '{name}'; known: {', '.join(sorted(PASSES))}")
+            raise UnknownPassError(f"unknown kernel pass '{name}'; known: {', '.join(sorted(PASSES))}")
         t0 = time.perf_counter()
         try:
             cls().apply(ctx, module)
@@ -144,4 +141,5 @@ def dump_file(options: PipelineOptions, suffix: str, text: str) -> None:
             f.write(text)
 
 
-__all__ = ["KERNEL_PIPELINE", "PipelineOptions", "add_stage_times", "dump_file", "run_pipeline"]
+__all__ = ["CPU_PIPELINE", "KERNEL_PIPELINE", "PipelineOptions", "UnknownPassError", "add_stage_times", "check_passes",
+           "dump_file", "pipeline_for", "run_pipeline"]

@@ -34,7 +34,7 @@ def needs_expand_float_ops():
     """A skip mark for tests of transcendental functions, which need the `expand-float-ops` pass
     (without it the LLVM translator rejects math.tanh and friends). They run once it is registered."""
     import hlocc.codegen.pipeline  # noqa: F401  (registers the passes)
-    from hlocc.codegen.opt import PASSES
+    from hlocc.tools.opt import PASSES
 
     return pytest.mark.skipif("expand-float-ops" not in PASSES,
                               reason="needs the expand-float-ops pass (math approximations), not registered yet")

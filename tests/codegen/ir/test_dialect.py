@@ -16,8 +16,8 @@ from xdsl.utils.exceptions import VerifyException
 from hlocc.analysis.affine_expr import dim, sym
 from hlocc.analysis.indexing_map import IndexingMap
 from hlocc.analysis.indexing_map_text import parse_indexing_map
-from hlocc.codegen import dialect as xla
-from hlocc.codegen.opt import KernelIRError, make_context, parse_module, print_module, run_opt
+from hlocc.codegen import ir as xla
+from hlocc.tools.opt import KernelIRError, make_context, parse_module, print_module, run_opt
 
 INDEX = IndexType()
 T84 = TensorType(f32, [8, 4])

@@ -14,10 +14,10 @@ import pytest
 from hlocc.analysis.launch import LaunchDims
 from hlocc.backends.cpu.kernel import compile_kernel_module
 from hlocc.codegen.emitters.base import KernelModule
-from hlocc.codegen.opt import parse_module
+from hlocc.codegen.llvm import TranslationError
 from hlocc.codegen.target import gpu_target
-from hlocc.codegen.to_llvm import TranslationError
 from hlocc.hlo.parser import parse_shape
+from hlocc.tools.opt import parse_module
 
 REVERSE_AND_SUM = """
 func.func private @add(%a: f32, %b: f32) -> f32 {

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from _cpu_helpers import T, complex_of, complex_ulp_distance, edge_values, mismatches
 
+from hlocc.codegen.math import approx_complex as C
+from hlocc.codegen.math.float_builder import F32, F64
+from hlocc.codegen.math.float_builder_numpy import numpy_builder
 from hlocc.codegen.target import cpu_target
-from hlocc.codegen.transforms import approx_complex as C
-from hlocc.codegen.transforms.float_builder import F32, F64
-from hlocc.codegen.transforms.float_builder_numpy import numpy_builder
 
 TRIG_RANGE = 1.35e10  # expand-float-ops' sin/cos are accurate below it (test_cpu_elementwise.TRIG_HUGE)
 FORMATS = {"c64": F32, "c128": F64}

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import scipy.special
 
-from hlocc.codegen.transforms import approx_exp_log as E
-from hlocc.codegen.transforms import approx_special as S
-from hlocc.codegen.transforms import approx_trig as T
-from hlocc.codegen.transforms.float_builder import F32, F64
-from hlocc.codegen.transforms.float_builder_numpy import evaluate
+from hlocc.codegen.math import approx_exp_log as E
+from hlocc.codegen.math import approx_special as S
+from hlocc.codegen.math import approx_trig as T
+from hlocc.codegen.math.float_builder import F32, F64
+from hlocc.codegen.math.float_builder_numpy import evaluate
 
 L = np.longdouble
 BIG_TRIG = 1.35e10  # 2^33 * pi/2: the stated range of sin/cos/tan

@@ -9,13 +9,13 @@ from xdsl.dialects.builtin import VectorType
 
 import hlocc.codegen.transforms.expand_float_ops  # noqa: F401  (registers the pass)
 import hlocc.codegen.transforms.lower_narrow_floats  # noqa: F401  (registers the pass)
-from hlocc.codegen.opt import make_context, parse_module, run_opt
-from hlocc.codegen.to_llvm import LlvmTranslator
-from hlocc.codegen.transforms import approx_special as S
+from hlocc.codegen.llvm import LlvmTranslator
+from hlocc.codegen.math import approx_special as S
+from hlocc.codegen.math.float_builder import F32, F64, IntType
+from hlocc.codegen.math.float_builder_numpy import numpy_builder, numpy_dtype
+from hlocc.codegen.math.float_conversions import NARROW_FORMATS, extend_to_f32, truncate
 from hlocc.codegen.transforms.expand_float_ops import BF16_ROUNDED, PRIMITIVE_MATH_OPS
-from hlocc.codegen.transforms.float_builder import F32, F64, IntType
-from hlocc.codegen.transforms.float_builder_numpy import numpy_builder, numpy_dtype
-from hlocc.codegen.transforms.float_conversions import NARROW_FORMATS, extend_to_f32, truncate
+from hlocc.tools.opt import make_context, parse_module, run_opt
 
 FORMATS = sorted(NARROW_FORMATS)
 

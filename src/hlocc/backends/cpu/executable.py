@@ -16,11 +16,11 @@ from typing import TextIO
 
 from hlocc.backends.cpu.kernel import CompiledKernel, compile_fusion
 from hlocc.codegen.elemental import ELEMENTAL
-from hlocc.codegen.emitters.base import INDEX_OPS
+from hlocc.codegen.elemental.registry import INDEX_OPS
 from hlocc.codegen.emitters.loop import LoopEmitter  # noqa: F401  (registers every op it can emit)
+from hlocc.codegen.llvm import TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, add_stage_times
 from hlocc.codegen.target import Target, cpu_target
-from hlocc.codegen.to_llvm import TranslateOptions
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.pipeline import BACKEND_PIPELINES
 from hlocc.runtime.executable import KernelCompiler, ThunkExecutable, build_executable

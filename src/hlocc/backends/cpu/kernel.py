@@ -22,12 +22,13 @@ from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
 from hlocc.backends.cpu.jit import JitModule, host_triple, jit_compile
 from hlocc.backends.cpu.launcher import BlocksFunction, launch, launch_addresses
-from hlocc.codegen.emitters.base import KernelModule, array_leaves
+from hlocc.codegen.context import print_module
+from hlocc.codegen.elemental.storage import array_leaves
+from hlocc.codegen.emitters.base import KernelModule
 from hlocc.codegen.emitters.registry import emit_fusion
-from hlocc.codegen.opt import print_module
+from hlocc.codegen.llvm import I64, LlvmTranslator, TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, dump_file, pipeline_for, run_pipeline
 from hlocc.codegen.target import Target, cpu_target
-from hlocc.codegen.to_llvm import I64, LlvmTranslator, TranslateOptions
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.printer import computation_fingerprint
 from hlocc.hlo.types import Shape

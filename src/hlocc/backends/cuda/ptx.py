@@ -2,7 +2,7 @@
 
     emitter (GPU form, the same kernel the CPU runs in SIMT simulation)
       → the GPU pass pipeline (codegen/pipeline.py KERNEL_PIPELINE)
-      → LLVM IR through to_llvm.py in GPU mode: shared memory as addrspace(3) globals, barriers as
+      → LLVM IR through codegen/llvm/ in GPU mode: shared memory as addrspace(3) globals, barriers as
         `llvm.nvvm.barrier0`, shuffles as `shfl.sync.bfly`, atomics as `atomicrmw`/CAS loops
       → a `ptx_kernel` wrapper: one `ptr addrspace(1)` per buffer (noalias; the fusion's
         parameters also readonly, which lets NVPTX use the non-coherent `ld.global.nc`), launch
@@ -35,11 +35,12 @@ from llvmlite import ir
 
 from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
-from hlocc.codegen.emitters.base import KernelModule, array_leaves
+from hlocc.codegen.elemental.storage import array_leaves
+from hlocc.codegen.emitters.base import KernelModule
 from hlocc.codegen.emitters.registry import emit_fusion
+from hlocc.codegen.llvm import LlvmTranslator, TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, dump_file, pipeline_for, run_pipeline
 from hlocc.codegen.target import Target, gpu_target
-from hlocc.codegen.to_llvm import LlvmTranslator, TranslateOptions
 from hlocc.errors import HloError
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.printer import computation_fingerprint

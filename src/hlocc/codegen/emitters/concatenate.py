@@ -37,29 +37,27 @@ from xdsl.dialects.builtin import FunctionType, IndexType, ModuleOp
 from xdsl.ir import Block, Region, SSAValue
 
 from hlocc.analysis.affine_expr import Const, dim, sym
+from hlocc.analysis.bitcast import bitcast_map
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
 from hlocc.analysis.hero import EmitterKind, analyze_fusion
 from hlocc.analysis.indexing_map import IndexingMap, Variable, compose, variables_from_sizes
 from hlocc.analysis.interval import Interval
-from hlocc.analysis.launch import LaunchDims, delinearize, loop_launch_dims
+from hlocc.analysis.launch import LaunchDims, loop_launch_dims
+from hlocc.analysis.linearize import delinearize
 from hlocc.analysis.transpose_info import bit_width
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import LoopOp, PureCallOp
-from hlocc.codegen.dialect_common import YieldOp
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
+from hlocc.codegen.elemental.storage import array_leaves, physical_tensor_type, store_element
 from hlocc.codegen.emitters.base import (
-    ElementEmitter,
     FusionEmitterBase,
     KernelModule,
-    array_leaves,
     entry_block,
-    physical_tensor_type,
     reachable_functions,
-    store_element,
     thread_and_block_ids,
 )
-from hlocc.codegen.emitters.registry import register_emitter
-from hlocc.codegen.mlir_types import element_type
-from hlocc.codegen.partitioner import _bitcast_map, _sanitize, partition_fusion, subgraph_roots_for_heroes
+from hlocc.codegen.ir import LoopOp, PureCallOp, YieldOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
+from hlocc.codegen.partitioner import partition_fusion, sanitize_name, subgraph_roots_for_heroes
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.types import Shape
@@ -143,7 +141,7 @@ def _intermediate_to_user(operand: HloInstruction, user: HloInstruction) -> Inde
     (reshapes and transposes that are bitcasts) keep the physical position, elementwise ops the
     logical index."""
     if user.opcode in ("bitcast", "reshape", "transpose"):
-        return _bitcast_map(operand.shape, user.shape)
+        return bitcast_map(operand.shape, user.shape)
     return IndexingMap.identity(user.shape.dims)
 
 
@@ -170,7 +168,6 @@ def epilogue_map(hero: HloInstruction, root: HloInstruction) -> IndexingMap:
     return m
 
 
-@register_emitter(EmitterKind.CONCATENATE)
 class ConcatenateEmitter(FusionEmitterBase):
     def __init__(self, fusion: HloComputation, target, name: str = "main"):
         super().__init__(fusion, target, name)
@@ -287,7 +284,7 @@ class ConcatenateEmitter(FusionEmitterBase):
         emitter.overrides[id(self.hero)] = [block.args[-1]]
         results = emitter.value(self.root, list(block.args[len(params):-1]))
         b.insert(func.ReturnOp(*results))
-        name = _sanitize(f"{self.fusion.name}__epilogue__{self.root.name}")
+        name = sanitize_name(f"{self.fusion.name}__epilogue__{self.root.name}")
         return func.FuncOp(name, FunctionType.from_lists(arg_types, [r.type for r in results]), Region(block),
                            "private")
 

@@ -25,33 +25,26 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp
 from xdsl.ir import Region, SSAValue
 
 from hlocc.analysis.affine_expr import dim, rt
+from hlocc.analysis.bitcast import bitcast_map
 from hlocc.analysis.hero import EmitterKind
 from hlocc.analysis.indexing_map import IndexingMap, Variable, compose, variables_from_sizes
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import LoopOp
-from hlocc.codegen.dialect_common import YieldOp
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
+from hlocc.codegen.elemental.index_ops import clamp_start
+from hlocc.codegen.elemental.storage import array_leaves, store_element
 from hlocc.codegen.emitters.base import (
-    ElementEmitter,
     FusionEmitterBase,
     KernelModule,
-    _clamp_start,
-    array_leaves,
     call_subgraph,
     emit_subgraph_function,
     entry_block,
-    store_element,
     thread_and_block_ids,
 )
-from hlocc.codegen.emitters.registry import register_emitter
-from hlocc.codegen.mlir_types import element_type
-from hlocc.codegen.partitioner import (
-    PartitionedComputation,
-    _bitcast_map,
-    partition_fusion,
-    subgraph_roots_for_heroes,
-)
+from hlocc.codegen.ir import LoopOp, YieldOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
+from hlocc.codegen.partitioner import PartitionedComputation, partition_fusion, subgraph_roots_for_heroes
 from hlocc.codegen.target import Target
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation, HloInstruction
@@ -101,7 +94,6 @@ def loop_launch(target: Target, num_elements: int, per_thread: int) -> LaunchDim
 
 # -- the emitter --------------------------------------------------------------------------------------------
 
-@register_emitter(EmitterKind.IN_PLACE_DYNAMIC_UPDATE_SLICE)
 class InPlaceDynamicUpdateSliceEmitter(FusionEmitterBase):
     """Writes the update of every dynamic-update-slice root into its operand's buffer (module doc)."""
 
@@ -150,7 +142,7 @@ class InPlaceDynamicUpdateSliceEmitter(FusionEmitterBase):
         dus, root = self.dus_ops[root_index], self.roots[root_index]
         m = self._dus_write_map(root_index)
         if dus.shape.dims != root.shape.dims or dus.shape.minor_to_major != root.shape.minor_to_major:
-            m = compose(m, _bitcast_map(dus.shape, root.shape))
+            m = compose(m, bitcast_map(dus.shape, root.shape))
         return m
 
     def thread_id_to_output_indexing(self, root_index: int) -> IndexingMap:
@@ -224,7 +216,7 @@ class InPlaceDynamicUpdateSliceEmitter(FusionEmitterBase):
                 key = (id(index), hi)
                 if key not in starts:
                     (value,) = call_subgraph(b, pc, index, params, [])
-                    starts[key] = _clamp_start(b, value, index.shape.element_type, hi)
+                    starts[key] = clamp_start(b, value, index.shape.element_type, hi)
                 clamped.append(starts[key])
             per_root.append(clamped)
 

@@ -19,7 +19,9 @@ from xdsl.dialects.builtin import IndexType
 from xdsl.ir import Block, SSAValue
 
 from hlocc.analysis.op_indexing import output_to_input
-from hlocc.codegen.emitters.base import INDEX_OPS, ElementEmitter, emit_scalar_computation
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
+from hlocc.codegen.elemental.index_ops import emit_scalar_computation
+from hlocc.codegen.elemental.registry import INDEX_OPS
 from hlocc.codegen.emitters.reduce_partials import emit_row_partials, plan_partials
 from hlocc.hlo.ir import HloInstruction
 

@@ -25,25 +25,18 @@ from hlocc.analysis.indexing_map import IndexingMap, Variable, compose
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims
 from hlocc.analysis.transpose_info import bit_width
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import LoopOp, PureCallOp
-from hlocc.codegen.dialect_common import YieldOp
-from hlocc.codegen.emitters.base import (
-    ElementEmitter,
-    FusionEmitterBase,
-    KernelModule,
-    array_leaves,
-    physical_tensor_type,
-    store_element,
-)
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
+from hlocc.codegen.elemental.storage import array_leaves, physical_tensor_type, store_element
+from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule
 from hlocc.codegen.emitters.concatenate import (
     entry_function_block,
     kernel_module_op,
     loop_grid,
     thread_to_element_map,
 )
-from hlocc.codegen.emitters.registry import register_emitter
-from hlocc.codegen.mlir_types import element_type
+from hlocc.codegen.ir import LoopOp, PureCallOp, YieldOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.codegen.partitioner import partition_fusion, subgraph_roots_for_heroes
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation, HloInstruction
@@ -56,7 +49,6 @@ def slice_input_to_output(slice_: HloInstruction) -> IndexingMap:
     return IndexingMap(dims, tuple(dim(i) - s.start for i, s in enumerate(slice_.attrs["slice"])))
 
 
-@register_emitter(EmitterKind.INPUT_SLICES)
 class InputSlicesEmitter(FusionEmitterBase):
     def __init__(self, fusion: HloComputation, target, name: str = "main"):
         super().__init__(fusion, target, name)

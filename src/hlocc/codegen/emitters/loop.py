@@ -16,26 +16,17 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp
 from xdsl.ir import Region
 
 import hlocc.codegen.emitters.elemental_reduce  # noqa: F401  (registers reduce and reduce-window)
-from hlocc.analysis.hero import EmitterKind
+from hlocc.analysis.bitcast import bitcast_map
 from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import LoopOp, PureCallOp
-from hlocc.codegen.dialect_common import YieldOp
-from hlocc.codegen.emitters.base import (
-    FusionEmitterBase,
-    KernelModule,
-    array_leaves,
-    entry_block,
-    store_element,
-    thread_and_block_ids,
-)
-from hlocc.codegen.emitters.registry import register_emitter
-from hlocc.codegen.mlir_types import element_type
-from hlocc.codegen.partitioner import _bitcast_map
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
+from hlocc.codegen.elemental.storage import array_leaves, store_element
+from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
+from hlocc.codegen.ir import LoopOp, PureCallOp, YieldOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.errors import UnsupportedError
 
 
-@register_emitter(EmitterKind.LOOP)
 class LoopEmitter(FusionEmitterBase):
     def launch(self) -> tuple[LaunchDims, int]:
         """(launch dims, elements per thread) for the fusion's first output."""
@@ -75,12 +66,10 @@ class LoopEmitter(FusionEmitterBase):
         result_types = [element_type(leaf.element_type) for leaf in leaves]
         call = PureCallOp(root_subgraph.name, [*block.args[:len(params)], *index], result_types)
         body.insert(call)
-        from hlocc.codegen.emitters.base import ElementEmitter
-
         indexer = ElementEmitter(body, partitioned.fusion, None, [])
         inserted = []
         for k, (leaf, it, value) in enumerate(zip(leaves, loop.region_iter_args, call.results)):
-            out_index = index if k == 0 else indexer.apply(_bitcast_map(first, leaf), index)
+            out_index = index if k == 0 else indexer.apply(bitcast_map(first, leaf), index)
             inserted.append(store_element(body, value, it, leaf, out_index))
         body.insert(YieldOp(*inserted))
         b.insert(func.ReturnOp(*loop.results))

@@ -53,9 +53,10 @@ from xdsl.ir import Attribute, Block, SSAValue
 from hlocc.analysis.affine_expr import Var, VarKind, sym
 from hlocc.analysis.indexing_map import IndexingMap, Variable
 from hlocc.analysis.interval import Interval
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.emitters.base import ElementEmitter, emit_scalar_computation
-from hlocc.codegen.mlir_types import element_type
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
+from hlocc.codegen.elemental.index_ops import emit_scalar_computation
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.codegen.target import cpu_target
 from hlocc.hlo.ir import HloComputation, HloInstruction
 

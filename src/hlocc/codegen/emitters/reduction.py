@@ -39,76 +39,39 @@ sequential order, as XLA's are (jax.lax.reduce requires an associative and commu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from xdsl.dialects import arith, func, scf, tensor, vector
 from xdsl.dialects.builtin import FunctionType, IndexType, ModuleOp, TensorType, VectorType
 from xdsl.ir import Block, Region, SSAValue
 
 from hlocc.analysis.affine_expr import dim, sym
+from hlocc.analysis.bitcast import bitcast_map
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
 from hlocc.analysis.hero import EmitterKind, analyze_fusion
 from hlocc.analysis.indexing_map import IndexingMap, Variable
 from hlocc.analysis.interval import Interval
-from hlocc.analysis.launch import LaunchDims, delinearize
-from hlocc.analysis.reduction_info import ReductionDimensions, ReductionEmitterKind, reduction_dimensions
+from hlocc.analysis.launch import LaunchDims
+from hlocc.analysis.linearize import delinearize
+from hlocc.analysis.reduction_info import ReductionDimensions, reduction_dimensions
 from hlocc.analysis.simplifier import simplify_expr
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import (
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
+from hlocc.codegen.elemental.index_ops import emit_scalar_computation
+from hlocc.codegen.elemental.storage import array_leaves, store_element
+from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
+from hlocc.codegen.emitters.reduce_partials import PartialsPlan, chunked_map, emit_row_partials, plan_partials
+from hlocc.codegen.emitters.reduction_tiling import Tiling, column_lanes, column_offset, reduction_tiling
+from hlocc.codegen.ir import (
     AllocateSharedOp,
     PredicatedExtractOp,
     PredicatedInsertOp,
     ShuffleReduceOp,
     SyncThreadsOp,
 )
-from hlocc.codegen.emitters.base import (
-    ElementEmitter,
-    FusionEmitterBase,
-    KernelModule,
-    array_leaves,
-    emit_scalar_computation,
-    entry_block,
-    store_element,
-    thread_and_block_ids,
-)
-from hlocc.codegen.emitters.reduce_partials import PartialsPlan, chunked_map, emit_row_partials, plan_partials
-from hlocc.codegen.emitters.registry import register_emitter
-from hlocc.codegen.partitioner import _bitcast_map, partition_fusion
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.partitioner import partition_fusion
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.types import Shape
-
-MAX_ROW_THREADS = 512
-CPU_COLUMN_BYTES = 1024
-"""Bytes of adjacent columns a CPU thread of a column reduction accumulates (vectors of
-accumulators, `CPU_MAX_COLUMN_LANES` lanes each): each row it reads is 16 cache lines long. Rows
-are a whole page apart in a large input, so the loads of a thread cost a TLB lookup per row; 256
-bytes per row ran an f32[4096,4096] column sum 1.4-2.4x faster than 64 (one cache line), and
-1024 bytes (four vectors of 64 lanes) about 1.15x faster than 256."""
-CPU_MAX_COLUMN_LANES = 64
-"""The longest vector `vectorize-loads-stores` makes: a thread's columns are groups of this many."""
-CPU_MIN_COLUMN_THREADS = 8
-"""Column chunks are narrowed (down to one vector) until there are this many, for the thread pool."""
-CPU_BLOCK_ELEMENTS = 1 << 14
-"""Input elements a CPU block covers: enough that the thread pool's hand-off is amortised."""
-
-
-@dataclass(frozen=True)
-class Tiling:
-    """How threads cover the normalised input. Rows: `threads_per_row` threads (a power of two, or
-    a multiple of the warp) share a row, `rows_per_block` rows per block, each thread reads
-    `vector` adjacent elements per step. Columns: a block is a tile of `tile_rows` threads ×
-    `tile_columns` columns (`lanes` adjacent columns per thread on the CPU, in `groups` vectors)."""
-
-    row: bool
-    threads_per_block: int
-    blocks: int
-    threads_per_row: int = 1
-    rows_per_block: int = 1
-    vector: int = 1
-    tile_columns: int = 1
-    lanes: int = 1
-    groups: int = 1
 
 
 class ReductionEmitter(FusionEmitterBase):
@@ -124,47 +87,9 @@ class ReductionEmitter(FusionEmitterBase):
             raise UnsupportedError(f"unsupported: fusion '{fusion.name}' has reductions that do not normalise alike")
         self.input_shape: Shape = self.reduces[0].operand(0).shape
         self.kind = self.analysis.reduction_emitter(warp_size=32)
-        self.tiling = self._tiling()
+        self.tiling = reduction_tiling(self.dims, self.kind, self.input_shape, self.reduces, self.target.warp_size)
         self.input_map = self._normalized_input_map()
         """(th_x, bl_x)[symbols] -> the normalised input index each thread reads in phase 1."""
-
-    # -- launch ---------------------------------------------------------------------------------------
-    def _tiling(self) -> Tiling:
-        b_or_m, k_or_r, r_or_n = self.dims.dimensions
-        warp = self.target.warp_size
-        if self.dims.is_row_reduction:
-            kept, reduced = k_or_r, r_or_n
-            if warp == 1:
-                rows = max(1, min(kept, CPU_BLOCK_ELEMENTS // max(1, reduced * b_or_m)))
-                return Tiling(True, rows, -(-kept // rows), rows_per_block=rows)
-            if self.kind is ReductionEmitterKind.MULTI_ROW or reduced <= warp:
-                per_row = 1
-                while per_row < min(reduced, warp):
-                    per_row *= 2
-                rows = max(1, min(kept, 256 // per_row))
-                return Tiling(True, per_row * rows, -(-kept // rows), threads_per_row=per_row, rows_per_block=rows)
-            bits = self.input_shape.element_type.bits
-            vec = 2 if reduced % 2 == 0 and bits <= 32 and reduced >= 2 * warp * 2 else 1
-            per_row = min(MAX_ROW_THREADS, _ceil(_ceil(reduced, vec), warp) * warp)
-            return Tiling(True, per_row, kept, threads_per_row=per_row, vector=vec)
-        major, _, minor = self.dims.dimensions
-        if warp == 1:
-            complex_values = any(r.operand(k).shape.element_type.is_complex for r in self.reduces
-                                 for k in range(len(r.operands) // 2))
-            widest = max(max(r.operand(k).shape.element_type.bits, 8) for r in self.reduces
-                         for k in range(len(r.operands) // 2))
-            # (no vectors of complex numbers)
-            lanes = 1 if complex_values else CPU_COLUMN_BYTES * 8 // widest
-            while lanes > 1 and (minor % lanes or lanes > CPU_MAX_COLUMN_LANES
-                                 and major * (minor // lanes) < CPU_MIN_COLUMN_THREADS):
-                lanes //= 2
-            chunks = minor // lanes
-            per_block = max(1, min(chunks, CPU_BLOCK_ELEMENTS // max(1, self.dims.dimensions[1] * lanes)))
-            blocks = major * -(-chunks // per_block)
-            return Tiling(False, per_block, blocks, tile_columns=per_block * lanes, lanes=lanes,
-                          groups=max(1, lanes // CPU_MAX_COLUMN_LANES))
-        columns = -(-minor // warp)
-        return Tiling(False, warp * warp, major * columns, threads_per_row=warp, tile_columns=warp)
 
     # -- indexing -------------------------------------------------------------------------------------
     def _dims(self) -> tuple[Variable, Variable]:
@@ -195,8 +120,8 @@ class ReductionEmitter(FusionEmitterBase):
             column_blocks = -(-n2 // t.tile_columns)
             m, column_block = bl // column_blocks, bl % column_blocks
             if self.target.warp_size == 1:
-                symbols = [Variable(Interval(0, n1 - 1), "r"), *_column_lanes(t)]
-                n = column_block * t.tile_columns + th * t.lanes + _column_offset(t, 1)
+                symbols = [Variable(Interval(0, n1 - 1), "r"), *column_lanes(t)]
+                n = column_block * t.tile_columns + th * t.lanes + column_offset(t, 1)
                 results = (m, sym(0), n)
             else:
                 warp = t.threads_per_row
@@ -256,8 +181,8 @@ class ReductionEmitter(FusionEmitterBase):
         column_blocks = -(-n2 // t.tile_columns)
         mm, column_block = bl // column_blocks, bl % column_blocks
         if self.target.warp_size == 1:
-            n = column_block * t.tile_columns + th * t.lanes + _column_offset(t, 0)
-            m = IndexingMap(self._dims(), (mm, 0, n), _column_lanes(t))
+            n = column_block * t.tile_columns + th * t.lanes + column_offset(t, 0)
+            m = IndexingMap(self._dims(), (mm, 0, n), column_lanes(t))
         else:
             warp = t.threads_per_row
             n = column_block * t.tile_columns + th // warp
@@ -367,10 +292,10 @@ class ReductionEmitter(FusionEmitterBase):
         outs = list(outs)
         for leaves, root in side:
             leaf_shapes = array_leaves(root.shape)
-            values = e.value(root, e.apply(_bitcast_map(self.input_shape, leaf_shapes[0]), at))
+            values = e.value(root, e.apply(bitcast_map(self.input_shape, leaf_shapes[0]), at))
             for leaf, value, shape in zip(leaves, values, leaf_shapes):
                 outs[leaf] = store_element(e.b, value, outs[leaf], shape,
-                                           e.apply(_bitcast_map(self.input_shape, shape), at))
+                                           e.apply(bitcast_map(self.input_shape, shape), at))
         return outs
 
     def _emit_threads(self, e: ElementEmitter, ids: list[SSAValue], outputs: list[SSAValue]) -> list[SSAValue]:
@@ -468,7 +393,7 @@ class ReductionEmitter(FusionEmitterBase):
                 del e.overrides[id(hero)]
                 for leaf, value, shape in zip(leaves, values, array_leaves(root.shape)):
                     new[leaf] = store_element(b, value, new[leaf], shape,
-                                              e.apply(_bitcast_map(hero.shape if not hero.shape.is_tuple
+                                              e.apply(bitcast_map(hero.shape if not hero.shape.is_tuple
                                                                    else array_leaves(hero.shape)[0], shape),
                                                       kept_index))
             return new
@@ -535,28 +460,13 @@ class ReductionEmitter(FusionEmitterBase):
         return outputs
 
 
-def _column_lanes(t: Tiling) -> tuple[Variable, ...]:
-    """The range variables of a CPU column thread's columns: (group, lane), or (lane) for one group."""
-    lane = Variable(Interval(0, t.lanes // t.groups - 1), "lane")
-    return (Variable(Interval(0, t.groups - 1), "group"), lane) if t.groups > 1 else (lane,)
-
-
-def _column_offset(t: Tiling, first: int):
-    """The column within a CPU thread's chunk, from `_column_lanes` numbered from symbol `first`."""
-    return sym(first) * (t.lanes // t.groups) + sym(first + 1) if t.groups > 1 else sym(first)
-
-
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _root_index(e: ElementEmitter, hero: HloInstruction, root: HloInstruction,
                 kept_index: list[SSAValue]) -> list[SSAValue]:
     """The root's index of the hero's output element `kept_index` (an epilogue is elementwise or
     a bitcast of the hero, so the index maps through their shapes)."""
     hero_shape = hero.shape if not hero.shape.is_tuple else array_leaves(hero.shape)[0]
     root_shape = array_leaves(root.shape)[0]
-    return e.apply(_bitcast_map(hero_shape, root_shape), kept_index)
+    return e.apply(bitcast_map(hero_shape, root_shape), kept_index)
 
 
 def _compose_bitcast(m: IndexingMap, src: Shape, dst: Shape, kept: list[int] | None = None) -> IndexingMap:
@@ -566,7 +476,7 @@ def _compose_bitcast(m: IndexingMap, src: Shape, dst: Shape, kept: list[int] | N
     if kept is not None:
         m = IndexingMap(m.dims, tuple(m.results[d] for d in kept), m.symbols, m.runtime, m.constraints)
         src = Shape(src.element_type, tuple(src.dims[d] for d in kept), layout=_kept_layout(src, kept))
-    return compose(m, _bitcast_map(src, dst)).simplify(replace_point_dims=False)
+    return compose(m, bitcast_map(src, dst)).simplify(replace_point_dims=False)
 
 
 def _kept_layout(shape: Shape, kept: list[int]):
@@ -603,7 +513,5 @@ def _symbol_loop(e: ElementEmitter, m: IndexingMap, dims, carried, step) -> list
 
     return level(0, [], list(carried))
 
-
-register_emitter(EmitterKind.REDUCTION)(ReductionEmitter)
 
 __all__ = ["ReductionEmitter", "Tiling"]

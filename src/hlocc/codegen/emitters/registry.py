@@ -1,7 +1,7 @@
 """Which emitter generates a fusion's kernel (XLA's GetFusionEmitter).
 
-Hero analysis (`analysis.hero`) names the emitter kind of a fused computation; each emitter module
-registers its class for its kind with `register_emitter`, and `emitter_for` instantiates it. A
+Hero analysis (`analysis.hero`) names the emitter kind of a fused computation; `EMITTERS` maps each
+kind to its emitter class, and `emitter_for` instantiates it. A
 kind whose emitter hlocc does not have (sort, custom fusions) gets the loop emitter, which
 computes any elementwise or index op and raises `UnsupportedError` for the rest; the runtime then
 falls back to the host and says why.
@@ -13,42 +13,34 @@ its operand (`KernelModule.output_aliases`) and the runtime makes that true.
 
 from __future__ import annotations
 
-import importlib
 import time
 
 from hlocc.analysis.hero import EmitterKind, computation_emitter_kind
+from hlocc.codegen.elemental.storage import array_leaves
+from hlocc.codegen.emitters.concatenate import ConcatenateEmitter
+from hlocc.codegen.emitters.dynamic_update_slice import InPlaceDynamicUpdateSliceEmitter
+from hlocc.codegen.emitters.input_slices import InputSlicesEmitter
+from hlocc.codegen.emitters.loop import LoopEmitter
+from hlocc.codegen.emitters.reduction import ReductionEmitter
+from hlocc.codegen.emitters.scatter import ScatterEmitter
+from hlocc.codegen.emitters.transpose import TransposeEmitter
 from hlocc.codegen.target import Target
 from hlocc.hlo.ir import HloComputation
 
-EMITTERS: dict[EmitterKind, type] = {}
-
-EMITTER_MODULES = (
-    "hlocc.codegen.emitters.loop",
-    "hlocc.codegen.emitters.reduction",
-    "hlocc.codegen.emitters.transpose",
-    "hlocc.codegen.emitters.dynamic_update_slice",
-    "hlocc.codegen.emitters.scatter",
-    "hlocc.codegen.emitters.concatenate",
-    "hlocc.codegen.emitters.input_slices",
-)
-"""The modules whose import registers an emitter."""
-
-
-def register_emitter(kind: EmitterKind):
-    def wrap(cls):
-        EMITTERS[kind] = cls
-        return cls
-    return wrap
-
-
-def _load() -> None:
-    for name in EMITTER_MODULES:
-        importlib.import_module(name)
+EMITTERS: dict[EmitterKind, type] = {
+    EmitterKind.LOOP: LoopEmitter,
+    EmitterKind.REDUCTION: ReductionEmitter,
+    EmitterKind.TRANSPOSE: TransposeEmitter,
+    EmitterKind.IN_PLACE_DYNAMIC_UPDATE_SLICE: InPlaceDynamicUpdateSliceEmitter,
+    EmitterKind.SCATTER: ScatterEmitter,
+    EmitterKind.CONCATENATE: ConcatenateEmitter,
+    EmitterKind.INPUT_SLICES: InputSlicesEmitter,
+}
+"""The emitter class of each kind hlocc has an emitter for."""
 
 
 def emitter_for(fusion: HloComputation, target: Target, name: str = "main", kind: EmitterKind | None = None):
     """The emitter for `fusion` (hero analysis's kind unless `kind` is given) on `target`."""
-    _load()
     kind = kind or computation_emitter_kind(fusion)
     cls = EMITTERS.get(kind) or EMITTERS[EmitterKind.LOOP]
     return cls(fusion, target, name)
@@ -59,8 +51,6 @@ def emit_fusion(fusion: HloComputation, target: Target, name: str, times: dict[s
     `times["emit"]`), or None when every output is empty: no output element means no thread and
     nothing to emit (nor a grid map over a size-0 dimension). An empty output beside non-empty
     ones is the emitter's to reject. What every backend compiles from."""
-    from hlocc.codegen.emitters.base import array_leaves
-
     if all(leaf.num_elements == 0 for leaf in array_leaves(fusion.root.shape)):
         return None
     t0 = time.perf_counter()
@@ -69,4 +59,4 @@ def emit_fusion(fusion: HloComputation, target: Target, name: str, times: dict[s
     return kernel
 
 
-__all__ = ["EMITTERS", "EMITTER_MODULES", "emit_fusion", "emitter_for", "register_emitter"]
+__all__ = ["EMITTERS", "emit_fusion", "emitter_for"]

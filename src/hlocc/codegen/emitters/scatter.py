@@ -47,24 +47,22 @@ from hlocc.analysis.hero import EmitterKind
 from hlocc.analysis.indexing_map import IndexingMap, Variable, variables_from_sizes
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims, loop_launch_map
-from hlocc.codegen.builder import INDEX, KernelBuilder
-from hlocc.codegen.dialect import LoopOp
-from hlocc.codegen.dialect_common import YieldOp
-from hlocc.codegen.dialect_parallel import AtomicRMWOp
-from hlocc.codegen.emitters.base import (
-    ElementEmitter,
-    FusionEmitterBase,
-    KernelModule,
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
+from hlocc.codegen.elemental.index_ops import emit_scalar_computation
+from hlocc.codegen.elemental.storage import (
     array_leaves,
-    call_subgraph,
-    emit_scalar_computation,
-    entry_block,
     from_storage,
     load_element,
     physical_indices,
     store_element,
-    thread_and_block_ids,
     to_storage,
+)
+from hlocc.codegen.emitters.base import (
+    FusionEmitterBase,
+    KernelModule,
+    call_subgraph,
+    entry_block,
+    thread_and_block_ids,
 )
 from hlocc.codegen.emitters.dynamic_update_slice import (
     elements_per_thread,
@@ -72,14 +70,14 @@ from hlocc.codegen.emitters.dynamic_update_slice import (
     strip_bitcasts,
     subgraph_functions_outside,
 )
-from hlocc.codegen.emitters.registry import register_emitter
+from hlocc.codegen.ir import AtomicRMWOp, LoopOp, YieldOp
+from hlocc.codegen.ir.builder import INDEX, KernelBuilder
 from hlocc.codegen.partitioner import PartitionedComputation, partition_fusion, subgraph_roots_for_heroes
 from hlocc.codegen.target import Target
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation
 
 
-@register_emitter(EmitterKind.SCATTER)
 class ScatterEmitter(FusionEmitterBase):
     """Scatters the updates into the operands' buffers (module doc)."""
 

@@ -46,11 +46,13 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.ir import Region, SSAValue
 
 from hlocc.analysis.affine_expr import Const, Expr, dim, sym
+from hlocc.analysis.bitcast import bitcast_index
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
 from hlocc.analysis.hero import EmitterKind, analyze_fusion
 from hlocc.analysis.indexing_map import IndexingMap, Variable, compose
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims
+from hlocc.analysis.linearize import delinearize
 from hlocc.analysis.op_indexing import output_to_input
 from hlocc.analysis.transpose_info import (
     BANK_BITWIDTH,
@@ -60,24 +62,19 @@ from hlocc.analysis.transpose_info import (
     packed_transpose_tiles,
     tiled_transpose_description,
 )
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import AllocateSharedOp, LoopOp, PureCallOp, SyncThreadsOp
-from hlocc.codegen.dialect_common import YieldOp
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
+from hlocc.codegen.elemental.storage import buffer_element_type, from_storage, store_element, to_storage
 from hlocc.codegen.emitters.base import (
-    ElementEmitter,
     FusionEmitterBase,
     KernelModule,
-    buffer_element_type,
     emit_subgraph_function,
     entry_block,
-    from_storage,
     reachable_functions,
-    store_element,
     thread_and_block_ids,
-    to_storage,
 )
-from hlocc.codegen.emitters.registry import register_emitter
-from hlocc.codegen.mlir_types import element_type
+from hlocc.codegen.ir import AllocateSharedOp, LoopOp, PureCallOp, SyncThreadsOp, YieldOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.codegen.partitioner import PartitionedComputation, partition_fusion, subgraph_roots_for_heroes
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloInstruction
@@ -103,56 +100,6 @@ CPU_MAX_THREADS = 1024
 
 
 # -- index expressions -----------------------------------------------------------------------------
-
-def _delinearize(linear: Expr, sizes: Sequence[int]) -> list[Expr]:
-    """Row-major indices of `linear` in a box of `sizes`, the most major without `mod` (the linear
-    index is in bounds: XLA's DelinearizeInBoundsIndex)."""
-    out: list[Expr] = []
-    stride = 1
-    for k in range(len(sizes) - 1, -1, -1):
-        index = linear // stride if stride > 1 else linear
-        out.append(index if k == 0 else index % sizes[k])
-        stride *= sizes[k]
-    return out[::-1]
-
-
-def _linearize(sizes: Sequence[int], exprs: Sequence[Expr]) -> Expr:
-    linear: Expr = Const(0)
-    for n, e in zip(sizes, exprs):
-        linear = linear * n + e
-    return linear
-
-
-def bitcast_index(dims: Sequence[int], exprs: Sequence[Expr], shape: Shape) -> list[Expr]:
-    """The logical index of `shape` holding the element that index `exprs` of a row-major shape
-    `dims` holds, the two having the same elements in the same physical order (XLA's
-    GetBitcastMap). Dimensions are matched in groups of equal products, so a dimension that is a
-    dimension of the other shape keeps its expression, one that is split or merged gets a div/mod
-    or a linear combination; size-1 dimensions are 0 (callers constrain the expressions in bounds)."""
-    source = [(n, e) for n, e in zip(dims, exprs) if n != 1]
-    target = [d for d in reversed(shape.minor_to_major) if shape.dims[d] != 1]
-    if math.prod(n for n, _ in source) != math.prod(shape.dims[d] for d in target):
-        raise UnsupportedError(f"unsupported: {shape} is not a bitcast of the transpose's shape {list(dims)}")
-    out: list[Expr] = [Const(0)] * shape.rank
-    i = j = 0
-    while i < len(source):
-        group_in, group_out = [source[i]], [target[j]]
-        size_in, size_out = source[i][0], shape.dims[target[j]]
-        i, j = i + 1, j + 1
-        while size_in != size_out:  # equal products: each side runs out only when the sizes meet
-            if size_in < size_out:
-                group_in.append(source[i])
-                size_in *= source[i][0]
-                i += 1
-            else:
-                group_out.append(target[j])
-                size_out *= shape.dims[target[j]]
-                j += 1
-        linear = group_in[0][1] if len(group_in) == 1 else _linearize(*zip(*group_in))
-        for d, e in zip(group_out, _delinearize(linear, [shape.dims[d] for d in group_out])):
-            out[d] = e
-    return out
-
 
 def _in_bounds(exprs: Sequence[Expr], dims: Sequence[int]) -> list[tuple[Expr, Interval]]:
     return [(e, Interval(0, n - 1)) for e, n in zip(exprs, dims)]
@@ -222,10 +169,10 @@ class ShmemTiling:
 
     def _offsets(self, output: bool) -> list[Expr]:
         linear = sym(0) * (self.threads * self.vector) + dim(0) * self.vector + sym(1)
-        return _delinearize(linear, self._tile(output))
+        return delinearize(linear, self._tile(output))
 
     def index(self, output: bool) -> list[Expr]:
-        block_ids = _delinearize(dim(1), self.block_counts)
+        block_ids = delinearize(dim(1), self.block_counts)
         if output:
             block_ids = [block_ids[p] for p in self.permutation]
         return [b * n + o for b, n, o in zip(block_ids, self._tile(output), self._offsets(output))]
@@ -304,7 +251,7 @@ class PackedTiling:
     def index(self, output: bool) -> list[Expr]:
         row, col = self._cell(output)
         input_tile, t1, _, _, (a, t1_in, t2_in, t1_out, t2_out) = self._facts
-        block_ids = _delinearize(dim(1), self.block_counts)
+        block_ids = delinearize(dim(1), self.block_counts)
         tile = self.output_tile
         if not output:
             inverse = inverse_permutation(self.permutation)
@@ -409,7 +356,6 @@ def _byte_width(shape: Shape) -> int:
     return max(1, _ceil(shape.element_type.bits, 8))
 
 
-@register_emitter(EmitterKind.TRANSPOSE)
 class TransposeEmitter(FusionEmitterBase):
     """Shared-memory transposes (module docstring). `outputs` are the fusion's outputs (the root
     tuple's operands), `heroes` their heroes; transpose roots (hero a tiled transpose) are written
@@ -600,5 +546,5 @@ def _provide(b: KernelBuilder, pc: PartitionedComputation, params: list[SSAValue
 
 
 
-__all__ = ["PackedTiling", "ShmemTiling", "TransposeEmitter", "bitcast_index", "cpu_shmem_tiling",
+__all__ = ["PackedTiling", "ShmemTiling", "TransposeEmitter", "cpu_shmem_tiling",
            "gpu_shmem_tiling", "packed_tiling"]

@@ -59,10 +59,9 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 
-from hlocc.codegen.opt import register_pass
-from hlocc.codegen.transforms import approx_complex, approx_exp_log, approx_special, approx_trig
-from hlocc.codegen.transforms.float_builder import F32, F64, FloatBuilder, Val
-from hlocc.codegen.transforms.float_builder_xdsl import XdslBackend, complex_parts, expand_elementwise, format_of
+from hlocc.codegen.math import approx_complex, approx_exp_log, approx_special, approx_trig
+from hlocc.codegen.math.float_builder import F32, F64, FloatBuilder, Val
+from hlocc.codegen.math.float_builder_xdsl import XdslBackend, complex_parts, expand_elementwise, format_of
 
 #: math op name -> its approximation (operands in order).
 MATH_APPROXIMATIONS: dict[str, Callable[..., Val]] = {
@@ -162,7 +161,6 @@ class ExpandComplexOp(RewritePattern):
             rewriter.replace(op, [], [out.raw])
 
 
-@register_pass
 @dataclass(frozen=True)
 class ExpandFloatOpsPass(ModulePass):
     """Expands f32/f64 math functions into arith and primitive math ops (see the module docstring)."""
@@ -179,7 +177,6 @@ class ExpandFloatOpsPass(ModulePass):
         PatternRewriteWalker(ExpandMathFunction(table, bf16_table), apply_recursively=False).rewrite_module(op)
 
 
-@register_pass
 @dataclass(frozen=True)
 class ExpandFloatOpsFmaPass(ExpandFloatOpsPass):
     """expand-float-ops for targets with fused multiply-add (the host CPU's pipeline)."""

@@ -1,6 +1,6 @@
 """`flatten-tensors`: make every tensor 1-D (seed 000 "Flatten tensors"; XLA's flatten_tensors.cc).
 
-Tensors are already in physical (major-to-minor) order (emitters/base.py), so the linear index is
+Tensors are already in physical (major-to-minor) order (elemental/storage.py), so the linear index is
 row-major. Each `tensor.extract`/`tensor.insert` gets one index, computed by an `xla.apply_indexing`;
 when its indices were all results of one `xla.apply_indexing`, the linearisation is composed into
 that map, so the seed's GELU kernel reads `%input[%dim]` with
@@ -20,12 +20,10 @@ from xdsl.ir import Attribute, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from hlocc.analysis.affine_expr import dim
-from hlocc.analysis.indexing_map import IndexingMap, compose, variables_from_sizes
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import ApplyIndexingOp
-from hlocc.codegen.dialect_parallel import AtomicRMWOp
-from hlocc.codegen.opt import register_pass
+from hlocc.analysis.indexing_map import IndexingMap, compose
+from hlocc.analysis.linearize import linearize_map
+from hlocc.codegen.ir import ApplyIndexingOp, AtomicRMWOp
+from hlocc.codegen.ir.builder import KernelBuilder
 
 
 def flat_type(t: Attribute) -> Attribute:
@@ -34,16 +32,9 @@ def flat_type(t: Attribute) -> Attribute:
     return t
 
 
-def linearize_map(shape: tuple[int, ...]) -> IndexingMap:
-    expr = 0
-    stride = 1
-    for i in range(len(shape) - 1, -1, -1):
-        expr = dim(i) * stride + expr if stride != 1 else dim(i) + expr
-        stride *= shape[i]
-    return IndexingMap(variables_from_sizes(shape), (expr,))
-
-
-def linear_index(b: KernelBuilder, shape: tuple[int, ...], indices: list[SSAValue]) -> SSAValue:
+def emit_linear_index(b: KernelBuilder, shape: tuple[int, ...], indices: list[SSAValue]) -> SSAValue:
+    """The row-major linear index of `indices` in `shape`, as one `xla.apply_indexing` (folded into
+    the one that computed `indices` when there is one)."""
     if not shape:
         return b.index(0)
     if len(shape) == 1:
@@ -65,13 +56,12 @@ def flatten_atomic_rmw(module: ModuleOp) -> None:
         shape = tuple(o.input.type.get_shape())
         if len(shape) == 1:
             continue
-        index = linear_index(KernelBuilder(InsertPoint.before(o)), shape, list(o.indices))
+        index = emit_linear_index(KernelBuilder(InsertPoint.before(o)), shape, list(o.indices))
         flat = AtomicRMWOp(o.input, [index], o.detach_region(o.body))
         flat.attributes |= o.attributes
         Rewriter.replace_op(o, flat)
 
 
-@register_pass
 @dataclass(frozen=True)
 class FlattenTensorsPass(ModulePass):
     name = "flatten-tensors"
@@ -84,7 +74,7 @@ class FlattenTensorsPass(ModulePass):
             if len(shape) == 1:
                 continue
             b = KernelBuilder(InsertPoint.before(o))
-            index = linear_index(b, shape, list(o.indices))
+            index = emit_linear_index(b, shape, list(o.indices))
             if isinstance(o, tensor.ExtractOp):
                 new = tensor.ExtractOp(o.tensor, [index], o.result.type)
             else:

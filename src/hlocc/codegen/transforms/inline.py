@@ -16,8 +16,7 @@ from xdsl.dialects.builtin import ModuleOp, SymbolRefAttr
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from hlocc.codegen.dialect import PureCallOp
-from hlocc.codegen.opt import register_pass
+from hlocc.codegen.ir import PureCallOp
 from hlocc.codegen.transforms.util import clone_block_body, functions
 
 MAX_OPS_TO_DUPLICATE = 8
@@ -33,7 +32,6 @@ def _referenced(module: ModuleOp) -> set[str]:
             for attr in (*o.properties.values(), *o.attributes.values()) if isinstance(attr, SymbolRefAttr)}
 
 
-@register_pass
 @dataclass(frozen=True)
 class InlinePass(ModulePass):
     name = "inline"

@@ -26,9 +26,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.analysis.indexing_map import IndexingMap
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import ApplyIndexingOp, LoopOp, PredicatedExtractOp, PredicatedInsertOp
-from hlocc.codegen.opt import register_pass
+from hlocc.codegen.ir import ApplyIndexingOp, LoopOp, PredicatedExtractOp, PredicatedInsertOp
+from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.transforms.util import clone_block_body
 
 
@@ -91,7 +90,6 @@ def _lower(loop: LoopOp) -> None:
     Rewriter.erase_op(loop)
 
 
-@register_pass
 @dataclass(frozen=True)
 class LowerLoopsToScfPass(ModulePass):
     name = "lower-xla-loops-to-scf"

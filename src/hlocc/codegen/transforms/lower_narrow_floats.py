@@ -36,14 +36,13 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 
-from hlocc.codegen import dialect as xla
-from hlocc.codegen.dialect_common import RemFOp
-from hlocc.codegen.opt import register_pass
+from hlocc.codegen import ir as xla
+from hlocc.codegen.ir import RemFOp
+from hlocc.codegen.math.float_builder import F32, F64, FloatFormat
+from hlocc.codegen.math.float_builder_numpy import numpy_dtype
+from hlocc.codegen.math.float_builder_xdsl import expand_elementwise, format_of
+from hlocc.codegen.math.float_conversions import NARROW_FORMATS, extend_to_f32, truncate
 from hlocc.codegen.transforms.expand_float_ops import BF16_APPROXIMATIONS, BF16_ROUNDED
-from hlocc.codegen.transforms.float_builder import F32, F64, FloatFormat
-from hlocc.codegen.transforms.float_builder_numpy import numpy_dtype
-from hlocc.codegen.transforms.float_builder_xdsl import expand_elementwise, format_of
-from hlocc.codegen.transforms.float_conversions import NARROW_FORMATS, extend_to_f32, truncate
 
 
 def _elem(ty: Attribute) -> Attribute:
@@ -235,7 +234,6 @@ def _bits_of(value: float, fmt: FloatFormat) -> int:
     return raw - (1 << fmt.width) if raw >> (fmt.width - 1) else raw
 
 
-@register_pass
 @dataclass(frozen=True)
 class LowerNarrowFloatsPass(ModulePass):
     """Computes narrow-float math in f32 and lowers narrow conversions to bit manipulation."""

@@ -36,10 +36,9 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import AllocateSharedOp, SharedMemoryOp, SyncThreadsOp
-from hlocc.codegen.dialect_parallel import AtomicRMWOp, AtomicUpdateOp
-from hlocc.codegen.opt import KernelIRError, register_pass
+from hlocc.codegen.context import KernelIRError
+from hlocc.codegen.ir import AllocateSharedOp, AtomicRMWOp, AtomicUpdateOp, SharedMemoryOp, SyncThreadsOp
+from hlocc.codegen.ir.builder import KernelBuilder
 
 PTR = llvm.LLVMPointerType()
 
@@ -114,7 +113,6 @@ def _lower_atomic_rmw(op: AtomicRMWOp) -> None:
     Rewriter.erase_op(op)
 
 
-@register_pass
 @dataclass(frozen=True)
 class LowerTensorsPass(ModulePass):
     name = "lower-tensors"

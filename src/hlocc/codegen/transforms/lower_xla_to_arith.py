@@ -19,9 +19,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.analysis.affine_expr import CeilDiv, Const, Expr, FloorDiv, Mod, Sum, Var, VarKind, expr_range
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import ApplyIndexingOp
-from hlocc.codegen.opt import register_pass
+from hlocc.codegen.ir import ApplyIndexingOp
+from hlocc.codegen.ir.builder import KernelBuilder
 
 
 def lower_apply_indexing(op: ApplyIndexingOp) -> None:
@@ -81,7 +80,6 @@ def lower_apply_indexing(op: ApplyIndexingOp) -> None:
     Rewriter.erase_op(op)
 
 
-@register_pass
 @dataclass(frozen=True)
 class LowerXlaToArithPass(ModulePass):
     name = "lower-xla-to-arith"

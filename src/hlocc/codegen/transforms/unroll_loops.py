@@ -14,17 +14,15 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.opt import register_pass
-from hlocc.codegen.transforms.util import clone_block_body
-from hlocc.codegen.transforms.vectorize_loads_stores import _trip_count
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.transforms.util import clone_block_body, trip_count
 
 MAX_TRIP_COUNT = 64
 MAX_UNROLLED_OPS = 4096
 
 
 def unroll(loop: scf.ForOp) -> bool:
-    n = _trip_count(loop)
+    n = trip_count(loop)
     body = loop.body.block
     if n is None or n > MAX_TRIP_COUNT or n * sum(1 for _ in body.walk()) > MAX_UNROLLED_OPS:
         return False
@@ -39,7 +37,6 @@ def unroll(loop: scf.ForOp) -> bool:
     return True
 
 
-@register_pass
 @dataclass(frozen=True)
 class UnrollLoopsPass(ModulePass):
     name = "unroll-loops"

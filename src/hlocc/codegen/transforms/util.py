@@ -1,11 +1,12 @@
-"""Helpers shared by the lowering passes: cloning a block's ops somewhere else, function lookup."""
+"""Helpers shared by the lowering passes: cloning a block's ops somewhere else, function lookup, and
+facts about `scf.for` loops (constant trip count, loop-invariant values)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import arith, func, scf
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -27,3 +28,25 @@ def clone_block_body(block: Block, args: Sequence[SSAValue], at: InsertPoint) ->
 
 def functions(module: ModuleOp) -> dict[str, func.FuncOp]:
     return {op.sym_name.data: op for op in module.ops if isinstance(op, func.FuncOp)}
+
+
+def trip_count(loop: scf.ForOp) -> int | None:
+    """The constant trip count of `scf.for 0 to N step 1`; None for any other loop."""
+    bounds = []
+    for v in (loop.lb, loop.ub, loop.step):
+        if not (isinstance(v.owner, arith.ConstantOp) and isinstance(v.owner.value, IntegerAttr)):
+            return None
+        bounds.append(v.owner.value.value.data)
+    lb, ub, step = bounds
+    return ub - lb if lb == 0 and step == 1 else None
+
+
+def defined_outside(value: SSAValue, loop: Operation) -> bool:
+    """Whether `value` is defined outside `loop` (not in any region nested in it)."""
+    owner = value.owner
+    op = owner.parent_op() if isinstance(owner, Block) else owner
+    while op is not None:
+        if op is loop:
+            return False
+        op = op.parent_op()
+    return True

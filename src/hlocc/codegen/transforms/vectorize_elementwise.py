@@ -38,11 +38,9 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.analysis.affine_expr import variables
 from hlocc.analysis.indexing_map import IndexingMap
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import VECTOR_FORMS, ApplyIndexingOp
-from hlocc.codegen.dialect_common import RemFOp
-from hlocc.codegen.opt import register_pass
-from hlocc.codegen.transforms.vectorize_loads_stores import _defined_outside, _trip_count
+from hlocc.codegen.ir import VECTOR_FORMS, ApplyIndexingOp, RemFOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.transforms.util import defined_outside, trip_count
 
 _ELEMENTWISE_DIALECTS = ("arith.", "math.")
 _NOT_ELEMENTWISE = (arith.ConstantOp, arith.IndexCastOp)
@@ -72,7 +70,7 @@ def _hoistable(op: Operation) -> bool:
 
 
 def _invariant(v: SSAValue, loop: scf.ForOp) -> bool:
-    return _defined_outside(v, loop) or isinstance(v.owner, arith.ConstantOp)
+    return defined_outside(v, loop) or isinstance(v.owner, arith.ConstantOp)
 
 
 def hoist_invariants(loop: scf.ForOp) -> None:
@@ -86,7 +84,7 @@ def hoist_invariants(loop: scf.ForOp) -> None:
             _hoist_apply_indexing(op, loop)
         elif _hoistable(op) and all(_invariant(v, loop) for v in op.operands):
             for k, v in enumerate(op.operands):
-                if not _defined_outside(v, loop):
+                if not defined_outside(v, loop):
                     copy = v.owner.clone()
                     Rewriter.insert_op(copy, before)
                     op.operands[k] = copy.results[0]
@@ -101,7 +99,7 @@ def _hoist_apply_indexing(op: ApplyIndexingOp, loop: scf.ForOp) -> None:
     """Hoist the results of `op` computed from operands defined outside `loop` alone."""
     m = op.map
     operands = list(op.operands_)
-    variant = {k for k, v in enumerate(operands) if not _defined_outside(v, loop)}
+    variant = {k for k, v in enumerate(operands) if not defined_outside(v, loop)}
     first = {0: 0, 1: len(m.dims), 2: len(m.dims) + len(m.symbols)}  # operand of a Var: by its kind
     invariant = [k for k, (e, r) in enumerate(zip(m.results, op.results_))
                  if r.first_use is not None and not any(first[v.kind] + v.index in variant for v in variables(e))]
@@ -126,7 +124,7 @@ def _vectorizable(loop: scf.ForOp, n: int) -> bool:
     ops = list(body.ops)
     for op in ops[:-1]:
         if isinstance(op, vector.ExtractOp):
-            ok = (list(op.dynamic_position) == [iv] and _defined_outside(op.vector, loop)
+            ok = (list(op.dynamic_position) == [iv] and defined_outside(op.vector, loop)
                   and op.vector.type.get_shape() == (n,))
         elif isinstance(op, vector.InsertOp):
             ok = list(op.dynamic_position) == [iv] and op.dest.type.get_shape() == (n,)
@@ -158,7 +156,7 @@ def _vector_op(op: Operation, operands: list[SSAValue], types: list[VectorType])
 
 
 def _vectorize(loop: scf.ForOp) -> bool:
-    n = _trip_count(loop)
+    n = trip_count(loop)
     if n is None or n < 2 or not _vectorizable(loop, n):
         return False
     body = loop.body.block
@@ -211,7 +209,6 @@ def _vectorize(loop: scf.ForOp) -> bool:
     return True
 
 
-@register_pass
 @dataclass(frozen=True)
 class VectorizeElementwisePass(ModulePass):
     name = "vectorize-elementwise"

@@ -26,42 +26,21 @@ from xdsl.dialects.builtin import (
     ComplexType,
     DenseIntOrFPElementsAttr,
     IndexType,
-    IntegerAttr,
     IntegerType,
     ModuleOp,
     VectorType,
 )
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.analysis.indexing_map import contiguity
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect import ApplyIndexingOp
-from hlocc.codegen.opt import register_pass
+from hlocc.codegen.ir import ApplyIndexingOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.transforms.util import defined_outside, trip_count
 
 VECTOR_SIZES = (2, 4, 8, 16, 32, 64)
-
-
-def _trip_count(loop: scf.ForOp) -> int | None:
-    bounds = []
-    for v in (loop.lb, loop.ub, loop.step):
-        if not (isinstance(v.owner, arith.ConstantOp) and isinstance(v.owner.value, IntegerAttr)):
-            return None
-        bounds.append(v.owner.value.value.data)
-    lb, ub, step = bounds
-    return ub - lb if lb == 0 and step == 1 else None
-
-
-def _defined_outside(value: SSAValue, loop: Operation) -> bool:
-    owner = value.owner
-    op = owner.parent_op() if isinstance(owner, Block) else owner
-    while op is not None:
-        if op is loop:
-            return False
-        op = op.parent_op()
-    return True
 
 
 def _contiguous_offset(index: SSAValue, iv: SSAValue, loop: scf.ForOp, n: int, b: KernelBuilder) -> SSAValue | None:
@@ -76,7 +55,7 @@ def _contiguous_offset(index: SSAValue, iv: SSAValue, loop: scf.ForOp, n: int, b
     positions = [k for k, v in enumerate(operands) if v is iv]
     if len(positions) != 1 or not nd <= positions[0] < nd + len(m.symbols):
         return None
-    if any(not _defined_outside(v, loop) for v in operands if v is not iv):
+    if any(not defined_outside(v, loop) for v in operands if v is not iv):
         return None
     c = contiguity(m, positions[0] - nd, 0)
     if c is None or c.stride != 1 or (c.alignment % n if c.alignment else 0):
@@ -94,7 +73,7 @@ def _in_bounds() -> ArrayAttr:
 
 
 def _vectorize(loop: scf.ForOp) -> bool:
-    n = _trip_count(loop)
+    n = trip_count(loop)
     if n not in VECTOR_SIZES:
         return False
     body = loop.body.block
@@ -103,7 +82,7 @@ def _vectorize(loop: scf.ForOp) -> bool:
     b = KernelBuilder(InsertPoint.before(loop))
     changed = False
     for op in list(body.ops):
-        if isinstance(op, tensor.ExtractOp) and len(op.indices) == 1 and _defined_outside(op.tensor, loop) \
+        if isinstance(op, tensor.ExtractOp) and len(op.indices) == 1 and defined_outside(op.tensor, loop) \
                 and not isinstance(op.result.type, ComplexType):
             offset = _contiguous_offset(op.indices[0], iv, loop, n, b)
             if offset is None:
@@ -168,7 +147,6 @@ def _add_vector_carry(loop: scf.ForOp, k: int, insert: tensor.InsertOp, offset: 
     Rewriter.erase_op(loop)
 
 
-@register_pass
 @dataclass(frozen=True)
 class VectorizeLoadsStoresPass(ModulePass):
     name = "vectorize-loads-stores"

@@ -14,9 +14,9 @@ from hlocc.analysis.hero import EmitterKind, computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
 from hlocc.codegen.emitters.concatenate import ConcatenateEmitter
 from hlocc.codegen.emitters.registry import emitter_for
-from hlocc.codegen.fusion_to_mlir import fused_computation
 from hlocc.codegen.target import cpu_target, gpu_target
 from hlocc.hlo.parser import parse_hlo
+from hlocc.tools.fusion_to_mlir import fused_computation
 
 CORPUS = [
     "concatenate__concat_1d.hlo",

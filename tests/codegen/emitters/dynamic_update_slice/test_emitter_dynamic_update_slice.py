@@ -17,8 +17,8 @@ from _emitter_helpers import TARGETS, assert_bijection, corpus_module, emitters_
 from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.backends.cpu.kernel import compile_fusion
 from hlocc.codegen.emitters.registry import emitter_for
-from hlocc.codegen.fusion_to_mlir import fused_computation
 from hlocc.hlo.parser import parse_hlo
+from hlocc.tools.fusion_to_mlir import fused_computation
 
 EMITTER = "in_place_dynamic_update_slice"
 

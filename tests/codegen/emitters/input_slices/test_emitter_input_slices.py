@@ -13,9 +13,9 @@ from hlocc.analysis.hero import EmitterKind, computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
 from hlocc.codegen.emitters.input_slices import InputSlicesEmitter
 from hlocc.codegen.emitters.registry import emitter_for
-from hlocc.codegen.fusion_to_mlir import fused_computation
 from hlocc.codegen.target import cpu_target, gpu_target
 from hlocc.hlo.parser import parse_hlo
+from hlocc.tools.fusion_to_mlir import fused_computation
 
 CORPUS = ["input_slices__simple.hlo", "input_slices__slice_of_pad.hlo", "input_slices__zero_slice.hlo"]
 

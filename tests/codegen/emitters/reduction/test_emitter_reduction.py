@@ -22,9 +22,9 @@ from corpus import XLA_DIR
 from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.backends.cpu.kernel import compile_fusion
 from hlocc.codegen.emitters.reduction import ReductionEmitter
-from hlocc.codegen.fusion_to_mlir import fused_computation
 from hlocc.codegen.target import cpu_target, gpu_target
 from hlocc.hlo.parser import parse_hlo
+from hlocc.tools.fusion_to_mlir import fused_computation
 
 
 def _modules() -> dict[str, str]:

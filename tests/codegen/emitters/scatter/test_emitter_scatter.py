@@ -13,10 +13,10 @@ from test_emitter_dynamic_update_slice import guarded_child, run_guarded  # noqa
 
 from hlocc.backends.cpu.kernel import compile_fusion
 from hlocc.codegen.emitters.registry import emitter_for
-from hlocc.codegen.fusion_to_mlir import fused_computation
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.types import primitive_type
+from hlocc.tools.fusion_to_mlir import fused_computation
 
 EMITTER = "scatter"
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import pytest
 from _emitter_helpers import assert_bijection, corpus_module, emitters_of, run_and_compare
 
+from hlocc.analysis.bitcast import bitcast_index
 from hlocc.analysis.hero import EmitterKind, computation_emitter_kind
 from hlocc.codegen.emitters.registry import emitter_for
-from hlocc.codegen.emitters.transpose import PackedTiling, ShmemTiling, TransposeEmitter, bitcast_index
-from hlocc.codegen.fusion_to_mlir import fused_computation
+from hlocc.codegen.emitters.transpose import PackedTiling, ShmemTiling, TransposeEmitter
 from hlocc.codegen.target import cpu_target, gpu_target
 from hlocc.hlo.parser import parse_hlo
+from hlocc.tools.fusion_to_mlir import fused_computation
 
 CORPUS = [
     "transpose__epilogue.hlo",

@@ -28,8 +28,8 @@ def fused_computation(module: HloModule) -> HloComputation:
 
 def fusion_to_mlir(text: str, target: str = "gpu", passes: Sequence[str] = (), filename: str = "<hlo>",
                    emit: str = "mlir", arch: str = "sm_90") -> str:
+    from hlocc.codegen.context import print_module
     from hlocc.codegen.emitters.registry import emitter_for
-    from hlocc.codegen.opt import print_module
     from hlocc.codegen.pipeline import run_pipeline
 
     computation = fused_computation(parse_hlo(text, filename))

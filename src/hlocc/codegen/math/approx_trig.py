@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from hlocc.codegen.transforms.float_builder import F32, F64, FloatBuilder, Val
+from hlocc.codegen.math.float_builder import F32, F64, FloatBuilder, Val
 
 _TWO_OVER_PI = 0.6366197723675814
 # pi/2 in parts of 20 significant bits (the last one rounded to 53 bits).

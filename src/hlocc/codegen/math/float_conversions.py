@@ -14,7 +14,7 @@ numpy do) and gives the canonical quiet NaN with the sign for the 8-bit and smal
 
 from __future__ import annotations
 
-from hlocc.codegen.transforms.float_builder import F32, F64, FloatBuilder, FloatFormat, IntType, Val
+from hlocc.codegen.math.float_builder import F32, F64, FloatBuilder, FloatFormat, IntType, Val
 
 #: Narrow formats by MLIR type name (parameters as in LLVM's APFloat semantics).
 NARROW_FORMATS: dict[str, FloatFormat] = {f.name: f for f in (

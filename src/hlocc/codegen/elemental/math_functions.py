@@ -11,8 +11,9 @@ from __future__ import annotations
 from xdsl.dialects import arith, math
 from xdsl.ir import SSAValue
 
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.elemental import constant_like, float_width, register, unary_in_f32
+from hlocc.codegen.elemental.ops import constant_like, float_width, unary_in_f32
+from hlocc.codegen.elemental.registry import register
+from hlocc.codegen.ir.builder import KernelBuilder
 
 LN2 = 0.6931471805599453
 

@@ -26,9 +26,9 @@ evaluator does), so the f32 forms here serve arithmetic (add, sub, mul, div, neg
 
 from __future__ import annotations
 
-from hlocc.codegen.transforms import approx_exp_log as E
-from hlocc.codegen.transforms import approx_trig as T
-from hlocc.codegen.transforms.float_builder import F32, F64, FloatBuilder, Val
+from hlocc.codegen.math import approx_exp_log as E
+from hlocc.codegen.math import approx_trig as T
+from hlocc.codegen.math.float_builder import F32, F64, FloatBuilder, Val
 
 Complex = tuple[Val, Val]
 INF = float("inf")

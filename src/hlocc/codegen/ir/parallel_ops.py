@@ -35,17 +35,18 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
 
-from hlocc.codegen.dialect_common import (
-    YieldOp,
-    _check_indices,
-    _lookup_function,
-    _parse_index_operands,
-    _parse_operand_list,
-    _parse_types,
-    _print_types,
-    _print_values,
-    _tensor,
+from hlocc.codegen.ir.core_ops import YieldOp
+from hlocc.codegen.ir.syntax import (
+    check_indices,
+    lookup_function,
+    parse_index_operands,
+    parse_operand_list,
+    parse_types,
+    print_types,
+    print_values,
+    tensor_type_of,
 )
+from hlocc.codegen.ir.traits import YieldParent
 
 # -- allocate_shared, sync_threads ----------------------------------------------------------------
 
@@ -107,15 +108,15 @@ class SyncThreadsOp(IRDLOperation):
         operands = parser.parse_comma_separated_list(Parser.Delimiter.NONE, parser.parse_unresolved_operand)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
-        op = cls(parser.resolve_operands(operands, _parse_types(parser), pos))
+        op = cls(parser.resolve_operands(operands, parse_types(parser), pos))
         op.attributes |= attrs
         return op
 
     def print(self, printer: Printer) -> None:
-        _print_values(printer, self.operands_, " ")
+        print_values(printer, self.operands_, " ")
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
-        _print_types(printer, [v.type for v in self.operands_])
+        print_types(printer, [v.type for v in self.operands_])
 
 
 @irdl_op_definition
@@ -129,6 +130,8 @@ class AtomicUpdateOp(IRDLOperation):
 
     ptr = operand_def(LLVMPointerType)
     body = region_def("single_block")
+
+    traits = traits_def(YieldParent())
 
     def __init__(self, ptr: SSAValue | Operation, body: Region):
         super().__init__(operands=[ptr], regions=[body])
@@ -154,7 +157,7 @@ class AtomicUpdateOp(IRDLOperation):
         return op
 
     def print(self, printer: Printer) -> None:
-        _print_values(printer, [self.ptr], " ")
+        print_values(printer, [self.ptr], " ")
         printer.print_string(" : ")
         printer.print_attribute(self.ptr.type)
         printer.print_string(" ")
@@ -193,7 +196,7 @@ class ShuffleReduceOp(IRDLOperation):
             raise VerifyException(f"'{self.name}' needs operands, and results of the operands' types")
         if any(isinstance(t, TensorType) for t in types):
             raise VerifyException(f"'{self.name}' reduces scalars or vectors, not tensors")
-        ftype = _lookup_function(self, self.combiner).function_type
+        ftype = lookup_function(self, self.combiner).function_type
         if list(ftype.inputs) != types + types or list(ftype.outputs) != types:
             raise VerifyException(f"'{self.name}' combiner '{self.combiner}' has type {ftype}, expected "
                                   f"{FunctionType.from_lists(types + types, types)}")
@@ -202,23 +205,23 @@ class ShuffleReduceOp(IRDLOperation):
     def parse(cls, parser: Parser) -> ShuffleReduceOp:
         combiner = SymbolRefAttr(parser.parse_symbol_name())
         pos = parser.pos
-        operands = _parse_operand_list(parser, Parser.Delimiter.PAREN)
+        operands = parse_operand_list(parser, Parser.Delimiter.PAREN)
         parser.parse_keyword("to")
         distance = parser.parse_integer(allow_boolean=False, allow_negative=False)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
-        op = cls(combiner, parser.resolve_operands(operands, _parse_types(parser), pos), distance)
+        op = cls(combiner, parser.resolve_operands(operands, parse_types(parser), pos), distance)
         op.attributes |= attrs
         return op
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_symbol_name(self.combiner.root_reference.data)
-        _print_values(printer, self.operands_, "(", ")")
+        print_values(printer, self.operands_, "(", ")")
         printer.print_string(f" to {self.max_distance.value.data}")
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
-        _print_types(printer, [v.type for v in self.operands_])
+        print_types(printer, [v.type for v in self.operands_])
 
 
 # -- predicated insert / extract ------------------------------------------------------------------
@@ -242,8 +245,8 @@ class PredicatedInsertOp(IRDLOperation):
         super().__init__(operands=[condition, value, dest, indices], result_types=[SSAValue.get(dest).type])
 
     def verify_(self) -> None:
-        t = _tensor(self.dest, "dest")
-        _check_indices(t, self.indices, self.name)
+        t = tensor_type_of(self.dest, "dest")
+        check_indices(t, self.indices, self.name)
         if self.value.type != t.element_type:
             raise VerifyException(f"'{self.name}' value type {self.value.type} must be the element type of {t}")
         if self.result.type != t:
@@ -254,7 +257,7 @@ class PredicatedInsertOp(IRDLOperation):
         value = parser.parse_unresolved_operand()
         parser.parse_keyword("into")
         dest = parser.parse_unresolved_operand()
-        indices = _parse_index_operands(parser, Parser.Delimiter.SQUARE)
+        indices = parse_index_operands(parser, Parser.Delimiter.SQUARE)
         parser.parse_keyword("if")
         cond = parser.parse_unresolved_operand()
         attrs = parser.parse_optional_attr_dict()
@@ -268,10 +271,10 @@ class PredicatedInsertOp(IRDLOperation):
         return op
 
     def print(self, printer: Printer) -> None:
-        _print_values(printer, [self.value], " ", " into ")
+        print_values(printer, [self.value], " ", " into ")
         printer.print_ssa_value(self.dest)
-        _print_values(printer, self.indices, "[", "]")
-        _print_values(printer, [self.condition], " if ")
+        print_values(printer, self.indices, "[", "]")
+        print_values(printer, [self.condition], " if ")
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.dest.type)
@@ -297,8 +300,8 @@ class PredicatedExtractOp(IRDLOperation):
                          result_types=[SSAValue.get(src).type.element_type])
 
     def verify_(self) -> None:
-        t = _tensor(self.src, "src")
-        _check_indices(t, self.indices, self.name)
+        t = tensor_type_of(self.src, "src")
+        check_indices(t, self.indices, self.name)
         if not self.fallback.type == self.result.type == t.element_type:
             raise VerifyException(f"'{self.name}' fallback type {self.fallback.type} and result type "
                                   f"{self.result.type} must be the element type of {t}")
@@ -306,7 +309,7 @@ class PredicatedExtractOp(IRDLOperation):
     @classmethod
     def parse(cls, parser: Parser) -> PredicatedExtractOp:
         src = parser.parse_unresolved_operand()
-        indices = _parse_index_operands(parser, Parser.Delimiter.SQUARE)
+        indices = parse_index_operands(parser, Parser.Delimiter.SQUARE)
         parser.parse_keyword("if")
         cond = parser.parse_unresolved_operand()
         parser.parse_keyword("else")
@@ -322,10 +325,10 @@ class PredicatedExtractOp(IRDLOperation):
         return op
 
     def print(self, printer: Printer) -> None:
-        _print_values(printer, [self.src], " ")
-        _print_values(printer, self.indices, "[", "]")
-        _print_values(printer, [self.condition], " if ")
-        _print_values(printer, [self.fallback], " else ")
+        print_values(printer, [self.src], " ")
+        print_values(printer, self.indices, "[", "]")
+        print_values(printer, [self.condition], " if ")
+        print_values(printer, [self.fallback], " else ")
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.src.type)
@@ -346,7 +349,7 @@ class AtomicRMWOp(IRDLOperation):
     result = result_def(TensorType)
     body = region_def("single_block")
 
-    traits = traits_def(RecursiveMemoryEffect())
+    traits = traits_def(RecursiveMemoryEffect(), YieldParent())
 
     def __init__(self, input: SSAValue | Operation, indices: Sequence[SSAValue | Operation],
                  body: Region | None = None):
@@ -358,8 +361,8 @@ class AtomicRMWOp(IRDLOperation):
     def verify_(self) -> None:
         from xdsl.dialects.builtin import VectorType
 
-        t = _tensor(self.input, "input")
-        _check_indices(t, self.indices, self.name)
+        t = tensor_type_of(self.input, "input")
+        check_indices(t, self.indices, self.name)
         if self.result.type != t:
             raise VerifyException(f"'{self.name}' result type {self.result.type} must be the input type {t}")
         args = self.body.block.args
@@ -380,7 +383,7 @@ class AtomicRMWOp(IRDLOperation):
     @classmethod
     def parse(cls, parser: Parser) -> AtomicRMWOp:
         tensor = parser.parse_unresolved_operand()
-        indices = _parse_index_operands(parser, Parser.Delimiter.SQUARE)
+        indices = parse_index_operands(parser, Parser.Delimiter.SQUARE)
         parser.parse_punctuation(":")
         t = parser.parse_type()
         body = parser.parse_region()
@@ -389,8 +392,8 @@ class AtomicRMWOp(IRDLOperation):
         return op
 
     def print(self, printer: Printer) -> None:
-        _print_values(printer, [self.input], " ")
-        _print_values(printer, self.indices, "[", "]")
+        print_values(printer, [self.input], " ")
+        print_values(printer, self.indices, "[", "]")
         printer.print_string(" : ")
         printer.print_attribute(self.input.type)
         printer.print_string(" ")

@@ -20,8 +20,8 @@ rsqrt: 1 / sqrt(x), two correctly rounded ops, as XLA's portable path does.
 
 from __future__ import annotations
 
-from hlocc.codegen.transforms.approx_exp_log import exp
-from hlocc.codegen.transforms.float_builder import F32, F64, FloatBuilder, Val
+from hlocc.codegen.math.approx_exp_log import exp
+from hlocc.codegen.math.float_builder import F32, F64, FloatBuilder, Val
 
 # -- tanh ----------------------------------------------------------------------------------------
 

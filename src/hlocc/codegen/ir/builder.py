@@ -11,14 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import (
-    DenseIntOrFPElementsAttr,
-    FloatAttr,
-    IndexType,
-    IntegerAttr,
-    IntegerType,
-    VectorType,
-)
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IndexType, IntegerAttr, IntegerType, VectorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 

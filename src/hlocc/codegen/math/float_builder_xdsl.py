@@ -21,8 +21,8 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAt
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
-from hlocc.codegen.dialect import VECTOR_FORMS
-from hlocc.codegen.transforms.float_builder import (
+from hlocc.codegen.ir import VECTOR_FORMS
+from hlocc.codegen.math.float_builder import (
     F32,
     F64,
     ElemType,
@@ -31,7 +31,7 @@ from hlocc.codegen.transforms.float_builder import (
     IntType,
     Val,
 )
-from hlocc.codegen.transforms.float_conversions import NARROW_FORMATS
+from hlocc.codegen.math.float_conversions import NARROW_FORMATS
 
 _BINARY: dict[str, type[Operation]] = {
     "arith.addf": arith.AddfOp, "arith.subf": arith.SubfOp, "arith.mulf": arith.MulfOp,

@@ -31,26 +31,11 @@ from xdsl.dialects import complex as cx
 from xdsl.dialects.builtin import ComplexType, f32, f64
 from xdsl.ir import SSAValue
 
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.elemental import convert, register, register_complex
-from hlocc.codegen.mlir_types import element_type
-from hlocc.codegen.transforms.float_builder_xdsl import complex_parts
+from hlocc.codegen.elemental.complex_values import constant, create, parts
+from hlocc.codegen.elemental.registry import register, register_complex
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.errors import UnsupportedError
-from hlocc.hlo.shape_rules_common import complex_component_type
-from hlocc.hlo.types import PrimitiveType
-
-
-def parts(b: KernelBuilder, z: SSAValue) -> tuple[SSAValue, SSAValue]:
-    return complex_parts(z, b.insert)
-
-
-def create(b: KernelBuilder, re: SSAValue, im: SSAValue) -> SSAValue:
-    return b.add(cx.CreateOp(re, im, ComplexType(re.type)))
-
-
-def constant(b: KernelBuilder, re: float, im: float, like: SSAValue) -> SSAValue:
-    part = like.type.element_type
-    return create(b, b.constant(re, part), b.constant(im, part))
 
 
 def _cast_parts(b: KernelBuilder, z: SSAValue, part) -> SSAValue:
@@ -100,21 +85,6 @@ def _imag(b, instr, args):
 def _complex(b, instr, args):
     """re + i·im, the parts stored as given (complex(inf, 0) is inf + 0i)."""
     return create(b, *args)
-
-
-def convert_complex(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveType) -> SSAValue:
-    """convert with a complex source or result (module docstring)."""
-    if src.is_complex and dst.is_pred:
-        zero = b.constant(0.0, x.type.element_type)
-        return b.add(arith.OrIOp(*(b.cmpf("une", p, zero) for p in parts(b, x))))
-    if src.is_complex:
-        re, im = parts(b, x)
-        if not dst.is_complex:
-            return convert(b, re, complex_component_type(src), dst)
-        part = complex_component_type(dst)
-        return create(b, *(convert(b, p, complex_component_type(src), part) for p in (re, im)))
-    part = complex_component_type(dst)
-    return create(b, convert(b, x, src, part), b.constant(0.0, element_type(part)))
 
 
 # -- functions: c64 computes in c128 --------------------------------------------------------------------

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import ml_dtypes
 import numpy as np
 
-from hlocc.codegen.transforms.float_builder import ElemType, FloatBuilder, FloatFormat, IntType, Val
+from hlocc.codegen.math.float_builder import ElemType, FloatBuilder, FloatFormat, IntType, Val
 
 
 class PoisonError(ArithmeticError):

@@ -1,7 +1,7 @@
 """Elemental emission: each elementwise HLO op as arith/math ops on scalars (XLA's
-elemental_hlo_to_mlir.cc). One registry entry per opcode; the emitter base (emitters/base.py)
-handles the index ops (broadcast, transpose, slice, ...) through indexing maps and calls into this
-registry for the scalar work.
+elemental_hlo_to_mlir.cc): one registry entry (registry.py) per opcode; the element emitter
+(element_emitter.py) handles the index ops (index_ops.py: broadcast, transpose, slice, ...) through
+indexing maps and calls into this registry for the scalar work.
 
 Numerics follow XLA (and hlocc's evaluator, which is tested against XLA:CPU):
 - integer divide by zero gives -1 (all ones for unsigned); INT_MIN / -1 gives INT_MIN; remainder
@@ -15,9 +15,9 @@ Numerics follow XLA (and hlocc's evaluator, which is tested against XLA:CPU):
 - integer power by squaring; a negative exponent gives 0 except for base 1 (which gives 1);
 - bf16/f16/f8 are emitted on their own type here; `lower-narrow-floats` computes them in f32 with
   one rounding per op, as XLA's float normalization does; functions made of several ops (sign,
-  is-finite, reduce-precision on f8, the compositions of elemental_math.py) compute in f32 and
+  is-finite, reduce-precision on f8, the compositions of math_functions.py) compute in f32 and
   round once; conversions to and from narrow types go through f32, as XLA's do;
-- ops on complex numbers are emitted by their own registry (elemental_complex.py, `ELEMENTAL_COMPLEX`):
+- ops on complex numbers are emitted by their own registry (complex.py, `ELEMENTAL_COMPLEX`):
   an op with a complex operand or result that has no entry there raises UnsupportedError.
 Transcendentals become math ops; `expand-float-ops` turns them into polynomial approximations.
 """
@@ -31,53 +31,14 @@ from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import Float8E8M0FNUType, IntegerType, f32
 from xdsl.ir import Attribute, SSAValue
 
-from hlocc.codegen.builder import KernelBuilder
-from hlocc.codegen.dialect_common import RemFOp
-from hlocc.codegen.mlir_types import element_type
-from hlocc.errors import UnsupportedError
+from hlocc.codegen.elemental.complex_values import create, parts
+from hlocc.codegen.elemental.registry import ScalarEmitter, in_type, out_type, register, register_complex, unsupported
+from hlocc.codegen.ir import RemFOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.shape_rules_common import complex_component_type
 from hlocc.hlo.types import F32, PrimitiveType
-
-ScalarEmitter = Callable[[KernelBuilder, HloInstruction, Sequence[SSAValue]], SSAValue]
-ELEMENTAL: dict[str, ScalarEmitter] = {}
-"""Every elementwise opcode a kernel computes, on real types (pred, integers, floats)."""
-ELEMENTAL_COMPLEX: dict[str, ScalarEmitter] = {}
-"""The opcodes a kernel computes with complex operands or results (elemental_complex.py)."""
-
-
-def _registrar(registry: dict[str, ScalarEmitter]):
-    def register_in(*opcodes: str):
-        def wrap(fn: ScalarEmitter) -> ScalarEmitter:
-            for opcode in opcodes:
-                registry[opcode] = fn
-            return fn
-        return wrap
-    return register_in
-
-
-register = _registrar(ELEMENTAL)
-register_complex = _registrar(ELEMENTAL_COMPLEX)
-
-
-def emit_elementwise(b: KernelBuilder, instr: HloInstruction, args: Sequence[SSAValue]) -> SSAValue:
-    on_complex = any(op.shape.element_type.is_complex for op in instr.operands) or _out_type(instr).is_complex
-    fn = (ELEMENTAL_COMPLEX if on_complex else ELEMENTAL).get(instr.opcode)
-    if fn is None:
-        raise _unsupported(instr, "on complex numbers" if on_complex else "")
-    return fn(b, instr, args)
-
-
-def _in_type(instr: HloInstruction, k: int = 0) -> PrimitiveType:
-    return instr.operand(k).shape.element_type
-
-
-def _out_type(instr: HloInstruction) -> PrimitiveType:
-    return instr.shape.element_type
-
-
-def _unsupported(instr: HloInstruction, why: str = "") -> UnsupportedError:
-    return UnsupportedError(f"unsupported: {instr.opcode}{' ' + why if why else ''} in a kernel "
-                            f"(instruction '{instr.name}')")
 
 
 def _bits(t: Attribute) -> int:
@@ -114,7 +75,7 @@ def _float_max_min(pred: str) -> BinaryEmitter:
 
 def _binary(float_op: BinaryEmitter | None, int_op: BinaryEmitter, uint_op: BinaryEmitter | None = None):
     def emit(b: KernelBuilder, instr: HloInstruction, args: Sequence[SSAValue]) -> SSAValue:
-        t = _in_type(instr)
+        t = in_type(instr)
         if t.is_float:
             return float_op(b, *args)
         op = uint_op if (uint_op is not None and (t.is_unsigned or t.is_pred)) else int_op
@@ -135,7 +96,7 @@ register("xor")(_binary(None, _op(arith.XOrIOp)))
 @register("divide")
 def _divide(b, instr, args):
     x, y = args
-    t = _in_type(instr)
+    t = in_type(instr)
     if t.is_float:
         return b.add(arith.DivfOp(x, y))
     ty = x.type
@@ -153,7 +114,7 @@ def _divide(b, instr, args):
 @register("remainder")
 def _remainder(b, instr, args):
     x, y = args
-    t = _in_type(instr)
+    t = in_type(instr)
     if t.is_float:
         return b.add(RemFOp(x, y))
     ty = x.type
@@ -193,7 +154,7 @@ register("shift-right-arithmetic")(_shift("arithmetic"))
 @register("negate")
 def _negate(b, instr, args):
     (x,) = args
-    if _in_type(instr).is_float:
+    if in_type(instr).is_float:
         return b.add(arith.NegfOp(x))
     return b.add(arith.SubiOp(b.constant(0, x.type), x))
 
@@ -201,7 +162,7 @@ def _negate(b, instr, args):
 @register("abs")
 def _abs(b, instr, args):
     (x,) = args
-    t = _in_type(instr)
+    t = in_type(instr)
     if t.is_float:
         return b.add(math.AbsFOp(x))
     if t.is_unsigned or t.is_pred:
@@ -212,7 +173,7 @@ def _abs(b, instr, args):
 @register("sign")
 def _sign(b, instr, args):
     (x,) = args
-    t, ty = _in_type(instr), x.type
+    t, ty = in_type(instr), x.type
     if t.is_float:
         return unary_in_f32(_float_sign)(b, instr, args)
     zero = b.constant(0, ty)
@@ -247,8 +208,8 @@ def _count_leading_zeros(b, instr, args):
 
 def _float_unary(op_class):
     def emit(b, instr, args):
-        if not _in_type(instr).is_float:
-            raise _unsupported(instr, f"on {_in_type(instr).name}")
+        if not in_type(instr).is_float:
+            raise unsupported(instr, f"on {in_type(instr).name}")
         return b.add(op_class(args[0]))
     return emit
 
@@ -281,7 +242,7 @@ def _atan2(b, instr, args):
 @register("power")
 def _power(b, instr, args):
     x, y = args
-    t = _in_type(instr)
+    t = in_type(instr)
     if t.is_float:
         return b.add(math.PowFOp(x, y))
     return _integer_power(b, x, y, signed=t.is_signed)
@@ -313,7 +274,7 @@ def _clamp(b, instr, args):
     lifted = x < lo ? lo : x, then lifted < hi ? lifted : hi (so lo > hi gives hi, and equal values
     give the bound: clamp(+0, -0, -0) = -0); a NaN in any operand gives NaN."""
     lo, x, hi = args
-    t = _in_type(instr, 1)
+    t = in_type(instr, 1)
     if t.is_float:
         lifted = b.select(b.cmpf("olt", x, lo), lo, x)
         result = b.select(b.cmpf("olt", lifted, hi), lifted, hi)
@@ -341,7 +302,7 @@ _UNSIGNED_PREDICATES = {"EQ": "eq", "NE": "ne", "LT": "ult", "LE": "ule", "GT": 
 @register("compare")
 def _compare(b, instr, args):
     x, y = args
-    t = _in_type(instr)
+    t = in_type(instr)
     direction = str(instr.attrs.get("direction", "EQ"))
     if t.is_float:
         if str(instr.attrs.get("type", "")) == "TOTALORDER":
@@ -374,17 +335,15 @@ def float_width(t: Attribute) -> int:
 @register_complex("convert")
 def _convert(b, instr, args):
     (x,) = args
-    return convert(b, x, _in_type(instr), _out_type(instr))
+    return convert(b, x, in_type(instr), out_type(instr))
 
 
 def convert(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveType) -> SSAValue:
     """XLA's convert between element types (module docstring). Types narrower than f32 are reached
     through f32 (exact) and left through f32: f64 → bf16 and s32 → bf16 round twice, as XLA's
     convert emitter (and so the evaluator) does. Complex numbers convert part by part
-    (elemental_complex.convert_complex)."""
+    (convert_complex)."""
     if src.is_complex or dst.is_complex:
-        from hlocc.codegen.elemental_complex import convert_complex
-
         return convert_complex(b, x, src, dst)
     if src == dst:
         return x
@@ -419,6 +378,21 @@ def convert(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveTyp
     return b.add(op(x, to))
 
 
+def convert_complex(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveType) -> SSAValue:
+    """convert with a complex source or result (module docstring)."""
+    if src.is_complex and dst.is_pred:
+        zero = b.constant(0.0, x.type.element_type)
+        return b.add(arith.OrIOp(*(b.cmpf("une", p, zero) for p in parts(b, x))))
+    if src.is_complex:
+        re, im = parts(b, x)
+        if not dst.is_complex:
+            return convert(b, re, complex_component_type(src), dst)
+        part = complex_component_type(dst)
+        return create(b, *(convert(b, p, complex_component_type(src), part) for p in (re, im)))
+    part = complex_component_type(dst)
+    return create(b, convert(b, x, src, part), b.constant(0.0, element_type(part)))
+
+
 def _float_to_int(b: KernelBuilder, x: SSAValue, dst: PrimitiveType, to: Attribute) -> SSAValue:
     """Saturating, on an f32 or f64 value: values at or beyond the bounds give the bound, NaN gives
     0. The bounds compared with are max + 1 and min, powers of two that f32 and f64 hold exactly."""
@@ -434,9 +408,9 @@ def _float_to_int(b: KernelBuilder, x: SSAValue, dst: PrimitiveType, to: Attribu
 
 @register("bitcast-convert")
 def _bitcast_convert(b, instr, args):
-    src, dst = _in_type(instr), _out_type(instr)
+    src, dst = in_type(instr), out_type(instr)
     if src.bits != dst.bits:
-        raise _unsupported(instr, f"between types of different widths ({src.name} -> {dst.name})")
+        raise unsupported(instr, f"between types of different widths ({src.name} -> {dst.name})")
     if element_type(src) == element_type(dst):  # pred -> pred, s32 -> u32 (signless alike)
         return args[0]
     return b.add(arith.BitcastOp(args[0], element_type(dst)))
@@ -449,9 +423,9 @@ def _stochastic_convert(b, instr, args):
     result type's lowest/max (converted to x's type) saturates; NaN gives 0. Narrow floats compute
     in f32, where every step is exact."""
     x, random = args
-    src, random_type, dst = _in_type(instr), _in_type(instr, 1), _out_type(instr)
+    src, random_type, dst = in_type(instr), in_type(instr, 1), out_type(instr)
     if not src.is_float:
-        raise _unsupported(instr, f"on {src.name}")
+        raise unsupported(instr, f"on {src.name}")
     if src.bits < 32:
         x = b.add(arith.ExtFOp(x, f32))
     to = element_type(dst)
@@ -499,9 +473,9 @@ def _reduce_precision(b, instr, args):
     bits (f16, bf16, f32, f64; the f8/f4 types go through f32 and round back); NaN stays NaN, or
     becomes +inf when mantissa_bits is 0 (XLA's EmitReducePrecisionIR)."""
     (x,) = args
-    t = _in_type(instr)
+    t = in_type(instr)
     if not t.is_float:
-        raise _unsupported(instr, f"on {t.name}")
+        raise unsupported(instr, f"on {t.name}")
     exponent_bits = int(str(instr.attrs["exponent_bits"]))
     mantissa_bits = int(str(instr.attrs["mantissa_bits"]))
     if t.name not in _IEEE_LAYOUTS:
@@ -549,8 +523,8 @@ def unary_in_f32(fn: Callable[[KernelBuilder, SSAValue], SSAValue]) -> ScalarEmi
     than after every step as `lower-narrow-floats` would."""
     def emit(b, instr, args):
         (x,) = args
-        if not _in_type(instr).is_float:
-            raise _unsupported(instr, f"on {_in_type(instr).name}")
+        if not in_type(instr).is_float:
+            raise unsupported(instr, f"on {in_type(instr).name}")
         if float_width(x.type) >= 32:
             return fn(b, x)
         return b.add(arith.TruncFOp(fn(b, b.add(arith.ExtFOp(x, f32))), x.type))
@@ -561,5 +535,3 @@ def constant_like(b: KernelBuilder, x: SSAValue, v: float) -> SSAValue:
     return b.constant(v, x.type)
 
 
-import hlocc.codegen.elemental_complex  # noqa: E402, F401  (registers the ops on complex numbers)
-import hlocc.codegen.elemental_math  # noqa: E402, F401  (registers the functions composed of others)

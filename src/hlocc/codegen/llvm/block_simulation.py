@@ -41,9 +41,9 @@ from xdsl.dialects import func, gpu
 from xdsl.ir import Operation, SSAValue
 from xdsl.traits import is_side_effect_free
 
-from hlocc.codegen.dialect import SharedMemoryOp, ShuffleReduceOp
+from hlocc.codegen.ir import SharedMemoryOp, ShuffleReduceOp
+from hlocc.codegen.llvm.types import I64, TranslationError, llvm_type
 
-I64 = ir.IntType(64)
 PARALLEL_OPS = (gpu.BarrierOp, ShuffleReduceOp, SharedMemoryOp)
 
 
@@ -63,8 +63,6 @@ def thread_count(fn: func.FuncOp) -> int:
 
 
 def _error(fn: func.FuncOp, message: str):
-    from hlocc.codegen.to_llvm import TranslationError
-
     return TranslationError(f"@{fn.sym_name.data}: {message}")
 
 
@@ -149,8 +147,6 @@ def translate_block_function(ft) -> None:
             ft.shared[op] = _buffer(b, ir.IntType(8), op.size.value.data, "shared")
 
     def slots(values, name: str) -> dict[SSAValue, tuple[ir.Value, ir.Type]]:
-        from hlocc.codegen.to_llvm import llvm_type
-
         return {v: (_buffer(b, llvm_type(v.type), threads, name), llvm_type(v.type)) for v in values}
 
     # What each thread phase needs from earlier phases; which values are stored per thread.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from hlocc.codegen.transforms.float_builder import F32, F64, FloatBuilder, Val
+from hlocc.codegen.math.float_builder import F32, F64, FloatBuilder, Val
 
 INF = math.inf
 LOG2E = 1.4426950408889634

@@ -1,0 +1,26 @@
+"""The `xla` dialect: every op and attribute of codegen/ir/, registered under one name."""
+
+from __future__ import annotations
+
+from xdsl.ir import Dialect
+
+from hlocc.codegen.ir.arith_ops import VECTOR_FORMS, RemFOp
+from hlocc.codegen.ir.attributes import IndexingMapAttr
+from hlocc.codegen.ir.core_ops import ApplyIndexingOp, LoopOp, PureCallOp, YieldOp
+from hlocc.codegen.ir.parallel_ops import (
+    AllocateSharedOp,
+    AtomicRMWOp,
+    AtomicUpdateOp,
+    PredicatedExtractOp,
+    PredicatedInsertOp,
+    SharedMemoryOp,
+    ShuffleReduceOp,
+    SyncThreadsOp,
+)
+
+XLA = Dialect(
+    "xla",
+    [ApplyIndexingOp, LoopOp, YieldOp, PureCallOp, AllocateSharedOp, SharedMemoryOp, SyncThreadsOp, ShuffleReduceOp,
+     PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, AtomicUpdateOp, RemFOp, *VECTOR_FORMS.values()],
+    [IndexingMapAttr],
+)

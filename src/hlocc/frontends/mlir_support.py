@@ -259,3 +259,37 @@ def _scalar(word: str, et: PrimitiveType):
     if et.is_float or et.is_complex:
         return float(word)
     return int(word, 0)
+
+
+def free_values(*regions) -> list:
+    """The values that must be passed into the regions: those they use but that are defined in an
+    enclosing scope, constants excepted (they are sunk into the region), in first-use order."""
+    seen: dict = {}
+    for region in regions:
+        for value in used_from_above(region):
+            if not is_constant(value):
+                seen[value] = None
+    return list(seen)
+
+
+def used_from_above(region) -> list:
+    """Values `region` (or a region nested in it) uses but does not define, in first-use order."""
+    defined: set = set()
+    used: dict = {}
+
+    def walk(region):
+        for block in region.blocks:
+            defined.update(block.arguments)
+            for op in block.operations:
+                used.update((v, None) for v in op.operands)
+                for inner in op.regions:
+                    walk(inner)
+                defined.update(op.results)
+
+    walk(region)
+    return [v for v in used if v not in defined]
+
+
+def is_constant(value) -> bool:
+    owner = value.owner
+    return not isinstance(owner, mlir_modules()[0].Block) and owner.name == "stablehlo.constant"

@@ -205,8 +205,8 @@ class _Importer:
         them into control flow) rather than passed in."""
         from hlocc.frontends.stablehlo_ops import OP_CONVERSIONS
 
-        for value in _used_from_above(region):
-            if _is_constant(value):
+        for value in ms.used_from_above(region):
+            if ms.is_constant(value):
                 op = value.owner
                 cx = OpContext(self, scope, op, [], ms.to_shape(value.type))
                 scope.values[value] = OP_CONVERSIONS["stablehlo.constant"](cx)
@@ -273,40 +273,6 @@ class _Importer:
                                           shape=tup.shape.tuple_shapes[index], name="get-tuple-element")
             scope.values[value] = found
         return found
-
-
-def free_values(*regions) -> list:
-    """The values that must be passed into the regions: those they use but that are defined in an
-    enclosing scope, constants excepted (they are sunk into the region), in first-use order."""
-    seen: dict = {}
-    for region in regions:
-        for value in _used_from_above(region):
-            if not _is_constant(value):
-                seen[value] = None
-    return list(seen)
-
-
-def _used_from_above(region) -> list:
-    """Values `region` (or a region nested in it) uses but does not define, in first-use order."""
-    defined: set = set()
-    used: dict = {}
-
-    def walk(region):
-        for block in region.blocks:
-            defined.update(block.arguments)
-            for op in block.operations:
-                used.update((v, None) for v in op.operands)
-                for inner in op.regions:
-                    walk(inner)
-                defined.update(op.results)
-
-    walk(region)
-    return [v for v in used if v not in defined]
-
-
-def _is_constant(value) -> bool:
-    owner = value.owner
-    return not isinstance(owner, ms.mlir_modules()[0].Block) and owner.name == "stablehlo.constant"
 
 
 def _identifier(name: str) -> str:

@@ -287,9 +287,8 @@ def _tuple_of(cx, values):
 def _while(cx):
     """The carried values and the captured outer values travel in one tuple; the loop's results
     are its first elements."""
-    from hlocc.frontends.stablehlo import free_values
 
-    captures = free_values(cx.op.regions[0], cx.op.regions[1])
+    captures = ms.free_values(cx.op.regions[0], cx.op.regions[1])
     init = _tuple_of(cx, cx.operands + [cx.importer.value(cx.scope, v) for v in captures])
     cond = cx.region(0, tuple_param=True, captures=captures, tuple_root=False)
     body = cx.region(1, tuple_param=True, captures=captures, tuple_root=True, return_captures=True)
@@ -299,11 +298,10 @@ def _while(cx):
 def _branches(cx):
     """Each branch region as a computation of one tuple parameter holding its captured values, and
     that tuple as the branch's operand; a branch returns a tuple when the op has several results."""
-    from hlocc.frontends.stablehlo import free_values
 
     comps, operands = [], []
     for i, region in enumerate(cx.op.regions):
-        captures = free_values(region)
+        captures = ms.free_values(region)
         operands.append(_tuple_of(cx, [cx.importer.value(cx.scope, v) for v in captures]))
         comps.append(cx.region(i, tuple_param=True, captures=captures))
     return comps, operands

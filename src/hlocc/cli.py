@@ -26,7 +26,7 @@ import numpy as np
 from hlocc.comparison import compare_arrays, storable
 from hlocc.compiler import BACKENDS, check_arguments, compile
 from hlocc.errors import HloError
-from hlocc.hlo.parser import parse_hlo_file
+from hlocc.frontends import load_module_file
 from hlocc.hlo.types import Shape
 
 
@@ -121,7 +121,7 @@ def _argument_parser() -> argparse.ArgumentParser:
 
 # -- hlocc print ---------------------------------------------------------------------------------
 def _cmd_print(args) -> int:
-    module = parse_hlo_file(args.module)
+    module = load_module_file(args.module)
     if not args.no_verify:
         from hlocc.hlo.verifier import verify_module
 
@@ -133,7 +133,7 @@ def _cmd_print(args) -> int:
 # -- hlocc run -----------------------------------------------------------------------------------
 def _cmd_run(args) -> int:
     t0 = time.perf_counter()
-    module = parse_hlo_file(args.module)
+    module = load_module_file(args.module)
     exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed, hlo_passes=not args.no_hlo_passes,
                   print_ir_after_all=args.print_ir_after_all, dump_dir=str(args.dump_dir) if args.dump_dir else None)
     compile_ms = (time.perf_counter() - t0) * 1e3

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from hlocc.errors import ArgumentError, UnsupportedError
+from hlocc.frontends import load_module
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.types import UNBOUNDED, Shape
@@ -124,10 +125,11 @@ def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: boo
     return value
 
 
-def compile(module_or_text: HloModule | str, backend: str = "interpreter", *, verify: bool = True,
+def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter", *, verify: bool = True,
             seed: int = 0, hlo_passes: bool = True, print_ir_after_all: bool = False,
             dump_dir: str | None = None, stream: TextIO | None = None) -> Executable:
-    """Parse (if given text), verify and compile a module for `backend`.
+    """Parse or import (if given HLO or StableHLO text, MLIR bytecode or a `jax.export.Exported`),
+    verify and compile a module for `backend`.
 
     hlo_passes: run the HLO pass pipeline (simplification and fusion) before code generation;
       without it each fusion and each op of the module as written becomes its own kernel.
@@ -136,7 +138,8 @@ def compile(module_or_text: HloModule | str, backend: str = "interpreter", *, ve
     A module object is copied first: compilation never changes the caller's module."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
-    module = parse_hlo(module_or_text) if isinstance(module_or_text, str) else module_or_text
+    fresh = not isinstance(module_or_text, HloModule)  # made here: no copy needed
+    module = load_module(module_or_text)
     times["parse"] = (time.perf_counter() - t0) * 1e3
     if verify:
         t0 = time.perf_counter()
@@ -156,7 +159,7 @@ def compile(module_or_text: HloModule | str, backend: str = "interpreter", *, ve
         out = stream or sys.stdout
         options = (PipelineOptions(print_ir_after_all, dump_dir, "kernel", lambda text: print(text, file=out))
                    if (print_ir_after_all or dump_dir) else None)
-        work = module if isinstance(module_or_text, str) else parse_hlo(module.to_string())
+        work = module if fresh else parse_hlo(module.to_string())
         kwargs = dict(options=options, hlo_passes=hlo_passes, seed=seed, print_after_all=print_ir_after_all,
                       stream=out, times=times)
         if device is not None:

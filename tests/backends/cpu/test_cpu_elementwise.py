@@ -115,7 +115,7 @@ def check(op: str, got: np.ndarray, ref: np.ndarray, operands: list[np.ndarray],
 # reduce-precision, stochastic-convert); `complex` only makes complex numbers.
 SPECIAL = {"convert", "compare", "select", "clamp", "reduce-precision", "stochastic-convert", "complex"}
 
-# The transcendental functions (expand-float-ops' approximations, and elemental_math.py's compositions of
+# The transcendental functions (expand-float-ops' approximations, and codegen/elemental/math_functions.py's compositions of
 # them) and their tolerance in ulps of the result type against the evaluator (itself within 1 ulp of
 # the correctly rounded result), for f32 and f64: expand-float-ops' stated bounds plus 1, and for the
 # compositions the errors of their steps. Types narrower than f32 compute in f32 and round once: 1 ulp.

@@ -1,7 +1,7 @@
 // RUN: hlocc-opt %s --split-input-file --emit-llvm | filecheck %s
 
 // `--emit-llvm` translates the lowered kernel IR (after lower-tensors and lower-xla-to-arith) to LLVM IR
-// with codegen/to_llvm.py. `index` is i64, bf16 is stored as i16, vectors are LLVM vectors.
+// with codegen/llvm/. `index` is i64, bf16 is stored as i16, vectors are LLVM vectors.
 
 // A kernel entry function (one that reads gpu.thread_id / gpu.block_id) becomes an internal always_inline
 // function whose two trailing i64 parameters are the thread id and the block id; the caller (the CPU

@@ -1,4 +1,4 @@
-"""The CPU execution of shared memory, barriers and warp shuffles (codegen/block_simulation.py):
+"""The CPU execution of shared memory, barriers and warp shuffles (codegen/llvm/block_simulation.py):
 hand-written GPU-form kernels, lowered with the GPU pipeline and run on the CPU, against numpy.
 
 Each kernel is a function of its thread and block ids only, so the expected result follows from

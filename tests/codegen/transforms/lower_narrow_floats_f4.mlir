@@ -1,7 +1,7 @@
 // RUN: hlocc-opt %s --passes lower-narrow-floats,cse,dce | filecheck %s
 
 // f4E2M1FN (S.EE.M, bias 1, finite only: max 6.0) is an i4 after lower-narrow-floats (kernel buffers hold
-// one per byte: emitters/base.py's from_storage / to_storage). Widening is exact bit manipulation;
+// one per byte: elemental/storage.py's from_storage / to_storage). Widening is exact bit manipulation;
 // narrowing rounds to nearest even, saturates at 6.0 (|x| beyond it and inf give ±6) and turns NaN into
 // the zero of the opposite sign, as ml_dtypes (the evaluator) does.
 

@@ -9,7 +9,7 @@ XLA:CPU emits on FMA hosts (EmitFastTanh with_fma): polynomials as fused multipl
 matching XLA:CPU there takes the same variant. `tanh_bf16` / `tanh_bf16_fma`: the same two for an
 argument that is a widened bf16 value and a result rounded straight to bf16 (lower-narrow-floats'
 promotion of a bf16 tanh): no clamp and no |x| < 0.0004 select, +-1 at or above the clamp; equal
-to `tanh` / `tanh_fma` after that rounding for all 65,536 bf16 inputs (tests/codegen/test_narrow_floats.py).
+to `tanh` / `tanh_fma` after that rounding for all 65,536 bf16 inputs (tests/codegen/transforms/test_narrow_floats.py).
 erf: f32 XLA's rational approximation (expand_float_ops.cc) on x clamped to erfinv(1 - 2^-23),
 +-1 beyond; f64 Cephes `ndtr.c`: x*T(x^2)/U(x^2) for |x| <= 1, 1 - exp(-x^2)*P(|x|)/Q(|x|) up
 to 6, +-1 beyond.

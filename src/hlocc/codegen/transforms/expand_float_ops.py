@@ -5,7 +5,7 @@ no llvm.tanh-like intrinsic remains, so kernels vectorize on the CPU and need no
 NVPTX. Runs after `lower-narrow-floats` (which computes bf16/f16/f8 math in f32).
 
 Each function is written once over `FloatBuilder` (modules approx_exp_log, approx_trig,
-approx_special); tests/codegen/test_math_accuracy.py runs the same functions on numpy and checks
+approx_special); tests/codegen/math/test_math_accuracy.py runs the same functions on numpy and checks
 these bounds, in ulps between the result and the correctly rounded value, over the whole domain
 (subnormals, specials, overflow and underflow included):
 

@@ -44,7 +44,7 @@ from xdsl.dialects import arith, func, scf, tensor, vector
 from xdsl.dialects.builtin import FunctionType, IndexType, ModuleOp, TensorType, VectorType
 from xdsl.ir import Block, Region, SSAValue
 
-from hlocc.analysis.affine_expr import dim, sym
+from hlocc.analysis.affine_expr import VarKind, dim, sym, variables
 from hlocc.analysis.bitcast import bitcast_map
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
 from hlocc.analysis.hero import EmitterKind, analyze_fusion
@@ -243,11 +243,23 @@ class ReductionEmitter(FusionEmitterBase):
 
             maps = [self._to_logical(inputs, r.operand(0).shape) for r in self.reduces
                     for _ in range(len(r.operands) // 2)]
-            accs, written = emit_row_partials(e, self.reduces, maps, ids,
-                                              [e.b.index(0) if j != plan.symbol else None
-                                               for j in range(len(logical.symbols))],
-                                              plan, inits, outputs if side else (), write_side if side else None)
-            outputs = written if side else outputs
+
+            def row() -> list[SSAValue]:
+                accs, written = emit_row_partials(e, self.reduces, maps, ids,
+                                                  [e.b.index(0) if j != plan.symbol else None
+                                                   for j in range(len(logical.symbols))],
+                                                  plan, inits, outputs if side else (), write_side if side else None)
+                return [*accs, *(written if side else ())]
+
+            # The partials walk the reduced dimension of one row; a thread past the last row (the
+            # last block's spare threads when the rows are no multiple of the block) reads and
+            # writes nothing. Its accumulators stay the inits; the result write is guarded too.
+            n_side = len(outputs) if side else 0
+            result = e.if_else_many(_dims_check(e, logical, ids), row,
+                                    lambda: [*inits, *(outputs if side else ())],
+                                    [v.type for v in inits] + [v.type for v in outputs[:n_side]])
+            accs = result[:len(inits)]
+            outputs = result[len(inits):] if side else outputs
             return self._fold_inits(e, inits, accs), outputs
         result = _symbol_loop(e, logical, ids, [*inits, *outputs],
                               lambda syms, carried: self._step(e, logical, ids, syms, carried, len(inits), side))
@@ -492,6 +504,15 @@ def _constraint_check(e: ElementEmitter, m: IndexingMap, dims, symbols) -> SSAVa
     exprs = tuple(c for c, _ in m.constraints)
     values = e.apply(IndexingMap(m.dims, exprs, m.symbols), dims, symbols)
     return e.b.in_intervals(values, [iv for _, iv in m.constraints])
+
+
+def _dims_check(e: ElementEmitter, m: IndexingMap, dims) -> SSAValue | None:
+    """i1: the constraints of `m` on its dimensions alone (thread and block ids) hold; None if none."""
+    kept = [(c, iv) for c, iv in m.constraints if all(v.kind is VarKind.DIM for v in variables(c))]
+    if not kept:
+        return None
+    values = e.apply(IndexingMap(m.dims, tuple(c for c, _ in kept), ()), dims, [])
+    return e.b.in_intervals(values, [iv for _, iv in kept])
 
 
 def _symbol_loop(e: ElementEmitter, m: IndexingMap, dims, carried, step) -> list[SSAValue]:

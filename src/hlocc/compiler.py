@@ -6,6 +6,12 @@ on an NVIDIA GPU (backends/cuda: PTX kernels through the CUDA driver, cuBLAS gem
 DLPack arrays in and out) and fails with the reason where no GPU can be used; `cuda-sim` runs the
 cuda path on a simulated GPU (the GPU kernels in SIMT simulation, device memory in host memory),
 which is how it is tested without one.
+
+A module with symbolic dimensions (hlo/symbolic.py) compiles to a `DynamicExecutable`: each call
+binds the dimension variables from the argument sizes, checks the module's guards, and runs a
+static specialization of the module for that binding, compiled on first use and cached. That is
+a visible fallback, not the goal (one compilation for every size needs symbolic kernels):
+`compilations` counts the specializations and `specializations` lists each with its reason.
 """
 
 from __future__ import annotations
@@ -61,6 +67,71 @@ class Executable:
         from hlocc.evaluator import Evaluator
 
         return Evaluator(self.seed).run(self.module, values)
+
+
+SPECIALIZATION_REASON = "symbolic kernels not built yet"
+
+
+@dataclass
+class Specialization:
+    """One static compilation of a module with symbolic dimensions, for one binding of them."""
+
+    binding: dict[str, int]
+    compile_ms: float
+    reason: str = SPECIALIZATION_REASON
+
+    def __str__(self) -> str:
+        values = ", ".join(f"{k}={v}" for k, v in sorted(self.binding.items()))
+        return f"specialized for {values} in {self.compile_ms:.1f} ms ({self.reason})"
+
+
+@dataclass
+class DynamicExecutable(Executable):
+    """An Executable of a module with symbolic dimensions; see the module docstring."""
+
+    options: dict = field(default_factory=dict)
+    compilations: int = 0
+    specializations: list[Specialization] = field(default_factory=list)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def bind(self, *args) -> dict[str, int]:
+        """The dimension variables' values for `args`, the guards checked (ArgumentError otherwise)."""
+        from hlocc.hlo.specialize import bind_symbols
+
+        params = self.module.entry.parameters
+        if len(args) != len(params):
+            check_arguments(self.module, args)  # the count error
+        shapes = [None if p.shape.is_tuple or p.shape.is_token else _array_shape(a) for p, a in zip(params, args)]
+        binding = bind_symbols(self.module, shapes)
+        for guard in self.module.guards:
+            guard.check(binding)
+        return binding
+
+    def specialized(self, binding: dict[str, int]) -> Executable:
+        """The static Executable for `binding`, compiled on first use."""
+        key = tuple(sorted(binding.items()))
+        if key not in self._cache:
+            from hlocc.hlo.specialize import specialize
+
+            t0 = time.perf_counter()
+            self._cache[key] = compile(specialize(self.module, binding), self.backend, seed=self.seed, **self.options)
+            self.compilations += 1
+            self.specializations.append(Specialization(dict(binding), (time.perf_counter() - t0) * 1e3))
+        return self._cache[key]
+
+    def __call__(self, *args, return_device_arrays: bool = False) -> Any:
+        return self.specialized(self.bind(*args))(*args, return_device_arrays=return_device_arrays)
+
+    def stats_text(self) -> str:
+        """One line per specialization, for `--stats`."""
+        symbols = frozenset().union(*(p.shape.symbols for p in self.module.entry.parameters))
+        lines = [f"symbolic dimensions: {', '.join(sorted(symbols))}; {self.compilations} compilation(s)"]
+        return "\n".join(lines + [f"  {s}" for s in self.specializations])
+
+
+def _array_shape(value: Any) -> tuple[int, ...]:
+    shape = getattr(value, "shape", None)
+    return tuple(shape) if shape is not None else np.shape(value)
 
 
 def check_arguments(module: HloModule, args: Sequence[Any], *, cast: bool = False,
@@ -146,6 +217,10 @@ def compile(module_or_text: HloModule | str, backend: str = "interpreter", *, ve
         times["verify"] = (time.perf_counter() - t0) * 1e3
     if backend not in BACKENDS:
         raise UnsupportedError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
+    if any(p.shape.is_symbolic for p in module.entry.parameters):
+        options = dict(verify=False, hlo_passes=hlo_passes, print_ir_after_all=print_ir_after_all,
+                       dump_dir=dump_dir, stream=stream)
+        return DynamicExecutable(module, backend, times, seed, options=options)
     device = device_for(backend) if backend in DEVICE_BACKENDS else None
     import hlocc.evaluator  # noqa: F401  (registers the evaluations)
 

@@ -205,8 +205,8 @@ def infer_pad(instr: HloInstruction, shapes: list[Shape]) -> Shape:
         if size == UNBOUNDED:
             dims.append(UNBOUNDED)
             continue
-        out = p.lo + p.hi + size + max(size - 1, 0) * p.interior
-        if out < 0:
+        out = p.lo + p.hi + size + (max(size - 1, 0) * p.interior if p.interior else 0)
+        if isinstance(out, int) and out < 0:
             fail(instr, f"padding {p} of dimension {i} (size {size}) gives negative size {out}")
         dims.append(out)
     return array(operand.element_type, dims, operand.dynamic)

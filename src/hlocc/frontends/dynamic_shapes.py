@@ -1,0 +1,290 @@
+"""Dynamic shapes in the StableHLO frontend: symbols for @main's `?` dimensions, the values of
+shape tensors as symbolic sizes, and the conversions of StableHLO's dynamic ops to HLO ops on
+symbolic shapes.
+
+JAX's shape-polymorphic export (`jax.export` with `symbolic_shape`) passes each dimension variable
+into `@_wrapped_jax_export_main` as an `i32` argument marked `jax.global_constant = "b"`, computed
+in @main by `get_dimension_size` of an argument; `entry_parameter_shapes` names the dimension
+after that variable (other `?` dims of @main get `argK_D`). Shape tensors (`get_dimension_size`,
+constants, reshape, convert, concatenate, broadcast, integer arithmetic, compare) are evaluated at
+import into tuples of symbolic sizes (`record_sizes`, rules as data in `SIZE_RULES`); the dynamic
+ops read their shapes from them: `dynamic_broadcast_in_dim` → broadcast, `dynamic_reshape` →
+reshape, `dynamic_iota` → iota, `real_dynamic_slice` and slice-like `dynamic_gather` → slice,
+`dynamic_pad` → pad, the `stablehlo.dynamic_reduce_window` custom call → reduce-window, and
+`@shape_assertion` custom calls → `ShapeGuard`s of the module. The HLO instructions that compute
+shape tensors stay in the module (dead once every use is resolved; DCE removes them).
+"""
+
+from __future__ import annotations
+
+import operator
+
+from hlocc.frontends import mlir_support as ms
+from hlocc.hlo.attributes import PadDim, SliceDim, WindowDim
+from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
+from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, floordiv, mod, symbol
+from hlocc.hlo.types import UNBOUNDED, Shape
+
+_MAX_SHAPE_TENSOR = 64  # constants larger than this are data, not shapes
+
+
+# -- symbols of the entry's dimensions ------------------------------------------------------------
+def entry_parameter_shapes(importer, func) -> list[Shape]:
+    """@main's argument shapes, each `?` dimension a symbol named after its dimension variable;
+    dimensions that @main asserts equal (`get_dimension_size` == `get_dimension_size`) share one."""
+    names = _dimension_variable_names(importer, func)
+    shapes = []
+    for k, arg in enumerate(func.regions[0].blocks[0].arguments):
+        shape = ms.to_shape(arg.type)
+        if shape.is_tuple or shape.is_token or UNBOUNDED not in shape.dims:
+            shapes.append(shape)
+            continue
+        dims = [symbol(names.get((k, d), f"arg{k}_{d}")) if size == UNBOUNDED else size
+                for d, size in enumerate(shape.dims)]
+        shapes.append(Shape.array(shape.element_type, dims, dynamic=shape.dynamic))
+    return shapes
+
+
+def _dimension_variable_names(importer, func) -> dict[tuple[int, int], str]:
+    """(argument, dimension) → the name of the dimension variable @main passes for it to a callee
+    argument marked `jax.global_constant`, where it is `get_dimension_size` of that argument; the
+    name spreads to the dimensions @main compares equal to it."""
+    ir = ms.mlir_modules()[0]
+    args = list(func.regions[0].blocks[0].arguments)
+
+    def dimension_of(value):
+        owner = value.owner
+        if getattr(owner, "name", None) != "stablehlo.get_dimension_size" or owner.operands[0] not in args:
+            return None
+        return args.index(owner.operands[0]), ms.int_attr(owner, "dimension")
+
+    names: dict[tuple[int, int], str] = {}
+    parent: dict = {}
+
+    def find(key):
+        while parent.get(key, key) != key:
+            key = parent[key]
+        return key
+
+    for op in func.regions[0].blocks[0].operations:
+        if op.operation.name == "stablehlo.compare" and str(op.attributes["comparison_direction"]).endswith("EQ>"):
+            a, b = (dimension_of(v) for v in op.operands)
+            if a is not None and b is not None:
+                parent[find(a)] = find(b)
+        if op.operation.name != "func.call":
+            continue
+        callee = importer.functions.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+        if callee is None or "arg_attrs" not in callee.attributes:
+            continue
+        for operand, attrs in zip(op.operands, callee.attributes["arg_attrs"]):
+            key = dimension_of(operand)
+            if key is not None and "jax.global_constant" in attrs:
+                name = ir.StringAttr(attrs["jax.global_constant"]).value
+                if name.isidentifier():
+                    names.setdefault(key, name)
+    by_class = {find(key): name for key, name in names.items()}
+    keys = set(parent) | set(parent.values()) | set(names)
+    return {key: by_class[find(key)] for key in keys if find(key) in by_class}
+
+
+# -- shape tensors as symbolic sizes --------------------------------------------------------------
+def record_sizes(cx) -> None:
+    """Record the symbolic value of the op's result when it is a shape tensor the rules know."""
+    rule = SIZE_RULES.get(cx.name)
+    results = list(cx.op.results)
+    if rule is None or len(results) != 1:
+        return
+    args = [cx.sizes(i) for i in range(len(cx.op.operands))]
+    if any(a is None for a in args) and cx.name not in _SOURCES:
+        return
+    try:
+        value = rule(cx, *args)
+    except InconclusiveDimensionError:
+        value = None
+    if value is not None:
+        cx.scope.sizes[results[0]] = tuple(value)
+
+
+def _constant(cx, *unused):
+    shape = ms.to_shape(cx.op.results[0].type)
+    if not (shape.element_type.is_integer or shape.element_type.is_pred) or shape.num_elements > _MAX_SHAPE_TENSOR:
+        return None
+    value, _ = ms.dense_constant(cx.op, shape)
+    return [int(v) for v in value.reshape(-1)]
+
+
+def _dimension_size(cx, *unused):
+    return [cx.operands[0].shape.dims[ms.int_attr(cx.op, "dimension")]]
+
+
+def _same(cx, a, *rest):
+    return a
+
+
+def _broadcast(cx, a, *rest):
+    count = ms.to_shape(cx.op.results[0].type).num_elements
+    return a * count if len(a) == 1 and isinstance(count, int) else None
+
+
+def _concatenate(cx, *parts):
+    if ms.int_attr(cx.op, "dimension") != 0:
+        return None
+    return [v for p in parts for v in p]
+
+
+def _slice(cx, a, *rest):
+    if len(ms.ints(cx.op, "start_indices")) != 1:
+        return None
+    start, limit = ms.ints(cx.op, "start_indices")[0], ms.ints(cx.op, "limit_indices")[0]
+    return a[start:limit:ms.ints(cx.op, "strides", (1,))[0]]
+
+
+def _elementwise(fn):
+    def rule(cx, *args):
+        n = max(len(a) for a in args)
+        if any(len(a) not in (1, n) for a in args):
+            return None
+        return [fn(*(a[0] if len(a) == 1 else a[i] for a in args)) for i in range(n)]
+    return rule
+
+
+def _min_max(pick):
+    return _elementwise(lambda a, b: a if (a <= b) == pick else b)
+
+
+def _compare(cx, a, b):
+    direction = str(cx.op.attributes["comparison_direction"]).split()[-1].rstrip(">")
+    return _elementwise(lambda x, y: SizePredicate((SizeComparison(direction, x, y),)))(cx, a, b)
+
+
+def _and(cx, a, b):
+    if not all(isinstance(v, SizePredicate) for v in a + b):
+        return None
+    return _elementwise(operator.and_)(cx, a, b)
+
+
+_SOURCES = {"stablehlo.constant", "stablehlo.get_dimension_size"}
+SIZE_RULES = {
+    "stablehlo.constant": _constant, "stablehlo.get_dimension_size": _dimension_size,
+    "stablehlo.reshape": _same, "stablehlo.convert": _same, "stablehlo.broadcast_in_dim": _broadcast,
+    "stablehlo.concatenate": _concatenate, "stablehlo.slice": _slice,
+    "stablehlo.add": _elementwise(operator.add), "stablehlo.subtract": _elementwise(operator.sub),
+    "stablehlo.multiply": _elementwise(operator.mul), "stablehlo.divide": _elementwise(floordiv),
+    "stablehlo.remainder": _elementwise(mod), "stablehlo.maximum": _min_max(False),
+    "stablehlo.minimum": _min_max(True), "stablehlo.compare": _compare, "stablehlo.and": _and,
+}
+"""StableHLO op → its result's symbolic value from its operands' (integer division rounds down:
+shape arithmetic only divides non-negative sizes)."""
+
+
+# -- dynamic ops ----------------------------------------------------------------------------------
+def _shape_operand(cx, index: int, what: str) -> tuple:
+    sizes = cx.sizes(index)
+    if sizes is None or any(isinstance(v, SizePredicate) for v in sizes):
+        raise cx.unsupported(f"its {what} operand is not a shape computed from dimension sizes and constants")
+    return sizes
+
+
+def _dynamic_broadcast_in_dim(cx):
+    from hlocc.frontends.stablehlo_ops import broadcast_in_dim
+
+    operand = cx.operands[0]
+    dims = ms.ints(cx.op, "broadcast_dimensions")
+    shape = cx.shape.with_dims(_shape_operand(cx, 1, "output_dimensions"))
+    for i, d in enumerate(dims):
+        a, b = operand.shape.dims[i], shape.dims[d]
+        if a != b and a != 1 and (isinstance(a, DimExpr) or isinstance(b, DimExpr)):
+            # Two symbolic sizes that may differ: the broadcast is an identity only where they are
+            # equal (a size-1 stretch would need a runtime choice), which a guard makes sure of.
+            cx.importer.module.guards.append(ShapeGuard(
+                SizePredicate((SizeComparison("EQ", a, b),)),
+                f"{cx.location()}: dynamic_broadcast_in_dim: dimension sizes {a} = {{0}} and {b} = {{1}} "
+                "must be equal", (a, b)))
+    return broadcast_in_dim(cx, operand, dims, shape)
+
+
+def _dynamic_reshape(cx):
+    return cx.add("reshape", cx.operands[:1], shape=cx.shape.with_dims(_shape_operand(cx, 1, "output_shape")))
+
+
+def _dynamic_iota(cx):
+    from hlocc.frontends.stablehlo_ops import _iota
+
+    cx.shape = cx.shape.with_dims(_shape_operand(cx, 0, "output_shape"))
+    return _iota(cx)
+
+
+def _real_dynamic_slice(cx):
+    starts, limits, strides = (_shape_operand(cx, i, w) for i, w in ((1, "start"), (2, "limit"), (3, "strides")))
+    if not all(isinstance(s, int) for s in strides):
+        raise cx.unsupported("symbolic strides")
+    return cx.add("slice", cx.operands[:1], {"slice": tuple(map(SliceDim, starts, limits, strides))}, shape=None)
+
+
+def _dynamic_pad(cx):
+    lows, highs, interiors = (_shape_operand(cx, i, w) for i, w in ((2, "low"), (3, "high"), (4, "interior")))
+    if not all(isinstance(v, int) for v in interiors):
+        raise cx.unsupported("symbolic interior padding")
+    return cx.add("pad", cx.operands[:2], {"padding": tuple(map(PadDim, lows, highs, interiors))}, shape=None)
+
+
+def _dynamic_gather(cx):
+    """A gather whose every operand dimension is an offset dimension, from constant start indices,
+    is a slice (JAX emits it for `x[1:]` on a symbolic dimension); the start is clamped as gather
+    clamps it, which must be decidable at import."""
+    _, stablehlo, _, _ = ms.mlir_modules()
+    dn = stablehlo.GatherDimensionNumbers(cx.op.attributes["dimension_numbers"])
+    operand = cx.operands[0].shape
+    sizes = _shape_operand(cx, 2, "slice_sizes")
+    starts = cx.sizes(1)
+    if (list(dn.offset_dims) != list(range(operand.rank)) or list(dn.collapsed_slice_dims) or starts is None
+            or not all(isinstance(s, int) for s in starts) or dn.operand_batching_dims):
+        raise cx.unsupported("only a slice-like dynamic_gather (constant start indices, no collapsed dims) is "
+                             "supported")
+    begin = [0] * operand.rank
+    for start, dim in zip(starts, dn.start_index_map):
+        try:
+            begin[dim] = max(0, min(start, operand.dims[dim] - sizes[dim]))
+        except InconclusiveDimensionError:
+            raise cx.unsupported(f"the clamp of start index {start} in dimension {dim} depends on the sizes") from None
+    slices = tuple(SliceDim(b, b + n, 1) for b, n in zip(begin, sizes))
+    return cx.add("slice", cx.operands[:1], {"slice": slices}, shape=None)
+
+
+def _shape_assertion(cx):
+    """`@shape_assertion(pred, args...)`: a guard of the module; `error_message` is JAX's text."""
+    predicate = cx.sizes(0)
+    if predicate is None or not isinstance(predicate[0], SizePredicate):
+        raise cx.unsupported("a shape assertion whose condition is not computed from dimension sizes")
+    args = tuple(cx.sizes(i)[0] if cx.sizes(i) else 0 for i in range(1, len(cx.op.operands)))
+    message = ms.string_attr(cx.op, "error_message") or "shape assertion failed"
+    cx.importer.module.guards.append(ShapeGuard(predicate[0], message, args))
+    return []
+
+
+def _dynamic_reduce_window(cx):
+    """`stablehlo.dynamic_reduce_window(inputs, inits, window_dimensions, window_strides,
+    base_dilations, window_dilations, padding)` (one input here) → reduce-window."""
+    if len(cx.operands) != 7:
+        raise cx.unsupported("a dynamic_reduce_window of several inputs")
+    size, stride, base, dilation = (_shape_operand(cx, i, w) for i, w in
+                                    ((2, "window_dimensions"), (3, "window_strides"), (4, "base_dilations"),
+                                     (5, "window_dilations")))
+    pads = _shape_operand(cx, 6, "padding")
+    window = tuple(WindowDim(size[i], stride[i], pads[2 * i], pads[2 * i + 1], base[i], dilation[i], False)
+                   for i in range(len(size)))
+    reducer = ms.mlir_modules()[0].FlatSymbolRefAttr(cx.op.attributes["called_computations"][0]).value
+    scalar = cx.operands[1].shape
+    to_apply = cx.importer.call(cx.op, reducer, [scalar, scalar], None)
+    return cx.add("reduce-window", cx.operands[:2], {"window": window, "to_apply": to_apply}, shape=None)
+
+
+CUSTOM_CALLS = {"shape_assertion": _shape_assertion, "stablehlo.dynamic_reduce_window": _dynamic_reduce_window}
+"""Custom-call targets that JAX's shape-polymorphic export emits, converted here (not kept as
+custom calls)."""
+
+OP_CONVERSIONS = {
+    "stablehlo.dynamic_broadcast_in_dim": _dynamic_broadcast_in_dim, "stablehlo.dynamic_reshape": _dynamic_reshape,
+    "stablehlo.dynamic_iota": _dynamic_iota, "stablehlo.real_dynamic_slice": _real_dynamic_slice,
+    "stablehlo.dynamic_pad": _dynamic_pad, "stablehlo.dynamic_gather": _dynamic_gather,
+}

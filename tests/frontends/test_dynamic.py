@@ -1,0 +1,150 @@
+"""Shape-polymorphic JAX programs (jax.export with symbolic shapes) imported with symbolic
+dimensions and run at many sizes against jax.jit at the concrete size."""
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+if tuple(int(p) for p in jax.__version__.split(".")[:2]) < (0, 10):
+    pytest.skip("the StableHLO frontend needs jax >= 0.10", allow_module_level=True)
+
+import jax.numpy as jnp  # noqa: E402
+from jax import export  # noqa: E402
+
+import hlocc  # noqa: E402
+from hlocc.comparison import compare_arrays  # noqa: E402
+from hlocc.frontends.stablehlo import import_stablehlo  # noqa: E402
+
+RNG = np.random.default_rng(0)
+W1 = RNG.standard_normal((32, 64)).astype(np.float32) / 6
+W2 = RNG.standard_normal((64, 16)).astype(np.float32) / 8
+GAMMA = RNG.standard_normal(64).astype(np.float32)
+
+
+def softmax(x):
+    return jax.nn.softmax(x, axis=-1)
+
+
+def layernorm(x):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / jnp.sqrt(var + 1e-5) * GAMMA + x.mean()
+
+
+def mlp(x):
+    return jax.nn.relu(x @ W1) @ W2
+
+
+def cumsum(x):
+    return jnp.cumsum(x, axis=0)
+
+
+def slice_pad(x):
+    return jnp.pad(x[1:], ((2, 1), (0, 0))) * 2
+
+
+def concat(x, y):
+    return jnp.concatenate([x, y * 2], axis=0)
+
+
+def argmax(x):
+    return jnp.argmax(x, axis=1), jnp.argmax(x, axis=0)
+
+
+b, c = export.symbolic_shape("b, c")
+PROGRAMS = {  # name: (function, symbolic arg shapes, concrete arg shapes for size n)
+    "softmax": (softmax, [(b, 128)], lambda n: [(n, 128)]),
+    "layernorm": (layernorm, [(b, 64)], lambda n: [(n, 64)]),
+    "mlp": (mlp, [(b, 32)], lambda n: [(n, 32)]),
+    "cumsum": (cumsum, [(b, 4)], lambda n: [(n, 4)]),
+    "slice_pad": (slice_pad, [(b, 8)], lambda n: [(n, 8)]),
+    "concat": (concat, [(b, 4), (c, 4)], lambda n: [(n, 4), (n % 5 + 1, 4)]),
+    "argmax": (argmax, [(b, 10)], lambda n: [(n, 10)]),
+}
+_IMPORTED = {}
+
+
+def imported(name):
+    if name not in _IMPORTED:
+        f, shapes, _ = PROGRAMS[name]
+        exported = export.export(jax.jit(f))(*[jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes])
+        _IMPORTED[name] = import_stablehlo(exported)
+    return _IMPORTED[name]
+
+
+def check_sizes(name, backend, sizes):
+    f, _, concrete = PROGRAMS[name]
+    exe = hlocc.compile(imported(name), backend)
+    for n in sizes:
+        args = [RNG.standard_normal(s).astype(np.float32) for s in concrete(n)]
+        want = jax.jit(f)(*args)
+        got = exe(*args)
+        for w, g in zip(jax.tree.leaves(want), got if isinstance(got, tuple) else [got]):
+            why = compare_arrays(np.asarray(w), np.asarray(g), 1e-5, 1e-5)
+            assert why is None, f"{name} at size {n} on {backend}: {why}"
+    assert exe.compilations == len(set(sizes))
+    return exe
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_interpreter_at_many_sizes(name):
+    check_sizes(name, "interpreter", [1, 2, 7, 13, 1, 100])
+
+
+@pytest.mark.parametrize("name", ["softmax", "cumsum", "concat", "argmax"])
+def test_cpu_at_two_sizes(name):
+    exe = check_sizes(name, "cpu", [1, 13])
+    assert "symbolic kernels not built yet" in exe.stats_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_size_sweep(name, backend):
+    check_sizes(name, backend, [1, 2, 3, 5, 11, 31, 64, 127, 257, 1000])
+
+
+def test_softmax_imports_with_one_symbol_and_no_dynamic_op():
+    module = imported("softmax")
+    shapes = [i.shape for comp in module.computations for i in comp.instructions]
+    assert frozenset().union(*(s.symbols for s in shapes)) == {"b"}
+    assert "dynamic" not in module.to_string().replace("dynamic shape", "")
+    assert "f32[?b,128]" in module.to_string()
+
+
+def test_zero_size_breaks_jax_shape_assertion():
+    exe = hlocc.compile(imported("softmax"), "interpreter")
+    with pytest.raises(hlocc.ArgumentError, match="Expected value >= 1 for dimension variable 'b'.*'b' = 0"):
+        exe(np.zeros((0, 128), np.float32))
+
+
+def test_inconsistent_sizes_name_the_symbol_and_both_values():
+    def add(x, y):
+        return x + y
+
+    exported = export.export(jax.jit(add))(*[jax.ShapeDtypeStruct((b, 4), jnp.float32)] * 2)
+    exe = hlocc.compile(import_stablehlo(exported), "interpreter")
+    with pytest.raises(hlocc.ArgumentError, match=r"argument 1 dimension 0: size 5 does not match 'b' = 3 with "
+                                                  r"b = 3 \(from argument 0 dimension 0 = 3\)"):
+        exe(np.zeros((3, 4), np.float32), np.zeros((5, 4), np.float32))
+
+
+def test_new_rank_is_a_clear_error():
+    exe = hlocc.compile(imported("softmax"), "interpreter")
+    with pytest.raises(hlocc.ArgumentError, match="expected rank 2.*a new rank needs a new compilation"):
+        exe(np.zeros((3, 128, 1), np.float32))
+
+
+def test_size_zero_and_one_run_a_module_without_guards():
+    text = """HloModule m
+
+ENTRY e {
+  p = f32[?n,3] parameter(0)
+  ROOT r = f32[?n,3] add(p, p)
+}
+"""
+    exe = hlocc.compile(text, "interpreter")
+    for n in (0, 1, 4):
+        x = np.ones((n, 3), np.float32)
+        np.testing.assert_array_equal(exe(x), 2 * x)
+    assert exe.compilations == 3

@@ -138,6 +138,62 @@ def test_new_rank_is_a_clear_error():
         exe(np.zeros((3, 128, 1), np.float32))
 
 
+def test_strided_slice_of_a_multiple_and_its_divisibility_guard():
+    def every_other(x):
+        return x[::2] * 3
+
+    exported = export.export(jax.jit(every_other))(jax.ShapeDtypeStruct(export.symbolic_shape("2*b, 4"),
+                                                                         jnp.float32))
+    exe = hlocc.compile(import_stablehlo(exported), "interpreter")
+    for n in (2, 6, 14):
+        x = RNG.standard_normal((n, 4)).astype(np.float32)
+        np.testing.assert_array_equal(exe(x), np.asarray(every_other(x)))
+    with pytest.raises(hlocc.ArgumentError, match="Division had remainder 1 when computing the value of 'b'"):
+        exe(np.zeros((5, 4), np.float32))
+
+
+DYNAMIC_OPS = """module @m {
+  func.func public @main(%x: tensor<?x4xf32>) -> (tensor<?x4xf32>, tensor<?xf32>, tensor<?xi32>) {
+    %n = stablehlo.get_dimension_size %x, dim = 0 : (tensor<?x4xf32>) -> tensor<i32>
+    %one = stablehlo.constant dense<1> : tensor<1xi32>
+    %zero = stablehlo.constant dense<0> : tensor<1xi32>
+    %four = stablehlo.constant dense<4> : tensor<1xi32>
+    %n1 = stablehlo.reshape %n : (tensor<i32>) -> tensor<1xi32>
+    %start = stablehlo.concatenate %one, %zero, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+    %limit = stablehlo.concatenate %n1, %four, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+    %stride = stablehlo.concatenate %one, %one, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+    %s = stablehlo.real_dynamic_slice %x, %start, %limit, %stride
+        : (tensor<?x4xf32>, tensor<2xi32>, tensor<2xi32>, tensor<2xi32>) -> tensor<?x4xf32>
+    %pv = stablehlo.constant dense<5.0> : tensor<f32>
+    %lo = stablehlo.concatenate %n1, %zero, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+    %hi = stablehlo.concatenate %zero, %zero, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+    %p = stablehlo.dynamic_pad %s, %pv, %lo, %hi, %hi
+        : (tensor<?x4xf32>, tensor<f32>, tensor<2xi32>, tensor<2xi32>, tensor<2xi32>) -> tensor<?x4xf32>
+    %four_s = stablehlo.constant dense<4> : tensor<i32>
+    %m = stablehlo.multiply %n, %four_s : tensor<i32>
+    %m1 = stablehlo.reshape %m : (tensor<i32>) -> tensor<1xi32>
+    %flat = stablehlo.dynamic_reshape %x, %m1 : (tensor<?x4xf32>, tensor<1xi32>) -> tensor<?xf32>
+    %io = stablehlo.dynamic_iota %n1, dim = 0 : (tensor<1xi32>) -> tensor<?xi32>
+    return %p, %flat, %io : tensor<?x4xf32>, tensor<?xf32>, tensor<?xi32>
+  }
+}"""
+
+
+def test_dynamic_ops_of_hand_written_stablehlo():
+    """No JAX wrapper: the `?` is named after its place (`arg0_0`); shapes come from shape tensors."""
+    module = import_stablehlo(DYNAMIC_OPS)
+    text = module.to_string()
+    assert "f32[?(2*arg0_0-1),4] pad(" in text and "padding=?(arg0_0)_0x0_0" in text
+    assert "slice={[1:?(arg0_0)], [0:4]}" in text and "f32[?(4*arg0_0)] reshape(" in text
+    exe = hlocc.compile(module, "interpreter")
+    for n in (1, 3):
+        x = np.arange(n * 4, dtype=np.float32).reshape(n, 4)
+        padded, flat, iota = exe(x)
+        np.testing.assert_array_equal(padded, np.pad(x[1:], ((n, 0), (0, 0)), constant_values=5))
+        np.testing.assert_array_equal(flat, x.reshape(-1))
+        np.testing.assert_array_equal(iota, np.arange(n))
+
+
 def test_size_zero_and_one_run_a_module_without_guards():
     text = """HloModule m
 

@@ -90,8 +90,11 @@ def _dimension_variable_names(importer, func) -> dict[tuple[int, int], str]:
 # -- shape tensors as symbolic sizes --------------------------------------------------------------
 def record_sizes(cx) -> None:
     """Record the symbolic value of the op's result when it is a shape tensor the rules know."""
-    rule = SIZE_RULES.get(cx.name)
     results = list(cx.op.results)
+    if cx.name == "func.call":
+        _record_call_sizes(cx, results)
+        return
+    rule = SIZE_RULES.get(cx.name)
     if rule is None or len(results) != 1:
         return
     args = [cx.sizes(i) for i in range(len(cx.op.operands))]
@@ -105,12 +108,24 @@ def record_sizes(cx) -> None:
         cx.scope.sizes[results[0]] = tuple(value)
 
 
+def _record_call_sizes(cx, results) -> None:
+    """A call's results have the values its callee returns (JAX computes `divmod` of dimension
+    sizes in private functions)."""
+    converted = cx.scope.values.get(results[0]) if results else None
+    call = converted[0] if isinstance(converted, tuple) else converted
+    if call is None or call.opcode != "call":
+        return
+    for result, sizes in zip(results, cx.importer.returned_sizes.get(id(call.attrs["to_apply"]), [])):
+        if sizes is not None:
+            cx.scope.sizes[result] = sizes
+
+
 def _constant(cx, *unused):
     shape = ms.to_shape(cx.op.results[0].type)
     if not (shape.element_type.is_integer or shape.element_type.is_pred) or shape.num_elements > _MAX_SHAPE_TENSOR:
         return None
     value, _ = ms.dense_constant(cx.op, shape)
-    return [int(v) for v in value.reshape(-1)]
+    return [bool(v) if shape.element_type.is_pred else int(v) for v in value.reshape(-1)]
 
 
 def _dimension_size(cx, *unused):
@@ -153,14 +168,72 @@ def _min_max(pick):
 
 
 def _compare(cx, a, b):
+    """A comparison of sizes is decided here only when their difference is a constant; otherwise it
+    stays a predicate (a shape assertion's must: deciding `b >= 1` from the assumption that
+    variables are ≥ 1 would drop the guard that checks it)."""
     direction = str(cx.op.attributes["comparison_direction"]).split()[-1].rstrip(">")
-    return _elementwise(lambda x, y: SizePredicate((SizeComparison(direction, x, y),)))(cx, a, b)
+
+    def compare(x, y):
+        if _is_truth(x) or _is_truth(y):
+            return SizeComparison(direction, int(_truth(x)), int(_truth(y))).holds({})
+        if isinstance(x - y, int):
+            return SizeComparison(direction, x - y, 0).holds({})
+        return SizePredicate((SizeComparison(direction, x, y),))
+    return _elementwise(compare)(cx, a, b)
+
+
+def _is_truth(value) -> bool:
+    return isinstance(value, (bool, SizePredicate))
+
+
+def _truth(value) -> bool:
+    """A predicate's value where the guards make it known (variables ≥ 1), for choosing values."""
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, SizePredicate):
+        raise InconclusiveDimensionError(f"{value} is not a predicate")
+    return all(_holds_for_all(c) for c in value.comparisons)
+
+
+def _holds_for_all(comparison: SizeComparison) -> bool:
+    difference = comparison.lhs - comparison.rhs
+    if isinstance(difference, int):
+        return comparison.holds({})
+    if comparison.direction in ("EQ", "NE"):
+        if difference >= 1 or difference <= -1:  # provably different (raises where undecided)
+            return comparison.direction == "NE"
+        raise InconclusiveDimensionError(str(comparison))
+    return {"LT": operator.lt, "LE": operator.le, "GT": operator.gt, "GE": operator.ge}[comparison.direction](
+        comparison.lhs, comparison.rhs)
+
+
+def _conjunction(x, y):
+    if isinstance(x, bool) and isinstance(y, bool):
+        return x and y
+    if isinstance(x, bool) or isinstance(y, bool):
+        flag, other = (x, y) if isinstance(x, bool) else (y, x)
+        return other if flag else False
+    if isinstance(x, SizePredicate) and isinstance(y, SizePredicate):
+        return x & y
+    raise InconclusiveDimensionError("'and' of sizes")
 
 
 def _and(cx, a, b):
-    if not all(isinstance(v, SizePredicate) for v in a + b):
-        return None
-    return _elementwise(operator.and_)(cx, a, b)
+    return _elementwise(_conjunction)(cx, a, b)
+
+
+def _select(cx, pred, a, b):
+    n = max(len(pred), len(a), len(b))
+    pick = [_truth(pred[0 if len(pred) == 1 else i]) for i in range(n)]
+    return [(a[0 if len(a) == 1 else i] if p else b[0 if len(b) == 1 else i]) for i, p in enumerate(pick)]
+
+
+def _sign(x):
+    if isinstance(x, int):
+        return (x > 0) - (x < 0)
+    if x >= 1:
+        return 1
+    raise InconclusiveDimensionError(f"sign of {x}")
 
 
 _SOURCES = {"stablehlo.constant", "stablehlo.get_dimension_size"}
@@ -172,6 +245,7 @@ SIZE_RULES = {
     "stablehlo.multiply": _elementwise(operator.mul), "stablehlo.divide": _elementwise(floordiv),
     "stablehlo.remainder": _elementwise(mod), "stablehlo.maximum": _min_max(False),
     "stablehlo.minimum": _min_max(True), "stablehlo.compare": _compare, "stablehlo.and": _and,
+    "stablehlo.select": _select, "stablehlo.sign": _elementwise(_sign),
 }
 """StableHLO op → its result's symbolic value from its operands' (integer division rounds down:
 shape arithmetic only divides non-negative sizes)."""
@@ -254,8 +328,12 @@ def _dynamic_gather(cx):
 def _shape_assertion(cx):
     """`@shape_assertion(pred, args...)`: a guard of the module; `error_message` is JAX's text."""
     predicate = cx.sizes(0)
-    if predicate is None or not isinstance(predicate[0], SizePredicate):
+    if predicate is None or not isinstance(predicate[0], (SizePredicate, bool)):
         raise cx.unsupported("a shape assertion whose condition is not computed from dimension sizes")
+    if predicate[0] is True:
+        return []
+    if predicate[0] is False:  # fails at every size
+        predicate = (SizePredicate((SizeComparison("EQ", 0, 1),)),)
     args = tuple(cx.sizes(i)[0] if cx.sizes(i) else 0 for i in range(1, len(cx.op.operands)))
     message = ms.string_attr(cx.op, "error_message") or "shape assertion failed"
     cx.importer.module.guards.append(ShapeGuard(predicate[0], message, args))

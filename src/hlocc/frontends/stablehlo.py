@@ -93,6 +93,8 @@ class Scope:
     values: dict = field(default_factory=dict)
     # The known values of integer (and predicate) shape tensors: value → tuple of symbolic sizes.
     sizes: dict = field(default_factory=dict)
+    # The known values of the block's returned shape tensors (None where unknown).
+    returned_sizes: list = field(default_factory=list)
 
 
 @dataclass
@@ -152,6 +154,7 @@ class _Importer:
         self.functions = {ms.string_attr(op, "sym_name"): op for op in mlir_module.body.operations
                           if op.operation.name == "func.func"}
         self.converted: dict[tuple, HloComputation] = {}
+        self.returned_sizes: dict[int, list] = {}  # id(computation of a function) → its results' sizes
         self._numbers = 0
         self._call_sites: list = []  # the func.call ops being converted, innermost last
 
@@ -189,6 +192,7 @@ class _Importer:
             if sizes is not None:
                 scope.sizes[arg] = sizes
         self._finish(comp, self.block(block, scope))
+        self.returned_sizes[id(comp)] = scope.returned_sizes
         return comp
 
     def region(self, region, *, tuple_param: bool = False, captures=(), tuple_root: bool | None = None,
@@ -275,6 +279,7 @@ class _Importer:
         for op in block.operations:
             name = op.operation.name
             if name in ("func.return", "stablehlo.return"):
+                scope.returned_sizes = [scope.sizes.get(v) for v in op.operands]
                 return [self.value(scope, v) for v in op.operands]
             convert = OP_CONVERSIONS.get(name)
             if convert is None:

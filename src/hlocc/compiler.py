@@ -43,6 +43,9 @@ class Executable:
     compile_times_ms: dict[str, float] = field(default_factory=dict)
     seed: int = 0
     runner: Any = None  # the backend's compiled form (None for the interpreter)
+    # Static compilations built: 1 for a compiled backend, 0 for the interpreter; a
+    # DynamicExecutable counts its per-binding specializations.
+    compilations: int = 0
 
     @property
     def parameter_shapes(self) -> list[Shape]:
@@ -90,7 +93,6 @@ class DynamicExecutable(Executable):
     """An Executable of a module with symbolic dimensions; see the module docstring."""
 
     options: dict = field(default_factory=dict)
-    compilations: int = 0
     specializations: list[Specialization] = field(default_factory=list)
     _cache: dict = field(default_factory=dict, repr=False)
 
@@ -244,7 +246,7 @@ def compile(module_or_text: HloModule | str, backend: str = "interpreter", *, ve
             runner = compile_module(work, **kwargs)
         if dump_dir:
             _dump_program(runner, dump_dir)
-    return Executable(module, backend, times, seed, runner)
+    return Executable(module, backend, times, seed, runner, compilations=int(runner is not None))
 
 
 def device_for(backend: str) -> Any:

@@ -7,7 +7,8 @@ divides; every other symbolic dimension is then checked), and raises ArgumentErr
 variable and both values on inconsistent sizes. `specialize(module, binding)` returns a copy of
 the module with every symbolic size (shapes, slice/pad/window attributes) replaced by its value,
 then verified: the static module the existing compilers take. The guards are not copied (they are
-checked before a specialization runs).
+checked before a specialization runs). `substitute_instructions` is the rewrite both this and the
+`shape-constraints` pass use.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from hlocc.errors import ArgumentError
 from hlocc.hlo.ir import HloModule
-from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, evaluate, substitute, symbol
+from hlocc.hlo.symbolic import Dim, DimExpr, InconclusiveDimensionError, evaluate, substitute, symbol
 from hlocc.hlo.types import Shape
 
 
@@ -79,32 +80,39 @@ def specialize(module: HloModule, binding: Mapping[str, int]) -> HloModule:
 
     copy = parse_hlo(module.to_string())
     copy.guards = []
-    for comp in copy.computations:
-        for instr in comp.instructions:
-            instr.shape = _shape(instr.shape, binding)
-            instr.attrs = {k: _value(v, binding) for k, v in instr.attrs.items()}
+    substitute_instructions([i for comp in copy.computations for i in comp.instructions], binding)
     verify_module(copy)
     return copy
 
 
-def _shape(shape: Shape, binding: Mapping[str, int]) -> Shape:
+def substitute_instructions(instructions, mapping: Mapping[str, Dim]) -> None:
+    """Replace the variables of `mapping` in the instructions' shapes and size attributes."""
+    for instr in instructions:
+        instr.shape = substitute_shape(instr.shape, mapping)
+        instr.attrs = {k: _substitute_attr(v, mapping) for k, v in instr.attrs.items()}
+
+
+def substitute_shape(shape: Shape | None, mapping: Mapping[str, Dim]) -> Shape | None:
+    """`shape` with the variables of `mapping` replaced; a dimension that becomes a constant is static."""
     if shape is None or not shape.is_symbolic:
         return shape
     if shape.is_tuple:
-        return Shape(None, tuple_shapes=tuple(_shape(s, binding) for s in shape.tuple_shapes))
-    dims = [evaluate(d, binding) for d in shape.dims]
-    dynamic = [dyn and not isinstance(d, DimExpr) for d, dyn in zip(shape.dims, shape.dynamic)]
+        return Shape(None, tuple_shapes=tuple(substitute_shape(s, mapping) for s in shape.tuple_shapes))
+    dims = [substitute(d, mapping) for d in shape.dims]
+    dynamic = [dyn and not (isinstance(old, DimExpr) and isinstance(new, int))
+               for old, new, dyn in zip(shape.dims, dims, shape.dynamic)]
     out = Shape.array(shape.element_type, dims, shape.layout, dynamic)
     return out.as_buffer() if shape.is_buffer else out
 
 
-def _value(value, binding: Mapping[str, int]):
+def _substitute_attr(value, mapping: Mapping[str, Dim]):
+    """An attribute value (sizes, tuples of them, SliceDim/PadDim/WindowDim) with `mapping` applied."""
     if isinstance(value, DimExpr):
-        return evaluate(value, binding)
+        return substitute(value, mapping)
     if isinstance(value, tuple):
-        return tuple(_value(v, binding) for v in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type) and not isinstance(value, Shape):
-        changes = {f.name: _value(getattr(value, f.name), binding) for f in dataclasses.fields(value)
+        return tuple(_substitute_attr(v, mapping) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, (type, Shape)):
+        changes = {f.name: substitute(getattr(value, f.name), mapping) for f in dataclasses.fields(value)
                    if isinstance(getattr(value, f.name), DimExpr)}
         return dataclasses.replace(value, **changes) if changes else value
     return value

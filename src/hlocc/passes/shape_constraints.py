@@ -21,12 +21,12 @@ symbolic size, the symbols merged into it and the first places it sizes, e.g.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 
 from hlocc.errors import HloError
 from hlocc.hlo.ir import HloInstruction, HloModule
 from hlocc.hlo.opcodes import OPCODES, infer_shape
+from hlocc.hlo.specialize import substitute_instructions
 from hlocc.hlo.symbolic import DimExpr, floordiv, substitute, symbol, variables_of
 from hlocc.hlo.types import UNBOUNDED, Shape
 from hlocc.passes.base import HloPass, register_hlo_pass
@@ -140,7 +140,7 @@ class ShapeConstraints(HloPass):
             return changed
         mapping = _solve(instrs, fresh)
         if mapping:
-            _apply(instrs, mapping)
+            substitute_instructions(instrs, mapping)
             changed = True
         changed = _remove_identities(module) or changed
         module.shape_facts = _facts([i for comp in module.computations for i in comp.instructions], mapping)
@@ -248,35 +248,6 @@ def _product(dims):
     for d in dims:
         out = out * d
     return out
-
-
-def _apply(instrs, mapping: dict) -> None:
-    for instr in instrs:
-        instr.shape = _substitute_shape(instr.shape, mapping)
-        instr.attrs = {k: _substitute_value(v, mapping) for k, v in instr.attrs.items()}
-
-
-def _substitute_shape(shape: Shape, mapping: dict) -> Shape:
-    if shape is None or not shape.is_symbolic:
-        return shape
-    if shape.is_tuple:
-        return Shape.tuple([_substitute_shape(s, mapping) for s in shape.tuple_shapes])
-    dims = [substitute(d, mapping) for d in shape.dims]
-    dynamic = [dyn and not isinstance(new, int) for new, dyn in zip(dims, shape.dynamic)]
-    out = Shape.array(shape.element_type, dims, shape.layout, dynamic)
-    return out.as_buffer() if shape.is_buffer else out
-
-
-def _substitute_value(value, mapping: dict):
-    if isinstance(value, DimExpr):
-        return substitute(value, mapping)
-    if isinstance(value, tuple):
-        return tuple(_substitute_value(v, mapping) for v in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, (type, Shape)):
-        changes = {f.name: substitute(getattr(value, f.name), mapping) for f in dataclasses.fields(value)
-                   if isinstance(getattr(value, f.name), DimExpr)}
-        return dataclasses.replace(value, **changes) if changes else value
-    return value
 
 
 def _facts(instrs, mapping: dict) -> list[str]:

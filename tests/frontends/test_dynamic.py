@@ -76,6 +76,26 @@ PROGRAMS = {  # name: (function, symbolic arg shapes, concrete arg shapes for si
     "attention": (attention, [(b, 16)], lambda n: [(n, 16)]),
     "rmsnorm_bf16": (rmsnorm_bf16, [(b, 32)], lambda n: [(n, 32)]),
 }
+b_s = export.symbolic_shape("b, s")
+MORE_PROGRAMS = {  # smaller programs each exercising one more way JAX computes shapes
+    "reshape_flat": (lambda x: x.reshape(-1) * 2, [(b, 4)]),
+    "reshape_split": (lambda x: x.reshape(x.shape[0], 2, 2).sum(-1), [(b, 4)]),
+    "mean_over_symbol": (lambda x: x.mean(axis=0), [(b, 4)]),
+    "sort": (lambda x: jnp.sort(x, axis=0), [(b, 4)]),
+    "one_hot": (lambda x: jax.nn.one_hot(jnp.argmax(x, -1), 4), [(b, 4)]),
+    "batched_matmul": (lambda x, y: jnp.einsum("bij,bjk->bik", x, y), [(b, 3, 4), (b, 4, 5)]),
+    "outer": (lambda x: x[:, None] * x[None, :], [(b,)]),
+    "gram": (lambda x: x.T @ x, [(b, 4)]),
+    "dynamic_slice": (lambda x: jax.lax.dynamic_slice_in_dim(x, 1, 2, axis=1), [(b, 4)]),
+    "take_rows": (lambda x: x[jnp.array([0, 0])], [(b, 4)]),
+    "last_row": (lambda x: x[-1], [(b, 4)]),
+    "tile": (lambda x: jnp.tile(x, (2, 1)), [(b, 4)]),
+    "two_symbols": (lambda x: jax.nn.softmax(x, axis=1).sum(0), [b_s]),
+    "cumprod": (lambda x: jnp.cumprod(x, axis=0), [(b, 3)]),
+    "pad": (lambda x: jnp.pad(x, ((0, 3), (1, 1))), [(b, 4)]),
+    "where_max": (lambda x: jnp.where(x > 0, x, 0).max(), [(b, 4)]),
+    "arange": (lambda x: x + jnp.arange(x.shape[0])[:, None], [(b, 4)]),
+}
 DTYPES = {"rmsnorm_bf16": jnp.bfloat16}
 # The cpu backend's reduction emitter fails on the static attention module at sequence length 1
 # (an indexing-map range bug in codegen, not in the dynamic path: jax.jit(...).lower() of the same
@@ -134,6 +154,18 @@ def test_interpreter_size_sweep(name):
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_cpu_size_sweep(name):
     check_sizes(name, "cpu", [1, 2, 3, 5, 11, 31, 64, 127, 128, 256])
+
+
+@pytest.mark.parametrize("name", MORE_PROGRAMS)
+def test_more_programs_on_the_interpreter(name):
+    f, shapes = MORE_PROGRAMS[name]
+    exported = export.export(jax.jit(f))(*[jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes])
+    exe = hlocc.compile(import_stablehlo(exported), "interpreter")
+    for n in (1, 5):
+        args = [RNG.standard_normal([n if not isinstance(d, int) else d for d in s]).astype(np.float32)
+                for s in shapes]
+        why = compare_arrays(np.asarray(jax.jit(f)(*args)), exe(*args), 1e-5, 1e-5)
+        assert why is None, f"{name} at size {n}: {why}"
 
 
 def test_softmax_imports_with_one_symbol_and_no_dynamic_op():

@@ -163,8 +163,12 @@ def _elementwise(fn):
     return rule
 
 
-def _min_max(pick):
-    return _elementwise(lambda a, b: a if (a <= b) == pick else b)
+def _min(a, b):
+    return a if a <= b else b
+
+
+def _max(a, b):
+    return a if a >= b else b
 
 
 def _compare(cx, a, b):
@@ -243,8 +247,9 @@ SIZE_RULES = {
     "stablehlo.concatenate": _concatenate, "stablehlo.slice": _slice,
     "stablehlo.add": _elementwise(operator.add), "stablehlo.subtract": _elementwise(operator.sub),
     "stablehlo.multiply": _elementwise(operator.mul), "stablehlo.divide": _elementwise(floordiv),
-    "stablehlo.remainder": _elementwise(mod), "stablehlo.maximum": _min_max(False),
-    "stablehlo.minimum": _min_max(True), "stablehlo.compare": _compare, "stablehlo.and": _and,
+    "stablehlo.remainder": _elementwise(mod), "stablehlo.maximum": _elementwise(_max),
+    "stablehlo.minimum": _elementwise(_min), "stablehlo.clamp": _elementwise(lambda lo, x, hi: _max(lo, _min(x, hi))),
+    "stablehlo.compare": _compare, "stablehlo.and": _and,
     "stablehlo.select": _select, "stablehlo.sign": _elementwise(_sign),
 }
 """StableHLO op → its result's symbolic value from its operands' (integer division rounds down:

@@ -27,6 +27,7 @@ import numpy as np
 from hlocc.errors import ArgumentError, UnsupportedError
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.parser import parse_hlo
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import UNBOUNDED, Shape
 
 BACKENDS = ("interpreter", "cpu", "cuda", "cuda-sim")
@@ -168,9 +169,11 @@ def _check_one(index: int, shape: Shape, value: Any, cast: bool, device_arrays: 
         if isinstance(value, DLPackArray):
             return _check_device_array(index, shape, value, device_arrays)
     arr = np.asarray(value)
-    # A dynamic dimension accepts any size up to its bound (or any size for `?`).
+    # A dynamic dimension accepts any size up to its bound (or any size for `?`); a symbolic one
+    # any size here (DynamicExecutable.bind checks the sizes against each other).
     fits = len(arr.shape) == shape.rank and all(
-        a == d or (dyn and (d == UNBOUNDED or a <= d)) for a, d, dyn in zip(arr.shape, shape.dims, shape.dynamic))
+        a == d or isinstance(d, DimExpr) or (dyn and (d == UNBOUNDED or a <= d))
+        for a, d, dyn in zip(arr.shape, shape.dims, shape.dynamic))
     if not fits:
         raise ArgumentError(f"argument {index}: expected shape {shape.to_string(False)}, "
                             f"got an array of shape {list(arr.shape)} ({arr.dtype})")

@@ -271,3 +271,8 @@ ENTRY e {
         x = np.ones((n, 3), np.float32)
         np.testing.assert_array_equal(exe(x), 2 * x)
     assert exe.compilations == 3
+    assert "n=0" in exe.stats_text() and "symbolic kernels not built yet" in exe.stats_text()
+    # The CLI's argument check takes any size for a symbolic dimension (binding checks them later).
+    from hlocc.compiler import check_arguments
+
+    assert check_arguments(exe.module, [np.ones((7, 3), np.float64)], cast=True)[0].dtype == np.float32

@@ -22,7 +22,7 @@ import operator
 from hlocc.frontends import mlir_support as ms
 from hlocc.hlo.attributes import PadDim, SliceDim, WindowDim
 from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
-from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, floordiv, mod, symbol
+from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, floordiv, mod, substitute, symbol
 from hlocc.hlo.types import UNBOUNDED, Shape
 
 _MAX_SHAPE_TENSOR = 64  # constants larger than this are data, not shapes
@@ -85,6 +85,64 @@ def _dimension_variable_names(importer, func) -> dict[tuple[int, int], str]:
     by_class = {find(key): name for key, name in names.items()}
     keys = set(parent) | set(parent.values()) | set(names)
     return {key: by_class[find(key)] for key in keys if find(key) in by_class}
+
+
+def record_dimension_variable(importer, func, index: int, sizes: tuple) -> None:
+    """Remember the value passed for a function argument JAX marks as dimension variable `name`."""
+    attrs = func.attributes["arg_attrs"][index] if "arg_attrs" in func.attributes else None
+    if attrs is None or "jax.global_constant" not in attrs or len(sizes) != 1:
+        return
+    name = ms.mlir_modules()[0].StringAttr(attrs["jax.global_constant"]).value
+    if name.isidentifier() and isinstance(sizes[0], DimExpr):
+        importer.dimension_variables.setdefault(name, sizes[0])
+
+
+def name_dimension_variables(importer) -> None:
+    """Write an entry dimension that JAX derives a dimension variable from (`2*b` gives
+    `b = floordiv(arg0_0, 2)`) in terms of that variable: `arg0_0` becomes `2*b` everywhere, and
+    guards that then always hold are dropped (binding checks the divisibility instead)."""
+    unnamed = {v for p in importer.module.entry.parameters for v in p.shape.symbols if v.startswith("arg")}
+    rename = {}
+    for name, value in importer.dimension_variables.items():
+        free = value.variables & unnamed
+        if name in value.variables or len(value.variables) != 1 or not free or next(iter(free)) in rename:
+            continue
+        v = next(iter(free))
+        candidate = _inverse(value, v, name)
+        if candidate is not None:
+            rename[v] = candidate
+    if not rename:
+        return
+    from hlocc.hlo.specialize import substitute_instructions
+
+    module = importer.module
+    substitute_instructions([i for comp in module.computations for i in comp.instructions], rename)
+    guards = []
+    for guard in module.guards:
+        comparisons = tuple(c.substitute(rename) for c in guard.predicate.comparisons)
+        if all(isinstance(c.lhs, int) and isinstance(c.rhs, int) and c.holds({}) for c in comparisons):
+            continue
+        guards.append(ShapeGuard(SizePredicate(comparisons), guard.message,
+                                 tuple(substitute(a, rename) for a in guard.message_args)))
+    module.guards[:] = guards
+
+
+def _inverse(value: DimExpr, v: str, name: str):
+    """`k*name + c` such that `value` with `v` replaced by it is `name` (for value = v + d or
+    floordiv(v + d, k)), or None."""
+    n = symbol(name)
+    terms = dict(value.terms)
+    candidates = [n - (value - symbol(v))] if isinstance(value - symbol(v), int) else []
+    for monomial, coefficient in terms.items():
+        if len(monomial) == 1 and monomial[0][0].op == "floordiv" and coefficient == 1:
+            numerator, k = monomial[0][0].args
+            rest = value - floordiv(numerator, k)
+            if isinstance(k, int) and isinstance(rest, int) and isinstance(numerator - symbol(v), int):
+                candidates.append(k * (n - rest) - (numerator - symbol(v)))
+    for candidate in candidates:
+        if substitute(value, {v: candidate}) == n:
+            return candidate
+    return None
 
 
 # -- shape tensors as symbolic sizes --------------------------------------------------------------

@@ -34,6 +34,7 @@ from typing import Any
 
 from hlocc.errors import HloError, HloVerifyError, UnsupportedError
 from hlocc.frontends import mlir_support as ms
+from hlocc.frontends.dynamic_shapes import name_dimension_variables
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.opcodes import infer_shape
 from hlocc.hlo.types import Shape
@@ -155,6 +156,7 @@ class _Importer:
                           if op.operation.name == "func.func"}
         self.converted: dict[tuple, HloComputation] = {}
         self.returned_sizes: dict[int, list] = {}  # id(computation of a function) → its results' sizes
+        self.dimension_variables: dict[str, object] = {}  # JAX's dimension variable → its symbolic value
         self._numbers = 0
         self._call_sites: list = []  # the func.call ops being converted, innermost last
 
@@ -162,6 +164,7 @@ class _Importer:
         if "main" not in self.functions:
             raise HloError(f"{self.filename}: the StableHLO module has no @main function")
         self.function("main", is_entry=True)
+        name_dimension_variables(self)
         # Callees before callers, as XLA prints them; the entry comes last.
         self.module.computations[:] = self.module.computation_post_order()
         return self.module
@@ -171,7 +174,7 @@ class _Importer:
         """The computation of `func.func @name` for arguments of `arg_shapes` (default: the
         function's types; the entry's `?` dims get symbols) whose shape-tensor values are
         `arg_sizes`: converted once per such signature, later calls share it."""
-        from hlocc.frontends.dynamic_shapes import entry_parameter_shapes
+        from hlocc.frontends.dynamic_shapes import entry_parameter_shapes, record_dimension_variable
 
         func = self.functions.get(name)
         if func is None:
@@ -191,6 +194,7 @@ class _Importer:
             scope.values[arg] = self._parameter(comp, i, shape, f"Arg_{i}")
             if sizes is not None:
                 scope.sizes[arg] = sizes
+                record_dimension_variable(self, func, i, sizes)
         self._finish(comp, self.block(block, scope))
         self.returned_sizes[id(comp)] = scope.returned_sizes
         return comp

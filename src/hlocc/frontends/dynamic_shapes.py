@@ -315,51 +315,31 @@ shape arithmetic only divides non-negative sizes)."""
 
 
 # -- dynamic ops ----------------------------------------------------------------------------------
-def _shape_operand(cx, index: int, what: str) -> tuple:
+def shape_operand(cx, index: int, what: str) -> tuple:
     sizes = cx.sizes(index)
     if sizes is None or any(isinstance(v, SizePredicate) for v in sizes):
         raise cx.unsupported(f"its {what} operand is not a shape computed from dimension sizes and constants")
     return sizes
 
 
-def _dynamic_broadcast_in_dim(cx):
-    from hlocc.frontends.stablehlo_ops import broadcast_in_dim
-
-    operand = cx.operands[0]
-    dims = ms.ints(cx.op, "broadcast_dimensions")
-    shape = cx.shape.with_dims(_shape_operand(cx, 1, "output_dimensions"))
-    for i, d in enumerate(dims):
-        a, b = operand.shape.dims[i], shape.dims[d]
-        if a != b and a != 1 and (isinstance(a, DimExpr) or isinstance(b, DimExpr)):
-            # Two symbolic sizes that may differ: the broadcast is an identity only where they are
-            # equal (a size-1 stretch would need a runtime choice), which a guard makes sure of.
-            cx.importer.module.guards.append(ShapeGuard(
-                SizePredicate((SizeComparison("EQ", a, b),)),
-                f"{cx.location()}: dynamic_broadcast_in_dim: dimension sizes {a} = {{0}} and {b} = {{1}} "
-                "must be equal", (a, b)))
-    return broadcast_in_dim(cx, operand, dims, shape)
-
-
-def _dynamic_reshape(cx):
-    return cx.add("reshape", cx.operands[:1], shape=cx.shape.with_dims(_shape_operand(cx, 1, "output_shape")))
-
-
-def _dynamic_iota(cx):
-    from hlocc.frontends.stablehlo_ops import _iota
-
-    cx.shape = cx.shape.with_dims(_shape_operand(cx, 0, "output_shape"))
-    return _iota(cx)
+def require_equal_sizes(cx, a, b) -> None:
+    """Two sizes the op needs equal that may differ (a size-1 stretch would need a runtime
+    choice): a guard makes sure of it at call time."""
+    if a != b and a != 1 and (isinstance(a, DimExpr) or isinstance(b, DimExpr)):
+        cx.importer.module.guards.append(ShapeGuard(
+            SizePredicate((SizeComparison("EQ", a, b),)),
+            f"{cx.location()}: {cx.name}: dimension sizes {a} = {{0}} and {b} = {{1}} must be equal", (a, b)))
 
 
 def _real_dynamic_slice(cx):
-    starts, limits, strides = (_shape_operand(cx, i, w) for i, w in ((1, "start"), (2, "limit"), (3, "strides")))
+    starts, limits, strides = (shape_operand(cx, i, w) for i, w in ((1, "start"), (2, "limit"), (3, "strides")))
     if not all(isinstance(s, int) for s in strides):
         raise cx.unsupported("symbolic strides")
     return cx.add("slice", cx.operands[:1], {"slice": tuple(map(SliceDim, starts, limits, strides))}, shape=None)
 
 
 def _dynamic_pad(cx):
-    lows, highs, interiors = (_shape_operand(cx, i, w) for i, w in ((2, "low"), (3, "high"), (4, "interior")))
+    lows, highs, interiors = (shape_operand(cx, i, w) for i, w in ((2, "low"), (3, "high"), (4, "interior")))
     if not all(isinstance(v, int) for v in interiors):
         raise cx.unsupported("symbolic interior padding")
     return cx.add("pad", cx.operands[:2], {"padding": tuple(map(PadDim, lows, highs, interiors))}, shape=None)
@@ -372,7 +352,7 @@ def _dynamic_gather(cx):
     _, stablehlo, _, _ = ms.mlir_modules()
     dn = stablehlo.GatherDimensionNumbers(cx.op.attributes["dimension_numbers"])
     operand = cx.operands[0].shape
-    sizes = _shape_operand(cx, 2, "slice_sizes")
+    sizes = shape_operand(cx, 2, "slice_sizes")
     starts = cx.sizes(1)
     if (list(dn.offset_dims) != list(range(operand.rank)) or list(dn.collapsed_slice_dims) or starts is None
             or not all(isinstance(s, int) for s in starts) or dn.operand_batching_dims):
@@ -408,10 +388,10 @@ def _dynamic_reduce_window(cx):
     base_dilations, window_dilations, padding)` (one input here) → reduce-window."""
     if len(cx.operands) != 7:
         raise cx.unsupported("a dynamic_reduce_window of several inputs")
-    size, stride, base, dilation = (_shape_operand(cx, i, w) for i, w in
+    size, stride, base, dilation = (shape_operand(cx, i, w) for i, w in
                                     ((2, "window_dimensions"), (3, "window_strides"), (4, "base_dilations"),
                                      (5, "window_dilations")))
-    pads = _shape_operand(cx, 6, "padding")
+    pads = shape_operand(cx, 6, "padding")
     window = tuple(WindowDim(size[i], stride[i], pads[2 * i], pads[2 * i + 1], base[i], dilation[i], False)
                    for i in range(len(size)))
     reducer = ms.mlir_modules()[0].FlatSymbolRefAttr(cx.op.attributes["called_computations"][0]).value
@@ -424,8 +404,13 @@ CUSTOM_CALLS = {"shape_assertion": _shape_assertion, "stablehlo.dynamic_reduce_w
 """Custom-call targets that JAX's shape-polymorphic export emits, converted here (not kept as
 custom calls)."""
 
+def _dynamic_reshape(cx):
+    return cx.add("reshape", cx.operands[:1], shape=cx.shape.with_dims(shape_operand(cx, 1, "output_shape")))
+
+
 OP_CONVERSIONS = {
-    "stablehlo.dynamic_broadcast_in_dim": _dynamic_broadcast_in_dim, "stablehlo.dynamic_reshape": _dynamic_reshape,
-    "stablehlo.dynamic_iota": _dynamic_iota, "stablehlo.real_dynamic_slice": _real_dynamic_slice,
+    "stablehlo.dynamic_reshape": _dynamic_reshape, "stablehlo.real_dynamic_slice": _real_dynamic_slice,
     "stablehlo.dynamic_pad": _dynamic_pad, "stablehlo.dynamic_gather": _dynamic_gather,
 }
+"""The dynamic ops converted here; dynamic_broadcast_in_dim and dynamic_iota are beside their
+static forms in stablehlo_ops.py."""

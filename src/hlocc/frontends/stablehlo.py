@@ -34,7 +34,12 @@ from typing import Any
 
 from hlocc.errors import HloError, HloVerifyError, UnsupportedError
 from hlocc.frontends import mlir_support as ms
-from hlocc.frontends.dynamic_shapes import name_dimension_variables
+from hlocc.frontends.dynamic_shapes import (
+    entry_parameter_shapes,
+    name_dimension_variables,
+    record_dimension_variable,
+    record_sizes,
+)
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.opcodes import infer_shape
 from hlocc.hlo.types import Shape
@@ -174,8 +179,6 @@ class _Importer:
         """The computation of `func.func @name` for arguments of `arg_shapes` (default: the
         function's types; the entry's `?` dims get symbols) whose shape-tensor values are
         `arg_sizes`: converted once per such signature, later calls share it."""
-        from hlocc.frontends.dynamic_shapes import entry_parameter_shapes, record_dimension_variable
-
         func = self.functions.get(name)
         if func is None:
             raise HloError(f"{self.filename}: call of undefined function @{name}")
@@ -277,7 +280,6 @@ class _Importer:
 
     def block(self, block, scope: Scope) -> list[HloInstruction]:
         """Convert the ops of `block`; the converted operands of its terminator."""
-        from hlocc.frontends.dynamic_shapes import record_sizes
         from hlocc.frontends.stablehlo_ops import OP_CONVERSIONS
 
         for op in block.operations:

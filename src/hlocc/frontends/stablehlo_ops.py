@@ -84,6 +84,11 @@ def _convert(cx):
     return operand if operand.shape.element_type == cx.shape.element_type else cx.add("convert", [operand])
 
 
+def _dynamic_iota(cx):
+    cx.shape = cx.shape.with_dims(dynamic_shapes.shape_operand(cx, 0, "output_shape"))
+    return _iota(cx)
+
+
 def _iota(cx):
     """An iota of several dimensions is a 1-D iota broadcast along its dimension, as XLA exports it."""
     dimension = ms.int_attr(cx.op, "iota_dimension")
@@ -113,6 +118,16 @@ def broadcast_in_dim(cx, operand, dims, shape: Shape):
         operand = cx.add("reshape", [operand], shape=operand.shape.with_dims([operand.shape.dims[i] for i in kept]))
         dims = tuple(dims[i] for i in kept)
     return cx.add("broadcast", [operand], {"dimensions": tuple(dims)}, shape=shape)
+
+
+def _dynamic_broadcast_in_dim(cx):
+    """The result's sizes are the values of the `output_dimensions` shape tensor."""
+    operand = cx.operands[0]
+    dims = ms.ints(cx.op, "broadcast_dimensions")
+    shape = cx.shape.with_dims(dynamic_shapes.shape_operand(cx, 1, "output_dimensions"))
+    for i, d in enumerate(dims):
+        dynamic_shapes.require_equal_sizes(cx, operand.shape.dims[i], shape.dims[d])
+    return broadcast_in_dim(cx, operand, dims, shape)
 
 
 def _reshape(cx):
@@ -449,6 +464,7 @@ OP_CONVERSIONS = {
     "stablehlo.reduce_precision": _reduce_precision,
     "stablehlo.constant": _constant, "stablehlo.iota": _iota,
     "stablehlo.broadcast_in_dim": _broadcast_in_dim, "stablehlo.broadcast": _broadcast, "stablehlo.reshape": _reshape,
+    "stablehlo.dynamic_broadcast_in_dim": _dynamic_broadcast_in_dim, "stablehlo.dynamic_iota": _dynamic_iota,
     "stablehlo.transpose": _transpose, "stablehlo.reverse": _reverse, "stablehlo.slice": _slice,
     "stablehlo.dynamic_slice": _dynamic_slice, "stablehlo.concatenate": _concatenate, "stablehlo.pad": _pad,
     "stablehlo.get_tuple_element": _get_tuple_element, "stablehlo.get_dimension_size": _get_dimension_size,

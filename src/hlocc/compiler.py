@@ -6,6 +6,12 @@ on an NVIDIA GPU (backends/cuda: PTX kernels through the CUDA driver, cuBLAS gem
 DLPack arrays in and out) and fails with the reason where no GPU can be used; `cuda-sim` runs the
 cuda path on a simulated GPU (the GPU kernels in SIMT simulation, device memory in host memory),
 which is how it is tested without one.
+
+A module with symbolic dimensions (hlo/symbolic.py) compiles to a `DynamicExecutable`: each call
+binds the dimension variables from the argument sizes, checks the module's guards, and runs a
+static specialization of the module for that binding, compiled on first use and cached. That is
+a visible fallback, not the goal (one compilation for every size needs symbolic kernels):
+`compilations` counts the specializations and `specializations` lists each with its reason.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from hlocc.errors import ArgumentError, UnsupportedError
 from hlocc.frontends import load_module
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.parser import parse_hlo
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import UNBOUNDED, Shape
 
 BACKENDS = ("interpreter", "cpu", "cuda", "cuda-sim")
@@ -38,6 +45,9 @@ class Executable:
     compile_times_ms: dict[str, float] = field(default_factory=dict)
     seed: int = 0
     runner: Any = None  # the backend's compiled form (None for the interpreter)
+    # Static compilations built: 1 for a compiled backend, 0 for the interpreter; a
+    # DynamicExecutable counts its per-binding specializations.
+    compilations: int = 0
 
     @property
     def parameter_shapes(self) -> list[Shape]:
@@ -62,6 +72,70 @@ class Executable:
         from hlocc.evaluator import Evaluator
 
         return Evaluator(self.seed).run(self.module, values)
+
+
+SPECIALIZATION_REASON = "symbolic kernels not built yet"
+
+
+@dataclass
+class Specialization:
+    """One static compilation of a module with symbolic dimensions, for one binding of them."""
+
+    binding: dict[str, int]
+    compile_ms: float
+    reason: str = SPECIALIZATION_REASON
+
+    def __str__(self) -> str:
+        values = ", ".join(f"{k}={v}" for k, v in sorted(self.binding.items()))
+        return f"specialized for {values} in {self.compile_ms:.1f} ms ({self.reason})"
+
+
+@dataclass
+class DynamicExecutable(Executable):
+    """An Executable of a module with symbolic dimensions; see the module docstring."""
+
+    options: dict = field(default_factory=dict)
+    specializations: list[Specialization] = field(default_factory=list)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def bind(self, *args) -> dict[str, int]:
+        """The dimension variables' values for `args`, the guards checked (ArgumentError otherwise)."""
+        from hlocc.hlo.specialize import bind_symbols
+
+        params = self.module.entry.parameters
+        if len(args) != len(params):
+            check_arguments(self.module, args)  # the count error
+        shapes = [None if p.shape.is_tuple or p.shape.is_token else _array_shape(a) for p, a in zip(params, args)]
+        binding = bind_symbols(self.module, shapes)
+        for guard in self.module.guards:
+            guard.check(binding)
+        return binding
+
+    def specialized(self, binding: dict[str, int]) -> Executable:
+        """The static Executable for `binding`, compiled on first use."""
+        key = tuple(sorted(binding.items()))
+        if key not in self._cache:
+            from hlocc.hlo.specialize import specialize
+
+            t0 = time.perf_counter()
+            self._cache[key] = compile(specialize(self.module, binding), self.backend, seed=self.seed, **self.options)
+            self.compilations += 1
+            self.specializations.append(Specialization(dict(binding), (time.perf_counter() - t0) * 1e3))
+        return self._cache[key]
+
+    def __call__(self, *args, return_device_arrays: bool = False) -> Any:
+        return self.specialized(self.bind(*args))(*args, return_device_arrays=return_device_arrays)
+
+    def stats_text(self) -> str:
+        """One line per specialization, for `--stats`."""
+        symbols = frozenset().union(*(p.shape.symbols for p in self.module.entry.parameters))
+        lines = [f"symbolic dimensions: {', '.join(sorted(symbols))}; {self.compilations} compilation(s)"]
+        return "\n".join(lines + [f"  {s}" for s in self.specializations])
+
+
+def _array_shape(value: Any) -> tuple[int, ...]:
+    shape = getattr(value, "shape", None)
+    return tuple(shape) if shape is not None else np.shape(value)
 
 
 def check_arguments(module: HloModule, args: Sequence[Any], *, cast: bool = False,
@@ -96,9 +170,11 @@ def _check_one(index: int, shape: Shape, value: Any, cast: bool, device_arrays: 
         if isinstance(value, DLPackArray):
             return _check_device_array(index, shape, value, device_arrays)
     arr = np.asarray(value)
-    # A dynamic dimension accepts any size up to its bound (or any size for `?`).
+    # A dynamic dimension accepts any size up to its bound (or any size for `?`); a symbolic one
+    # any size here (DynamicExecutable.bind checks the sizes against each other).
     fits = len(arr.shape) == shape.rank and all(
-        a == d or (dyn and (d == UNBOUNDED or a <= d)) for a, d, dyn in zip(arr.shape, shape.dims, shape.dynamic))
+        a == d or isinstance(d, DimExpr) or (dyn and (d == UNBOUNDED or a <= d))
+        for a, d, dyn in zip(arr.shape, shape.dims, shape.dynamic))
     if not fits:
         raise ArgumentError(f"argument {index}: expected shape {shape.to_string(False)}, "
                             f"got an array of shape {list(arr.shape)} ({arr.dtype})")
@@ -149,6 +225,10 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         times["verify"] = (time.perf_counter() - t0) * 1e3
     if backend not in BACKENDS:
         raise UnsupportedError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
+    if any(p.shape.is_symbolic for p in module.entry.parameters):
+        options = dict(verify=False, hlo_passes=hlo_passes, print_ir_after_all=print_ir_after_all,
+                       dump_dir=dump_dir, stream=stream)
+        return DynamicExecutable(module, backend, times, seed, options=options)
     device = device_for(backend) if backend in DEVICE_BACKENDS else None
     import hlocc.evaluator  # noqa: F401  (registers the evaluations)
 
@@ -172,7 +252,7 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
             runner = compile_module(work, **kwargs)
         if dump_dir:
             _dump_program(runner, dump_dir)
-    return Executable(module, backend, times, seed, runner)
+    return Executable(module, backend, times, seed, runner, compilations=int(runner is not None))
 
 
 def device_for(backend: str) -> Any:

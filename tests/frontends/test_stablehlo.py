@@ -359,13 +359,6 @@ def test_unknown_op_in_a_function_names_its_call_site():
         import_stablehlo(text)
 
 
-def test_dynamic_dimension_is_unsupported_for_now():
-    exported = jax.export.export(jax.jit(jnp.sin))(
-        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), jnp.float32))
-    with pytest.raises(hlocc.UnsupportedError, match="dynamic-shape compilation is not built yet"):
-        import_stablehlo(exported)
-
-
 def test_bounded_dimension_is_unsupported_for_now():
     text = """module @m {
   func.func public @main(%x: tensor<?xf32, #stablehlo.bounds<8>>) -> tensor<?xf32, #stablehlo.bounds<8>> {

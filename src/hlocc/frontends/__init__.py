@@ -3,7 +3,9 @@
 - HLO text (what JAX, XLA and TensorFlow dump): `hlo/parser.py`;
 - StableHLO (text, generic form, bytecode, `jax.export` artifacts and `Exported` objects):
   `stablehlo.import_stablehlo`, with jaxlib's MLIR bindings; jax is needed only there (the `[jax]`
-  extra) and is imported on first use.
+  extra) and is imported on first use. Its op table is `stablehlo_ops.py` (CHLO in `chlo.py`);
+  shape-polymorphic programs (symbolic dimensions, shape tensors, dynamic ops, shape assertions)
+  are handled by `dynamic_shapes.py`.
 
 `load_module` and `load_module_file` pick the frontend from what they are given, for `hlocc.compile`
 and the command line.

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from hlocc.errors import HloError, HloParseError, UnsupportedError
-from hlocc.hlo.types import PRIMITIVE_TYPES, PrimitiveType, Shape
+from hlocc.hlo.types import PRIMITIVE_TYPES, UNBOUNDED, PrimitiveType, Shape
 
 JAX_EXTRA_HINT = "the StableHLO frontend needs jax and jaxlib: pip install 'hlocc[jax]'"
 
@@ -103,11 +103,19 @@ def element_type(mlir_type) -> PrimitiveType:
         raise UnsupportedError(f"StableHLO element type '{text}' has no XLA type") from None
 
 
-def dynamic_dimension(type_text: str, index: int, bound: int | None):
-    """The one place a `?` dimension of a StableHLO type is met (`bound` when the type bounds it,
-    `tensor<?x4xf32, #stablehlo.bounds<8, ?>>`). Dynamic-shape compilation (issue 15, items 2-7)
-    will return a symbolic dimension here; until then it is unsupported."""
-    raise UnsupportedError(f"dynamic dimension {index} of {type_text}: dynamic-shape compilation is not built yet")
+def dynamic_dimension(type_text: str, index: int, bound: int | None) -> int:
+    """The one place a `?` dimension of a StableHLO type is met: an unbounded one is `?` (UNBOUNDED),
+    which the importer replaces by a symbolic size (frontends/dynamic_shapes.py). A bounded one
+    (`tensor<?x4xf32, #stablehlo.bounds<8, ?>>`, XLA's `<=8`) is not imported yet."""
+    if bound is not None:
+        raise UnsupportedError(f"dynamic dimension {index} of {type_text}: bounded dynamic dimensions are not "
+                               "imported yet")
+    return UNBOUNDED
+
+
+def unresolved(shape: Shape) -> bool:
+    """Whether a shape still has a `?` of a StableHLO type that no symbolic size replaced."""
+    return any(d == UNBOUNDED for leaf in shape.leaves() if not leaf.is_token for d in leaf.dims)
 
 
 def to_shape(mlir_type) -> Shape:
@@ -123,10 +131,9 @@ def to_shape(mlir_type) -> Shape:
         raise UnsupportedError(f"StableHLO type '{text}' is not supported (ranked tensors, tuples and tokens are)")
     tensor = ir.RankedTensorType(mlir_type)
     bounds = _bounds(tensor)
-    dims = []
-    for i in range(tensor.rank):
-        dims.append(dynamic_dimension(text, i, bounds[i]) if tensor.is_dynamic_dim(i) else tensor.get_dim_size(i))
-    return Shape.array(element_type(tensor.element_type), dims)
+    dims = [dynamic_dimension(text, i, bounds[i]) if tensor.is_dynamic_dim(i) else tensor.get_dim_size(i)
+            for i in range(tensor.rank)]
+    return Shape.array(element_type(tensor.element_type), dims, dynamic=[d == UNBOUNDED for d in dims])
 
 
 def _bounds(tensor) -> list[int | None]:

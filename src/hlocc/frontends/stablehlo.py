@@ -16,9 +16,14 @@ loop's carried tuple, or packed as each branch's tuple operand, as XLA's convert
 constants are made inside the region instead, and splat constants become a broadcast scalar, as
 XLA's export prepares them.
 
-Shapes are static: a `?` dimension stops the import at one place (`mlir_support.dynamic_dimension`),
-which the dynamic-shape work replaces. Module and argument attributes (`mhlo.sharding`,
-`jax.result_info`, `mhlo.layout_mode`, ...) are ignored. jax is imported on first use only.
+Dynamic shapes (JAX's shape-polymorphic export): each `?` dimension of @main's arguments becomes
+a symbolic size (hlo/symbolic.py) named by the dimension variable JAX passes for it (the
+`jax.global_constant` argument of the function @main calls), and every other `?` is resolved from
+the operands: by HLO shape inference, or from the values of shape tensors, which
+frontends/dynamic_shapes.py tracks as symbolic sizes. A function is converted once per distinct
+signature (operand shapes and dimension-variable values). `@shape_assertion`s become the module's
+`guards`. Module and argument attributes (`mhlo.sharding`, `jax.result_info`, `mhlo.layout_mode`,
+...) are ignored. jax is imported on first use only.
 """
 
 from __future__ import annotations
@@ -27,9 +32,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hlocc.errors import HloError, UnsupportedError
+from hlocc.errors import HloError, HloVerifyError, UnsupportedError
 from hlocc.frontends import mlir_support as ms
+from hlocc.frontends.dynamic_shapes import (
+    entry_parameter_shapes,
+    name_dimension_variables,
+    record_dimension_variable,
+    record_sizes,
+)
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.opcodes import infer_shape
 from hlocc.hlo.types import Shape
 
 
@@ -85,6 +97,10 @@ class Scope:
 
     computation: HloComputation
     values: dict = field(default_factory=dict)
+    # The known values of integer (and predicate) shape tensors: value → tuple of symbolic sizes.
+    sizes: dict = field(default_factory=dict)
+    # The known values of the block's returned shape tensors (None where unknown).
+    returned_sizes: list = field(default_factory=list)
 
 
 @dataclass
@@ -104,9 +120,23 @@ class OpContext:
 
     def add(self, opcode: str, operands=(), attrs=None, *, shape: Shape | None = None,
             literal: Any = None) -> HloInstruction:
-        """A new instruction of `shape` (default: the op's result shape), named after its opcode."""
-        return self.scope.computation.add(opcode, list(operands), attrs, shape=shape or self.shape,
-                                          name=opcode, literal=literal)
+        """A new instruction of `shape` (default: the op's result shape; inferred from the operands
+        where that has a `?` no symbolic size replaced yet), named after its opcode."""
+        shape = shape or self.shape
+        instr = self.scope.computation.add(opcode, list(operands), attrs, shape=shape, name=opcode, literal=literal)
+        if ms.unresolved(shape):
+            try:
+                instr.shape = infer_shape(instr)
+            except HloVerifyError as e:
+                raise self.unsupported(f"cannot infer the symbolic result shape of {opcode}: {e}") from None
+            if ms.unresolved(instr.shape):
+                raise self.unsupported(f"the result shape {instr.shape} of {opcode} has a dimension no symbolic "
+                                       "size was found for")
+        return instr
+
+    def sizes(self, index: int):
+        """The symbolic values of operand `index` (a shape tensor), or None when not known."""
+        return self.scope.sizes.get(self.op.operands[index])
 
     def region(self, index: int, **options) -> HloComputation:
         """The computation of the op's region `index` (options: see `_Importer.region`)."""
@@ -129,7 +159,9 @@ class _Importer:
         self.module = HloModule(_identifier(ms.string_attr(mlir_module.operation, "sym_name") or "stablehlo"))
         self.functions = {ms.string_attr(op, "sym_name"): op for op in mlir_module.body.operations
                           if op.operation.name == "func.func"}
-        self.converted: dict[str, HloComputation] = {}
+        self.converted: dict[tuple, HloComputation] = {}
+        self.returned_sizes: dict[int, list] = {}  # id(computation of a function) → its results' sizes
+        self.dimension_variables: dict[str, object] = {}  # JAX's dimension variable → its symbolic value
         self._numbers = 0
         self._call_sites: list = []  # the func.call ops being converted, innermost last
 
@@ -137,25 +169,37 @@ class _Importer:
         if "main" not in self.functions:
             raise HloError(f"{self.filename}: the StableHLO module has no @main function")
         self.function("main", is_entry=True)
+        name_dimension_variables(self)
         # Callees before callers, as XLA prints them; the entry comes last.
         self.module.computations[:] = self.module.computation_post_order()
         return self.module
 
     # -- functions and regions ------------------------------------------------------------------
-    def function(self, name: str, *, is_entry: bool = False) -> HloComputation:
-        """The computation of `func.func @name` (converted once; later calls share it)."""
-        if name in self.converted:
-            return self.converted[name]
+    def function(self, name: str, *, is_entry: bool = False, arg_shapes=None, arg_sizes=None) -> HloComputation:
+        """The computation of `func.func @name` for arguments of `arg_shapes` (default: the
+        function's types; the entry's `?` dims get symbols) whose shape-tensor values are
+        `arg_sizes`: converted once per such signature, later calls share it."""
         func = self.functions.get(name)
         if func is None:
             raise HloError(f"{self.filename}: call of undefined function @{name}")
-        comp = self._computation(name, is_entry=is_entry)
-        self.converted[name] = comp
         block = func.regions[0].blocks[0]
+        args = list(block.arguments)
+        if arg_shapes is None:
+            arg_shapes = (entry_parameter_shapes(self, func) if is_entry else [ms.to_shape(a.type) for a in args])
+        arg_sizes = arg_sizes or [None] * len(args)
+        key = (name, tuple(arg_shapes), tuple(arg_sizes))
+        if key in self.converted:
+            return self.converted[key]
+        comp = self._computation(name, is_entry=is_entry)
+        self.converted[key] = comp
         scope = Scope(comp)
-        for i, arg in enumerate(block.arguments):
-            scope.values[arg] = self._parameter(comp, i, ms.to_shape(arg.type), f"Arg_{i}")
+        for i, (arg, shape, sizes) in enumerate(zip(args, arg_shapes, arg_sizes)):
+            scope.values[arg] = self._parameter(comp, i, shape, f"Arg_{i}")
+            if sizes is not None:
+                scope.sizes[arg] = sizes
+                record_dimension_variable(self, func, i, sizes)
         self._finish(comp, self.block(block, scope))
+        self.returned_sizes[id(comp)] = scope.returned_sizes
         return comp
 
     def region(self, region, *, tuple_param: bool = False, captures=(), tuple_root: bool | None = None,
@@ -192,11 +236,11 @@ class _Importer:
                 return text
         return self.filename
 
-    def call(self, call_op, name: str) -> HloComputation:
-        """The computation of function @name, converted (once) on behalf of `call_op`."""
+    def call(self, call_op, name: str, arg_shapes=None, arg_sizes=None) -> HloComputation:
+        """The computation of function @name, converted (once per signature) on behalf of `call_op`."""
         self._call_sites.append(call_op)
         try:
-            return self.function(name)
+            return self.function(name, arg_shapes=arg_shapes, arg_sizes=arg_sizes)
         finally:
             self._call_sites.pop()
 
@@ -241,6 +285,7 @@ class _Importer:
         for op in block.operations:
             name = op.operation.name
             if name in ("func.return", "stablehlo.return"):
+                scope.returned_sizes = [scope.sizes.get(v) for v in op.operands]
                 return [self.value(scope, v) for v in op.operands]
             convert = OP_CONVERSIONS.get(name)
             if convert is None:
@@ -248,6 +293,7 @@ class _Importer:
                 raise UnsupportedError(f"{loc}: StableHLO op '{name}' is not supported by hlocc's frontend")
             cx = OpContext(self, scope, op, [self.value(scope, v) for v in op.operands], ms.result_shape(op))
             self._bind(scope, op, convert(cx))
+            record_sizes(cx)
         raise HloError(f"{self.filename}: a block without terminator")
 
     def _bind(self, scope: Scope, op, converted) -> None:

@@ -10,7 +10,7 @@ StableHLO → HLO converter: e.g. an attribute equal to HLO's default is left ou
 
 from __future__ import annotations
 
-from hlocc.frontends import chlo
+from hlocc.frontends import chlo, dynamic_shapes
 from hlocc.frontends import mlir_support as ms
 from hlocc.hlo.attributes import PadDim, RawAttr, SliceDim, WindowDim, parse_dim_labels
 from hlocc.hlo.types import Shape
@@ -27,7 +27,7 @@ RENAMED = {
     "shift_left": "shift-left", "shift_right_arithmetic": "shift-right-arithmetic",
     "shift_right_logical": "shift-right-logical", "sign": "sign", "sine": "sine", "sqrt": "sqrt",
     "subtract": "subtract", "tan": "tan", "tanh": "tanh", "xor": "xor", "clamp": "clamp",
-    "bitcast_convert": "bitcast-convert", "reshape": "reshape", "dynamic_update_slice": "dynamic-update-slice",
+    "bitcast_convert": "bitcast-convert", "dynamic_update_slice": "dynamic-update-slice",
     "tuple": "tuple", "after_all": "after-all", "create_token": "after-all", "replica_id": "replica-id",
     "partition_id": "partition-id",
 }
@@ -84,6 +84,11 @@ def _convert(cx):
     return operand if operand.shape.element_type == cx.shape.element_type else cx.add("convert", [operand])
 
 
+def _dynamic_iota(cx):
+    cx.shape = cx.shape.with_dims(dynamic_shapes.shape_operand(cx, 0, "output_shape"))
+    return _iota(cx)
+
+
 def _iota(cx):
     """An iota of several dimensions is a 1-D iota broadcast along its dimension, as XLA exports it."""
     dimension = ms.int_attr(cx.op, "iota_dimension")
@@ -95,15 +100,51 @@ def _iota(cx):
 
 # -- data movement --------------------------------------------------------------------------------
 def _broadcast_in_dim(cx):
-    """HLO's broadcast does not stretch size-1 dimensions (StableHLO's does): those are reshaped
-    away first, as XLA's converter does."""
     operand = cx.operands[0]
     dims = ms.ints(cx.op, "broadcast_dimensions")
-    kept = [i for i, d in enumerate(dims) if operand.shape.dims[i] == cx.shape.dims[d]]
+    # A `?` of the result is the size of the operand dimension mapped to it.
+    sizes = list(cx.shape.dims)
+    for i, d in enumerate(dims):
+        if ms.unresolved(Shape.array(cx.shape.element_type, [sizes[d]])):
+            sizes[d] = operand.shape.dims[i]
+    return broadcast_in_dim(cx, operand, dims, cx.shape.with_dims(sizes))
+
+
+def broadcast_in_dim(cx, operand, dims, shape: Shape):
+    """StableHLO's broadcast_in_dim of `operand` to `shape`. HLO's broadcast does not stretch
+    size-1 dimensions (StableHLO's does): those are reshaped away first, as XLA's converter does."""
+    kept = [i for i, d in enumerate(dims) if operand.shape.dims[i] == shape.dims[d] or operand.shape.dims[i] != 1]
     if len(kept) < len(dims):
         operand = cx.add("reshape", [operand], shape=operand.shape.with_dims([operand.shape.dims[i] for i in kept]))
         dims = tuple(dims[i] for i in kept)
-    return cx.add("broadcast", [operand], {"dimensions": dims})
+    return cx.add("broadcast", [operand], {"dimensions": tuple(dims)}, shape=shape)
+
+
+def _dynamic_broadcast_in_dim(cx):
+    """The result's sizes are the values of the `output_dimensions` shape tensor."""
+    operand = cx.operands[0]
+    dims = ms.ints(cx.op, "broadcast_dimensions")
+    shape = cx.shape.with_dims(dynamic_shapes.shape_operand(cx, 1, "output_dimensions"))
+    for i, d in enumerate(dims):
+        dynamic_shapes.require_equal_sizes(cx, operand.shape.dims[i], shape.dims[d])
+    return broadcast_in_dim(cx, operand, dims, shape)
+
+
+def _reshape(cx):
+    """A `?` of the result (at most one) is the operand's element count over the other sizes."""
+    operand = cx.operands[0]
+    sizes = list(cx.shape.dims)
+    open_dims = [i for i, d in enumerate(sizes) if ms.unresolved(Shape.array(cx.shape.element_type, [d]))]
+    if len(open_dims) > 1:
+        raise cx.unsupported("a reshape to several unknown dimensions")
+    if not open_dims:
+        return cx.add("reshape", [operand])
+    rest = 1
+    for i, d in enumerate(sizes):
+        if i != open_dims[0]:
+            rest = rest * d
+    sizes[open_dims[0]] = operand.shape.num_elements // rest
+    return cx.add("reshape", [operand], shape=cx.shape.with_dims(sizes))
 
 
 def _broadcast(cx):
@@ -319,7 +360,10 @@ def _if(cx):
 
 
 def _call(cx):
-    callee = cx.importer.call(cx.op, ms.mlir_modules()[0].FlatSymbolRefAttr(cx.op.attributes["callee"]).value)
+    """The callee is converted for the operands' (symbolic) shapes and shape-tensor values."""
+    name = ms.mlir_modules()[0].FlatSymbolRefAttr(cx.op.attributes["callee"]).value
+    callee = cx.importer.call(cx.op, name, [o.shape for o in cx.operands],
+                              [cx.sizes(i) for i in range(len(cx.operands))])
     return cx.add("call", cx.operands, {"to_apply": callee})
 
 
@@ -368,9 +412,13 @@ def _batch_norm(opcode: str):
 
 def _custom_call(cx):
     """The target, backend config (a string, or the typed-FFI dictionary `mhlo.backend_config`,
-    printed as HLO prints them) and side-effect flag are kept; layouts are not."""
+    printed as HLO prints them) and side-effect flag are kept; layouts are not. The targets of
+    JAX's shape-polymorphic export are converted by frontends/dynamic_shapes.py."""
     ir = ms.mlir_modules()[0]
-    attrs = {"custom_call_target": ms.string_attr(cx.op, "call_target_name")}
+    target = ms.string_attr(cx.op, "call_target_name")
+    if target in dynamic_shapes.CUSTOM_CALLS:
+        return dynamic_shapes.CUSTOM_CALLS[target](cx)
+    attrs = {"custom_call_target": target}
     if ms.bool_attr(cx.op, "has_side_effect"):
         attrs["custom_call_has_side_effect"] = True
     config = ms.string_attr(cx.op, "backend_config") if "backend_config" in cx.op.attributes and isinstance(
@@ -413,7 +461,8 @@ OP_CONVERSIONS = {
     "stablehlo.compare": _compare, "stablehlo.convert": _convert, "stablehlo.select": _select,
     "stablehlo.reduce_precision": _reduce_precision,
     "stablehlo.constant": _constant, "stablehlo.iota": _iota,
-    "stablehlo.broadcast_in_dim": _broadcast_in_dim, "stablehlo.broadcast": _broadcast,
+    "stablehlo.broadcast_in_dim": _broadcast_in_dim, "stablehlo.broadcast": _broadcast, "stablehlo.reshape": _reshape,
+    "stablehlo.dynamic_broadcast_in_dim": _dynamic_broadcast_in_dim, "stablehlo.dynamic_iota": _dynamic_iota,
     "stablehlo.transpose": _transpose, "stablehlo.reverse": _reverse, "stablehlo.slice": _slice,
     "stablehlo.dynamic_slice": _dynamic_slice, "stablehlo.concatenate": _concatenate, "stablehlo.pad": _pad,
     "stablehlo.get_tuple_element": _get_tuple_element, "stablehlo.get_dimension_size": _get_dimension_size,
@@ -433,5 +482,6 @@ OP_CONVERSIONS = {
     "sdy.sharding_constraint": lambda cx: cx.operands[0],
     "chlo.top_k": chlo.convert_top_k, "chlo.square": chlo.convert_elementwise,
     **{name: chlo.convert_elementwise for name in (*chlo.DIRECT_REAL, *chlo.EXPANDED)},
+    **dynamic_shapes.OP_CONVERSIONS,
 }
 """Every op the frontend converts; anything else is an UnsupportedError naming the op and its place."""

@@ -1,6 +1,8 @@
 """The HLO layer: the IR (`ir.py`: module, computation, instruction, with the one naming rule in
 `name_uniquer.py`), its text form (`scanner.py`, `parser.py`, `printer.py`, `attribute_syntax.py`,
-`literals.py`), types and shapes (`types.py`, shape and layout facts in `shape_util.py`),
+`literals.py`), types and shapes (`types.py`, shape and layout facts in `shape_util.py`; symbolic
+sizes in `symbolic.py`, call-time guards on them in `guards.py`, binding and specialization to
+concrete sizes in `specialize.py`),
 attributes (`attributes.py`), the opcode registry (`opcodes.py`), shape inference
 (`shape_inference.py` and the `shape_rules_<area>.py` modules), the verifier (`verifier.py`) and
 the call graph (`call_graph.py`).

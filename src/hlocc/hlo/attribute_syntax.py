@@ -21,6 +21,7 @@ from hlocc.hlo.attributes import (
     parse_dim_labels,
     window_str,
 )
+from hlocc.hlo.symbolic import SIZE_PATTERN, parse_size
 
 _INTS = ("dimensions", "dynamic_slice_sizes", "offset_dims", "collapsed_slice_dims", "start_index_map",
          "slice_sizes", "operand_batching_dims", "start_indices_batching_dims", "update_window_dims",
@@ -59,8 +60,9 @@ GENERIC_ATTRIBUTES: dict[str, str] = {
 }
 """Attributes any instruction may carry; hlocc keeps them verbatim."""
 
-_DXD_RE = re.compile(r"-?\d+(?:x-?\d+)*")
-_PAD_RE = re.compile(r"-?\d+_-?\d+(?:_\d+)?(?:x-?\d+_-?\d+(?:_\d+)?)*")
+_DXD_RE = re.compile(rf"{SIZE_PATTERN}(?:x{SIZE_PATTERN})*")
+_PAD_RE = re.compile(rf"{SIZE_PATTERN}_{SIZE_PATTERN}(?:_\d+)?(?:x{SIZE_PATTERN}_{SIZE_PATTERN}(?:_\d+)?)*")
+_SIZE_RE = re.compile(SIZE_PATTERN)
 _DIM_LABELS_RE = re.compile(r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}")
 _WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.$\-]*")
 _FLOAT_RE = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
@@ -107,7 +109,7 @@ def parse_attribute_value(kind: str, s, parser):
         m = s.match(_PAD_RE)
         if not m:
             raise s.expected("a padding like 0_0x1_1 (low_high[_interior] per dimension)")
-        return tuple(PadDim(*map(int, d.split("_"))) for d in m.group(0).split("x"))
+        return tuple(PadDim(*map(parse_size, _split_sizes(d, "_"))) for d in _split_sizes(m.group(0), "x"))
     if kind == "window":
         return _window(s)
     if kind == "dim_labels":
@@ -145,13 +147,34 @@ def _slice(s) -> tuple[SliceDim, ...]:
         if dims:
             s.expect(",")
         s.expect("[")
-        start = s.integer("a slice start")
+        start = _size(s, "a slice start")
         s.expect(":")
-        limit = s.integer("a slice limit")
+        limit = _size(s, "a slice limit")
         stride = s.integer("a slice stride") if s.accept(":") else 1
         s.expect("]")
         dims.append(SliceDim(start, limit, stride))
     return tuple(dims)
+
+
+def _size(s, what: str):
+    """An integer or a symbolic `?(expr)` size (hlo/symbolic.py)."""
+    if s.peek() != "?":
+        return s.integer(what)
+    m = s.match(_SIZE_RE)
+    if not m:
+        raise s.expected(what)
+    return parse_size(m.group(0))
+
+
+def _split_sizes(text: str, sep: str) -> list[str]:
+    """`text` split at `sep` outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        depth += (c == "(") - (c == ")")
+        if c == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return parts + [text[start:]]
 
 
 def _window(s) -> tuple[WindowDim, ...]:
@@ -168,12 +191,12 @@ def _window(s) -> tuple[WindowDim, ...]:
             pm = s.match(_PAD_RE)
             if not pm:
                 raise s.expected("window padding like 1_1x0_0")
-            fields[key] = [tuple(map(int, d.split("_"))) for d in pm.group(0).split("x")]
+            fields[key] = [tuple(map(parse_size, _split_sizes(d, "_"))) for d in _split_sizes(pm.group(0), "x")]
         elif key in ("size", "stride", "lhs_dilate", "rhs_dilate", "rhs_reversal"):
             dm = s.match(_DXD_RE)
             if not dm:
                 raise s.expected(f"window {key} like 3x3")
-            fields[key] = [int(v) for v in dm.group(0).split("x")]
+            fields[key] = [parse_size(v) for v in _split_sizes(dm.group(0), "x")]
         else:
             raise s.error(f"unknown window field '{key}'", pos)
     if "size" not in fields:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hlocc.hlo.symbolic import size_text
+
 
 @dataclass(frozen=True)
 class SliceDim:
@@ -21,7 +23,7 @@ class SliceDim:
 
     def __str__(self) -> str:
         tail = f":{self.stride}" if self.stride != 1 else ""
-        return f"[{self.start}:{self.limit}{tail}]"
+        return f"[{size_text(self.start)}:{size_text(self.limit)}{tail}]"
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class PadDim:
     interior: int = 0
 
     def __str__(self) -> str:
-        return f"{self.lo}_{self.hi}" + (f"_{self.interior}" if self.interior else "")
+        return f"{size_text(self.lo)}_{size_text(self.hi)}" + (f"_{self.interior}" if self.interior else "")
 
 
 def padding_str(dims: tuple[PadDim, ...]) -> str:
@@ -59,10 +61,10 @@ def window_str(dims: tuple[WindowDim, ...]) -> str:
             return None
         return f"{name}=" + "x".join(str(v) for v in values)
 
-    parts = [f"size={'x'.join(str(d.size) for d in dims)}"]
+    parts = [f"size={'x'.join(size_text(d.size) for d in dims)}"]
     for name, get, default in (
         ("stride", lambda d: d.stride, 1),
-        ("pad", lambda d: f"{d.pad_lo}_{d.pad_hi}", "0_0"),
+        ("pad", lambda d: f"{size_text(d.pad_lo)}_{size_text(d.pad_hi)}", "0_0"),
         ("lhs_dilate", lambda d: d.lhs_dilate, 1),
         ("rhs_dilate", lambda d: d.rhs_dilate, 1),
         ("rhs_reversal", lambda d: int(d.reversal), 0),

@@ -366,6 +366,10 @@ class HloModule:
     header_attrs: dict[str, Any] = field(default_factory=dict)
     # The FileNames/FunctionNames/FileLocations/StackFrames tables, kept as raw text.
     stack_frame_tables: str = ""
+    # Conditions on the dimension variables checked at each call (hlo/guards.py `ShapeGuard`s).
+    guards: list = field(default_factory=list)
+    # Dimension equality classes found by the `shape-constraints` pass, one text line each.
+    shape_facts: list[str] = field(default_factory=list)
     # Instruction names in use, built on the first `unique_name` call and kept up to date after it.
     _names: NameUniquer | None = field(default=None, init=False, repr=False, compare=False)
 

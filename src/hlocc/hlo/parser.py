@@ -18,9 +18,11 @@ from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.literals import LiteralSyntaxError, parse_literal
 from hlocc.hlo.opcodes import OPCODES, infer_shape
 from hlocc.hlo.scanner import INT_RE, NAME_RE, Scanner
+from hlocc.hlo.symbolic import parse_dim_expr
 from hlocc.hlo.types import PRIMITIVE_TYPES, UNBOUNDED, Layout, Shape
 
 _TYPE_RE = re.compile(r"(" + "|".join(sorted(PRIMITIVE_TYPES, key=len, reverse=True)) + r")\[")
+_SYMBOL_START = frozenset("(_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _ATTR_NAME_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)\s*=")
 _STACK_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _HEADER_ATTRS = {
@@ -453,7 +455,7 @@ class _Parser:
             if dims:
                 s.expect(",", "',' or ']' in shape dimensions")
             if s.accept("?"):
-                dims.append(UNBOUNDED)
+                dims.append(self._symbolic_dim() if s.text[s.pos:s.pos + 1] in _SYMBOL_START else UNBOUNDED)
                 dynamic.append(True)
             elif s.accept("<="):
                 dims.append(s.integer("a dimension bound"))
@@ -470,6 +472,30 @@ class _Parser:
         if s.text.startswith("{", s.pos) and re.match(r"\{\s*[\d:}]", s.text[s.pos:s.pos + 64]):
             layout = self._layout(len(dims))
         return Shape.array(et, dims, layout, dynamic)
+
+    def _symbolic_dim(self):
+        """A symbolic size after `?`: a variable name, or a parenthesized expression (types.py)."""
+        s = self.s
+        start = s.pos
+        if s.text[start] == "(":
+            depth, i = 0, start
+            while i < len(s.text):
+                depth += (s.text[i] == "(") - (s.text[i] == ")")
+                i += 1
+                if depth == 0:
+                    break
+            text = s.text[start + 1:i - 1]
+        else:
+            i = start
+            while i < len(s.text) and (s.text[i].isalnum() or s.text[i] == "_"):
+                i += 1
+            text = s.text[start:i]
+        try:
+            value = parse_dim_expr(text)
+        except HloError as e:
+            raise s.error(str(e), start) from None
+        s.pos = i
+        return value
 
     def _layout(self, rank: int) -> Layout:
         s = self.s

@@ -23,7 +23,8 @@ def print_module(module: HloModule, *, print_metadata: bool = True, elide_large_
         attrs.append("input_output_alias=" + _alias_str(module.input_output_alias))
     if attrs:
         header += ", " + ", ".join(attrs)
-    parts = [header]
+    comments = [f"// guard: {g}" for g in module.guards] + [f"// fact: {f}" for f in module.shape_facts]
+    parts = ["\n".join([header] + comments)]
     if module.stack_frame_tables:
         parts.append(module.stack_frame_tables)
     order = module.computation_post_order()

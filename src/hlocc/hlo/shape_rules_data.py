@@ -26,6 +26,7 @@ from hlocc.hlo.shape_rules_common import (
     s32_scalar,
     strip_layout,
 )
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import UNBOUNDED, Shape
 
 
@@ -61,7 +62,9 @@ def infer_reshape(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     check_arity(instr, shapes, 1)
     operand = array_operand(instr, shapes, 0)
     out = _declared_array(instr)
-    if operand.is_static and out.is_static and operand.num_elements != out.num_elements:
+    # Symbolic sizes must be equal as products of polynomials (b*128 = (2*b)*64); `?`/`<=N` are not checked.
+    checked = all(not dyn or isinstance(d, DimExpr) for sh in (operand, out) for d, dyn in zip(sh.dims, sh.dynamic))
+    if checked and operand.num_elements != out.num_elements:
         fail(instr, f"reshape from {operand} to {out.dims_str()} changes the element count "
                     f"({operand.num_elements} vs {out.num_elements})")
     return array(operand.element_type, out.dims, out.dynamic)
@@ -202,8 +205,8 @@ def infer_pad(instr: HloInstruction, shapes: list[Shape]) -> Shape:
         if size == UNBOUNDED:
             dims.append(UNBOUNDED)
             continue
-        out = p.lo + p.hi + size + max(size - 1, 0) * p.interior
-        if out < 0:
+        out = p.lo + p.hi + size + (max(size - 1, 0) * p.interior if p.interior else 0)
+        if isinstance(out, int) and out < 0:
             fail(instr, f"padding {p} of dimension {i} (size {size}) gives negative size {out}")
         dims.append(out)
     return array(operand.element_type, dims, operand.dynamic)

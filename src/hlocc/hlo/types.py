@@ -7,6 +7,12 @@ of the token type with no dimensions.
 
 Dimensions may be dynamic: `<=N` is a bounded dynamic dimension (size N is its bound), `?` an
 unbounded one (size `UNBOUNDED`). They are carried through the IR; compilation of them comes later.
+
+A dimension may also be symbolic: its size is a `DimExpr` over named dimension variables
+(hlo/symbolic.py; the dimension counts as dynamic). hlocc's text writes it `?name` for one
+variable and `?(expr)` otherwise, without spaces: `f32[?b,128]`, `f32[?(b+c),4]`, `s32[?(2*s)]`,
+`f32[?(floordiv(s,2))]`. XLA never writes a name or `(` after `?`, so XLA's `?`/`<=N` text parses
+and prints exactly as before.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import ml_dtypes
 import numpy as np
 
 from hlocc.errors import HloError
+from hlocc.hlo.symbolic import DimExpr, size_text, variables_of
 
 UNBOUNDED = -1
 """The size recorded for a `?` dimension (XLA's kUnboundedSize)."""
@@ -180,13 +187,16 @@ class Shape:
     def __post_init__(self):
         if self.tuple_shapes is None and len(self.dynamic) != len(self.dims):
             object.__setattr__(self, "dynamic", (False,) * len(self.dims))
+        if self.tuple_shapes is None and any(isinstance(d, DimExpr) for d in self.dims):
+            dynamic = tuple(dyn or isinstance(d, DimExpr) for d, dyn in zip(self.dims, self.dynamic))
+            object.__setattr__(self, "dynamic", dynamic)
 
     # -- constructors --------------------------------------------------------------------------
     @staticmethod
     def array(element_type: PrimitiveType | str, dims=(), layout: Layout | None = None,
               dynamic=None) -> Shape:
         et = primitive_type(element_type) if isinstance(element_type, str) else element_type
-        dims = tuple(int(d) for d in dims)
+        dims = tuple(d if isinstance(d, DimExpr) else int(d) for d in dims)
         dyn = tuple(dynamic) if dynamic is not None else (False,) * len(dims)
         return Shape(et, dims, dyn, layout)
 
@@ -220,6 +230,17 @@ class Shape:
         if self.is_tuple:
             return all(s.is_static for s in self.tuple_shapes)
         return not any(self.dynamic)
+
+    @property
+    def symbols(self) -> frozenset[str]:
+        """The dimension variables the (nested) shape's sizes use."""
+        if self.is_tuple:
+            return frozenset().union(*(s.symbols for s in self.tuple_shapes))
+        return variables_of(self.dims)
+
+    @property
+    def is_symbolic(self) -> bool:
+        return bool(self.symbols)
 
     @property
     def num_elements(self) -> int:
@@ -285,6 +306,10 @@ class Shape:
         if self.element_type != other.element_type or self.rank != other.rank:
             return False
         for a, da, b, db in zip(self.dims, self.dynamic, other.dims, other.dynamic):
+            if isinstance(a, DimExpr) or isinstance(b, DimExpr):
+                if a == b or UNBOUNDED in (a, b):
+                    continue
+                return False
             if a == b or (da and (a == UNBOUNDED or b <= a)) or (db and (b == UNBOUNDED or a <= b)):
                 continue
             return False
@@ -294,7 +319,10 @@ class Shape:
     def dims_str(self) -> str:
         parts = []
         for d, dyn in zip(self.dims, self.dynamic):
-            parts.append("?" if d == UNBOUNDED else (f"<={d}" if dyn else str(d)))
+            if isinstance(d, DimExpr):
+                parts.append(size_text(d, bare_name=True))
+            else:
+                parts.append("?" if d == UNBOUNDED else (f"<={d}" if dyn else str(d)))
         return "[" + ",".join(parts) + "]"
 
     def to_string(self, print_layout: bool = True) -> str:

@@ -52,6 +52,7 @@ from hlocc.passes import (  # noqa: F401
     multi_output_fusion,
     priority_fusion,
     rename_fusions,
+    shape_constraints,
     tuple_simplifier,
     while_loop_simplifier,
 )

@@ -1,0 +1,416 @@
+"""Dynamic shapes in the StableHLO frontend: symbols for @main's `?` dimensions, the values of
+shape tensors as symbolic sizes, and the conversions of StableHLO's dynamic ops to HLO ops on
+symbolic shapes.
+
+JAX's shape-polymorphic export (`jax.export` with `symbolic_shape`) passes each dimension variable
+into `@_wrapped_jax_export_main` as an `i32` argument marked `jax.global_constant = "b"`, computed
+in @main by `get_dimension_size` of an argument; `entry_parameter_shapes` names the dimension
+after that variable (other `?` dims of @main get `argK_D`). Shape tensors (`get_dimension_size`,
+constants, reshape, convert, concatenate, broadcast, integer arithmetic, compare) are evaluated at
+import into tuples of symbolic sizes (`record_sizes`, rules as data in `SIZE_RULES`); the dynamic
+ops read their shapes from them: `dynamic_broadcast_in_dim` → broadcast, `dynamic_reshape` →
+reshape, `dynamic_iota` → iota, `real_dynamic_slice` and slice-like `dynamic_gather` → slice,
+`dynamic_pad` → pad, the `stablehlo.dynamic_reduce_window` custom call → reduce-window, and
+`@shape_assertion` custom calls → `ShapeGuard`s of the module. The HLO instructions that compute
+shape tensors stay in the module (dead once every use is resolved; DCE removes them).
+"""
+
+from __future__ import annotations
+
+import operator
+
+from hlocc.frontends import mlir_support as ms
+from hlocc.hlo.attributes import PadDim, SliceDim, WindowDim
+from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
+from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, floordiv, mod, substitute, symbol
+from hlocc.hlo.types import UNBOUNDED, Shape
+
+_MAX_SHAPE_TENSOR = 64  # constants larger than this are data, not shapes
+
+
+# -- symbols of the entry's dimensions ------------------------------------------------------------
+def entry_parameter_shapes(importer, func) -> list[Shape]:
+    """@main's argument shapes, each `?` dimension a symbol named after its dimension variable;
+    dimensions that @main asserts equal (`get_dimension_size` == `get_dimension_size`) share one."""
+    names = _dimension_variable_names(importer, func)
+    shapes = []
+    for k, arg in enumerate(func.regions[0].blocks[0].arguments):
+        shape = ms.to_shape(arg.type)
+        if shape.is_tuple or shape.is_token or UNBOUNDED not in shape.dims:
+            shapes.append(shape)
+            continue
+        dims = [symbol(names.get((k, d), f"arg{k}_{d}")) if size == UNBOUNDED else size
+                for d, size in enumerate(shape.dims)]
+        shapes.append(Shape.array(shape.element_type, dims, dynamic=shape.dynamic))
+    return shapes
+
+
+def _dimension_variable_names(importer, func) -> dict[tuple[int, int], str]:
+    """(argument, dimension) → the name of the dimension variable @main passes for it to a callee
+    argument marked `jax.global_constant`, where it is `get_dimension_size` of that argument; the
+    name spreads to the dimensions @main compares equal to it."""
+    ir = ms.mlir_modules()[0]
+    args = list(func.regions[0].blocks[0].arguments)
+
+    def dimension_of(value):
+        owner = value.owner
+        if getattr(owner, "name", None) != "stablehlo.get_dimension_size" or owner.operands[0] not in args:
+            return None
+        return args.index(owner.operands[0]), ms.int_attr(owner, "dimension")
+
+    names: dict[tuple[int, int], str] = {}
+    parent: dict = {}
+
+    def find(key):
+        while parent.get(key, key) != key:
+            key = parent[key]
+        return key
+
+    for op in func.regions[0].blocks[0].operations:
+        if op.operation.name == "stablehlo.compare" and str(op.attributes["comparison_direction"]).endswith("EQ>"):
+            a, b = (dimension_of(v) for v in op.operands)
+            if a is not None and b is not None:
+                parent[find(a)] = find(b)
+        if op.operation.name != "func.call":
+            continue
+        callee = importer.functions.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+        if callee is None or "arg_attrs" not in callee.attributes:
+            continue
+        for operand, attrs in zip(op.operands, callee.attributes["arg_attrs"]):
+            key = dimension_of(operand)
+            if key is not None and "jax.global_constant" in attrs:
+                name = ir.StringAttr(attrs["jax.global_constant"]).value
+                if name.isidentifier():
+                    names.setdefault(key, name)
+    by_class = {find(key): name for key, name in names.items()}
+    keys = set(parent) | set(parent.values()) | set(names)
+    return {key: by_class[find(key)] for key in keys if find(key) in by_class}
+
+
+def record_dimension_variable(importer, func, index: int, sizes: tuple) -> None:
+    """Remember the value passed for a function argument JAX marks as dimension variable `name`."""
+    attrs = func.attributes["arg_attrs"][index] if "arg_attrs" in func.attributes else None
+    if attrs is None or "jax.global_constant" not in attrs or len(sizes) != 1:
+        return
+    name = ms.mlir_modules()[0].StringAttr(attrs["jax.global_constant"]).value
+    if name.isidentifier() and isinstance(sizes[0], DimExpr):
+        importer.dimension_variables.setdefault(name, sizes[0])
+
+
+def name_dimension_variables(importer) -> None:
+    """Write an entry dimension that JAX derives a dimension variable from (`2*b` gives
+    `b = floordiv(arg0_0, 2)`) in terms of that variable: `arg0_0` becomes `2*b` everywhere, and
+    guards that then always hold are dropped (binding checks the divisibility instead)."""
+    unnamed = {v for p in importer.module.entry.parameters for v in p.shape.symbols if v.startswith("arg")}
+    rename = {}
+    for name, value in importer.dimension_variables.items():
+        free = value.variables & unnamed
+        if name in value.variables or len(value.variables) != 1 or not free or next(iter(free)) in rename:
+            continue
+        v = next(iter(free))
+        candidate = _inverse(value, v, name)
+        if candidate is not None:
+            rename[v] = candidate
+    if not rename:
+        return
+    from hlocc.hlo.specialize import substitute_instructions
+
+    module = importer.module
+    substitute_instructions([i for comp in module.computations for i in comp.instructions], rename)
+    guards = []
+    for guard in module.guards:
+        comparisons = tuple(c.substitute(rename) for c in guard.predicate.comparisons)
+        if all(isinstance(c.lhs, int) and isinstance(c.rhs, int) and c.holds({}) for c in comparisons):
+            continue
+        guards.append(ShapeGuard(SizePredicate(comparisons), guard.message,
+                                 tuple(substitute(a, rename) for a in guard.message_args)))
+    module.guards[:] = guards
+
+
+def _inverse(value: DimExpr, v: str, name: str):
+    """`k*name + c` such that `value` with `v` replaced by it is `name` (for value = v + d or
+    floordiv(v + d, k)), or None."""
+    n = symbol(name)
+    terms = dict(value.terms)
+    candidates = [n - (value - symbol(v))] if isinstance(value - symbol(v), int) else []
+    for monomial, coefficient in terms.items():
+        if len(monomial) == 1 and monomial[0][0].op == "floordiv" and coefficient == 1:
+            numerator, k = monomial[0][0].args
+            rest = value - floordiv(numerator, k)
+            if isinstance(k, int) and isinstance(rest, int) and isinstance(numerator - symbol(v), int):
+                candidates.append(k * (n - rest) - (numerator - symbol(v)))
+    for candidate in candidates:
+        if substitute(value, {v: candidate}) == n:
+            return candidate
+    return None
+
+
+# -- shape tensors as symbolic sizes --------------------------------------------------------------
+def record_sizes(cx) -> None:
+    """Record the symbolic value of the op's result when it is a shape tensor the rules know."""
+    results = list(cx.op.results)
+    if cx.name == "func.call":
+        _record_call_sizes(cx, results)
+        return
+    rule = SIZE_RULES.get(cx.name)
+    if rule is None or len(results) != 1:
+        return
+    args = [cx.sizes(i) for i in range(len(cx.op.operands))]
+    if any(a is None for a in args) and cx.name not in _SOURCES:
+        return
+    try:
+        value = rule(cx, *args)
+    except InconclusiveDimensionError:
+        value = None
+    if value is not None:
+        cx.scope.sizes[results[0]] = tuple(value)
+
+
+def _record_call_sizes(cx, results) -> None:
+    """A call's results have the values its callee returns (JAX computes `divmod` of dimension
+    sizes in private functions)."""
+    converted = cx.scope.values.get(results[0]) if results else None
+    call = converted[0] if isinstance(converted, tuple) else converted
+    if call is None or call.opcode != "call":
+        return
+    for result, sizes in zip(results, cx.importer.returned_sizes.get(id(call.attrs["to_apply"]), [])):
+        if sizes is not None:
+            cx.scope.sizes[result] = sizes
+
+
+def _constant(cx, *unused):
+    shape = ms.to_shape(cx.op.results[0].type)
+    if not (shape.element_type.is_integer or shape.element_type.is_pred) or shape.num_elements > _MAX_SHAPE_TENSOR:
+        return None
+    value, _ = ms.dense_constant(cx.op, shape)
+    return [bool(v) if shape.element_type.is_pred else int(v) for v in value.reshape(-1)]
+
+
+def _dimension_size(cx, *unused):
+    return [cx.operands[0].shape.dims[ms.int_attr(cx.op, "dimension")]]
+
+
+def _same(cx, a, *rest):
+    return a
+
+
+def _broadcast(cx, a, *rest):
+    count = ms.to_shape(cx.op.results[0].type).num_elements
+    return a * count if len(a) == 1 and isinstance(count, int) else None
+
+
+def _concatenate(cx, *parts):
+    if ms.int_attr(cx.op, "dimension") != 0:
+        return None
+    return [v for p in parts for v in p]
+
+
+def _slice(cx, a, *rest):
+    if len(ms.ints(cx.op, "start_indices")) != 1:
+        return None
+    start, limit = ms.ints(cx.op, "start_indices")[0], ms.ints(cx.op, "limit_indices")[0]
+    return a[start:limit:ms.ints(cx.op, "strides", (1,))[0]]
+
+
+def _elementwise(fn):
+    def rule(cx, *args):
+        n = max(len(a) for a in args)
+        if any(len(a) not in (1, n) for a in args):
+            return None
+        return [fn(*(a[0] if len(a) == 1 else a[i] for a in args)) for i in range(n)]
+    return rule
+
+
+def _min(a, b):
+    return a if a <= b else b
+
+
+def _max(a, b):
+    return a if a >= b else b
+
+
+def _compare(cx, a, b):
+    """A comparison of sizes is decided here only when their difference is a constant; otherwise it
+    stays a predicate (a shape assertion's must: deciding `b >= 1` from the assumption that
+    variables are ≥ 1 would drop the guard that checks it)."""
+    direction = str(cx.op.attributes["comparison_direction"]).split()[-1].rstrip(">")
+
+    def compare(x, y):
+        if _is_truth(x) or _is_truth(y):
+            return SizeComparison(direction, int(_truth(x)), int(_truth(y))).holds({})
+        if isinstance(x - y, int):
+            return SizeComparison(direction, x - y, 0).holds({})
+        return SizePredicate((SizeComparison(direction, x, y),))
+    return _elementwise(compare)(cx, a, b)
+
+
+def _is_truth(value) -> bool:
+    return isinstance(value, (bool, SizePredicate))
+
+
+def _truth(value) -> bool:
+    """A predicate's value where the guards make it known (variables ≥ 1), for choosing values."""
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, SizePredicate):
+        raise InconclusiveDimensionError(f"{value} is not a predicate")
+    return all(_holds_for_all(c) for c in value.comparisons)
+
+
+def _holds_for_all(comparison: SizeComparison) -> bool:
+    difference = comparison.lhs - comparison.rhs
+    if isinstance(difference, int):
+        return comparison.holds({})
+    if comparison.direction in ("EQ", "NE"):
+        if difference >= 1 or difference <= -1:  # provably different (raises where undecided)
+            return comparison.direction == "NE"
+        raise InconclusiveDimensionError(str(comparison))
+    return {"LT": operator.lt, "LE": operator.le, "GT": operator.gt, "GE": operator.ge}[comparison.direction](
+        comparison.lhs, comparison.rhs)
+
+
+def _conjunction(x, y):
+    if isinstance(x, bool) and isinstance(y, bool):
+        return x and y
+    if isinstance(x, bool) or isinstance(y, bool):
+        flag, other = (x, y) if isinstance(x, bool) else (y, x)
+        return other if flag else False
+    if isinstance(x, SizePredicate) and isinstance(y, SizePredicate):
+        return x & y
+    raise InconclusiveDimensionError("'and' of sizes")
+
+
+def _and(cx, a, b):
+    return _elementwise(_conjunction)(cx, a, b)
+
+
+def _select(cx, pred, a, b):
+    n = max(len(pred), len(a), len(b))
+    pick = [_truth(pred[0 if len(pred) == 1 else i]) for i in range(n)]
+    return [(a[0 if len(a) == 1 else i] if p else b[0 if len(b) == 1 else i]) for i, p in enumerate(pick)]
+
+
+def _sign(x):
+    if isinstance(x, int):
+        return (x > 0) - (x < 0)
+    if x >= 1:
+        return 1
+    raise InconclusiveDimensionError(f"sign of {x}")
+
+
+_SOURCES = {"stablehlo.constant", "stablehlo.get_dimension_size"}
+SIZE_RULES = {
+    "stablehlo.constant": _constant, "stablehlo.get_dimension_size": _dimension_size,
+    "stablehlo.reshape": _same, "stablehlo.convert": _same, "stablehlo.broadcast_in_dim": _broadcast,
+    "stablehlo.concatenate": _concatenate, "stablehlo.slice": _slice,
+    "stablehlo.add": _elementwise(operator.add), "stablehlo.subtract": _elementwise(operator.sub),
+    "stablehlo.multiply": _elementwise(operator.mul), "stablehlo.divide": _elementwise(floordiv),
+    "stablehlo.remainder": _elementwise(mod), "stablehlo.maximum": _elementwise(_max),
+    "stablehlo.minimum": _elementwise(_min), "stablehlo.clamp": _elementwise(lambda lo, x, hi: _max(lo, _min(x, hi))),
+    "stablehlo.compare": _compare, "stablehlo.and": _and,
+    "stablehlo.select": _select, "stablehlo.sign": _elementwise(_sign),
+}
+"""StableHLO op → its result's symbolic value from its operands' (integer division rounds down:
+shape arithmetic only divides non-negative sizes)."""
+
+
+# -- dynamic ops ----------------------------------------------------------------------------------
+def shape_operand(cx, index: int, what: str) -> tuple:
+    sizes = cx.sizes(index)
+    if sizes is None or any(isinstance(v, SizePredicate) for v in sizes):
+        raise cx.unsupported(f"its {what} operand is not a shape computed from dimension sizes and constants")
+    return sizes
+
+
+def require_equal_sizes(cx, a, b) -> None:
+    """Two sizes the op needs equal that may differ (a size-1 stretch would need a runtime
+    choice): a guard makes sure of it at call time."""
+    if a != b and a != 1 and (isinstance(a, DimExpr) or isinstance(b, DimExpr)):
+        cx.importer.module.guards.append(ShapeGuard(
+            SizePredicate((SizeComparison("EQ", a, b),)),
+            f"{cx.location()}: {cx.name}: dimension sizes {a} = {{0}} and {b} = {{1}} must be equal", (a, b)))
+
+
+def _real_dynamic_slice(cx):
+    starts, limits, strides = (shape_operand(cx, i, w) for i, w in ((1, "start"), (2, "limit"), (3, "strides")))
+    if not all(isinstance(s, int) for s in strides):
+        raise cx.unsupported("symbolic strides")
+    return cx.add("slice", cx.operands[:1], {"slice": tuple(map(SliceDim, starts, limits, strides))}, shape=None)
+
+
+def _dynamic_pad(cx):
+    lows, highs, interiors = (shape_operand(cx, i, w) for i, w in ((2, "low"), (3, "high"), (4, "interior")))
+    if not all(isinstance(v, int) for v in interiors):
+        raise cx.unsupported("symbolic interior padding")
+    return cx.add("pad", cx.operands[:2], {"padding": tuple(map(PadDim, lows, highs, interiors))}, shape=None)
+
+
+def _dynamic_gather(cx):
+    """A gather whose every operand dimension is an offset dimension, from constant start indices,
+    is a slice (JAX emits it for `x[1:]` on a symbolic dimension); the start is clamped as gather
+    clamps it, which must be decidable at import."""
+    _, stablehlo, _, _ = ms.mlir_modules()
+    dn = stablehlo.GatherDimensionNumbers(cx.op.attributes["dimension_numbers"])
+    operand = cx.operands[0].shape
+    sizes = shape_operand(cx, 2, "slice_sizes")
+    starts = cx.sizes(1)
+    if (list(dn.offset_dims) != list(range(operand.rank)) or list(dn.collapsed_slice_dims) or starts is None
+            or not all(isinstance(s, int) for s in starts) or dn.operand_batching_dims):
+        raise cx.unsupported("only a slice-like dynamic_gather (constant start indices, no collapsed dims) is "
+                             "supported")
+    begin = [0] * operand.rank
+    for start, dim in zip(starts, dn.start_index_map):
+        try:
+            begin[dim] = max(0, min(start, operand.dims[dim] - sizes[dim]))
+        except InconclusiveDimensionError:
+            raise cx.unsupported(f"the clamp of start index {start} in dimension {dim} depends on the sizes") from None
+    slices = tuple(SliceDim(b, b + n, 1) for b, n in zip(begin, sizes))
+    return cx.add("slice", cx.operands[:1], {"slice": slices}, shape=None)
+
+
+def _shape_assertion(cx):
+    """`@shape_assertion(pred, args...)`: a guard of the module; `error_message` is JAX's text."""
+    predicate = cx.sizes(0)
+    if predicate is None or not isinstance(predicate[0], (SizePredicate, bool)):
+        raise cx.unsupported("a shape assertion whose condition is not computed from dimension sizes")
+    if predicate[0] is True:
+        return []
+    if predicate[0] is False:  # fails at every size
+        predicate = (SizePredicate((SizeComparison("EQ", 0, 1),)),)
+    args = tuple(cx.sizes(i)[0] if cx.sizes(i) else 0 for i in range(1, len(cx.op.operands)))
+    message = ms.string_attr(cx.op, "error_message") or "shape assertion failed"
+    cx.importer.module.guards.append(ShapeGuard(predicate[0], message, args))
+    return []
+
+
+def _dynamic_reduce_window(cx):
+    """`stablehlo.dynamic_reduce_window(inputs, inits, window_dimensions, window_strides,
+    base_dilations, window_dilations, padding)` (one input here) → reduce-window."""
+    if len(cx.operands) != 7:
+        raise cx.unsupported("a dynamic_reduce_window of several inputs")
+    size, stride, base, dilation = (shape_operand(cx, i, w) for i, w in
+                                    ((2, "window_dimensions"), (3, "window_strides"), (4, "base_dilations"),
+                                     (5, "window_dilations")))
+    pads = shape_operand(cx, 6, "padding")
+    window = tuple(WindowDim(size[i], stride[i], pads[2 * i], pads[2 * i + 1], base[i], dilation[i], False)
+                   for i in range(len(size)))
+    reducer = ms.mlir_modules()[0].FlatSymbolRefAttr(cx.op.attributes["called_computations"][0]).value
+    scalar = cx.operands[1].shape
+    to_apply = cx.importer.call(cx.op, reducer, [scalar, scalar], None)
+    return cx.add("reduce-window", cx.operands[:2], {"window": window, "to_apply": to_apply}, shape=None)
+
+
+CUSTOM_CALLS = {"shape_assertion": _shape_assertion, "stablehlo.dynamic_reduce_window": _dynamic_reduce_window}
+"""Custom-call targets that JAX's shape-polymorphic export emits, converted here (not kept as
+custom calls)."""
+
+def _dynamic_reshape(cx):
+    return cx.add("reshape", cx.operands[:1], shape=cx.shape.with_dims(shape_operand(cx, 1, "output_shape")))
+
+
+OP_CONVERSIONS = {
+    "stablehlo.dynamic_reshape": _dynamic_reshape, "stablehlo.real_dynamic_slice": _real_dynamic_slice,
+    "stablehlo.dynamic_pad": _dynamic_pad, "stablehlo.dynamic_gather": _dynamic_gather,
+}
+"""The dynamic ops converted here; dynamic_broadcast_in_dim and dynamic_iota are beside their
+static forms in stablehlo_ops.py."""

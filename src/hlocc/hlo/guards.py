@@ -1,0 +1,75 @@
+"""Shape guards: conditions on the dimension variables that a module with symbolic shapes needs
+at call time (JAX's `@shape_assertion`s, and equalities the frontend assumes), checked once per
+call before anything runs.
+
+A `SizePredicate` is a conjunction of comparisons of symbolic sizes (`b >= 1`, `mod(s, 2) == 0`);
+a `ShapeGuard` pairs one with the message to raise (JAX's text, whose `{0}`, `{1}`, ... are filled
+with the values of `message_args`). `HloModule.guards` holds them; the printer writes each as a
+`// guard:` comment line after the module header (the parser skips it).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hlocc.errors import ArgumentError
+from hlocc.hlo.symbolic import Dim, evaluate, substitute
+
+_COMPARE = {"EQ": operator.eq, "NE": operator.ne, "LT": operator.lt, "LE": operator.le, "GT": operator.gt,
+            "GE": operator.ge}
+_SYMBOL = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+
+
+@dataclass(frozen=True)
+class SizeComparison:
+    direction: str  # an HLO comparison direction: EQ, NE, LT, LE, GT, GE
+    lhs: Dim
+    rhs: Dim
+
+    def holds(self, binding: Mapping[str, int]) -> bool:
+        return _COMPARE[self.direction](evaluate(self.lhs, binding), evaluate(self.rhs, binding))
+
+    def substitute(self, mapping: Mapping[str, Dim]) -> SizeComparison:
+        return SizeComparison(self.direction, substitute(self.lhs, mapping), substitute(self.rhs, mapping))
+
+    def __str__(self) -> str:
+        return f"{self.lhs} {_SYMBOL[self.direction]} {self.rhs}"
+
+
+@dataclass(frozen=True)
+class SizePredicate:
+    """All of `comparisons` hold (an empty predicate always holds)."""
+
+    comparisons: tuple[SizeComparison, ...]
+
+    def holds(self, binding: Mapping[str, int]) -> bool:
+        return all(c.holds(binding) for c in self.comparisons)
+
+    def __and__(self, other: SizePredicate) -> SizePredicate:
+        return SizePredicate(self.comparisons + other.comparisons)
+
+    def __str__(self) -> str:
+        return " and ".join(map(str, self.comparisons)) or "true"
+
+
+@dataclass(frozen=True)
+class ShapeGuard:
+    predicate: SizePredicate
+    message: str
+    message_args: tuple[Dim, ...] = ()
+
+    def check(self, binding: Mapping[str, int]) -> None:
+        """Raise ArgumentError with the guard's message when its predicate fails for `binding`."""
+        if self.predicate.holds(binding):
+            return
+        values = [evaluate(a, binding) for a in self.message_args]
+        try:
+            text = self.message.format(*values)
+        except (IndexError, KeyError, ValueError):
+            text = self.message
+        raise ArgumentError(text)
+
+    def __str__(self) -> str:
+        return f"{self.predicate}: {self.message!r}"

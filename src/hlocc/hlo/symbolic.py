@@ -1,0 +1,390 @@
+"""Symbolic dimension sizes: integer polynomials over named dimension variables (JAX's symbolic
+shapes: `b`, `b + c`, `2*s`, `floordiv(s, 2)`, `mod(s, 2)`, products such as `b*s`).
+
+A `DimExpr` is frozen, hashable and kept in one canonical form (a sorted sum of coefficient ×
+monomial, each monomial a sorted product of atoms with powers; an atom is a variable or a
+`floordiv`/`mod` of two expressions), so equal expressions compare equal and the arithmetic of the
+shape rules (`+`, `-`, `*`, `//`, `%`, `==`) works on symbolic sizes unchanged. Every operation
+returns a plain `int` when its result is a constant. Dimension variables are assumed ≥ 1 (as JAX
+assumes); a comparison that this does not decide raises `InconclusiveDimensionError`.
+
+`evaluate(binding)` gives the size for concrete variable values, `substitute` replaces variables
+by values or expressions, `parse_dim_expr` reads the text `str()` writes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Union
+
+from hlocc.errors import HloError
+
+Dim = Union[int, "DimExpr"]
+
+
+class InconclusiveDimensionError(HloError):
+    """A comparison of symbolic sizes that holds for some values of the variables and not others."""
+
+
+@dataclass(frozen=True, order=True)
+class _Atom:
+    """A variable (`op` == "var", `args` == (name,)) or `floordiv`/`mod` of two sizes."""
+
+    op: str
+    args: tuple
+
+    def __str__(self) -> str:
+        if self.op == "var":
+            return self.args[0]
+        return f"{self.op}({self.args[0]}, {self.args[1]})"
+
+    def sort_key(self) -> str:
+        return str(self)
+
+
+# One monomial: ((atom, power), ...) sorted by atom text; () is the constant monomial.
+_Monomial = tuple
+
+
+@dataclass(frozen=True)
+class DimExpr:
+    """A non-constant symbolic size: `terms` is ((monomial, coefficient), ...) in canonical order."""
+
+    terms: tuple
+
+    # -- construction -----------------------------------------------------------------------------
+    @staticmethod
+    def _of(coeffs: dict) -> Dim:
+        items = sorted(((m, c) for m, c in coeffs.items() if c != 0), key=lambda mc: _monomial_key(mc[0]))
+        if not items:
+            return 0
+        if len(items) == 1 and items[0][0] == ():
+            return items[0][1]
+        return DimExpr(tuple(items))
+
+    def _coeffs(self) -> dict:
+        return dict(self.terms)
+
+    # -- arithmetic -------------------------------------------------------------------------------
+    def __add__(self, other) -> Dim:
+        if not isinstance(other, (int, DimExpr)):
+            return NotImplemented
+        out = self._coeffs()
+        for m, c in _terms(other):
+            out[m] = out.get(m, 0) + c
+        return DimExpr._of(out)
+
+    __radd__ = __add__
+
+    def __neg__(self) -> Dim:
+        return DimExpr._of({m: -c for m, c in self.terms})
+
+    def __sub__(self, other) -> Dim:
+        if not isinstance(other, (int, DimExpr)):
+            return NotImplemented
+        return self + (-other)
+
+    def __rsub__(self, other) -> Dim:
+        return (-self) + other
+
+    def __mul__(self, other) -> Dim:
+        if not isinstance(other, (int, DimExpr)):
+            return NotImplemented
+        out: dict = {}
+        for m1, c1 in self.terms:
+            for m2, c2 in _terms(other):
+                m = _monomial_mul(m1, m2)
+                out[m] = out.get(m, 0) + c1 * c2
+        return DimExpr._of(out)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other) -> Dim:
+        return floordiv(self, other)
+
+    def __rfloordiv__(self, other) -> Dim:
+        return floordiv(other, self)
+
+    def __mod__(self, other) -> Dim:
+        return mod(self, other)
+
+    def __rmod__(self, other) -> Dim:
+        return mod(other, self)
+
+    # -- comparisons (decided from the variables' lower bound 1) -----------------------------------
+    def __ge__(self, other) -> bool:
+        return _nonnegative(self - other)
+
+    def __gt__(self, other) -> bool:
+        return _nonnegative(self - other - 1)
+
+    def __le__(self, other) -> bool:
+        return _nonnegative(other - self)
+
+    def __lt__(self, other) -> bool:
+        return _nonnegative(other - self - 1)
+
+    def __index__(self):
+        raise InconclusiveDimensionError(f"symbolic size '{self}' has no integer value at compile time")
+
+    # -- queries ----------------------------------------------------------------------------------
+    @property
+    def variables(self) -> frozenset[str]:
+        return frozenset(v for m, _ in self.terms for atom, _ in m for v in _atom_variables(atom))
+
+    def evaluate(self, binding: Mapping[str, int]) -> int:
+        """The size for concrete values of the variables (a KeyError names a missing variable)."""
+        value = substitute(self, binding)
+        if not isinstance(value, int):
+            raise HloError(f"symbolic size '{self}' still has variables {sorted(value.variables)} after binding")
+        return value
+
+    def lower_bound(self) -> int | None:
+        """A lower bound of the value for variables ≥ 1, or None when none is known."""
+        low = 0
+        for m, c in self.terms:
+            if m == ():
+                low += c
+            elif c < 0:
+                return None
+            else:
+                low += c * (0 if any(a.op != "var" for a, _ in m) else 1)
+        return low
+
+    def __str__(self) -> str:
+        parts = []
+        for m, c in self.terms:
+            body = "*".join(f"{a}^{p}" if p > 1 else str(a) for a, p in m)
+            if not body:
+                text = str(abs(c))
+            elif abs(c) == 1:
+                text = body
+            else:
+                text = f"{abs(c)}*{body}"
+            if not parts:
+                parts.append(("-" if c < 0 else "") + text)
+            else:
+                parts.append(("- " if c < 0 else "+ ") + text)
+        return " ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"DimExpr({self})"
+
+
+def _terms(value: Dim):
+    return value.terms if isinstance(value, DimExpr) else ((((), value),) if value else ())
+
+
+def _monomial_key(m: _Monomial):
+    # Higher degree first, then by text; the constant last (as JAX prints `b + 1`).
+    return (-sum(p for _, p in m), [(a.sort_key(), -p) for a, p in m]) if m else (1, [])
+
+
+def _monomial_mul(a: _Monomial, b: _Monomial) -> _Monomial:
+    powers: dict = dict(a)
+    for atom, p in b:
+        powers[atom] = powers.get(atom, 0) + p
+    return tuple(sorted(powers.items(), key=lambda ap: ap[0].sort_key()))
+
+
+def _atom_variables(atom: _Atom):
+    if atom.op == "var":
+        return (atom.args[0],)
+    return tuple(v for arg in atom.args if isinstance(arg, DimExpr) for v in arg.variables)
+
+
+def _nonnegative(value: Dim) -> bool:
+    """Whether `value` ≥ 0 for every assignment of variables ≥ 1; raises where that depends on them."""
+    if isinstance(value, int):
+        return value >= 0
+    low = value.lower_bound()
+    if low is not None and low >= 0:
+        return True
+    high = (-value).lower_bound()
+    if high is not None and high > 0:
+        return False
+    raise InconclusiveDimensionError(f"cannot decide whether {value} >= 0 for every size of {sorted(value.variables)}")
+
+
+def symbol(name: str) -> DimExpr:
+    """The size of dimension variable `name`."""
+    return DimExpr(((((_Atom("var", (name,)), 1),), 1),))
+
+
+def floordiv(a: Dim, b: Dim) -> Dim:
+    """`a // b` rounding down; exact when every coefficient of `a` is a multiple of the constant `b`."""
+    if isinstance(b, int):
+        if b == 0:
+            raise HloError("symbolic size divided by zero")
+        if isinstance(a, int):
+            return a // b
+        if b == 1:
+            return a
+        if all(c % b == 0 for _, c in a.terms):
+            return DimExpr._of({m: c // b for m, c in a.terms})
+    elif a == b:
+        return 1
+    return DimExpr._of({((_Atom("floordiv", (a, b)), 1),): 1})
+
+
+def mod(a: Dim, b: Dim) -> Dim:
+    """`a mod b` (non-negative for positive b); 0 when `b` divides every coefficient of `a`."""
+    if isinstance(b, int):
+        if b == 0:
+            raise HloError("symbolic size modulo zero")
+        if isinstance(a, int):
+            return a % b
+        if all(c % b == 0 for _, c in a.terms):
+            return 0
+    elif a == b:
+        return 0
+    return DimExpr._of({((_Atom("mod", (a, b)), 1),): 1})
+
+
+def is_symbolic(value) -> bool:
+    return isinstance(value, DimExpr)
+
+
+def substitute(value: Dim, mapping: Mapping[str, Dim]) -> Dim:
+    """`value` with each variable in `mapping` replaced by its value (an int or an expression)."""
+    if isinstance(value, int):
+        return value
+    total: Dim = 0
+    for m, c in value.terms:
+        product: Dim = c
+        for atom, p in m:
+            product = product * _pow(_substitute_atom(atom, mapping), p)
+        total = total + product
+    return total
+
+
+def _substitute_atom(atom: _Atom, mapping: Mapping[str, Dim]) -> Dim:
+    if atom.op == "var":
+        name = atom.args[0]
+        return mapping[name] if name in mapping else symbol(name)
+    a, b = (substitute(x, mapping) for x in atom.args)
+    return floordiv(a, b) if atom.op == "floordiv" else mod(a, b)
+
+
+def _pow(base: Dim, p: int) -> Dim:
+    out: Dim = 1
+    for _ in range(p):
+        out = out * base
+    return out
+
+
+def evaluate(value: Dim, binding: Mapping[str, int]) -> int:
+    return value if isinstance(value, int) else value.evaluate(binding)
+
+
+def variables_of(dims) -> frozenset[str]:
+    """The variables that a sequence of sizes uses."""
+    out: set = set()
+    for d in dims:
+        if isinstance(d, DimExpr):
+            out |= d.variables
+    return frozenset(out)
+
+
+# -- text ----------------------------------------------------------------------------------------
+def size_text(value: Dim, *, bare_name: bool = False) -> str:
+    """HLO text of a size: the integer, or `?(expr)` without spaces (`?name` with `bare_name`, as
+    shape dimensions write a lone variable)."""
+    if isinstance(value, int):
+        return str(value)
+    text = str(value).replace(" ", "")
+    return "?" + (text if bare_name and text.isidentifier() else f"({text})")
+
+
+SIZE_PATTERN = r"(?:-?\d+|\?\((?:[^()]|\([^()]*\))*\))"
+"""A regex of one size as `size_text` writes it inside attributes (an integer or `?(expr)`)."""
+
+
+def parse_size(text: str) -> Dim:
+    """The size `size_text` wrote."""
+    text = text.strip()
+    if text.startswith("?"):
+        return parse_dim_expr(text[1:])
+    return int(text)
+
+
+_TOKEN_RE = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(//|[-+*%^(),]))")
+
+
+def parse_dim_expr(text: str) -> Dim:
+    """The size `text` writes: integers, variable names, `+ - *`, `^` powers, `floordiv(a, b)`,
+    `mod(a, b)` (and `a // b`, `a % b`), parentheses."""
+    tokens = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN_RE.match(text, pos)
+        if not m:
+            if text[pos:].strip() == "":
+                break
+            raise HloError(f"cannot read symbolic size '{text}' at '{text[pos:]}'")
+        tokens.append(int(m.group(1)) if m.group(1) else (m.group(2) or m.group(3)))
+        pos = m.end()
+    parser = _ExprParser(tokens, text)
+    value = parser.sum()
+    if parser.i != len(tokens):
+        raise HloError(f"cannot read symbolic size '{text}': unexpected '{tokens[parser.i]}'")
+    return value
+
+
+class _ExprParser:
+    def __init__(self, tokens: list, text: str):
+        self.tokens, self.text, self.i = tokens, text, 0
+
+    def peek(self):
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def take(self, expected=None):
+        tok = self.peek()
+        if tok is None or (expected is not None and tok != expected):
+            raise HloError(f"cannot read symbolic size '{self.text}': expected {expected or 'more'}")
+        self.i += 1
+        return tok
+
+    def sum(self) -> Dim:
+        value = self.term()
+        while self.peek() in ("+", "-"):
+            value = value + self.term() if self.take() == "+" else value - self.term()
+        return value
+
+    def term(self) -> Dim:
+        value = self.power()
+        while self.peek() in ("*", "//", "%"):
+            op = self.take()
+            rhs = self.power()
+            value = value * rhs if op == "*" else (floordiv(value, rhs) if op == "//" else mod(value, rhs))
+        return value
+
+    def power(self) -> Dim:
+        value = self.factor()
+        if self.peek() == "^":
+            self.take()
+            value = _pow(value, self.take())
+        return value
+
+    def factor(self) -> Dim:
+        tok = self.take()
+        if tok == "-":
+            return -self.factor()
+        if tok == "(":
+            value = self.sum()
+            self.take(")")
+            return value
+        if isinstance(tok, int):
+            return tok
+        if tok in ("floordiv", "mod") and self.peek() == "(":
+            self.take("(")
+            a = self.sum()
+            self.take(",")
+            b = self.sum()
+            self.take(")")
+            return floordiv(a, b) if tok == "floordiv" else mod(a, b)
+        if isinstance(tok, str) and (tok[0].isalpha() or tok[0] == "_"):
+            return symbol(tok)
+        raise HloError(f"cannot read symbolic size '{self.text}': unexpected '{tok}'")

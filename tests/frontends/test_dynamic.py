@@ -1,0 +1,281 @@
+"""Shape-polymorphic JAX programs (jax.export with symbolic shapes) imported with symbolic
+dimensions and run at many sizes against jax.jit at the concrete size."""
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+if tuple(int(p) for p in jax.__version__.split(".")[:2]) < (0, 10):
+    pytest.skip("the StableHLO frontend needs jax >= 0.10", allow_module_level=True)
+
+import jax.numpy as jnp  # noqa: E402
+from jax import export  # noqa: E402
+
+import hlocc  # noqa: E402
+from hlocc.comparison import compare_arrays  # noqa: E402
+from hlocc.frontends.stablehlo import import_stablehlo  # noqa: E402
+
+RNG = np.random.default_rng(0)
+W1 = RNG.standard_normal((32, 64)).astype(np.float32) / 6
+W2 = RNG.standard_normal((64, 16)).astype(np.float32) / 8
+GAMMA = RNG.standard_normal(64).astype(np.float32)
+WQ = RNG.standard_normal((16, 16)).astype(np.float32) / 4
+
+
+def softmax(x):
+    return jax.nn.softmax(x, axis=-1)
+
+
+def layernorm(x):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / jnp.sqrt(var + 1e-5) * GAMMA + x.mean()
+
+
+def mlp(x):
+    return jax.nn.relu(x @ W1) @ W2
+
+
+def cumsum(x):
+    return jnp.cumsum(x, axis=0)
+
+
+def slice_pad(x):
+    return jnp.pad(x[1:], ((2, 1), (0, 0))) * 2
+
+
+def concat(x, y):
+    return jnp.concatenate([x, y * 2], axis=0)
+
+
+def argmax(x):
+    return jnp.argmax(x, axis=1), jnp.argmax(x, axis=0)
+
+
+def attention(x):
+    """Causal self-attention over a symbolic sequence length."""
+    scores = (x @ WQ) @ x.T / 4.0
+    causal = jnp.tril(jnp.ones((x.shape[0], x.shape[0]), bool))
+    return jax.nn.softmax(jnp.where(causal, scores, -1e9), axis=-1) @ x
+
+
+def rmsnorm_bf16(x):
+    xf = x.astype(jnp.float32)
+    return (xf * jax.lax.rsqrt((xf * xf).mean(-1, keepdims=True) + 1e-6)).astype(jnp.bfloat16)
+
+
+b, c = export.symbolic_shape("b, c")
+PROGRAMS = {  # name: (function, symbolic arg shapes, concrete arg shapes for size n)
+    "softmax": (softmax, [(b, 128)], lambda n: [(n, 128)]),
+    "layernorm": (layernorm, [(b, 64)], lambda n: [(n, 64)]),
+    "mlp": (mlp, [(b, 32)], lambda n: [(n, 32)]),
+    "cumsum": (cumsum, [(b, 4)], lambda n: [(n, 4)]),
+    "slice_pad": (slice_pad, [(b, 8)], lambda n: [(n, 8)]),
+    "concat": (concat, [(b, 4), (c, 4)], lambda n: [(n, 4), (n % 5 + 1, 4)]),
+    "argmax": (argmax, [(b, 10)], lambda n: [(n, 10)]),
+    "attention": (attention, [(b, 16)], lambda n: [(n, 16)]),
+    "rmsnorm_bf16": (rmsnorm_bf16, [(b, 32)], lambda n: [(n, 32)]),
+}
+b_s = export.symbolic_shape("b, s")
+MORE_PROGRAMS = {  # smaller programs each exercising one more way JAX computes shapes
+    "reshape_flat": (lambda x: x.reshape(-1) * 2, [(b, 4)]),
+    "reshape_split": (lambda x: x.reshape(x.shape[0], 2, 2).sum(-1), [(b, 4)]),
+    "mean_over_symbol": (lambda x: x.mean(axis=0), [(b, 4)]),
+    "sort": (lambda x: jnp.sort(x, axis=0), [(b, 4)]),
+    "one_hot": (lambda x: jax.nn.one_hot(jnp.argmax(x, -1), 4), [(b, 4)]),
+    "batched_matmul": (lambda x, y: jnp.einsum("bij,bjk->bik", x, y), [(b, 3, 4), (b, 4, 5)]),
+    "outer": (lambda x: x[:, None] * x[None, :], [(b,)]),
+    "gram": (lambda x: x.T @ x, [(b, 4)]),
+    "dynamic_slice": (lambda x: jax.lax.dynamic_slice_in_dim(x, 1, 2, axis=1), [(b, 4)]),
+    "take_rows": (lambda x: x[jnp.array([0, 0])], [(b, 4)]),
+    "last_row": (lambda x: x[-1], [(b, 4)]),
+    "tile": (lambda x: jnp.tile(x, (2, 1)), [(b, 4)]),
+    "two_symbols": (lambda x: jax.nn.softmax(x, axis=1).sum(0), [b_s]),
+    "cumprod": (lambda x: jnp.cumprod(x, axis=0), [(b, 3)]),
+    "pad": (lambda x: jnp.pad(x, ((0, 3), (1, 1))), [(b, 4)]),
+    "where_max": (lambda x: jnp.where(x > 0, x, 0).max(), [(b, 4)]),
+    "arange": (lambda x: x + jnp.arange(x.shape[0])[:, None], [(b, 4)]),
+}
+DTYPES = {"rmsnorm_bf16": jnp.bfloat16}
+# The cpu backend's reduction emitter fails on the static attention module at sequence length 1
+# (an indexing-map range bug in codegen, not in the dynamic path: jax.jit(...).lower() of the same
+# program fails alike).
+CPU_SKIPS = {("attention", 1)}
+_IMPORTED = {}
+
+
+def imported(name):
+    if name not in _IMPORTED:
+        f, shapes, _ = PROGRAMS[name]
+        dtype = DTYPES.get(name, jnp.float32)
+        exported = export.export(jax.jit(f))(*[jax.ShapeDtypeStruct(s, dtype) for s in shapes])
+        _IMPORTED[name] = import_stablehlo(exported)
+    return _IMPORTED[name]
+
+
+def check_sizes(name, backend, sizes):
+    f, _, concrete = PROGRAMS[name]
+    dtype = DTYPES.get(name, np.float32)
+    tolerance = 1e-2 if dtype == jnp.bfloat16 else 1e-5
+    exe = hlocc.compile(imported(name), backend)
+    sizes = [n for n in sizes if backend != "cpu" or (name, n) not in CPU_SKIPS]
+    for n in sizes:
+        args = [RNG.standard_normal(s).astype(dtype) for s in concrete(n)]
+        want = jax.jit(f)(*args)
+        got = exe(*args)
+        for w, g in zip(jax.tree.leaves(want), got if isinstance(got, tuple) else [got]):
+            why = compare_arrays(np.asarray(w), np.asarray(g), tolerance, tolerance)
+            assert why is None, f"{name} at size {n} on {backend}: {why}"
+    assert exe.compilations == len(set(sizes))
+    return exe
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_interpreter_at_many_sizes(name):
+    check_sizes(name, "interpreter", [1, 2, 13, 1])
+
+
+@pytest.mark.parametrize("name", ["softmax", "concat"])
+def test_cpu_at_two_sizes(name):
+    exe = check_sizes(name, "cpu", [1, 13])
+    assert "symbolic kernels not built yet" in exe.stats_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_interpreter_size_sweep(name):
+    check_sizes(name, "interpreter", [1, 2, 3, 5, 11, 31, 64, 127, 257, 1000])
+
+
+# Rows above 128 that are not a multiple of 128 (129, 255, 257, 1000) corrupt memory on the cpu
+# backend for the *static* softmax too (jax.jit(...).lower() of it, hlocc main as of this commit):
+# a codegen bug outside the dynamic path, so the cpu sweep stays below it until that is fixed.
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_cpu_size_sweep(name):
+    check_sizes(name, "cpu", [1, 2, 3, 5, 11, 31, 64, 127, 128, 256])
+
+
+@pytest.mark.parametrize("name", MORE_PROGRAMS)
+def test_more_programs_on_the_interpreter(name):
+    f, shapes = MORE_PROGRAMS[name]
+    exported = export.export(jax.jit(f))(*[jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes])
+    exe = hlocc.compile(import_stablehlo(exported), "interpreter")
+    for n in (1, 5):
+        args = [RNG.standard_normal([n if not isinstance(d, int) else d for d in s]).astype(np.float32)
+                for s in shapes]
+        why = compare_arrays(np.asarray(jax.jit(f)(*args)), exe(*args), 1e-5, 1e-5)
+        assert why is None, f"{name} at size {n}: {why}"
+
+
+def test_softmax_imports_with_one_symbol_and_no_dynamic_op():
+    from hlocc.passes.pipeline import run_passes
+
+    module = imported("softmax")
+    run_passes(module, ["shape-constraints"])
+    shapes = [i.shape for comp in module.computations for i in comp.instructions]
+    assert frozenset().union(*(s.symbols for s in shapes)) == {"b"}
+    assert "dynamic" not in module.to_string().replace("dynamic shape", "")
+    assert "f32[?b,128]" in module.to_string()
+
+
+def test_zero_size_breaks_jax_shape_assertion():
+    exe = hlocc.compile(imported("softmax"), "interpreter")
+    with pytest.raises(hlocc.ArgumentError, match="Expected value >= 1 for dimension variable 'b'.*'b' = 0"):
+        exe(np.zeros((0, 128), np.float32))
+
+
+def test_inconsistent_sizes_name_the_symbol_and_both_values():
+    def add(x, y):
+        return x + y
+
+    exported = export.export(jax.jit(add))(*[jax.ShapeDtypeStruct((b, 4), jnp.float32)] * 2)
+    exe = hlocc.compile(import_stablehlo(exported), "interpreter")
+    with pytest.raises(hlocc.ArgumentError, match=r"argument 1 dimension 0: size 5 does not match 'b' = 3 with "
+                                                  r"b = 3 \(from argument 0 dimension 0 = 3\)"):
+        exe(np.zeros((3, 4), np.float32), np.zeros((5, 4), np.float32))
+
+
+def test_new_rank_is_a_clear_error():
+    exe = hlocc.compile(imported("softmax"), "interpreter")
+    with pytest.raises(hlocc.ArgumentError, match="expected rank 2.*a new rank needs a new compilation"):
+        exe(np.zeros((3, 128, 1), np.float32))
+
+
+def test_strided_slice_of_a_multiple_and_its_divisibility_guard():
+    def every_other(x):
+        return x[::2] * 3
+
+    exported = export.export(jax.jit(every_other))(jax.ShapeDtypeStruct(export.symbolic_shape("2*b, 4"),
+                                                                         jnp.float32))
+    module = import_stablehlo(exported)
+    assert "Arg_0 = f32[?(2*b),4] parameter(0)" in module.to_string()  # written in JAX's variable
+    assert [str(g.predicate) for g in module.guards] == ["b >= 1"]
+    exe = hlocc.compile(module, "interpreter")
+    for n in (2, 6, 14):
+        x = RNG.standard_normal((n, 4)).astype(np.float32)
+        np.testing.assert_array_equal(exe(x), np.asarray(every_other(x)))
+    with pytest.raises(hlocc.ArgumentError, match=r"argument 0 dimension 0: size 5 is not of the form '2\*b'"):
+        exe(np.zeros((5, 4), np.float32))
+
+
+DYNAMIC_OPS = """module @m {
+  func.func public @main(%x: tensor<?x4xf32>) -> (tensor<?x4xf32>, tensor<?xf32>, tensor<?xi32>) {
+    %n = stablehlo.get_dimension_size %x, dim = 0 : (tensor<?x4xf32>) -> tensor<i32>
+    %one = stablehlo.constant dense<1> : tensor<1xi32>
+    %zero = stablehlo.constant dense<0> : tensor<1xi32>
+    %four = stablehlo.constant dense<4> : tensor<1xi32>
+    %n1 = stablehlo.reshape %n : (tensor<i32>) -> tensor<1xi32>
+    %start = stablehlo.concatenate %one, %zero, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+    %limit = stablehlo.concatenate %n1, %four, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+    %stride = stablehlo.concatenate %one, %one, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+    %s = stablehlo.real_dynamic_slice %x, %start, %limit, %stride
+        : (tensor<?x4xf32>, tensor<2xi32>, tensor<2xi32>, tensor<2xi32>) -> tensor<?x4xf32>
+    %pv = stablehlo.constant dense<5.0> : tensor<f32>
+    %lo = stablehlo.concatenate %n1, %zero, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+    %hi = stablehlo.concatenate %zero, %zero, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+    %p = stablehlo.dynamic_pad %s, %pv, %lo, %hi, %hi
+        : (tensor<?x4xf32>, tensor<f32>, tensor<2xi32>, tensor<2xi32>, tensor<2xi32>) -> tensor<?x4xf32>
+    %four_s = stablehlo.constant dense<4> : tensor<i32>
+    %m = stablehlo.multiply %n, %four_s : tensor<i32>
+    %m1 = stablehlo.reshape %m : (tensor<i32>) -> tensor<1xi32>
+    %flat = stablehlo.dynamic_reshape %x, %m1 : (tensor<?x4xf32>, tensor<1xi32>) -> tensor<?xf32>
+    %io = stablehlo.dynamic_iota %n1, dim = 0 : (tensor<1xi32>) -> tensor<?xi32>
+    return %p, %flat, %io : tensor<?x4xf32>, tensor<?xf32>, tensor<?xi32>
+  }
+}"""
+
+
+def test_dynamic_ops_of_hand_written_stablehlo():
+    """No JAX wrapper: the `?` is named after its place (`arg0_0`); shapes come from shape tensors."""
+    module = import_stablehlo(DYNAMIC_OPS)
+    text = module.to_string()
+    assert "f32[?(2*arg0_0-1),4] pad(" in text and "padding=?(arg0_0)_0x0_0" in text
+    assert "slice={[1:?(arg0_0)], [0:4]}" in text and "f32[?(4*arg0_0)] reshape(" in text
+    exe = hlocc.compile(module, "interpreter")
+    for n in (1, 3):
+        x = np.arange(n * 4, dtype=np.float32).reshape(n, 4)
+        padded, flat, iota = exe(x)
+        np.testing.assert_array_equal(padded, np.pad(x[1:], ((n, 0), (0, 0)), constant_values=5))
+        np.testing.assert_array_equal(flat, x.reshape(-1))
+        np.testing.assert_array_equal(iota, np.arange(n))
+
+
+def test_size_zero_and_one_run_a_module_without_guards():
+    text = """HloModule m
+
+ENTRY e {
+  p = f32[?n,3] parameter(0)
+  ROOT r = f32[?n,3] add(p, p)
+}
+"""
+    exe = hlocc.compile(text, "interpreter")
+    for n in (0, 1, 4):
+        x = np.ones((n, 3), np.float32)
+        np.testing.assert_array_equal(exe(x), 2 * x)
+    assert exe.compilations == 3
+    assert "n=0" in exe.stats_text() and "symbolic kernels not built yet" in exe.stats_text()
+    # The CLI's argument check takes any size for a symbolic dimension (binding checks them later).
+    from hlocc.compiler import check_arguments
+
+    assert check_arguments(exe.module, [np.ones((7, 3), np.float64)], cast=True)[0].dtype == np.float32

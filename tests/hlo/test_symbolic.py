@@ -1,0 +1,101 @@
+"""Symbolic dimension sizes (hlo/symbolic.py) and their text in HLO shapes and attributes."""
+
+import pytest
+
+from hlocc.errors import HloVerifyError
+from hlocc.hlo.parser import parse_hlo, parse_shape
+from hlocc.hlo.symbolic import InconclusiveDimensionError, floordiv, mod, parse_dim_expr, substitute, symbol
+from hlocc.hlo.verifier import verify_module
+
+b, c, s = symbol("b"), symbol("c"), symbol("s")
+
+
+def test_canonical_form_makes_equal_expressions_equal():
+    assert b + c == c + b and hash(b + c) == hash(c + b)
+    assert (b + c) * 2 == 2 * c + 2 * b
+    assert b - b == 0 and isinstance(b - b, int)
+    assert floordiv(2 * s, 2) == s
+    assert mod(4 * s + 2, 2) == 0
+    assert floordiv(s, 2) != s
+
+
+@pytest.mark.parametrize("text", ["b", "b + c", "2*s", "floordiv(s, 2)", "mod(s, 3) + 1", "b^2*c - 3*b", "-b + 5"])
+def test_print_parse_round_trip(text):
+    value = parse_dim_expr(text)
+    assert str(value) == text
+    assert parse_dim_expr(str(value)) == value
+
+
+def test_evaluate_and_substitute():
+    assert (b * c + 3).evaluate({"b": 2, "c": 5}) == 13
+    assert floordiv(s, 2).evaluate({"s": 7}) == 3
+    assert substitute(b + c, {"c": 2 * b}) == 3 * b
+    assert substitute(floordiv(s, 2), {"s": 9}) == 4
+
+
+def test_comparisons_assume_variables_at_least_one():
+    assert b >= 1 and b + 1 > b and not (b < 1)
+    with pytest.raises(InconclusiveDimensionError):
+        _ = b > c
+
+
+def test_xla_dynamic_dims_print_as_before():
+    for text in ["f32[?,128]", "s32[<=5,2]", "f32[3,?]{0,1}"]:
+        assert str(parse_shape(text)) == text
+
+
+def test_symbolic_shape_text():
+    shape = parse_shape("f32[?b,?(b+c),?(2*s),?(floordiv(s,2)),4]")
+    assert shape.dims[:4] == (b, b + c, 2 * s, floordiv(s, 2))
+    assert shape.symbols == {"b", "c", "s"} and shape.is_symbolic and not shape.is_static
+    assert str(shape) == "f32[?b,?(b+c),?(2*s),?(floordiv(s,2)),4]"
+
+
+MODULE = """HloModule m
+
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT r = f32[] add(x, y)
+}
+
+ENTRY e {
+  p0 = f32[?b,128] parameter(0)
+  p1 = f32[?c,128] parameter(1)
+  cat = f32[?(b+c),128] concatenate(p0, p1), dimensions={0}
+  ex = f32[?(b+c),128] exponential(cat)
+  z = f32[] constant(0)
+  red = f32[?(b+c)] reduce(ex, z), dimensions={1}, to_apply=add
+  rs = f32[?(b+c),2,64] reshape(ex)
+  t = f32[128,?(b+c)] transpose(ex), dimensions={1,0}
+  d = f32[?(b+c),?(b+c)] dot(ex, t), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  sl = f32[?(b-1),64] slice(p0), slice={[1:?(b)], [0:64]}
+  pd = f32[?(b+3),128] pad(p0, z), padding=1_2x0_0
+  dp = f32[?(2*b),128] pad(p0, z), padding=?(b)_0x0_0
+  io = s32[?(2*b)] iota(), iota_dimension=0
+  bc = f32[?b,128,3] broadcast(p0), dimensions={0,1}
+  cv = f16[?b,128] convert(p0)
+  cmp = pred[?b,128] compare(p0, p0), direction=LT
+  sel = f32[?b,128] select(cmp, p0, p0)
+  cs = f32[?b,128] reduce-window(p0, z), window={size=?(b)x1 pad=?(b-1)_0x0_0}, to_apply=add
+  ROOT tu = (f32[?(b+c),128], f32[?(b+c)], f32[?(b+c),?(b+c)], f32[?(b-1),64]) tuple(ex, red, d, sl)
+}
+"""
+
+
+def test_shape_rules_propagate_symbols_and_text_round_trips():
+    module = parse_hlo(MODULE)
+    verify_module(module)
+    text = module.to_string()
+    assert parse_hlo(text).to_string() == text
+    assert "padding=?(b)_0x0_0" in text and "pad=?(b-1)_0x0_0" in text
+
+
+@pytest.mark.parametrize("line, why", [
+    ("ROOT bad = f32[?c,128] exponential(p0)", "not compatible"),
+    ("ROOT bad = f32[?b,64] reshape(p0)", "element count"),
+])
+def test_shape_rules_reject_wrong_symbols(line, why):
+    text = "HloModule m\n\nENTRY e {\n  p0 = f32[?b,128] parameter(0)\n  " + line + "\n}\n"
+    with pytest.raises(HloVerifyError, match=why):
+        verify_module(parse_hlo(text))

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from hlocc.comparison import compare_arrays, storable
-from hlocc.compiler import BACKENDS, check_arguments, compile
+from hlocc.compiler import BACKENDS, DynamicExecutable, check_arguments, compile
 from hlocc.errors import HloError
 from hlocc.frontends import load_module_file
 from hlocc.hlo.types import Shape
@@ -137,17 +137,22 @@ def _cmd_run(args) -> int:
     exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed, hlo_passes=not args.no_hlo_passes,
                   print_ir_after_all=args.print_ir_after_all, dump_dir=str(args.dump_dir) if args.dump_dir else None)
     compile_ms = (time.perf_counter() - t0) * 1e3
-    if args.stats:
-        if exe.runner is None:
-            print(f"(--stats: the {args.backend} backend compiles nothing; it evaluates the module as written)")
-        else:
-            print(exe.runner.stats.to_string())
+    dynamic = isinstance(exe, DynamicExecutable)  # compiles per binding, at the first call
+    if args.stats and not dynamic:
+        _print_stats(exe, args.backend)
+    if not args.inputs and dynamic:
+        symbols = sorted(frozenset().union(*(p.shape.symbols for p in module.entry.parameters)))
+        raise HloError(f"'{args.module}' has symbolic dimensions ({', '.join(symbols)}): random inputs need "
+                       "concrete sizes; give them with --inputs IN.npz")
     inputs = _load_inputs(args.inputs, module) if args.inputs else random_inputs(module, args.seed)
     inputs = check_arguments(module, inputs, cast=True)
 
     t0 = time.perf_counter()
     result = exe(*inputs)
     first_ms = (time.perf_counter() - t0) * 1e3
+    if args.stats and dynamic:
+        print(exe.stats_text())
+        _print_stats(exe.specialized(exe.bind(*inputs)), args.backend)
     if args.stats and getattr(exe.runner, "last_run", None) is not None:
         print(f"device run: {exe.runner.last_run.to_string()}")
     outputs = flatten(result)
@@ -177,6 +182,13 @@ def _cmd_run(args) -> int:
     else:
         _print_report(report, bool(times))
     return 1 if mismatches else 0
+
+
+def _print_stats(exe, backend: str) -> None:
+    if exe.runner is None:
+        print(f"(--stats: the {backend} backend compiles nothing; it evaluates the module as written)")
+    else:
+        print(exe.runner.stats.to_string())
 
 
 def _print_report(report: dict, benched: bool) -> None:

@@ -71,3 +71,21 @@ def test_cli_names_an_unknown_op_and_its_place(tmp_path):
     assert run.returncode == 1
     assert "Traceback" not in run.stderr
     assert "bad.mlir" in run.stderr and "not_an_op" in run.stderr, run.stderr
+
+
+def test_cli_runs_a_shape_polymorphic_module_and_lists_its_specializations(tmp_path):
+    exported = jax.export.export(jax.jit(_softmax))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 33"), jnp.float32))
+    path = tmp_path / "softmax_b.mlir"
+    path.write_text(exported.mlir_module())
+    np.savez(tmp_path / "in.npz", arg0=X)
+    np.savez(tmp_path / "out.npz", out0=np.asarray(jax.jit(_softmax)(X)))
+    run = subprocess.run([sys.executable, "-m", "hlocc.cli", "run", str(path), "--backend", "interpreter", "--stats",
+                          "--inputs", str(tmp_path / "in.npz"), "--expected", str(tmp_path / "out.npz"),
+                          "--rtol", "1e-5", "--atol", "1e-6"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "symbolic dimensions: b; 1 compilation(s)" in run.stdout
+    assert "specialized for b=4" in run.stdout and "matches expected outputs" in run.stdout
+    no_inputs = subprocess.run([sys.executable, "-m", "hlocc.cli", "run", str(path)], capture_output=True, text=True)
+    assert no_inputs.returncode == 1 and "Traceback" not in no_inputs.stderr
+    assert "has symbolic dimensions (b): random inputs need concrete sizes" in no_inputs.stderr

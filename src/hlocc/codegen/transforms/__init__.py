@@ -17,6 +17,7 @@ from hlocc.codegen.transforms.expand_float_ops import ExpandFloatOpsFmaPass, Exp
 from hlocc.codegen.transforms.flatten_tensors import FlattenTensorsPass
 from hlocc.codegen.transforms.inline import InlinePass
 from hlocc.codegen.transforms.lower_loops import LowerLoopsToScfPass
+from hlocc.codegen.transforms.lower_matmul import LowerMatmulPass
 from hlocc.codegen.transforms.lower_narrow_floats import LowerNarrowFloatsPass
 from hlocc.codegen.transforms.lower_tensors import LowerTensorsPass
 from hlocc.codegen.transforms.lower_xla_to_arith import LowerXlaToArithPass
@@ -27,6 +28,7 @@ from hlocc.codegen.transforms.verify import VerifyPass
 
 PASSES: dict[str, type[ModulePass]] = {cls.name: cls for cls in (
     # hlocc's kernel passes
+    LowerMatmulPass,
     InlinePass,
     LowerLoopsToScfPass,
     FlattenTensorsPass,

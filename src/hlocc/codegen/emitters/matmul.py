@@ -13,8 +13,10 @@ The epilogue block (acc, b, m, n) rounds the accumulator to the dot's type, as X
 it as the dot's value into element emission (the reduction emitter's mechanism) and computes the
 root at the dot's logical index: bias reads, activations and converts are emitted inline there.
 
-The launch is one thread: parallelism and blocking are a schedule's (`transform.hlocc.*`); the
-naive lowering (`lower-matmul`) is exact, not fast.
+The launch is one thread: parallelism and blocking are a schedule's. When
+`codegen/schedule/choice.schedule_for` gives one, its transform script (`transform.hlocc.*`) is
+added to the kernel module and `transform-interpreter` applies it first in the pipeline; without
+one the naive lowering (`lower-matmul`) is exact, not fast.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims
 from hlocc.analysis.linearize import delinearize
 from hlocc.analysis.op_indexing import output_to_input
+from hlocc.codegen.context import parse_module
 from hlocc.codegen.elemental.element_emitter import ElementEmitter, deep_recursion
 from hlocc.codegen.elemental.storage import array_leaves, to_storage
 from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block
@@ -40,6 +43,7 @@ from hlocc.codegen.ir import YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import MATMUL_DIMS, MatmulOp
 from hlocc.codegen.ir.mlir_types import element_type
+from hlocc.codegen.schedule import schedule_for
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.types import F32, Shape
@@ -143,7 +147,20 @@ class MatmulEmitter(FusionEmitterBase):
         b.insert(matmul)
         b.insert(func.ReturnOp(matmul.result))
         entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))
-        return KernelModule(ModuleOp([entry]), self.name, LaunchDims(1, 1), len(params), 1, emitter="gemm")
+        module = ModuleOp([entry])
+        element_types = (*(o.shape.element_type.name for o in dot.operands), dot.shape.element_type.name)
+        schedule = schedule_for(sizes, element_types)
+        if schedule is not None:
+            attach_script(module, schedule.script())
+        return KernelModule(module, self.name, LaunchDims(1, 1), len(params), 1, emitter="gemm")
+
+
+def attach_script(module: ModuleOp, script: str) -> None:
+    """Add a transform script's ops to a kernel module: `transform-interpreter`, first in the
+    kernel pipeline, runs it on the matmul and removes it."""
+    for op in list(parse_module(script).ops):
+        op.detach()
+        module.body.block.add_op(op)
 
 
 __all__ = ["MatmulEmitter", "problem_of", "trace_to_parameter"]

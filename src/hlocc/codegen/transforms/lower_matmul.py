@@ -93,7 +93,99 @@ def contraction(b: KernelBuilder, op: MatmulOp, bmn: list[SSAValue]) -> SSAValue
     return for_loop(b, 0, k_total, [acc], block, "kc", step=kc)[0]
 
 
+def _clamped(b: KernelBuilder, index: SSAValue, bound: int, clamp: bool) -> SSAValue:
+    """`index`, or min(index, bound - 1) where a sub-block may reach past the problem's edge (its
+    operand reads stay in bounds; what such a row or column computes is not stored)."""
+    return b.add(arith.MinUIOp(index, b.index(bound - 1))) if clamp else index
+
+
+def register_block_step(b: KernelBuilder, op: MatmulOp, accs: list[SSAValue], bi: SSAValue, rows: list[SSAValue],
+                        cols: list[SSAValue], k: SSAValue) -> list[SSAValue]:
+    """One k step of an MR x NR register block: MR lhs and NR rhs elements, MR x NR products."""
+    lhs_map, rhs_map, _ = op.maps
+    zero = b.index(0)
+    a = [load_operand(b, op.lhs, lhs_map, [bi, r, zero, k], op.acc_type) for r in rows]
+    w = [load_operand(b, op.rhs, rhs_map, [bi, zero, c, k], op.acc_type) for c in cols]
+    nr = len(cols)
+    return [b.add(arith.AddfOp(acc, b.add(arith.MulfOp(a[i // nr], w[i % nr])))) for i, acc in enumerate(accs)]
+
+
+def register_block_sums(b: KernelBuilder, op: MatmulOp, bi: SSAValue, rows: list[SSAValue],
+                        cols: list[SSAValue]) -> list[SSAValue]:
+    """The MR x NR sums of a register block, row-major, k in increasing order: a loop of
+    `k_unroll` unrolled steps, then the remaining steps one by one."""
+    k_total = op.size_list[3]
+    accs = [b.constant(0.0, op.acc_type)] * (len(rows) * len(cols))
+    unroll = op.k_unroll.value.data if op.k_unroll is not None else 1
+    main = k_total - k_total % unroll
+
+    def unrolled(ib: KernelBuilder, k0: SSAValue, a: list[SSAValue]) -> list[SSAValue]:
+        for u in range(unroll):
+            k = ib.add(arith.AddiOp(k0, ib.index(u))) if u else k0
+            a = register_block_step(ib, op, a, bi, rows, cols, k)
+        return a
+
+    if main:
+        accs = for_loop(b, 0, main, accs, unrolled, "k", step=unroll)
+    if main < k_total:
+        accs = for_loop(b, main, k_total, accs, lambda ib, k, a: register_block_step(ib, op, a, bi, rows, cols, k),
+                        "k")
+    return accs
+
+
+def lower_register_blocked(op: MatmulOp) -> None:
+    """The register-blocked form (`register_block` set by transform.hlocc.microkernel): the op's
+    extent in MR x NR sub-blocks (BLIS's loops 2 and 1), each summed in MR x NR accumulators
+    over the whole contraction, then the epilogue and the store of each element inside the problem."""
+    mr, nr = op.register_block.get_values()
+    sizes, problem = op.size_list, op.problem_sizes
+    offsets = list(op.offsets) or [None, None, None]
+    b = KernelBuilder(InsertPoint.before(op))
+    _, _, out_map = op.maps
+    # A sub-block can reach past the problem's edge when MR or NR does not divide the problem or
+    # the block, or when the last block of a tiled op reaches past the problem.
+    clip_m = problem[1] % mr != 0 or sizes[1] % mr != 0 or (offsets[1] is not None and problem[1] % sizes[1] != 0)
+    clip_n = problem[2] % nr != 0 or sizes[2] % nr != 0 or (offsets[2] is not None and problem[2] % sizes[2] != 0)
+
+    def global_index(ib: KernelBuilder, level: int, iv: SSAValue) -> SSAValue:
+        return ib.add(arith.AddiOp(offsets[level], iv)) if offsets[level] is not None else iv
+
+    def block(ib: KernelBuilder, bi: SSAValue, m0: SSAValue, n0: SSAValue, out: SSAValue) -> SSAValue:
+        rows = [ib.add(arith.AddiOp(m0, ib.index(i))) if i else m0 for i in range(mr)]
+        cols = [ib.add(arith.AddiOp(n0, ib.index(j))) if j else n0 for j in range(nr)]
+        accs = register_block_sums(ib, op, bi, [_clamped(ib, r, problem[1], clip_m) for r in rows],
+                                   [_clamped(ib, c, problem[2], clip_n) for c in cols])
+        for i, row in enumerate(rows):
+            for j, col in enumerate(cols):
+                def store(sb: KernelBuilder, acc=accs[i * nr + j], row=row, col=col, out=out) -> list[SSAValue]:
+                    value = clone_block_body(op.epilogue.block, [acc, bi, row, col], sb.insertion_point)[0]
+                    indices = list(sb.insert(ApplyIndexingOp(out_map, [bi, row, col, sb.index(0)])).results)
+                    return [sb.add(tensor.InsertOp(value, out, indices))]
+                checks = ([ib.cmpi("slt", row, ib.index(problem[1]))] if clip_m else []) + \
+                         ([ib.cmpi("slt", col, ib.index(problem[2]))] if clip_n else [])
+                out = if_then(ib, ib.and_(checks), store, [out])[0]
+        return out
+
+    def b_body(ib: KernelBuilder, iv: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+        bi = global_index(ib, 0, iv)
+
+        def m_body(jb: KernelBuilder, mv: SSAValue, margs: list[SSAValue]) -> list[SSAValue]:
+            m0 = global_index(jb, 1, mv)
+
+            def n_body(kb: KernelBuilder, nv: SSAValue, nargs: list[SSAValue]) -> list[SSAValue]:
+                return [block(kb, bi, m0, global_index(kb, 2, nv), nargs[0])]
+            return for_loop(jb, 0, sizes[2], margs, n_body, "jr", step=nr)
+        return for_loop(ib, 0, sizes[1], args, m_body, "ir", step=mr)
+
+    result = for_loop(b, 0, sizes[0], [op.init], b_body, "b")[0]
+    op.result.replace_all_uses_with(result)
+    Rewriter.erase_op(op)
+
+
 def lower_matmul(op: MatmulOp) -> None:
+    if op.register_block is not None:
+        lower_register_blocked(op)
+        return
     sizes, problem = op.size_list, op.problem_sizes
     b = KernelBuilder(InsertPoint.before(op))
     offsets = list(op.offsets)

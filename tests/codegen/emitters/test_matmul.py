@@ -56,7 +56,8 @@ ENTRY e {{
 }}"""
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 5, 3), (13, 1, 11), (1, 17, 2), (4, 6, 0)])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 5, 3), (13, 1, 11), (1, 17, 2), (4, 6, 0),
+                                   (67, 37, 41)])  # the last over NAIVE_BELOW: the default schedule
 def test_dot_sizes_exact(m, n, k):
     _check(_dot_module(m, n, k))
 

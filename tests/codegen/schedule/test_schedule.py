@@ -125,3 +125,31 @@ def test_scheduled_kernels_are_exact(case, schedule):
     assert "offsets(" in scheduled and "transform." not in scheduled.split("\n", 1)[1]
     assert ("register_block" in scheduled) == (SCHEDULES[schedule].mr is not None)
     np.testing.assert_array_equal(np.asarray(kernel(*args)[0], np.float64), np.asarray(expected, np.float64))
+
+
+def test_default_schedule_is_legal_for_every_shape_class():
+    from hlocc.codegen.schedule.choice import NAIVE_BELOW, default_schedule
+
+    assert default_schedule([1, 7, 5, 3]) is None and 7 * 5 * 3 < NAIVE_BELOW
+    assert default_schedule([1, 512, 512, 512]) == MatmulSchedule(mc=64, nc=256, kc=512, mr=8, nr=16)
+    assert default_schedule([2, 5, 4000, 64]) == MatmulSchedule(mc=64, nc=256, kc=64, mr=5, nr=16)
+    # M = 5 < MR: one block of 5 rows, register block 5 x 16 (legal: the block is the whole problem).
+    text = PAYLOAD.replace("16x5xf32", "5x5xf32").replace("m in [0, 15]", "m in [0, 4]").replace(
+        "16x32xf32", "5x32xf32").replace("sizes [1, 16, 32, 5]", "sizes [1, 5, 32, 5]")
+    schedule = MatmulSchedule(mc=64, nc=256, kc=5, mr=5, nr=16)
+    out = run_opt(text + schedule.script(), ["transform-interpreter"])
+    assert "register_block = array<i64: 5, 16>" in out
+
+
+@pytest.mark.slow  # compiles four kernels (about 10 s on a loaded machine)
+def test_gemm_benchmark_runs(tmp_path):
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[3]
+    proc = subprocess.run([sys.executable, str(root / "benchmarks" / "gemm.py"), "--quick"], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if "hlocc" in line]
+    assert len(rows) == 4 and all("[ok]" in row for row in rows), proc.stdout

@@ -58,10 +58,25 @@ def script(*lines: str) -> str:
     ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
       f"transform.hlocc.microkernel %t register_block [2, 16] k_unroll 0 : {ANY}"],
      "transform.hlocc.microkernel: k_unroll must be positive, found 0"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.parallelize %t : {ANY}"],
+     "transform.hlocc.parallelize: the kernel has no block id to map the block loops to"),
+    ([f"transform.hlocc.parallelize %mm : {ANY}"],
+     "transform.hlocc.parallelize: the target is not directly inside the block loops of transform.hlocc.tile"),
 ])
 def test_illegal_schedules_name_the_transform_op(lines, message):
     with pytest.raises(KernelIRError, match=message):
         run_opt(script(*lines), ["transform-interpreter"])
+
+
+def test_parallelize_checks_the_launch_against_the_loops():
+    text = script(f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+                  f"transform.hlocc.parallelize %t : {ANY}")
+    block_id = '  %bid = "gpu.block_id"() <{dimension = #gpu<dim x>}> {xla.range = [0 : index, 2 : index]} : () -> index\n'
+    text = text.replace("-> tensor<16x32xf32> {\n", "-> tensor<16x32xf32> {\n" + block_id, 1)
+    with pytest.raises(KernelIRError, match=r"the launch has 3 blocks but the block loops run 1 x 2 x 2 = 4"):
+        run_opt(text, ["transform-interpreter"])
+    assert "offsets(%b, %m0, %n0)" in run_opt(text.replace("2 : index]", "3 : index]"), ["transform-interpreter"])
 
 
 def test_register_budget():
@@ -106,6 +121,7 @@ SCHEDULES = {
     "2x4_u2": MatmulSchedule(mc=4, nc=8, kc=3, mr=2, nr=4, k_unroll=2),
     "3x8_edge": MatmulSchedule(mc=6, nc=8, kc=16, mr=3, nr=8, k_unroll=3),
     "one_block": MatmulSchedule(mc=64, nc=64, kc=64, mr=1, nr=16, k_unroll=1),
+    "parallel_2x4": MatmulSchedule(mc=4, nc=8, kc=5, mr=2, nr=4, k_unroll=2, parallel=True),
 }
 
 
@@ -124,6 +140,8 @@ def test_scheduled_kernels_are_exact(case, schedule):
     scheduled = next(d for d in dumps if "After transform-interpreter" in d)
     assert "offsets(" in scheduled and "transform." not in scheduled.split("\n", 1)[1]
     assert ("register_block" in scheduled) == (SCHEDULES[schedule].mr is not None)
+    assert kernel.launch_dims.blocks == SCHEDULES[schedule].blocks(
+        [int(np.prod([d for d in module.entry.root.shape.dims[:-2]])), *module.entry.root.shape.dims[-2:], 0])
     np.testing.assert_array_equal(np.asarray(kernel(*args)[0], np.float64), np.asarray(expected, np.float64))
 
 
@@ -131,8 +149,8 @@ def test_default_schedule_is_legal_for_every_shape_class():
     from hlocc.codegen.schedule.choice import NAIVE_BELOW, default_schedule
 
     assert default_schedule([1, 7, 5, 3]) is None and 7 * 5 * 3 < NAIVE_BELOW
-    assert default_schedule([1, 512, 512, 512]) == MatmulSchedule(mc=64, nc=256, kc=512, mr=8, nr=16)
-    assert default_schedule([2, 5, 4000, 64]) == MatmulSchedule(mc=64, nc=256, kc=64, mr=5, nr=16)
+    assert default_schedule([1, 512, 512, 512]) == MatmulSchedule(mc=64, nc=256, kc=512, mr=8, nr=16, parallel=True)
+    assert default_schedule([2, 5, 4000, 64]) == MatmulSchedule(mc=64, nc=256, kc=64, mr=5, nr=16, parallel=True)
     # M = 5 < MR: one block of 5 rows, register block 5 x 16 (legal: the block is the whole problem).
     text = PAYLOAD.replace("16x5xf32", "5x5xf32").replace("m in [0, 15]", "m in [0, 4]").replace(
         "16x32xf32", "5x32xf32").replace("sizes [1, 16, 32, 5]", "sizes [1, 5, 32, 5]")

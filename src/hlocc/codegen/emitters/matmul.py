@@ -13,7 +13,8 @@ The epilogue block (acc, b, m, n) rounds the accumulator to the dot's type, as X
 it as the dot's value into element emission (the reduction emitter's mechanism) and computes the
 root at the dot's logical index: bias reads, activations and converts are emitted inline there.
 
-The launch is one thread: parallelism and blocking are a schedule's. When
+The launch is one thread, or with a parallel schedule one block per block tile (the thread pool
+runs them; `transform.hlocc.parallelize` maps the tile loops to the block id). When
 `codegen/schedule/choice.schedule_for` gives one, its transform script (`transform.hlocc.*`) is
 added to the kernel module and `transform-interpreter` applies it first in the pipeline; without
 one the naive lowering (`lower-matmul`) is exact, not fast.
@@ -38,7 +39,7 @@ from hlocc.analysis.op_indexing import output_to_input
 from hlocc.codegen.context import parse_module
 from hlocc.codegen.elemental.element_emitter import ElementEmitter, deep_recursion
 from hlocc.codegen.elemental.storage import array_leaves, to_storage
-from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block
+from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
 from hlocc.codegen.ir import YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import MATMUL_DIMS, MatmulOp
@@ -128,8 +129,13 @@ class MatmulEmitter(FusionEmitterBase):
             maps.append((param, physical(m, param.shape)))
         out_map = physical(IndexingMap(variables, tuple(out_exprs)), out_shape)
 
+        element_types = (*(o.shape.element_type.name for o in dot.operands), dot.shape.element_type.name)
+        schedule = schedule_for(sizes, element_types)
+        launch = LaunchDims(1, schedule.blocks(sizes) if schedule is not None else 1)
         block, param_types, out_types = entry_block(self.fusion, [out_shape])
         b = KernelBuilder(block)
+        if schedule is not None and schedule.parallel:  # transform.hlocc.parallelize maps the block loops to it
+            thread_and_block_ids(b, launch)
         args = list(block.args)
         acc_type = Float64Type() if "f64" in types else element_type(F32)
         epilogue = MatmulOp.epilogue_block(acc_type)
@@ -148,11 +154,9 @@ class MatmulEmitter(FusionEmitterBase):
         b.insert(func.ReturnOp(matmul.result))
         entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))
         module = ModuleOp([entry])
-        element_types = (*(o.shape.element_type.name for o in dot.operands), dot.shape.element_type.name)
-        schedule = schedule_for(sizes, element_types)
         if schedule is not None:
             attach_script(module, schedule.script())
-        return KernelModule(module, self.name, LaunchDims(1, 1), len(params), 1, emitter="gemm")
+        return KernelModule(module, self.name, launch, len(params), 1, emitter="gemm")
 
 
 def attach_script(module: ModuleOp, script: str) -> None:

@@ -14,7 +14,8 @@ from hlocc.codegen.schedule.interpreter import ENTRY_POINT
 
 @dataclass(frozen=True)
 class MatmulSchedule:
-    """One point of the matmul schedule space. `mr`/`nr` None: no register block."""
+    """One point of the matmul schedule space. `mr`/`nr` None: no register block; `parallel`: the
+    blocks run on the kernel's blocks (the thread pool) instead of a loop."""
 
     mc: int
     nc: int
@@ -22,6 +23,12 @@ class MatmulSchedule:
     mr: int | None = None
     nr: int | None = None
     k_unroll: int = 1
+    parallel: bool = False
+
+    def blocks(self, sizes: list[int]) -> int:
+        """The kernel's blocks for a (B, M, N, K) matmul: 1, or one per block tile when parallel."""
+        b, m, n, _ = sizes
+        return b * -(-n // self.nc) * -(-m // self.mc) if self.parallel else 1
 
     def script(self) -> str:
         """The transform script: match every xla.matmul, tile it, set its register block."""
@@ -36,6 +43,8 @@ class MatmulSchedule:
         if self.mr is not None and self.nr is not None:
             lines.append(f"    transform.hlocc.microkernel %tiled register_block [{self.mr}, {self.nr}] "
                          f"k_unroll {self.k_unroll} : {any_op}")
+        if self.parallel:
+            lines.append(f"    transform.hlocc.parallelize %tiled : {any_op}")
         lines += ["    transform.yield", "  }", "}"]
         return "\n".join(lines) + "\n"
 

@@ -28,11 +28,12 @@ from xdsl.rewriter import Rewriter
 
 from hlocc.codegen.schedule.handles import ScheduleError
 from hlocc.codegen.schedule.microkernel import MicrokernelOp, run_microkernel
+from hlocc.codegen.schedule.parallelize import ParallelizeOp, run_parallelize
 from hlocc.codegen.schedule.tile import TileOp, run_tile
 
 ENTRY_POINT = "__transform_main"
 
-HLOCC_TRANSFORM = Dialect("hlocc_transform", [TileOp, MicrokernelOp], [])
+HLOCC_TRANSFORM = Dialect("hlocc_transform", [TileOp, MicrokernelOp, ParallelizeOp], [])
 """hlocc's transform ops. Registered under their own dialect name: xDSL's `transform` dialect is
 loaded beside it, and a second dialect named `transform` cannot be."""
 
@@ -48,6 +49,10 @@ class HloccTransformFunctions(InterpreterFunctions):
     @impl(MicrokernelOp)
     def run_microkernel(self, interpreter: Interpreter, op: MicrokernelOp, args: tuple) -> tuple:
         return run_microkernel(op, args[0])
+
+    @impl(ParallelizeOp)
+    def run_parallelize(self, interpreter: Interpreter, op: ParallelizeOp, args: tuple) -> tuple:
+        return run_parallelize(op, args[0])
 
 
 def find_schedule(module: builtin.ModuleOp, entry_point: str = ENTRY_POINT) -> transform.NamedSequenceOp | None:

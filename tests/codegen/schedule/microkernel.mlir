@@ -12,14 +12,14 @@
 // CHECK-NEXT:    scf.for %ir = %{{.*}} to %{{.*}} step %[[MR]] iter_args(
 // CHECK:           %[[NR:.*]] = arith.constant 4 : index
 // CHECK-NEXT:      scf.for %jr = %{{.*}} to %{{.*}} step %[[NR]] iter_args(
-// The unrolled main loop: 8 accumulators, 2 k steps of 2 + 4 loads and 8 mulf/addf each.
+// The unrolled main loop: 8 accumulators, 2 k steps of 2 + 4 loads and 8 fused multiply-adds each.
 // CHECK:             %[[MAIN:.*]] = arith.constant 4 : index
 // CHECK-NEXT:        {{(%[0-9]+, ){7}%[0-9]+}} = scf.for %k = %{{.*}} to %[[MAIN]] step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32) {
-// CHECK-COUNT-16:      arith.mulf
+// CHECK-COUNT-16:      math.fma
 // CHECK:               scf.yield
 // The remainder: k from 4 to 5, one step.
 // CHECK:             scf.for %k_1 = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
-// CHECK-COUNT-8:       arith.mulf
+// CHECK-COUNT-8:       math.fma
 // CHECK:               scf.yield
 // CHECK-NOT:         scf.if
 // CHECK-COUNT-8:     tensor.insert

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, scf, tensor
+from xdsl.dialects import arith, math, scf, tensor
 from xdsl.dialects.builtin import IndexType, ModuleOp
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -101,13 +101,15 @@ def _clamped(b: KernelBuilder, index: SSAValue, bound: int, clamp: bool) -> SSAV
 
 def register_block_step(b: KernelBuilder, op: MatmulOp, accs: list[SSAValue], bi: SSAValue, rows: list[SSAValue],
                         cols: list[SSAValue], k: SSAValue) -> list[SSAValue]:
-    """One k step of an MR x NR register block: MR lhs and NR rhs elements, MR x NR products."""
+    """One k step of an MR x NR register block: MR lhs and NR rhs elements, MR x NR fused
+    multiply-adds (one rounding per step, as BLAS micro-kernels do; the naive form rounds the
+    product and the sum: both are exact on integer-valued inputs)."""
     lhs_map, rhs_map, _ = op.maps
     zero = b.index(0)
     a = [load_operand(b, op.lhs, lhs_map, [bi, r, zero, k], op.acc_type) for r in rows]
     w = [load_operand(b, op.rhs, rhs_map, [bi, zero, c, k], op.acc_type) for c in cols]
     nr = len(cols)
-    return [b.add(arith.AddfOp(acc, b.add(arith.MulfOp(a[i // nr], w[i % nr])))) for i, acc in enumerate(accs)]
+    return [b.add(math.FmaOp(a[i // nr], w[i % nr], acc)) for i, acc in enumerate(accs)]
 
 
 def register_block_sums(b: KernelBuilder, op: MatmulOp, bi: SSAValue, rows: list[SSAValue],

@@ -174,3 +174,15 @@ def test_gemm_codegen_is_a_cpu_option_only():
         hlocc.compile(_dot_module(3, 4, 5), "cuda-sim", gemm="codegen")
     with pytest.raises(hlocc.errors.UnsupportedError, match="gemm='blas'"):
         hlocc.compile(_dot_module(3, 4, 5), "cpu", gemm="blas")
+
+
+def test_cli_gemm_codegen_option(tmp_path, capsys):
+    from hlocc.cli import main
+
+    path = tmp_path / "dot.hlo"
+    path.write_text(_dot_module(3, 4, 5))
+    assert main(["run", str(path), "--backend", "cpu", "--gemm", "codegen", "--stats"]) == 0
+    out = capsys.readouterr().out
+    assert "kernels: 1 (gemm 1)" in out and "library calls: none" in out
+    assert main(["run", str(path), "--backend", "cpu", "--stats"]) == 0
+    assert "library calls: gemm 1" in capsys.readouterr().out

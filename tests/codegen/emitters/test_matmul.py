@@ -186,3 +186,28 @@ def test_cli_gemm_codegen_option(tmp_path, capsys):
     assert "kernels: 1 (gemm 1)" in out and "library calls: none" in out
     assert main(["run", str(path), "--backend", "cpu", "--stats"]) == 0
     assert "library calls: gemm 1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f64"])
+def test_f16_and_f64_through_the_default_schedule(dtype):
+    _check(_dot_module(40, 33, 31, dtype))  # over NAIVE_BELOW: tiled, register-blocked, parallel
+
+
+def test_residual_add_and_non_float_roots():
+    _check("""HloModule s
+ENTRY e {
+  a = f32[40,33] parameter(0)
+  b = f32[33,31] parameter(1)
+  x = f32[40,31] parameter(2)
+  d = f32[40,31] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  r = f32[40,31] add(d, x)
+  ROOT c = s32[40,31] convert(r)
+}""")
+    _check("""HloModule p
+ENTRY e {
+  a = f32[4,3] parameter(0)
+  b = f32[3,5] parameter(1)
+  d = f32[4,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  z = f32[4,5] broadcast(f32[] constant(0)), dimensions={}
+  ROOT r = pred[4,5] compare(d, z), direction=GT
+}""")

@@ -188,12 +188,14 @@ def test_cli_gemm_codegen_option(tmp_path, capsys):
     assert "library calls: gemm 1" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # each compiles an 8x16 register-blocked kernel (5-10 s on a loaded machine)
 @pytest.mark.parametrize("dtype", ["f16", "f64"])
 def test_f16_and_f64_through_the_default_schedule(dtype):
     _check(_dot_module(40, 33, 31, dtype))  # over NAIVE_BELOW: tiled, register-blocked, parallel
 
 
-def test_residual_add_and_non_float_roots():
+@pytest.mark.slow  # an 8x16 register-blocked kernel (about 5 s on a loaded machine)
+def test_residual_add_with_an_integer_root():
     _check("""HloModule s
 ENTRY e {
   a = f32[40,33] parameter(0)
@@ -203,6 +205,9 @@ ENTRY e {
   r = f32[40,31] add(d, x)
   ROOT c = s32[40,31] convert(r)
 }""")
+
+
+def test_pred_root():
     _check("""HloModule p
 ENTRY e {
   a = f32[4,3] parameter(0)

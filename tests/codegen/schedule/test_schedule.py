@@ -125,8 +125,15 @@ SCHEDULES = {
 }
 
 
-@pytest.mark.parametrize("schedule", SCHEDULES, ids=str)
-@pytest.mark.parametrize("case", CASES, ids=str)
+# Every case and every schedule at least once in the default run (case k with schedule k mod 5); the
+# whole grid (30 kernels, about a minute on a loaded machine) with the slow tests.
+_COVER = {(c, list(SCHEDULES)[k % len(SCHEDULES)]) for k, c in enumerate(CASES)} | \
+    {(list(CASES)[k % len(CASES)], sch) for k, sch in enumerate(SCHEDULES)}
+GRID = [pytest.param(c, sch, id=f"{c}-{sch}", marks=() if (c, sch) in _COVER else pytest.mark.slow)
+        for c in CASES for sch in SCHEDULES]
+
+
+@pytest.mark.parametrize("case,schedule", GRID)
 def test_scheduled_kernels_are_exact(case, schedule):
     module = parse_hlo(CASES[case])
     rng = np.random.default_rng(len(case) + len(schedule))

@@ -203,7 +203,7 @@ def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: boo
 
 def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter", *, verify: bool = True,
             seed: int = 0, hlo_passes: bool = True, print_ir_after_all: bool = False,
-            dump_dir: str | None = None, stream: TextIO | None = None) -> Executable:
+            dump_dir: str | None = None, stream: TextIO | None = None, gemm: str = "library") -> Executable:
     """Parse or import (if given HLO or StableHLO text, MLIR bytecode or a `jax.export.Exported`),
     verify and compile a module for `backend`.
 
@@ -211,6 +211,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
       without it each fusion and each op of the module as written becomes its own kernel.
     print_ir_after_all: write every HLO pass's result and every kernel pass's IR to `stream`
       (default stdout); dump_dir: write them, the buffer assignment and the thunks to files.
+    gemm: "library" (dots call numpy's BLAS) or "codegen" (each dot and its elementwise epilogue
+      one generated kernel; cpu backend only, passes/pipeline.py `cpu_pipeline`).
     A module object is copied first: compilation never changes the caller's module."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -225,9 +227,11 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         times["verify"] = (time.perf_counter() - t0) * 1e3
     if backend not in BACKENDS:
         raise UnsupportedError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
+    if gemm not in ("library", "codegen") or (gemm == "codegen" and backend != "cpu"):
+        raise UnsupportedError(f"gemm='{gemm}': choose 'library', or 'codegen' with the cpu backend")
     if any(p.shape.is_symbolic for p in module.entry.parameters):
         options = dict(verify=False, hlo_passes=hlo_passes, print_ir_after_all=print_ir_after_all,
-                       dump_dir=dump_dir, stream=stream)
+                       dump_dir=dump_dir, stream=stream, gemm=gemm)
         return DynamicExecutable(module, backend, times, seed, options=options)
     device = device_for(backend) if backend in DEVICE_BACKENDS else None
     import hlocc.evaluator  # noqa: F401  (registers the evaluations)
@@ -249,7 +253,7 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         else:
             from hlocc.backends.cpu.executable import compile_module
 
-            runner = compile_module(work, **kwargs)
+            runner = compile_module(work, gemm=gemm, **kwargs)
         if dump_dir:
             _dump_program(runner, dump_dir)
     return Executable(module, backend, times, seed, runner, compilations=int(runner is not None))

@@ -12,6 +12,9 @@ The *hero* of a fusion root is the op that shapes the code generated for the who
    nothing but intermediate ops (and the root tuple) may use it;
 3. otherwise a reduce at the end of the walk is the hero; anything else: the root itself.
 
+A dot fusion (a dot marked by passes/gemm_fusion.py and its elementwise epilogue) has the dot as
+its hero and the GEMM kind (`gemm_hero`): codegen/emitters/matmul.py emits it.
+
 The emitter of a fusion (XLA's GetEmitterFusionKind, xla/service/gpu/hlo_fusion_analysis.cc,
 then GetFusionEmitter's refinement of loop fusions), in this order:
 
@@ -285,6 +288,53 @@ def custom_fusion_kind(fusion: HloInstruction | None) -> bool:
     return any(marker in text for marker in _CUSTOM_FUSION_MARKERS)
 
 
+GEMM_DOT_MARKER = "__hlocc_gemm"
+"""In the backend config of the dot of a dot fusion that passes/gemm_fusion.py made. The mark is on
+the dot, not on the fusion instruction, so that the fused computation alone (what the emitters
+see) says it; a fusion XLA made with a dot inside (its loop emitter computes small dots) is no
+dot fusion."""
+
+
+def is_gemm_dot_marked(instr: HloInstruction) -> bool:
+    return instr.opcode == "dot" and GEMM_DOT_MARKER in str(instr.attrs.get("backend_config") or "")
+
+
+def gemm_hero(adaptor: FusionAdaptor, roots) -> HloInstruction | None:
+    """The dot of a dot fusion (passes/gemm_fusion.py): the fusion's only dot, marked with
+    `GEMM_DOT_MARKER`, whose value reaches the single root through elementwise ops of its
+    dimensions alone (its epilogue). None for any other fusion."""
+    dots = [i for i in adaptor.instructions() if i.opcode == "dot"]
+    if len(dots) != 1 or len(roots) != 1 or not is_gemm_dot_marked(dots[0]):
+        return None
+    dot, root = dots[0], roots[0]
+    if static_dims(root.shape) != static_dims(dot.shape):
+        return None
+    pending, seen = [root], set()
+    while pending:  # every path from the root back to the dot passes only elementwise ops
+        node = pending.pop()
+        if node is dot or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if not is_elementwise(node) or static_dims(node.shape) != static_dims(dot.shape):
+            if _reaches(adaptor, node, dot):
+                return None
+            continue
+        pending += [op for op in node.operands if adaptor.contains(op)]
+    return dot if _reaches(adaptor, root, dot) else None
+
+
+def _reaches(adaptor: FusionAdaptor, start: HloInstruction, target: HloInstruction) -> bool:
+    pending, seen = [start], set()
+    while pending:
+        node = pending.pop()
+        if node is target:
+            return True
+        if id(node) not in seen:
+            seen.add(id(node))
+            pending += [op for op in node.operands if adaptor.contains(op)]
+    return False
+
+
 def consistent_transpose_hero(roots, heroes) -> TransposeDescription | None:
     """The transpose description all roots agree with: every transpose hero equivalent, every
     other root a bitcast of the transpose's input (XLA's FindConsistentTransposeHero)."""
@@ -365,6 +415,10 @@ def analyze_fusion(adaptor: FusionAdaptor, fusion: HloInstruction | None = None,
 
     if custom_fusion_kind(fusion):
         return result(EmitterKind.CUSTOM)
+    dot = gemm_hero(adaptor, roots)
+    if dot is not None:
+        return FusionAnalysis(EmitterKind.GEMM, roots, [dot], smallest_input_bits=bits_in,
+                              smallest_output_bits=bits_out)
     reduce_hero = _reduction_hero(roots, heroes, warp_size)
     if reduce_hero is not None:
         return result(EmitterKind.REDUCTION, reduction_hero=reduce_hero)

@@ -16,18 +16,21 @@ from xdsl.dialects.llvm import LLVM
 from xdsl.dialects.math import Math
 from xdsl.dialects.scf import Scf
 from xdsl.dialects.tensor import Tensor
+from xdsl.dialects.transform import Transform
 from xdsl.dialects.vector import Vector
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 from hlocc.codegen.ir import XLA
+from hlocc.codegen.schedule.interpreter import HLOCC_TRANSFORM
 from hlocc.errors import HloError
 
 # gpu is loaded for gpu.thread_id / gpu.block_id in entry functions (seed 000's GELU example); llvm for
 # what lower-tensors leaves (llvm.getelementptr, llvm.load/store, llvm.mlir.global), so its output parses;
-# complex for complex numbers (the elemental emitter's complex.* ops, expanded by expand-float-ops).
-DIALECTS = (Builtin, Func, Arith, Math, Scf, Tensor, Vector, GPU, LLVM, Complex, XLA)
+# complex for complex numbers (the elemental emitter's complex.* ops, expanded by expand-float-ops);
+# transform and hlocc's transform ops for matmul schedules (codegen/schedule/).
+DIALECTS = (Builtin, Func, Arith, Math, Scf, Tensor, Vector, GPU, LLVM, Complex, XLA, Transform, HLOCC_TRANSFORM)
 
 
 class KernelIRError(HloError):

@@ -1,7 +1,9 @@
 """The kernel lowering pipeline: the pass order, written once (XLA's emitter_base.cc /
 pass_pipelines.cc; shared/reference/xla_facts.md §5.1), and the IR dumps after every pass.
 
-    emitter output (xla.loop + pure_call)
+    emitter output (xla.loop + pure_call, or xla.matmul)
+      transform-interpreter       a matmul's transform script, if the module has one (codegen/schedule/)
+      lower-matmul                xla.matmul → loops on tensors
       inline                      subgraph functions into their callers (seed 000 "Inliner")
       lower-xla-loops-to-scf      xla.loop → scf.for + scf.if bounds check
       flatten-tensors             every tensor 1-D, indices linearised through indexing maps
@@ -43,6 +45,8 @@ class UnknownPassError(KernelIRError):
 
 
 KERNEL_PIPELINE: tuple[str, ...] = (
+    "transform-interpreter",
+    "lower-matmul",
     "inline",
     "lower-xla-loops-to-scf",
     "flatten-tensors",

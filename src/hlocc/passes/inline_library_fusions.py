@@ -1,6 +1,7 @@
 """`inline-library-fusions`: inline every fusion that holds a dot or a convolution (XLA's gemm and
 cuDNN fusions, which a module optimized by XLA brings), so the dot runs as a library call and the
-rest as kernels instead of the whole fusion on the host.
+rest as kernels instead of the whole fusion on the host. hlocc's own dot fusions
+(passes/gemm_fusion.py, made only with `gemm="codegen"`) stay: the matmul emitter compiles them.
 
 The runtime's pipelines run it before scheduling (passes/pipeline.py `BACKEND_PIPELINES`); the
 cuda pipeline runs it first too, so that convolution-to-gemm sees the convolutions such fusions hold.
@@ -14,6 +15,7 @@ from hlocc.analysis.hero import EmitterKind, emitter_kind
 from hlocc.hlo.ir import HloModule
 from hlocc.passes.base import HloPass, register_hlo_pass
 from hlocc.passes.call_inliner import inline_call
+from hlocc.passes.gemm_fusion import is_gemm_fusion
 
 _LIBRARY_KINDS = (EmitterKind.GEMM, EmitterKind.CONVOLUTION)
 
@@ -22,7 +24,7 @@ def inline_library_fusions(module: HloModule) -> list[str]:
     """Inline the fusions holding a dot or a convolution; returns the fusions' names."""
     inlined = []
     for comp in list(module.computations):
-        for instr in [i for i in comp.instructions if i.opcode == "fusion"]:
+        for instr in [i for i in comp.instructions if i.opcode == "fusion" and not is_gemm_fusion(i)]:
             fused = instr.fused_computation
             if any(emitter_kind(i) in _LIBRARY_KINDS for i in fused.instructions):
                 inlined.append(instr.name)

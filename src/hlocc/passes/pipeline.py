@@ -48,6 +48,7 @@ from hlocc.passes import (  # noqa: F401
     flatten_call_graph,
     fusion_wrapper,
     gather_simplifier,
+    gemm_fusion,
     inline_library_fusions,
     multi_output_fusion,
     priority_fusion,
@@ -140,6 +141,23 @@ BACKEND_PIPELINES: dict[str, CompilePipeline] = {
         epilogue=_RUNTIME_EPILOGUE,
     ),
 }
+
+
+GEMM_MODES = ("library", "codegen")
+"""How the cpu backend computes dots: "library" (numpy's BLAS, the default until generated gemms
+are faster) or "codegen" (dot fusions compiled by the matmul emitter, issue 17)."""
+
+
+def cpu_pipeline(gemm: str = "library") -> CompilePipeline:
+    """The cpu backend's pipeline for a `GEMM_MODES` choice: with "codegen", `gemm-fusion` makes
+    each dot and its epilogue one fusion before priority fusion (with HLO passes on; a module
+    compiled as written keeps its dots as library calls)."""
+    base = BACKEND_PIPELINES["cpu"]
+    if gemm == "library":
+        return base
+    if gemm != "codegen":
+        raise PassPipelineError(f"unknown gemm mode '{gemm}' (choose from {', '.join(GEMM_MODES)})")
+    return CompilePipeline(base.prologue, SIMPLIFICATION + ("gemm-fusion",) + FUSION, base.epilogue)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from hlocc.codegen.context import KernelIRError, make_context, parse_module, print_module
 from hlocc.codegen.llvm import TranslationError, translate_module
 from hlocc.codegen.pipeline import pipeline_for
+from hlocc.codegen.schedule import ScheduleError
 from hlocc.codegen.transforms import PASSES
 
 __all__ = ["PASSES", "KernelIRError", "arg_parser", "main", "make_context", "parse_module", "print_module", "run_opt",
@@ -78,6 +79,8 @@ def _run_one(text: str, passes: Sequence[str], filename: str, emit_llvm: bool) -
             module.verify()
         except DiagnosticException as e:
             raise KernelIRError(f"{filename}: after pass '{name}': {e}") from e
+        except ScheduleError as e:  # an illegal transform script: the message names the transform op
+            raise KernelIRError(f"{filename}: {e}") from None
     if not emit_llvm:
         return print_module(module)
     try:

@@ -22,7 +22,7 @@ from hlocc.codegen.llvm import TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, add_stage_times
 from hlocc.codegen.target import Target, cpu_target
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
-from hlocc.passes.pipeline import BACKEND_PIPELINES
+from hlocc.passes.pipeline import cpu_pipeline
 from hlocc.runtime.executable import KernelCompiler, ThunkExecutable, build_executable
 from hlocc.runtime.thunks import KernelThunk
 
@@ -69,13 +69,15 @@ def kernel_compiler(target: Target, options: PipelineOptions | None, times: dict
 
 def compile_module(module: HloModule, target: Target | None = None, options: PipelineOptions | None = None, *,
                    hlo_passes: bool = False, seed: int = 0, print_after_all: bool = False,
-                   stream: TextIO | None = None, times: dict[str, float] | None = None) -> ThunkExecutable:
-    """Compile `module` (changed in place by the HLO passes) into a ThunkExecutable for the host."""
+                   stream: TextIO | None = None, times: dict[str, float] | None = None,
+                   gemm: str = "library") -> ThunkExecutable:
+    """Compile `module` (changed in place by the HLO passes) into a ThunkExecutable for the host;
+    `gemm` as in passes/pipeline.py `cpu_pipeline`."""
     times = times if times is not None else {}
     t0 = time.perf_counter()
     prepare_as_written(module, hlo_passes)
     executable = build_executable(module, kernel_compiler(target or cpu_target(), options, times),
-                                  pipeline=BACKEND_PIPELINES["cpu"], hlo_passes=hlo_passes, seed=seed,
+                                  pipeline=cpu_pipeline(gemm), hlo_passes=hlo_passes, seed=seed,
                                   print_after_all=print_after_all, stream=stream, times=times)
     times["total"] = (time.perf_counter() - t0) * 1e3
     return executable

@@ -21,6 +21,7 @@ from hlocc.codegen.emitters.concatenate import ConcatenateEmitter
 from hlocc.codegen.emitters.dynamic_update_slice import InPlaceDynamicUpdateSliceEmitter
 from hlocc.codegen.emitters.input_slices import InputSlicesEmitter
 from hlocc.codegen.emitters.loop import LoopEmitter
+from hlocc.codegen.emitters.matmul import MatmulEmitter
 from hlocc.codegen.emitters.reduction import ReductionEmitter
 from hlocc.codegen.emitters.scatter import ScatterEmitter
 from hlocc.codegen.emitters.transpose import TransposeEmitter
@@ -35,6 +36,7 @@ EMITTERS: dict[EmitterKind, type] = {
     EmitterKind.SCATTER: ScatterEmitter,
     EmitterKind.CONCATENATE: ConcatenateEmitter,
     EmitterKind.INPUT_SLICES: InputSlicesEmitter,
+    EmitterKind.GEMM: MatmulEmitter,
 }
 """The emitter class of each kind hlocc has an emitter for."""
 

@@ -1,9 +1,10 @@
 """The kernel dialect `xla` (codegen/ir/): the ops emitters write and the lowering passes consume.
 
 attributes.py (the indexing-map attribute), core_ops.py (apply_indexing, loop, pure_call, yield),
-parallel_ops.py (shared memory, barriers, shuffles, predicated access, atomics), arith_ops.py (arith
-stand-ins: remf and the vector compares/select/casts), traits.py, syntax.py (parse/print helpers),
-dialect.py (`XLA`, the registered dialect). This package re-exports them all.
+matmul_ops.py (`matmul`, a dot with its epilogue), parallel_ops.py (shared memory, barriers,
+shuffles, predicated access, atomics), arith_ops.py (arith stand-ins: remf and the vector
+compares/select/casts), traits.py, syntax.py (parse/print helpers), dialect.py (`XLA`, the
+registered dialect). This package re-exports them all.
 
 Modelled on XLA's `xla` and `xla_gpu` dialects (xla/codegen/emitters/ir/xla_ops.td and
 xla/backends/gpu/codegen/emitters/ir/xla_gpu_ops.td), declared with xDSL IRDL. hlocc has one kernel
@@ -28,6 +29,10 @@ Textual forms (each op also parses and prints in MLIR's generic form):
     ^bb0(%current: f32):
       ...
       xla.yield %new : f32
+    }
+    %r = xla.matmul %a[#lhs], %b[#rhs] into %c[#out] sizes [1, 4, 5, 3] : (...) -> tensor<4x5xf32> {
+    ^bb0(%acc: f32, %b: index, %m: index, %n: index):
+      xla.yield %acc : f32
     }
     %m = xla.cmpf olt, %a, %b : vector<16xf32>
     %s = xla.select %m, %a, %b : vector<16xi1>, vector<16xf32>
@@ -62,6 +67,7 @@ from hlocc.codegen.ir.arith_ops import (
 from hlocc.codegen.ir.attributes import INDEX, IndexingMapAttr
 from hlocc.codegen.ir.core_ops import ApplyIndexingOp, LoopOp, PureCallOp, YieldOp
 from hlocc.codegen.ir.dialect import XLA
+from hlocc.codegen.ir.matmul_ops import MatmulOp
 from hlocc.codegen.ir.parallel_ops import (
     AllocateSharedOp,
     AtomicRMWOp,
@@ -75,7 +81,7 @@ from hlocc.codegen.ir.parallel_ops import (
 
 __all__ = [
     "INDEX", "VECTOR_FORMS", "XLA", "AllocateSharedOp", "ApplyIndexingOp", "AtomicRMWOp", "AtomicUpdateOp", "CmpfOp",
-    "CmpiOp", "ExtSIOp", "ExtUIOp", "FPToSIOp", "FPToUIOp", "IndexingMapAttr", "LoopOp", "PredicatedExtractOp",
-    "PredicatedInsertOp", "PureCallOp", "RemFOp", "SIToFPOp", "SelectOp", "SharedMemoryOp", "ShuffleReduceOp",
-    "SyncThreadsOp", "TruncIOp", "UIToFPOp", "YieldOp",
+    "CmpiOp", "ExtSIOp", "ExtUIOp", "FPToSIOp", "FPToUIOp", "IndexingMapAttr", "LoopOp", "MatmulOp",
+    "PredicatedExtractOp", "PredicatedInsertOp", "PureCallOp", "RemFOp", "SIToFPOp", "SelectOp", "SharedMemoryOp",
+    "ShuffleReduceOp", "SyncThreadsOp", "TruncIOp", "UIToFPOp", "YieldOp",
 ]

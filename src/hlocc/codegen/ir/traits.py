@@ -10,7 +10,7 @@ from xdsl.ir import Operation
 from xdsl.traits import OpTrait
 from xdsl.utils.exceptions import VerifyException
 
-YIELD_PARENT_NAMES = ("xla.loop", "xla.atomic_rmw", "xla.atomic_update")
+YIELD_PARENT_NAMES = ("xla.loop", "xla.atomic_rmw", "xla.atomic_update", "xla.matmul")
 """The ops with the `YieldParent` trait, for the error message (xDSL's HasParent wording)."""
 
 

@@ -13,10 +13,12 @@ from xdsl.transforms.canonicalize import CanonicalizePass
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
+from hlocc.codegen.schedule.interpreter import TransformInterpreterPass
 from hlocc.codegen.transforms.expand_float_ops import ExpandFloatOpsFmaPass, ExpandFloatOpsPass
 from hlocc.codegen.transforms.flatten_tensors import FlattenTensorsPass
 from hlocc.codegen.transforms.inline import InlinePass
 from hlocc.codegen.transforms.lower_loops import LowerLoopsToScfPass
+from hlocc.codegen.transforms.lower_matmul import LowerMatmulPass
 from hlocc.codegen.transforms.lower_narrow_floats import LowerNarrowFloatsPass
 from hlocc.codegen.transforms.lower_tensors import LowerTensorsPass
 from hlocc.codegen.transforms.lower_xla_to_arith import LowerXlaToArithPass
@@ -27,6 +29,8 @@ from hlocc.codegen.transforms.verify import VerifyPass
 
 PASSES: dict[str, type[ModulePass]] = {cls.name: cls for cls in (
     # hlocc's kernel passes
+    TransformInterpreterPass,
+    LowerMatmulPass,
     InlinePass,
     LowerLoopsToScfPass,
     FlattenTensorsPass,

@@ -1,0 +1,227 @@
+"""`xla.matmul`: a batched matrix product with its elementwise epilogue, the op a dot fusion becomes
+(issue 17; the matmul emitter, codegen/emitters/matmul.py, writes it and `lower-matmul` lowers it).
+
+    %r = xla.matmul %lhs[#lhs_map], %rhs[#rhs_map] into %out[#out_map] sizes [B, M, N, K]
+           : (tensor<...>, tensor<...>, tensor<...>) -> tensor<...> {
+    ^bb0(%acc: f32, %b: index, %m: index, %n: index):
+      ...
+      xla.yield %value : bf16
+    }
+
+Semantics: for every (b, m, n) in [0, B) x [0, M) x [0, N), `acc` = sum over k in [0, K) of
+lhs[lhs_map(b, m, n, k)] * rhs[rhs_map(b, m, n, k)], both operands converted to the accumulator
+type (the epilogue block's first argument: f32 for f32/bf16/f16 operands, f64 for f64, as XLA:CPU
+and the evaluator compute dots); the epilogue computes the output element from `acc` and the
+indices, and it is stored at out[out_map(b, m, n, 0)]. The result is `out` with every element of
+the iteration space written. K = 0 gives acc = 0.
+
+The three maps share one domain: dimensions (b, m, n, k) whose ranges are the problem's sizes, so
+a transposed operand, a layout or several batch, free or contracting HLO dimensions (linearised
+into one b, m, n or k) are all in the maps: no operand is copied to be canonical.
+
+After `transform.hlocc.tile` (codegen/schedule/) an op computes one block: `offsets(%b0, %m0, %n0)`
+give its first (b, m, n), `sizes` its extent (the maps' ranges remain the whole problem, and
+indices past them are skipped: the remainder block). Schedule properties set by transform ops and
+read by the lowering: `k_block` (KC: the contraction split into blocks of KC) and `register_block`
+(MR x NR accumulators per step of k, `k_unroll` steps of k per iteration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, TensorType, i64
+from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import RecursiveMemoryEffect
+from xdsl.utils.exceptions import VerifyException
+
+from hlocc.analysis.indexing_map import IndexingMap
+from hlocc.analysis.indexing_map_text import map_to_text
+from hlocc.codegen.ir.attributes import INDEX, IndexingMapAttr, map_attr
+from hlocc.codegen.ir.core_ops import check_yield
+from hlocc.codegen.ir.syntax import parse_index_operands, print_values
+from hlocc.codegen.ir.traits import YieldParent
+
+MATMUL_DIMS = ("b", "m", "n", "k")
+"""The iteration dimensions of `xla.matmul`, in the order of its maps' dimensions and `sizes`."""
+
+
+def _dense(values: Sequence[int]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, list(values))
+
+
+@irdl_op_definition
+class MatmulOp(IRDLOperation):
+    """out[b, m, n] = epilogue(sum_k lhs[b, m, k] * rhs[b, k, n], b, m, n) through indexing maps
+    (module doc)."""
+
+    name = "xla.matmul"
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    init = operand_def(TensorType)
+    offsets = var_operand_def(IndexType)
+    result = result_def(TensorType)
+    lhs_map = prop_def(IndexingMapAttr)
+    rhs_map = prop_def(IndexingMapAttr)
+    out_map = prop_def(IndexingMapAttr)
+    sizes = prop_def(DenseArrayBase)
+    k_block = opt_prop_def(IntegerAttr)
+    register_block = opt_prop_def(DenseArrayBase)
+    k_unroll = opt_prop_def(IntegerAttr)
+    epilogue = region_def("single_block")
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(RecursiveMemoryEffect(), YieldParent())
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, init: SSAValue, maps: Sequence[IndexingMap | IndexingMapAttr],
+                 sizes: Sequence[int], epilogue: Region, offsets: Sequence[SSAValue] = (),
+                 schedule: dict[str, Attribute] | None = None):
+        lhs_map, rhs_map, out_map = (map_attr(m) for m in maps)
+        super().__init__(operands=[lhs, rhs, init, offsets], result_types=[SSAValue.get(init).type],
+                         regions=[epilogue],
+                         properties={"lhs_map": lhs_map, "rhs_map": rhs_map, "out_map": out_map,
+                                     "sizes": _dense(sizes), **(schedule or {})})
+
+    @staticmethod
+    def epilogue_block(acc_type: Attribute) -> Block:
+        """An empty epilogue block: (acc, b, m, n)."""
+        block = Block(arg_types=[acc_type, INDEX, INDEX, INDEX])
+        for arg, name in zip(block.args, ("acc", "b", "m", "n")):
+            arg.name_hint = name
+        return block
+
+    # -- facts the lowering and the transforms read --------------------------------------------------
+    @property
+    def size_list(self) -> list[int]:
+        return list(self.sizes.get_values())
+
+    @property
+    def problem_sizes(self) -> list[int]:
+        """The whole problem's (B, M, N, K): the maps' dimension ranges, but K from `sizes` (k is
+        never tiled, and an empty range is written [0, 0] in the maps)."""
+        return [v.bounds.hi + 1 for v in self.lhs_map.data.dims[:3]] + [self.size_list[3]]
+
+    @property
+    def acc_type(self) -> Attribute:
+        return self.epilogue.block.args[0].type
+
+    @property
+    def maps(self) -> tuple[IndexingMap, IndexingMap, IndexingMap]:
+        return self.lhs_map.data, self.rhs_map.data, self.out_map.data
+
+    def schedule(self) -> dict[str, Attribute]:
+        """The schedule properties set on this op (module doc)."""
+        return {k: self.properties[k] for k in ("k_block", "register_block", "k_unroll") if k in self.properties}
+
+    def verify_(self) -> None:
+        sizes = self.size_list
+        if len(sizes) != 4 or any(s < 0 for s in sizes):
+            raise VerifyException(f"'{self.name}' sizes must be 4 non-negative extents (b, m, n, k), found {sizes}")
+        problem = None
+        for what, m, value in zip(("lhs", "rhs", "out"), self.maps, (self.lhs, self.rhs, self.init)):
+            if len(m.dims) != 4 or m.symbols or m.runtime:
+                raise VerifyException(f"'{self.name}' {what} map must have exactly the dimensions (b, m, n, k) and "
+                                      f"no symbols: {map_to_text(m)}")
+            rank = value.type.get_num_dims()
+            if len(m.results) != rank:
+                raise VerifyException(f"'{self.name}' {what} map has {len(m.results)} results for a rank-{rank} "
+                                      f"tensor {value.type}")
+            ranges = [(v.bounds.lo, v.bounds.hi) for v in m.dims]
+            if problem is not None and ranges != problem:
+                raise VerifyException(f"'{self.name}' the maps' dimension ranges differ ({what}: {ranges}, lhs: "
+                                      f"{problem})")
+            problem = ranges
+        if len(self.offsets) not in (0, 3):
+            raise VerifyException(f"'{self.name}' takes no offsets or three (b, m, n), found {len(self.offsets)}")
+        if not self.offsets and sizes[:3] != self.problem_sizes[:3]:
+            raise VerifyException(f"'{self.name}' without offsets must cover the problem: sizes {sizes}, maps' "
+                                  f"ranges {self.problem_sizes}")
+        if self.result.type != self.init.type:
+            raise VerifyException(f"'{self.name}' result type {self.result.type} must be the init type "
+                                  f"{self.init.type}")
+        args = self.epilogue.block.args
+        if len(args) != 4 or any(not isinstance(a.type, IndexType) for a in args[1:]):
+            raise VerifyException(f"'{self.name}' epilogue block must take (acc, b: index, m: index, n: index)")
+        last = self.epilogue.block.last_op
+        if last is None or len(last.operands) != 1:
+            raise VerifyException(f"'{self.name}' epilogue must yield one element")
+        check_yield(self.epilogue.block, [self.init.type.element_type], self.name)
+        block = self.register_block
+        if block is not None and (len(block.get_values()) != 2 or min(block.get_values()) < 1):
+            raise VerifyException(f"'{self.name}' register_block must be two positive sizes (MR, NR)")
+
+    # -- syntax ---------------------------------------------------------------------------------
+    @classmethod
+    def parse(cls, parser: Parser) -> MatmulOp:
+        pos = parser.pos
+        names, maps = [], []
+        for keyword in (None, ",", "into"):
+            if keyword == ",":
+                parser.parse_punctuation(",")
+            elif keyword:
+                parser.parse_keyword(keyword)
+            names.append(parser.parse_unresolved_operand())
+            parser.parse_punctuation("[")
+            attr = parser.parse_attribute()
+            if not isinstance(attr, IndexingMapAttr):
+                parser.raise_error(f"expected an #xla.indexing_map attribute, found {attr}")
+            maps.append(attr)
+            parser.parse_punctuation("]")
+        offsets = []
+        if parser.parse_optional_keyword("offsets"):
+            offsets = parse_index_operands(parser, Parser.Delimiter.PAREN)
+        parser.parse_keyword("sizes")
+        sizes = parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, parser.parse_integer)
+        props = parser.parse_optional_attr_dict() if parser.parse_optional_keyword("schedule") else {}
+        parser.parse_punctuation(":")
+        parser.parse_punctuation("(")
+        types = parser.parse_comma_separated_list(Parser.Delimiter.NONE, parser.parse_type)
+        parser.parse_punctuation(")")
+        parser.parse_punctuation("->")
+        parser.parse_type()
+        lhs, rhs, init = parser.resolve_operands(names, types, pos)
+        region = parser.parse_region()
+        op = cls(lhs, rhs, init, maps, sizes, region, offsets, props)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+    def print(self, printer: Printer) -> None:
+        for k, (value, attr) in enumerate(zip((self.lhs, self.rhs, self.init),
+                                              (self.lhs_map, self.rhs_map, self.out_map))):
+            printer.print_string((" ", ", ", " into ")[k])
+            printer.print_ssa_value(value)
+            printer.print_string("[")
+            printer.print_attribute(attr)
+            printer.print_string("]")
+        if self.offsets:
+            print_values(printer, self.offsets, " offsets(", ")")
+        printer.print_string(f" sizes [{', '.join(map(str, self.size_list))}]")
+        schedule = self.schedule()
+        if schedule:
+            printer.print_string(" schedule ")
+            printer.print_attr_dict(schedule)
+        printer.print_string(" : (")
+        printer.print_list([self.lhs.type, self.rhs.type, self.init.type], printer.print_attribute)
+        printer.print_string(") -> ")
+        printer.print_attribute(self.result.type)
+        printer.print_string(" ")
+        printer.print_region(self.epilogue, print_entry_block_args=True)
+        printer.print_op_attributes(self.attributes)
+
+
+__all__ = ["MATMUL_DIMS", "MatmulOp"]

@@ -1,0 +1,25 @@
+"""Schedules for `xla.matmul` as transform scripts (issue 17, seed 004's method): xDSL 0.74's
+transform dialect parses, prints and interprets them, and hlocc adds its own ops, one per module.
+
+- handles.py: `ScheduleError` and the target checks every op shares;
+- tile.py: `transform.hlocc.tile` (block tile MC x NC x KC: loops around a block matmul);
+- microkernel.py: `transform.hlocc.microkernel` (register block MR x NR, k-unroll; register budget);
+- parallelize.py: `transform.hlocc.parallelize` (the block loops become the kernel's blocks);
+- interpreter.py: the `transform-interpreter` kernel pass (xDSL's interpreter plus hlocc's ops);
+- builder.py: `MatmulSchedule`, a schedule point as script text;
+- choice.py: `schedule_for`, the schedule a matmul gets (where the autotuner will plug in).
+
+Not built yet (issue 17): `pack`, `set_operand_layout`, `insert_prefetch`, `hoist_address`,
+`fuse_epilogue`, and the GPU tiles and grid.
+"""
+
+from hlocc.codegen.schedule.builder import MatmulSchedule
+from hlocc.codegen.schedule.choice import schedule_for, use_schedule
+from hlocc.codegen.schedule.handles import ScheduleError
+from hlocc.codegen.schedule.interpreter import HLOCC_TRANSFORM, TransformInterpreterPass, apply_schedule
+from hlocc.codegen.schedule.microkernel import MicrokernelOp
+from hlocc.codegen.schedule.parallelize import ParallelizeOp
+from hlocc.codegen.schedule.tile import TileOp
+
+__all__ = ["HLOCC_TRANSFORM", "MatmulSchedule", "MicrokernelOp", "ParallelizeOp", "ScheduleError", "TileOp",
+           "TransformInterpreterPass", "apply_schedule", "schedule_for", "use_schedule"]

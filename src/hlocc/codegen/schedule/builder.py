@@ -1,0 +1,52 @@
+"""A Python builder for matmul transform scripts (for people and for the autotuner to come): a
+`MatmulSchedule` (block tile, register block, k-unroll) as the text of a
+`transform.named_sequence @__transform_main`, which `transform-interpreter` runs.
+
+    script = MatmulSchedule(mc=96, nc=256, kc=256, mr=6, nr=64, k_unroll=4).script()
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hlocc.codegen.schedule.interpreter import ENTRY_POINT
+
+
+@dataclass(frozen=True)
+class MatmulSchedule:
+    """One point of the matmul schedule space. `mr`/`nr` None: no register block; `parallel`: the
+    blocks run on the kernel's blocks (the thread pool) instead of a loop."""
+
+    mc: int
+    nc: int
+    kc: int
+    mr: int | None = None
+    nr: int | None = None
+    k_unroll: int = 1
+    parallel: bool = False
+
+    def blocks(self, sizes: list[int]) -> int:
+        """The kernel's blocks for a (B, M, N, K) matmul: 1, or one per block tile when parallel."""
+        b, m, n, _ = sizes
+        return b * -(-n // self.nc) * -(-m // self.mc) if self.parallel else 1
+
+    def script(self) -> str:
+        """The transform script: match every xla.matmul, tile it, set its register block."""
+        any_op = "!transform.any_op"
+        lines = [
+            "builtin.module attributes {transform.with_named_sequence} {",
+            f"  transform.named_sequence @{ENTRY_POINT}(%root: {any_op}) {{",
+            f'    %mm = transform.structured.match ops{{["xla.matmul"]}} in %root : ({any_op}) -> {any_op}',
+            f"    %tiled, %b, %n, %m = transform.hlocc.tile %mm sizes [{self.mc}, {self.nc}, {self.kc}] "
+            f": ({any_op}) -> ({any_op}, {any_op}, {any_op}, {any_op})",
+        ]
+        if self.mr is not None and self.nr is not None:
+            lines.append(f"    transform.hlocc.microkernel %tiled register_block [{self.mr}, {self.nr}] "
+                         f"k_unroll {self.k_unroll} : {any_op}")
+        if self.parallel:
+            lines.append(f"    transform.hlocc.parallelize %tiled : {any_op}")
+        lines += ["    transform.yield", "  }", "}"]
+        return "\n".join(lines) + "\n"
+
+
+__all__ = ["MatmulSchedule"]

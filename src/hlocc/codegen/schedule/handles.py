@@ -1,0 +1,42 @@
+"""What every `transform.hlocc.*` op shares: its error type and the checks of its target handle.
+
+A handle is xDSL's `OperationHandle` (a tuple of payload ops). xDSL does not track consumed
+handles; hlocc's ops detect a handle to an op a previous transform replaced (it has no parent any
+more) and say so, instead of acting on a detached op.
+"""
+
+from __future__ import annotations
+
+from xdsl.interpreters.transform import OperationHandle
+from xdsl.ir import Operation
+
+from hlocc.codegen.ir.matmul_ops import MatmulOp
+from hlocc.errors import HloError
+
+
+class ScheduleError(HloError):
+    """An illegal schedule: the message names the transform op and the cause."""
+
+
+def matmul_targets(op: Operation, handle: object) -> list[MatmulOp]:
+    """The `xla.matmul` ops `handle` holds, or a ScheduleError naming `op`."""
+    if not isinstance(handle, OperationHandle):
+        raise ScheduleError(f"{op.name}: the target is not an operation handle")
+    if not handle.ops:
+        raise ScheduleError(f"{op.name}: the target handle is empty (nothing matched)")
+    for target in handle.ops:
+        if not isinstance(target, MatmulOp):
+            raise ScheduleError(f"{op.name}: expects xla.matmul targets, found {target.name}")
+        if target.parent is None:
+            raise ScheduleError(f"{op.name}: the target xla.matmul was replaced by an earlier transform "
+                                "(use the handle that transform returned)")
+    return list(handle.ops)
+
+
+def positive_sizes(op: Operation, what: str, values: list[int], count: int) -> list[int]:
+    if len(values) != count or any(v < 1 for v in values):
+        raise ScheduleError(f"{op.name}: {what} must be {count} positive integers, found {values}")
+    return values
+
+
+__all__ = ["ScheduleError", "matmul_targets", "positive_sizes"]

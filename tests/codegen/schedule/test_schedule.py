@@ -1,0 +1,180 @@
+"""Matmul schedules (codegen/schedule/): every illegal schedule is an error naming the transform op;
+the builder's scripts parse; and scheduled kernels are exact against the evaluator on
+integer-valued inputs for sizes with remainders (1, primes), transposed operands, batch dims and
+an epilogue, bf16 included (the FileCheck files beside this test show the IR)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hlocc.backends.cpu.kernel import compile_fusion
+from hlocc.codegen.pipeline import PipelineOptions
+from hlocc.codegen.schedule import MatmulSchedule, use_schedule
+from hlocc.codegen.schedule.microkernel import registers_needed
+from hlocc.evaluator import Evaluator
+from hlocc.hlo.parser import parse_hlo
+from hlocc.hlo.types import PRIMITIVE_TYPES
+from hlocc.tools.opt import KernelIRError, parse_module, print_module, run_opt
+
+PAYLOAD = """func.func @f(%a: tensor<16x5xf32>, %w: tensor<5x32xf32>, %c: tensor<16x32xf32>) -> tensor<16x32xf32> {
+  %r = xla.matmul %a[#xla.indexing_map<"(b, m, n, k) -> (m, k), domain: b in [0, 0], m in [0, 15], n in [0, 31], k in [0, 4]">],
+                  %w[#xla.indexing_map<"(b, m, n, k) -> (k, n), domain: b in [0, 0], m in [0, 15], n in [0, 31], k in [0, 4]">]
+         into %c[#xla.indexing_map<"(b, m, n, k) -> (m, n), domain: b in [0, 0], m in [0, 15], n in [0, 31], k in [0, 4]">]
+         sizes [1, 16, 32, 5] : (tensor<16x5xf32>, tensor<5x32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32> {
+  ^bb0(%acc: f32, %i: index, %j: index, %l: index):
+    xla.yield %acc : f32
+  }
+  func.return %r : tensor<16x32xf32>
+}
+"""
+ANY = "!transform.any_op"
+TILE = f"({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})"
+
+
+def script(*lines: str) -> str:
+    body = "\n".join(f"    {line}" for line in lines)
+    return (PAYLOAD + "builtin.module {\n  transform.named_sequence @__transform_main(%root: " + ANY + ") {\n"
+            f'    %mm = transform.structured.match ops{{["xla.matmul"]}} in %root : ({ANY}) -> {ANY}\n'
+            f"{body}\n    transform.yield\n  }}\n}}\n")
+
+
+@pytest.mark.parametrize("lines,message", [
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [0, 8, 4] : {TILE}"],
+     r"transform.hlocc.tile: sizes \[MC, NC, KC\] must be 3 positive integers, found \[0, 8, 4\]"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %root sizes [8, 8, 4] : {TILE}"],
+     "transform.hlocc.tile: expects xla.matmul targets, found builtin.module"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 8, 4] : {TILE}",
+      f"%u, %l3, %l4, %l5 = transform.hlocc.tile %mm sizes [8, 8, 4] : {TILE}"],
+     "transform.hlocc.tile: the target xla.matmul was replaced by an earlier transform"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 8, 4] : {TILE}",
+      f"%u, %l3, %l4, %l5 = transform.hlocc.tile %t sizes [8, 8, 4] : {TILE}"],
+     "transform.hlocc.tile: the target xla.matmul is already tiled"),
+    ([f"transform.hlocc.microkernel %mm register_block [2, 16] k_unroll 1 : {ANY}"],
+     "transform.hlocc.microkernel: the target xla.matmul is not tiled; apply transform.hlocc.tile first"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.microkernel %t register_block [3, 16] k_unroll 1 : {ANY}"],
+     "transform.hlocc.microkernel: register block 3x16 does not divide the block tile 8x16"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.microkernel %t register_block [2, 16] k_unroll 0 : {ANY}"],
+     "transform.hlocc.microkernel: k_unroll must be positive, found 0"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.parallelize %t : {ANY}"],
+     "transform.hlocc.parallelize: the kernel has no block id to map the block loops to"),
+    ([f"transform.hlocc.parallelize %mm : {ANY}"],
+     "transform.hlocc.parallelize: the target is not directly inside the block loops of transform.hlocc.tile"),
+])
+def test_illegal_schedules_name_the_transform_op(lines, message):
+    with pytest.raises(KernelIRError, match=message):
+        run_opt(script(*lines), ["transform-interpreter"])
+
+
+def test_parallelize_checks_the_launch_against_the_loops():
+    text = script(f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+                  f"transform.hlocc.parallelize %t : {ANY}")
+    block_id = '  %bid = "gpu.block_id"() <{dimension = #gpu<dim x>}> {xla.range = [0 : index, 2 : index]} : () -> index\n'
+    text = text.replace("-> tensor<16x32xf32> {\n", "-> tensor<16x32xf32> {\n" + block_id, 1)
+    with pytest.raises(KernelIRError, match=r"the launch has 3 blocks but the block loops run 1 x 2 x 2 = 4"):
+        run_opt(text, ["transform-interpreter"])
+    assert "offsets(%b, %m0, %n0)" in run_opt(text.replace("2 : index]", "3 : index]"), ["transform-interpreter"])
+
+
+def test_register_budget():
+    assert registers_needed(6, 64) == 6 * 4 + 4 + 1 == 29  # BLIS's 6x64: 24 zmm accumulators
+    assert registers_needed(8, 64) == 37 and registers_needed(14, 32) == 31
+
+
+def test_builder_script_parses_and_round_trips():
+    text = MatmulSchedule(mc=96, nc=256, kc=128, mr=6, nr=64, k_unroll=4).script()
+    printed = print_module(parse_module(text))
+    assert "transform.hlocc.tile %mm sizes [96, 256, 128]" in printed
+    assert "transform.hlocc.microkernel %tiled register_block [6, 64] k_unroll 4 : !transform.any_op" in printed
+    assert print_module(parse_module(printed)) == printed
+    assert "microkernel" not in MatmulSchedule(mc=8, nc=8, kc=8).script()
+
+
+def _dot(lhs: str, rhs: str, out: str, dims: str, epilogue: str = "") -> str:
+    root = "ROOT d" if not epilogue else "d"
+    return f"""HloModule m
+ENTRY fused {{
+  a = {lhs} parameter(0)
+  b = {rhs} parameter(1)
+  {root} = {out} dot(a, b), {dims}, backend_config={{"__hlocc_gemm":{{}}}}
+{epilogue}}}"""
+
+
+CASES = {
+    "primes": _dot("f32[13,7]", "f32[7,11]", "f32[13,11]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    "ones": _dot("f32[1,1]", "f32[1,1]", "f32[1,1]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    "k_zero": _dot("f32[3,0]", "f32[0,5]", "f32[3,5]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    "transposed": _dot("f32[7,13]", "f32[11,7]{0,1}", "f32[13,11]", "lhs_contracting_dims={0}, rhs_contracting_dims={1}"),
+    "batched": _dot("f32[3,5,4]", "f32[4,3,9]", "f32[3,5,9]",
+                    "lhs_batch_dims={0}, rhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_contracting_dims={0}"),
+    "bf16_bias": _dot("bf16[10,17]", "bf16[17,19]", "bf16[10,19]",
+                      "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+                      "  c = bf16[19] constant({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19})\n"
+                      "  cb = bf16[10,19] broadcast(c), dimensions={1}\n"
+                      "  ROOT r = bf16[10,19] add(d, cb)\n"),
+}
+SCHEDULES = {
+    "tile_only": MatmulSchedule(mc=4, nc=8, kc=3),
+    "2x4_u2": MatmulSchedule(mc=4, nc=8, kc=3, mr=2, nr=4, k_unroll=2),
+    "3x8_edge": MatmulSchedule(mc=6, nc=8, kc=16, mr=3, nr=8, k_unroll=3),
+    "one_block": MatmulSchedule(mc=64, nc=64, kc=64, mr=1, nr=16, k_unroll=1),
+    "parallel_2x4": MatmulSchedule(mc=4, nc=8, kc=5, mr=2, nr=4, k_unroll=2, parallel=True),
+}
+
+
+# Every case and every schedule at least once in the default run (case k with schedule k mod 5); the
+# whole grid (30 kernels, about a minute on a loaded machine) with the slow tests.
+_COVER = {(c, list(SCHEDULES)[k % len(SCHEDULES)]) for k, c in enumerate(CASES)} | \
+    {(list(CASES)[k % len(CASES)], sch) for k, sch in enumerate(SCHEDULES)}
+GRID = [pytest.param(c, sch, id=f"{c}-{sch}", marks=() if (c, sch) in _COVER else pytest.mark.slow)
+        for c in CASES for sch in SCHEDULES]
+
+
+@pytest.mark.parametrize("case,schedule", GRID)
+def test_scheduled_kernels_are_exact(case, schedule):
+    module = parse_hlo(CASES[case])
+    rng = np.random.default_rng(len(case) + len(schedule))
+    args = [rng.integers(-3, 4, p.shape.dims).astype(PRIMITIVE_TYPES[p.shape.element_type.name].dtype)
+            for p in module.entry.parameters]
+    expected = Evaluator().run(module, args)
+    dumps: list[str] = []
+    with use_schedule(SCHEDULES[schedule]):
+        kernel = compile_fusion(module.entry, options=PipelineOptions(True, None, "kernel", dumps.append),
+                                use_cache=False)
+    scheduled = next(d for d in dumps if "After transform-interpreter" in d)
+    assert "offsets(" in scheduled and "transform." not in scheduled.split("\n", 1)[1]
+    assert ("register_block" in scheduled) == (SCHEDULES[schedule].mr is not None)
+    assert kernel.launch_dims.blocks == SCHEDULES[schedule].blocks(
+        [int(np.prod([d for d in module.entry.root.shape.dims[:-2]])), *module.entry.root.shape.dims[-2:], 0])
+    np.testing.assert_array_equal(np.asarray(kernel(*args)[0], np.float64), np.asarray(expected, np.float64))
+
+
+def test_default_schedule_is_legal_for_every_shape_class():
+    from hlocc.codegen.schedule.choice import NAIVE_BELOW, default_schedule
+
+    assert default_schedule([1, 7, 5, 3]) is None and 7 * 5 * 3 < NAIVE_BELOW
+    assert default_schedule([1, 512, 512, 512]) == MatmulSchedule(mc=64, nc=256, kc=512, mr=8, nr=16, parallel=True)
+    assert default_schedule([2, 5, 4000, 64]) == MatmulSchedule(mc=64, nc=256, kc=64, mr=5, nr=16, parallel=True)
+    # M = 5 < MR: one block of 5 rows, register block 5 x 16 (legal: the block is the whole problem).
+    text = PAYLOAD.replace("16x5xf32", "5x5xf32").replace("m in [0, 15]", "m in [0, 4]").replace(
+        "16x32xf32", "5x32xf32").replace("sizes [1, 16, 32, 5]", "sizes [1, 5, 32, 5]")
+    schedule = MatmulSchedule(mc=64, nc=256, kc=5, mr=5, nr=16)
+    out = run_opt(text + schedule.script(), ["transform-interpreter"])
+    assert "register_block = array<i64: 5, 16>" in out
+
+
+@pytest.mark.slow  # compiles four kernels (about 10 s on a loaded machine)
+def test_gemm_benchmark_runs(tmp_path):
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[3]
+    proc = subprocess.run([sys.executable, str(root / "benchmarks" / "gemm.py"), "--quick"], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if "hlocc" in line]
+    assert len(rows) == 4 and all("[ok]" in row for row in rows), proc.stdout

@@ -1,0 +1,102 @@
+"""gemm-fusion's choices (the FileCheck file filecheck/gemm_fusion.hlo shows the usual case):
+which dots it takes, where the epilogue stops, and that inline-library-fusions keeps its fusions
+while the cpu pipeline runs it only with gemm="codegen"."""
+
+from __future__ import annotations
+
+import pytest
+
+from hlocc.hlo.parser import parse_hlo
+from hlocc.passes.gemm_fusion import GemmFusion, epilogue, is_gemm_fusion
+from hlocc.passes.inline_library_fusions import inline_library_fusions
+from hlocc.passes.pipeline import BACKEND_PIPELINES, PassPipelineError, cpu_pipeline
+
+
+def _run(text: str):
+    module = parse_hlo(text)
+    changed = GemmFusion().run(module)
+    return module, changed
+
+
+def _fusions(module):
+    return [i for i in module.entry.instructions if i.opcode == "fusion"]
+
+
+def test_integer_dots_stay_library_calls():
+    module, changed = _run("""HloModule i
+ENTRY e {
+  a = s8[4,3] parameter(0)
+  b = s8[3,5] parameter(1)
+  ROOT d = s32[4,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}""")
+    assert not changed and not _fusions(module)
+
+
+def test_epilogue_stops_where_the_dot_value_escapes():
+    # d is read by the add and by the reduce: fusing the add would leave d's value needed outside,
+    # so the fusion holds the dot alone and the add stays a consumer.
+    text = """HloModule x
+ENTRY e {
+  a = f32[4,3] parameter(0)
+  b = f32[3,5] parameter(1)
+  d = f32[4,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  s = f32[4,5] add(d, d)
+  zero = f32[] constant(0)
+  red = f32[4] reduce(d, zero), dimensions={1}, to_apply={
+    x = f32[] parameter(0)
+    y = f32[] parameter(1)
+    ROOT sum = f32[] add(x, y)
+  }
+  ROOT t = (f32[4,5], f32[4]) tuple(s, red)
+}"""
+    module = parse_hlo(text)
+    dot = next(i for i in module.entry.instructions if i.opcode == "dot")
+    assert epilogue(dot) == []
+    GemmFusion().run(module)
+    (fusion,) = _fusions(module)
+    assert fusion.fused_computation.root.opcode == "dot" and is_gemm_fusion(fusion)
+    assert {u.opcode for u in fusion.users} == {"add", "reduce"}
+
+
+def test_epilogue_takes_the_largest_single_exit_set():
+    module, _ = _run("""HloModule y
+ENTRY e {
+  a = f32[4,3] parameter(0)
+  b = f32[3,5] parameter(1)
+  c = f32[4,5] parameter(2)
+  d = f32[4,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  n = f32[4,5] negate(d)
+  m = f32[4,5] multiply(d, c)
+  ROOT r = f32[4,5] maximum(n, m)
+}""")
+    (fusion,) = _fusions(module)
+    assert sorted(i.opcode for i in fusion.fused_computation.instructions) == \
+        ["dot", "maximum", "multiply", "negate", "parameter", "parameter", "parameter"]
+    assert module.entry.root is fusion
+
+
+def test_inline_library_fusions_keeps_gemm_fusions_only():
+    module, _ = _run("""HloModule z
+f {
+  p = f32[4,3] parameter(0)
+  q = f32[3,5] parameter(1)
+  ROOT d = f32[4,5] dot(p, q), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+ENTRY e {
+  a = f32[4,3] parameter(0)
+  b = f32[3,5] parameter(1)
+  x = f32[4,5] fusion(a, b), kind=kOutput, calls=f
+  ROOT d2 = f32[4,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}""")
+    assert inline_library_fusions(module) == ["x"]  # XLA's dot fusion (unmarked dot): inlined, ours kept
+    (kept,) = _fusions(module)
+    assert is_gemm_fusion(kept)
+
+
+def test_cpu_pipeline_choice():
+    assert cpu_pipeline("library") is BACKEND_PIPELINES["cpu"]
+    assert "gemm-fusion" in cpu_pipeline("codegen").optimization
+    assert cpu_pipeline("codegen").optimization.index("gemm-fusion") < \
+        cpu_pipeline("codegen").optimization.index("priority-fusion")
+    with pytest.raises(PassPipelineError, match="unknown gemm mode 'blas'"):
+        cpu_pipeline("blas")

@@ -6,12 +6,20 @@ on an NVIDIA GPU (backends/cuda: PTX kernels through the CUDA driver, cuBLAS gem
 DLPack arrays in and out) and fails with the reason where no GPU can be used; `cuda-sim` runs the
 cuda path on a simulated GPU (the GPU kernels in SIMT simulation, device memory in host memory),
 which is how it is tested without one.
+
+Compiling the same HLO text again in a process, with the same options, returns the executable
+compiled the first time (`_PROGRAMS`, the last 64 programs, keyed by the text's SHA-256, backend and
+options; `clear_compile_cache()` empties it). Kernels are cached below that, in memory and on disk
+(backends/cpu/kernel.py, runtime/cache.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -138,6 +146,16 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     A module object is copied first: compilation never changes the caller's module."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
+    program_key = None
+    if isinstance(module_or_text, str) and backend == "cpu" and not (print_ir_after_all or dump_dir):
+        program_key = (hashlib.sha256(module_or_text.encode()).hexdigest(), backend, verify, seed, hlo_passes)
+        with _PROGRAMS_LOCK:
+            hit = _PROGRAMS.get(program_key)
+            if hit is not None:
+                _PROGRAMS.move_to_end(program_key)
+        if hit is not None:
+            times["program_cache"] = (time.perf_counter() - t0) * 1e3
+            return Executable(hit.module, hit.backend, times, hit.seed, hit.runner)
     fresh = not isinstance(module_or_text, HloModule)  # made here: no copy needed
     module = load_module(module_or_text)
     times["parse"] = (time.perf_counter() - t0) * 1e3
@@ -172,7 +190,24 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
             runner = compile_module(work, **kwargs)
         if dump_dir:
             _dump_program(runner, dump_dir)
-    return Executable(module, backend, times, seed, runner)
+    executable = Executable(module, backend, times, seed, runner)
+    if program_key is not None:
+        with _PROGRAMS_LOCK:
+            _PROGRAMS[program_key] = executable
+            while len(_PROGRAMS) > _MAX_PROGRAMS:
+                _PROGRAMS.popitem(last=False)
+    return executable
+
+
+_PROGRAMS: OrderedDict[tuple, Executable] = OrderedDict()
+_PROGRAMS_LOCK = threading.Lock()
+_MAX_PROGRAMS = 64
+
+
+def clear_compile_cache() -> None:
+    """Forget the programs compiled in this process (module doc)."""
+    with _PROGRAMS_LOCK:
+        _PROGRAMS.clear()
 
 
 def device_for(backend: str) -> Any:

@@ -7,8 +7,8 @@ For each JAX corpus module (shared/corpus/jax/*.hlo; inputs are not needed) and 
 scaling probe (`--probes`, default the 6800-op `loop__large_loop_slow_compile_time`), it measures:
 
 - cold: `hlocc.compile(text, "cpu")` in this process with the in-memory caches emptied and a new,
-  empty persistent cache directory (what a user's first compile of a new program costs, writing the
-  cache included);
+  empty persistent cache directory for the module (what a user's first compile of a new program
+  costs, writing the cache included);
 - warm-disk: the same in a new process reading that directory (the in-memory caches emptied before
   each module; the process imports hlocc's CPU backend before timing, as a JAX user's process has
   imported jax);
@@ -87,14 +87,21 @@ def xla_compile_ms(text: str) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def warm_worker(names: list[str]) -> None:
-    """In a new process (HLOCC_CACHE_DIR set by the parent): each module compiled once, from the
-    disk cache; prints {name: ms} as JSON."""
+def use_cache_dir(root: str, name: str) -> None:
+    """Each module its own persistent cache directory: a cold compile finds nothing another module
+    (or the warm-up) left."""
+    os.environ["HLOCC_CACHE_DIR"] = os.path.join(root, name)
+
+
+def warm_worker(root: str, names: list[str]) -> None:
+    """In a new process: each module compiled once, from its disk cache under `root`; prints
+    {name: ms} as JSON."""
     import hlocc.backends.cpu.executable  # noqa: F401  (the imports a user's process has already paid)
 
     out = {}
     for name in names:
         clear_memory_caches()
+        use_cache_dir(root, name)
         out[name] = hlocc_compile_ms(module_path(name).read_text())[0]
     print(json.dumps(out))
 
@@ -107,9 +114,11 @@ def stage_of(key: str) -> str:
         stage = key[7:]
         names = {"emit": "emit", "to_llvm": "llvm translation", "llvm_parse": "llvm translation",
                  "llvm_opt": "llvm optimisation", "llvm_codegen": "llvm codegen", "load": "load",
-                 "cache_lookup": "disk cache lookup", "cache_store": "disk cache store"}
+                 "cache_lookup": "disk cache lookup", "cache_store": "disk cache store",
+                 "verify": "kernel IR verification", "fingerprint": "kernel fingerprint"}
         return names.get(stage, "kernel pass " + stage)
-    return {"schedule": "schedule", "buffer-assignment": "buffer assignment"}.get(key, key)
+    return {"schedule": "schedule", "buffer-assignment": "buffer assignment", "verify": "hlo verify",
+            "program_cache": "program cache hit"}.get(key, key)
 
 
 def breakdown(times: list[dict[str, float]]) -> dict[str, float]:
@@ -144,10 +153,11 @@ def main() -> None:
     ap.add_argument("--warm-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.warm_worker:
-        warm_worker(args.warm_worker.split(","))
+        root, names = args.warm_worker.split(":")
+        warm_worker(root, names.split(","))
         return
     cache_dir = tempfile.mkdtemp(prefix="hlocc-compile-bench-")
-    os.environ["HLOCC_CACHE_DIR"] = cache_dir  # read at each compile: set before the first
+    use_cache_dir(cache_dir, "warmup")  # read at each compile
     names = (sorted(p.stem for p in (CORPUS / "jax").glob("*.hlo")) if args.cases == "all"
              else args.cases.split(","))
     probes = [p for p in args.probes.split(",") if p]
@@ -170,13 +180,14 @@ def main() -> None:
         ops = op_count(text)
         xla = xla_compile_ms(text)
         clear_memory_caches()
+        use_cache_dir(cache_dir, name)
         cold, times = hlocc_compile_ms(text)
         hit, _ = hlocc_compile_ms(text)
         rows[name] = dict(ops=ops, xla_ms=xla, cold_ms=cold, hit_ms=hit, stages=times, probe=name in probes)
         print(f"{name:36} {ops:6d} {xla:8.1f} {cold:9.1f} {cold / xla:6.2f} {'':>8} {'':>6} {hit:7.2f} "
               f"{1e3 * cold / ops:10.1f}", flush=True)
     if not args.no_warm:
-        proc = subprocess.run([sys.executable, __file__, "--warm-worker", ",".join(names + probes)],
+        proc = subprocess.run([sys.executable, __file__, "--warm-worker", f"{cache_dir}:{','.join(names + probes)}"],
                               capture_output=True, text=True, env=os.environ)
         if proc.returncode != 0:
             print(proc.stderr[-3000:])

@@ -122,13 +122,15 @@ def run_pipeline(module: ModuleOp, passes: Sequence[str] = KERNEL_PIPELINE, opti
         t0 = time.perf_counter()
         try:
             cls().apply(ctx, module)
+            t1 = time.perf_counter()
             if verify_each or step == len(passes):
                 module.verify()
         except DiagnosticException as e:
             hint = "" if verify_each else " (or an earlier pass: HLOCC_VERIFY_EACH_PASS=1 verifies after each)"
             raise KernelIRError(f"kernel pass '{name}'{hint} produced invalid IR: {e}") from e
         if timings is not None:
-            timings[name] = timings.get(name, 0.0) + (time.perf_counter() - t0) * 1e3
+            timings[name] = timings.get(name, 0.0) + (t1 - t0) * 1e3
+            timings["verify"] = timings.get("verify", 0.0) + (time.perf_counter() - t1) * 1e3
         _dump(options, step, name, module)
     return module
 

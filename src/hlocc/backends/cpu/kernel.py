@@ -1,12 +1,16 @@
-"""Compile one fused computation into a callable CPU kernel: emit (loop emitter), run the kernel
-pass pipeline, translate to LLVM, add the block-loop wrapper, JIT at O3.
+"""Compile one fused computation into a callable CPU kernel: emit (the hero's emitter), run the
+kernel pass pipeline, translate to LLVM, add the block-loop wrapper, optimise at O3, emit object
+code and load it (jit.py).
 
-The wrapper `<name>_blocks(void **buffers, i64 first, i64 end)` loads the buffer pointers (the
+The wrapper `<symbol>(void **buffers, i64 first, i64 end)` loads the buffer pointers (the
 fusion's parameters, then its outputs) and runs, for each block in [first, end), every thread of
-the block as an inner loop around the inlined kernel body (DESIGN "One kernel model").
+the block as an inner loop around the inlined kernel body (DESIGN "One kernel model"); it is the
+module's only external symbol, `k<key hash>_blocks` for a cached kernel.
 
-Kernels are cached in-process by the fused computation's structural fingerprint and the target:
-identical fusions compile once (XLA's KernelReuseCache).
+Kernels are cached by their key (kernel_cache.py: the fused computation's canonical fingerprint,
+target, options, host CPU, versions): in-process (identical fusions compile once per process,
+XLA's KernelReuseCache; their code lives in the process-wide engine) and on disk (runtime/cache.py:
+object code and plan; a hit skips emission, the passes and LLVM).
 """
 
 from __future__ import annotations

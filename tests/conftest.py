@@ -20,9 +20,23 @@ for _helpers in reversed(HELPER_DIRS):
 
 import fcntl  # noqa: E402
 import os  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
+import tempfile  # noqa: E402
 
 import pytest  # noqa: E402
+
+# One persistent compilation cache per test run (runtime/cache.py), never the user's: the first
+# process (pytest, or xdist's controller, whose environment the workers inherit) makes it and
+# removes it at the end. Repeated compilations of a kernel in any worker cost a lookup.
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    os.environ["HLOCC_CACHE_DIR"] = tempfile.mkdtemp(prefix="hlocc-test-cache-")
+    os.environ["HLOCC_TEST_CACHE_OWNER"] = str(os.getpid())
+
+
+def pytest_unconfigure(config):
+    if os.environ.get("HLOCC_TEST_CACHE_OWNER") == str(os.getpid()):
+        shutil.rmtree(os.environ["HLOCC_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

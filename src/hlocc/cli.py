@@ -6,6 +6,7 @@
     hlocc print MODULE.hlo [--no-verify] [--no-metadata]
     hlocc opt [--passes a,b | --pipeline cpu|gpu] [--emit-llvm] FILE.mlir   (kernel IR passes, like mlir-opt)
     hlocc hlo-opt [--passes a,b | --pipeline simplify] [--print-after-all] FILE.hlo   (HLO passes)
+    hlocc cache info|clear [--json]   (the persistent compilation cache in $HLOCC_CACHE_DIR)
 
 Inputs are named arg0, arg1, ... in parameter order and are cast to the parameter types (so bf16 and
 f8 stored as float32 work); outputs are written as out0, out1, ... (a tuple result flattened in
@@ -116,9 +117,42 @@ def _argument_parser() -> argparse.ArgumentParser:
     pr.add_argument("--no-metadata", action="store_true", help="omit metadata={...}")
     pr.set_defaults(func=_cmd_print)
 
-    for p in (run, pr):
+    cache = sub.add_parser("cache", help="the persistent compilation cache ($HLOCC_CACHE_DIR, default "
+                                         "~/.cache/hlocc; HLOCC_CACHE_DIR= turns it off)")
+    cache.add_argument("action", choices=("info", "clear"), help="info: where it is and what it holds; "
+                                                                  "clear: remove every entry")
+    cache.add_argument("--json", action="store_true", help="print one JSON object")
+    cache.set_defaults(func=_cmd_cache)
+
+    for p in (run, pr, cache):
         p.add_argument("--debug", action="store_true", help="show Python tracebacks of errors")
     return parser
+
+
+# -- hlocc cache ---------------------------------------------------------------------------------
+def _cmd_cache(args) -> int:
+    from hlocc.runtime.cache import cache_dir_setting, max_bytes_setting, open_cache
+
+    directory = cache_dir_setting()
+    cache = open_cache(directory, max_bytes_setting(), create=False) if directory and directory.exists() else None
+    if args.action == "clear" and cache is not None:
+        report = {"directory": str(directory), "removed": cache.clear()}
+    elif cache is not None:
+        report = {"enabled": True, **cache.info()}
+    else:
+        why = ("off (HLOCC_CACHE_DIR is empty)" if directory is None else
+               "not created yet" if not directory.exists() else "refused (see the warning)")
+        report = {"enabled": False, "directory": str(directory or ""), "state": why}
+    if args.json:
+        print(json.dumps(report))
+    elif "removed" in report:
+        print(f"removed {report['removed']} entries from {report['directory']}")
+    elif report["enabled"]:
+        print(f"{report['directory']}: {report['entries']} entries, {report['bytes']} bytes "
+              f"(bound {report['max_bytes']} bytes)")
+    else:
+        print(f"cache {report['directory'] or '(none)'}: {report['state']}")
+    return 0
 
 
 # -- hlocc print ---------------------------------------------------------------------------------

@@ -12,12 +12,20 @@ binds the dimension variables from the argument sizes, checks the module's guard
 static specialization of the module for that binding, compiled on first use and cached. That is
 a visible fallback, not the goal (one compilation for every size needs symbolic kernels):
 `compilations` counts the specializations and `specializations` lists each with its reason.
+
+Compiling the same HLO text again in a process, with the same options, returns the executable
+compiled the first time (`_PROGRAMS`, the last 64 programs, keyed by the text's SHA-256, backend and
+options; `clear_compile_cache()` empties it). Kernels are cached below that, in memory and on disk
+(backends/cpu/kernel.py, runtime/cache.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -216,6 +224,18 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     A module object is copied first: compilation never changes the caller's module."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
+    program_key = None
+    if isinstance(module_or_text, str) and backend == "cpu" and not (print_ir_after_all or dump_dir):
+        program_key = (hashlib.sha256(module_or_text.encode()).hexdigest(), backend, verify, seed, hlo_passes,
+                       gemm)
+        with _PROGRAMS_LOCK:
+            hit = _PROGRAMS.get(program_key)
+            if hit is not None:
+                _PROGRAMS.move_to_end(program_key)
+        if hit is not None:
+            times["program_cache"] = (time.perf_counter() - t0) * 1e3
+            # The compiled program is shared: this call built nothing (compilations 0).
+            return Executable(hit.module, hit.backend, times, hit.seed, hit.runner)
     fresh = not isinstance(module_or_text, HloModule)  # made here: no copy needed
     module = load_module(module_or_text)
     times["parse"] = (time.perf_counter() - t0) * 1e3
@@ -256,7 +276,24 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
             runner = compile_module(work, gemm=gemm, **kwargs)
         if dump_dir:
             _dump_program(runner, dump_dir)
-    return Executable(module, backend, times, seed, runner, compilations=int(runner is not None))
+    executable = Executable(module, backend, times, seed, runner, compilations=int(runner is not None))
+    if program_key is not None:
+        with _PROGRAMS_LOCK:
+            _PROGRAMS[program_key] = executable
+            while len(_PROGRAMS) > _MAX_PROGRAMS:
+                _PROGRAMS.popitem(last=False)
+    return executable
+
+
+_PROGRAMS: OrderedDict[tuple, Executable] = OrderedDict()
+_PROGRAMS_LOCK = threading.Lock()
+_MAX_PROGRAMS = 64
+
+
+def clear_compile_cache() -> None:
+    """Forget the programs compiled in this process (module doc)."""
+    with _PROGRAMS_LOCK:
+        _PROGRAMS.clear()
 
 
 def device_for(backend: str) -> Any:

@@ -19,7 +19,7 @@ from hlocc.codegen.elemental import ELEMENTAL
 from hlocc.codegen.elemental.registry import INDEX_OPS
 from hlocc.codegen.emitters.loop import LoopEmitter  # noqa: F401  (registers every op it can emit)
 from hlocc.codegen.llvm import TranslateOptions
-from hlocc.codegen.pipeline import PipelineOptions, add_stage_times
+from hlocc.codegen.pipeline import PipelineOptions
 from hlocc.codegen.target import Target, cpu_target
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.pipeline import cpu_pipeline
@@ -59,11 +59,9 @@ def prepare_as_written(module: HloModule, hlo_passes: bool) -> None:
 def kernel_compiler(target: Target, options: PipelineOptions | None, times: dict[str, float]) -> KernelCompiler:
     """Compiles each fusion for `target`, adding every stage's milliseconds to `times["kernel:<stage>"]`."""
     def compile_kernel(computation: HloComputation, name: str, noalias: bool) -> CompiledKernel:
-        kernel = compile_fusion(computation, target, name="main",
-                                options=options.for_kernel(name) if options is not None else None,
-                                translate_options=TranslateOptions(noalias=noalias))
-        add_stage_times(times, kernel.times_ms)
-        return kernel
+        return compile_fusion(computation, target, name="main",
+                              options=options.for_kernel(name) if options is not None else None,
+                              translate_options=TranslateOptions(noalias=noalias), stage_times=times)
     return compile_kernel
 
 

@@ -1,10 +1,18 @@
 """LLVM for the host: one target machine (host CPU name and features, O3), the new pass manager's
-O3 pipeline with loop and SLP vectorization, and MCJIT engines.
+O3 pipeline with loop and SLP vectorization, object code, and the engines that load it.
 
-An engine owns the machine code of its module and its target machine (llvmlite hands the machine
-over: each engine gets its own); a `JitModule` keeps it alive for as long as any function address
-taken from it can be called (a freed engine under a live function pointer is a segfault, DESIGN's
-"known hazards").
+A kernel is compiled to object code (`compile_object`: parse, verify, optimise, emit with the
+shared host target machine) and then loaded into an `ObjectEngine` (an MCJIT engine that takes
+object files: relocation against the process's symbols, finalisation). Object code is what the
+persistent cache stores, so a kernel compiled now and one read back from disk take the same path.
+The kernels the in-process cache keeps (kept for the process's life anyway) all go into one
+process-wide engine (`shared_engine`): one engine for every program's kernels, where creating an
+engine per kernel cost about 5 ms each. A kernel compiled outside that cache gets its own engine,
+freed with it.
+
+An engine owns the machine code of its objects; a `LoadedObject` keeps its engine alive for as
+long as any function address taken from it can be called (a freed engine under a live function
+pointer is a segfault, DESIGN's "known hazards").
 """
 
 from __future__ import annotations
@@ -12,12 +20,12 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
 
 
 @functools.cache
@@ -28,37 +36,27 @@ def _init() -> None:
 
 @functools.cache
 def host_target_machine() -> llvm.TargetMachine:
-    """The shared machine for optimisation passes and queries. Never hand it to an engine."""
+    """The shared machine for optimisation passes, object emission and queries. Never hand it to an
+    engine (an engine frees its machine with itself)."""
     return new_host_target_machine()
 
 
 def new_host_target_machine() -> llvm.TargetMachine:
     _init()
     target = llvm.Target.from_default_triple()
-    features = llvm.get_host_cpu_features().flatten()
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=features, opt=3, jit=True,
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=host_cpu_features(), opt=3, jit=True,
                                         codemodel="jitdefault")
+
+
+@functools.cache
+def host_cpu_features() -> str:
+    _init()
+    return llvm.get_host_cpu_features().flatten()
 
 
 def host_triple() -> str:
     _init()
     return llvm.get_process_triple()
-
-
-@dataclass
-class JitModule:
-    """A compiled module: keep this object alive while its functions may be called."""
-
-    engine: llvm.ExecutionEngine
-    module: llvm.ModuleRef
-    optimized_ir: str
-    times_ms: dict[str, float] = field(default_factory=dict)
-
-    def address(self, name: str) -> int:
-        addr = self.engine.get_function_address(name)
-        if not addr:
-            raise KeyError(f"no function '{name}' in the JIT module")
-        return addr
 
 
 def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, level: int = 3) -> None:
@@ -71,8 +69,18 @@ def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, level: int = 3) -> Non
     pm.run(mod, pb)
 
 
-def jit_compile(module: ir.Module | str) -> JitModule:
-    """Verify, optimise at O3 for the host and JIT-compile an LLVM module."""
+@dataclass
+class ObjectCode:
+    """A module compiled for the host: its object file and, when asked for, its optimised IR."""
+
+    data: bytes
+    optimized_ir: str
+    times_ms: dict[str, float]
+
+
+def compile_object(module: ir.Module | str, keep_ir: bool = False) -> ObjectCode:
+    """Verify, optimise at O3 for the host and emit an LLVM module's object code; `keep_ir` keeps
+    the optimised IR's text (for dumps: printing it costs as much as parsing)."""
     tm = host_target_machine()
     times = {}
     t0 = time.perf_counter()
@@ -86,11 +94,55 @@ def jit_compile(module: ir.Module | str) -> JitModule:
         t0 = time.perf_counter()
         optimize(mod, tm)
         times["llvm_opt"] = (time.perf_counter() - t0) * 1e3
-        optimized = str(mod)
+        optimized = str(mod) if keep_ir else ""
         t0 = time.perf_counter()
-        # The engine takes ownership of its target machine and frees it with itself: a shared machine
-        # would be freed under every other engine (a segfault at the next compile).
-        engine = llvm.create_mcjit_compiler(mod, new_host_target_machine())
-        engine.finalize_object()
+        data = tm.emit_object(mod)
         times["llvm_codegen"] = (time.perf_counter() - t0) * 1e3
-    return JitModule(engine, mod, optimized, times)
+    return ObjectCode(data, optimized, times)
+
+
+class ObjectEngine:
+    """An MCJIT engine that object files are added to; addresses of their functions stay valid for
+    as long as the engine lives."""
+
+    def __init__(self) -> None:
+        tm = new_host_target_machine()
+        with _LOCK:
+            empty = llvm.parse_assembly("")
+            empty.triple = tm.triple
+            # The engine takes ownership of its target machine and frees it with itself: a shared
+            # machine would be freed under every other engine.
+            self.engine = llvm.create_mcjit_compiler(empty, tm)
+        self.symbols: dict[str, LoadedObject] = {}
+
+    def load(self, data: bytes, symbols: list[str]) -> LoadedObject:
+        """Add an object file and return the addresses of `symbols` in it (a KeyError names a
+        missing one). Its external symbols must be unique within the engine."""
+        with _LOCK:
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+            self.engine.finalize_object()
+            addresses = {s: self.engine.get_function_address(s) for s in symbols}
+        missing = [s for s, a in addresses.items() if not a]
+        if missing:
+            raise KeyError(f"no function {', '.join(missing)} in the object code")
+        loaded = LoadedObject(self, addresses)
+        with _LOCK:
+            self.symbols.update(dict.fromkeys(symbols, loaded))
+        return loaded
+
+
+@dataclass
+class LoadedObject:
+    """Function addresses in an engine; keep this object alive while they may be called."""
+
+    engine: ObjectEngine
+    addresses: dict[str, int]
+
+    def address(self, name: str) -> int:
+        return self.addresses[name]
+
+
+@functools.cache
+def shared_engine() -> ObjectEngine:
+    """The process-wide engine of the kernels the in-process cache keeps."""
+    return ObjectEngine()

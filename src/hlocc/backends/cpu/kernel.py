@@ -1,18 +1,25 @@
-"""Compile one fused computation into a callable CPU kernel: emit (loop emitter), run the kernel
-pass pipeline, translate to LLVM, add the block-loop wrapper, JIT at O3.
+"""Compile one fused computation into a callable CPU kernel: emit (the hero's emitter), run the
+kernel pass pipeline, translate to LLVM, add the block-loop wrapper, optimise at O3, emit object
+code and load it (jit.py).
 
-The wrapper `<name>_blocks(void **buffers, i64 first, i64 end)` loads the buffer pointers (the
+The wrapper `<symbol>(void **buffers, i64 first, i64 end)` loads the buffer pointers (the
 fusion's parameters, then its outputs) and runs, for each block in [first, end), every thread of
-the block as an inner loop around the inlined kernel body (DESIGN "One kernel model").
+the block as an inner loop around the inlined kernel body (DESIGN "One kernel model"); it is the
+module's only external symbol, `k<key hash>_blocks` for a cached kernel.
 
-Kernels are cached in-process by the fused computation's structural fingerprint and the target:
-identical fusions compile once (XLA's KernelReuseCache).
+Kernels are cached by their key (kernel_cache.py: the fused computation's canonical fingerprint,
+target, options, host CPU, versions): in-process (identical fusions compile once per process,
+XLA's KernelReuseCache; their code lives in the process-wide engine) and on disk (runtime/cache.py:
+object code and plan; a hit skips emission, the passes and LLVM).
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,18 +27,25 @@ from llvmlite import ir
 
 from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
-from hlocc.backends.cpu.jit import JitModule, host_triple, jit_compile
+from hlocc.backends.cpu.jit import LoadedObject, ObjectEngine, compile_object, host_triple, shared_engine
+from hlocc.backends.cpu.kernel_cache import (
+    KernelPlan,
+    kernel_key,
+    kernel_symbol,
+    load_cached_kernel_plan,
+    store_kernel,
+)
 from hlocc.backends.cpu.launcher import BlocksFunction, launch, launch_addresses
 from hlocc.codegen.context import print_module
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import KernelModule
 from hlocc.codegen.emitters.registry import emit_fusion
 from hlocc.codegen.llvm import I64, LlvmTranslator, TranslateOptions
-from hlocc.codegen.pipeline import PipelineOptions, dump_file, pipeline_for, run_pipeline
+from hlocc.codegen.pipeline import PipelineOptions, add_stage_times, dump_file, pipeline_for, run_pipeline
 from hlocc.codegen.target import Target, cpu_target
 from hlocc.hlo.ir import HloComputation
-from hlocc.hlo.printer import computation_fingerprint
 from hlocc.hlo.types import Shape
+from hlocc.runtime.cache import warn_once
 from hlocc.runtime.thunks import from_physical, to_physical
 
 
@@ -45,7 +59,7 @@ class CompiledKernel:
     launch_dims: LaunchDims
     param_shapes: list[Shape]
     output_shapes: list[Shape]
-    jit: JitModule | None  # None for an empty output (nothing to run)
+    jit: LoadedObject | None  # its code; None for an empty output (nothing to run)
     fn: BlocksFunction | None
     times_ms: dict[str, float] = field(default_factory=dict)
     kernel_ir: str = ""
@@ -53,6 +67,7 @@ class CompiledKernel:
     emitter: str = "loop"
     output_aliases: tuple[tuple[int, int], ...] = ()  # (output, parameter): see KernelModule
     serial: bool = False  # blocks one after another (see KernelModule)
+    symbol: str = ""  # its block loop's symbol in the engine
 
     @property
     def num_elements(self) -> int:
@@ -86,62 +101,163 @@ class CompiledKernel:
         return [from_physical(o, s) for o, s in zip(outs, self.output_shapes)]
 
 
-_CACHE: dict[tuple, CompiledKernel] = {}
+_CACHE: dict[str, CompiledKernel] = {}
 _CACHE_LOCK = threading.Lock()
+
+
+def clear_kernel_cache() -> None:
+    """Forget the kernels compiled in this process (their code stays loaded: callers may hold them)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+_GC_LOCK = threading.Lock()
+_gc_pauses = [0, False]  # compilations in progress, whether the collector was on before the first
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a kernel compiles: the kernel IR is tens of
+    thousands of small objects, whose allocation set off collections of the whole heap (a JAX
+    user's heap is large) that took 20-25% of a kernel's compile time. The IR is garbage once the
+    kernel is compiled, and the collector, back on, frees it; no allocation is kept longer."""
+    with _GC_LOCK:
+        if _gc_pauses[0] == 0:
+            _gc_pauses[1] = gc.isenabled()
+            gc.disable()
+        _gc_pauses[0] += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _gc_pauses[0] -= 1
+            if _gc_pauses[0] == 0 and _gc_pauses[1]:
+                gc.enable()
+
+
+def kernels_in_cache() -> list[str]:
+    """The keys (kernel_cache.kernel_key) of the kernels the in-process cache holds."""
+    with _CACHE_LOCK:
+        return list(_CACHE)
 
 
 def compile_fusion(fusion: HloComputation, target: Target | None = None, name: str = "main",
                    options: PipelineOptions | None = None, use_cache: bool = True,
-                   translate_options: TranslateOptions | None = None) -> CompiledKernel:
+                   translate_options: TranslateOptions | None = None,
+                   stage_times: dict[str, float] | None = None) -> CompiledKernel:
+    """Compile a fused computation into a kernel: from the in-process cache, else from the
+    persistent cache (runtime/cache.py), else emitted and compiled (and stored in both). Dumps and
+    IR printing (`options`) and `use_cache=False` compile afresh into a kernel of its own.
+    `stage_times` gets the milliseconds of each stage this call ran, as `kernel:<stage>`."""
+    times: dict[str, float] = {}
+    try:
+        with gc_paused():
+            return _compile_fusion(fusion, target, name, options, use_cache, translate_options, times)
+    finally:
+        if stage_times is not None:
+            add_stage_times(stage_times, times)
+
+
+def _compile_fusion(fusion: HloComputation, target: Target | None, name: str, options: PipelineOptions | None,
+                    use_cache: bool, translate_options: TranslateOptions | None,
+                    times: dict[str, float]) -> CompiledKernel:
     target = target or cpu_target()
     translate_options = translate_options or TranslateOptions()
-    key = (computation_fingerprint(fusion), target, translate_options)
-    if use_cache and options is None:
-        with _CACHE_LOCK:
-            cached = _CACHE.get(key)
-        if cached is not None:
-            return cached
+    cached = use_cache and options is None
+    params = [p.shape for p in fusion.parameters]
     leaves = array_leaves(fusion.root.shape)
-    times: dict[str, float] = {}
+    key = kernel_key(fusion, target, translate_options, times)
+    if cached:
+        with _CACHE_LOCK:
+            hit = _CACHE.get(key)
+        if hit is not None:
+            return hit
+        compiled = load_cached_kernel(key, params, leaves, times)
+        if compiled is not None:
+            compiled.computation = fusion
+            return _remember(key, compiled)
     kernel = emit_fusion(fusion, target, name, times)
     if kernel is None:
-        return CompiledKernel(name, LaunchDims(1, 0), [p.shape for p in fusion.parameters], leaves, None, None,
+        return CompiledKernel(name, LaunchDims(1, 0), params, leaves, None, None,
                               computation=fusion, emitter=computation_emitter_kind(fusion).value)
-    compiled = compile_kernel_module(kernel, target, [p.shape for p in fusion.parameters], leaves, options,
-                                     translate_options, times)
+    compiled = compile_kernel_module(kernel, target, params, leaves, options, translate_options, times,
+                                     symbol=kernel_symbol(key), shared=cached, cache_key=key if cached else None)
     compiled.computation = fusion
-    if use_cache and options is None:
-        with _CACHE_LOCK:
-            _CACHE[key] = compiled
-    return compiled
+    return _remember(key, compiled) if cached else compiled
+
+
+def load_cached_kernel(key: str, param_shapes: list[Shape], output_shapes: list[Shape],
+                       times: dict[str, float]) -> CompiledKernel | None:
+    """The kernel the persistent cache holds for `key`, loaded into the process-wide engine, or None."""
+    found = load_cached_kernel_plan(key, times)
+    if found is None:
+        return None
+    plan, data = found
+    try:
+        return load_kernel(plan, data, param_shapes, output_shapes, True, times)
+    except (KeyError, RuntimeError) as e:  # object code without the plan's symbol, or that LLVM rejects
+        warn_once(f"hlocc cache: the cached object code of kernel {plan.symbol} cannot be loaded ({e}); "
+                  "compiling again")
+        return None
+
+
+def _remember(key: str, compiled: CompiledKernel) -> CompiledKernel:
+    with _CACHE_LOCK:
+        return _CACHE.setdefault(key, compiled)
 
 
 def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: list[Shape], output_shapes: list[Shape],
                           options: PipelineOptions | None = None, translate_options: TranslateOptions | None = None,
-                          times: dict[str, float] | None = None) -> CompiledKernel:
+                          times: dict[str, float] | None = None, *, symbol: str | None = None, shared: bool = False,
+                          cache_key: str | None = None) -> CompiledKernel:
     """Lower an emitted kernel (`kernel.module`, changed in place) with `target`'s pipeline, translate
-    it to LLVM with the block loop, and JIT it. The shapes are those of its buffers, in order."""
+    it to LLVM with the block loop `symbol` (default `<entry>_blocks`), compile it to object code and
+    load it: into the process-wide engine when `shared` (then `symbol` must be unique in the
+    process), else into an engine of its own. With `cache_key` the object code and the kernel's
+    plan are stored in the persistent cache. The shapes are those of its buffers, in order."""
     times = times if times is not None else {}
     name = kernel.entry
-    run_pipeline(kernel.module, pipeline_for(target.kind, target.has_fma), options, timings=times)
+    symbol = symbol or f"{name}_blocks"
+    run_pipeline(kernel.module, pipeline_for(target.kind, target.has_fma), options, timings=times,
+                 verify_each=False)
     t0 = time.perf_counter()
     kernel_ir = print_module(kernel.module) if options is not None else ""
     translator = LlvmTranslator(name, translate_options or TranslateOptions(), host_triple())
     llmod = translator.translate(kernel.module)
     threads = 1 if name in translator.block_functions else kernel.launch.threads_per_block
-    _add_block_loop(llmod, llmod.get_global(name), kernel.num_params + kernel.num_outputs, threads,
-                    f"{name}_blocks")
+    _add_block_loop(llmod, llmod.get_global(name), kernel.num_params + kernel.num_outputs, threads, symbol)
+    _internalize(llmod, symbol)
     times["to_llvm"] = (time.perf_counter() - t0) * 1e3
     if options is not None:
         options.stream(f"// -----// LLVM IR //----- //\n{llmod}") if options.print_ir_after_all else None
         dump_file(options, "llvm.ll", str(llmod))
-    jit = jit_compile(llmod)
+    code = compile_object(llmod, keep_ir=options is not None)
     if options is not None:
-        dump_file(options, "llvm-opt.ll", jit.optimized_ir)
-    times.update(jit.times_ms)
-    fn = BlocksFunction(jit.address(f"{name}_blocks"))
-    return CompiledKernel(name, kernel.launch, list(param_shapes), list(output_shapes), jit, fn, times, kernel_ir,
-                          None, kernel.emitter, kernel.output_aliases, kernel.serial)
+        dump_file(options, "llvm-opt.ll", code.optimized_ir)
+    times.update(code.times_ms)
+    plan = KernelPlan(name, symbol, kernel.launch, kernel.emitter, tuple(kernel.output_aliases), kernel.serial)
+    if cache_key is not None:
+        store_kernel(cache_key, plan, code.data, times)
+    return load_kernel(plan, code.data, param_shapes, output_shapes, shared, times, kernel_ir)
+
+
+def _internalize(module: ir.Module, keep: str) -> None:
+    """Every definition but the block loop internal: objects of many kernels share one engine."""
+    for value in module.global_values:
+        if value.name != keep and not getattr(value, "is_declaration", False):
+            value.linkage = "internal" if isinstance(value, ir.Function) else value.linkage or "internal"
+
+
+def load_kernel(plan: KernelPlan, data: bytes, param_shapes: list[Shape], output_shapes: list[Shape], shared: bool,
+                times: dict[str, float], kernel_ir: str = "") -> CompiledKernel:
+    """A CompiledKernel running the object code `data` of `plan`'s kernel."""
+    t0 = time.perf_counter()
+    engine = shared_engine() if shared else ObjectEngine()
+    loaded = engine.load(data, [plan.symbol])
+    times["load"] = times.get("load", 0.0) + (time.perf_counter() - t0) * 1e3
+    fn = BlocksFunction(loaded.address(plan.symbol))
+    return CompiledKernel(plan.name, plan.launch, list(param_shapes), list(output_shapes), loaded, fn, times, kernel_ir,
+                          None, plan.emitter, plan.output_aliases, plan.serial, plan.symbol)
 
 
 def _add_block_loop(module: ir.Module, kernel: ir.Function, num_buffers: int, threads: int, name: str) -> None:
@@ -181,4 +297,5 @@ def _add_block_loop(module: ir.Module, kernel: ir.Function, num_buffers: int, th
     b.ret_void()
 
 
-__all__ = ["CompiledKernel", "compile_fusion", "from_physical", "to_physical"]
+__all__ = ["CompiledKernel", "clear_kernel_cache", "compile_fusion", "kernels_in_cache", "load_kernel",
+           "from_physical", "to_physical"]

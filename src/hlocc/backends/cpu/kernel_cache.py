@@ -1,0 +1,154 @@
+"""What the CPU backend's kernel caches key on and store (runtime/cache.py is the store).
+
+A kernel's key is text: the fused computation's canonical fingerprint (`computation_fingerprint`:
+opcodes, shapes with layouts, operand positions, attributes, literals; no instruction or
+computation names, so repeated layers and repeated subgraphs share it), the target (launch
+parameters derive from it), the translation options (noalias, fast-math), the kernel pipeline,
+the host CPU's name and features, and the versions of hlocc (with a build id of its sources, so a
+changed checkout misses), xDSL, llvmlite and LLVM. The in-process cache is keyed by the same text.
+
+An entry's value is the kernel's object code and its plan, plain data as JSON: its entry and
+block-loop symbol names, launch dimensions, emitter, output aliases and whether its blocks run
+serially. The buffer shapes are the fused computation's, which the key fixes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import llvmlite
+import llvmlite.binding as llvm
+import xdsl
+
+from hlocc.analysis.launch import LaunchDims
+from hlocc.backends.cpu.jit import host_cpu_features
+from hlocc.codegen.llvm import TranslateOptions
+from hlocc.codegen.pipeline import pipeline_for
+from hlocc.codegen.target import Target
+from hlocc.hlo.ir import HloComputation
+from hlocc.hlo.printer import computation_fingerprint
+from hlocc.runtime.cache import persistent_cache, warn_once
+
+KEY_VERSION = "hlocc-cpu-kernel 1"
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """How to run a kernel's object code (module doc)."""
+
+    name: str
+    symbol: str
+    launch: LaunchDims
+    emitter: str
+    output_aliases: tuple[tuple[int, int], ...]
+    serial: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "symbol": self.symbol, "threads_per_block": self.launch.threads_per_block,
+                "blocks": self.launch.blocks, "emitter": self.emitter,
+                "output_aliases": [list(a) for a in self.output_aliases], "serial": self.serial}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> KernelPlan:
+        """The plan in `data`; a ValueError says what is missing or mistyped."""
+        try:
+            aliases = tuple((int(o), int(p)) for o, p in data["output_aliases"])
+            plan = KernelPlan(str(data["name"]), str(data["symbol"]),
+                              LaunchDims(int(data["threads_per_block"]), int(data["blocks"])), str(data["emitter"]),
+                              aliases, bool(data["serial"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"malformed kernel plan ({e!r})") from e
+        if not plan.symbol.endswith("_blocks"):
+            raise ValueError(f"malformed kernel plan (symbol {plan.symbol!r})")
+        return plan
+
+
+@functools.cache
+def build_id() -> str:
+    """hlocc's version and a hash of its sources' paths, sizes and modification times."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(dirpath, name))
+                h.update(f"{os.path.relpath(os.path.join(dirpath, name), root)}:{st.st_size}:{st.st_mtime_ns}\n"
+                         .encode())
+    try:
+        version = importlib.metadata.version("hlocc")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return f"{version}+{h.hexdigest()[:16]}"
+
+
+@functools.cache
+def environment_key() -> str:
+    """The part of every key that is the same for the whole process: host CPU and versions."""
+    return (f"cpu: {llvm.get_host_cpu_name()} {host_cpu_features()}\n"
+            f"versions: hlocc {build_id()}, xdsl {xdsl.__version__}, llvmlite {llvmlite.__version__}, "
+            f"llvm {'.'.join(map(str, llvm.llvm_version_info))}")
+
+
+def kernel_key(fusion: HloComputation, target: Target, translate_options: TranslateOptions,
+               times: dict[str, float] | None = None) -> str:
+    t0 = time.perf_counter()
+    key = (f"{KEY_VERSION}\nfusion: {computation_fingerprint(fusion)}\ntarget: {target!r}\n"
+           f"options: {options_key(translate_options)}\n"
+           f"pipeline: {','.join(pipeline_for(target.kind, target.has_fma))}\n"
+           f"{environment_key()}")
+    if times is not None:
+        times["fingerprint"] = times.get("fingerprint", 0.0) + (time.perf_counter() - t0) * 1e3
+    return key
+
+
+def options_key(options: TranslateOptions) -> str:
+    """The translation options as text that is the same in every process (no set iteration order)."""
+    return (f"allow_libm={options.allow_libm} noalias={options.noalias} "
+            f"fast_math={','.join(sorted(options.fast_math))}")
+
+
+def kernel_symbol(key: str) -> str:
+    """The block loop's symbol for a key: unique in the process-wide engine."""
+    return f"k{hashlib.sha256(key.encode()).hexdigest()[:24]}_blocks"
+
+
+def load_cached_kernel_plan(key: str, times: dict[str, float]) -> tuple[KernelPlan, bytes] | None:
+    """The plan and object code the persistent cache holds for `key`, or None."""
+    cache = persistent_cache()
+    if cache is None:
+        return None
+    t0 = time.perf_counter()
+    entry = cache.get(key)
+    times["cache_lookup"] = times.get("cache_lookup", 0.0) + (time.perf_counter() - t0) * 1e3
+    if entry is None:
+        return None
+    try:
+        plan = KernelPlan.from_json(entry.plan)
+    except ValueError as e:
+        warn_once(f"hlocc cache: entry {cache.path(key)}: {e}; compiling again")
+        return None
+    if plan.symbol != kernel_symbol(key):
+        warn_once(f"hlocc cache: entry {cache.path(key)} names another kernel; compiling again")
+        return None
+    return plan, entry.payload
+
+
+def store_kernel(key: str, plan: KernelPlan, data: bytes, times: dict[str, float]) -> None:
+    cache = persistent_cache()
+    if cache is None:
+        return
+    t0 = time.perf_counter()
+    cache.put(key, plan.to_json(), data)
+    times["cache_store"] = times.get("cache_store", 0.0) + (time.perf_counter() - t0) * 1e3
+
+
+__all__ = ["KernelPlan", "build_id", "kernel_key", "kernel_symbol", "load_cached_kernel_plan", "options_key",
+           "store_kernel"]

@@ -130,7 +130,7 @@ def compile_kernel_module_to_ptx(kernel: KernelModule, target: Target, param_sha
                                  noalias: bool = True, times: dict[str, float] | None = None) -> PtxKernel:
     """Lower an emitted kernel module (in place) with the GPU pipeline and compile it to PTX."""
     times = times if times is not None else {}
-    run_pipeline(kernel.module, pipeline_for("gpu"), options, timings=times)
+    run_pipeline(kernel.module, pipeline_for("gpu"), options, timings=times, verify_each=False)  # as the CPU's
     t0 = time.perf_counter()
     threads = kernel.launch.threads_per_block
     translator = LlvmTranslator(kernel.entry, TranslateOptions(noalias=noalias), NVPTX_TRIPLE, gpu=True,

@@ -44,7 +44,7 @@ from xdsl.dialects import arith, func, scf, tensor, vector
 from xdsl.dialects.builtin import FunctionType, IndexType, ModuleOp, TensorType, VectorType
 from xdsl.ir import Block, Region, SSAValue
 
-from hlocc.analysis.affine_expr import VarKind, dim, sym, variables
+from hlocc.analysis.affine_expr import VarKind, as_expr, dim, sym, variables
 from hlocc.analysis.bitcast import bitcast_map
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
 from hlocc.analysis.hero import EmitterKind, analyze_fusion
@@ -113,7 +113,8 @@ class ReductionEmitter(FusionEmitterBase):
                 else:
                     values[name] = 0
             k = bl * t.rows_per_block + row
-            r = (values["j"] * t.threads_per_row + lane) * t.vector + values["v"]
+            # An int when a row is one element per thread (n2 == 1: no range variable, lane 0).
+            r = as_expr((values["j"] * t.threads_per_row + lane) * t.vector + values["v"])
             results = (values["b"] + 0 * th, k, r + 0 * th)
             constraints = [(k, Interval(0, n1 - 1)), (r, Interval(0, n2 - 1))]
         else:

@@ -92,6 +92,8 @@ CASES = [
     ("f32", (33, 1, 17), (2,), "add", "0", "{0,1,2}"),  # a non-default layout
     ("f32", (0, 16), (1,), "add", "0", ""),          # an empty output
     ("f32", (5, 0), (1,), "add", "0", ""),           # nothing to reduce: the init value
+    ("f32", (1, 1), (1,), "maximum", "-inf", ""),    # rows of one element (attention at sequence length 1)
+    ("f32", (40, 1), (1,), "add", "0", ""),
 ]
 
 

@@ -9,7 +9,8 @@ compile a fusion into a kernel):
 Thunk emission walks each sequential computation in schedule order (XLA's thunk emitter):
 parameters, constants, tuples, get-tuple-elements and bitcasts emit nothing (their buffers are
 aliased); a fusion or an op that needs a kernel becomes a KernelThunk (a lone op as a one-op
-fusion); dot and convolution become library thunks; a layout-preserving copy a CopyThunk; while,
+fusion); dot and convolution become library thunks, sort, topk and custom-call "TopK" host
+library calls (LibraryThunk, runtime/library.py); a layout-preserving copy a CopyThunk; while,
 conditional and call nest the thunk sequences of their computations; every boundary copy the
 buffer assignment planned becomes a CopyThunk at its place. What has no kernel yet runs as a
 HostThunk through the evaluator and is counted in `stats`:
@@ -31,6 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -40,10 +42,12 @@ from hlocc.errors import HloError, UnsupportedError
 from hlocc.evaluator.convolution import conv_dimension_numbers
 from hlocc.evaluator.core import TOKEN, Evaluator
 from hlocc.evaluator.dot import dot_dimension_numbers
+from hlocc.evaluator.sorting import topk_custom_call_k
 from hlocc.hlo.call_graph import sequential_callees
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import BACKEND_PIPELINES, CompilePipeline, PassManager
+from hlocc.runtime import library
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferCopy, assign_buffers
 from hlocc.runtime.dataflow import is_pure_forwarding, leaf_indices, subshape
 from hlocc.runtime.schedule import schedule_module
@@ -57,6 +61,7 @@ from hlocc.runtime.thunks import (
     HostThunk,
     Kernel,
     KernelThunk,
+    LibraryThunk,
     SequentialThunk,
     Thunk,
     ValueRefs,
@@ -224,6 +229,8 @@ class ThunkEmitter:
         if op == "fusion":
             self.stats.fusions_by_emitter[kind.value] += 1
             return self._kernel(instr, instr.fused_computation)
+        if op == "sort" or op == "topk" or (op == "custom-call" and instr.attrs.get("custom_call_target") == "TopK"):
+            return [self._library(instr)]
         if kind in (EmitterKind.LIBRARY, EmitterKind.HOST, EmitterKind.CUSTOM_CALL, EmitterKind.GEMM):
             return [self._host(instr, f"no {kind.value} implementation on this backend yet")]
         return self._kernel(instr, one_op_fusion(instr))
@@ -275,6 +282,20 @@ class ThunkEmitter:
                                 tuple(instr.attrs.get("window", ())), conv_dimension_numbers(instr),
                                 int(instr.attrs.get("feature_group_count", 1)),
                                 int(instr.attrs.get("batch_group_count", 1)))
+
+    def _library(self, instr: HloInstruction) -> Thunk:
+        """sort, topk and custom-call "TopK" as host library calls (runtime/library.py)."""
+        if instr.opcode == "sort":
+            call, compute = "sort", partial(library.sort, dimension=instr.attrs["dimensions"][0],
+                                            comparator=instr.to_apply)
+        else:
+            k = int(instr.attrs["k"]) if instr.opcode == "topk" else topk_custom_call_k(instr)
+            if not instr.attrs.get("largest", True):
+                return self._host(instr, "top-k of the smallest elements has no library call")
+            call, compute = "top-k", partial(library.top_k, k=k)
+        self.stats.library_calls[call] += 1
+        operands = [ref for o in instr.operands for ref in self._refs(o).leaves]
+        return LibraryThunk(instr.name, call, compute, operands, list(self._outputs(instr).leaves))
 
     def _host(self, instr: HloInstruction, why: str, operands: list[ValueRefs] | None = None,
               output: ValueRefs | None = None) -> Thunk:

@@ -48,7 +48,15 @@ from hlocc.passes.pipeline import BACKEND_PIPELINES, PassManager
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAllocation
 from hlocc.runtime.dataflow import subshape
 from hlocc.runtime.executable import RuntimeStats, ThunkExecutable, build_executable
-from hlocc.runtime.thunks import BufferRef, ConvolutionThunk, GemmThunk, SequentialThunk, nest, physical_bytes
+from hlocc.runtime.thunks import (
+    BufferRef,
+    ConvolutionThunk,
+    GemmThunk,
+    LibraryThunk,
+    SequentialThunk,
+    nest,
+    physical_bytes,
+)
 
 KERNEL_ALIGNMENT = 16
 """Bytes an argument used in place must be aligned to: a kernel's widest vector load or store."""
@@ -176,6 +184,8 @@ def label_library_calls(program: SequentialThunk, stats: RuntimeStats, device: D
             calls["gemm" if on_device else "gemm (host)"] += 1
         elif isinstance(thunk, ConvolutionThunk):
             calls["convolution (host)"] += 1
+        elif isinstance(thunk, LibraryThunk):
+            calls[f"{thunk.call} (host)"] += 1
     stats.library_calls = calls
 
 

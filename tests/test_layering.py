@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hlocc.codegen",),
     ("hlocc.runtime",),
     ("hlocc.backends",),
-    ("hlocc.frontends",),
+    ("hlocc.frontends", "hlocc.testing"),
     ("hlocc.compiler",),
     ("hlocc.cli", "hlocc.tools", "hlocc.__main__"),
     ("hlocc",),

@@ -1,0 +1,60 @@
+"""Every bug the random-program differential tester found, as the reduced module that shows it:
+fixed ones as regressions, open ones as strict xfails naming what is wrong (a fix turns them into
+an XPASS, which fails until the mark is removed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hlocc.testing.differential import differential
+
+BACKENDS = ("cpu", "cuda-sim")
+
+FIXED = {
+    # The reduction emitter's input map folded a size-1 extent to the constant 0 and asked the
+    # range of a plain int (AttributeError in affine_expr.expr_range): a reduce of a scalar with
+    # no reduced dimension. Fixed in codegen/emitters/reduction.py.
+    "scalar_reduce_no_dimensions": ("""HloModule scalar_reduce
+mul {
+  a = f16[] parameter(0)
+  b = f16[] parameter(1)
+  ROOT r = f16[] multiply(a, b)
+}
+ENTRY main {
+  p0 = f16[] parameter(0)
+  c0 = f16[] constant(3)
+  v1 = f16[] reduce(p0, c0), dimensions={}, to_apply=mul
+  ROOT v3 = f16[] cosine(v1)
+}""", [np.float16(2)]),
+}
+
+OPEN = {
+    # A tuple element whose declared layout differs from its operand's: the runtime aliases the
+    # tuple leaf to the operand's buffer and reads it with the tuple's layout, so the output comes
+    # back permuted. XLA's layout assignment inserts a copy there (and its layout-sensitive
+    # verifier rejects the module without one); hlocc has neither. The fix: a pass before
+    # scheduling that inserts a layout-changing copy for each such tuple operand (and likewise
+    # for get-tuple-element and while/conditional results whose layouts differ from their source).
+    "tuple_element_layout_differs_from_operand": ("""HloModule tuple_layout
+ENTRY main {
+  p = f32[2,3]{1,0} parameter(0)
+  n = f32[2,3]{0,1} negate(p)
+  ROOT out = (f32[2,3]{1,0}) tuple(n)
+}""", [np.arange(6, dtype=np.float32).reshape(2, 3)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIXED))
+def test_fixed_bug_stays_fixed(name):
+    text, args = FIXED[name]
+    outcomes = differential(text, args, BACKENDS)
+    assert not outcomes, "\n".join(map(str, outcomes))
+
+
+@pytest.mark.xfail(strict=True, reason="open bug: see the comment on its module in OPEN")
+@pytest.mark.parametrize("name", sorted(OPEN))
+def test_open_bug(name):
+    text, args = OPEN[name]
+    outcomes = differential(text, args, BACKENDS)
+    assert not outcomes, "\n".join(map(str, outcomes))

@@ -29,9 +29,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hlocc.codegen",),
     ("hlocc.runtime",),
     ("hlocc.backends",),
-    ("hlocc.frontends", "hlocc.testing"),
+    ("hlocc.frontends",),
     ("hlocc.compiler",),
-    ("hlocc.cli", "hlocc.tools", "hlocc.__main__"),
+    ("hlocc.cli", "hlocc.tools", "hlocc.testing", "hlocc.__main__"),
     ("hlocc",),
 )
 MAX_LINES = 600

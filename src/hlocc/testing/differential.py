@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hlocc.comparison import compare_arrays
+from hlocc.compiler import compile as compile_module
 from hlocc.errors import HloError, UnsupportedError
 
 TOLERANCES = {"float64": (1e-9, 1e-12), "float32": (1e-5, 1e-6), "float16": (2e-3, 1e-3),
@@ -41,9 +42,7 @@ def _leaves(value) -> list:
 
 
 def run_backend(text: str, args: Sequence[np.ndarray], backend: str, **options) -> list:
-    import hlocc
-
-    return _leaves(hlocc.compile(text, backend=backend, **options)(*args))
+    return _leaves(compile_module(text, backend=backend, **options)(*args))
 
 
 def _failure(backend: str, error: BaseException) -> Outcome:

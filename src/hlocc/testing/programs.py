@@ -120,8 +120,8 @@ class Builder:
     # -- operands --------------------------------------------------------------------------------
     def value(self, dtype: str | None = None, dims=None, kinds=None) -> Value:
         """An existing value matching the constraints, or a new parameter."""
-        fits = [v for v in self.values if (dtype is None or v.dtype == dtype) and (dims is None or v.dims == tuple(dims))
-                and (kinds is None or kind_of(v.dtype) in kinds)]
+        fits = [v for v in self.values if (dtype is None or v.dtype == dtype)
+                and (dims is None or v.dims == tuple(dims)) and (kinds is None or kind_of(v.dtype) in kinds)]
         if fits and self.draw(st.integers(0, 3)):
             return self.draw(st.sampled_from(fits))
         if dtype is None:
@@ -351,13 +351,15 @@ def gather_scatter(b: Builder) -> Value:
     x = b.value(dtype, [rows, cols])
     indices = b.param("s32", [k, 1])
     if b.draw(st.booleans()):
-        return b.emit(dtype, [k, cols], f"gather({x.name}, {indices.name}), offset_dims={{1}}, collapsed_slice_dims={{0}}, "
-                                        f"start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,{cols}}}", "gather")
+        return b.emit(dtype, [k, cols], f"gather({x.name}, {indices.name}), offset_dims={{1}}, "
+                                        f"collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, "
+                                        f"slice_sizes={{1,{cols}}}", "gather")
     updates = b.value(dtype, [k, cols])
     comp = b.computation(b.draw(st.sampled_from(("add", "maximum"))), dtype)
-    return b.emit(dtype, [rows, cols], f"scatter({x.name}, {indices.name}, {updates.name}), update_window_dims={{1}}, "
-                                       f"inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, "
-                                       f"to_apply={comp}", "scatter")
+    return b.emit(dtype, [rows, cols], f"scatter({x.name}, {indices.name}, {updates.name}), "
+                                       f"update_window_dims={{1}}, inserted_window_dims={{0}}, "
+                                       f"scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply={comp}",
+                  "scatter")
 
 
 def sort(b: Builder) -> Value:

@@ -40,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         from hlocc.tools.hlo_opt import main as hlo_opt_main
 
         return hlo_opt_main(argv[1:])
+    if argv[:1] == ["reduce"]:  # shrink a failing module; its own arguments
+        from hlocc.tools.reduce import main as reduce_main
+
+        return reduce_main(argv[1:])
     if argv[:1] == ["fusion-to-mlir"]:  # the emitted kernel IR of a fusion; its own arguments
         from hlocc.tools.fusion_to_mlir import main as fusion_to_mlir_main
 
@@ -77,6 +81,8 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hlocc", description="A compiler for XLA HLO programs.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("opt", help="run kernel IR passes on MLIR text (hlocc opt --help)", add_help=False)
+    sub.add_parser("reduce", help="shrink a module that fails on a backend to a minimal failing one "
+                                  "(hlocc reduce --help)", add_help=False)
     sub.add_parser("fusion-to-mlir", help="print the kernel IR an emitter generates for a fusion "
                                           "(hlocc fusion-to-mlir --help)", add_help=False)
 

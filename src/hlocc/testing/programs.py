@@ -456,6 +456,20 @@ def inputs(program: Program, seed: int) -> list[np.ndarray]:
     return [_array(rng, p.dtype, p.dims) for p in program.params]
 
 
+def random_arguments(module, seed: int) -> list:
+    """Arguments for `module`'s entry parameters drawn as `inputs` draws them (one generator per
+    parameter, so removing one leaves the others' values unchanged)."""
+    return [_value(np.random.default_rng([seed, i]), p.shape) for i, p in enumerate(module.entry.parameters)]
+
+
+def _value(rng: np.random.Generator, shape):
+    if shape.is_tuple:
+        return tuple(_value(rng, s) for s in shape.tuple_shapes)
+    if shape.is_token:
+        return None
+    return _array(rng, shape.element_type.name, shape.dims)
+
+
 def _array(rng: np.random.Generator, dtype: str, dims) -> np.ndarray:
     np_dtype = primitive_type(dtype).dtype
     n = int(np.prod(dims, dtype=np.int64))
@@ -480,4 +494,4 @@ def _array(rng: np.random.Generator, dtype: str, dims) -> np.ndarray:
     return np.where(rng.random(n) < 0.1, shifts, values).astype(np_dtype).reshape(dims)
 
 
-__all__ = ["FAMILIES", "Builder", "Program", "Value", "inputs", "programs"]
+__all__ = ["FAMILIES", "Builder", "Program", "Value", "inputs", "programs", "random_arguments"]

@@ -107,6 +107,9 @@ def _argument_parser() -> argparse.ArgumentParser:
                      help="print what the program compiled into: fusions by emitter kind, kernels, library calls, "
                           "host fallbacks, peak memory and compile time per stage (cpu and cuda backends; "
                           "cuda also what the first run moved between host and device)")
+    run.add_argument("--check-bounds", action="store_true",
+                     help="cpu backend: every kernel checks each load and store against its buffer; a violation "
+                          "stops with an error naming the kernel, the buffer and the index")
     run.add_argument("--print-ir-after-all", action="store_true",
                      help="print the module after every HLO pass and each kernel's IR after every kernel pass "
                           "(like run_hlo_module --v=5)")
@@ -141,7 +144,8 @@ def _cmd_run(args) -> int:
     t0 = time.perf_counter()
     module = load_module_file(args.module)
     exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed, hlo_passes=not args.no_hlo_passes,
-                  print_ir_after_all=args.print_ir_after_all, dump_dir=str(args.dump_dir) if args.dump_dir else None)
+                  print_ir_after_all=args.print_ir_after_all, dump_dir=str(args.dump_dir) if args.dump_dir else None,
+                  check_bounds=args.check_bounds)
     compile_ms = (time.perf_counter() - t0) * 1e3
     if args.stats:
         if exe.runner is None:

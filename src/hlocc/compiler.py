@@ -127,7 +127,7 @@ def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: boo
 
 def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter", *, verify: bool = True,
             seed: int = 0, hlo_passes: bool = True, print_ir_after_all: bool = False,
-            dump_dir: str | None = None, stream: TextIO | None = None) -> Executable:
+            dump_dir: str | None = None, stream: TextIO | None = None, check_bounds: bool = False) -> Executable:
     """Parse or import (if given HLO or StableHLO text, MLIR bytecode or a `jax.export.Exported`),
     verify and compile a module for `backend`.
 
@@ -135,6 +135,9 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
       without it each fusion and each op of the module as written becomes its own kernel.
     print_ir_after_all: write every HLO pass's result and every kernel pass's IR to `stream`
       (default stdout); dump_dir: write them, the buffer assignment and the thunks to files.
+    check_bounds (cpu backend): every kernel checks each load and store against its buffer and a
+      violation raises a BoundsCheckError naming the kernel, the buffer and the index (slower
+      kernels, for debugging; off, the kernels are the usual ones).
     A module object is copied first: compilation never changes the caller's module."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -149,6 +152,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         times["verify"] = (time.perf_counter() - t0) * 1e3
     if backend not in BACKENDS:
         raise UnsupportedError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
+    if check_bounds and backend != "cpu":
+        raise UnsupportedError(f"check_bounds is implemented for the cpu backend, not '{backend}'")
     device = device_for(backend) if backend in DEVICE_BACKENDS else None
     import hlocc.evaluator  # noqa: F401  (registers the evaluations)
 
@@ -169,6 +174,12 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         else:
             from hlocc.backends.cpu.executable import compile_module
 
+            if check_bounds:
+                from dataclasses import replace
+
+                from hlocc.codegen.target import cpu_target
+
+                kwargs["target"] = replace(cpu_target(), check_bounds=True)
             runner = compile_module(work, **kwargs)
         if dump_dir:
             _dump_program(runner, dump_dir)

@@ -11,6 +11,7 @@ identical fusions compile once (XLA's KernelReuseCache).
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from llvmlite import ir
 from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
 from hlocc.backends.cpu.jit import JitModule, host_triple, jit_compile
-from hlocc.backends.cpu.launcher import BlocksFunction, launch, launch_addresses
+from hlocc.backends.cpu.launcher import BlocksFunction, launch_addresses
 from hlocc.codegen.context import print_module
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import KernelModule
@@ -29,6 +30,8 @@ from hlocc.codegen.emitters.registry import emit_fusion
 from hlocc.codegen.llvm import I64, LlvmTranslator, TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, dump_file, pipeline_for, run_pipeline
 from hlocc.codegen.target import Target, cpu_target
+from hlocc.codegen.transforms.check_bounds import GLOBAL as BOUNDS_GLOBAL
+from hlocc.codegen.transforms.check_bounds import RECORD, BoundsCheckError, record_slots
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.printer import computation_fingerprint
 from hlocc.hlo.types import Shape
@@ -53,6 +56,7 @@ class CompiledKernel:
     emitter: str = "loop"
     output_aliases: tuple[tuple[int, int], ...] = ()  # (output, parameter): see KernelModule
     serial: bool = False  # blocks one after another (see KernelModule)
+    bounds_record: int = 0  # address of the check-bounds record (0: kernel compiled without checks)
 
     @property
     def num_elements(self) -> int:
@@ -69,13 +73,27 @@ class CompiledKernel:
         return 0 if self.serial else self.num_elements
 
     def run(self, buffers: list[np.ndarray]) -> None:
-        if self.has_work:
-            launch(self.fn, buffers, self.launch_dims.blocks, self._elements())
+        self.run_addresses([b.ctypes.data for b in buffers])
 
     def run_addresses(self, addresses: list[int]) -> None:
         """`run` over raw buffer addresses (the runtime's thunks; the caller keeps the memory alive)."""
-        if self.has_work:
+        if not self.has_work:
+            return
+        if not self.bounds_record:
             launch_addresses(self.fn, addresses, self.launch_dims.blocks, self._elements())
+            return
+        buffers = [*self.param_shapes, *self.output_shapes]
+        with _BOUNDS_LOCK:  # one record per kernel: checked launches of a kernel do not overlap
+            record = (ctypes.c_int64 * record_slots(len(buffers))).from_address(self.bounds_record)
+            ctypes.memset(record, 0, ctypes.sizeof(record))
+            launch_addresses(self.fn, addresses, self.launch_dims.blocks, self._elements())
+            violations = [(k - 2, record[RECORD * k + 1], record[RECORD * k + 2])
+                          for k in range(1, len(buffers) + 2) if record[RECORD * k]]
+        if violations:
+            k, index, size = violations[0]
+            what = ("a constant" if k < 0 else f"parameter {k} ({buffers[k]})" if k < len(self.param_shapes)
+                    else f"output {k - len(self.param_shapes)} ({buffers[k]})")
+            raise BoundsCheckError(f"kernel '{self.name}' accessed {what} at element {index}, outside [0, {size})")
 
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
         params = [to_physical(np.asarray(a), s) for a, s in zip(args, self.param_shapes)]
@@ -86,6 +104,7 @@ class CompiledKernel:
         return [from_physical(o, s) for o, s in zip(outs, self.output_shapes)]
 
 
+_BOUNDS_LOCK = threading.Lock()
 _CACHE: dict[tuple, CompiledKernel] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -123,7 +142,8 @@ def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: li
     it to LLVM with the block loop, and JIT it. The shapes are those of its buffers, in order."""
     times = times if times is not None else {}
     name = kernel.entry
-    run_pipeline(kernel.module, pipeline_for(target.kind, target.has_fma), options, timings=times)
+    run_pipeline(kernel.module, pipeline_for(target.kind, target.has_fma, target.check_bounds), options,
+                 timings=times)
     t0 = time.perf_counter()
     kernel_ir = print_module(kernel.module) if options is not None else ""
     translator = LlvmTranslator(name, translate_options or TranslateOptions(), host_triple())
@@ -140,8 +160,9 @@ def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: li
         dump_file(options, "llvm-opt.ll", jit.optimized_ir)
     times.update(jit.times_ms)
     fn = BlocksFunction(jit.address(f"{name}_blocks"))
+    record = jit.engine.get_global_value_address(BOUNDS_GLOBAL) if target.check_bounds else 0
     return CompiledKernel(name, kernel.launch, list(param_shapes), list(output_shapes), jit, fn, times, kernel_ir,
-                          None, kernel.emitter, kernel.output_aliases, kernel.serial)
+                          None, kernel.emitter, kernel.output_aliases, kernel.serial, record)
 
 
 def _add_block_loop(module: ir.Module, kernel: ir.Function, num_buffers: int, threads: int, name: str) -> None:

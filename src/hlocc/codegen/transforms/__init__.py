@@ -13,6 +13,7 @@ from xdsl.transforms.canonicalize import CanonicalizePass
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
+from hlocc.codegen.transforms.check_bounds import CheckBoundsPass
 from hlocc.codegen.transforms.expand_float_ops import ExpandFloatOpsFmaPass, ExpandFloatOpsPass
 from hlocc.codegen.transforms.flatten_tensors import FlattenTensorsPass
 from hlocc.codegen.transforms.inline import InlinePass
@@ -36,6 +37,7 @@ PASSES: dict[str, type[ModulePass]] = {cls.name: cls for cls in (
     LowerNarrowFloatsPass,
     ExpandFloatOpsPass,
     ExpandFloatOpsFmaPass,
+    CheckBoundsPass,
     LowerTensorsPass,
     LowerXlaToArithPass,
     VerifyPass,

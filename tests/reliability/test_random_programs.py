@@ -50,6 +50,19 @@ def test_many_random_programs_match_the_interpreter(batch):
     run()
 
 
+def test_random_programs_in_bounds_checked_mode():
+    """50 programs on cpu with every kernel access checked (a BoundsCheckError is a crash here)."""
+
+    @_batch(50)
+    @given(programs(), st.integers(5000, 5999))
+    def run(program, seed):
+        outcomes = [o for o in differential(program.text, inputs(program, seed), ("cpu",), check_bounds=True)
+                    if o.kind != "unsupported"]
+        assert not outcomes, "\n".join(map(str, outcomes)) + f"\ninput seed {seed}\n{program.text}"
+
+    run()
+
+
 FAMILY_OPS = {"unary": "negate abs exponential log sqrt not popcnt", "binary": "add subtract multiply and or xor",
               "select": "select clamp", "slice": "slice", "gather-scatter": "gather scatter",
               "dynamic-slice": "dynamic-slice dynamic-update-slice"}

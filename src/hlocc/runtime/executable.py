@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from hlocc.analysis.hero import EmitterKind, emitter_kind
-from hlocc.errors import HloError, UnsupportedError
+from hlocc.errors import HloError, ResourceError, UnsupportedError
 from hlocc.evaluator.convolution import conv_dimension_numbers
 from hlocc.evaluator.core import TOKEN, Evaluator
 from hlocc.evaluator.dot import dot_dimension_numbers
@@ -335,6 +335,7 @@ class ThunkExecutable:
     seed: int = 0
 
     def run(self, args: Sequence[Any]) -> Any:
+        check_memory(self.module.name, self.fresh_bytes())
         allocations: list[np.ndarray] = []
         for allocation in self.assignment.allocations:
             if allocation.kind is AllocationKind.PARAMETER:
@@ -349,6 +350,12 @@ class ThunkExecutable:
         leaves = [memory.read(BufferRef(s, subshape(root.shape, i)))
                   for i, s in zip(self.assignment.output_indices, self.assignment.output_slices)]
         return nest(root.shape, iter(leaves))
+
+    def fresh_bytes(self) -> int:
+        """Bytes a run allocates: outputs, temporaries and the parameters it copies."""
+        return sum(a.size for a in self.assignment.allocations
+                   if a.kind is not AllocationKind.CONSTANT
+                   and (a.kind is not AllocationKind.PARAMETER or a.index in self.copied_parameters))
 
     def _parameter_bytes(self, args: Sequence[Any], allocation) -> np.ndarray:
         value = args[allocation.parameter_number]
@@ -366,6 +373,33 @@ class ThunkExecutable:
 
     def to_string(self) -> str:
         return "\n".join(self.program.describe())
+
+
+CHECKED_ALLOCATION_BYTES = 1 << 28
+"""Runs allocating less than this skip the memory check (reading /proc/meminfo costs more than them)."""
+
+
+def available_memory() -> int | None:
+    """Bytes of memory the system can give without swapping (Linux MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_memory(name: str, needed: int, available: int | None = None) -> None:
+    """Raise a ResourceError, before anything is allocated, when a run of `name` needs more bytes
+    than the memory available (else numpy's lazily committed pages would fail later, in a kernel)."""
+    if needed < CHECKED_ALLOCATION_BYTES:
+        return
+    available = available if available is not None else available_memory()
+    if available is not None and needed > available:
+        raise ResourceError(f"running '{name}' needs {needed / 2**30:.2f} GiB for its outputs and temporary buffers, "
+                            f"more than the {available / 2**30:.2f} GiB of memory available")
 
 
 def _constant_bytes(assignment: BufferAssignment) -> dict[int, np.ndarray]:

@@ -39,6 +39,35 @@ ENTRY main {
   ROOT v4 = f32[3,2,3]{2,1,0} erf(v0)
 }""", [np.random.default_rng(0).standard_normal((3, 2, 3)).astype(np.float32),
        np.random.default_rng(1).standard_normal((3, 3, 3)).astype(np.float32)]),
+    # reduce-window: the indexing simplifier narrowed an output dimension whose other positions see
+    # only padding (`d2 in [1, 1]` for a size-1 operand dimension padded 1 low) and the kernel did not
+    # check the output index against that domain, so padding-only windows read the operand.
+    # Fixed in codegen/emitters/elemental_reduce.py (_window_check checks the narrowed dimensions).
+    "reduce_window_padding_only_window": ("""HloModule rw_pad
+min {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT r = s32[] minimum(a, b)
+}
+ENTRY main {
+  p = s32[1,5,1]{1,2,0} parameter(0)
+  c = s32[] constant(0)
+  ROOT v = s32[1,5,2]{1,2,0} reduce-window(p, c), window={size=1x2x1 stride=2x1x1 pad=0_0x0_1x1_0}, to_apply=min
+}""", [np.array([3, -1, 4, -5, 9], np.int32).reshape(1, 5, 1)]),
+    # reduce-window: the simplifier started a window symbol past its padding (`s1 in [1, 2]`) but the
+    # kernel's window loop counted from 0, so it visited the padding and missed the last position.
+    # Fixed in codegen/emitters/elemental_reduce.py (the loop adds the symbol's lower bound).
+    "reduce_window_symbol_starts_past_padding": ("""HloModule rw_symbol
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] maximum(a, b)
+}
+ENTRY main {
+  x = f32[3,2] parameter(0)
+  c = f32[] constant(0)
+  ROOT v = f32[2,1] reduce-window(x, c), window={size=2x3 stride=1x2 pad=0_0x1_1}, to_apply=max
+}""", [np.array([0.3, 5, -2.45, -3.08, 1, 2], np.float32).reshape(3, 2)]),
 }
 
 OPEN = {

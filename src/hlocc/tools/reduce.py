@@ -115,7 +115,8 @@ def _drop_tuple_element(k: int) -> Callable[[HloModule, HloInstruction], bool]:
         if instr is not module.entry.root or instr.opcode != "tuple" or len(instr.operands) < 2:
             return False
         operands = instr.operands[:k] + instr.operands[k + 1:]
-        root = module.entry.add("tuple", operands, name="out")
+        shapes = instr.shape.tuple_shapes[:k] + instr.shape.tuple_shapes[k + 1:]  # as declared, layouts too
+        root = module.entry.add("tuple", operands, name="out", shape=Shape.tuple(shapes))
         module.entry.root = root
         return True
 

@@ -33,7 +33,7 @@ ENTRY e {
   ROOT f = f32[8] fusion(p), kind=kLoop, calls=fused
 }"""
 # The corpus cases run checked by default (the others under -m slow: they repeat the same emitters).
-DEFAULT_CASES = {"sort_topk_argsort", "concat_pad_flip", "kv_cache_update", "embedding_and_grad", "reductions_f32",
+DEFAULT_CASES = {"sort_topk_argsort", "concat_pad_flip", "kv_cache_update", "reductions_f32",
                  "transpose_2d_3d", "int_arith_bitwise", "onehot_iota_select", "while_bisection", "mlp_f32"}
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from hlocc.comparison import compare_arrays
 from hlocc.compiler import compile as compile_module
 from hlocc.errors import HloError, UnsupportedError
+from hlocc.hlo.types import primitive_type
 
 TOLERANCES = {"float64": (1e-9, 1e-12), "float32": (1e-5, 1e-6), "float16": (2e-3, 1e-3),
               "bfloat16": (1.6e-2, 1e-2)}
@@ -88,4 +89,47 @@ def differential(text: str, args: Sequence[np.ndarray], backends: Sequence[str] 
     return outcomes
 
 
-__all__ = ["TOLERANCES", "Outcome", "compare_outputs", "differential", "run_backend"]
+def random_arguments(module, seed: int) -> list:
+    """Arguments for `module`'s entry parameters: random values with special values mixed in (NaN,
+    ±inf, ±0, ±the smallest denormal, ±1, integer extremes), one generator per parameter so removing
+    one leaves the others' values unchanged."""
+    return [_value(np.random.default_rng([seed, i]), p.shape) for i, p in enumerate(module.entry.parameters)]
+
+
+def _value(rng: np.random.Generator, shape):
+    if shape.is_tuple:
+        return tuple(_value(rng, s) for s in shape.tuple_shapes)
+    if shape.is_token:
+        return None
+    return _array(rng, shape.element_type.name, shape.dims)
+
+
+def _array(rng: np.random.Generator, dtype: str, dims) -> np.ndarray:
+    import ml_dtypes
+
+    ptype = primitive_type(dtype)
+    np_dtype = ptype.dtype
+    n = int(np.prod(dims, dtype=np.int64))
+    if ptype.is_pred:
+        return rng.integers(0, 2, dims).astype(bool)
+    if ptype.is_complex:
+        return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(np_dtype)
+    if ptype.is_float:
+        info = ml_dtypes.finfo(np_dtype)
+        specials = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, float(info.smallest_subnormal),
+                             -float(info.smallest_subnormal), 1.0, -1.0], np.float64)
+        values = rng.standard_normal(n) * 3
+        mask = rng.random(n) < 0.15
+        values[mask] = rng.choice(specials, int(mask.sum()))
+        with np.errstate(over="ignore", invalid="ignore"):
+            return values.astype(np_dtype).reshape(dims)
+    info = ml_dtypes.iinfo(np_dtype)
+    lo, hi = int(info.min), min(int(info.max), 2**63 - 1)  # u64: the largest value an int64 draw holds
+    values = rng.integers(max(lo, -20), min(hi, 20) + 1, n, dtype=np.int64)
+    mask = rng.random(n) < 0.1
+    values[mask] = rng.choice(np.array([lo, hi, 0, -1 if lo < 0 else 1], np.int64), int(mask.sum()))
+    shifts = rng.integers(0, info.bits, n) if n else np.zeros(0, np.int64)
+    return np.where(rng.random(n) < 0.1, np.minimum(shifts, hi), values).astype(np_dtype).reshape(dims)
+
+
+__all__ = ["TOLERANCES", "Outcome", "compare_outputs", "differential", "random_arguments", "run_backend"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from hypothesis import strategies as st
 
-from hlocc.hlo.types import primitive_type
+from hlocc.testing.differential import _array, random_arguments  # noqa: F401  (re-exported)
 
 FLOATS = ("f32", "f16", "bf16", "f64")
 INTS = ("s32", "s8", "u8", "u32", "s64")
@@ -454,44 +454,6 @@ def inputs(program: Program, seed: int) -> list[np.ndarray]:
     """Arguments for `program`'s parameters: random values with special values mixed in."""
     rng = np.random.default_rng(seed)
     return [_array(rng, p.dtype, p.dims) for p in program.params]
-
-
-def random_arguments(module, seed: int) -> list:
-    """Arguments for `module`'s entry parameters drawn as `inputs` draws them (one generator per
-    parameter, so removing one leaves the others' values unchanged)."""
-    return [_value(np.random.default_rng([seed, i]), p.shape) for i, p in enumerate(module.entry.parameters)]
-
-
-def _value(rng: np.random.Generator, shape):
-    if shape.is_tuple:
-        return tuple(_value(rng, s) for s in shape.tuple_shapes)
-    if shape.is_token:
-        return None
-    return _array(rng, shape.element_type.name, shape.dims)
-
-
-def _array(rng: np.random.Generator, dtype: str, dims) -> np.ndarray:
-    np_dtype = primitive_type(dtype).dtype
-    n = int(np.prod(dims, dtype=np.int64))
-    if dtype == "pred":
-        return rng.integers(0, 2, dims).astype(bool)
-    if dtype in FLOATS:
-        import ml_dtypes
-
-        info = ml_dtypes.finfo(np_dtype)
-        specials = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, float(info.smallest_subnormal),
-                             -float(info.smallest_subnormal), 1.0, -1.0], np.float64)
-        values = rng.standard_normal(n) * 3
-        mask = rng.random(n) < 0.15
-        values[mask] = rng.choice(specials, int(mask.sum()))
-        with np.errstate(over="ignore"):
-            return values.astype(np_dtype).reshape(dims)
-    info = np.iinfo(np_dtype)
-    values = rng.integers(-20 if info.min < 0 else 0, 20, n, dtype=np.int64)
-    mask = rng.random(n) < 0.1
-    values[mask] = rng.choice(np.array([info.min, info.max, 0, -1 if info.min < 0 else 1], np.int64), int(mask.sum()))
-    shifts = rng.integers(0, info.bits, n) if n else np.zeros(0, np.int64)
-    return np.where(rng.random(n) < 0.1, shifts, values).astype(np_dtype).reshape(dims)
 
 
 __all__ = ["FAMILIES", "Builder", "Program", "Value", "inputs", "programs", "random_arguments"]

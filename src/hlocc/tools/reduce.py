@@ -4,7 +4,7 @@
     hlocc reduce MODULE.hlo --backend cpu [--seed N] [-o OUT.hlo]
 
 "Fails" is what `hlocc.testing.differential` reports for the backend against the interpreter on
-seeded inputs with special values (`programs.random_arguments`): a mismatch, a crash (an exception
+seeded inputs with special values (`differential.random_arguments`): a mismatch, a crash (an exception
 that is not an HloError) or an HloError on a valid module. A candidate must fail *the same way*
 (the same kind, and for an exception the same exception type), so the reduction does not wander
 off to another bug; a candidate the verifier rejects does not count.
@@ -36,8 +36,7 @@ from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.types import Shape
 from hlocc.hlo.verifier import verify_module
 from hlocc.passes.dce import remove_dead_instructions, remove_unreachable_computations
-from hlocc.testing.differential import Outcome, differential
-from hlocc.testing.programs import random_arguments
+from hlocc.testing.differential import Outcome, differential, random_arguments
 
 
 def signature(outcome: Outcome) -> str:

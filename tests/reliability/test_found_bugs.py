@@ -68,20 +68,33 @@ ENTRY main {
   c = f32[] constant(0)
   ROOT v = f32[2,1] reduce-window(x, c), window={size=2x3 stride=1x2 pad=0_0x1_1}, to_apply=max
 }""", [np.array([0.3, 5, -2.45, -3.08, 1, 2], np.float32).reshape(3, 2)]),
-}
-
-OPEN = {
-    # A tuple element whose declared layout differs from its operand's: the runtime aliases the
-    # tuple leaf to the operand's buffer and reads it with the tuple's layout, so the output comes
-    # back permuted. XLA's layout assignment inserts a copy there (and its layout-sensitive
-    # verifier rejects the module without one); hlocc has neither. The fix: a pass before
-    # scheduling that inserts a layout-changing copy for each such tuple operand (and likewise
-    # for get-tuple-element and while/conditional results whose layouts differ from their source).
+    # An entry result whose tuple element declares another layout than its operand: the leaf aliases
+    # the operand's buffer and was read back with the tuple's layout (a permuted output). Fixed in
+    # runtime/executable.py (output_leaf_shape: read with the forwarded value's layout).
     "tuple_element_layout_differs_from_operand": ("""HloModule tuple_layout
 ENTRY main {
   p = f32[2,3]{1,0} parameter(0)
   n = f32[2,3]{0,1} negate(p)
   ROOT out = (f32[2,3]{1,0}) tuple(n)
+}""", [np.arange(6, dtype=np.float32).reshape(2, 3)]),
+}
+
+OPEN = {
+    # A value forwarded through a tuple (or get-tuple-element, while, conditional) whose declared
+    # layout differs from the layout its bytes are in: buffer assignment aliases the forwarded leaf to
+    # the operand's buffer and the kernel reading the get-tuple-element uses the declared layout, so
+    # it reads the elements permuted. XLA's layout assignment inserts a copy there (and its
+    # layout-sensitive verifier rejects the module without one); hlocc has neither. The entry result
+    # is handled (runtime/executable.py output_leaf_shape reads it with the forwarded value's
+    # layout); the general fix is a pass before scheduling that inserts a layout-changing copy for
+    # each forwarding position whose layout differs from its source's.
+    "forwarded_value_read_with_another_layout": ("""HloModule forwarded_layout
+ENTRY main {
+  p = f32[2,3]{1,0} parameter(0)
+  n = f32[2,3]{0,1} negate(p)
+  t = (f32[2,3]{1,0}) tuple(n)
+  g = f32[2,3]{1,0} get-tuple-element(t), index=0
+  ROOT e = f32[2,3] exponential(g)
 }""", [np.arange(6, dtype=np.float32).reshape(2, 3)]),
 }
 

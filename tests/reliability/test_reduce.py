@@ -24,10 +24,13 @@ ENTRY main {
   e = f32[4,6]{1,0} exponential(p0)
   s = f32[4,6]{1,0} add(e, p1)
   n = f32[4,6]{0,1} negate(s)
+  t = (f32[4,6]{1,0}) tuple(n)
+  g = f32[4,6]{1,0} get-tuple-element(t), index=0
+  x = f32[4,6]{1,0} exponential(g)
   z = f32[] constant(0)
   r = f32[4] reduce(p1, z), dimensions={1}, to_apply=add
   i = s32[5] multiply(p2, p2)
-  ROOT out = (f32[4]{0}, f32[4,6]{1,0}, s32[5]{0}) tuple(r, n, i)
+  ROOT out = (f32[4]{0}, f32[4,6]{1,0}, s32[5]{0}) tuple(r, x, i)
 }
 """
 
@@ -43,11 +46,12 @@ def test_reduce_shrinks_the_planted_failure():
     reduced, outcome = reduce_module(NOISY, "cpu")
     assert outcome.kind == "mismatch"
     entry = parse_hlo(reduced).entry
-    # All that is left: a parameter whose layout differs from the tuple element that returns it
-    # (the negate went too: a parameter in its place fails the same way).
-    assert sorted(i.opcode for i in entry.instructions) == ["parameter", "tuple"], reduced
-    (operand,) = entry.root.operands
-    assert not operand.shape.same_layout(entry.root.shape.tuple_shapes[0])
+    # All that is left: a value forwarded through a tuple whose element declares another layout,
+    # read back by a kernel (the open bug of test_found_bugs.py).
+    assert sorted(i.opcode for i in entry.instructions) == ["exponential", "get-tuple-element", "parameter",
+                                                             "tuple"], reduced
+    (param,) = entry.parameters
+    assert not param.shape.same_layout(entry.root.operands[0].shape)
 
 
 def test_candidates_are_valid_smaller_modules():
@@ -70,4 +74,4 @@ def test_cli_writes_the_reduced_module(tmp_path, capsys):
     path.write_text(NOISY)
     assert main(["reduce", str(path), "--backend", "cpu", "-o", str(out)]) == 0
     assert "cpu: mismatch" in capsys.readouterr().err
-    assert sorted(i.opcode for i in parse_hlo(out.read_text()).entry.instructions) == ["parameter", "tuple"]
+    assert len(parse_hlo(out.read_text()).entry.instructions) == 4

@@ -347,7 +347,7 @@ class ThunkExecutable:
         memory = HostMemory(allocations, Evaluator(self.seed))
         self.program.execute(memory)
         root = self.module.entry.root
-        leaves = [memory.read(BufferRef(s, subshape(root.shape, i)))
+        leaves = [memory.read(BufferRef(s, output_leaf_shape(self.assignment, i)))
                   for i, s in zip(self.assignment.output_indices, self.assignment.output_slices)]
         return nest(root.shape, iter(leaves))
 
@@ -373,6 +373,18 @@ class ThunkExecutable:
 
     def to_string(self) -> str:
         return "\n".join(self.program.describe())
+
+
+def output_leaf_shape(assignment: BufferAssignment, index) -> Shape:
+    """The shape, with the layout its bytes are in, of the entry result's leaf at `index`: that of
+    the value the leaf forwards (a tuple element may declare another layout than its operand's, and
+    without a layout assignment pass nothing copies between them; the bytes keep the operand's)."""
+    root = assignment.module.entry.root
+    declared = subshape(root.shape, index)
+    value = assignment.dataflow.value_at(root, index)
+    if not declared.is_array or not value.shape.is_array or value.shape.dims != declared.dims:
+        return declared
+    return value.shape
 
 
 CHECKED_ALLOCATION_BYTES = 1 << 28

@@ -442,7 +442,7 @@ def programs(draw, families: tuple[str, ...] = tuple(FAMILIES), max_ops: int = 5
     outputs = [b.values[-1]] + [v for v in b.values[:-1] if v.name.startswith("v") and draw(st.integers(0, 4)) == 0]
     if len(outputs) == 1 and draw(st.booleans()):
         root = f"  ROOT out = {b.shape(outputs[0].dtype, outputs[0].dims)} copy({outputs[0].name})"
-    else:  # tuple elements keep their operands' layouts (see the xfail in tests/reliability)
+    else:  # tuple elements keep their operands' layouts (forwarded layouts: the open bug in test_found_bugs)
         shapes = ", ".join(v.text for v in outputs)
         root = f"  ROOT out = ({shapes}) tuple({', '.join(v.name for v in outputs)})"
     text = ("HloModule random\n" + "".join(b.computations.values()) + "ENTRY main {\n" + "\n".join(b.lines)

@@ -46,8 +46,7 @@ from hlocc.hlo.ir import HloModule
 from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import BACKEND_PIPELINES, PassManager
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAllocation
-from hlocc.runtime.dataflow import subshape
-from hlocc.runtime.executable import RuntimeStats, ThunkExecutable, build_executable
+from hlocc.runtime.executable import RuntimeStats, ThunkExecutable, build_executable, output_leaf_shape
 from hlocc.runtime.thunks import (
     BufferRef,
     ConvolutionThunk,
@@ -80,7 +79,7 @@ class DeviceExecutable(ThunkExecutable):
         root = self.module.entry.root
         leaves = []
         for index, where in zip(self.assignment.output_indices, self.assignment.output_slices):
-            ref = BufferRef(where, subshape(root.shape, index))
+            ref = BufferRef(where, output_leaf_shape(self.assignment, index))
             if not ref.shape.is_array:
                 leaves.append(TOKEN)
             elif return_device_arrays:

@@ -41,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         from hlocc.tools.hlo_opt import main as hlo_opt_main
 
         return hlo_opt_main(argv[1:])
+    if argv[:1] == ["reduce"]:  # shrink a failing module; its own arguments
+        from hlocc.tools.reduce import main as reduce_main
+
+        return reduce_main(argv[1:])
     if argv[:1] == ["fusion-to-mlir"]:  # the emitted kernel IR of a fusion; its own arguments
         from hlocc.tools.fusion_to_mlir import main as fusion_to_mlir_main
 
@@ -78,6 +82,8 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hlocc", description="A compiler for XLA HLO programs.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("opt", help="run kernel IR passes on MLIR text (hlocc opt --help)", add_help=False)
+    sub.add_parser("reduce", help="shrink a module that fails on a backend to a minimal failing one "
+                                  "(hlocc reduce --help)", add_help=False)
     sub.add_parser("fusion-to-mlir", help="print the kernel IR an emitter generates for a fusion "
                                           "(hlocc fusion-to-mlir --help)", add_help=False)
 
@@ -104,6 +110,9 @@ def _argument_parser() -> argparse.ArgumentParser:
                      help="print what the program compiled into: fusions by emitter kind, kernels, library calls, "
                           "host fallbacks, peak memory and compile time per stage (cpu and cuda backends; "
                           "cuda also what the first run moved between host and device)")
+    run.add_argument("--check-bounds", action="store_true",
+                     help="cpu backend: every kernel checks each load and store against its buffer; a violation "
+                          "stops with an error naming the kernel, the buffer and the index")
     run.add_argument("--print-ir-after-all", action="store_true",
                      help="print the module after every HLO pass and each kernel's IR after every kernel pass "
                           "(like run_hlo_module --v=5)")
@@ -172,7 +181,7 @@ def _cmd_run(args) -> int:
     module = load_module_file(args.module)
     exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed, hlo_passes=not args.no_hlo_passes,
                   print_ir_after_all=args.print_ir_after_all, dump_dir=str(args.dump_dir) if args.dump_dir else None,
-                  gemm=args.gemm)
+                  gemm=args.gemm, check_bounds=args.check_bounds)
     compile_ms = (time.perf_counter() - t0) * 1e3
     dynamic = isinstance(exe, DynamicExecutable)  # compiles per binding, at the first call
     if args.stats and not dynamic:

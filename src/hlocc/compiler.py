@@ -211,7 +211,8 @@ def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: boo
 
 def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter", *, verify: bool = True,
             seed: int = 0, hlo_passes: bool = True, print_ir_after_all: bool = False,
-            dump_dir: str | None = None, stream: TextIO | None = None, gemm: str = "library") -> Executable:
+            dump_dir: str | None = None, stream: TextIO | None = None, gemm: str = "library",
+            check_bounds: bool = False) -> Executable:
     """Parse or import (if given HLO or StableHLO text, MLIR bytecode or a `jax.export.Exported`),
     verify and compile a module for `backend`.
 
@@ -221,13 +222,16 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
       (default stdout); dump_dir: write them, the buffer assignment and the thunks to files.
     gemm: "library" (dots call numpy's BLAS) or "codegen" (each dot and its elementwise epilogue
       one generated kernel; cpu backend only, passes/pipeline.py `cpu_pipeline`).
+    check_bounds (cpu backend): every kernel checks each load and store against its buffer and a
+      violation raises a BoundsCheckError naming the kernel, the buffer and the index (slower
+      kernels, for debugging; off, the kernels are the usual ones).
     A module object is copied first: compilation never changes the caller's module."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     program_key = None
     if isinstance(module_or_text, str) and backend == "cpu" and not (print_ir_after_all or dump_dir):
         program_key = (hashlib.sha256(module_or_text.encode()).hexdigest(), backend, verify, seed, hlo_passes,
-                       gemm)
+                       gemm, check_bounds)
         with _PROGRAMS_LOCK:
             hit = _PROGRAMS.get(program_key)
             if hit is not None:
@@ -247,11 +251,14 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         times["verify"] = (time.perf_counter() - t0) * 1e3
     if backend not in BACKENDS:
         raise UnsupportedError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
+    if check_bounds and backend != "cpu":
+        raise UnsupportedError(f"check_bounds is implemented for the cpu backend, not '{backend}'")
     if gemm not in ("library", "codegen") or (gemm == "codegen" and backend != "cpu"):
         raise UnsupportedError(f"gemm='{gemm}': choose 'library', or 'codegen' with the cpu backend")
     if any(p.shape.is_symbolic for p in module.entry.parameters):
         options = dict(verify=False, hlo_passes=hlo_passes, print_ir_after_all=print_ir_after_all,
-                       dump_dir=dump_dir, stream=stream, gemm=gemm)
+                       dump_dir=dump_dir, stream=stream, gemm=gemm,
+                       check_bounds=check_bounds)
         return DynamicExecutable(module, backend, times, seed, options=options)
     device = device_for(backend) if backend in DEVICE_BACKENDS else None
     import hlocc.evaluator  # noqa: F401  (registers the evaluations)
@@ -273,6 +280,12 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         else:
             from hlocc.backends.cpu.executable import compile_module
 
+            if check_bounds:
+                from dataclasses import replace
+
+                from hlocc.codegen.target import cpu_target
+
+                kwargs["target"] = replace(cpu_target(), check_bounds=True)
             runner = compile_module(work, gemm=gemm, **kwargs)
         if dump_dir:
             _dump_program(runner, dump_dir)

@@ -30,5 +30,9 @@ class UnsupportedError(HloError):
     """A valid HLO feature that this part of hlocc does not implement (yet)."""
 
 
+class ResourceError(HloError):
+    """A program needs more of a resource (memory) than the machine has; the message says how much."""
+
+
 class ArgumentError(HloError):
     """Wrong number, shape or dtype of arguments passed to an Executable or to `hlocc run`."""

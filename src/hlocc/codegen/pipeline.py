@@ -75,11 +75,16 @@ CPU_PIPELINE: tuple[str, ...] = KERNEL_PIPELINE[:KERNEL_PIPELINE.index("unroll-l
 instruction selection on a bf16 transposing copy.)"""
 
 
-def pipeline_for(kind: str, fma: bool = False) -> tuple[str, ...]:
-    """The pipeline of a target kind; `fma`: expand math functions as XLA:CPU does on FMA hosts."""
+def pipeline_for(kind: str, fma: bool = False, check_bounds: bool = False) -> tuple[str, ...]:
+    """The pipeline of a target kind; `fma`: expand math functions as XLA:CPU does on FMA hosts;
+    `check_bounds`: every load and store checked against its buffer (`check-bounds`, before
+    `lower-tensors`)."""
     passes = CPU_PIPELINE if kind == "cpu" else KERNEL_PIPELINE
     if fma:
         passes = tuple("expand-float-ops-fma" if p == "expand-float-ops" else p for p in passes)
+    if check_bounds:
+        at = passes.index("lower-tensors")
+        passes = passes[:at] + ("check-bounds",) + passes[at:]
     check_passes(passes)
     return passes
 

@@ -27,6 +27,7 @@ class Target:
     shared_memory_bytes: int = 48 * 1024
     num_cores: int = 1  # SMs on a GPU, cores on a CPU
     has_fma: bool = False  # fused multiply-add: math approximations take XLA:CPU's FMA variants
+    check_bounds: bool = False  # kernels check every access against its buffer (transforms/check_bounds.py)
 
     def loop_elements_per_thread(self, num_elements: int, smallest_bits: int, largest_bits: int) -> int:
         """Elements each thread writes in a loop fusion: XLA's unroll factor on a GPU (a power of

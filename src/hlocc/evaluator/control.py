@@ -5,7 +5,8 @@ add-dependency, domain), of device ids, and of collectives under hlocc's one-dev
 hlocc models a single replica and a single partition: a collective over a group of one device is
 the identity (an all-reduce over one participant returns its operands), and a collective whose
 declared result shape shows more than one participant cannot be evaluated. Host transfers
-(infeed, outfeed, send, recv) and custom calls are not supported.
+(infeed, outfeed, send, recv) and custom calls other than the identity annotations and "TopK"
+(evaluator/sorting.py) are not supported.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 from hlocc.errors import UnsupportedError
 from hlocc.evaluator.core import TOKEN, EvaluationError, Evaluator
+from hlocc.evaluator.sorting import top_k, topk_custom_call_k
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.opcodes import register_evaluator
 from hlocc.hlo.types import Shape
@@ -154,6 +156,8 @@ def eval_custom_call(instr: HloInstruction, operands: list, ev: Evaluator) -> An
             and instr.operands[0].shape.dims == instr.shape.dims
             and instr.operands[0].shape.element_type == instr.shape.element_type):
         return operands[0]
+    if target == "TopK":
+        return top_k(np.asarray(operands[0]), topk_custom_call_k(instr))
     raise UnsupportedError(f"unsupported custom-call target '{target}' (instruction '{instr.name}')")
 
 

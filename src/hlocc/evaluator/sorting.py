@@ -15,14 +15,27 @@ Two strategies:
     element's place in the other run by a binary search whose probes are `ev.call(cmp, ...)` on
     whole arrays (O(log^2 n) calls in all).
 
+A comparator of the form compare(f(lhs_i), f(rhs_i)), LT or GT, whose two sides are the same
+expression of one operand's pair (what JAX emits: NaN and -0.0 canonicalised, then a TOTALORDER or
+integer compare) is a *key comparator*: `comparator_key` recognises it, `key_permutation`
+evaluates f once on the whole operand and argsorts it (the sort library call of the CPU runtime,
+runtime/library.py, uses both).
+
 topk(x), k, largest=true returns (values, s32 indices) of the k largest (or smallest) elements
 of every row of the last dimension, best first, ties broken by lower index, in total order.
+custom-call "TopK" (XLA's TopkRewriter emits it; XLA:CPU calls its runtime's sort-based TopK) is
+the same with largest=true on a rank-1 or rank-2 operand and k from the result shape; like
+XLA:CPU's runtime, hlocc orders by total order (-NaN < -inf < ... < -0.0 < +0.0 < ... < +NaN)
+whatever the attached comparator says (the rewriter only matches greater-than sorts).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from hlocc.errors import HloVerifyError
 from hlocc.evaluator import numerics
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.opcodes import register_evaluator
@@ -140,22 +153,174 @@ def merge_sort_permutation(ev, comp: HloComputation, rows: list[np.ndarray]) -> 
     return perm[:, :n]
 
 
+@dataclass(frozen=True)
+class ComparatorKey:
+    """A key comparator (module doc): `key`, an expression of parameter `param` (the lhs of
+    operand `operand`'s pair), compared LT (ascending) or GT (descending) with `compare_type`."""
+
+    operand: int
+    param: HloInstruction
+    key: HloInstruction
+    descending: bool
+    compare_type: str
+
+
+def _parameters_of(instr: HloInstruction) -> set[int]:
+    seen: set[int] = set()
+    found: set[int] = set()
+    stack = [instr]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.opcode == "parameter":
+            found.add(node.parameter_number)
+        stack.extend(node.operands)
+    return found
+
+
+def _same_expression(a: HloInstruction, b: HloInstruction, pa: int, pb: int, memo: dict) -> bool:
+    """`a` (an expression of parameter pa) is `b` (of pb) with pb renamed pa."""
+    key = (id(a), id(b))
+    if key not in memo:
+        if a.opcode == "parameter" or b.opcode == "parameter":
+            same = (a.opcode == b.opcode and a.parameter_number == pa and b.parameter_number == pb)
+        elif (a.opcode != b.opcode or a.shape != b.shape or a.attrs != b.attrs
+              or len(a.operands) != len(b.operands)):
+            same = False
+        elif a.opcode == "constant":
+            same = np.array_equal(np.asarray(a.literal), np.asarray(b.literal), equal_nan=True)
+        else:
+            same = a is b or all(_same_expression(x, y, pa, pb, memo) for x, y in zip(a.operands, b.operands))
+        memo[key] = same
+    return memo[key]
+
+
+def comparator_key(comp: HloComputation) -> ComparatorKey | None:
+    """The key comparator `comp` is, or None (then only a general merge sort applies)."""
+    root = comp.root
+    if root is None or root.opcode != "compare" or root.attrs.get("direction") not in ("LT", "GT"):
+        return None
+    lhs, rhs = root.operands
+    pl, pr = _parameters_of(lhs), _parameters_of(rhs)
+    if len(pl) != 1 or len(pr) != 1:
+        return None
+    i, j = pl.pop(), pr.pop()
+    if {i, j} != {min(i, j), min(i, j) + 1} or min(i, j) % 2:
+        return None
+    if not _same_expression(lhs, rhs, i, j, {}):
+        return None
+    param = next(p for p in comp.parameters if p.parameter_number == min(i, j))
+    key = lhs if i < j else rhs
+    kind = from_dtype(key.shape.dtype)
+    natural = "FLOAT" if kind.is_float else ("SIGNED" if kind.is_signed else "UNSIGNED")
+    if kind.is_complex:
+        return None
+    descending = (root.attrs["direction"] == "GT") == (i < j)
+    return ComparatorKey(min(i, j) // 2, param, key, descending, root.attrs.get("type", natural))
+
+
+def _evaluate_key(ev, found: ComparatorKey, operand: np.ndarray) -> np.ndarray:
+    """The key expression evaluated elementwise on the whole `operand`."""
+    values: dict[int, np.ndarray] = {id(found.param): operand}
+    order: list[HloInstruction] = []
+    seen: set[int] = set()
+
+    def visit(node: HloInstruction) -> None:
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        for o in node.operands:
+            visit(o)
+        order.append(node)
+
+    visit(found.key)
+    with np.errstate(all="ignore"):
+        for node in order:
+            if id(node) in values:
+                continue
+            args = [values[id(o)] for o in node.operands]
+            if node.opcode == "bitcast":  # of a scalar: reinterpret every element's bits
+                values[id(node)] = np.ascontiguousarray(args[0]).view(node.shape.dtype)
+            else:
+                values[id(node)] = np.asarray(ev.evaluate_instruction(node, args))
+    return np.broadcast_to(values[id(found.key)], operand.shape)
+
+
+def key_permutation(ev, found: ComparatorKey, operand: np.ndarray) -> np.ndarray | None:
+    """The stable permutation along the last axis that sorts `operand` by the key comparator, or
+    None when the key's order is not a total one (FLOAT compare of a key holding NaN)."""
+    key = _evaluate_key(ev, found, operand)
+    ptype = from_dtype(key.dtype)
+    if ptype.is_float:
+        if found.compare_type != "TOTALORDER":
+            if np.isnan(key.astype(np.float64)).any():
+                return None
+            key = key.astype(np.float64) + 0.0  # FLOAT compares -0.0 == +0.0
+        key = total_order_key(key)
+    elif ptype.is_pred:
+        key = key.astype(np.int64)
+    else:
+        key = total_order_key(key)
+    return np.argsort(~key if found.descending else key, axis=-1, kind="stable")
+
+
+def sort_permutation(ev, comp: HloComputation, moved: list[np.ndarray]) -> np.ndarray:
+    """The stable permutation along the last axis of the (sort dimension moved last) operands
+    `moved` in `comp`'s order: an argsort of the key for a key comparator, else a merge sort."""
+    lead, n = moved[0].shape[:-1], moved[0].shape[-1]
+    key = _fast_key(comp, moved[0])
+    if key is not None:
+        return np.argsort(key, axis=-1, kind="stable")
+    found = comparator_key(comp)
+    if found is not None:
+        perm = key_permutation(ev, found, moved[found.operand])
+        if perm is not None:
+            return perm
+    rows = [m.reshape(int(np.prod(lead, dtype=np.int64)), n) for m in moved]
+    return merge_sort_permutation(ev, comp, rows).reshape(lead + (n,))
+
+
 @register_evaluator("sort")
 def evaluate_sort(instr: HloInstruction, operands: list, ev):
     """Sort every operand along `dimensions[0]` by the permutation `to_apply` defines."""
     dim = instr.attrs["dimensions"][0]
-    arrays = [np.asarray(o) for o in operands]
-    moved = [np.moveaxis(a, dim, -1) for a in arrays]
-    lead, n = moved[0].shape[:-1], moved[0].shape[-1]
-    key = _fast_key(instr.to_apply, moved[0])
-    if key is not None:
-        perm = np.argsort(key, axis=-1, kind="stable")
-    else:
-        rows = [m.reshape(int(np.prod(lead, dtype=np.int64)), n) for m in moved]
-        perm = merge_sort_permutation(ev, instr.to_apply, rows).reshape(lead + (n,))
+    moved = [np.moveaxis(np.asarray(o), dim, -1) for o in operands]
+    perm = sort_permutation(ev, instr.to_apply, moved)
     results = [np.moveaxis(np.take_along_axis(m, perm, axis=-1), -1, dim) for m in moved]
     results = [np.ascontiguousarray(r) for r in results]
     return tuple(results) if instr.shape.is_tuple else results[0]
+
+
+def top_k(x: np.ndarray, k: int, largest: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(values, s32 indices) of the k largest (or smallest) elements along the last axis of `x`,
+    best first, equal keys by lower index, floats in total order."""
+    key = total_order_key(np.asarray(x))
+    if largest:
+        key = ~key
+    index = np.argsort(key, axis=-1, kind="stable")[..., :k]
+    return np.take_along_axis(x, index, axis=-1), index.astype(np.int32)
+
+
+def topk_custom_call_k(instr: HloInstruction) -> int:
+    """k of a custom-call "TopK", after checking its shapes: operand T[b, n] (or T[n]), result
+    (T[b, k], s32[b, k]) with k <= n."""
+    (operand,) = instr.operands if len(instr.operands) == 1 else (None,)
+    shape = instr.shape
+    ok = (operand is not None and operand.shape.is_array and operand.shape.rank in (1, 2) and shape.is_tuple
+          and len(shape.tuple_shapes) == 2)
+    if ok:
+        values, indices = shape.tuple_shapes
+        ok = (values.is_array and indices.is_array and values.element_type == operand.shape.element_type
+              and indices.element_type.name == "s32" and values.dims == indices.dims
+              and values.dims[:-1] == operand.shape.dims[:-1] and values.rank == operand.shape.rank
+              and values.dims[-1] <= operand.shape.dims[-1] and operand.shape.element_type.is_float)
+    if not ok:
+        raise HloVerifyError(f"custom-call '{instr.name}' to TopK needs one float operand T[b,n] or T[n] and "
+                             f"result (T[b,k], s32[b,k]) with k <= n, not {shape} from "
+                             f"{', '.join(str(o.shape) for o in instr.operands) or 'no operand'}")
+    return shape.tuple_shapes[0].dims[-1]
 
 
 @register_evaluator("topk")
@@ -163,11 +328,4 @@ def evaluate_topk(instr: HloInstruction, operands: list, ev):
     """(values, s32 indices) of the k largest (largest=true, the default) or smallest elements
     along the last dimension, best first; equal elements keep lower index first; floats in
     total order (+NaN is the largest value, -NaN the smallest)."""
-    x = np.asarray(operands[0])
-    k = int(instr.attrs["k"])
-    key = total_order_key(x)
-    if instr.attrs.get("largest", True):
-        key = ~key
-    index = np.argsort(key, axis=-1, kind="stable")[..., :k]
-    values = np.take_along_axis(x, index, axis=-1)
-    return values, index.astype(np.int32)
+    return top_k(np.asarray(operands[0]), int(instr.attrs["k"]), instr.attrs.get("largest", True))

@@ -150,6 +150,8 @@ def _to_array(values: list, shape: Shape) -> np.ndarray:
 def parse_literal(text: str, shape: Shape):
     """Parse the full literal `text` (without the surrounding `constant(...)`) against `shape`.
     Returns a numpy array, a tuple of literals for tuple shapes; raises LiteralSyntaxError."""
+    if not isinstance(shape, Shape):
+        raise LiteralSyntaxError("a literal needs a shape to be read against", 0)
     reader = _Reader(text)
     value = _literal(reader, shape)
     if reader.peek() is not None:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from hlocc.errors import HloError, HloVerifyError
+from hlocc.hlo.attribute_syntax import ATTRIBUTE_KINDS
+from hlocc.hlo.attributes import RawAttr
 
 if TYPE_CHECKING:
     from hlocc.hlo.ir import HloInstruction
@@ -175,4 +177,9 @@ def infer_shape_from(instr: HloInstruction, operand_shapes: list[Shape]) -> Shap
     info = OPCODES.get(instr.opcode)
     if info is None:
         raise HloVerifyError(f"instruction '{instr.name}': unknown opcode '{instr.opcode}'")
+    for name, value in instr.attrs.items():
+        # The parser keeps a nested list (`dimensions={{0},{1}}`) verbatim; no rule reads one.
+        if isinstance(value, RawAttr) and ATTRIBUTE_KINDS.get(name) == "ints":
+            raise HloVerifyError(f"instruction '{instr.name}': attribute '{name}' must be a list of integers, "
+                                 f"not {value}")
     return info.shape_rule(instr, list(operand_shapes))

@@ -353,6 +353,9 @@ class _Parser:
         if depth:
             raise s.error("unterminated constant literal", start)
         text = s.text[start:i - 1]
+        if instr.shape is None:
+            raise s.error(f"constant '{instr.name}' has no shape: a literal is read against its shape "
+                          "(write e.g. 'f32[2] constant({1, 2})')", start)
         try:
             instr.literal = parse_literal(text, instr.shape)
         except LiteralSyntaxError as e:

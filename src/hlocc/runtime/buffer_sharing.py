@@ -113,6 +113,16 @@ def same_storage(a: Shape, b: Shape) -> bool:
             and a.minor_to_major == b.minor_to_major)
 
 
+def _same_element_order(a: Shape, b: Shape) -> bool:
+    """Logical element i of `a` and of `b` sit at the same byte offset: equal dims and layout, or
+    (reshaped through bitcasts) both in the default row-major layout. An elementwise path between
+    shapes whose layouts differ reads element i from another place than it writes it."""
+    if a.dims == b.dims:
+        return a.minor_to_major == b.minor_to_major
+    default = lambda s: list(s.minor_to_major) == list(range(s.rank))[::-1]  # noqa: E731
+    return default(a) and default(b)
+
+
 def _is_elementwise_op(instr: HloInstruction) -> bool:
     info = OPCODES.get(instr.opcode)
     return info is not None and info.is_elementwise and instr.opcode != "copy"
@@ -136,6 +146,8 @@ def _fusion_can_share(fusion: HloInstruction, operand_number: int, output_index:
     if (out_shape.is_tuple or not out_shape.element_type.is_array_type
             or out_shape.num_elements != operand.shape.num_elements
             or out_shape.element_type.byte_size != operand.shape.element_type.byte_size):
+        return False
+    if not _same_element_order(operand.shape, out_shape):
         return False
     comp = fusion.fused_computation
     params = [p for p in comp.instructions if p.opcode == "parameter" and p.parameter_number == operand_number]

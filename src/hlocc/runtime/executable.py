@@ -9,7 +9,8 @@ compile a fusion into a kernel):
 Thunk emission walks each sequential computation in schedule order (XLA's thunk emitter):
 parameters, constants, tuples, get-tuple-elements and bitcasts emit nothing (their buffers are
 aliased); a fusion or an op that needs a kernel becomes a KernelThunk (a lone op as a one-op
-fusion); dot and convolution become library thunks; a layout-preserving copy a CopyThunk; while,
+fusion); dot and convolution become library thunks, sort, topk and custom-call "TopK" host
+library calls (LibraryThunk, runtime/library.py); a layout-preserving copy a CopyThunk; while,
 conditional and call nest the thunk sequences of their computations; every boundary copy the
 buffer assignment planned becomes a CopyThunk at its place. What has no kernel yet runs as a
 HostThunk through the evaluator and is counted in `stats`:
@@ -31,19 +32,22 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from hlocc.analysis.hero import EmitterKind, emitter_kind
-from hlocc.errors import HloError, UnsupportedError
+from hlocc.errors import HloError, ResourceError, UnsupportedError
 from hlocc.evaluator.convolution import conv_dimension_numbers
 from hlocc.evaluator.core import TOKEN, Evaluator
 from hlocc.evaluator.dot import dot_dimension_numbers
+from hlocc.evaluator.sorting import topk_custom_call_k
 from hlocc.hlo.call_graph import sequential_callees
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import BACKEND_PIPELINES, CompilePipeline, PassManager
+from hlocc.runtime import library
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferCopy, assign_buffers
 from hlocc.runtime.dataflow import is_pure_forwarding, leaf_indices, subshape
 from hlocc.runtime.schedule import schedule_module
@@ -57,6 +61,7 @@ from hlocc.runtime.thunks import (
     HostThunk,
     Kernel,
     KernelThunk,
+    LibraryThunk,
     SequentialThunk,
     Thunk,
     ValueRefs,
@@ -224,6 +229,8 @@ class ThunkEmitter:
         if op == "fusion":
             self.stats.fusions_by_emitter[kind.value] += 1
             return self._kernel(instr, instr.fused_computation)
+        if op == "sort" or op == "topk" or (op == "custom-call" and instr.attrs.get("custom_call_target") == "TopK"):
+            return [self._library(instr)]
         if kind in (EmitterKind.LIBRARY, EmitterKind.HOST, EmitterKind.CUSTOM_CALL, EmitterKind.GEMM):
             return [self._host(instr, f"no {kind.value} implementation on this backend yet")]
         return self._kernel(instr, one_op_fusion(instr))
@@ -276,6 +283,20 @@ class ThunkEmitter:
                                 int(instr.attrs.get("feature_group_count", 1)),
                                 int(instr.attrs.get("batch_group_count", 1)))
 
+    def _library(self, instr: HloInstruction) -> Thunk:
+        """sort, topk and custom-call "TopK" as host library calls (runtime/library.py)."""
+        if instr.opcode == "sort":
+            call, compute = "sort", partial(library.sort, dimension=instr.attrs["dimensions"][0],
+                                            comparator=instr.to_apply)
+        else:
+            k = int(instr.attrs["k"]) if instr.opcode == "topk" else topk_custom_call_k(instr)
+            if not instr.attrs.get("largest", True):
+                return self._host(instr, "top-k of the smallest elements has no library call")
+            call, compute = "top-k", partial(library.top_k, k=k)
+        self.stats.library_calls[call] += 1
+        operands = [ref for o in instr.operands for ref in self._refs(o).leaves]
+        return LibraryThunk(instr.name, call, compute, operands, list(self._outputs(instr).leaves))
+
     def _host(self, instr: HloInstruction, why: str, operands: list[ValueRefs] | None = None,
               output: ValueRefs | None = None) -> Thunk:
         operands = operands if operands is not None else [self._refs(o) for o in instr.operands]
@@ -314,6 +335,7 @@ class ThunkExecutable:
     seed: int = 0
 
     def run(self, args: Sequence[Any]) -> Any:
+        check_memory(self.module.name, self.fresh_bytes())
         allocations: list[np.ndarray] = []
         for allocation in self.assignment.allocations:
             if allocation.kind is AllocationKind.PARAMETER:
@@ -325,9 +347,15 @@ class ThunkExecutable:
         memory = HostMemory(allocations, Evaluator(self.seed))
         self.program.execute(memory)
         root = self.module.entry.root
-        leaves = [memory.read(BufferRef(s, subshape(root.shape, i)))
+        leaves = [memory.read(BufferRef(s, output_leaf_shape(self.assignment, i)))
                   for i, s in zip(self.assignment.output_indices, self.assignment.output_slices)]
         return nest(root.shape, iter(leaves))
+
+    def fresh_bytes(self) -> int:
+        """Bytes a run allocates: outputs, temporaries and the parameters it copies."""
+        return sum(a.size for a in self.assignment.allocations
+                   if a.kind is not AllocationKind.CONSTANT
+                   and (a.kind is not AllocationKind.PARAMETER or a.index in self.copied_parameters))
 
     def _parameter_bytes(self, args: Sequence[Any], allocation) -> np.ndarray:
         value = args[allocation.parameter_number]
@@ -345,6 +373,45 @@ class ThunkExecutable:
 
     def to_string(self) -> str:
         return "\n".join(self.program.describe())
+
+
+def output_leaf_shape(assignment: BufferAssignment, index) -> Shape:
+    """The shape, with the layout its bytes are in, of the entry result's leaf at `index`: that of
+    the value the leaf forwards (a tuple element may declare another layout than its operand's, and
+    without a layout assignment pass nothing copies between them; the bytes keep the operand's)."""
+    root = assignment.module.entry.root
+    declared = subshape(root.shape, index)
+    value = assignment.dataflow.value_at(root, index)
+    if not declared.is_array or not value.shape.is_array or value.shape.dims != declared.dims:
+        return declared
+    return value.shape
+
+
+CHECKED_ALLOCATION_BYTES = 1 << 28
+"""Runs allocating less than this skip the memory check (reading /proc/meminfo costs more than them)."""
+
+
+def available_memory() -> int | None:
+    """Bytes of memory the system can give without swapping (Linux MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_memory(name: str, needed: int, available: int | None = None) -> None:
+    """Raise a ResourceError, before anything is allocated, when a run of `name` needs more bytes
+    than the memory available (else numpy's lazily committed pages would fail later, in a kernel)."""
+    if needed < CHECKED_ALLOCATION_BYTES:
+        return
+    available = available if available is not None else available_memory()
+    if available is not None and needed > available:
+        raise ResourceError(f"running '{name}' needs {needed / 2**30:.2f} GiB for its outputs and temporary buffers, "
+                            f"more than the {available / 2**30:.2f} GiB of memory available")
 
 
 def _constant_bytes(assignment: BufferAssignment) -> dict[int, np.ndarray]:

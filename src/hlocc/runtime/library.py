@@ -1,5 +1,12 @@
 """Library calls of the CPU runtime: gemm (dot) and convolution on buffer views, through numpy's
-BLAS (XLA:CPU's Eigen/oneDNN calls and XLA:GPU's cuBLAS GemmThunk play this part).
+BLAS (XLA:CPU's Eigen/oneDNN calls and XLA:GPU's cuBLAS GemmThunk play this part); sort and top-k
+(XLA:CPU's runtime sort and `__xla_cpu_runtime_TopKF32`) with numpy's stable argsort.
+
+sort computes the permutation once from its key operand and gathers every operand with it: a key
+comparator (evaluator/sorting.py `comparator_key`, what JAX emits) is an argsort of its key,
+evaluated elementwise on the whole operand; any other comparator is run by the vectorised merge
+sort, whose probes evaluate the comparator on whole arrays. top-k orders by XLA:CPU's total order,
+descending, ties by lower index.
 
 Both take *logical* views of the buffers (numpy views that put a non-default layout back into
 logical order without copying) and write the result into the output view. Arithmetic is the
@@ -22,7 +29,10 @@ import numpy as np
 
 from hlocc.evaluator.convolution import convolve
 from hlocc.evaluator.dot import contraction_dtype, to_result
+from hlocc.evaluator.sorting import sort_permutation
+from hlocc.evaluator.sorting import top_k as _top_k
 from hlocc.hlo.attributes import ConvDimensionNumbers, WindowDim
+from hlocc.hlo.ir import HloComputation
 
 
 def _prod(values) -> int:
@@ -71,4 +81,16 @@ def convolution(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, window: Seque
     np.copyto(out, to_result(result, out.dtype))
 
 
-__all__ = ["convolution", "gemm"]
+def sort(operands: Sequence[np.ndarray], evaluator, dimension: int, comparator: HloComputation) -> list[np.ndarray]:
+    """The operands sorted along `dimension` by the stable permutation `comparator` defines."""
+    moved = [np.moveaxis(np.asarray(o), dimension, -1) for o in operands]
+    perm = sort_permutation(evaluator, comparator, moved)
+    return [np.moveaxis(np.take_along_axis(m, perm, axis=-1), -1, dimension) for m in moved]
+
+
+def top_k(operands: Sequence[np.ndarray], evaluator, k: int) -> list[np.ndarray]:
+    """(values, s32 indices) of the k largest elements of each row of the last dimension."""
+    return list(_top_k(np.asarray(operands[0]), k))
+
+
+__all__ = ["convolution", "gemm", "sort", "top_k"]

@@ -15,6 +15,8 @@ The kinds:
   outputs, passed as raw addresses (no Python object per element).
 - GemmThunk / ConvolutionThunk: library calls (`memory.gemm`, `memory.convolution`; on the host
   runtime/library.py on views of the buffers).
+- LibraryThunk: a host library call (sort, top-k: runtime/library.py) from the operands read to
+  the outputs written back.
 - CopyThunk: bytes from one slice to another (boundary copies, layout-preserving `copy`).
 - WhileThunk / ConditionalThunk / SequentialThunk: control flow over nested thunk sequences.
 - HostThunk: an op (or a fusion) with no kernel yet, run by the reference evaluator on the values
@@ -24,6 +26,7 @@ The kinds:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -261,6 +264,29 @@ class ConvolutionThunk:
 
 
 @dataclass
+class LibraryThunk:
+    """A library call computed on the host from the operand buffers (views on the host, copies
+    from a device) into the output buffers: `compute(values, evaluator)` returns the output
+    arrays (runtime/library.py: sort, top-k). Unlike a HostThunk it runs one numpy routine, not
+    the evaluator's op-by-op interpretation."""
+
+    instr_name: str
+    call: str
+    compute: Callable[[list, Evaluator], list]
+    operands: list[BufferRef]
+    outputs: list[BufferRef]
+    kind: str = "library"
+
+    def execute(self, memory: Memory) -> None:
+        values = [memory.read(ref) for ref in self.operands]
+        for ref, value in zip(self.outputs, self.compute(values, memory.evaluator)):
+            memory.write(ref, value)
+
+    def describe(self) -> list[str]:
+        return [f"{self.call} {self.instr_name}: {_args(self.operands)} -> {_args(self.outputs)}"]
+
+
+@dataclass
 class CopyThunk:
     source: BufferSlice
     destination: BufferSlice
@@ -378,6 +404,6 @@ class HostThunk:
 
 __all__ = [
     "ALIGNMENT", "BufferRef", "ConditionalThunk", "ConvolutionThunk", "CopyThunk", "GemmThunk", "HostMemory",
-    "HostThunk", "KernelThunk", "Memory", "SequentialThunk", "Thunk", "ValueRefs", "WhileThunk", "aligned_bytes",
-    "from_physical", "logical_array", "physical_bytes", "to_physical",
+    "HostThunk", "KernelThunk", "LibraryThunk", "Memory", "SequentialThunk", "Thunk", "ValueRefs", "WhileThunk",
+    "aligned_bytes", "from_physical", "logical_array", "physical_bytes", "to_physical",
 ]

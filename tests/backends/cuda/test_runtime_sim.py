@@ -22,7 +22,8 @@ CASES = {c["name"]: c for c in jax_cases()}
 # updates, control flow, gemms (batched, bf16 with f32 accumulation), convolution, host fallbacks.
 QUICK = ["gelu_bias_bf16", "softmax_logsoftmax_f32", "transpose_2d_3d", "kv_cache_update", "sort_topk_argsort",
          "while_bisection", "cond_predicate_tuple", "mlp_f32", "batched_matmul_bf16_f32acc", "conv2d_nchw_maxpool"]
-HOST_OPS = {"sort_topk_argsort": ["sort", "sort", "topk"]}  # as on the cpu backend
+HOST_OPS: dict[str, list[str]] = {}  # sort and top-k are host library calls, not fallbacks
+LIBRARY_CALLS = {"sort_topk_argsort": {"sort (host)": 2, "top-k (host)": 1}}
 
 POISON = 0xA5
 
@@ -45,6 +46,8 @@ def test_jax_case_on_cuda_sim_matches_xla_cpu(name):
     stats = exe.runner.stats
     assert stats.device.startswith("simulated sm_90"), stats.to_string()
     assert sorted(op for _, op, _ in stats.host_ops) == HOST_OPS.get(name, []), stats.to_string()
+    for call, count in LIBRARY_CALLS.get(name, {}).items():
+        assert stats.library_calls[call] == count, stats.to_string()
     run = exe.runner.last_run
     assert run.launches + run.device_gemms + run.host_library_calls > 0, run.to_string()
 
@@ -202,7 +205,7 @@ def test_conditional_selects_its_branch_from_device_memory(index):
     np.testing.assert_allclose(got, expected, rtol=1e-6)
 
 
-def test_a_host_fallback_copies_its_operands_to_the_host_and_its_result_back():
+def test_a_host_library_call_copies_its_operands_to_the_host_and_its_result_back():
     text = """HloModule m
 cmp {
   a = f32[] parameter(0)
@@ -217,7 +220,7 @@ ENTRY e {
     exe = compile_sim(text)
     x = np.random.default_rng(1).standard_normal(64).astype(np.float32)
     np.testing.assert_array_equal(exe(x), interpret(text, x))
-    assert [op for _, op, _ in exe.runner.stats.host_ops] == ["sort"]
+    assert exe.runner.stats.host_ops == [] and exe.runner.stats.library_calls == {"sort (host)": 1}
     run = exe.runner.last_run
     assert (run.host_writes, run.uploaded_bytes) == (1, 256), run.to_string()
     assert run.host_reads == 2, run.to_string()  # the sort's operand, then the output

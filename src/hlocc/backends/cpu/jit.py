@@ -115,13 +115,15 @@ class ObjectEngine:
             self.engine = llvm.create_mcjit_compiler(empty, tm)
         self.symbols: dict[str, LoadedObject] = {}
 
-    def load(self, data: bytes, symbols: list[str]) -> LoadedObject:
-        """Add an object file and return the addresses of `symbols` in it (a KeyError names a
-        missing one). Its external symbols must be unique within the engine."""
+    def load(self, data: bytes, symbols: list[str], data_symbols: list[str] = ()) -> LoadedObject:
+        """Add an object file and return the addresses of `symbols` (functions) and `data_symbols`
+        (globals) in it (a KeyError names a missing one). Its external symbols must be unique within
+        the engine."""
         with _LOCK:
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(data))
             self.engine.finalize_object()
             addresses = {s: self.engine.get_function_address(s) for s in symbols}
+            addresses.update({s: self.engine.get_global_value_address(s) for s in data_symbols})
         missing = [s for s, a in addresses.items() if not a]
         if missing:
             raise KeyError(f"no function {', '.join(missing)} in the object code")

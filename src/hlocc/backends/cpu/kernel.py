@@ -16,6 +16,7 @@ object code and plan; a hit skips emission, the passes and LLVM).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import threading
 import time
@@ -35,7 +36,7 @@ from hlocc.backends.cpu.kernel_cache import (
     load_cached_kernel_plan,
     store_kernel,
 )
-from hlocc.backends.cpu.launcher import BlocksFunction, launch, launch_addresses
+from hlocc.backends.cpu.launcher import BlocksFunction, launch_addresses
 from hlocc.codegen.context import print_module
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import KernelModule
@@ -43,6 +44,8 @@ from hlocc.codegen.emitters.registry import emit_fusion
 from hlocc.codegen.llvm import I64, LlvmTranslator, TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, add_stage_times, dump_file, pipeline_for, run_pipeline
 from hlocc.codegen.target import Target, cpu_target
+from hlocc.codegen.transforms.check_bounds import GLOBAL as BOUNDS_GLOBAL
+from hlocc.codegen.transforms.check_bounds import RECORD, BoundsCheckError, record_slots
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.types import Shape
 from hlocc.runtime.cache import warn_once
@@ -68,6 +71,7 @@ class CompiledKernel:
     output_aliases: tuple[tuple[int, int], ...] = ()  # (output, parameter): see KernelModule
     serial: bool = False  # blocks one after another (see KernelModule)
     symbol: str = ""  # its block loop's symbol in the engine
+    bounds_record: int = 0  # address of the check-bounds record (0: kernel compiled without checks)
 
     @property
     def num_elements(self) -> int:
@@ -84,13 +88,27 @@ class CompiledKernel:
         return 0 if self.serial else self.num_elements
 
     def run(self, buffers: list[np.ndarray]) -> None:
-        if self.has_work:
-            launch(self.fn, buffers, self.launch_dims.blocks, self._elements())
+        self.run_addresses([b.ctypes.data for b in buffers])
 
     def run_addresses(self, addresses: list[int]) -> None:
         """`run` over raw buffer addresses (the runtime's thunks; the caller keeps the memory alive)."""
-        if self.has_work:
+        if not self.has_work:
+            return
+        if not self.bounds_record:
             launch_addresses(self.fn, addresses, self.launch_dims.blocks, self._elements())
+            return
+        buffers = [*self.param_shapes, *self.output_shapes]
+        with _BOUNDS_LOCK:  # one record per kernel: checked launches of a kernel do not overlap
+            record = (ctypes.c_int64 * record_slots(len(buffers))).from_address(self.bounds_record)
+            ctypes.memset(record, 0, ctypes.sizeof(record))
+            launch_addresses(self.fn, addresses, self.launch_dims.blocks, self._elements())
+            violations = [(k - 2, record[RECORD * k + 1], record[RECORD * k + 2])
+                          for k in range(1, len(buffers) + 2) if record[RECORD * k]]
+        if violations:
+            k, index, size = violations[0]
+            what = ("a constant" if k < 0 else f"parameter {k} ({buffers[k]})" if k < len(self.param_shapes)
+                    else f"output {k - len(self.param_shapes)} ({buffers[k]})")
+            raise BoundsCheckError(f"kernel '{self.name}' accessed {what} at element {index}, outside [0, {size})")
 
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
         params = [to_physical(np.asarray(a), s) for a, s in zip(args, self.param_shapes)]
@@ -101,6 +119,7 @@ class CompiledKernel:
         return [from_physical(o, s) for o, s in zip(outs, self.output_shapes)]
 
 
+_BOUNDS_LOCK = threading.Lock()
 _CACHE: dict[str, CompiledKernel] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -172,7 +191,7 @@ def _compile_fusion(fusion: HloComputation, target: Target | None, name: str, op
             hit = _CACHE.get(key)
         if hit is not None:
             return hit
-        compiled = load_cached_kernel(key, params, leaves, times)
+        compiled = load_cached_kernel(key, params, leaves, times, target.check_bounds)
         if compiled is not None:
             compiled.computation = fusion
             return _remember(key, compiled)
@@ -187,14 +206,14 @@ def _compile_fusion(fusion: HloComputation, target: Target | None, name: str, op
 
 
 def load_cached_kernel(key: str, param_shapes: list[Shape], output_shapes: list[Shape],
-                       times: dict[str, float]) -> CompiledKernel | None:
+                       times: dict[str, float], check_bounds: bool = False) -> CompiledKernel | None:
     """The kernel the persistent cache holds for `key`, loaded into the process-wide engine, or None."""
     found = load_cached_kernel_plan(key, times)
     if found is None:
         return None
     plan, data = found
     try:
-        return load_kernel(plan, data, param_shapes, output_shapes, True, times)
+        return load_kernel(plan, data, param_shapes, output_shapes, True, times, check_bounds=check_bounds)
     except (KeyError, RuntimeError) as e:  # object code without the plan's symbol, or that LLVM rejects
         warn_once(f"hlocc cache: the cached object code of kernel {plan.symbol} cannot be loaded ({e}); "
                   "compiling again")
@@ -218,15 +237,17 @@ def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: li
     times = times if times is not None else {}
     name = kernel.entry
     symbol = symbol or f"{name}_blocks"
-    run_pipeline(kernel.module, pipeline_for(target.kind, target.has_fma), options, timings=times,
-                 verify_each=False)
+    run_pipeline(kernel.module, pipeline_for(target.kind, target.has_fma, target.check_bounds), options,
+                 timings=times, verify_each=False)
     t0 = time.perf_counter()
     kernel_ir = print_module(kernel.module) if options is not None else ""
     translator = LlvmTranslator(name, translate_options or TranslateOptions(), host_triple())
     llmod = translator.translate(kernel.module)
     threads = 1 if name in translator.block_functions else kernel.launch.threads_per_block
     _add_block_loop(llmod, llmod.get_global(name), kernel.num_params + kernel.num_outputs, threads, symbol)
-    _internalize(llmod, symbol)
+    if target.check_bounds:  # the record gets a name of its own: many kernels share one engine
+        llmod.get_global(BOUNDS_GLOBAL).name = bounds_symbol(symbol)
+    _internalize(llmod, {symbol, bounds_symbol(symbol)})
     times["to_llvm"] = (time.perf_counter() - t0) * 1e3
     if options is not None:
         options.stream(f"// -----// LLVM IR //----- //\n{llmod}") if options.print_ir_after_all else None
@@ -238,26 +259,35 @@ def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: li
     plan = KernelPlan(name, symbol, kernel.launch, kernel.emitter, tuple(kernel.output_aliases), kernel.serial)
     if cache_key is not None:
         store_kernel(cache_key, plan, code.data, times)
-    return load_kernel(plan, code.data, param_shapes, output_shapes, shared, times, kernel_ir)
+    return load_kernel(plan, code.data, param_shapes, output_shapes, shared, times, kernel_ir,
+                       check_bounds=target.check_bounds)
 
 
-def _internalize(module: ir.Module, keep: str) -> None:
+def bounds_symbol(symbol: str) -> str:
+    """The check-bounds record of the kernel whose block loop is `symbol`."""
+    return f"{symbol}_bounds"
+
+
+def _internalize(module: ir.Module, keep: set[str]) -> None:
     """Every definition but the block loop internal: objects of many kernels share one engine."""
     for value in module.global_values:
-        if value.name != keep and not getattr(value, "is_declaration", False):
+        if value.name not in keep and not getattr(value, "is_declaration", False):
             value.linkage = "internal" if isinstance(value, ir.Function) else value.linkage or "internal"
 
 
 def load_kernel(plan: KernelPlan, data: bytes, param_shapes: list[Shape], output_shapes: list[Shape], shared: bool,
-                times: dict[str, float], kernel_ir: str = "") -> CompiledKernel:
-    """A CompiledKernel running the object code `data` of `plan`'s kernel."""
+                times: dict[str, float], kernel_ir: str = "", *, check_bounds: bool = False) -> CompiledKernel:
+    """A CompiledKernel running the object code `data` of `plan`'s kernel (with its check-bounds
+    record when it was compiled with `check_bounds`)."""
     t0 = time.perf_counter()
     engine = shared_engine() if shared else ObjectEngine()
-    loaded = engine.load(data, [plan.symbol])
+    record = [bounds_symbol(plan.symbol)] if check_bounds else []
+    loaded = engine.load(data, [plan.symbol], data_symbols=record)
     times["load"] = times.get("load", 0.0) + (time.perf_counter() - t0) * 1e3
     fn = BlocksFunction(loaded.address(plan.symbol))
     return CompiledKernel(plan.name, plan.launch, list(param_shapes), list(output_shapes), loaded, fn, times, kernel_ir,
-                          None, plan.emitter, plan.output_aliases, plan.serial, plan.symbol)
+                          None, plan.emitter, plan.output_aliases, plan.serial, plan.symbol,
+                          bounds_record=loaded.address(record[0]) if record else 0)
 
 
 def _add_block_loop(module: ir.Module, kernel: ir.Function, num_buffers: int, threads: int, name: str) -> None:

@@ -102,7 +102,7 @@ def kernel_key(fusion: HloComputation, target: Target, translate_options: Transl
     t0 = time.perf_counter()
     key = (f"{KEY_VERSION}\nfusion: {computation_fingerprint(fusion)}\ntarget: {target!r}\n"
            f"options: {options_key(translate_options)}\n"
-           f"pipeline: {','.join(pipeline_for(target.kind, target.has_fma))}\n"
+           f"pipeline: {','.join(pipeline_for(target.kind, target.has_fma, target.check_bounds))}\n"
            f"{environment_key()}")
     if times is not None:
         times["fingerprint"] = times.get("fingerprint", 0.0) + (time.perf_counter() - t0) * 1e3

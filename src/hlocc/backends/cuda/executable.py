@@ -46,9 +46,16 @@ from hlocc.hlo.ir import HloModule
 from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import BACKEND_PIPELINES, PassManager
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAllocation
-from hlocc.runtime.dataflow import subshape
-from hlocc.runtime.executable import RuntimeStats, ThunkExecutable, build_executable
-from hlocc.runtime.thunks import BufferRef, ConvolutionThunk, GemmThunk, SequentialThunk, nest, physical_bytes
+from hlocc.runtime.executable import RuntimeStats, ThunkExecutable, build_executable, output_leaf_shape
+from hlocc.runtime.thunks import (
+    BufferRef,
+    ConvolutionThunk,
+    GemmThunk,
+    LibraryThunk,
+    SequentialThunk,
+    nest,
+    physical_bytes,
+)
 
 KERNEL_ALIGNMENT = 16
 """Bytes an argument used in place must be aligned to: a kernel's widest vector load or store."""
@@ -72,7 +79,7 @@ class DeviceExecutable(ThunkExecutable):
         root = self.module.entry.root
         leaves = []
         for index, where in zip(self.assignment.output_indices, self.assignment.output_slices):
-            ref = BufferRef(where, subshape(root.shape, index))
+            ref = BufferRef(where, output_leaf_shape(self.assignment, index))
             if not ref.shape.is_array:
                 leaves.append(TOKEN)
             elif return_device_arrays:
@@ -176,6 +183,8 @@ def label_library_calls(program: SequentialThunk, stats: RuntimeStats, device: D
             calls["gemm" if on_device else "gemm (host)"] += 1
         elif isinstance(thunk, ConvolutionThunk):
             calls["convolution (host)"] += 1
+        elif isinstance(thunk, LibraryThunk):
+            calls[f"{thunk.call} (host)"] += 1
     stats.library_calls = calls
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from xdsl.dialects import scf
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType
 from xdsl.ir import Block, SSAValue
 
@@ -75,11 +75,13 @@ def _emit_reduce_window(e: ElementEmitter, instr: HloInstruction, indices: list[
     maps = output_to_input(instr)
     inits = [e.scalar(instr.operand(n + k), []) for k in range(n)]
     window = [v.bounds.hi - v.bounds.lo + 1 for v in maps[0].symbols]
+    lows = [v.bounds.lo for v in maps[0].symbols]  # the simplifier may start a window past its padding
     full = instr.operand(0).shape.dims
 
     def body(ivs: list[SSAValue], accs: list[SSAValue]) -> list[SSAValue]:
+        ivs = [iv if lo == 0 else e.b.add(arith.AddiOp(iv, e.b.index(lo))) for iv, lo in zip(ivs, lows)]
         # Window positions in padding (or between dilated elements) are skipped, as XLA:CPU does.
-        inside = _window_check(e, maps[0], indices, ivs, full)
+        inside = _window_check(e, maps[0], indices, ivs, full, instr.shape.dims)
         values_fn = lambda: emit_scalar_computation(  # noqa: E731
             e.b, instr.to_apply, [*accs, *[e.scalar(instr.operand(k), e.apply(maps[k], indices, ivs))
                                          for k in range(n)]])
@@ -90,13 +92,19 @@ def _emit_reduce_window(e: ElementEmitter, instr: HloInstruction, indices: list[
     return _loop_nest(e, window, inits, body)
 
 
-def _window_check(e: ElementEmitter, m, indices, ivs, full_sizes) -> SSAValue | None:
-    """True where the operand index the map gives lies inside the operand (and the constraints hold)."""
+def _window_check(e: ElementEmitter, m, indices, ivs, full_sizes, out_sizes) -> SSAValue | None:
+    """True where the operand index the map gives lies inside the operand (and the constraints hold,
+    and the output index lies in the map's domain: the simplifier narrows an output dimension whose
+    other positions see only padding, e.g. `d2 in [1, 1]` for a size-1 operand dimension padded low)."""
     from hlocc.analysis.indexing_map import IndexingMap
     from hlocc.analysis.interval import Interval
 
     results = e.apply(IndexingMap(m.dims, m.results, m.symbols, m.runtime), indices, ivs)
     values, intervals = [], []
+    for index, dim, size in zip(indices, m.dims, out_sizes):
+        if dim.bounds.lo > 0 or dim.bounds.hi < size - 1:
+            values.append(index)
+            intervals.append(Interval(dim.bounds.lo, dim.bounds.hi))
     for v, size, r in zip(results, full_sizes, m.results):
         iv = m.expr_range(r)
         if iv.lo < 0 or iv.hi > size - 1:  # the window can leave the operand: padding

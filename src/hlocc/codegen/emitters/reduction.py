@@ -133,6 +133,8 @@ class ReductionEmitter(FusionEmitterBase):
             constraints = [(results[1], Interval(0, n1 - 1)), (results[2], Interval(0, n2 - 1))]
         m = IndexingMap(self._dims(), results, tuple(symbols))
         for e, iv in constraints:
+            if isinstance(e, int):  # a size-1 extent folds the index to a constant (0): in range
+                continue
             if m.expr_range(e).lo < iv.lo or m.expr_range(e).hi > iv.hi:
                 m = m.with_constraint(e, iv)
         return m

@@ -16,7 +16,12 @@ if TYPE_CHECKING:
 
 def _gep(ft: FunctionTranslator, op: llvm.GEPOp) -> None:
     elem = llvm_type(op.elem_type)
-    indices = [ft.v(x) for x in op.ssa_indices]
+    ssa = iter(op.ssa_indices)
+    indices = [ft.v(next(ssa)) if c == llvm.GEP_USE_SSA_VAL else ir.Constant(ir.IntType(32), c)
+               for c in op.rawConstantIndices.get_values()]
+    if len(indices) > 1:  # into an aggregate (check-bounds' record): llvmlite types it from the pointer
+        ft.set(op, ft.b.gep(ft.v(op.ptr), indices, inbounds=op.inbounds is not None))
+        return
     ft.set(op, ft.b.gep(ft.v(op.ptr), indices, inbounds=op.inbounds is not None, source_etype=elem))
 
 

@@ -164,10 +164,14 @@ class LlvmTranslator:
     def _global(self, op: llvm.GlobalOp) -> None:
         ty = llvm_type(op.global_type)
         g = ir.GlobalVariable(self.module, ty, op.sym_name.data)
-        g.linkage = "private"
-        g.global_constant = True
         g.align = 64
         value = op.value
+        if value is None:  # a mutable, zero-initialised global the host reads (check-bounds' record)
+            g.initializer = ir.Constant(ty, None)
+            self.globals[op.sym_name.data] = g
+            return
+        g.linkage = "private"
+        g.global_constant = True
         elem_t = value.get_element_type()
         elem_ty = llvm_type(elem_t)
         elems = [float_constant(elem_ty, x, elem_t) if is_float(elem_t) else ir.Constant(elem_ty, int(x))

@@ -14,6 +14,7 @@ from xdsl.transforms.common_subexpression_elimination import CommonSubexpression
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from hlocc.codegen.schedule.interpreter import TransformInterpreterPass
+from hlocc.codegen.transforms.check_bounds import CheckBoundsPass
 from hlocc.codegen.transforms.expand_float_ops import ExpandFloatOpsFmaPass, ExpandFloatOpsPass
 from hlocc.codegen.transforms.flatten_tensors import FlattenTensorsPass
 from hlocc.codegen.transforms.inline import InlinePass
@@ -40,6 +41,7 @@ PASSES: dict[str, type[ModulePass]] = {cls.name: cls for cls in (
     LowerNarrowFloatsPass,
     ExpandFloatOpsPass,
     ExpandFloatOpsFmaPass,
+    CheckBoundsPass,
     LowerTensorsPass,
     LowerXlaToArithPass,
     VerifyPass,

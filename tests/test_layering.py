@@ -179,3 +179,12 @@ def test_the_checker_finds_a_cycle_and_an_upward_import():
     assert import_cycles(planted) == [["hlocc.hlo.a", "hlocc.hlo.b", "hlocc.hlo.c"]]
     assert layer_of("hlocc.runtime.y") > layer_of("hlocc.passes.x")
     assert layer_of("hlocc.codegen.emitters.loop") == layer_of("hlocc.codegen")
+
+
+def test_test_files_have_unique_basenames():
+    """pytest imports test files by basename (rootdir, no packages): two of one name cannot both run."""
+    names: dict[str, list[str]] = {}
+    for path in (SRC.parent / "tests").rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(SRC.parent)))
+    clashes = {n: p for n, p in names.items() if len(p) > 1}
+    assert not clashes, f"test files sharing a basename: {clashes}"

@@ -15,22 +15,14 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import statistics
 import time
 
 import numpy as np
+from programs import median_ms  # one timing rule for every benchmark (this folder is on sys.path)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def median_ms(fn, runs: int) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def gelu_text(shape: list[int], dtype: str) -> str:

@@ -19,20 +19,10 @@ the JAX corpus shapes, 1 vs 2 threads in one run, `--backend cuda`.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import numpy as np
-
-
-def median_ms(fn, runs: int) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+from programs import median_ms  # one timing rule for every benchmark (this folder is on sys.path)
 
 
 def gemm_text(n: int, dtype: str, epilogue: str) -> str:

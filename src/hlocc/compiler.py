@@ -127,7 +127,7 @@ class DynamicExecutable(Executable):
 
             t0 = time.perf_counter()
             self._cache[key] = compile(specialize(self.module, binding), self.backend, seed=self.seed, **self.options)
-            self.compilations += 1
+            self.compilations += self._cache[key].compilations  # 0 on the interpreter, which builds nothing
             self.specializations.append(Specialization(dict(binding), (time.perf_counter() - t0) * 1e3))
         return self._cache[key]
 

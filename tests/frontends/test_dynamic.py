@@ -114,7 +114,7 @@ def check_sizes(name, backend, sizes):
     dtype = DTYPES.get(name, np.float32)
     # A cumsum of 1000 f32 elements is a long sum (the corpus policy's 1e-4 class), in another order
     # than XLA's scan.
-    tolerance = 1e-2 if dtype == jnp.bfloat16 else 1e-4 if name == "cumsum" else 1e-5
+    tolerance = 2e-2 if dtype == jnp.bfloat16 else 1e-4 if name == "cumsum" else 1e-5  # bf16: the corpus class
     exe = hlocc.compile(imported(name), backend)
     for n in sizes:
         args = [RNG.standard_normal(s).astype(dtype) for s in concrete(n)]
@@ -123,7 +123,8 @@ def check_sizes(name, backend, sizes):
         for w, g in zip(jax.tree.leaves(want), got if isinstance(got, tuple) else [got]):
             why = compare_arrays(np.asarray(w), np.asarray(g), tolerance, tolerance)
             assert why is None, f"{name} at size {n} on {backend}: {why}"
-    assert exe.compilations == len(set(sizes))
+    assert exe.compilations == (0 if backend == "interpreter" else len(set(sizes)))
+    assert len(exe.specializations) == len(set(sizes))
     return exe
 
 
@@ -274,7 +275,7 @@ ENTRY e {
     for n in (0, 1, 4):
         x = np.ones((n, 3), np.float32)
         np.testing.assert_array_equal(exe(x), 2 * x)
-    assert exe.compilations == 3
+    assert exe.compilations == 0 and len(exe.specializations) == 3  # the interpreter builds nothing
     assert "n=0" in exe.stats_text() and "symbolic kernels not built yet" in exe.stats_text()
     # The CLI's argument check takes any size for a symbolic dimension (binding checks them later).
     from hlocc.compiler import check_arguments

@@ -1,0 +1,82 @@
+"""`hlocc.jax.jit`: a JAX function compiled by hlocc, the JAX user's entry point (needs the `[jax]` extra).
+
+    import hlocc.jax
+    f = hlocc.jax.jit(lambda x: jax.nn.softmax(x, axis=-1), polymorphic_shapes=["b, 128"])
+    f(np.ones((3, 128), np.float32)); f(np.ones((500, 128), np.float32))   # one export, one Executable
+
+With `polymorphic_shapes` (one `jax.export` shape spec per positional argument, as
+`jax.export.symbolic_args_specs` takes them; None for an argument of fixed shape), the function is
+exported once with symbolic dimensions, per argument dtypes, and imported into one hlocc
+Executable that runs every size the specs allow (`compilations` counts what it compiled for them:
+today one static specialization per size; see compiler.DynamicExecutable). Without it, it behaves
+like `jax.jit`: one lowering and one compilation per argument shapes and dtypes.
+
+Arguments are arrays (numpy, JAX or anything `np.asarray` takes), positional only; results come back
+as numpy arrays in the function's output pytree. `executables()` lists what was compiled, with the
+signature each was compiled for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from hlocc.compiler import Executable, compile
+from hlocc.errors import ArgumentError, UnsupportedError
+
+
+def _jax():
+    try:
+        import jax
+    except ImportError:
+        raise UnsupportedError("hlocc.jax needs jax: pip install 'hlocc[jax]'") from None
+    return jax
+
+
+class JitFunction:
+    """A function compiled by hlocc on first call per signature (see the module docstring)."""
+
+    def __init__(self, fn: Callable, polymorphic_shapes: Sequence[str | None] | None, backend: str, options: dict):
+        self.fn, self.polymorphic_shapes, self.backend, self.options = fn, polymorphic_shapes, backend, options
+        self._compiled: dict[tuple, tuple[Executable, Any]] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        arrays = [np.asarray(a) for a in args]
+        if self.polymorphic_shapes is not None and len(self.polymorphic_shapes) != len(arrays):
+            raise ArgumentError(f"{len(arrays)} arguments for {len(self.polymorphic_shapes)} polymorphic shapes")
+        executable, out_tree = self._executable(arrays)
+        result = executable(*arrays)
+        leaves = list(result) if isinstance(result, tuple) else [result]
+        return _jax().tree_util.tree_unflatten(out_tree, [np.asarray(x) for x in leaves])
+
+    def executables(self) -> list[tuple[tuple, Executable]]:
+        """(signature, Executable) of every compilation so far."""
+        return [(key, exe) for key, (exe, _) in self._compiled.items()]
+
+    def _executable(self, arrays: list[np.ndarray]) -> tuple[Executable, Any]:
+        # Symbolic: one export per argument dtypes (a size change is the Executable's business).
+        key = tuple(str(a.dtype) for a in arrays) if self.polymorphic_shapes is not None else \
+            tuple((a.shape, str(a.dtype)) for a in arrays)
+        if key not in self._compiled:
+            jax = _jax()
+            jitted = jax.jit(self.fn)
+            if self.polymorphic_shapes is not None:
+                specs = jax.export.symbolic_args_specs(arrays, list(self.polymorphic_shapes))
+                exported = jax.export.export(jitted)(*specs)
+                source, out_tree = exported, exported.out_tree
+            else:
+                lowered = jitted.lower(*arrays)
+                source, out_tree = lowered.as_text(), lowered.out_tree
+            self._compiled[key] = (compile(source, self.backend, **self.options), out_tree)
+        return self._compiled[key]
+
+
+def jit(fn: Callable, polymorphic_shapes: Sequence[str | None] | None = None, *, backend: str = "cpu",
+        **options: Any) -> JitFunction:
+    """`fn` compiled by hlocc for `backend`; `options` go to `hlocc.compile` (e.g. gemm="codegen")."""
+    return JitFunction(fn, polymorphic_shapes, backend, options)
+
+
+__all__ = ["JitFunction", "jit"]

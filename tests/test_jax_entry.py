@@ -1,0 +1,60 @@
+"""hlocc.jax.jit: a JAX function exported once with symbolic shapes (or lowered per shape without
+them) and run by hlocc, against jax.jit on XLA:CPU."""
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax", reason="hlocc.jax needs jax (the [jax] extra)")
+jnp = jax.numpy
+
+import hlocc.jax  # noqa: E402
+from hlocc.errors import ArgumentError  # noqa: E402
+
+RNG = np.random.default_rng(11)
+
+
+def _model(x, y):
+    return {"probs": jax.nn.softmax(x, axis=-1), "rest": (x * 2.0, y.sum())}
+
+
+def _check(got, want):
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        assert isinstance(g, np.ndarray)
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-5, atol=1e-6)
+
+
+def test_polymorphic_shapes_export_once_and_run_every_size():
+    f = hlocc.jax.jit(_model, polymorphic_shapes=["b, 16", "b"], backend="interpreter")
+    for n in (1, 7, 30):
+        x, y = RNG.standard_normal((n, 16)).astype(np.float32), RNG.standard_normal(n).astype(np.float32)
+        got = f(x, y)
+        assert set(got) == {"probs", "rest"} and len(got["rest"]) == 2  # the output pytree
+        _check(got, jax.jit(_model)(x, y))
+    [(signature, exe)] = f.executables()  # one export and one Executable for the three sizes
+    assert signature == ("float32", "float32")
+    assert exe.compilations == 0  # the interpreter compiles nothing
+
+
+def test_polymorphic_shapes_on_the_cpu_backend_count_their_specializations():
+    f = hlocc.jax.jit(lambda x: jax.nn.softmax(x, axis=-1), polymorphic_shapes=["b, 8"])
+    for n in (3, 3, 129):
+        x = RNG.standard_normal((n, 8)).astype(np.float32)
+        _check(f(x), jax.nn.softmax(x, axis=-1))
+    [(_, exe)] = f.executables()
+    assert exe.compilations == 2 and "b=129" in exe.stats_text()
+
+
+def test_without_polymorphic_shapes_it_compiles_per_shape_like_jax_jit():
+    f = hlocc.jax.jit(lambda x: jnp.tanh(x) + 1.0)
+    for shape in ((4,), (4,), (2, 3)):
+        x = RNG.standard_normal(shape).astype(np.float32)
+        _check(f(x), jnp.tanh(x) + 1.0)
+    assert [sig for sig, _ in f.executables()] == [(((4,), "float32"),), (((2, 3), "float32"),)]
+
+
+def test_wrong_sizes_and_arity_are_argument_errors():
+    f = hlocc.jax.jit(lambda x, y: x + y, polymorphic_shapes=["b", "b"], backend="interpreter")
+    with pytest.raises(ArgumentError, match="'b'"):
+        f(np.ones(3, np.float32), np.ones(4, np.float32))
+    with pytest.raises(ArgumentError, match="2 polymorphic shapes"):
+        f(np.ones(3, np.float32))

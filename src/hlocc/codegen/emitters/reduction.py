@@ -258,7 +258,7 @@ class ReductionEmitter(FusionEmitterBase):
             # last block's spare threads when the rows are no multiple of the block) reads and
             # writes nothing. Its accumulators stay the inits; the result write is guarded too.
             n_side = len(outputs) if side else 0
-            result = e.if_else_many(_dims_check(e, logical, ids), row,
+            result = e.if_else_many(_constraint_check(e, logical, ids, [], dims_only=True), row,
                                     lambda: [*inits, *(outputs if side else ())],
                                     [v.type for v in inits] + [v.type for v in outputs[:n_side]])
             accs = result[:len(inits)]
@@ -501,20 +501,14 @@ def _kept_layout(shape: Shape, kept: list[int]):
     return Layout(tuple(order))
 
 
-def _constraint_check(e: ElementEmitter, m: IndexingMap, dims, symbols) -> SSAValue | None:
-    if not m.constraints:
-        return None
-    exprs = tuple(c for c, _ in m.constraints)
-    values = e.apply(IndexingMap(m.dims, exprs, m.symbols), dims, symbols)
-    return e.b.in_intervals(values, [iv for _, iv in m.constraints])
-
-
-def _dims_check(e: ElementEmitter, m: IndexingMap, dims) -> SSAValue | None:
-    """i1: the constraints of `m` on its dimensions alone (thread and block ids) hold; None if none."""
-    kept = [(c, iv) for c, iv in m.constraints if all(v.kind is VarKind.DIM for v in variables(c))]
+def _constraint_check(e: ElementEmitter, m: IndexingMap, dims, symbols, dims_only: bool = False) -> SSAValue | None:
+    """i1: the constraints of `m` hold at (dims, symbols); with `dims_only`, just those on the
+    dimensions (thread and block ids), checked without range variables. None if there are none."""
+    kept = [(c, iv) for c, iv in m.constraints
+            if not dims_only or all(v.kind is VarKind.DIM for v in variables(c))]
     if not kept:
         return None
-    values = e.apply(IndexingMap(m.dims, tuple(c for c, _ in kept), ()), dims, [])
+    values = e.apply(IndexingMap(m.dims, tuple(c for c, _ in kept), () if dims_only else m.symbols), dims, symbols)
     return e.b.in_intervals(values, [iv for _, iv in kept])
 
 

@@ -239,3 +239,19 @@ def test_unsupported_everywhere_leaves_the_fusion_to_the_evaluator():
     np.testing.assert_array_equal(program.run([x]), 2 * x)
     assert "no kernel here" in program.fallbacks()[0]
     assert program.bind(((4, 3),)).host_fusions
+
+
+def test_cli_stats_list_the_plan_and_the_per_size_fusions(tmp_path, capsys):
+    from hlocc.cli import main
+
+    module = tmp_path / "softmax.hlo"
+    module.write_text(SOFTMAX)
+    x = RNG.standard_normal((5, 33)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", arg0=x)
+    np.savez(tmp_path / "out.npz", out0=hlocc.compile(SOFTMAX, "interpreter")(x))
+    assert main(["run", str(module), "--backend", "cpu", "--stats", "--inputs", str(tmp_path / "in.npz"),
+                 "--expected", str(tmp_path / "out.npz"), "--rtol", "1e-5", "--atol", "1e-6"]) == 0
+    out = capsys.readouterr().out
+    assert "one plan for every size" in out and "compiled per size (1 so far: b=5" in out
+    assert "peak memory at the last call: 700 bytes" in out  # 5*33*4 output + two rows of 5 floats
+    assert "specialized for" not in out and "matches expected outputs" in out

@@ -10,7 +10,7 @@ import hlocc
 from hlocc.errors import ArgumentError, UnsupportedError
 from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
 from hlocc.hlo.parser import parse_hlo
-from hlocc.hlo.symbolic import DimExpr, size_hint, symbol
+from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, size_hint, symbol
 from hlocc.passes.pipeline import BACKEND_PIPELINES
 from hlocc.runtime.buffer_assignment import AllocationKind, assign_buffers
 from hlocc.runtime.dynamic_program import build_dynamic_program
@@ -78,8 +78,8 @@ add {
 RNG = np.random.default_rng(0)
 
 
-def check_against_evaluator(text, make_args, sizes):
-    exe = hlocc.compile(text, "cpu")
+def check_against_evaluator(text, make_args, sizes, **options):
+    exe = hlocc.compile(text, "cpu", **options)
     reference = hlocc.compile(text, "interpreter")
     for n in sizes:
         args = make_args(n)
@@ -102,10 +102,26 @@ def test_mlp_gemms_take_the_call_sizes():
 
 @pytest.mark.slow  # a kernel compile per fusion and size until the kernels are symbolic (seconds each)
 @pytest.mark.parametrize("sizes", [[0, 1, 2, 3, 5, 31, 127, 1000, 1024]])
-def test_softmax_and_mlp_over_many_sizes(sizes):
-    check_against_evaluator(SOFTMAX, lambda n: [RNG.standard_normal((n, 33)).astype(np.float32)], sizes)
+def test_softmax_and_mlp_over_many_sizes_inside_their_buffers(sizes):
+    # check_bounds: every kernel checks each access against its buffer (a BoundsCheckError otherwise)
+    check_against_evaluator(SOFTMAX, lambda n: [RNG.standard_normal((n, 33)).astype(np.float32)], sizes,
+                            check_bounds=True)
     w1, w2 = RNG.standard_normal((16, 32)).astype(np.float32), RNG.standard_normal((32, 8)).astype(np.float32)
-    check_against_evaluator(MLP, lambda n: [RNG.standard_normal((n, 16)).astype(np.float32), w1, w2], sizes)
+    check_against_evaluator(MLP, lambda n: [RNG.standard_normal((n, 16)).astype(np.float32), w1, w2], sizes,
+                            check_bounds=True)
+
+
+def test_size_hint_answers_open_questions_only_inside_it():
+    b = symbol("b")
+    with pytest.raises(InconclusiveDimensionError):
+        b - 32 >= 0  # noqa: B015 (the comparison is the test)
+    with size_hint({}):  # every variable at HINT_DEFAULT = 128
+        assert b - 32 >= 0 and not (b > 200) and float(2 * b) == 256.0 and (b / 4) == 32.0
+    with size_hint({"b": 7}):
+        assert b < 32 and b * 0.5 == 3.5
+        with size_hint(None):  # exact answers only again (buffer slot sizes use this)
+            with pytest.raises(InconclusiveDimensionError):
+                b < 32  # noqa: B015
 
 
 def test_hlo_passes_and_buffer_assignment_run_once_across_sizes(monkeypatch):

@@ -154,6 +154,9 @@ class _Binder:
     binding: dict[str, int]
     collecting: bool
     stats: list[str] = field(default_factory=list)  # fusions this binding runs on the evaluator
+    # id of a ref or shape -> (it, bound): hashing a symbolic shape costs more than binding it; the
+    # entry keeps the object alive, so its id is not reused while the memo lives
+    _memo: dict = field(default_factory=dict)
 
     def shape(self, shape: Shape) -> Shape:
         if self.collecting:
@@ -161,13 +164,19 @@ class _Binder:
                 for d in getattr(leaf, "dims", ()):
                     self.size(d)
             return shape
-        return substitute_shape(shape, self.binding)
+        hit = self._memo.get(id(shape))
+        if hit is None:
+            hit = self._memo[id(shape)] = (shape, substitute_shape(shape, self.binding))
+        return hit[1]
 
     def slice(self, where: BufferSlice) -> BufferSlice:
         return BufferSlice(where.allocation_index, self.size(where.offset), self.size(where.size))
 
     def ref(self, ref: BufferRef) -> BufferRef:
-        return BufferRef(self.slice(ref.slice), self.shape(ref.shape))
+        hit = self._memo.get(id(ref))
+        if hit is None:
+            hit = self._memo[id(ref)] = (ref, BufferRef(self.slice(ref.slice), self.shape(ref.shape)))
+        return hit[1]
 
     def refs(self, refs: ValueRefs) -> ValueRefs:
         return ValueRefs(self.shape(refs.shape), tuple(self.ref(r) for r in refs.leaves))

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from hlocc.errors import UnsupportedError
-from hlocc.evaluator.core import TOKEN, Evaluator
+from hlocc.evaluator.core import Evaluator
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.specialize import specialize_computation, substitute_instructions, substitute_shape
 from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, size_hint, symbol
@@ -47,6 +47,7 @@ from hlocc.runtime.executable import (
     _constant_bytes,
     check_memory,
     output_leaf_shape,
+    parameter_bytes,
 )
 from hlocc.runtime.schedule import schedule_module
 from hlocc.runtime.shape_function import ShapeFunction
@@ -61,7 +62,6 @@ from hlocc.runtime.thunks import (
     ValueRefs,
     aligned_bytes,
     nest,
-    physical_bytes,
 )
 
 _FALLBACK_ERRORS = (UnsupportedError, InconclusiveDimensionError)
@@ -312,7 +312,8 @@ class DynamicProgram:
         allocations: list[np.ndarray] = []
         for allocation, size in zip(self.assignment.allocations, bound.allocation_sizes):
             if allocation.kind is AllocationKind.PARAMETER:
-                allocations.append(self._parameter_bytes(args, allocation, bound))
+                allocations.append(parameter_bytes(self.module, args, allocation,
+                                                   allocation.index in self.copied_parameters))
             elif allocation.kind is AllocationKind.CONSTANT:
                 allocations.append(self.constants[allocation.index])
             else:
@@ -335,20 +336,6 @@ class DynamicProgram:
         peak = sum(size for a, size in zip(self.assignment.allocations, sizes)
                    if a.kind in (AllocationKind.OUTPUT, AllocationKind.TEMP) or a.index in self.copied_parameters)
         return BoundProgram(binding, sizes, program, outputs, peak, binder.stats)
-
-    def _parameter_bytes(self, args: Sequence[Any], allocation, bound: BoundProgram) -> np.ndarray:
-        value = args[allocation.parameter_number]
-        shape = self.module.entry.parameter(allocation.parameter_number).shape
-        for i in allocation.parameter_index:
-            value, shape = value[i], shape.tuple_shapes[i]
-        if value is TOKEN or not shape.is_array:
-            return np.empty(0, np.uint8)
-        data = physical_bytes(np.asarray(value), substitute_shape(shape, bound.binding))
-        if allocation.index in self.copied_parameters:
-            copy = aligned_bytes(data.size)
-            copy[:] = data
-            return copy
-        return data
 
     def fallbacks(self) -> list[str]:
         """One line per fusion compiled per binding, with its reason and the bindings so far."""

@@ -131,19 +131,21 @@ def dynamic_kernel_compiler(compile_kernel: KernelCompiler, deferred: list[Defer
 
 # -- binding the thunks --------------------------------------------------------------------------
 class _Sizes:
-    """Collects the sizes the thunks use (`collect`), then gives their values for one call."""
+    """The sizes the plan uses, collected once (`__call__` registers one); `at(values)` gives the
+    value of each for one call, from the shape function's result (nothing shared is changed, so
+    calls at new sizes may bind at once from several threads)."""
 
     def __init__(self):
         self.index: dict[DimExpr, int] = {}
-        self.values: tuple[int, ...] = ()
 
     def __call__(self, size):
-        if not isinstance(size, DimExpr):
-            return size
-        if not self.values:  # collecting
+        if isinstance(size, DimExpr):
             self.index.setdefault(size, len(self.index))
-            return size
-        return self.values[self.index[size]]
+        return size
+
+    def at(self, values: tuple[int, ...]) -> Callable[[Any], Any]:
+        index = self.index
+        return lambda size: values[index[size]] if isinstance(size, DimExpr) else size
 
 
 @dataclass
@@ -324,15 +326,14 @@ class DynamicProgram:
 
     def bind(self, arg_dims: tuple) -> BoundProgram:
         """The plan at the binding of `arg_dims` (one shape tuple per parameter, None for a tuple)."""
-        values = self.shape_function(arg_dims)
-        self.sizes.values = values
-        binding = {v: values[self.sizes.index[symbol(v)]] for v in self.shape_function.variables}
-        binding.update({name: values[self.sizes.index[symbol(name)]] for name in self.assignment.size_maxima})
-        binder = _Binder(self.sizes, binding, collecting=False)
+        size = self.sizes.at(self.shape_function(arg_dims))
+        names = [*self.shape_function.variables, *self.assignment.size_maxima]
+        binding = {name: size(symbol(name)) for name in names}
+        binder = _Binder(size, binding, collecting=False)
         program = binder.thunks(self.template)
         outputs = [binder.ref(BufferRef(s, output_leaf_shape(self.assignment, i)))
                    for i, s in zip(self.assignment.output_indices, self.assignment.output_slices)]
-        sizes = [self.sizes(a.size) for a in self.assignment.allocations]
+        sizes = [size(a.size) for a in self.assignment.allocations]
         peak = sum(size for a, size in zip(self.assignment.allocations, sizes)
                    if a.kind in (AllocationKind.OUTPUT, AllocationKind.TEMP) or a.index in self.copied_parameters)
         return BoundProgram(binding, sizes, program, outputs, peak, binder.stats)

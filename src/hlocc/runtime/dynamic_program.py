@@ -84,6 +84,30 @@ class BoundKernel:
 
 
 @dataclass
+class SymbolicKernel:
+    """A kernel compiled once from a fusion with symbolic shapes; `symbols` are the dimension
+    variables `run_addresses(addresses, dims)` takes, in order."""
+
+    kernel: Any
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def emitter(self) -> str:
+        return self.kernel.emitter
+
+    @property
+    def output_aliases(self) -> tuple:
+        return self.kernel.output_aliases
+
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        return tuple(self.kernel.symbols)
+
+
+@dataclass
 class DeferredKernel:
     """A fusion compiled per binding of the variables it uses (module doc), each on first use."""
 
@@ -120,7 +144,7 @@ def dynamic_kernel_compiler(compile_kernel: KernelCompiler, deferred: list[Defer
             return compile_kernel(computation, name, noalias)
         with size_hint(None):  # kernels must be right at every size: no guessing inside
             try:
-                return compile_kernel(computation, name, noalias)
+                return SymbolicKernel(compile_kernel(computation, name, noalias))
             except _FALLBACK_ERRORS as e:
                 reason = str(e)
         kernel = DeferredKernel(name, computation, noalias, reason, compile_kernel, tuple(variables))
@@ -223,8 +247,8 @@ class _Binder:
         arguments = [self.ref(r) for r in thunk.arguments]
         kernel = thunk.kernel
         if self.collecting or not isinstance(kernel, DeferredKernel):
-            if getattr(kernel, "symbols", ()) and not self.collecting:
-                kernel = BoundKernel(kernel, tuple(self.binding[s] for s in kernel.symbols))
+            if isinstance(kernel, SymbolicKernel) and not self.collecting:
+                kernel = BoundKernel(kernel.kernel, tuple(self.binding[s] for s in kernel.symbols))
             return [replace(thunk, kernel=kernel, arguments=arguments)]
         instance = kernel.instance(self.binding)
         n_in = len(kernel.computation.parameters)
@@ -412,5 +436,5 @@ def build_dynamic_program(module: HloModule, compile_kernel: KernelCompiler, *, 
                           sizes, deferred, symbolic_kernels, seed)
 
 
-__all__ = ["BoundKernel", "BoundProgram", "DeferredKernel", "DynamicProgram", "build_dynamic_program",
+__all__ = ["BoundKernel", "BoundProgram", "DeferredKernel", "DynamicProgram", "SymbolicKernel", "build_dynamic_program",
            "check_symbolic_shapes", "dynamic_kernel_compiler"]

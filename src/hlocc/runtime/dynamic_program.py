@@ -65,6 +65,9 @@ from hlocc.runtime.thunks import (
 )
 
 _FALLBACK_ERRORS = (UnsupportedError, InconclusiveDimensionError)
+MAX_BOUND_PROGRAMS = 1024
+"""Bound plans a DynamicProgram keeps (one per distinct argument shapes; binding again costs a
+shape function call and the thunks' sizes, no compile)."""
 
 
 # -- kernels -------------------------------------------------------------------------------------
@@ -332,6 +335,8 @@ class DynamicProgram:
         key = tuple(getattr(a, "shape", None) if not isinstance(a, tuple) else None for a in args)
         bound = self._bound.get(key)
         if bound is None:
+            if len(self._bound) >= MAX_BOUND_PROGRAMS:
+                del self._bound[next(iter(self._bound))]  # the oldest: a server sees sizes come and go
             bound = self._bound[key] = self.bind(key)
         self.last_peak_bytes = bound.peak_bytes
         check_memory(self.module.name, bound.peak_bytes)

@@ -298,7 +298,10 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
                        check_bounds=check_bounds)
         executable = DynamicExecutable(module, backend, times, seed, options=options)
         if backend == "cpu":
-            _build_plan(executable, module if fresh else parse_hlo(module.to_string()), times)
+            # The plan's passes change the module they get: a fresh one is the executable's own
+            # (reloaded if the plan fails), a caller's is copied, guards included.
+            work = module if fresh else _copy_with_guards(module)
+            _build_plan(executable, work, times, reload=(lambda: load_module(module_or_text)) if fresh else None)
         return executable
     device = device_for(backend) if backend in DEVICE_BACKENDS else None
     import hlocc.evaluator  # noqa: F401  (registers the evaluations)
@@ -365,9 +368,16 @@ def device_for(backend: str) -> Any:
     return cuda_device()
 
 
-def _build_plan(executable: DynamicExecutable, module: HloModule, times: dict[str, float]) -> None:
+def _copy_with_guards(module: HloModule) -> HloModule:
+    copy = parse_hlo(module.to_string())
+    copy.guards = list(module.guards)  # the text keeps them as comments only
+    return copy
+
+
+def _build_plan(executable: DynamicExecutable, module: HloModule, times: dict[str, float], reload=None) -> None:
     """Give `executable` its plan for every size, or leave it to whole-module specializations with
-    the reason when the plan cannot be built (e.g. a variable no argument dimension binds)."""
+    the reason when the plan cannot be built (e.g. a variable no argument dimension binds); then
+    `reload()`, when given, is the module as loaded (the failed plan may have changed `module`)."""
     from hlocc.backends.cpu.executable import compile_dynamic_module
     from hlocc.codegen.target import cpu_target
     from hlocc.hlo.symbolic import InconclusiveDimensionError
@@ -385,6 +395,8 @@ def _build_plan(executable: DynamicExecutable, module: HloModule, times: dict[st
             times=times, gemm=options.get("gemm", "library"))
     except (UnsupportedError, InconclusiveDimensionError) as e:
         executable.plan_reason = f"no plan for every size: {e}"
+        if reload is not None:
+            executable.module = reload()
         return
     executable.compilations = executable.program.compilations
 

@@ -271,3 +271,12 @@ def test_cli_stats_list_the_plan_and_the_per_size_fusions(tmp_path, capsys):
     assert "one plan for every size" in out and "compiled per size (1 so far: b=5" in out
     assert "peak memory at the last call: 700 bytes" in out  # 5*33*4 output + two rows of 5 floats
     assert "specialized for" not in out and "matches expected outputs" in out
+
+
+def test_guards_of_a_module_object_are_checked_on_the_cpu_plan():
+    exe = hlocc.compile(guarded_module(), "cpu")
+    assert exe.program is not None
+    x = np.ones((4, 3), np.float32)
+    np.testing.assert_array_equal(exe(x, np.ones(9, np.float32)), -x)
+    with pytest.raises(ArgumentError, match="n = 101 is too large"):
+        exe(np.ones((101, 3), np.float32), np.ones(203, np.float32))

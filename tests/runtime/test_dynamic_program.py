@@ -75,6 +75,33 @@ add {
 }
 """
 
+# A loop whose state has a symbolic size: the while thunk and its body are bound like the rest.
+WHILE = """HloModule w
+cond {
+  s = (s32[], f32[?n]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  three = s32[] constant(3)
+  ROOT lt = pred[] compare(i, three), direction=LT
+}
+body {
+  s = (s32[], f32[?n]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[?n] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  t = f32[?n] tanh(x)
+  y = f32[?n] add(t, x)
+  ROOT r = (s32[], f32[?n]) tuple(j, y)
+}
+ENTRY e {
+  x = f32[?n] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[?n]) tuple(zero, x)
+  w = (s32[], f32[?n]) while(init), condition=cond, body=body
+  ROOT out = f32[?n] get-tuple-element(w), index=1
+}
+"""
+
 RNG = np.random.default_rng(0)
 
 
@@ -280,3 +307,8 @@ def test_guards_of_a_module_object_are_checked_on_the_cpu_plan():
     np.testing.assert_array_equal(exe(x, np.ones(9, np.float32)), -x)
     with pytest.raises(ArgumentError, match="n = 101 is too large"):
         exe(np.ones((101, 3), np.float32), np.ones(203, np.float32))
+
+
+def test_a_while_loop_over_symbolic_state_runs_in_the_plan():
+    exe = check_against_evaluator(WHILE, lambda n: [RNG.standard_normal(n).astype(np.float32)], [0, 1, 7])
+    assert exe.program is not None and exe.program.stats.copies >= 1

@@ -31,6 +31,7 @@ from enum import StrEnum
 from hlocc.errors import HloError
 from hlocc.hlo.call_graph import build_call_graph
 from hlocc.hlo.ir import HloInstruction, HloModule
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.runtime.alias_analysis import AliasAnalysis, HloBuffer
 from hlocc.runtime.buffer_sharing import BufferSharing
 from hlocc.runtime.dataflow import HloDataflow, HloValue, ShapeIndex, format_index, leaf_indices
@@ -65,7 +66,11 @@ class BufferSlice:
     size: int
 
     def overlaps(self, other: BufferSlice) -> bool:
-        """Whether the two slices share a byte (empty slices share none)."""
+        """Whether the two slices share a byte (empty slices share none). Slices of one allocation
+        with a symbolic offset or size may, at some size: they overlap (never decided at a hint)."""
+        if self.allocation_index == other.allocation_index and any(
+                isinstance(v, DimExpr) for v in (self.offset, self.size, other.offset, other.size)):
+            return True
         return (self.allocation_index == other.allocation_index and self.size > 0 and other.size > 0
                 and self.offset < other.offset + other.size and other.offset < self.offset + self.size)
 

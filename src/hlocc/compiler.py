@@ -249,7 +249,7 @@ def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: boo
 def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter", *, verify: bool = True,
             seed: int = 0, hlo_passes: bool = True, print_ir_after_all: bool = False,
             dump_dir: str | None = None, stream: TextIO | None = None, gemm: str = "library",
-            check_bounds: bool = False) -> Executable:
+            check_bounds: bool = False, size_hint: dict[str, int] | None = None) -> Executable:
     """Parse or import (if given HLO or StableHLO text, MLIR bytecode or a `jax.export.Exported`),
     verify and compile a module for `backend`.
 
@@ -262,6 +262,9 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     check_bounds (cpu backend): every kernel checks each load and store against its buffer and a
       violation raises a BoundsCheckError naming the kernel, the buffer and the index (slower
       kernels, for debugging; off, the kernels are the usual ones).
+    size_hint (a module with symbolic dimensions, cpu backend): the dimension variables' likely
+      values, at which the plan's fusion and scheduling heuristics are decided (default: 128 each;
+      the plan is correct at every size whatever the hint).
     A module object is copied first: compilation never changes the caller's module."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -296,6 +299,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         options = dict(verify=False, hlo_passes=hlo_passes, print_ir_after_all=print_ir_after_all,
                        dump_dir=dump_dir, stream=stream, gemm=gemm,
                        check_bounds=check_bounds)
+        if size_hint:
+            options["size_hint"] = dict(size_hint)
         executable = DynamicExecutable(module, backend, times, seed, options=options)
         if backend == "cpu":
             # The plan's passes change the module they get: a fresh one is the executable's own
@@ -392,7 +397,7 @@ def _build_plan(executable: DynamicExecutable, module: HloModule, times: dict[st
         executable.program = compile_dynamic_module(
             module, target, hlo_passes=options.get("hlo_passes", True), seed=executable.seed,
             print_after_all=options.get("print_ir_after_all", False), stream=options.get("stream"),
-            times=times, gemm=options.get("gemm", "library"))
+            times=times, gemm=options.get("gemm", "library"), hint=options.get("size_hint"))
     except (UnsupportedError, InconclusiveDimensionError) as e:
         executable.plan_reason = f"no plan for every size: {e}"
         if reload is not None:

@@ -123,8 +123,9 @@ def test_softmax_at_sizes_zero_one_and_prime_with_one_plan():
 
 def test_mlp_gemms_take_the_call_sizes():
     w1, w2 = RNG.standard_normal((16, 32)).astype(np.float32), RNG.standard_normal((32, 8)).astype(np.float32)
-    exe = check_against_evaluator(MLP, lambda n: [RNG.standard_normal((n, 16)).astype(np.float32), w1, w2], [1, 13])
-    assert exe.program.stats.library_calls["gemm"] == 2
+    exe = check_against_evaluator(MLP, lambda n: [RNG.standard_normal((n, 16)).astype(np.float32), w1, w2], [1, 13],
+                                  size_hint={"b": 1000})  # heuristics at b=1000; correct at every b
+    assert exe.program.stats.library_calls["gemm"] == 2 and exe.options["size_hint"] == {"b": 1000}
 
 
 @pytest.mark.slow  # a kernel compile per fusion and size until the kernels are symbolic (seconds each)

@@ -2,6 +2,8 @@
 
     python benchmarks/dynamic.py [--quick] [--runs 10] [--programs transformer,mlp,...] [--json FILE]
 
+(On a loaded machine set OPENBLAS_NUM_THREADS=1: numpy's gemm threads otherwise thrash.)
+
 Programs (JAX functions, float32): a transformer block (d=256, 4 heads, ff=1024) over sequence
 lengths, an MLP 512→2048→512 over batch sizes, softmax and layernorm on [b, 4096] and [b, 127] over
 batch sizes; 20 sizes each (the sequence lengths include 17, 37, 101, 257, 511 and the powers of two

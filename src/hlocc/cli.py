@@ -183,7 +183,7 @@ def _cmd_run(args) -> int:
                   print_ir_after_all=args.print_ir_after_all, dump_dir=str(args.dump_dir) if args.dump_dir else None,
                   gemm=args.gemm, check_bounds=args.check_bounds)
     compile_ms = (time.perf_counter() - t0) * 1e3
-    dynamic = isinstance(exe, DynamicExecutable)  # compiles per binding, at the first call
+    dynamic = isinstance(exe, DynamicExecutable)  # its stats depend on the sizes of the first call
     if args.stats and not dynamic:
         _print_stats(exe, args.backend)
     if not args.inputs and dynamic:
@@ -197,8 +197,9 @@ def _cmd_run(args) -> int:
     result = exe(*inputs)
     first_ms = (time.perf_counter() - t0) * 1e3
     if args.stats and dynamic:
-        print(exe.stats_text())
-        _print_stats(exe.specialized(exe.bind(*inputs)), args.backend)
+        print(exe.stats_text())  # with a plan for every size, its runtime stats too
+        if exe.program is None:
+            _print_stats(exe.specialized(exe.bind(*inputs)), args.backend)
     if args.stats and getattr(exe.runner, "last_run", None) is not None:
         print(f"device run: {exe.runner.last_run.to_string()}")
     outputs = flatten(result)

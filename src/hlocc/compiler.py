@@ -7,11 +7,14 @@ DLPack arrays in and out) and fails with the reason where no GPU can be used; `c
 cuda path on a simulated GPU (the GPU kernels in SIMT simulation, device memory in host memory),
 which is how it is tested without one.
 
-A module with symbolic dimensions (hlo/symbolic.py) compiles to a `DynamicExecutable`: each call
-binds the dimension variables from the argument sizes, checks the module's guards, and runs a
-static specialization of the module for that binding, compiled on first use and cached. That is
-a visible fallback, not the goal (one compilation for every size needs symbolic kernels):
-`compilations` counts the specializations and `specializations` lists each with its reason.
+A module with symbolic dimensions (hlo/symbolic.py) compiles to a `DynamicExecutable`. On the cpu
+backend it holds one plan for every size (runtime/dynamic_program.py): HLO passes, schedule and
+buffer assignment run once on the symbolic module; per call the compiled shape function binds the
+variables, checks the guards and gives every size; kernels are symbolic, or compiled per binding of
+their fusion where the kernel compiler cannot compile them symbolically yet (listed by
+`stats_text`). Elsewhere (interpreter, cuda), or where the plan cannot be built (the reason is in
+`plan_reason`), each call runs a static specialization of the whole module for its binding,
+compiled on first use and cached (`specializations` lists each with its reason).
 
 Compiling the same HLO text again in a process, with the same options, returns the executable
 compiled the first time (`_PROGRAMS`, the last 64 programs, keyed by the text's SHA-256, backend and
@@ -82,7 +85,7 @@ class Executable:
         return Evaluator(self.seed).run(self.module, values)
 
 
-SPECIALIZATION_REASON = "symbolic kernels not built yet"
+SPECIALIZATION_REASON = "no plan for every size on this backend"
 
 
 @dataclass
@@ -100,11 +103,25 @@ class Specialization:
 
 @dataclass
 class DynamicExecutable(Executable):
-    """An Executable of a module with symbolic dimensions; see the module docstring."""
+    """An Executable of a module with symbolic dimensions; see the module docstring. `program` is
+    the plan for every size (None: whole-module specializations, for `plan_reason`)."""
 
     options: dict = field(default_factory=dict)
     specializations: list[Specialization] = field(default_factory=list)
+    program: Any = None
+    plan_reason: str = SPECIALIZATION_REASON
     _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def plan_builds(self) -> int:
+        """How many times the HLO passes and buffer assignment ran: 1 with a plan, else one per
+        specialization."""
+        return 1 if self.program is not None else len(self.specializations)
+
+    @property
+    def last_peak_bytes(self) -> int | None:
+        """Bytes the last call allocated (outputs, temporaries, copied parameters); None without a plan."""
+        return self.program.last_peak_bytes if self.program is not None else None
 
     def bind(self, *args) -> dict[str, int]:
         """The dimension variables' values for `args`, the guards checked (ArgumentError otherwise)."""
@@ -128,17 +145,37 @@ class DynamicExecutable(Executable):
             t0 = time.perf_counter()
             self._cache[key] = compile(specialize(self.module, binding), self.backend, seed=self.seed, **self.options)
             self.compilations += self._cache[key].compilations  # 0 on the interpreter, which builds nothing
-            self.specializations.append(Specialization(dict(binding), (time.perf_counter() - t0) * 1e3))
+            self.specializations.append(Specialization(dict(binding), (time.perf_counter() - t0) * 1e3,
+                                                       self.plan_reason))
         return self._cache[key]
 
     def __call__(self, *args, return_device_arrays: bool = False) -> Any:
-        return self.specialized(self.bind(*args))(*args, return_device_arrays=return_device_arrays)
+        if self.program is None:
+            return self.specialized(self.bind(*args))(*args, return_device_arrays=return_device_arrays)
+        if return_device_arrays:
+            raise ArgumentError(f"return_device_arrays: the {self.backend} backend returns host arrays only")
+        result = self.program.run(check_arguments(self.module, args))
+        self.compilations = self.program.compilations
+        return result
 
     def stats_text(self) -> str:
-        """One line per specialization, for `--stats`."""
+        """The plan (or the specializations), the fallback fusions with their reasons, for `--stats`."""
         symbols = frozenset().union(*(p.shape.symbols for p in self.module.entry.parameters))
         lines = [f"symbolic dimensions: {', '.join(sorted(symbols))}; {self.compilations} compilation(s)"]
-        return "\n".join(lines + [f"  {s}" for s in self.specializations])
+        if self.program is None:
+            return "\n".join(lines + [f"  whole module per size: {self.plan_reason}"]
+                             + [f"  {s}" for s in self.specializations])
+        program = self.program
+        lines.append(f"one plan for every size (HLO passes and buffer assignment ran once); "
+                     f"{program.symbolic_kernels} kernel(s) for every size, {len(program.deferred)} compiled per size")
+        lines += [f"  {line}" for line in program.fallbacks()]
+        bound = list(program._bound.values())
+        hosted = sorted({h for b in bound for h in b.host_fusions})
+        lines += [f"  on the evaluator at some sizes: {h}" for h in hosted]
+        lines.append(f"sizes seen: {len(bound)}; peak memory at the last call: {program.last_peak_bytes} bytes")
+        program.stats.peak_bytes = program.last_peak_bytes
+        lines.append(program.stats.to_string())
+        return "\n".join(lines)
 
 
 def _array_shape(value: Any) -> tuple[int, ...]:
@@ -212,7 +249,7 @@ def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: boo
 def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter", *, verify: bool = True,
             seed: int = 0, hlo_passes: bool = True, print_ir_after_all: bool = False,
             dump_dir: str | None = None, stream: TextIO | None = None, gemm: str = "library",
-            check_bounds: bool = False) -> Executable:
+            check_bounds: bool = False, size_hint: dict[str, int] | None = None) -> Executable:
     """Parse or import (if given HLO or StableHLO text, MLIR bytecode or a `jax.export.Exported`),
     verify and compile a module for `backend`.
 
@@ -225,6 +262,9 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     check_bounds (cpu backend): every kernel checks each load and store against its buffer and a
       violation raises a BoundsCheckError naming the kernel, the buffer and the index (slower
       kernels, for debugging; off, the kernels are the usual ones).
+    size_hint (a module with symbolic dimensions, cpu backend): the dimension variables' likely
+      values, at which the plan's fusion and scheduling heuristics are decided (default: 128 each;
+      the plan is correct at every size whatever the hint).
     A module object is copied first: compilation never changes the caller's module."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -259,7 +299,15 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         options = dict(verify=False, hlo_passes=hlo_passes, print_ir_after_all=print_ir_after_all,
                        dump_dir=dump_dir, stream=stream, gemm=gemm,
                        check_bounds=check_bounds)
-        return DynamicExecutable(module, backend, times, seed, options=options)
+        if size_hint:
+            options["size_hint"] = dict(size_hint)
+        executable = DynamicExecutable(module, backend, times, seed, options=options)
+        if backend == "cpu":
+            # The plan's passes change the module they get: a fresh one is the executable's own
+            # (reloaded if the plan fails), a caller's is copied, guards included.
+            work = module if fresh else _copy_with_guards(module)
+            _build_plan(executable, work, times, reload=(lambda: load_module(module_or_text)) if fresh else None)
+        return executable
     device = device_for(backend) if backend in DEVICE_BACKENDS else None
     import hlocc.evaluator  # noqa: F401  (registers the evaluations)
 
@@ -323,6 +371,39 @@ def device_for(backend: str) -> Any:
         raise UnsupportedError(f"backend 'cuda': {why}; use --backend cpu, or --backend cuda-sim to run the GPU "
                                "kernels in simulation")
     return cuda_device()
+
+
+def _copy_with_guards(module: HloModule) -> HloModule:
+    copy = parse_hlo(module.to_string())
+    copy.guards = list(module.guards)  # the text keeps them as comments only
+    return copy
+
+
+def _build_plan(executable: DynamicExecutable, module: HloModule, times: dict[str, float], reload=None) -> None:
+    """Give `executable` its plan for every size, or leave it to whole-module specializations with
+    the reason when the plan cannot be built (e.g. a variable no argument dimension binds); then
+    `reload()`, when given, is the module as loaded (the failed plan may have changed `module`)."""
+    from hlocc.backends.cpu.executable import compile_dynamic_module
+    from hlocc.codegen.target import cpu_target
+    from hlocc.hlo.symbolic import InconclusiveDimensionError
+
+    options = executable.options
+    target = cpu_target()
+    if options.get("check_bounds"):
+        from dataclasses import replace
+
+        target = replace(target, check_bounds=True)
+    try:
+        executable.program = compile_dynamic_module(
+            module, target, hlo_passes=options.get("hlo_passes", True), seed=executable.seed,
+            print_after_all=options.get("print_ir_after_all", False), stream=options.get("stream"),
+            times=times, gemm=options.get("gemm", "library"), hint=options.get("size_hint"))
+    except (UnsupportedError, InconclusiveDimensionError) as e:
+        executable.plan_reason = f"no plan for every size: {e}"
+        if reload is not None:
+            executable.module = reload()
+        return
+    executable.compilations = executable.program.compilations
 
 
 def _dump_program(runner, dump_dir: str) -> None:

@@ -7,8 +7,9 @@
 With `polymorphic_shapes` (one `jax.export` shape spec per positional argument, as
 `jax.export.symbolic_args_specs` takes them; None for an argument of fixed shape), the function is
 exported once with symbolic dimensions, per argument dtypes, and imported into one hlocc
-Executable that runs every size the specs allow (`compilations` counts what it compiled for them:
-today one static specialization per size; see compiler.DynamicExecutable). Without it, it behaves
+Executable that runs every size the specs allow: on the cpu backend one plan for every size, its
+kernels compiled once or, for fusions the kernel compiler cannot yet compile symbolically, per size
+(`compilations` counts them; see compiler.DynamicExecutable and runtime/dynamic_program.py). Without it, it behaves
 like `jax.jit`: one lowering and one compilation per argument shapes and dtypes.
 
 Arguments are arrays (numpy, JAX or anything `np.asarray` takes), positional only; results come back

@@ -7,7 +7,9 @@ divides; every other symbolic dimension is then checked), and raises ArgumentErr
 variable and both values on inconsistent sizes. `specialize(module, binding)` returns a copy of
 the module with every symbolic size (shapes, slice/pad/window attributes) replaced by its value,
 then verified: the static module the existing compilers take. The guards are not copied (they are
-checked before a specialization runs). `substitute_instructions` is the rewrite both this and the
+checked before a specialization runs). `specialize_computation` does the same to one (fused)
+computation: the per-binding fallback kernel of a fusion that cannot be compiled symbolically
+(runtime/dynamic_program.py). `substitute_instructions` is the rewrite all of them and the
 `shape-constraints` pass use.
 """
 
@@ -17,7 +19,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from hlocc.errors import ArgumentError
-from hlocc.hlo.ir import HloModule
+from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.symbolic import Dim, DimExpr, InconclusiveDimensionError, evaluate, substitute, symbol
 from hlocc.hlo.types import Shape
 
@@ -82,6 +84,18 @@ def specialize(module: HloModule, binding: Mapping[str, int]) -> HloModule:
     copy.guards = []
     substitute_instructions([i for comp in copy.computations for i in comp.instructions], binding)
     verify_module(copy)
+    return copy
+
+
+def specialize_computation(computation: HloComputation, binding: Mapping[str, int]) -> HloComputation:
+    """A copy of `computation` (its instructions cloned; computations it calls, which hold scalars,
+    shared) with the dimension variables set to `binding`."""
+    copy = HloComputation(computation.name)
+    clones: dict[int, HloInstruction] = {}
+    for instr in computation.post_order():
+        clones[id(instr)] = copy.add_instruction(instr.clone([clones[id(o)] for o in instr.operands]))
+    copy.root = clones[id(computation.root)]
+    substitute_instructions(copy.instructions, binding)
     return copy
 
 

@@ -10,12 +10,19 @@ assumes); a comparison that this does not decide raises `InconclusiveDimensionEr
 
 `evaluate(binding)` gives the size for concrete variable values, `substitute` replaces variables
 by values or expressions, `parse_dim_expr` reads the text `str()` writes.
+
+`size_hint(binding)` is for heuristics only (the cost model and fusion decisions, which need a
+number where the size is symbolic): inside it, a comparison the lower bounds do not decide is
+decided at the hint's values, and `/` and `float()` evaluate there (BladeDISC's "likely values").
+Nothing whose correctness depends on the answer may run inside it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Union
 
@@ -69,6 +76,8 @@ class DimExpr:
 
     # -- arithmetic -------------------------------------------------------------------------------
     def __add__(self, other) -> Dim:
+        if isinstance(other, float):
+            return float(self) + other  # a heuristic's number (size_hint)
         if not isinstance(other, (int, DimExpr)):
             return NotImplemented
         out = self._coeffs()
@@ -82,7 +91,7 @@ class DimExpr:
         return DimExpr._of({m: -c for m, c in self.terms})
 
     def __sub__(self, other) -> Dim:
-        if not isinstance(other, (int, DimExpr)):
+        if not isinstance(other, (int, float, DimExpr)):
             return NotImplemented
         return self + (-other)
 
@@ -90,6 +99,8 @@ class DimExpr:
         return (-self) + other
 
     def __mul__(self, other) -> Dim:
+        if isinstance(other, float):
+            return float(self) * other  # a heuristic's number (size_hint)
         if not isinstance(other, (int, DimExpr)):
             return NotImplemented
         out: dict = {}
@@ -125,6 +136,19 @@ class DimExpr:
 
     def __lt__(self, other) -> bool:
         return _nonnegative(other - self - 1)
+
+    # -- numbers at the size hint (heuristics only: see `size_hint`) --------------------------------
+    def __truediv__(self, other) -> float:
+        return float(self) / float(other)
+
+    def __rtruediv__(self, other) -> float:
+        return float(other) / float(self)
+
+    def __float__(self) -> float:
+        hint = current_size_hint()
+        if hint is None:
+            raise InconclusiveDimensionError(f"symbolic size '{self}' has no number at compile time")
+        return float(_at_hint(self, hint))
 
     def __index__(self):
         raise InconclusiveDimensionError(f"symbolic size '{self}' has no integer value at compile time")
@@ -197,7 +221,7 @@ def _atom_variables(atom: _Atom):
 
 def _nonnegative(value: Dim) -> bool:
     """Whether `value` ≥ 0 for every assignment of variables ≥ 1; raises where that depends on them."""
-    if isinstance(value, int):
+    if isinstance(value, (int, float)):  # a float: against a heuristic's number (size_hint)
         return value >= 0
     low = value.lower_bound()
     if low is not None and low >= 0:
@@ -205,7 +229,37 @@ def _nonnegative(value: Dim) -> bool:
     high = (-value).lower_bound()
     if high is not None and high > 0:
         return False
+    hint = current_size_hint()
+    if hint is not None:
+        return _at_hint(value, hint) >= 0
     raise InconclusiveDimensionError(f"cannot decide whether {value} >= 0 for every size of {sorted(value.variables)}")
+
+
+_HINT = threading.local()
+
+
+@contextmanager
+def size_hint(binding: Mapping[str, int] | None) -> Iterator[None]:
+    """Decide what the lower bounds leave open at `binding`'s values, for heuristics (module doc);
+    a variable the binding lacks takes the value HINT_DEFAULT. `None`: no hint (exact answers only)."""
+    previous = getattr(_HINT, "binding", None)
+    _HINT.binding = dict(binding) if binding is not None else None
+    try:
+        yield
+    finally:
+        _HINT.binding = previous
+
+
+HINT_DEFAULT = 128
+"""The value a dimension variable takes in heuristics when no hint names it (BladeDISC's likely size)."""
+
+
+def current_size_hint() -> Mapping[str, int] | None:
+    return getattr(_HINT, "binding", None)
+
+
+def _at_hint(value: DimExpr, hint: Mapping[str, int]) -> int:
+    return value.evaluate({v: hint.get(v, HINT_DEFAULT) for v in value.variables})
 
 
 def symbol(name: str) -> DimExpr:

@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TextIO
 
 from hlocc.errors import HloError, HloVerifyError
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.printer import print_module
+from hlocc.hlo.symbolic import size_hint
 
 # Importing the pass modules registers their passes by name.
 from hlocc.passes import (  # noqa: F401
@@ -106,6 +108,15 @@ PIPELINES: dict[str, tuple[Stage, ...]] = {
     "fusion": FUSION,  # to fuse a module that is already simplified
     "default": SIMPLIFICATION + FUSION,  # what the backends optimize with (BACKEND_PIPELINES)
 }
+
+
+SIZE_HINTED_PASSES = frozenset({"priority-fusion", "multi-output-fusion", "gemm-fusion", "fusion-wrapper",
+                                "inline-library-fusions"})
+"""Passes whose size questions are heuristics (is fusing profitable, is this reduction big, which
+emitter suits a fusion: analysis/hero.py, which inline-library-fusions asks too): on a
+module with symbolic dimensions they run under the PassManager's `size_hint` (hlo/symbolic.py), so a
+question the symbols leave open is answered at the hint's sizes. Every other pass decides only what
+holds for every size (an open question is left alone or is an error, never guessed)."""
 
 
 @dataclass(frozen=True)
@@ -180,8 +191,9 @@ class PassManager:
     """Runs a pipeline (a sequence of stages) on modules; see the module docstring."""
 
     def __init__(self, stages: Sequence[Stage], *, print_after_all: bool = False, stream: TextIO | None = None,
-                 debug: bool = False):
+                 debug: bool = False, hint: Mapping[str, int] | None = None):
         self.stages = tuple(stages)
+        self.hint = hint  # dimension variable values for SIZE_HINTED_PASSES on symbolic modules
         self.print_after_all = print_after_all
         self.stream = stream
         self.debug = debug
@@ -218,7 +230,8 @@ class PassManager:
             hlo_pass = self._passes[name] = HLO_PASSES[name]()
         before = print_module(module) if self.debug else None
         start = time.perf_counter()
-        changed = bool(hlo_pass.run(module))
+        with size_hint(self.hint) if self.hint is not None and name in SIZE_HINTED_PASSES else nullcontext():
+            changed = bool(hlo_pass.run(module))
         ms = (time.perf_counter() - start) * 1e3
         result.timings_ms[name] = result.timings_ms.get(name, 0.0) + ms
         result.runs.append((name, changed, ms))

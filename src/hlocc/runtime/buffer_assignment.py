@@ -13,6 +13,10 @@ never reused for temporaries); each constant too (read-only); each leaf of the e
 Temporaries, those of every nested computation included, share one *temp arena* packed by the
 heap simulator over the flattened timeline (`temp_layout="arena"`, the default, as XLA:GPU does);
 `temp_layout="allocations"` instead gives each temporary an allocation, reusing dead ones.
+A module with symbolic dimensions (hlo/symbolic.py) takes `temp_layout="slots"`: the same reuse
+decided once on the symbolic sizes (heap_simulator.py `reuse_slots`), every size, offset and the
+peak a symbolic size evaluated per call (runtime/dynamic_program.py), a slot whose blocks' sizes
+no order fits for every binding sized by a `slot<k>` variable, the largest of `size_maxima[k]`.
 Instructions of fused and other embedded computations get no buffers: only the fusion's outputs do.
 
 The pieces: dataflow.py (values), buffer_sharing.py (in-place and reuse rules), schedule.py,
@@ -27,6 +31,7 @@ from enum import StrEnum
 from hlocc.errors import HloError
 from hlocc.hlo.call_graph import build_call_graph
 from hlocc.hlo.ir import HloInstruction, HloModule
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.runtime.alias_analysis import AliasAnalysis, HloBuffer
 from hlocc.runtime.buffer_sharing import BufferSharing
 from hlocc.runtime.dataflow import HloDataflow, HloValue, ShapeIndex, format_index, leaf_indices
@@ -36,11 +41,12 @@ from hlocc.runtime.heap_simulator import (
     live_bytes_lower_bound,
     pack,
     reuse_allocations,
+    reuse_slots,
 )
 from hlocc.runtime.liveness import Liveness, Timeline
 from hlocc.runtime.schedule import HloSchedule, schedule_module
 
-TEMP_LAYOUTS = ("arena", "allocations")
+TEMP_LAYOUTS = ("arena", "allocations", "slots")
 
 
 class AllocationKind(StrEnum):
@@ -60,7 +66,11 @@ class BufferSlice:
     size: int
 
     def overlaps(self, other: BufferSlice) -> bool:
-        """Whether the two slices share a byte (empty slices share none)."""
+        """Whether the two slices share a byte (empty slices share none). Slices of one allocation
+        with a symbolic offset or size may, at some size: they overlap (never decided at a hint)."""
+        if self.allocation_index == other.allocation_index and any(
+                isinstance(v, DimExpr) for v in (self.offset, self.size, other.offset, other.size)):
+            return True
         return (self.allocation_index == other.allocation_index and self.size > 0 and other.size > 0
                 and self.offset < other.offset + other.size and other.offset < self.offset + self.size)
 
@@ -118,7 +128,8 @@ class BufferAssignment:
 
     def __init__(self, module: HloModule, schedule: HloSchedule, dataflow: HloDataflow, liveness: Liveness,
                  aliases: AliasAnalysis, allocations: list[BufferAllocation], placement: dict[int, BufferSlice],
-                 heap_algorithm: str, alignment: int, temp_lower_bound_bytes: int):
+                 heap_algorithm: str, alignment: int, temp_lower_bound_bytes: int,
+                 size_maxima: dict | None = None):
         self.module = module
         self.schedule = schedule
         self.dataflow = dataflow
@@ -140,6 +151,8 @@ class BufferAssignment:
         caller's and constants live as long as the executable."""
         self.temp_lower_bound_bytes = temp_lower_bound_bytes
         """The most bytes of temporaries live at one tick: what a perfect packing would need."""
+        self.size_maxima: dict[str, tuple] = size_maxima or {}
+        """temp_layout "slots": the value of each `slot<k>` size variable is the largest of these sizes."""
 
     # -- slices --------------------------------------------------------------------------------
     def _slice(self, buffer: HloBuffer, size: int) -> BufferSlice:
@@ -293,7 +306,9 @@ def assign_buffers(module: HloModule, schedule: HloSchedule | None = None, *, te
     """Assign every array of `module` a slice of an allocation.
 
     schedule: the order of each sequential computation (default: `schedule_module(module)`).
-    temp_layout: "arena" (one allocation, offsets by the heap simulator) or "allocations".
+    temp_layout: "arena" (one allocation, offsets by the heap simulator), "allocations", or "slots"
+      (symbolic sizes: the module doc; decisions that need a number are made under the caller's
+      `size_hint`).
     heap_algorithm: "auto", "best-fit" or "decreasing-size" (heap_simulator.py), for the arena.
     reuse_operand_buffers: let elementwise ops and fusions write over a dying operand (in-place
       updates share their operand's buffer whatever this says, when it is safe).
@@ -316,13 +331,49 @@ def assign_buffers(module: HloModule, schedule: HloSchedule | None = None, *, te
     aliases = AliasAnalysis(module, dataflow, timeline, liveness, BufferSharing(reuse_operand_buffers))
     temps = [b for b in aliases.buffers if b.kind == "temp"]
     blocks = [HeapBlock(b.id, *b.live_range, b.size) for b in temps]
+    if temp_layout == "slots":
+        slots = reuse_slots(blocks)
+        allocations, placement = _own_allocations(module, aliases)
+        _temp_allocations(allocations, placement, slots.sizes, slots.owner, {b.id: b for b in aliases.buffers})
+        return BufferAssignment(module, schedule, dataflow, liveness, aliases, allocations, placement,
+                                "slots", alignment, 0, slots.maxima)
     allocations, placement, algorithm = _allocate(module, aliases, blocks, temp_layout, heap_algorithm, alignment)
     return BufferAssignment(module, schedule, dataflow, liveness, aliases, allocations, placement,
                             algorithm, alignment, live_bytes_lower_bound(blocks, alignment))
 
 
+def _temp_allocations(allocations: list[BufferAllocation], placement: dict[int, BufferSlice], sizes: list,
+                      owner: dict[int, int], by_id: dict[int, HloBuffer]) -> None:
+    """An allocation per temp size of `sizes`, holding the buffers `owner` puts in it."""
+    first = len(allocations)
+    allocations += [BufferAllocation(first + i, size, AllocationKind.TEMP) for i, size in enumerate(sizes)]
+    for key, i in owner.items():
+        allocations[first + i].buffers.append((by_id[key], 0))
+        placement[key] = BufferSlice(first + i, 0, by_id[key].size)
+
+
 def _allocate(module: HloModule, aliases: AliasAnalysis, blocks: list[HeapBlock], temp_layout: str,
               heap_algorithm: str, alignment: int) -> tuple[list[BufferAllocation], dict[int, BufferSlice], str]:
+    allocations, placement = _own_allocations(module, aliases)
+    by_id = {b.id: b for b in aliases.buffers}
+    if not blocks:
+        return allocations, placement, "none"
+    if temp_layout == "arena":
+        layout = pack(blocks, alignment, heap_algorithm)
+        arena = BufferAllocation(len(allocations), layout.size, AllocationKind.ARENA)
+        allocations.append(arena)
+        for key, offset in layout.offsets.items():
+            arena.buffers.append((by_id[key], offset))
+            placement[key] = BufferSlice(arena.index, offset, by_id[key].size)
+        return allocations, placement, layout.algorithm
+    sizes, owner = reuse_allocations(blocks)
+    _temp_allocations(allocations, placement, sizes, owner, by_id)
+    return allocations, placement, "reuse"
+
+
+def _own_allocations(module: HloModule, aliases: AliasAnalysis) -> tuple[list[BufferAllocation],
+                                                                        dict[int, BufferSlice]]:
+    """An allocation of its own for each parameter, constant and output buffer (the module doc)."""
     allocations: list[BufferAllocation] = []
     placement: dict[int, BufferSlice] = {}
 
@@ -346,21 +397,6 @@ def _allocate(module: HloModule, aliases: AliasAnalysis, blocks: list[HeapBlock]
     outputs = [b for b in aliases.buffers if b.kind == "output"]
     for buffer in sorted(outputs, key=lambda b: order[b.output_indices[0]]):
         own(buffer, AllocationKind.OUTPUT)
-    by_id = {b.id: b for b in aliases.buffers}
-    if not blocks:
-        return allocations, placement, "none"
-    if temp_layout == "arena":
-        layout = pack(blocks, alignment, heap_algorithm)
-        arena = BufferAllocation(len(allocations), layout.size, AllocationKind.ARENA)
-        allocations.append(arena)
-        for key, offset in layout.offsets.items():
-            arena.buffers.append((by_id[key], offset))
-            placement[key] = BufferSlice(arena.index, offset, by_id[key].size)
-        return allocations, placement, layout.algorithm
-    sizes, owner = reuse_allocations(blocks)
-    first = len(allocations)
-    allocations += [BufferAllocation(first + i, size, AllocationKind.TEMP) for i, size in enumerate(sizes)]
-    for key, i in owner.items():
-        allocations[first + i].buffers.append((by_id[key], 0))
-        placement[key] = BufferSlice(first + i, 0, by_id[key].size)
-    return allocations, placement, "reuse"
+    return allocations, placement
+
+

@@ -358,21 +358,28 @@ class ThunkExecutable:
                    and (a.kind is not AllocationKind.PARAMETER or a.index in self.copied_parameters))
 
     def _parameter_bytes(self, args: Sequence[Any], allocation) -> np.ndarray:
-        value = args[allocation.parameter_number]
-        shape = self.module.entry.parameter(allocation.parameter_number).shape
-        for i in allocation.parameter_index:
-            value, shape = value[i], shape.tuple_shapes[i]
-        if value is TOKEN or not shape.is_array:
-            return np.empty(0, np.uint8)
-        data = physical_bytes(np.asarray(value), shape)
-        if allocation.index in self.copied_parameters:
-            copy = aligned_bytes(data.size)
-            copy[:] = data
-            return copy
-        return data
+        return parameter_bytes(self.module, args, allocation, allocation.index in self.copied_parameters)
 
     def to_string(self) -> str:
         return "\n".join(self.program.describe())
+
+
+def parameter_bytes(module: HloModule, args: Sequence[Any], allocation, copy: bool) -> np.ndarray:
+    """The bytes of the argument leaf a parameter allocation holds, in its layout's order: a view
+    of the caller's array, or a fresh copy when the program writes it (`copy`). Only the layout of
+    the parameter's shape is read, so a symbolic shape serves every size."""
+    value = args[allocation.parameter_number]
+    shape = module.entry.parameter(allocation.parameter_number).shape
+    for i in allocation.parameter_index:
+        value, shape = value[i], shape.tuple_shapes[i]
+    if value is TOKEN or not shape.is_array:
+        return np.empty(0, np.uint8)
+    data = physical_bytes(np.asarray(value), shape)
+    if copy:
+        fresh = aligned_bytes(data.size)
+        fresh[:] = data
+        return fresh
+    return data
 
 
 def output_leaf_shape(assignment: BufferAssignment, index) -> Shape:

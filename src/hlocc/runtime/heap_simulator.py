@@ -183,3 +183,74 @@ def live_bytes_lower_bound(blocks: list[HeapBlock], alignment: int) -> int:
         live += events[tick]
         peak = max(peak, live)
     return peak
+
+
+@dataclass(frozen=True)
+class SymbolicSlots:
+    """`reuse_slots`'s result: the size of each slot (a size, or a fresh variable `slot<k>` whose value
+    is the largest of `maxima[name]` at run time), and each block's slot."""
+
+    sizes: list
+    owner: dict[int, int]
+    maxima: dict[str, tuple]
+
+
+def reuse_slots(blocks: list[HeapBlock]) -> SymbolicSlots:
+    """`reuse_allocations` for blocks of symbolic sizes (hlo/symbolic.py): a block takes a dead slot
+    (one whose blocks all ended before it starts), one that already holds a block of its exact size
+    expression first, else the best fit at the size hint (a heuristic: call it under `size_hint`),
+    else a new slot. Which blocks share a slot is decided once; a slot's size is the largest of its
+    blocks' sizes, known to be the largest for every binding or left to the shape function as a
+    `max` (the `slot<k>` variables of `maxima`), so the sharing is correct at every size."""
+    members: list[list] = []
+    owner: dict[int, int] = {}
+    free: list[int] = []
+    active: list[tuple[int, int]] = []  # (end, slot)
+    for block in sorted(blocks, key=lambda b: (b.start, b.key)):
+        while active and active[0][0] < block.start:
+            free.append(heapq.heappop(active)[1])
+        slot = _pick_slot(free, members, block.size)
+        if slot is None:
+            slot = len(members)
+            members.append([])
+        else:
+            free.remove(slot)
+        members[slot].append(block.size)
+        owner[block.key] = slot
+        heapq.heappush(active, (block.end, slot))
+    sizes, maxima = [], {}
+    for k, sizes_of_slot in enumerate(members):
+        largest = _largest(list(dict.fromkeys(sizes_of_slot)))
+        if largest is None:
+            from hlocc.hlo.symbolic import symbol
+
+            maxima[f"slot{k}"] = tuple(dict.fromkeys(sizes_of_slot))
+            largest = symbol(f"slot{k}")
+        sizes.append(largest)
+    return SymbolicSlots(sizes, owner, maxima)
+
+
+def _pick_slot(free: list[int], members: list[list], size) -> int | None:
+    exact = [s for s in free if size in members[s]]
+    if exact:
+        return exact[0]
+    if not free:
+        return None
+    largest = {s: max(float(m) if not isinstance(m, int) else m for m in members[s]) for s in free}
+    need = float(size) if not isinstance(size, int) else size
+    fits = [s for s in free if largest[s] >= need]
+    return min(fits, key=largest.get) if fits else max(free, key=largest.get)
+
+
+def _largest(sizes: list):
+    """The size that is ≥ every other for every binding, or None when that depends on the binding."""
+    from hlocc.hlo.symbolic import InconclusiveDimensionError, size_hint
+
+    with size_hint(None):  # for every binding, not at the hint
+        for candidate in sizes:
+            try:
+                if all(candidate - other >= 0 for other in sizes):
+                    return candidate
+            except InconclusiveDimensionError:
+                continue
+    return None

@@ -1,0 +1,192 @@
+"""Dynamic shapes: one hlocc compile for every size against a compile per size (issue 15's acceptance).
+
+    python benchmarks/dynamic.py [--quick] [--runs 10] [--programs transformer,mlp,...] [--json FILE]
+
+(On a loaded machine set OPENBLAS_NUM_THREADS=1: numpy's gemm threads otherwise thrash.)
+
+Programs (JAX functions, float32): a transformer block (d=256, 4 heads, ff=1024) over sequence
+lengths, an MLP 512→2048→512 over batch sizes, softmax and layernorm on [b, 4096] and [b, 127] over
+batch sizes; 20 sizes each (the sequence lengths include 17, 37, 101, 257, 511 and the powers of two
+in [16, 512]). Arms, in one run, on the same sizes in the same order:
+
+- hlocc dynamic: `hlocc.jax.jit(f, polymorphic_shapes=[...])`, one export and one plan for every
+  size (compiler.DynamicExecutable; fusions the kernel compiler cannot yet compile symbolically are
+  compiled per size and listed);
+- jax.jit on XLA:CPU: a compile per size;
+- hlocc static: `hlocc.jax.jit(f)` without polymorphic shapes, a compile per size.
+
+Per program and arm: compilations (hlocc: kernels compiled; XLA: one per size), the sweep time (the
+first call at every size, compiles included, plus the dynamic arm's one-time compile), the first
+call at an unseen size (the last size of the sweep, seen by no earlier call) against a steady
+call there, and the steady time per size (median of --runs warmed calls) as geomean ratios:
+hlocc dynamic / hlocc static (target ≤ 1.15) and XLA / hlocc dynamic (target ≥ 1). The on-disk
+kernel caches are off (HLOCC_CACHE_DIR=, and the in-process one cleared before each arm) so that
+every arm pays its own compiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import sys
+import time
+
+os.environ["HLOCC_CACHE_DIR"] = ""  # every arm compiles for itself (module doc)
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+from programs import median_ms  # noqa: E402
+
+SEQ_SIZES = [16, 17, 24, 32, 37, 48, 64, 80, 101, 128, 160, 200, 256, 257, 300, 384, 450, 500, 512, 511]
+BATCH_SIZES = [1, 2, 3, 4, 7, 8, 16, 31, 32, 64, 100, 128, 200, 256, 300, 512, 600, 768, 1024, 1000]
+QUICK_SIZES = [3, 16, 37]
+
+
+def programs(quick: bool) -> dict:
+    """name: (function, polymorphic shape spec, argument shape for size n, sizes)."""
+    import jax
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(0)
+
+    def weights(*shape):
+        return jnp.asarray(rng.standard_normal(shape).astype(np.float32) / math.sqrt(shape[0]))
+
+    d, heads, ff = (64, 2, 128) if quick else (256, 4, 1024)
+    wq, wk, wv, wo = (weights(d, d) for _ in range(4))
+    w1, w2 = weights(d, ff), weights(ff, d)
+
+    def layernorm(x):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) * jax.lax.rsqrt(var + 1e-5)
+
+    def transformer(x):
+        h = layernorm(x)
+        s = x.shape[0]
+        q, k, v = ((h @ w).reshape(s, heads, d // heads).transpose(1, 0, 2) for w in (wq, wk, wv))
+        att = jax.nn.softmax(q @ k.transpose(0, 2, 1) / math.sqrt(d // heads), axis=-1) @ v
+        x = x + att.transpose(1, 0, 2).reshape(s, d) @ wo
+        return x + jax.nn.gelu(layernorm(x) @ w1) @ w2
+
+    m_in, m_hidden = (64, 256) if quick else (512, 2048)
+    m1, m2 = weights(m_in, m_hidden), weights(m_hidden, m_in)
+
+    def mlp(x):
+        return jax.nn.relu(x @ m1) @ m2
+
+    def softmax(x):
+        return jax.nn.softmax(x, axis=-1)
+
+    seq = QUICK_SIZES if quick else SEQ_SIZES
+    batch = QUICK_SIZES if quick else BATCH_SIZES
+    return {
+        "transformer": (transformer, f"s, {d}", lambda n: (n, d), seq),
+        "mlp": (mlp, f"b, {m_in}", lambda n: (n, m_in), batch),
+        "softmax_4096": (softmax, "b, 4096", lambda n: (n, 4096), batch),
+        "softmax_127": (softmax, "b, 127", lambda n: (n, 127), batch),
+        "layernorm_4096": (layernorm, "b, 4096", lambda n: (n, 4096), batch),
+        "layernorm_127": (layernorm, "b, 127", lambda n: (n, 127), batch),
+    }
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def sweep(make, sizes: list[int], shape_of, runs: int) -> dict:
+    """One arm over `sizes`: `make()` → callable (its own compile time counted in the sweep);
+    per size, the first call (timed) then `runs` steady calls (median)."""
+    from hlocc.backends.cpu.kernel import clear_kernel_cache
+    from hlocc.compiler import clear_compile_cache
+
+    clear_kernel_cache()  # no arm reuses another's kernels (the disk cache is off: module doc)
+    clear_compile_cache()
+    rng = np.random.default_rng(1)
+    inputs = {n: rng.standard_normal(shape_of(n)).astype(np.float32) for n in sizes}
+    t0 = time.perf_counter()
+    fn = make()
+    setup_ms = (time.perf_counter() - t0) * 1e3
+    first, steady, outputs = {}, {}, {}
+    for n in sizes:
+        t0 = time.perf_counter()
+        outputs[n] = np.asarray(fn(inputs[n]))
+        first[n] = (time.perf_counter() - t0) * 1e3
+    for n in sizes:
+        steady[n] = median_ms(lambda x=inputs[n]: fn(x), runs)
+    return {"fn": fn, "setup_ms": setup_ms, "first_ms": first, "steady_ms": steady, "outputs": outputs,
+            "sweep_ms": setup_ms + sum(first.values())}
+
+
+def bench_program(name: str, spec, runs: int) -> dict:
+    import jax
+
+    import hlocc.jax
+
+    f, poly, shape_of, sizes = spec
+    dynamic = sweep(lambda: hlocc.jax.jit(f, polymorphic_shapes=[poly]), sizes, shape_of, runs)
+    xla = sweep(lambda: jax.jit(f), sizes, shape_of, runs)
+    static = sweep(lambda: hlocc.jax.jit(f), sizes, shape_of, runs)
+    worst = max(float(np.max(np.abs(dynamic["outputs"][n] - xla["outputs"][n]) / (1 + np.abs(xla["outputs"][n]))))
+                for n in sizes)
+    [(_, exe)] = dynamic["fn"].executables()
+    static_compiles = sum(e.compilations for _, e in static["fn"].executables())
+    unseen = sizes[-1]
+    row = {
+        "program": name, "sizes": len(sizes),
+        "compilations": {"hlocc_dynamic": exe.compilations, "plan_builds": exe.plan_builds,
+                         "per_size_fusions": len(exe.program.deferred) if exe.program else None,
+                         "xla": len(sizes), "hlocc_static": static_compiles},
+        "sweep_s": {arm: r["sweep_ms"] / 1e3 for arm, r in (("hlocc_dynamic", dynamic), ("xla", xla),
+                                                            ("hlocc_static", static))},
+        "first_call_unseen_ms": {"size": unseen, "hlocc_dynamic": dynamic["first_ms"][unseen],
+                                 "steady": dynamic["steady_ms"][unseen]},
+        "steady_geomean": {
+            "dynamic_over_static": geomean([dynamic["steady_ms"][n] / static["steady_ms"][n] for n in sizes]),
+            "xla_over_dynamic": geomean([xla["steady_ms"][n] / dynamic["steady_ms"][n] for n in sizes])},
+        "max_rel_error_vs_xla": worst,
+        "fallbacks": exe.program.fallbacks() if exe.program else [exe.plan_reason],
+    }
+    c, s, u, g = row["compilations"], row["sweep_s"], row["first_call_unseen_ms"], row["steady_geomean"]
+    print(f"| {name:15} | {c['hlocc_dynamic']:4} ({c['plan_builds']} plan) | {c['xla']:3} | {c['hlocc_static']:4} | "
+          f"{s['hlocc_dynamic']:7.2f} | {s['xla']:7.2f} | {s['hlocc_static']:7.2f} | "
+          f"{s['xla'] / s['hlocc_dynamic']:5.2f} | "
+          f"{u['hlocc_dynamic']:8.1f} / {u['steady']:7.2f} | {g['dynamic_over_static']:5.2f} | "
+          f"{g['xla_over_dynamic']:5.2f} | {worst:.1e} |", flush=True)
+    return row
+
+
+HEADER = ("| program | hlocc dyn compiles | xla | hlocc static | sweep s: dyn | xla | static | xla/dyn | "
+          "first call at unseen size ms / steady | steady dyn/static | steady xla/dyn | max rel err |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="3 sizes, smaller transformer and MLP: a smoke run")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--programs", default="all", help="comma-separated names (default: all)")
+    ap.add_argument("--json", type=pathlib.Path, help="write the rows here")
+    args = ap.parse_args()
+    import jax
+
+    specs = programs(args.quick)
+    names = list(specs) if args.programs == "all" else args.programs.split(",")
+    print(f"jax {jax.__version__}, {os.cpu_count()} cpus, {args.runs} steady runs (median); "
+          f"{'quick' if args.quick else 'full'} sizes")
+    print(HEADER)
+    print("|" + "---|" * HEADER.count(" | ") + "---|")
+    rows = [bench_program(name, specs[name], args.runs) for name in names]
+    for row in rows:
+        for line in row["fallbacks"]:
+            print(f"{row['program']}: {line}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

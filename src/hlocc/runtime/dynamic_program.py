@@ -1,0 +1,445 @@
+"""One compiled plan for every size of a module with symbolic dimensions (issue 15; BladeDISC's
+compile-once flow on the host):
+
+    build_dynamic_program(module, compile_kernel)   # once: the plan
+      the backend's HLO pipeline on the symbolic module (fusion heuristics at the size hint:
+        passes/pipeline.py SIZE_HINTED_PASSES) → schedule (at the hint) → buffer assignment on
+        symbolic sizes (temp_layout "slots") → the thunk sequence with symbolic BufferRefs
+        → the host shape function (shape_function.py) of every size the thunks and buffers need
+    program.run(args)                               # per call
+      one dict lookup on the argument dimensions → a BoundProgram (made at the first call of those
+      dimensions: the shape function evaluated, the thunks' sizes filled in) → allocate, run
+
+Kernels: each fusion with symbolic shapes is first compiled once, symbolically, by the backend's
+kernel compiler: a kernel with `.symbols` (the dimension variables it takes, sorted), run with
+`run_addresses(addresses, dims)`. Where that raises UnsupportedError, the fusion's kernel is
+compiled per binding instead, at first use of a binding of the variables it uses, and cached
+(`DeferredKernel`): the visible fallback, listed with its reason by `fallbacks` (`--stats`); a
+binding whose specialized fusion no kernel computes runs that fusion through the evaluator.
+
+Library calls (gemm, convolution, sort, top-k) take their sizes from the bound BufferRefs' shapes,
+so M, N, K are the call's; copies and control flow are bound like every other thunk.
+`compilations` counts the kernels compiled (symbolic once, fallbacks per binding); `plan_builds`
+stays 1 — the passes and the buffer assignment run once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from hlocc.errors import UnsupportedError
+from hlocc.evaluator.core import Evaluator
+from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.specialize import specialize_computation, substitute_instructions, substitute_shape
+from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, size_hint, symbol
+from hlocc.hlo.types import Shape
+from hlocc.passes.pipeline import CompilePipeline, PassManager
+from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferSlice, assign_buffers
+from hlocc.runtime.executable import (
+    KernelCompiler,
+    RuntimeStats,
+    ThunkEmitter,
+    _constant_bytes,
+    check_memory,
+    output_leaf_shape,
+    parameter_bytes,
+)
+from hlocc.runtime.schedule import schedule_module
+from hlocc.runtime.shape_function import ShapeFunction
+from hlocc.runtime.thunks import (
+    BufferRef,
+    CopyThunk,
+    HostMemory,
+    HostThunk,
+    KernelThunk,
+    SequentialThunk,
+    Thunk,
+    ValueRefs,
+    aligned_bytes,
+    nest,
+)
+
+_FALLBACK_ERRORS = (UnsupportedError, InconclusiveDimensionError)
+MAX_BOUND_PROGRAMS = 1024
+"""Bound plans a DynamicProgram keeps (one per distinct argument shapes; binding again costs a
+shape function call and the thunks' sizes, no compile)."""
+
+
+# -- kernels -------------------------------------------------------------------------------------
+@dataclass
+class BoundKernel:
+    """A symbolic kernel with its dimension values: what a KernelThunk launches."""
+
+    kernel: Any
+    dims: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    def run_addresses(self, addresses: list[int]) -> None:
+        self.kernel.run_addresses(addresses, self.dims)
+
+
+@dataclass
+class SymbolicKernel:
+    """A kernel compiled once from a fusion with symbolic shapes; `symbols` are the dimension
+    variables `run_addresses(addresses, dims)` takes, in order."""
+
+    kernel: Any
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def emitter(self) -> str:
+        return self.kernel.emitter
+
+    @property
+    def output_aliases(self) -> tuple:
+        return self.kernel.output_aliases
+
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        return tuple(self.kernel.symbols)
+
+
+@dataclass
+class DeferredKernel:
+    """A fusion compiled per binding of the variables it uses (module doc), each on first use."""
+
+    name: str
+    computation: HloComputation
+    noalias: bool
+    reason: str  # why it has no symbolic kernel
+    compile_kernel: KernelCompiler
+    variables: tuple[str, ...]
+    instances: dict[tuple, Any] = field(default_factory=dict)  # dims -> Kernel, or the UnsupportedError
+    compile_ms: float = 0.0
+    emitter: str = "per-size"
+    output_aliases: tuple = ()  # known per binding (the instance's)
+
+    def instance(self, binding: dict[str, int]) -> Any:
+        key = tuple(binding[v] for v in self.variables)
+        if key not in self.instances:
+            t0 = time.perf_counter()
+            fused = specialize_computation(self.computation, dict(zip(self.variables, key)))
+            try:
+                self.instances[key] = self.compile_kernel(fused, self.name, self.noalias)
+            except UnsupportedError as e:
+                self.instances[key] = e
+            self.compile_ms += (time.perf_counter() - t0) * 1e3
+        return self.instances[key]
+
+
+def dynamic_kernel_compiler(compile_kernel: KernelCompiler, deferred: list[DeferredKernel]) -> KernelCompiler:
+    """`compile_kernel` for the plan: a fusion with symbolic shapes compiled symbolically, or a
+    DeferredKernel (appended to `deferred`) where the compiler cannot do that yet."""
+    def compile_dynamic(computation: HloComputation, name: str, noalias: bool) -> Any:
+        variables = sorted(frozenset().union(*(i.shape.symbols for i in computation.instructions)))
+        if not variables:
+            return compile_kernel(computation, name, noalias)
+        with size_hint(None):  # kernels must be right at every size: no guessing inside
+            try:
+                return SymbolicKernel(compile_kernel(computation, name, noalias))
+            except _FALLBACK_ERRORS as e:
+                reason = str(e)
+        kernel = DeferredKernel(name, computation, noalias, reason, compile_kernel, tuple(variables))
+        deferred.append(kernel)
+        return kernel
+    return compile_dynamic
+
+
+# -- binding the thunks --------------------------------------------------------------------------
+class _Sizes:
+    """The sizes the plan uses, collected once (`__call__` registers one); `at(values)` gives the
+    value of each for one call, from the shape function's result (nothing shared is changed, so
+    calls at new sizes may bind at once from several threads)."""
+
+    def __init__(self):
+        self.index: dict[DimExpr, int] = {}
+
+    def __call__(self, size):
+        if isinstance(size, DimExpr):
+            self.index.setdefault(size, len(self.index))
+        return size
+
+    def at(self, values: tuple[int, ...]) -> Callable[[Any], Any]:
+        index = self.index
+        return lambda size: values[index[size]] if isinstance(size, DimExpr) else size
+
+
+@dataclass
+class _Binder:
+    """Fills the sizes of one binding into the plan's thunks (and compiles deferred kernels)."""
+
+    size: Callable[[Any], Any]
+    binding: dict[str, int]
+    collecting: bool
+    stats: list[str] = field(default_factory=list)  # fusions this binding runs on the evaluator
+    # id of a ref or shape -> (it, bound): hashing a symbolic shape costs more than binding it; the
+    # entry keeps the object alive, so its id is not reused while the memo lives
+    _memo: dict = field(default_factory=dict)
+
+    def shape(self, shape: Shape) -> Shape:
+        if self.collecting:
+            for leaf in shape.leaves():
+                for d in getattr(leaf, "dims", ()):
+                    self.size(d)
+            return shape
+        hit = self._memo.get(id(shape))
+        if hit is None:
+            hit = self._memo[id(shape)] = (shape, substitute_shape(shape, self.binding))
+        return hit[1]
+
+    def slice(self, where: BufferSlice) -> BufferSlice:
+        return BufferSlice(where.allocation_index, self.size(where.offset), self.size(where.size))
+
+    def ref(self, ref: BufferRef) -> BufferRef:
+        hit = self._memo.get(id(ref))
+        if hit is None:
+            hit = self._memo[id(ref)] = (ref, BufferRef(self.slice(ref.slice), self.shape(ref.shape)))
+        return hit[1]
+
+    def refs(self, refs: ValueRefs) -> ValueRefs:
+        return ValueRefs(self.shape(refs.shape), tuple(self.ref(r) for r in refs.leaves))
+
+    def thunks(self, sequence: SequentialThunk) -> SequentialThunk:
+        return SequentialThunk([bound for t in sequence.thunks for bound in self.thunk(t)])
+
+    def thunk(self, thunk: Thunk) -> list[Thunk]:
+        if isinstance(thunk, SequentialThunk):
+            return [self.thunks(thunk)]
+        if isinstance(thunk, KernelThunk):
+            return self.kernel(thunk)
+        if isinstance(thunk, HostThunk):
+            instr = thunk.instr if self.collecting else _specialize_instruction(thunk.instr, self.binding)
+            return [HostThunk(instr, [self.refs(o) for o in thunk.operands], self.refs(thunk.output), thunk.reason)]
+        return [self._fields(thunk)]
+
+    def _fields(self, thunk: Any) -> Any:
+        """A thunk with every BufferRef, BufferSlice, nested sequence or list of them bound."""
+        changes = {}
+        for f in fields(thunk):
+            value = getattr(thunk, f.name)
+            bound = self._value(value)
+            if bound is not value:
+                changes[f.name] = bound
+        return replace(thunk, **changes) if changes else thunk
+
+    def _value(self, value: Any) -> Any:
+        if isinstance(value, BufferRef):
+            return self.ref(value)
+        if isinstance(value, BufferSlice):
+            return self.slice(value)
+        if isinstance(value, ValueRefs):
+            return self.refs(value)
+        if isinstance(value, SequentialThunk):
+            return self.thunks(value)
+        if isinstance(value, list) and value and is_dataclass(value[0]):
+            return [self._value(v) for v in value]
+        return value
+
+    def kernel(self, thunk: KernelThunk) -> list[Thunk]:
+        arguments = [self.ref(r) for r in thunk.arguments]
+        kernel = thunk.kernel
+        if self.collecting or not isinstance(kernel, DeferredKernel):
+            if isinstance(kernel, SymbolicKernel) and not self.collecting:
+                kernel = BoundKernel(kernel.kernel, tuple(self.binding[s] for s in kernel.symbols))
+            return [replace(thunk, kernel=kernel, arguments=arguments)]
+        instance = kernel.instance(self.binding)
+        n_in = len(kernel.computation.parameters)
+        if isinstance(instance, UnsupportedError):
+            self.stats.append(f"{thunk.instr_name}: {instance}")
+            fused = specialize_computation(kernel.computation, self.binding)
+            return [FusionOnHost(thunk.instr_name, fused, arguments[:n_in], arguments[n_in:], str(instance))]
+        copies = [CopyThunk(arguments[p].slice, arguments[n_in + o].slice, f"{thunk.instr_name}: output {o} starts "
+                            f"as operand {p}") for o, p in instance.output_aliases
+                  if arguments[p].slice != arguments[n_in + o].slice]
+        return [*copies, KernelThunk(thunk.instr_name, instance.emitter, instance, arguments)]
+
+
+def _specialize_instruction(instr: HloInstruction, binding: dict[str, int]) -> HloInstruction:
+    """`instr` at `binding`, for the evaluator (a fusion's computation specialized too)."""
+    clone = instr.clone([] if instr.opcode == "fusion" else None)
+    substitute_instructions([clone], binding)
+    if instr.opcode == "fusion":
+        clone.attrs = {**clone.attrs, "calls": specialize_computation(instr.fused_computation, binding)}
+    return clone
+
+
+@dataclass
+class FusionOnHost:
+    """A fusion that no kernel computes at this binding, run by the evaluator (listed in stats)."""
+
+    instr_name: str
+    computation: HloComputation
+    inputs: list[BufferRef]
+    outputs: list[BufferRef]
+    reason: str
+    kind: str = "host"
+
+    def execute(self, memory) -> None:
+        result = memory.evaluator.call(self.computation, [memory.read(r) for r in self.inputs])
+        for ref, value in zip(self.outputs, result if len(self.outputs) > 1 else [result]):
+            memory.write(ref, value)
+
+    def describe(self) -> list[str]:
+        return [f"host {self.instr_name} (fusion, by the evaluator: {self.reason})"]
+
+
+# -- the plan and its bindings --------------------------------------------------------------------
+@dataclass
+class BoundProgram:
+    """The plan at one binding: allocation sizes, the thunks with their sizes, the outputs."""
+
+    binding: dict[str, int]
+    allocation_sizes: list[int]
+    program: SequentialThunk
+    outputs: list[BufferRef]
+    peak_bytes: int
+    host_fusions: list[str]
+
+
+@dataclass
+class DynamicProgram:
+    """The compiled plan of a module with symbolic dimensions (module doc)."""
+
+    module: HloModule
+    assignment: BufferAssignment
+    template: SequentialThunk
+    constants: dict[int, np.ndarray]
+    copied_parameters: frozenset[int]
+    stats: RuntimeStats
+    shape_function: ShapeFunction
+    sizes: _Sizes
+    deferred: list[DeferredKernel]
+    symbolic_kernels: int
+    seed: int = 0
+    plan_builds: int = 1
+    last_peak_bytes: int = 0
+    _bound: dict[tuple, BoundProgram] = field(default_factory=dict, repr=False)
+
+    @property
+    def compilations(self) -> int:
+        """Kernels compiled: each symbolic or static one once, each fallback once per binding."""
+        return self.symbolic_kernels + sum(len(k.instances) for k in self.deferred)
+
+    def run(self, args: Sequence[Any]) -> Any:
+        key = tuple(getattr(a, "shape", None) if not isinstance(a, tuple) else None for a in args)
+        bound = self._bound.get(key)
+        if bound is None:
+            if len(self._bound) >= MAX_BOUND_PROGRAMS:
+                del self._bound[next(iter(self._bound))]  # the oldest: a server sees sizes come and go
+            bound = self._bound[key] = self.bind(key)
+        self.last_peak_bytes = bound.peak_bytes
+        check_memory(self.module.name, bound.peak_bytes)
+        allocations: list[np.ndarray] = []
+        for allocation, size in zip(self.assignment.allocations, bound.allocation_sizes):
+            if allocation.kind is AllocationKind.PARAMETER:
+                allocations.append(parameter_bytes(self.module, args, allocation,
+                                                   allocation.index in self.copied_parameters))
+            elif allocation.kind is AllocationKind.CONSTANT:
+                allocations.append(self.constants[allocation.index])
+            else:
+                allocations.append(aligned_bytes(size))
+        memory = HostMemory(allocations, Evaluator(self.seed))
+        bound.program.execute(memory)
+        return nest(self.module.entry.root.shape, iter([memory.read(ref) for ref in bound.outputs]))
+
+    def bind(self, arg_dims: tuple) -> BoundProgram:
+        """The plan at the binding of `arg_dims` (one shape tuple per parameter, None for a tuple)."""
+        size = self.sizes.at(self.shape_function(arg_dims))
+        names = [*self.shape_function.variables, *self.assignment.size_maxima]
+        binding = {name: size(symbol(name)) for name in names}
+        binder = _Binder(size, binding, collecting=False)
+        program = binder.thunks(self.template)
+        outputs = [binder.ref(BufferRef(s, output_leaf_shape(self.assignment, i)))
+                   for i, s in zip(self.assignment.output_indices, self.assignment.output_slices)]
+        sizes = [size(a.size) for a in self.assignment.allocations]
+        peak = sum(size for a, size in zip(self.assignment.allocations, sizes)
+                   if a.kind in (AllocationKind.OUTPUT, AllocationKind.TEMP) or a.index in self.copied_parameters)
+        return BoundProgram(binding, sizes, program, outputs, peak, binder.stats)
+
+    def fallbacks(self) -> list[str]:
+        """One line per fusion compiled per binding, with its reason and the bindings so far."""
+        lines = []
+        for k in self.deferred:
+            sizes = "; ".join(", ".join(f"{v}={x}" for v, x in zip(k.variables, key)) for key in k.instances)
+            lines.append(f"{k.name}: compiled per size ({len(k.instances)} so far: {sizes or 'none'}; "
+                         f"{k.compile_ms:.1f} ms) because {k.reason}")
+        return lines
+
+    def to_string(self) -> str:
+        return "\n".join(self.template.describe())
+
+
+def check_symbolic_shapes(module: HloModule) -> None:
+    """The plan takes symbolic dimensions, not XLA's bounded or unbounded `?` without a symbol."""
+    for comp in module.computations:
+        for instr in comp.instructions:
+            for leaf in instr.shape.leaves():
+                if leaf.is_array and any(dyn and not isinstance(d, DimExpr) for d, dyn in zip(leaf.dims, leaf.dynamic)):
+                    raise UnsupportedError(f"dynamic shape {instr.shape} without a symbol (instruction "
+                                           f"'{instr.name}') in a module with symbolic dimensions")
+
+
+def build_dynamic_program(module: HloModule, compile_kernel: KernelCompiler, *, pipeline: CompilePipeline,
+                          hint: dict[str, int] | None = None, hlo_passes: bool = True, seed: int = 0,
+                          print_after_all: bool = False, stream=None,
+                          times: dict[str, float] | None = None) -> DynamicProgram:
+    """The plan of `module` (changed in place by the passes); see the module docstring. `hint`: the
+    dimension variables' likely values for the heuristics (default: each HINT_DEFAULT)."""
+    times = times if times is not None else {}
+    hint = dict(hint or {})
+    PassManager(pipeline.prologue, hint=hint).run(module)
+    check_symbolic_shapes(module)
+    if hlo_passes:
+        t0 = time.perf_counter()
+        result = PassManager(pipeline.optimization, print_after_all=print_after_all, stream=stream,
+                             hint=hint).run(module)
+        times["hlo-passes"] = (time.perf_counter() - t0) * 1e3
+        times.update({f"hlo:{name}": ms for name, ms in result.timings_ms.items()})
+    PassManager(pipeline.epilogue, hint=hint).run(module)
+    t0 = time.perf_counter()
+    with size_hint(hint):  # the schedule's and the slots' choices are heuristics
+        schedule = schedule_module(module)
+        assignment = assign_buffers(module, schedule, temp_layout="slots")
+    times["buffer-assignment"] = (time.perf_counter() - t0) * 1e3
+    stats = RuntimeStats()
+    deferred: list[DeferredKernel] = []
+    t0 = time.perf_counter()
+    with size_hint(hint):  # emitter kinds and "do these slices overlap" questions of the emitter
+        emitter = ThunkEmitter(assignment, dynamic_kernel_compiler(compile_kernel, deferred), stats)
+        template = emitter.emit_entry()
+    times["thunks"] = (time.perf_counter() - t0) * 1e3
+    copied = frozenset(a.index for a in assignment.allocations
+                       if a.kind is AllocationKind.PARAMETER and (a.index in emitter.written or a.is_live_out))
+    sizes = _Sizes()
+    for v in sorted(frozenset().union(*(p.shape.symbols for p in module.entry.parameters))):
+        sizes(symbol(v))
+    for name in assignment.size_maxima:
+        sizes(symbol(name))
+    collector = _Binder(sizes, {}, collecting=True)
+    collector.thunks(template)
+    for i, s in zip(assignment.output_indices, assignment.output_slices):
+        collector.ref(BufferRef(s, output_leaf_shape(assignment, i)))
+    for allocation in assignment.allocations:
+        sizes(allocation.size)
+    t0 = time.perf_counter()
+    shape_function = ShapeFunction.build(module, list(sizes.index), assignment.size_maxima)
+    times["shape-function"] = (time.perf_counter() - t0) * 1e3
+    stats.compile_ms = times
+    symbolic_kernels = stats.kernels - len(deferred)
+    return DynamicProgram(module, assignment, template, _constant_bytes(assignment), copied, stats, shape_function,
+                          sizes, deferred, symbolic_kernels, seed)
+
+
+__all__ = ["BoundKernel", "BoundProgram", "DeferredKernel", "DynamicProgram", "SymbolicKernel", "build_dynamic_program",
+           "check_symbolic_shapes", "dynamic_kernel_compiler"]

@@ -1,0 +1,315 @@
+"""One plan for every size (runtime/dynamic_program.py): HLO passes and buffer assignment once on the
+symbolic module, the host shape function, thunks bound per call; numerics against the evaluator."""
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import hlocc
+from hlocc.errors import ArgumentError, UnsupportedError
+from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
+from hlocc.hlo.parser import parse_hlo
+from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, size_hint, symbol
+from hlocc.passes.pipeline import BACKEND_PIPELINES
+from hlocc.runtime.buffer_assignment import AllocationKind, assign_buffers
+from hlocc.runtime.dynamic_program import build_dynamic_program
+from hlocc.runtime.schedule import schedule_module
+from hlocc.runtime.shape_function import ShapeFunction
+
+SOFTMAX = """HloModule softmax
+max_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[?b,33] parameter(0)
+  ninf = f32[] constant(-inf)
+  mx = f32[?b] reduce(x, ninf), dimensions={1}, to_apply=max_f
+  mb = f32[?b,33] broadcast(mx), dimensions={0}
+  ex = f32[?b,33] exponential(f32[?b,33] subtract(x, mb))
+  zero = f32[] constant(0)
+  s = f32[?b] reduce(ex, zero), dimensions={1}, to_apply=add_f
+  sb = f32[?b,33] broadcast(s), dimensions={0}
+  ROOT r = f32[?b,33] divide(ex, sb)
+}
+"""
+
+MLP = """HloModule mlp
+ENTRY e {
+  x = f32[?b,16] parameter(0)
+  w1 = f32[16,32] parameter(1)
+  w2 = f32[32,8] parameter(2)
+  h = f32[?b,32] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  zero = f32[] constant(0)
+  zeros = f32[?b,32] broadcast(zero), dimensions={}
+  r = f32[?b,32] maximum(h, zeros)
+  ROOT o = f32[?b,8] dot(r, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+# Two chains whose temporaries die in turn: the slots are shared across sizes n and m.
+CHAINS = """HloModule chains
+ENTRY e {
+  x = f32[?n] parameter(0)
+  y = f32[?m] parameter(1)
+  a = f32[?n] exponential(x)
+  b = f32[?n] negate(a)
+  c = f32[?m] exponential(y)
+  d = f32[?m] negate(c)
+  zero = f32[] constant(0)
+  sa = f32[] reduce(b, zero), dimensions={0}, to_apply=add
+  sc = f32[] reduce(d, zero), dimensions={0}, to_apply=add
+  ROOT t = (f32[], f32[]) tuple(sa, sc)
+}
+add {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT s = f32[] add(p, q)
+}
+"""
+
+# A loop whose state has a symbolic size: the while thunk and its body are bound like the rest.
+WHILE = """HloModule w
+cond {
+  s = (s32[], f32[?n]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  three = s32[] constant(3)
+  ROOT lt = pred[] compare(i, three), direction=LT
+}
+body {
+  s = (s32[], f32[?n]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[?n] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  t = f32[?n] tanh(x)
+  y = f32[?n] add(t, x)
+  ROOT r = (s32[], f32[?n]) tuple(j, y)
+}
+ENTRY e {
+  x = f32[?n] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[?n]) tuple(zero, x)
+  w = (s32[], f32[?n]) while(init), condition=cond, body=body
+  ROOT out = f32[?n] get-tuple-element(w), index=1
+}
+"""
+
+RNG = np.random.default_rng(0)
+
+
+def check_against_evaluator(text, make_args, sizes, **options):
+    exe = hlocc.compile(text, "cpu", **options)
+    reference = hlocc.compile(text, "interpreter")
+    for n in sizes:
+        args = make_args(n)
+        got, want = exe(*args), reference(*args)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"size {n}")
+    return exe
+
+
+def test_softmax_at_sizes_zero_and_prime_with_one_plan():
+    exe = check_against_evaluator(SOFTMAX, lambda n: [RNG.standard_normal((n, 33)).astype(np.float32)], [0, 7])
+    assert exe.plan_builds == 1 and not exe.specializations
+    assert exe.last_peak_bytes == 7 * 33 * 4 + 2 * 7 * 4  # at b=7: the output and two row temporaries
+
+
+def test_mlp_gemms_take_the_call_sizes():
+    w1, w2 = RNG.standard_normal((16, 32)).astype(np.float32), RNG.standard_normal((32, 8)).astype(np.float32)
+    exe = check_against_evaluator(MLP, lambda n: [RNG.standard_normal((n, 16)).astype(np.float32), w1, w2], [1, 13],
+                                  size_hint={"b": 1000})  # heuristics at b=1000; correct at every b
+    assert exe.program.stats.library_calls["gemm"] == 2 and exe.options["size_hint"] == {"b": 1000}
+
+
+@pytest.mark.slow  # a kernel compile per fusion and size until the kernels are symbolic (seconds each)
+@pytest.mark.parametrize("sizes", [[0, 1, 2, 3, 5, 31, 127, 1000, 1024]])
+def test_softmax_and_mlp_over_many_sizes_inside_their_buffers(sizes):
+    # check_bounds: every kernel checks each access against its buffer (a BoundsCheckError otherwise)
+    check_against_evaluator(SOFTMAX, lambda n: [RNG.standard_normal((n, 33)).astype(np.float32)], sizes,
+                            check_bounds=True)
+    w1, w2 = RNG.standard_normal((16, 32)).astype(np.float32), RNG.standard_normal((32, 8)).astype(np.float32)
+    check_against_evaluator(MLP, lambda n: [RNG.standard_normal((n, 16)).astype(np.float32), w1, w2], sizes,
+                            check_bounds=True)
+
+
+def test_size_hint_answers_open_questions_only_inside_it():
+    b = symbol("b")
+    with pytest.raises(InconclusiveDimensionError):
+        b - 32 >= 0  # noqa: B015 (the comparison is the test)
+    with size_hint({}):  # every variable at HINT_DEFAULT = 128
+        assert b - 32 >= 0 and not (b > 200) and float(2 * b) == 256.0 and (b / 4) == 32.0
+    with size_hint({"b": 7}):
+        assert b < 32 and b * 0.5 == 3.5
+        with size_hint(None):  # exact answers only again (buffer slot sizes use this)
+            with pytest.raises(InconclusiveDimensionError):
+                b < 32  # noqa: B015
+
+
+def test_hlo_passes_and_buffer_assignment_run_once_across_sizes(monkeypatch):
+    exe = hlocc.compile(SOFTMAX, "cpu")
+    from hlocc.passes import pipeline
+    from hlocc.runtime import dynamic_program
+
+    calls = []
+    monkeypatch.setattr(pipeline.PassManager, "run", lambda *a, **k: calls.append("passes"))
+    monkeypatch.setattr(dynamic_program, "assign_buffers", lambda *a, **k: calls.append("buffers"))
+    for n in (2, 3, 2):
+        exe(np.ones((n, 33), np.float32))
+    assert calls == [] and exe.plan_builds == 1
+    # Fusions the kernel compiler cannot compile symbolically yet: compiled once per size, listed.
+    assert exe.compilations == len(exe.program.deferred) * 2
+    text = exe.stats_text()
+    assert "one plan for every size" in text and "b=2; b=3" in text and "because" in text
+
+
+def test_buffer_assignment_decides_reuse_once_and_sizes_per_call():
+    module = parse_hlo(CHAINS)
+    with size_hint({}):
+        assignment = assign_buffers(module, schedule_module(module), temp_layout="slots")
+    temps = [a for a in assignment.allocations if a.kind is AllocationKind.TEMP]
+    by_value = {v.instruction.name: assignment.slice_of_value(v) for v in assignment.values}
+    # Each chain's two temporaries, live in turn, could share a slot; sizes 4*n and 4*m share one
+    # sized by a slot variable, the largest of both per call.
+    assert all(isinstance(a.size, DimExpr) for a in temps)
+    shared = [a for a in temps if len(a.buffers) > 1]
+    assert shared, assignment.to_string()
+    assert list(assignment.size_maxima.values()) == [(4 * symbol("n"), 4 * symbol("m"))], assignment.to_string()
+    assert by_value["a"].size == 4 * symbol("n") and by_value["c"].size == 4 * symbol("m")
+    exe = hlocc.compile(CHAINS, "cpu")
+    reference = hlocc.compile(CHAINS, "interpreter")
+    for n, m in ((5, 3), (2, 40)):
+        x, y = RNG.standard_normal(n).astype(np.float32), RNG.standard_normal(m).astype(np.float32)
+        for got, want in zip(exe(x, y), reference(x, y)):
+            np.testing.assert_allclose(got, want, rtol=1e-5)
+        peak = sum(exe.program.bind(((n,), (m,))).allocation_sizes[a.index]
+                   for a in exe.program.assignment.allocations if a.kind in (AllocationKind.OUTPUT, AllocationKind.TEMP))
+        assert exe.last_peak_bytes == peak == 8  # fused, each chain is one reduce fusion: two f32 outputs
+
+
+def guarded_module():
+    module = parse_hlo("""HloModule g
+ENTRY e {
+  x = f32[?n,3] parameter(0)
+  y = f32[?(2*n+1)] parameter(1)
+  ROOT r = f32[?n,3] negate(x)
+}
+""")
+    n = symbol("n")
+    module.guards = [ShapeGuard(SizePredicate((SizeComparison("LE", n, 100),)), "n = {0} is too large", (n,))]
+    return module
+
+
+def test_shape_function_solves_checks_and_computes_sizes():
+    module = guarded_module()
+    n = symbol("n")
+    fn = ShapeFunction.build(module, [n, 12 * n, 2 * n + 1], {"slot0": (4 * n, 8)})
+    assert fn((( 5, 3), (11,))) == (5, 60, 11)
+    assert fn(((0, 3), (1,))) == (0, 0, 1)
+    assert "v0 = dims[0][0]" in fn.source and "max(" in fn.source
+    # the guard and the other dimension are checked before any size is computed
+    lines = fn.source.splitlines()
+    assert max(i for i, line in enumerate(lines) if "return _slow" in line) < lines.index(
+        next(line for line in lines if "max(" in line))
+
+
+@pytest.mark.parametrize("dims, message", [
+    (((5, 3), (12,)), r"argument 1 dimension 0: size 12 does not match '2\*n \+ 1' = 11 with n = 5"),
+    (((500, 3), (1001,)), "n = 500 is too large"),
+    (((5,), (11,)), "expected rank 2"),
+])
+def test_shape_function_errors_name_the_symbol_and_both_values(dims, message):
+    fn = ShapeFunction.build(guarded_module(), [symbol("n")])
+    with pytest.raises(ArgumentError, match=message):
+        fn(dims)
+
+
+def test_a_new_rank_is_an_error_and_size_zero_runs():
+    exe = hlocc.compile("HloModule m\nENTRY e {\n  p = f32[?n,3] parameter(0)\n  ROOT r = f32[?n,3] add(p, p)\n}\n",
+                        "cpu")
+    np.testing.assert_array_equal(exe(np.zeros((0, 3), np.float32)), np.zeros((0, 3), np.float32))
+    np.testing.assert_array_equal(exe(np.ones((1, 3), np.float32)), 2 * np.ones((1, 3), np.float32))
+    with pytest.raises(ArgumentError, match="new rank needs a new compilation|expected shape"):
+        exe(np.ones((2, 3, 1), np.float32))
+
+
+class DoublingKernel:
+    """A symbolic kernel stand-in (the API of backends/cpu/kernel.py's symbolic CompiledKernel): it
+    doubles its one f32 input of dims[0] * 3 elements, reading the sizes from `dims`."""
+
+    name, emitter, output_aliases, symbols = "double", "loop", (), ("n",)
+
+    def __init__(self):
+        self.launches = []
+
+    def run_addresses(self, addresses, dims):
+        self.launches.append(dims)
+        count = dims[0] * 3
+        src = np.ctypeslib.as_array((ctypes.c_float * count).from_address(addresses[0])) if count else np.zeros(0)
+        dst = np.ctypeslib.as_array((ctypes.c_float * count).from_address(addresses[1])) if count else np.zeros(0)
+        dst[:] = 2 * src
+
+
+def test_symbolic_kernels_run_every_size_with_no_new_compilation():
+    module = parse_hlo("HloModule m\nENTRY e {\n  p = f32[?n,3] parameter(0)\n  ROOT r = f32[?n,3] add(p, p)\n}\n")
+    kernel, compiled = DoublingKernel(), []
+
+    def compile_kernel(computation, name, noalias):
+        compiled.append(name)
+        return kernel
+
+    program = build_dynamic_program(module, compile_kernel, pipeline=BACKEND_PIPELINES["cpu"])
+    for n in (1, 4, 0, 9):
+        x = RNG.standard_normal((n, 3)).astype(np.float32)
+        np.testing.assert_array_equal(program.run([x]), 2 * x)
+    assert len(compiled) == 1 and program.compilations == 1 and not program.deferred
+    assert kernel.launches == [(1,), (4,), (0,), (9,)]
+
+
+def test_unsupported_everywhere_leaves_the_fusion_to_the_evaluator():
+    module = parse_hlo("HloModule m\nENTRY e {\n  p = f32[?n,3] parameter(0)\n  ROOT r = f32[?n,3] add(p, p)\n}\n")
+
+    def compile_kernel(computation, name, noalias):
+        raise UnsupportedError("no kernel here")
+
+    program = build_dynamic_program(module, compile_kernel, pipeline=BACKEND_PIPELINES["cpu"])
+    x = RNG.standard_normal((4, 3)).astype(np.float32)
+    np.testing.assert_array_equal(program.run([x]), 2 * x)
+    assert "no kernel here" in program.fallbacks()[0]
+    assert program.bind(((4, 3),)).host_fusions
+
+
+def test_cli_stats_list_the_plan_and_the_per_size_fusions(tmp_path, capsys):
+    from hlocc.cli import main
+
+    module = tmp_path / "softmax.hlo"
+    module.write_text(SOFTMAX)
+    x = RNG.standard_normal((5, 33)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", arg0=x)
+    np.savez(tmp_path / "out.npz", out0=hlocc.compile(SOFTMAX, "interpreter")(x))
+    assert main(["run", str(module), "--backend", "cpu", "--stats", "--inputs", str(tmp_path / "in.npz"),
+                 "--expected", str(tmp_path / "out.npz"), "--rtol", "1e-5", "--atol", "1e-6"]) == 0
+    out = capsys.readouterr().out
+    assert "one plan for every size" in out and "compiled per size (1 so far: b=5" in out
+    assert "peak memory at the last call: 700 bytes" in out  # 5*33*4 output + two rows of 5 floats
+    assert "specialized for" not in out and "matches expected outputs" in out
+
+
+def test_guards_of_a_module_object_are_checked_on_the_cpu_plan():
+    exe = hlocc.compile(guarded_module(), "cpu")
+    assert exe.program is not None
+    x = np.ones((4, 3), np.float32)
+    np.testing.assert_array_equal(exe(x, np.ones(9, np.float32)), -x)
+    with pytest.raises(ArgumentError, match="n = 101 is too large"):
+        exe(np.ones((101, 3), np.float32), np.ones(203, np.float32))
+
+
+def test_a_while_loop_over_symbolic_state_runs_in_the_plan():
+    exe = check_against_evaluator(WHILE, lambda n: [RNG.standard_normal(n).astype(np.float32)], [0, 1, 7])
+    assert exe.program is not None and exe.program.stats.copies >= 1

@@ -1,0 +1,25 @@
+"""Smoke test of benchmarks/dynamic.py: a --quick run prints a row per program with one plan for the
+dynamic arm and outputs equal to XLA's (no timing is asserted: the machine is shared and noisy)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow  # per-size kernel compiles until the kernels are symbolic: about a minute
+def test_quick_run_has_a_row_per_program():
+    pytest.importorskip("jax", reason="the benchmark builds its programs with JAX")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "dynamic.py"), "--quick", "--runs", "1",
+                           "--programs", "mlp,softmax_127"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and not line.startswith("| program")]
+    assert [row.split("|")[1].strip() for row in rows] == ["mlp", "softmax_127"], proc.stdout
+    for row in rows:
+        assert "(1 plan)" in row
+        assert float(row.rstrip(" |").split("|")[-1]) < 1e-4, row  # max relative error against XLA

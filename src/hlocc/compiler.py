@@ -38,6 +38,7 @@ from hlocc.hlo.ir import HloModule
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import UNBOUNDED, Shape
+from hlocc.runtime.gc_pause import gc_paused
 
 BACKENDS = ("interpreter", "cpu", "cuda", "cuda-sim")
 DEVICE_BACKENDS = ("cuda", "cuda-sim")
@@ -241,7 +242,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
             # The compiled program is shared: this call built nothing (compilations 0).
             return Executable(hit.module, hit.backend, times, hit.seed, hit.runner)
     fresh = not isinstance(module_or_text, HloModule)  # made here: no copy needed
-    module = load_module(module_or_text)
+    with gc_paused():  # parsing allocates cyclic IR only (runtime/gc_pause.py)
+        module = load_module(module_or_text)
     times["parse"] = (time.perf_counter() - t0) * 1e3
     if verify:
         t0 = time.perf_counter()

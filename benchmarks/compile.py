@@ -217,9 +217,9 @@ def main() -> None:
               f"max {max(r['hit_ms'] for r in jax_rows):.2f} ms")
     per_op = sorted((r["ops"], 1e3 * r["cold_ms"] / r["ops"], name) for name, r in rows.items() if r["ops"] >= 10)
     if per_op:  # compile time per op, smallest to largest module (a flat column is a linear compiler)
-        print("cold µs/op by module size: " + ", ".join(f"{name} ({ops} ops) {us:.0f}"
-                                                       for ops, us, name in per_op[:: max(1, len(per_op) // 6)]
-                                                       + ([per_op[-1]] if len(per_op) % 6 else [])))
+        picks = sorted({*range(0, len(per_op), max(1, len(per_op) // 6)), len(per_op) - 1})
+        print("cold µs/op by module size: " + ", ".join(f"{per_op[k][2]} ({per_op[k][0]} ops) {per_op[k][1]:.0f}"
+                                                       for k in picks))
         print_breakdown("cold compile by stage, all JAX modules", breakdown([r["stages"] for r in jax_rows]))
     for name in probes:
         print_breakdown(f"cold compile by stage, {name}", breakdown([rows[name]["stages"]]))

@@ -11,7 +11,7 @@ scaling probe (`--probes`, default the 6800-op `loop__large_loop_slow_compile_ti
   costs, writing the cache included);
 - warm-disk: the same in a new process reading that directory (the in-memory caches emptied before
   each module; the process imports hlocc's CPU backend before timing, as a JAX user's process has
-  imported jax);
+  imported jax): the program plan (the optimized module) and the kernels' object code from disk;
 - memory hit: the same text compiled again in the cold process (the in-memory cache);
 - XLA:CPU: jaxlib compiling the same text (HLO text → StableHLO → compile, `programs.XlaReference`),
   after one compile to warm it up.
@@ -118,7 +118,8 @@ def stage_of(key: str) -> str:
                  "verify": "kernel IR verification", "fingerprint": "kernel fingerprint"}
         return names.get(stage, "kernel pass " + stage)
     return {"schedule": "schedule", "buffer-assignment": "buffer assignment", "verify": "hlo verify",
-            "program_cache": "program cache hit"}.get(key, key)
+            "program_cache": "program cache hit", "program_cache_lookup": "program plan lookup (disk)",
+            "program_cache_store": "program plan store (disk)"}.get(key, key)
 
 
 def breakdown(times: list[dict[str, float]]) -> dict[str, float]:
@@ -214,6 +215,11 @@ def main() -> None:
                   f"median {statistics.median(r['warm_ms'] for r in warm):.1f} ms")
         print(f"memory hit: median {statistics.median(r['hit_ms'] for r in jax_rows):.2f} ms, "
               f"max {max(r['hit_ms'] for r in jax_rows):.2f} ms")
+    per_op = sorted((r["ops"], 1e3 * r["cold_ms"] / r["ops"], name) for name, r in rows.items() if r["ops"] >= 10)
+    if per_op:  # compile time per op, smallest to largest module (a flat column is a linear compiler)
+        picks = sorted({*range(0, len(per_op), max(1, len(per_op) // 6)), len(per_op) - 1})
+        print("cold µs/op by module size: " + ", ".join(f"{per_op[k][2]} ({per_op[k][0]} ops) {per_op[k][1]:.0f}"
+                                                       for k in picks))
         print_breakdown("cold compile by stage, all JAX modules", breakdown([r["stages"] for r in jax_rows]))
     for name in probes:
         print_breakdown(f"cold compile by stage, {name}", breakdown([rows[name]["stages"]]))

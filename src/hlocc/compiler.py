@@ -41,6 +41,7 @@ from hlocc.hlo.ir import HloModule
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import UNBOUNDED, Shape
+from hlocc.runtime.gc_pause import gc_paused
 
 BACKENDS = ("interpreter", "cpu", "cuda", "cuda-sim")
 DEVICE_BACKENDS = ("cuda", "cuda-sim")
@@ -280,8 +281,19 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
             times["program_cache"] = (time.perf_counter() - t0) * 1e3
             # The compiled program is shared: this call built nothing (compilations 0).
             return Executable(hit.module, hit.backend, times, hit.seed, hit.runner)
+    disk_key = None
+    if program_key is not None:
+        from hlocc.backends.cpu.program_cache import program_key as disk_program_key
+
+        disk_key = disk_program_key(module_or_text, _cpu_target(check_bounds), verify=verify, seed=seed,
+                                    hlo_passes=hlo_passes, gemm=gemm)
+        planned = _from_program_plan(disk_key, times, gemm=gemm, check_bounds=check_bounds, seed=seed)
+        if planned is not None:
+            _remember_program(program_key, planned)
+            return planned
     fresh = not isinstance(module_or_text, HloModule)  # made here: no copy needed
-    module = load_module(module_or_text)
+    with gc_paused():  # parsing allocates cyclic IR only (runtime/gc_pause.py)
+        module = load_module(module_or_text)
     times["parse"] = (time.perf_counter() - t0) * 1e3
     if verify:
         t0 = time.perf_counter()
@@ -328,22 +340,49 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         else:
             from hlocc.backends.cpu.executable import compile_module
 
-            if check_bounds:
-                from dataclasses import replace
-
-                from hlocc.codegen.target import cpu_target
-
-                kwargs["target"] = replace(cpu_target(), check_bounds=True)
+            kwargs["target"] = _cpu_target(check_bounds)
             runner = compile_module(work, gemm=gemm, **kwargs)
+            if disk_key is not None:
+                from hlocc.backends.cpu.program_cache import store_program
+
+                store_program(disk_key, runner.module, times)
         if dump_dir:
             _dump_program(runner, dump_dir)
     executable = Executable(module, backend, times, seed, runner, compilations=int(runner is not None))
     if program_key is not None:
-        with _PROGRAMS_LOCK:
-            _PROGRAMS[program_key] = executable
-            while len(_PROGRAMS) > _MAX_PROGRAMS:
-                _PROGRAMS.popitem(last=False)
+        _remember_program(program_key, executable)
     return executable
+
+
+def _remember_program(key: tuple, executable: Executable) -> None:
+    with _PROGRAMS_LOCK:
+        _PROGRAMS[key] = executable
+        while len(_PROGRAMS) > _MAX_PROGRAMS:
+            _PROGRAMS.popitem(last=False)
+
+
+def _cpu_target(check_bounds: bool):
+    from dataclasses import replace
+
+    from hlocc.codegen.target import cpu_target
+
+    return replace(cpu_target(), check_bounds=True) if check_bounds else cpu_target()
+
+
+def _from_program_plan(key: str, times: dict[str, float], *, gemm: str, check_bounds: bool,
+                       seed: int) -> Executable | None:
+    """The cpu program compiled from the plan the disk cache holds under `key`
+    (backends/cpu/program_cache.py), or None: no parsing of the input, no verification, no HLO
+    passes."""
+    from hlocc.backends.cpu.executable import compile_module
+    from hlocc.backends.cpu.program_cache import load_program
+
+    with gc_paused():
+        module = load_program(key, times)
+    if module is None:
+        return None
+    runner = compile_module(module, _cpu_target(check_bounds), gemm=gemm, planned=True, seed=seed, times=times)
+    return Executable(module, "cpu", times, seed, runner, compilations=1)
 
 
 _PROGRAMS: OrderedDict[tuple, Executable] = OrderedDict()

@@ -60,3 +60,62 @@ def test_simplification_pipeline_on_a_long_chain():
     result = run_passes(module, ["simplify"])
     assert not result.unconverged
     assert [i.opcode for i in module.entry.instructions] == ["parameter", "add"]
+
+
+def threefry_like(streams: int, rounds: int) -> str:
+    """`streams` independent chains of `rounds` mixing rounds (the shape of the XLA corpus's
+    16800-op `loop__large_loop_slow_compile_time` probe, a threefry RNG): each round's two values
+    both feed the next, so fusion makes multi-output fusions and duplicates shared producers."""
+    lines = ["HloModule threefry_like", "ENTRY main {", "  seed = u32[64] parameter(0)"]
+    roots = []
+    for s in range(streams):
+        lines.append(f"  k{s} = u32[] constant({s * 7919 + 1})")
+        lines.append(f"  kb{s} = u32[64] broadcast(k{s}), dimensions={{}}")
+        lines.append(f"  x{s}_0 = u32[64] add(seed, kb{s})")
+        lines.append(f"  y{s}_0 = u32[64] xor(seed, kb{s})")
+        for r in range(rounds):
+            a, b = f"x{s}_{r}", f"y{s}_{r}"
+            lines += [f"  c{s}_{r} = u32[] constant({(r * 5) % 31 + 1})",
+                      f"  cb{s}_{r} = u32[64] broadcast(c{s}_{r}), dimensions={{}}",
+                      f"  sl{s}_{r} = u32[64] shift-left({b}, cb{s}_{r})",
+                      f"  x{s}_{r + 1} = u32[64] add({a}, {b})",
+                      f"  y{s}_{r + 1} = u32[64] xor(sl{s}_{r}, x{s}_{r + 1})"]
+        roots.append(f"y{s}_{rounds}")
+    shape = ", ".join(["u32[64]"] * streams)
+    lines.append(f"  ROOT out = ({shape}) tuple({', '.join(roots)})")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def test_the_hlo_pipeline_does_work_proportional_to_the_module(monkeypatch):
+    """Work, not time: instructions the whole default HLO pipeline creates and fusion priorities it
+    computes, per input instruction, stay the same when the module grows 4× (a pass that re-walks
+    a fusion, the module or a user list per step grows with it)."""
+    from hlocc.hlo.ir import HloInstruction
+    from hlocc.passes.priority_fusion import _ComputationFusion
+
+    counts = {"created": 0, "priorities": 0}
+    init, priority = HloInstruction.__init__, _ComputationFusion.priority
+
+    def counting_init(self, *args, **kwargs):
+        counts["created"] += 1
+        init(self, *args, **kwargs)
+
+    def counting_priority(self, producer):
+        counts["priorities"] += 1
+        return priority(self, producer)
+
+    per_op = []
+    for streams in (4, 16):
+        module = hlocc.parse_hlo(threefry_like(streams, 12))
+        ops = len(module.entry.instructions)
+        monkeypatch.setattr(HloInstruction, "__init__", counting_init)
+        monkeypatch.setattr(_ComputationFusion, "priority", counting_priority)
+        counts.update(created=0, priorities=0)
+        assert run_passes(module, ["default"]).changed
+        monkeypatch.undo()
+        assert any(i.opcode == "fusion" for i in module.entry.instructions)
+        per_op.append((counts["created"] / ops, counts["priorities"] / ops))
+    (small_created, small_priorities), (large_created, large_priorities) = per_op
+    assert large_created <= 1.1 * small_created, per_op
+    assert large_priorities <= 1.1 * small_priorities, per_op

@@ -217,13 +217,19 @@ def find_non_trivial_hero(adaptor: FusionAdaptor, root: HloInstruction, *, searc
     return hero if hero.opcode == "reduce" else root
 
 
+_HERO_SEARCH_OPCODES = frozenset({"transpose", "copy", "concatenate"})
+
+
 def roots_and_heroes(adaptor: FusionAdaptor, opcodes=None) -> tuple[tuple[HloInstruction, ...],
                                                                     tuple[HloInstruction, ...]]:
     """The fusion's roots and each root's hero. `opcodes`, when given, are the opcodes present
     in the fusion: without a transpose, copy or concatenate the hero searches are skipped (they
-    could find nothing), which keeps analysis of long elementwise fusions cheap."""
-    search = opcodes is None or not {"transpose", "copy", "concatenate"}.isdisjoint(opcodes)
+    could find nothing), which keeps analysis of long elementwise fusions cheap. A multi-output
+    fusion collects them itself: each root's search walks the fusion, so K roots cost K walks."""
     roots = tuple(adaptor.roots())
+    if opcodes is None and len(roots) > 1:  # one walk for the opcodes, not one search per root
+        opcodes = {i.opcode for i in adaptor.instructions()}
+    search = opcodes is None or not _HERO_SEARCH_OPCODES.isdisjoint(opcodes)
     heroes = tuple(find_non_trivial_hero(adaptor, r, search=search) if adaptor.contains(r) else r for r in roots)
     return roots, heroes
 

@@ -30,6 +30,7 @@ COMPUTATION_ATTRS = (
     "to_apply", "calls", "condition", "body", "select", "scatter",
     "true_computation", "false_computation", "branch_computations", "called_computations",
 )
+_COMPUTATION_ATTR_SET = frozenset(COMPUTATION_ATTRS)
 
 # Opcodes whose every instance has a side effect (XLA's HasSideEffectNoRecurse list; `rng` and
 # `rng-get-and-update-state` read and advance hidden state, so they count too).
@@ -57,6 +58,8 @@ class HloInstruction:
 
     # -- called computations ------------------------------------------------------------------
     def called_computations(self) -> list[HloComputation]:
+        if self.attrs.keys().isdisjoint(_COMPUTATION_ATTR_SET):  # most instructions: one set test
+            return []
         called = []
         for key in COMPUTATION_ATTRS:
             value = self.attrs.get(key)

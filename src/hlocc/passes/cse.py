@@ -36,6 +36,15 @@ class ComputationKeys:
 
     def __init__(self):
         self._keys: dict[int, tuple] = {}
+        self._shape_texts: dict[int, tuple] = {}
+
+    def shape_text(self, shape) -> str:
+        """The shape's text with its layout (shapes are shared by many instructions; printing each
+        was a third of the pass). The entry keeps the shape alive, so its id is not reused."""
+        entry = self._shape_texts.get(id(shape))
+        if entry is None:
+            entry = self._shape_texts[id(shape)] = (shape, shape.to_string())
+        return entry[1]
 
     def key(self, comp: HloComputation) -> tuple:
         key = self._keys.get(id(comp))
@@ -53,7 +62,7 @@ def instruction_key(instr: HloInstruction, operand_ids: tuple, computations: Com
     if instr.opcode in COMMUTATIVE and len(operand_ids) == 2:
         operand_ids = tuple(sorted(operand_ids))
     attrs = tuple(sorted((k, _attr_key(v, computations)) for k, v in instr.attrs.items() if k not in _IGNORED_ATTRS))
-    return (instr.opcode, instr.shape.to_string(), operand_ids, attrs, _literal_key(instr.literal),
+    return (instr.opcode, computations.shape_text(instr.shape), operand_ids, attrs, _literal_key(instr.literal),
             instr.parameter_number, instr.wrapped_opcode)
 
 

@@ -40,10 +40,7 @@ from hlocc.hlo.types import Shape
 
 def distinct(values: Iterable[HloInstruction]) -> list[HloInstruction]:
     """`values` without repeats, in order (users lists may name a user once per use)."""
-    if isinstance(values, list) and len(values) < 2:
-        return list(values)
-    seen: set[int] = set()
-    return [v for v in values if not (id(v) in seen or seen.add(id(v)))]
+    return list(dict.fromkeys(values))  # instructions hash by identity
 
 
 def clone_instruction(instr: HloInstruction, operands: Sequence[HloInstruction], name: str) -> HloInstruction:

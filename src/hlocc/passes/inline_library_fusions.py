@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hlocc.analysis.hero import EmitterKind, emitter_kind
+from hlocc.analysis.hero import UNFUSED_KINDS, EmitterKind, emitter_kind
 from hlocc.hlo.ir import HloModule
 from hlocc.passes.base import HloPass, register_hlo_pass
 from hlocc.passes.call_inliner import inline_call
@@ -20,13 +20,21 @@ from hlocc.passes.gemm_fusion import is_gemm_fusion
 _LIBRARY_KINDS = (EmitterKind.GEMM, EmitterKind.CONVOLUTION)
 
 
+def _is_library_op(instr) -> bool:
+    """A dot or convolution (by opcode: analysing each fused op as a fusion of its own cost a
+    walk per op), or a nested fusion that is one."""
+    if instr.opcode == "fusion":
+        return emitter_kind(instr) in _LIBRARY_KINDS
+    return UNFUSED_KINDS.get(instr.opcode) in _LIBRARY_KINDS
+
+
 def inline_library_fusions(module: HloModule) -> list[str]:
     """Inline the fusions holding a dot or a convolution; returns the fusions' names."""
     inlined = []
     for comp in list(module.computations):
         for instr in [i for i in comp.instructions if i.opcode == "fusion" and not is_gemm_fusion(i)]:
             fused = instr.fused_computation
-            if any(emitter_kind(i) in _LIBRARY_KINDS for i in fused.instructions):
+            if any(_is_library_op(i) for i in fused.instructions):
                 inlined.append(instr.name)
                 inline_call(instr, fused)
                 module.remove_computations([fused])

@@ -9,7 +9,7 @@ fusion around a concatenate is `loop_concatenate_fusion`, as in XLA).
 from __future__ import annotations
 
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
-from hlocc.analysis.hero import find_non_trivial_hero
+from hlocc.analysis.hero import roots_and_heroes
 from hlocc.hlo.ir import HloInstruction, HloModule
 from hlocc.hlo.name_uniquer import NameUniquer
 from hlocc.passes.base import HloPass, register_hlo_pass
@@ -20,7 +20,8 @@ _KIND_WORDS = {"kLoop": "loop", "kInput": "input", "kOutput": "output"}
 def hero_names(fusion: HloInstruction) -> str:
     """The sorted, `_`-joined hero opcodes of a fusion's roots."""
     adaptor = FusionAdaptor.for_instruction(fusion)
-    heroes = {(find_non_trivial_hero(adaptor, r) if adaptor.contains(r) else r).opcode for r in adaptor.roots()}
+    _, heroes = roots_and_heroes(adaptor)
+    heroes = {h.opcode for h in heroes}
     return "_".join(sorted(heroes)).replace("-", "_")
 
 

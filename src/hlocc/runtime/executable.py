@@ -50,6 +50,7 @@ from hlocc.passes.pipeline import BACKEND_PIPELINES, CompilePipeline, PassManage
 from hlocc.runtime import library
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferCopy, assign_buffers
 from hlocc.runtime.dataflow import is_pure_forwarding, leaf_indices, subshape
+from hlocc.runtime.gc_pause import gc_paused
 from hlocc.runtime.schedule import schedule_module
 from hlocc.runtime.thunks import (
     BufferRef,
@@ -446,6 +447,35 @@ def check_static_shapes(module: HloModule) -> None:
                                        f"'{instr.name}'); run it with --backend interpreter")
 
 
+def plan_module(module: HloModule, *, pipeline: CompilePipeline = BACKEND_PIPELINES["cpu"], hlo_passes: bool = True,
+                print_after_all: bool = False, stream=None, times: dict[str, float] | None = None) -> BufferAssignment:
+    """The HLO side of a compile: the backend's HLO `pipeline` on `module` (in place; its
+    optimization only with `hlo_passes`), the schedule and the buffer assignment. `times` gets
+    milliseconds per HLO pass (`hlo:<pass>`, the prologue and epilogue included), `schedule` and
+    `buffer-assignment`."""
+    times = times if times is not None else {}
+
+    def run(stages, **kwargs) -> None:
+        result = PassManager(stages, **kwargs).run(module)
+        for name, ms in result.timings_ms.items():
+            times[f"hlo:{name}"] = times.get(f"hlo:{name}", 0.0) + ms
+
+    run(pipeline.prologue)
+    check_static_shapes(module)  # after the prologue, which the cuda backend ran before this check
+    if hlo_passes:
+        t0 = time.perf_counter()
+        run(pipeline.optimization, print_after_all=print_after_all, stream=stream)
+        times["hlo-passes"] = (time.perf_counter() - t0) * 1e3
+    run(pipeline.epilogue)
+    t0 = time.perf_counter()
+    schedule = schedule_module(module)
+    times["schedule"] = (time.perf_counter() - t0) * 1e3
+    t0 = time.perf_counter()
+    assignment = assign_buffers(module, schedule)
+    times["buffer-assignment"] = (time.perf_counter() - t0) * 1e3
+    return assignment
+
+
 def build_executable(module: HloModule, compile_kernel: KernelCompiler, *,
                      pipeline: CompilePipeline = BACKEND_PIPELINES["cpu"], hlo_passes: bool = True,
                      seed: int = 0, print_after_all: bool = False, stream=None,
@@ -453,20 +483,9 @@ def build_executable(module: HloModule, compile_kernel: KernelCompiler, *,
     """Run the backend's HLO `pipeline` on `module` (in place; its optimization only with
     `hlo_passes`), schedule, assign buffers and emit the thunks."""
     times = times if times is not None else {}
-    PassManager(pipeline.prologue).run(module)
-    check_static_shapes(module)  # after the prologue, which the cuda backend ran before this check
-    if hlo_passes:
-        t0 = time.perf_counter()
-        result = PassManager(pipeline.optimization, print_after_all=print_after_all, stream=stream).run(module)
-        times["hlo-passes"] = (time.perf_counter() - t0) * 1e3
-        times.update({f"hlo:{name}": ms for name, ms in result.timings_ms.items()})
-    t0 = time.perf_counter()
-    PassManager(pipeline.epilogue).run(module)
-    schedule = schedule_module(module)
-    times["schedule"] = (time.perf_counter() - t0) * 1e3
-    t0 = time.perf_counter()
-    assignment = assign_buffers(module, schedule)
-    times["buffer-assignment"] = (time.perf_counter() - t0) * 1e3
+    with gc_paused():  # the HLO side allocates cyclic IR only (runtime/gc_pause.py)
+        assignment = plan_module(module, pipeline=pipeline, hlo_passes=hlo_passes, print_after_all=print_after_all,
+                                 stream=stream, times=times)
     stats = RuntimeStats(peak_bytes=assignment.peak_bytes)
     t0 = time.perf_counter()
     emitter = ThunkEmitter(assignment, compile_kernel, stats)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import hlocc
-from hlocc.backends.cpu import kernel_cache
+from hlocc.backends.cpu import kernel_cache, program_cache
 from hlocc.backends.cpu.kernel import clear_kernel_cache, kernels_in_cache
 from hlocc.cli import main as cli_main
 from hlocc.compiler import clear_compile_cache
@@ -76,8 +76,13 @@ def _forget() -> None:
     clear_compile_cache()
 
 
-def _entries(directory):
-    return sorted(p for p in directory.iterdir() if p.suffix == ".hlk")
+def _entries(directory, kind: str = "kernel"):
+    """The cache's entries of one kind: "kernel" (object code) or "program" (a program's plan),
+    told apart by their key's first line (runtime/cache.py's layout: header, then the key)."""
+    prefix = {"kernel": kernel_cache.KEY_VERSION, "program": program_cache.KEY_VERSION}[kind].encode()
+    header = len(MAGIC) + 32 + 4 + 4 + 8
+    return sorted(p for p in directory.iterdir()
+                  if p.suffix == ".hlk" and p.read_bytes()[header:header + len(prefix)] == prefix)
 
 
 def _compile_stages(text=MODULE):
@@ -221,7 +226,7 @@ def test_four_processes_compiling_at_once_leave_one_valid_entry_per_kernel(cache
     exe = hlocc.compile(REDUCE, backend="cpu")  # loads the entry: valid, or it would warn
     assert set(exe.compile_times_ms) >= {"kernel:cache_lookup", "kernel:load"}
     assert "kernel:emit" not in exe.compile_times_ms
-    assert cache.info()["entries"] == 1
+    assert cache.info()["entries"] == 2  # the kernel and the program plan
 
 
 def test_a_cache_directory_writable_by_others_is_refused(tmp_path):
@@ -282,7 +287,8 @@ def test_cli_cache_info_and_clear(cache_dir, capsys):
     hlocc.compile(MODULE, backend="cpu")
     assert cli_main(["cache", "info", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["enabled"] and info["entries"] == 1 and info["directory"] == str(cache_dir)
+    # One kernel and the program's plan.
+    assert info["enabled"] and info["entries"] == 2 and info["directory"] == str(cache_dir)
     assert cli_main(["cache", "clear"]) == 0
-    assert "removed 1 entries" in capsys.readouterr().out
-    assert _entries(cache_dir) == []
+    assert "removed 2 entries" in capsys.readouterr().out
+    assert list(cache_dir.iterdir()) == []

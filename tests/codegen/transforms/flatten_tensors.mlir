@@ -122,3 +122,35 @@ func.func private @callee(%t: tensor<2x3xf32>) -> f32 {
   %x = tensor.extract %t[%c0, %c0] : tensor<2x3xf32>
   func.return %x : f32
 }
+
+// -----
+
+// A chain: the index of a 1-D read is a map of some results of another apply_indexing (the elemental
+// emitter's broadcast read of the loop map's last coordinate). The chain is folded into one map of the
+// loop variables, so that vectorize-loads-stores sees the read is contiguous in s0; the map's unused
+// operand (%a) goes. Without the fold the broadcast operand was read lane by lane, and the whole vector
+// loop was unrolled (32 scalar copies of the kernel body for every later pass to process).
+// CHECK-LABEL: func.func @chain(
+// CHECK:         %[[I:.*]] = xla.apply_indexing #xla.indexing_map<"(th_x)[s0] -> ((th_x mod 32) * 4 + s0), domain: th_x in [0, 127], s0 in [0, 3]">(%tid)[%s]
+// CHECK-NEXT:    %x = tensor.extract %in[%[[I]]] : tensor<128xf32>
+func.func @chain(%tid: index, %s: index, %in: tensor<128xf32>) -> f32 {
+  %a, %b = xla.apply_indexing #xla.indexing_map<"(th_x)[s0] -> (th_x floordiv 32, (th_x mod 32) * 4 + s0),"
+                                                "domain: th_x in [0, 127], s0 in [0, 3]">(%tid)[%s]
+  %i = xla.apply_indexing #xla.indexing_map<"(d0, d1) -> (d1), domain: d0 in [0, 3], d1 in [0, 127]">(%a, %b)
+  %x = tensor.extract %in[%i] : tensor<128xf32>
+  func.return %x : f32
+}
+
+// -----
+
+// Operands from two different apply_indexings: no single map to fold into; the access is left as it is.
+// CHECK-LABEL: func.func @no_chain(
+// CHECK:         %i = xla.apply_indexing #xla.indexing_map<"(d0, d1) -> (d0 + d1), domain: d0 in [0, 63], d1 in [0, 63]">(%a, %b)
+// CHECK-NEXT:    %x = tensor.extract %in[%i] : tensor<128xf32>
+func.func @no_chain(%tid: index, %in: tensor<128xf32>) -> f32 {
+  %a = xla.apply_indexing #xla.indexing_map<"(d0) -> (d0 floordiv 2), domain: d0 in [0, 127]">(%tid)
+  %b = xla.apply_indexing #xla.indexing_map<"(d0) -> (d0 mod 64), domain: d0 in [0, 127]">(%tid)
+  %i = xla.apply_indexing #xla.indexing_map<"(d0, d1) -> (d0 + d1), domain: d0 in [0, 63], d1 in [0, 63]">(%a, %b)
+  %x = tensor.extract %in[%i] : tensor<128xf32>
+  func.return %x : f32
+}

@@ -69,12 +69,16 @@ def kernel_compiler(target: Target, options: PipelineOptions | None, times: dict
 def compile_module(module: HloModule, target: Target | None = None, options: PipelineOptions | None = None, *,
                    hlo_passes: bool = False, seed: int = 0, print_after_all: bool = False,
                    stream: TextIO | None = None, times: dict[str, float] | None = None,
-                   gemm: str = "library") -> ThunkExecutable:
+                   gemm: str = "library", planned: bool = False) -> ThunkExecutable:
     """Compile `module` (changed in place by the HLO passes) into a ThunkExecutable for the host;
-    `gemm` as in passes/pipeline.py `cpu_pipeline`."""
+    `gemm` as in passes/pipeline.py `cpu_pipeline`. `planned`: the module is one the HLO pipeline
+    already optimized (a program plan from the disk cache, program_cache.py), compiled as it is."""
     times = times if times is not None else {}
     t0 = time.perf_counter()
-    prepare_as_written(module, hlo_passes)
+    if planned:
+        hlo_passes = False
+    else:
+        prepare_as_written(module, hlo_passes)
     executable = build_executable(module, kernel_compiler(target or cpu_target(), options, times),
                                   pipeline=cpu_pipeline(gemm), hlo_passes=hlo_passes, seed=seed,
                                   print_after_all=print_after_all, stream=stream, times=times)

@@ -15,12 +15,9 @@ object code and plan; a hit skips emission, the passes and LLVM).
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import gc
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,6 +46,7 @@ from hlocc.codegen.transforms.check_bounds import RECORD, BoundsCheckError, reco
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.types import Shape
 from hlocc.runtime.cache import warn_once
+from hlocc.runtime.gc_pause import gc_paused
 from hlocc.runtime.thunks import from_physical, to_physical
 
 
@@ -128,30 +126,6 @@ def clear_kernel_cache() -> None:
     """Forget the kernels compiled in this process (their code stays loaded: callers may hold them)."""
     with _CACHE_LOCK:
         _CACHE.clear()
-
-
-_GC_LOCK = threading.Lock()
-_gc_pauses = [0, False]  # compilations in progress, whether the collector was on before the first
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a kernel compiles: the kernel IR is tens of
-    thousands of small objects, whose allocation set off collections of the whole heap (a JAX
-    user's heap is large) that took 20-25% of a kernel's compile time. The IR is garbage once the
-    kernel is compiled, and the collector, back on, frees it; no allocation is kept longer."""
-    with _GC_LOCK:
-        if _gc_pauses[0] == 0:
-            _gc_pauses[1] = gc.isenabled()
-            gc.disable()
-        _gc_pauses[0] += 1
-    try:
-        yield
-    finally:
-        with _GC_LOCK:
-            _gc_pauses[0] -= 1
-            if _gc_pauses[0] == 0 and _gc_pauses[1]:
-                gc.enable()
 
 
 def kernels_in_cache() -> list[str]:

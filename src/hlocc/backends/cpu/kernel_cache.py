@@ -90,11 +90,16 @@ def build_id() -> str:
 
 
 @functools.cache
+def versions_key() -> str:
+    """The versions of everything that turns a fusion into code (also the cuda backend's PTX keys)."""
+    return (f"hlocc {build_id()}, xdsl {xdsl.__version__}, llvmlite {llvmlite.__version__}, "
+            f"llvm {'.'.join(map(str, llvm.llvm_version_info))}")
+
+
+@functools.cache
 def environment_key() -> str:
     """The part of every key that is the same for the whole process: host CPU and versions."""
-    return (f"cpu: {llvm.get_host_cpu_name()} {host_cpu_features()}\n"
-            f"versions: hlocc {build_id()}, xdsl {xdsl.__version__}, llvmlite {llvmlite.__version__}, "
-            f"llvm {'.'.join(map(str, llvm.llvm_version_info))}")
+    return f"cpu: {llvm.get_host_cpu_name()} {host_cpu_features()}\nversions: {versions_key()}"
 
 
 def kernel_key(fusion: HloComputation, target: Target, translate_options: TranslateOptions,
@@ -150,5 +155,5 @@ def store_kernel(key: str, plan: KernelPlan, data: bytes, times: dict[str, float
     times["cache_store"] = times.get("cache_store", 0.0) + (time.perf_counter() - t0) * 1e3
 
 
-__all__ = ["KernelPlan", "build_id", "kernel_key", "kernel_symbol", "load_cached_kernel_plan", "options_key",
-           "store_kernel"]
+__all__ = ["KernelPlan", "build_id", "environment_key", "kernel_key", "kernel_symbol", "load_cached_kernel_plan",
+           "options_key", "store_kernel", "versions_key"]

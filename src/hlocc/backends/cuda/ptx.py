@@ -35,6 +35,7 @@ from llvmlite import ir
 
 from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
+from hlocc.backends.cpu.kernel_cache import versions_key
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import KernelModule
 from hlocc.codegen.emitters.registry import emit_fusion
@@ -45,6 +46,7 @@ from hlocc.errors import HloError
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.printer import computation_fingerprint
 from hlocc.hlo.types import Shape
+from hlocc.runtime.cache import persistent_cache, warn_once
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 SM_COUNTS = {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132, "sm_100": 148, "sm_120": 84}
@@ -100,19 +102,26 @@ _CACHE: dict[tuple, PtxKernel] = {}
 def compile_ptx(fusion: HloComputation, arch: str = "sm_90", name: str = "main",
                 options: PipelineOptions | None = None, noalias: bool = True,
                 sm_count: int | None = None) -> PtxKernel:
-    """Compile a fused computation into a PTX kernel for `arch`. Cached in-process by the
-    computation's structure, the target and `noalias` (XLA's KernelReuseCache) unless `options`
-    asks for IR dumps."""
+    """Compile a fused computation into a PTX kernel for `arch`. Cached by the computation's
+    structure, the target and `noalias`, in-process (XLA's KernelReuseCache) and on disk (the PTX
+    and its launch plan, `ptx_key`), unless `options` asks for IR dumps."""
     target = target_for(arch, sm_count)
-    key = (computation_fingerprint(fusion), target, noalias)
+    fingerprint = computation_fingerprint(fusion)
+    key = (fingerprint, target, noalias)
+    leaves = array_leaves(fusion.root.shape)
+    params = [p.shape for p in fusion.parameters]
+    times: dict[str, float] = {}
+    disk_key = ptx_key(fingerprint, target, noalias)
     if options is None:
         with _LOCK:
             cached = _CACHE.get(key)
         if cached is not None:
             return dataclasses.replace(cached, computation=fusion)
-    leaves = array_leaves(fusion.root.shape)
-    params = [p.shape for p in fusion.parameters]
-    times: dict[str, float] = {}
+        stored = load_cached_ptx(disk_key, params, leaves, times)
+        if stored is not None:
+            stored.computation = fusion
+            with _LOCK:
+                return _CACHE.setdefault(key, stored)
     kernel = emit_fusion(fusion, target, name, times)
     if kernel is None:
         return PtxKernel(name, "", arch, LaunchDims(1, 0), params, leaves, computation=fusion,
@@ -120,9 +129,65 @@ def compile_ptx(fusion: HloComputation, arch: str = "sm_90", name: str = "main",
     compiled = compile_kernel_module_to_ptx(kernel, target, params, leaves, options, noalias, times)
     compiled.computation = fusion
     if options is None:
+        store_ptx(disk_key, compiled)
         with _LOCK:
             _CACHE[key] = compiled
     return compiled
+
+
+# -- PTX on disk ----------------------------------------------------------------------------------
+PTX_KEY_VERSION = "hlocc-cuda-ptx 1"
+
+
+def ptx_key(fingerprint: str, target: Target, noalias: bool) -> str:
+    """A PTX kernel's key in the persistent cache (runtime/cache.py): the fused computation's
+    canonical fingerprint, the target (arch, launch heuristics), noalias, the GPU pipeline and the
+    versions of hlocc, xDSL, llvmlite and LLVM (the host CPU plays no part)."""
+    return (f"{PTX_KEY_VERSION}\nfusion: {fingerprint}\ntarget: {target!r}\nnoalias: {noalias}\n"
+            f"pipeline: {','.join(pipeline_for('gpu'))}\nversions: {versions_key()}")
+
+
+def _plan_of(kernel: PtxKernel) -> dict:
+    return {"name": kernel.name, "arch": kernel.arch, "threads_per_block": kernel.launch_dims.threads_per_block,
+            "blocks": kernel.launch_dims.blocks, "shared_bytes": kernel.shared_bytes, "emitter": kernel.emitter,
+            "output_aliases": [list(a) for a in kernel.output_aliases]}
+
+
+def store_ptx(key: str, kernel: PtxKernel) -> None:
+    """Store a kernel's PTX and the plan to launch it, as plain data, when the cache is on."""
+    cache = persistent_cache()
+    if cache is None:
+        return
+    t0 = time.perf_counter()
+    cache.put(key, _plan_of(kernel), kernel.ptx.encode())
+    kernel.times_ms["cache_store"] = (time.perf_counter() - t0) * 1e3
+
+
+def load_cached_ptx(key: str, param_shapes: list[Shape], output_shapes: list[Shape],
+                    times: dict[str, float]) -> PtxKernel | None:
+    """The PTX kernel the persistent cache holds for `key`, or None (a miss, or a bad entry:
+    warned about once, and the caller compiles it again)."""
+    cache = persistent_cache()
+    if cache is None:
+        return None
+    t0 = time.perf_counter()
+    entry = cache.get(key)
+    times["cache_lookup"] = (time.perf_counter() - t0) * 1e3
+    if entry is None:
+        return None
+    plan = entry.plan
+    try:
+        kernel = PtxKernel(str(plan["name"]), entry.payload.decode(), str(plan["arch"]),
+                           LaunchDims(int(plan["threads_per_block"]), int(plan["blocks"])), list(param_shapes),
+                           list(output_shapes), int(plan["shared_bytes"]), str(plan["emitter"]),
+                           tuple((int(o), int(p)) for o, p in plan["output_aliases"]), times_ms=times)
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as e:
+        warn_once(f"hlocc cache: entry {cache.path(key)}: malformed PTX kernel plan ({e!r}); compiling again")
+        return None
+    if f".entry {kernel.name}(" not in kernel.ptx:
+        warn_once(f"hlocc cache: entry {cache.path(key)} holds no entry '{kernel.name}'; compiling again")
+        return None
+    return kernel
 
 
 def compile_kernel_module_to_ptx(kernel: KernelModule, target: Target, param_shapes: list[Shape],

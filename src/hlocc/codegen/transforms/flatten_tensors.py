@@ -37,16 +37,48 @@ def emit_linear_index(b: KernelBuilder, shape: tuple[int, ...], indices: list[SS
     the one that computed `indices` when there is one)."""
     if not shape:
         return b.index(0)
-    if len(shape) == 1:
-        return indices[0]
-    lin = linearize_map(shape)
     producer = indices[0].owner if isinstance(indices[0].owner, ApplyIndexingOp) else None
-    if producer is not None and list(producer.results) == list(indices):
-        m = compose(producer.map, lin)
-        m = IndexingMap(m.dims, m.results, m.symbols, m.runtime)  # bounds hold by construction
-        if len(m.all_vars()) == len(producer.operands_):  # (composition may drop a point variable)
-            return b.insert(ApplyIndexingOp(m, list(producer.operands_))).results[0]
-    return b.insert(ApplyIndexingOp(lin, indices)).results[0]
+    if producer is None or list(producer.results) != list(indices):
+        return indices[0] if len(shape) == 1 else b.insert(ApplyIndexingOp(linearize_map(shape), indices)).results[0]
+    folded = _fold_chain(producer)
+    if len(shape) == 1:
+        return indices[0] if folded is None else b.insert(ApplyIndexingOp(*folded)).results[0]
+    base, operands = folded or (producer.map, list(producer.operands_))
+    m = _composed(base, linearize_map(shape), len(operands))
+    if m is not None:
+        return b.insert(ApplyIndexingOp(m, operands)).results[0]
+    return b.insert(ApplyIndexingOp(linearize_map(shape), indices)).results[0]
+
+
+def _composed(first: IndexingMap, second: IndexingMap, operands: int) -> IndexingMap | None:
+    """`second ∘ first` without constraints (their bounds hold by construction), or None when the
+    composition dropped a point variable (then it no longer takes `operands` operands)."""
+    m = compose(first, second)
+    m = IndexingMap(m.dims, m.results, m.symbols, m.runtime)
+    return m if len(m.all_vars()) == operands else None
+
+
+def _fold_chain(producer: ApplyIndexingOp) -> tuple[IndexingMap, list[SSAValue]] | None:
+    """When every operand `producer`'s map uses is a result of one other `xla.apply_indexing` `q`
+    (an operand's index map applied to the loop's multi-result map, as the elemental emitter
+    writes a broadcast's read): `producer`'s map composed onto `q`'s, and `q`'s operands. The
+    access then reads as a function of the loop variables, which is what vectorize-loads-stores
+    needs to see that it is contiguous in the vector index (XLA folds such chains in its
+    apply_indexing canonicalization)."""
+    m = producer.map
+    operands = list(producer.operands_)
+    if m.symbols or m.runtime or len(operands) != len(m.dims):
+        return None
+    m, kept = m.remove_unused_dims()
+    used = [operands[i] for i in kept]
+    q = used[0].owner if used else None
+    if not isinstance(q, ApplyIndexingOp) or any(v.owner is not q for v in used):
+        return None
+    qm = q.map
+    selected = IndexingMap(qm.dims, tuple(qm.results[v.index] for v in used), qm.symbols, qm.runtime,
+                           qm.constraints, qm.known_empty)
+    composed = _composed(selected, m, len(q.operands_))
+    return None if composed is None else (composed, list(q.operands_))
 
 
 def flatten_atomic_rmw(module: ModuleOp) -> None:
@@ -71,10 +103,10 @@ class FlattenTensorsPass(ModulePass):
         # Accesses first: their shapes are read from the tensor types, which flattening a constant changes.
         for o in [o for o in op.walk() if isinstance(o, (tensor.ExtractOp, tensor.InsertOp))]:
             shape = tuple(o.tensor.type.get_shape() if isinstance(o, tensor.ExtractOp) else o.dest.type.get_shape())
-            if len(shape) == 1:
-                continue
             b = KernelBuilder(InsertPoint.before(o))
             index = emit_linear_index(b, shape, list(o.indices))
+            if len(shape) == 1 and index is o.indices[0]:
+                continue
             if isinstance(o, tensor.ExtractOp):
                 new = tensor.ExtractOp(o.tensor, [index], o.result.type)
             else:

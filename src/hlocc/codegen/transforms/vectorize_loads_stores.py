@@ -72,15 +72,16 @@ def _in_bounds() -> ArrayAttr:
     return ArrayAttr([BoolAttr(True, IntegerType(1))])
 
 
-def _vectorize(loop: scf.ForOp) -> bool:
+def _vectorize(loop: scf.ForOp) -> scf.ForOp | None:
+    """Vectorize `loop`'s reads in place and its first vectorizable store; returns the loop rebuilt
+    for that store (whose other stores the caller looks at next), else None."""
     n = trip_count(loop)
     if n not in VECTOR_SIZES:
-        return False
+        return None
     body = loop.body.block
     iv = body.args[0]
     yield_op = body.last_op
     b = KernelBuilder(InsertPoint.before(loop))
-    changed = False
     for op in list(body.ops):
         if isinstance(op, tensor.ExtractOp) and len(op.indices) == 1 and defined_outside(op.tensor, loop) \
                 and not isinstance(op.result.type, ComplexType):
@@ -93,7 +94,6 @@ def _vectorize(loop: scf.ForOp) -> bool:
                                                else b.constant(0.0, op.result.type),
                                                vtype, _in_bounds(), _identity_1d()))
             Rewriter.replace_op(op, vector.ExtractOp(read, [iv], op.result.type))
-            changed = True
     # Stores into loop-carried tensors.
     carried = list(body.args[1:])
     for k, arg in enumerate(carried):
@@ -107,14 +107,13 @@ def _vectorize(loop: scf.ForOp) -> bool:
         offset = _contiguous_offset(insert.indices[0], iv, loop, n, b)
         if offset is None:
             continue
-        _add_vector_carry(loop, k, insert, offset, n)
-        changed = True
-        return True  # the loop was rebuilt; the caller runs again
-    return changed
+        return _add_vector_carry(loop, k, insert, offset, n)
+    return None
 
 
-def _add_vector_carry(loop: scf.ForOp, k: int, insert: tensor.InsertOp, offset: SSAValue, n: int) -> None:
-    """Rebuild `loop` with an extra vector iter_arg collecting what `insert` stored into iter_arg k."""
+def _add_vector_carry(loop: scf.ForOp, k: int, insert: tensor.InsertOp, offset: SSAValue, n: int) -> scf.ForOp:
+    """Rebuild `loop` with an extra vector iter_arg collecting what `insert` stored into iter_arg k;
+    returns the new loop."""
     body = loop.body.block
     elem = insert.scalar.type
     vtype = VectorType(elem, [n])
@@ -145,6 +144,7 @@ def _add_vector_carry(loop: scf.ForOp, k: int, insert: tensor.InsertOp, offset: 
     for i, old in enumerate(loop.results):
         old.replace_all_uses_with(write.results[0] if i == k else new_loop.results[i])
     Rewriter.erase_op(loop)
+    return new_loop
 
 
 @dataclass(frozen=True)
@@ -152,10 +152,10 @@ class VectorizeLoadsStoresPass(ModulePass):
     name = "vectorize-loads-stores"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        changed = True
-        while changed:
-            changed = False
-            for loop in [o for o in op.walk() if isinstance(o, scf.ForOp)]:
-                if _vectorize(loop):
-                    changed = True
-                    break
+        # One walk: each loop to its fixed point (a store rebuilds the loop, whose other stores come
+        # next). Nothing a loop's vectorization does opens a chance in another loop (it makes
+        # vector ops, which no rule reads), so the module is not walked again after each change;
+        # restarting the walk per change had cost a walk per vectorized loop and per output.
+        for loop in [o for o in op.walk() if isinstance(o, scf.ForOp)]:
+            while loop is not None:
+                loop = _vectorize(loop)

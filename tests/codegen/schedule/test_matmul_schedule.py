@@ -122,6 +122,12 @@ SCHEDULES = {
     "3x8_edge": MatmulSchedule(mc=6, nc=8, kc=16, mr=3, nr=8, k_unroll=3),
     "one_block": MatmulSchedule(mc=64, nc=64, kc=64, mr=1, nr=16, k_unroll=1),
     "parallel_2x4": MatmulSchedule(mc=4, nc=8, kc=5, mr=2, nr=4, k_unroll=2, parallel=True),
+    # Packed: K blocks of 3 (first, middle loop, last peeled), 16-wide panels, edge blocks.
+    "packed_ab": MatmulSchedule(mc=6, nc=16, kc=3, mr=3, nr=16, k_unroll=1, pack=(0, 1), parallel=True),
+    "packed_b_fused": MatmulSchedule(mc=4, nc=32, kc=4, mr=2, nr=32, k_unroll=2, pack=(1,), prefetch=2,
+                                     hoist_address=True, fuse_epilogue=True),
+    "packed_hoisted": MatmulSchedule(mc=5, nc=16, kc=16, mr=5, nr=16, k_unroll=3, pack=(0, 1), hoist_address=True,
+                                     fuse_epilogue=True, parallel=True),
 }
 
 

@@ -134,7 +134,9 @@ class MatmulEmitter(FusionEmitterBase):
         launch = LaunchDims(1, schedule.blocks(sizes) if schedule is not None else 1)
         block, param_types, out_types = entry_block(self.fusion, [out_shape])
         b = KernelBuilder(block)
-        if schedule is not None and schedule.parallel:  # transform.hlocc.parallelize maps the block loops to it
+        # transform.hlocc.parallelize maps the block loops to the block id; packed panels are block
+        # scratch (xla.allocate_shared), which the CPU's block functions need a thread id for.
+        if schedule is not None and (schedule.parallel or schedule.pack):
             thread_and_block_ids(b, launch)
         args = list(block.args)
         acc_type = Float64Type() if "f64" in types else element_type(F32)

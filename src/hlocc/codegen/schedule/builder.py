@@ -15,7 +15,9 @@ from hlocc.codegen.schedule.interpreter import ENTRY_POINT
 @dataclass(frozen=True)
 class MatmulSchedule:
     """One point of the matmul schedule space. `mr`/`nr` None: no register block; `parallel`: the
-    blocks run on the kernel's blocks (the thread pool) instead of a loop."""
+    blocks run on the kernel's blocks (the thread pool) instead of a loop; `pack`: the operands
+    packed (() none, (1,) B, (0, 1) both); `prefetch`: the B prefetch distance in k steps (0 none);
+    `hoist_address`, `fuse_epilogue`: those transform ops applied (packed schedules only)."""
 
     mc: int
     nc: int
@@ -24,6 +26,10 @@ class MatmulSchedule:
     nr: int | None = None
     k_unroll: int = 1
     parallel: bool = False
+    pack: tuple[int, ...] = ()
+    prefetch: int = 0
+    hoist_address: bool = False
+    fuse_epilogue: bool = False
 
     def blocks(self, sizes: list[int]) -> int:
         """The kernel's blocks for a (B, M, N, K) matmul: 1, or one per block tile when parallel."""
@@ -31,7 +37,8 @@ class MatmulSchedule:
         return b * -(-n // self.nc) * -(-m // self.mc) if self.parallel else 1
 
     def script(self) -> str:
-        """The transform script: match every xla.matmul, tile it, set its register block."""
+        """The transform script: match every xla.matmul, tile it, set its register block, pack it
+    (with prefetch, hoisted addresses, the fused epilogue), parallelize it."""
         any_op = "!transform.any_op"
         lines = [
             "builtin.module attributes {transform.with_named_sequence} {",
@@ -43,6 +50,14 @@ class MatmulSchedule:
         if self.mr is not None and self.nr is not None:
             lines.append(f"    transform.hlocc.microkernel %tiled register_block [{self.mr}, {self.nr}] "
                          f"k_unroll {self.k_unroll} : {any_op}")
+        if self.pack:
+            lines.append(f"    transform.hlocc.pack %tiled operands [{', '.join(map(str, self.pack))}] : {any_op}")
+            if self.prefetch:
+                lines.append(f"    transform.hlocc.insert_prefetch %tiled distance {self.prefetch} : {any_op}")
+            if self.hoist_address:
+                lines.append(f"    transform.hlocc.hoist_address %tiled : {any_op}")
+            if self.fuse_epilogue:
+                lines.append(f"    transform.hlocc.fuse_epilogue %tiled : {any_op}")
         if self.parallel:
             lines.append(f"    transform.hlocc.parallelize %tiled : {any_op}")
         lines += ["    transform.yield", "  }", "}"]

@@ -22,6 +22,7 @@ from hlocc.codegen.ir.parallel_ops import (
 XLA = Dialect(
     "xla",
     [ApplyIndexingOp, LoopOp, YieldOp, PureCallOp, AllocateSharedOp, SharedMemoryOp, SyncThreadsOp, ShuffleReduceOp,
-     PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, AtomicUpdateOp, MatmulOp, PrefetchOp, RemFOp, *VECTOR_FORMS.values()],
+     PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, AtomicUpdateOp, MatmulOp, PrefetchOp, RemFOp,
+     *VECTOR_FORMS.values()],
     [IndexingMapAttr],
 )

@@ -24,7 +24,7 @@ give its first (b, m, n), `sizes` its extent (the maps' ranges remain the whole 
 indices past them are skipped: the remainder block). Schedule properties set by transform ops and
 read by the lowering: `k_block` (KC: the contraction split into blocks of KC) and `register_block`
 (MR x NR accumulators per step of k, `k_unroll` steps of k per iteration), `packed` (the operands,
-0 = lhs and 1 = rhs, copied into zero-padded panels: codegen/transforms/lower_matmul_packed.py),
+0 = lhs and 1 = rhs, copied into zero-padded panels: codegen/transforms/matmul/packed.py),
 `prefetch` (the distance in k steps of the B panel prefetch), `hoist_address` and
 `fuse_epilogue` (unit flags).
 

@@ -5,7 +5,7 @@ while the tile is in L1, instead of in a pass over the whole accumulator block a
 
     transform.hlocc.fuse_epilogue %tiled : !transform.any_op
 
-Sets `fuse_epilogue` on packed targets. The last K block is peeled (lower_matmul_packed.py), so
+Sets `fuse_epilogue` on packed targets. The last K block is peeled (transforms/matmul/packed.py), so
 the fused epilogue costs no branch in the K loop. Results are the same either way: the epilogue
 reads the same f32 sum.
 

@@ -4,7 +4,7 @@
     transform.hlocc.pack %tiled operands [0, 1] : !transform.any_op
 
 Sets `packed` on the targets: `lower-matmul` then lowers them to the packed macro-kernel
-(codegen/transforms/lower_matmul_packed.py): per K block, B's KC x NC panel as NC/NR micro-panels
+(codegen/transforms/matmul/packed.py): per K block, B's KC x NC panel as NC/NR micro-panels
 [KC][NR] and (with operand 0) A's MC x KC block as MC/MR micro-panels [KC][MR], whatever the
 operands' layouts (a transposed operand is absorbed here: it is read through its map once per
 block, never copied whole), then the vector micro-kernel on them. Operand 1 (B) must be packed:

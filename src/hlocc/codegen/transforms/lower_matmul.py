@@ -29,7 +29,7 @@ from hlocc.analysis.indexing_map import IndexingMap
 from hlocc.codegen.ir import ApplyIndexingOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import MatmulOp
-from hlocc.codegen.transforms.lower_matmul_packed import lower_packed
+from hlocc.codegen.transforms.matmul.packed import lower_packed
 from hlocc.codegen.transforms.util import clone_block_body, for_loop
 
 

@@ -158,18 +158,42 @@ def test_scheduled_kernels_are_exact(case, schedule):
     np.testing.assert_array_equal(np.asarray(kernel(*args)[0], np.float64), np.asarray(expected, np.float64))
 
 
-def test_default_schedule_is_legal_for_every_shape_class():
-    from hlocc.codegen.schedule.choice import NAIVE_BELOW, default_schedule
+def test_analytic_schedule_follows_the_model():
+    from hlocc.codegen.schedule.choice import NAIVE_BELOW, CacheSizes, analytic_schedule, register_block
 
-    assert default_schedule([1, 7, 5, 3]) is None and 7 * 5 * 3 < NAIVE_BELOW
-    assert default_schedule([1, 512, 512, 512]) == MatmulSchedule(mc=64, nc=256, kc=512, mr=8, nr=16, parallel=True)
-    assert default_schedule([2, 5, 4000, 64]) == MatmulSchedule(mc=64, nc=256, kc=64, mr=5, nr=16, parallel=True)
+    zen5 = CacheSizes(l1=48 << 10, l2=1 << 20)
+    assert register_block() == (6, 64)  # 24 zmm accumulators: the most flops per loaded value
+    assert analytic_schedule([1, 7, 5, 3]) is None and 7 * 5 * 3 < NAIVE_BELOW
+    # KC = 256, NC = half of L2 over KC (512), then NC halves until 2 threads have 4 blocks each.
+    assert analytic_schedule([1, 512, 512, 512], caches=zen5, threads=2) == MatmulSchedule(
+        mc=192, nc=128, kc=256, mr=6, nr=64, parallel=True, pack=(0, 1), hoist_address=True, fuse_epilogue=True)
+    big = analytic_schedule([1, 4096, 4096, 4096], caches=zen5, threads=2)
+    assert (big.mc, big.nc, big.kc, big.mr, big.nr) == (192, 512, 256, 6, 64)
+    # f64 and N under one vector keep the unpacked scalar register block; M under MR gives MR = M.
+    assert not analytic_schedule([1, 64, 64, 64], ("f64",) * 3).pack
+    assert not analytic_schedule([2, 5000, 8, 64]).pack
+    assert analytic_schedule([2, 5, 4000, 64], caches=zen5, threads=2).mr == 5
     # M = 5 < MR: one block of 5 rows, register block 5 x 16 (legal: the block is the whole problem).
     text = PAYLOAD.replace("16x5xf32", "5x5xf32").replace("m in [0, 15]", "m in [0, 4]").replace(
         "16x32xf32", "5x32xf32").replace("sizes [1, 16, 32, 5]", "sizes [1, 5, 32, 5]")
     schedule = MatmulSchedule(mc=64, nc=256, kc=5, mr=5, nr=16)
     out = run_opt(text + schedule.script(), ["transform-interpreter"])
     assert "register_block = array<i64: 5, 16>" in out
+
+
+def test_analytic_schedule_is_exact_across_k_blocks():
+    """The analytic choice on a problem with two K blocks, edge blocks in M and N, a transposed lhs."""
+    module = parse_hlo(_dot("f32[300,67]{0,1}", "f32[300,131]", "f32[67,131]",
+                            "lhs_contracting_dims={0}, rhs_contracting_dims={0}"))
+    rng = np.random.default_rng(3)
+    args = [rng.integers(-3, 4, p.shape.dims).astype(np.float32) for p in module.entry.parameters]
+    from hlocc.codegen.schedule.choice import analytic_schedule
+
+    schedule = analytic_schedule([1, 67, 131, 300], threads=2)
+    assert schedule.pack == (0, 1) and schedule.kc < 300
+    with use_schedule(schedule):
+        kernel = compile_fusion(module.entry, use_cache=False)
+    np.testing.assert_array_equal(kernel(*args)[0], Evaluator().run(module, args))
 
 
 @pytest.mark.slow  # compiles four kernels (about 10 s on a loaded machine)

@@ -8,14 +8,16 @@ computes its MC x NC block of the output as
     for each K block [k0, k0 + kc) (the first and the last peeled, so each has a constant kc):
       pack B: Bp[jr/NR][k][0:NR] = rhs(b, n0+jr+l, k0+k), columns past N zero     (loop 4's panel)
       pack A: Ap[ir/MR][k][0:MR] = lhs(b, m0+ir+r, k0+k), rows past M zero        (loop 3's block)
-      for jr in [0, cols) step NR:                                                 (loop 2)
-        for ir in [0, rows) step MR:                                               (loop 1)
+      for ir in [0, rows) step MR:                                                 (loop 2)
+        for jr in [0, cols) step NR:                                               (loop 1)
           MR x NR/16 vector<16xf32> accumulators = 0 (first K block) or Cacc's tile
           for k in [0, kc): NR/16 vectors of Bp, MR broadcasts of Ap, MR x NR/16 math.fma
           Cacc's tile = the accumulators                     (full vectors: Cacc is padded)
           [fuse_epilogue, last K block: the epilogue of the tile's elements inside the problem]
     [otherwise: the epilogue of every element of the block inside the problem, from Cacc]
 
+The A micro-panel (MR x KC) stays in L1 across a row of register blocks; the B micro-panels
+stream from the packed B panel in L2 (NR = 64 is 256 bytes a step, a fifth of L2's bandwidth).
 So edges need no masks: the panels are zero-padded to whole register blocks and only the
 epilogue, a loop with run-time bounds, looks at the problem's edge (BLIS handles edges the same
 way, through a temporary tile). Without `A` in `packed` the micro-kernel broadcasts lhs
@@ -145,17 +147,17 @@ class PackedLowering:
             state["ap"] = self.pack_a_block(b, state["ap"], k0, kc)
         names = ["cacc", "out"]
 
-        def jr_body(jb: KernelBuilder, jr: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
-            def ir_body(ib: KernelBuilder, ir: SSAValue, iargs: list[SSAValue]) -> list[SSAValue]:
-                cacc, out = iargs
-                cacc = self.tile(ib, state, cacc, ir, jr, k0, kc, first)
+        def ir_body(ib: KernelBuilder, ir: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+            def jr_body(jb: KernelBuilder, jr: SSAValue, jargs: list[SSAValue]) -> list[SSAValue]:
+                cacc, out = jargs
+                cacc = self.tile(jb, state, cacc, ir, jr, k0, kc, first)
                 if final and self.fuse:
-                    out = self.epilogue(ib, cacc, out, ir, _min(ib, _add(ib, ir, self.mr), self.rows), jr,
-                                        _min(ib, _add(ib, jr, self.nr), self.cols))
+                    out = self.epilogue(jb, cacc, out, ir, _min(jb, _add(jb, ir, self.mr), self.rows), jr,
+                                        _min(jb, _add(jb, jr, self.nr), self.cols))
                 return [cacc, out]
-            return self.for_loop(jb, 0, self.rows, args, ir_body, "ir", step=self.mr)
+            return self.for_loop(ib, 0, self.cols, args, jr_body, "jr", step=self.nr)
 
-        cacc, out = self.for_loop(b, 0, self.cols, [state[n] for n in names], jr_body, "jr", step=self.nr)
+        cacc, out = self.for_loop(b, 0, self.rows, [state[n] for n in names], ir_body, "ir", step=self.mr)
         state["cacc"], state["out"] = cacc, out
         return state
 

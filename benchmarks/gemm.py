@@ -165,14 +165,15 @@ def reference_worker(spec: dict) -> dict:
     results = {}
     for key, (shape, dtype) in spec["cases"].items():
         args = [a.astype(np.float32) for a in inputs(shape, dtype)]
-        results[f"numpy|{key}"] = time_min_ms(lambda: np.matmul(args[0], args[1]), spec["runs"])
+        results[f"numpy|{key}"] = time_min_ms(lambda args=args: np.matmul(args[0], args[1]), spec["runs"])
         if spec.get("xla"):
             import jax
             import jax.numpy as jnp
 
             jargs = [jnp.asarray(a) for a in inputs(shape, dtype)]
             fn = jax.jit(jnp.matmul)
-            results[f"xla|{key}"] = time_min_ms(lambda: fn(*jargs).block_until_ready(), spec["runs"])
+            results[f"xla|{key}"] = time_min_ms(lambda fn=fn, jargs=jargs: fn(*jargs).block_until_ready(),
+                                                spec["runs"])
     return results
 
 
@@ -215,7 +216,7 @@ def hlocc_times(cases: dict, threads: list[int], runs: int, epilogue_keys: set[s
             notes[f"{name}|{key}"] = "" if err <= tol else f" MISMATCH {err:.1e}"
             for t in threads:
                 os.environ["HLOCC_CPU_THREADS"] = str(t)
-                times[f"{name}|{key}|{t}"] = time_min_ms(lambda exe=exe: exe(*args), runs)
+                times[f"{name}|{key}|{t}"] = time_min_ms(lambda exe=exe, args=args: exe(*args), runs)
     os.environ.pop("HLOCC_CPU_THREADS", None)
     return times, notes
 
@@ -257,7 +258,7 @@ def main() -> None:
                 refs[f"{label if lib == 'numpy' else 'xla'}|{key}|{t}"] = v
     times, notes = hlocc_times(cases, threads, runs, epilogue_keys)
 
-    lines = [f"FMA peak (probe): " + ", ".join(f"{t} thread{'s' * (t > 1)} {peak[t]:.0f} GFLOP/s" for t in threads),
+    lines = ["FMA peak (probe): " + ", ".join(f"{t} thread{'s' * (t > 1)} {peak[t]:.0f} GFLOP/s" for t in threads),
              "", "| shape (BxMxNxK) | dtype | thr | hlocc GFLOP/s (% peak) | numpy shipped | numpy SkylakeX | XLA:CPU "
              "| hlocc/SkylakeX | hlocc/shipped | dot+bias+GELU vs bare |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -265,7 +266,7 @@ def main() -> None:
         flops = 2.0 * np.prod(shape)
         name = key.split("|")[0]
         for t in threads:
-            def rate(label: str) -> str:
+            def rate(label: str, key=key, t=t, flops=flops) -> str:
                 ms = (times if label.startswith("hlocc") else refs).get(f"{label}|{key}|{t}")
                 return "-" if ms is None else f"{flops / ms / 1e6:.1f} ({100 * flops / ms / 1e6 / peak[t]:.0f}%)"
             ours, skx, shipped = (times.get(f"hlocc|{key}|{t}"), refs.get(f"skx|{key}|{t}"),

@@ -10,7 +10,7 @@ import pytest
 
 from hlocc.backends.cpu.kernel import compile_fusion
 from hlocc.codegen.pipeline import PipelineOptions
-from hlocc.codegen.schedule import MatmulSchedule, use_schedule
+from hlocc.codegen.schedule import MatmulSchedule, ScheduleError, use_schedule
 from hlocc.codegen.schedule.microkernel import registers_needed
 from hlocc.evaluator import Evaluator
 from hlocc.hlo.parser import parse_hlo
@@ -63,10 +63,51 @@ def script(*lines: str) -> str:
      "transform.hlocc.parallelize: the kernel has no block id to map the block loops to"),
     ([f"transform.hlocc.parallelize %mm : {ANY}"],
      "transform.hlocc.parallelize: the target is not directly inside the block loops of transform.hlocc.tile"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.pack %t operands [0, 1] : {ANY}"],
+     "transform.hlocc.pack: the target has no register block; apply transform.hlocc.microkernel first"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.microkernel %t register_block [2, 8] k_unroll 1 : {ANY}",
+      f"transform.hlocc.pack %t operands [0, 1] : {ANY}"],
+     "transform.hlocc.pack: NR = 8 is not a multiple of the 16 f32 lanes of a vector register"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.microkernel %t register_block [2, 16] k_unroll 1 : {ANY}",
+      f"transform.hlocc.pack %t operands [0] : {ANY}"],
+     r"transform.hlocc.pack: operands must be \[1\] or \[0, 1\] \(B is always packed\), found \[0\]"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.microkernel %t register_block [2, 16] k_unroll 1 : {ANY}",
+      f"transform.hlocc.pack %t operands [0, 1] k_pairs : {ANY}"],
+     "transform.hlocc.pack: k_pairs packs bf16 pairs for vdpbf16ps; this matmul's operands are f32 and f32"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.insert_prefetch %t distance 4 : {ANY}"],
+     "transform.hlocc.insert_prefetch: the target xla.matmul is not packed; apply transform.hlocc.pack first"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.microkernel %t register_block [2, 16] k_unroll 1 : {ANY}",
+      f"transform.hlocc.pack %t operands [1] : {ANY}",
+      f"transform.hlocc.insert_prefetch %t distance 0 : {ANY}"],
+     "transform.hlocc.insert_prefetch: distance must be at least 1 k step, found 0"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.hoist_address %t : {ANY}"],
+     "transform.hlocc.hoist_address: the target xla.matmul is not packed"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.fuse_epilogue %t : {ANY}"],
+     "transform.hlocc.fuse_epilogue: the target xla.matmul is not packed"),
 ])
 def test_illegal_schedules_name_the_transform_op(lines, message):
     with pytest.raises(KernelIRError, match=message):
         run_opt(script(*lines), ["transform-interpreter"])
+
+
+def test_pack_rejects_blocks_whose_buffers_do_not_fit_the_scratch():
+    text = script(f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [1024, 1024, 5] : {TILE}",
+                  f"transform.hlocc.microkernel %t register_block [4, 16] k_unroll 1 : {ANY}",
+                  f"transform.hlocc.pack %t operands [0, 1] : {ANY}")
+    text = text.replace("16x5xf32", "1024x5xf32").replace("5x32xf32", "5x1024xf32").replace(
+        "16x32xf32", "1024x1024xf32").replace("m in [0, 15], n in [0, 31]", "m in [0, 1023], n in [0, 1023]").replace(
+        "sizes [1, 16, 32, 5]", "sizes [1, 1024, 1024, 5]")
+    with pytest.raises(KernelIRError, match="transform.hlocc.pack: the packed panels and the accumulator block need "
+                                            "4235264 bytes per block, more than the 4194304"):
+        run_opt(text, ["transform-interpreter"])
 
 
 def test_parallelize_checks_the_launch_against_the_loops():
@@ -196,7 +237,51 @@ def test_analytic_schedule_is_exact_across_k_blocks():
     np.testing.assert_array_equal(kernel(*args)[0], Evaluator().run(module, args))
 
 
-@pytest.mark.slow  # compiles four kernels (about 10 s on a loaded machine)
+def _has_avx512_bf16() -> bool:
+    import llvmlite.binding as llvm
+
+    return "+avx512bf16" in llvm.get_host_cpu_features().flatten()
+
+
+BF16_CASES = {
+    "bias": CASES["bf16_bias"],
+    "odd_k_transposed_batched": _dot("bf16[3,9,5]", "bf16[3,20,9]{1,2,0}", "bf16[3,5,20]",
+                                     "lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={1}, "
+                                     "rhs_contracting_dims={2}"),
+}
+BF16_SCHEDULES = {  # K blocks of 4 (pairs), an odd last block, A packed or read through its map
+    "pairs_ab": MatmulSchedule(mc=6, nc=16, kc=4, mr=3, nr=16, pack=(0, 1), k_pairs=True, parallel=True),
+    "pairs_b_fused": MatmulSchedule(mc=4, nc=32, kc=8, mr=2, nr=32, k_unroll=2, pack=(1,), k_pairs=True,
+                                    hoist_address=True, fuse_epilogue=True, prefetch=1),
+}
+
+
+@pytest.mark.skipif(not _has_avx512_bf16(), reason="the host has no AVX512-BF16 (vdpbf16ps)")
+@pytest.mark.parametrize("case", list(BF16_CASES))
+@pytest.mark.parametrize("schedule", list(BF16_SCHEDULES))
+def test_bf16_pairs_are_exact(case, schedule):
+    """vdpbf16ps on bf16 pairs along K: exact on small integers (products and sums exact in f32),
+    the result rounded to bf16 as the evaluator rounds the dot."""
+    module = parse_hlo(BF16_CASES[case])
+    rng = np.random.default_rng(7)
+    args = [rng.integers(-3, 4, p.shape.dims).astype(PRIMITIVE_TYPES["bf16"].dtype) for p in module.entry.parameters]
+    dumps: list[str] = []
+    with use_schedule(BF16_SCHEDULES[schedule]):
+        kernel = compile_fusion(module.entry, options=PipelineOptions(True, None, "kernel", dumps.append),
+                                use_cache=False)
+    assert "xla.dot_bf16_pairs" in next(d for d in dumps if "After lower-matmul" in d)
+    np.testing.assert_array_equal(np.asarray(kernel(*args)[0], np.float64),
+                                  np.asarray(Evaluator().run(module, args), np.float64))
+
+
+def test_bf16_pairs_need_an_even_k_block():
+    module = parse_hlo(CASES["bf16_bias"])
+    with use_schedule(MatmulSchedule(mc=6, nc=16, kc=5, mr=3, nr=16, pack=(0, 1), k_pairs=True)):
+        with pytest.raises(ScheduleError, match="transform.hlocc.pack: k_pairs needs an even KC"):
+            compile_fusion(module.entry, use_cache=False)
+
+
+@pytest.mark.slow  # compiles 40 kernels and times them (about a minute on a loaded machine)
 def test_gemm_benchmark_runs(tmp_path):
     import pathlib
     import subprocess
@@ -206,5 +291,6 @@ def test_gemm_benchmark_runs(tmp_path):
     proc = subprocess.run([sys.executable, str(root / "benchmarks" / "gemm.py"), "--quick"], capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    rows = [line for line in proc.stdout.splitlines() if "hlocc" in line]
-    assert len(rows) == 4 and all("[ok]" in row for row in rows), proc.stdout
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "x" in line.split("|")[1]]
+    assert len(rows) == 2 * 5 * 2 and not any("MISMATCH" in row for row in rows), proc.stdout
+    assert "FMA peak (probe)" in proc.stdout

@@ -17,7 +17,8 @@ class MatmulSchedule:
     """One point of the matmul schedule space. `mr`/`nr` None: no register block; `parallel`: the
     blocks run on the kernel's blocks (the thread pool) instead of a loop; `pack`: the operands
     packed (() none, (1,) B, (0, 1) both); `prefetch`: the B prefetch distance in k steps (0 none);
-    `hoist_address`, `fuse_epilogue`: those transform ops applied (packed schedules only)."""
+    `hoist_address`, `fuse_epilogue`: those transform ops applied (packed schedules only);
+    `k_pairs`: bf16 packed in pairs for vdpbf16ps."""
 
     mc: int
     nc: int
@@ -30,6 +31,7 @@ class MatmulSchedule:
     prefetch: int = 0
     hoist_address: bool = False
     fuse_epilogue: bool = False
+    k_pairs: bool = False
 
     def blocks(self, sizes: list[int]) -> int:
         """The kernel's blocks for a (B, M, N, K) matmul: 1, or one per block tile when parallel."""
@@ -51,7 +53,8 @@ class MatmulSchedule:
             lines.append(f"    transform.hlocc.microkernel %tiled register_block [{self.mr}, {self.nr}] "
                          f"k_unroll {self.k_unroll} : {any_op}")
         if self.pack:
-            lines.append(f"    transform.hlocc.pack %tiled operands [{', '.join(map(str, self.pack))}] : {any_op}")
+            operands = f"[{', '.join(map(str, self.pack))}]" + (" k_pairs" if self.k_pairs else "")
+            lines.append(f"    transform.hlocc.pack %tiled operands {operands} : {any_op}")
             if self.prefetch:
                 lines.append(f"    transform.hlocc.insert_prefetch %tiled distance {self.prefetch} : {any_op}")
             if self.hoist_address:

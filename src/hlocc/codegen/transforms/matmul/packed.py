@@ -26,6 +26,12 @@ they compute is never stored). `hoist_address`: the micro-kernel's panel offsets
 and advanced by MR and NR each step instead of recomputed from k. `prefetch` = d: each step also
 prefetches the B panel d steps ahead (`xla.prefetch`, LLVM's prefetch intrinsic).
 
+bf16 (`k_pairs`, set by `pack` for bf16 operands on hosts with AVX512-BF16): packed elements are
+i32 pairs (k, k + 1) of bf16 bits, an odd K block's last pair (k, 0), and the micro-kernel's
+step is `xla.dot_bf16_pairs` (vdpbf16ps): per lane acc + a.k * b.k + a.k1 * b.k1, the products
+exact in f32, the sum rounded to nearest even, with the instruction's flush of denormal inputs
+and results. The epilogue rounds the f32 sum to the dot's type, as XLA rounds a bf16 dot.
+
 Numerics: every (b, m, n) sums its products in k order, one fused multiply-add per step, in f32:
 exact on integer-valued inputs, the order of BLAS micro-kernels otherwise. The epilogue rounds the
 sum to the dot's type as the naive form does.
@@ -34,14 +40,14 @@ sum to the dot's type as the naive form does.
 from __future__ import annotations
 
 from xdsl.dialects import arith, func, math, tensor, vector
-from xdsl.dialects.builtin import AffineMapAttr, ArrayAttr, BoolAttr, IntegerType, TensorType, VectorType, f32
+from xdsl.dialects.builtin import AffineMapAttr, ArrayAttr, BoolAttr, IntegerType, TensorType, VectorType, f32, i16, i32
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.codegen.ir import AllocateSharedOp, ApplyIndexingOp
 from hlocc.codegen.ir.builder import KernelBuilder
-from hlocc.codegen.ir.matmul_ops import MatmulOp, PrefetchOp
+from hlocc.codegen.ir.matmul_ops import DotBF16PairsOp, MatmulOp, PrefetchOp
 from hlocc.codegen.transforms.util import clone_block_body, for_loop
 
 LANES = 16
@@ -53,7 +59,10 @@ def _vtype() -> VectorType:
 
 
 def _read(b: KernelBuilder, t: SSAValue, offset: SSAValue) -> SSAValue:
-    return b.add(vector.TransferReadOp(t, [offset], b.constant(0.0, f32), _vtype(),
+    """vector<16 x T> of the 1-D tensor t (f32, or i32 bf16 pairs) at offset."""
+    elem = t.type.element_type
+    pad = b.constant(0.0, elem) if elem == f32 else b.constant(0, elem)
+    return b.add(vector.TransferReadOp(t, [offset], pad, VectorType(elem, [LANES]),
                                        ArrayAttr([BoolAttr(True, IntegerType(1))]),
                                        AffineMapAttr(AffineMap.identity(1))))
 
@@ -101,6 +110,10 @@ class PackedLowering:
         self.hoist = op.hoist_address is not None
         self.fuse = op.fuse_epilogue is not None
         self.prefetch = op.prefetch.value.data if op.prefetch is not None else 0
+        # bf16 pairs: a packed element is an i32 holding (k, k + 1) for the dot-product instruction.
+        self.pairs = op.k_pairs is not None
+        self.elem = i32 if self.pairs else f32
+        self.depth = -(-self.kc // 2) if self.pairs else self.kc  # packed steps of a full K block
 
     # -- scratch ----------------------------------------------------------------------------------
     def scratch(self) -> dict[str, SSAValue]:
@@ -109,10 +122,10 @@ class PackedLowering:
         while not isinstance(fn, func.FuncOp):
             fn = fn.parent_op()
         b = KernelBuilder(InsertPoint.at_start(fn.body.block))
-        sizes = {"bp": self.kc * self.ncp, "cacc": self.mcp * self.ncp}
+        sizes = {"bp": (self.depth * self.ncp, self.elem), "cacc": (self.mcp * self.ncp, f32)}
         if self.pack_a:
-            sizes["ap"] = self.mcp * self.kc
-        return {name: b.add(AllocateSharedOp(TensorType(f32, [n]))) for name, n in sizes.items()}
+            sizes["ap"] = (self.mcp * self.depth, self.elem)
+        return {name: b.add(AllocateSharedOp(TensorType(t, [n]))) for name, (n, t) in sizes.items()}
 
     # -- the whole block ----------------------------------------------------------------------------
     def lower(self) -> None:
@@ -163,61 +176,84 @@ class PackedLowering:
 
     # -- packing ----------------------------------------------------------------------------------
     def pack_b(self, b: KernelBuilder, bp: SSAValue, k0: SSAValue, kc: int) -> SSAValue:
-        """Bp[jr * KC + k * NR + l] = rhs(b, n0 + jr + l, k0 + k); zero past the block's columns."""
-        op, nr = self.op, self.nr
-        rhs_map = op.maps[1]
+        """Bp[jr * depth + k * NR + l] = rhs(b, n0 + jr + l, k0 + k) (a (2k, 2k + 1) pair with
+        `k_pairs`); zero past the block's columns."""
+        nr = self.nr
 
         def panel(pb: KernelBuilder, jr: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
             count = _min(pb, _sub(pb, self.cols, jr), nr)
             n_base = _add(pb, self.n0, jr)
-            base = _mul(pb, jr, self.kc)
+            base = _mul(pb, jr, self.depth)
 
             def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
-                kk = _add(rb, k0, k)
                 at = _add(rb, base, _mul(rb, k, nr))
 
                 def copy(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
                     n = _add(cb, n_base, lane)
-                    idx = list(cb.insert(ApplyIndexingOp(rhs_map, [self.bi, cb.index(0), n, kk])).results)
-                    value = cb.add(tensor.ExtractOp(op.rhs, idx, op.rhs.type.element_type))
-                    if value.type != f32:
-                        value = cb.add(arith.ExtFOp(value, f32))
+                    value = self.packed_value(cb, lambda eb, kk: self.element(eb, 1, n, kk), k0, k, kc)
                     return [cb.add(tensor.InsertOp(value, cargs[0], [_add(cb, at, lane)]))]
 
                 def zero(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
-                    return [cb.add(tensor.InsertOp(cb.constant(0.0, f32), cargs[0], [_add(cb, at, lane)]))]
+                    return [cb.add(tensor.InsertOp(self.zero(cb), cargs[0], [_add(cb, at, lane)]))]
 
                 t = self.for_loop(rb, 0, count, rargs, copy, "l")
                 return self.for_loop(rb, count, nr, t, zero, "l")
-            return self.for_loop(pb, 0, kc, args, row, "k")
+            return self.for_loop(pb, 0, self.steps(kc), args, row, "k")
         return self.for_loop(b, 0, self.cols, [bp], panel, "jp", step=nr)[0]
 
+    def steps(self, kc: int) -> int:
+        """Packed steps of a K block of kc (pairs round up: an odd K's last pair is (k, 0))."""
+        return -(-kc // 2) if self.pairs else kc
+
+    def zero(self, b: KernelBuilder) -> SSAValue:
+        return b.constant(0, i32) if self.pairs else b.constant(0.0, f32)
+
+    def element(self, b: KernelBuilder, operand: int, mn: SSAValue, k: SSAValue) -> SSAValue:
+        """lhs(b, mn, k) (operand 0) or rhs(b, mn, k) (1): f32, or its 16 bits in an i32 for pairs."""
+        op = self.op
+        t = (op.lhs, op.rhs)[operand]
+        point = [self.bi, mn, b.index(0), k] if operand == 0 else [self.bi, b.index(0), mn, k]
+        idx = list(b.insert(ApplyIndexingOp(op.maps[operand], point)).results)
+        value = b.add(tensor.ExtractOp(t, idx, t.type.element_type))
+        if self.pairs:
+            return b.add(arith.ExtUIOp(b.add(arith.BitcastOp(value, i16)), i32))
+        return b.add(arith.ExtFOp(value, f32)) if value.type != f32 else value
+
+    def packed_value(self, b: KernelBuilder, read, k0: SSAValue, k: SSAValue, kc: int) -> SSAValue:
+        """The packed element of step k of the K block at k0: read(b, k0 + k), or with pairs
+        read(2k) | read(2k + 1) << 16, the second zero past the block's kc."""
+        if not self.pairs:
+            return read(b, _add(b, k0, k))
+        k_even = _add(b, k0, _mul(b, k, 2))
+        low = read(b, k_even)
+        if kc % 2 == 0:
+            high = read(b, _add(b, k_even, 1))
+        else:  # the last pair of an odd block: (k, 0); k + 1 clamped to stay inside the operand
+            inside = b.cmpi("slt", _add(b, _mul(b, k, 2), 1), b.index(kc))
+            k_odd = _min(b, _add(b, k_even, 1), self.k_total - 1)
+            high = b.select(inside, read(b, k_odd), b.constant(0, i32))
+        return b.add(arith.OrIOp(low, b.add(arith.ShLIOp(high, b.constant(16, i32)))))
+
     def pack_a_block(self, b: KernelBuilder, ap: SSAValue, k0: SSAValue, kc: int) -> SSAValue:
-        """Ap[ir * KC + k * MR + r] = lhs(b, m0 + ir + r, k0 + k); zero past the problem's rows."""
+        """Ap[ir * depth + k * MR + r] = lhs(b, m0 + ir + r, k0 + k) (pairs as for B); zero past
+        the problem's rows."""
         mr = self.mr
 
         def panel(pb: KernelBuilder, ir: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
             rows = [_add(pb, _add(pb, self.m0, ir), r) for r in range(mr)]
             inside = [pb.cmpi("slt", m, pb.index(self.m_total)) for m in rows]
             clamped = [_min(pb, m, self.m_total - 1) for m in rows]
-            base = _mul(pb, ir, self.kc)
+            base = _mul(pb, ir, self.depth)
 
             def step(kb: KernelBuilder, k: SSAValue, kargs: list[SSAValue]) -> list[SSAValue]:
-                kk = _add(kb, k0, k)
                 at = _add(kb, base, _mul(kb, k, mr))
                 t = kargs[0]
                 for r in range(mr):
-                    value = kb.select(inside[r], self.lhs_element(kb, clamped[r], kk), kb.constant(0.0, f32))
-                    t = kb.add(tensor.InsertOp(value, t, [_add(kb, at, r)]))
+                    value = self.packed_value(kb, lambda eb, kk, m=clamped[r]: self.element(eb, 0, m, kk), k0, k, kc)
+                    t = kb.add(tensor.InsertOp(kb.select(inside[r], value, self.zero(kb)), t, [_add(kb, at, r)]))
                 return [t]
-            return self.for_loop(pb, 0, kc, args, step, "k")
+            return self.for_loop(pb, 0, self.steps(kc), args, step, "k")
         return self.for_loop(b, 0, self.rows, [ap], panel, "ip", step=mr)[0]
-
-    def lhs_element(self, b: KernelBuilder, m: SSAValue, k: SSAValue) -> SSAValue:
-        op = self.op
-        idx = list(b.insert(ApplyIndexingOp(op.maps[0], [self.bi, m, b.index(0), k])).results)
-        value = b.add(tensor.ExtractOp(op.lhs, idx, op.lhs.type.element_type))
-        return b.add(arith.ExtFOp(value, f32)) if value.type != f32 else value
 
     # -- the micro-kernel -------------------------------------------------------------------------
     def tile(self, b: KernelBuilder, state: dict[str, SSAValue], cacc: SSAValue, ir: SSAValue, jr: SSAValue,
@@ -230,14 +266,16 @@ class PackedLowering:
             accs = [b.constant(0.0, _vtype())] * (mr * vecs)
         else:
             accs = [_read(b, cacc, at) for at in c_offsets]
-        b_base = _mul(b, jr, self.kc)
+        b_base = _mul(b, jr, self.depth)
         if self.pack_a:
-            a_base = _mul(b, ir, self.kc)
+            a_base = _mul(b, ir, self.depth)
             rows = []
         else:
             a_base = None
             rows = [_min(b, _add(b, _add(b, self.m0, ir), r), self.m_total - 1) for r in range(mr)]
         bp, ap = state["bp"], state.get("ap")
+        steps = self.steps(kc)
+        unroll = self.unroll if steps % self.unroll == 0 else 1
 
         def step(sb: KernelBuilder, k: SSAValue, b_at: SSAValue, a_at: SSAValue | None, acc: list[SSAValue]
                  ) -> list[SSAValue]:
@@ -247,11 +285,14 @@ class PackedLowering:
             out = []
             for r in range(mr):
                 if self.pack_a:
-                    a = sb.add(tensor.ExtractOp(ap, [_add(sb, a_at, r) if r else a_at], f32))
+                    a = sb.add(tensor.ExtractOp(ap, [_add(sb, a_at, r) if r else a_at], self.elem))
                 else:
-                    a = self.lhs_element(sb, rows[r], _add(sb, k0, k))
-                a = sb.add(vector.BroadcastOp(a, _vtype()))
-                out += [sb.add(math.FmaOp(a, w[v], acc[r * vecs + v])) for v in range(vecs)]
+                    a = self.packed_value(sb, lambda eb, kk, m=rows[r]: self.element(eb, 0, m, kk), k0, k, kc)
+                a = sb.add(vector.BroadcastOp(a, VectorType(self.elem, [LANES])))
+                if self.pairs:
+                    out += [sb.add(DotBF16PairsOp(acc[r * vecs + v], a, w[v])) for v in range(vecs)]
+                else:
+                    out += [sb.add(math.FmaOp(a, w[v], acc[r * vecs + v])) for v in range(vecs)]
             return out
 
         def body(kb: KernelBuilder, k: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
@@ -259,7 +300,7 @@ class PackedLowering:
                 b_at, a_at, acc = args[0], args[1] if self.pack_a else None, args[1 + self.pack_a:]
             else:
                 acc = args
-            for u in range(self.unroll if kc % self.unroll == 0 else 1):
+            for u in range(unroll):
                 kk = _add(kb, k, u) if u else k
                 if not self.hoist:
                     b_at = _add(kb, b_base, _mul(kb, kk, nr))
@@ -270,9 +311,8 @@ class PackedLowering:
                     a_at = _add(kb, a_at, mr) if self.pack_a else None
             return ([b_at] + ([a_at] if self.pack_a else []) if self.hoist else []) + acc
 
-        unroll = self.unroll if kc % self.unroll == 0 else 1
         inits = ([b_base] + ([a_base] if self.pack_a else []) if self.hoist else []) + accs
-        accs = self.for_loop(b, 0, kc, inits, body, "k", step=unroll)[len(inits) - len(accs):]
+        accs = self.for_loop(b, 0, steps, inits, body, "k", step=unroll)[len(inits) - len(accs):]
         for at, acc in zip(c_offsets, accs):
             cacc = _write(b, acc, cacc, at)
         return cacc

@@ -212,7 +212,7 @@ def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: boo
 def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter", *, verify: bool = True,
             seed: int = 0, hlo_passes: bool = True, print_ir_after_all: bool = False,
             dump_dir: str | None = None, stream: TextIO | None = None, gemm: str = "library",
-            check_bounds: bool = False) -> Executable:
+            check_bounds: bool = False, autotune: str = "cached") -> Executable:
     """Parse or import (if given HLO or StableHLO text, MLIR bytecode or a `jax.export.Exported`),
     verify and compile a module for `backend`.
 
@@ -225,13 +225,16 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     check_bounds (cpu backend): every kernel checks each load and store against its buffer and a
       violation raises a BoundsCheckError naming the kernel, the buffer and the index (slower
       kernels, for debugging; off, the kernels are the usual ones).
+    autotune (gemm="codegen"): "off" (the analytic schedule), "cached" (a winner the persistent
+      cache holds, else the analytic schedule; no timing) or "full" (time candidate schedules of
+      each matmul kernel compiled and store the winner: backends/cpu/gemm_tuning.py).
     A module object is copied first: compilation never changes the caller's module."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     program_key = None
     if isinstance(module_or_text, str) and backend == "cpu" and not (print_ir_after_all or dump_dir):
         program_key = (hashlib.sha256(module_or_text.encode()).hexdigest(), backend, verify, seed, hlo_passes,
-                       gemm, check_bounds)
+                       gemm, check_bounds, autotune)
         with _PROGRAMS_LOCK:
             hit = _PROGRAMS.get(program_key)
             if hit is not None:
@@ -255,10 +258,14 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         raise UnsupportedError(f"check_bounds is implemented for the cpu backend, not '{backend}'")
     if gemm not in ("library", "codegen") or (gemm == "codegen" and backend != "cpu"):
         raise UnsupportedError(f"gemm='{gemm}': choose 'library', or 'codegen' with the cpu backend")
+    from hlocc.codegen.schedule.choice import AUTOTUNE_MODES, autotune_mode
+
+    if autotune not in AUTOTUNE_MODES:
+        raise UnsupportedError(f"autotune='{autotune}': choose one of {', '.join(AUTOTUNE_MODES)}")
     if any(p.shape.is_symbolic for p in module.entry.parameters):
         options = dict(verify=False, hlo_passes=hlo_passes, print_ir_after_all=print_ir_after_all,
                        dump_dir=dump_dir, stream=stream, gemm=gemm,
-                       check_bounds=check_bounds)
+                       check_bounds=check_bounds, autotune=autotune)
         return DynamicExecutable(module, backend, times, seed, options=options)
     device = device_for(backend) if backend in DEVICE_BACKENDS else None
     import hlocc.evaluator  # noqa: F401  (registers the evaluations)
@@ -286,7 +293,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
                 from hlocc.codegen.target import cpu_target
 
                 kwargs["target"] = replace(cpu_target(), check_bounds=True)
-            runner = compile_module(work, gemm=gemm, **kwargs)
+            with autotune_mode(autotune):
+                runner = compile_module(work, gemm=gemm, **kwargs)
         if dump_dir:
             _dump_program(runner, dump_dir)
     executable = Executable(module, backend, times, seed, runner, compilations=int(runner is not None))

@@ -34,7 +34,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hlocc.codegen.schedule.builder import MatmulSchedule
 from hlocc.codegen.schedule.microkernel import VECTOR_LANES, VECTOR_REGISTERS, registers_needed
@@ -79,12 +79,14 @@ def current_autotune_mode() -> str:
 @dataclass(frozen=True)
 class MatmulProblem:
     """What a schedule is chosen for: (B, M, N, K), element types (lhs, rhs, result), the operand
-    and output maps as text (layouts, transposes) and the epilogue's text."""
+    and output maps as text (layouts, transposes) and the epilogue's text; `computation`, the
+    fused computation (not part of the problem's identity), lets a tuner compile candidates."""
 
     sizes: tuple[int, int, int, int]
     element_types: tuple[str, str, str]
     layouts: str = ""
     epilogue: str = ""
+    computation: object = field(default=None, compare=False, hash=False)
 
 
 Tuner = Callable[[MatmulProblem, MatmulSchedule | None, str], MatmulSchedule | None]

@@ -1,0 +1,89 @@
+"""Matmul autotuning (backends/cpu/gemm_tuning.py): `full` times candidates and stores the winner
+in the persistent cache; `cached` uses a stored winner without timing, else the analytic
+schedule; `off` ignores the cache. The key holds the shape bucket, dtypes, layouts, epilogue and
+CPU; the entry is plain data."""
+
+import io
+
+import numpy as np
+import pytest
+
+import hlocc
+from hlocc.backends.cpu import gemm_tuning
+from hlocc.codegen.schedule import MatmulSchedule
+from hlocc.codegen.schedule.choice import MatmulProblem, analytic_schedule, autotune_mode
+from hlocc.errors import ArgumentError
+
+DOT = """HloModule m
+ENTRY e {
+  a = f32[40,36] parameter(0)
+  b = f32[36,48] parameter(1)
+  ROOT d = f32[40,48] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("HLOCC_CACHE_DIR", str(tmp_path / "cache"))
+    from hlocc.backends.cpu import kernel
+
+    monkeypatch.setattr(kernel, "_CACHE", {})  # the in-process kernel cache would skip the emitter
+    return tmp_path
+
+
+def test_full_stores_the_winner_and_cached_reuses_it_without_timing(cache_dir, monkeypatch):
+    sizes = [1, 40, 48, 36]
+    analytic = analytic_schedule(sizes)
+    other = MatmulSchedule(mc=8, nc=16, kc=12, mr=4, nr=16, pack=(1,), parallel=True)
+    timed = []
+
+    def fake_time(computation, schedule, runs=3):  # the second candidate wins
+        timed.append(schedule)
+        return 1.0 if schedule == other else 2.0
+    monkeypatch.setattr(gemm_tuning, "candidates", lambda problem, a: [a, other])
+    monkeypatch.setattr(gemm_tuning, "time_schedule", fake_time)
+    exe = hlocc.compile(DOT, "cpu", gemm="codegen", autotune="full")
+    assert timed == [analytic, other]
+    (entry,) = [f.read_bytes() for f in (cache_dir / "cache").glob("*.hlk") if b"gemm-autotune v1" in f.read_bytes()]
+    assert b'"schedule":{' in entry and b'"mc":8' in entry and b"timings_ms" in entry  # the schedule as JSON, beside the kernels' entries
+    rng = np.random.default_rng(0)
+    args = [rng.integers(-3, 4, s).astype(np.float32) for s in ((40, 36), (36, 48))]
+    np.testing.assert_array_equal(exe(*args), args[0] @ args[1])
+
+    def no_timing(*a, **k):
+        raise AssertionError("cached must not time")
+    monkeypatch.setattr(gemm_tuning, "time_schedule", no_timing)
+    for mode, block in (("cached", "sizes [1, 8, 16, 36]"), ("off", f"sizes [1, {analytic.mc}, 48, 36]")):
+        out = io.StringIO()  # printing the IR also bypasses the kernel caches: the emitter runs
+        hlocc.compile(DOT, "cpu", gemm="codegen", autotune=mode, print_ir_after_all=True, stream=out)
+        assert block in out.getvalue(), mode
+
+
+def test_the_key_names_what_changes_the_choice():
+    problem = MatmulProblem((1, 40, 48, 36), ("f32", "f32", "f32"), "(m, k) ; (k, n) ; (m, n)", "epilogue")
+    key = gemm_tuning.tuning_key(problem)
+    assert "bucket: 1x64x64x64" in key and "types: f32,f32,f32" in key and "layouts: (m, k)" in key
+    assert "cpu: " in key and "epilogue: " in key
+    assert gemm_tuning.tuning_key(MatmulProblem((1, 33, 64, 60), problem.element_types, problem.layouts,
+                                                "epilogue")) == key
+    for other in (MatmulProblem((1, 40, 48, 36), ("bf16", "bf16", "bf16"), problem.layouts, "epilogue"),
+                  MatmulProblem((1, 40, 48, 36), problem.element_types, "(k, m) ; (k, n) ; (m, n)", "epilogue"),
+                  MatmulProblem((1, 40, 48, 36), problem.element_types, problem.layouts, "gelu")):
+        assert gemm_tuning.tuning_key(other) != key
+
+
+def test_candidates_are_legal_neighbours_of_the_analytic_schedule():
+    problem = MatmulProblem((1, 512, 512, 512), ("f32", "f32", "f32"))
+    analytic = analytic_schedule(problem.sizes)
+    found = gemm_tuning.candidates(problem, analytic)
+    assert found[0] == analytic and len(found) == len(set(found)) >= 5
+    assert {(s.mr, s.nr) for s in found} >= {(6, 64), (12, 32), (8, 48)}
+    assert all(s.mc % s.mr == 0 and s.nc % s.nr == 0 for s in found)
+
+
+def test_an_unknown_mode_is_an_error():
+    with pytest.raises(hlocc.errors.UnsupportedError, match="autotune='fast': choose one of off, cached, full"):
+        hlocc.compile(DOT, "cpu", gemm="codegen", autotune="fast")
+    with pytest.raises(ArgumentError, match="autotune='fast'"):
+        with autotune_mode("fast"):
+            pass

@@ -13,8 +13,9 @@ In order:
    - KC = 256 (or K): the A micro-panel (MR x KC, 6 KiB) stays in L1 across a row of register
      blocks while B's micro-panels stream from L2; KC amortizes the accumulator tile's load and
      store per K block (1/KC of the work);
-   - NC: the packed B panel (KC x NC) in half of L2, a multiple of NR (the B panel is packed per
-     block here, not shared in L3 as in BLIS: a block is one thread's unit of work);
+   - NC: the packed B panel (KC x NC) in a quarter of L2 as sysfs reports it (this VM reports
+     2 MiB for Zen 5's 1 MiB), a multiple of NR (the B panel is packed per block here, not shared
+     in L3 as in BLIS: a block is one thread's unit of work);
    - MC = 192: B's packing costs 1/MC of the work (1%), and the accumulator block MC x NC stays
      within the per-block scratch;
    - then NC (while it is the larger) and MC halve until there are at least 4 blocks per thread,
@@ -167,7 +168,7 @@ def analytic_schedule(sizes: list[int] | tuple[int, ...], element_types: tuple[s
     threads = threads or os.cpu_count() or 1
     mr, nr = register_block()
     kc = min(k, KC)
-    nc = min(_round_down(caches.l2 // 2 // (4 * kc), nr), -(-n // nr) * nr)
+    nc = min(_round_down(caches.l2 // 4 // (4 * kc), nr), -(-n // nr) * nr)
     mc = min(MC, -(-m // mr) * mr)
 
     def blocks(mc: int, nc: int) -> int:

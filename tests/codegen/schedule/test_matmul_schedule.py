@@ -199,6 +199,18 @@ def test_scheduled_kernels_are_exact(case, schedule):
     np.testing.assert_array_equal(np.asarray(kernel(*args)[0], np.float64), np.asarray(expected, np.float64))
 
 
+def test_empty_outputs_need_no_kernel():
+    """M = 0 or N = 0: nothing to compute, so no kernel (and no schedule) at all; K = 0 is a case above."""
+    import hlocc
+
+    for lhs, rhs, out in (("f32[0,7]", "f32[7,20]", "f32[0,20]"), ("f32[5,7]", "f32[7,0]", "f32[5,0]")):
+        text = _dot(lhs, rhs, out, "lhs_contracting_dims={1}, rhs_contracting_dims={0}").replace(
+            ', backend_config={"__hlocc_gemm":{}}', "")
+        dims = [tuple(int(d) for d in s[4:-1].split(",")) for s in (lhs, rhs, out)]
+        exe = hlocc.compile(text, "cpu", gemm="codegen")
+        assert np.asarray(exe(np.ones(dims[0], np.float32), np.ones(dims[1], np.float32))).shape == dims[2]
+
+
 def test_analytic_schedule_follows_the_model():
     from hlocc.codegen.schedule.choice import NAIVE_BELOW, CacheSizes, analytic_schedule, register_block
 

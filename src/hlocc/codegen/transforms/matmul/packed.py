@@ -18,15 +18,18 @@ computes its MC x NC block of the output as
 
 The A micro-panel (MR x KC) stays in L1 across a row of register blocks; the B micro-panels
 stream from the packed B panel in L2 (NR = 64 is 256 bytes a step, a fifth of L2's bandwidth).
-So edges need no masks: the panels are zero-padded to whole register blocks and only the
+
+Edges need no masks: the panels are zero-padded to whole register blocks and only the
 epilogue, a loop with run-time bounds, looks at the problem's edge (BLIS handles edges the same
 way, through a temporary tile). Without `A` in `packed` the micro-kernel broadcasts lhs
 elements straight from the operand through its map (rows past M clamped to the last row: what
 they compute is never stored). `hoist_address`: the micro-kernel's panel offsets are loop-carried
 and advanced by MR and NR each step instead of recomputed from k. `prefetch` = d: each step also
-prefetches the B panel d steps ahead (`xla.prefetch`, LLVM's prefetch intrinsic).
+prefetches the B panel d steps ahead (`xla.prefetch`, LLVM's prefetch intrinsic; near a panel's
+end the address may lie past the buffer, which a prefetch tolerates: it never faults).
 
-bf16 (`k_pairs`, set by `pack` for bf16 operands on hosts with AVX512-BF16): packed elements are
+bf16 (`k_pairs`, set by `pack ... k_pairs` for bf16 operands; the schedule asks for it only on
+hosts with AVX512-BF16): packed elements are
 i32 pairs (k, k + 1) of bf16 bits, an odd K block's last pair (k, 0), and the micro-kernel's
 step is `xla.dot_bf16_pairs` (vdpbf16ps): per lane acc + a.k * b.k + a.k1 * b.k1, the products
 exact in f32, the sum rounded to nearest even, with the instruction's flush of denormal inputs

@@ -18,11 +18,12 @@ Rows, per shape (B x M x N x K), dtype and thread count:
 - `fused epilogue`: dot + bias + tanh-GELU as one hlocc kernel, beside the bare gemm.
 bf16 rows: numpy has no bf16 gemm, so its rows are its f32 gemm on the same values.
 
-Each library runs in a subprocess with OPENBLAS_NUM_THREADS / XLA's threads set to the row's
-thread count; hlocc runs here. Times are the minimum of `--runs` warmed runs (the least disturbed on
-a shared machine). The FMA probe (`fma_peak`) JIT-compiles a loop of 24 independent
-`<16 x float>` FMA chains and runs it on each thread count: the machine's real peak, which every
-row is also given as a % of. hlocc's results are checked against numpy in float64 (f32: relative
+Each library runs in a persistent subprocess with OPENBLAS_NUM_THREADS / XLA's threads set to the
+row's thread count; hlocc runs here. The variants of a case are interleaved: `--runs` rounds, each
+running every variant once (and the FMA probe), and each keeps its minimum, so the load of a
+shared machine hits them alike. The FMA probe JIT-compiles a loop of 24 independent
+`<16 x float>` FMA chains and runs it on each thread count: the machine's real peak at that time,
+which every row is also given as a % of. hlocc's results are checked against numpy in float64 (f32: relative
 1e-4, bf16: 2e-2) and a mismatch is printed in the row.
 """
 
@@ -145,8 +146,8 @@ def _compile_probe():
     nxt = b.add(i, ir.Constant(ir.IntType(64), 1))
     i.add_incoming(ir.Constant(ir.IntType(64), 0), entry)
     i.add_incoming(nxt, loop)
-    for a, n_ in zip(accs, new):
-        a.add_incoming(ir.Constant(v16, [0.0] * 16), entry)
+    for j, (a, n_) in enumerate(zip(accs, new)):  # distinct chains: identical ones could be merged
+        a.add_incoming(ir.Constant(v16, [float(j + 1)] * 16), entry)
         a.add_incoming(n_, loop)
     b.cbranch(b.icmp_signed("<", nxt, fn.args[0]), loop, done)
     b.position_at_end(done)
@@ -159,66 +160,118 @@ def _compile_probe():
     return engine, ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64)(engine.get_function_address("probe"))
 
 
-# -- library references in subprocesses --------------------------------------------------------------
-def reference_worker(spec: dict) -> dict:
-    """Times numpy (and XLA:CPU when asked) on every shape of `spec`; runs in a subprocess."""
-    results = {}
-    for key, (shape, dtype) in spec["cases"].items():
-        args = [a.astype(np.float32) for a in inputs(shape, dtype)]
-        results[f"numpy|{key}"] = time_min_ms(lambda args=args: np.matmul(args[0], args[1]), spec["runs"])
-        if spec.get("xla"):
-            import jax
-            import jax.numpy as jnp
+# -- library references in persistent subprocesses ----------------------------------------------------
+def reference_worker(spec: dict) -> None:
+    """A subprocess that times one run of numpy (or XLA:CPU) per case key it reads on stdin, and
+    prints the milliseconds: the main process interleaves every variant of a case, round by round,
+    so that the machine's load hits them alike."""
+    prepared = {}
+    for line in sys.stdin:
+        key = line.strip()
+        if key not in prepared:
+            shape, dtype = spec["cases"][key]
+            if spec["xla"]:
+                import jax
+                import jax.numpy as jnp
 
-            jargs = [jnp.asarray(a) for a in inputs(shape, dtype)]
-            fn = jax.jit(jnp.matmul)
-            results[f"xla|{key}"] = time_min_ms(lambda fn=fn, jargs=jargs: fn(*jargs).block_until_ready(),
-                                                spec["runs"])
-    return results
-
-
-def run_reference(spec: dict, threads: int, coretype: str | None, xla: bool) -> dict:
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    if coretype:
-        env["OPENBLAS_CORETYPE"] = coretype
-        env.pop("OPENBLAS_L2_SIZE", None)
-    if xla:
-        flags = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" if threads == 1 else ""
-        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + flags).strip()
-        env["JAX_PLATFORMS"] = "cpu"
-    spec = dict(spec, xla=xla)
-    proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], env=env, capture_output=True,
-                          text=True, timeout=3600)
-    if proc.returncode != 0:
-        print(f"reference worker failed ({coretype or 'shipped'}, {threads} threads): {proc.stderr[-2000:]}")
-        return {}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+                jargs = [jnp.asarray(a) for a in inputs(shape, dtype)]
+                fn = jax.jit(jnp.matmul)
+                prepared[key] = lambda fn=fn, jargs=jargs: fn(*jargs).block_until_ready()
+            else:
+                args = [a.astype(np.float32) for a in inputs(shape, dtype)]
+                prepared[key] = lambda args=args: np.matmul(args[0], args[1])
+            prepared[key]()
+        t0 = time.perf_counter()
+        prepared[key]()
+        print((time.perf_counter() - t0) * 1e3, flush=True)
 
 
-# -- hlocc ------------------------------------------------------------------------------------------
-def hlocc_times(cases: dict, threads: list[int], runs: int, epilogue_keys: set[str]) -> tuple[dict, dict]:
+class Reference:
+    """One library variant (numpy as shipped, numpy SkylakeX, XLA:CPU) on `threads` threads."""
+
+    def __init__(self, label: str, spec: dict, threads: int, coretype: str | None, xla: bool):
+        self.label, self.threads = label, threads
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+        if coretype:
+            env["OPENBLAS_CORETYPE"] = coretype
+            env.pop("OPENBLAS_L2_SIZE", None)
+        if xla:
+            flags = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" if threads == 1 else ""
+            env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + flags).strip()
+            env["JAX_PLATFORMS"] = "cpu"
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(dict(spec, xla=xla))],
+                                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def time_ms(self, key: str) -> float | None:
+        try:
+            self.proc.stdin.write(key + "\n")
+            self.proc.stdin.flush()
+            return float(self.proc.stdout.readline())
+        except (ValueError, OSError):
+            return None
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+# -- the run ----------------------------------------------------------------------------------------
+def measure(cases: dict, threads: list[int], runs: int, epilogue_keys: set[str], xla: bool
+            ) -> tuple[dict, dict, dict]:
+    """Per case: compile hlocc's kernels and check them, then `runs` rounds in which every variant
+    (hlocc, hlocc + GELU, the FMA probe, each library) runs once per thread count; the minimum of
+    each. Returns (times, notes, peaks)."""
     import hlocc
 
-    times, notes = {}, {}
-    for key, (shape, dtype) in cases.items():
-        for epilogue in ((False, True) if key in epilogue_keys else (False,)):
-            args = inputs(shape, dtype, epilogue)
-            exe = hlocc.compile(dot_text(*shape, dtype, epilogue), "cpu", gemm="codegen")
-            f64 = [a.astype(np.float64) for a in args]
-            ref = f64[0] @ f64[1]
-            if epilogue:
-                x = ref + f64[2]
-                ref = 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
-            got = np.asarray(exe(*args), np.float64)
-            err = float(np.max(np.abs(got - ref)) / max(1.0, float(np.max(np.abs(ref))))) if ref.size else 0.0
-            tol = 2e-2 if dtype == "bf16" else 1e-4
-            name = "hlocc+gelu" if epilogue else "hlocc"
-            notes[f"{name}|{key}"] = "" if err <= tol else f" MISMATCH {err:.1e}"
-            for t in threads:
-                os.environ["HLOCC_CPU_THREADS"] = str(t)
-                times[f"{name}|{key}|{t}"] = time_min_ms(lambda exe=exe, args=args: exe(*args), runs)
-    os.environ.pop("HLOCC_CPU_THREADS", None)
-    return times, notes
+    spec = {"cases": cases}
+    refs = [Reference(label, spec, t, coretype, use_xla) for t in threads
+            for label, coretype, use_xla in (("numpy", None, False), ("skx", "SkylakeX", False), ("xla", None, True))
+            if use_xla <= xla]
+    times: dict[str, float] = {}
+    notes: dict[str, str] = {}
+    peaks: dict[str, float] = {}
+
+    def keep(name: str, ms: float | None) -> None:
+        if ms is not None:
+            times[name] = min(times.get(name, float("inf")), ms)
+    try:
+        for key, (shape, dtype) in cases.items():
+            runners = {}
+            for epilogue in ((False, True) if key in epilogue_keys else (False,)):
+                args = inputs(shape, dtype, epilogue)
+                exe = hlocc.compile(dot_text(*shape, dtype, epilogue), "cpu", gemm="codegen")
+                name = "hlocc+gelu" if epilogue else "hlocc"
+                notes[f"{name}|{key}"] = check(exe, args, dtype, epilogue)
+                runners[name] = lambda exe=exe, args=args: exe(*args)
+            for _ in range(runs):
+                for t in threads:
+                    os.environ["HLOCC_CPU_THREADS"] = str(t)
+                    for name, run in runners.items():
+                        run()
+                        t0 = time.perf_counter()
+                        run()
+                        keep(f"{name}|{key}|{t}", (time.perf_counter() - t0) * 1e3)
+                    peaks[f"{key}|{t}"] = max(peaks.get(f"{key}|{t}", 0.0), fma_probe_gflops(t, 5_000_000))
+                    for ref in refs:
+                        if ref.threads == t:
+                            keep(f"{ref.label}|{key}|{t}", ref.time_ms(key))
+    finally:
+        os.environ.pop("HLOCC_CPU_THREADS", None)
+        for ref in refs:
+            ref.close()
+    return times, notes, peaks
+
+
+def check(exe, args: list[np.ndarray], dtype: str, epilogue: bool) -> str:
+    """'' when hlocc's result matches numpy in float64 (f32: 1e-4 relative, bf16: 2e-2), else a note."""
+    f64 = [a.astype(np.float64) for a in args]
+    ref = f64[0] @ f64[1]
+    if epilogue:
+        x = ref + f64[2]
+        ref = 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+    got = np.asarray(exe(*args), np.float64)
+    err = float(np.max(np.abs(got - ref)) / max(1.0, float(np.max(np.abs(ref))))) if ref.size else 0.0
+    return "" if err <= (2e-2 if dtype == "bf16" else 1e-4) else f" MISMATCH {err:.1e}"
 
 
 def main() -> None:
@@ -234,7 +287,7 @@ def main() -> None:
     ap.add_argument("--out", help="also write the table (markdown) to this file")
     args = ap.parse_args()
     if args.worker:
-        print(json.dumps(reference_worker(json.loads(args.worker))))
+        reference_worker(json.loads(args.worker))
         return
     sys.path.insert(0, str(ROOT / "src"))
     sizes = [256] if args.quick else [int(s) for s in args.sizes.split(",")]
@@ -248,31 +301,26 @@ def main() -> None:
     cases = {f"{name}|{dtype}": (shape, dtype) for dtype in args.dtypes.split(",") for name, shape in shapes.items()}
     epilogue_keys = {k for k in cases if k.split("|")[0] in ("square_1024", "square_256", "mlp_up", "mlp_up_large")}
 
-    peak = {t: fma_probe_gflops(t, 2_000_000 if args.quick else 20_000_000) for t in threads}
-    refs: dict[str, float] = {}
-    spec = {"cases": cases, "runs": runs}
-    for t in threads:
-        for coretype, label, xla in ((None, "numpy", not args.no_xla), ("SkylakeX", "skx", False)):
-            for k, v in run_reference(spec, t, coretype, xla).items():
-                lib, key = k.split("|", 1)
-                refs[f"{label if lib == 'numpy' else 'xla'}|{key}|{t}"] = v
-    times, notes = hlocc_times(cases, threads, runs, epilogue_keys)
-
-    lines = ["FMA peak (probe): " + ", ".join(f"{t} thread{'s' * (t > 1)} {peak[t]:.0f} GFLOP/s" for t in threads),
-             "", "| shape (BxMxNxK) | dtype | thr | hlocc GFLOP/s (% peak) | numpy shipped | numpy SkylakeX | XLA:CPU "
+    times, notes, peaks = measure(cases, threads, runs, epilogue_keys, not args.no_xla)
+    refs = times
+    lines = ["GFLOP/s (% of the FMA probe's peak measured in the same rounds), minimum time of each variant over "
+             f"{runs} interleaved rounds.", "",
+             "| shape (BxMxNxK) | dtype | thr | FMA peak | hlocc codegen | numpy shipped | numpy SkylakeX | XLA:CPU "
              "| hlocc/SkylakeX | hlocc/shipped | dot+bias+GELU vs bare |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for key, (shape, dtype) in cases.items():
         flops = 2.0 * np.prod(shape)
         name = key.split("|")[0]
         for t in threads:
-            def rate(label: str, key=key, t=t, flops=flops) -> str:
-                ms = (times if label.startswith("hlocc") else refs).get(f"{label}|{key}|{t}")
-                return "-" if ms is None else f"{flops / ms / 1e6:.1f} ({100 * flops / ms / 1e6 / peak[t]:.0f}%)"
+            peak = peaks.get(f"{key}|{t}", float("nan"))
+
+            def rate(label: str, key=key, t=t, flops=flops, peak=peak) -> str:
+                ms = times.get(f"{label}|{key}|{t}")
+                return "-" if ms is None else f"{flops / ms / 1e6:.1f} ({100 * flops / ms / 1e6 / peak:.0f}%)"
             ours, skx, shipped = (times.get(f"hlocc|{key}|{t}"), refs.get(f"skx|{key}|{t}"),
                                   refs.get(f"numpy|{key}|{t}"))
             fused = times.get(f"hlocc+gelu|{key}|{t}")
-            lines.append(f"| {name} {'x'.join(map(str, shape))} | {dtype} | {t} | {rate('hlocc')}"
+            lines.append(f"| {name} {'x'.join(map(str, shape))} | {dtype} | {t} | {peak:.0f} | {rate('hlocc')}"
                          f"{notes.get(f'hlocc|{key}', '')} | {rate('numpy')} | {rate('skx')} | {rate('xla')} | "
                          f"{skx / ours if ours and skx else 0:.2f} | {shipped / ours if ours and shipped else 0:.2f} | "
                          + (f"{ours / fused:.2f}{notes.get(f'hlocc+gelu|{key}', '')}" if fused else "-") + " |")

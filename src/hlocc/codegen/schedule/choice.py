@@ -13,9 +13,9 @@ In order:
    - KC = 256 (or K): the A micro-panel (MR x KC, 6 KiB) stays in L1 across a row of register
      blocks while B's micro-panels stream from L2; KC amortizes the accumulator tile's load and
      store per K block (1/KC of the work);
-   - NC: the packed B panel (KC x NC) in a quarter of L2 as sysfs reports it (this VM reports
-     2 MiB for Zen 5's 1 MiB), a multiple of NR (the B panel is packed per block here, not shared
-     in L3 as in BLIS: a block is one thread's unit of work);
+   - NC: the packed B panel (KC x NC) in a quarter of L2 (sysfs; the A block, the accumulator
+     block and the output's lines share the rest), a multiple of NR (the B panel is packed per
+     block here, not shared in L3 as in BLIS: a block is one thread's unit of work);
    - MC = 192: B's packing costs 1/MC of the work (1%), and the accumulator block MC x NC stays
      within the per-block scratch;
    - then NC (while it is the larger) and MC halve until there are at least 4 blocks per thread,
@@ -112,7 +112,7 @@ def _read(path: str) -> str:
 
 @functools.cache
 def host_caches() -> CacheSizes:
-    """The L1 data and L2 sizes of cpu0 (sysfs), or a Zen 5 core's when they cannot be read."""
+    """The L1 data and L2 sizes of cpu0 (sysfs), or 48 KiB and 1 MiB when they cannot be read."""
     sizes = {}
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
@@ -135,7 +135,7 @@ NAIVE_BELOW = 32 ** 3
 """Multiply-adds under which a matmul keeps the naive lowering."""
 
 FMA_LATENCY, FMA_PIPES = 4, 2
-"""Zen 4/5 and Skylake-X: 4-cycle vfmadd, two 512-bit pipes (Zen 5) or ports."""
+"""Zen 5 and Skylake-X/Sapphire Rapids: 4-cycle vfmadd, two 512-bit FMA pipes or ports."""
 
 
 def register_block() -> tuple[int, int]:

@@ -18,8 +18,9 @@ In order:
      block here, not shared in L3 as in BLIS: a block is one thread's unit of work);
    - MC = 192: B's packing costs 1/MC of the work (1%), and the accumulator block MC x NC stays
      within the per-block scratch;
-   - then NC (while it is the larger) and MC halve until there are at least 4 blocks per thread,
-     so both cores stay busy to the end; dimensions smaller than a block give one block.
+   - then NC and then MC halve until there are at least 4 blocks per thread, so both cores stay
+     busy to the end, but not below 256 x 96 (`MIN_NC`, `MIN_MC`: packing would cost more than
+     the balance gains); dimensions smaller than a block give one block.
    Small products (under `NAIVE_BELOW` multiply-adds) get no schedule, the naive lowering, whose
    kernel compiles fastest; N under one vector (16) or f64 keep the unpacked scalar register block
    (8 x N): the packed micro-kernel is f32 vectors of 16.
@@ -131,6 +132,10 @@ def host_caches() -> CacheSizes:
 KC, MC = 256, 192
 """The K block and the rows of a block where the model leaves a range (module doc)."""
 
+MIN_NC, MIN_MC = 256, 96
+"""The smallest block the split for threads makes: a block packs B's panel (1/MC of its work) and
+A's block (1/NC), so small blocks would spend a tenth of their time packing."""
+
 NAIVE_BELOW = 32 ** 3
 """Multiply-adds under which a matmul keeps the naive lowering."""
 
@@ -173,13 +178,11 @@ def analytic_schedule(sizes: list[int] | tuple[int, ...], element_types: tuple[s
 
     def blocks(mc: int, nc: int) -> int:
         return b * -(-m // mc) * -(-n // nc)
-    while blocks(mc, nc) < 4 * threads:
-        if nc > 2 * nr and (nc >= mc or mc <= 4 * mr):
+    while blocks(mc, nc) < 4 * threads and (nc > MIN_NC or mc > MIN_MC):
+        if nc > MIN_NC:
             nc = _round_down(nc // 2, nr)
-        elif mc > 4 * mr:
-            mc = _round_down(mc // 2, mr)
         else:
-            break
+            mc = _round_down(mc // 2, mr)
     return MatmulSchedule(mc=mc, nc=nc, kc=kc, mr=min(mr, m), nr=nr, k_unroll=1, parallel=True, pack=(0, 1),
                           hoist_address=True, fuse_epilogue=True)
 

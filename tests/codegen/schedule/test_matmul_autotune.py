@@ -87,3 +87,46 @@ def test_an_unknown_mode_is_an_error():
     with pytest.raises(ArgumentError, match="autotune='fast'"):
         with autotune_mode("fast"):
             pass
+
+
+TUNING_CASES = {
+    "f32_transposed_batched": ("""HloModule m
+ENTRY e {
+  a = f32[2,37,20]{1,2,0} parameter(0)
+  b = f32[2,37,53] parameter(1)
+  ROOT d = f32[2,20,53] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_contracting_dims={1}
+}""", (2, 20, 53, 37)),
+    "bf16": ("""HloModule m
+ENTRY e {
+  a = bf16[24,45] parameter(0)
+  b = bf16[45,70] parameter(1)
+  ROOT d = bf16[24,70] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}""", (1, 24, 70, 45)),
+}
+
+
+@pytest.mark.slow  # compiles every candidate of two problems (about 15 kernels, a minute on a loaded machine)
+@pytest.mark.parametrize("case", list(TUNING_CASES))
+def test_every_candidate_of_the_tuning_space_is_exact(case):
+    from hlocc.backends.cpu.kernel import compile_fusion
+    from hlocc.codegen.schedule import use_schedule
+    from hlocc.evaluator import Evaluator
+    from hlocc.hlo.parser import parse_hlo
+    from hlocc.hlo.types import PRIMITIVE_TYPES
+
+    text, sizes = TUNING_CASES[case]
+    text = text.replace("rhs_contracting_dims={1}\n", "rhs_contracting_dims={1}, backend_config={\"__hlocc_gemm\":{}}\n")
+    text = text.replace("rhs_contracting_dims={0}\n", "rhs_contracting_dims={0}, backend_config={\"__hlocc_gemm\":{}}\n")
+    assert "__hlocc_gemm" in text  # the matmul emitter compiles it (the schedule applies)
+    module = parse_hlo(text)
+    dtype = module.entry.parameters[0].shape.element_type.name
+    problem = MatmulProblem(sizes, (dtype,) * 3)
+    rng = np.random.default_rng(5)
+    args = [rng.integers(-3, 4, p.shape.dims).astype(PRIMITIVE_TYPES[dtype].dtype) for p in module.entry.parameters]
+    expected = np.asarray(Evaluator().run(module, args), np.float64)
+    found = gemm_tuning.candidates(problem, analytic_schedule(list(sizes), (dtype,) * 3))
+    assert len(found) >= 4
+    for schedule in found:
+        with use_schedule(schedule):
+            kernel = compile_fusion(module.entry, use_cache=False)
+        np.testing.assert_array_equal(np.asarray(kernel(*args)[0], np.float64), expected, err_msg=str(schedule))

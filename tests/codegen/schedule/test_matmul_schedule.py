@@ -132,6 +132,16 @@ def test_builder_script_parses_and_round_trips():
     assert "transform.hlocc.microkernel %tiled register_block [6, 64] k_unroll 4 : !transform.any_op" in printed
     assert print_module(parse_module(printed)) == printed
     assert "microkernel" not in MatmulSchedule(mc=8, nc=8, kc=8).script()
+    packed = MatmulSchedule(mc=96, nc=256, kc=128, mr=6, nr=64, pack=(0, 1), k_pairs=True, prefetch=4,
+                            hoist_address=True, fuse_epilogue=True, parallel=True).script()
+    printed = print_module(parse_module(packed))
+    for line in ("transform.hlocc.pack %tiled operands [0, 1] k_pairs : !transform.any_op",
+                 "transform.hlocc.insert_prefetch %tiled distance 4 : !transform.any_op",
+                 "transform.hlocc.hoist_address %tiled : !transform.any_op",
+                 "transform.hlocc.fuse_epilogue %tiled : !transform.any_op",
+                 "transform.hlocc.parallelize %tiled : !transform.any_op"):
+        assert line in printed
+    assert print_module(parse_module(printed)) == printed
 
 
 def _dot(lhs: str, rhs: str, out: str, dims: str, epilogue: str = "") -> str:

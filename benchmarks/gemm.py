@@ -1,117 +1,335 @@
-"""Matrix products: hlocc's generated gemm against numpy (and XLA:CPU through jax, when installed) in
-the same run (issue 17).
+"""Matrix products: hlocc's generated gemm against the libraries, in the same run, as a % of the
+machine's measured FMA peak (issue 17).
 
-    python benchmarks/gemm.py [--sizes 256,512,1024] [--dtypes f32,bf16] [--runs 10]
-                              [--epilogue none|bias_relu] [--schedule MC,NC,KC,MR,NR,U] [--quick]
+    python benchmarks/gemm.py [--quick] [--dtypes f32,bf16] [--threads 1,2] [--runs 5]
+                              [--shapes square|corpus|all] [--sizes 256,512,1024,2048,4096]
+                              [--out benchmarks/results/gemm.md]
 
-For each square size and dtype it compiles one dot (with the epilogue, when asked) with
-`gemm="library"` (numpy's BLAS called by hlocc's runtime) and `gemm="codegen"` (the dot fusion as a
-generated kernel, with codegen/schedule/choice.py's schedule or the one given), checks that they
-agree with numpy, times warmed runs (median) and prints milliseconds and GFLOP/s of each. bf16
-inputs go to numpy as float32 (numpy has no bf16 gemm). Thread counts are the environment's: run
-with `OPENBLAS_NUM_THREADS=1 HLOCC_CPU_THREADS=1` for one core. On a loaded machine the figures
-are indicative only; compare within one run.
+Rows, per shape (B x M x N x K), dtype and thread count:
+- `hlocc codegen`: the dot fusion as a generated kernel (codegen/schedule/choice.py's schedule, the
+  packed AVX-512 micro-kernel), through `hlocc.compile(..., gemm="codegen")`, timed in this process
+  with `HLOCC_CPU_THREADS`;
+- `numpy (shipped)`: numpy's OpenBLAS as this environment runs it (OPENBLAS_CORETYPE as set here,
+  Haswell/AVX2 on this machine): what `gemm="library"` calls;
+- `numpy SkylakeX`: the same OpenBLAS with `OPENBLAS_CORETYPE=SkylakeX` and `OPENBLAS_L2_SIZE`
+  unset (its AVX-512 kernels), in a subprocess;
+- `XLA:CPU`: jax.jit of the same product (Eigen/XNNPACK), in a subprocess whose XLA_FLAGS pin
+  its threads;
+- `fused epilogue`: dot + bias + tanh-GELU as one hlocc kernel, beside the bare gemm.
+bf16 rows: numpy has no bf16 gemm, so its rows are its f32 gemm on the same values.
 
-Not yet (issue 17): the FMA-throughput probe (% of peak), OpenBLAS with OPENBLAS_CORETYPE=SkylakeX,
-the JAX corpus shapes, 1 vs 2 threads in one run, `--backend cuda`.
+Each library runs in a persistent subprocess with OPENBLAS_NUM_THREADS / XLA's threads set to the
+row's thread count; hlocc runs here. The variants of a case are interleaved: `--runs` rounds, each
+running every variant once (and the FMA probe), and each keeps its minimum, so the load of a
+shared machine hits them alike. The FMA probe JIT-compiles a loop of 24 independent
+`<16 x float>` FMA chains and runs it on each thread count: the machine's real peak at that time,
+which every row is also given as a % of. hlocc's results are checked against numpy in float64 (f32: relative
+1e-4, bf16: 2e-2) and a mismatch is printed in the row.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import threading
 import time
 
 import numpy as np
-from programs import median_ms  # one timing rule for every benchmark (this folder is on sys.path)
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+CORPUS_SHAPES = {
+    # The JAX corpus's MLP (mlp_f32: [64,128] -> [512] -> [128]) and attention (attention_f32,
+    # llama_block_f32: batched q k^T and p v), and the same layers at transformer size.
+    "mlp_up": (1, 64, 512, 128), "mlp_down": (1, 64, 128, 512),
+    "attn_qk": (2, 16, 16, 8), "attn_pv": (2, 16, 8, 16),
+    "mlp_up_large": (1, 512, 3072, 768), "mlp_down_large": (1, 512, 768, 3072),
+    "attn_qk_large": (12, 128, 128, 64), "attn_pv_large": (12, 128, 64, 128),
+}
 
 
-def gemm_text(n: int, dtype: str, epilogue: str) -> str:
-    body = f"""  a = {dtype}[{n},{n}] parameter(0)
-  b = {dtype}[{n},{n}] parameter(1)
+def dot_text(b: int, m: int, n: int, k: int, dtype: str, epilogue: bool = False) -> str:
+    lhs, rhs, out = f"{dtype}[{b},{m},{k}]", f"{dtype}[{b},{k},{n}]", f"{dtype}[{b},{m},{n}]"
+    dims = "lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}"
+    body = f"  a = {lhs} parameter(0)\n  w = {rhs} parameter(1)\n"
+    if not epilogue:
+        return f"HloModule dot\nENTRY e {{\n{body}  ROOT d = {out} dot(a, w), {dims}\n}}\n"
+    t = dtype
+    body += f"""  bias = {t}[{n}] parameter(2)
+  d = {out} dot(a, w), {dims}
+  bb = {out} broadcast(bias), dimensions={{2}}
+  x = {out} add(d, bb)
+  c0 = {out} broadcast({t}[] constant(0.5)), dimensions={{}}
+  c1 = {out} broadcast({t}[] constant(1)), dimensions={{}}
+  c2 = {out} broadcast({t}[] constant(0.044715)), dimensions={{}}
+  c3 = {out} broadcast({t}[] constant(0.7978845608)), dimensions={{}}
+  x3 = {out} multiply(x, x)
+  x3b = {out} multiply(x3, x)
+  inner = {out} multiply(c2, x3b)
+  s = {out} add(x, inner)
+  u = {out} multiply(c3, s)
+  th = {out} tanh(u)
+  p = {out} add(c1, th)
+  h = {out} multiply(c0, x)
+  ROOT g = {out} multiply(h, p)
 """
-    if epilogue == "bias_relu":
-        body += f"""  bias = {dtype}[{n}] parameter(2)
-  d = {dtype}[{n},{n}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  bb = {dtype}[{n},{n}] broadcast(bias), dimensions={{1}}
-  s = {dtype}[{n},{n}] add(d, bb)
-  z = {dtype}[{n},{n}] broadcast({dtype}[] constant(0)), dimensions={{}}
-  ROOT r = {dtype}[{n},{n}] maximum(s, z)
-"""
-    else:
-        body += f"  ROOT d = {dtype}[{n},{n}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n"
-    return f"HloModule gemm_{n}_{dtype}\nENTRY e {{\n{body}}}\n"
+    return f"HloModule dot_gelu\nENTRY e {{\n{body}}}\n"
 
 
-def numpy_reference(args: list[np.ndarray], epilogue: str) -> np.ndarray:
-    out = args[0].astype(np.float32) @ args[1].astype(np.float32)
-    if epilogue == "bias_relu":
-        out = np.maximum(out + args[2].astype(np.float32), 0)
-    return out
+def inputs(shape, dtype: str, epilogue: bool = False) -> list[np.ndarray]:
+    import ml_dtypes
 
-
-def bench_one(n: int, dtype: str, epilogue: str, runs: int, schedule) -> None:
-    import hlocc
-    from hlocc.codegen.schedule import use_schedule
-    from hlocc.hlo.types import PRIMITIVE_TYPES
-
+    b, m, n, k = shape
     rng = np.random.default_rng(0)
-    np_dtype = PRIMITIVE_TYPES[dtype].dtype
-    args = [rng.standard_normal((n, n)).astype(np_dtype) for _ in range(2)]
-    if epilogue == "bias_relu":
+    np_dtype = ml_dtypes.bfloat16 if dtype == "bf16" else np.float32
+    args = [rng.standard_normal((b, m, k)).astype(np_dtype), rng.standard_normal((b, k, n)).astype(np_dtype)]
+    if epilogue:
         args.append(rng.standard_normal(n).astype(np_dtype))
-    flops = 2.0 * n ** 3
-    expected = numpy_reference(args, epilogue)
-    f32_args = [a.astype(np.float32) for a in args]
-    rows = [("numpy", median_ms(lambda: numpy_reference(f32_args, epilogue), runs), 0.0)]
-    text = gemm_text(n, dtype, epilogue)
-    for gemm in ("library", "codegen"):
+    return args
+
+
+def time_min_ms(fn, runs: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(runs):
         t0 = time.perf_counter()
-        if gemm == "codegen" and schedule is not None:
-            from hlocc.backends.cpu import kernel as cpu_kernel
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best * 1e3
 
-            cpu_kernel._CACHE.clear()  # a forced schedule is not in the kernel cache's key
-            with use_schedule(schedule):
-                exe = hlocc.compile(text, "cpu", gemm=gemm)
-        else:
-            exe = hlocc.compile(text, "cpu", gemm=gemm)
-        compile_ms = (time.perf_counter() - t0) * 1e3
-        got = np.asarray(exe(*args), np.float32)
-        tol = 2e-2 if dtype == "bf16" else 1e-3
-        error = float(np.max(np.abs(got - expected)) / max(1.0, float(np.max(np.abs(expected)))))
-        status = "ok" if error <= tol else f"MISMATCH (relative error {error:.2e})"
-        rows.append((f"hlocc {gemm} [{status}]", median_ms(lambda exe=exe: exe(*args), runs), compile_ms))
+
+# -- the FMA probe ------------------------------------------------------------------------------
+_PROBE: list = []
+
+
+def fma_probe_gflops(threads: int, iterations: int = 20_000_000) -> float:
+    """GFLOP/s of `threads` threads each running 24 independent <16 x float> FMA chains."""
+    if not _PROBE:
+        _PROBE.append(_compile_probe())
+    probe = _PROBE[0][1]
+    probe(1000)
+    ts = [threading.Thread(target=probe, args=(iterations,)) for _ in range(threads)]
+    t0 = time.perf_counter()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    seconds = time.perf_counter() - t0
+    return threads * iterations * 24 * 16 * 2 / seconds / 1e9
+
+
+def _compile_probe():
+    """(engine, ctypes function) of the probe loop; the engine must stay alive."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+
+    from hlocc.backends.cpu.jit import new_host_target_machine
+
+    f32, v16 = ir.FloatType(), ir.VectorType(ir.FloatType(), 16)
+    mod = ir.Module("fma_probe")
+    fn = ir.Function(mod, ir.FunctionType(f32, [ir.IntType(64)]), "probe")
+    fma = ir.Function(mod, ir.FunctionType(v16, [v16] * 3), "llvm.fma.v16f32")
+    entry, loop, done = fn.append_basic_block(), fn.append_basic_block(), fn.append_basic_block()
+    b = ir.IRBuilder(entry)
+    b.branch(loop)
+    b.position_at_end(loop)
+    i = b.phi(ir.IntType(64))
+    accs = [b.phi(v16) for _ in range(24)]
+    x = ir.Constant(v16, [1.0000001] * 16)
+    y = ir.Constant(v16, [0.9999999] * 16)
+    new = [b.call(fma, [a, x, y]) for a in accs]
+    nxt = b.add(i, ir.Constant(ir.IntType(64), 1))
+    i.add_incoming(ir.Constant(ir.IntType(64), 0), entry)
+    i.add_incoming(nxt, loop)
+    for j, (a, n_) in enumerate(zip(accs, new)):  # distinct chains: identical ones could be merged
+        a.add_incoming(ir.Constant(v16, [float(j + 1)] * 16), entry)
+        a.add_incoming(n_, loop)
+    b.cbranch(b.icmp_signed("<", nxt, fn.args[0]), loop, done)
+    b.position_at_end(done)
+    total = new[0]
+    for v in new[1:]:
+        total = b.fadd(total, v)
+    b.ret(b.extract_element(total, ir.Constant(ir.IntType(32), 0)))
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(mod)), new_host_target_machine())
+    engine.finalize_object()
+    return engine, ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64)(engine.get_function_address("probe"))
+
+
+# -- library references in persistent subprocesses ----------------------------------------------------
+def reference_worker(spec: dict) -> None:
+    """A subprocess that times one run of numpy (or XLA:CPU) per case key it reads on stdin, and
+    prints the milliseconds: the main process interleaves every variant of a case, round by round,
+    so that the machine's load hits them alike."""
+    prepared = {}
+    for line in sys.stdin:
+        key = line.strip()
+        if key not in prepared:
+            shape, dtype = spec["cases"][key]
+            if spec["xla"]:
+                import jax
+                import jax.numpy as jnp
+
+                jargs = [jnp.asarray(a) for a in inputs(shape, dtype)]
+                fn = jax.jit(jnp.matmul)
+                prepared[key] = lambda fn=fn, jargs=jargs: fn(*jargs).block_until_ready()
+            else:
+                args = [a.astype(np.float32) for a in inputs(shape, dtype)]
+                prepared[key] = lambda args=args: np.matmul(args[0], args[1])
+            prepared[key]()
+        t0 = time.perf_counter()
+        prepared[key]()
+        print((time.perf_counter() - t0) * 1e3, flush=True)
+
+
+class Reference:
+    """One library variant (numpy as shipped, numpy SkylakeX, XLA:CPU) on `threads` threads."""
+
+    def __init__(self, label: str, spec: dict, threads: int, coretype: str | None, xla: bool):
+        self.label, self.threads = label, threads
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+        if coretype:
+            env["OPENBLAS_CORETYPE"] = coretype
+            env.pop("OPENBLAS_L2_SIZE", None)
+        if xla:
+            flags = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" if threads == 1 else ""
+            env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + flags).strip()
+            env["JAX_PLATFORMS"] = "cpu"
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(dict(spec, xla=xla))],
+                                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def time_ms(self, key: str) -> float | None:
+        try:
+            self.proc.stdin.write(key + "\n")
+            self.proc.stdin.flush()
+            return float(self.proc.stdout.readline())
+        except (ValueError, OSError):
+            return None
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+# -- the run ----------------------------------------------------------------------------------------
+def measure(cases: dict, threads: list[int], runs: int, epilogue_keys: set[str], xla: bool
+            ) -> tuple[dict, dict, dict]:
+    """Per case: compile hlocc's kernels and check them, then `runs` rounds in which every variant
+    (hlocc, hlocc + GELU, the FMA probe, each library) runs once per thread count; the minimum of
+    each. Returns (times, notes, peaks)."""
+    import hlocc
+
+    spec = {"cases": cases}
+    refs = [Reference(label, spec, t, coretype, use_xla) for t in threads
+            for label, coretype, use_xla in (("numpy", None, False), ("skx", "SkylakeX", False), ("xla", None, True))
+            if use_xla <= xla]
+    times: dict[str, float] = {}
+    notes: dict[str, str] = {}
+    peaks: dict[str, float] = {}
+
+    def keep(name: str, ms: float | None) -> None:
+        if ms is not None:
+            times[name] = min(times.get(name, float("inf")), ms)
     try:
-        import jax
-        import jax.numpy as jnp
+        for key, (shape, dtype) in cases.items():
+            runners = {}
+            for epilogue in ((False, True) if key in epilogue_keys else (False,)):
+                args = inputs(shape, dtype, epilogue)
+                exe = hlocc.compile(dot_text(*shape, dtype, epilogue), "cpu", gemm="codegen")
+                name = "hlocc+gelu" if epilogue else "hlocc"
+                notes[f"{name}|{key}"] = check(exe, args, dtype, epilogue)
+                runners[name] = lambda exe=exe, args=args: exe(*args)
+            for _ in range(runs):
+                for t in threads:
+                    os.environ["HLOCC_CPU_THREADS"] = str(t)
+                    for name, run in runners.items():
+                        run()
+                        t0 = time.perf_counter()
+                        run()
+                        keep(f"{name}|{key}|{t}", (time.perf_counter() - t0) * 1e3)
+                    peaks[f"{key}|{t}"] = max(peaks.get(f"{key}|{t}", 0.0), fma_probe_gflops(t, 5_000_000))
+                    for ref in refs:
+                        if ref.threads == t:
+                            keep(f"{ref.label}|{key}|{t}", ref.time_ms(key))
+    finally:
+        os.environ.pop("HLOCC_CPU_THREADS", None)
+        for ref in refs:
+            ref.close()
+    return times, notes, peaks
 
-        ja = [jnp.asarray(a) for a in args]
-        fn = jax.jit(lambda a, b, *rest: jnp.maximum(a @ b + rest[0], 0) if rest else a @ b)
-        rows.append(("XLA:CPU (jax)", median_ms(lambda: fn(*ja).block_until_ready(), runs), 0.0))
-    except ImportError:
-        pass
-    for name, ms, compile_ms in rows:
-        extra = f"  compile {compile_ms:8.1f} ms" if compile_ms else ""
-        print(f"{n:5} {dtype:5} {name:34} {ms:9.3f} ms {flops / ms / 1e6:8.1f} GFLOP/s{extra}")
+
+def check(exe, args: list[np.ndarray], dtype: str, epilogue: bool) -> str:
+    """'' when hlocc's result matches numpy in float64 (f32: 1e-4 relative, bf16: 2e-2), else a note."""
+    f64 = [a.astype(np.float64) for a in args]
+    ref = f64[0] @ f64[1]
+    if epilogue:
+        x = ref + f64[2]
+        ref = 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+    got = np.asarray(exe(*args), np.float64)
+    err = float(np.max(np.abs(got - ref)) / max(1.0, float(np.max(np.abs(ref))))) if ref.size else 0.0
+    return "" if err <= (2e-2 if dtype == "bf16" else 1e-4) else f" MISMATCH {err:.1e}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="256,512,1024")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true", help="256 and the corpus's small shapes, 1 run (a smoke test)")
     ap.add_argument("--dtypes", default="f32,bf16")
-    ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--epilogue", choices=("none", "bias_relu"), default="none")
-    ap.add_argument("--schedule", default="", help="MC,NC,KC,MR,NR,U (default: the compiler's choice)")
-    ap.add_argument("--quick", action="store_true", help="one small size, 2 runs (a smoke test)")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--shapes", choices=("square", "corpus", "all"), default="all")
+    ap.add_argument("--sizes", default="256,512,1024,2048,4096")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--no-xla", action="store_true")
+    ap.add_argument("--out", help="also write the table (markdown) to this file")
     args = ap.parse_args()
-    from hlocc.codegen.schedule import MatmulSchedule
+    if args.worker:
+        reference_worker(json.loads(args.worker))
+        return
+    sys.path.insert(0, str(ROOT / "src"))
+    sizes = [256] if args.quick else [int(s) for s in args.sizes.split(",")]
+    runs = 1 if args.quick else args.runs
+    threads = [int(t) for t in args.threads.split(",")]
+    shapes = {}
+    if args.shapes in ("square", "all"):
+        shapes |= {f"square_{n}": (1, n, n, n) for n in sizes}
+    if args.shapes in ("corpus", "all"):
+        shapes |= {k: v for k, v in CORPUS_SHAPES.items() if not (args.quick and "large" in k)}
+    cases = {f"{name}|{dtype}": (shape, dtype) for dtype in args.dtypes.split(",") for name, shape in shapes.items()}
+    epilogue_keys = {k for k in cases if k.split("|")[0] in ("square_1024", "square_256", "mlp_up", "mlp_up_large")}
 
-    schedule = MatmulSchedule(*map(int, args.schedule.split(","))) if args.schedule else None
-    sizes = [48] if args.quick else [int(s) for s in args.sizes.split(",")]
-    runs = 2 if args.quick else args.runs
-    print(f"gemm C = A @ B (square), epilogue {args.epilogue}, median of {runs} runs")
-    for n in sizes:
-        for dtype in args.dtypes.split(","):
-            bench_one(n, dtype, args.epilogue, runs, schedule)
+    times, notes, peaks = measure(cases, threads, runs, epilogue_keys, not args.no_xla)
+    refs = times
+    lines = ["GFLOP/s (% of the FMA probe's peak measured in the same rounds), minimum time of each variant over "
+             f"{runs} interleaved rounds.", "",
+             "| shape (BxMxNxK) | dtype | thr | FMA peak | hlocc codegen | numpy shipped | numpy SkylakeX | XLA:CPU "
+             "| hlocc/SkylakeX | hlocc/shipped | dot+bias+GELU vs bare |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for key, (shape, dtype) in cases.items():
+        flops = 2.0 * np.prod(shape)
+        name = key.split("|")[0]
+        for t in threads:
+            peak = peaks.get(f"{key}|{t}", float("nan"))
+
+            def rate(label: str, key=key, t=t, flops=flops, peak=peak) -> str:
+                ms = times.get(f"{label}|{key}|{t}")
+                return "-" if ms is None else f"{flops / ms / 1e6:.1f} ({100 * flops / ms / 1e6 / peak:.0f}%)"
+            ours, skx, shipped = (times.get(f"hlocc|{key}|{t}"), refs.get(f"skx|{key}|{t}"),
+                                  refs.get(f"numpy|{key}|{t}"))
+            fused = times.get(f"hlocc+gelu|{key}|{t}")
+            lines.append(f"| {name} {'x'.join(map(str, shape))} | {dtype} | {t} | {peak:.0f} | {rate('hlocc')}"
+                         f"{notes.get(f'hlocc|{key}', '')} | {rate('numpy')} | {rate('skx')} | {rate('xla')} | "
+                         f"{skx / ours if ours and skx else 0:.2f} | {shipped / ours if ours and shipped else 0:.2f} | "
+                         + (f"{ours / fused:.2f}{notes.get(f'hlocc+gelu|{key}', '')}" if fused else "-") + " |")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        pathlib.Path(args.out).write_text(
+            f"# benchmarks/gemm.py {' '.join(sys.argv[1:])}\n\nMachine: {os.cpu_count()} cores; "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Ratios > 1: hlocc faster.\n\n{text}\n")
 
 
 if __name__ == "__main__":

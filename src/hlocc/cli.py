@@ -3,6 +3,7 @@
     hlocc run MODULE.hlo [--inputs IN.npz] [--output OUT.npz] [--expected REF.npz --rtol R --atol A]
                          [--backend interpreter|cpu|cuda|cuda-sim] [--seed N] [--bench N] [--json] [--stats]
                          [--no-hlo-passes] [--print-ir-after-all] [--dump-dir DIR] [--gemm library|codegen]
+                         [--autotune off|cached|full]
     hlocc print MODULE.hlo [--no-verify] [--no-metadata]
     hlocc opt [--passes a,b | --pipeline cpu|gpu] [--emit-llvm] FILE.mlir   (kernel IR passes, like mlir-opt)
     hlocc hlo-opt [--passes a,b | --pipeline simplify] [--print-after-all] FILE.hlo   (HLO passes)
@@ -106,6 +107,9 @@ def _argument_parser() -> argparse.ArgumentParser:
                      help="compile the module as written: no simplification or fusion (cpu and cuda backends)")
     run.add_argument("--gemm", choices=("library", "codegen"), default="library",
                      help="cpu backend: dots as library calls (default) or as generated dot-fusion kernels")
+    run.add_argument("--autotune", choices=("off", "cached", "full"), default="cached",
+                     help="with --gemm codegen: the analytic matmul schedule (off), a winner the persistent cache "
+                          "holds (cached, default) or time candidates and store the winner (full)")
     run.add_argument("--stats", action="store_true",
                      help="print what the program compiled into: fusions by emitter kind, kernels, library calls, "
                           "host fallbacks, peak memory and compile time per stage (cpu and cuda backends; "
@@ -181,7 +185,7 @@ def _cmd_run(args) -> int:
     module = load_module_file(args.module)
     exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed, hlo_passes=not args.no_hlo_passes,
                   print_ir_after_all=args.print_ir_after_all, dump_dir=str(args.dump_dir) if args.dump_dir else None,
-                  gemm=args.gemm, check_bounds=args.check_bounds)
+                  gemm=args.gemm, check_bounds=args.check_bounds, autotune=args.autotune)
     compile_ms = (time.perf_counter() - t0) * 1e3
     dynamic = isinstance(exe, DynamicExecutable)  # its stats depend on the sizes of the first call
     if args.stats and not dynamic:

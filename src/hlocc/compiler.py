@@ -250,7 +250,8 @@ def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: boo
 def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter", *, verify: bool = True,
             seed: int = 0, hlo_passes: bool = True, print_ir_after_all: bool = False,
             dump_dir: str | None = None, stream: TextIO | None = None, gemm: str = "library",
-            check_bounds: bool = False, size_hint: dict[str, int] | None = None) -> Executable:
+            check_bounds: bool = False, size_hint: dict[str, int] | None = None,
+            autotune: str = "cached") -> Executable:
     """Parse or import (if given HLO or StableHLO text, MLIR bytecode or a `jax.export.Exported`),
     verify and compile a module for `backend`.
 
@@ -266,13 +267,16 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     size_hint (a module with symbolic dimensions, cpu backend): the dimension variables' likely
       values, at which the plan's fusion and scheduling heuristics are decided (default: 128 each;
       the plan is correct at every size whatever the hint).
+    autotune (gemm="codegen"): "off" (the analytic schedule), "cached" (a winner the persistent
+      cache holds, else the analytic schedule; no timing) or "full" (time candidate schedules of
+      each matmul kernel compiled and store the winner: backends/cpu/gemm_tuning.py).
     A module object is copied first: compilation never changes the caller's module."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     program_key = None
     if isinstance(module_or_text, str) and backend == "cpu" and not (print_ir_after_all or dump_dir):
         program_key = (hashlib.sha256(module_or_text.encode()).hexdigest(), backend, verify, seed, hlo_passes,
-                       gemm, check_bounds)
+                       gemm, check_bounds, autotune)
         with _PROGRAMS_LOCK:
             hit = _PROGRAMS.get(program_key)
             if hit is not None:
@@ -287,7 +291,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
 
         disk_key = disk_program_key(module_or_text, _cpu_target(check_bounds), verify=verify, seed=seed,
                                     hlo_passes=hlo_passes, gemm=gemm)
-        planned = _from_program_plan(disk_key, times, gemm=gemm, check_bounds=check_bounds, seed=seed)
+        planned = _from_program_plan(disk_key, times, gemm=gemm, check_bounds=check_bounds, seed=seed,
+                                     autotune=autotune)
         if planned is not None:
             _remember_program(program_key, planned)
             return planned
@@ -307,10 +312,14 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         raise UnsupportedError(f"check_bounds is implemented for the cpu backend, not '{backend}'")
     if gemm not in ("library", "codegen") or (gemm == "codegen" and backend != "cpu"):
         raise UnsupportedError(f"gemm='{gemm}': choose 'library', or 'codegen' with the cpu backend")
+    from hlocc.codegen.schedule.choice import AUTOTUNE_MODES, autotune_mode
+
+    if autotune not in AUTOTUNE_MODES:
+        raise UnsupportedError(f"autotune='{autotune}': choose one of {', '.join(AUTOTUNE_MODES)}")
     if any(p.shape.is_symbolic for p in module.entry.parameters):
         options = dict(verify=False, hlo_passes=hlo_passes, print_ir_after_all=print_ir_after_all,
                        dump_dir=dump_dir, stream=stream, gemm=gemm,
-                       check_bounds=check_bounds)
+                       check_bounds=check_bounds, autotune=autotune)
         if size_hint:
             options["size_hint"] = dict(size_hint)
         executable = DynamicExecutable(module, backend, times, seed, options=options)
@@ -341,7 +350,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
             from hlocc.backends.cpu.executable import compile_module
 
             kwargs["target"] = _cpu_target(check_bounds)
-            runner = compile_module(work, gemm=gemm, **kwargs)
+            with autotune_mode(autotune):
+                runner = compile_module(work, gemm=gemm, **kwargs)
             if disk_key is not None:
                 from hlocc.backends.cpu.program_cache import store_program
 
@@ -370,7 +380,7 @@ def _cpu_target(check_bounds: bool):
 
 
 def _from_program_plan(key: str, times: dict[str, float], *, gemm: str, check_bounds: bool,
-                       seed: int) -> Executable | None:
+                       seed: int, autotune: str) -> Executable | None:
     """The cpu program compiled from the plan the disk cache holds under `key`
     (backends/cpu/program_cache.py), or None: no parsing of the input, no verification, no HLO
     passes."""
@@ -381,7 +391,10 @@ def _from_program_plan(key: str, times: dict[str, float], *, gemm: str, check_bo
         module = load_program(key, times)
     if module is None:
         return None
-    runner = compile_module(module, _cpu_target(check_bounds), gemm=gemm, planned=True, seed=seed, times=times)
+    from hlocc.codegen.schedule.choice import autotune_mode
+
+    with autotune_mode(autotune):
+        runner = compile_module(module, _cpu_target(check_bounds), gemm=gemm, planned=True, seed=seed, times=times)
     return Executable(module, "cpu", times, seed, runner, compilations=1)
 
 
@@ -423,20 +436,17 @@ def _build_plan(executable: DynamicExecutable, module: HloModule, times: dict[st
     the reason when the plan cannot be built (e.g. a variable no argument dimension binds); then
     `reload()`, when given, is the module as loaded (the failed plan may have changed `module`)."""
     from hlocc.backends.cpu.executable import compile_dynamic_module
-    from hlocc.codegen.target import cpu_target
+    from hlocc.codegen.schedule.choice import autotune_mode
     from hlocc.hlo.symbolic import InconclusiveDimensionError
 
     options = executable.options
-    target = cpu_target()
-    if options.get("check_bounds"):
-        from dataclasses import replace
-
-        target = replace(target, check_bounds=True)
     try:
-        executable.program = compile_dynamic_module(
-            module, target, hlo_passes=options.get("hlo_passes", True), seed=executable.seed,
-            print_after_all=options.get("print_ir_after_all", False), stream=options.get("stream"),
-            times=times, gemm=options.get("gemm", "library"), hint=options.get("size_hint"))
+        with autotune_mode(options.get("autotune", "cached")):
+            executable.program = compile_dynamic_module(
+                module, _cpu_target(options.get("check_bounds", False)), hlo_passes=options.get("hlo_passes", True),
+                seed=executable.seed, print_after_all=options.get("print_ir_after_all", False),
+                stream=options.get("stream"), times=times, gemm=options.get("gemm", "library"),
+                hint=options.get("size_hint"))
     except (UnsupportedError, InconclusiveDimensionError) as e:
         executable.plan_reason = f"no plan for every size: {e}"
         if reload is not None:

@@ -10,7 +10,7 @@ import pytest
 
 from hlocc.backends.cpu.kernel import compile_fusion
 from hlocc.codegen.pipeline import PipelineOptions
-from hlocc.codegen.schedule import MatmulSchedule, use_schedule
+from hlocc.codegen.schedule import MatmulSchedule, ScheduleError, use_schedule
 from hlocc.codegen.schedule.microkernel import registers_needed
 from hlocc.evaluator import Evaluator
 from hlocc.hlo.parser import parse_hlo
@@ -63,10 +63,51 @@ def script(*lines: str) -> str:
      "transform.hlocc.parallelize: the kernel has no block id to map the block loops to"),
     ([f"transform.hlocc.parallelize %mm : {ANY}"],
      "transform.hlocc.parallelize: the target is not directly inside the block loops of transform.hlocc.tile"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.pack %t operands [0, 1] : {ANY}"],
+     "transform.hlocc.pack: the target has no register block; apply transform.hlocc.microkernel first"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.microkernel %t register_block [2, 8] k_unroll 1 : {ANY}",
+      f"transform.hlocc.pack %t operands [0, 1] : {ANY}"],
+     "transform.hlocc.pack: NR = 8 is not a multiple of the 16 f32 lanes of a vector register"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.microkernel %t register_block [2, 16] k_unroll 1 : {ANY}",
+      f"transform.hlocc.pack %t operands [0] : {ANY}"],
+     r"transform.hlocc.pack: operands must be \[1\] or \[0, 1\] \(B is always packed\), found \[0\]"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.microkernel %t register_block [2, 16] k_unroll 1 : {ANY}",
+      f"transform.hlocc.pack %t operands [0, 1] k_pairs : {ANY}"],
+     "transform.hlocc.pack: k_pairs packs bf16 pairs for vdpbf16ps; this matmul's operands are f32 and f32"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.insert_prefetch %t distance 4 : {ANY}"],
+     "transform.hlocc.insert_prefetch: the target xla.matmul is not packed; apply transform.hlocc.pack first"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.microkernel %t register_block [2, 16] k_unroll 1 : {ANY}",
+      f"transform.hlocc.pack %t operands [1] : {ANY}",
+      f"transform.hlocc.insert_prefetch %t distance 0 : {ANY}"],
+     "transform.hlocc.insert_prefetch: distance must be at least 1 k step, found 0"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.hoist_address %t : {ANY}"],
+     "transform.hlocc.hoist_address: the target xla.matmul is not packed"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.fuse_epilogue %t : {ANY}"],
+     "transform.hlocc.fuse_epilogue: the target xla.matmul is not packed"),
 ])
 def test_illegal_schedules_name_the_transform_op(lines, message):
     with pytest.raises(KernelIRError, match=message):
         run_opt(script(*lines), ["transform-interpreter"])
+
+
+def test_pack_rejects_blocks_whose_buffers_do_not_fit_the_scratch():
+    text = script(f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [1024, 1024, 5] : {TILE}",
+                  f"transform.hlocc.microkernel %t register_block [4, 16] k_unroll 1 : {ANY}",
+                  f"transform.hlocc.pack %t operands [0, 1] : {ANY}")
+    text = text.replace("16x5xf32", "1024x5xf32").replace("5x32xf32", "5x1024xf32").replace(
+        "16x32xf32", "1024x1024xf32").replace("m in [0, 15], n in [0, 31]", "m in [0, 1023], n in [0, 1023]").replace(
+        "sizes [1, 16, 32, 5]", "sizes [1, 1024, 1024, 5]")
+    with pytest.raises(KernelIRError, match="transform.hlocc.pack: the packed panels and the accumulator block need "
+                                            "4235264 bytes per block, more than the 4194304"):
+        run_opt(text, ["transform-interpreter"])
 
 
 def test_parallelize_checks_the_launch_against_the_loops():
@@ -91,6 +132,16 @@ def test_builder_script_parses_and_round_trips():
     assert "transform.hlocc.microkernel %tiled register_block [6, 64] k_unroll 4 : !transform.any_op" in printed
     assert print_module(parse_module(printed)) == printed
     assert "microkernel" not in MatmulSchedule(mc=8, nc=8, kc=8).script()
+    packed = MatmulSchedule(mc=96, nc=256, kc=128, mr=6, nr=64, pack=(0, 1), k_pairs=True, prefetch=4,
+                            hoist_address=True, fuse_epilogue=True, parallel=True).script()
+    printed = print_module(parse_module(packed))
+    for line in ("transform.hlocc.pack %tiled operands [0, 1] k_pairs : !transform.any_op",
+                 "transform.hlocc.insert_prefetch %tiled distance 4 : !transform.any_op",
+                 "transform.hlocc.hoist_address %tiled : !transform.any_op",
+                 "transform.hlocc.fuse_epilogue %tiled : !transform.any_op",
+                 "transform.hlocc.parallelize %tiled : !transform.any_op"):
+        assert line in printed
+    assert print_module(parse_module(printed)) == printed
 
 
 def _dot(lhs: str, rhs: str, out: str, dims: str, epilogue: str = "") -> str:
@@ -122,6 +173,12 @@ SCHEDULES = {
     "3x8_edge": MatmulSchedule(mc=6, nc=8, kc=16, mr=3, nr=8, k_unroll=3),
     "one_block": MatmulSchedule(mc=64, nc=64, kc=64, mr=1, nr=16, k_unroll=1),
     "parallel_2x4": MatmulSchedule(mc=4, nc=8, kc=5, mr=2, nr=4, k_unroll=2, parallel=True),
+    # Packed: K blocks of 3 (first, middle loop, last peeled), 16-wide panels, edge blocks.
+    "packed_ab": MatmulSchedule(mc=6, nc=16, kc=3, mr=3, nr=16, k_unroll=1, pack=(0, 1), parallel=True),
+    "packed_b_fused": MatmulSchedule(mc=4, nc=32, kc=4, mr=2, nr=32, k_unroll=2, pack=(1,), prefetch=2,
+                                     hoist_address=True, fuse_epilogue=True),
+    "packed_hoisted": MatmulSchedule(mc=5, nc=16, kc=16, mr=5, nr=16, k_unroll=3, pack=(0, 1), hoist_address=True,
+                                     fuse_epilogue=True, parallel=True),
 }
 
 
@@ -152,12 +209,36 @@ def test_scheduled_kernels_are_exact(case, schedule):
     np.testing.assert_array_equal(np.asarray(kernel(*args)[0], np.float64), np.asarray(expected, np.float64))
 
 
-def test_default_schedule_is_legal_for_every_shape_class():
-    from hlocc.codegen.schedule.choice import NAIVE_BELOW, default_schedule
+def test_empty_outputs_need_no_kernel():
+    """M = 0 or N = 0: nothing to compute, so no kernel (and no schedule) at all; K = 0 is a case above."""
+    import hlocc
 
-    assert default_schedule([1, 7, 5, 3]) is None and 7 * 5 * 3 < NAIVE_BELOW
-    assert default_schedule([1, 512, 512, 512]) == MatmulSchedule(mc=64, nc=256, kc=512, mr=8, nr=16, parallel=True)
-    assert default_schedule([2, 5, 4000, 64]) == MatmulSchedule(mc=64, nc=256, kc=64, mr=5, nr=16, parallel=True)
+    for lhs, rhs, out in (("f32[0,7]", "f32[7,20]", "f32[0,20]"), ("f32[5,7]", "f32[7,0]", "f32[5,0]")):
+        text = _dot(lhs, rhs, out, "lhs_contracting_dims={1}, rhs_contracting_dims={0}").replace(
+            ', backend_config={"__hlocc_gemm":{}}', "")
+        dims = [tuple(int(d) for d in s[4:-1].split(",")) for s in (lhs, rhs, out)]
+        exe = hlocc.compile(text, "cpu", gemm="codegen")
+        assert np.asarray(exe(np.ones(dims[0], np.float32), np.ones(dims[1], np.float32))).shape == dims[2]
+
+
+def test_analytic_schedule_follows_the_model():
+    from hlocc.codegen.schedule.choice import NAIVE_BELOW, CacheSizes, analytic_schedule, register_block
+
+    zen5 = CacheSizes(l1=48 << 10, l2=1 << 20)
+    assert register_block() == (6, 64)  # 24 zmm accumulators: the most flops per loaded value
+    assert analytic_schedule([1, 7, 5, 3]) is None and 7 * 5 * 3 < NAIVE_BELOW
+    # KC = 256, NC = a quarter of L2 over KC (256), then MC halves (NC is at its minimum) until 2
+    # threads have 4 blocks each; a small problem stops at the smallest block (256 x 96).
+    assert analytic_schedule([1, 512, 512, 512], caches=zen5, threads=2) == MatmulSchedule(
+        mc=96, nc=256, kc=256, mr=6, nr=64, parallel=True, pack=(0, 1), hoist_address=True, fuse_epilogue=True)
+    small = analytic_schedule([1, 64, 512, 128], caches=zen5, threads=2)
+    assert (small.mc, small.nc, small.blocks([1, 64, 512, 128])) == (66, 256, 2)
+    big = analytic_schedule([1, 4096, 4096, 4096], caches=zen5, threads=2)
+    assert (big.mc, big.nc, big.kc, big.mr, big.nr) == (192, 256, 256, 6, 64)
+    # f64 and N under one vector keep the unpacked scalar register block; M under MR gives MR = M.
+    assert not analytic_schedule([1, 64, 64, 64], ("f64",) * 3).pack
+    assert not analytic_schedule([2, 5000, 8, 64]).pack
+    assert analytic_schedule([2, 5, 4000, 64], caches=zen5, threads=2).mr == 5
     # M = 5 < MR: one block of 5 rows, register block 5 x 16 (legal: the block is the whole problem).
     text = PAYLOAD.replace("16x5xf32", "5x5xf32").replace("m in [0, 15]", "m in [0, 4]").replace(
         "16x32xf32", "5x32xf32").replace("sizes [1, 16, 32, 5]", "sizes [1, 5, 32, 5]")
@@ -166,7 +247,66 @@ def test_default_schedule_is_legal_for_every_shape_class():
     assert "register_block = array<i64: 5, 16>" in out
 
 
-@pytest.mark.slow  # compiles four kernels (about 10 s on a loaded machine)
+def test_analytic_schedule_is_exact_across_k_blocks():
+    """The analytic choice on a problem with two K blocks, edge blocks in M and N, a transposed lhs."""
+    module = parse_hlo(_dot("f32[300,67]{0,1}", "f32[300,131]", "f32[67,131]",
+                            "lhs_contracting_dims={0}, rhs_contracting_dims={0}"))
+    rng = np.random.default_rng(3)
+    args = [rng.integers(-3, 4, p.shape.dims).astype(np.float32) for p in module.entry.parameters]
+    from hlocc.codegen.schedule.choice import analytic_schedule
+
+    schedule = analytic_schedule([1, 67, 131, 300], threads=2)
+    assert schedule.pack == (0, 1) and schedule.kc < 300
+    with use_schedule(schedule):
+        kernel = compile_fusion(module.entry, use_cache=False)
+    np.testing.assert_array_equal(kernel(*args)[0], Evaluator().run(module, args))
+
+
+def _has_avx512_bf16() -> bool:
+    import llvmlite.binding as llvm
+
+    return "+avx512bf16" in llvm.get_host_cpu_features().flatten()
+
+
+BF16_CASES = {
+    "bias": CASES["bf16_bias"],
+    "odd_k_transposed_batched": _dot("bf16[3,9,5]", "bf16[3,20,9]{1,2,0}", "bf16[3,5,20]",
+                                     "lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={1}, "
+                                     "rhs_contracting_dims={2}"),
+}
+BF16_SCHEDULES = {  # K blocks of 4 (pairs), an odd last block, A packed or read through its map
+    "pairs_ab": MatmulSchedule(mc=6, nc=16, kc=4, mr=3, nr=16, pack=(0, 1), k_pairs=True, parallel=True),
+    "pairs_b_fused": MatmulSchedule(mc=4, nc=32, kc=8, mr=2, nr=32, k_unroll=2, pack=(1,), k_pairs=True,
+                                    hoist_address=True, fuse_epilogue=True, prefetch=1),
+}
+
+
+@pytest.mark.skipif(not _has_avx512_bf16(), reason="the host has no AVX512-BF16 (vdpbf16ps)")
+@pytest.mark.parametrize("case", list(BF16_CASES))
+@pytest.mark.parametrize("schedule", list(BF16_SCHEDULES))
+def test_bf16_pairs_are_exact(case, schedule):
+    """vdpbf16ps on bf16 pairs along K: exact on small integers (products and sums exact in f32),
+    the result rounded to bf16 as the evaluator rounds the dot."""
+    module = parse_hlo(BF16_CASES[case])
+    rng = np.random.default_rng(7)
+    args = [rng.integers(-3, 4, p.shape.dims).astype(PRIMITIVE_TYPES["bf16"].dtype) for p in module.entry.parameters]
+    dumps: list[str] = []
+    with use_schedule(BF16_SCHEDULES[schedule]):
+        kernel = compile_fusion(module.entry, options=PipelineOptions(True, None, "kernel", dumps.append),
+                                use_cache=False)
+    assert "xla.dot_bf16_pairs" in next(d for d in dumps if "After lower-matmul" in d)
+    np.testing.assert_array_equal(np.asarray(kernel(*args)[0], np.float64),
+                                  np.asarray(Evaluator().run(module, args), np.float64))
+
+
+def test_bf16_pairs_need_an_even_k_block():
+    module = parse_hlo(CASES["bf16_bias"])
+    with use_schedule(MatmulSchedule(mc=6, nc=16, kc=5, mr=3, nr=16, pack=(0, 1), k_pairs=True)):
+        with pytest.raises(ScheduleError, match="transform.hlocc.pack: k_pairs needs an even KC"):
+            compile_fusion(module.entry, use_cache=False)
+
+
+@pytest.mark.slow  # compiles 14 kernels and times them against three libraries (minutes on a loaded machine)
 def test_gemm_benchmark_runs(tmp_path):
     import pathlib
     import subprocess
@@ -176,5 +316,7 @@ def test_gemm_benchmark_runs(tmp_path):
     proc = subprocess.run([sys.executable, str(root / "benchmarks" / "gemm.py"), "--quick"], capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    rows = [line for line in proc.stdout.splitlines() if "hlocc" in line]
-    assert len(rows) == 4 and all("[ok]" in row for row in rows), proc.stdout
+    rows = [line for line in proc.stdout.splitlines()
+            if line.startswith("| ") and line.split("|")[2].strip() in ("f32", "bf16")]
+    assert len(rows) == 2 * 5 * 2 and not any("MISMATCH" in row for row in rows), proc.stdout  # dtypes x shapes x threads
+    assert "FMA probe's peak" in proc.stdout

@@ -32,6 +32,7 @@ from hlocc.analysis.affine_expr import Const, Expr, dim
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
 from hlocc.analysis.hero import gemm_hero
 from hlocc.analysis.indexing_map import IndexingMap, Variable, compose
+from hlocc.analysis.indexing_map_text import map_to_text
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims
 from hlocc.analysis.linearize import delinearize
@@ -45,8 +46,10 @@ from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import MATMUL_DIMS, MatmulOp
 from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.codegen.schedule import schedule_for
+from hlocc.codegen.schedule.choice import MatmulProblem
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.printer import computation_fingerprint
 from hlocc.hlo.types import F32, Shape
 
 _ABSORBED = frozenset({"transpose", "copy", "bitcast", "reshape", "convert"})
@@ -130,11 +133,15 @@ class MatmulEmitter(FusionEmitterBase):
         out_map = physical(IndexingMap(variables, tuple(out_exprs)), out_shape)
 
         element_types = (*(o.shape.element_type.name for o in dot.operands), dot.shape.element_type.name)
-        schedule = schedule_for(sizes, element_types)
+        problem = MatmulProblem(tuple(sizes), element_types, " ; ".join(map_to_text(m) for _, m in maps) + " ; "
+                                + map_to_text(out_map), computation_fingerprint(self.fusion), self.fusion)
+        schedule = schedule_for(sizes, element_types, problem)
         launch = LaunchDims(1, schedule.blocks(sizes) if schedule is not None else 1)
         block, param_types, out_types = entry_block(self.fusion, [out_shape])
         b = KernelBuilder(block)
-        if schedule is not None and schedule.parallel:  # transform.hlocc.parallelize maps the block loops to it
+        # transform.hlocc.parallelize maps the block loops to the block id; packed panels are block
+        # scratch (xla.allocate_shared), which the CPU's block functions need a thread id for.
+        if schedule is not None and (schedule.parallel or schedule.pack):
             thread_and_block_ids(b, launch)
         args = list(block.args)
         acc_type = Float64Type() if "f64" in types else element_type(F32)

@@ -67,7 +67,7 @@ from hlocc.codegen.ir.arith_ops import (
 from hlocc.codegen.ir.attributes import INDEX, IndexingMapAttr
 from hlocc.codegen.ir.core_ops import ApplyIndexingOp, LoopOp, PureCallOp, YieldOp
 from hlocc.codegen.ir.dialect import XLA
-from hlocc.codegen.ir.matmul_ops import MatmulOp
+from hlocc.codegen.ir.matmul_ops import DotBF16PairsOp, MatmulOp, PrefetchOp
 from hlocc.codegen.ir.parallel_ops import (
     AllocateSharedOp,
     AtomicRMWOp,
@@ -81,7 +81,8 @@ from hlocc.codegen.ir.parallel_ops import (
 
 __all__ = [
     "INDEX", "VECTOR_FORMS", "XLA", "AllocateSharedOp", "ApplyIndexingOp", "AtomicRMWOp", "AtomicUpdateOp", "CmpfOp",
-    "CmpiOp", "ExtSIOp", "ExtUIOp", "FPToSIOp", "FPToUIOp", "IndexingMapAttr", "LoopOp", "MatmulOp",
+    "CmpiOp", "ExtSIOp", "ExtUIOp", "FPToSIOp", "FPToUIOp", "IndexingMapAttr", "LoopOp", "MatmulOp", "PrefetchOp",
+    "DotBF16PairsOp",
     "PredicatedExtractOp", "PredicatedInsertOp", "PureCallOp", "RemFOp", "SIToFPOp", "SelectOp", "SharedMemoryOp",
     "ShuffleReduceOp", "SyncThreadsOp", "TruncIOp", "UIToFPOp", "YieldOp",
 ]

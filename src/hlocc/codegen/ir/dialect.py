@@ -7,7 +7,7 @@ from xdsl.ir import Dialect
 from hlocc.codegen.ir.arith_ops import VECTOR_FORMS, RemFOp
 from hlocc.codegen.ir.attributes import IndexingMapAttr
 from hlocc.codegen.ir.core_ops import ApplyIndexingOp, LoopOp, PureCallOp, YieldOp
-from hlocc.codegen.ir.matmul_ops import MatmulOp
+from hlocc.codegen.ir.matmul_ops import DotBF16PairsOp, MatmulOp, PrefetchOp
 from hlocc.codegen.ir.parallel_ops import (
     AllocateSharedOp,
     AtomicRMWOp,
@@ -22,6 +22,7 @@ from hlocc.codegen.ir.parallel_ops import (
 XLA = Dialect(
     "xla",
     [ApplyIndexingOp, LoopOp, YieldOp, PureCallOp, AllocateSharedOp, SharedMemoryOp, SyncThreadsOp, ShuffleReduceOp,
-     PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, AtomicUpdateOp, MatmulOp, RemFOp, *VECTOR_FORMS.values()],
+     PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, AtomicUpdateOp, MatmulOp, PrefetchOp, DotBF16PairsOp, RemFOp,
+     *VECTOR_FORMS.values()],
     [IndexingMapAttr],
 )

@@ -23,14 +23,30 @@ After `transform.hlocc.tile` (codegen/schedule/) an op computes one block: `offs
 give its first (b, m, n), `sizes` its extent (the maps' ranges remain the whole problem, and
 indices past them are skipped: the remainder block). Schedule properties set by transform ops and
 read by the lowering: `k_block` (KC: the contraction split into blocks of KC) and `register_block`
-(MR x NR accumulators per step of k, `k_unroll` steps of k per iteration).
+(MR x NR accumulators per step of k, `k_unroll` steps of k per iteration), `packed` (the operands,
+0 = lhs and 1 = rhs, copied into zero-padded panels: codegen/transforms/matmul/packed.py),
+`k_pairs` (bf16 packed as (k, k + 1) pairs for a dot-product instruction), `prefetch` (the
+distance in k steps of the B panel prefetch), `hoist_address` and `fuse_epilogue` (unit flags).
+
+`xla.prefetch %t[%i]` (a hint that element i of t is read soon; no effect on values) is LLVM's
+prefetch intrinsic for the address `lower-tensors` gives the element.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, TensorType, i64
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    Float32Type,
+    IndexType,
+    IntegerAttr,
+    TensorType,
+    UnitAttr,
+    VectorType,
+    i32,
+    i64,
+)
 from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -57,6 +73,10 @@ from hlocc.codegen.ir.syntax import parse_index_operands, print_values
 from hlocc.codegen.ir.traits import YieldParent
 
 MATMUL_DIMS = ("b", "m", "n", "k")
+
+SCHEDULE_PROPERTIES = ("k_block", "register_block", "k_unroll", "packed", "k_pairs", "prefetch", "hoist_address",
+                       "fuse_epilogue")
+"""The properties transform ops set on an `xla.matmul` (printed after `schedule`)."""
 """The iteration dimensions of `xla.matmul`, in the order of its maps' dimensions and `sizes`."""
 
 
@@ -83,6 +103,11 @@ class MatmulOp(IRDLOperation):
     k_block = opt_prop_def(IntegerAttr)
     register_block = opt_prop_def(DenseArrayBase)
     k_unroll = opt_prop_def(IntegerAttr)
+    packed = opt_prop_def(DenseArrayBase)
+    prefetch = opt_prop_def(IntegerAttr)
+    k_pairs = opt_prop_def(UnitAttr)
+    hoist_address = opt_prop_def(UnitAttr)
+    fuse_epilogue = opt_prop_def(UnitAttr)
     epilogue = region_def("single_block")
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -126,7 +151,7 @@ class MatmulOp(IRDLOperation):
 
     def schedule(self) -> dict[str, Attribute]:
         """The schedule properties set on this op (module doc)."""
-        return {k: self.properties[k] for k in ("k_block", "register_block", "k_unroll") if k in self.properties}
+        return {k: self.properties[k] for k in SCHEDULE_PROPERTIES if k in self.properties}
 
     def verify_(self) -> None:
         sizes = self.size_list
@@ -224,4 +249,45 @@ class MatmulOp(IRDLOperation):
         printer.print_op_attributes(self.attributes)
 
 
-__all__ = ["MATMUL_DIMS", "MatmulOp"]
+@irdl_op_definition
+class PrefetchOp(IRDLOperation):
+    """A read prefetch of element `index` of the 1-D tensor `source` into all cache levels (module doc)."""
+
+    name = "xla.prefetch"
+
+    source = operand_def(TensorType)
+    index = operand_def(IndexType)
+
+    assembly_format = "$source `[` $index `]` attr-dict `:` type($source)"
+
+    def __init__(self, source: SSAValue, index: SSAValue):
+        super().__init__(operands=[source, index])
+
+
+@irdl_op_definition
+class DotBF16PairsOp(IRDLOperation):
+    """acc + the dot products of bf16 pairs, lane by lane: for each of the 16 i32 lanes of `lhs`
+    and `rhs`, each holding two bf16 values (element 2i in the low half), result[i] = acc[i] +
+    lhs.hi * rhs.hi + lhs.lo * rhs.lo, as AVX512-BF16's vdpbf16ps computes it (products exact in
+    f32, round to nearest even, denormal inputs and outputs flushed to zero). The LLVM translation
+    calls llvm.x86.avx512bf16.dpbf16ps.512 on the lanes bitcast to <32 x bfloat>."""
+
+    name = "xla.dot_bf16_pairs"
+
+    acc = operand_def(VectorType)
+    lhs = operand_def(VectorType)
+    rhs = operand_def(VectorType)
+    result = result_def(VectorType)
+
+    assembly_format = "$acc `,` $lhs `,` $rhs attr-dict `:` type($acc) `,` type($lhs) `,` type($rhs) `->` type($result)"
+
+    def __init__(self, acc: SSAValue, lhs: SSAValue, rhs: SSAValue):
+        super().__init__(operands=[acc, lhs, rhs], result_types=[SSAValue.get(acc).type])
+
+    def verify_(self) -> None:
+        if self.acc.type != VectorType(Float32Type(), [16]) or self.lhs.type != VectorType(i32, [16]) \
+                or self.rhs.type != self.lhs.type:
+            raise VerifyException(f"'{self.name}' takes vector<16xf32> and two vector<16xi32> (bf16 pairs)")
+
+
+__all__ = ["MATMUL_DIMS", "SCHEDULE_PROPERTIES", "DotBF16PairsOp", "MatmulOp", "PrefetchOp"]

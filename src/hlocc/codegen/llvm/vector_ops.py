@@ -1,4 +1,5 @@
-"""Translation of vector.extract, vector.insert and vector.broadcast to LLVM vector instructions."""
+"""Translation of vector.extract, vector.insert and vector.broadcast to LLVM vector instructions, and
+of `xla.dot_bf16_pairs` to AVX512-BF16's vdpbf16ps intrinsic."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 from xdsl.dialects import vector
 
+from hlocc.codegen.ir import DotBF16PairsOp
 from hlocc.codegen.llvm.arith_ops import splat
 from hlocc.codegen.llvm.types import TranslationError
 
@@ -38,4 +40,32 @@ def _broadcast(ft: FunctionTranslator, op: vector.BroadcastOp) -> None:
     ft.set(op, splat(ft.b, ft.v(op.source), n))
 
 
-VECTOR_HANDLERS = {vector.ExtractOp: _vector_extract, vector.InsertOp: _vector_insert, vector.BroadcastOp: _broadcast}
+class _BFloat(ir.Type):
+    """LLVM's `bfloat` (llvmlite has no such type): only the operand type of the bf16 intrinsics."""
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _BFloat)
+
+    def __hash__(self) -> int:
+        return hash("bfloat")
+
+
+_DPBF16PS = "llvm.x86.avx512bf16.dpbf16ps.512"
+
+
+def _dot_bf16_pairs(ft: FunctionTranslator, op: DotBF16PairsOp) -> None:
+    """vdpbf16ps: its bf16 operands are the i32 lanes bitcast to <32 x bfloat> (LLVM >= 17's
+    signature of the intrinsic)."""
+    pairs = ir.VectorType(_BFloat(), 32)
+    acc = ft.v(op.acc)
+    fn = ft.t.module.globals.get(_DPBF16PS)
+    if fn is None:
+        fn = ir.Function(ft.t.module, ir.FunctionType(acc.type, [acc.type, pairs, pairs]), name=_DPBF16PS)
+    ft.set(op, ft.b.call(fn, [acc, ft.b.bitcast(ft.v(op.lhs), pairs), ft.b.bitcast(ft.v(op.rhs), pairs)]))
+
+
+VECTOR_HANDLERS = {vector.ExtractOp: _vector_extract, vector.InsertOp: _vector_insert, vector.BroadcastOp: _broadcast,
+                   DotBF16PairsOp: _dot_bf16_pairs}

@@ -5,21 +5,29 @@ transform dialect parses, prints and interprets them, and hlocc adds its own ops
 - tile.py: `transform.hlocc.tile` (block tile MC x NC x KC: loops around a block matmul);
 - microkernel.py: `transform.hlocc.microkernel` (register block MR x NR, k-unroll; register budget);
 - parallelize.py: `transform.hlocc.parallelize` (the block loops become the kernel's blocks);
+- pack.py: `transform.hlocc.pack` (A and B panels packed, zero-padded; bf16 pairs for vdpbf16ps);
+- prefetch.py, hoist_address.py, fuse_epilogue.py: `transform.hlocc.insert_prefetch`,
+  `hoist_address` and `fuse_epilogue`, refinements of a packed matmul;
 - interpreter.py: the `transform-interpreter` kernel pass (xDSL's interpreter plus hlocc's ops);
 - builder.py: `MatmulSchedule`, a schedule point as script text;
-- choice.py: `schedule_for`, the schedule a matmul gets (where the autotuner will plug in).
+- choice.py: `schedule_for`, the schedule a matmul gets: forced, tuned (the CPU backend's tuner,
+  `autotune_mode`) or the analytic model.
 
-Not built yet (issue 17): `pack`, `set_operand_layout`, `insert_prefetch`, `hoist_address`,
-`fuse_epilogue`, and the GPU tiles and grid.
+Not built yet (issue 17): `set_operand_layout`, and the GPU tiles and grid.
 """
 
 from hlocc.codegen.schedule.builder import MatmulSchedule
 from hlocc.codegen.schedule.choice import schedule_for, use_schedule
+from hlocc.codegen.schedule.fuse_epilogue import FuseEpilogueOp
 from hlocc.codegen.schedule.handles import ScheduleError
+from hlocc.codegen.schedule.hoist_address import HoistAddressOp
 from hlocc.codegen.schedule.interpreter import HLOCC_TRANSFORM, TransformInterpreterPass, apply_schedule
 from hlocc.codegen.schedule.microkernel import MicrokernelOp
+from hlocc.codegen.schedule.pack import PackOp
 from hlocc.codegen.schedule.parallelize import ParallelizeOp
+from hlocc.codegen.schedule.prefetch import InsertPrefetchOp
 from hlocc.codegen.schedule.tile import TileOp
 
-__all__ = ["HLOCC_TRANSFORM", "MatmulSchedule", "MicrokernelOp", "ParallelizeOp", "ScheduleError", "TileOp",
-           "TransformInterpreterPass", "apply_schedule", "schedule_for", "use_schedule"]
+__all__ = ["HLOCC_TRANSFORM", "FuseEpilogueOp", "HoistAddressOp", "InsertPrefetchOp", "MatmulSchedule", "MicrokernelOp",
+           "PackOp", "ParallelizeOp", "ScheduleError", "TileOp", "TransformInterpreterPass", "apply_schedule",
+           "schedule_for", "use_schedule"]

@@ -15,7 +15,10 @@ from hlocc.codegen.schedule.interpreter import ENTRY_POINT
 @dataclass(frozen=True)
 class MatmulSchedule:
     """One point of the matmul schedule space. `mr`/`nr` None: no register block; `parallel`: the
-    blocks run on the kernel's blocks (the thread pool) instead of a loop."""
+    blocks run on the kernel's blocks (the thread pool) instead of a loop; `pack`: the operands
+    packed (() none, (1,) B, (0, 1) both); `prefetch`: the B prefetch distance in k steps (0 none);
+    `hoist_address`, `fuse_epilogue`: those transform ops applied (packed schedules only);
+    `k_pairs`: bf16 packed in pairs for vdpbf16ps."""
 
     mc: int
     nc: int
@@ -24,6 +27,11 @@ class MatmulSchedule:
     nr: int | None = None
     k_unroll: int = 1
     parallel: bool = False
+    pack: tuple[int, ...] = ()
+    prefetch: int = 0
+    hoist_address: bool = False
+    fuse_epilogue: bool = False
+    k_pairs: bool = False
 
     def blocks(self, sizes: list[int]) -> int:
         """The kernel's blocks for a (B, M, N, K) matmul: 1, or one per block tile when parallel."""
@@ -31,7 +39,8 @@ class MatmulSchedule:
         return b * -(-n // self.nc) * -(-m // self.mc) if self.parallel else 1
 
     def script(self) -> str:
-        """The transform script: match every xla.matmul, tile it, set its register block."""
+        """The transform script: match every xla.matmul, tile it, set its register block, pack it
+    (with prefetch, hoisted addresses, the fused epilogue), parallelize it."""
         any_op = "!transform.any_op"
         lines = [
             "builtin.module attributes {transform.with_named_sequence} {",
@@ -43,6 +52,15 @@ class MatmulSchedule:
         if self.mr is not None and self.nr is not None:
             lines.append(f"    transform.hlocc.microkernel %tiled register_block [{self.mr}, {self.nr}] "
                          f"k_unroll {self.k_unroll} : {any_op}")
+        if self.pack:
+            operands = f"[{', '.join(map(str, self.pack))}]" + (" k_pairs" if self.k_pairs else "")
+            lines.append(f"    transform.hlocc.pack %tiled operands {operands} : {any_op}")
+            if self.prefetch:
+                lines.append(f"    transform.hlocc.insert_prefetch %tiled distance {self.prefetch} : {any_op}")
+            if self.hoist_address:
+                lines.append(f"    transform.hlocc.hoist_address %tiled : {any_op}")
+            if self.fuse_epilogue:
+                lines.append(f"    transform.hlocc.fuse_epilogue %tiled : {any_op}")
         if self.parallel:
             lines.append(f"    transform.hlocc.parallelize %tiled : {any_op}")
         lines += ["    transform.yield", "  }", "}"]

@@ -1,60 +1,211 @@
-"""Which schedule a matmul gets: `schedule_for` is the one place the matmul emitter asks, and where
-the analytic model and the autotuner's persistent cache will answer (issue 17 steps 5 and 6).
+"""Which schedule a matmul gets: `schedule_for` is the one place the matmul emitter asks.
 
-Today a fixed analytic choice (`default_schedule`): small products (under `NAIVE_BELOW`
-multiply-adds) get none, the naive lowering, whose kernel compiles fastest; the others a 64 x 256
-block tile with an 8 x 16 register block (8 x 1 zmm accumulators), the blocks on the thread pool
-(`parallelize`); the register block is the best of a few measured
-on this machine's f32 512^3 (loaded, one thread: 8x16 61 GFLOP/s, 4x16 k-unroll 4 58, 6x32 53,
-4x32 31, 6x16 29; numpy's OpenBLAS 152). A schedule in force through `use_schedule` (tests, the
-benchmark) wins over it. A forced schedule is not part of the in-process kernel cache's key: compile with the
-cache off (`compile_fusion(..., use_cache=False)`) while one is in force.
+In order:
+1. a schedule in force through `use_schedule` (tests, the benchmark, the autotuner's candidates);
+2. with `--autotune` other than `off` and a tuner registered (`set_tuner`; the CPU backend
+   registers backends/cpu/gemm_tuning.py, which owns the persistent cache and the timing), what
+   the tuner returns: a cached winner, or in `full` the best of the timed candidates;
+3. the analytic choice (`analytic_schedule`), BLIS's model (Low et al., "Analytical modeling is
+   enough for high-performance BLIS", TOMS 2016) on this machine's caches:
+   - register block MR x NR: of the blocks whose accumulators, B vectors and A broadcast fit the
+     32 vector registers with at least FMA latency x FMA pipes = 8 independent accumulators, the
+     one with the most flops per loaded value (2 MR NR / (MR + NR/16)): 6 x 64 on AVX-512;
+   - KC = 256 (or K): the A micro-panel (MR x KC, 6 KiB) stays in L1 across a row of register
+     blocks while B's micro-panels stream from L2; KC amortizes the accumulator tile's load and
+     store per K block (1/KC of the work);
+   - NC: the packed B panel (KC x NC) in a quarter of L2 (sysfs; the A block, the accumulator
+     block and the output's lines share the rest), a multiple of NR (the B panel is packed per
+     block here, not shared in L3 as in BLIS: a block is one thread's unit of work);
+   - MC = 192: B's packing costs 1/MC of the work (1%), and the accumulator block MC x NC stays
+     within the per-block scratch;
+   - then NC and then MC halve until there are at least 4 blocks per thread, so both cores stay
+     busy to the end, but not below 256 x 96 (`MIN_NC`, `MIN_MC`: packing would cost more than
+     the balance gains); dimensions smaller than a block give one block.
+   Small products (under `NAIVE_BELOW` multiply-adds) get no schedule, the naive lowering, whose
+   kernel compiles fastest; N under one vector (16) or f64 keep the unpacked scalar register block
+   (8 x N): the packed micro-kernel is f32 vectors of 16.
+
+A forced schedule is not part of the in-process kernel cache's key: compile with the cache off
+(`compile_fusion(..., use_cache=False)`) while one is in force.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from hlocc.codegen.schedule.builder import MatmulSchedule
+from hlocc.codegen.schedule.microkernel import VECTOR_LANES, VECTOR_REGISTERS, registers_needed
 
-_FORCED = threading.local()
+_STATE = threading.local()
+
+AUTOTUNE_MODES = ("off", "cached", "full")
 
 
 @contextmanager
 def use_schedule(schedule: MatmulSchedule | None) -> Iterator[None]:
     """Every matmul emitted in this thread inside the block gets `schedule` (None: naive)."""
-    saved = getattr(_FORCED, "schedule", ...)
-    _FORCED.schedule = schedule
+    saved = getattr(_STATE, "schedule", ...)
+    _STATE.schedule = schedule
     try:
         yield
     finally:
         if saved is ...:
-            del _FORCED.schedule
+            del _STATE.schedule
         else:
-            _FORCED.schedule = saved
+            _STATE.schedule = saved
 
+
+@contextmanager
+def autotune_mode(mode: str) -> Iterator[None]:
+    """Matmuls compiled in this thread inside the block are tuned per `mode` (off, cached, full)."""
+    if mode not in AUTOTUNE_MODES:
+        from hlocc.errors import ArgumentError
+        raise ArgumentError(f"autotune='{mode}': choose one of {', '.join(AUTOTUNE_MODES)}")
+    saved = getattr(_STATE, "mode", "cached")
+    _STATE.mode = mode
+    try:
+        yield
+    finally:
+        _STATE.mode = saved
+
+
+def current_autotune_mode() -> str:
+    return getattr(_STATE, "mode", "cached")
+
+
+@dataclass(frozen=True)
+class MatmulProblem:
+    """What a schedule is chosen for: (B, M, N, K), element types (lhs, rhs, result), the operand
+    and output maps as text (layouts, transposes) and the epilogue's text; `computation`, the
+    fused computation (not part of the problem's identity), lets a tuner compile candidates."""
+
+    sizes: tuple[int, int, int, int]
+    element_types: tuple[str, str, str]
+    layouts: str = ""
+    epilogue: str = ""
+    computation: object = field(default=None, compare=False, hash=False)
+
+
+Tuner = Callable[[MatmulProblem, MatmulSchedule | None, str], MatmulSchedule | None]
+_TUNER: list[Tuner] = []
+
+
+def set_tuner(tuner: Tuner | None) -> None:
+    """Register the tuner `schedule_for` asks when autotuning is on (None: none)."""
+    _TUNER[:] = [tuner] if tuner is not None else []
+
+
+@dataclass(frozen=True)
+class CacheSizes:
+    l1: int = 48 << 10
+    l2: int = 1 << 20
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read().strip()
+
+
+@functools.cache
+def host_caches() -> CacheSizes:
+    """The L1 data and L2 sizes of cpu0 (sysfs), or 48 KiB and 1 MiB when they cannot be read."""
+    sizes = {}
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(base):
+            if not entry.startswith("index"):
+                continue
+            level, kind, size = (_read(os.path.join(base, entry, name)) for name in ("level", "type", "size"))
+            scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1], 1)
+            if kind in ("Data", "Unified") and level in ("1", "2"):
+                sizes[int(level)] = int(size.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        pass
+    return CacheSizes(sizes.get(1, CacheSizes.l1), sizes.get(2, CacheSizes.l2))
+
+
+KC, MC = 256, 192
+"""The K block and the rows of a block where the model leaves a range (module doc)."""
+
+MIN_NC, MIN_MC = 256, 96
+"""The smallest block the split for threads makes: a block packs B's panel (1/MC of its work) and
+A's block (1/NC), so small blocks would spend a tenth of their time packing."""
 
 NAIVE_BELOW = 32 ** 3
 """Multiply-adds under which a matmul keeps the naive lowering."""
 
+FMA_LATENCY, FMA_PIPES = 4, 2
+"""Zen 5 and Skylake-X/Sapphire Rapids: 4-cycle vfmadd, two 512-bit FMA pipes or ports."""
 
-def default_schedule(sizes: list[int]) -> MatmulSchedule | None:
+
+def register_block() -> tuple[int, int]:
+    """The MR x NR of the analytic model (module doc)."""
+    best, score = (6, 64), 0.0
+    for nr in range(VECTOR_LANES, 4 * VECTOR_LANES + 1, VECTOR_LANES):
+        vectors = nr // VECTOR_LANES
+        for mr in range(1, 32):
+            if registers_needed(mr, nr) > VECTOR_REGISTERS or mr * vectors < FMA_LATENCY * FMA_PIPES:
+                continue
+            s = 2 * mr * nr / (mr + vectors)
+            if s > score:
+                best, score = (mr, nr), s
+    return best
+
+
+def _round_down(x: int, step: int) -> int:
+    return max(step, x // step * step)
+
+
+def analytic_schedule(sizes: list[int] | tuple[int, ...], element_types: tuple[str, ...] = ("f32",) * 3,
+                      caches: CacheSizes | None = None, threads: int | None = None) -> MatmulSchedule | None:
     """The analytic choice for a (B, M, N, K) matmul (module doc)."""
-    _, m, n, k = sizes
+    b, m, n, k = sizes
     if m * n * k < NAIVE_BELOW:
         return None
-    # MC and NC are multiples of MR and NR; a dimension smaller than the register block is one block.
-    return MatmulSchedule(mc=64, nc=256, kc=max(k, 1), mr=min(8, m), nr=min(16, n), k_unroll=1, parallel=True)
+    if "f64" in element_types or n < VECTOR_LANES or k == 0:
+        return MatmulSchedule(mc=64, nc=256, kc=max(k, 1), mr=min(8, m), nr=min(16, n), parallel=True)
+    caches = caches or host_caches()
+    threads = threads or os.cpu_count() or 1
+    mr, nr = register_block()
+    kc = min(k, KC)
+    nc = min(_round_down(caches.l2 // 4 // (4 * kc), nr), -(-n // nr) * nr)
+    mc = min(MC, -(-m // mr) * mr)
+
+    def blocks(mc: int, nc: int) -> int:
+        return b * -(-m // mc) * -(-n // nc)
+    while blocks(mc, nc) < 4 * threads and (nc > MIN_NC or mc > MIN_MC):
+        if nc > MIN_NC:
+            nc = _round_down(nc // 2, nr)
+        else:
+            mc = _round_down(mc // 2, mr)
+    return MatmulSchedule(mc=mc, nc=nc, kc=kc, mr=min(mr, m), nr=nr, k_unroll=1, parallel=True, pack=(0, 1),
+                          hoist_address=True, fuse_epilogue=True)
 
 
-def schedule_for(sizes: list[int], element_types: tuple[str, ...]) -> MatmulSchedule | None:
+def default_schedule(sizes: list[int]) -> MatmulSchedule | None:
+    """The analytic choice for f32 operands (kept for callers that know only sizes)."""
+    return analytic_schedule(sizes)
+
+
+def schedule_for(sizes: list[int], element_types: tuple[str, ...], problem: MatmulProblem | None = None
+                 ) -> MatmulSchedule | None:
     """The schedule of a (B, M, N, K) matmul of these element types (lhs, rhs, result)."""
-    forced = getattr(_FORCED, "schedule", ...)
+    forced = getattr(_STATE, "schedule", ...)
     if forced is not ...:
         return forced
-    return default_schedule(sizes)
+    analytic = analytic_schedule(sizes, element_types)
+    mode = current_autotune_mode()
+    if mode == "off" or not _TUNER or analytic is None or not analytic.pack:
+        return analytic
+    problem = problem or MatmulProblem(tuple(sizes), tuple(element_types))
+    return _TUNER[0](problem, analytic, mode) or analytic
 
 
-__all__ = ["NAIVE_BELOW", "default_schedule", "schedule_for", "use_schedule"]
+__all__ = ["AUTOTUNE_MODES", "NAIVE_BELOW", "CacheSizes", "MatmulProblem", "analytic_schedule", "autotune_mode",
+           "current_autotune_mode", "default_schedule", "host_caches", "register_block", "schedule_for",
+           "set_tuner", "use_schedule"]

@@ -39,4 +39,13 @@ def positive_sizes(op: Operation, what: str, values: list[int], count: int) -> l
     return values
 
 
-__all__ = ["ScheduleError", "matmul_targets", "positive_sizes"]
+def packed_targets(op: Operation, handle: object) -> list[MatmulOp]:
+    """The `xla.matmul` targets of an op that refines a packed schedule (they must be packed)."""
+    targets = matmul_targets(op, handle)
+    for target in targets:
+        if target.packed is None:
+            raise ScheduleError(f"{op.name}: the target xla.matmul is not packed; apply transform.hlocc.pack first")
+    return targets
+
+
+__all__ = ["ScheduleError", "matmul_targets", "packed_targets", "positive_sizes"]

@@ -26,14 +26,19 @@ from xdsl.ir import Dialect
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
+from hlocc.codegen.schedule.fuse_epilogue import FuseEpilogueOp, run_fuse_epilogue
 from hlocc.codegen.schedule.handles import ScheduleError
+from hlocc.codegen.schedule.hoist_address import HoistAddressOp, run_hoist_address
 from hlocc.codegen.schedule.microkernel import MicrokernelOp, run_microkernel
+from hlocc.codegen.schedule.pack import PackOp, run_pack
 from hlocc.codegen.schedule.parallelize import ParallelizeOp, run_parallelize
+from hlocc.codegen.schedule.prefetch import InsertPrefetchOp, run_insert_prefetch
 from hlocc.codegen.schedule.tile import TileOp, run_tile
 
 ENTRY_POINT = "__transform_main"
 
-HLOCC_TRANSFORM = Dialect("hlocc_transform", [TileOp, MicrokernelOp, ParallelizeOp], [])
+HLOCC_TRANSFORM = Dialect("hlocc_transform", [TileOp, MicrokernelOp, ParallelizeOp, PackOp, InsertPrefetchOp,
+                                                  HoistAddressOp, FuseEpilogueOp], [])
 """hlocc's transform ops. Registered under their own dialect name: xDSL's `transform` dialect is
 loaded beside it, and a second dialect named `transform` cannot be."""
 
@@ -53,6 +58,22 @@ class HloccTransformFunctions(InterpreterFunctions):
     @impl(ParallelizeOp)
     def run_parallelize(self, interpreter: Interpreter, op: ParallelizeOp, args: tuple) -> tuple:
         return run_parallelize(op, args[0])
+
+    @impl(PackOp)
+    def run_pack(self, interpreter: Interpreter, op: PackOp, args: tuple) -> tuple:
+        return run_pack(op, args[0])
+
+    @impl(InsertPrefetchOp)
+    def run_insert_prefetch(self, interpreter: Interpreter, op: InsertPrefetchOp, args: tuple) -> tuple:
+        return run_insert_prefetch(op, args[0])
+
+    @impl(HoistAddressOp)
+    def run_hoist_address(self, interpreter: Interpreter, op: HoistAddressOp, args: tuple) -> tuple:
+        return run_hoist_address(op, args[0])
+
+    @impl(FuseEpilogueOp)
+    def run_fuse_epilogue(self, interpreter: Interpreter, op: FuseEpilogueOp, args: tuple) -> tuple:
+        return run_fuse_epilogue(op, args[0])
 
 
 def find_schedule(module: builtin.ModuleOp, entry_point: str = ENTRY_POINT) -> transform.NamedSequenceOp | None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, math, scf, tensor
-from xdsl.dialects.builtin import IndexType, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -29,23 +29,8 @@ from hlocc.analysis.indexing_map import IndexingMap
 from hlocc.codegen.ir import ApplyIndexingOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import MatmulOp
-from hlocc.codegen.transforms.util import clone_block_body
-
-LoopBody = Callable[[KernelBuilder, SSAValue, list[SSAValue]], list[SSAValue]]
-
-
-def for_loop(b: KernelBuilder, lo: SSAValue | int, hi: SSAValue | int, inits: list[SSAValue], body: LoopBody,
-             name: str = "", step: int = 1) -> list[SSAValue]:
-    """`scf.for iv = lo to hi step step iter_args(inits)`, its body built by `body(builder, iv, args)`."""
-    types = [v.type for v in inits]
-    block = Block(arg_types=[IndexType(), *types])
-    if name:
-        block.args[0].name_hint = name
-    inner = KernelBuilder(block)
-    inner.insert(scf.YieldOp(*body(inner, block.args[0], list(block.args[1:]))))
-    lo = b.index(lo) if isinstance(lo, int) else lo
-    hi = b.index(hi) if isinstance(hi, int) else hi
-    return list(b.insert(scf.ForOp(lo, hi, b.index(step), inits, block)).results)
+from hlocc.codegen.transforms.matmul.packed import lower_packed
+from hlocc.codegen.transforms.util import clone_block_body, for_loop
 
 
 def if_then(b: KernelBuilder, cond: SSAValue | None, then: Callable[[KernelBuilder], list[SSAValue]],
@@ -185,7 +170,10 @@ def lower_register_blocked(op: MatmulOp) -> None:
 
 
 def lower_matmul(op: MatmulOp) -> None:
-    if op.register_block is not None:
+    if op.packed is not None and op.size_list[3] > 0:  # K = 0: the naive form's zeros
+        lower_packed(op)
+        return
+    if op.register_block is not None and op.size_list[3] > 0:
         lower_register_blocked(op)
         return
     sizes, problem = op.size_list, op.problem_sizes

@@ -5,7 +5,8 @@ Kernel IR never bufferizes: every tensor value is a version of a buffer that a f
 value — function arguments, loop-carried values, branch results — becomes an `!llvm.ptr`;
 `tensor.extract`/`tensor.insert` become `llvm.getelementptr` + `llvm.load`/`llvm.store`, and
 `vector.transfer_read`/`transfer_write` the same with a vector type; the result of an insert or
-write is its destination pointer. Dense tensor constants become private constant `llvm.mlir.global`s.
+write is its destination pointer; `xla.prefetch` becomes `llvm.call_intrinsic "llvm.prefetch.p0"`.
+Dense tensor constants become private constant `llvm.mlir.global`s.
 Function results that were tensors are dropped: the caller owns the buffers.
 
 Block-shared memory: `xla.allocate_shared` becomes `xla.shared_memory <bytes>` (a pointer the LLVM
@@ -30,6 +31,7 @@ from xdsl.dialects.builtin import (
     IntAttr,
     ModuleOp,
     TensorType,
+    i32,
     i64,
 )
 from xdsl.ir import Operation, SSAValue
@@ -37,7 +39,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.codegen.context import KernelIRError
-from hlocc.codegen.ir import AllocateSharedOp, AtomicRMWOp, AtomicUpdateOp, SharedMemoryOp, SyncThreadsOp
+from hlocc.codegen.ir import AllocateSharedOp, AtomicRMWOp, AtomicUpdateOp, PrefetchOp, SharedMemoryOp, SyncThreadsOp
 from hlocc.codegen.ir.builder import KernelBuilder
 
 PTR = llvm.LLVMPointerType()
@@ -67,6 +69,11 @@ def _lower_access(op: Operation) -> None:
         (index,) = op.indices
         p = _address(b, op.source, index, vtype.element_type)
         Rewriter.replace_op(op, llvm.LoadOp(p, vtype))
+    elif isinstance(op, PrefetchOp):  # LLVM's prefetch(ptr, read, locality 3, data cache)
+        p = _address(b, op.source, op.index, op.source.type.element_type)
+        b.insert(llvm.CallIntrinsicOp("llvm.prefetch.p0", [p, b.constant(0, i32), b.constant(3, i32),
+                                                            b.constant(1, i32)], []))
+        Rewriter.erase_op(op)
     elif isinstance(op, vector.TransferWriteOp):
         (index,) = op.indices
         p = _address(b, op.source, index, op.vector.type.element_type)
@@ -113,13 +120,16 @@ def _lower_atomic_rmw(op: AtomicRMWOp) -> None:
     Rewriter.erase_op(op)
 
 
+_ACCESSES = (tensor.ExtractOp, tensor.InsertOp, vector.TransferReadOp, vector.TransferWriteOp, PrefetchOp)
+
+
 @dataclass(frozen=True)
 class LowerTensorsPass(ModulePass):
     name = "lower-tensors"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for o in list(op.walk()):
-            if isinstance(o, (tensor.ExtractOp, tensor.InsertOp, vector.TransferReadOp, vector.TransferWriteOp)):
+            if isinstance(o, _ACCESSES):
                 _lower_access(o)
             elif isinstance(o, (AllocateSharedOp, SyncThreadsOp)):
                 _lower_shared(o)

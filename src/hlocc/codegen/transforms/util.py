@@ -3,12 +3,14 @@ facts about `scf.for` loops (constant trip count, loop-invariant values)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from xdsl.dialects import arith, func, scf
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
+
+from hlocc.codegen.ir.builder import KernelBuilder
 
 
 def clone_ops(ops: Iterable[Operation], mapping: dict[SSAValue, SSAValue], at: InsertPoint) -> None:
@@ -50,3 +52,20 @@ def defined_outside(value: SSAValue, loop: Operation) -> bool:
             return False
         op = op.parent_op()
     return True
+
+
+LoopBody = Callable[[KernelBuilder, SSAValue, list[SSAValue]], list[SSAValue]]
+
+
+def for_loop(b: KernelBuilder, lo: SSAValue | int, hi: SSAValue | int, inits: list[SSAValue], body: LoopBody,
+             name: str = "", step: int = 1) -> list[SSAValue]:
+    """`scf.for iv = lo to hi step step iter_args(inits)`, its body built by `body(builder, iv, args)`."""
+    types = [v.type for v in inits]
+    block = Block(arg_types=[IndexType(), *types])
+    if name:
+        block.args[0].name_hint = name
+    inner = KernelBuilder(block)
+    inner.insert(scf.YieldOp(*body(inner, block.args[0], list(block.args[1:]))))
+    lo = b.index(lo) if isinstance(lo, int) else lo
+    hi = b.index(hi) if isinstance(hi, int) else hi
+    return list(b.insert(scf.ForOp(lo, hi, b.index(step), inits, block)).results)

@@ -1,0 +1,348 @@
+"""The packed form of `lower-matmul`: BLIS's macro-kernel over packed, zero-padded panels with an
+explicit vector register block (issue 17 step 3; Low et al. 2016, Goto & van de Geijn 2008).
+
+A block matmul that `transform.hlocc.pack` marked (`packed`, after `tile` and `microkernel`)
+computes its MC x NC block of the output as
+
+    Cacc, Bp, Ap = per-block scratch (xla.allocate_shared: a stack buffer of the block function)
+    for each K block [k0, k0 + kc) (the first and the last peeled, so each has a constant kc):
+      pack B: Bp[jr/NR][k][0:NR] = rhs(b, n0+jr+l, k0+k), columns past N zero     (loop 4's panel)
+      pack A: Ap[ir/MR][k][0:MR] = lhs(b, m0+ir+r, k0+k), rows past M zero        (loop 3's block)
+      for ir in [0, rows) step MR:                                                 (loop 2)
+        for jr in [0, cols) step NR:                                               (loop 1)
+          MR x NR/16 vector<16xf32> accumulators = 0 (first K block) or Cacc's tile
+          for k in [0, kc): NR/16 vectors of Bp, MR broadcasts of Ap, MR x NR/16 math.fma
+          Cacc's tile = the accumulators                     (full vectors: Cacc is padded)
+          [fuse_epilogue, last K block: the epilogue of the tile's elements inside the problem]
+    [otherwise: the epilogue of every element of the block inside the problem, from Cacc]
+
+The A micro-panel (MR x KC) stays in L1 across a row of register blocks; the B micro-panels
+stream from the packed B panel in L2 (NR = 64 is 256 bytes a step, a fifth of L2's bandwidth).
+
+Edges need no masks: the panels are zero-padded to whole register blocks and only the
+epilogue, a loop with run-time bounds, looks at the problem's edge (BLIS handles edges the same
+way, through a temporary tile). Without `A` in `packed` the micro-kernel broadcasts lhs
+elements straight from the operand through its map (rows past M clamped to the last row: what
+they compute is never stored). `hoist_address`: the micro-kernel's panel offsets are loop-carried
+and advanced by MR and NR each step instead of recomputed from k. `prefetch` = d: each step also
+prefetches the B panel d steps ahead (`xla.prefetch`, LLVM's prefetch intrinsic; near a panel's
+end the address may lie past the buffer, which a prefetch tolerates: it never faults).
+
+bf16 (`k_pairs`, set by `pack ... k_pairs` for bf16 operands; the schedule asks for it only on
+hosts with AVX512-BF16): packed elements are
+i32 pairs (k, k + 1) of bf16 bits, an odd K block's last pair (k, 0), and the micro-kernel's
+step is `xla.dot_bf16_pairs` (vdpbf16ps): per lane acc + a.k * b.k + a.k1 * b.k1, the products
+exact in f32, the sum rounded to nearest even, with the instruction's flush of denormal inputs
+and results. The epilogue rounds the f32 sum to the dot's type, as XLA rounds a bf16 dot.
+
+Numerics: every (b, m, n) sums its products in k order, one fused multiply-add per step, in f32:
+exact on integer-valued inputs, the order of BLAS micro-kernels otherwise. The epilogue rounds the
+sum to the dot's type as the naive form does.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith, func, math, tensor, vector
+from xdsl.dialects.builtin import AffineMapAttr, ArrayAttr, BoolAttr, IntegerType, TensorType, VectorType, f32, i16, i32
+from xdsl.ir import SSAValue
+from xdsl.ir.affine import AffineMap
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from hlocc.codegen.ir import AllocateSharedOp, ApplyIndexingOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.matmul_ops import DotBF16PairsOp, MatmulOp, PrefetchOp
+from hlocc.codegen.transforms.util import clone_block_body, for_loop
+
+LANES = 16
+"""f32 lanes of one vector register (AVX-512's zmm); NR is a multiple of it."""
+
+
+def _vtype() -> VectorType:
+    return VectorType(f32, [LANES])
+
+
+def _read(b: KernelBuilder, t: SSAValue, offset: SSAValue) -> SSAValue:
+    """vector<16 x T> of the 1-D tensor t (f32, or i32 bf16 pairs) at offset."""
+    elem = t.type.element_type
+    pad = b.constant(0.0, elem) if elem == f32 else b.constant(0, elem)
+    return b.add(vector.TransferReadOp(t, [offset], pad, VectorType(elem, [LANES]),
+                                       ArrayAttr([BoolAttr(True, IntegerType(1))]),
+                                       AffineMapAttr(AffineMap.identity(1))))
+
+
+def _write(b: KernelBuilder, v: SSAValue, t: SSAValue, offset: SSAValue) -> SSAValue:
+    return b.add(vector.TransferWriteOp(v, t, [offset], ArrayAttr([BoolAttr(True, IntegerType(1))]),
+                                        permutation_map=AffineMapAttr(AffineMap.identity(1)), result_type=t.type))
+
+
+def _add(b: KernelBuilder, x: SSAValue, y: SSAValue | int) -> SSAValue:
+    y = b.index(y) if isinstance(y, int) else y
+    return b.add(arith.AddiOp(x, y))
+
+
+def _mul(b: KernelBuilder, x: SSAValue, y: int) -> SSAValue:
+    return b.add(arith.MuliOp(x, b.index(y)))
+
+
+def _min(b: KernelBuilder, x: SSAValue, y: SSAValue | int) -> SSAValue:
+    y = b.index(y) if isinstance(y, int) else y
+    return b.add(arith.MinSIOp(x, y))
+
+
+def _sub(b: KernelBuilder, x: SSAValue | int, y: SSAValue) -> SSAValue:
+    x = b.index(x) if isinstance(x, int) else x
+    return b.add(arith.SubiOp(x, y))
+
+
+class PackedLowering:
+    """Builds the packed form of one block matmul (module doc)."""
+
+    def __init__(self, op: MatmulOp):
+        self.for_loop = for_loop
+        self.op = op
+        self.mr, self.nr = op.register_block.get_values()
+        _, mc, nc, self.k_total = op.size_list
+        _, self.m_total, self.n_total, _ = op.problem_sizes
+        self.kc = min(op.k_block.value.data if op.k_block is not None else self.k_total, self.k_total)
+        self.mcp = -(-mc // self.mr) * self.mr
+        self.ncp = -(-nc // self.nr) * self.nr
+        self.mc, self.nc = mc, nc
+        packed = list(op.packed.get_values())
+        self.pack_a = 0 in packed
+        self.unroll = op.k_unroll.value.data if op.k_unroll is not None else 1
+        self.hoist = op.hoist_address is not None
+        self.fuse = op.fuse_epilogue is not None
+        self.prefetch = op.prefetch.value.data if op.prefetch is not None else 0
+        # bf16 pairs: a packed element is an i32 holding (k, k + 1) for the dot-product instruction.
+        self.pairs = op.k_pairs is not None
+        self.elem = i32 if self.pairs else f32
+        self.depth = -(-self.kc // 2) if self.pairs else self.kc  # packed steps of a full K block
+
+    # -- scratch ----------------------------------------------------------------------------------
+    def scratch(self) -> dict[str, SSAValue]:
+        """The block's buffers, allocated at the top of the kernel's entry function."""
+        fn = self.op.parent_op()
+        while not isinstance(fn, func.FuncOp):
+            fn = fn.parent_op()
+        b = KernelBuilder(InsertPoint.at_start(fn.body.block))
+        sizes = {"bp": (self.depth * self.ncp, self.elem), "cacc": (self.mcp * self.ncp, f32)}
+        if self.pack_a:
+            sizes["ap"] = (self.mcp * self.depth, self.elem)
+        return {name: b.add(AllocateSharedOp(TensorType(t, [n]))) for name, (n, t) in sizes.items()}
+
+    # -- the whole block ----------------------------------------------------------------------------
+    def lower(self) -> None:
+        op = self.op
+        b = KernelBuilder(InsertPoint.before(op))
+        self.bi, self.m0, self.n0 = op.offsets
+        self.rows = _min(b, _sub(b, self.m_total, self.m0), self.mc)
+        self.cols = _min(b, _sub(b, self.n_total, self.n0), self.nc)
+        state = {**self.scratch(), "out": op.init}
+        last = ((self.k_total - 1) // self.kc) * self.kc
+        if last > 0:
+            state = self.k_block(b, state, b.index(0), self.kc, first=True, final=False)
+        if last > self.kc:
+            names = list(state)
+
+            def middle(ib: KernelBuilder, k0: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+                s = self.k_block(ib, dict(zip(names, args)), k0, self.kc, first=False, final=False)
+                return [s[n] for n in names]
+            state = dict(zip(names, self.for_loop(b, self.kc, last, [state[n] for n in names], middle, "kc",
+                                                  step=self.kc)))
+        state = self.k_block(b, state, b.index(last), self.k_total - last, first=last == 0, final=True)
+        out = state["out"] if self.fuse else self.epilogue(b, state["cacc"], state["out"], b.index(0), self.rows,
+                                                           b.index(0), self.cols)
+        op.result.replace_all_uses_with(out)
+        Rewriter.erase_op(op)
+
+    def k_block(self, b: KernelBuilder, state: dict[str, SSAValue], k0: SSAValue, kc: int, first: bool,
+                final: bool) -> dict[str, SSAValue]:
+        state = dict(state)
+        state["bp"] = self.pack_b(b, state["bp"], k0, kc)
+        if self.pack_a:
+            state["ap"] = self.pack_a_block(b, state["ap"], k0, kc)
+        names = ["cacc", "out"]
+
+        def ir_body(ib: KernelBuilder, ir: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+            def jr_body(jb: KernelBuilder, jr: SSAValue, jargs: list[SSAValue]) -> list[SSAValue]:
+                cacc, out = jargs
+                cacc = self.tile(jb, state, cacc, ir, jr, k0, kc, first)
+                if final and self.fuse:
+                    out = self.epilogue(jb, cacc, out, ir, _min(jb, _add(jb, ir, self.mr), self.rows), jr,
+                                        _min(jb, _add(jb, jr, self.nr), self.cols))
+                return [cacc, out]
+            return self.for_loop(ib, 0, self.cols, args, jr_body, "jr", step=self.nr)
+
+        cacc, out = self.for_loop(b, 0, self.rows, [state[n] for n in names], ir_body, "ir", step=self.mr)
+        state["cacc"], state["out"] = cacc, out
+        return state
+
+    # -- packing ----------------------------------------------------------------------------------
+    def pack_b(self, b: KernelBuilder, bp: SSAValue, k0: SSAValue, kc: int) -> SSAValue:
+        """Bp[jr * depth + k * NR + l] = rhs(b, n0 + jr + l, k0 + k) (a (2k, 2k + 1) pair with
+        `k_pairs`); zero past the block's columns."""
+        nr = self.nr
+
+        def panel(pb: KernelBuilder, jr: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+            count = _min(pb, _sub(pb, self.cols, jr), nr)
+            n_base = _add(pb, self.n0, jr)
+            base = _mul(pb, jr, self.depth)
+
+            def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
+                at = _add(rb, base, _mul(rb, k, nr))
+
+                def copy(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
+                    n = _add(cb, n_base, lane)
+                    value = self.packed_value(cb, lambda eb, kk: self.element(eb, 1, n, kk), k0, k, kc)
+                    return [cb.add(tensor.InsertOp(value, cargs[0], [_add(cb, at, lane)]))]
+
+                def zero(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
+                    return [cb.add(tensor.InsertOp(self.zero(cb), cargs[0], [_add(cb, at, lane)]))]
+
+                t = self.for_loop(rb, 0, count, rargs, copy, "l")
+                return self.for_loop(rb, count, nr, t, zero, "l")
+            return self.for_loop(pb, 0, self.steps(kc), args, row, "k")
+        return self.for_loop(b, 0, self.cols, [bp], panel, "jp", step=nr)[0]
+
+    def steps(self, kc: int) -> int:
+        """Packed steps of a K block of kc (pairs round up: an odd K's last pair is (k, 0))."""
+        return -(-kc // 2) if self.pairs else kc
+
+    def zero(self, b: KernelBuilder) -> SSAValue:
+        return b.constant(0, i32) if self.pairs else b.constant(0.0, f32)
+
+    def element(self, b: KernelBuilder, operand: int, mn: SSAValue, k: SSAValue) -> SSAValue:
+        """lhs(b, mn, k) (operand 0) or rhs(b, mn, k) (1): f32, or its 16 bits in an i32 for pairs."""
+        op = self.op
+        t = (op.lhs, op.rhs)[operand]
+        point = [self.bi, mn, b.index(0), k] if operand == 0 else [self.bi, b.index(0), mn, k]
+        idx = list(b.insert(ApplyIndexingOp(op.maps[operand], point)).results)
+        value = b.add(tensor.ExtractOp(t, idx, t.type.element_type))
+        if self.pairs:
+            return b.add(arith.ExtUIOp(b.add(arith.BitcastOp(value, i16)), i32))
+        return b.add(arith.ExtFOp(value, f32)) if value.type != f32 else value
+
+    def packed_value(self, b: KernelBuilder, read, k0: SSAValue, k: SSAValue, kc: int) -> SSAValue:
+        """The packed element of step k of the K block at k0: read(b, k0 + k), or with pairs
+        read(2k) | read(2k + 1) << 16, the second zero past the block's kc."""
+        if not self.pairs:
+            return read(b, _add(b, k0, k))
+        k_even = _add(b, k0, _mul(b, k, 2))
+        low = read(b, k_even)
+        if kc % 2 == 0:
+            high = read(b, _add(b, k_even, 1))
+        else:  # the last pair of an odd block: (k, 0); k + 1 clamped to stay inside the operand
+            inside = b.cmpi("slt", _add(b, _mul(b, k, 2), 1), b.index(kc))
+            k_odd = _min(b, _add(b, k_even, 1), self.k_total - 1)
+            high = b.select(inside, read(b, k_odd), b.constant(0, i32))
+        return b.add(arith.OrIOp(low, b.add(arith.ShLIOp(high, b.constant(16, i32)))))
+
+    def pack_a_block(self, b: KernelBuilder, ap: SSAValue, k0: SSAValue, kc: int) -> SSAValue:
+        """Ap[ir * depth + k * MR + r] = lhs(b, m0 + ir + r, k0 + k) (pairs as for B); zero past
+        the problem's rows."""
+        mr = self.mr
+
+        def panel(pb: KernelBuilder, ir: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+            rows = [_add(pb, _add(pb, self.m0, ir), r) for r in range(mr)]
+            inside = [pb.cmpi("slt", m, pb.index(self.m_total)) for m in rows]
+            clamped = [_min(pb, m, self.m_total - 1) for m in rows]
+            base = _mul(pb, ir, self.depth)
+
+            def step(kb: KernelBuilder, k: SSAValue, kargs: list[SSAValue]) -> list[SSAValue]:
+                at = _add(kb, base, _mul(kb, k, mr))
+                t = kargs[0]
+                for r in range(mr):
+                    value = self.packed_value(kb, lambda eb, kk, m=clamped[r]: self.element(eb, 0, m, kk), k0, k, kc)
+                    t = kb.add(tensor.InsertOp(kb.select(inside[r], value, self.zero(kb)), t, [_add(kb, at, r)]))
+                return [t]
+            return self.for_loop(pb, 0, self.steps(kc), args, step, "k")
+        return self.for_loop(b, 0, self.rows, [ap], panel, "ip", step=mr)[0]
+
+    # -- the micro-kernel -------------------------------------------------------------------------
+    def tile(self, b: KernelBuilder, state: dict[str, SSAValue], cacc: SSAValue, ir: SSAValue, jr: SSAValue,
+             k0: SSAValue, kc: int, first: bool) -> SSAValue:
+        """One MR x NR register block over this K block; returns Cacc with the tile written."""
+        mr, nr, vecs = self.mr, self.nr, self.nr // LANES
+        c_base = _add(b, _mul(b, ir, self.ncp), jr)
+        c_offsets = [_add(b, c_base, r * self.ncp + v * LANES) for r in range(mr) for v in range(vecs)]
+        if first:
+            accs = [b.constant(0.0, _vtype())] * (mr * vecs)
+        else:
+            accs = [_read(b, cacc, at) for at in c_offsets]
+        b_base = _mul(b, jr, self.depth)
+        if self.pack_a:
+            a_base = _mul(b, ir, self.depth)
+            rows = []
+        else:
+            a_base = None
+            rows = [_min(b, _add(b, _add(b, self.m0, ir), r), self.m_total - 1) for r in range(mr)]
+        bp, ap = state["bp"], state.get("ap")
+        steps = self.steps(kc)
+        unroll = self.unroll if steps % self.unroll == 0 else 1
+
+        def step(sb: KernelBuilder, k: SSAValue, b_at: SSAValue, a_at: SSAValue | None, acc: list[SSAValue]
+                 ) -> list[SSAValue]:
+            if self.prefetch:
+                sb.insert(PrefetchOp(bp, _add(sb, b_at, self.prefetch * nr)))
+            w = [_read(sb, bp, _add(sb, b_at, v * LANES) if v else b_at) for v in range(vecs)]
+            out = []
+            for r in range(mr):
+                if self.pack_a:
+                    a = sb.add(tensor.ExtractOp(ap, [_add(sb, a_at, r) if r else a_at], self.elem))
+                else:
+                    a = self.packed_value(sb, lambda eb, kk, m=rows[r]: self.element(eb, 0, m, kk), k0, k, kc)
+                a = sb.add(vector.BroadcastOp(a, VectorType(self.elem, [LANES])))
+                if self.pairs:
+                    out += [sb.add(DotBF16PairsOp(acc[r * vecs + v], a, w[v])) for v in range(vecs)]
+                else:
+                    out += [sb.add(math.FmaOp(a, w[v], acc[r * vecs + v])) for v in range(vecs)]
+            return out
+
+        def body(kb: KernelBuilder, k: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+            if self.hoist:
+                b_at, a_at, acc = args[0], args[1] if self.pack_a else None, args[1 + self.pack_a:]
+            else:
+                acc = args
+            for u in range(unroll):
+                kk = _add(kb, k, u) if u else k
+                if not self.hoist:
+                    b_at = _add(kb, b_base, _mul(kb, kk, nr))
+                    a_at = _add(kb, a_base, _mul(kb, kk, mr)) if self.pack_a else None
+                acc = step(kb, kk, b_at, a_at, acc)
+                if self.hoist:
+                    b_at = _add(kb, b_at, nr)
+                    a_at = _add(kb, a_at, mr) if self.pack_a else None
+            return ([b_at] + ([a_at] if self.pack_a else []) if self.hoist else []) + acc
+
+        inits = ([b_base] + ([a_base] if self.pack_a else []) if self.hoist else []) + accs
+        accs = self.for_loop(b, 0, steps, inits, body, "k", step=unroll)[len(inits) - len(accs):]
+        for at, acc in zip(c_offsets, accs):
+            cacc = _write(b, acc, cacc, at)
+        return cacc
+
+    # -- the epilogue -------------------------------------------------------------------------------
+    def epilogue(self, b: KernelBuilder, cacc: SSAValue, out: SSAValue, i0: SSAValue, i1: SSAValue, j0: SSAValue,
+                 j1: SSAValue) -> SSAValue:
+        """out[b, m0 + i, n0 + j] = epilogue(Cacc[i, j]) for i in [i0, i1), j in [j0, j1)."""
+        op = self.op
+        out_map = op.maps[2]
+
+        def row(rb: KernelBuilder, i: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+            m = _add(rb, self.m0, i)
+            c_row = _mul(rb, i, self.ncp)
+
+            def element(eb: KernelBuilder, j: SSAValue, eargs: list[SSAValue]) -> list[SSAValue]:
+                n = _add(eb, self.n0, j)
+                acc = eb.add(tensor.ExtractOp(cacc, [_add(eb, c_row, j)], f32))
+                value = clone_block_body(op.epilogue.block, [acc, self.bi, m, n], eb.insertion_point)[0]
+                idx = list(eb.insert(ApplyIndexingOp(out_map, [self.bi, m, n, eb.index(0)])).results)
+                return [eb.add(tensor.InsertOp(value, eargs[0], idx))]
+            return self.for_loop(rb, j0, j1, args, element, "j")
+        return self.for_loop(b, i0, i1, [out], row, "i")[0]
+
+
+def lower_packed(op: MatmulOp) -> None:
+    PackedLowering(op).lower()
+
+
+__all__ = ["LANES", "PackedLowering", "lower_packed"]

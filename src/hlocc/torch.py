@@ -7,7 +7,7 @@
 
 `backend` is the dynamo backend registered as `hlocc` (`torch_dynamo_backends` entry point): dynamo
 hands it an FX graph, `aot_autograd` functionalizes it, applies PyTorch's core-ATen decompositions
-(plus scaled_dot_product_attention's math form, so its backward is ATen too) and splits forward and
+(with scaled_dot_product_attention in its math form, so its backward is ATen too) and splits forward and
 backward; each graph is lowered by `frontends/torch` through its op table and compiled by
 `hlocc.compile`. Symbolic sizes (`dynamic=True`, `mark_dynamic`, `torch.export.Dim`) become
 hlocc's symbolic dimensions, their value ranges hlocc guards: one compile serves every size.
@@ -175,19 +175,38 @@ def _shape_env(example_inputs: Sequence[Any]) -> Any:
 
 
 def decompositions() -> dict:
-    """PyTorch's core-ATen decompositions, and scaled_dot_product_attention as its math form (so
-    that its backward is differentiated from ATen ops, not the fused kernel's backward op)."""
-    torch = _torch()
+    """PyTorch's core-ATen decompositions (the table lowers what they leave)."""
+    _torch()
     from torch._decomp import core_aten_decompositions
 
-    table = dict(core_aten_decompositions())
-    aten = torch.ops.aten
+    return dict(core_aten_decompositions())
 
-    def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-        return aten._scaled_dot_product_attention_math.default(q, k, v, attn_mask, dropout_p, is_causal, None,
-                                                               scale=scale, enable_gqa=enable_gqa)[0]
-    table[aten.scaled_dot_product_attention.default] = sdpa
-    return table
+
+def _sdpa_math(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """scaled_dot_product_attention through ATen's math form (which takes a boolean mask only as
+    the additive −inf mask the public op turns it into first)."""
+    import torch
+
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        attn_mask = torch.zeros(attn_mask.shape, dtype=q.dtype).masked_fill(~attn_mask, float("-inf"))
+    return torch.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask, dropout_p, is_causal, None,
+                                                             scale=scale, enable_gqa=enable_gqa)[0]
+
+
+def _attention_as_math(graph_module: Any) -> None:
+    """Calls of scaled_dot_product_attention become its math form (matmuls, softmax) before
+    aot_autograd traces them: the fused CPU kernel's backward is one opaque op, its math form's
+    backward plain ATen ops (the table lowers both directions)."""
+    import torch
+
+    targets = {torch._C._nn.scaled_dot_product_attention, torch.nn.functional.scaled_dot_product_attention}
+    changed = False
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target in targets:
+            node.target = _sdpa_math
+            changed = True
+    if changed:
+        graph_module.recompile()
 
 
 # -- the dynamo backend ---------------------------------------------------------------------------
@@ -198,6 +217,7 @@ def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | No
 
     options = dict(options or {})
     report = options.pop("report", None)
+    _attention_as_math(graph_module)
     counter = iter(range(1 << 30))
 
     def compiler(kind: str):

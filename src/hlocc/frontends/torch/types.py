@@ -70,6 +70,14 @@ def _fold(values: list, op) -> Dim:
     return result
 
 
+def _bound(value: Any) -> int | None:
+    """A finite range bound as an int; None for ±∞ (sympy's oo, PyTorch's int_oo)."""
+    try:
+        return int(value)
+    except (TypeError, AttributeError, ValueError, OverflowError):
+        return None
+
+
 def tensor_shape(value: Any) -> Shape:
     """The Shape of a (fake) tensor: its element type and sizes, symbolic ones as DimExprs."""
     return Shape.array(element_type(value.dtype), [to_dim(s) for s in value.shape])
@@ -86,14 +94,14 @@ def range_guards(shape_env: Any, names: set[str], where: str) -> list[ShapeGuard
         if name not in names:
             continue
         comparisons = []
-        lo, hi = vr.lower, vr.upper
-        if lo.is_finite and int(lo) > 1:
-            comparisons.append(SizeComparison("GE", symbol(name), int(lo)))
-        if hi.is_finite:
-            comparisons.append(SizeComparison("LE", symbol(name), int(hi)))
+        lo, hi = _bound(vr.lower), _bound(vr.upper)
+        if lo is not None and lo > 1:
+            comparisons.append(SizeComparison("GE", symbol(name), lo))
+        if hi is not None:
+            comparisons.append(SizeComparison("LE", symbol(name), hi))
         if comparisons:
-            upper = int(hi) if hi.is_finite else "inf"
             guards.append(ShapeGuard(SizePredicate(tuple(comparisons)),
-                                     f"{where}: size {name} = {{0}} is outside its range [{int(lo)}, {upper}]",
+                                     f"{where}: size {name} = {{0}} is outside its range "
+                                     f"[{lo if lo is not None else 0}, {hi if hi is not None else 'inf'}]",
                                      (symbol(name),)))
     return guards

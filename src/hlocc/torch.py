@@ -210,9 +210,11 @@ def _attention_as_math(graph_module: Any) -> None:
 
 
 # -- the dynamo backend ---------------------------------------------------------------------------
-def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | None = None) -> Callable:
+def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | None = None,
+            mode: str | None = None) -> Callable:
     """The `hlocc` dynamo backend: forward and backward graphs through aot_autograd, each compiled by
-    hlocc (options: backend="cpu", gemm, strict, and "report", a list that gets one dict per graph)."""
+    hlocc (`torch.compile(..., options={...})`: backend="cpu", gemm, strict, and "report", a list
+    that gets one dict per graph). `mode` (max-autotune, ...) has no meaning for hlocc and is ignored."""
     from torch._functorch.aot_autograd import aot_module_simplified
 
     options = dict(options or {})

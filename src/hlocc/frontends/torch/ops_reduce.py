@@ -255,8 +255,9 @@ def _batch_norm_training(cx: LoweringContext, x, weight, bias, running_mean, run
 
 
 # -- pooling ----------------------------------------------------------------------------------------
-def _window(cx: LoweringContext, x, kernel, stride, padding, dilation, out_dims):
-    """WindowDims for the spatial dims (the trailing len(kernel)), high padding fitted to `out_dims`."""
+def _window(cx: LoweringContext, x, kernel, stride, padding, dilation, out_dims, ceil_mode=False):
+    """WindowDims for the spatial dims (the trailing len(kernel)); with ceil_mode the high padding
+    grows to give PyTorch's output size `out_dims` (floor mode is HLO's own size rule)."""
     k = len(kernel)
     stride = stride or kernel
     expand = lambda v: list(v) * k if len(v) == 1 else list(v)  # noqa: E731
@@ -265,14 +266,14 @@ def _window(cx: LoweringContext, x, kernel, stride, padding, dilation, out_dims)
     for i in range(k):
         size_in, size_out = x.shape.dims[x.shape.rank - k + i], out_dims[x.shape.rank - k + i]
         span = (size_out - 1) * stride[i] + (kernel[i] - 1) * dilation[i] + 1
-        hi = span - size_in - padding[i]
+        hi = span - size_in - padding[i] if ceil_mode else padding[i]
         window.append(WindowDim(size=kernel[i], stride=stride[i], pad_lo=padding[i], pad_hi=hi,
                                 rhs_dilate=dilation[i]))
     return tuple(window)
 
 
 def _max_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
-    window = _window(cx, x, kernel, stride, padding, dilation, cx.shape.dims)
+    window = _window(cx, x, kernel, stride, padding, dilation, cx.shape.dims, ceil_mode)
     et = cx.element_type
     out = cx.add("reduce-window", [x, cx.constant(_init_value("maximum", et), et)],
                  {"window": window, "to_apply": cx.reducer("maximum", et)}, shape=cx.shape)
@@ -281,7 +282,7 @@ def _max_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), dilation=
 
 def _avg_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
               divisor_override=None):
-    window = _window(cx, x, kernel, stride, padding, (1,), cx.shape.dims)
+    window = _window(cx, x, kernel, stride, padding, (1,), cx.shape.dims, ceil_mode)
     et = cx.element_type
     acc = _accumulation_type(et)
     x = cx.convert(x, acc)

@@ -230,6 +230,9 @@ class _Lowering:
             param = HloInstruction(self.entry.unique_name(node.name), "parameter", tensor_shape(val),
                                    parameter_number=number)
             return self.entry.add_fresh(param)
+        if val is None and "val" not in node.meta:
+            raise UnsupportedError(f"input '{node.name}' has no FakeTensor (meta['val']): lower the graphs of "
+                                   "aot_autograd, make_fx or torch.export, which carry PyTorch's shapes")
         if val is None or isinstance(val, (int, float, bool)) or hasattr(val, "node"):
             return to_dim(val) if hasattr(val, "node") else val
         raise UnsupportedError(f"input '{node.name}' of type {type(val).__name__} is not lowered")

@@ -12,9 +12,12 @@ even, `gelu` is the erf form or the tanh approximation.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from hlocc.frontends.torch.lowering import LoweringContext
 from hlocc.hlo.ir import HloInstruction
+
+if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
+    from hlocc.frontends.torch.lowering import LoweringContext
 
 UNARY = {
     "abs": "abs", "neg": "negate", "exp": "exponential", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt",

@@ -11,12 +11,15 @@ without error gives the same values; negative indices wrap as in PyTorch.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from hlocc.frontends.torch.lowering import LoweringContext
 from hlocc.frontends.torch.ops_reduce import softmax
 from hlocc.hlo.attributes import WindowDim, parse_dim_labels
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.types import primitive_type
+
+if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
+    from hlocc.frontends.torch.lowering import LoweringContext
 
 _S64 = primitive_type("s64")
 
@@ -172,8 +175,9 @@ def _index(cx: LoweringContext, x, indices):
     stacked, first, k, nb = _advanced_index(cx, x, indices)
     offset = tuple(range(first)) + tuple(range(first + nb, first + nb + x.shape.rank - first - k))
     sizes = tuple(1 if first <= i < first + k else d for i, d in enumerate(x.shape.dims))
-    return cx.add("gather", [x, stacked], {"offset_dims": offset, "collapsed_slice_dims": tuple(range(first, first + k)),
-                                           "start_index_map": tuple(range(first, first + k)), "index_vector_dim": nb,
+    indexed = tuple(range(first, first + k))
+    return cx.add("gather", [x, stacked], {"offset_dims": offset, "collapsed_slice_dims": indexed,
+                                           "start_index_map": indexed, "index_vector_dim": nb,
                                            "slice_sizes": sizes}, shape=cx.shape)
 
 
@@ -253,7 +257,8 @@ OPS = {
     "aten.convolution.default": _convolution,
     "aten.embedding.default": _embedding, "aten.index_select.default": _index_select,
     "aten.gather.default": _gather, "aten.index.Tensor": _index, "aten.index_put.default": _index_put,
-    "aten.scatter.src": _scatter(None), "aten.scatter.value": _scatter(None), "aten.scatter_add.default": _scatter("add"),
+    "aten.scatter.src": _scatter(None), "aten.scatter.value": _scatter(None),
+    "aten.scatter_add.default": _scatter("add"),
     "aten.slice_scatter.default": _slice_scatter, "aten.select_scatter.default": _select_scatter,
     "aten.scaled_dot_product_attention.default": _sdpa,
 }

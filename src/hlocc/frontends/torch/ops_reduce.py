@@ -10,13 +10,16 @@ output size PyTorch computed (ceil_mode adds the high padding that size needs).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hlocc.frontends.torch.lowering import LoweringContext
 from hlocc.hlo.attributes import PadDim, WindowDim
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.types import primitive_type
+
+if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
+    from hlocc.frontends.torch.lowering import LoweringContext
 
 _HALF = ("f16", "bf16")
 _INIT = {"add": 0, "multiply": 1, "maximum": -math.inf, "minimum": math.inf, "and": True, "or": False}

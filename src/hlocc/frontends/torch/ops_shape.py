@@ -10,10 +10,13 @@ the graph. Sizes come from the node's FakeTensor, so `-1` and symbolic sizes are
 from __future__ import annotations
 
 import operator
+from typing import TYPE_CHECKING
 
-from hlocc.frontends.torch.lowering import LoweringContext
 from hlocc.hlo.attributes import PadDim, SliceDim
 from hlocc.hlo.ir import HloInstruction
+
+if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
+    from hlocc.frontends.torch.lowering import LoweringContext
 
 
 def _norm_dim(dim: int, rank: int) -> int:

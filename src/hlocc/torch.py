@@ -79,13 +79,19 @@ class CompiledGraph:
 
     def __init__(self, lowered: LoweredGraph, executable: Executable | None, input_names: Sequence[str]):
         self.lowered, self.executable, self.input_names = lowered, executable, list(input_names)
+        # per entry parameter: (graph input index, its name, its Shape), read once (calls are hot)
+        self._inputs = [(index, self._name(index), param.shape)
+                        for index, param in zip(lowered.parameters, lowered.module.entry.parameters)]
 
     @property
     def module(self):
         return self.lowered.module
 
+    def _name(self, index: int) -> str:
+        return self.input_names[index] if index < len(self.input_names) else f"input {index}"
+
     def __call__(self, args: list) -> list:
-        arrays = [self._array(i, args[i]) for i in self.lowered.parameters]
+        arrays = [_checked_array(args[index], name, shape) for index, name, shape in self._inputs]
         results = self.executable(*arrays) if self.executable is not None else ()
         binding = None
         outputs = []
@@ -105,18 +111,17 @@ class CompiledGraph:
                 outputs.append(out.value)
         return outputs
 
-    def _array(self, index: int, tensor: Any) -> np.ndarray:
-        """The numpy view of input `index`, checked against its parameter (an error naming it)."""
-        name = self.input_names[index] if index < len(self.input_names) else f"input {index}"
-        if not hasattr(tensor, "dtype") or not hasattr(tensor, "device"):
-            raise ArgumentError(f"{name}: expected a tensor, got {type(tensor).__name__}")
-        array = to_numpy(tensor, name)
-        shape = self.module.entry.parameters[self.lowered.parameters.index(index)].shape
-        if array.dtype != shape.dtype:
-            raise ArgumentError(f"{name}: expected dtype {shape.element_type} ({shape.dtype}), got {tensor.dtype}")
-        if array.ndim != shape.rank or any(isinstance(d, int) and d != a for d, a in zip(shape.dims, array.shape)):
-            raise ArgumentError(f"{name}: expected shape {shape.to_string(False)}, got {list(array.shape)}")
-        return array
+
+def _checked_array(tensor: Any, name: str, shape: Any) -> np.ndarray:
+    """The numpy view of an input tensor, checked against its parameter's Shape (errors name it)."""
+    if not hasattr(tensor, "dtype") or not hasattr(tensor, "device"):
+        raise ArgumentError(f"{name}: expected a tensor, got {type(tensor).__name__}")
+    array = to_numpy(tensor, name)
+    if array.dtype != shape.dtype:
+        raise ArgumentError(f"{name}: expected dtype {shape.element_type} ({shape.dtype}), got {tensor.dtype}")
+    if array.ndim != len(shape.dims) or any(isinstance(d, int) and d != a for d, a in zip(shape.dims, array.shape)):
+        raise ArgumentError(f"{name}: expected shape {shape.to_string(False)}, got {list(array.shape)}")
+    return array
 
 
 def compile_graph(graph_module: Any, example_inputs: Sequence[Any], *, name: str = "torch_graph",

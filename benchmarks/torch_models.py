@@ -57,12 +57,15 @@ def main() -> None:
     ap.add_argument("--models", default=None)
     ap.add_argument("--batch", type=int, default=None)
     ap.add_argument("--runs", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch's intra-op threads (1 by default: on a shared or small machine a thread pool "
+                         "waiting for busy cores makes eager and Inductor times noise)")
     ap.add_argument("--out", default=None, help="also write the table (markdown) to this file")
     args = ap.parse_args()
     models = args.models.split(",") if args.models else (ALL[:4] if args.quick else ALL)
     batch = args.batch or (4 if args.quick else 16)
     runs = args.runs or (3 if args.quick else 20)
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(args.threads)
 
     header = (f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {batch}, f32 forward, "
               f"median of {runs} runs; compile = first call, cold caches")

@@ -57,6 +57,14 @@ def test_dynamic_batch_on_cpu():
     assert len(calls) == 1 and ht.stats() == {"compiles": 1}
 
 
+# GPT-2 and BERT (two layers) over ten sequence lengths on the interpreter: ~30 s each on two cores.
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gpt2", "bert"])
+def test_transformers_models_ten_sequence_lengths_compile_once(name):
+    pytest.importorskip("transformers", reason="GPT-2/BERT come from the transformers package")
+    test_ten_sizes_compile_once(name, "seq")
+
+
 def test_dynamic_true_makes_every_size_symbolic():
     """dynamic=True: batch and sequence both symbolic; nothing compiles after the first call.
     (On the first call dynamo calls the backend twice: it restarts its analysis once the head

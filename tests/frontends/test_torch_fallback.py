@@ -141,6 +141,10 @@ OPS = {
     "arange_full": (lambda x: x + torch.arange(4) + torch.full((4,), 2.0) + torch.zeros(4), [torch.randn(4)]),
     "conv_groups_stride": (lambda x, w: F.conv2d(x, w, stride=2, padding=1, groups=2),
                            [torch.randn(1, 4, 7, 7), torch.randn(6, 2, 3, 3)]),
+    "conv_transpose2d": (lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1),
+                         [torch.randn(2, 3, 5, 5), torch.randn(3, 4, 3, 3)]),
+    "conv_transpose1d_bias": (lambda x, w, b: F.conv_transpose1d(x, w, b, stride=3),
+                              [torch.randn(2, 3, 5), torch.randn(3, 2, 4), torch.randn(2)]),
     "embedding": (lambda i, w: F.embedding(i, w), [torch.tensor([[0, 3], [2, 2]]), torch.randn(4, 5)]),
     "log_softmax_bf16": (lambda x: F.log_softmax(x, -1), [torch.randn(3, 7).to(torch.bfloat16)]),
 }

@@ -1,4 +1,4 @@
-"""Table entries for matrix products (mm/bmm/addmm), convolution, embedding and indexing
+"""Table entries for matrix products (mm/bmm/addmm), embedding and indexing
 (gather, index, index_select, scatter, index_put, slice/select_scatter), and
 scaled_dot_product_attention decomposed into HLO (when a graph still holds it).
 
@@ -14,7 +14,6 @@ import math
 from typing import TYPE_CHECKING
 
 from hlocc.frontends.torch.ops_reduce import softmax
-from hlocc.hlo.attributes import WindowDim, parse_dim_labels
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.types import primitive_type
 
@@ -50,28 +49,6 @@ def _addmm(cx: LoweringContext, bias, a, b, *, beta=1, alpha=1):
     if beta != 1:
         bias = cx.add("multiply", [bias, cx.full(beta, cx.shape)])
     return cx.add("add", [bias, product]) if beta != 0 else product
-
-
-_SPATIAL = "012"
-
-
-def _convolution(cx: LoweringContext, x, weight, bias, stride, padding, dilation, transposed, output_padding,
-                 groups):
-    if transposed:
-        raise cx.error("transposed convolution is not lowered")
-    k = x.shape.rank - 2
-    expand = lambda v: list(v) * k if len(v) == 1 else list(v)  # noqa: E731
-    stride, padding, dilation = expand(stride), expand(padding), expand(dilation)
-    window = tuple(WindowDim(size=weight.shape.dims[2 + i], stride=stride[i], pad_lo=padding[i], pad_hi=padding[i],
-                             rhs_dilate=dilation[i]) for i in range(k))
-    s = _SPATIAL[:k]
-    et = cx.element_type
-    out = cx.add("convolution", [cx.convert(x, et), cx.convert(weight, et)],
-                 {"window": window, "dim_labels": parse_dim_labels(f"bf{s}_oi{s}->bf{s}"),
-                  "feature_group_count": groups}, shape=cx.shape)
-    if bias is not None:
-        out = cx.add("add", [out, cx.add("broadcast", [cx.convert(bias, et)], {"dimensions": (1,)}, shape=cx.shape)])
-    return out
 
 
 # -- gather and scatter ---------------------------------------------------------------------------
@@ -254,7 +231,6 @@ RANDOM = ("rand", "randn", "randint", "rand_like", "randn_like", "randint_like",
 
 OPS = {
     "aten.mm.default": _mm, "aten.bmm.default": _bmm, "aten.addmm.default": _addmm,
-    "aten.convolution.default": _convolution,
     "aten.embedding.default": _embedding, "aten.index_select.default": _index_select,
     "aten.gather.default": _gather, "aten.index.Tensor": _index, "aten.index_put.default": _index_put,
     "aten.scatter.src": _scatter(None), "aten.scatter.value": _scatter(None),

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from hlocc.hlo.attributes import PadDim, SliceDim
 from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.symbolic import DimExpr
+from hlocc.hlo.types import primitive_type
 
 if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
     from hlocc.frontends.torch.lowering import LoweringContext
@@ -46,12 +48,31 @@ def _expand(cx: LoweringContext, x, *_, **__):
 
 def slice_dim(cx: LoweringContext, x, dim: int, start, size, step: int = 1) -> HloInstruction:
     """Elements start, start+step, ... (`size` of them) of dimension `dim`."""
+    if isinstance(size, DimExpr) and isinstance(x.shape.dims[dim], int):
+        return _gathered_slice(cx, x, dim, start, size, step)
     limits = [SliceDim(0, d, 1) for d in x.shape.dims]
     limits[dim] = SliceDim(start, start + (size - 1) * step + 1 if size != 0 else start, step)
     if limits[dim] == SliceDim(0, x.shape.dims[dim], 1):
         return x
     return cx.add("slice", [x], {"slice": tuple(limits)}, shape=x.shape.with_dims(
         [size if i == dim else d for i, d in enumerate(x.shape.dims)]))
+
+
+def _gathered_slice(cx: LoweringContext, x, dim: int, start, size, step: int) -> HloInstruction:
+    """A symbolic-length slice of a static dimension (`position_ids[:, :seq]` of a 128-entry buffer)
+    as a gather of start + step·iota: HLO's slice rule would have to prove `seq <= 128`, which holds
+    by PyTorch's guards but not for every value of the symbol."""
+    shape = x.shape.with_dims([size]).with_element_type(primitive_type("s64"))
+    index = cx.add("iota", attrs={"iota_dimension": 0}, shape=shape)
+    if step != 1:
+        index = cx.add("multiply", [index, cx.full(step, shape)])
+    if not (isinstance(start, int) and start == 0):
+        index = cx.add("add", [index, cx.broadcast_to(cx.constant(start, "s64"), [size])])
+    return cx.add("gather", [x, index], {
+        "offset_dims": tuple(i for i in range(x.shape.rank) if i != dim), "collapsed_slice_dims": (dim,),
+        "start_index_map": (dim,), "index_vector_dim": 1,
+        "slice_sizes": tuple(1 if i == dim else d for i, d in enumerate(x.shape.dims))},
+        shape=x.shape.with_dims([size if i == dim else d for i, d in enumerate(x.shape.dims)]))
 
 
 def _slice(cx: LoweringContext, x, dim=0, start=None, end=None, step=1):

@@ -14,9 +14,14 @@ the steady-time ratios (inductor ms / hlocc ms: above 1 means hlocc is faster) w
 
 from __future__ import annotations
 
+import os
+
+# One BLAS thread (before numpy loads): hlocc's dots call numpy's OpenBLAS, whose thread pool on a
+# busy or small machine turns a 0.3 ms matmul into 20 ms; torch gets --threads (1) for the same reason.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
 import math
-import os
 import pathlib
 import tempfile
 import time
@@ -67,7 +72,8 @@ def main() -> None:
     runs = args.runs or (3 if args.quick else 20)
     torch.set_num_threads(args.threads)
 
-    header = (f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {batch}, f32 forward, "
+    header = (f"torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), OPENBLAS_NUM_THREADS="
+              f"{os.environ['OPENBLAS_NUM_THREADS']}, batch {batch}, f32 forward, "
               f"median of {runs} runs; compile = first call, cold caches")
     rows = ["| model | eager ms | inductor ms | hlocc ms | inductor/hlocc | eager/hlocc | inductor compile s | "
             "hlocc compile s | max abs err |", "|---|---|---|---|---|---|---|---|---|"]

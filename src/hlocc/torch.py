@@ -220,6 +220,7 @@ def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | No
     """The `hlocc` dynamo backend: forward and backward graphs through aot_autograd, each compiled by
     hlocc (`torch.compile(..., options={...})`: backend="cpu", gemm, strict, and "report", a list
     that gets one dict per graph). `mode` (max-autotune, ...) has no meaning for hlocc and is ignored."""
+    _torch()
     from torch._functorch.aot_autograd import aot_module_simplified
 
     options = dict(options or {})

@@ -81,6 +81,16 @@ def test_explain_reports_each_graph():
     assert fallback.fallbacks and "runs eager" in str(fallback)
 
 
+def test_a_dtype_change_recompiles_as_pytorch_does():
+    """Dynamo's guards see the new dtype and compile again; hlocc never runs a graph on a dtype it
+    was not compiled for."""
+    f = _compile(lambda x: x * 2 + 1, strict=True)
+    assert f(torch.ones(3)).dtype == torch.float32
+    got = f(torch.ones(3, dtype=torch.float64))
+    assert got.dtype == torch.float64 and torch.equal(got, torch.full((3,), 3.0, dtype=torch.float64))
+    assert ht.stats() == {"compiles": 2}
+
+
 def test_a_graph_without_fake_tensors_is_refused():
     gm = torch.fx.symbolic_trace(lambda x: x + 1)  # not an ATen graph: no FakeTensors, Python ops
     with pytest.raises(UnsupportedError, match=r"input 'x' has no FakeTensor"):

@@ -22,7 +22,7 @@ def _step(model, forward, x):
     return loss.detach(), grads
 
 
-@pytest.mark.parametrize(("name", "backend"), [("mlp", "cpu"), ("transformer_block", "interpreter"),
+@pytest.mark.parametrize(("name", "backend"), [("mlp", "cpu"), ("transformer_block", "interpreter"), ("cnn", "interpreter"),
                                                pytest.param("transformer_block", "cpu", marks=pytest.mark.slow)])
 def test_training_step_matches_eager(name, backend):
     eager = tm.build(name).train()
@@ -38,6 +38,11 @@ def test_training_step_matches_eager(name, backend):
         assert_close(got, want, f"grad of {pname}", scale=10)
     for (pname, want), got in zip(eager.named_parameters(), ours.parameters()):
         assert_close(got, want, f"updated {pname}", scale=10)
+    for (bname, want), got in zip(eager.named_buffers(), ours.buffers()):  # BatchNorm's running statistics
+        if want.is_floating_point():
+            assert_close(got, want, f"buffer {bname}", scale=10)
+        else:
+            assert torch.equal(got, want), bname
 
 
 @pytest.mark.parametrize(("stride", "padding", "dilation", "size"), [(2, 0, 1, 8), (2, 1, 2, 9), (3, 1, 1, 10)])
@@ -54,3 +59,16 @@ def test_convolution_backward_matches_eager(stride, padding, dilation, size):
     assert_close(x_ours.grad, x_eager.grad, "input grad")
     assert_close(ours.weight.grad, eager.weight.grad, "weight grad", scale=10)
     assert_close(ours.bias.grad, eager.bias.grad, "bias grad", scale=10)
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("args", [(2,), (3, 2, 1), (2, 2, 0, 2)])
+def test_max_pool_indices_match_eager(args, ceil_mode):
+    """ATen's indices: the first maximum in window order (the ties below), never a padding position."""
+    x = torch.randn(2, 3, 7, 7)
+    x[0, 0, 0, :2] = 5.0
+    x[1, 2] = -torch.inf
+    def fn(x):
+        return torch.nn.functional.max_pool2d_with_indices(x, *args, ceil_mode=ceil_mode)
+    (values, indices), (want_values, want_indices) = compiled(fn, backend="interpreter")(x), fn(x)
+    assert torch.equal(values, want_values) and torch.equal(indices, want_indices)

@@ -99,17 +99,22 @@ def _scatter_computation(cx: LoweringContext, reduce: str | None, et: str):
     return cx.lowering.reducer("assign" if reduce is None else reduce, et)
 
 
+def scatter_elements(cx: LoweringContext, x, dim: int, index, src, reduce: str | None) -> HloInstruction:
+    """torch.scatter: x[..., index[i...], ...] = src[i...] along `dim` (`reduce`: "add" accumulates)."""
+    dim = dim + x.shape.rank if dim < 0 else dim
+    rank = x.shape.rank
+    src = cx.operand(src, x.shape.element_type.name, index.shape.dims)
+    if tuple(src.shape.dims) != tuple(index.shape.dims):
+        src = _slice_to(cx, src, index.shape.dims)
+    return cx.add("scatter", [x, _element_indices(cx, x, dim, index), src],
+                  {"update_window_dims": (), "inserted_window_dims": tuple(range(rank)),
+                   "scatter_dims_to_operand_dims": tuple(range(rank)), "index_vector_dim": rank,
+                   "to_apply": _scatter_computation(cx, reduce, x.shape.element_type.name)}, shape=x.shape)
+
+
 def _scatter(reduce: str | None):
     def rule(cx: LoweringContext, x, dim, index, src, *, reduce_mode=None):
-        dim = dim + x.shape.rank if dim < 0 else dim
-        rank = x.shape.rank
-        src = cx.operand(src, x.shape.element_type.name, index.shape.dims)
-        if tuple(src.shape.dims) != tuple(index.shape.dims):
-            src = _slice_to(cx, src, index.shape.dims)
-        return cx.add("scatter", [x, _element_indices(cx, x, dim, index), src],
-                      {"update_window_dims": (), "inserted_window_dims": tuple(range(rank)),
-                       "scatter_dims_to_operand_dims": tuple(range(rank)), "index_vector_dim": rank,
-                       "to_apply": _scatter_computation(cx, reduce, x.shape.element_type.name)}, shape=cx.shape)
+        return scatter_elements(cx, x, dim, index, src, reduce)
     return rule
 
 

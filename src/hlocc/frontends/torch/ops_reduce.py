@@ -275,12 +275,12 @@ def _window(cx: LoweringContext, x, kernel, stride, padding, dilation, out_dims,
     return tuple(window)
 
 
-def _max_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+def max_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
     window = _window(cx, x, kernel, stride, padding, dilation, cx.shape.dims, ceil_mode)
     et = cx.element_type
     out = cx.add("reduce-window", [x, cx.constant(_init_value("maximum", et), et)],
                  {"window": window, "to_apply": cx.reducer("maximum", et)}, shape=cx.shape)
-    return [out, None]  # the indices are lowered only where used (they are not)
+    return [out, None]  # (ops_pool adds the indices for the table; unused ones are dead code)
 
 
 def _avg_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
@@ -342,7 +342,6 @@ OPS = {
     "aten._native_batch_norm_legit.no_stats":
         lambda cx, x, w, b, training, momentum, eps: _batch_norm_training(cx, x, w, b, None, None, momentum, eps,
                                                                           False),
-    "aten.max_pool2d_with_indices.default": _max_pool, "aten.max_pool3d_with_indices.default": _max_pool,
     "aten.avg_pool2d.default": _avg_pool, "aten.avg_pool1d.default": _avg_pool,
     "aten._adaptive_avg_pool2d.default": _adaptive_avg_pool,
     "aten.adaptive_avg_pool1d.default": _adaptive_avg_pool,

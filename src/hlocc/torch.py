@@ -22,6 +22,7 @@ and fallbacks in this process.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 import warnings
@@ -44,6 +45,7 @@ class FallbackWarning(UserWarning):
 
 
 _STATS: Counter = Counter()
+_GRAPH_NUMBERS = itertools.count()  # graph names (forward_0, backward_1, ...) unique in the process
 
 
 def stats() -> dict[str, int]:
@@ -226,11 +228,9 @@ def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | No
     options = dict(options or {})
     report = options.pop("report", None)
     _attention_as_math(graph_module)
-    counter = iter(range(1 << 30))
-
     def compiler(kind: str):
         def compile_fn(gm, inputs):
-            return compile_graph(gm, inputs, name=f"{kind}_{next(counter)}", options=options, report=report)
+            return compile_graph(gm, inputs, name=f"{kind}_{next(_GRAPH_NUMBERS)}", options=options, report=report)
         return compile_fn
 
     return aot_module_simplified(graph_module, example_inputs, fw_compiler=compiler("forward"),
@@ -354,7 +354,7 @@ def explain(model: Callable, *args: Any, **kwargs: Any) -> Explanation:
         warnings.simplefilter("ignore", FallbackWarning)
         compiled(*args, **kwargs)
     torch._dynamo.reset()
-    reasons = [str(getattr(b, "reason", b)) for b in dynamo.break_reasons]
+    reasons = [str(getattr(b, "reason", b)).strip().splitlines()[0] for b in dynamo.break_reasons]
     return Explanation(dynamo.graph_count, dynamo.graph_break_count, reasons, report)
 
 

@@ -23,7 +23,8 @@ def _step(model, forward, x):
 
 
 @pytest.mark.parametrize(("name", "backend"), [("mlp", "cpu"), ("transformer_block", "interpreter"), ("cnn", "interpreter"),
-                                               pytest.param("transformer_block", "cpu", marks=pytest.mark.slow)])
+                                               pytest.param("transformer_block", "cpu", marks=pytest.mark.slow),
+                                               pytest.param("cnn", "cpu", marks=pytest.mark.slow)])
 def test_training_step_matches_eager(name, backend):
     eager = tm.build(name).train()
     ours = copy.deepcopy(eager)

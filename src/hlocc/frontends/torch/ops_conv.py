@@ -22,7 +22,8 @@ if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
 _SPATIAL = "012"
 
 
-def _expand(values, k: int) -> list:
+def expand_spatial(values, k: int) -> list:
+    """A per-spatial-dimension parameter (stride, padding, ...) given once or per dimension."""
     return list(values) * k if len(values) == 1 else list(values)
 
 
@@ -55,7 +56,7 @@ def _transposed(cx: LoweringContext, y, weight, stride, padding, dilation, out_s
 def _convolution(cx: LoweringContext, x, weight, bias, stride, padding, dilation, transposed, output_padding,
                  groups):
     k = x.shape.rank - 2
-    stride, padding, dilation = _expand(stride, k), _expand(padding, k), _expand(dilation, k)
+    stride, padding, dilation = expand_spatial(stride, k), expand_spatial(padding, k), expand_spatial(dilation, k)
     et = cx.element_type
     x, weight = cx.convert(x, et), cx.convert(weight, et)
     if transposed:
@@ -93,7 +94,7 @@ def _convolution_backward(cx: LoweringContext, grad, x, weight, bias_sizes, stri
     if transposed or groups != 1:
         raise cx.error("the backward of a grouped or transposed convolution is not lowered")
     k = x.shape.rank - 2
-    stride, padding, dilation = _expand(stride, k), _expand(padding, k), _expand(dilation, k)
+    stride, padding, dilation = expand_spatial(stride, k), expand_spatial(padding, k), expand_spatial(dilation, k)
     shapes = cx.shapes()
     results = [None, None, None]
     if output_mask[0]:

@@ -15,6 +15,7 @@ import itertools
 import math
 from typing import TYPE_CHECKING
 
+from hlocc.frontends.torch.ops_conv import expand_spatial
 from hlocc.frontends.torch.ops_linalg import scatter_elements
 from hlocc.frontends.torch.ops_reduce import max_pool
 from hlocc.hlo.attributes import PadDim, SliceDim
@@ -26,15 +27,11 @@ if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
 _S64 = primitive_type("s64")
 
 
-def _expand(values, k: int) -> list:
-    return list(values) * k if len(values) == 1 else list(values)
-
-
 def _indices(cx: LoweringContext, x, kernel, stride, padding, dilation, out_shape):
     k = len(kernel)
     lead = x.shape.rank - k
-    stride = _expand(stride or kernel, k)
-    kernel, padding, dilation = _expand(kernel, k), _expand(padding, k), _expand(dilation, k)
+    stride = expand_spatial(stride or kernel, k)
+    kernel, padding, dilation = expand_spatial(kernel, k), expand_spatial(padding, k), expand_spatial(dilation, k)
     sizes, outs = x.shape.dims[lead:], out_shape.dims[lead:]
     et = x.shape.element_type.name
     lowest = -math.inf if x.shape.element_type.is_float else 0

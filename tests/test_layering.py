@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hlocc.backends",),
     ("hlocc.frontends",),
     ("hlocc.compiler",),
-    ("hlocc.cli", "hlocc.tools", "hlocc.testing", "hlocc.jax", "hlocc.__main__"),
+    ("hlocc.cli", "hlocc.tools", "hlocc.testing", "hlocc.jax", "hlocc.torch", "hlocc.__main__"),
     ("hlocc",),
 )
 MAX_LINES = 600

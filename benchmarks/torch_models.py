@@ -1,0 +1,106 @@
+"""PyTorch models: eager, torch.compile with Inductor (CPU) and torch.compile with hlocc, in one run
+(issue 19).
+
+    python benchmarks/torch_models.py [--quick] [--models mlp,cnn,...] [--batch 16] [--runs 20]
+                                      [--out benchmarks/results/torch_models.md]
+
+For each model of hlocc.testing.torch_models (forward, f32, no grad) it measures the cold compile
+(the first call of the compiled model: dynamo, aot_autograd and the backend's compilation; each
+backend with an empty cache directory of its own, so nothing compiled before in another process is
+reused) and the steady time (median of warmed calls), checks the results against eager, and prints
+the steady-time ratios (inductor ms / hlocc ms: above 1 means hlocc is faster) with their geomean.
+--quick: small batch, three runs, the models without `transformers`.
+"""
+
+from __future__ import annotations
+
+import os
+
+# One BLAS thread (before numpy loads): hlocc's dots call numpy's OpenBLAS, whose thread pool on a
+# busy or small machine turns a 0.3 ms matmul into 20 ms; torch gets --threads (1) for the same reason.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse
+import math
+import pathlib
+import tempfile
+import time
+import warnings
+
+from programs import median_ms  # one timing rule for every benchmark (this folder is on sys.path)
+
+os.environ["HLOCC_CACHE_DIR"] = tempfile.mkdtemp(prefix="hlocc-bench-cache-")
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-bench-cache-")
+
+import torch  # noqa: E402
+
+import hlocc.torch  # noqa: E402
+from hlocc.testing import torch_models as tm  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+ALL = ["mlp", "cnn", "transformer_block", "text_classifier", "gpt2", "bert"]
+
+
+def _compile_and_time(model, x, backend, runs):
+    torch._dynamo.reset()
+    if backend == "eager":
+        fn = model
+        compile_ms = 0.0
+    else:
+        fn = torch.compile(model, backend=hlocc.torch.backend if backend == "hlocc" else "inductor",
+                           **({"options": {"strict": True}} if backend == "hlocc" else {}))
+        t0 = time.perf_counter()
+        fn(x)
+        compile_ms = (time.perf_counter() - t0) * 1e3
+    out = fn(x)
+    return compile_ms, median_ms(lambda: fn(x), runs), out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--models", default=None)
+    ap.add_argument("--batch", type=int, default=None)
+    ap.add_argument("--runs", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch's intra-op threads (1 by default: on a shared or small machine a thread pool "
+                         "waiting for busy cores makes eager and Inductor times noise)")
+    ap.add_argument("--out", default=None, help="also write the table (markdown) to this file")
+    args = ap.parse_args()
+    models = args.models.split(",") if args.models else (ALL[:4] if args.quick else ALL)
+    batch = args.batch or (4 if args.quick else 16)
+    runs = args.runs or (3 if args.quick else 20)
+    torch.set_num_threads(args.threads)
+
+    header = (f"torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), OPENBLAS_NUM_THREADS="
+              f"{os.environ['OPENBLAS_NUM_THREADS']}, batch {batch}, f32 forward, "
+              f"median of {runs} runs; compile = first call, cold caches")
+    rows = ["| model | eager ms | inductor ms | hlocc ms | inductor/hlocc | eager/hlocc | inductor compile s | "
+            "hlocc compile s | max abs err |", "|---|---|---|---|---|---|---|---|---|"]
+    print(header)
+    ratios = []
+    for name in models:
+        model = tm.build(name)
+        x = tm.example_input(name, batch=batch)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, eager_ms, want = _compile_and_time(model, x, "eager", runs)
+            ind_compile, ind_ms, _ = _compile_and_time(model, x, "inductor", runs)
+            our_compile, our_ms, got = _compile_and_time(model, x, "hlocc", runs)
+        err = (got - want).abs().max().item()
+        ratios.append(ind_ms / our_ms)
+        rows.append(f"| {name} | {eager_ms:.3f} | {ind_ms:.3f} | {our_ms:.3f} | {ind_ms / our_ms:.2f} | "
+                    f"{eager_ms / our_ms:.2f} | {ind_compile / 1e3:.1f} | {our_compile / 1e3:.1f} | {err:.1e} |")
+        print(rows[-1], flush=True)
+    geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    summary = f"geomean inductor/hlocc steady-time ratio: {geomean:.2f} (above 1: hlocc faster)"
+    print(summary)
+    if args.out:
+        path = pathlib.Path(args.out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join([f"# benchmarks/torch_models.py {' '.join(os.sys.argv[1:])}", "", header, "",
+                                   *rows, "", summary, ""]))
+
+
+if __name__ == "__main__":
+    main()

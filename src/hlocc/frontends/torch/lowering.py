@@ -1,0 +1,339 @@
+"""An FX graph of core ATen ops → an HloModule, through the op table (`table.ATEN_OPS`).
+
+The graph is what `aot_autograd` (or `make_fx`, or `ExportedProgram.run_decompositions`) gives
+after PyTorch's core-ATen decompositions: placeholders, `call_function` nodes of ATen/prims ops,
+SymInt arithmetic (`operator.add`, `aten.sym_size`), `getitem` of multi-output ops, and one output
+node. Every node carries its FakeTensor (`meta["val"]`), the result PyTorch's own shape rules
+computed: each lowered op's result is checked against it, so a wrong lowering is an error at
+compile time, never a silently wrong answer.
+
+Values while lowering: a tensor node is an HloInstruction; a multi-output op a list of them (None
+for an output the table does not lower); a SymInt node an hlocc size (`int` or `DimExpr`).
+Tensor placeholders become the entry's parameters, in order; SymInt placeholders become the size
+they stand for (hlocc binds it from the tensor sizes). The entry's root is a tuple of the outputs
+that are computed; outputs that are inputs, sizes or None are returned by the caller as they are
+(`LoweredGraph.outputs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hlocc.errors import HloError, UnsupportedError
+from hlocc.frontends.torch.types import element_type, range_guards, tensor_shape, to_dim
+from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.symbolic import Dim, DimExpr
+from hlocc.hlo.types import Shape, primitive_type
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where one graph output comes from: `kind` is "result" (element `index` of the root tuple),
+    "input" (graph input `index`, returned as is), "size" (the size `value`, evaluated per call),
+    or "value" (the Python value `value`, e.g. None)."""
+
+    kind: str
+    index: int = 0
+    value: Any = None
+
+
+@dataclass
+class LoweredGraph:
+    """An FX graph as an HloModule: `parameters[i]` is the graph input that is entry parameter i;
+    `outputs` how to build the graph's outputs from the root tuple."""
+
+    module: HloModule
+    parameters: list[int]
+    outputs: list[Output]
+    ops: dict[str, int] = field(default_factory=dict)  # ATen op → count, for explain()
+
+
+def op_name(target: Any) -> str:
+    """The table key of an FX node target: `aten.add.Tensor`, `prims.convert_element_type.default`,
+    or a Python operator's name (`add`, `getitem`)."""
+    if hasattr(target, "_schema") or hasattr(target, "_overloadname"):
+        return str(target)
+    return getattr(target, "__name__", str(target))
+
+
+def unsupported_ops(graph_module: Any) -> dict[str, str]:
+    """The ops of the graph the table does not lower, each with the reason."""
+    from hlocc.frontends.torch.table import why_not_lowered
+
+    missing: dict[str, str] = {}
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function":
+            name = op_name(node.target)
+            why = why_not_lowered(name)
+            if why is not None:
+                missing[name] = why
+    return missing
+
+
+class LoweringContext:
+    """What an op rule sees: the node, its result shape(s) from PyTorch, and the instruction
+    helpers (`add`, `constant`, `convert`, `broadcast_to`, `reducer`)."""
+
+    def __init__(self, lowering: _Lowering, node: Any):
+        self.lowering = lowering
+        self.node = node
+        self.computation = lowering.entry
+
+    # -- the node's results --------------------------------------------------------------------
+    @property
+    def val(self) -> Any:
+        return self.node.meta.get("val")
+
+    @property
+    def shape(self) -> Shape:
+        """The result shape PyTorch computed for the node (its first result for several)."""
+        val = self.val
+        return tensor_shape(val[0] if isinstance(val, (tuple, list)) else val)
+
+    def shapes(self) -> list[Shape | None]:
+        return [tensor_shape(v) if _is_tensor(v) else None for v in self.val]
+
+    @property
+    def element_type(self) -> str:
+        return self.shape.element_type.name
+
+    # -- instruction helpers -------------------------------------------------------------------
+    def add(self, opcode: str, operands: Sequence[HloInstruction] = (), attrs: dict | None = None, *,
+            shape: Shape | None = None, literal: Any = None) -> HloInstruction:
+        """A new instruction of the entry (shape inferred by HLO's rules when None)."""
+        try:
+            return self.computation.add(opcode, list(operands), attrs, shape=shape, literal=literal)
+        except HloError as e:
+            raise self.error(f"{opcode}: {e}") from None
+
+    def constant(self, value: Any, element_type: str) -> HloInstruction:
+        """A scalar constant of `element_type` (a Python number, or a size: a symbolic size is the
+        value of a parameter dimension that has it)."""
+        if isinstance(value, DimExpr):
+            return self.convert(self.lowering.size_value(self, value), element_type)
+        et = primitive_type(element_type)
+        return self.add("constant", shape=Shape.array(et, ()), literal=np.array(value).astype(et.dtype))
+
+    def full(self, value: Any, shape: Shape) -> HloInstruction:
+        scalar = self.constant(value, shape.element_type.name)
+        return scalar if shape.rank == 0 else self.add("broadcast", [scalar], {"dimensions": ()}, shape=shape)
+
+    def size_of(self, x: HloInstruction, dims: Sequence[int], element_type: str) -> HloInstruction:
+        """The product of `x`'s sizes along `dims` as a scalar of `element_type` (a constant when
+        static; from `get-dimension-size` for symbolic sizes)."""
+        static, result = 1, None
+        for d in dims:
+            size = x.shape.dims[d]
+            if isinstance(size, int):
+                static *= size
+                continue
+            value = self.convert(self.add("get-dimension-size", [x], {"dimensions": (d,)},
+                                          shape=Shape.array("s32", ())), element_type)
+            result = value if result is None else self.add("multiply", [result, value])
+        if result is None:
+            return self.constant(static, element_type)
+        return result if static == 1 else self.add("multiply", [result, self.constant(static, element_type)])
+
+    def convert(self, x: HloInstruction, element_type: str) -> HloInstruction:
+        if x.shape.element_type.name == element_type:
+            return x
+        return self.add("convert", [x], shape=x.shape.with_element_type(primitive_type(element_type)))
+
+    def reshape(self, x: HloInstruction, dims: Sequence[Dim]) -> HloInstruction:
+        if tuple(x.shape.dims) == tuple(dims):
+            return x
+        return self.add("reshape", [x], shape=x.shape.with_dims(list(dims)))
+
+    def broadcast_to(self, x: HloInstruction, dims: Sequence[Dim]) -> HloInstruction:
+        """`x` broadcast to `dims` by PyTorch's rule (trailing dimensions aligned, size 1 stretched)."""
+        dims = tuple(dims)
+        if tuple(x.shape.dims) == dims:
+            return x
+        offset = len(dims) - x.shape.rank
+        if offset < 0:
+            raise self.error(f"cannot broadcast {x.shape} to {list(dims)}")
+        kept = [i for i, d in enumerate(x.shape.dims) if not (d == 1 and dims[offset + i] != 1)]
+        x = self.reshape(x, [x.shape.dims[i] for i in kept])
+        return self.add("broadcast", [x], {"dimensions": tuple(offset + i for i in kept)},
+                        shape=x.shape.with_dims(list(dims)))
+
+    def operand(self, value: Any, element_type: str, dims: Sequence[Dim] | None = None) -> HloInstruction:
+        """A tensor or Python scalar operand of an elementwise op, converted to `element_type` and
+        broadcast to `dims` (when given)."""
+        if not isinstance(value, HloInstruction):
+            value = self.constant(value, element_type)
+        value = self.convert(value, element_type)
+        return self.broadcast_to(value, dims) if dims is not None else value
+
+    def reducer(self, opcode: str, element_type: str) -> HloComputation:
+        """The scalar computation `opcode(a, b)` of `element_type` (one per module and kind)."""
+        return self.lowering.reducer(opcode, element_type)
+
+    def error(self, why: str) -> UnsupportedError:
+        return UnsupportedError(f"{self.where()}: {why}")
+
+    def where(self) -> str:
+        stack = self.node.meta.get("stack_trace")
+        line = stack.strip().splitlines()[-2].strip() if stack and len(stack.strip().splitlines()) >= 2 else ""
+        return f"node '{self.node.name}' ({op_name(self.node.target)}){' at ' + line if line else ''}"
+
+
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "dtype") and hasattr(value, "shape") and not isinstance(value, np.ndarray)
+
+
+class _Lowering:
+    def __init__(self, graph_module: Any, table: dict[str, Callable], name: str, constants: dict[str, Any]):
+        self.gm = graph_module
+        self.table = table
+        self.module = HloModule(name)
+        self.entry = self.module.add_computation(HloComputation(f"{name}.entry", is_entry=True))
+        self.constants = constants  # placeholder name → tensor baked in as a constant
+        self.values: dict[Any, Any] = {}
+        self.parameters: list[int] = []
+        self._reducers: dict[tuple[str, str], HloComputation] = {}
+        self.ops: dict[str, int] = {}
+
+    def run(self) -> LoweredGraph:
+        inputs = 0
+        outputs: list[Output] = []
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                self.values[node] = self.placeholder(node, inputs)
+                inputs += 1
+            elif node.op == "get_attr":
+                self.values[node] = self.attribute_constant(node)
+            elif node.op == "call_function":
+                self.values[node] = self.call(node)
+            elif node.op == "output":
+                outputs = self.output(node)
+            else:
+                raise UnsupportedError(f"node '{node.name}': FX op '{node.op}' is not lowered (not a core ATen graph)")
+        self.module.computations[:] = self.module.computation_post_order()
+        return LoweredGraph(self.module, self.parameters, outputs, self.ops)
+
+    # -- nodes -----------------------------------------------------------------------------------
+    def placeholder(self, node: Any, index: int) -> Any:
+        val = node.meta.get("val")
+        if node.name in self.constants:
+            tensor = self.constants[node.name]
+            return self.constant_tensor(tensor, node.name)
+        if _is_tensor(val):
+            if str(getattr(val, "device", "cpu")) != "cpu":
+                raise UnsupportedError(f"input '{node.name}' is on {val.device}; the cpu backend takes CPU tensors")
+            number = len(self.parameters)
+            self.parameters.append(index)
+            param = HloInstruction(self.entry.unique_name(node.name), "parameter", tensor_shape(val),
+                                   parameter_number=number)
+            return self.entry.add_fresh(param)
+        if val is None and "val" not in node.meta:
+            raise UnsupportedError(f"input '{node.name}' has no FakeTensor (meta['val']): lower the graphs of "
+                                   "aot_autograd, make_fx or torch.export, which carry PyTorch's shapes")
+        if val is None or isinstance(val, (int, float, bool)) or hasattr(val, "node"):
+            return to_dim(val) if hasattr(val, "node") else val
+        raise UnsupportedError(f"input '{node.name}' of type {type(val).__name__} is not lowered")
+
+    def attribute_constant(self, node: Any) -> HloInstruction:
+        target = self.gm
+        for part in node.target.split("."):
+            target = getattr(target, part)
+        return self.constant_tensor(target, node.name)
+
+    def constant_tensor(self, tensor: Any, name: str) -> HloInstruction:
+        from hlocc.frontends.torch.tensors import to_numpy
+
+        array = to_numpy(tensor.detach()).copy()
+        shape = Shape.array(element_type(tensor.dtype), array.shape)
+        return self.entry.add("constant", shape=shape, literal=array, name=name)
+
+    def call(self, node: Any) -> Any:
+        name = op_name(node.target)
+        self.ops[name] = self.ops.get(name, 0) + 1
+        from hlocc.frontends.torch.table import refusal
+
+        rule = self.table.get(name)
+        cx = LoweringContext(self, node)
+        if rule is None or refusal(name):
+            raise cx.error(refusal(name) or "no lowering for this op")
+        args = [self.value(a) for a in node.args]
+        kwargs = {k: self.value(v) for k, v in node.kwargs.items()}
+        result = rule(cx, *args, **kwargs)
+        self.check_result(cx, result)
+        return result
+
+    def value(self, arg: Any) -> Any:
+        if isinstance(arg, (list, tuple)):
+            return type(arg)(self.value(a) for a in arg)
+        if type(arg).__name__ == "Node":
+            return self.values[arg]
+        return arg
+
+    def check_result(self, cx: LoweringContext, result: Any) -> None:
+        """The lowered result against PyTorch's: same element type and sizes."""
+        val = cx.val
+        pairs = zip(result, val) if isinstance(result, list) and isinstance(val, (list, tuple)) else [(result, val)]
+        for got, want in pairs:
+            if isinstance(got, HloInstruction) and _is_tensor(want):
+                expected = tensor_shape(want)
+                if got.shape != expected:
+                    raise cx.error(f"lowered to {got.shape}, PyTorch computes {expected} (a lowering bug)")
+
+    def output(self, node: Any) -> list[Output]:
+        results: list[HloInstruction] = []
+        outputs = []
+        parameter_of = {id(p): i for i, p in enumerate(self.entry.parameters)}
+        for arg in node.args[0]:
+            value = self.value(arg)
+            if isinstance(value, HloInstruction) and id(value) in parameter_of:
+                outputs.append(Output("input", self.parameters[parameter_of[id(value)]]))
+            elif isinstance(value, HloInstruction):
+                outputs.append(Output("result", len(results)))
+                results.append(value)
+            elif isinstance(value, DimExpr):
+                outputs.append(Output("size", value=value))
+            else:
+                outputs.append(Output("value", value=value))
+        self.entry.root = self.entry.add("tuple", results, name="outputs")
+        return outputs
+
+    # -- shared pieces ---------------------------------------------------------------------------
+    def reducer(self, opcode: str, element_type: str) -> HloComputation:
+        key = (opcode, element_type)
+        if key not in self._reducers:
+            comp = HloComputation(f"{opcode}_{element_type}")
+            self.module.add_computation(comp)
+            scalar = Shape.array(element_type, ())
+            a = comp.add_fresh(HloInstruction(comp.unique_name("a"), "parameter", scalar, parameter_number=0))
+            b = comp.add_fresh(HloInstruction(comp.unique_name("b"), "parameter", scalar, parameter_number=1))
+            # "assign" (a scatter that overwrites) returns the update
+            comp.root = b if opcode == "assign" else comp.add(opcode, [a, b], shape=scalar)
+            self._reducers[key] = comp
+        return self._reducers[key]
+
+    def size_value(self, cx: LoweringContext, size: DimExpr) -> HloInstruction:
+        """An s32 scalar with the value of a symbolic size that is a parameter's dimension."""
+        for param in self.entry.parameters:
+            for d, dim in enumerate(param.shape.dims):
+                if dim == size:
+                    return cx.add("get-dimension-size", [param], {"dimensions": (d,)}, shape=Shape.array("s32", ()))
+        raise cx.error(f"the value of the symbolic size '{size}' is used as data, and no input has it as a size")
+
+
+def lower_graph(graph_module: Any, name: str = "torch_graph", *, table: dict | None = None,
+                constants: dict[str, Any] | None = None, shape_env: Any = None) -> LoweredGraph:
+    """The HloModule of an FX graph of core ATen ops (see the module docstring). `constants` maps
+    placeholder names to tensors to bake in (an ExportedProgram's parameters); `shape_env` (or a
+    {symbol: ValueRanges} dict) gives the symbolic sizes' ranges, which become the module's guards.
+    Raises UnsupportedError naming the node and op for what the table does not lower."""
+    from hlocc.frontends.torch.table import ATEN_OPS
+
+    lowered = _Lowering(graph_module, ATEN_OPS if table is None else table, name, constants or {}).run()
+    symbols = frozenset().union(*(p.shape.symbols for p in lowered.module.entry.parameters))
+    if shape_env is not None and symbols:
+        lowered.module.guards.extend(range_guards(shape_env, set(symbols), name))
+    return lowered
+

@@ -1,0 +1,242 @@
+"""Table entries for elementwise ATen ops, type conversions, comparisons, `where`, and the
+tensor factories (full, zeros, arange, scalar_tensor).
+
+PyTorch's type promotion has already happened when the graph was traced: each node's FakeTensor
+carries its result dtype, and the rules convert their operands to it (comparisons to the operands'
+promoted type, their result being bool). Broadcasting follows PyTorch (trailing dimensions aligned,
+size-1 stretched): `LoweringContext.broadcast_to`. Semantics cite ATen's (`aten/src/ATen/native/`):
+`remainder` takes the divisor's sign, `div(rounding_mode="floor")` floors, `round` rounds half to
+even, `gelu` is the erf form or the tanh approximation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from hlocc.hlo.ir import HloInstruction
+
+if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
+    from hlocc.frontends.torch.lowering import LoweringContext
+
+UNARY = {
+    "abs": "abs", "neg": "negate", "exp": "exponential", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt",
+    "tanh": "tanh", "sigmoid": "logistic", "sin": "sine", "cos": "cosine", "tan": "tan", "floor": "floor",
+    "ceil": "ceil", "round": "round-nearest-even", "sign": "sign", "log1p": "log-plus-one",
+    "expm1": "exponential-minus-one", "erf": "erf", "bitwise_not": "not", "asin": "asin", "acos": "acos",
+    "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
+}
+BINARY = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "true_divide": "divide",
+    "maximum": "maximum", "minimum": "minimum", "atan2": "atan2", "fmod": "remainder", "pow": "power",
+    "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
+}
+COMPARE = {"eq": "EQ", "ne": "NE", "lt": "LT", "le": "LE", "gt": "GT", "ge": "GE"}
+LOGICAL = {"logical_and": "and", "logical_or": "or", "logical_xor": "xor"}
+
+_FLOAT_ORDER = ["f16", "bf16", "f32", "f64"]
+_INT_ORDER = ["pred", "u8", "s8", "s16", "s32", "s64"]
+
+
+def _unary(opcode: str):
+    def rule(cx: LoweringContext, x, *_, **__):
+        return cx.add(opcode, [cx.operand(x, cx.element_type)], shape=cx.shape)
+    return rule
+
+
+def _binary(opcode: str, *, divide: bool = False):
+    def rule(cx: LoweringContext, a, b, *, alpha=None, rounding_mode=None):
+        et, dims = cx.element_type, cx.shape.dims
+        lhs, rhs = cx.operand(a, et, dims), cx.operand(b, et, dims)
+        if alpha is not None and alpha != 1:
+            rhs = cx.add("multiply", [rhs, cx.full(alpha, cx.shape)])
+        result = cx.add(opcode, [lhs, rhs], shape=cx.shape)
+        if divide and rounding_mode == "floor":
+            result = _floor_division(cx, lhs, rhs, result)
+        elif divide and rounding_mode == "trunc" and cx.shape.element_type.is_float:
+            result = cx.add("multiply", [cx.add("sign", [result]), cx.add("floor", [cx.add("abs", [result])])])
+        return result
+    return rule
+
+
+def _floor_division(cx: LoweringContext, lhs, rhs, quotient) -> HloInstruction:
+    if cx.shape.element_type.is_float:
+        return cx.add("floor", [quotient])
+    # integer division truncates: one less where the signs differ and the division is inexact
+    zero = cx.full(0, cx.shape)
+    inexact = cx.add("compare", [cx.add("remainder", [lhs, rhs]), zero], {"direction": "NE"})
+    signs = cx.add("compare", [cx.add("compare", [lhs, zero], {"direction": "LT"}),
+                               cx.add("compare", [rhs, zero], {"direction": "LT"})], {"direction": "NE"})
+    fix = cx.add("and", [inexact, signs])
+    return cx.add("select", [fix, cx.add("subtract", [quotient, cx.full(1, cx.shape)]), quotient])
+
+
+def _remainder(cx: LoweringContext, a, b):
+    """Python's modulo (the divisor's sign), as `torch.remainder`."""
+    et, dims = cx.element_type, cx.shape.dims
+    lhs, rhs = cx.operand(a, et, dims), cx.operand(b, et, dims)
+    r = cx.add("remainder", [lhs, rhs])
+    zero = cx.full(0, cx.shape)
+    differ = cx.add("compare", [cx.add("compare", [r, zero], {"direction": "LT"}),
+                                cx.add("compare", [rhs, zero], {"direction": "LT"})], {"direction": "NE"})
+    fix = cx.add("and", [differ, cx.add("compare", [r, zero], {"direction": "NE"})])
+    return cx.add("select", [fix, cx.add("add", [r, rhs]), r])
+
+
+def common_type(values) -> str:
+    """PyTorch's promoted type of tensors and Python scalars (category first: a float scalar makes
+    an integer tensor f32; among tensors of one category the wider type)."""
+    types = [v.shape.element_type.name for v in values if isinstance(v, HloInstruction)]
+    floats = [t for t in types if t in _FLOAT_ORDER]
+    if floats:
+        return max(floats, key=_FLOAT_ORDER.index)
+    if any(isinstance(v, float) for v in values):
+        return "f32"
+    ints = [t for t in types if t in _INT_ORDER]
+    if ints:
+        return max(ints, key=_INT_ORDER.index)
+    return "s64" if any(isinstance(v, int) and not isinstance(v, bool) for v in values) else "pred"
+
+
+def _compare(direction: str):
+    def rule(cx: LoweringContext, a, b):
+        et, dims = common_type([a, b]), cx.shape.dims
+        return cx.add("compare", [cx.operand(a, et, dims), cx.operand(b, et, dims)], {"direction": direction},
+                      shape=cx.shape)
+    return rule
+
+
+def _logical(opcode: str):
+    def rule(cx: LoweringContext, a, b):
+        return cx.add(opcode, [_truth(cx, a, cx.shape.dims), _truth(cx, b, cx.shape.dims)], shape=cx.shape)
+    return rule
+
+
+def _truth(cx: LoweringContext, x, dims) -> HloInstruction:
+    """x != 0 as pred (a pred tensor as it is), broadcast to `dims`."""
+    if isinstance(x, HloInstruction) and x.shape.element_type.name != "pred":
+        x = cx.add("compare", [x, cx.full(0, x.shape)], {"direction": "NE"})
+    return cx.operand(x if isinstance(x, HloInstruction) else bool(x), "pred", dims)
+
+
+def _logical_not(cx: LoweringContext, x):
+    return cx.add("not", [_truth(cx, x, cx.shape.dims)], shape=cx.shape)
+
+
+def _where(cx: LoweringContext, condition, a, b):
+    et, dims = cx.element_type, cx.shape.dims
+    return cx.add("select", [_truth(cx, condition, dims), cx.operand(a, et, dims), cx.operand(b, et, dims)],
+                  shape=cx.shape)
+
+
+def _clamp(cx: LoweringContext, x, low=None, high=None):
+    et, dims = cx.element_type, cx.shape.dims
+    x = cx.operand(x, et, dims)
+    if low is not None:
+        x = cx.add("maximum", [x, cx.operand(low, et, dims)])
+    if high is not None:
+        x = cx.add("minimum", [x, cx.operand(high, et, dims)])
+    return x
+
+
+def _relu(cx: LoweringContext, x):
+    return cx.add("maximum", [x, cx.full(0, cx.shape)], shape=cx.shape)
+
+
+def _gelu(cx: LoweringContext, x, approximate: str = "none"):
+    """0.5·x·(1 + erf(x/√2)), or with approximate="tanh" 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+    full = lambda v: cx.full(v, cx.shape)  # noqa: E731
+    if approximate == "tanh":
+        cube = cx.add("multiply", [cx.add("multiply", [x, x]), x])
+        inner = cx.add("multiply", [full(math.sqrt(2 / math.pi)),
+                                    cx.add("add", [x, cx.add("multiply", [full(0.044715), cube])])])
+        t = cx.add("tanh", [inner])
+    else:
+        t = cx.add("erf", [cx.add("multiply", [x, full(1 / math.sqrt(2))])])
+    return cx.add("multiply", [cx.add("multiply", [x, full(0.5)]), cx.add("add", [full(1), t])])
+
+
+def _silu(cx: LoweringContext, x):
+    return cx.add("multiply", [x, cx.add("logistic", [x])])
+
+
+def _reciprocal(cx: LoweringContext, x):
+    return cx.add("divide", [cx.full(1, cx.shape), cx.operand(x, cx.element_type)])
+
+
+def _isnan(cx: LoweringContext, x):
+    return cx.add("compare", [x, x], {"direction": "NE"}, shape=cx.shape)
+
+
+def _isinf(cx: LoweringContext, x):
+    return cx.add("compare", [cx.add("abs", [x]), cx.full(math.inf, x.shape)], {"direction": "EQ"}, shape=cx.shape)
+
+
+def _convert(cx: LoweringContext, x, *_, **__):
+    """_to_copy / convert_element_type: a conversion to the result's type (a copy otherwise)."""
+    return cx.convert(x, cx.element_type) if isinstance(x, HloInstruction) else cx.full(x, cx.shape)
+
+
+def _identity(cx: LoweringContext, x, *_, **__):
+    return x
+
+
+def _copy(cx: LoweringContext, destination, source, *_):
+    return cx.operand(source, cx.element_type, cx.shape.dims)
+
+
+def _full(cx: LoweringContext, _size, value, **_):
+    return cx.full(value, cx.shape)
+
+
+def _filled(value):
+    def rule(cx: LoweringContext, *_, **__):
+        return cx.full(value, cx.shape)
+    return rule
+
+
+def _full_like(cx: LoweringContext, _x, value, **_):
+    return cx.full(value, cx.shape)
+
+
+def _scalar_tensor(cx: LoweringContext, value, **_):
+    return cx.constant(value, cx.element_type)
+
+
+def _arange(cx: LoweringContext, *args, **_):
+    """arange(end) / arange(start, end[, step]): start + step·iota (its length is PyTorch's)."""
+    start, step = (0, 1) if len(args) == 1 else (args[0], args[2] if len(args) > 2 else 1)
+    line = cx.add("iota", attrs={"iota_dimension": 0}, shape=cx.shape)
+    if step != 1:
+        line = cx.add("multiply", [line, cx.full(step, cx.shape)])
+    return cx.add("add", [line, cx.full(start, cx.shape)]) if start != 0 else line
+
+
+OPS = {
+    **{f"aten.{name}.default": _unary(op) for name, op in UNARY.items()},
+    **{f"aten.{name}.{o}": _binary(op) for name, op in BINARY.items() for o in ("Tensor", "Scalar")},
+    "aten.div.Tensor_mode": _binary("divide", divide=True), "aten.div.Scalar_mode": _binary("divide", divide=True),
+    "aten.pow.Tensor_Scalar": _binary("power"), "aten.pow.Tensor_Tensor": _binary("power"),
+    "aten.pow.Scalar": _binary("power"),
+    "aten.remainder.Tensor": _remainder, "aten.remainder.Scalar": _remainder,
+    **{f"aten.{name}.{o}": _compare(d) for name, d in COMPARE.items() for o in ("Tensor", "Scalar")},
+    **{f"aten.{name}.default": _logical(op) for name, op in LOGICAL.items()},
+    "aten.logical_not.default": _logical_not,
+    "aten.where.self": _where,
+    "aten.clamp.default": _clamp, "aten.clamp.Tensor": _clamp,
+    "aten.clamp_min.default": lambda cx, x, low: _clamp(cx, x, low, None),
+    "aten.clamp_max.default": lambda cx, x, high: _clamp(cx, x, None, high),
+    "aten.hardtanh.default": lambda cx, x, low=-1.0, high=1.0: _clamp(cx, x, low, high),
+    "aten.relu.default": _relu, "aten.gelu.default": _gelu, "aten.silu.default": _silu,
+    "aten.reciprocal.default": _reciprocal, "aten.isnan.default": _isnan, "aten.isinf.default": _isinf,
+    "aten._to_copy.default": _convert, "prims.convert_element_type.default": _convert,
+    "aten.clone.default": _identity, "aten.alias.default": _identity, "aten.detach.default": _identity,
+    "aten.lift_fresh_copy.default": _identity, "aten.copy.default": _copy,
+    "aten.full.default": _full, "aten.full_like.default": _full_like,
+    "aten.zeros.default": _filled(0), "aten.ones.default": _filled(1), "aten.zeros_like.default": _filled(0),
+    "aten.ones_like.default": _filled(1), "aten.empty.memory_format": _filled(0),
+    "aten.empty_like.default": _filled(0), "aten.new_zeros.default": _filled(0), "aten.new_ones.default": _filled(1),
+    "aten.fill.Scalar": lambda cx, x, value: cx.full(value, cx.shape),
+    "aten.scalar_tensor.default": _scalar_tensor,
+    "aten.arange.default": _arange, "aten.arange.start": _arange, "aten.arange.start_step": _arange,
+}

@@ -1,0 +1,245 @@
+"""Table entries for matrix products (mm/bmm/addmm), embedding and indexing
+(gather, index, index_select, scatter, index_put, slice/select_scatter), and
+scaled_dot_product_attention decomposed into HLO (when a graph still holds it).
+
+Indexing ops become HLO gather/scatter with explicit index vectors: PyTorch's per-element index
+tensors (`torch.gather`, `scatter`) are stacked with iotas of the other dimensions. Out-of-range
+indices are clamped by HLO gather (XLA's semantics) where PyTorch raises: a graph PyTorch runs
+without error gives the same values; negative indices wrap as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from hlocc.frontends.torch.ops_reduce import softmax
+from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.types import primitive_type
+
+if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
+    from hlocc.frontends.torch.lowering import LoweringContext
+
+_S64 = primitive_type("s64")
+
+
+def dot(cx: LoweringContext, a: HloInstruction, b: HloInstruction, batch: int = 0, shape=None) -> HloInstruction:
+    """a @ b over `batch` leading batch dimensions (a: [..., m, k], b: [..., k, n])."""
+    attrs = {"lhs_batch_dims": tuple(range(batch)), "lhs_contracting_dims": (a.shape.rank - 1,),
+             "rhs_batch_dims": tuple(range(batch)), "rhs_contracting_dims": (b.shape.rank - 2,)}
+    dims = list(a.shape.dims[:-1]) + [b.shape.dims[-1]]
+    return cx.add("dot", [a, b], attrs, shape=shape or a.shape.with_dims(dims))
+
+
+def _mm(cx: LoweringContext, a, b):
+    et = cx.element_type
+    return dot(cx, cx.convert(a, et), cx.convert(b, et), shape=cx.shape)
+
+
+def _bmm(cx: LoweringContext, a, b):
+    et = cx.element_type
+    return dot(cx, cx.convert(a, et), cx.convert(b, et), batch=1, shape=cx.shape)
+
+
+def _addmm(cx: LoweringContext, bias, a, b, *, beta=1, alpha=1):
+    product = _mm(cx, a, b)
+    if alpha != 1:
+        product = cx.add("multiply", [product, cx.full(alpha, cx.shape)])
+    bias = cx.operand(bias, cx.element_type, cx.shape.dims)
+    if beta != 1:
+        bias = cx.add("multiply", [bias, cx.full(beta, cx.shape)])
+    return cx.add("add", [bias, product]) if beta != 0 else product
+
+
+# -- gather and scatter ---------------------------------------------------------------------------
+def _wrapped(cx: LoweringContext, index: HloInstruction, where: tuple) -> HloInstruction:
+    """`index` as s64 with negative values wrapped by the size of dimension where[1] of where[0]
+    (PyTorch's negative indexing)."""
+    index = cx.convert(index, "s64")
+    negative = cx.add("compare", [index, cx.full(0, index.shape)], {"direction": "LT"})
+    size = cx.broadcast_to(cx.size_of(where[0], [where[1]], "s64"), index.shape.dims)
+    return cx.add("select", [negative, cx.add("add", [index, size]), index])
+
+
+def _embedding(cx: LoweringContext, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    rank = indices.shape.rank
+    return cx.add("gather", [weight, cx.convert(indices, "s64")],
+                  {"offset_dims": (rank,), "collapsed_slice_dims": (0,), "start_index_map": (0,),
+                   "index_vector_dim": rank, "slice_sizes": (1, weight.shape.dims[1])}, shape=cx.shape)
+
+
+def _index_select(cx: LoweringContext, x, dim, index):
+    dim = dim + x.shape.rank if dim < 0 else dim
+    index = _wrapped(cx, index, (x, dim))
+    return cx.add("gather", [x, index],
+                  {"offset_dims": tuple(i for i in range(x.shape.rank) if i != dim), "collapsed_slice_dims": (dim,),
+                   "start_index_map": (dim,), "index_vector_dim": 1,
+                   "slice_sizes": tuple(1 if i == dim else d for i, d in enumerate(x.shape.dims))}, shape=cx.shape)
+
+
+def _element_indices(cx: LoweringContext, x, dim: int, index: HloInstruction) -> HloInstruction:
+    """[*index.shape, rank] coordinates into x: iotas, with `index` (wrapped) along `dim`."""
+    columns = []
+    for d in range(index.shape.rank):
+        column = _wrapped(cx, index, (x, dim)) if d == dim else cx.add(
+            "iota", attrs={"iota_dimension": d}, shape=index.shape.with_element_type(_S64))
+        columns.append(cx.reshape(column, list(index.shape.dims) + [1]))
+    return cx.add("concatenate", columns, {"dimensions": (index.shape.rank,)}) if len(columns) > 1 else columns[0]
+
+
+def _gather(cx: LoweringContext, x, dim, index, sparse_grad=False):
+    dim = dim + x.shape.rank if dim < 0 else dim
+    rank = x.shape.rank
+    return cx.add("gather", [x, _element_indices(cx, x, dim, index)],
+                  {"offset_dims": (), "collapsed_slice_dims": tuple(range(rank)), "start_index_map": tuple(range(rank)),
+                   "index_vector_dim": rank, "slice_sizes": (1,) * rank}, shape=cx.shape)
+
+
+def _scatter_computation(cx: LoweringContext, reduce: str | None, et: str):
+    return cx.lowering.reducer("assign" if reduce is None else reduce, et)
+
+
+def scatter_elements(cx: LoweringContext, x, dim: int, index, src, reduce: str | None) -> HloInstruction:
+    """torch.scatter: x[..., index[i...], ...] = src[i...] along `dim` (`reduce`: "add" accumulates)."""
+    dim = dim + x.shape.rank if dim < 0 else dim
+    rank = x.shape.rank
+    src = cx.operand(src, x.shape.element_type.name, index.shape.dims)
+    if tuple(src.shape.dims) != tuple(index.shape.dims):
+        src = _slice_to(cx, src, index.shape.dims)
+    return cx.add("scatter", [x, _element_indices(cx, x, dim, index), src],
+                  {"update_window_dims": (), "inserted_window_dims": tuple(range(rank)),
+                   "scatter_dims_to_operand_dims": tuple(range(rank)), "index_vector_dim": rank,
+                   "to_apply": _scatter_computation(cx, reduce, x.shape.element_type.name)}, shape=x.shape)
+
+
+def _scatter(reduce: str | None):
+    def rule(cx: LoweringContext, x, dim, index, src, *, reduce_mode=None):
+        return scatter_elements(cx, x, dim, index, src, reduce)
+    return rule
+
+
+def _slice_to(cx: LoweringContext, x, dims):
+    from hlocc.hlo.attributes import SliceDim
+
+    return cx.add("slice", [x], {"slice": tuple(SliceDim(0, d, 1) for d in dims)}, shape=x.shape.with_dims(dims))
+
+
+def _advanced_index(cx: LoweringContext, x, indices):
+    """Index tensors (None for `:`) as one [B..., k] index array with its layout facts:
+    (stacked indices, first indexed dim, k, len(B)). Non-None indices must be adjacent."""
+    positions = [i for i, t in enumerate(indices) if t is not None]
+    if positions != list(range(positions[0], positions[-1] + 1)):
+        raise cx.error("indexing with non-adjacent index tensors is not lowered")
+    if any(t.shape.element_type.name == "pred" for t in indices if t is not None):
+        raise cx.error("indexing with a boolean mask has a data-dependent shape; not lowered")
+    first, k = positions[0], len(positions)
+    tensors = [indices[p] for p in positions]
+    batch = _broadcast_dims([t.shape.dims for t in tensors])
+    columns = [cx.reshape(cx.broadcast_to(_wrapped(cx, t, (x, p)), batch), list(batch) + [1])
+               for t, p in zip(tensors, positions)]
+    stacked = columns[0] if k == 1 else cx.add("concatenate", columns, {"dimensions": (len(batch),)})
+    return stacked, first, k, len(batch)
+
+
+def _broadcast_dims(shapes) -> tuple:
+    rank = max(len(s) for s in shapes)
+    dims = [1] * rank
+    for s in shapes:
+        for i, d in enumerate(s):
+            j = rank - len(s) + i
+            if d != 1:
+                dims[j] = d
+    return tuple(dims)
+
+
+def _index(cx: LoweringContext, x, indices):
+    indices = list(indices) + [None] * (x.shape.rank - len(indices))
+    stacked, first, k, nb = _advanced_index(cx, x, indices)
+    offset = tuple(range(first)) + tuple(range(first + nb, first + nb + x.shape.rank - first - k))
+    sizes = tuple(1 if first <= i < first + k else d for i, d in enumerate(x.shape.dims))
+    indexed = tuple(range(first, first + k))
+    return cx.add("gather", [x, stacked], {"offset_dims": offset, "collapsed_slice_dims": indexed,
+                                           "start_index_map": indexed, "index_vector_dim": nb,
+                                           "slice_sizes": sizes}, shape=cx.shape)
+
+
+def _index_put(cx: LoweringContext, x, indices, values, accumulate=False):
+    indices = list(indices) + [None] * (x.shape.rank - len(indices))
+    stacked, first, k, nb = _advanced_index(cx, x, indices)
+    batch = stacked.shape.dims[:nb]
+    update_dims = list(x.shape.dims[:first]) + list(batch) + list(x.shape.dims[first + k:])
+    updates = cx.operand(values, x.shape.element_type.name, update_dims)
+    window = tuple(range(first)) + tuple(range(first + nb, len(update_dims)))
+    return cx.add("scatter", [x, stacked, updates],
+                  {"update_window_dims": window, "inserted_window_dims": tuple(range(first, first + k)),
+                   "scatter_dims_to_operand_dims": tuple(range(first, first + k)), "index_vector_dim": nb,
+                   "to_apply": _scatter_computation(cx, "add" if accumulate else None, x.shape.element_type.name)},
+                  shape=cx.shape)
+
+
+def _update_slice(cx: LoweringContext, x, src, dim, start):
+    starts = [cx.constant(start if i == dim else 0, "s64") for i in range(x.shape.rank)]
+    return cx.add("dynamic-update-slice", [x, cx.convert(src, x.shape.element_type.name)] + starts, shape=cx.shape)
+
+
+def _slice_scatter(cx: LoweringContext, x, src, dim=0, start=None, end=None, step=1):
+    dim = dim + x.shape.rank if dim < 0 else dim
+    if step != 1:
+        raise cx.error("slice_scatter with a step is not lowered")
+    start = 0 if start is None else start
+    if isinstance(start, int) and start < 0:
+        start += x.shape.dims[dim]
+    return _update_slice(cx, x, src, dim, start)
+
+
+def _select_scatter(cx: LoweringContext, x, src, dim, index):
+    dim = dim + x.shape.rank if dim < 0 else dim
+    if isinstance(index, int) and index < 0:
+        index += x.shape.dims[dim]
+    src = cx.reshape(src, [1 if i == dim else d for i, d in enumerate(x.shape.dims)])
+    return _update_slice(cx, x, src, dim, index)
+
+
+# -- attention ------------------------------------------------------------------------------------
+def _sdpa(cx: LoweringContext, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
+          enable_gqa=False):
+    """softmax(q kᵀ · scale + mask) v, with the causal mask from iotas (row ≥ column)."""
+    if dropout_p:
+        raise cx.error("attention dropout draws random numbers; not lowered")
+    et = cx.element_type
+    batch = q.shape.rank - 2
+    scale = 1 / math.sqrt(q.shape.dims[-1]) if scale is None else scale
+    perm = tuple(range(batch)) + (batch + 1, batch)
+    kt = cx.add("transpose", [k], {"dimensions": perm}, shape=k.shape.with_dims([k.shape.dims[i] for i in perm]))
+    scores = dot(cx, q, kt, batch)
+    scores = cx.add("multiply", [scores, cx.full(scale, scores.shape)])
+    if is_causal:
+        rows = cx.add("iota", attrs={"iota_dimension": batch}, shape=scores.shape.with_element_type(_S64))
+        cols = cx.add("iota", attrs={"iota_dimension": batch + 1}, shape=scores.shape.with_element_type(_S64))
+        keep = cx.add("compare", [rows, cols], {"direction": "GE"})
+        scores = cx.add("select", [keep, scores, cx.full(-math.inf, scores.shape)])
+    if attn_mask is not None:
+        if attn_mask.shape.element_type.name == "pred":
+            keep = cx.broadcast_to(attn_mask, scores.shape.dims)
+            scores = cx.add("select", [keep, scores, cx.full(-math.inf, scores.shape)])
+        else:
+            scores = cx.add("add", [scores, cx.operand(attn_mask, et, scores.shape.dims)])
+    weights = softmax(cx, scores, -1)
+    return [dot(cx, weights, v, batch, shape=cx.shape)] if isinstance(cx.val, (tuple, list)) else \
+        dot(cx, weights, v, batch, shape=cx.shape)
+
+
+RANDOM = ("rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "bernoulli", "native_dropout",
+          "normal", "uniform", "multinomial", "randperm", "exponential", "poisson", "dropout")
+"""Ops that draw random numbers: refused, since hlocc cannot reproduce PyTorch's generator stream
+(the graph runs eager, so `torch.manual_seed` keeps its meaning)."""
+
+OPS = {
+    "aten.mm.default": _mm, "aten.bmm.default": _bmm, "aten.addmm.default": _addmm,
+    "aten.embedding.default": _embedding, "aten.index_select.default": _index_select,
+    "aten.gather.default": _gather, "aten.index.Tensor": _index, "aten.index_put.default": _index_put,
+    "aten.scatter.src": _scatter(None), "aten.scatter.value": _scatter(None),
+    "aten.scatter_add.default": _scatter("add"),
+    "aten.slice_scatter.default": _slice_scatter, "aten.select_scatter.default": _select_scatter,
+    "aten.scaled_dot_product_attention.default": _sdpa,
+}

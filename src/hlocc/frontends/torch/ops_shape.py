@@ -1,0 +1,197 @@
+"""Table entries for views, reshapes and data movement: view/reshape/squeeze/unsqueeze, permute,
+expand, slice/select, cat/stack/split, constant_pad_nd, flip, repeat, and the SymInt arithmetic
+dynamo records between them (`sym_size`, Python's `+ - * //` on sizes, `getitem`).
+
+hlocc arrays have no strides: a view is a new value (HLO reshape/transpose/slice), and XLA's
+fusion makes it free where it can; PyTorch's aliasing is gone once `aot_autograd` functionalized
+the graph. Sizes come from the node's FakeTensor, so `-1` and symbolic sizes are already resolved.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING
+
+from hlocc.hlo.attributes import PadDim, SliceDim
+from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.symbolic import DimExpr
+from hlocc.hlo.types import primitive_type
+
+if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
+    from hlocc.frontends.torch.lowering import LoweringContext
+
+
+def _norm_dim(dim: int, rank: int) -> int:
+    return dim + rank if dim < 0 else dim
+
+
+def _reshape(cx: LoweringContext, x, *_):
+    return cx.reshape(x, cx.shape.dims)
+
+
+def _permute(cx: LoweringContext, x, dims):
+    dims = tuple(_norm_dim(d, x.shape.rank) for d in dims)
+    return x if dims == tuple(range(x.shape.rank)) else cx.add("transpose", [x], {"dimensions": dims}, shape=cx.shape)
+
+
+def _transpose(cx: LoweringContext, x, a=0, b=1):
+    dims = list(range(x.shape.rank))
+    if dims:
+        a, b = _norm_dim(a, x.shape.rank), _norm_dim(b, x.shape.rank)
+        dims[a], dims[b] = dims[b], dims[a]
+    return _permute(cx, x, dims)
+
+
+def _expand(cx: LoweringContext, x, *_, **__):
+    return cx.broadcast_to(x, cx.shape.dims)
+
+
+def slice_dim(cx: LoweringContext, x, dim: int, start, size, step: int = 1) -> HloInstruction:
+    """Elements start, start+step, ... (`size` of them) of dimension `dim`."""
+    if isinstance(size, DimExpr) and isinstance(x.shape.dims[dim], int):
+        return _gathered_slice(cx, x, dim, start, size, step)
+    limits = [SliceDim(0, d, 1) for d in x.shape.dims]
+    limits[dim] = SliceDim(start, start + (size - 1) * step + 1 if size != 0 else start, step)
+    if limits[dim] == SliceDim(0, x.shape.dims[dim], 1):
+        return x
+    return cx.add("slice", [x], {"slice": tuple(limits)}, shape=x.shape.with_dims(
+        [size if i == dim else d for i, d in enumerate(x.shape.dims)]))
+
+
+def _gathered_slice(cx: LoweringContext, x, dim: int, start, size, step: int) -> HloInstruction:
+    """A symbolic-length slice of a static dimension (`position_ids[:, :seq]` of a 128-entry buffer)
+    as a gather of start + step·iota: HLO's slice rule would have to prove `seq <= 128`, which holds
+    by PyTorch's guards but not for every value of the symbol."""
+    shape = x.shape.with_dims([size]).with_element_type(primitive_type("s64"))
+    index = cx.add("iota", attrs={"iota_dimension": 0}, shape=shape)
+    if step != 1:
+        index = cx.add("multiply", [index, cx.full(step, shape)])
+    if not (isinstance(start, int) and start == 0):
+        index = cx.add("add", [index, cx.broadcast_to(cx.constant(start, "s64"), [size])])
+    return cx.add("gather", [x, index], {
+        "offset_dims": tuple(i for i in range(x.shape.rank) if i != dim), "collapsed_slice_dims": (dim,),
+        "start_index_map": (dim,), "index_vector_dim": 1,
+        "slice_sizes": tuple(1 if i == dim else d for i, d in enumerate(x.shape.dims))},
+        shape=x.shape.with_dims([size if i == dim else d for i, d in enumerate(x.shape.dims)]))
+
+
+def _slice(cx: LoweringContext, x, dim=0, start=None, end=None, step=1):
+    dim = _norm_dim(dim, x.shape.rank)
+    size = x.shape.dims[dim]
+    start = 0 if start is None else start
+    if isinstance(start, int) and start < 0:
+        start = max(start + size, 0) if isinstance(size, int) else start + size
+    if isinstance(start, int) and isinstance(size, int):
+        start = min(start, size)
+    return slice_dim(cx, x, dim, start, cx.shape.dims[dim], step)
+
+
+def _select(cx: LoweringContext, x, dim, index):
+    dim = _norm_dim(dim, x.shape.rank)
+    if isinstance(index, int) and index < 0:
+        index += x.shape.dims[dim]
+    return cx.reshape(slice_dim(cx, x, dim, index, 1), cx.shape.dims)
+
+
+def _cat(cx: LoweringContext, tensors, dim=0):
+    et = cx.element_type
+    # PyTorch skips 1-D empty tensors in cat (legacy behaviour); HLO needs equal ranks
+    parts = [cx.convert(t, et) for t in tensors if not (t.shape.rank == 1 and t.shape.dims[0] == 0)]
+    dim = _norm_dim(dim, cx.shape.rank)
+    if len(parts) == 1:
+        return parts[0]
+    return cx.add("concatenate", parts, {"dimensions": (dim,)}, shape=cx.shape)
+
+
+def _stack(cx: LoweringContext, tensors, dim=0):
+    dim = _norm_dim(dim, cx.shape.rank)
+    parts = [cx.reshape(cx.convert(t, cx.element_type), cx.shape.dims[:dim] + (1,) + cx.shape.dims[dim + 1:])
+             for t in tensors]
+    return parts[0] if len(parts) == 1 else cx.add("concatenate", parts, {"dimensions": (dim,)}, shape=cx.shape)
+
+
+def _split_with_sizes(cx: LoweringContext, x, sizes, dim=0):
+    dim = _norm_dim(dim, x.shape.rank)
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(slice_dim(cx, x, dim, start, size))
+        start = start + size
+    return parts
+
+
+def _split(cx: LoweringContext, x, split_size, dim=0):
+    return _split_with_sizes(cx, x, [s.dims[_norm_dim(dim, x.shape.rank)] for s in cx.shapes()], dim)
+
+
+def _unbind(cx: LoweringContext, x, dim=0):
+    dim = _norm_dim(dim, x.shape.rank)
+    return [cx.reshape(slice_dim(cx, x, dim, i, 1), s.dims) for i, s in enumerate(cx.shapes())]
+
+
+def _constant_pad_nd(cx: LoweringContext, x, pad, value=0):
+    """`pad` lists (before, after) pairs from the last dimension backwards; negative pads crop
+    (HLO's pad takes negative edge padding as XLA's does)."""
+    padding = [PadDim(0, 0)] * x.shape.rank
+    for i in range(len(pad) // 2):
+        padding[x.shape.rank - 1 - i] = PadDim(pad[2 * i], pad[2 * i + 1])
+    return cx.add("pad", [x, cx.constant(value, cx.element_type)], {"padding": tuple(padding)}, shape=cx.shape)
+
+
+def _flip(cx: LoweringContext, x, dims):
+    return cx.add("reverse", [x], {"dimensions": tuple(sorted(_norm_dim(d, x.shape.rank) for d in dims))},
+                  shape=cx.shape)
+
+
+def _repeat(cx: LoweringContext, x, repeats):
+    """Tile: broadcast each dimension d to (repeats[d], size[d]), then merge the pairs."""
+    lead = len(repeats) - x.shape.rank
+    dims = [1] * lead + list(x.shape.dims)
+    x = cx.reshape(x, dims)
+    pairs = [v for r, d in zip(repeats, dims) for v in (r, d)]
+    tiled = cx.add("broadcast", [x], {"dimensions": tuple(2 * i + 1 for i in range(len(dims)))},
+                   shape=x.shape.with_dims(pairs))
+    return cx.reshape(tiled, cx.shape.dims)
+
+
+def _sym_size(cx: LoweringContext, x, dim):
+    return x.shape.dims[dim]
+
+
+def _sym_numel(cx: LoweringContext, x):
+    n = 1
+    for d in x.shape.dims:
+        n = n * d
+    return n
+
+
+def _getitem(cx: LoweringContext, values, index):
+    value = values[index]
+    if value is None:
+        raise cx.error(f"output {index} of '{cx.node.args[0].name}' is not lowered")
+    return value
+
+
+def _sym_op(op):
+    return lambda cx, *args: op(*args)
+
+
+OPS = {
+    "aten.view.default": _reshape, "aten._unsafe_view.default": _reshape, "aten.reshape.default": _reshape,
+    "aten.view_copy.default": _reshape, "aten.squeeze.dim": _reshape, "aten.squeeze.dims": _reshape,
+    "aten.squeeze.default": _reshape, "aten.unsqueeze.default": _reshape,
+    "prims.collapse_view.default": _reshape,
+    "aten.permute.default": _permute, "aten.permute_copy.default": _permute,
+    "aten.transpose.int": _transpose, "aten.t.default": _transpose,
+    "aten.expand.default": _expand, "aten.expand_copy.default": _expand,
+    "aten.slice.Tensor": _slice, "aten.slice_copy.Tensor": _slice,
+    "aten.select.int": _select, "aten.select_copy.int": _select,
+    "aten.cat.default": _cat, "aten.stack.default": _stack,
+    "aten.split_with_sizes.default": _split_with_sizes, "aten.split.Tensor": _split,
+    "aten.split_with_sizes_copy.default": _split_with_sizes, "aten.unbind.int": _unbind,
+    "aten.constant_pad_nd.default": _constant_pad_nd, "aten.flip.default": _flip, "aten.repeat.default": _repeat,
+    "aten.sym_size.int": _sym_size, "aten.sym_numel.default": _sym_numel,
+    "getitem": _getitem,
+    "add": _sym_op(operator.add), "sub": _sym_op(operator.sub), "mul": _sym_op(operator.mul),
+    "floordiv": _sym_op(operator.floordiv), "mod": _sym_op(operator.mod), "neg": _sym_op(operator.neg),
+    "sym_max": _sym_op(max), "sym_min": _sym_op(min),
+}

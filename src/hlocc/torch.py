@@ -1,0 +1,362 @@
+"""PyTorch models compiled by hlocc (needs the `[torch]` extra).
+
+    import torch
+    compiled = torch.compile(model, backend="hlocc")            # found through the entry point
+    compiled = torch.compile(model, backend="hlocc", dynamic=True)   # one hlocc compile for all batches
+    run = hlocc.torch.compile_exported(torch.export.export(model, (x,)))   # ahead of time
+
+`backend` is the dynamo backend registered as `hlocc` (`torch_dynamo_backends` entry point): dynamo
+hands it an FX graph, `aot_autograd` functionalizes it, applies PyTorch's core-ATen decompositions
+(with scaled_dot_product_attention in its math form, so its backward is ATen too) and splits forward and
+backward; each graph is lowered by `frontends/torch` through its op table and compiled by
+`hlocc.compile`. Symbolic sizes (`dynamic=True`, `mark_dynamic`, `torch.export.Dim`) become
+hlocc's symbolic dimensions, their value ranges hlocc guards: one compile serves every size.
+Tensors pass as numpy views of their memory (no copy for contiguous CPU tensors) and results come
+back as tensors over hlocc's output buffers.
+
+A graph holding an op the table does not lower (or that hlocc fails to compile) runs eager, with one
+`FallbackWarning` naming the ops; `HLOCC_TORCH_STRICT=1` (or `options={"strict": True}`) makes that an
+error. `explain(model, *args)` reports what happened to each graph. `stats()` counts hlocc compiles
+and fallbacks in this process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hlocc.compiler import Executable, compile
+from hlocc.errors import ArgumentError, HloError, UnsupportedError
+from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupported_ops
+from hlocc.frontends.torch.tensors import from_numpy, to_numpy
+from hlocc.hlo.symbolic import evaluate
+
+
+class FallbackWarning(UserWarning):
+    """A graph hlocc does not compile runs eager (the message names the ops and the reason)."""
+
+
+_STATS: Counter = Counter()
+_GRAPH_NUMBERS = itertools.count()  # graph names (forward_0, backward_1, ...) unique in the process
+
+
+def stats() -> dict[str, int]:
+    """Counts in this process: `compiles` (graphs compiled by hlocc), `fallbacks` (graphs run eager)."""
+    return dict(_STATS)
+
+
+def reset_stats() -> None:
+    _STATS.clear()
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise UnsupportedError("hlocc.torch needs torch: pip install 'hlocc[torch]'") from None
+    return torch
+
+
+def strict_mode(options: dict | None = None) -> bool:
+    """Fallback is an error: `options["strict"]`, else HLOCC_TORCH_STRICT=1."""
+    if options and "strict" in options:
+        return bool(options["strict"])
+    return os.environ.get("HLOCC_TORCH_STRICT", "") not in ("", "0")
+
+
+# -- the compiled graph ---------------------------------------------------------------------------
+class CompiledGraph:
+    """A lowered FX graph and its hlocc Executable, called with the graph's inputs (a list: the
+    boxed calling convention of aot_autograd) and returning the graph's outputs."""
+
+    _boxed_call = True
+
+    def __init__(self, lowered: LoweredGraph, executable: Executable | None, input_names: Sequence[str]):
+        self.lowered, self.executable, self.input_names = lowered, executable, list(input_names)
+        # per entry parameter: (graph input index, its name, its Shape), read once (calls are hot)
+        self._inputs = [(index, self._name(index), param.shape)
+                        for index, param in zip(lowered.parameters, lowered.module.entry.parameters)]
+
+    @property
+    def module(self):
+        return self.lowered.module
+
+    def _name(self, index: int) -> str:
+        return self.input_names[index] if index < len(self.input_names) else f"input {index}"
+
+    def __call__(self, args: list) -> list:
+        arrays = [_checked_array(args[index], name, shape) for index, name, shape in self._inputs]
+        results = self.executable(*arrays) if self.executable is not None else ()
+        binding = None
+        outputs = []
+        for out in self.lowered.outputs:
+            if out.kind == "result":
+                array = results[out.index]
+                if any(np.may_share_memory(array, a) for a in arrays):
+                    array = array.copy()  # a result that is (a view of) an input: the caller owns it
+                outputs.append(from_numpy(array))
+            elif out.kind == "input":
+                outputs.append(args[out.index])
+            elif out.kind == "size":
+                if binding is None:
+                    binding = self.executable.bind(*arrays)
+                outputs.append(evaluate(out.value, binding))
+            else:
+                outputs.append(out.value)
+        return outputs
+
+
+def _checked_array(tensor: Any, name: str, shape: Any) -> np.ndarray:
+    """The numpy view of an input tensor, checked against its parameter's Shape (errors name it)."""
+    if not hasattr(tensor, "dtype") or not hasattr(tensor, "device"):
+        raise ArgumentError(f"{name}: expected a tensor, got {type(tensor).__name__}")
+    array = to_numpy(tensor, name)
+    if array.dtype != shape.dtype:
+        raise ArgumentError(f"{name}: expected dtype {shape.element_type} ({shape.dtype}), got {tensor.dtype}")
+    if array.ndim != len(shape.dims) or any(isinstance(d, int) and d != a for d, a in zip(shape.dims, array.shape)):
+        raise ArgumentError(f"{name}: expected shape {shape.to_string(False)}, got {list(array.shape)}")
+    return array
+
+
+def compile_graph(graph_module: Any, example_inputs: Sequence[Any], *, name: str = "torch_graph",
+                  options: dict | None = None, constants: dict | None = None, shape_env: Any = None,
+                  input_names: Sequence[str] | None = None, report: list | None = None) -> Callable:
+    """The callable of one core-ATen FX graph: compiled by hlocc, or the graph itself (eager) with
+    one FallbackWarning when it holds ops hlocc does not lower (an error in strict mode)."""
+    options = dict(options or {})
+    strict = strict_mode(options)
+    hlocc_backend = options.get("backend", "cpu")
+    compile_options = {k: v for k, v in options.items() if k in ("gemm", "check_bounds", "hlo_passes")}
+    names = list(input_names or [n.name for n in graph_module.graph.nodes if n.op == "placeholder"])
+    entry = {"name": name, "ops": sum(1 for n in graph_module.graph.nodes if n.op == "call_function")}
+    missing = unsupported_ops(graph_module)
+    t0 = time.perf_counter()
+    try:
+        if missing:
+            listed = ", ".join(f"{op} ({why})" for op, why in sorted(missing.items()))
+            raise UnsupportedError(f"ops hlocc does not lower: {listed}")
+        if shape_env is None:
+            shape_env = _shape_env(example_inputs)
+        lowered = lower_graph(graph_module, name, constants=constants, shape_env=shape_env)
+        has_results = lowered.module.entry.root.operands
+        executable = compile(lowered.module, hlocc_backend, **compile_options) if has_results else None
+    except HloError as e:
+        _STATS["fallbacks"] += 1
+        entry.update(compiled=False, reason=str(e))
+        if report is not None:
+            report.append(entry)
+        if strict:
+            raise UnsupportedError(f"hlocc.torch ({name}, strict mode): {e}") from None
+        warnings.warn(FallbackWarning(f"hlocc.torch: {name} runs eager: {e}"), stacklevel=2)
+        return _eager(graph_module)
+    _STATS["compiles"] += 1
+    entry.update(compiled=True, compile_ms=(time.perf_counter() - t0) * 1e3,
+                 instructions=sum(len(c.instructions) for c in lowered.module.computations),
+                 symbols=sorted(frozenset().union(*(p.shape.symbols for p in lowered.module.entry.parameters))),
+                 guards=[str(g) for g in lowered.module.guards])
+    if report is not None:
+        report.append(entry)
+    return CompiledGraph(lowered, executable, names)
+
+
+def _eager(graph_module: Any) -> Callable:
+    def run(args: list):
+        return graph_module(*args)
+    run._boxed_call = True
+    return run
+
+
+def _shape_env(example_inputs: Sequence[Any]) -> Any:
+    from torch._guards import detect_fake_mode
+
+    mode = detect_fake_mode(list(example_inputs))
+    return getattr(mode, "shape_env", None) if mode is not None else None
+
+
+def decompositions() -> dict:
+    """PyTorch's core-ATen decompositions (the table lowers what they leave)."""
+    _torch()
+    from torch._decomp import core_aten_decompositions
+
+    return dict(core_aten_decompositions())
+
+
+def _sdpa_math(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """scaled_dot_product_attention through ATen's math form (which takes a boolean mask only as
+    the additive −inf mask the public op turns it into first)."""
+    import torch
+
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        attn_mask = torch.zeros(attn_mask.shape, dtype=q.dtype).masked_fill(~attn_mask, float("-inf"))
+    return torch.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask, dropout_p, is_causal, None,
+                                                             scale=scale, enable_gqa=enable_gqa)[0]
+
+
+def _attention_as_math(graph_module: Any) -> None:
+    """Calls of scaled_dot_product_attention become its math form (matmuls, softmax) before
+    aot_autograd traces them: the fused CPU kernel's backward is one opaque op, its math form's
+    backward plain ATen ops (the table lowers both directions)."""
+    import torch
+
+    targets = {torch._C._nn.scaled_dot_product_attention, torch.nn.functional.scaled_dot_product_attention}
+    changed = False
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target in targets:
+            node.target = _sdpa_math
+            changed = True
+    if changed:
+        graph_module.recompile()
+
+
+# -- the dynamo backend ---------------------------------------------------------------------------
+def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | None = None,
+            mode: str | None = None) -> Callable:
+    """The `hlocc` dynamo backend: forward and backward graphs through aot_autograd, each compiled by
+    hlocc (`torch.compile(..., options={...})`: backend="cpu", gemm, strict, and "report", a list
+    that gets one dict per graph). `mode` (max-autotune, ...) has no meaning for hlocc and is ignored."""
+    _torch()
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    options = dict(options or {})
+    report = options.pop("report", None)
+    _attention_as_math(graph_module)
+    def compiler(kind: str):
+        def compile_fn(gm, inputs):
+            return compile_graph(gm, inputs, name=f"{kind}_{next(_GRAPH_NUMBERS)}", options=options, report=report)
+        return compile_fn
+
+    return aot_module_simplified(graph_module, example_inputs, fw_compiler=compiler("forward"),
+                                 bw_compiler=compiler("backward"), inference_compiler=compiler("inference"),
+                                 decompositions=decompositions())
+
+
+# -- ahead of time: torch.export ------------------------------------------------------------------
+@dataclass
+class ExportedExecutable:
+    """An ExportedProgram compiled by hlocc: call it with the program's user inputs (as the
+    exported module takes them); returns its outputs in the program's output structure."""
+
+    graph: Callable
+    input_kinds: list[tuple[str, str]]  # per placeholder: (kind, name or target)
+    state: dict[str, Any]
+    out_spec: Any
+    in_spec: Any
+    mutations: list[tuple[int, str]] = field(default_factory=list)  # (output index, buffer written)
+    user_outputs: list[int] = field(default_factory=list)
+
+    @property
+    def module(self):
+        return getattr(self.graph, "module", None)
+
+    @property
+    def executable(self) -> Executable | None:
+        return getattr(self.graph, "executable", None)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import torch.utils._pytree as pytree
+
+        flat, _ = pytree.tree_flatten((args, kwargs))
+        users = iter(flat)
+        inputs = []
+        for kind, target in self.input_kinds:
+            if kind == "USER_INPUT":
+                value = next(users, None)
+                if value is None:
+                    raise ArgumentError(f"missing input '{target}' ({len(flat)} given)")
+                inputs.append(value)
+            else:
+                inputs.append(self.state[target])
+        outputs = self.graph(inputs)
+        for index, target in self.mutations:
+            self.state[target].copy_(outputs[index])
+        return pytree.tree_unflatten([outputs[i] for i in self.user_outputs], self.out_spec)
+
+
+def compile_exported(exported: Any, *, backend: str = "cpu", params: str = "constants",
+                     **options: Any) -> ExportedExecutable:
+    """Compile a `torch.export.ExportedProgram` with hlocc: decomposed to core ATen, parameters,
+    buffers and constants baked into the module (`params="constants"`, the default) or passed at
+    each call (`params="arguments"`, for weights that change). Its `torch.export.Dim`s become
+    symbolic dimensions and its range constraints guards. Strict: a program hlocc cannot lower is
+    an UnsupportedError (there is no eager graph to fall back to that would be ahead of time)."""
+    if params not in ("constants", "arguments"):
+        raise ArgumentError(f"params='{params}': choose 'constants' or 'arguments'")
+    program = exported.run_decompositions(decompositions())
+    gm = program.graph_module
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    state = {**program.state_dict, **program.constants}
+    kinds, constants, names = [], {}, []
+    for node, spec in zip(placeholders, program.graph_signature.input_specs):
+        kind = spec.kind.name
+        target = spec.target if kind != "USER_INPUT" else spec.arg.name
+        kinds.append((kind, target))
+        names.append(f"input '{target}'" if kind == "USER_INPUT" else f"{kind.lower()} '{target}'")
+        if kind != "USER_INPUT" and params == "constants":
+            constants[node.name] = state[target]
+    outputs = program.graph_signature.output_specs
+    mutations = [(i, s.target) for i, s in enumerate(outputs) if s.kind.name == "BUFFER_MUTATION"]
+    users = [i for i, s in enumerate(outputs) if s.kind.name == "USER_OUTPUT"]
+    graph = compile_graph(gm, [], name="exported", options={**options, "backend": backend, "strict": True},
+                          constants=constants, shape_env=dict(program.range_constraints), input_names=names)
+    return ExportedExecutable(graph, kinds, state, program.call_spec.out_spec, program.call_spec.in_spec,
+                              mutations, users)
+
+
+# -- explain --------------------------------------------------------------------------------------
+@dataclass
+class Explanation:
+    """What `torch.compile(model, backend="hlocc")` did for one call: dynamo's graphs and graph
+    breaks, and per aot graph whether hlocc compiled it (with its HLO size, symbols and guards) or
+    why it runs eager."""
+
+    graph_count: int
+    graph_breaks: int
+    break_reasons: list[str]
+    graphs: list[dict]
+
+    @property
+    def fallbacks(self) -> list[dict]:
+        return [g for g in self.graphs if not g["compiled"]]
+
+    def __str__(self) -> str:
+        lines = [f"dynamo graphs: {self.graph_count}, graph breaks: {self.graph_breaks}"]
+        lines += [f"  break: {r}" for r in self.break_reasons]
+        for g in self.graphs:
+            if g["compiled"]:
+                extra = f", symbols {', '.join(g['symbols'])}" if g["symbols"] else ""
+                lines.append(f"{g['name']}: {g['ops']} ATen ops -> {g['instructions']} HLO instructions, compiled "
+                             f"by hlocc in {g['compile_ms']:.0f} ms{extra}")
+                lines += [f"  guard: {x}" for x in g["guards"]]
+            else:
+                lines.append(f"{g['name']}: {g['ops']} ATen ops, runs eager: {g['reason']}")
+        return "\n".join(lines)
+
+
+def explain(model: Callable, *args: Any, **kwargs: Any) -> Explanation:
+    """Compile `model` for `args` with the hlocc backend (fallbacks allowed, no warnings) and say
+    what happened to each graph. Resets dynamo's caches (it compiles afresh)."""
+    torch = _torch()
+    torch._dynamo.reset()
+    dynamo = torch._dynamo.explain(model)(*args, **kwargs)
+    torch._dynamo.reset()
+    report: list[dict] = []
+    compiled = torch.compile(model, backend=lambda gm, inputs: backend(gm, inputs, {"report": report,
+                                                                                    "strict": False}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FallbackWarning)
+        compiled(*args, **kwargs)
+    torch._dynamo.reset()
+    reasons = [str(getattr(b, "reason", b)).strip().splitlines()[0] for b in dynamo.break_reasons]
+    return Explanation(dynamo.graph_count, dynamo.graph_break_count, reasons, report)
+
+
+__all__ = ["CompiledGraph", "Explanation", "ExportedExecutable", "FallbackWarning", "backend", "compile_exported",
+           "compile_graph", "decompositions", "explain", "reset_stats", "stats", "strict_mode"]

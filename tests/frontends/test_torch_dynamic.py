@@ -1,0 +1,124 @@
+"""Symbolic sizes from PyTorch (dynamic=True, mark_dynamic, torch.export.Dim) as hlocc symbolic
+dimensions: one dynamo graph and one hlocc compile serve every size; range constraints become
+guards whose failure names the size and its range."""
+
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch (the [torch] extra)")
+
+from torch_helpers import assert_close, ht  # noqa: E402
+
+import hlocc.torch  # noqa: E402
+from hlocc.errors import ArgumentError  # noqa: E402
+from hlocc.testing import torch_models as tm  # noqa: E402
+
+SIZES = list(range(2, 12))  # ten sizes (PyTorch specializes 0 and 1)
+
+
+def _counting_compile(model, backend, dynamic=True):
+    """The model compiled with a backend that counts dynamo's compilations and records each graph."""
+    torch._dynamo.reset()
+    ht.reset_stats()
+    calls, report = [], []
+
+    def counted(gm, inputs):
+        calls.append(gm)
+        return ht.backend(gm, inputs, {"strict": True, "backend": backend, "report": report})
+    return torch.compile(model, backend=counted, dynamic=dynamic), calls, report
+
+
+# transformer_block's batch is slow-marked (its sequence case covers the model; ~6 s on two cores)
+@pytest.mark.parametrize(("name", "axis"), [("mlp", "batch"), ("cnn", "batch"),
+                                            pytest.param("transformer_block", "batch", marks=pytest.mark.slow),
+                                            ("transformer_block", "seq"), ("text_classifier", "seq")])
+def test_ten_sizes_compile_once(name, axis):
+    """The batch or sequence axis marked dynamic (`mark_dynamic`), ten sizes."""
+    model = tm.build(name)
+    f, calls, report = _counting_compile(model, "interpreter", dynamic=None)
+    with torch.no_grad():
+        for size in SIZES:
+            x = tm.example_input(name, **{axis: size})
+            torch._dynamo.mark_dynamic(x, 0 if axis == "batch" else 1)
+            assert_close(f(x), model(x), f"{name} {axis}={size}")
+    assert len(calls) == 1, "dynamo recompiled"
+    assert ht.stats() == {"compiles": 1}
+    assert report[0]["symbols"], "the compiled module has no symbolic dimension"
+    assert any(">= 2" in g for g in report[0]["guards"])  # PyTorch's range for a dynamic size
+
+
+def test_dynamic_batch_on_cpu():
+    model = tm.build("mlp")
+    f, calls, report = _counting_compile(model, "cpu", dynamic=None)
+    with torch.no_grad():
+        for size in (2, 5):
+            x = tm.example_input("mlp", batch=size)
+            torch._dynamo.mark_dynamic(x, 0)
+            assert_close(f(x), model(x), f"batch={size}")
+    assert len(calls) == 1 and ht.stats() == {"compiles": 1}
+
+
+# GPT-2 and BERT (two layers) over ten sequence lengths on the interpreter: ~30 s each on two cores.
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gpt2", "bert"])
+def test_transformers_models_ten_sequence_lengths_compile_once(name):
+    pytest.importorskip("transformers", reason="GPT-2/BERT come from the transformers package")
+    test_ten_sizes_compile_once(name, "seq")
+
+
+def test_dynamic_true_makes_every_size_symbolic():
+    """dynamic=True: batch and sequence both symbolic, one hlocc compile; nothing compiles after the
+    first call (on which dynamo may call the backend twice: it restarts its analysis when a size it
+    made symbolic gets specialized, e.g. a width split into heads)."""
+    model = tm.build("text_classifier")
+    f, calls, report = _counting_compile(model, "interpreter", dynamic=True)
+    with torch.no_grad():
+        for i, (batch, seq) in enumerate(((2, 5), (3, 16), (6, 9))):
+            x = tm.example_input("text_classifier", batch=batch, seq=seq)
+            assert_close(f(x), model(x), f"batch={batch} seq={seq}")
+            if i == 0:
+                first = len(calls)
+    assert len(calls) == first and ht.stats() == {"compiles": 1}
+    assert len(report[-1]["symbols"]) == 2
+
+
+def _exported(name="mlp", lo=2, hi=32):
+    model = tm.build(name)
+    x = tm.example_input(name, batch=4)
+    batch = torch.export.Dim("batch", min=lo, max=hi)
+    return model, torch.export.export(model, (x,), dynamic_shapes={"x": {0: batch}})
+
+
+# the transformer block (attention through torch.export) is slow-marked: ~7 s on two cores
+@pytest.mark.parametrize(("name", "params"), [("mlp", "constants"), ("mlp", "arguments"),
+                                              pytest.param("transformer_block", "constants", marks=pytest.mark.slow)])
+def test_exported_program_with_a_dim(name, params):
+    model, ep = _exported(name)
+    run = hlocc.torch.compile_exported(ep, backend="interpreter", params=params)
+    assert sum(p.shape.is_symbolic for p in run.module.entry.parameters) == 1  # x's batch; weights static
+    with torch.no_grad():
+        for size in (2, 7, 32):
+            x = tm.example_input(name, batch=size)
+            assert_close(run(x), model(x), f"batch={size}")
+    constants = [i for i in run.module.entry.instructions if i.opcode == "constant" and i.shape.rank > 0]
+    assert bool(constants) == (params == "constants")
+
+
+def test_exported_range_is_a_guard():
+    _, ep = _exported(lo=2, hi=8)
+    run = hlocc.torch.compile_exported(ep, backend="interpreter")
+    assert any(re.match(r"s\d+ >= 2 and s\d+ <= 8", str(g)) for g in run.module.guards), run.module.guards
+    # PyTorch names the Dim's symbol (s0, s77, ...); the message names it and the Dim's range
+    with pytest.raises(ArgumentError, match=r"size s\d+ = 9 is outside its range \[2, 8\]"):
+        run(tm.example_input("mlp", batch=9))
+
+
+def test_exported_input_errors_name_the_input():
+    _, ep = _exported()
+    run = hlocc.torch.compile_exported(ep, backend="interpreter")
+    x = tm.example_input("mlp", batch=4)
+    with pytest.raises(ArgumentError, match=r"input 'x': expected dtype f32 \(float32\), got torch.float64"):
+        run(x.double())
+    with pytest.raises(ArgumentError, match=r"input 'x': expected shape f32\[\?s\d+,64\], got \[4, 32\]"):
+        run(x[..., :32])

@@ -1,0 +1,173 @@
+"""The hlocc dynamo backend's edges: eager fallback with one warning naming the ops, strict mode,
+random ops refused, `explain`, errors naming the tensor, the entry point, and single ops whose
+semantics differ from HLO's (remainder, floor division, negative indices, scatter, pooling)."""
+
+import sys
+import tomllib
+import warnings
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch (the [torch] extra)")
+
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+from torch_helpers import assert_close, ht  # noqa: E402
+
+from hlocc.errors import UnsupportedError  # noqa: E402
+from hlocc.frontends.torch.lowering import lower_graph  # noqa: E402
+
+
+def _compile(fn, **options):
+    torch._dynamo.reset()
+    ht.reset_stats()
+    return torch.compile(fn, backend=ht.backend, options={"backend": "interpreter", **options})
+
+
+def _with_unlowered_op(x):
+    # torch.fft has no entry in the table: this graph must fall back
+    return torch.fft.fft(x).real + x
+
+
+def test_fallback_runs_eager_with_one_warning_naming_the_ops():
+    f = _compile(_with_unlowered_op, strict=False)
+    x = torch.randn(8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = f(x)
+        f(x)  # no second warning: the graph was compiled (to eager) once
+    fallbacks = [w for w in caught if issubclass(w.category, ht.FallbackWarning)]
+    assert len(fallbacks) == 1
+    assert "aten._fft" in str(fallbacks[0].message) and "no lowering for this op" in str(fallbacks[0].message)
+    torch.testing.assert_close(got, _with_unlowered_op(x))
+    assert ht.stats() == {"fallbacks": 1}
+
+
+def test_strict_mode_from_the_environment(monkeypatch):
+    monkeypatch.setenv("HLOCC_TORCH_STRICT", "1")
+    f = _compile(_with_unlowered_op)
+    with pytest.raises(Exception, match=r"strict mode.*aten\._fft"):
+        f(torch.randn(8))
+
+
+def test_random_ops_are_refused():
+    f = _compile(lambda x: x + torch.rand_like(x), strict=True)
+    with pytest.raises(Exception, match="draws random numbers"):
+        f(torch.randn(4))
+
+
+def test_dropout_in_training_falls_back_and_keeps_torch_seeding():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)).train()
+    f = _compile(model, strict=False)
+    x = torch.randn(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ht.FallbackWarning)
+        torch.manual_seed(1)
+        got = f(x)
+    torch.manual_seed(1)
+    torch.testing.assert_close(got, model(x))
+
+
+def test_explain_reports_each_graph():
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+    report = ht.explain(model, torch.randn(2, 4))
+    assert report.graph_count == 1 and report.graph_breaks == 0
+    (graph,) = report.graphs
+    assert graph["compiled"] and graph["instructions"] > 0
+    assert "compiled by hlocc" in str(report)
+    fallback = ht.explain(_with_unlowered_op, torch.randn(8))
+    assert fallback.fallbacks and "runs eager" in str(fallback)
+
+
+def test_a_dtype_change_recompiles_as_pytorch_does():
+    """Dynamo's guards see the new dtype and compile again; hlocc never runs a graph on a dtype it
+    was not compiled for."""
+    f = _compile(lambda x: x * 2 + 1, strict=True)
+    assert f(torch.ones(3)).dtype == torch.float32
+    got = f(torch.ones(3, dtype=torch.float64))
+    assert got.dtype == torch.float64 and torch.equal(got, torch.full((3,), 3.0, dtype=torch.float64))
+    assert ht.stats() == {"compiles": 2}
+
+
+def test_a_graph_without_fake_tensors_is_refused():
+    gm = torch.fx.symbolic_trace(lambda x: x + 1)  # not an ATen graph: no FakeTensors, Python ops
+    with pytest.raises(UnsupportedError, match=r"input 'x' has no FakeTensor"):
+        lower_graph(gm)
+
+
+def test_entry_point_is_declared_for_dynamo():
+    """pyproject.toml declares `hlocc` in torch's backend group, pointing at hlocc.torch.backend."""
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    value = project["project"]["entry-points"]["torch_dynamo_backends"]["hlocc"]
+    assert EntryPoint("hlocc", value, "torch_dynamo_backends").load() is ht.backend
+
+
+def test_backend_by_name_when_installed():
+    from importlib.metadata import entry_points
+
+    if not any(ep.name == "hlocc" for ep in entry_points(group="torch_dynamo_backends")):
+        pytest.skip("the installed hlocc predates the entry point (pip install -e . registers it)")
+    assert "hlocc" in torch._dynamo.list_backends()
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: x * 2, backend="hlocc", options={"backend": "interpreter", "strict": True})
+    torch.testing.assert_close(f(torch.ones(3)), torch.full((3,), 2.0))
+
+
+def test_hlocc_static_path_does_not_import_torch():
+    code = "import sys, hlocc, hlocc.frontends; assert 'torch' not in sys.modules, 'torch imported'"
+    import subprocess
+
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+OPS = {
+    "remainder": (lambda a, b: torch.remainder(a, b), [torch.tensor([5., -5., 5., -5.]), torch.tensor([3., 3., -3., -3.])]),
+    "floor_divide_int": (lambda a, b: torch.div(a, b, rounding_mode="floor"),
+                         [torch.tensor([7, -7, 7, -7]), torch.tensor([2, 2, -2, -2])]),
+    "negative_index": (lambda x, i: x[i], [torch.arange(12.).reshape(4, 3), torch.tensor([-1, 0, 2])]),
+    "index_two_tensors": (lambda x, i, j: x[:, i, j], [torch.arange(60.).reshape(3, 4, 5), torch.tensor([0, 3]),
+                                                       torch.tensor([4, -1])]),
+    "gather": (lambda x, i: torch.gather(x, 1, i), [torch.arange(12.).reshape(3, 4), torch.tensor([[3, 0], [1, 1], [2, 0]])]),
+    "scatter_add": (lambda x, i, s: x.scatter_add(0, i, s), [torch.zeros(3, 2), torch.tensor([[0, 1], [0, 2]]),
+                                                             torch.ones(2, 2)]),
+    "index_put_accumulate": (lambda x, i, v: x.index_put((i,), v, accumulate=True),
+                             [torch.zeros(4), torch.tensor([1, 1, 3]), torch.tensor([1., 2., 3.])]),
+    "cumsum": (lambda x: torch.cumsum(x, -1), [torch.arange(10.).reshape(2, 5)]),
+    "argmax_ties": (lambda x: torch.argmax(x, 1), [torch.tensor([[1., 3., 3.], [2., 2., 0.]])]),
+    "avg_pool_padded": (lambda x: F.avg_pool2d(x, 3, 2, padding=1), [torch.arange(50.).reshape(1, 2, 5, 5)]),
+    "avg_pool_ceil_no_pad_count": (lambda x: F.avg_pool2d(x, 2, 2, ceil_mode=True, count_include_pad=False),
+                                   [torch.arange(25.).reshape(1, 1, 5, 5)]),
+    "max_pool_ceil": (lambda x: F.max_pool2d(x, 2, 2, ceil_mode=True), [torch.randn(1, 2, 5, 5)]),
+    "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b), [torch.randn(2, 4, 3), torch.randn(4), torch.randn(4)]),
+    "sdpa_bool_mask": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                       [torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8),
+                        torch.tensor([[True, False, True, True]] * 4)]),
+    "cat_stack_split": (lambda x: torch.stack([t.sum(1) for t in torch.cat([x, 2 * x], 1).split([1, 3], 1)], -1),
+                        [torch.randn(2, 2)]),
+    "var_std": (lambda x: x.var(1) + x.std(0).sum(), [torch.randn(3, 5)]),
+    "masked_fill_where": (lambda x: x.masked_fill(x > 0, -1.0) + torch.where(x < 0, x, 0.5), [torch.randn(6)]),
+    "arange_full": (lambda x: x + torch.arange(4) + torch.full((4,), 2.0) + torch.zeros(4), [torch.randn(4)]),
+    "conv_groups_stride": (lambda x, w: F.conv2d(x, w, stride=2, padding=1, groups=2),
+                           [torch.randn(1, 4, 7, 7), torch.randn(6, 2, 3, 3)]),
+    "conv_transpose2d": (lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1),
+                         [torch.randn(2, 3, 5, 5), torch.randn(3, 4, 3, 3)]),
+    "conv_transpose1d_bias": (lambda x, w, b: F.conv_transpose1d(x, w, b, stride=3),
+                              [torch.randn(2, 3, 5), torch.randn(3, 2, 4), torch.randn(2)]),
+    "embedding": (lambda i, w: F.embedding(i, w), [torch.tensor([[0, 3], [2, 2]]), torch.randn(4, 5)]),
+    "log_softmax_bf16": (lambda x: F.log_softmax(x, -1), [torch.randn(3, 7).to(torch.bfloat16)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_single_op_matches_eager(name):
+    fn, args = OPS[name]
+    f = _compile(fn, strict=True)
+    got = f(*args)
+    want = fn(*args)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if want.is_floating_point():
+        assert_close(got, want, name)
+    else:
+        assert torch.equal(got, want), (got, want)

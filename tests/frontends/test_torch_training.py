@@ -1,0 +1,75 @@
+"""Training through aot_autograd: forward and backward graphs both compiled by hlocc (strict), one
+SGD step; gradients and updated parameters against eager's; convolution's backward on its own."""
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch (the [torch] extra)")
+
+from torch_helpers import assert_close, compiled, ht  # noqa: E402
+
+from hlocc.testing import torch_models as tm  # noqa: E402
+
+
+def _step(model, forward, x):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    optimizer.zero_grad()
+    loss = forward(x).square().mean()
+    loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    optimizer.step()
+    return loss.detach(), grads
+
+
+@pytest.mark.parametrize(("name", "backend"), [("mlp", "cpu"), ("transformer_block", "interpreter"), ("cnn", "interpreter"),
+                                               pytest.param("transformer_block", "cpu", marks=pytest.mark.slow),
+                                               pytest.param("cnn", "cpu", marks=pytest.mark.slow)])
+def test_training_step_matches_eager(name, backend):
+    eager = tm.build(name).train()
+    ours = copy.deepcopy(eager)
+    x = tm.example_input(name)
+    ht.reset_stats()
+    want_loss, want_grads = _step(eager, eager, x)
+    got_loss, got_grads = _step(ours, compiled(ours, backend=backend), x)
+    assert ht.stats() == {"compiles": 2}  # the forward and the backward graph
+    # gradients sum over the batch: a few ulps more than one op's tolerance
+    assert_close(got_loss, want_loss, "loss")
+    for (pname, _), got, want in zip(eager.named_parameters(), got_grads, want_grads):
+        assert_close(got, want, f"grad of {pname}", scale=10)
+    for (pname, want), got in zip(eager.named_parameters(), ours.parameters()):
+        assert_close(got, want, f"updated {pname}", scale=10)
+    for (bname, want), got in zip(eager.named_buffers(), ours.buffers()):  # BatchNorm's running statistics
+        if want.is_floating_point():
+            assert_close(got, want, f"buffer {bname}", scale=10)
+        else:
+            assert torch.equal(got, want), bname
+
+
+@pytest.mark.parametrize(("stride", "padding", "dilation", "size"), [(2, 0, 1, 8), (2, 1, 2, 9), (3, 1, 1, 10)])
+def test_convolution_backward_matches_eager(stride, padding, dilation, size):
+    """Input, weight and bias gradients of Conv2d (size 8, stride 2: the forward drops the last row,
+    which the weight gradient must crop)."""
+    torch.manual_seed(0)
+    eager = torch.nn.Conv2d(2, 3, 3, stride=stride, padding=padding, dilation=dilation)
+    ours = copy.deepcopy(eager)
+    x = torch.randn(2, 2, size, size)
+    x_eager, x_ours = x.clone().requires_grad_(), x.clone().requires_grad_()
+    eager(x_eager).square().sum().backward()
+    compiled(ours, backend="interpreter")(x_ours).square().sum().backward()
+    assert_close(x_ours.grad, x_eager.grad, "input grad")
+    assert_close(ours.weight.grad, eager.weight.grad, "weight grad", scale=10)
+    assert_close(ours.bias.grad, eager.bias.grad, "bias grad", scale=10)
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("args", [(2,), (3, 2, 1), (2, 2, 0, 2)])
+def test_max_pool_indices_match_eager(args, ceil_mode):
+    """ATen's indices: the first maximum in window order (the ties below), never a padding position."""
+    x = torch.randn(2, 3, 7, 7)
+    x[0, 0, 0, :2] = 5.0
+    x[1, 2] = -torch.inf
+    def fn(x):
+        return torch.nn.functional.max_pool2d_with_indices(x, *args, ceil_mode=ceil_mode)
+    (values, indices), (want_values, want_indices) = compiled(fn, backend="interpreter")(x), fn(x)
+    assert torch.equal(values, want_values) and torch.equal(indices, want_indices)

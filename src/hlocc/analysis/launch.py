@@ -11,23 +11,41 @@ the element written is `linear` delinearised in the minor-to-major order of the 
 (row-major by default). When the grid holds more than N positions (a partial last block), the map
 carries the constraint `linear in [0, N-1]`. The map is simplified, so a symbol of size 1 (no
 vectorization or no unrolling) disappears, as in XLA's maps.
+
+With symbolic dims (dynamic shapes) N and the block count are `DimExpr`s evaluated per launch
+(`blocks` is then `ceildiv(N, threads * unroll * vector_size)`, at least 1 at run time), the
+delinearisation divides by `$size` atoms, and the map has no bound constraint: the emitter guards
+the grid's tail itself (emitters/loop.py: whole vectors, then a checked remainder).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hlocc.analysis.affine_expr import IndexingError, dim, sym
-from hlocc.analysis.indexing_map import IndexingMap, Variable
+from hlocc.analysis.indexing_map import IndexingMap, Variable, size_bound
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.linearize import delinearize
+from hlocc.hlo.symbolic import DimExpr
+from hlocc.hlo.symbolic import floordiv as sym_floordiv
 
 
 @dataclass(frozen=True)
 class LaunchDims:
     threads_per_block: int
-    blocks: int
+    blocks: int | DimExpr  # symbolic for a kernel with runtime dims: `at(binding)` gives the count
+
+    @property
+    def max_blocks(self) -> int:
+        """The block count, or the bound of a symbolic one (the range of the block id)."""
+        return size_bound(self.blocks)
+
+    def at(self, binding: Mapping[str, int]) -> LaunchDims:
+        """The launch at concrete sizes (itself when static; at least one block)."""
+        if not isinstance(self.blocks, DimExpr):
+            return self
+        return LaunchDims(self.threads_per_block, max(1, self.blocks.evaluate(binding)))
 
     @property
     def num_threads(self) -> int:
@@ -37,6 +55,8 @@ class LaunchDims:
 def loop_launch_dims(num_elements: int, threads_per_block: int, vector_size: int = 1, unroll: int = 1) -> LaunchDims:
     """Enough blocks for every element: ceil(N / (threads * unroll * vector_size)), at least 1."""
     per_block = threads_per_block * unroll * vector_size
+    if isinstance(num_elements, DimExpr):
+        return LaunchDims(threads_per_block, sym_floordiv(num_elements + (per_block - 1), per_block))
     return LaunchDims(threads_per_block, max(1, -(-num_elements // per_block)))
 
 
@@ -51,10 +71,11 @@ def loop_launch_map(dims: Sequence[int], launch: LaunchDims, vector_size: int = 
     per_thread = unroll * vector_size
     linear = (dim(1) * launch.threads_per_block + dim(0)) * per_thread + sym(1) * vector_size + sym(0)
     m = IndexingMap(
-        (Variable(Interval(0, launch.threads_per_block - 1), "th_x"), Variable(Interval(0, launch.blocks - 1), "bl_x")),
+        (Variable(Interval(0, launch.threads_per_block - 1), "th_x"),
+         Variable(Interval(0, launch.max_blocks - 1), "bl_x")),
         tuple(delinearize(linear, dims, minor_to_major)),
         (Variable(Interval(0, vector_size - 1), "vector_index"), Variable(Interval(0, unroll - 1), "unroll_index")),
     )
-    if launch.num_threads * per_thread > num_elements:
+    if not isinstance(num_elements, DimExpr) and launch.num_threads * per_thread > num_elements:
         m = m.with_constraint(linear, Interval(0, num_elements - 1))
     return m.simplify()

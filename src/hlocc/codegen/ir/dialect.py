@@ -18,10 +18,12 @@ from hlocc.codegen.ir.parallel_ops import (
     ShuffleReduceOp,
     SyncThreadsOp,
 )
+from hlocc.codegen.ir.size_ops import SymbolValueOp
 
 XLA = Dialect(
     "xla",
     [ApplyIndexingOp, LoopOp, YieldOp, PureCallOp, AllocateSharedOp, SharedMemoryOp, SyncThreadsOp, ShuffleReduceOp,
-     PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, AtomicUpdateOp, MatmulOp, RemFOp, *VECTOR_FORMS.values()],
+     PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, AtomicUpdateOp, MatmulOp, SymbolValueOp, RemFOp,
+     *VECTOR_FORMS.values()],
     [IndexingMapAttr],
 )

@@ -1,0 +1,176 @@
+"""Kernels with runtime dims (issue 15, item 5): a fused computation with symbolic shapes compiles
+ONCE into a CPU kernel that runs at every binding of its dimension variables, bit-exact to the
+reference evaluator on the module specialised to that binding (hlo/specialize.py); in the
+bounds-checked mode nothing is read or written outside a buffer; what is not built yet raises
+UnsupportedError saying "symbolic ... not built"."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import hlocc
+from hlocc.backends.cpu.kernel import compile_fusion, kernels_in_cache
+from hlocc.codegen.target import cpu_target
+from hlocc.errors import ArgumentError, UnsupportedError
+from hlocc.hlo.parser import parse_hlo
+from hlocc.hlo.specialize import specialize
+
+CHECKED = replace(cpu_target(), check_bounds=True)
+SIZES = [0, 1, 2, 7, 15, 16, 17, 37, 101, 1000]  # 0 and 1, primes, vector width ± 1 (f32: 16), large
+
+ADD_BROADCAST = """HloModule m
+ENTRY e {
+  p0 = f32[?b,128] parameter(0)
+  p1 = f32[128] parameter(1)
+  bc = f32[?b,128] broadcast(p1), dimensions={1}
+  a = f32[?b,128] add(p0, bc)
+  ROOT m = f32[?b,128] multiply(a, a)
+}"""
+
+# a symbolic minor dimension: the launch map divides by the runtime size
+MINOR = """HloModule m
+ENTRY e {
+  p0 = f32[3,?n] parameter(0)
+  p1 = f32[?n] parameter(1)
+  bc = f32[3,?n] broadcast(p1), dimensions={1}
+  s = f32[3,?n] subtract(p0, bc)
+  io = s32[3,?n] iota(), iota_dimension=1
+  f = f32[3,?n] convert(io)
+  c = pred[3,?n] compare(s, f), direction=GT
+  ROOT r = f32[3,?n] select(c, s, f)
+}"""
+
+# two variables, a transpose, a reshape that merges a static and a symbolic dim, a constant
+TRANSPOSE_RESHAPE = """HloModule m
+ENTRY e {
+  p0 = f32[?b,?n,4] parameter(0)
+  t = f32[4,?n,?b] transpose(p0), dimensions={2,1,0}
+  k = f32[] constant(0.5)
+  kb = f32[4,?n,?b] broadcast(k), dimensions={}
+  m = f32[4,?n,?b] multiply(t, kb)
+  ROOT r = f32[4,?(b*n)] reshape(m)
+}"""
+
+# multi-output, s8 and pred outputs (narrow elements), a negate and an exp
+MULTI_OUTPUT = """HloModule m
+ENTRY e {
+  p0 = f32[?b,7] parameter(0)
+  n = f32[?b,7] negate(p0)
+  x = f32[?b,7] exponential(n)
+  z = f32[] constant(0)
+  zb = f32[?b,7] broadcast(z), dimensions={}
+  g = pred[?b,7] compare(p0, zb), direction=GT
+  i = s8[?b,7] convert(p0)
+  ROOT t = (f32[?b,7], pred[?b,7], s8[?b,7]) tuple(x, g, i)
+}"""
+
+# a row reduction computed elementally in a loop fusion, over a symbolic row length
+ROW_SUM = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  p0 = f32[?b,?n] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[?b] reduce(p0, z), dimensions={1}, to_apply=add
+}"""
+
+
+def _arguments(module, binding, rng):
+    special = specialize(module, binding)
+    args = []
+    for p in special.entry.parameters:
+        dims = p.shape.dims
+        args.append(rng.standard_normal(dims).astype(np.float32) * 4 if p.shape.element_type.name == "f32"
+                    else rng.integers(-5, 5, dims).astype(p.shape.dtype))
+    return special, args
+
+
+def _check(text: str, bindings, target=None, rtol=0.0, atol=1e-6):
+    """Compile once, run at every binding, compare to the evaluator on the specialised module
+    (bit-exact unless a tolerance is given: a reassociated float sum)."""
+    module = parse_hlo(text)
+    kernel = compile_fusion(module.entry, target)
+    assert kernel.symbols == tuple(sorted(set().union(*(i.shape.symbols for i in module.entry.instructions))))
+    rng = np.random.default_rng(0)
+    for binding in bindings:
+        special, args = _arguments(module, binding, rng)
+        expected = hlocc.compile(special, backend="interpreter")(*args)
+        expected = list(expected) if isinstance(expected, (list, tuple)) else [expected]
+        got = kernel(*args, dims=[binding[s] for s in kernel.symbols])
+        for g, e in zip(got, expected):
+            e = np.asarray(e)
+            assert g.shape == e.shape, binding
+            if rtol:
+                np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=str(binding))
+            else:
+                np.testing.assert_array_equal(g, e, err_msg=str(binding))
+    return kernel
+
+
+@pytest.mark.parametrize("text", [ADD_BROADCAST, MULTI_OUTPUT], ids=["add_broadcast", "multi_output"])
+def test_batch_symbolic_kernel_runs_every_size(text):
+    _check(text, [{"b": n} for n in SIZES], rtol=1e-6 if "exponential" in text else 0.0)
+
+
+def test_symbolic_minor_dimension():
+    _check(MINOR, [{"n": n} for n in SIZES])
+
+
+def test_two_variables_transpose_reshape():
+    _check(TRANSPOSE_RESHAPE, [{"b": b, "n": n} for b, n in [(1, 1), (2, 3), (7, 17), (16, 5), (0, 3), (3, 0)]])
+
+
+def test_row_reduction_with_symbolic_row_length():
+    # the vector partials reassociate the sum: within a few ulps of the row's magnitude (|x| <= ~16)
+    _check(ROW_SUM, [{"b": b, "n": n} for b, n in [(1, 1), (3, 17), (5, 16), (2, 101), (37, 15), (4, 0)]],
+           rtol=1e-5, atol=1e-4)
+
+
+def test_one_compilation_for_all_sizes():
+    """The second compile of the same symbolic fusion is the cached kernel: one LLVM compile."""
+    text = ADD_BROADCAST.replace("multiply(a, a)", "multiply(a, p0)")  # a key of its own in this process
+    before = len(kernels_in_cache())
+    kernel = _check(text, [{"b": n} for n in (3, 64, 1000)])
+    assert len(kernels_in_cache()) == before + 1
+    assert compile_fusion(parse_hlo(text).entry) is kernel
+
+
+@pytest.mark.parametrize("text", [ADD_BROADCAST, MINOR, TRANSPOSE_RESHAPE, ROW_SUM],
+                         ids=["add_broadcast", "minor", "transpose_reshape", "row_sum"])
+def test_bounds_checked_at_random_sizes(text):
+    """Checked kernels raise BoundsCheckError on any access outside a buffer: none at any size."""
+    module = parse_hlo(text)
+    names = sorted({s for p in module.entry.parameters for s in p.shape.symbols})
+    rng = np.random.default_rng(1)
+    bindings = [{s: int(v) for s, v in zip(names, rng.integers(0, 40, len(names)))} for _ in range(6)]
+    _check(text, bindings + [dict.fromkeys(names, 1)], CHECKED, rtol=1e-5 if text is ROW_SUM else 0.0, atol=1e-4)
+
+
+def test_wrong_number_of_dims_is_an_argument_error():
+    kernel = compile_fusion(parse_hlo(ADD_BROADCAST).entry)
+    with pytest.raises(ArgumentError, match=r"takes the values of 1 dimension variable\(s\) \(b\), got 2"):
+        kernel.run_addresses([0, 0, 0], [1, 2])
+
+
+def test_launch_is_computed_from_the_dims():
+    kernel = compile_fusion(parse_hlo(ADD_BROADCAST).entry)
+    per_block = kernel.launch_dims.threads_per_block * 16  # f32 vectors of 16 on the CPU target
+    assert kernel.launch_for([0]).blocks == 1
+    assert kernel.launch_for([1000]).blocks == -(-1000 * 128 // per_block)
+
+
+def test_unsupported_emitter_names_symbolic():
+    concat = """HloModule m
+ENTRY e {
+  p0 = f32[?b,4] parameter(0)
+  p1 = f32[?b,4] parameter(1)
+  ROOT c = f32[?b,8] concatenate(p0, p1), dimensions={1}
+}"""
+    with pytest.raises(UnsupportedError, match="symbolic .* not built"):
+        compile_fusion(parse_hlo(concat).entry)

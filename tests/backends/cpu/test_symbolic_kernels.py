@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import hlocc
-from hlocc.backends.cpu.kernel import compile_fusion, kernels_in_cache
+from hlocc.backends.cpu.kernel import clear_kernel_cache, compile_fusion, kernels_in_cache
+from hlocc.backends.cpu.kernel_cache import kernel_key
+from hlocc.codegen.llvm import TranslateOptions
 from hlocc.codegen.target import cpu_target
 from hlocc.errors import ArgumentError, UnsupportedError
 from hlocc.hlo.parser import parse_hlo
@@ -174,3 +176,33 @@ ENTRY e {
 }"""
     with pytest.raises(UnsupportedError, match="symbolic .* not built"):
         compile_fusion(parse_hlo(concat).entry)
+
+
+def test_symbolic_kernel_from_the_disk_cache(tmp_path, monkeypatch):
+    """The plan on disk keeps the variables and the symbolic block count: a kernel loaded from
+    the persistent cache (no emission) runs every size as the fresh one does."""
+    monkeypatch.setenv("HLOCC_CACHE_DIR", str(tmp_path / "cache"))
+    clear_kernel_cache()
+    text = MINOR.replace("direction=GT", "direction=LT")  # a key of its own
+    fresh = _check(text, [{"n": 5}])
+    assert "emit" in fresh.times_ms
+    clear_kernel_cache()
+    loaded = _check(text, [{"n": n} for n in (0, 1, 17, 100)])
+    assert "emit" not in loaded.times_ms and loaded.symbols == ("n",)
+    assert loaded.launch_dims == fresh.launch_dims
+    clear_kernel_cache()
+
+
+def test_the_key_tells_symbolic_shapes_apart():
+    target, options = cpu_target(), TranslateOptions()
+    keys = {kernel_key(parse_hlo(t).entry, target, options)
+            for t in (ADD_BROADCAST, ADD_BROADCAST.replace("?b", "?c"), ADD_BROADCAST.replace("?b", "5"))}
+    assert len(keys) == 3
+
+
+def test_symbolic_shapes_on_the_gpu_target_are_unsupported():
+    from hlocc.codegen.emitters.registry import emitter_for
+    from hlocc.codegen.target import gpu_target
+
+    with pytest.raises(UnsupportedError, match="symbolic loop emitter not built for the gpu target"):
+        emitter_for(parse_hlo(ADD_BROADCAST).entry, gpu_target())

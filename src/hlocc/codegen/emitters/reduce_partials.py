@@ -16,6 +16,10 @@ value (a variadic reduce such as an argmax carries `lanes` tuples):
     scf.for lane in [0, size mod lanes): the same for the last, partial chunk (the other lanes keep theirs)
     row = acc[0]; scf.for lane in [1, lanes): row = reducer(row, acc[lane])
 
+A row of symbolic length (runtime dims) may be shorter than a chunk: every lane then starts at the
+init value, and the chunk loop runs [0, n / lanes) and the tail n mod lanes, both computed at run
+time (the init value is the reducer's identity, below, so the result is the same).
+
 The lane loops have the shape `vectorize-loads-stores` and `vectorize-elementwise` turn into one
 vector load and whole-vector reducer ops when the rows start at multiples of the vector. Elsewhere
 (or for element computations that are not elementwise, such as an iota operand) `unroll-loops`

@@ -63,19 +63,18 @@ def _lower_function(f: func.FuncOp, order: dict[str, int], need: set[str]) -> No
     table.name_hint = "dims"
     ft = f.function_type
     f.function_type = FunctionType.from_lists([*ft.inputs, PTR], list(ft.outputs))
+    reads = [o for o in f.walk() if isinstance(o, SymbolValueOp)]
     b = KernelBuilder(InsertPoint.at_start(entry))
     loaded: dict[str, SSAValue] = {}
-    for o in [o for o in f.walk() if isinstance(o, SymbolValueOp)]:
-        name = o.symbol.data
+    for name in sorted({o.symbol.data for o in reads}, key=lambda s: order.get(s, -1)):
         if name not in order:
             raise KernelIRError(f"'xla.symbol_value \"{name}\"' in @{f.sym_name.data}: '{name}' is not a "
                                 f"dimension variable of the kernel ({', '.join(order) or 'none'})")
-        if name not in loaded:
-            p = b.add(llvm.GEPOp(table, [order[name]], i64, inbounds=True))
-            value = b.add(arith.IndexCastOp(b.add(llvm.LoadOp(p, i64)), IndexType()))
-            value.name_hint = name
-            loaded[name] = value
-        o.result.replace_all_uses_with(loaded[name])
+        p = b.add(llvm.GEPOp(table, [order[name]], i64, inbounds=True))
+        loaded[name] = b.add(arith.IndexCastOp(b.add(llvm.LoadOp(p, i64)), IndexType()))
+        loaded[name].name_hint = name
+    for o in reads:
+        o.result.replace_all_uses_with(loaded[o.symbol.data])
         Rewriter.erase_op(o)
     for call in _calls(f):
         if call.callee.root_reference.data in need:

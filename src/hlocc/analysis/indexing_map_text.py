@@ -7,8 +7,9 @@ Variables print with their names (default `d<i>`, `s<i>`, `r<i>`); the domain li
 variable's bounds in order dims, symbols, runtime variables, then the constraints. A map with a
 provably empty domain prints as `KNOWN EMPTY`. The parser accepts the same text (any whitespace;
 `rt<i>` as well as `r<i>` for default runtime variable names; symbolic sizes as `$b` or
-`$(b*s)`) and reports malformed text as `IndexingError` with the column. Terms of a sum print in canonical order (see `affine_expr`), so
-text in another order parses to the same map but prints differently.
+`$(b*s)`) and reports malformed text as `IndexingError` with the column. Terms of a sum print in
+canonical order (see `affine_expr`), so text in another order parses to the same map but prints
+differently.
 
 The printer, `map_to_text`, lives beside `IndexingMap` (its `__str__`) in indexing_map.py and is
 exported here with the parser, so that this module depends on the map and not the reverse.

@@ -84,6 +84,7 @@ class CompiledKernel:
     symbol: str = ""  # its block loop's symbol in the engine
     bounds_record: int = 0  # address of the check-bounds record (0: kernel compiled without checks)
     symbols: tuple[str, ...] = ()  # dimension variables whose values `run_addresses` takes (module doc)
+    _launches: dict[tuple[int, ...], tuple] = field(default_factory=dict, repr=False)  # see _launch_facts
 
     @property
     def num_elements(self) -> int:
@@ -130,12 +131,25 @@ class CompiledKernel:
             if self.has_work:
                 self._launch(addresses, self.launch_dims.blocks, self._elements())
             return
+        key = tuple(dims)
+        facts = self._launches.get(key)
+        if facts is None:
+            facts = self._launch_facts(key)
+        table, blocks, elements = facts
+        if table is not None:
+            self._launch([*addresses, ctypes.addressof(table)], blocks, elements)
+
+    def _launch_facts(self, dims: tuple[int, ...]) -> tuple[ctypes.Array | None, int, int]:
+        """(the i64 table of `dims`, or None when there is no work; blocks; elements), remembered:
+        evaluating the size expressions in Python costs tens of µs, as much as a small launch. The
+        table is read-only to the kernel, so concurrent launches at the same sizes share it."""
         binding = self.binding(dims)
-        if not self.has_work_at(binding):
-            return
-        values = (ctypes.c_int64 * len(dims))(*binding.values())  # alive until the launch returns
-        self._launch([*addresses, ctypes.addressof(values)], self.launch_dims.at(binding).blocks,
-                     self._elements(binding))
+        table = (ctypes.c_int64 * len(dims))(*dims) if self.has_work_at(binding) else None
+        facts = (table, self.launch_dims.at(binding).blocks, self._elements(binding))
+        if len(self._launches) >= 1024:  # a bound on what a sweep over many sizes keeps
+            self._launches.clear()
+        self._launches[dims] = facts
+        return facts
 
     def _launch(self, addresses: list[int], blocks: int, elements: int) -> None:
         if not self.bounds_record:

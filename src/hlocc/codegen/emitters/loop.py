@@ -62,6 +62,10 @@ class LoopEmitter(FusionEmitterBase):
         bits = [max(leaf.element_type.bits, 1) for leaf in leaves]
         per_thread = self.target.loop_elements_per_thread(size_bound(n), min(bits), max(bits))
         if isinstance(n, DimExpr):
+            if any(i.opcode == "reduce" for i in self.fusion.instructions):
+                # An output element is a whole row or more: one per thread, as the reduction
+                # emitter's CPU form (16 unrolled rows per thread only grew the code).
+                per_thread = max(1, -(-8 // min(bits)))
             return loop_launch_dims(n, self.target.threads_per_block, per_thread), per_thread
         threads = max(1, min(self.target.threads_per_block, -(-n // per_thread)))
         return loop_launch_dims(n, threads, per_thread), per_thread

@@ -206,3 +206,24 @@ def test_symbolic_shapes_on_the_gpu_target_are_unsupported():
 
     with pytest.raises(UnsupportedError, match="symbolic loop emitter not built for the gpu target"):
         emitter_for(parse_hlo(ADD_BROADCAST).entry, gpu_target())
+
+
+# a column reduction (over the symbolic major dim) and a bf16 row max over a symbolic row length
+COLUMN_SUM = ROW_SUM.replace("f32[?b] reduce(p0, z), dimensions={1}", "f32[?n] reduce(p0, z), dimensions={0}")
+BF16_ROW_MAX = """HloModule m
+max {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT m = bf16[] maximum(a, b)
+}
+ENTRY e {
+  p0 = f32[?b,?n] parameter(0)
+  h = bf16[?b,?n] convert(p0)
+  z = bf16[] constant(-inf)
+  ROOT r = bf16[?b] reduce(h, z), dimensions={1}, to_apply=max
+}"""
+
+
+@pytest.mark.parametrize("text", [COLUMN_SUM, BF16_ROW_MAX], ids=["column_sum", "bf16_row_max"])
+def test_more_reductions(text):
+    _check(text, [{"b": b, "n": n} for b, n in [(1, 1), (3, 17), (33, 16), (2, 101), (17, 31)]], rtol=1e-5, atol=1e-4)

@@ -366,6 +366,8 @@ def floordiv(lhs: Expr, divisor: int | Expr | DimExpr) -> Expr:
     divisor = _check_divisor("floordiv", lhs, divisor)
     if isinstance(lhs, Const):
         return Const(lhs.value // divisor)
+    if isinstance(lhs, SizeFloorDiv) and divisor > 1:  # constant divisions innermost: one form
+        return SizeFloorDiv(floordiv(lhs.lhs, divisor), lhs.size)
     return lhs if divisor == 1 else FloorDiv(lhs, divisor)
 
 

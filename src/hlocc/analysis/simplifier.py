@@ -22,7 +22,8 @@ changes:
   by its inverse the identity);
 - symbolic sizes (affine_expr's `$n` nodes), exact identities only: terms `x * $n` move out of a
   `floordiv $n` (and drop out of a `mod $n`); `(x mod $n) floordiv $n` -> 0; `(x mod $n) mod $n`
-  -> `x mod $n`; `(x mod $n) * k + (x floordiv $n) * $n * k` -> `x * k`.
+  -> `x mod $n`; `(x mod $n) * k + (x floordiv $n) * $n * k` -> `x * k`; divisions by constants
+  and by sizes nest in one order (`(x floordiv $n) floordiv c` -> `(x floordiv c) floordiv $n`).
 """
 
 from __future__ import annotations
@@ -129,14 +130,18 @@ class Simplifier:
         while changed:
             changed = False
             for atom, k in list(terms.items()):
-                if not isinstance(atom, Mod) or terms.get(atom, 0) != k:
+                # (x mod c) * $m * k + (x floordiv c) * $m * (c*k) -> x * $m * k as well
+                inner, size = (atom.lhs, Size(atom.size)) if isinstance(atom, SizeProduct) else (atom, None)
+                if not isinstance(inner, Mod) or terms.get(atom, 0) != k:
                     continue
-                partner = self.simplify(floordiv(atom.lhs, atom.modulus))
-                if terms.get(partner) != k * atom.modulus:
+                partner = self.simplify(floordiv(inner.lhs, inner.modulus))
+                if size is not None:
+                    partner = partner * size
+                if terms.get(partner) != k * inner.modulus:
                     continue
                 del terms[atom]
                 del terms[partner]
-                merged = from_linear_form(terms, constant) + atom.lhs * k
+                merged = from_linear_form(terms, constant) + (inner.lhs if size is None else inner.lhs * size) * k
                 terms, constant = linear_form(merged)
                 changed = True
                 break

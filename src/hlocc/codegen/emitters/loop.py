@@ -26,11 +26,10 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr
 from xdsl.ir import Block, Region, SSAValue
 
 import hlocc.codegen.emitters.elemental_reduce  # noqa: F401  (registers reduce and reduce-window)
-from hlocc.analysis.affine_expr import dim, size_expr, sym
 from hlocc.analysis.bitcast import bitcast_map
 from hlocc.analysis.indexing_map import IndexingMap, size_bound
 from hlocc.analysis.interval import Interval
-from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map
+from hlocc.analysis.launch import LaunchDims, SymbolicGrid, loop_launch_dims, loop_launch_map, symbolic_loop_grid
 from hlocc.codegen.elemental.element_emitter import ElementEmitter
 from hlocc.codegen.elemental.storage import array_leaves, store_element
 from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
@@ -83,7 +82,13 @@ class LoopEmitter(FusionEmitterBase):
         leaves = array_leaves(self.fusion.root.shape)
         first = leaves[0]
         launch, per_thread = self.launch()
-        loop_map = loop_launch_map(first.dims, launch, vector_size=per_thread, minor_to_major=first.minor_to_major)
+        grid = None
+        if self.symbols:
+            grid = symbolic_loop_grid(first.dims, launch.threads_per_block, per_thread, first.minor_to_major)
+            launch, loop_map = grid.launch, grid.map
+        else:
+            loop_map = loop_launch_map(first.dims, launch, vector_size=per_thread,
+                                       minor_to_major=first.minor_to_major)
 
         params = self.fusion.parameters
         block, param_types, out_types = entry_block(self.fusion, leaves)
@@ -109,9 +114,8 @@ class LoopEmitter(FusionEmitterBase):
             body.insert(YieldOp(*inserted))
             return list(loop.results)
 
-        if self.symbols:
-            results = self._emit_guarded_loops(b, ids, loop_map, launch, per_thread, first.num_elements,
-                                               root_subgraph.name, functions, emit_loop, out_types)
+        if grid is not None:
+            results = self._emit_guarded_loops(b, ids, grid, root_subgraph.name, functions, emit_loop, out_types)
         else:
             results = emit_loop(b, loop_map, root_subgraph.name)
         b.insert(func.ReturnOp(*results))
@@ -120,16 +124,15 @@ class LoopEmitter(FusionEmitterBase):
         return KernelModule(module, self.name, launch, len(params), len(leaves), symbols=self.symbols)
 
     @staticmethod
-    def _emit_guarded_loops(b: KernelBuilder, ids: list[SSAValue], loop_map: IndexingMap, launch: LaunchDims,
-                            per_thread: int, num_elements: DimExpr, root: str, functions: list[func.FuncOp],
-                            emit_loop, out_types: list) -> list[SSAValue]:
-        """`scf.if` (whole vector below N) { the unconstrained loop } else { the checked tail }."""
-        start = (dim(1) * launch.threads_per_block + dim(0)) * per_thread
-        n = size_expr(num_elements)
-        room = b.insert(ApplyIndexingOp(IndexingMap(loop_map.dims, (n - start - per_thread,)), ids)).results[0]
-        whole = b.cmpi("sge", room, b.index(0))
-        linear = start + sym(0) if loop_map.symbols else start
-        tail_map = loop_map.with_constraint(n - linear, Interval(1, UNBOUNDED))
+    def _emit_guarded_loops(b: KernelBuilder, ids: list[SSAValue], grid: SymbolicGrid, root: str,
+                            functions: list[func.FuncOp], emit_loop, out_types: list) -> list[SSAValue]:
+        """`scf.if` (the whole vector inside) { the unconstrained loop } else { the checked tail }."""
+        loop_map = grid.map
+        rooms = b.insert(ApplyIndexingOp(IndexingMap(loop_map.dims, grid.room), ids)).results
+        whole = b.and_([b.cmpi("sge", room, b.index(0)) for room in rooms])
+        tail_map = loop_map
+        for inside in grid.inside:
+            tail_map = tail_map.with_constraint(inside, Interval(1, UNBOUNDED))
         tail = next(f for f in functions if f.sym_name.data == root).clone()
         tail.sym_name = StringAttr(f"{root}_tail")
         functions.append(tail)

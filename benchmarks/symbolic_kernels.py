@@ -5,8 +5,9 @@ shared machine falls on both alike).
 
     python benchmarks/symbolic_kernels.py [--runs 50] [--sizes 7,64,257] [--cases NAME,...]
 
-For each case (an elementwise fusion with a broadcast, a row max, softmax's exp-normalise and a
-row sum, on rows of 4096 and 127 f32) and batch size: the symbolic and the static kernel's median
+For each case (an elementwise fusion with a broadcast, a row max, softmax's exp-normalise, a
+broadcast along a symbolic row length `n` and a row sum, on rows of 4096 and 127 f32; `n` takes
+the row length) and batch size: the symbolic and the static kernel's median
 milliseconds, their ratio (symbolic / static: 1.0 is parity, the target is <= 1.15), the
 emitter of each, and the compile time of the symbolic kernel (once) and of the static ones (each
 size). The table ends with the geomean ratio per row length.
@@ -61,6 +62,13 @@ ENTRY e {
   s = f32[?b,N] subtract(x, mb)
   ROOT e = f32[?b,N] exponential(s)
 }""",
+    "minor_broadcast": """
+ENTRY e {
+  x = f32[?b,?n] parameter(0)
+  g = f32[?n] parameter(1)
+  gb = f32[?b,?n] broadcast(g), dimensions={1}
+  ROOT r = f32[?b,?n] multiply(x, gb)
+}""",
     "row_sum": """
 ENTRY e {
   x = f32[?b,N] parameter(0)
@@ -102,19 +110,21 @@ def main(argv: list[str] | None = None) -> int:
             symbolic = compile_fusion(module.entry, use_cache=False)
             sym_compile = (time.perf_counter() - t0) * 1e3
             for b in sizes:
-                binding = {"b": b}
+                binding = {"b": b, "n": n}
+                dims = [binding[v] for v in symbolic.symbols]
                 t0 = time.perf_counter()
-                static = compile_fusion(specialize(module, binding).entry, use_cache=False)
+                static = compile_fusion(specialize(module, {v: binding[v] for v in symbolic.symbols}).entry,
+                                        use_cache=False)
                 static_compile = (time.perf_counter() - t0) * 1e3
                 bufs = buffers(symbolic, binding, rng)
                 addresses = [x.ctypes.data for x in bufs]
                 sym_times, static_times = [], []
                 for _ in range(3):
-                    symbolic.run_addresses(addresses, [b])
+                    symbolic.run_addresses(addresses, dims)
                     static.run_addresses(addresses)
                 for _ in range(args.runs):
                     t0 = time.perf_counter()
-                    symbolic.run_addresses(addresses, [b])
+                    symbolic.run_addresses(addresses, dims)
                     t1 = time.perf_counter()
                     static.run_addresses(addresses)
                     sym_times.append(t1 - t0)

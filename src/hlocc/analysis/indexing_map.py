@@ -59,6 +59,11 @@ class Variable:
     source: object = field(default=None, compare=False, hash=False)
 
 
+NO_UPPER_BOUND = 1 << 62
+"""Upper end of a constraint interval that has none (`e in [lo, NO_UPPER_BOUND]`: e >= lo), as
+constraints over symbolic sizes are written; it fits an i64 index constant."""
+
+
 def size_bound(size: int | DimExpr) -> int:
     """The largest value a size can take: itself, or SIZE_BOUND for a symbolic size."""
     return SIZE_BOUND if isinstance(size, DimExpr) else int(size)

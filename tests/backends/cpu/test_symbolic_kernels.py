@@ -168,14 +168,14 @@ def test_launch_is_computed_from_the_dims():
 
 
 def test_unsupported_emitter_names_symbolic():
-    concat = """HloModule m
+    dot = """HloModule m
 ENTRY e {
   p0 = f32[?b,4] parameter(0)
-  p1 = f32[?b,4] parameter(1)
-  ROOT c = f32[?b,8] concatenate(p0, p1), dimensions={1}
+  p1 = f32[4,3] parameter(1)
+  ROOT d = f32[?b,3] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 }"""
-    with pytest.raises(UnsupportedError, match="symbolic .* not built"):
-        compile_fusion(parse_hlo(concat).entry)
+    with pytest.raises(UnsupportedError, match=r"symbolic loop emitter not built: 'd' \(dot\)"):
+        compile_fusion(parse_hlo(dot).entry)
 
 
 def test_symbolic_kernel_from_the_disk_cache(tmp_path, monkeypatch):
@@ -227,3 +227,30 @@ ENTRY e {
 @pytest.mark.parametrize("text", [COLUMN_SUM, BF16_ROW_MAX], ids=["column_sum", "bf16_row_max"])
 def test_more_reductions(text):
     _check(text, [{"b": b, "n": n} for b, n in [(1, 1), (3, 17), (33, 16), (2, 101), (17, 31)]], rtol=1e-5, atol=1e-4)
+
+
+# concatenation of two symbolic dims, and a pad of a symbolic dim (low, high and interior)
+CONCAT = """HloModule m
+ENTRY e {
+  p0 = f32[?b,3] parameter(0)
+  p1 = f32[?c,3] parameter(1)
+  c = f32[?(b+c),3] concatenate(p0, p1), dimensions={0}
+  k = f32[] constant(2)
+  kb = f32[?(b+c),3] broadcast(k), dimensions={}
+  ROOT m = f32[?(b+c),3] multiply(c, kb)
+}"""
+PAD = """HloModule m
+ENTRY e {
+  p0 = f32[?b,5] parameter(0)
+  z = f32[] constant(-1)
+  ROOT p = f32[?(2*b+2),7] pad(p0, z), padding=2_1_1x1_1
+}"""
+
+
+def test_concatenate_of_symbolic_dims():
+    _check(CONCAT, [{"b": b, "c": c} for b, c in [(1, 1), (0, 3), (4, 0), (7, 17), (16, 1)]])
+
+
+def test_pad_of_a_symbolic_dim():
+    _check(PAD, [{"b": b} for b in (1, 2, 7, 17)])
+    _check(PAD, [{"b": b} for b in (3, 16)], CHECKED)

@@ -27,7 +27,7 @@ from xdsl.ir import Block, Region, SSAValue
 
 import hlocc.codegen.emitters.elemental_reduce  # noqa: F401  (registers reduce and reduce-window)
 from hlocc.analysis.bitcast import bitcast_map
-from hlocc.analysis.indexing_map import IndexingMap, size_bound
+from hlocc.analysis.indexing_map import NO_UPPER_BOUND, IndexingMap, size_bound
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims, SymbolicGrid, loop_launch_dims, loop_launch_map, symbolic_loop_grid
 from hlocc.codegen.elemental.element_emitter import ElementEmitter
@@ -40,13 +40,10 @@ from hlocc.errors import UnsupportedError
 from hlocc.hlo.opcodes import OPCODES
 from hlocc.hlo.symbolic import DimExpr
 
-UNBOUNDED = 1 << 62
-"""Upper end of a constraint interval that has none (an index constant must fit in i64)."""
-
-
 SYMBOLIC_LOOP_OPS = frozenset({
     *(name for name, info in OPCODES.items() if info.is_elementwise), "map", "parameter", "constant", "broadcast",
-    "transpose", "iota", "reshape", "bitcast", "reverse", "slice", "tuple", "get-tuple-element", "reduce"})
+    "transpose", "iota", "reshape", "bitcast", "reverse", "slice", "tuple", "get-tuple-element", "reduce",
+    "concatenate", "pad", "copy"})
 """What the loop emitter compiles on symbolic shapes (index maps with `$size` atoms, module doc)."""
 
 
@@ -132,7 +129,7 @@ class LoopEmitter(FusionEmitterBase):
         whole = b.and_([b.cmpi("sge", room, b.index(0)) for room in rooms])
         tail_map = loop_map
         for inside in grid.inside:
-            tail_map = tail_map.with_constraint(inside, Interval(1, UNBOUNDED))
+            tail_map = tail_map.with_constraint(inside, Interval(1, NO_UPPER_BOUND))
         tail = next(f for f in functions if f.sym_name.data == root).clone()
         tail.sym_name = StringAttr(f"{root}_tail")
         functions.append(tail)

@@ -5,6 +5,17 @@ runtime `r` variables, numbered per kind), sums, multiplication by a constant, a
 `ceildiv` and `mod` by a positive constant, with MLIR's semantics: `x floordiv c = floor(x / c)`,
 `x ceildiv c = ceil(x / c)`, `x mod c = x - c * (x floordiv c)` (always in [0, c-1]).
 
+Symbolic sizes (dynamic shapes). A size that is a `DimExpr` (hlo/symbolic.py) enters an expression
+as `Size` atoms, one per non-constant monomial (`2*b + 1` is `Size(b) * 2 + 1`; printed `$b`,
+`$(b*s)`), whose value the kernel reads at run time. The only products and divisions that are
+not quasi-affine are by sizes: `SizeProduct(x, m)` (`x * $m`, m a monomial, x an atom),
+`SizeFloorDiv(x, D)` and `SizeMod(x, D)` (`x floordiv $(D)`, `x mod $(D)`, D any non-constant
+size, assumed positive where the expression is evaluated). Arithmetic with a `DimExpr` operand or
+a size-only expression (every atom a `Size`) builds them, so the shape code that linearises and
+delinearises (linearize.py, op_indexing.py) works on symbolic shapes unchanged. The simplifier
+treats them conservatively: a size ranges over [0, SIZE_BOUND], and only exact identities
+(`(x * $n) floordiv $n = x`, `(x floordiv $n) * $n + x mod $n = x`) remove them.
+
 Representation. Multiplication by a constant is not a node: every linear combination is a `Sum`
 of (atom, coefficient) pairs plus a constant, where an atom is a `Var`, `FloorDiv`, `CeilDiv` or
 `Mod`. Construction keeps sums flat, merges equal atoms and sorts the terms (coefficient
@@ -31,6 +42,7 @@ from enum import IntEnum
 
 from hlocc.analysis.interval import Interval
 from hlocc.errors import HloError
+from hlocc.hlo.symbolic import DimExpr
 
 
 class IndexingError(HloError):
@@ -48,9 +60,13 @@ class VarKind(IntEnum):
         return "dsr"[self]
 
 
+SIZE_BOUND = 1 << 40
+"""The largest value a symbolic size may take in range analysis (sizes are never negative)."""
+
+
 class Expr:
-    """Base of all expressions. Supports `+`, `-`, `*` (by an int or a constant expression),
-    `//` (floordiv), `%` (mod) and `ceildiv` with ints."""
+    """Base of all expressions. Supports `+`, `-`, `*` (by an int, a constant expression, a symbolic
+    size or a size-only expression), `//` (floordiv), `%` (mod) and `ceildiv` with ints or sizes."""
 
     __slots__ = ()
 
@@ -70,11 +86,17 @@ class Expr:
         return self * -1
 
     def __mul__(self, other: Expr | int) -> Expr:
+        if isinstance(other, DimExpr):
+            other = size_expr(other)
         if isinstance(other, Expr):
             if isinstance(other, Const):
                 return _scale(self, other.value)
             if isinstance(self, Const):
                 return _scale(other, self.value)
+            if is_size_only(other):
+                return _size_product(self, other)
+            if is_size_only(self):
+                return _size_product(other, self)
             raise IndexingError(f"non-affine product ({self}) * ({other})")
         return _scale(self, int(other))
 
@@ -133,6 +155,41 @@ class Mod(Expr):
 DivLike = (FloorDiv, CeilDiv, Mod)
 
 
+@dataclass(frozen=True, slots=True, eq=True)
+class Size(Expr):
+    """The run-time value of a symbolic size monomial (a `DimExpr` with one term, coefficient 1)."""
+
+    value: DimExpr
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class SizeProduct(Expr):
+    """`lhs * $size`: an atom (not a `Size`) times a size monomial."""
+
+    lhs: Expr
+    size: DimExpr
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class SizeFloorDiv(Expr):
+    """`lhs floordiv $(size)` for a non-constant size (positive wherever it is evaluated)."""
+
+    lhs: Expr
+    size: DimExpr
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class SizeMod(Expr):
+    """`lhs mod $(size)` for a non-constant size (positive wherever it is evaluated)."""
+
+    lhs: Expr
+    size: DimExpr
+
+
+SizeDivLike = (SizeFloorDiv, SizeMod)
+SIZE_NODES = (Size, SizeProduct, SizeFloorDiv, SizeMod)
+
+
 def dim(i: int) -> Var:
     return Var(VarKind.DIM, i)
 
@@ -145,8 +202,87 @@ def rt(i: int) -> Var:
     return Var(VarKind.RUNTIME, i)
 
 
-def as_expr(value: Expr | int) -> Expr:
+def as_expr(value: Expr | int | DimExpr) -> Expr:
+    if isinstance(value, DimExpr):
+        return size_expr(value)
     return value if isinstance(value, Expr) else Const(int(value))
+
+
+# -- symbolic sizes ------------------------------------------------------------------------------
+
+def size_expr(value: int | DimExpr) -> Expr:
+    """A size as an expression: `Size` atoms for its non-constant monomials, plus the constant."""
+    if not isinstance(value, DimExpr):
+        return Const(int(value))
+    terms: dict[Expr, int] = {}
+    constant = 0
+    for monomial, c in value.terms:
+        if monomial == ():
+            constant += c
+        else:
+            terms[Size(DimExpr(((monomial, 1),)))] = c
+    return from_linear_form(terms, constant)
+
+
+def is_size_only(expr: Expr) -> bool:
+    """Whether expr is built from constants and `Size` atoms only (a symbolic size)."""
+    if isinstance(expr, (Const, Size)):
+        return True
+    return isinstance(expr, Sum) and all(isinstance(a, Size) for a, _ in expr.terms)
+
+
+def as_size(expr: Expr | int | DimExpr) -> int | DimExpr:
+    """The size a size-only expression (or an int or DimExpr) stands for."""
+    if isinstance(expr, (int, DimExpr)):
+        return expr
+    if isinstance(expr, Const):
+        return expr.value
+    if not is_size_only(expr):
+        raise IndexingError(f"'{expr}' is not a size: a divisor must be a constant or a symbolic size")
+    terms, constant = linear_form(expr)
+    out: int | DimExpr = constant
+    for atom, c in terms.items():
+        out = out + atom.value * c
+    return out
+
+
+def _atom_times_monomial(atom: Expr, monomial: DimExpr) -> Expr:
+    if isinstance(atom, Size):
+        return Size(atom.value * monomial)
+    if isinstance(atom, SizeProduct):
+        return SizeProduct(atom.lhs, atom.size * monomial)
+    return SizeProduct(atom, monomial)
+
+
+def _size_product(expr: Expr, size: Expr) -> Expr:
+    """expr * size, for a size-only `size`: distributed over the terms of both."""
+    terms, constant = linear_form(expr)
+    size_terms, size_constant = linear_form(size)
+    out: dict[Expr, int] = {}
+    for atom, c in terms.items():
+        if size_constant:
+            out[atom] = out.get(atom, 0) + c * size_constant
+        for s, k in size_terms.items():
+            product = _atom_times_monomial(atom, s.value)
+            out[product] = out.get(product, 0) + c * k
+    for s, k in size_terms.items():
+        out[s] = out.get(s, 0) + constant * k
+    return from_linear_form(out, constant * size_constant)
+
+
+def _constant_factor(size: DimExpr) -> tuple[int, DimExpr]:
+    """(c, m) with size == c * m for a one-term size `c * m` (c > 0), else (1, size)."""
+    if len(size.terms) == 1 and size.terms[0][1] > 0:
+        monomial, c = size.terms[0]
+        return c, DimExpr(((monomial, 1),))
+    return 1, size
+
+
+def _size_divisor(lhs: Expr, divisor) -> int | DimExpr:
+    """The divisor as an int or a non-constant DimExpr (from a size-only expression)."""
+    if isinstance(divisor, Expr) and not isinstance(divisor, Const):
+        return as_size(divisor)
+    return divisor
 
 
 # -- canonical linear form -----------------------------------------------------------------------
@@ -174,8 +310,10 @@ def _structure_key(expr: Expr) -> tuple:
         return (0, int(expr.kind), expr.index)
     if isinstance(expr, Sum):
         return (4, tuple((_structure_key(a), c) for a, c in expr.terms), expr.constant)
-    rank = {FloorDiv: 1, CeilDiv: 2, Mod: 3}[type(expr)]
-    return (rank, _structure_key(expr.lhs), _rhs(expr))
+    if isinstance(expr, Size):
+        return (5, str(expr.value))
+    rank = {FloorDiv: 1, CeilDiv: 2, Mod: 3, SizeProduct: 6, SizeFloorDiv: 7, SizeMod: 8}[type(expr)]
+    return (rank, _structure_key(expr.lhs), str(expr.size) if isinstance(expr, SIZE_NODES) else _rhs(expr))
 
 
 def from_linear_form(terms: Mapping[Expr, int], constant: int) -> Expr:
@@ -216,21 +354,42 @@ def _check_divisor(op: str, lhs: Expr, divisor) -> int:
     return int(divisor)
 
 
-def floordiv(lhs: Expr, divisor: int | Expr) -> Expr:
+def floordiv(lhs: Expr, divisor: int | Expr | DimExpr) -> Expr:
+    divisor = _size_divisor(lhs, divisor)
+    if isinstance(divisor, DimExpr):
+        factor, monomial = _constant_factor(divisor)
+        if factor > 1:  # x floordiv (c*m) == (x floordiv c) floordiv m: one form for the simplifier
+            return floordiv(floordiv(lhs, factor), monomial)
+        if isinstance(lhs, SizeProduct) and lhs.size == divisor:
+            return lhs.lhs
+        return Const(0) if lhs == Const(0) else SizeFloorDiv(lhs, divisor)
     divisor = _check_divisor("floordiv", lhs, divisor)
     if isinstance(lhs, Const):
         return Const(lhs.value // divisor)
+    if isinstance(lhs, SizeFloorDiv) and divisor > 1:  # constant divisions innermost: one form
+        return SizeFloorDiv(floordiv(lhs.lhs, divisor), lhs.size)
     return lhs if divisor == 1 else FloorDiv(lhs, divisor)
 
 
-def ceildiv(lhs: Expr, divisor: int | Expr) -> Expr:
+def ceildiv(lhs: Expr, divisor: int | Expr | DimExpr) -> Expr:
+    divisor = _size_divisor(lhs, divisor)
+    if isinstance(divisor, DimExpr):
+        return floordiv(lhs + size_expr(divisor) - 1, divisor)
     divisor = _check_divisor("ceildiv", lhs, divisor)
     if isinstance(lhs, Const):
         return Const(-(-lhs.value // divisor))
     return lhs if divisor == 1 else CeilDiv(lhs, divisor)
 
 
-def mod(lhs: Expr, modulus: int | Expr) -> Expr:
+def mod(lhs: Expr, modulus: int | Expr | DimExpr) -> Expr:
+    modulus = _size_divisor(lhs, modulus)
+    if isinstance(modulus, DimExpr):
+        factor, monomial = _constant_factor(modulus)
+        if factor > 1:  # x mod (c*m) == ((x floordiv c) mod m) * c + x mod c
+            return mod(floordiv(lhs, factor), monomial) * factor + mod(lhs, factor)
+        if lhs == Const(0) or isinstance(lhs, SizeProduct) and lhs.size == modulus:
+            return Const(0)
+        return SizeMod(lhs, modulus)
     modulus = _check_divisor("mod", lhs, modulus)
     if isinstance(lhs, Const):
         return Const(lhs.value % modulus)
@@ -242,7 +401,13 @@ def _rhs(expr: Expr) -> int:
 
 
 def rebuild(expr: Expr, lhs: Expr) -> Expr:
-    """The div/mod `expr` with its left-hand side replaced (and constant-folded)."""
+    """The div/mod (or size product) `expr` with its left-hand side replaced (and constant-folded)."""
+    if isinstance(expr, SizeProduct):
+        return lhs * Size(expr.size)
+    if isinstance(expr, SizeFloorDiv):
+        return floordiv(lhs, expr.size)
+    if isinstance(expr, SizeMod):
+        return mod(lhs, expr.size)
     if isinstance(expr, FloorDiv):
         return floordiv(lhs, expr.divisor)
     if isinstance(expr, CeilDiv):
@@ -261,7 +426,7 @@ def variables(expr: Expr) -> set[Var]:
         for atom, _ in expr.terms:
             out |= variables(atom)
         return out
-    if isinstance(expr, DivLike):
+    if isinstance(expr, (*DivLike, SizeProduct, *SizeDivLike)):
         return variables(expr.lhs)
     return set()
 
@@ -275,14 +440,15 @@ def replace_vars(expr: Expr, fn: Callable[[Var], Expr]) -> Expr:
         for atom, c in expr.terms:
             out = out + replace_vars(atom, fn) * c
         return out
-    if isinstance(expr, DivLike):
+    if isinstance(expr, (*DivLike, SizeProduct, *SizeDivLike)):
         return rebuild(expr, replace_vars(expr.lhs, fn))
     return expr
 
 
-def evaluate(expr: Expr, values: Callable[[Var], object]):
-    """The value of expr with variable v = values(v). Values may be ints or numpy integer arrays
-    (evaluated elementwise with floor semantics)."""
+def evaluate(expr: Expr, values: Callable[[Var], object], binding: Mapping[str, int] | None = None):
+    """The value of expr with variable v = values(v) and the symbolic sizes at `binding` (dimension
+    variable -> value). Values may be ints or numpy integer arrays (evaluated elementwise with floor
+    semantics)."""
     if isinstance(expr, Const):
         return expr.value
     if isinstance(expr, Var):
@@ -290,9 +456,17 @@ def evaluate(expr: Expr, values: Callable[[Var], object]):
     if isinstance(expr, Sum):
         out = expr.constant
         for atom, c in expr.terms:
-            out = out + evaluate(atom, values) * c
+            out = out + evaluate(atom, values, binding) * c
         return out
-    lhs = evaluate(expr.lhs, values)
+    if isinstance(expr, SIZE_NODES):
+        if binding is None:
+            raise IndexingError(f"'{expr}' reads a symbolic size: evaluating it needs a binding")
+        if isinstance(expr, Size):
+            return expr.value.evaluate(binding)
+        lhs, size = evaluate(expr.lhs, values, binding), expr.size.evaluate(binding)
+        return lhs * size if isinstance(expr, SizeProduct) else lhs // size if isinstance(expr, SizeFloorDiv) \
+            else lhs % size
+    lhs = evaluate(expr.lhs, values, binding)
     if isinstance(expr, FloorDiv):
         return lhs // expr.divisor
     if isinstance(expr, CeilDiv):
@@ -311,7 +485,16 @@ def expr_range(expr: Expr, bounds: Callable[[Var], Interval]) -> Interval:
         for atom, c in expr.terms:
             out = out + expr_range(atom, bounds).scale(c)
         return out
+    if isinstance(expr, Size):
+        return Interval(0, SIZE_BOUND)
     lhs = expr_range(expr.lhs, bounds)
+    if isinstance(expr, SizeProduct):
+        ends = (lhs.lo * SIZE_BOUND, lhs.hi * SIZE_BOUND, 0)
+        return Interval(min(ends), max(ends))
+    if isinstance(expr, SizeFloorDiv):  # by a size >= 1: between 0 and lhs
+        return Interval(min(lhs.lo, 0), max(lhs.hi, 0))
+    if isinstance(expr, SizeMod):
+        return Interval(0, min(lhs.hi, SIZE_BOUND - 1) if lhs.lo >= 0 else SIZE_BOUND - 1)
     if isinstance(expr, FloorDiv):
         return lhs.floordiv(expr.divisor)
     if isinstance(expr, CeilDiv):
@@ -343,9 +526,19 @@ def to_text(expr: Expr, name: Callable[[Var], str] = default_name, strong: bool 
     if isinstance(expr, Sum):
         text = _sum_text(expr, name)
         return f"({text})" if strong else text
-    op = {FloorDiv: "floordiv", CeilDiv: "ceildiv", Mod: "mod"}[type(expr)]
-    text = f"{to_text(expr.lhs, name, True)} {op} {_rhs(expr)}"
+    if isinstance(expr, Size):
+        return size_text(expr.value)
+    op = {FloorDiv: "floordiv", CeilDiv: "ceildiv", Mod: "mod", SizeProduct: "*", SizeFloorDiv: "floordiv",
+          SizeMod: "mod"}[type(expr)]
+    rhs = size_text(expr.size) if isinstance(expr, SIZE_NODES) else _rhs(expr)
+    text = f"{to_text(expr.lhs, name, True)} {op} {rhs}"
     return f"({text})" if strong else text
+
+
+def size_text(size: DimExpr) -> str:
+    """`$b` for a lone variable, else `$(text)` (no spaces)."""
+    text = str(size).replace(" ", "")
+    return f"${text}" if text.isidentifier() else f"$({text})"
 
 
 def _product_text(atom: Expr, coefficient: int, name) -> str:
@@ -387,6 +580,8 @@ def to_xdsl(expr: Expr, num_dims: int, num_symbols: int):
         for atom, c in expr.terms:
             out = out + to_xdsl(atom, num_dims, num_symbols) * c
         return out
+    if isinstance(expr, SIZE_NODES):
+        raise IndexingError(f"'{expr}' reads a symbolic size: it has no affine form")
     lhs = to_xdsl(expr.lhs, num_dims, num_symbols)
     if isinstance(expr, FloorDiv):
         return lhs // expr.divisor

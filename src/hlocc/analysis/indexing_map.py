@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from hlocc.analysis.affine_expr import (
+    SIZE_BOUND,
     Const,
     Expr,
     FloorDiv,
@@ -45,6 +46,7 @@ from hlocc.analysis.affine_expr import (
 )
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.simplifier import Simplifier
+from hlocc.hlo.symbolic import DimExpr
 
 
 @dataclass(frozen=True)
@@ -57,10 +59,20 @@ class Variable:
     source: object = field(default=None, compare=False, hash=False)
 
 
-def variables_from_sizes(sizes: Sequence[int], names: Sequence[str] | None = None) -> tuple[Variable, ...]:
-    """Variables with bounds [0, size-1]."""
+NO_UPPER_BOUND = 1 << 62
+"""Upper end of a constraint interval that has none (`e in [lo, NO_UPPER_BOUND]`: e >= lo), as
+constraints over symbolic sizes are written; it fits an i64 index constant."""
+
+
+def size_bound(size: int | DimExpr) -> int:
+    """The largest value a size can take: itself, or SIZE_BOUND for a symbolic size."""
+    return SIZE_BOUND if isinstance(size, DimExpr) else int(size)
+
+
+def variables_from_sizes(sizes: Sequence[int | DimExpr], names: Sequence[str] | None = None) -> tuple[Variable, ...]:
+    """Variables with bounds [0, size-1] (a symbolic size: [0, SIZE_BOUND-1], see affine_expr)."""
     names = names or [""] * len(sizes)
-    return tuple(Variable(Interval(0, int(n) - 1), name) for n, name in zip(sizes, names))
+    return tuple(Variable(Interval(0, size_bound(n) - 1), name) for n, name in zip(sizes, names))
 
 
 @dataclass(frozen=True)

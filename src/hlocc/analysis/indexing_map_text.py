@@ -6,9 +6,10 @@
 Variables print with their names (default `d<i>`, `s<i>`, `r<i>`); the domain lists every
 variable's bounds in order dims, symbols, runtime variables, then the constraints. A map with a
 provably empty domain prints as `KNOWN EMPTY`. The parser accepts the same text (any whitespace;
-`rt<i>` as well as `r<i>` for default runtime variable names) and reports malformed text as
-`IndexingError` with the column. Terms of a sum print in canonical order (see `affine_expr`), so
-text in another order parses to the same map but prints differently.
+`rt<i>` as well as `r<i>` for default runtime variable names; symbolic sizes as `$b` or
+`$(b*s)`) and reports malformed text as `IndexingError` with the column. Terms of a sum print in
+canonical order (see `affine_expr`), so text in another order parses to the same map but prints
+differently.
 
 The printer, `map_to_text`, lives beside `IndexingMap` (its `__str__`) in indexing_map.py and is
 exported here with the parser, so that this module depends on the map and not the reverse.
@@ -18,11 +19,13 @@ from __future__ import annotations
 
 import re
 
-from hlocc.analysis.affine_expr import Const, Expr, IndexingError, Var, VarKind, ceildiv, floordiv, mod
+from hlocc.analysis.affine_expr import Const, Expr, IndexingError, Var, VarKind, ceildiv, floordiv, mod, size_expr
 from hlocc.analysis.indexing_map import KNOWN_EMPTY, IndexingMap, Variable, map_to_text
 from hlocc.analysis.interval import Interval
+from hlocc.errors import HloError
+from hlocc.hlo.symbolic import parse_dim_expr, symbol
 
-_TOKEN = re.compile(r"\s*(?:(?P<int>\d+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>->|[-+*()\[\]{},:]))")
+_TOKEN = re.compile(r"\s*(?:(?P<int>\d+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>->|[-+*()\[\]{},:$]))")
 
 
 class _Parser:
@@ -131,7 +134,25 @@ class _Parser:
             return inner
         if kind == "name" and value in self.names:
             return self.names[value]
+        if value == "$":
+            return self.size()
         self.fail(at, f"unknown variable or token '{value}'")
+
+    def size(self) -> Expr:
+        """After `$`: a dimension variable's name, or a parenthesised size expression (affine_expr)."""
+        kind, value, at = self.take()
+        if kind == "name":
+            return size_expr(symbol(value))
+        if value != "(":
+            self.fail(at, f"expected a size after '$', found '{value}'")
+        depth, start = 1, self.pos()
+        while depth:
+            kind, value, end = self.take()
+            depth += {"(": 1, ")": -1}.get(value, 0)
+        try:
+            return size_expr(parse_dim_expr(self.text[start:end]))
+        except HloError as e:
+            self.fail(start, str(e))
 
     def indexing_map(self) -> IndexingMap:
         if self.peek() == "KNOWN":

@@ -13,7 +13,9 @@ indexing analysis (docs/indexing.md; shared/reference/xla_facts.md, the Indexing
   same through the physical (layout) order of both shapes;
 - pad: `(d - lo) floordiv (interior + 1)` with constraints `d - lo in [0, (n-1)(interior+1)]` and
   `(d - lo) mod (interior + 1) in [0, 0]`; the padding value maps to `()`;
-- concatenate: operand k gets `d_c - offset_k` with d_c restricted to [offset_k, offset_k+n_k-1];
+- concatenate: operand k gets `d_c - offset_k` with d_c restricted to [offset_k, offset_k+n_k-1]
+  (with symbolic sizes: as the constraints `d_c - offset_k >= 0`, `n_k - 1 - (d_c - offset_k) >= 0`,
+  and a pad's bounds likewise);
 - reduce: a range variable per reduced dimension (in order), the kept dims from d; inits `()`;
 - reduce-window: `d*stride + s*rhs_dilate - pad_lo` through the pad rule for lhs dilation;
 - dot: batch dims, then lhs free dims, then rhs free dims of the output; one range variable per
@@ -37,12 +39,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hlocc.analysis.affine_expr import Const, Expr, IndexingError, dim, rt, sym
-from hlocc.analysis.indexing_map import IndexingMap, Variable, variables_from_sizes
+from hlocc.analysis.affine_expr import Const, Expr, IndexingError, dim, rt, size_expr, sym
+from hlocc.analysis.indexing_map import NO_UPPER_BOUND, IndexingMap, Variable, variables_from_sizes
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.linearize import delinearize, linear_index
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.opcodes import OPCODES
+from hlocc.hlo.symbolic import DimExpr
 
 OpIndexing = Callable[[HloInstruction, tuple[int, ...]], list[IndexingMap | None]]
 _REGISTRY: dict[str, OpIndexing] = {}
@@ -147,7 +150,11 @@ def _pad(instr, out):
         shifted = dim(i) - p.lo
         step = p.interior + 1
         results.append(shifted // step)
-        constraints.append((shifted, Interval(0, (n - 1) * step)))
+        if isinstance(n, DimExpr):  # symbolic: 0 <= shifted <= (n-1)*step, two one-sided constraints
+            constraints += [(shifted, Interval(0, NO_UPPER_BOUND)),
+                            (size_expr((n - 1) * step) - shifted, Interval(0, NO_UPPER_BOUND))]
+        else:
+            constraints.append((shifted, Interval(0, (n - 1) * step)))
         if step > 1:
             constraints.append((shifted % step, Interval(0, 0)))
     return [_map(out, results, constraints=tuple(constraints)), _scalar(out)]
@@ -160,9 +167,14 @@ def _concatenate(instr, out):
     for op in instr.operands:
         n = op.shape.dims[axis]
         dims = list(variables_from_sizes(out))
-        dims[axis] = Variable(Interval(offset, offset + n - 1))
         results = [dim(i) - offset if i == axis else dim(i) for i in range(len(out))]
-        maps.append(IndexingMap(tuple(dims), tuple(results)))
+        if isinstance(n, DimExpr) or isinstance(offset, DimExpr):  # the window as constraints
+            window = ((results[axis], Interval(0, NO_UPPER_BOUND)),
+                      (size_expr(n) - 1 - results[axis], Interval(0, NO_UPPER_BOUND)))
+            maps.append(IndexingMap(tuple(dims), tuple(results), constraints=window))
+        else:
+            dims[axis] = Variable(Interval(offset, offset + n - 1))
+            maps.append(IndexingMap(tuple(dims), tuple(results)))
         offset += n
     return maps
 

@@ -19,7 +19,11 @@ changes:
   m | a; in a sum, terms with coefficient a multiple of m are dropped and the constant reduced;
   `(g*H + L) mod m` -> `(H mod (m/g)) * g + L` when g | m and L is in [0, g-1];
 - sums: `(x mod c) * k + (x floordiv c) * (c*k)` -> `x * k` (this is what makes a reshape followed
-  by its inverse the identity).
+  by its inverse the identity);
+- symbolic sizes (affine_expr's `$n` nodes), exact identities only: terms `x * $n` move out of a
+  `floordiv $n` (and drop out of a `mod $n`); `(x mod $n) floordiv $n` -> 0; `(x mod $n) mod $n`
+  -> `x mod $n`; `(x mod $n) * k + (x floordiv $n) * $n * k` -> `x * k`; divisions by constants
+  and by sizes nest in one order (`(x floordiv $n) floordiv c` -> `(x floordiv c) floordiv $n`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ from hlocc.analysis.affine_expr import (
     Expr,
     FloorDiv,
     Mod,
+    Size,
+    SizeFloorDiv,
+    SizeMod,
+    SizeProduct,
     Sum,
     Var,
     VarKind,
@@ -41,6 +49,7 @@ from hlocc.analysis.affine_expr import (
     from_linear_form,
     linear_form,
     mod,
+    size_expr,
     variables,
 )
 from hlocc.analysis.interval import Interval
@@ -80,11 +89,15 @@ class Simplifier:
         point = self._point_value(expr)
         if point is not None:
             return Const(point)
-        if isinstance(expr, Var):
+        if isinstance(expr, (Var, Size)):
             return expr
         if isinstance(expr, Sum):
             return self._rewrite_sum(expr)
         lhs = self.simplify(expr.lhs)
+        if isinstance(expr, SizeProduct):
+            return lhs * Size(expr.size)
+        if isinstance(expr, (SizeFloorDiv, SizeMod)):
+            return self._rewrite_size_div(lhs, expr)
         if isinstance(expr, CeilDiv):
             return floordiv(lhs + (expr.divisor - 1), expr.divisor)
         if isinstance(expr, FloorDiv):
@@ -106,6 +119,8 @@ class Simplifier:
             out = out + self.simplify(atom) * c
         if isinstance(out, Sum):
             out = self._merge_mod_div_pairs(out)
+        if isinstance(out, Sum):
+            out = _merge_size_mod_div_pairs(out)
         return out
 
     def _merge_mod_div_pairs(self, expr: Sum) -> Expr:
@@ -115,18 +130,43 @@ class Simplifier:
         while changed:
             changed = False
             for atom, k in list(terms.items()):
-                if not isinstance(atom, Mod) or terms.get(atom, 0) != k:
+                # (x mod c) * $m * k + (x floordiv c) * $m * (c*k) -> x * $m * k as well
+                inner, size = (atom.lhs, Size(atom.size)) if isinstance(atom, SizeProduct) else (atom, None)
+                if not isinstance(inner, Mod) or terms.get(atom, 0) != k:
                     continue
-                partner = self.simplify(floordiv(atom.lhs, atom.modulus))
-                if terms.get(partner) != k * atom.modulus:
+                partner = self.simplify(floordiv(inner.lhs, inner.modulus))
+                if size is not None:
+                    partner = partner * size
+                if terms.get(partner) != k * inner.modulus:
                     continue
                 del terms[atom]
                 del terms[partner]
-                merged = from_linear_form(terms, constant) + atom.lhs * k
+                merged = from_linear_form(terms, constant) + (inner.lhs if size is None else inner.lhs * size) * k
                 terms, constant = linear_form(merged)
                 changed = True
                 break
         return from_linear_form(terms, constant)
+
+    # -- division by a symbolic size ----------------------------------------------------------
+    def _rewrite_size_div(self, lhs: Expr, expr: SizeFloorDiv | SizeMod) -> Expr:
+        """Multiples of the size leave the division; a remainder already reduced by it stays."""
+        n = expr.size
+        terms, constant = linear_form(lhs)
+        outside: dict[Expr, int] = {}
+        for atom, c in list(terms.items()):
+            if isinstance(atom, SizeProduct) and atom.size == n:
+                outside[atom.lhs] = outside.get(atom.lhs, 0) + c
+                del terms[atom]
+            elif isinstance(atom, Size) and atom.value == n:
+                constant_part = outside.get(Const(1), 0) + c
+                outside[Const(1)] = constant_part
+                del terms[atom]
+        rest = from_linear_form(terms, constant)
+        reduced = isinstance(rest, SizeMod) and rest.size == n
+        if isinstance(expr, SizeMod):
+            return rest if reduced else mod(rest, n)
+        quotient = from_linear_form({a: c for a, c in outside.items() if a != Const(1)}, outside.get(Const(1), 0))
+        return quotient if reduced else quotient + floordiv(rest, n)
 
     # -- floordiv ------------------------------------------------------------------------------
     def _rewrite_floordiv(self, lhs: Expr, d: int) -> Expr:
@@ -215,6 +255,27 @@ class Simplifier:
             if high and Interval(0, g - 1).contains(self.range(low)):
                 return from_linear_form(high, 0), g, low
         return None
+
+
+def _merge_size_mod_div_pairs(expr: Sum) -> Expr:
+    """(x mod $n) * k + (x floordiv $n) * $n * k -> x * k, repeatedly (the partner is matched in its
+    distributed form, so sizes of several monomials work too)."""
+    terms, constant = linear_form(expr)
+    changed = True
+    while changed:
+        changed = False
+        for atom, k in list(terms.items()):
+            if not isinstance(atom, SizeMod):
+                continue
+            partner, partner_constant = linear_form(floordiv(atom.lhs, atom.size) * size_expr(atom.size) * k)
+            if partner_constant or any(terms.get(a) != c for a, c in partner.items()):
+                continue
+            for a in [atom, *partner]:
+                del terms[a]
+            terms, constant = linear_form(from_linear_form(terms, constant) + atom.lhs * k)
+            changed = True
+            break
+    return from_linear_form(terms, constant)
 
 
 def simplify_expr(expr: Expr, bounds: Bounds, replace_point_dims: bool = True) -> Expr:

@@ -16,6 +16,7 @@ pass_pipelines.cc; shared/reference/xla_facts.md §5.1), and the IR dumps after 
       expand-float-ops            transcendental math ops → polynomial approximations
       lower-tensors               tensors → pointers: llvm.getelementptr + llvm.load/store
       lower-xla-to-arith          xla.apply_indexing → range-aware index arithmetic
+      lower-symbol-values         symbolic sizes → loads from the kernel's table of dimension variables
       cse, dce
     codegen/llvm/: the structured IR → LLVM IR (llvmlite)
 
@@ -67,6 +68,7 @@ KERNEL_PIPELINE: tuple[str, ...] = (
     "expand-float-ops",
     "lower-tensors",
     "lower-xla-to-arith",
+    "lower-symbol-values",
     "cse", "dce",
 )
 """The GPU-form pipeline (XLA's), also what `hlocc opt --pipeline gpu` runs."""

@@ -7,6 +7,14 @@ fusion's parameters, then its outputs) and runs, for each block in [first, end),
 the block as an inner loop around the inlined kernel body (DESIGN "One kernel model"); it is the
 module's only external symbol, `k<key hash>_blocks` for a cached kernel.
 
+Runtime dims (dynamic shapes): a fused computation with symbolic shapes (`f32[?b,128]`) compiles
+once into a kernel whose `symbols` are its dimension variables (sorted). `run_addresses(addresses,
+dims)` takes their values in that order; the table `buffers` then has one more entry after the
+outputs, a pointer to those values as i64 (the kernel's `lower-symbol-values` loads them), and the
+block count, the empty-output check and the thread-pool decision are evaluated at those values.
+The buffers are sized for the binding (physical order, C-contiguous). A fusion whose emitter does
+not compile symbolic shapes raises UnsupportedError ("symbolic <emitter> not built: ...").
+
 Kernels are cached by their key (kernel_cache.py: the fused computation's canonical fingerprint,
 target, options, host CPU, versions): in-process (identical fusions compile once per process,
 XLA's KernelReuseCache; their code lives in the process-wide engine) and on disk (runtime/cache.py:
@@ -16,8 +24,10 @@ object code and plan; a hit skips emission, the passes and LLVM).
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,14 +46,16 @@ from hlocc.backends.cpu.kernel_cache import (
 from hlocc.backends.cpu.launcher import BlocksFunction, launch_addresses
 from hlocc.codegen.context import print_module
 from hlocc.codegen.elemental.storage import array_leaves
-from hlocc.codegen.emitters.base import KernelModule
+from hlocc.codegen.emitters.base import KernelModule, fusion_symbols
 from hlocc.codegen.emitters.registry import emit_fusion
 from hlocc.codegen.llvm import I64, LlvmTranslator, TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, add_stage_times, dump_file, pipeline_for, run_pipeline
 from hlocc.codegen.target import Target, cpu_target
 from hlocc.codegen.transforms.check_bounds import GLOBAL as BOUNDS_GLOBAL
 from hlocc.codegen.transforms.check_bounds import RECORD, BoundsCheckError, record_slots
+from hlocc.errors import ArgumentError
 from hlocc.hlo.ir import HloComputation
+from hlocc.hlo.symbolic import DimExpr, evaluate
 from hlocc.hlo.types import Shape
 from hlocc.runtime.cache import warn_once
 from hlocc.runtime.gc_pause import gc_paused
@@ -70,6 +82,8 @@ class CompiledKernel:
     serial: bool = False  # blocks one after another (see KernelModule)
     symbol: str = ""  # its block loop's symbol in the engine
     bounds_record: int = 0  # address of the check-bounds record (0: kernel compiled without checks)
+    symbols: tuple[str, ...] = ()  # dimension variables whose values `run_addresses` takes (module doc)
+    _launches: dict[tuple[int, ...], tuple] = field(default_factory=dict, repr=False)  # see _launch_facts
 
     @property
     def num_elements(self) -> int:
@@ -79,27 +93,72 @@ class CompiledKernel:
 
     @property
     def has_work(self) -> bool:
-        """False when every output is empty: no thread has anything to write (and none may read)."""
+        """False when every output is empty: no thread has anything to write (and none may read).
+        For a kernel with runtime dims: whether it has code (`has_work_at` decides per binding)."""
+        if self.symbols:
+            return self.fn is not None
         return self.fn is not None and any(s.num_elements for s in self.output_shapes)
 
-    def _elements(self) -> int:
-        return 0 if self.serial else self.num_elements
+    def binding(self, dims: Sequence[int]) -> dict[str, int]:
+        """The dimension variables' values, from `dims` in the order of `symbols`."""
+        if len(dims) != len(self.symbols):
+            raise ArgumentError(f"kernel '{self.name}' takes the values of {len(self.symbols)} dimension variable(s) "
+                                f"({', '.join(self.symbols) or 'none'}), got {len(dims)}")
+        return {s: int(v) for s, v in zip(self.symbols, dims)}
 
-    def run(self, buffers: list[np.ndarray]) -> None:
-        self.run_addresses([b.ctypes.data for b in buffers])
+    def has_work_at(self, binding: Mapping[str, int]) -> bool:
+        return self.fn is not None and any(evaluate(s.num_elements, binding) for s in self.output_shapes)
 
-    def run_addresses(self, addresses: list[int]) -> None:
-        """`run` over raw buffer addresses (the runtime's thunks; the caller keeps the memory alive)."""
-        if not self.has_work:
+    def launch_for(self, dims: Sequence[int] = ()) -> LaunchDims:
+        """The launch at the given values of `symbols` (the compiled one for a static kernel)."""
+        return self.launch_dims.at(self.binding(dims)) if self.symbols else self.launch_dims
+
+    def _elements(self, binding: Mapping[str, int] | None = None) -> int:
+        if self.serial:
+            return 0
+        if not self.symbols:
+            return self.num_elements
+        return max(evaluate(s.num_elements, binding) for s in [*self.output_shapes, *self.param_shapes])
+
+    def run(self, buffers: list[np.ndarray], dims: Sequence[int] = ()) -> None:
+        self.run_addresses([b.ctypes.data for b in buffers], dims)
+
+    def run_addresses(self, addresses: list[int], dims: Sequence[int] = ()) -> None:
+        """`run` over raw buffer addresses (the runtime's thunks; the caller keeps the memory alive);
+        `dims`: the values of `symbols` (module doc)."""
+        if not self.symbols:
+            if self.has_work:
+                self._launch(addresses, self.launch_dims.blocks, self._elements())
             return
+        key = tuple(dims)
+        facts = self._launches.get(key)
+        if facts is None:
+            facts = self._launch_facts(key)
+        table, blocks, elements = facts
+        if table is not None:
+            self._launch([*addresses, ctypes.addressof(table)], blocks, elements)
+
+    def _launch_facts(self, dims: tuple[int, ...]) -> tuple[ctypes.Array | None, int, int]:
+        """(the i64 table of `dims`, or None when there is no work; blocks; elements), remembered:
+        evaluating the size expressions in Python costs tens of µs, as much as a small launch. The
+        table is read-only to the kernel, so concurrent launches at the same sizes share it."""
+        binding = self.binding(dims)
+        table = (ctypes.c_int64 * len(dims))(*dims) if self.has_work_at(binding) else None
+        facts = (table, self.launch_dims.at(binding).blocks, self._elements(binding))
+        if len(self._launches) >= 1024:  # a bound on what a sweep over many sizes keeps
+            self._launches.clear()
+        self._launches[dims] = facts
+        return facts
+
+    def _launch(self, addresses: list[int], blocks: int, elements: int) -> None:
         if not self.bounds_record:
-            launch_addresses(self.fn, addresses, self.launch_dims.blocks, self._elements())
+            launch_addresses(self.fn, addresses, blocks, elements)
             return
         buffers = [*self.param_shapes, *self.output_shapes]
         with _BOUNDS_LOCK:  # one record per kernel: checked launches of a kernel do not overlap
             record = (ctypes.c_int64 * record_slots(len(buffers))).from_address(self.bounds_record)
             ctypes.memset(record, 0, ctypes.sizeof(record))
-            launch_addresses(self.fn, addresses, self.launch_dims.blocks, self._elements())
+            launch_addresses(self.fn, addresses, blocks, elements)
             violations = [(k - 2, record[RECORD * k + 1], record[RECORD * k + 2])
                           for k in range(1, len(buffers) + 2) if record[RECORD * k]]
         if violations:
@@ -108,13 +167,46 @@ class CompiledKernel:
                     else f"output {k - len(self.param_shapes)} ({buffers[k]})")
             raise BoundsCheckError(f"kernel '{self.name}' accessed {what} at element {index}, outside [0, {size})")
 
-    def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
-        params = [to_physical(np.asarray(a), s) for a, s in zip(args, self.param_shapes)]
-        outs = [np.empty(s.physical_dims, dtype=s.dtype) for s in self.output_shapes]
+    def __call__(self, *args: np.ndarray, dims: Sequence[int] | None = None) -> list[np.ndarray]:
+        """Logical arrays in, new logical outputs back. A kernel with runtime dims binds its
+        variables from the arguments' sizes (where a dimension is a lone variable), or takes `dims`."""
+        args = [np.asarray(a) for a in args]
+        binding = {}
+        if self.symbols:
+            binding = self.binding(dims) if dims is not None else bind_arguments(self.param_shapes, args, self.symbols)
+        params = [to_physical(a, _at(s, binding)) for a, s in zip(args, self.param_shapes)]
+        outs = [np.empty(_at(s, binding).physical_dims, dtype=s.dtype) for s in self.output_shapes]
         for out, param in self.output_aliases:
             outs[out][...] = params[param].reshape(outs[out].shape)
-        self.run(params + outs)
-        return [from_physical(o, s) for o, s in zip(outs, self.output_shapes)]
+        self.run(params + outs, [binding[s] for s in self.symbols])
+        return [from_physical(o, _at(s, binding)) for o, s in zip(outs, self.output_shapes)]
+
+
+def _at(shape: Shape, binding: Mapping[str, int]) -> Shape:
+    """`shape` at concrete sizes."""
+    if not binding or not shape.is_symbolic:
+        return shape
+    return dataclasses.replace(shape, dims=tuple(evaluate(d, binding) for d in shape.dims),
+                               dynamic=(False,) * shape.rank)
+
+
+def bind_arguments(shapes: Sequence[Shape], args: Sequence[np.ndarray], symbols: Sequence[str]) -> dict[str, int]:
+    """The dimension variables' values from argument arrays, where a dimension is a lone variable;
+    every symbolic dimension is then checked (ArgumentError naming the variable otherwise)."""
+    binding: dict[str, int] = {}
+    for shape, arg in zip(shapes, args):
+        for d, actual in zip(shape.dims, arg.shape):
+            if isinstance(d, DimExpr) and len(d.variables) == 1 and str(d) in d.variables:
+                binding.setdefault(str(d), int(actual))
+    missing = [s for s in symbols if s not in binding]
+    if missing:
+        raise ArgumentError(f"cannot find the value of {', '.join(missing)} from the argument sizes: pass dims=")
+    for k, (shape, arg) in enumerate(zip(shapes, args)):
+        expected = tuple(evaluate(d, binding) for d in shape.dims)
+        if expected != tuple(arg.shape):
+            raise ArgumentError(f"argument {k}: shape {tuple(arg.shape)} does not match {shape} at "
+                                f"{', '.join(f'{s} = {v}' for s, v in binding.items())}")
+    return binding
 
 
 _BOUNDS_LOCK = threading.Lock()
@@ -172,7 +264,8 @@ def _compile_fusion(fusion: HloComputation, target: Target | None, name: str, op
     kernel = emit_fusion(fusion, target, name, times)
     if kernel is None:
         return CompiledKernel(name, LaunchDims(1, 0), params, leaves, None, None,
-                              computation=fusion, emitter=computation_emitter_kind(fusion).value)
+                              computation=fusion, emitter=computation_emitter_kind(fusion).value,
+                              symbols=fusion_symbols(fusion))
     compiled = compile_kernel_module(kernel, target, params, leaves, options, translate_options, times,
                                      symbol=kernel_symbol(key), shared=cached, cache_key=key if cached else None)
     compiled.computation = fusion
@@ -218,7 +311,9 @@ def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: li
     translator = LlvmTranslator(name, translate_options or TranslateOptions(), host_triple())
     llmod = translator.translate(kernel.module)
     threads = 1 if name in translator.block_functions else kernel.launch.threads_per_block
-    _add_block_loop(llmod, llmod.get_global(name), kernel.num_params + kernel.num_outputs, threads, symbol)
+    # a kernel with runtime dims takes its table of dimension variables after the buffers
+    _add_block_loop(llmod, llmod.get_global(name), kernel.num_params + kernel.num_outputs + bool(kernel.symbols),
+                    threads, symbol)
     if target.check_bounds:  # the record gets a name of its own: many kernels share one engine
         llmod.get_global(BOUNDS_GLOBAL).name = bounds_symbol(symbol)
     _internalize(llmod, {symbol, bounds_symbol(symbol)})
@@ -230,7 +325,8 @@ def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: li
     if options is not None:
         dump_file(options, "llvm-opt.ll", code.optimized_ir)
     times.update(code.times_ms)
-    plan = KernelPlan(name, symbol, kernel.launch, kernel.emitter, tuple(kernel.output_aliases), kernel.serial)
+    plan = KernelPlan(name, symbol, kernel.launch, kernel.emitter, tuple(kernel.output_aliases), kernel.serial,
+                      tuple(kernel.symbols))
     if cache_key is not None:
         store_kernel(cache_key, plan, code.data, times)
     return load_kernel(plan, code.data, param_shapes, output_shapes, shared, times, kernel_ir,
@@ -261,7 +357,7 @@ def load_kernel(plan: KernelPlan, data: bytes, param_shapes: list[Shape], output
     fn = BlocksFunction(loaded.address(plan.symbol))
     return CompiledKernel(plan.name, plan.launch, list(param_shapes), list(output_shapes), loaded, fn, times, kernel_ir,
                           None, plan.emitter, plan.output_aliases, plan.serial, plan.symbol,
-                          bounds_record=loaded.address(record[0]) if record else 0)
+                          bounds_record=loaded.address(record[0]) if record else 0, symbols=plan.symbols)
 
 
 def _add_block_loop(module: ir.Module, kernel: ir.Function, num_buffers: int, threads: int, name: str) -> None:

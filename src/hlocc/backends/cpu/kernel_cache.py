@@ -9,7 +9,9 @@ changed checkout misses), xDSL, llvmlite and LLVM. The in-process cache is keyed
 
 An entry's value is the kernel's object code and its plan, plain data as JSON: its entry and
 block-loop symbol names, launch dimensions, emitter, output aliases and whether its blocks run
-serially. The buffer shapes are the fused computation's, which the key fixes.
+serially, and for a kernel with runtime dims its dimension variables (the block count is then a
+size expression as text). The buffer shapes are the fused computation's, which the key fixes
+(symbolic shapes print with their variables, so a symbolic kernel has a key of its own).
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ from hlocc.backends.cpu.jit import host_cpu_features
 from hlocc.codegen.llvm import TranslateOptions
 from hlocc.codegen.pipeline import pipeline_for
 from hlocc.codegen.target import Target
+from hlocc.errors import HloError
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.printer import computation_fingerprint
+from hlocc.hlo.symbolic import DimExpr, parse_dim_expr
 from hlocc.runtime.cache import persistent_cache, warn_once
 
 KEY_VERSION = "hlocc-cpu-kernel 1"
@@ -49,21 +53,26 @@ class KernelPlan:
     emitter: str
     output_aliases: tuple[tuple[int, int], ...]
     serial: bool
+    symbols: tuple[str, ...] = ()  # the dimension variables of a kernel with runtime dims
 
     def to_json(self) -> dict[str, Any]:
+        blocks = self.launch.blocks
         return {"name": self.name, "symbol": self.symbol, "threads_per_block": self.launch.threads_per_block,
-                "blocks": self.launch.blocks, "emitter": self.emitter,
-                "output_aliases": [list(a) for a in self.output_aliases], "serial": self.serial}
+                "blocks": str(blocks) if isinstance(blocks, DimExpr) else blocks, "emitter": self.emitter,
+                "output_aliases": [list(a) for a in self.output_aliases], "serial": self.serial,
+                "symbols": list(self.symbols)}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> KernelPlan:
         """The plan in `data`; a ValueError says what is missing or mistyped."""
         try:
             aliases = tuple((int(o), int(p)) for o, p in data["output_aliases"])
+            symbols = tuple(str(s) for s in data.get("symbols", ()))
+            blocks = parse_dim_expr(data["blocks"]) if symbols else int(data["blocks"])
             plan = KernelPlan(str(data["name"]), str(data["symbol"]),
-                              LaunchDims(int(data["threads_per_block"]), int(data["blocks"])), str(data["emitter"]),
-                              aliases, bool(data["serial"]))
-        except (KeyError, TypeError, ValueError) as e:
+                              LaunchDims(int(data["threads_per_block"]), blocks), str(data["emitter"]),
+                              aliases, bool(data["serial"]), symbols)
+        except (KeyError, TypeError, ValueError, HloError) as e:
             raise ValueError(f"malformed kernel plan ({e!r})") from e
         if not plan.symbol.endswith("_blocks"):
             raise ValueError(f"malformed kernel plan (symbol {plan.symbol!r})")

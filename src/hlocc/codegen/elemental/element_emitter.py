@@ -13,7 +13,7 @@ from xdsl.dialects import scf
 from xdsl.ir import Block, Region, SSAValue
 
 from hlocc.analysis.affine_expr import dim
-from hlocc.analysis.indexing_map import IndexingMap, Variable
+from hlocc.analysis.indexing_map import IndexingMap, Variable, size_bound
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.op_indexing import output_to_input
 from hlocc.codegen.elemental.registry import ELEMENTAL, INDEX_OPS, emit_elementwise
@@ -85,7 +85,7 @@ class ElementEmitter:
         dimensions narrower than the indexed shape (`full_sizes`). None when nothing restricts it."""
         exprs, intervals = [], []
         for i, (v, size) in enumerate(zip(m.dims, full_sizes)):
-            if v.bounds.lo > 0 or v.bounds.hi < size - 1:
+            if v.bounds.lo > 0 or v.bounds.hi < size_bound(size) - 1:  # (a symbolic size: its bound)
                 exprs.append(dim(i))
                 intervals.append(v.bounds)
         for e, iv in m.constraints:
@@ -93,7 +93,8 @@ class ElementEmitter:
             intervals.append(iv)
         if not exprs:
             return None
-        unbounded = IndexingMap(tuple(Variable(Interval(0, n - 1), v.name) for v, n in zip(m.dims, full_sizes)),
+        unbounded = IndexingMap(tuple(Variable(Interval(0, size_bound(n) - 1), v.name)
+                                      for v, n in zip(m.dims, full_sizes)),
                                 tuple(exprs), m.symbols, m.runtime)
         values = self.apply(unbounded, dims, symbols, runtime) if any(e != dim(i) for i, e in enumerate(exprs)) \
             else [dims[e.index] for e in exprs]

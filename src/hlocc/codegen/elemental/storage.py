@@ -11,7 +11,7 @@ from xdsl.dialects.builtin import IntegerType, TensorType
 from xdsl.ir import Attribute, SSAValue
 
 from hlocc.codegen.ir.builder import KernelBuilder
-from hlocc.codegen.ir.mlir_types import element_type, storage_type
+from hlocc.codegen.ir.mlir_types import element_type, sized_tensor_type, storage_type
 from hlocc.hlo.types import PrimitiveType, Shape
 
 
@@ -27,7 +27,7 @@ def buffer_element_type(pt: PrimitiveType) -> Attribute:
 
 
 def physical_tensor_type(shape: Shape) -> TensorType:
-    return TensorType(buffer_element_type(shape.element_type), shape.physical_dims)
+    return sized_tensor_type(buffer_element_type(shape.element_type), shape.physical_dims)
 
 
 def from_storage(b: KernelBuilder, stored: SSAValue, pt: PrimitiveType) -> SSAValue:

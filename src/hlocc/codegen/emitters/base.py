@@ -15,6 +15,7 @@ and the layout needs no encoding in the tensor type.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,19 +33,40 @@ from hlocc.codegen.elemental.storage import array_leaves, physical_tensor_type
 from hlocc.codegen.ir import PureCallOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
+from hlocc.codegen.ir.size_ops import set_kernel_symbols
 from hlocc.codegen.partitioner import PartitionedComputation, PartitionedComputations, Subgraph, partition_fusion
 from hlocc.codegen.target import Target
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.symbolic import DimExpr, variables_of
 from hlocc.hlo.types import Shape
 
 
-def check_static(computation: HloComputation) -> None:
+def fusion_symbols(computation: HloComputation) -> tuple[str, ...]:
+    """The dimension variables of a fused computation's shapes, sorted: the order of the values a
+    kernel with runtime dims receives (its `xla.symbols`, the CompiledKernel's `symbols`)."""
+    names: set[str] = set()
     for instr in computation.instructions:
         for leaf in array_leaves(instr.shape):
-            if any(leaf.dynamic):
+            names |= variables_of(leaf.dims)
+    return tuple(sorted(names))
+
+
+def check_shapes(computation: HloComputation, emitter: str, symbolic_ops: frozenset[str]) -> None:
+    """Refuse what an emitter cannot compile: bounded dynamic dims (`<=N`), and symbolic dims unless
+    the emitter compiles every instruction's opcode on symbolic shapes (`symbolic_ops`). The
+    UnsupportedError says "symbolic <emitter> not built" so that the host can specialise instead."""
+    symbolic = bool(fusion_symbols(computation))
+    for instr in computation.instructions:
+        for leaf in array_leaves(instr.shape):
+            bounded = [i for i, dyn in enumerate(leaf.dynamic) if dyn and not isinstance(leaf.dims[i], DimExpr)]
+            if bounded:
                 raise UnsupportedError(f"unsupported: dynamic shape {leaf} in a kernel (instruction '{instr.name}'); "
-                                       "dynamic shapes are not compiled yet")
+                                       "bounded dynamic dimensions are not compiled yet")
+        if symbolic and instr.opcode not in symbolic_ops:
+            what = f"'{instr.name}' ({instr.opcode})" if symbolic_ops else "its fusions"
+            raise UnsupportedError(f"unsupported: symbolic {emitter} not built: {what} on symbolic shapes in "
+                                   f"fusion '{computation.name}'")
 
 
 def emit_subgraph_function(partitioned: PartitionedComputation, subgraph: Subgraph) -> func.FuncOp:
@@ -78,7 +100,9 @@ class KernelModule:
       dynamic-update-slice and scatter emitters). The runtime gives both one buffer when buffer
       assignment allows, and copies the parameter in first otherwise;
     - `serial`: the kernel's blocks must not run concurrently on the CPU (it updates elements
-      with `xla.atomic_rmw`, which the CPU lowering emulates without atomics)."""
+      with `xla.atomic_rmw`, which the CPU lowering emulates without atomics);
+    - `symbols`: the dimension variables of a kernel with runtime dims, in the order of the table
+      of their values it receives (empty for a static kernel)."""
 
     module: ModuleOp
     entry: str
@@ -88,13 +112,27 @@ class KernelModule:
     emitter: str = "loop"
     output_aliases: tuple[tuple[int, int], ...] = ()
     serial: bool = False
+    symbols: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.symbols:  # the table order lower-symbol-values loads from (emitters/base.fusion_symbols)
+            set_kernel_symbols(self.module, list(self.symbols))
 
 
 class FusionEmitterBase:
-    """Partitioning and subgraph functions; subclasses write the entry function."""
+    """Partitioning and subgraph functions; subclasses write the entry function. `symbolic_ops`:
+    the opcodes a subclass compiles on symbolic shapes (none: it takes static shapes only)."""
+
+    symbolic_ops: frozenset[str] = frozenset()
 
     def __init__(self, fusion: HloComputation, target: Target, name: str = "main"):
-        check_static(fusion)
+        # "ReductionEmitter" -> "reduction emitter" (what an UnsupportedError names)
+        label = re.sub(r"(?<!^)(?=[A-Z])", " ", type(self).__name__).lower()
+        check_shapes(fusion, label, self.symbolic_ops)
+        self.symbols = fusion_symbols(fusion)
+        if self.symbols and target.kind != "cpu":
+            raise UnsupportedError(f"unsupported: symbolic {label} not built for the {target.kind} target "
+                                   f"(fusion '{fusion.name}' has runtime dims {', '.join(self.symbols)})")
         self.fusion = fusion
         self.target = target
         self.name = name
@@ -124,7 +162,7 @@ def thread_and_block_ids(b: KernelBuilder, launch) -> tuple[SSAValue, SSAValue]:
     thread_id = b.add(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
     thread_id.owner.attributes["xla.range"] = interval_attr(Interval(0, launch.threads_per_block - 1))
     block_id = b.add(gpu.BlockIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
-    block_id.owner.attributes["xla.range"] = interval_attr(Interval(0, launch.blocks - 1))
+    block_id.owner.attributes["xla.range"] = interval_attr(Interval(0, launch.max_blocks - 1))
     return thread_id, block_id
 
 

@@ -23,10 +23,12 @@ from hlocc.codegen.elemental.element_emitter import ElementEmitter
 from hlocc.codegen.elemental.index_ops import emit_scalar_computation
 from hlocc.codegen.elemental.registry import INDEX_OPS
 from hlocc.codegen.emitters.reduce_partials import emit_row_partials, plan_partials
+from hlocc.codegen.ir.size_ops import size_value
 from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.symbolic import Dim, DimExpr
 
 
-def _loop_nest(e: ElementEmitter, sizes: Sequence[int], inits: list[SSAValue],
+def _loop_nest(e: ElementEmitter, sizes: Sequence[Dim], inits: list[SSAValue],
                body: Callable[[list[SSAValue], list[SSAValue]], list[SSAValue]]) -> list[SSAValue]:
     """scf.for nests over [0, size) for each size, carrying `inits`; body(ivs, accs) -> new accs.
     Values computed inside the nest are not reused outside it."""
@@ -36,7 +38,7 @@ def _loop_nest(e: ElementEmitter, sizes: Sequence[int], inits: list[SSAValue],
         block = Block(arg_types=[IndexType(), *[a.type for a in accs]])
         with e.nested(block) as b:
             b.insert(scf.YieldOp(*level(k + 1, [*ivs, block.args[0]], list(block.args[1:]))))
-        loop = scf.ForOp(e.b.index(0), e.b.index(sizes[k]), e.b.index(1), accs, block)
+        loop = scf.ForOp(e.b.index(0), size_value(e.b, sizes[k]), e.b.index(1), accs, block)
         return list(e.b.insert(loop).results)
 
     return level(0, [], inits)
@@ -47,7 +49,7 @@ def _emit_reduce(e: ElementEmitter, instr: HloInstruction, indices: list[SSAValu
     maps = output_to_input(instr)
     inits = [e.scalar(instr.operand(n + k), []) for k in range(n)]
     # One loop per symbol of the input maps: a reduced dimension of size 1 has none (it simplified away).
-    reduced = [v.bounds.hi - v.bounds.lo + 1 for v in maps[0].symbols]
+    reduced = reduced_sizes(instr, maps[0])
     plan = plan_partials(instr, maps[0])
     if plan is not None:
         # The contiguous reduced dimension with partial accumulators, innermost; the other reduced
@@ -68,6 +70,16 @@ def _emit_reduce(e: ElementEmitter, instr: HloInstruction, indices: list[SSAValu
         return emit_scalar_computation(e.b, instr.to_apply, [*accs, *values])
 
     return _loop_nest(e, reduced, inits, body)
+
+
+def reduced_sizes(instr: HloInstruction, m) -> list[Dim]:
+    """The trip count of each range variable of a reduce's operand map: its size, read at run time
+    for a symbolic dimension (whose variable's bounds are only SIZE_BOUND)."""
+    dims = instr.operand(0).shape.dims
+    symbolic = [dims[d] for d in sorted(instr.attrs["dimensions"]) if dims[d] != 1]
+    if any(isinstance(d, DimExpr) for d in symbolic) and len(symbolic) == len(m.symbols):
+        return symbolic
+    return [v.bounds.hi - v.bounds.lo + 1 for v in m.symbols]
 
 
 def _emit_reduce_window(e: ElementEmitter, instr: HloInstruction, indices: list[SSAValue]) -> list[SSAValue]:

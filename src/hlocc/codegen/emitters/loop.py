@@ -7,34 +7,62 @@ block ids (with their `xla.range`), one `xla.loop` over the launch map's range v
 `tensor.insert` per output. A multi-output fusion (tuple root) writes every output at the same
 physical position (all roots of a loop fusion have the same number of elements), through the
 bitcast map from the first root's index.
+
+Runtime dims (dynamic shapes, CPU): a fusion of elementwise, broadcast, iota, transpose, reshape,
+slice, reverse, constant ops (and reduces computed elementally) on symbolic shapes compiles once;
+the launch is `ceildiv(N, threads * vector)` blocks, evaluated per call, and the launch map divides
+by `$size` atoms where a symbolic dimension is not the most major. Instead of the static map's
+bound constraint, a thread checks once whether its whole vector lies below N: then it runs the
+unconstrained loop (which vectorizes as the static one does), else a copy of the loop with the
+per-element constraint `N - linear >= 1` (a scalar tail; at most one thread has a partial vector).
+The tail calls a copy of the root subgraph function, so that each copy has one caller and is
+inlined.
 """
 
 from __future__ import annotations
 
-from xdsl.dialects import func
-from xdsl.dialects.builtin import FunctionType, ModuleOp
-from xdsl.ir import Region
+from xdsl.dialects import func, scf
+from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr
+from xdsl.ir import Block, Region, SSAValue
 
 import hlocc.codegen.emitters.elemental_reduce  # noqa: F401  (registers reduce and reduce-window)
 from hlocc.analysis.bitcast import bitcast_map
-from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map
+from hlocc.analysis.indexing_map import NO_UPPER_BOUND, IndexingMap, size_bound
+from hlocc.analysis.interval import Interval
+from hlocc.analysis.launch import LaunchDims, SymbolicGrid, loop_launch_dims, loop_launch_map, symbolic_loop_grid
 from hlocc.codegen.elemental.element_emitter import ElementEmitter
 from hlocc.codegen.elemental.storage import array_leaves, store_element
 from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
-from hlocc.codegen.ir import LoopOp, PureCallOp, YieldOp
+from hlocc.codegen.ir import ApplyIndexingOp, LoopOp, PureCallOp, YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.errors import UnsupportedError
+from hlocc.hlo.opcodes import OPCODES
+from hlocc.hlo.symbolic import DimExpr
+
+SYMBOLIC_LOOP_OPS = frozenset({
+    *(name for name, info in OPCODES.items() if info.is_elementwise), "map", "parameter", "constant", "broadcast",
+    "transpose", "iota", "reshape", "bitcast", "reverse", "slice", "tuple", "get-tuple-element", "reduce",
+    "concatenate", "pad", "copy"})
+"""What the loop emitter compiles on symbolic shapes (index maps with `$size` atoms, module doc)."""
 
 
 class LoopEmitter(FusionEmitterBase):
+    symbolic_ops = SYMBOLIC_LOOP_OPS
+
     def launch(self) -> tuple[LaunchDims, int]:
         """(launch dims, elements per thread) for the fusion's first output."""
         leaves = array_leaves(self.fusion.root.shape)
         first = leaves[0]
         n = first.num_elements
         bits = [max(leaf.element_type.bits, 1) for leaf in leaves]
-        per_thread = self.target.loop_elements_per_thread(n, min(bits), max(bits))
+        per_thread = self.target.loop_elements_per_thread(size_bound(n), min(bits), max(bits))
+        if isinstance(n, DimExpr):
+            if any(i.opcode == "reduce" for i in self.fusion.instructions):
+                # An output element is a whole row or more: one per thread, as the reduction
+                # emitter's CPU form (16 unrolled rows per thread only grew the code).
+                per_thread = max(1, -(-8 // min(bits)))
+            return loop_launch_dims(n, self.target.threads_per_block, per_thread), per_thread
         threads = max(1, min(self.target.threads_per_block, -(-n // per_thread)))
         return loop_launch_dims(n, threads, per_thread), per_thread
 
@@ -44,14 +72,20 @@ class LoopEmitter(FusionEmitterBase):
             # XLA's loop fusions have roots of one element count; writing others through the first
             # root's grid would leave elements unwritten or write out of bounds.
             raise UnsupportedError(f"unsupported: loop fusion '{self.fusion.name}' whose outputs have different "
-                                   f"numbers of elements ({', '.join(map(str, sorted(sizes)))})")
+                                   f"numbers of elements ({', '.join(sorted(map(str, sizes)))})")
         partitioned = self.partition()
         functions = self.subgraph_functions(partitioned)
         root_subgraph = partitioned.fusion.root_subgraph
         leaves = array_leaves(self.fusion.root.shape)
         first = leaves[0]
         launch, per_thread = self.launch()
-        loop_map = loop_launch_map(first.dims, launch, vector_size=per_thread, minor_to_major=first.minor_to_major)
+        grid = None
+        if self.symbols:
+            grid = symbolic_loop_grid(first.dims, launch.threads_per_block, per_thread, first.minor_to_major)
+            launch, loop_map = grid.launch, grid.map
+        else:
+            loop_map = loop_launch_map(first.dims, launch, vector_size=per_thread,
+                                       minor_to_major=first.minor_to_major)
 
         params = self.fusion.parameters
         block, param_types, out_types = entry_block(self.fusion, leaves)
@@ -59,20 +93,48 @@ class LoopEmitter(FusionEmitterBase):
         thread_id, block_id = thread_and_block_ids(b, launch)
 
         outputs = list(block.args[len(params):])
-        loop = LoopOp(loop_map, [thread_id, block_id], outputs)
-        b.insert(loop)
-        body = KernelBuilder(loop.body.block)
-        index = list(loop.map_results)
-        result_types = [element_type(leaf.element_type) for leaf in leaves]
-        call = PureCallOp(root_subgraph.name, [*block.args[:len(params)], *index], result_types)
-        body.insert(call)
-        indexer = ElementEmitter(body, partitioned.fusion, None, [])
-        inserted = []
-        for k, (leaf, it, value) in enumerate(zip(leaves, loop.region_iter_args, call.results)):
-            out_index = index if k == 0 else indexer.apply(bitcast_map(first, leaf), index)
-            inserted.append(store_element(body, value, it, leaf, out_index))
-        body.insert(YieldOp(*inserted))
-        b.insert(func.ReturnOp(*loop.results))
+        ids = [thread_id, block_id]
+
+        def emit_loop(at: KernelBuilder, m: IndexingMap, callee: str) -> list[SSAValue]:
+            loop = LoopOp(m, ids, outputs)
+            at.insert(loop)
+            body = KernelBuilder(loop.body.block)
+            index = list(loop.map_results)
+            result_types = [element_type(leaf.element_type) for leaf in leaves]
+            call = PureCallOp(callee, [*block.args[:len(params)], *index], result_types)
+            body.insert(call)
+            indexer = ElementEmitter(body, partitioned.fusion, None, [])
+            inserted = []
+            for k, (leaf, it, value) in enumerate(zip(leaves, loop.region_iter_args, call.results)):
+                out_index = index if k == 0 else indexer.apply(bitcast_map(first, leaf), index)
+                inserted.append(store_element(body, value, it, leaf, out_index))
+            body.insert(YieldOp(*inserted))
+            return list(loop.results)
+
+        if grid is not None:
+            results = self._emit_guarded_loops(b, ids, grid, root_subgraph.name, functions, emit_loop, out_types)
+        else:
+            results = emit_loop(b, loop_map, root_subgraph.name)
+        b.insert(func.ReturnOp(*results))
         entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))
         module = ModuleOp([entry, *functions])
-        return KernelModule(module, self.name, launch, len(params), len(leaves))
+        return KernelModule(module, self.name, launch, len(params), len(leaves), symbols=self.symbols)
+
+    @staticmethod
+    def _emit_guarded_loops(b: KernelBuilder, ids: list[SSAValue], grid: SymbolicGrid, root: str,
+                            functions: list[func.FuncOp], emit_loop, out_types: list) -> list[SSAValue]:
+        """`scf.if` (the whole vector inside) { the unconstrained loop } else { the checked tail }."""
+        loop_map = grid.map
+        rooms = b.insert(ApplyIndexingOp(IndexingMap(loop_map.dims, grid.room), ids)).results
+        whole = b.and_([b.cmpi("sge", room, b.index(0)) for room in rooms])
+        tail_map = loop_map
+        for inside in grid.inside:
+            tail_map = tail_map.with_constraint(inside, Interval(1, NO_UPPER_BOUND))
+        tail = next(f for f in functions if f.sym_name.data == root).clone()
+        tail.sym_name = StringAttr(f"{root}_tail")
+        functions.append(tail)
+        then_block, else_block = Block(), Block()
+        then_b, else_b = KernelBuilder(then_block), KernelBuilder(else_block)
+        then_b.insert(scf.YieldOp(*emit_loop(then_b, loop_map, root)))
+        else_b.insert(scf.YieldOp(*emit_loop(else_b, tail_map, tail.sym_name.data)))
+        return list(b.insert(scf.IfOp(whole, out_types, Region(then_block), Region(else_block))).results)

@@ -16,6 +16,10 @@ value (a variadic reduce such as an argmax carries `lanes` tuples):
     scf.for lane in [0, size mod lanes): the same for the last, partial chunk (the other lanes keep theirs)
     row = acc[0]; scf.for lane in [1, lanes): row = reducer(row, acc[lane])
 
+A row of symbolic length (runtime dims) may be shorter than a chunk: every lane then starts at the
+init value, and the chunk loop runs [0, n / lanes) and the tail n mod lanes, both computed at run
+time (the init value is the reducer's identity, below, so the result is the same).
+
 The lane loops have the shape `vectorize-loads-stores` and `vectorize-elementwise` turn into one
 vector load and whole-vector reducer ops when the rows start at multiples of the vector. Elsewhere
 (or for element computations that are not elementwise, such as an iota operand) `unroll-loops`
@@ -46,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects import scf, vector
+from xdsl.dialects import arith, scf, vector
 from xdsl.dialects.builtin import IndexType, VectorType
 from xdsl.ir import Attribute, Block, SSAValue
 
@@ -57,8 +61,10 @@ from hlocc.codegen.elemental.element_emitter import ElementEmitter
 from hlocc.codegen.elemental.index_ops import emit_scalar_computation
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
+from hlocc.codegen.ir.size_ops import size_value
 from hlocc.codegen.target import cpu_target
 from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.symbolic import Dim, DimExpr
 
 _PARTIAL_FLOATS = frozenset({"f16", "bf16", "f32", "f64"})
 
@@ -84,7 +90,7 @@ def plan_partials(instr: HloInstruction, m: IndexingMap) -> PartialsPlan | None:
         return None
     lanes = cpu_target().vector_bytes * 8 // max(max(t.bits, 8) for t in types)
     shape = instr.operand(0).shape
-    minor = [d for d in shape.minor_to_major if shape.dims[d] > 1]
+    minor = [d for d in shape.minor_to_major if isinstance(shape.dims[d], DimExpr) or shape.dims[d] > 1]
     if not minor or lanes < 2:
         return None
     r = m.results[minor[0]]
@@ -131,8 +137,8 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     types = [element_type(r.operand(k).shape.element_type) for r, k in operands]
     vector_types = [VectorType(t, [lanes]) for t in types]
     out_types = [o.type for o in outputs]
-    chunks, tail = divmod(maps[0].symbols[j].bounds.size, lanes)
     split = [chunked_map(m, j, lanes) for m in maps[:n]]
+    row = _row_length(reduces[0], maps[0], j)
 
     def at(chunk: SSAValue, lane: SSAValue) -> list[SSAValue]:
         return [chunk if k == j else s for k, s in enumerate(symbols)] + [lane]
@@ -140,7 +146,7 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     def elements(chunk: SSAValue, lane: SSAValue) -> list[SSAValue]:
         return [e.scalar(r.operand(k), e.apply(m, indices, at(chunk, lane))) for (r, k), m in zip(operands, split)]
 
-    def lane_loop(chunk: SSAValue, count: int, accs: Sequence[SSAValue] | None,
+    def lane_loop(chunk: SSAValue, count: int | SSAValue, accs: Sequence[SSAValue] | None,
                   carried: Sequence[SSAValue], outs: Sequence[SSAValue]) -> list[SSAValue]:
         """scf.for lane in [0, count): lane `lane` of `carried` becomes reducer(accs[lane], element)
         (the element itself when accs is None). Reading `accs`, defined outside the loop, and
@@ -157,25 +163,49 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
                 values = _apply_reducers(b, reduces, old, values)
             b.insert(scf.YieldOp(*[b.add(vector.InsertOp(v, c, [lane])) for v, c in zip(values, block.args[1:])],
                                  *new_outs))
-        loop = scf.ForOp(e.b.index(0), e.b.index(count), e.b.index(1), [*carried, *outs], block)
+        bound = count if isinstance(count, SSAValue) else e.b.index(count)
+        loop = scf.ForOp(e.b.index(0), bound, e.b.index(1), [*carried, *outs], block)
         return list(e.b.insert(loop).results)
 
-    seeds = [e.b.add(vector.BroadcastOp(init, vt)) for init, vt in zip(inits, vector_types)]
-    results = lane_loop(e.b.index(0), lanes, None, seeds, outputs)
-    if chunks > 1:
+    def chunk_loop(first: SSAValue, end: SSAValue, results: list[SSAValue]) -> list[SSAValue]:
         block = Block(arg_types=[IndexType(), *vector_types, *out_types])
         with e.nested(block) as b:
             carried = list(block.args[1:1 + n])
             b.insert(scf.YieldOp(*lane_loop(block.args[0], lanes, carried, carried, block.args[1 + n:])))
-        results = list(e.b.insert(scf.ForOp(e.b.index(1), e.b.index(chunks), e.b.index(1), results, block)).results)
-    if tail:
-        results = lane_loop(e.b.index(chunks), tail, results[:n], results[:n], results[n:])
+        return list(e.b.insert(scf.ForOp(first, end, e.b.index(1), results, block)).results)
+
+    seeds = [e.b.add(vector.BroadcastOp(init, vt)) for init, vt in zip(inits, vector_types)]
+    if isinstance(row, DimExpr):
+        # A runtime row length may be shorter than a chunk: every lane starts at the init value
+        # (the reducer's identity: the monoid rule above) and all chunks fold into it.
+        size = size_value(e.b, row)
+        chunks = e.b.add(arith.DivUIOp(size, e.b.index(lanes)))
+        results = chunk_loop(e.b.index(0), chunks, [*seeds, *outputs])
+        results = lane_loop(chunks, e.b.add(arith.RemUIOp(size, e.b.index(lanes))), results[:n], results[:n],
+                            results[n:])
+    else:
+        chunks, tail = divmod(row, lanes)
+        results = lane_loop(e.b.index(0), lanes, None, seeds, outputs)
+        if chunks > 1:
+            results = chunk_loop(e.b.index(1), e.b.index(chunks), results)
+        if tail:
+            results = lane_loop(e.b.index(chunks), tail, results[:n], results[:n], results[n:])
     partials, k = [], 0
     for r in reduces:
         m = len(r.operands) // 2
         partials += combine_lanes(e.b, r.to_apply, results[k:k + m], types[k:k + m])
         k += m
     return partials, results[n:]
+
+
+def _row_length(instr: HloInstruction, m: IndexingMap, j: int) -> Dim:
+    """The size of the reduced dimension that range variable j walks (read at run time when it is
+    symbolic: the variable's bounds are then only SIZE_BOUND)."""
+    dims = instr.operand(0).shape.dims
+    for d, r in enumerate(m.results):
+        if r == sym(j) and isinstance(dims[d], DimExpr):
+            return dims[d]
+    return m.symbols[j].bounds.size
 
 
 def _apply_reducers(b: KernelBuilder, reduces: Sequence[HloInstruction], accs: Sequence[SSAValue],

@@ -17,6 +17,7 @@ import time
 
 from hlocc.analysis.hero import EmitterKind, computation_emitter_kind
 from hlocc.codegen.elemental.storage import array_leaves
+from hlocc.codegen.emitters.base import fusion_symbols
 from hlocc.codegen.emitters.concatenate import ConcatenateEmitter
 from hlocc.codegen.emitters.dynamic_update_slice import InPlaceDynamicUpdateSliceEmitter
 from hlocc.codegen.emitters.input_slices import InputSlicesEmitter
@@ -42,7 +43,11 @@ EMITTERS: dict[EmitterKind, type] = {
 
 
 def emitter_for(fusion: HloComputation, target: Target, name: str = "main", kind: EmitterKind | None = None):
-    """The emitter for `fusion` (hero analysis's kind unless `kind` is given) on `target`."""
+    """The emitter for `fusion` (hero analysis's kind unless `kind` is given) on `target`. A fusion
+    with symbolic shapes gets the loop emitter, the one that compiles them (reductions computed
+    elementally, a row per thread with vector partials); it names what it cannot compile."""
+    if kind is None and fusion_symbols(fusion):
+        kind = EmitterKind.LOOP
     kind = kind or computation_emitter_kind(fusion)
     cls = EMITTERS.get(kind) or EMITTERS[EmitterKind.LOOP]
     return cls(fusion, target, name)

@@ -1,10 +1,10 @@
 """The kernel dialect `xla` (codegen/ir/): the ops emitters write and the lowering passes consume.
 
 attributes.py (the indexing-map attribute), core_ops.py (apply_indexing, loop, pure_call, yield),
-matmul_ops.py (`matmul`, a dot with its epilogue), parallel_ops.py (shared memory, barriers,
-shuffles, predicated access, atomics), arith_ops.py (arith stand-ins: remf and the vector
-compares/select/casts), traits.py, syntax.py (parse/print helpers), dialect.py (`XLA`, the
-registered dialect). This package re-exports them all.
+matmul_ops.py (`matmul`, a dot with its epilogue), size_ops.py (`symbol_value`: a symbolic size),
+parallel_ops.py (shared memory, barriers, shuffles, predicated access, atomics), arith_ops.py (arith
+stand-ins: remf and the vector compares/select/casts), traits.py, syntax.py (parse/print helpers),
+dialect.py (`XLA`, the registered dialect). This package re-exports them all.
 
 Modelled on XLA's `xla` and `xla_gpu` dialects (xla/codegen/emitters/ir/xla_ops.td and
 xla/backends/gpu/codegen/emitters/ir/xla_gpu_ops.td), declared with xDSL IRDL. hlocc has one kernel
@@ -78,11 +78,12 @@ from hlocc.codegen.ir.parallel_ops import (
     ShuffleReduceOp,
     SyncThreadsOp,
 )
+from hlocc.codegen.ir.size_ops import SymbolValueOp, size_value
 
 __all__ = [
     "INDEX", "VECTOR_FORMS", "XLA", "AllocateSharedOp", "ApplyIndexingOp", "AtomicRMWOp", "AtomicUpdateOp", "CmpfOp",
     "CmpiOp", "ExtSIOp", "ExtUIOp", "FPToSIOp", "FPToUIOp", "IndexingMapAttr", "LoopOp", "MatmulOp", "PrefetchOp",
     "DotBF16PairsOp",
     "PredicatedExtractOp", "PredicatedInsertOp", "PureCallOp", "RemFOp", "SIToFPOp", "SelectOp", "SharedMemoryOp",
-    "ShuffleReduceOp", "SyncThreadsOp", "TruncIOp", "UIToFPOp", "YieldOp",
+    "ShuffleReduceOp", "SymbolValueOp", "SyncThreadsOp", "TruncIOp", "UIToFPOp", "YieldOp", "size_value",
 ]

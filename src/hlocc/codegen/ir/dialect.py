@@ -18,11 +18,13 @@ from hlocc.codegen.ir.parallel_ops import (
     ShuffleReduceOp,
     SyncThreadsOp,
 )
+from hlocc.codegen.ir.size_ops import SymbolValueOp
 
 XLA = Dialect(
     "xla",
     [ApplyIndexingOp, LoopOp, YieldOp, PureCallOp, AllocateSharedOp, SharedMemoryOp, SyncThreadsOp, ShuffleReduceOp,
-     PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, AtomicUpdateOp, MatmulOp, PrefetchOp, DotBF16PairsOp, RemFOp,
+     PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, AtomicUpdateOp, MatmulOp, PrefetchOp, DotBF16PairsOp,
+     SymbolValueOp, RemFOp,
      *VECTOR_FORMS.values()],
     [IndexingMapAttr],
 )

@@ -8,10 +8,13 @@ emitter through indexing maps, and by `flatten-tensors`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from xdsl.dialects import builtin as B
 from xdsl.ir import Attribute
 
 from hlocc.errors import UnsupportedError
+from hlocc.hlo.symbolic import Dim, DimExpr, parse_dim_expr
 from hlocc.hlo.types import PrimitiveType, Shape
 
 _FLOAT_TYPES: dict[str, Attribute] = {
@@ -21,6 +24,31 @@ _FLOAT_TYPES: dict[str, Attribute] = {
     "f8e5m2fnuz": B.Float8E5M2FNUZType(), "f8e4m3fnuz": B.Float8E4M3FNUZType(),
     "f4e2m1fn": B.Float4E2M1FNType(), "f8e8m0fnu": B.Float8E8M0FNUType(),
 }
+
+
+def sized_tensor_type(elem: Attribute, dims: Sequence[Dim]) -> B.TensorType:
+    """`tensor<dims x elem>`; a symbolic dimension is `?`, and then the type's encoding lists every
+    dimension's size as text (`tensor<?x128xf32, ["b", "128"]>`), so passes that linearise an
+    access (flatten-tensors) or check it (check-bounds) know the sizes they compute at run time."""
+    if not any(isinstance(d, DimExpr) for d in dims):
+        return B.TensorType(elem, [int(d) for d in dims])
+    shape = [B.DYNAMIC_INDEX if isinstance(d, DimExpr) else int(d) for d in dims]
+    return B.TensorType(elem, shape, B.ArrayAttr([B.StringAttr(str(d).replace(" ", "")) for d in dims]))
+
+
+def tensor_sizes(t: B.TensorType) -> tuple[Dim, ...]:
+    """The sizes of a tensor type's dimensions: ints, or DimExprs for its symbolic dimensions."""
+    encoding = t.encoding
+    if isinstance(encoding, B.ArrayAttr) and len(encoding.data) == len(t.get_shape()):
+        return tuple(parse_dim_expr(s.data) for s in encoding.data)
+    return tuple(t.get_shape())
+
+
+def tensor_num_elements(t: B.TensorType) -> Dim:
+    n: Dim = 1
+    for d in tensor_sizes(t):
+        n = n * d
+    return n
 
 
 def element_type(pt: PrimitiveType) -> Attribute:

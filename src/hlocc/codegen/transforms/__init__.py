@@ -21,6 +21,7 @@ from hlocc.codegen.transforms.inline import InlinePass
 from hlocc.codegen.transforms.lower_loops import LowerLoopsToScfPass
 from hlocc.codegen.transforms.lower_matmul import LowerMatmulPass
 from hlocc.codegen.transforms.lower_narrow_floats import LowerNarrowFloatsPass
+from hlocc.codegen.transforms.lower_symbol_values import LowerSymbolValuesPass
 from hlocc.codegen.transforms.lower_tensors import LowerTensorsPass
 from hlocc.codegen.transforms.lower_xla_to_arith import LowerXlaToArithPass
 from hlocc.codegen.transforms.unroll_loops import UnrollLoopsPass
@@ -44,6 +45,7 @@ PASSES: dict[str, type[ModulePass]] = {cls.name: cls for cls in (
     CheckBoundsPass,
     LowerTensorsPass,
     LowerXlaToArithPass,
+    LowerSymbolValuesPass,
     VerifyPass,
     # xDSL's generic passes the pipeline runs between ours
     CanonicalizePass,

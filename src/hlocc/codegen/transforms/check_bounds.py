@@ -2,7 +2,8 @@
 kernel mode, `hlocc.compile(..., check_bounds=True)` / `hlocc run --check-bounds`).
 
 It runs just before `lower-tensors`, when every access is a `tensor.extract`/`tensor.insert` or a
-`vector.transfer_read`/`transfer_write` at one linear index into a 1-D tensor of static size. For
+`vector.transfer_read`/`transfer_write` at one linear index into a 1-D tensor (of static size, or
+of a symbolic size that the check computes from the kernel's dimension variables). For
 each access at index i of `lanes` elements (1, or the vector's) into a buffer of n elements:
 
     ok   = 0 <= i && i + lanes <= n
@@ -33,6 +34,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 
 from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import tensor_num_elements
+from hlocc.codegen.ir.size_ops import size_value
 from hlocc.errors import HloError
 
 GLOBAL = "hlocc_bounds"
@@ -101,18 +104,21 @@ def _check(op: Operation, buffer_value: SSAValue, position: int, lanes: int, tab
     t = buffer_value.type
     if not isinstance(t, TensorType) or len(op.operands) <= position:
         return
-    size = t.element_count()
     buffer = _buffer_of(buffer_value)
     b = KernelBuilder(InsertPoint.before(op))
     index = op.operands[position]
     if not isinstance(index.type, IndexType):
         return
+    count = tensor_num_elements(t)
     zero = b.index(0)
-    ok = b.and_([b.cmpi("sge", index, zero),
-                 b.cmpi("sle", b.add(arith.AddiOp(index, b.index(lanes))), b.index(size))])
+    above = b.cmpi("sge", index, zero)
+    end = b.add(arith.AddiOp(index, b.index(lanes)))
+    size = b.index(count) if isinstance(count, int) else size_value(b, count)  # symbolic: read at run time
+    ok = b.and_([above, b.cmpi("sle", end, size)])
     op.operands[position] = b.select(ok, index, zero)
     slot = b.select(ok, b.constant(0, i64), b.constant(RECORD * (buffer + 2), i64))
-    values = (b.constant(1, i64), b.add(arith.IndexCastOp(index, i64)), b.constant(size, i64))
+    recorded = b.constant(count, i64) if isinstance(count, int) else b.add(arith.IndexCastOp(size, i64))
+    values = (b.constant(1, i64), b.add(arith.IndexCastOp(index, i64)), recorded)
     for k, value in enumerate(values):
         at = b.add(arith.AddiOp(slot, b.constant(k, i64))) if k else slot
         p = b.add(llvm.GEPOp(table, [0, llvm.GEP_USE_SSA_VAL], table_type, [at]))

@@ -4,7 +4,9 @@ Tensors are already in physical (major-to-minor) order (elemental/storage.py), s
 row-major. Each `tensor.extract`/`tensor.insert` gets one index, computed by an `xla.apply_indexing`;
 when its indices were all results of one `xla.apply_indexing`, the linearisation is composed into
 that map, so the seed's GELU kernel reads `%input[%dim]` with
-`(th_x, bl_x)[vector_index] -> (bl_x * 512 + th_x * 4 + vector_index)`. Function signatures,
+`(th_x, bl_x)[vector_index] -> (bl_x * 512 + th_x * 4 + vector_index)`. A tensor with symbolic
+sizes (`tensor<?x128xf32, ["b", "128"]>`, mlir_types.tensor_type) linearises with its sizes as
+`$b` atoms and becomes `tensor<?xf32, ["128*b"]>`. Function signatures,
 loop-carried values, branch results, calls and tensor constants change type with them. A rank-0
 tensor becomes `tensor<1xT>`. `xla.atomic_rmw` is linearised like `tensor.insert`.
 """
@@ -24,15 +26,17 @@ from hlocc.analysis.indexing_map import IndexingMap, compose
 from hlocc.analysis.linearize import linearize_map
 from hlocc.codegen.ir import ApplyIndexingOp, AtomicRMWOp
 from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import sized_tensor_type, tensor_num_elements, tensor_sizes
+from hlocc.hlo.symbolic import Dim
 
 
 def flat_type(t: Attribute) -> Attribute:
     if isinstance(t, TensorType) and len(t.get_shape()) != 1:
-        return TensorType(t.element_type, [t.element_count()])
+        return sized_tensor_type(t.element_type, [tensor_num_elements(t)])
     return t
 
 
-def emit_linear_index(b: KernelBuilder, shape: tuple[int, ...], indices: list[SSAValue]) -> SSAValue:
+def emit_linear_index(b: KernelBuilder, shape: tuple[Dim, ...], indices: list[SSAValue]) -> SSAValue:
     """The row-major linear index of `indices` in `shape`, as one `xla.apply_indexing` (folded into
     the one that computed `indices` when there is one)."""
     if not shape:
@@ -85,7 +89,7 @@ def flatten_atomic_rmw(module: ModuleOp) -> None:
     """Every `xla.atomic_rmw` gets one linear index, as a `tensor.insert` does; its body (which sees
     only the element) moves over unchanged. The tensor types change with the others below."""
     for o in [o for o in module.walk() if isinstance(o, AtomicRMWOp)]:
-        shape = tuple(o.input.type.get_shape())
+        shape = tensor_sizes(o.input.type)
         if len(shape) == 1:
             continue
         index = emit_linear_index(KernelBuilder(InsertPoint.before(o)), shape, list(o.indices))
@@ -102,7 +106,7 @@ class FlattenTensorsPass(ModulePass):
         flatten_atomic_rmw(op)
         # Accesses first: their shapes are read from the tensor types, which flattening a constant changes.
         for o in [o for o in op.walk() if isinstance(o, (tensor.ExtractOp, tensor.InsertOp))]:
-            shape = tuple(o.tensor.type.get_shape() if isinstance(o, tensor.ExtractOp) else o.dest.type.get_shape())
+            shape = tensor_sizes(o.tensor.type if isinstance(o, tensor.ExtractOp) else o.dest.type)
             b = KernelBuilder(InsertPoint.before(o))
             index = emit_linear_index(b, shape, list(o.indices))
             if len(shape) == 1 and index is o.indices[0]:

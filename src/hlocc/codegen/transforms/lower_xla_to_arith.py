@@ -5,6 +5,8 @@ Each result expression is emitted as arith ops on `index` values, sharing common
 within one op. The map's domain gives every variable's range, so `floordiv` and `mod` of an
 expression that is provably non-negative become the cheap unsigned `divui`/`remui`; otherwise the
 signed floor forms are used (a pad's `d - lo` can be negative outside the guarded region).
+Symbolic sizes (`$b`, products and divisions by them) read the dimension variables with
+`xla.symbol_value` (lowered by `lower-symbol-values`); division by a size uses the same forms.
 """
 
 from __future__ import annotations
@@ -18,9 +20,24 @@ from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from hlocc.analysis.affine_expr import CeilDiv, Const, Expr, FloorDiv, Mod, Sum, Var, VarKind, expr_range
+from hlocc.analysis.affine_expr import (
+    CeilDiv,
+    Const,
+    Expr,
+    FloorDiv,
+    Mod,
+    Size,
+    SizeFloorDiv,
+    SizeMod,
+    SizeProduct,
+    Sum,
+    Var,
+    VarKind,
+    expr_range,
+)
 from hlocc.codegen.ir import ApplyIndexingOp
 from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.size_ops import size_value
 
 
 def lower_apply_indexing(op: ApplyIndexingOp) -> None:
@@ -29,6 +46,12 @@ def lower_apply_indexing(op: ApplyIndexingOp) -> None:
     nd, ns = len(m.dims), len(m.symbols)
     b = KernelBuilder(InsertPoint.before(op))
     memo: dict[Expr, SSAValue] = {}
+    sizes: dict[object, SSAValue] = {}
+
+    def size(value) -> SSAValue:
+        if value not in sizes:
+            sizes[value] = size_value(b, value)
+        return sizes[value]
 
     def var_value(v: Var) -> SSAValue:
         if v.kind is VarKind.DIM:
@@ -53,10 +76,23 @@ def lower_apply_indexing(op: ApplyIndexingOp) -> None:
                 r = term if r is None else b.add(arith.AddiOp(r, term))
             if e.constant or r is None:
                 r = b.index(e.constant) if r is None else b.add(arith.AddiOp(r, b.index(e.constant)))
+        elif isinstance(e, Size):
+            r = size(e.value)
         else:
             lhs = emit(e.lhs)
             non_negative = expr_range(e.lhs, m.var_bounds).lo >= 0
-            if isinstance(e, FloorDiv):
+            if isinstance(e, SizeProduct):
+                r = b.add(arith.MuliOp(lhs, size(e.size)))
+            elif isinstance(e, (SizeFloorDiv, SizeMod)):  # sizes are positive where this runs
+                n = size(e.size)
+                if non_negative:
+                    r = b.add(arith.DivUIOp(lhs, n) if isinstance(e, SizeFloorDiv) else arith.RemUIOp(lhs, n))
+                elif isinstance(e, SizeFloorDiv):
+                    r = b.add(arith.FloorDivSIOp(lhs, n))
+                else:
+                    rem = b.add(arith.RemSIOp(lhs, n))
+                    r = b.select(b.cmpi("slt", rem, b.index(0)), b.add(arith.AddiOp(rem, n)), rem)
+            elif isinstance(e, FloorDiv):
                 d = b.index(e.divisor)
                 r = b.add(arith.DivUIOp(lhs, d) if non_negative else arith.FloorDivSIOp(lhs, d))
             elif isinstance(e, CeilDiv):

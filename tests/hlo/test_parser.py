@@ -264,3 +264,12 @@ def test_omitted_shape_that_operands_do_not_imply_is_an_error(line):
     text = f"HloModule m\nENTRY e {{\n  p = f32[4] parameter(0)\n  ROOT {line}\n}}"
     with pytest.raises(HloError, match=r"instruction 'c': .* needs a declared result shape"):
         parse_hlo(text)
+
+
+def test_a_literal_shorter_than_its_dynamic_bound_is_a_parse_error():
+    """Found by the grammar fuzzer: `s8[2,<=4] constant({{1}, {2}})` crashed with numpy's ValueError.
+    A literal at the bound still parses."""
+    with pytest.raises(HloParseError, match=r"1 elements in dynamic dimension 1 of s8\[2,<=4\].*bound \(4\)"):
+        parse_hlo("HloModule m\nENTRY e {\n  ROOT v = s8[2,<=4] constant({{1}, {2}})\n}\n")
+    module = parse_hlo("HloModule m\nENTRY e {\n  ROOT v = s8[2,<=2] constant({{1, 3}, {2, 4}})\n}\n")
+    np.testing.assert_array_equal(module.entry.root.literal, [[1, 3], [2, 4]])

@@ -131,7 +131,12 @@ def _nested(reader: _Reader, shape: Shape, dim: int, out: list) -> None:
         count += 1
     off = reader.offset()
     reader.take("}")
-    if count != size and not shape.dynamic[dim]:
+    if count != size and shape.dynamic[dim]:
+        # XLA reads such a literal as a constant whose dynamic size is `count`; hlocc's constants
+        # are arrays at the bound, so a shorter literal would carry made-up elements.
+        raise LiteralSyntaxError(f"literal has {count} elements in dynamic dimension {dim} of {shape}: "
+                                 f"constants smaller than their bound ({size}) are not supported", off)
+    if count != size:
         raise LiteralSyntaxError(f"literal has {count} elements in dimension {dim}, but the shape "
                                  f"{shape} needs {size}", off)
 

@@ -118,7 +118,9 @@ def check_against_evaluator(text, make_args, sizes, **options):
 def test_softmax_at_sizes_zero_and_prime_with_one_plan():
     exe = check_against_evaluator(SOFTMAX, lambda n: [RNG.standard_normal((n, 33)).astype(np.float32)], [0, 7])
     assert exe.plan_builds == 1 and not exe.specializations
-    assert exe.last_peak_bytes == 7 * 33 * 4 + 2 * 7 * 4  # at b=7: the output and two row temporaries
+    # at b=7: the output (exp(x - max) is written there and divided in place) and one row
+    # temporary (the max, then the sum)
+    assert exe.last_peak_bytes == 7 * 33 * 4 + 7 * 4
 
 
 def test_mlp_gemms_take_the_call_sizes():
@@ -318,16 +320,16 @@ def test_unsupported_everywhere_leaves_the_fusion_to_the_evaluator():
 def test_cli_stats_list_the_plan_and_the_per_size_fusions(tmp_path, capsys):
     from hlocc.cli import main
 
-    module = tmp_path / "softmax.hlo"
-    module.write_text(SOFTMAX)
+    module = tmp_path / "window_sum.hlo"
+    module.write_text(WINDOW_SUM)
     x = RNG.standard_normal((5, 33)).astype(np.float32)
     np.savez(tmp_path / "in.npz", arg0=x)
-    np.savez(tmp_path / "out.npz", out0=hlocc.compile(SOFTMAX, "interpreter")(x))
+    np.savez(tmp_path / "out.npz", out0=hlocc.compile(WINDOW_SUM, "interpreter")(x))
     assert main(["run", str(module), "--backend", "cpu", "--stats", "--inputs", str(tmp_path / "in.npz"),
                  "--expected", str(tmp_path / "out.npz"), "--rtol", "1e-5", "--atol", "1e-6"]) == 0
     out = capsys.readouterr().out
-    assert "one plan for every size" in out and "compiled per size (1 so far: b=5" in out
-    assert "peak memory at the last call: 700 bytes" in out  # 5*33*4 output + two rows of 5 floats
+    assert "one plan for every size" in out and "loop_exponential_fusion: compiled per size (1 so far: b=5" in out
+    assert "peak memory at the last call: 660 bytes" in out  # the 5*33*4 output, one fusion: no temporary
     assert "specialized for" not in out and "matches expected outputs" in out
 
 

@@ -330,7 +330,7 @@ def _loop_shape(hero: HloInstruction):
 def _symbolic_output_sizes_differ(instr1: HloInstruction, instr2: HloInstruction) -> str | None:
     """Why two instructions with symbolic dims cannot share a fusion whose outputs would have
     different element counts (a reduction beside its input-shaped side output): the kernels with
-    runtime dims compute such a fusion as one loop over the outputs (codegen/emitters/loop.py, a
+    runtime dims compute such a fusion as one loop over the outputs (LoopEmitter.emit in codegen/emitters/loop.py, a
     row per thread), which needs one element count; the fusion would be compiled per size instead.
     Static shapes keep XLA's rule (the reduction emitter writes side outputs)."""
     leaves = [leaf for instr in (instr1, instr2) for leaf in instr.shape.leaves() if leaf.is_array]

@@ -20,8 +20,10 @@ def storable(value) -> np.ndarray:
 
 def compare_arrays(ref, got, rtol: float, atol: float) -> str | None:
     """None when `got` matches `ref` under the corpus policy (exact for integers and preds; for
-    floats, equal NaN positions and infinities and |got-ref| <= atol + rtol*|ref|), else why not."""
-    ref = np.asarray(ref)
+    floats, equal NaN positions and infinities and |got-ref| <= atol + rtol*|ref|), else why not.
+    bf16 and f8 (ml_dtypes, numpy kind 'V') are floats too: widened like `got`, not compared bit
+    for bit (a one-ulp bf16 rounding difference once failed a 2e-2 tolerance)."""
+    ref = storable(ref)
     got = storable(got)
     if ref.shape != got.shape:
         return f"shape {list(got.shape)} != expected {list(ref.shape)}"

@@ -201,3 +201,22 @@ def test_a_4000_op_unary_chain_fuses():
     module = unary_chain(4000)
     run_fusion(module)
     assert fusions(module.entry)
+
+
+def test_no_side_output_of_another_size_over_symbolic_dims():
+    """Static softmax makes exp(x - max) a side output of the sum's reduction fusion; over a
+    symbolic batch it stays a loop fusion of its own, because kernels with runtime dims compute a
+    fusion as one loop over outputs of one element count (otherwise compiled per size)."""
+    from hlocc.hlo.symbolic import size_hint
+
+    static = hlocc.parse_hlo(SOFTMAX)
+    symbolic = hlocc.parse_hlo(SOFTMAX.replace("128,1024", "?b,1024").replace("f32[128]", "f32[?b]"))
+    for module in (static, symbolic):
+        with size_hint({}):
+            PriorityFusion().run(module)
+            MultiOutputFusion().run(module)
+        verify_module(module)
+        assert fusion_violations(module) == []
+    assert [f.shape.is_tuple for f in fusions(static.entry)] == [False, True, False]
+    shapes = [str(f.shape) for f in fusions(symbolic.entry)]
+    assert shapes == ["f32[?b]", "f32[?b,1024]", "f32[?b]", "f32[?b,1024]"], shapes

@@ -118,7 +118,9 @@ def check_against_evaluator(text, make_args, sizes, **options):
 def test_softmax_at_sizes_zero_and_prime_with_one_plan():
     exe = check_against_evaluator(SOFTMAX, lambda n: [RNG.standard_normal((n, 33)).astype(np.float32)], [0, 7])
     assert exe.plan_builds == 1 and not exe.specializations
-    assert exe.last_peak_bytes == 7 * 33 * 4 + 2 * 7 * 4  # at b=7: the output and two row temporaries
+    # at b=7: the output (exp(x - max) is written there and divided in place) and one row
+    # temporary (the max, then the sum)
+    assert exe.last_peak_bytes == 7 * 33 * 4 + 7 * 4
 
 
 def test_mlp_gemms_take_the_call_sizes():
@@ -152,21 +154,51 @@ def test_size_hint_answers_open_questions_only_inside_it():
                 b < 32  # noqa: B015
 
 
-def test_hlo_passes_and_buffer_assignment_run_once_across_sizes(monkeypatch):
-    exe = hlocc.compile(SOFTMAX, "cpu")
+# A windowed sum (a cumsum's form) fused into an exponential: the kernels with runtime dims have no
+# reduce-window yet, so that fusion is compiled per size.
+WINDOW_SUM = """HloModule window_sum
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[?b,33] parameter(0)
+  zero = f32[] constant(0)
+  c = f32[?b,33] reduce-window(x, zero), window={size=1x4 pad=0_0x0_3}, to_apply=add_f
+  ROOT n = f32[?b,33] exponential(c)
+}
+"""
+
+
+@pytest.mark.parametrize("text", [SOFTMAX, WINDOW_SUM], ids=["softmax", "window_sum"])
+def test_hlo_passes_and_buffer_assignment_run_once_across_sizes(monkeypatch, text):
+    exe = hlocc.compile(text, "cpu")
+    reference = hlocc.compile(text, "interpreter")
     from hlocc.passes import pipeline
     from hlocc.runtime import dynamic_program
 
     calls = []
     monkeypatch.setattr(pipeline.PassManager, "run", lambda *a, **k: calls.append("passes"))
     monkeypatch.setattr(dynamic_program, "assign_buffers", lambda *a, **k: calls.append("buffers"))
-    for n in (2, 3, 2):
-        exe(np.ones((n, 33), np.float32))
+    program = exe.program
+    for k, n in enumerate((2, 3, 2, 7)):
+        x = RNG.standard_normal((n, 33)).astype(np.float32)
+        np.testing.assert_allclose(exe(x), reference(x), rtol=1e-5, atol=1e-6)
+        # The symbolic kernels were compiled once, with the plan; a fusion the kernel compiler
+        # cannot compile symbolically yet is compiled once per new size, never at a size seen.
+        assert exe.compilations == program.symbolic_kernels + (1, 2, 2, 3)[k] * len(program.deferred)
     assert calls == [] and exe.plan_builds == 1
-    # Fusions the kernel compiler cannot compile symbolically yet: compiled once per size, listed.
-    assert exe.compilations == len(exe.program.deferred) * 2
+    softmax = text is SOFTMAX
     text = exe.stats_text()
-    assert "one plan for every size" in text and "b=2; b=3" in text and "because" in text
+    assert "one plan for every size" in text
+    assert f"{program.symbolic_kernels} kernel(s) for every size, {len(program.deferred)} compiled per size" in text
+    # softmax: every fusion symbolic (exp(x - max) is no side output of the sum's fusion over ?b)
+    assert [k.name for k in program.deferred] == ([] if softmax else ["loop_exponential_fusion"])
+    assert program.symbolic_kernels == (4 if softmax else 0)
+    for kernel in program.deferred:
+        assert f"{kernel.name}: compiled per size (3 so far: b=2; b=3; b=7;" in text
+        assert "because unsupported: symbolic loop emitter not built: 'c' (reduce-window)" in text
 
 
 def test_buffer_assignment_decides_reuse_once_and_sizes_per_call():
@@ -288,16 +320,16 @@ def test_unsupported_everywhere_leaves_the_fusion_to_the_evaluator():
 def test_cli_stats_list_the_plan_and_the_per_size_fusions(tmp_path, capsys):
     from hlocc.cli import main
 
-    module = tmp_path / "softmax.hlo"
-    module.write_text(SOFTMAX)
+    module = tmp_path / "window_sum.hlo"
+    module.write_text(WINDOW_SUM)
     x = RNG.standard_normal((5, 33)).astype(np.float32)
     np.savez(tmp_path / "in.npz", arg0=x)
-    np.savez(tmp_path / "out.npz", out0=hlocc.compile(SOFTMAX, "interpreter")(x))
+    np.savez(tmp_path / "out.npz", out0=hlocc.compile(WINDOW_SUM, "interpreter")(x))
     assert main(["run", str(module), "--backend", "cpu", "--stats", "--inputs", str(tmp_path / "in.npz"),
                  "--expected", str(tmp_path / "out.npz"), "--rtol", "1e-5", "--atol", "1e-6"]) == 0
     out = capsys.readouterr().out
-    assert "one plan for every size" in out and "compiled per size (1 so far: b=5" in out
-    assert "peak memory at the last call: 700 bytes" in out  # 5*33*4 output + two rows of 5 floats
+    assert "one plan for every size" in out and "loop_exponential_fusion: compiled per size (1 so far: b=5" in out
+    assert "peak memory at the last call: 660 bytes" in out  # the 5*33*4 output, one fusion: no temporary
     assert "specialized for" not in out and "matches expected outputs" in out
 
 

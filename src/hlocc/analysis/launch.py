@@ -21,12 +21,13 @@ the grid's tail itself (emitters/loop.py: whole vectors, then a checked remainde
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hlocc.analysis.affine_expr import IndexingError, as_expr, dim, size_expr, sym
 from hlocc.analysis.indexing_map import IndexingMap, Variable, size_bound
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.linearize import delinearize
+from hlocc.analysis.simplifier import Simplifier
 from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.symbolic import floordiv as sym_floordiv
 
@@ -135,4 +136,9 @@ def symbolic_loop_grid(dims: Sequence[int | DimExpr], threads_per_block: int, ve
         (Variable(Interval(0, threads_per_block - 1), "th_x"), Variable(Interval(0, launch.max_blocks - 1), "bl_x")),
         tuple(as_expr(e) for e in index),
         (Variable(Interval(0, vector_size - 1), "vector_index"),) if vector_size > 1 else ())
-    return SymbolicGrid(launch, m.simplify(), room, inside)
+    # Only the results are simplified: `room` and `inside` are over the same variables, so none may
+    # be dropped or renumbered (`IndexingMap.simplify` removes a vector lane that no result uses,
+    # as in a scalar output's empty index, while `inside` still reads it as s0).
+    simplifier = Simplifier(m.var_bounds)
+    m = replace(m, results=tuple(simplifier.simplify(e) for e in m.results))
+    return SymbolicGrid(launch, m, room, inside)

@@ -327,6 +327,20 @@ def _loop_shape(hero: HloInstruction):
     return hero.shape
 
 
+def _symbolic_output_sizes_differ(instr1: HloInstruction, instr2: HloInstruction) -> str | None:
+    """Why two instructions with symbolic dims cannot share a fusion whose outputs would have
+    different element counts (a reduction beside its input-shaped side output): the kernels with
+    runtime dims compute such a fusion as one loop over the outputs (LoopEmitter.emit in codegen/emitters/loop.py, a
+    row per thread), which needs one element count; the fusion would be compiled per size instead.
+    Static shapes keep XLA's rule (the reduction emitter writes side outputs)."""
+    leaves = [leaf for instr in (instr1, instr2) for leaf in instr.shape.leaves() if leaf.is_array]
+    if not any(leaf.symbols for leaf in leaves):
+        return None
+    if len({leaf.num_elements for leaf in leaves}) > 1:
+        return "outputs of different sizes over symbolic dims"
+    return None
+
+
 def shapes_compatible_for_multi_output(instr1: HloInstruction, instr2: HloInstruction,
                                        facts: FusionFacts | None = None) -> str | None:
     """None when two instructions can share one parallel loop, else why not: compatible heroes and
@@ -335,6 +349,9 @@ def shapes_compatible_for_multi_output(instr1: HloInstruction, instr2: HloInstru
     facts = _facts(facts)
     hero1, hero2 = real_hero_for_multi_output(instr1, facts), real_hero_for_multi_output(instr2, facts)
     why = fusion_heroes_compatible(hero1, hero2)
+    if why:
+        return why
+    why = _symbolic_output_sizes_differ(instr1, instr2)
     if why:
         return why
     l1, l2 = _loop_shape(hero1), _loop_shape(hero2)

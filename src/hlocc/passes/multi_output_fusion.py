@@ -12,7 +12,9 @@ once:
 
 Legality (passes/fusible.py): both sides share one iteration space (equal loop shapes, reduce
 heroes that normalise alike, equivalent tiled transposes; no reduction with a transpose), budgets,
-no in-place dynamic-update-slice or scatter involved, overlapping operand slices, and no cycle:
+no in-place dynamic-update-slice or scatter involved, overlapping operand slices, over symbolic
+dims outputs of one element count only (unlike XLA: the kernels with runtime dims have no side
+outputs of another size: codegen/emitters/loop.py, LoopEmitter.emit), and no cycle:
 two siblings must not reach each other, a producer must not reach another operand of its
 consumer. Reachability is answered by a search over users bounded by *levels* (every edge goes to
 a higher level; merges raise the levels of the instructions after them), so each question looks

@@ -254,3 +254,33 @@ def test_concatenate_of_symbolic_dims():
 def test_pad_of_a_symbolic_dim():
     _check(PAD, [{"b": b} for b in (1, 2, 7, 17)])
     _check(PAD, [{"b": b} for b in (3, 16)], CHECKED)
+
+
+# a full reduce over a symbolic dim: a scalar output (static grid of one block) from symbolic inputs
+FULL_SUM = """HloModule m
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  p = f32[?b,64] parameter(0)
+  c = f32[] constant(0)
+  ROOT r = f32[] reduce(p, c), dimensions={0,1}, to_apply=add
+}"""
+
+
+def test_full_reduce_to_a_scalar(tmp_path, monkeypatch):
+    """The scalar's index does not use the vector lane, which its tail guard still reads (the grid
+    once dropped it: an ill-formed map); its plan has symbols but a static block count, which the
+    disk cache must load back."""
+    monkeypatch.setenv("HLOCC_CACHE_DIR", str(tmp_path / "cache"))
+    clear_kernel_cache()
+    bindings = [{"b": b} for b in (0, 1, 5, 17, 101)]
+    fresh = _check(FULL_SUM, bindings, rtol=1e-5, atol=1e-3)
+    assert "emit" in fresh.times_ms and fresh.launch_dims.blocks == 1
+    clear_kernel_cache()
+    loaded = _check(FULL_SUM, bindings, rtol=1e-5, atol=1e-3)
+    assert "emit" not in loaded.times_ms and loaded.symbols == ("b",)
+    clear_kernel_cache()
+    _check(FULL_SUM, bindings, CHECKED, rtol=1e-5, atol=1e-3)

@@ -68,7 +68,10 @@ class KernelPlan:
         try:
             aliases = tuple((int(o), int(p)) for o, p in data["output_aliases"])
             symbols = tuple(str(s) for s in data.get("symbols", ()))
-            blocks = parse_dim_expr(data["blocks"]) if symbols else int(data["blocks"])
+            # A kernel with runtime dims may still have a static grid (a full reduce's one
+            # block): `to_json` writes only a symbolic count as text.
+            raw = data["blocks"]
+            blocks = parse_dim_expr(raw) if isinstance(raw, str) else int(raw)
             plan = KernelPlan(str(data["name"]), str(data["symbol"]),
                               LaunchDims(int(data["threads_per_block"]), blocks), str(data["emitter"]),
                               aliases, bool(data["serial"]), symbols)

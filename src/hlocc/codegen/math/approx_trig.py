@@ -32,7 +32,8 @@ _PIO2_PARTS = tuple(map(float.fromhex, ("0x1.921fap+0", "0x1.54442p-20", "0x1.a3
 _TWO_OVER_PI_PARTS = tuple(map(float.fromhex, (
     "0x1.45f306dp-1", "0x1.9391054p-30", "0x1.4fe13abp-59", "0x1.d1f534dp-88", "0x1.b81b6c5p-117",
     "0x1.5993c4p-148", "0x1.c820ff2p-175", "0x1.163abdep-204")))
-_PIO2_HI, _PIO2_LO = float.fromhex("0x1.921fb54442d18p+0"), float.fromhex("0x1.1a62633145c07p-54")
+_REDUCED_PARTS = 5  # x * part can reach 4 for these (|x| < 2^128); the others' products stay below 2^-18
+_PIO2_HI = float.fromhex("0x1.921fb54442d18p+0")
 # |x| below this: sin(x) = tan(x) = x after rounding (x^2/3 < half an ulp); also keeps -0.
 _TINY = {F32: 2.0**-12, F64: 2.0**-27}
 
@@ -72,18 +73,22 @@ def _reduce_pio2_exact(b: FloatBuilder, x: Val) -> tuple[Val, Val, Val]:
 
     Each x * part is exact, and so is its reduction mod 4 to [-2, 2] (a difference of multiples of
     its ulp, below 2 in magnitude); parts whose products are multiples of 4 vanish. The sum of the
-    reduced products, x*2/pi mod 4 up to a multiple of 4, is kept as a double-double (s, err)."""
+    reduced products, x*2/pi mod 4 up to a multiple of 4, is kept as a double-double (s, err).
+    The last parts' products are below 2^-18 for any f32 (|x| < 2^128): they need neither the
+    reduction nor the exact sum (their rounding errors stay below 2^-70). An f32 result needs r
+    only to about 2^-30 relative, so r = f * pi/2 in plain f64 arithmetic and r_lo = 0."""
     s, err = x.like(0.0), x.like(0.0)
-    for part in _TWO_OVER_PI_PARTS:
+    for part in _TWO_OVER_PI_PARTS[:_REDUCED_PARTS]:
         t = x * part
         t = t - 4.0 * b.roundeven(t * 0.25)
         s, e = b.two_sum(s, t)
         err = err + e
+    tail = x * _TWO_OVER_PI_PARTS[_REDUCED_PARTS]
+    for part in _TWO_OVER_PI_PARTS[_REDUCED_PARTS + 1:]:
+        tail = tail + x * part
     k = b.roundeven(s)
-    f, f_lo = b.two_sum(s - k, err)  # s - k is exact; f + f_lo in [-1/2, 1/2] up to rounding
-    p, p_lo = b.two_prod(f, x.like(_PIO2_HI))
-    r, r_lo = b.two_sum(p, p_lo + (f * _PIO2_LO + f_lo * _PIO2_HI))
-    return r, r_lo, k - 4.0 * b.floor(k * 0.25)
+    f = (s - k) + (err + tail)  # s - k is exact; f in [-1/2, 1/2] up to rounding
+    return f * _PIO2_HI, x.like(0.0), k - 4.0 * b.floor(k * 0.25)
 
 
 def _sin_cos_tan(b: FloatBuilder, x: Val, kind: str) -> Val:

@@ -115,8 +115,8 @@ def _argument_parser() -> argparse.ArgumentParser:
                           "host fallbacks, peak memory and compile time per stage (cpu and cuda backends; "
                           "cuda also what the first run moved between host and device)")
     run.add_argument("--check-bounds", action="store_true",
-                     help="cpu backend: every kernel checks each load and store against its buffer; a violation "
-                          "stops with an error naming the kernel, the buffer and the index")
+                     help="cpu and cuda-sim backends: every kernel checks each load and store against its buffer; "
+                          "a violation stops with an error naming the kernel, the buffer and the index")
     run.add_argument("--print-ir-after-all", action="store_true",
                      help="print the module after every HLO pass and each kernel's IR after every kernel pass "
                           "(like run_hlo_module --v=5)")

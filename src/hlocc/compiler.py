@@ -261,9 +261,9 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
       (default stdout); dump_dir: write them, the buffer assignment and the thunks to files.
     gemm: "library" (dots call numpy's BLAS) or "codegen" (each dot and its elementwise epilogue
       one generated kernel; cpu backend only, passes/pipeline.py `cpu_pipeline`).
-    check_bounds (cpu backend): every kernel checks each load and store against its buffer and a
-      violation raises a BoundsCheckError naming the kernel, the buffer and the index (slower
-      kernels, for debugging; off, the kernels are the usual ones).
+    check_bounds (cpu and cuda-sim backends): every kernel checks each load and store against its
+      buffer and a violation raises a BoundsCheckError naming the kernel, the buffer and the index
+      (slower kernels, for debugging; off, the kernels are the usual ones).
     size_hint (a module with symbolic dimensions, cpu backend): the dimension variables' likely
       values, at which the plan's fusion and scheduling heuristics are decided (default: 128 each;
       the plan is correct at every size whatever the hint).
@@ -308,8 +308,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         times["verify"] = (time.perf_counter() - t0) * 1e3
     if backend not in BACKENDS:
         raise UnsupportedError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
-    if check_bounds and backend != "cpu":
-        raise UnsupportedError(f"check_bounds is implemented for the cpu backend, not '{backend}'")
+    if check_bounds and backend not in ("cpu", "cuda-sim"):
+        raise UnsupportedError(f"check_bounds is implemented for the cpu and cuda-sim backends, not '{backend}'")
     if gemm not in ("library", "codegen") or (gemm == "codegen" and backend != "cpu"):
         raise UnsupportedError(f"gemm='{gemm}': choose 'library', or 'codegen' with the cpu backend")
     from hlocc.codegen.schedule.choice import AUTOTUNE_MODES, autotune_mode
@@ -329,7 +329,7 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
             work = module if fresh else _copy_with_guards(module)
             _build_plan(executable, work, times, reload=(lambda: load_module(module_or_text)) if fresh else None)
         return executable
-    device = device_for(backend) if backend in DEVICE_BACKENDS else None
+    device = device_for(backend, check_bounds) if backend in DEVICE_BACKENDS else None
     import hlocc.evaluator  # noqa: F401  (registers the evaluations)
 
     runner = None
@@ -409,13 +409,13 @@ def clear_compile_cache() -> None:
         _PROGRAMS.clear()
 
 
-def device_for(backend: str) -> Any:
+def device_for(backend: str, check_bounds: bool = False) -> Any:
     """The device a cuda backend runs on: the GPU for `cuda` (an UnsupportedError with the reason
-    when there is none), a SimulatedDevice for `cuda-sim`."""
+    when there is none), a SimulatedDevice for `cuda-sim` (bounds-checked kernels if asked)."""
     if backend == "cuda-sim":
         from hlocc.backends.cuda.device import SimulatedDevice
 
-        return SimulatedDevice()
+        return SimulatedDevice(check_bounds=check_bounds)
     from hlocc.backends.cuda.driver import cuda_available, cuda_device
 
     ok, why = cuda_available()

@@ -17,12 +17,13 @@ from hlocc.backends.cpu.kernel import compile_kernel_module
 from hlocc.cli import main
 from hlocc.codegen.emitters.registry import emit_fusion
 from hlocc.codegen.pipeline import pipeline_for
-from hlocc.codegen.target import cpu_target
+from hlocc.codegen.target import cpu_target, gpu_target
 from hlocc.codegen.transforms.check_bounds import BoundsCheckError
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.parser import parse_hlo
 
 CHECKED = replace(cpu_target(), check_bounds=True)
+CHECKED_GPU = replace(gpu_target(), check_bounds=True)  # cuda-sim's kernels: the GPU form, simulated
 NEGATE = """HloModule m
 fused {
   p = f32[8] parameter(0)
@@ -43,27 +44,28 @@ def test_the_pass_is_in_the_pipeline_only_when_asked():
     assert checked[checked.index("check-bounds") + 1] == "lower-tensors"
 
 
-def _shifted_kernel(shift: int):
+def _shifted_kernel(shift: int, target=CHECKED):
     """The negate kernel with every load index moved by `shift` elements."""
     fusion = parse_hlo(NEGATE).computation("fused")
-    kernel = emit_fusion(fusion, CHECKED, "main", {})
+    kernel = emit_fusion(fusion, target, "main", {})
     for op in [o for o in kernel.module.walk() if isinstance(o, tensor.ExtractOp)]:
         (index,) = op.indices
         c = arith.ConstantOp.from_int_and_width(shift, index.type)
         add = arith.AddiOp(index, c)
         op.parent_block().insert_ops_before([c, add], op)
         op.operands[1] = add.result
-    return compile_kernel_module(kernel, CHECKED, [fusion.parameters[0].shape], [fusion.root.shape])
+    return compile_kernel_module(kernel, target, [fusion.parameters[0].shape], [fusion.root.shape])
 
 
-def test_a_load_outside_its_buffer_stops_with_the_kernel_buffer_and_index():
+@pytest.mark.parametrize("target", [CHECKED, CHECKED_GPU], ids=["cpu", "cuda-sim"])
+def test_a_load_outside_its_buffer_stops_with_the_kernel_buffer_and_index(target):
     x = np.arange(8, dtype=np.float32)
-    np.testing.assert_array_equal(_shifted_kernel(0)(x)[0], -x)
+    np.testing.assert_array_equal(_shifted_kernel(0, target)(x)[0], -x)
     with pytest.raises(BoundsCheckError, match=r"kernel 'main' accessed parameter 0 \(f32\[8\]\) at element "
                                                r"(8|9|1[0-1]), outside \[0, 8\)"):
-        _shifted_kernel(3)(x)
+        _shifted_kernel(3, target)(x)
     with pytest.raises(BoundsCheckError, match=r"at element -[1-2], outside \[0, 8\)"):
-        _shifted_kernel(-2)(x)
+        _shifted_kernel(-2, target)(x)
 
 
 def test_checked_kernels_give_the_unchecked_results():
@@ -85,15 +87,23 @@ add {
 }"""
     rng = np.random.default_rng(0)
     args = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal(7).astype(np.float32)
-    plain = hlocc.compile(text, backend="cpu")(*args)
-    checked = hlocc.compile(text, backend="cpu", check_bounds=True)(*args)
-    for a, b in zip(plain, checked):
-        np.testing.assert_array_equal(a, b)
+    for backend in ("cpu", "cuda-sim"):
+        plain = hlocc.compile(text, backend=backend)(*args)
+        checked = hlocc.compile(text, backend=backend, check_bounds=True)
+        assert all(k.bounds_record for k in _kernels(checked))
+        for a, b in zip(plain, checked(*args)):
+            np.testing.assert_array_equal(a, b)
 
 
-def test_only_the_cpu_backend_checks_bounds():
-    with pytest.raises(UnsupportedError, match="check_bounds is implemented for the cpu backend"):
-        hlocc.compile(NEGATE, backend="cuda-sim", check_bounds=True)
+def _kernels(exe):
+    from hlocc.runtime.thunks import KernelThunk
+
+    return [t.kernel for t in exe.runner.program.walk() if isinstance(t, KernelThunk)]
+
+
+def test_a_real_gpu_does_not_check_bounds():
+    with pytest.raises(UnsupportedError, match="check_bounds is implemented for the cpu and cuda-sim backends"):
+        hlocc.compile(NEGATE, backend="cuda", check_bounds=True)
 
 
 def test_cli_check_bounds(tmp_path, capsys):
@@ -111,3 +121,15 @@ def _cases():
 @pytest.mark.parametrize("case", _cases())
 def test_jax_corpus_in_bounds_checked_mode(case):
     run_jax_case(case, JAX_DIR, "cpu", check_bounds=True)
+
+
+# cuda-sim's GPU-form kernels (shared memory, warps) in checked mode: a few cases by default (the
+# reductions, transposes and sort exercise what the cpu form does not), all under -m slow.
+SIM_DEFAULT_CASES = {"reductions_f32", "transpose_2d_3d", "sort_topk_argsort"}
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(c, id=c["name"], marks=[] if c["name"] in SIM_DEFAULT_CASES else [pytest.mark.slow])
+    for c in jax_cases() if c["perf"] != "yes"])
+def test_jax_corpus_in_bounds_checked_mode_on_cuda_sim(case):
+    run_jax_case(case, JAX_DIR, "cuda-sim", check_bounds=True)

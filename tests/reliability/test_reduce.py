@@ -1,14 +1,18 @@
 """`hlocc reduce` (tools/reduce.py): a failing module shrinks to a minimal one that fails the same
-way; a module that does not fail is an error. The failing module is the open tuple-layout bug of
-test_found_bugs.py buried in unrelated work (when that bug is fixed, plant another failure here)."""
+way; a module that does not fail is an error. The planted failure is a fixed bug brought back: with
+the `layout-copies` pass switched off (fixture `forwarded_layout_bug`), a value forwarded through a
+tuple whose element declares another layout is read permuted (test_found_bugs.py's
+forwarded_value_read_with_another_layout), here buried in unrelated work."""
 
 from __future__ import annotations
 
 import pytest
 
 from hlocc.cli import main
+from hlocc.compiler import clear_compile_cache
 from hlocc.errors import HloError
 from hlocc.hlo.parser import parse_hlo
+from hlocc.passes.layout_copies import LayoutCopies
 from hlocc.tools.reduce import candidates, reduce_module
 
 NOISY = """HloModule noisy
@@ -42,12 +46,22 @@ ENTRY main {
 """
 
 
-def test_reduce_shrinks_the_planted_failure():
+@pytest.fixture
+def forwarded_layout_bug(monkeypatch):
+    """The compiler without `layout-copies`; compiled programs are forgotten before and after, so
+    none compiled with the bug outlives the test (nor one compiled without it serves it)."""
+    monkeypatch.setattr(LayoutCopies, "run", lambda self, module: False)
+    clear_compile_cache()
+    yield
+    clear_compile_cache()
+
+
+def test_reduce_shrinks_the_planted_failure(forwarded_layout_bug):
     reduced, outcome = reduce_module(NOISY, "cpu")
     assert outcome.kind == "mismatch"
     entry = parse_hlo(reduced).entry
     # All that is left: a value forwarded through a tuple whose element declares another layout,
-    # read back by a kernel (the open bug of test_found_bugs.py).
+    # read back by a kernel (the planted bug).
     assert sorted(i.opcode for i in entry.instructions) == ["exponential", "get-tuple-element", "parameter",
                                                              "tuple"], reduced
     (param,) = entry.parameters
@@ -69,9 +83,16 @@ def test_a_module_that_does_not_fail_is_an_error(tmp_path, capsys):
     assert "nothing to reduce" in capsys.readouterr().err
 
 
-def test_cli_writes_the_reduced_module(tmp_path, capsys):
+def test_cli_writes_the_reduced_module(tmp_path, capsys, forwarded_layout_bug):
     path, out = tmp_path / "noisy.hlo", tmp_path / "reduced.hlo"
     path.write_text(NOISY)
     assert main(["reduce", str(path), "--backend", "cpu", "-o", str(out)]) == 0
     assert "cpu: mismatch" in capsys.readouterr().err
     assert len(parse_hlo(out.read_text()).entry.instructions) == 4
+
+
+def test_the_planted_failure_is_fixed():
+    """With `layout-copies` on, the module the reducer shrinks does not fail (so the tests above
+    stand for a real, fixed bug)."""
+    with pytest.raises(HloError, match="does not fail on backend 'cpu'"):
+        reduce_module(NOISY, "cpu")

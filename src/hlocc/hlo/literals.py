@@ -72,6 +72,8 @@ def _integer(token: str, offset: int, et) -> int:
         value = int(token)
     except ValueError:
         as_float = float(token)
+        if not math.isfinite(as_float):  # 31e999: an integral spelling past any float
+            raise LiteralSyntaxError(f"value {token} is out of range for {et.name}", offset) from None
         if as_float != int(as_float):
             raise LiteralSyntaxError(f"'{token}' is not an integer ({et.name} literal)", offset) from None
         value = int(as_float)

@@ -52,6 +52,7 @@ from hlocc.passes import (  # noqa: F401
     gather_simplifier,
     gemm_fusion,
     inline_library_fusions,
+    layout_copies,
     multi_output_fusion,
     priority_fusion,
     rename_fusions,
@@ -132,12 +133,14 @@ class CompilePipeline:
 _RUNTIME_EPILOGUE: tuple[Stage, ...] = (
     "flatten-call-graph",  # again: the optimization may have made new sharing
     "inline-library-fusions",  # gemm/convolution fusions from XLA: their dots become library calls
+    "layout-copies",  # again: a copy the optimization's rewrites made necessary (none expected)
 )
 
 BACKEND_PIPELINES: dict[str, CompilePipeline] = {
     "cpu": CompilePipeline(
         prologue=(
             "flatten-call-graph",  # one call site per while/conditional computation (buffer assignment)
+            "layout-copies",  # forwarded values get the layout their readers declare (fusible copies)
         ),
         optimization=PIPELINES["default"],  # simplify, then fuse
         epilogue=_RUNTIME_EPILOGUE,
@@ -147,6 +150,7 @@ BACKEND_PIPELINES: dict[str, CompilePipeline] = {
             "inline-library-fusions",  # first, so convolution-to-gemm sees the convolutions they hold
             "convolution-to-gemm",  # no convolution library on the device: im2col kernels and a gemm
             "flatten-call-graph",  # one call site per while/conditional computation (buffer assignment)
+            "layout-copies",  # forwarded values get the layout their readers declare (fusible copies)
         ),
         optimization=PIPELINES["default"],  # simplify, then fuse (after convolution-to-gemm: im2col fuses)
         epilogue=_RUNTIME_EPILOGUE,

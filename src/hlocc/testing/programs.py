@@ -8,7 +8,8 @@ binary op on the element types it accepts (opcode registry), compare, select, cl
 broadcast, reshape, transpose, slice, pad, concatenate, reverse, iota; gather, scatter,
 dynamic-slice, dynamic-update-slice; reduce, reduce-window; dot, convolution; sort; while,
 conditional; tuples (the root is a tuple of live values). Sizes are drawn from 0, 1, 2, 3, 5, 7, 8
-and 13; every array gets a random layout. `inputs(program, seed)` draws arguments with special
+and 13; every array gets a random layout, also where a value is only forwarded (tuple elements,
+loop state, branch parameters and results). `inputs(program, seed)` draws arguments with special
 values mixed in (NaN, ±inf, -0.0, the smallest denormal, integer extremes).
 """
 
@@ -372,33 +373,39 @@ def sort(b: Builder) -> Value:
 
 
 def while_loop(b: Builder) -> Value:
+    """A loop doubling x `trips` times. Every position the state passes through (the init tuple,
+    the while, the body's and condition's parameters, the body's get-tuple-element and root, the
+    result's get-tuple-element) declares a layout of its own: where they differ, the value is
+    forwarded with another layout than its bytes have (passes/layout_copies.py)."""
     x = b.value(kinds=("float", "int"))
     trips = b.draw(st.integers(0, 4))
-    t = x.text  # the loop state keeps x's layout (hlocc has no layout assignment to insert copies)
+    state, init_t, cond_t, param_t, x_t, y_t, out_t = (b.shape(x.dtype, x.dims) for _ in range(7))
     name = f"loop{b.count}"
     b.computations[name] = (
-        f"{name}_cond {{\n  s = (s32[], {t}) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
+        f"{name}_cond {{\n  s = (s32[], {cond_t}) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
         f"  n = s32[] constant({trips})\n  ROOT lt = pred[] compare(i, n), direction=LT\n}}\n"
-        f"{name}_body {{\n  s = (s32[], {t}) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
-        f"  x = {t} get-tuple-element(s), index=1\n  y = {t} add(x, x)\n  one = s32[] constant(1)\n"
-        f"  j = s32[] add(i, one)\n  ROOT r = (s32[], {t}) tuple(j, y)\n}}\n")
+        f"{name}_body {{\n  s = (s32[], {param_t}) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
+        f"  x = {x_t} get-tuple-element(s), index=1\n  y = {y_t} add(x, x)\n  one = s32[] constant(1)\n"
+        f"  j = s32[] add(i, one)\n  ROOT r = (s32[], {state}) tuple(j, y)\n}}\n")
     zero = b.constant("s32", 0)
-    init = b.emit_tuple([zero, x.name], f"(s32[], {t})")
-    loop = b.emit_tuple_op(f"while({init}), condition={name}_cond, body={name}_body", f"(s32[], {t})", "while")
-    value = Value(f"v{b.count}", x.dtype, x.dims, t)
+    init = b.emit_tuple([zero, x.name], f"(s32[], {init_t})")
+    loop = b.emit_tuple_op(f"while({init}), condition={name}_cond, body={name}_body", f"(s32[], {state})", "while")
+    value = Value(f"v{b.count}", x.dtype, x.dims, out_t)
     b.count += 1
-    b.lines.append(f"  {value.name} = {t} get-tuple-element({loop}), index=1")
+    b.lines.append(f"  {value.name} = {out_t} get-tuple-element({loop}), index=1")
     b.values.append(value)
     b.ops.append("get-tuple-element")
     return value
 
 
 def conditional(b: Builder) -> Value:
+    """negate or square x by a pred; the branches' parameters and roots and the conditional each
+    declare a layout of their own (see `while_loop`)."""
     x = b.value("f32")
-    t = x.text
+    a_in, a_out, b_in, b_out, t = (b.shape("f32", x.dims) for _ in range(5))
     name = f"branch{b.count}"
-    b.computations[name] = (f"{name}_a {{\n  x = {t} parameter(0)\n  ROOT r = {t} negate(x)\n}}\n"
-                            f"{name}_b {{\n  x = {t} parameter(0)\n  ROOT r = {t} multiply(x, x)\n}}\n")
+    b.computations[name] = (f"{name}_a {{\n  x = {a_in} parameter(0)\n  ROOT r = {a_out} negate(x)\n}}\n"
+                            f"{name}_b {{\n  x = {b_in} parameter(0)\n  ROOT r = {b_out} multiply(x, x)\n}}\n")
     p = b.param("pred", ())
     value = Value(f"v{b.count}", "f32", x.dims, t)
     b.count += 1
@@ -442,8 +449,8 @@ def programs(draw, families: tuple[str, ...] = tuple(FAMILIES), max_ops: int = 5
     outputs = [b.values[-1]] + [v for v in b.values[:-1] if v.name.startswith("v") and draw(st.integers(0, 4)) == 0]
     if len(outputs) == 1 and draw(st.booleans()):
         root = f"  ROOT out = {b.shape(outputs[0].dtype, outputs[0].dims)} copy({outputs[0].name})"
-    else:  # tuple elements keep their operands' layouts (forwarded layouts: the open bug in test_found_bugs)
-        shapes = ", ".join(v.text for v in outputs)
+    else:  # each element declares a layout of its own (a forwarded value, see `while_loop`)
+        shapes = ", ".join(b.shape(v.dtype, v.dims) for v in outputs)
         root = f"  ROOT out = ({shapes}) tuple({', '.join(v.name for v in outputs)})"
     text = ("HloModule random\n" + "".join(b.computations.values()) + "ENTRY main {\n" + "\n".join(b.lines)
             + "\n" + root + "\n}\n")

@@ -17,7 +17,8 @@ from hlocc.codegen.math.float_builder import F32, F64
 from hlocc.codegen.math.float_builder_numpy import evaluate
 
 L = np.longdouble
-BIG_TRIG = 1.35e10  # 2^33 * pi/2: the stated range of sin/cos/tan
+BIG_TRIG = float(np.finfo(np.float32).max)  # f32's sin/cos/tan reduce exactly at any magnitude,
+BIG_TRIG_F64 = 1.35e10  # f64's below 2^33 * pi/2 (their stated range)
 
 # name: (approximation, reference, uniform range, magnitude range of the log-spaced sample, sign, ulps f32, f64)
 TANH_FMA_ULPS = 5  # XLA:CPU's FMA form of the same rational (tanh_fma)
@@ -47,6 +48,8 @@ BINARY = {  # name: (approximation, reference, ulps f32, f64)
 
 
 def _sample(dtype, uniform, magnitudes, signed, n, seed):
+    if dtype == np.float64 and magnitudes[1] == BIG_TRIG:
+        magnitudes = (magnitudes[0], BIG_TRIG_F64)
     rng = np.random.default_rng(seed)
     fi = np.finfo(dtype)
     lo, hi = max(magnitudes[0], float(fi.smallest_subnormal)), min(magnitudes[1], float(fi.max))

@@ -18,7 +18,7 @@ is the CPU (kDLCPU): arrays it returns are host memory that numpy, JAX or PyTorc
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -95,12 +95,15 @@ class SimulatedDevice:
     validate_ptx: also compile every kernel to PTX for `arch` (backends/cuda/ptx.py) and check it
       with ptxas where one is installed, so a run in simulation proves the same kernels build for
       the real device.
-    fill: a byte every fresh allocation starts with (tests: memory no thunk writes shows up)."""
+    fill: a byte every fresh allocation starts with (tests: memory no thunk writes shows up).
+    check_bounds: every simulated kernel checks each load and store against its buffer (the cpu
+      backend's `check-bounds` mode: a violation raises a BoundsCheckError naming the kernel, the
+      buffer and the index). A real GPU has no such mode here (compute-sanitizer plays that role)."""
 
     def __init__(self, sm_count: int = 132, arch: str = "sm_90", *, validate_ptx: bool = False,
-                 fill: int | None = None):
+                 fill: int | None = None, check_bounds: bool = False):
         self.arch = arch
-        self.target = gpu_target(sm_count, arch)
+        self.target = replace(gpu_target(sm_count, arch), check_bounds=check_bounds)
         self.name = f"simulated {arch} ({sm_count} SMs): GPU kernels in SIMT simulation on the host"
         self.dlpack_device = (KDLCPU, 0)
         self.gemm_unavailable = ""

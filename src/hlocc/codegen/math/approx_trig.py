@@ -1,11 +1,17 @@
 """Trigonometric functions as `FloatBuilder` functions (f32 and f64).
 
-sin, cos, tan: x = k*pi/2 + r with |r| <= pi/4, by Cody-Waite reduction in f64 arithmetic (an f32
-input is widened exactly) against pi/2 split into 20-bit parts, so k*part is exact for |k| < 2^33;
-then Cephes' minimax polynomials on r (`sinf`/`cosf`/`tanf` for f32, evaluated in f64 and rounded
-once; `sin`/`cos`/`tan` for f64) and the quadrant k mod 4 picks and signs the result. The stated
-accuracy holds for |x| < 2^33 * pi/2 (about 1.35e10); beyond it the reduction error grows like
-|x| * 2^-53 and the result, still in [-1, 1] for sin/cos, is not accurate.
+sin, cos, tan: x = k*pi/2 + r with |r| <= pi/4, then Cephes' minimax polynomials on r (`sinf`/`cosf`/
+`tanf` for f32, evaluated in f64 and rounded once; `sin`/`cos`/`tan` for f64) and the quadrant k mod 4
+picks and signs the result. The reduction:
+- f32: exact for every f32, in f64 arithmetic without tables (what libm's Payne-Hanek reduction gives,
+  without its per-exponent table lookup, which this vocabulary has no op for): 2/pi is split into
+  29-bit parts, so x * part is exact (24 + 29 significant bits); each product is reduced mod 4
+  exactly and the products are summed in double-double arithmetic. Eight parts (232 bits of 2/pi)
+  leave an error below 2^-104 for |x| < 2^128, far below the smallest |r| of any f32.
+- f64: Cody-Waite reduction against pi/2 split into 20-bit parts, so k*part is exact for |k| < 2^33.
+  The stated accuracy holds for |x| < 2^33 * pi/2 (about 1.35e10); beyond it the reduction error
+  grows like |x| * 2^-53 and the result, still in [-1, 1] for sin/cos, is not accurate (an exact
+  f64 reduction the same way needs ~40 parts of 2/pi, two products each, on every element).
 
 atan: Cephes' reduction to |t| <= tan(pi/8) via pi/4 and pi/2 offsets, then a polynomial (f32
 `atanf`) or rational form (f64 `atan`). atan2 from atan(min/max) and octant corrections with
@@ -19,12 +25,15 @@ import math
 from hlocc.codegen.math.float_builder import F32, F64, FloatBuilder, Val
 
 _TWO_OVER_PI = 0.6366197723675814
-# pi/2 in parts of 20 significant bits (the last one rounded to 53 bits).
-_PIO2_PARTS = {
-    F32: tuple(map(float.fromhex, ("0x1.921fap+0", "0x1.54442p-20", "0x1.a308cp-41", "0x1.313198a2e0370p-61"))),
-    F64: tuple(map(float.fromhex, ("0x1.921fap+0", "0x1.54442p-20", "0x1.a308cp-41", "0x1.31318p-61",
-                                   "0x1.8a2e03707344ap-81"))),
-}
+# pi/2 in parts of 20 significant bits (the last one rounded to 53 bits), for f64's Cody-Waite.
+_PIO2_PARTS = tuple(map(float.fromhex, ("0x1.921fap+0", "0x1.54442p-20", "0x1.a308cp-41", "0x1.31318p-61",
+                                        "0x1.8a2e03707344ap-81")))
+# 2/pi in parts of 29 significant bits (leading zeros included): bits 1-232 of its binary expansion.
+_TWO_OVER_PI_PARTS = tuple(map(float.fromhex, (
+    "0x1.45f306dp-1", "0x1.9391054p-30", "0x1.4fe13abp-59", "0x1.d1f534dp-88", "0x1.b81b6c5p-117",
+    "0x1.5993c4p-148", "0x1.c820ff2p-175", "0x1.163abdep-204")))
+_REDUCED_PARTS = 5  # x * part can reach 4 for these (|x| < 2^128); the others' products stay below 2^-18
+_PIO2_HI = float.fromhex("0x1.921fb54442d18p+0")
 # |x| below this: sin(x) = tan(x) = x after rounding (x^2/3 < half an ulp); also keeps -0.
 _TINY = {F32: 2.0**-12, F64: 2.0**-27}
 
@@ -41,13 +50,13 @@ _TAN_Q = (1.36812963470692954678e4, -1.32089234440210967447e6, 2.500838018233579
           -5.38695755929454629881e7)
 
 
-def _reduce_pio2(b: FloatBuilder, x: Val, fmt) -> tuple[Val, Val, Val]:
-    """(r, r_lo, q): x = k*pi/2 + r + r_lo, q = k mod 4 as a float in {0, 1, 2, 3}; all f64.
+def _reduce_pio2(b: FloatBuilder, x: Val) -> tuple[Val, Val, Val]:
+    """(r, r_lo, q): x = k*pi/2 + r + r_lo, q = k mod 4 as a float in {0, 1, 2, 3}; all f64 (f64 x).
 
     x - k*p1 - k*p2 is exact, - k*p3 by a two-sum; the smaller products are summed and
     subtracted once, and the rounding errors are kept in r_lo."""
     k = b.roundeven(x * _TWO_OVER_PI)
-    p1, p2, p3, *small = _PIO2_PARTS[fmt]
+    p1, p2, p3, *small = _PIO2_PARTS
     head = (x - k * p1) - k * p2  # exact: the products are, and the differences cancel
     h, err = b.two_sum(head, -(k * p3))  # exact when the result is small, else its error kept
     tail = k * small[-1]
@@ -59,10 +68,33 @@ def _reduce_pio2(b: FloatBuilder, x: Val, fmt) -> tuple[Val, Val, Val]:
     return r, r_lo, k - 4.0 * b.floor(k * 0.25)
 
 
+def _reduce_pio2_exact(b: FloatBuilder, x: Val) -> tuple[Val, Val, Val]:
+    """`_reduce_pio2` for an f32 value widened to f64, exact for all of them (see the module doc).
+
+    Each x * part is exact, and so is its reduction mod 4 to [-2, 2] (a difference of multiples of
+    its ulp, below 2 in magnitude); parts whose products are multiples of 4 vanish. The sum of the
+    reduced products, x*2/pi mod 4 up to a multiple of 4, is kept as a double-double (s, err).
+    The last parts' products are below 2^-18 for any f32 (|x| < 2^128): they need neither the
+    reduction nor the exact sum (their rounding errors stay below 2^-70). An f32 result needs r
+    only to about 2^-30 relative, so r = f * pi/2 in plain f64 arithmetic and r_lo = 0."""
+    s, err = x.like(0.0), x.like(0.0)
+    for part in _TWO_OVER_PI_PARTS[:_REDUCED_PARTS]:
+        t = x * part
+        t = t - 4.0 * b.roundeven(t * 0.25)
+        s, e = b.two_sum(s, t)
+        err = err + e
+    tail = x * _TWO_OVER_PI_PARTS[_REDUCED_PARTS]
+    for part in _TWO_OVER_PI_PARTS[_REDUCED_PARTS + 1:]:
+        tail = tail + x * part
+    k = b.roundeven(s)
+    f = (s - k) + (err + tail)  # s - k is exact; f in [-1/2, 1/2] up to rounding
+    return f * _PIO2_HI, x.like(0.0), k - 4.0 * b.floor(k * 0.25)
+
+
 def _sin_cos_tan(b: FloatBuilder, x: Val, kind: str) -> Val:
     fmt = x.ty
     wide = b.extf(x, F64) if fmt == F32 else x
-    r, r_lo, q = _reduce_pio2(b, wide, fmt)
+    r, r_lo, q = _reduce_pio2_exact(b, wide) if fmt == F32 else _reduce_pio2(b, wide)
     z = r * r
     odd = q.eq(1.0) | q.eq(3.0)
     if kind == "tan":

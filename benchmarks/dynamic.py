@@ -95,6 +95,10 @@ def programs(quick: bool) -> dict:
     }
 
 
+def _blocking(fn):
+    return lambda x: fn(x).block_until_ready()
+
+
 def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
@@ -130,7 +134,8 @@ def bench_program(name: str, spec, runs: int) -> dict:
 
     f, poly, shape_of, sizes = spec
     dynamic = sweep(lambda: hlocc.jax.jit(f, polymorphic_shapes=[poly]), sizes, shape_of, runs)
-    xla = sweep(lambda: jax.jit(f), sizes, shape_of, runs)
+    # JAX dispatches asynchronously (on the CPU too): a steady call waits for its result, as hlocc's do.
+    xla = sweep(lambda: _blocking(jax.jit(f)), sizes, shape_of, runs)
     static = sweep(lambda: hlocc.jax.jit(f), sizes, shape_of, runs)
     worst = max(float(np.max(np.abs(dynamic["outputs"][n] - xla["outputs"][n]) / (1 + np.abs(xla["outputs"][n]))))
                 for n in sizes)

@@ -271,6 +271,7 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
       cache holds, else the analytic schedule; no timing) or "full" (time candidate schedules of
       each matmul kernel compiled and store the winner: backends/cpu/gemm_tuning.py).
     A module object is copied first: compilation never changes the caller's module."""
+    _check_options(backend, check_bounds, gemm, autotune)  # before any cache: a hit must not hide a bad option
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     program_key = None
@@ -306,16 +307,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
 
         verify_module(module)
         times["verify"] = (time.perf_counter() - t0) * 1e3
-    if backend not in BACKENDS:
-        raise UnsupportedError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
-    if check_bounds and backend not in ("cpu", "cuda-sim"):
-        raise UnsupportedError(f"check_bounds is implemented for the cpu and cuda-sim backends, not '{backend}'")
-    if gemm not in ("library", "codegen") or (gemm == "codegen" and backend != "cpu"):
-        raise UnsupportedError(f"gemm='{gemm}': choose 'library', or 'codegen' with the cpu backend")
-    from hlocc.codegen.schedule.choice import AUTOTUNE_MODES, autotune_mode
+    from hlocc.codegen.schedule.choice import autotune_mode
 
-    if autotune not in AUTOTUNE_MODES:
-        raise UnsupportedError(f"autotune='{autotune}': choose one of {', '.join(AUTOTUNE_MODES)}")
     if any(p.shape.is_symbolic for p in module.entry.parameters):
         options = dict(verify=False, hlo_passes=hlo_passes, print_ir_after_all=print_ir_after_all,
                        dump_dir=dump_dir, stream=stream, gemm=gemm,
@@ -362,6 +355,19 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     if program_key is not None:
         _remember_program(program_key, executable)
     return executable
+
+
+def _check_options(backend: str, check_bounds: bool, gemm: str, autotune: str) -> None:
+    from hlocc.codegen.schedule.choice import AUTOTUNE_MODES
+
+    if backend not in BACKENDS:
+        raise UnsupportedError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
+    if check_bounds and backend not in ("cpu", "cuda-sim"):
+        raise UnsupportedError(f"check_bounds is implemented for the cpu and cuda-sim backends, not '{backend}'")
+    if gemm not in ("library", "codegen") or (gemm == "codegen" and backend != "cpu"):
+        raise UnsupportedError(f"gemm='{gemm}': choose 'library', or 'codegen' with the cpu backend")
+    if autotune not in AUTOTUNE_MODES:
+        raise UnsupportedError(f"autotune='{autotune}': choose one of {', '.join(AUTOTUNE_MODES)}")
 
 
 def _remember_program(key: tuple, executable: Executable) -> None:

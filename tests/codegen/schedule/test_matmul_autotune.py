@@ -89,6 +89,9 @@ def test_candidates_are_legal_neighbours_of_the_analytic_schedule():
 def test_an_unknown_mode_is_an_error():
     with pytest.raises(hlocc.errors.UnsupportedError, match="autotune='fast': choose one of off, cached, full"):
         hlocc.compile(DOT, "cpu", gemm="codegen", autotune="fast")
+    hlocc.compile(DOT, "cpu")  # in the program caches now: the options are still checked before them
+    with pytest.raises(hlocc.errors.UnsupportedError, match="autotune='fast'"):
+        hlocc.compile(DOT, "cpu", autotune="fast")
     with pytest.raises(ArgumentError, match="autotune='fast'"):
         with autotune_mode("fast"):
             pass

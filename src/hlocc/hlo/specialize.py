@@ -27,12 +27,15 @@ from hlocc.hlo.types import Shape
 def bind_symbols(module: HloModule, arg_shapes: Sequence[tuple[int, ...] | None]) -> dict[str, int]:
     """The value of every dimension variable of the entry's parameters, from the argument array
     shapes (None for a tuple or token argument, which carry no symbols here)."""
-    params = module.entry.parameters
+    return bind_shapes([p.shape for p in module.entry.parameters], arg_shapes)
+
+
+def bind_shapes(shapes: Sequence[Shape], arg_shapes: Sequence[tuple[int, ...] | None]) -> dict[str, int]:
+    """`bind_symbols` over parameter shapes (a module's entry, or a kernel's buffers)."""
     binding: dict[str, int] = {}
     origin: dict[str, str] = {}
     pending = []
-    for index, (param, dims) in enumerate(zip(params, arg_shapes)):
-        shape = param.shape
+    for index, (shape, dims) in enumerate(zip(shapes, arg_shapes)):
         if dims is None or shape.is_tuple or not shape.is_symbolic:
             continue
         if len(dims) != shape.rank:

@@ -24,7 +24,6 @@ object code and plan; a hit skips emission, the passes and LLVM).
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -55,7 +54,8 @@ from hlocc.codegen.transforms.check_bounds import GLOBAL as BOUNDS_GLOBAL
 from hlocc.codegen.transforms.check_bounds import RECORD, BoundsCheckError, record_slots
 from hlocc.errors import ArgumentError
 from hlocc.hlo.ir import HloComputation
-from hlocc.hlo.symbolic import DimExpr, evaluate
+from hlocc.hlo.specialize import bind_shapes, substitute_shape
+from hlocc.hlo.symbolic import evaluate
 from hlocc.hlo.types import Shape
 from hlocc.runtime.cache import warn_once
 from hlocc.runtime.gc_pause import gc_paused
@@ -172,41 +172,20 @@ class CompiledKernel:
         variables from the arguments' sizes (where a dimension is a lone variable), or takes `dims`."""
         args = [np.asarray(a) for a in args]
         binding = {}
-        if self.symbols:
-            binding = self.binding(dims) if dims is not None else bind_arguments(self.param_shapes, args, self.symbols)
-        params = [to_physical(a, _at(s, binding)) for a, s in zip(args, self.param_shapes)]
-        outs = [np.empty(_at(s, binding).physical_dims, dtype=s.dtype) for s in self.output_shapes]
+        if self.symbols and dims is not None:
+            binding = self.binding(dims)
+        elif self.symbols:
+            binding = bind_shapes(self.param_shapes, [a.shape for a in args])
+            missing = [s for s in self.symbols if s not in binding]
+            if missing:
+                raise ArgumentError(f"cannot find the value of {', '.join(missing)} from the argument sizes: "
+                                    "pass dims=")
+        params = [to_physical(a, substitute_shape(s, binding)) for a, s in zip(args, self.param_shapes)]
+        outs = [np.empty(substitute_shape(s, binding).physical_dims, dtype=s.dtype) for s in self.output_shapes]
         for out, param in self.output_aliases:
             outs[out][...] = params[param].reshape(outs[out].shape)
         self.run(params + outs, [binding[s] for s in self.symbols])
-        return [from_physical(o, _at(s, binding)) for o, s in zip(outs, self.output_shapes)]
-
-
-def _at(shape: Shape, binding: Mapping[str, int]) -> Shape:
-    """`shape` at concrete sizes."""
-    if not binding or not shape.is_symbolic:
-        return shape
-    return dataclasses.replace(shape, dims=tuple(evaluate(d, binding) for d in shape.dims),
-                               dynamic=(False,) * shape.rank)
-
-
-def bind_arguments(shapes: Sequence[Shape], args: Sequence[np.ndarray], symbols: Sequence[str]) -> dict[str, int]:
-    """The dimension variables' values from argument arrays, where a dimension is a lone variable;
-    every symbolic dimension is then checked (ArgumentError naming the variable otherwise)."""
-    binding: dict[str, int] = {}
-    for shape, arg in zip(shapes, args):
-        for d, actual in zip(shape.dims, arg.shape):
-            if isinstance(d, DimExpr) and len(d.variables) == 1 and str(d) in d.variables:
-                binding.setdefault(str(d), int(actual))
-    missing = [s for s in symbols if s not in binding]
-    if missing:
-        raise ArgumentError(f"cannot find the value of {', '.join(missing)} from the argument sizes: pass dims=")
-    for k, (shape, arg) in enumerate(zip(shapes, args)):
-        expected = tuple(evaluate(d, binding) for d in shape.dims)
-        if expected != tuple(arg.shape):
-            raise ArgumentError(f"argument {k}: shape {tuple(arg.shape)} does not match {shape} at "
-                                f"{', '.join(f'{s} = {v}' for s, v in binding.items())}")
-    return binding
+        return [from_physical(o, substitute_shape(s, binding)) for o, s in zip(outs, self.output_shapes)]
 
 
 _BOUNDS_LOCK = threading.Lock()

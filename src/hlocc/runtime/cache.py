@@ -32,6 +32,7 @@ import stat
 import struct
 import tempfile
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -277,5 +278,27 @@ def persistent_cache() -> PersistentCache | None:
         return _caches[key]
 
 
+def timed_get(key: str, times: dict[str, float], stage: str) -> tuple[PersistentCache, CacheEntry] | None:
+    """The environment's cache and its entry for `key`, or None (cache off, refused, or a miss);
+    the lookup's milliseconds are added to `times[stage]`."""
+    cache = persistent_cache()
+    if cache is None:
+        return None
+    t0 = time.perf_counter()
+    entry = cache.get(key)
+    times[stage] = times.get(stage, 0.0) + (time.perf_counter() - t0) * 1e3
+    return None if entry is None else (cache, entry)
+
+
+def timed_put(key: str, plan: dict[str, Any], payload: bytes, times: dict[str, float], stage: str) -> None:
+    """Store an entry in the environment's cache when it is on, adding the milliseconds to `times[stage]`."""
+    cache = persistent_cache()
+    if cache is None:
+        return
+    t0 = time.perf_counter()
+    cache.put(key, plan, payload)
+    times[stage] = times.get(stage, 0.0) + (time.perf_counter() - t0) * 1e3
+
+
 __all__ = ["CacheEntry", "CacheWarning", "PersistentCache", "cache_dir_setting", "decode_entry", "encode_entry",
-           "open_cache", "persistent_cache"]
+           "open_cache", "persistent_cache", "timed_get", "timed_put"]

@@ -38,7 +38,7 @@ from hlocc.errors import HloError
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.printer import computation_fingerprint
 from hlocc.hlo.symbolic import DimExpr, parse_dim_expr
-from hlocc.runtime.cache import persistent_cache, warn_once
+from hlocc.runtime.cache import timed_get, timed_put, warn_once
 
 KEY_VERSION = "hlocc-cpu-kernel 1"
 
@@ -139,14 +139,10 @@ def kernel_symbol(key: str) -> str:
 
 def load_cached_kernel_plan(key: str, times: dict[str, float]) -> tuple[KernelPlan, bytes] | None:
     """The plan and object code the persistent cache holds for `key`, or None."""
-    cache = persistent_cache()
-    if cache is None:
+    found = timed_get(key, times, "cache_lookup")
+    if found is None:
         return None
-    t0 = time.perf_counter()
-    entry = cache.get(key)
-    times["cache_lookup"] = times.get("cache_lookup", 0.0) + (time.perf_counter() - t0) * 1e3
-    if entry is None:
-        return None
+    cache, entry = found
     try:
         plan = KernelPlan.from_json(entry.plan)
     except ValueError as e:
@@ -159,12 +155,7 @@ def load_cached_kernel_plan(key: str, times: dict[str, float]) -> tuple[KernelPl
 
 
 def store_kernel(key: str, plan: KernelPlan, data: bytes, times: dict[str, float]) -> None:
-    cache = persistent_cache()
-    if cache is None:
-        return
-    t0 = time.perf_counter()
-    cache.put(key, plan.to_json(), data)
-    times["cache_store"] = times.get("cache_store", 0.0) + (time.perf_counter() - t0) * 1e3
+    timed_put(key, plan.to_json(), data, times, "cache_store")
 
 
 __all__ = ["KernelPlan", "build_id", "environment_key", "kernel_key", "kernel_symbol", "load_cached_kernel_plan",

@@ -29,7 +29,7 @@ from hlocc.errors import HloError
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.printer import print_module
-from hlocc.runtime.cache import persistent_cache, warn_once
+from hlocc.runtime.cache import timed_get, timed_put, warn_once
 
 KEY_VERSION = "hlocc-cpu-program 1"
 PLAN_FORMAT = "optimized-hlo-text 1"
@@ -45,9 +45,10 @@ def program_key(text: str, target: Target, **options) -> str:
 def load_program(key: str, times: dict[str, float]) -> HloModule | None:
     """The optimized module stored under `key`, parsed, or None (a miss, no cache, or a bad entry:
     warned about once, and the caller compiles from the input)."""
-    cache = persistent_cache()
-    if cache is None:
+    found = timed_get(key, times, "program_cache_lookup")
+    if found is None:
         return None
+    cache, entry = found
     t0 = time.perf_counter()
     entry = cache.get(key)
     times["program_cache_lookup"] = (time.perf_counter() - t0) * 1e3
@@ -69,12 +70,7 @@ def load_program(key: str, times: dict[str, float]) -> HloModule | None:
 
 def store_program(key: str, optimized: HloModule, times: dict[str, float]) -> None:
     """Store the module the HLO pipeline left (module doc), when the persistent cache is on."""
-    cache = persistent_cache()
-    if cache is None:
-        return
-    t0 = time.perf_counter()
-    cache.put(key, {"format": PLAN_FORMAT}, print_module(optimized).encode())
-    times["program_cache_store"] = (time.perf_counter() - t0) * 1e3
+    timed_put(key, {"format": PLAN_FORMAT}, print_module(optimized).encode(), times, "program_cache_store")
 
 
 __all__ = ["load_program", "program_key", "store_program"]

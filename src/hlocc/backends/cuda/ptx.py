@@ -46,7 +46,7 @@ from hlocc.errors import HloError
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.printer import computation_fingerprint
 from hlocc.hlo.types import Shape
-from hlocc.runtime.cache import persistent_cache, warn_once
+from hlocc.runtime.cache import timed_get, timed_put, warn_once
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 SM_COUNTS = {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132, "sm_100": 148, "sm_120": 84}
@@ -155,26 +155,17 @@ def _plan_of(kernel: PtxKernel) -> dict:
 
 def store_ptx(key: str, kernel: PtxKernel) -> None:
     """Store a kernel's PTX and the plan to launch it, as plain data, when the cache is on."""
-    cache = persistent_cache()
-    if cache is None:
-        return
-    t0 = time.perf_counter()
-    cache.put(key, _plan_of(kernel), kernel.ptx.encode())
-    kernel.times_ms["cache_store"] = (time.perf_counter() - t0) * 1e3
+    timed_put(key, _plan_of(kernel), kernel.ptx.encode(), kernel.times_ms, "cache_store")
 
 
 def load_cached_ptx(key: str, param_shapes: list[Shape], output_shapes: list[Shape],
                     times: dict[str, float]) -> PtxKernel | None:
     """The PTX kernel the persistent cache holds for `key`, or None (a miss, or a bad entry:
     warned about once, and the caller compiles it again)."""
-    cache = persistent_cache()
-    if cache is None:
+    found = timed_get(key, times, "cache_lookup")
+    if found is None:
         return None
-    t0 = time.perf_counter()
-    entry = cache.get(key)
-    times["cache_lookup"] = (time.perf_counter() - t0) * 1e3
-    if entry is None:
-        return None
+    cache, entry = found
     plan = entry.plan
     try:
         kernel = PtxKernel(str(plan["name"]), entry.payload.decode(), str(plan["arch"]),

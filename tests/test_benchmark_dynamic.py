@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow  # per-size kernel compiles until the kernels are symbolic: about a minute
+@pytest.mark.slow  # the jax.jit and hlocc-static arms compile every program per size
 def test_quick_run_has_a_row_per_program():
     pytest.importorskip("jax", reason="the benchmark builds its programs with JAX")
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "dynamic.py"), "--quick", "--runs", "1",

@@ -4,8 +4,9 @@ Techniques: Cody-Waite range reduction by ln2 and a polynomial (f32, Cephes `exp
 `pexp_float`) or Pade form (f64, Cephes `exp`); logarithms by splitting x = m * 2^e with m in
 [sqrt(1/2), sqrt(2)) and a polynomial in m - 1 (f32 Cephes `logf`, f64 fdlibm `e_log.c`); expm1
 and log1p by Kahan's correction (Eigen's `generic_expm1` / `generic_log1p`). pow is
-2^(y * log2|x|): for f32 evaluated in f64; for f64 with log2 carried as a double-double so the
-product y * log2|x| keeps ~2^-100 relative accuracy. Specials follow C99 Annex F.
+2^(y * log2|x|): for f32 evaluated in f64; for f64 with log2 carried as a double-double (the atanh
+series with its second term in double-double: ~2^-64 relative) so that y * log2|x| stays within half
+an ulp of the result's exponent; beyond the exponent range the result is 0 or inf. Specials follow C99 Annex F.
 """
 
 from __future__ import annotations
@@ -182,8 +183,15 @@ def log1p(b: FloatBuilder, x: Val) -> Val:
 _LOG2E_HI, _LOG2E_LO = 1.4426950408889634, 2.0355273740931033e-17
 
 
+# log(1+f) = 2*atanh(s) = 2s + 2s*z/3 + 2s*z^2*(1/5 + z/7 + ... + z^10/25), z = s^2 <= 0.0295: the
+# series' terms past z^12 are below 2^-66 of the sum. fdlibm's Lg polynomial (`_fdlibm_r`) is within
+# 2^-58.45 only, which y*log2(x) multiplies by |y| (up to ~1075/|log2 x|): pow's result is 2^t with
+# t's absolute error in ulps of the result, so its log needs ~2^-64 relative.
+_ATANH_TAIL = tuple(1.0 / (2 * k + 1) for k in range(12, 1, -1))
+
+
 def _log2_dd(b: FloatBuilder, a: Val) -> tuple[Val, Val]:
-    """log2(a) as hi + lo (f64, positive finite normal or subnormal a), relative error ~2^-100."""
+    """log2(a) as hi + lo (f64, positive finite normal or subnormal a), relative error ~2^-64."""
     m, e = b.frexp(a)
     f = m - 1.0  # exact
     u = f + 2.0
@@ -191,10 +199,20 @@ def _log2_dd(b: FloatBuilder, a: Val) -> tuple[Val, Val]:
     s = f / u
     p, p_lo = b.two_prod(s, u)
     s_lo = (((f - p) - p_lo) - s * u_lo) / u  # s + s_lo = f / (2 + f) to ~2^-106
-    h = s * 2.0  # log(1+f) = h + l, h exact
-    l_ = s_lo * 2.0 + s * _fdlibm_r(b, s)
+    s2, s2_lo = s * 2.0, s_lo * 2.0  # exact
+    z, z_lo = b.two_prod(s, s)
+    z_lo = z_lo + s2 * s_lo
+    c, c_lo = b.two_prod(s2, z)  # the series' second term 2s*z/3 as a double-double
+    c_lo = c_lo + (s2 * z_lo + s2_lo * z)
+    q = c / 3.0
+    q3, q3_lo = b.two_prod(q, b.const(F64, 3.0))
+    q_lo = (((c - q3) - q3_lo) + c_lo) / 3.0
+    tail = s2 * (z * z) * b.horner(z, _ATANH_TAIL)
+    h, h_lo = b.two_sum(s2, q)  # log(1+f) = h + h_lo
+    h_lo = h_lo + ((s2_lo + q_lo) + tail)
     g, g_lo = b.two_prod(h, b.const(F64, _LOG2E_HI))
-    g_lo = g_lo + (h * _LOG2E_LO + l_ * _LOG2E_HI)
+    g2, g2_lo = b.two_prod(h_lo, b.const(F64, _LOG2E_HI))
+    g_lo = g_lo + (g2 + (g2_lo + h * _LOG2E_LO))
     hi, lo = b.two_sum(e, g)
     lo = lo + g_lo
     hi2 = hi + lo
@@ -202,10 +220,12 @@ def _log2_dd(b: FloatBuilder, a: Val) -> tuple[Val, Val]:
 
 
 def _exp2_dd(b: FloatBuilder, t: Val, t_lo: Val) -> Val:
-    """2^(t + t_lo) (f64) with t_lo << ulp(t)."""
-    t = b.clamp(t, -1080.0, 1025.0)
-    n = b.roundeven(t)
-    r = (t - n) + t_lo
+    """2^(t + t_lo) (f64) with t_lo << ulp(t). Beyond the clamp the result is 0 or inf whatever
+    t_lo is, and t_lo (the error of a huge y * log2|x|) is dropped so that it cannot bring r back."""
+    clamped = b.clamp(t, -1080.0, 1025.0)
+    t_lo = b.select(clamped.eq(t), t_lo, t_lo.like(0.0))
+    n = b.roundeven(clamped)
+    r = (clamped - n) + t_lo
     return b.ldexp(exp_reduced(b, r * LN2), n)
 
 

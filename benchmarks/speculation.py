@@ -85,7 +85,7 @@ def main() -> None:
                     [(_, exe)] = fn.executables()
                     for _, k in exe.program.speculated():
                         k.calls.update(dict.fromkeys(k.calls, 0))
-                times = {mode: median_ms(lambda fn=fn: fn(x), args.runs) for mode, fn in arms.items()}
+                times = {mode: median_ms(lambda fn=fn, x=x: fn(x), args.runs) for mode, fn in arms.items()}
                 print(f"| {name} | {spec} | {shape} | {times['off']:.3f} | {times['on']:.3f} | "
                       f"{times['off'] / times['on']:.2f} | {versions_run(arms['on'])} |", flush=True)
     os.environ.pop("HLOCC_SPECULATION", None)

@@ -213,6 +213,12 @@ def _speculate(generic: SymbolicKernel, computation: HloComputation, name: str, 
     return replace(generic, versions=[*compiled, (versions[-1], generic.kernel)], forced=options.forced)
 
 
+def speculated_kernels(template: SequentialThunk) -> list[tuple[str, SymbolicKernel]]:
+    """(fusion, kernel) of each KernelThunk of `template` whose kernel has several versions."""
+    return [(t.instr_name, t.kernel) for t in template.walk()
+            if isinstance(t, KernelThunk) and isinstance(t.kernel, SymbolicKernel) and t.kernel.versions]
+
+
 # -- binding the thunks --------------------------------------------------------------------------
 class _Sizes:
     """The sizes the plan uses, collected once (`__call__` registers one); `at(values)` gives the
@@ -435,8 +441,7 @@ class DynamicProgram:
 
     def speculated(self) -> list[tuple[str, SymbolicKernel]]:
         """(fusion, kernel) of each fusion compiled into several versions (runtime/speculation.py)."""
-        return [(t.instr_name, t.kernel) for t in self.template.walk()
-                if isinstance(t, KernelThunk) and isinstance(t.kernel, SymbolicKernel) and t.kernel.versions]
+        return speculated_kernels(self.template)
 
     def speculation_lines(self) -> list[str]:
         """The versions and predicates of each speculated fusion, with the launches of each so far."""
@@ -505,8 +510,7 @@ def build_dynamic_program(module: HloModule, compile_kernel: KernelCompiler, *, 
     times["shape-function"] = (time.perf_counter() - t0) * 1e3
     stats.compile_ms = times
     symbolic_kernels = stats.kernels - len(deferred)
-    symbolic_kernels += sum(len(t.kernel.versions) - 1 for t in template.walk()
-                            if isinstance(t, KernelThunk) and isinstance(t.kernel, SymbolicKernel) and t.kernel.versions)
+    symbolic_kernels += sum(len(k.versions) - 1 for _, k in speculated_kernels(template))
     return DynamicProgram(module, assignment, template, _constant_bytes(assignment), copied, stats, shape_function,
                           sizes, deferred, symbolic_kernels, seed)
 

@@ -162,3 +162,16 @@ def test_stats_and_dump_show_versions_predicates_and_launches(tmp_path, monkeypa
                       "CHECK-NEXT: speculation {{.*}}: version generic if true: kernel over (b, n)\n")
     done = subprocess.run(["filecheck", str(checks)], input=thunks, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr + thunks
+
+
+def test_the_vectorized_version_stays_inside_its_buffers():
+    from dataclasses import replace
+
+    from hlocc.codegen.target import cpu_target
+
+    program = compile_dynamic_module(parse_hlo(SOFTMAX), replace(cpu_target(), check_bounds=True),
+                                     speculation=SpeculationOptions("on"))
+    for b, n in ((1, 16), (3, 32), (5, 512), (2, 17), (1, 0)):
+        x = RNG.standard_normal((b, n)).astype(np.float32)
+        np.testing.assert_allclose(program.run([x]), expected(x), rtol=1e-6, atol=1e-7)
+    assert ran(program) == {"vectorized": 8, "generic": 2}  # n = 0 is a multiple of 16 too

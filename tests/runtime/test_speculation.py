@@ -175,3 +175,15 @@ def test_the_vectorized_version_stays_inside_its_buffers():
         x = RNG.standard_normal((b, n)).astype(np.float32)
         np.testing.assert_allclose(program.run([x]), expected(x), rtol=1e-6, atol=1e-7)
     assert ran(program) == {"vectorized": 8, "generic": 2}  # n = 0 is a multiple of 16 too
+
+
+@pytest.mark.parametrize("shape, versions", [
+    ("f32[?b]", ["generic if true"]),  # one row: aligned already, no version
+    ("f32[1,?b]", ["generic if true"]),
+    ("f32[?a,?b]", ["vectorized if b mod 16 == 0", "generic if true"]),
+    ("f32[4,?b]", ["vectorized if b mod 16 == 0", "generic if true"]),
+    ("f32[?b,128]", ["generic if true"]),  # a static row: the static path's alignment
+])
+def test_only_rows_of_a_symbolic_length_get_a_vectorized_version(shape, versions):
+    module = parse_hlo(f"HloModule m\nENTRY e {{\n  p = {shape} parameter(0)\n  ROOT n = {shape} negate(p)\n}}\n")
+    assert [str(v) for v in plan_versions(module.entry, 16, SpeculationOptions())] == versions

@@ -14,7 +14,9 @@ generic kernel, valid everywhere, is always the last version.
 
 Versions built (the others of BladeDISC's four are listed in docs/architecture.md "Speculation"):
 - `vectorized`: each lone dimension variable that is the physical minor-most dimension of a loop
-  fusion's output is a multiple of the loop's vector width (the emitter's elements per thread).
+  fusion's output (of more than one row: the rows after the first start at `row * n`, which the
+  generic kernel cannot prove aligned) is a multiple of the loop's vector width (the emitter's
+  elements per thread).
 
 The predicates are evaluated once per binding, when the plan is bound (memoized per argument
 dimensions with the rest of the bound plan), never per kernel launch. `SpeculationOptions`:
@@ -144,7 +146,10 @@ def plan_versions(computation: HloComputation, vector_elements: int, options: Sp
     for leaf in computation.root.shape.leaves():
         if not getattr(leaf, "is_array", False) or not leaf.rank:
             continue
-        minor = leaf.dims[leaf.minor_to_major[0]] if leaf.minor_to_major else leaf.dims[-1]
+        axis = leaf.minor_to_major[0] if leaf.minor_to_major else leaf.rank - 1
+        minor = leaf.dims[axis]
+        if all(d == 1 for k, d in enumerate(leaf.dims) if k != axis):
+            continue  # one row: its vectors start aligned already, a version would only drop the tail
         if isinstance(minor, DimExpr) and len(minor.variables) == 1 and minor == symbol(next(iter(minor.variables))):
             c = Divisible(next(iter(minor.variables)), vector_elements)
             if c.quotient not in names and c not in conditions:

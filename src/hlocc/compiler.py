@@ -170,6 +170,7 @@ class DynamicExecutable(Executable):
         lines.append(f"one plan for every size (HLO passes and buffer assignment ran once); "
                      f"{program.symbolic_kernels} kernel(s) for every size, {len(program.deferred)} compiled per size")
         lines += [f"  {line}" for line in program.fallbacks()]
+        lines += [f"  {line}" for line in program.speculation_lines()]
         bound = list(program._bound.values())
         hosted = sorted({h for b in bound for h in b.host_fusions})
         lines += [f"  on the evaluator at some sizes: {h}" for h in hosted]
@@ -459,6 +460,8 @@ def _build_plan(executable: DynamicExecutable, module: HloModule, times: dict[st
             executable.module = reload()
         return
     executable.compilations = executable.program.compilations
+    if options.get("dump_dir"):
+        _dump_program(executable.program, options["dump_dir"])
 
 
 def _dump_program(runner, dump_dir: str) -> None:

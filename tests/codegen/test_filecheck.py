@@ -109,6 +109,6 @@ def test_emitter_filecheck(path: pathlib.Path):
     tool_args, check_args = _hlo_run_line(path)
     args = arg_parser().parse_args([str(path), *tool_args])
     output = fusion_to_mlir(path.read_text(), args.target, [p for p in args.passes.split(",") if p], str(path),
-                            args.emit, args.arch)
+                            args.emit, args.arch, args.speculate)
     done = subprocess.run([FILECHECK, str(path), *check_args], input=output, text=True, capture_output=True)
     assert done.returncode == 0, f"FileCheck failed on {path.name}:\n{done.stderr}\n--- input ---\n{output}"

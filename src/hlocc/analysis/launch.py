@@ -87,12 +87,21 @@ class SymbolicGrid:
     """The launch of a loop over an output with symbolic dims: `map` (th_x, bl_x)[vector_index] ->
     output index, without constraints; a thread's whole vector is inside the output when every
     `room` expression (over th_x, bl_x) is >= 0, and one element is inside when every `inside`
-    expression (over all three) is >= 1."""
+    expression (over all three) is >= 1. `whole_vectors`: no vector is ever partial (the vectored
+    size is a multiple of the vector: a thread is all inside or all outside, `room` decides)."""
 
     launch: LaunchDims
     map: IndexingMap
     room: tuple
     inside: tuple
+    whole_vectors: bool = False
+
+
+def _multiple_of(size: int | DimExpr, k: int) -> bool:
+    """Whether `size` is a multiple of `k` at every binding (each coefficient is)."""
+    if not isinstance(size, DimExpr):
+        return size % k == 0
+    return all(c % k == 0 for _, c in size.terms)
 
 
 def symbolic_loop_grid(dims: Sequence[int | DimExpr], threads_per_block: int, vector_size: int,
@@ -109,9 +118,13 @@ def symbolic_loop_grid(dims: Sequence[int | DimExpr], threads_per_block: int, ve
     thread = dim(1) * threads_per_block + dim(0)
     lane = sym(0) if vector_size > 1 else 0
     minor = order[0] if order else None
+    whole = False
     if minor is not None and vector_size > 1 and isinstance(dims[minor], DimExpr):
         n = dims[minor]
-        chunks = sym_floordiv(n + (vector_size - 1), vector_size)
+        # n a multiple of the vector (a speculated version, runtime/speculation.py): no partial
+        # chunk, and the chunk count is n / vector exactly, without a rounding division.
+        whole = _multiple_of(n, vector_size)
+        chunks = sym_floordiv(n if whole else n + (vector_size - 1), vector_size)
         grid_dims = [chunks if d == minor else dims[d] for d in range(rank)]
         index = delinearize(thread, grid_dims, order)
         column = index[minor] * vector_size
@@ -121,10 +134,13 @@ def symbolic_loop_grid(dims: Sequence[int | DimExpr], threads_per_block: int, ve
             total = total * d
         room = (size_expr(n) - column - vector_size, size_expr(total) - 1 - thread)
         inside = (size_expr(n) - index[minor], size_expr(total) - thread)
+        if whole:
+            room, inside = room[1:], inside[1:]
     else:
         total = 1
         for d in dims:
             total = total * d
+        whole = _multiple_of(total, vector_size)
         start = thread * vector_size
         index = delinearize(start + lane, dims, order)
         room = (size_expr(total) - start - vector_size,)
@@ -141,4 +157,4 @@ def symbolic_loop_grid(dims: Sequence[int | DimExpr], threads_per_block: int, ve
     # as in a scalar output's empty index, while `inside` still reads it as s0).
     simplifier = Simplifier(m.var_bounds)
     m = replace(m, results=tuple(simplifier.simplify(e) for e in m.results))
-    return SymbolicGrid(launch, m, room, inside)
+    return SymbolicGrid(launch, m, room, inside, whole)

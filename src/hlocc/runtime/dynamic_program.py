@@ -51,6 +51,14 @@ from hlocc.runtime.executable import (
 )
 from hlocc.runtime.schedule import schedule_module
 from hlocc.runtime.shape_function import ShapeFunction
+from hlocc.runtime.speculation import (
+    GENERIC,
+    KernelVersion,
+    SpeculationOptions,
+    choose_version,
+    loop_vector_elements,
+    plan_versions,
+)
 from hlocc.runtime.thunks import (
     BufferRef,
     CopyThunk,
@@ -73,10 +81,13 @@ shape function call and the thunks' sizes, no compile)."""
 # -- kernels -------------------------------------------------------------------------------------
 @dataclass
 class BoundKernel:
-    """A symbolic kernel with its dimension values: what a KernelThunk launches."""
+    """A symbolic kernel (the version chosen at this binding) with its dimension values: what a
+    KernelThunk launches. `calls` counts the launches of each version (speculation stats)."""
 
     kernel: Any
     dims: tuple[int, ...]
+    version: str = GENERIC
+    calls: dict[str, int] | None = None
 
     @property
     def name(self) -> str:
@@ -84,14 +95,35 @@ class BoundKernel:
 
     def run_addresses(self, addresses: list[int]) -> None:
         self.kernel.run_addresses(addresses, self.dims)
+        if self.calls is not None:
+            self.calls[self.version] += 1
 
 
 @dataclass
 class SymbolicKernel:
     """A kernel compiled once from a fusion with symbolic shapes; `symbols` are the dimension
-    variables `run_addresses(addresses, dims)` takes, in order."""
+    variables `run_addresses(addresses, dims)` takes, in order. `versions`: the speculated kernels
+    (runtime/speculation.py), each with its KernelVersion, the generic `kernel` last; `bind` picks
+    one per binding."""
 
     kernel: Any
+    versions: list[tuple[KernelVersion, Any]] = field(default_factory=list)
+    forced: str | None = None
+    calls: dict[str, int] = field(default_factory=dict)  # launches per version name
+
+    def bind(self, binding: dict[str, int], where: str) -> BoundKernel:
+        """The version whose predicate holds at `binding` (or the forced one) with its dims."""
+        if not self.versions:
+            return BoundKernel(self.kernel, tuple(binding[s] for s in self.symbols))
+        version, kernel = self.versions[choose_version([v for v, _ in self.versions], binding, self.forced, where)]
+        self.calls.setdefault(version.name, 0)
+        return BoundKernel(kernel, version.dims(binding, kernel.symbols), version.name, self.calls)
+
+    def describe_versions(self) -> list[str]:
+        """One line per version: its name, predicate and kernel, and the launches so far."""
+        return [f"version {v.name} if {v.predicate}: kernel over ({', '.join(k.symbols)}), "
+                f"{self.calls.get(v.name, 0)} launch(es)"
+                for v, k in self.versions]
 
     @property
     def name(self) -> str:
@@ -138,22 +170,53 @@ class DeferredKernel:
         return self.instances[key]
 
 
-def dynamic_kernel_compiler(compile_kernel: KernelCompiler, deferred: list[DeferredKernel]) -> KernelCompiler:
-    """`compile_kernel` for the plan: a fusion with symbolic shapes compiled symbolically, or a
-    DeferredKernel (appended to `deferred`) where the compiler cannot do that yet."""
+def dynamic_kernel_compiler(compile_kernel: KernelCompiler, deferred: list[DeferredKernel],
+                            speculation: SpeculationOptions | None = None) -> KernelCompiler:
+    """`compile_kernel` for the plan: a fusion with symbolic shapes compiled symbolically (with its
+    speculated versions, runtime/speculation.py), or a DeferredKernel (appended to `deferred`)
+    where the compiler cannot do that yet."""
+    speculation = speculation or SpeculationOptions()
+
     def compile_dynamic(computation: HloComputation, name: str, noalias: bool) -> Any:
         variables = sorted(frozenset().union(*(i.shape.symbols for i in computation.instructions)))
         if not variables:
             return compile_kernel(computation, name, noalias)
         with size_hint(None):  # kernels must be right at every size: no guessing inside
             try:
-                return SymbolicKernel(compile_kernel(computation, name, noalias))
+                generic = SymbolicKernel(compile_kernel(computation, name, noalias))
             except _FALLBACK_ERRORS as e:
                 reason = str(e)
+            else:
+                return _speculate(generic, computation, name, noalias, compile_kernel, speculation)
         kernel = DeferredKernel(name, computation, noalias, reason, compile_kernel, tuple(variables))
         deferred.append(kernel)
         return kernel
     return compile_dynamic
+
+
+def _speculate(generic: SymbolicKernel, computation: HloComputation, name: str, noalias: bool,
+               compile_kernel: KernelCompiler, options: SpeculationOptions) -> SymbolicKernel:
+    """`generic` with the versions speculation plans for `computation` compiled before it (a
+    version the compiler refuses is left out: the generic kernel covers its sizes)."""
+    versions = plan_versions(computation, loop_vector_elements(computation), options)
+    if len(versions) < 2:
+        return generic
+    compiled = []
+    for version in versions[:-1]:
+        try:
+            fused = specialize_computation(computation, version.substitution())
+            compiled.append((version, compile_kernel(fused, f"{name}.{version.name}", noalias)))
+        except _FALLBACK_ERRORS:
+            continue
+    if not compiled:
+        return generic
+    return replace(generic, versions=[*compiled, (versions[-1], generic.kernel)], forced=options.forced)
+
+
+def speculated_kernels(template: SequentialThunk) -> list[tuple[str, SymbolicKernel]]:
+    """(fusion, kernel) of each KernelThunk of `template` whose kernel has several versions."""
+    return [(t.instr_name, t.kernel) for t in template.walk()
+            if isinstance(t, KernelThunk) and isinstance(t.kernel, SymbolicKernel) and t.kernel.versions]
 
 
 # -- binding the thunks --------------------------------------------------------------------------
@@ -251,7 +314,7 @@ class _Binder:
         kernel = thunk.kernel
         if self.collecting or not isinstance(kernel, DeferredKernel):
             if isinstance(kernel, SymbolicKernel) and not self.collecting:
-                kernel = BoundKernel(kernel.kernel, tuple(self.binding[s] for s in kernel.symbols))
+                kernel = kernel.bind(self.binding, f"fusion '{thunk.instr_name}'")
             return [replace(thunk, kernel=kernel, arguments=arguments)]
         instance = kernel.instance(self.binding)
         n_in = len(kernel.computation.parameters)
@@ -376,8 +439,16 @@ class DynamicProgram:
                          f"{k.compile_ms:.1f} ms) because {k.reason}")
         return lines
 
+    def speculated(self) -> list[tuple[str, SymbolicKernel]]:
+        """(fusion, kernel) of each fusion compiled into several versions (runtime/speculation.py)."""
+        return speculated_kernels(self.template)
+
+    def speculation_lines(self) -> list[str]:
+        """The versions and predicates of each speculated fusion, with the launches of each so far."""
+        return [f"speculation {fusion}: {line}" for fusion, k in self.speculated() for line in k.describe_versions()]
+
     def to_string(self) -> str:
-        return "\n".join(self.template.describe())
+        return "\n".join([*self.template.describe(), *self.speculation_lines()])
 
 
 def check_symbolic_shapes(module: HloModule) -> None:
@@ -392,10 +463,11 @@ def check_symbolic_shapes(module: HloModule) -> None:
 
 def build_dynamic_program(module: HloModule, compile_kernel: KernelCompiler, *, pipeline: CompilePipeline,
                           hint: dict[str, int] | None = None, hlo_passes: bool = True, seed: int = 0,
-                          print_after_all: bool = False, stream=None,
-                          times: dict[str, float] | None = None) -> DynamicProgram:
+                          print_after_all: bool = False, stream=None, times: dict[str, float] | None = None,
+                          speculation: SpeculationOptions | None = None) -> DynamicProgram:
     """The plan of `module` (changed in place by the passes); see the module docstring. `hint`: the
-    dimension variables' likely values for the heuristics (default: each HINT_DEFAULT)."""
+    dimension variables' likely values for the heuristics (default: each HINT_DEFAULT).
+    `speculation`: the kernel versions (runtime/speculation.py; default from HLOCC_SPECULATION)."""
     times = times if times is not None else {}
     hint = dict(hint or {})
     PassManager(pipeline.prologue, hint=hint).run(module)
@@ -416,7 +488,8 @@ def build_dynamic_program(module: HloModule, compile_kernel: KernelCompiler, *, 
     deferred: list[DeferredKernel] = []
     t0 = time.perf_counter()
     with size_hint(hint):  # emitter kinds and "do these slices overlap" questions of the emitter
-        emitter = ThunkEmitter(assignment, dynamic_kernel_compiler(compile_kernel, deferred), stats)
+        emitter = ThunkEmitter(assignment, dynamic_kernel_compiler(compile_kernel, deferred,
+                                                                  speculation or SpeculationOptions.from_env()), stats)
         template = emitter.emit_entry()
     times["thunks"] = (time.perf_counter() - t0) * 1e3
     copied = frozenset(a.index for a in assignment.allocations
@@ -437,6 +510,7 @@ def build_dynamic_program(module: HloModule, compile_kernel: KernelCompiler, *, 
     times["shape-function"] = (time.perf_counter() - t0) * 1e3
     stats.compile_ms = times
     symbolic_kernels = stats.kernels - len(deferred)
+    symbolic_kernels += sum(len(k.versions) - 1 for _, k in speculated_kernels(template))
     return DynamicProgram(module, assignment, template, _constant_bytes(assignment), copied, stats, shape_function,
                           sizes, deferred, symbolic_kernels, seed)
 

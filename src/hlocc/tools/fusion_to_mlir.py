@@ -6,7 +6,9 @@ module (an emitter test's body), or the computation of the entry's last fusion i
 `--target gpu` uses the GPU launch parameters (warp 32, XLA's block sizes), `--target cpu` the
 host's. `--passes a,b` then runs kernel passes, as `emitters_opt` does after fusion_to_mlir.
 `--emit llvm|ptx` (GPU target) instead runs the whole GPU pipeline and prints the NVPTX LLVM IR or
-the PTX for `--arch` (backends/cuda/ptx.py).
+the PTX for `--arch` (backends/cuda/ptx.py). `--speculate` (a fusion with symbolic shapes, CPU
+target) prints every version runtime/speculation.py plans for it, each after a `// version <name>
+if <predicate>` line with its substitution, the generic one last.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def fused_computation(module: HloModule) -> HloComputation:
 
 
 def fusion_to_mlir(text: str, target: str = "gpu", passes: Sequence[str] = (), filename: str = "<hlo>",
-                   emit: str = "mlir", arch: str = "sm_90") -> str:
+                   emit: str = "mlir", arch: str = "sm_90", speculate: bool = False) -> str:
     from hlocc.codegen.context import print_module
     from hlocc.codegen.emitters.registry import emitter_for
     from hlocc.codegen.pipeline import run_pipeline
@@ -41,10 +43,23 @@ def fusion_to_mlir(text: str, target: str = "gpu", passes: Sequence[str] = (), f
             raise UnsupportedError(f"--emit {emit} needs --target gpu")
         kernel = compile_ptx(computation, arch)
         return kernel.ptx if emit == "ptx" else kernel.llvm_ir
-    kernel = emitter_for(computation, gpu_target() if target == "gpu" else cpu_target()).emit()
-    if passes:
-        run_pipeline(kernel.module, passes)
-    return print_module(kernel.module)
+    def emitted(fusion: HloComputation) -> str:
+        kernel = emitter_for(fusion, gpu_target() if target == "gpu" else cpu_target()).emit()
+        if passes:
+            run_pipeline(kernel.module, passes)
+        return print_module(kernel.module)
+
+    if not speculate:
+        return emitted(computation)
+    from hlocc.hlo.specialize import specialize_computation
+    from hlocc.runtime.speculation import SpeculationOptions, loop_vector_elements, plan_versions
+
+    out = []
+    for version in plan_versions(computation, loop_vector_elements(computation), SpeculationOptions()):
+        where = ", ".join(f"{v} := {e}" for v, e in version.substitution().items())
+        out.append(f"// version {version.name} if {version.predicate}" + (f" ({where})" if where else "") + "\n")
+        out.append(emitted(specialize_computation(computation, version.substitution())))
+    return "".join(out)
 
 
 def arg_parser() -> argparse.ArgumentParser:
@@ -57,6 +72,8 @@ def arg_parser() -> argparse.ArgumentParser:
                         help="mlir: the emitted kernel IR (after --passes); llvm, ptx: the GPU pipeline's NVPTX "
                              "LLVM IR or PTX")
     parser.add_argument("--arch", default="sm_90", help="GPU arch for --emit llvm/ptx (default sm_90)")
+    parser.add_argument("--speculate", action="store_true",
+                        help="print every speculated version of a symbolic fusion with its predicate")
     return parser
 
 
@@ -64,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = arg_parser().parse_args(argv)
     text = sys.stdin.read() if args.input == "-" else open(args.input).read()
     passes = [p for p in args.passes.split(",") if p]
-    sys.stdout.write(fusion_to_mlir(text, args.target, passes, args.input, args.emit, args.arch))
+    sys.stdout.write(fusion_to_mlir(text, args.target, passes, args.input, args.emit, args.arch,
+                                    args.speculate))
     return 0
 
 

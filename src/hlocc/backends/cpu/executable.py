@@ -25,6 +25,7 @@ from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.pipeline import cpu_pipeline
 from hlocc.runtime.dynamic_program import DynamicProgram, build_dynamic_program
 from hlocc.runtime.executable import KernelCompiler, ThunkExecutable, build_executable
+from hlocc.runtime.speculation import SpeculationOptions
 from hlocc.runtime.thunks import KernelThunk
 
 KERNEL_OPCODES = frozenset(ELEMENTAL) | frozenset(INDEX_OPS) - {"parameter", "tuple"} | {"scatter"}
@@ -89,15 +90,18 @@ def compile_module(module: HloModule, target: Target | None = None, options: Pip
 def compile_dynamic_module(module: HloModule, target: Target | None = None, options: PipelineOptions | None = None, *,
                            hlo_passes: bool = True, seed: int = 0, print_after_all: bool = False,
                            stream: TextIO | None = None, times: dict[str, float] | None = None,
-                           gemm: str = "library", hint: dict[str, int] | None = None) -> DynamicProgram:
+                           gemm: str = "library", hint: dict[str, int] | None = None,
+                           speculation: SpeculationOptions | None = None) -> DynamicProgram:
     """Compile a module with symbolic dimensions into one plan for every size
-    (runtime/dynamic_program.py), its kernels compiled for the host."""
+    (runtime/dynamic_program.py), its kernels compiled for the host (`speculation`: the kernel
+    versions, runtime/speculation.py)."""
     times = times if times is not None else {}
     t0 = time.perf_counter()
     prepare_as_written(module, hlo_passes)
     program = build_dynamic_program(module, kernel_compiler(target or cpu_target(), options, times),
                                     pipeline=cpu_pipeline(gemm), hint=hint, hlo_passes=hlo_passes, seed=seed,
-                                    print_after_all=print_after_all, stream=stream, times=times)
+                                    print_after_all=print_after_all, stream=stream, times=times,
+                                    speculation=speculation)
     times["total"] = (time.perf_counter() - t0) * 1e3
     return program
 

@@ -16,7 +16,9 @@ bound constraint, a thread checks once whether its whole vector lies below N: th
 unconstrained loop (which vectorizes as the static one does), else a copy of the loop with the
 per-element constraint `N - linear >= 1` (a scalar tail; at most one thread has a partial vector).
 The tail calls a copy of the root subgraph function, so that each copy has one caller and is
-inlined.
+inlined. Where the vectored size is a multiple of the vector (`SymbolicGrid.whole_vectors`: a
+speculated version, runtime/speculation.py, or a static minor size) no vector is partial: the
+thread runs the loop or nothing, with no tail (the static path's code).
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ class LoopEmitter(FusionEmitterBase):
             return list(loop.results)
 
         if grid is not None:
-            results = self._emit_guarded_loops(b, ids, grid, root_subgraph.name, functions, emit_loop, out_types)
+            results = self._emit_guarded_loops(b, ids, grid, root_subgraph.name, functions, emit_loop, outputs)
         else:
             results = emit_loop(b, loop_map, root_subgraph.name)
         b.insert(func.ReturnOp(*results))
@@ -122,11 +124,19 @@ class LoopEmitter(FusionEmitterBase):
 
     @staticmethod
     def _emit_guarded_loops(b: KernelBuilder, ids: list[SSAValue], grid: SymbolicGrid, root: str,
-                            functions: list[func.FuncOp], emit_loop, out_types: list) -> list[SSAValue]:
-        """`scf.if` (the whole vector inside) { the unconstrained loop } else { the checked tail }."""
+                            functions: list[func.FuncOp], emit_loop, outputs: list[SSAValue]) -> list[SSAValue]:
+        """`scf.if` (the whole vector inside) { the unconstrained loop } else { the checked tail, or
+        nothing where no vector is partial }."""
         loop_map = grid.map
+        out_types = [o.type for o in outputs]
         rooms = b.insert(ApplyIndexingOp(IndexingMap(loop_map.dims, grid.room), ids)).results
         whole = b.and_([b.cmpi("sge", room, b.index(0)) for room in rooms])
+        if grid.whole_vectors:
+            then_block, else_block = Block(), Block()
+            then_b = KernelBuilder(then_block)
+            then_b.insert(scf.YieldOp(*emit_loop(then_b, loop_map, root)))
+            KernelBuilder(else_block).insert(scf.YieldOp(*outputs))
+            return list(b.insert(scf.IfOp(whole, out_types, Region(then_block), Region(else_block))).results)
         tail_map = loop_map
         for inside in grid.inside:
             tail_map = tail_map.with_constraint(inside, Interval(1, NO_UPPER_BOUND))

@@ -1,0 +1,177 @@
+"""Speculation (BladeDISC's disc_specialize_fusion_with_speculation, issue 18): a fusion with
+symbolic shapes compiled into several *versions*, each valid where a predicate over the dimension
+variables holds, one of them chosen per binding on the host.
+
+A version is the fused computation under an assumption written as a substitution of its
+dimension variables, so the symbolic kernel compiler needs no flag for it: `n mod 16 == 0`
+becomes `n := 16*n_16`, and the emitter then sees sizes that are multiples of the vector width
+(the loop emitter's vectors never straddle a row, the accesses are aligned, and
+vectorize-loads-stores turns them into vector loads, which it cannot prove for a bare `n`). The
+generic kernel, valid everywhere, is always the last version.
+
+    versions = plan_versions(computation, options)      # at build: which versions a fusion gets
+    version.holds(binding); version.dims(binding, syms)   # at bind: the first that holds, its dims
+
+Versions built (the others of BladeDISC's four are listed in docs/architecture.md "Speculation"):
+- `vectorized`: each lone dimension variable that is the physical minor-most dimension of a loop
+  fusion's output (of more than one row: the rows after the first start at `row * n`, which the
+  generic kernel cannot prove aligned) is a multiple of the loop's vector width (the emitter's
+  elements per thread).
+
+The predicates are evaluated once per binding, when the plan is bound (memoized per argument
+dimensions with the rest of the bound plan), never per kernel launch. `SpeculationOptions`:
+`mode` "on" (default), "off" (the generic kernel only) or "force:<version>" (that version wherever a
+fusion has it, whatever the predicate: for tests; a binding where the forced version's assumption
+fails is an ArgumentError, not a wrong answer); `max_versions` bounds the versions per fusion,
+generic included, so compile time stays linear in the fusions. The environment's
+HLOCC_SPECULATION ("on", "off", "force:<version>", optionally ",max=<k>") sets the default.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hlocc.errors import ArgumentError, UnsupportedError
+from hlocc.hlo.ir import HloComputation
+from hlocc.hlo.symbolic import Dim, DimExpr, symbol
+
+GENERIC = "generic"
+VERSION_NAMES = (GENERIC, "vectorized")
+
+
+@dataclass(frozen=True)
+class Divisible:
+    """`variable mod divisor == 0`; the version substitutes `variable := divisor * <variable>_<divisor>`."""
+
+    variable: str
+    divisor: int
+
+    @property
+    def quotient(self) -> str:
+        return f"{self.variable}_{self.divisor}"
+
+    def holds(self, binding: Mapping[str, int]) -> bool:
+        return binding[self.variable] % self.divisor == 0
+
+    def __str__(self) -> str:
+        return f"{self.variable} mod {self.divisor} == 0"
+
+
+@dataclass(frozen=True)
+class KernelVersion:
+    """One version of a fusion's kernel: valid where every condition holds (the generic one has none)."""
+
+    name: str
+    conditions: tuple[Divisible, ...] = ()
+
+    @property
+    def predicate(self) -> str:
+        return " and ".join(map(str, self.conditions)) or "true"
+
+    def substitution(self) -> dict[str, Dim]:
+        return {c.variable: c.divisor * symbol(c.quotient) for c in self.conditions}
+
+    def holds(self, binding: Mapping[str, int]) -> bool:
+        return all(c.holds(binding) for c in self.conditions)
+
+    def dims(self, binding: Mapping[str, int], symbols: Sequence[str]) -> tuple[int, ...]:
+        """The values of the version kernel's `symbols` at `binding` (a quotient variable's is the
+        original variable's over its divisor)."""
+        values = dict(binding)
+        for c in self.conditions:
+            values[c.quotient] = binding[c.variable] // c.divisor
+        return tuple(values[s] for s in symbols)
+
+    def __str__(self) -> str:
+        return f"{self.name} if {self.predicate}"
+
+
+@dataclass(frozen=True)
+class SpeculationOptions:
+    """Module doc: which versions the plan builds and how it picks one."""
+
+    mode: str = "on"
+    max_versions: int = 4
+
+    def __post_init__(self):
+        if self.mode not in ("on", "off") and not (self.mode.startswith("force:")
+                                                    and self.mode[len("force:"):] in VERSION_NAMES):
+            raise UnsupportedError(f"speculation '{self.mode}': choose on, off or force:<version> with a version "
+                                   f"of {', '.join(VERSION_NAMES)}")
+        if self.max_versions < 1:
+            raise UnsupportedError(f"speculation max_versions={self.max_versions}: at least 1 (the generic kernel)")
+
+    @property
+    def forced(self) -> str | None:
+        return self.mode[len("force:"):] if self.mode.startswith("force:") else None
+
+    @staticmethod
+    def from_env() -> SpeculationOptions:
+        """HLOCC_SPECULATION: "on" | "off" | "force:<version>", then optionally ",max=<k>"."""
+        text = os.environ.get("HLOCC_SPECULATION", "").strip()
+        if not text:
+            return SpeculationOptions()
+        mode, _, rest = text.partition(",")
+        if rest and not (rest.startswith("max=") and rest[4:].isdigit()):
+            raise UnsupportedError(f"HLOCC_SPECULATION='{text}': expected <mode>[,max=<k>]")
+        return SpeculationOptions(mode or "on", int(rest[4:]) if rest else 4)
+
+
+def loop_vector_elements(computation: HloComputation) -> int:
+    """The elements per thread of the symbolic loop kernel of `computation` on the host (the loop
+    emitter's choice: a vector register, one element for a fusion with a reduce), 1 when its
+    emitter is not the loop emitter."""
+    from hlocc.codegen.emitters.loop import LoopEmitter
+    from hlocc.codegen.emitters.registry import emitter_for
+    from hlocc.codegen.target import cpu_target
+
+    try:
+        emitter = emitter_for(computation, cpu_target())
+    except UnsupportedError:
+        return 1
+    return emitter.launch()[1] if isinstance(emitter, LoopEmitter) else 1
+
+
+def plan_versions(computation: HloComputation, vector_elements: int, options: SpeculationOptions
+                  ) -> list[KernelVersion]:
+    """The versions `computation` gets, the generic one last (module doc). `vector_elements`: the
+    elements per thread of its loop (1: nothing to vectorize, no speculation)."""
+    generic = KernelVersion(GENERIC)
+    if options.mode == "off" or options.max_versions < 2 or vector_elements < 2:
+        return [generic]
+    names = set().union(*(i.shape.symbols for i in computation.instructions))
+    conditions = []
+    for leaf in computation.root.shape.leaves():
+        if not getattr(leaf, "is_array", False) or not leaf.rank:
+            continue
+        axis = leaf.minor_to_major[0] if leaf.minor_to_major else leaf.rank - 1
+        minor = leaf.dims[axis]
+        if all(d == 1 for k, d in enumerate(leaf.dims) if k != axis):
+            continue  # one row: its vectors start aligned already, a version would only drop the tail
+        if isinstance(minor, DimExpr) and len(minor.variables) == 1 and minor == symbol(next(iter(minor.variables))):
+            c = Divisible(next(iter(minor.variables)), vector_elements)
+            if c.quotient not in names and c not in conditions:
+                conditions.append(c)
+    versions = [KernelVersion("vectorized", tuple(conditions))] if conditions else []
+    return [*versions[:options.max_versions - 1], generic]
+
+
+def choose_version(versions: Sequence[KernelVersion], binding: Mapping[str, int], forced: str | None,
+                   where: str) -> int:
+    """The index of the version a binding runs: the forced one where the fusion has it (an
+    ArgumentError if its assumption fails at `binding`), else the first whose predicate holds."""
+    if forced is not None:
+        for k, v in enumerate(versions):
+            if v.name == forced:
+                if not v.holds(binding):
+                    sizes = ", ".join(f"{c.variable}={binding[c.variable]}" for c in v.conditions)
+                    raise ArgumentError(f"{where}: speculation forces version '{forced}' but its predicate "
+                                        f"{v.predicate} fails at {sizes}")
+                return k
+    return next(k for k, v in enumerate(versions) if v.holds(binding))
+
+
+__all__ = ["GENERIC", "Divisible", "KernelVersion", "SpeculationOptions", "VERSION_NAMES", "choose_version",
+           "loop_vector_elements", "plan_versions"]

@@ -1,0 +1,189 @@
+"""Speculation (runtime/speculation.py): the versions a symbolic fusion gets, the one each binding
+runs, and every version forced against the evaluator at sizes that hit and miss its predicate."""
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import hlocc
+from hlocc.backends.cpu.executable import compile_dynamic_module
+from hlocc.errors import ArgumentError, UnsupportedError
+from hlocc.hlo.parser import parse_hlo
+from hlocc.runtime.speculation import Divisible, KernelVersion, SpeculationOptions, plan_versions
+
+RNG = np.random.default_rng(7)
+
+# Softmax over a symbolic row length n: two reduce fusions (no version: one element per thread)
+# and two loop fusions over [b, n] (a `vectorized` version each, for n mod 16 == 0).
+SOFTMAX = """HloModule softmax
+max_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[?b,?n] parameter(0)
+  ninf = f32[] constant(-inf)
+  mx = f32[?b] reduce(x, ninf), dimensions={1}, to_apply=max_f
+  mb = f32[?b,?n] broadcast(mx), dimensions={0}
+  ex = f32[?b,?n] exponential(f32[?b,?n] subtract(x, mb))
+  zero = f32[] constant(0)
+  s = f32[?b] reduce(ex, zero), dimensions={1}, to_apply=add_f
+  sb = f32[?b,?n] broadcast(s), dimensions={0}
+  ROOT r = f32[?b,?n] divide(ex, sb)
+}
+"""
+
+# n = 0 (legal: an empty row), 1, the vector width 16 ± 1, 32, and 512 ± 1 columns.
+ROW_LENGTHS = [0, 1, 15, 16, 17, 32, 511, 512, 513]
+MODES = ["on", "force:generic", "force:vectorized"]
+
+
+@pytest.fixture(scope="module")
+def programs():
+    """The softmax plan compiled once per speculation mode."""
+    return {mode: compile_dynamic_module(parse_hlo(SOFTMAX), speculation=SpeculationOptions(mode)) for mode in MODES}
+
+
+def expected(x: np.ndarray) -> np.ndarray:
+    return hlocc.compile(SOFTMAX, "interpreter")(x)
+
+
+def ran(program) -> dict[str, int]:
+    """Launches per version over the speculated fusions, then reset."""
+    counts: dict[str, int] = {}
+    for _, kernel in program.speculated():
+        for version, calls in kernel.calls.items():
+            if calls:
+                counts[version] = counts.get(version, 0) + calls
+            kernel.calls[version] = 0
+    return counts
+
+
+def test_the_loop_fusions_get_a_vectorized_version(programs):
+    program = programs["on"]
+    speculated = program.speculated()
+    assert len(speculated) == 2 and all("fusion" in name for name, _ in speculated)
+    for _, kernel in speculated:
+        assert [(v.name, v.predicate) for v, _ in kernel.versions] == [("vectorized", "n mod 16 == 0"),
+                                                                       ("generic", "true")]
+        assert kernel.versions[0][1].symbols == ("b", "n_16") and kernel.versions[1][1].symbols == ("b", "n")
+    # 4 fusions + 2 versions: compile time grows by the versions, bounded per fusion
+    assert program.compilations == 6 and programs["force:generic"].compilations == 6
+
+
+@pytest.mark.parametrize("n", ROW_LENGTHS)
+@pytest.mark.parametrize("mode", MODES)
+def test_every_version_forced_matches_the_evaluator(programs, mode, n):
+    program = programs[mode]
+    for b in (1, 3):
+        x = RNG.standard_normal((b, n)).astype(np.float32)
+        hits = n % 16 == 0
+        if mode == "force:vectorized" and not hits:
+            with pytest.raises(ArgumentError, match=f"forces version 'vectorized' but its predicate n mod 16 == 0 "
+                                                    f"fails at n={n}"):
+                program.run([x])
+            continue
+        np.testing.assert_allclose(program.run([x]), expected(x), rtol=1e-6, atol=1e-7)
+        version = {"on": "vectorized" if hits else "generic", "force:generic": "generic",
+                   "force:vectorized": "vectorized"}[mode]
+        counts = ran(program)
+        if n:  # both loop fusions ran that version (an empty output launches nothing)
+            assert counts == {version: 2}
+
+
+def test_sizes_just_below_and_above_the_vector_width_pick_their_version(programs):
+    program = programs["on"]
+    for n, version in ((15, "generic"), (16, "vectorized"), (17, "generic"), (511, "generic"), (512, "vectorized"),
+                       (513, "generic")):
+        program.run([np.ones((2, n), np.float32)])
+        assert ran(program) == {version: 2}, n
+
+
+def test_the_version_is_chosen_once_per_binding_not_per_call(programs):
+    program = programs["on"]
+    x = np.ones((2, 48), np.float32)
+    bound = program.bind(((2, 48),))
+    kernels = [t.kernel for t in bound.program.walk() if getattr(t, "kernel", None) is not None
+               and getattr(t.kernel, "version", None) == "vectorized"]
+    assert len(kernels) == 2 and all(k.dims == (2, 3) for k in kernels)  # b = 2, n_16 = 48 / 16
+    ran(program)
+    for _ in range(3):
+        program.run([x])
+    assert ran(program) == {"vectorized": 6}
+
+
+def test_speculation_off_and_a_bound_of_one_keep_the_generic_kernel_only():
+    module = parse_hlo(SOFTMAX)
+    loop = module.entry  # its root is a [b, n] divide: the loop's output
+    assert plan_versions(loop, 16, SpeculationOptions("off")) == [KernelVersion("generic")]
+    assert plan_versions(loop, 16, SpeculationOptions(max_versions=1)) == [KernelVersion("generic")]
+    assert plan_versions(loop, 1, SpeculationOptions()) == [KernelVersion("generic")]
+    assert plan_versions(loop, 16, SpeculationOptions()) == [
+        KernelVersion("vectorized", (Divisible("n", 16),)), KernelVersion("generic")]
+
+
+def test_bad_options_are_named(monkeypatch):
+    with pytest.raises(UnsupportedError, match="speculation 'force:tiled': choose on, off or force:<version>"):
+        SpeculationOptions("force:tiled")
+    with pytest.raises(UnsupportedError, match="max_versions=0: at least 1"):
+        SpeculationOptions(max_versions=0)
+    monkeypatch.setenv("HLOCC_SPECULATION", "off,max=2")
+    assert SpeculationOptions.from_env() == SpeculationOptions("off", 2)
+    monkeypatch.setenv("HLOCC_SPECULATION", "on,maximum")
+    with pytest.raises(UnsupportedError, match="expected <mode>\\[,max=<k>\\]"):
+        SpeculationOptions.from_env()
+
+
+def test_stats_and_dump_show_versions_predicates_and_launches(tmp_path, monkeypatch):
+    monkeypatch.setenv("HLOCC_CACHE_DIR", "")
+    exe = hlocc.compile(SOFTMAX, "cpu", dump_dir=str(tmp_path))
+    for n in (16, 16, 17):
+        exe(np.ones((3, n), np.float32))
+    stats = exe.stats_text()
+    assert "speculation loop_exponential_fusion: version vectorized if n mod 16 == 0: kernel over (b, n_16), " \
+           "2 launch(es)" in stats
+    assert stats.count("version vectorized if n mod 16 == 0") == 2 and stats.count("2 launch(es)") == 2
+    assert stats.count("version generic if true: kernel over (b, n), 1 launch(es)") == 2
+    thunks = (tmp_path / "thunks.txt").read_text()
+    if shutil.which("filecheck") is None:
+        pytest.skip("filecheck is not installed")
+    checks = tmp_path / "checks.txt"
+    checks.write_text("CHECK: speculation {{.*}}: version vectorized if n mod 16 == 0: kernel over (b, n_16)\n"
+                      "CHECK-NEXT: speculation {{.*}}: version generic if true: kernel over (b, n)\n"
+                      "CHECK: speculation {{.*}}: version vectorized if n mod 16 == 0: kernel over (b, n_16)\n"
+                      "CHECK-NEXT: speculation {{.*}}: version generic if true: kernel over (b, n)\n")
+    done = subprocess.run(["filecheck", str(checks)], input=thunks, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr + thunks
+
+
+def test_the_vectorized_version_stays_inside_its_buffers():
+    from dataclasses import replace
+
+    from hlocc.codegen.target import cpu_target
+
+    program = compile_dynamic_module(parse_hlo(SOFTMAX), replace(cpu_target(), check_bounds=True),
+                                     speculation=SpeculationOptions("on"))
+    for b, n in ((1, 16), (3, 32), (5, 512), (2, 17), (1, 0)):
+        x = RNG.standard_normal((b, n)).astype(np.float32)
+        np.testing.assert_allclose(program.run([x]), expected(x), rtol=1e-6, atol=1e-7)
+    assert ran(program) == {"vectorized": 8, "generic": 2}  # n = 0 is a multiple of 16 too
+
+
+@pytest.mark.parametrize("shape, versions", [
+    ("f32[?b]", ["generic if true"]),  # one row: aligned already, no version
+    ("f32[1,?b]", ["generic if true"]),
+    ("f32[?a,?b]", ["vectorized if b mod 16 == 0", "generic if true"]),
+    ("f32[4,?b]", ["vectorized if b mod 16 == 0", "generic if true"]),
+    ("f32[?b,128]", ["generic if true"]),  # a static row: the static path's alignment
+])
+def test_only_rows_of_a_symbolic_length_get_a_vectorized_version(shape, versions):
+    module = parse_hlo(f"HloModule m\nENTRY e {{\n  p = {shape} parameter(0)\n  ROOT n = {shape} negate(p)\n}}\n")
+    assert [str(v) for v in plan_versions(module.entry, 16, SpeculationOptions())] == versions

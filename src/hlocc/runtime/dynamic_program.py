@@ -28,18 +28,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from hlocc.errors import UnsupportedError
-from hlocc.evaluator.core import Evaluator
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.specialize import specialize_computation, substitute_instructions, substitute_shape
 from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, size_hint, symbol
 from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import CompilePipeline, PassManager
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferSlice, assign_buffers
+from hlocc.runtime.call_plan import CallPlan
 from hlocc.runtime.executable import (
     KernelCompiler,
     RuntimeStats,
@@ -54,14 +55,11 @@ from hlocc.runtime.shape_function import ShapeFunction
 from hlocc.runtime.thunks import (
     BufferRef,
     CopyThunk,
-    HostMemory,
     HostThunk,
     KernelThunk,
     SequentialThunk,
     Thunk,
     ValueRefs,
-    aligned_bytes,
-    nest,
 )
 
 _FALLBACK_ERRORS = (UnsupportedError, InconclusiveDimensionError)
@@ -84,6 +82,11 @@ class BoundKernel:
 
     def run_addresses(self, addresses: list[int]) -> None:
         self.kernel.run_addresses(addresses, self.dims)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "launcher" and hasattr(self.kernel, "launcher"):  # a prepared launch at these dims
+            return partial(self.kernel.launcher, dims=self.dims)
+        raise AttributeError(name)
 
 
 @dataclass
@@ -305,6 +308,7 @@ class BoundProgram:
     outputs: list[BufferRef]
     peak_bytes: int
     host_fusions: list[str]
+    call_plan: CallPlan | None = field(default=None, repr=False)  # its per-call path, made at its first run
 
 
 @dataclass
@@ -332,7 +336,7 @@ class DynamicProgram:
         return self.symbolic_kernels + sum(len(k.instances) for k in self.deferred)
 
     def run(self, args: Sequence[Any]) -> Any:
-        key = tuple(getattr(a, "shape", None) if not isinstance(a, tuple) else None for a in args)
+        key = tuple([getattr(a, "shape", None) if not isinstance(a, tuple) else None for a in args])
         bound = self._bound.get(key)
         if bound is None:
             if len(self._bound) >= MAX_BOUND_PROGRAMS:
@@ -340,18 +344,12 @@ class DynamicProgram:
             bound = self._bound[key] = self.bind(key)
         self.last_peak_bytes = bound.peak_bytes
         check_memory(self.module.name, bound.peak_bytes)
-        allocations: list[np.ndarray] = []
-        for allocation, size in zip(self.assignment.allocations, bound.allocation_sizes):
-            if allocation.kind is AllocationKind.PARAMETER:
-                allocations.append(parameter_bytes(self.module, args, allocation,
-                                                   allocation.index in self.copied_parameters))
-            elif allocation.kind is AllocationKind.CONSTANT:
-                allocations.append(self.constants[allocation.index])
-            else:
-                allocations.append(aligned_bytes(size))
-        memory = HostMemory(allocations, Evaluator(self.seed))
-        bound.program.execute(memory)
-        return nest(self.module.entry.root.shape, iter([memory.read(ref) for ref in bound.outputs]))
+        plan = bound.call_plan
+        if plan is None:
+            plan = bound.call_plan = CallPlan(self.module, self.assignment.allocations, bound.allocation_sizes,
+                                              bound.program, bound.outputs, self.constants, self.copied_parameters,
+                                              partial(parameter_bytes, self.module), self.seed)
+        return plan.run(args)
 
     def bind(self, arg_dims: tuple) -> BoundProgram:
         """The plan at the binding of `arg_dims` (one shape tuple per parameter, None for a tuple)."""

@@ -100,7 +100,7 @@ class Executable:
                     break
                 shape = a.shape
                 if shape != dims and (fixed is None or len(shape) != len(dims)
-                                      or any(shape[axis] != size for axis, size in fixed)):
+                                      or (fixed and any(shape[axis] != size for axis, size in fixed))):
                     break
             else:
                 return args

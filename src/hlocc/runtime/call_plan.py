@@ -22,6 +22,7 @@ atomic list operations), so concurrent calls each have their own temporaries and
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ from hlocc.runtime.thunks import (
     ALIGNMENT,
     BufferRef,
     ConditionalThunk,
+    CopyThunk,
     HostMemory,
     KernelThunk,
     SequentialThunk,
@@ -43,7 +45,6 @@ from hlocc.runtime.thunks import (
     WhileThunk,
     address_of,
     aligned_bytes,
-    nest,
 )
 
 Step = Callable[[HostMemory], None]
@@ -79,16 +80,13 @@ class _Leaf:
         return array if self.axes is None else array.transpose(self.axes)
 
 
+@dataclass
 class _Arena:
-    """One caller's reusable state: allocations and addresses with the constants and temporaries
-    filled in, and the planned steps bound to this arena's kernel launches."""
+    """One caller's reusable buffers: the allocations and addresses of the constants and
+    temporaries (the others' are filled per call)."""
 
-    __slots__ = ("allocations", "addresses", "steps")
-
-    def __init__(self, allocations: list, addresses: list[int]):
-        self.allocations = allocations
-        self.addresses = addresses
-        self.steps: list[Step] = []
+    allocations: list
+    addresses: list[int]
 
 
 def _leaf(ref: BufferRef) -> _Leaf:
@@ -145,59 +143,119 @@ class CallPlan:
         # the bytes of an in-place argument are needed only where a thunk reads the allocation itself
         self.bytes_needed = _reads_bytes(program) or bool({leaf.allocation for leaf in self.leaves}
                                                  & {p.allocation for p in self.parameters})
-        self._arenas: list[_Arena] = []
+        self._arenas: list[Callable[[Sequence[Any]], Any]] = []  # one generated call per arena
+        self._code = None
+        self.source = ""  # the generated per-call function (module doc), once an arena exists
 
     # -- per call --------------------------------------------------------------------------------
     def run(self, args: Sequence[Any]) -> Any:
         """Run on checked arguments (compiler.check_arguments' values); the entry's result."""
         try:
-            arena = self._arenas.pop()
+            call = self._arenas.pop()
         except IndexError:
-            arena = self._arena()
+            call = self._arena()
         try:
-            allocations = arena.allocations.copy()
-            addresses = arena.addresses.copy()
-            for p in self.parameters:
-                if p.in_place:
-                    value = args[p.number]
-                    allocations[p.allocation] = value.reshape(-1).view(np.uint8) if self.bytes_needed else value
-                    addresses[p.allocation] = address_of(value)
-                else:
-                    data = self.parameter_bytes(args, p.source, p.copy)
-                    allocations[p.allocation] = data
-                    addresses[p.allocation] = address_of(data)
-            if self.fresh:
-                raw = np.empty(self.fresh_size + ALIGNMENT, np.uint8)
-                base = address_of(raw)
-                start = -base % ALIGNMENT
-                buffer, base = raw[start:], base + start
-                for index, offset, size in self.fresh:
-                    allocations[index] = buffer[offset:offset + size]
-                    addresses[index] = base + offset
-            memory = HostMemory(allocations, None, addresses, self.seed)
-            for step in arena.steps:
-                step(memory)
-            leaves = [leaf.read(allocations) for leaf in self.leaves]
+            return call(args)
         finally:
             if len(self._arenas) < MAX_ARENAS:
-                self._arenas.append(arena)
-        if len(leaves) == 1 and not self.result_shape.is_tuple:
-            return leaves[0]
-        return nest(self.result_shape, iter(leaves))
+                self._arenas.append(call)
 
     # -- planned once per arena --------------------------------------------------------------------
-    def _arena(self) -> _Arena:
+    def _arena(self) -> Callable[[Sequence[Any]], Any]:
+        """A new arena: its temporaries and prepared launches, and the generated call over them."""
         n = len(self.sizes)
-        allocations: list = [None] * n
-        addresses = [0] * n
-        for index, data in self.constants.items():
-            allocations[index], addresses[index] = data, address_of(data)
-        for index, size in self.temps:
-            data = aligned_bytes(size)
-            allocations[index], addresses[index] = data, address_of(data)
-        arena = _Arena(allocations, addresses)
-        arena.steps = [self._step(t, arena) for t in self.program.thunks]
-        return arena
+        arena = _Arena([None] * n, [0] * n)
+        namespace: dict[str, Any] = {"address_of": address_of, "empty": np.empty, "u8": np.uint8,
+                                     "HostMemory": HostMemory, "TOKEN": TOKEN, "seed": self.seed,
+                                     "memmove": ctypes.memmove, "parameter_bytes": self.parameter_bytes}
+        fixed = [*self.constants.items(), *((index, aligned_bytes(size)) for index, size in self.temps)]
+        for index, data in fixed:
+            arena.allocations[index], arena.addresses[index] = data, address_of(data)
+            namespace[f"b{index}"], namespace[f"p{index}"] = data, arena.addresses[index]
+        namespace.update({f"src{p.allocation}": p.source for p in self.parameters})
+        namespace.update({f"dt{j}": leaf.dtype for j, leaf in enumerate(self.leaves)})
+        for k, thunk in enumerate(_top_level(self.program)):
+            if _inline_copy(thunk):
+                continue
+            if _planned_kernel(thunk):
+                launch = thunk.kernel.launcher(len(thunk.arguments))
+                self.launchers_built += 1
+                namespace[f"t{k}"], namespace[f"r{k}"] = launch.table, launch.run
+                for slot, ref in enumerate(thunk.arguments):
+                    index, offset = ref.slice.allocation_index, ref.slice.offset
+                    if index not in self.variable:  # the generated call patches the others
+                        launch.table[slot] = arena.addresses[index] + offset
+            else:
+                namespace[f"g{k}"] = self._step(thunk, arena)
+        if self._code is None:
+            self.source = self._source()
+            self._code = compile(self.source, f"<call plan of {self.module.name}>", "exec")
+        exec(self._code, namespace)
+        return namespace["call"]
+
+    def _source(self) -> str:
+        """The per-call function (module doc), straight-line: one line per parameter, kernel slot,
+        step and output leaf, every size and offset a literal."""
+        lines = ["def call(args):"]
+        emit = lines.append
+        thunks = _top_level(self.program)
+        memory = any(not (_planned_kernel(t) or _inline_copy(t)) for t in thunks)  # a step reads the memory
+        for p in self.parameters:
+            a = p.allocation
+            if p.in_place:
+                emit(f"    v{a} = args[{p.number}]")
+                emit(f"    p{a} = address_of(v{a})")
+                if self.bytes_needed:
+                    emit(f"    b{a} = v{a}.reshape(-1).view(u8)")
+            else:
+                emit(f"    b{a} = parameter_bytes(args, src{a}, {p.copy})")
+                emit(f"    p{a} = address_of(b{a})")
+        fresh = {index: offset for index, offset, _ in self.fresh}
+        if self.fresh:
+            emit(f"    raw = empty({self.fresh_size + ALIGNMENT}, u8)")
+            emit("    base = address_of(raw)")
+            emit(f"    start = -base % {ALIGNMENT}")
+            emit("    base += start")
+            for index, offset, size in self.fresh:
+                emit(f"    p{index} = base + {offset}")
+                if memory:
+                    emit(f"    b{index} = raw[start + {offset}:start + {offset + size}]")
+        if memory:
+            n = len(self.sizes)
+            emit(f"    memory = HostMemory([{', '.join(f'b{i}' for i in range(n))}], None, "
+                 f"[{', '.join(f'p{i}' for i in range(n))}], seed)")
+        for k, thunk in enumerate(thunks):
+            if _inline_copy(thunk):
+                source, destination = thunk.source, thunk.destination
+                emit(f"    memmove(p{destination.allocation_index} + {destination.offset}, "
+                     f"p{source.allocation_index} + {source.offset}, {source.size})")
+                continue
+            if not _planned_kernel(thunk):
+                emit(f"    g{k}(memory)")
+                continue
+            for slot, ref in enumerate(thunk.arguments):
+                index, offset = ref.slice.allocation_index, ref.slice.offset
+                if index in self.variable:
+                    emit(f"    t{k}[{slot}] = p{index}" + (f" + {offset}" if offset else ""))
+            emit(f"    r{k}()")
+        leaves = []
+        for j, leaf in enumerate(self.leaves):
+            if leaf.dims is None:
+                leaves.append("TOKEN")
+                continue
+            if leaf.allocation in fresh:
+                first = fresh[leaf.allocation] + leaf.offset
+                data = f"raw[start + {first}:start + {first + leaf.size}]"
+            else:
+                data = f"b{leaf.allocation}[{leaf.offset}:{leaf.offset + leaf.size}]"
+            expr = f"{data}.view(dt{j})"
+            if not (len(leaf.dims) == 1 and leaf.size == leaf.dims[0] * np.dtype(leaf.dtype).itemsize):
+                expr += f".reshape({leaf.dims})"
+            if leaf.axes is not None:
+                expr += f".transpose({leaf.axes})"
+            leaves.append(expr)
+        emit(f"    return {_nested(self.result_shape, iter(leaves))}")
+        return "\n".join(lines) + "\n"
 
     def _step(self, thunk: Thunk, arena: _Arena) -> Step:
         if isinstance(thunk, SequentialThunk):
@@ -205,14 +263,16 @@ class CallPlan:
         if isinstance(thunk, WhileThunk):
             condition = _sequence([self._step(t, arena) for t in thunk.condition.thunks])
             body = _sequence([self._step(t, arena) for t in thunk.body.thunks])
-            predicate = _leaf(thunk.predicate)
-            return lambda memory: thunk.loop(memory, condition, body,
-                                             lambda m: predicate.read(m.allocations).item())
+            return lambda memory: thunk.loop(memory, condition, body, _predicate(thunk.predicate))
         if isinstance(thunk, ConditionalThunk):
             branches = [_sequence([self._step(t, arena) for t in b.thunks]) for b in thunk.branches]
             return lambda memory: branches[thunk.branch(memory)](memory)
-        if isinstance(thunk, KernelThunk) and hasattr(thunk.kernel, "launcher"):
+        if _planned_kernel(thunk):
             return self._kernel_step(thunk, arena)
+        if _inline_copy(thunk):
+            source, destination, size = thunk.source, thunk.destination, thunk.source.size
+            return lambda m: ctypes.memmove(m.addresses[destination.allocation_index] + destination.offset,
+                                            m.addresses[source.allocation_index] + source.offset, size)
         return thunk.execute
 
     def _kernel_step(self, thunk: KernelThunk, arena: _Arena) -> Step:
@@ -237,6 +297,38 @@ class CallPlan:
         return step
 
 
+def _top_level(program: SequentialThunk) -> list[Thunk]:
+    """The program's thunks with nested sequences spliced in."""
+    return [leaf for t in program.thunks
+            for leaf in (_top_level(t) if isinstance(t, SequentialThunk) else [t])]
+
+
+def _inline_copy(thunk: Thunk) -> bool:
+    """A copy between slices of one size: a memmove of the addresses (the bytes' arrays unused)."""
+    return isinstance(thunk, CopyThunk) and thunk.source.size == thunk.destination.size
+
+
+def _predicate(ref: BufferRef) -> Callable[[HostMemory], Any]:
+    """Reads a while loop's predicate: a pred's one byte directly, any other through its view."""
+    if ref.shape.element_type.is_pred and ref.slice.size == 1:
+        index, offset = ref.slice.allocation_index, ref.slice.offset
+        return lambda m: m.allocations[index][offset]
+    leaf = _leaf(ref)
+    return lambda m: leaf.read(m.allocations).item()
+
+
+def _planned_kernel(thunk: Thunk) -> bool:
+    return isinstance(thunk, KernelThunk) and hasattr(thunk.kernel, "launcher")
+
+
+def _nested(shape: Shape, leaves) -> str:
+    """The expression of the entry's result: a tuple literal per tuple shape (like thunks.nest)."""
+    if not shape.is_tuple:
+        return next(leaves)
+    items = [_nested(s, leaves) for s in shape.tuple_shapes]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
 def _sequence(steps: list[Step]) -> Step:
     if len(steps) == 1:
         return steps[0]
@@ -249,8 +341,8 @@ def _sequence(steps: list[Step]) -> Step:
 
 def _reads_bytes(program: SequentialThunk) -> bool:
     """Whether a thunk reads allocations as bytes (HostMemory.bytes): all but planned kernels."""
-    return any(not (isinstance(t, KernelThunk) and hasattr(t.kernel, "launcher"))
-               for t in program.walk() if not isinstance(t, SequentialThunk))
+    return any(not (_planned_kernel(t) or _inline_copy(t)) for t in program.walk()
+               if not isinstance(t, SequentialThunk))
 
 
 __all__ = ["CallPlan", "MAX_ARENAS"]

@@ -42,6 +42,7 @@ from hlocc.passes.pipeline import CompilePipeline, PassManager
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferSlice, assign_buffers
 from hlocc.runtime.call_plan import CallPlan
 from hlocc.runtime.executable import (
+    CHECKED_ALLOCATION_BYTES,
     KernelCompiler,
     RuntimeStats,
     ThunkEmitter,
@@ -342,8 +343,9 @@ class DynamicProgram:
             if len(self._bound) >= MAX_BOUND_PROGRAMS:
                 del self._bound[next(iter(self._bound))]  # the oldest: a server sees sizes come and go
             bound = self._bound[key] = self.bind(key)
-        self.last_peak_bytes = bound.peak_bytes
-        check_memory(self.module.name, bound.peak_bytes)
+        self.last_peak_bytes = peak = bound.peak_bytes
+        if peak >= CHECKED_ALLOCATION_BYTES:
+            check_memory(self.module.name, peak)
         plan = bound.call_plan
         if plan is None:
             plan = bound.call_plan = CallPlan(self.module, self.assignment.allocations, bound.allocation_sizes,

@@ -136,26 +136,18 @@ def xla_arms(key: str, x: np.ndarray, calls: int, repeats: int) -> tuple[float |
     return jit_us, raw_us
 
 
-def one_kernel_overhead_us(calls: int = 2000, repeats: int = 5) -> float:
-    """hlocc's per-call cost of the one-kernel static program (benchmarks/dynamic.py prints it)."""
-    import hlocc
-
-    exe = hlocc.compile(ONE.replace("DIM", "4"), "cpu")
-    x = np.ones(4, np.float32)
-    return per_call_us(lambda: exe(x), calls, repeats)
-
-
-def run(calls: int, repeats: int) -> list[dict]:
+def run(calls: int, repeats: int, cases=CASES) -> list[dict]:
+    """A row per case: hlocc's, XLA:CPU's and numpy's per-call µs (benchmarks/dynamic.py runs the
+    one-kernel cases)."""
     import hlocc
 
     x = np.ones(4, np.float32)
     floors = _numpy_floors(x)
     rows = []
-    for name, key, text, dynamic, kernels, options in CASES:
+    for name, key, text, dynamic, kernels, options in cases:
         exe = hlocc.compile(text, "cpu", **options)
         assert dynamic == (type(exe).__name__ == "DynamicExecutable")
-        expected = floors[key]()
-        np.testing.assert_allclose(exe(x), expected)
+        np.testing.assert_allclose(exe(x), floors[key]())
         hlocc_us = per_call_us(functools.partial(exe, x), calls, repeats)
         jit_us, raw_us = xla_arms(key, x, calls, repeats)
         numpy_us = per_call_us(floors[key], calls, repeats)

@@ -188,3 +188,18 @@ def test_checked_kernels_run_through_their_plan():
     exe = hlocc.compile(TWO_KERNELS.replace("DIM", "6"), "cpu", hlo_passes=False, check_bounds=True)
     x, y = _inputs()
     _close(exe(x, y), hlocc.compile(TWO_KERNELS.replace("DIM", "6"), "interpreter")(x, y))
+
+
+def test_large_temporaries_are_allocated_per_call_not_kept(monkeypatch):
+    from hlocc.runtime import call_plan
+
+    monkeypatch.setattr(call_plan, "POOLED_TEMP_BYTES", 0)
+    text = TWO_KERNELS.replace("DIM", "5").replace(
+        "ROOT r = (f32[5]{0}, f32[5]{0}) tuple(u, t)", "ROOT r = f32[2]{0} slice(u), slice={[0:2]}")  # t, u: temporaries
+    exe = hlocc.compile(text, "cpu", hlo_passes=False)
+    x, y = _inputs(5)
+    for _ in range(3):
+        _close(exe(x, y), hlocc.compile(text, "interpreter")(x, y))
+    plan = exe.runner.call_plan()
+    assert plan.scratch and not plan.temps
+    assert "scratch = empty(" in plan.source

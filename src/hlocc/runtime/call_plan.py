@@ -50,6 +50,9 @@ from hlocc.runtime.thunks import (
 Step = Callable[[HostMemory], None]
 MAX_ARENAS = 8
 """Arenas a plan keeps for reuse (one per thread calling at once; more are made and dropped)."""
+POOLED_TEMP_BYTES = 1 << 18
+"""Temporaries an arena keeps at most; a plan with more allocates them per call (their kernels take
+far longer than the allocation, and a dynamic program's plans, one per size, would keep them all)."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,16 @@ class CallPlan:
                 self.fresh_size += -(-size // ALIGNMENT) * ALIGNMENT
             else:
                 self.temps.append((a.index, size))
-        self.variable = frozenset(p.allocation for p in self.parameters) | {f[0] for f in self.fresh}
+        # Temporaries past POOLED_TEMP_BYTES are allocated per call (a buffer of their own, like the
+        # outputs'), not kept in the arenas: a dynamic program keeps a plan per size seen.
+        self.scratch: list[tuple[int, int, int]] = []
+        self.scratch_size = 0
+        if sum(size for _, size in self.temps) > POOLED_TEMP_BYTES:
+            for index, size in self.temps:
+                self.scratch.append((index, self.scratch_size, size))
+                self.scratch_size += -(-size // ALIGNMENT) * ALIGNMENT
+            self.temps = []
+        self.variable = frozenset(p.allocation for p in self.parameters) | {f[0] for f in self.fresh + self.scratch}
         self.leaves = [_leaf(r) for r in outputs]
         self.launchers_built = 0  # kernel launches prepared, over all arenas (a test counts them)
         # the bytes of an in-place argument are needed only where a thunk reads the allocation itself
@@ -211,15 +223,18 @@ class CallPlan:
                 emit(f"    b{a} = parameter_bytes(args, src{a}, {p.copy})")
                 emit(f"    p{a} = address_of(b{a})")
         fresh = {index: offset for index, offset, _ in self.fresh}
-        if self.fresh:
-            emit(f"    raw = empty({self.fresh_size + ALIGNMENT}, u8)")
-            emit("    base = address_of(raw)")
-            emit(f"    start = -base % {ALIGNMENT}")
-            emit("    base += start")
-            for index, offset, size in self.fresh:
-                emit(f"    p{index} = base + {offset}")
+        for name, entries, total in (("raw", self.fresh, self.fresh_size), ("scratch", self.scratch,
+                                                                             self.scratch_size)):
+            if not entries:
+                continue
+            emit(f"    {name} = empty({total + ALIGNMENT}, u8)")
+            emit(f"    {name}_base = address_of({name})")
+            emit(f"    {name}_start = -{name}_base % {ALIGNMENT}")
+            emit(f"    {name}_base += {name}_start")
+            for index, offset, size in entries:
+                emit(f"    p{index} = {name}_base + {offset}")
                 if memory:
-                    emit(f"    b{index} = raw[start + {offset}:start + {offset + size}]")
+                    emit(f"    b{index} = {name}[{name}_start + {offset}:{name}_start + {offset + size}]")
         if memory:
             n = len(self.sizes)
             emit(f"    memory = HostMemory([{', '.join(f'b{i}' for i in range(n))}], None, "
@@ -245,7 +260,7 @@ class CallPlan:
                 continue
             if leaf.allocation in fresh:
                 first = fresh[leaf.allocation] + leaf.offset
-                data = f"raw[start + {first}:start + {first + leaf.size}]"
+                data = f"raw[raw_start + {first}:raw_start + {first + leaf.size}]"
             else:
                 data = f"b{leaf.allocation}[{leaf.offset}:{leaf.offset + leaf.size}]"
             expr = f"{data}.view(dt{j})"
@@ -345,4 +360,4 @@ def _reads_bytes(program: SequentialThunk) -> bool:
                if not isinstance(t, SequentialThunk))
 
 
-__all__ = ["CallPlan", "MAX_ARENAS"]
+__all__ = ["CallPlan", "MAX_ARENAS", "POOLED_TEMP_BYTES"]

@@ -4,7 +4,7 @@ calling one executable get their own temporaries, and the work planned once is n
 Numerics against the evaluator (the interpreter backend)."""
 
 import sys
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -119,22 +119,14 @@ def test_successive_outputs_are_distinct_arrays(two, kind):
 
 @pytest.mark.parametrize("kind", ["static", "dynamic"])
 def test_threads_calling_one_executable_get_their_own_results(two, kind):
-    exe, errors = two[kind], []
+    exe = two[kind]
     inputs = [_inputs(seed=k) for k in range(8)]
-    wants = [two["reference"](*args) for args in inputs]
-
-    def work(k):
-        try:
-            for _ in range(100):
-                _close(exe(*inputs[k]), wants[k])
-        except Exception as e:  # noqa: BLE001 (reported below)
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    with ThreadPoolExecutor(8) as pool:  # a call's exception comes out of map
+        results = list(pool.map(lambda k: [exe(*inputs[k]) for _ in range(100)], range(8)))
+    for args, calls in zip(inputs, results):
+        want = two["reference"](*args)
+        for got in calls:
+            _close(got, want)
 
 
 def test_dynamic_program_runs_each_size_through_its_own_plan(two):

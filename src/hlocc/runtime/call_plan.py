@@ -50,6 +50,9 @@ from hlocc.runtime.thunks import (
 Step = Callable[[HostMemory], None]
 MAX_ARENAS = 8
 """Arenas a plan keeps for reuse (one per thread calling at once; more are made and dropped)."""
+EMPTY = np.empty
+"""What every call's fresh buffers (outputs, temporaries past POOLED_TEMP_BYTES) are allocated with
+(the thunk tests poison them: tests/runtime/_thunk_helpers.py)."""
 POOLED_TEMP_BYTES = 1 << 18
 """Temporaries an arena keeps at most; a plan with more allocates them per call (their kernels take
 far longer than the allocation, and a dynamic program's plans, one per size, would keep them all)."""
@@ -177,7 +180,7 @@ class CallPlan:
         """A new arena: its temporaries and prepared launches, and the generated call over them."""
         n = len(self.sizes)
         arena = _Arena([None] * n, [0] * n)
-        namespace: dict[str, Any] = {"address_of": address_of, "empty": np.empty, "u8": np.uint8,
+        namespace: dict[str, Any] = {"address_of": address_of, "empty": EMPTY, "u8": np.uint8,
                                      "HostMemory": HostMemory, "TOKEN": TOKEN, "seed": self.seed,
                                      "memmove": ctypes.memmove, "parameter_bytes": self.parameter_bytes}
         fixed = [*self.constants.items(), *((index, aligned_bytes(size)) for index, size in self.temps)]

@@ -3,7 +3,9 @@ argument check and the full one agree, errors keep their messages, outputs are n
 calling one executable get their own temporaries, and the work planned once is not redone per call.
 Numerics against the evaluator (the interpreter backend)."""
 
+import gc
 import sys
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -195,3 +197,16 @@ def test_large_temporaries_are_allocated_per_call_not_kept(monkeypatch):
     plan = exe.runner.call_plan()
     assert plan.scratch and not plan.temps
     assert "scratch = empty(" in plan.source
+
+
+def test_an_arena_is_freed_without_the_cyclic_collector():
+    exe = hlocc.compile(WHILE, "cpu")  # planned nested steps, generic steps and kernels
+    exe(np.ones(4, np.float32))
+    plan = exe.runner.call_plan()
+    arena = weakref.ref(plan._arenas[0])
+    gc.disable()
+    try:
+        plan._arenas.clear()
+        assert arena() is None
+    finally:
+        gc.enable()

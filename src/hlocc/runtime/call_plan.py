@@ -206,7 +206,7 @@ class CallPlan:
             self.source = self._source()
             self._code = compile(self.source, f"<call plan of {self.module.name}>", "exec")
         exec(self._code, namespace)
-        return namespace["call"]
+        return namespace.pop("call")  # not kept in its own globals: a cycle would hold the arena until a GC
 
     def _source(self) -> str:
         """The per-call function (module doc), straight-line: one line per parameter, kernel slot,

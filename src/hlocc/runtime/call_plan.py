@@ -16,6 +16,11 @@ sequences are planned the same way (their loop and branch choice stay the thunks
 planned form (a copy, a library call, a host fallback, a kernel without `launcher`) runs its own
 `execute` on the call's HostMemory; the evaluator is made only if one of them asks for it.
 
+The call is one straight-line Python function generated per plan (`CallPlan.source`, compiled
+once, instantiated per arena over that arena's tables): one line per parameter, kernel-table slot,
+copy (a memmove) and output leaf, each size and offset a literal; no loop over thunks or
+allocations runs per call.
+
 Thread safety: an arena serves one call at a time (popped from the pool, pushed back after: both
 atomic list operations), so concurrent calls each have their own temporaries and tables.
 """
@@ -196,6 +201,7 @@ class CallPlan:
                 launch = thunk.kernel.launcher(len(thunk.arguments))
                 self.launchers_built += 1
                 namespace[f"t{k}"], namespace[f"r{k}"] = launch.table, launch.run
+                namespace[f"launch{k}"] = launch  # what its table points at lives as long as the call
                 for slot, ref in enumerate(thunk.arguments):
                     index, offset = ref.slice.allocation_index, ref.slice.offset
                     if index not in self.variable:  # the generated call patches the others

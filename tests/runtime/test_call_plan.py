@@ -210,3 +210,15 @@ def test_an_arena_is_freed_without_the_cyclic_collector():
         assert arena() is None
     finally:
         gc.enable()
+
+
+def test_an_arena_keeps_the_dimension_values_its_tables_point_at():
+    exe = hlocc.compile(ONE.replace("DIM", "?n"), "cpu")
+    x = np.arange(5, dtype=np.float32)
+    exe(x)
+    [bound] = exe.program._bound.values()
+    kernel = bound.program.thunks[0].kernel.kernel
+    dims_table = weakref.ref(kernel._launches[(5,)][0])
+    kernel._launches.clear()  # the kernel's memo of launch facts is bounded: a long sweep clears it
+    assert dims_table() is not None
+    np.testing.assert_array_equal(exe(x), 2 * x)

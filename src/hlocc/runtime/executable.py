@@ -335,17 +335,18 @@ class ThunkExecutable:
     seed: int = 0
 
     _call_plan: CallPlan | None = field(default=None, repr=False, compare=False)
-    _fresh_bytes: int | None = field(default=None, repr=False, compare=False)
+    _fresh_bytes: int = field(default=0, repr=False, compare=False)  # fresh_bytes(), with the plan
 
     def run(self, args: Sequence[Any]) -> Any:
-        if self._fresh_bytes is None:
-            self._fresh_bytes = self.fresh_bytes()
-        check_memory(self.module.name, self._fresh_bytes)
-        return self.call_plan().run(args)
+        plan = self._call_plan or self.call_plan()
+        if self._fresh_bytes >= CHECKED_ALLOCATION_BYTES:
+            check_memory(self.module.name, self._fresh_bytes)
+        return plan.run(args)
 
     def call_plan(self) -> CallPlan:
         """The per-call path (runtime/call_plan.py), planned at the first call."""
         if self._call_plan is None:
+            self._fresh_bytes = self.fresh_bytes()
             outputs = [BufferRef(s, output_leaf_shape(self.assignment, i))
                        for i, s in zip(self.assignment.output_indices, self.assignment.output_slices)]
             self._call_plan = CallPlan(self.module, self.assignment.allocations,

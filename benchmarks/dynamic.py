@@ -21,7 +21,8 @@ call at an unseen size (the last size of the sweep, seen by no earlier call) aga
 call there, and the steady time per size (median of --runs warmed calls) as geomean ratios:
 hlocc dynamic / hlocc static (target ≤ 1.15) and XLA / hlocc dynamic (target ≥ 1). The on-disk
 kernel caches are off (HLOCC_CACHE_DIR=, and the in-process one cleared before each arm) so that
-every arm pays its own compiles.
+every arm pays its own compiles. Last, the per-call host overhead of a one-kernel program, static and
+dynamic, beside XLA:CPU's (benchmarks/overhead.py; its rows are appended to the JSON).
 """
 
 from __future__ import annotations
@@ -189,6 +190,14 @@ def main() -> None:
     for row in rows:
         for line in row["fallbacks"]:
             print(f"{row['program']}: {line}")
+    import overhead  # per-call host overhead (issue 18 item 4)
+
+    per_call = overhead.run(1000, 5, [c for c in overhead.CASES if c[4] == 1])
+    for r in per_call:
+        print(f"per-call overhead, {r['program']} f32[4] program: hlocc {r['hlocc_us']:.2f} µs (target ≤ "
+              f"{r['target_us']:.0f}); XLA:CPU execute {r['xla_execute_us'] or float('nan'):.2f} µs, jit "
+              f"{r['xla_jit_us'] or float('nan'):.2f} µs; numpy {r['numpy_us']:.2f} µs (best of 5 × 1000 calls)")
+    rows += per_call
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

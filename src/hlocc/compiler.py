@@ -60,6 +60,7 @@ class Executable:
     # Static compilations built: 1 for a compiled backend, 0 for the interpreter; a
     # DynamicExecutable counts its per-binding specializations.
     compilations: int = 0
+    _argument_plan: Any = field(default=None, repr=False, compare=False)  # see `checked`
 
     @property
     def parameter_shapes(self) -> list[Shape]:
@@ -76,7 +77,7 @@ class Executable:
         on_device = self.backend in DEVICE_BACKENDS
         if return_device_arrays and not on_device:
             raise ArgumentError(f"return_device_arrays: the {self.backend} backend returns host arrays only")
-        values = check_arguments(self.module, args, device_arrays=on_device)
+        values = self.checked(args, on_device)
         if on_device:
             return self.runner.run(values, return_device_arrays=return_device_arrays)
         if self.runner is not None:
@@ -84,6 +85,42 @@ class Executable:
         from hlocc.evaluator import Evaluator
 
         return Evaluator(self.seed).run(self.module, values)
+
+
+    def checked(self, args: Sequence[Any], device_arrays: bool = False) -> Sequence[Any]:
+        """`check_arguments`, with its fast path: arguments that are already C-contiguous numpy
+        arrays of the parameters' dtypes and fixed dimensions (the expectations planned at the
+        first call, `argument_plan`) are taken as they are; anything else gets the full checks."""
+        plan = self._argument_plan
+        if plan is None:
+            plan = self._argument_plan = argument_plan(self.module)
+        if plan and len(args) == len(plan):
+            for a, (dims, dtype, fixed) in zip(args, plan):
+                if type(a) is not np.ndarray or a.dtype != dtype or not a.flags.c_contiguous:
+                    break
+                shape = a.shape
+                if shape != dims and (fixed is None or len(shape) != len(dims)
+                                      or (fixed and any(shape[axis] != size for axis, size in fixed))):
+                    break
+            else:
+                return args
+        return check_arguments(self.module, args, device_arrays=device_arrays)
+
+
+def argument_plan(module: HloModule) -> tuple:
+    """Per entry parameter, what `Executable.checked` compares an argument with: (its dims, None
+    where symbolic; its dtype; None for a static shape, else the (axis, size) of its fixed dims).
+    Empty where a parameter is a tuple, a token or has a bounded dynamic dimension (every call
+    takes the full checks)."""
+    plan = []
+    for p in module.entry.parameters:
+        shape = p.shape
+        if not shape.is_array or any(dyn and not isinstance(d, DimExpr) for d, dyn in zip(shape.dims, shape.dynamic)):
+            return ()
+        dims = tuple(None if isinstance(d, DimExpr) else d for d in shape.dims)
+        fixed = None if None not in dims else tuple((k, d) for k, d in enumerate(dims) if d is not None)
+        plan.append((dims, shape.dtype, fixed))
+    return tuple(plan)
 
 
 SPECIALIZATION_REASON = "no plan for every size on this backend"
@@ -155,8 +192,9 @@ class DynamicExecutable(Executable):
             return self.specialized(self.bind(*args))(*args, return_device_arrays=return_device_arrays)
         if return_device_arrays:
             raise ArgumentError(f"return_device_arrays: the {self.backend} backend returns host arrays only")
-        result = self.program.run(check_arguments(self.module, args))
-        self.compilations = self.program.compilations
+        result = self.program.run(self.checked(args))
+        if self.program.deferred:  # only kernels compiled per size change the count
+            self.compilations = self.program.compilations
         return result
 
     def stats_text(self) -> str:

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import hlocc
+from hlocc.compiler import clear_compile_cache
+from hlocc.runtime import call_plan
 from hlocc.runtime import executable as runtime_executable
 from hlocc.runtime.thunks import aligned_bytes
 
@@ -22,12 +24,18 @@ held before (which may be a previous run's right answer)."""
 
 @pytest.fixture(autouse=True)
 def poisoned_memory(monkeypatch):
-    """Every run's fresh allocations (outputs, the temp arena, copied parameters) start as POISON."""
+    """Every run's fresh allocations (outputs, temporaries, copied parameters) start as POISON: the
+    call plans (runtime/call_plan.py) keep no arena between calls, and the executables compiled
+    before (the in-process compile cache) are forgotten, so no plan holds unpoisoned memory."""
     def poisoned(size: int) -> np.ndarray:
         data = aligned_bytes(size)
         data.fill(POISON)
         return data
     monkeypatch.setattr(runtime_executable, "aligned_bytes", poisoned)
+    monkeypatch.setattr(call_plan, "aligned_bytes", poisoned)
+    monkeypatch.setattr(call_plan, "EMPTY", lambda size, dtype: np.full(size, POISON, dtype))
+    monkeypatch.setattr(call_plan, "MAX_ARENAS", 0)
+    clear_compile_cache()
 
 
 def random_array(shape: tuple[int, ...], dtype, rng: np.random.Generator) -> np.ndarray:

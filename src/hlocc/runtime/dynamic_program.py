@@ -28,19 +28,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from hlocc.errors import UnsupportedError
-from hlocc.evaluator.core import Evaluator
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.specialize import specialize_computation, substitute_instructions, substitute_shape
 from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, size_hint, symbol
 from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import CompilePipeline, PassManager
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferSlice, assign_buffers
+from hlocc.runtime.call_plan import CallPlan
 from hlocc.runtime.executable import (
+    CHECKED_ALLOCATION_BYTES,
     KernelCompiler,
     RuntimeStats,
     ThunkEmitter,
@@ -62,14 +64,11 @@ from hlocc.runtime.speculation import (
 from hlocc.runtime.thunks import (
     BufferRef,
     CopyThunk,
-    HostMemory,
     HostThunk,
     KernelThunk,
     SequentialThunk,
     Thunk,
     ValueRefs,
-    aligned_bytes,
-    nest,
 )
 
 _FALLBACK_ERRORS = (UnsupportedError, InconclusiveDimensionError)
@@ -97,6 +96,11 @@ class BoundKernel:
         self.kernel.run_addresses(addresses, self.dims)
         if self.calls is not None:
             self.calls[self.version] += 1
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "launcher" and hasattr(self.kernel, "launcher"):  # a prepared launch at these dims
+            return partial(self.kernel.launcher, dims=self.dims)
+        raise AttributeError(name)
 
 
 @dataclass
@@ -368,6 +372,7 @@ class BoundProgram:
     outputs: list[BufferRef]
     peak_bytes: int
     host_fusions: list[str]
+    call_plan: CallPlan | None = field(default=None, repr=False)  # its per-call path, made at its first run
 
 
 @dataclass
@@ -395,26 +400,21 @@ class DynamicProgram:
         return self.symbolic_kernels + sum(len(k.instances) for k in self.deferred)
 
     def run(self, args: Sequence[Any]) -> Any:
-        key = tuple(getattr(a, "shape", None) if not isinstance(a, tuple) else None for a in args)
+        key = tuple([getattr(a, "shape", None) if not isinstance(a, tuple) else None for a in args])
         bound = self._bound.get(key)
         if bound is None:
             if len(self._bound) >= MAX_BOUND_PROGRAMS:
                 del self._bound[next(iter(self._bound))]  # the oldest: a server sees sizes come and go
             bound = self._bound[key] = self.bind(key)
-        self.last_peak_bytes = bound.peak_bytes
-        check_memory(self.module.name, bound.peak_bytes)
-        allocations: list[np.ndarray] = []
-        for allocation, size in zip(self.assignment.allocations, bound.allocation_sizes):
-            if allocation.kind is AllocationKind.PARAMETER:
-                allocations.append(parameter_bytes(self.module, args, allocation,
-                                                   allocation.index in self.copied_parameters))
-            elif allocation.kind is AllocationKind.CONSTANT:
-                allocations.append(self.constants[allocation.index])
-            else:
-                allocations.append(aligned_bytes(size))
-        memory = HostMemory(allocations, Evaluator(self.seed))
-        bound.program.execute(memory)
-        return nest(self.module.entry.root.shape, iter([memory.read(ref) for ref in bound.outputs]))
+        self.last_peak_bytes = peak = bound.peak_bytes
+        if peak >= CHECKED_ALLOCATION_BYTES:
+            check_memory(self.module.name, peak)
+        plan = bound.call_plan
+        if plan is None:
+            plan = bound.call_plan = CallPlan(self.module, self.assignment.allocations, bound.allocation_sizes,
+                                              bound.program, bound.outputs, self.constants, self.copied_parameters,
+                                              partial(parameter_bytes, self.module), self.seed)
+        return plan.run(args)
 
     def bind(self, arg_dims: tuple) -> BoundProgram:
         """The plan at the binding of `arg_dims` (one shape tuple per parameter, None for a tuple)."""

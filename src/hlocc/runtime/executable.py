@@ -40,7 +40,7 @@ import numpy as np
 from hlocc.analysis.hero import EmitterKind, emitter_kind
 from hlocc.errors import HloError, ResourceError, UnsupportedError
 from hlocc.evaluator.convolution import conv_dimension_numbers
-from hlocc.evaluator.core import TOKEN, Evaluator
+from hlocc.evaluator.core import TOKEN
 from hlocc.evaluator.dot import dot_dimension_numbers
 from hlocc.evaluator.sorting import topk_custom_call_k
 from hlocc.hlo.call_graph import sequential_callees
@@ -49,6 +49,7 @@ from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import BACKEND_PIPELINES, CompilePipeline, PassManager
 from hlocc.runtime import library
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferCopy, assign_buffers
+from hlocc.runtime.call_plan import CallPlan
 from hlocc.runtime.dataflow import is_pure_forwarding, leaf_indices, subshape
 from hlocc.runtime.gc_pause import gc_paused
 from hlocc.runtime.schedule import schedule_module
@@ -58,7 +59,6 @@ from hlocc.runtime.thunks import (
     ConvolutionThunk,
     CopyThunk,
     GemmThunk,
-    HostMemory,
     HostThunk,
     Kernel,
     KernelThunk,
@@ -68,7 +68,6 @@ from hlocc.runtime.thunks import (
     ValueRefs,
     WhileThunk,
     aligned_bytes,
-    nest,
     physical_bytes,
 )
 
@@ -335,31 +334,32 @@ class ThunkExecutable:
     stats: RuntimeStats
     seed: int = 0
 
+    _call_plan: CallPlan | None = field(default=None, repr=False, compare=False)
+    _fresh_bytes: int = field(default=0, repr=False, compare=False)  # fresh_bytes(), with the plan
+
     def run(self, args: Sequence[Any]) -> Any:
-        check_memory(self.module.name, self.fresh_bytes())
-        allocations: list[np.ndarray] = []
-        for allocation in self.assignment.allocations:
-            if allocation.kind is AllocationKind.PARAMETER:
-                allocations.append(self._parameter_bytes(args, allocation))
-            elif allocation.kind is AllocationKind.CONSTANT:
-                allocations.append(self.constants[allocation.index])
-            else:
-                allocations.append(aligned_bytes(allocation.size))
-        memory = HostMemory(allocations, Evaluator(self.seed))
-        self.program.execute(memory)
-        root = self.module.entry.root
-        leaves = [memory.read(BufferRef(s, output_leaf_shape(self.assignment, i)))
-                  for i, s in zip(self.assignment.output_indices, self.assignment.output_slices)]
-        return nest(root.shape, iter(leaves))
+        plan = self._call_plan or self.call_plan()
+        if self._fresh_bytes >= CHECKED_ALLOCATION_BYTES:
+            check_memory(self.module.name, self._fresh_bytes)
+        return plan.run(args)
+
+    def call_plan(self) -> CallPlan:
+        """The per-call path (runtime/call_plan.py), planned at the first call."""
+        if self._call_plan is None:
+            self._fresh_bytes = self.fresh_bytes()
+            outputs = [BufferRef(s, output_leaf_shape(self.assignment, i))
+                       for i, s in zip(self.assignment.output_indices, self.assignment.output_slices)]
+            self._call_plan = CallPlan(self.module, self.assignment.allocations,
+                                       [a.size for a in self.assignment.allocations], self.program, outputs,
+                                       self.constants, self.copied_parameters,
+                                       partial(parameter_bytes, self.module), self.seed)
+        return self._call_plan
 
     def fresh_bytes(self) -> int:
         """Bytes a run allocates: outputs, temporaries and the parameters it copies."""
         return sum(a.size for a in self.assignment.allocations
                    if a.kind is not AllocationKind.CONSTANT
                    and (a.kind is not AllocationKind.PARAMETER or a.index in self.copied_parameters))
-
-    def _parameter_bytes(self, args: Sequence[Any], allocation) -> np.ndarray:
-        return parameter_bytes(self.module, args, allocation, allocation.index in self.copied_parameters)
 
     def to_string(self) -> str:
         return "\n".join(self.program.describe())

@@ -26,8 +26,9 @@ The kinds:
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -44,10 +45,19 @@ ALIGNMENT = 64
 """Bytes every allocation is aligned to (the buffer assignment aligns offsets in the arena)."""
 
 
+def address_of(array: np.ndarray) -> int:
+    """The address of `array`'s first byte. A writable array's through ctypes' buffer protocol
+    (a third of `array.ctypes.data`'s cost, which builds a helper object per call)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    except (TypeError, ValueError, BufferError):  # read-only, empty, or not contiguous
+        return array.ctypes.data
+
+
 def aligned_bytes(size: int) -> np.ndarray:
     """`size` uninitialized bytes starting at an ALIGNMENT-byte boundary."""
     raw = np.empty(size + ALIGNMENT, dtype=np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
+    start = -address_of(raw) % ALIGNMENT
     return raw[start:start + size]
 
 
@@ -73,16 +83,25 @@ class Memory(Protocol):
     def convolution(self, thunk: ConvolutionThunk) -> None: ...
 
 
-@dataclass
 class HostMemory:
-    """Memory in host byte arrays, one per allocation: reads are views, kernels run on the host."""
+    """Memory in host byte arrays, one per allocation: reads are views, kernels run on the host.
+    `addresses`: the allocations' addresses, when the caller knows them (runtime/call_plan.py);
+    the evaluator is made on first use (a program without host fallbacks never needs one)."""
 
-    allocations: list[np.ndarray]
-    evaluator: Evaluator
-    addresses: list[int] = field(init=False)
+    __slots__ = ("allocations", "addresses", "seed", "_evaluator")
 
-    def __post_init__(self) -> None:
-        self.addresses = [a.ctypes.data for a in self.allocations]
+    def __init__(self, allocations: list[np.ndarray], evaluator: Evaluator | None = None,
+                 addresses: list[int] | None = None, seed: int = 0):
+        self.allocations = allocations
+        self.addresses = addresses if addresses is not None else [address_of(a) for a in allocations]
+        self.seed = seed
+        self._evaluator = evaluator
+
+    @property
+    def evaluator(self) -> Evaluator:
+        if self._evaluator is None:
+            self._evaluator = Evaluator(self.seed)
+        return self._evaluator
 
     def bytes(self, where: BufferSlice) -> np.ndarray:
         return self.allocations[where.allocation_index][where.offset:where.offset + where.size]
@@ -207,6 +226,17 @@ class Kernel(Protocol):
     output_aliases: tuple[tuple[int, int], ...]
 
     def run_addresses(self, addresses: list[int]) -> None: ...
+
+
+class KernelLauncher(Protocol):
+    """A launch of one kernel prepared once (runtime/call_plan.py): `table` holds one address per
+    buffer, which the caller fills (the fixed ones once, the others before each `run`). A kernel
+    offers one with `launcher(count)` (`count` buffers) where it can; one launcher serves one
+    thread at a time."""
+
+    table: Any
+
+    def run(self) -> None: ...
 
 
 def _args(refs) -> str:
@@ -336,11 +366,17 @@ class WhileThunk:
     kind: str = "while"
 
     def execute(self, memory: Memory) -> None:
+        self.loop(memory, self.condition.execute, self.body.execute, lambda m: m.read(self.predicate).item())
+
+    def loop(self, memory: Memory, condition: Callable[[Memory], None], body: Callable[[Memory], None],
+             predicate: Callable[[Memory], Any]) -> None:
+        """The loop, with `condition` and `body` running the nested sequences and `predicate`
+        reading the condition's result (runtime/call_plan.py passes their planned forms)."""
         while True:
-            self.condition.execute(memory)
-            if not memory.read(self.predicate).item():  # one byte to the host per iteration
+            condition(memory)
+            if not predicate(memory):  # one byte to the host per iteration
                 return
-            self.body.execute(memory)
+            body(memory)
 
     def children(self) -> tuple[SequentialThunk, ...]:
         return self.condition, self.body
@@ -361,12 +397,14 @@ class ConditionalThunk:
     kind: str = "conditional"
 
     def execute(self, memory: Memory) -> None:
+        self.branches[self.branch(memory)].execute(memory)
+
+    def branch(self, memory: Memory) -> int:
+        """The index of the branch the selector picks."""
         value = memory.read(self.selector).item()
         if self.selector.shape.element_type.is_pred:
-            branch = 0 if value else 1
-        else:
-            branch = value if 0 <= value < len(self.branches) else len(self.branches) - 1
-        self.branches[branch].execute(memory)
+            return 0 if value else 1
+        return value if 0 <= value < len(self.branches) else len(self.branches) - 1
 
     def children(self) -> tuple[SequentialThunk, ...]:
         return tuple(self.branches)
@@ -404,6 +442,6 @@ class HostThunk:
 
 __all__ = [
     "ALIGNMENT", "BufferRef", "ConditionalThunk", "ConvolutionThunk", "CopyThunk", "GemmThunk", "HostMemory",
-    "HostThunk", "KernelThunk", "LibraryThunk", "Memory", "SequentialThunk", "Thunk", "ValueRefs", "WhileThunk",
-    "aligned_bytes", "from_physical", "logical_array", "physical_bytes", "to_physical",
+    "HostThunk", "KernelLauncher", "KernelThunk", "LibraryThunk", "Memory", "SequentialThunk", "Thunk", "ValueRefs",
+    "WhileThunk", "address_of", "aligned_bytes", "from_physical", "logical_array", "physical_bytes", "to_physical",
 ]

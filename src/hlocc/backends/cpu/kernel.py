@@ -24,9 +24,10 @@ object code and plan; a hit skips emission, the passes and LLVM).
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,7 +43,7 @@ from hlocc.backends.cpu.kernel_cache import (
     load_cached_kernel_plan,
     store_kernel,
 )
-from hlocc.backends.cpu.launcher import BlocksFunction, launch_addresses
+from hlocc.backends.cpu.launcher import BlocksFunction, address_table, is_serial, launch_table
 from hlocc.codegen.context import print_module
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import KernelModule, fusion_symbols
@@ -150,15 +151,39 @@ class CompiledKernel:
         self._launches[dims] = facts
         return facts
 
+    def launcher(self, count: int, dims: Sequence[int] = ()) -> KernelLaunch:
+        """A launch over `count` buffers prepared once (runtime.thunks.KernelLauncher): the table
+        of addresses, with the slot of the dimension values after the buffers filled in, the block
+        count and the serial-or-pool decision made; `dims`: the values of `symbols`."""
+        if self.symbols:
+            dims_table, blocks, elements = self._launches.get(tuple(dims)) or self._launch_facts(tuple(dims))
+        else:
+            dims_table, blocks, elements = None, self.launch_dims.blocks, self._elements()
+        table = (ctypes.c_void_p * (count + 1))()
+        if dims_table is not None:
+            table[count] = ctypes.addressof(dims_table)
+        if not (self.has_work if not self.symbols else dims_table is not None):
+            run = _nothing
+        elif self.bounds_record:
+            run = functools.partial(self._launch_table, table, blocks, elements)
+        elif is_serial(blocks, elements):
+            run = functools.partial(self.fn, ctypes.addressof(table), 0, blocks)
+        else:
+            run = functools.partial(launch_table, self.fn, table, blocks, elements)
+        return KernelLaunch(table, run, dims_table)
+
     def _launch(self, addresses: list[int], blocks: int, elements: int) -> None:
+        self._launch_table(address_table(addresses), blocks, elements)
+
+    def _launch_table(self, table: ctypes.Array, blocks: int, elements: int) -> None:
         if not self.bounds_record:
-            launch_addresses(self.fn, addresses, blocks, elements)
+            launch_table(self.fn, table, blocks, elements)
             return
         buffers = [*self.param_shapes, *self.output_shapes]
         with _BOUNDS_LOCK:  # one record per kernel: checked launches of a kernel do not overlap
             record = (ctypes.c_int64 * record_slots(len(buffers))).from_address(self.bounds_record)
             ctypes.memset(record, 0, ctypes.sizeof(record))
-            launch_addresses(self.fn, addresses, blocks, elements)
+            launch_table(self.fn, table, blocks, elements)
             violations = [(k - 2, record[RECORD * k + 1], record[RECORD * k + 2])
                           for k in range(1, len(buffers) + 2) if record[RECORD * k]]
         if violations:
@@ -186,6 +211,19 @@ class CompiledKernel:
             outs[out][...] = params[param].reshape(outs[out].shape)
         self.run(params + outs, [binding[s] for s in self.symbols])
         return [from_physical(o, substitute_shape(s, binding)) for o, s in zip(outs, self.output_shapes)]
+
+
+@dataclass(frozen=True, eq=False)
+class KernelLaunch:
+    """A CompiledKernel's prepared launch (`CompiledKernel.launcher`): fill `table`, call `run`."""
+
+    table: ctypes.Array
+    run: Callable[[], None]
+    keep: object = None  # what the table points at besides the buffers (the dimension values)
+
+
+def _nothing() -> None:
+    pass
 
 
 _BOUNDS_LOCK = threading.Lock()

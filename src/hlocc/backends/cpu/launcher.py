@@ -27,7 +27,19 @@ PARALLEL_MIN_ELEMENTS = 1 << 15
 
 
 def num_workers() -> int:
+    """Threads a launch may use: HLOCC_CPU_THREADS, else the CPUs this process may run on (asked
+    once per value of the variable: sched_getaffinity is a system call, and launches are hot)."""
     env = os.environ.get("HLOCC_CPU_THREADS")
+    workers = _WORKERS.get(env)
+    if workers is None:
+        workers = _WORKERS[env] = _count_workers(env)
+    return workers
+
+
+_WORKERS: dict[str | None, int] = {}
+
+
+def _count_workers(env: str | None) -> int:
     if env:
         return max(1, int(env))
     try:
@@ -53,9 +65,19 @@ def launch(fn: BlocksFunction, buffers: Sequence[np.ndarray], blocks: int, eleme
 
 def launch_addresses(fn: BlocksFunction, addresses: Sequence[int], blocks: int, elements: int) -> None:
     """Run blocks [0, blocks) of `fn` over the buffers at `addresses` (the caller keeps them alive)."""
-    table = address_table(addresses)
+    launch_table(fn, address_table(addresses), blocks, elements)
+
+
+def is_serial(blocks: int, elements: int) -> bool:
+    """Whether a launch runs in the calling thread whatever the number of workers."""
+    return blocks == 1 or elements < PARALLEL_MIN_ELEMENTS
+
+
+def launch_table(fn: BlocksFunction, table: ctypes.Array, blocks: int, elements: int) -> None:
+    """`launch_addresses` over a prebuilt table of addresses (runtime/call_plan.py fills one per
+    kernel once, and patches only the slots that change per call)."""
     workers = num_workers()
-    if workers == 1 or blocks == 1 or elements < PARALLEL_MIN_ELEMENTS:
+    if workers == 1 or is_serial(blocks, elements):
         fn(ctypes.addressof(table), 0, blocks)
         return
     chunks = min(blocks, workers)

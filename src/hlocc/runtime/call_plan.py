@@ -1,0 +1,372 @@
+"""The per-call host path of a compiled program, planned once (issue 18 item 4: what BladeDISC's
+compiled host flow, RAL, is for). A `CallPlan` is made from a program's allocations (their sizes
+known: a static program's, or a dynamic program's at one binding), its thunks and its outputs; a
+call then does only what depends on the arguments:
+
+    take an arena from the pool (or make one)   temporaries and prepared kernel launches, reused
+    the parameters' addresses                   the caller's arrays, in place (or copied, when written)
+    one fresh buffer for all outputs            what the caller gets back is never reused
+    patch the kernels' parameter and output slots, run the planned steps
+    the outputs' views (their dtype, dims and transpose precomputed), the arena back to the pool
+
+Planned once, in the arena: each temporary buffer and its address, and for every kernel a
+`KernelLauncher` (runtime/thunks.py; backends/cpu/kernel.py CompiledKernel.launcher) whose table
+of addresses holds the temporaries' and constants' slots already. Nested while and conditional
+sequences are planned the same way (their loop and branch choice stay the thunks'). A thunk with no
+planned form (a copy, a library call, a host fallback, a kernel without `launcher`) runs its own
+`execute` on the call's HostMemory; the evaluator is made only if one of them asks for it.
+
+The call is one straight-line Python function generated per plan (`CallPlan.source`, compiled
+once, instantiated per arena over that arena's tables): one line per parameter, kernel-table slot,
+copy (a memmove) and output leaf, each size and offset a literal; no loop over thunks or
+allocations runs per call.
+
+Thread safety: an arena serves one call at a time (popped from the pool, pushed back after: both
+atomic list operations), so concurrent calls each have their own temporaries and tables.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hlocc.evaluator.core import TOKEN
+from hlocc.hlo.ir import HloModule
+from hlocc.hlo.types import Shape
+from hlocc.runtime.buffer_assignment import AllocationKind, BufferAllocation
+from hlocc.runtime.thunks import (
+    ALIGNMENT,
+    BufferRef,
+    ConditionalThunk,
+    CopyThunk,
+    HostMemory,
+    KernelThunk,
+    SequentialThunk,
+    Thunk,
+    WhileThunk,
+    address_of,
+    aligned_bytes,
+)
+
+Step = Callable[[HostMemory], None]
+MAX_ARENAS = 8
+"""Arenas a plan keeps for reuse (one per thread calling at once; more are made and dropped)."""
+EMPTY = np.empty
+"""What every call's fresh buffers (outputs, temporaries past POOLED_TEMP_BYTES) are allocated with
+(the thunk tests poison them: tests/runtime/_thunk_helpers.py)."""
+POOLED_TEMP_BYTES = 1 << 18
+"""Temporaries an arena keeps at most; a plan with more allocates them per call (their kernels take
+far longer than the allocation, and a dynamic program's plans, one per size, would keep them all)."""
+
+
+@dataclass(frozen=True)
+class _Parameter:
+    allocation: int
+    number: int
+    in_place: bool  # a whole array argument in its default layout, not written: its own bytes
+    copy: bool  # the program writes it: a fresh copy per call
+    source: BufferAllocation
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    """An output leaf's view: bytes [offset, offset + size) of its allocation as `dims` of `dtype`
+    (physical order), transposed by `axes` into logical order where the layout is not the default."""
+
+    allocation: int
+    offset: int
+    size: int
+    dtype: Any
+    dims: tuple[int, ...] | None  # None: a token
+    axes: tuple[int, ...] | None
+
+    def read(self, allocations: list[np.ndarray]) -> Any:
+        if self.dims is None:
+            return TOKEN
+        array = allocations[self.allocation][self.offset:self.offset + self.size].view(self.dtype).reshape(self.dims)
+        return array if self.axes is None else array.transpose(self.axes)
+
+
+@dataclass
+class _Arena:
+    """One caller's reusable buffers: the allocations and addresses of the constants and
+    temporaries (the others' are filled per call)."""
+
+    allocations: list
+    addresses: list[int]
+
+
+def _leaf(ref: BufferRef) -> _Leaf:
+    if not ref.shape.is_array:
+        return _Leaf(ref.slice.allocation_index, 0, 0, None, None, None)
+    return _Leaf(ref.slice.allocation_index, ref.slice.offset, ref.slice.size, ref.shape.dtype,
+                 tuple(ref.shape.physical_dims), _physical_axes(ref.shape))
+
+
+def _physical_axes(shape: Shape) -> tuple[int, ...] | None:
+    order = list(reversed(shape.minor_to_major))
+    return None if order == sorted(order) else tuple(int(a) for a in np.argsort(order))
+
+
+class CallPlan:
+    """The per-call path of one program at known allocation sizes (module doc).
+
+    `allocations`: the buffer assignment's; `sizes`: their sizes; `program`: the thunks (sizes
+    bound); `outputs`: the entry result's leaves; `parameter_bytes(args, allocation, copy)` the
+    bytes of a parameter the fast path does not take in place."""
+
+    def __init__(self, module: HloModule, allocations: Sequence[BufferAllocation], sizes: Sequence[int],
+                 program: SequentialThunk, outputs: Sequence[BufferRef], constants: dict[int, np.ndarray],
+                 copied: frozenset[int], parameter_bytes: Callable[..., np.ndarray], seed: int = 0):
+        self.module = module
+        self.result_shape = module.entry.root.shape
+        self.program = program
+        self.seed = seed
+        self.sizes = list(sizes)
+        self.constants = constants
+        self.parameter_bytes = parameter_bytes
+        output_allocations = {r.slice.allocation_index for r in outputs}
+        self.parameters: list[_Parameter] = []
+        self.fresh: list[tuple[int, int, int]] = []  # (allocation, offset in the outputs' buffer, size)
+        self.temps: list[tuple[int, int]] = []  # (allocation, size)
+        self.fresh_size = 0
+        for a in allocations:
+            size = self.sizes[a.index]
+            if a.kind is AllocationKind.PARAMETER:
+                shape = module.entry.parameter(a.parameter_number).shape
+                in_place = (not a.parameter_index and shape.is_array and a.index not in copied
+                            and _physical_axes(shape) is None)
+                self.parameters.append(_Parameter(a.index, a.parameter_number, in_place, a.index in copied, a))
+            elif a.kind is AllocationKind.CONSTANT:
+                continue
+            elif a.kind is AllocationKind.OUTPUT or a.index in output_allocations:
+                self.fresh.append((a.index, self.fresh_size, size))
+                self.fresh_size += -(-size // ALIGNMENT) * ALIGNMENT
+            else:
+                self.temps.append((a.index, size))
+        # Temporaries past POOLED_TEMP_BYTES are allocated per call (a buffer of their own, like the
+        # outputs'), not kept in the arenas: a dynamic program keeps a plan per size seen.
+        self.scratch: list[tuple[int, int, int]] = []
+        self.scratch_size = 0
+        if sum(size for _, size in self.temps) > POOLED_TEMP_BYTES:
+            for index, size in self.temps:
+                self.scratch.append((index, self.scratch_size, size))
+                self.scratch_size += -(-size // ALIGNMENT) * ALIGNMENT
+            self.temps = []
+        self.variable = frozenset(p.allocation for p in self.parameters) | {f[0] for f in self.fresh + self.scratch}
+        self.leaves = [_leaf(r) for r in outputs]
+        self.launchers_built = 0  # kernel launches prepared, over all arenas (a test counts them)
+        # the bytes of an in-place argument are needed only where a thunk reads the allocation itself
+        self.bytes_needed = _reads_bytes(program) or bool({leaf.allocation for leaf in self.leaves}
+                                                 & {p.allocation for p in self.parameters})
+        self._arenas: list[Callable[[Sequence[Any]], Any]] = []  # one generated call per arena
+        self._code = None
+        self.source = ""  # the generated per-call function (module doc), once an arena exists
+
+    # -- per call --------------------------------------------------------------------------------
+    def run(self, args: Sequence[Any]) -> Any:
+        """Run on checked arguments (compiler.check_arguments' values); the entry's result."""
+        try:
+            call = self._arenas.pop()
+        except IndexError:
+            call = self._arena()
+        try:
+            return call(args)
+        finally:
+            if len(self._arenas) < MAX_ARENAS:
+                self._arenas.append(call)
+
+    # -- planned once per arena --------------------------------------------------------------------
+    def _arena(self) -> Callable[[Sequence[Any]], Any]:
+        """A new arena: its temporaries and prepared launches, and the generated call over them."""
+        n = len(self.sizes)
+        arena = _Arena([None] * n, [0] * n)
+        namespace: dict[str, Any] = {"address_of": address_of, "empty": EMPTY, "u8": np.uint8,
+                                     "HostMemory": HostMemory, "TOKEN": TOKEN, "seed": self.seed,
+                                     "memmove": ctypes.memmove, "parameter_bytes": self.parameter_bytes}
+        fixed = [*self.constants.items(), *((index, aligned_bytes(size)) for index, size in self.temps)]
+        for index, data in fixed:
+            arena.allocations[index], arena.addresses[index] = data, address_of(data)
+            namespace[f"b{index}"], namespace[f"p{index}"] = data, arena.addresses[index]
+        namespace.update({f"src{p.allocation}": p.source for p in self.parameters})
+        namespace.update({f"dt{j}": leaf.dtype for j, leaf in enumerate(self.leaves)})
+        for k, thunk in enumerate(_top_level(self.program)):
+            if _inline_copy(thunk):
+                continue
+            if _planned_kernel(thunk):
+                launch = thunk.kernel.launcher(len(thunk.arguments))
+                self.launchers_built += 1
+                namespace[f"t{k}"], namespace[f"r{k}"] = launch.table, launch.run
+                namespace[f"launch{k}"] = launch  # what its table points at lives as long as the call
+                for slot, ref in enumerate(thunk.arguments):
+                    index, offset = ref.slice.allocation_index, ref.slice.offset
+                    if index not in self.variable:  # the generated call patches the others
+                        launch.table[slot] = arena.addresses[index] + offset
+            else:
+                namespace[f"g{k}"] = self._step(thunk, arena)
+        if self._code is None:
+            self.source = self._source()
+            self._code = compile(self.source, f"<call plan of {self.module.name}>", "exec")
+        exec(self._code, namespace)
+        return namespace.pop("call")  # not kept in its own globals: a cycle would hold the arena until a GC
+
+    def _source(self) -> str:
+        """The per-call function (module doc), straight-line: one line per parameter, kernel slot,
+        step and output leaf, every size and offset a literal."""
+        lines = ["def call(args):"]
+        emit = lines.append
+        thunks = _top_level(self.program)
+        memory = any(not (_planned_kernel(t) or _inline_copy(t)) for t in thunks)  # a step reads the memory
+        for p in self.parameters:
+            a = p.allocation
+            if p.in_place:
+                emit(f"    v{a} = args[{p.number}]")
+                emit(f"    p{a} = address_of(v{a})")
+                if self.bytes_needed:
+                    emit(f"    b{a} = v{a}.reshape(-1).view(u8)")
+            else:
+                emit(f"    b{a} = parameter_bytes(args, src{a}, {p.copy})")
+                emit(f"    p{a} = address_of(b{a})")
+        fresh = {index: offset for index, offset, _ in self.fresh}
+        for name, entries, total in (("raw", self.fresh, self.fresh_size), ("scratch", self.scratch,
+                                                                             self.scratch_size)):
+            if not entries:
+                continue
+            emit(f"    {name} = empty({total + ALIGNMENT}, u8)")
+            emit(f"    {name}_base = address_of({name})")
+            emit(f"    {name}_start = -{name}_base % {ALIGNMENT}")
+            emit(f"    {name}_base += {name}_start")
+            for index, offset, size in entries:
+                emit(f"    p{index} = {name}_base + {offset}")
+                if memory:
+                    emit(f"    b{index} = {name}[{name}_start + {offset}:{name}_start + {offset + size}]")
+        if memory:
+            n = len(self.sizes)
+            emit(f"    memory = HostMemory([{', '.join(f'b{i}' for i in range(n))}], None, "
+                 f"[{', '.join(f'p{i}' for i in range(n))}], seed)")
+        for k, thunk in enumerate(thunks):
+            if _inline_copy(thunk):
+                source, destination = thunk.source, thunk.destination
+                emit(f"    memmove(p{destination.allocation_index} + {destination.offset}, "
+                     f"p{source.allocation_index} + {source.offset}, {source.size})")
+                continue
+            if not _planned_kernel(thunk):
+                emit(f"    g{k}(memory)")
+                continue
+            for slot, ref in enumerate(thunk.arguments):
+                index, offset = ref.slice.allocation_index, ref.slice.offset
+                if index in self.variable:
+                    emit(f"    t{k}[{slot}] = p{index}" + (f" + {offset}" if offset else ""))
+            emit(f"    r{k}()")
+        leaves = []
+        for j, leaf in enumerate(self.leaves):
+            if leaf.dims is None:
+                leaves.append("TOKEN")
+                continue
+            if leaf.allocation in fresh:
+                first = fresh[leaf.allocation] + leaf.offset
+                data = f"raw[raw_start + {first}:raw_start + {first + leaf.size}]"
+            else:
+                data = f"b{leaf.allocation}[{leaf.offset}:{leaf.offset + leaf.size}]"
+            expr = f"{data}.view(dt{j})"
+            if not (len(leaf.dims) == 1 and leaf.size == leaf.dims[0] * np.dtype(leaf.dtype).itemsize):
+                expr += f".reshape({leaf.dims})"
+            if leaf.axes is not None:
+                expr += f".transpose({leaf.axes})"
+            leaves.append(expr)
+        emit(f"    return {_nested(self.result_shape, iter(leaves))}")
+        return "\n".join(lines) + "\n"
+
+    def _step(self, thunk: Thunk, arena: _Arena) -> Step:
+        if isinstance(thunk, SequentialThunk):
+            return _sequence([self._step(t, arena) for t in thunk.thunks])
+        if isinstance(thunk, WhileThunk):
+            condition = _sequence([self._step(t, arena) for t in thunk.condition.thunks])
+            body = _sequence([self._step(t, arena) for t in thunk.body.thunks])
+            return lambda memory: thunk.loop(memory, condition, body, _predicate(thunk.predicate))
+        if isinstance(thunk, ConditionalThunk):
+            branches = [_sequence([self._step(t, arena) for t in b.thunks]) for b in thunk.branches]
+            return lambda memory: branches[thunk.branch(memory)](memory)
+        if _planned_kernel(thunk):
+            return self._kernel_step(thunk, arena)
+        if _inline_copy(thunk):
+            source, destination, size = thunk.source, thunk.destination, thunk.source.size
+            return lambda m: ctypes.memmove(m.addresses[destination.allocation_index] + destination.offset,
+                                            m.addresses[source.allocation_index] + source.offset, size)
+        return thunk.execute
+
+    def _kernel_step(self, thunk: KernelThunk, arena: _Arena) -> Step:
+        launch = thunk.kernel.launcher(len(thunk.arguments))
+        self.launchers_built += 1
+        table, run = launch.table, launch.run
+        patches = []
+        for slot, ref in enumerate(thunk.arguments):
+            index, offset = ref.slice.allocation_index, ref.slice.offset
+            if index in self.variable:
+                patches.append((slot, index, offset))
+            else:
+                table[slot] = arena.addresses[index] + offset
+        patches = tuple(patches)
+
+        def step(memory: HostMemory) -> None:
+            addresses = memory.addresses
+            for slot, index, offset in patches:
+                table[slot] = addresses[index] + offset
+            run()
+        step.launch = launch  # keeps the table alive with the step
+        return step
+
+
+def _top_level(program: SequentialThunk) -> list[Thunk]:
+    """The program's thunks with nested sequences spliced in."""
+    return [leaf for t in program.thunks
+            for leaf in (_top_level(t) if isinstance(t, SequentialThunk) else [t])]
+
+
+def _inline_copy(thunk: Thunk) -> bool:
+    """A copy between slices of one size: a memmove of the addresses (the bytes' arrays unused)."""
+    return isinstance(thunk, CopyThunk) and thunk.source.size == thunk.destination.size
+
+
+def _predicate(ref: BufferRef) -> Callable[[HostMemory], Any]:
+    """Reads a while loop's predicate: a pred's one byte directly, any other through its view."""
+    if ref.shape.element_type.is_pred and ref.slice.size == 1:
+        index, offset = ref.slice.allocation_index, ref.slice.offset
+        return lambda m: m.allocations[index][offset]
+    leaf = _leaf(ref)
+    return lambda m: leaf.read(m.allocations).item()
+
+
+def _planned_kernel(thunk: Thunk) -> bool:
+    return isinstance(thunk, KernelThunk) and hasattr(thunk.kernel, "launcher")
+
+
+def _nested(shape: Shape, leaves) -> str:
+    """The expression of the entry's result: a tuple literal per tuple shape (like thunks.nest)."""
+    if not shape.is_tuple:
+        return next(leaves)
+    items = [_nested(s, leaves) for s in shape.tuple_shapes]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _sequence(steps: list[Step]) -> Step:
+    if len(steps) == 1:
+        return steps[0]
+
+    def run(memory: HostMemory) -> None:
+        for step in steps:
+            step(memory)
+    return run
+
+
+def _reads_bytes(program: SequentialThunk) -> bool:
+    """Whether a thunk reads allocations as bytes (HostMemory.bytes): all but planned kernels."""
+    return any(not (_planned_kernel(t) or _inline_copy(t)) for t in program.walk()
+               if not isinstance(t, SequentialThunk))
+
+
+__all__ = ["CallPlan", "MAX_ARENAS", "POOLED_TEMP_BYTES"]

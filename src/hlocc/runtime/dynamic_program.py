@@ -99,8 +99,26 @@ class BoundKernel:
 
     def __getattr__(self, name: str) -> Any:
         if name == "launcher" and hasattr(self.kernel, "launcher"):  # a prepared launch at these dims
-            return partial(self.kernel.launcher, dims=self.dims)
+            return self._launcher
         raise AttributeError(name)
+
+    def _launcher(self, count: int) -> Any:
+        """The kernel's prepared launch at these dims; counted per version like `run_addresses`."""
+        launch = self.kernel.launcher(count, dims=self.dims)
+        if self.calls is None:
+            return launch
+        return _CountedLaunch(launch, self.calls, self.version)
+
+
+class _CountedLaunch:
+    """A prepared launch (runtime.thunks.KernelLauncher) that counts its runs in `calls[version]`."""
+
+    def __init__(self, launch: Any, calls: dict[str, int], version: str):
+        self.launch, self.table, self._calls, self._version = launch, launch.table, calls, version
+
+    def run(self) -> None:
+        self.launch.run()
+        self._calls[self._version] += 1
 
 
 @dataclass

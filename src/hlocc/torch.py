@@ -171,11 +171,15 @@ def _shape_env(example_inputs: Sequence[Any]) -> Any:
 
 
 def decompositions() -> dict:
-    """PyTorch's core-ATen decompositions (the table lowers what they leave)."""
-    _torch()
+    """PyTorch's core-ATen decompositions (the table lowers what they leave), less the ones of
+    ops the table lowers better: `_safe_softmax` (attention's softmax, whose decomposition finds
+    the all -inf rows with a reduction of its own)."""
+    torch = _torch()
     from torch._decomp import core_aten_decompositions
 
-    return dict(core_aten_decompositions())
+    table = dict(core_aten_decompositions())
+    table.pop(torch.ops.aten._safe_softmax.default, None)
+    return table
 
 
 def _sdpa_math(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):

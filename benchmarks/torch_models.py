@@ -63,16 +63,21 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=None)
     ap.add_argument("--runs", type=int, default=None)
     ap.add_argument("--threads", type=int, default=1,
-                    help="torch's intra-op threads (1 by default: on a shared or small machine a thread pool "
-                         "waiting for busy cores makes eager and Inductor times noise)")
+                    help="torch's intra-op threads and hlocc's kernel threads (HLOCC_CPU_THREADS), 1 by default: "
+                         "on a shared or small machine a thread pool waiting for busy cores makes times noise")
     ap.add_argument("--out", default=None, help="also write the table (markdown) to this file")
     args = ap.parse_args()
     models = args.models.split(",") if args.models else (ALL[:4] if args.quick else ALL)
     batch = args.batch or (4 if args.quick else 16)
     runs = args.runs or (3 if args.quick else 20)
     torch.set_num_threads(args.threads)
+    # hlocc's kernels get the same number of threads as eager and Inductor: its launcher splits a
+    # large kernel over every core, which on a busy 2-core machine waits for a core that another
+    # process holds (a 0.1 ms GELU measured at 0.5-2 ms), and would not be a like-for-like comparison.
+    os.environ["HLOCC_CPU_THREADS"] = str(args.threads)
 
-    header = (f"torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), OPENBLAS_NUM_THREADS="
+    header = (f"torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), HLOCC_CPU_THREADS="
+              f"{os.environ['HLOCC_CPU_THREADS']}, OPENBLAS_NUM_THREADS="
               f"{os.environ['OPENBLAS_NUM_THREADS']}, batch {batch}, f32 forward, "
               f"median of {runs} runs; compile = first call, cold caches")
     rows = ["| model | eager ms | inductor ms | hlocc ms | inductor/hlocc | eager/hlocc | inductor compile s | "

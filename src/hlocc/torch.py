@@ -31,12 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from hlocc.compiler import Executable, compile
 from hlocc.errors import ArgumentError, HloError, UnsupportedError
 from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupported_ops
-from hlocc.frontends.torch.tensors import from_numpy, to_numpy
+from hlocc.frontends.torch.tensors import InputCheck, from_numpy, may_alias_input, memory_owner
 from hlocc.hlo.symbolic import evaluate
 
 
@@ -81,8 +79,8 @@ class CompiledGraph:
 
     def __init__(self, lowered: LoweredGraph, executable: Executable | None, input_names: Sequence[str]):
         self.lowered, self.executable, self.input_names = lowered, executable, list(input_names)
-        # per entry parameter: (graph input index, its name, its Shape), read once (calls are hot)
-        self._inputs = [(index, self._name(index), param.shape)
+        # per entry parameter: what its tensor is checked against, read once (calls are hot)
+        self._inputs = [InputCheck.of(index, self._name(index), param.shape)
                         for index, param in zip(lowered.parameters, lowered.module.entry.parameters)]
 
     @property
@@ -93,14 +91,17 @@ class CompiledGraph:
         return self.input_names[index] if index < len(self.input_names) else f"input {index}"
 
     def __call__(self, args: list) -> list:
-        arrays = [_checked_array(args[index], name, shape) for index, name, shape in self._inputs]
+        arrays = [check.array(args[check.index]) for check in self._inputs]
         results = self.executable(*arrays) if self.executable is not None else ()
         binding = None
+        owners = None
         outputs = []
         for out in self.lowered.outputs:
             if out.kind == "result":
                 array = results[out.index]
-                if any(np.may_share_memory(array, a) for a in arrays):
+                if owners is None:
+                    owners = {id(memory_owner(a)) for a in arrays}
+                if may_alias_input(array, owners, arrays):
                     array = array.copy()  # a result that is (a view of) an input: the caller owns it
                 outputs.append(from_numpy(array))
             elif out.kind == "input":
@@ -112,18 +113,6 @@ class CompiledGraph:
             else:
                 outputs.append(out.value)
         return outputs
-
-
-def _checked_array(tensor: Any, name: str, shape: Any) -> np.ndarray:
-    """The numpy view of an input tensor, checked against its parameter's Shape (errors name it)."""
-    if not hasattr(tensor, "dtype") or not hasattr(tensor, "device"):
-        raise ArgumentError(f"{name}: expected a tensor, got {type(tensor).__name__}")
-    array = to_numpy(tensor, name)
-    if array.dtype != shape.dtype:
-        raise ArgumentError(f"{name}: expected dtype {shape.element_type} ({shape.dtype}), got {tensor.dtype}")
-    if array.ndim != len(shape.dims) or any(isinstance(d, int) and d != a for d, a in zip(shape.dims, array.shape)):
-        raise ArgumentError(f"{name}: expected shape {shape.to_string(False)}, got {list(array.shape)}")
-    return array
 
 
 def compile_graph(graph_module: Any, example_inputs: Sequence[Any], *, name: str = "torch_graph",
@@ -182,11 +171,15 @@ def _shape_env(example_inputs: Sequence[Any]) -> Any:
 
 
 def decompositions() -> dict:
-    """PyTorch's core-ATen decompositions (the table lowers what they leave)."""
-    _torch()
+    """PyTorch's core-ATen decompositions (the table lowers what they leave), less the ones of
+    ops the table lowers better: `_safe_softmax` (attention's softmax, whose decomposition finds
+    the all -inf rows with a reduction of its own)."""
+    torch = _torch()
     from torch._decomp import core_aten_decompositions
 
-    return dict(core_aten_decompositions())
+    table = dict(core_aten_decompositions())
+    table.pop(torch.ops.aten._safe_softmax.default, None)
+    return table
 
 
 def _sdpa_math(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):

@@ -24,6 +24,7 @@ as a transposed operand. The output is written in place when its layout allows t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from hlocc.evaluator.convolution import convolve
 from hlocc.evaluator.dot import contraction_dtype, to_result
 from hlocc.evaluator.sorting import sort_permutation
 from hlocc.evaluator.sorting import top_k as _top_k
+from hlocc.evaluator.windows import window_view
 from hlocc.hlo.attributes import ConvDimensionNumbers, WindowDim
 from hlocc.hlo.ir import HloComputation
 
@@ -39,9 +41,29 @@ def _prod(values) -> int:
     return int(np.prod(values, dtype=np.int64))
 
 
-def gemm(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, lhs_contracting: Sequence[int],
-         rhs_contracting: Sequence[int], lhs_batch: Sequence[int], rhs_batch: Sequence[int]) -> None:
-    """out = dot_general(lhs, rhs): out's dims are batch, lhs free, rhs free (XLA's DotGeneral)."""
+@dataclass(frozen=True)
+class _GemmPlan:
+    """How one dot_general runs as a [batch, m, k] @ [batch, k, n] matmul (the Python work of a
+    gemm, done once per operand shapes, strides and dims: a small dot's BLAS call takes a few
+    microseconds, its planning took five times that)."""
+
+    dtype: np.dtype
+    lhs_perm: tuple[int, ...] | None  # None: the operand is already in matmul order
+    rhs_perm: tuple[int, ...] | None
+    lhs_shape: tuple[int, ...]  # [m, k] or [b, m, k]
+    rhs_shape: tuple[int, ...]
+    out_shape: tuple[int, ...]
+    convert_lhs: bool
+    convert_rhs: bool
+    in_place: bool  # the output's strides and type allow matmul to write into it
+
+
+_GEMM_PLANS: dict[tuple, _GemmPlan] = {}
+_GEMM_PLAN_LIMIT = 4096
+
+
+def _gemm_plan(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, lhs_contracting: Sequence[int],
+               rhs_contracting: Sequence[int], lhs_batch: Sequence[int], rhs_batch: Sequence[int]) -> _GemmPlan:
     dtype = contraction_dtype(lhs.dtype, rhs.dtype, result=out.dtype)
     lhs_free = [d for d in range(lhs.ndim) if d not in lhs_contracting and d not in lhs_batch]
     rhs_free = [d for d in range(rhs.ndim) if d not in rhs_contracting and d not in rhs_batch]
@@ -49,13 +71,36 @@ def gemm(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, lhs_contracting: Seq
     m = _prod([lhs.shape[d] for d in lhs_free])
     n = _prod([rhs.shape[d] for d in rhs_free])
     k = _prod([lhs.shape[d] for d in lhs_contracting])
-    a = np.transpose(lhs, [*lhs_batch, *lhs_free, *lhs_contracting]).reshape(b, m, k)
-    w = np.transpose(rhs, [*rhs_batch, *rhs_contracting, *rhs_free]).reshape(b, k, n)
-    a = a.astype(dtype, copy=False)
-    w = w.astype(dtype, copy=False)
-    target = _view_as(out, (b, m, n)) if out.dtype == dtype else None
+    lhs_perm = (*lhs_batch, *lhs_free, *lhs_contracting)
+    rhs_perm = (*rhs_batch, *rhs_contracting, *rhs_free)
+    # A batch of one is a plain matrix product (numpy's 2-D path is the shorter one).
+    lead = (b,) if b != 1 else ()
+    in_place = out.dtype == dtype and _view_as(out, (*lead, m, n)) is not None
+    return _GemmPlan(dtype, None if lhs_perm == tuple(range(lhs.ndim)) else lhs_perm,
+                     None if rhs_perm == tuple(range(rhs.ndim)) else rhs_perm, (*lead, m, k), (*lead, k, n),
+                     (*lead, m, n), lhs.dtype != dtype, rhs.dtype != dtype, in_place)
+
+
+def gemm(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, lhs_contracting: Sequence[int],
+         rhs_contracting: Sequence[int], lhs_batch: Sequence[int], rhs_batch: Sequence[int]) -> None:
+    """out = dot_general(lhs, rhs): out's dims are batch, lhs free, rhs free (XLA's DotGeneral)."""
+    key = (out.shape, out.strides, out.dtype, lhs.shape, lhs.dtype, rhs.shape, rhs.dtype,
+           tuple(lhs_contracting), tuple(rhs_contracting), tuple(lhs_batch), tuple(rhs_batch))
+    plan = _GEMM_PLANS.get(key)
+    if plan is None:
+        if len(_GEMM_PLANS) >= _GEMM_PLAN_LIMIT:  # many sizes (symbolic shapes): start over
+            _GEMM_PLANS.clear()
+        plan = _GEMM_PLANS[key] = _gemm_plan(out, lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)
+    a = (lhs if plan.lhs_perm is None else lhs.transpose(plan.lhs_perm)).reshape(plan.lhs_shape)
+    w = (rhs if plan.rhs_perm is None else rhs.transpose(plan.rhs_perm)).reshape(plan.rhs_shape)
+    if plan.convert_lhs:
+        a = a.astype(plan.dtype)
+    if plan.convert_rhs:
+        w = w.astype(plan.dtype)
     with np.errstate(all="ignore"):
-        if target is not None:
+        if plan.in_place:
+            target = out.view()
+            target.shape = plan.out_shape
             np.matmul(a, w, out=target)
             return
         result = np.matmul(a, w)
@@ -74,11 +119,41 @@ def _view_as(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
 
 def convolution(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, window: Sequence[WindowDim],
                 dnums: ConvDimensionNumbers, feature_groups: int, batch_groups: int) -> None:
-    """out = ConvGeneralDilated(lhs, rhs) as im2col + one batched BLAS matmul per group (the
-    evaluator's `convolve`; the patch matrix is the one copy the algorithm needs)."""
+    """out = ConvGeneralDilated(lhs, rhs) as im2col + one batched BLAS matmul.
+
+    The patch matrix is built in [batch, group, input feature × taps, output positions] order, so
+    that the product with the kernel, [group, output feature, input feature × taps], comes out in
+    [batch, output feature, output positions] order: an NCHW-like output is written by the matmul
+    itself, with no transpose after it (XLA:CPU's Eigen convolution makes the same choice of
+    contraction order per layout). Batch-grouped convolutions (the weight gradients of grouped
+    convolutions) go through the evaluator's `convolve`."""
     dtype = contraction_dtype(lhs.dtype, rhs.dtype, result=out.dtype)
-    result = convolve(lhs, rhs, tuple(window), dnums, feature_groups, batch_groups, dtype)
-    np.copyto(out, to_result(result, out.dtype))
+    if batch_groups != 1:
+        result = convolve(lhs, rhs, tuple(window), dnums, feature_groups, batch_groups, dtype)
+        np.copyto(out, to_result(result, out.dtype))
+        return
+    nsp = len(dnums.input_spatial)
+    x = lhs.transpose((dnums.input_batch, dnums.input_feature, *dnums.input_spatial)).astype(dtype, copy=False)
+    k = rhs.transpose((dnums.kernel_output_feature, dnums.kernel_input_feature, *dnums.kernel_spatial))
+    y = out.transpose((dnums.output_batch, dnums.output_feature, *dnums.output_spatial))
+    n, c = x.shape[:2]
+    o, cg = k.shape[:2]
+    taps = k.shape[2:]
+    positions = y.shape[2:]
+    groups, og, tap_count = feature_groups, o // feature_groups, _prod(taps)
+    trivial = (WindowDim(size=1), WindowDim(size=1))
+    patches = window_view(x, trivial + tuple(window), np.zeros((), dtype))  # [n, c, positions..., 1, 1, taps...]
+    patches = patches.reshape((n, c, *positions, *taps))
+    order = (0, 1, *range(2 + nsp, 2 + 2 * nsp), *range(2, 2 + nsp))  # [n, c, taps..., positions...]
+    p = patches.transpose(order).reshape(n, groups, cg * tap_count, _prod(positions))
+    w = k.astype(dtype, copy=False).reshape(groups, og, cg * tap_count)
+    target = _view_as(y, (n, groups, og, _prod(positions))) if out.dtype == dtype else None
+    with np.errstate(all="ignore"):
+        if target is not None:
+            np.matmul(w, p, out=target)
+            return
+        result = np.matmul(w, p)
+    np.copyto(y, to_result(result, out.dtype).reshape(y.shape))
 
 
 def sort(operands: Sequence[np.ndarray], evaluator, dimension: int, comparator: HloComputation) -> list[np.ndarray]:

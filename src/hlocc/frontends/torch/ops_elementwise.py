@@ -59,6 +59,26 @@ def _binary(opcode: str, *, divide: bool = False):
     return rule
 
 
+def _pow_scalar(cx: LoweringContext, a, exponent):
+    """pow(x, c) with a Python-number exponent as ATen's CPU kernel computes it
+    (`pow_tensor_scalar_optimized_kernel`): c = 2, 3 as products, ±0.5 as (r)sqrt, -1, -2 as
+    reciprocals, any other c as `power` (which the CPU emits as exp(c·log x), some 20 flops)."""
+    if not cx.shape.element_type.is_float or isinstance(exponent, HloInstruction):
+        return _binary("power")(cx, a, exponent)
+    x = cx.operand(a, cx.element_type, cx.shape.dims)
+    if exponent == 0.5:
+        return cx.add("sqrt", [x])
+    if exponent == -0.5:
+        return cx.add("rsqrt", [x])
+    products = {2: 2, 3: 3, -1: 1, -2: 2}.get(exponent)
+    if products is None:
+        return _binary("power")(cx, a, exponent)
+    y = x
+    for _ in range(products - 1):
+        y = cx.add("multiply", [y, x])
+    return cx.add("divide", [cx.full(1, cx.shape), y]) if exponent < 0 else y
+
+
 def _floor_division(cx: LoweringContext, lhs, rhs, quotient) -> HloInstruction:
     if cx.shape.element_type.is_float:
         return cx.add("floor", [quotient])
@@ -216,7 +236,7 @@ OPS = {
     **{f"aten.{name}.default": _unary(op) for name, op in UNARY.items()},
     **{f"aten.{name}.{o}": _binary(op) for name, op in BINARY.items() for o in ("Tensor", "Scalar")},
     "aten.div.Tensor_mode": _binary("divide", divide=True), "aten.div.Scalar_mode": _binary("divide", divide=True),
-    "aten.pow.Tensor_Scalar": _binary("power"), "aten.pow.Tensor_Tensor": _binary("power"),
+    "aten.pow.Tensor_Scalar": _pow_scalar, "aten.pow.Tensor_Tensor": _binary("power"),
     "aten.pow.Scalar": _binary("power"),
     "aten.remainder.Tensor": _remainder, "aten.remainder.Scalar": _remainder,
     **{f"aten.{name}.{o}": _compare(d) for name, d in COMPARE.items() for o in ("Tensor", "Scalar")},

@@ -136,15 +136,22 @@ def _var(cx: LoweringContext, x, dims=None, *, correction=1, keepdim=False):
     return cx.convert(cx.add("divide", [squares, cx.broadcast_to(divisor, squares.shape.dims)]), et)
 
 
-def softmax(cx: LoweringContext, x: HloInstruction, dim: int, log: bool = False) -> HloInstruction:
-    """exp(x - max) / sum(exp(x - max)) along `dim` (log: x - max - log(sum)), in f32 for halves."""
+def softmax(cx: LoweringContext, x: HloInstruction, dim: int, log: bool = False,
+            safe: bool = False) -> HloInstruction:
+    """exp(x - max) / sum(exp(x - max)) along `dim` (log: x - max - log(sum)), in f32 for halves.
+    `safe` (ATen's `_safe_softmax`, attention's): 0 on a row that is all -inf, found from the
+    row's max, which the softmax computes anyway (the decomposition reduces the row once more)."""
     et = cx.element_type
     x = cx.convert(x, _accumulation_type(x.shape.element_type.name))
     dim = _norm_dims(dim, x.shape.rank)[0]
-    shifted = cx.add("subtract", [x, cx.broadcast_to(reduce(cx, x, [dim], "maximum", True), x.shape.dims)])
+    peak = cx.broadcast_to(reduce(cx, x, [dim], "maximum", True), x.shape.dims)
+    shifted = cx.add("subtract", [x, peak])
     exp = cx.add("exponential", [shifted])
     total = cx.broadcast_to(reduce(cx, exp, [dim], "add", True), x.shape.dims)
     out = cx.add("subtract", [shifted, cx.add("log", [total])]) if log else cx.add("divide", [exp, total])
+    if safe:
+        masked = cx.add("compare", [peak, cx.full(-math.inf, peak.shape)], {"direction": "EQ"})
+        out = cx.add("select", [masked, cx.full(0, out.shape), out])
     return cx.convert(out, et)
 
 
@@ -330,6 +337,7 @@ OPS = {
     "aten.prod.dim_int": _prod, "aten.prod.default": _prod, "aten.var.correction": _var,
     "aten._softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim),
     "aten._log_softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim, log=True),
+    "aten._safe_softmax.default": lambda cx, x, dim, dtype=None: softmax(cx, x, dim, safe=True),
     "aten._softmax_backward_data.default": _softmax_backward,
     "aten._log_softmax_backward_data.default": _log_softmax_backward,
     "aten.cumsum.default": _cumulative("add"), "aten.cumprod.default": _cumulative("multiply"),

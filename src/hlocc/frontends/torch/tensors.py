@@ -4,17 +4,26 @@ A contiguous CPU tensor and the numpy array of `to_numpy` share memory (`Tensor.
 which numpy lacks, through a view as int16 reinterpreted as ml_dtypes' bfloat16, hlocc's bf16
 storage). A non-contiguous tensor is passed as its strided view: hlocc's argument check makes the
 one copy it needs. `from_numpy` wraps a result array as a tensor the same way, without a copy.
+
+`InputCheck` is what a compiled graph knows of one input before any call (its dtype, static sizes,
+name), so that the per-call conversion of a tensor that matches it is a few attribute reads and
+`Tensor.numpy()`; any mismatch takes the slow path, whose errors name the tensor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from hlocc.errors import ArgumentError
+from hlocc.hlo.types import Shape
 
 _REINTERPRETED = {"bfloat16": ("int16", "bfloat16")}  # torch dtype → (carrier int dtype, ml_dtypes name)
+_BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def to_numpy(tensor: Any, name: str = "tensor") -> np.ndarray:
@@ -27,8 +36,6 @@ def to_numpy(tensor: Any, name: str = "tensor") -> np.ndarray:
         tensor = tensor.detach()
     dtype = str(tensor.dtype).removeprefix("torch.")
     if dtype in _REINTERPRETED:
-        import ml_dtypes
-
         carrier, target = _REINTERPRETED[dtype]
         return tensor.view(getattr(torch, carrier)).numpy().view(getattr(ml_dtypes, target))
     return tensor.numpy()
@@ -38,9 +45,88 @@ def from_numpy(array: np.ndarray) -> Any:
     """The tensor of a result array, sharing its memory."""
     import torch
 
-    array = np.asarray(array)
-    if array.dtype.name in ("bfloat16",):
+    if type(array) is not np.ndarray:
+        array = np.asarray(array)
+    if array.dtype == _BF16:
         return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
     if not array.flags.writeable:  # (torch warns on read-only memory; results are the caller's)
         array = array.copy()
     return torch.from_numpy(array)
+
+
+@dataclass(frozen=True)
+class InputCheck:
+    """One tensor input of a compiled graph: graph input `index`, its `name` for errors, its
+    parameter `shape`, the torch dtype that matches it (None: always the checked path), and its
+    static sizes (position, size)."""
+
+    index: int
+    name: str
+    shape: Shape
+    torch_dtype: Any
+    rank: int
+    static_sizes: tuple[tuple[int, int], ...]
+    reinterpret: bool  # bf16: through to_numpy's int16 view
+
+    @staticmethod
+    def of(index: int, name: str, shape: Shape) -> InputCheck:
+        static = tuple((k, d) for k, d in enumerate(shape.dims) if isinstance(d, int))
+        return InputCheck(index, name, shape, _torch_dtype(shape.dtype), len(shape.dims), static,
+                          shape.dtype == _BF16)
+
+    def array(self, tensor: Any) -> np.ndarray:
+        """The numpy view of `tensor`, checked against the parameter (errors name it)."""
+        try:
+            sizes = tensor.shape
+            fits = (tensor.dtype is self.torch_dtype and tensor.is_cpu and len(sizes) == self.rank
+                    and all(sizes[k] == d for k, d in self.static_sizes))
+        except AttributeError:
+            fits = False
+        if not fits or self.reinterpret:
+            return checked_array(tensor, self.name, self.shape)
+        if tensor.requires_grad:
+            tensor = tensor.detach()
+        return tensor.numpy()
+
+
+def _torch_dtype(dtype: np.dtype) -> Any:
+    import torch
+
+    try:
+        return torch.from_numpy(np.empty(0, dtype)).dtype
+    except TypeError:  # (bf16 and the types torch lacks: the checked path)
+        return None
+
+
+def checked_array(tensor: Any, name: str, shape: Shape) -> np.ndarray:
+    """The numpy view of an input tensor, checked against its parameter's Shape (errors name it)."""
+    import torch
+
+    if not isinstance(tensor, torch.Tensor):  # (numpy arrays have a dtype and a device too)
+        raise ArgumentError(f"{name}: expected a tensor, got {type(tensor).__name__}")
+    array = to_numpy(tensor, name)
+    if array.dtype != shape.dtype:
+        raise ArgumentError(f"{name}: expected dtype {shape.element_type} ({shape.dtype}), got {tensor.dtype}")
+    if array.ndim != len(shape.dims) or any(isinstance(d, int) and d != a for d, a in zip(shape.dims, array.shape)):
+        raise ArgumentError(f"{name}: expected shape {shape.to_string(False)}, got {list(array.shape)}")
+    return array
+
+
+def memory_owner(array: np.ndarray) -> Any:
+    """The object whose memory `array` views: the end of its chain of numpy bases (numpy collapses
+    views of views, so this is one or two steps), or the array itself when it owns its data."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array if array.base is None else array.base
+
+
+def may_alias_input(result: np.ndarray, input_owners: set[int], inputs: Sequence[np.ndarray]) -> bool:
+    """Whether a result array may share memory with an input array: its memory owner is an input's,
+    or is neither an input's nor a numpy array of its own (memory numpy knows nothing of), where
+    the bounds of every input are compared."""
+    owner = memory_owner(result)
+    if id(owner) in input_owners:
+        return True
+    if isinstance(owner, np.ndarray):  # a buffer of the runtime's own (inputs never own their data)
+        return False
+    return any(np.may_share_memory(result, a) for a in inputs)

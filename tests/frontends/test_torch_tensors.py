@@ -1,0 +1,61 @@
+"""The per-call tensor path of a compiled torch graph (frontends/torch/tensors.py): inputs checked
+against their parameter before `Tensor.numpy()` (errors name the tensor), and results that may
+share memory with an input found, so the caller gets memory of its own."""
+
+import ctypes
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch (the [torch] extra)")
+
+from hlocc.errors import ArgumentError  # noqa: E402
+from hlocc.frontends.torch.tensors import InputCheck, may_alias_input, memory_owner  # noqa: E402
+from hlocc.hlo.symbolic import symbol  # noqa: E402
+from hlocc.hlo.types import Shape  # noqa: E402
+
+
+def check_for(dims, element_type="f32"):
+    return InputCheck.of(0, "input 'x'", Shape.array(element_type, tuple(dims)))
+
+
+def test_a_matching_parameter_is_a_view_of_its_memory():
+    weight = torch.nn.Parameter(torch.randn(4, 3))
+    array = check_for([4, 3]).array(weight)
+    assert array.ctypes.data == weight.data_ptr() and np.array_equal(array, weight.detach().numpy())
+
+
+def test_a_symbolic_size_takes_any_value_and_static_sizes_are_checked():
+    check = check_for([symbol("s0"), 3])
+    assert check.array(torch.zeros(7, 3)).shape == (7, 3)
+    with pytest.raises(ArgumentError, match=r"input 'x': expected shape f32\[\?s0,3\], got \[7, 2\]"):
+        check.array(torch.zeros(7, 2))
+
+
+@pytest.mark.parametrize("value,message", [
+    (torch.zeros(4, 3, dtype=torch.float64), r"input 'x': expected dtype f32 \(float32\), got torch.float64"),
+    (torch.zeros(4), r"input 'x': expected shape f32\[4,3\], got \[4\]"),
+    (np.zeros((4, 3), np.float32), r"input 'x': expected a tensor, got ndarray"),
+], ids=["dtype", "rank", "not_a_tensor"])
+def test_a_mismatch_is_an_error_naming_the_input(value, message):
+    with pytest.raises(ArgumentError, match=message):
+        check_for([4, 3]).array(value)
+
+
+def test_bf16_inputs_are_reinterpreted_without_a_copy():
+    x = torch.randn(2, 5).to(torch.bfloat16)
+    array = check_for([2, 5], "bf16").array(x)
+    assert array.dtype.name == "bfloat16" and array.ctypes.data == x.data_ptr()
+    assert np.array_equal(array.astype(np.float32), x.float().numpy())
+
+
+def test_results_that_may_alias_an_input_are_found():
+    inputs = [check_for([4, 3]).array(torch.randn(4, 3)), check_for([2]).array(torch.randn(2))]
+    owners = {id(memory_owner(a)) for a in inputs}
+    assert may_alias_input(inputs[0][1:].reshape(-1), owners, inputs)      # a view of an input
+    assert not may_alias_input(np.empty((4, 3), np.float32), owners, inputs)  # memory of its own
+    # memory numpy does not own (a raw pointer): decided by the inputs' bounds
+    raw = (ctypes.c_float * 2).from_address(inputs[1].ctypes.data)
+    assert may_alias_input(np.ctypeslib.as_array(raw), owners, inputs)
+    elsewhere = (ctypes.c_float * 2)()
+    assert not may_alias_input(np.ctypeslib.as_array(elsewhere), owners, inputs)

@@ -25,6 +25,7 @@ from hlocc.codegen.emitters.loop import LoopEmitter
 from hlocc.codegen.emitters.matmul import MatmulEmitter
 from hlocc.codegen.emitters.reduction import ReductionEmitter
 from hlocc.codegen.emitters.scatter import ScatterEmitter
+from hlocc.codegen.emitters.stitch import StitchEmitter
 from hlocc.codegen.emitters.transpose import TransposeEmitter
 from hlocc.codegen.target import Target
 from hlocc.hlo.ir import HloComputation
@@ -38,6 +39,7 @@ EMITTERS: dict[EmitterKind, type] = {
     EmitterKind.CONCATENATE: ConcatenateEmitter,
     EmitterKind.INPUT_SLICES: InputSlicesEmitter,
     EmitterKind.GEMM: MatmulEmitter,
+    EmitterKind.STITCH: StitchEmitter,
 }
 """The emitter class of each kind hlocc has an emitter for."""
 

@@ -4,8 +4,9 @@ ops that read the reduced values broadcast back along the row) become ONE fusion
 emitter (codegen/emitters/stitch.py) compiles into one kernel: a softmax's max, its sum of
 exponentials and its division, three kernels after priority and multi-output fusion, become one.
 
-It runs after multi-output fusion (passes/pipeline.py `FUSION`). For each row reduction fusion
-(hero kind REDUCTION) in a computation's order, a group grows from it through its users: a user
+It runs after multi-output fusion (passes/pipeline.py `CPU_FUSION`). For each fusion that computes
+a reduce (a reduction fusion, or a loop fusion at small sizes), in a computation's order, a group
+grows from it through its users: a user
 fusion (loop or reduction) joins when
 
 - every operand it takes from outside the group does not depend on the group (no cycle), and
@@ -45,6 +46,13 @@ def _member_kind(instr: HloInstruction) -> EmitterKind | None:
         return None
     kind = analyze(instr).kind
     return kind if kind in _MEMBER_KINDS else None
+
+
+def _holds_reduce(instr: HloInstruction) -> bool:
+    """A fusion that may join a group and computes a reduce: a group starts from it (a reduction
+    fusion, or at small sizes a loop fusion computing its reduce elementally)."""
+    return _member_kind(instr) is not None and instr.opcode == "fusion" and any(
+        i.opcode == "reduce" for i in instr.attrs["calls"].instructions)
 
 
 class _Merged:
@@ -154,7 +162,7 @@ class StitchFusion(HloPass):
         changed = False
         done: set[int] = set()
         for seed in comp.post_order():
-            if id(seed) in done or seed.parent is None or _member_kind(seed) is not EmitterKind.REDUCTION:
+            if id(seed) in done or seed.parent is None or not _holds_reduce(seed):
                 continue
             group = self._grow(seed)
             done.update(id(m) for m in group)

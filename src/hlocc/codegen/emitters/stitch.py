@@ -125,19 +125,37 @@ class StitchEmitter(FusionEmitterBase):
         outputs = list(outputs)
         row_roots = [k for k, root in enumerate(self.roots) if _same(root.shape, self.plan.row_shape)]
         buffered: dict[int, int] = {}  # id(row value) -> the output whose row holds it until the last pass
+        per_row = self._per_row_values()
+        hoisted: list[HloInstruction] = []
         for stage in self.plan.stages:
             values, outputs = self._reduce_stage(e, ids, list(stage), outputs, row_roots, buffered)
             for r, v in zip(stage, values):
                 e.overrides[id(r)] = v
+            # The per-row values the stages computed so far can read are computed once, here,
+            # rather than at every element the row loops broadcast them to.
+            for x, deps in per_row:
+                if id(x) not in e.overrides and all(id(r) in e.overrides for r in deps):
+                    e.overrides[id(x)] = e.value(x, self._row_index(e, ids, x.shape))
+                    hoisted.append(x)
         for k, root in enumerate(self.roots):
             if k not in row_roots:
                 index = self._row_index(e, ids, root.shape)
                 outputs[k] = store_element(e.b, e.scalar(root, index), outputs[k], root.shape, index)
         if row_roots:
             outputs = self._write_rows(e, ids, outputs, row_roots, buffered)
-        for r in self.plan.reduces:
-            del e.overrides[id(r)]
+        for x in [*self.plan.reduces, *hoisted]:
+            del e.overrides[id(x)]
         return outputs
+
+    def _per_row_values(self) -> list[tuple[HloInstruction, list[HloInstruction]]]:
+        """(value, the reduces it depends on) for each per-row value a broadcast sends along the
+        rows (stitch_info's rule: one element per row, row-major), operands before users."""
+        deps: dict[int, list[HloInstruction]] = {}
+        for x in self.fusion.post_order():
+            own = [x] if x.opcode == "reduce" else []
+            deps[id(x)] = list({id(r): r for op in x.operands for r in deps[id(op)]}.values()) + own
+        return [(x.operand(0), deps[id(x.operand(0))]) for x in self.fusion.post_order()
+                if x.opcode == "broadcast" and deps[id(x.operand(0))] and x.operand(0).opcode != "reduce"]
 
     def _buffers(self, reduces: list[HloInstruction], row_roots: list[int], buffered: dict[int, int]):
         """(row value, output) pairs: a reduced operand that is expensive to compute again (an exp,
@@ -178,8 +196,10 @@ class StitchEmitter(FusionEmitterBase):
                     outs[k] = store_element(e.b, e.scalar(v, index), outs[k], self.roots[k].shape, index)
                 return outs
 
-            partials, outputs = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, outputs,
-                                                  store if pairs else None)
+            if pairs:
+                partials, outputs = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, outputs, store)
+            else:
+                partials, _ = emit_row_partials(e, reduces, maps, ids, [None], plan, inits)
             buffered.update((id(v), k) for v, k in pairs)
         else:
             partials = self._serial(e, ids, reduces, m, inits)

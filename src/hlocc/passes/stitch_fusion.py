@@ -137,8 +137,6 @@ def _depends_on_group(members: list[HloInstruction]) -> set[int]:
 
 
 def _fits(plan: StitchPlan, merged: _Merged) -> bool:
-    if not isinstance(plan.rows, int):
-        return False  # the emitter compiles static row counts (a symbolic one is still to do)
     row_inputs = sum(1 for p in merged.operands if p.shape.is_array and p.shape.dims == plan.row_shape.dims)
     return stitch_fits(plan.row_length, plan.row_shape.element_type, "cpu", live_rows=max(1, row_inputs))
 

@@ -37,10 +37,10 @@ from xdsl.dialects.builtin import FunctionType, IndexType, ModuleOp
 from xdsl.ir import Block, Region, SSAValue
 
 import hlocc.codegen.emitters.elemental_reduce  # noqa: F401  (registers reduce for the element emitter)
-from hlocc.analysis.affine_expr import dim, sym
+from hlocc.analysis.affine_expr import dim, size_expr, sym
 from hlocc.analysis.cost_model import flops_per_element
 from hlocc.analysis.hero import EmitterKind
-from hlocc.analysis.indexing_map import IndexingMap, Variable
+from hlocc.analysis.indexing_map import NO_UPPER_BOUND, IndexingMap, Variable, size_bound
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims
 from hlocc.analysis.linearize import delinearize
@@ -51,15 +51,20 @@ from hlocc.codegen.elemental.element_emitter import ElementEmitter
 from hlocc.codegen.elemental.index_ops import emit_scalar_computation
 from hlocc.codegen.elemental.storage import array_leaves, load_element, store_element
 from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
+from hlocc.codegen.emitters.loop import SYMBOLIC_LOOP_OPS
 from hlocc.codegen.emitters.reduce_partials import chunked_map, emit_row_partials, plan_partials
-from hlocc.codegen.emitters.reduction_tiling import reduction_tiling
+from hlocc.codegen.emitters.reduction_tiling import CPU_BLOCK_ELEMENTS, Tiling, reduction_tiling
+from hlocc.codegen.ir import ApplyIndexingOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.partitioner import partition_fusion
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.symbolic import floordiv as sym_floordiv
 
 
 class StitchEmitter(FusionEmitterBase):
+    symbolic_ops = SYMBOLIC_LOOP_OPS  # a runtime row count (the row length is static: stitch_info)
+
     def __init__(self, fusion, target, name: str = "main"):
         super().__init__(fusion, target, name)
         try:
@@ -70,16 +75,20 @@ class StitchEmitter(FusionEmitterBase):
             raise UnsupportedError(f"unsupported: stitch emitter for the {target.kind} target not built "
                                    f"(fusion '{fusion.name}')")
         rows = self.plan.rows
-        if not isinstance(rows, int):
-            raise UnsupportedError(f"unsupported: stitch fusion '{fusion.name}' with a symbolic row count")
-        self.tiling = reduction_tiling(ReductionDimensions(True, (1, rows, self.plan.row_length)),
-                                       ReductionEmitterKind.ROW, self.plan.row_shape, self.plan.reduces, 1)
+        if isinstance(rows, int):
+            self.tiling = reduction_tiling(ReductionDimensions(True, (1, rows, self.plan.row_length)),
+                                           ReductionEmitterKind.ROW, self.plan.row_shape, self.plan.reduces, 1)
+        else:  # a runtime row count: the static tiling's rows per block, the block count per call
+            per_block = max(1, CPU_BLOCK_ELEMENTS // self.plan.row_length)
+            self.tiling = Tiling(True, per_block, sym_floordiv(rows + (per_block - 1), per_block),
+                                 rows_per_block=per_block)
         self.roots = list(fusion.root.operands) if fusion.root.opcode == "tuple" else [fusion.root]
 
     # -- indexing -------------------------------------------------------------------------------------
     def _dims(self) -> tuple[Variable, Variable]:
         t = self.tiling
-        return Variable(Interval(0, t.threads_per_block - 1), "th_x"), Variable(Interval(0, t.blocks - 1), "bl_x")
+        return (Variable(Interval(0, t.threads_per_block - 1), "th_x"),
+                Variable(Interval(0, size_bound(t.blocks) - 1), "bl_x"))
 
     def _row(self):
         return dim(1) * self.tiling.rows_per_block + dim(0)
@@ -111,15 +120,17 @@ class StitchEmitter(FusionEmitterBase):
         e = ElementEmitter(b, partition_fusion(self.fusion).fusion, None, list(block.args[:len(params)]))
         outputs = list(block.args[len(params):])
         rows = self.plan.rows
-        spare = t.threads_per_block * t.blocks > rows  # the last block's spare threads do nothing
-        cond = b.in_intervals(e.apply(IndexingMap(self._dims(), (self._row(),)), ids),
-                              [Interval(0, rows - 1)]) if spare else None
+        # The last block's spare threads do nothing (rows - row >= 1 holds for the others).
+        spare = not isinstance(rows, int) or t.threads_per_block * t.blocks > rows
+        room = IndexingMap(self._dims(), (size_expr(rows) - self._row(),))
+        cond = b.in_intervals(list(b.insert(ApplyIndexingOp(room, ids)).results),
+                              [Interval(1, NO_UPPER_BOUND)]) if spare else None
         outputs = e.if_else_many(cond, lambda: self._emit_row(e, ids, outputs), lambda: list(outputs),
                                  [o.type for o in outputs])
         b.insert(func.ReturnOp(*outputs))
         entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))
         return KernelModule(ModuleOp([entry]), self.name, launch, len(params), len(leaves),
-                            emitter=EmitterKind.STITCH.value)
+                            emitter=EmitterKind.STITCH.value, symbols=self.symbols)
 
     def _emit_row(self, e: ElementEmitter, ids: list[SSAValue], outputs: list[SSAValue]) -> list[SSAValue]:
         outputs = list(outputs)

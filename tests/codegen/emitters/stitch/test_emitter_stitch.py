@@ -7,6 +7,7 @@ test_corpus_cases_are_stitched checks here that they now compile into one stitch
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import hlocc
@@ -190,3 +191,36 @@ def test_corpus_cases_are_stitched(name):
     fusions = _fused((JAX_DIR / f"{name}.hlo").read_text())
     assert [f.attrs["kind"] for f in fusions] == ["kCustom"], [f.name for f in fusions]
     assert parse_hlo_file(JAX_DIR / f"{name}.hlo") is not None
+
+
+def _symbolic(text: str, rows: str, n: str) -> str:
+    """`text` (a program over f32[R,N] with R and N numbers) with the rows and the row length as written."""
+    return text.replace("[4096,", f"[{rows},").replace(",4096]", f",{n}]").replace("[4096]", f"[{rows}]")
+
+
+@pytest.fixture(scope="module")
+def symbolic_rows_softmax():
+    """A softmax over f32[?b, 4096] (a runtime row count, a static row length), compiled once."""
+    text = _symbolic(program("softmax", "f32", 4096, 4096), "?b", "4096")
+    return hlocc.compile(parse_hlo(text), "cpu")
+
+
+@pytest.mark.parametrize("rows", [1, 3, 70])  # one row; a partial block; several blocks and a partial one
+def test_a_symbolic_row_count_is_stitched_once_for_every_size(symbolic_rows_softmax, rows):
+    exe = symbolic_rows_softmax
+    x = np.random.default_rng(rows).standard_normal((rows, 4096), dtype=np.float32) * 3
+    ref = flatten(evaluate(parse_hlo(program("softmax", "f32", rows, 4096)), [x]))[0]  # the static module
+    problem = compare_arrays(ref, flatten(exe(x))[0], rtol=2e-5, atol=1e-6)
+    assert problem is None, problem
+    plan = exe.program  # the one plan for every size (runtime/dynamic_program.py)
+    assert plan is not None and plan.symbolic_kernels == 1 and not plan.deferred
+    assert plan.stats.kernels_by_emitter["stitch"] >= 1, plan.stats.to_string()
+
+
+def test_a_symbolic_row_length_is_not_stitched():
+    """f32[?b, ?n]: whether a row fits is known only per call (runtime speculation's to decide with
+    `stitch_fits`): the unstitched plan."""
+    module = parse_hlo(_symbolic(program("softmax", "f32", 4096, 4096), "?b", "?n"))
+    PassManager(cpu_pipeline().optimization, hint={"b": 128, "n": 128}).run(module)
+    fusions = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert fusions and all(f.attrs["kind"] != "kCustom" for f in fusions)

@@ -110,6 +110,9 @@ CPU_FUSION: tuple[Stage, ...] = (*FUSION[:6], "stitch-fusion", *FUSION[6:])
 """The cpu backend's fusion stage: XLA's, with BladeDISC's stitch fusion after multi-output fusion
 (passes/stitch_fusion.py: a row reduction and the fusions that read it along its rows, one kernel)."""
 
+CUDA_FUSION: tuple[Stage, ...] = (*FUSION[:6], "stitch-fusion-gpu", *FUSION[6:])
+"""The cuda backend's: the same with the GPU's budget (rows within a block's shared memory)."""
+
 PIPELINES: dict[str, tuple[Stage, ...]] = {
     "simplify": SIMPLIFICATION,  # to see what simplification alone does to a module
     "fusion": FUSION,  # to fuse a module that is already simplified
@@ -118,7 +121,7 @@ PIPELINES: dict[str, tuple[Stage, ...]] = {
 
 
 SIZE_HINTED_PASSES = frozenset({"priority-fusion", "multi-output-fusion", "gemm-fusion", "fusion-wrapper",
-                                "inline-library-fusions", "stitch-fusion"})
+                                "inline-library-fusions", "stitch-fusion", "stitch-fusion-gpu"})
 """Passes whose size questions are heuristics (is fusing profitable, is this reduction big, which
 emitter suits a fusion: analysis/hero.py, which inline-library-fusions asks too): on a
 module with symbolic dimensions they run under the PassManager's `size_hint` (hlo/symbolic.py), so a
@@ -158,7 +161,7 @@ BACKEND_PIPELINES: dict[str, CompilePipeline] = {
             "flatten-call-graph",  # one call site per while/conditional computation (buffer assignment)
             "layout-copies",  # forwarded values get the layout their readers declare (fusible copies)
         ),
-        optimization=PIPELINES["default"],  # simplify, then fuse (after convolution-to-gemm: im2col fuses)
+        optimization=SIMPLIFICATION + CUDA_FUSION,  # simplify, fuse, stitch (after convolution-to-gemm)
         epilogue=_RUNTIME_EPILOGUE,
     ),
 }

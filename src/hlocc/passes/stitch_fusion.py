@@ -136,9 +136,9 @@ def _depends_on_group(members: list[HloInstruction]) -> set[int]:
     return seen
 
 
-def _fits(plan: StitchPlan, merged: _Merged) -> bool:
+def _fits(plan: StitchPlan, merged: _Merged, target: str) -> bool:
     row_inputs = sum(1 for p in merged.operands if p.shape.is_array and p.shape.dims == plan.row_shape.dims)
-    return stitch_fits(plan.row_length, plan.row_shape.element_type, "cpu", live_rows=max(1, row_inputs))
+    return stitch_fits(plan.row_length, plan.row_shape.element_type, target, live_rows=max(1, row_inputs))
 
 
 @register_hlo_pass
@@ -146,6 +146,7 @@ class StitchFusion(HloPass):
     """See the module doc."""
 
     name = "stitch-fusion"
+    target = "cpu"  # whose on-chip budget the rows must fit (cost_model.stitch_fits)
 
     def run(self, module: HloModule) -> bool:
         fused = {id(i.attrs["calls"]) for i in module.all_instructions() if i.opcode == "fusion"}
@@ -189,7 +190,7 @@ class StitchFusion(HloPass):
                 trial = [*group, c]
                 try:
                     merged = _Merged(trial, "trial")
-                    fits = _fits(stitch_plan(merged.comp), merged)
+                    fits = _fits(stitch_plan(merged.comp), merged, self.target)
                 except NotStitchable:
                     fits = False
                 if not fits:
@@ -236,4 +237,12 @@ class StitchFusion(HloPass):
         module.remove_computations([m.attrs["calls"] for m in group if m.opcode == "fusion"])
 
 
-__all__ = ["StitchFusion"]
+@register_hlo_pass
+class GpuStitchFusion(StitchFusion):
+    """`stitch-fusion` with the GPU's budget (a block's shared memory), for the cuda pipeline."""
+
+    name = "stitch-fusion-gpu"
+    target = "gpu"
+
+
+__all__ = ["GpuStitchFusion", "StitchFusion"]

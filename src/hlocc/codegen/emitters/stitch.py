@@ -54,6 +54,7 @@ from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_b
 from hlocc.codegen.emitters.loop import SYMBOLIC_LOOP_OPS
 from hlocc.codegen.emitters.reduce_partials import chunked_map, emit_row_partials, plan_partials
 from hlocc.codegen.emitters.reduction_tiling import CPU_BLOCK_ELEMENTS, Tiling, reduction_tiling
+from hlocc.codegen.emitters.stitch_gpu import first_thread, gpu_tiling, reduce_stage_gpu, write_rows_gpu
 from hlocc.codegen.ir import ApplyIndexingOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.partitioner import partition_fusion
@@ -71,11 +72,12 @@ class StitchEmitter(FusionEmitterBase):
             self.plan = stitch_plan(fusion)
         except NotStitchable as e:
             raise UnsupportedError(f"unsupported: stitch fusion '{fusion.name}': {e}") from None
-        if target.warp_size != 1:
-            raise UnsupportedError(f"unsupported: stitch emitter for the {target.kind} target not built "
-                                   f"(fusion '{fusion.name}')")
+        self.gpu = target.warp_size > 1
+        self.combiners: list[func.FuncOp] = []  # the GPU form's shuffle combiners
         rows = self.plan.rows
-        if isinstance(rows, int):
+        if self.gpu:  # (a runtime row count on a GPU: refused by the emitter base)
+            self.tiling = gpu_tiling(rows, self.plan.row_length, target.warp_size)
+        elif isinstance(rows, int):
             self.tiling = reduction_tiling(ReductionDimensions(True, (1, rows, self.plan.row_length)),
                                            ReductionEmitterKind.ROW, self.plan.row_shape, self.plan.reduces, 1)
         else:  # a runtime row count: the static tiling's rows per block, the block count per call
@@ -91,7 +93,7 @@ class StitchEmitter(FusionEmitterBase):
                 Variable(Interval(0, size_bound(t.blocks) - 1), "bl_x"))
 
     def _row(self):
-        return dim(1) * self.tiling.rows_per_block + dim(0)
+        return dim(1) if self.gpu else dim(1) * self.tiling.rows_per_block + dim(0)
 
     def row_map(self, chunk: int = 0) -> IndexingMap:
         """(th_x, bl_x)[j] -> the logical index of the row shape of the thread's row element j
@@ -121,7 +123,7 @@ class StitchEmitter(FusionEmitterBase):
         outputs = list(block.args[len(params):])
         rows = self.plan.rows
         # The last block's spare threads do nothing (rows - row >= 1 holds for the others).
-        spare = not isinstance(rows, int) or t.threads_per_block * t.blocks > rows
+        spare = not isinstance(rows, int) or t.rows_per_block * t.blocks > rows
         room = IndexingMap(self._dims(), (size_expr(rows) - self._row(),))
         cond = b.in_intervals(list(b.insert(ApplyIndexingOp(room, ids)).results),
                               [Interval(1, NO_UPPER_BOUND)]) if spare else None
@@ -129,7 +131,7 @@ class StitchEmitter(FusionEmitterBase):
                                  [o.type for o in outputs])
         b.insert(func.ReturnOp(*outputs))
         entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))
-        return KernelModule(ModuleOp([entry]), self.name, launch, len(params), len(leaves),
+        return KernelModule(ModuleOp([entry, *self.combiners]), self.name, launch, len(params), len(leaves),
                             emitter=EmitterKind.STITCH.value, symbols=self.symbols)
 
     def _emit_row(self, e: ElementEmitter, ids: list[SSAValue], outputs: list[SSAValue]) -> list[SSAValue]:
@@ -139,7 +141,10 @@ class StitchEmitter(FusionEmitterBase):
         per_row = self._per_row_values()
         hoisted: list[HloInstruction] = []
         for stage in self.plan.stages:
-            values, outputs = self._reduce_stage(e, ids, list(stage), outputs, row_roots, buffered)
+            if self.gpu:
+                values = reduce_stage_gpu(self, e, ids, list(stage))
+            else:
+                values, outputs = self._reduce_stage(e, ids, list(stage), outputs, row_roots, buffered)
             for r, v in zip(stage, values):
                 e.overrides[id(r)] = v
             # The per-row values the stages computed so far can read are computed once, here,
@@ -148,11 +153,22 @@ class StitchEmitter(FusionEmitterBase):
                 if id(x) not in e.overrides and all(id(r) in e.overrides for r in deps):
                     e.overrides[id(x)] = e.value(x, self._row_index(e, ids, x.shape))
                     hoisted.append(x)
-        for k, root in enumerate(self.roots):
-            if k not in row_roots:
+        per_row_roots = [k for k in range(len(self.roots)) if k not in row_roots]
+
+        def write_per_row() -> list[SSAValue]:
+            outs = list(outputs)
+            for k in per_row_roots:
+                root = self.roots[k]
                 index = self._row_index(e, ids, root.shape)
-                outputs[k] = store_element(e.b, e.scalar(root, index), outputs[k], root.shape, index)
-        if row_roots:
+                outs[k] = store_element(e.b, e.scalar(root, index), outs[k], root.shape, index)
+            return outs
+
+        if per_row_roots:  # (on a GPU by thread 0 of the row's block)
+            outputs = e.if_else_many(first_thread(e, ids) if self.gpu else None, write_per_row,
+                                     lambda: list(outputs), [o.type for o in outputs])
+        if row_roots and self.gpu:
+            outputs = write_rows_gpu(self, e, ids, outputs, row_roots)
+        elif row_roots:
             outputs = self._write_rows(e, ids, outputs, row_roots, buffered)
         for x in [*self.plan.reduces, *hoisted]:
             del e.overrides[id(x)]

@@ -224,3 +224,39 @@ def test_a_symbolic_row_length_is_not_stitched():
     PassManager(cpu_pipeline().optimization, hint={"b": 128, "n": 128}).run(module)
     fusions = [i for i in module.entry.instructions if i.opcode == "fusion"]
     assert fusions and all(f.attrs["kind"] != "kCustom" for f in fusions)
+
+
+# -- the GPU form ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind,dtype,rows,n", [
+    ("softmax", "f32", 3, 127),  # 128 threads, one strided step, the last thread past the row
+    ("layernorm", "f32", 2, 1000),  # 512 threads, two steps
+    ("rmsnorm", "bf16", 2, 33),  # two warps, the second one with a single element
+])
+def test_gpu_form_in_simulation_matches_the_evaluator(kind, dtype, rows, n):
+    """The cuda pipeline stitches too (`stitch-fusion-gpu`); cuda-sim runs the block-per-row kernel."""
+    module = parse_hlo(program(kind, dtype, rows, n))
+    inputs = check_arguments(module, random_inputs(module, 0), cast=True)
+    ref = flatten(evaluate(module, inputs))
+    exe = hlocc.compile(module, "cuda-sim")
+    bf16 = dtype == "bf16"
+    for r, g in zip(ref, flatten(exe(*inputs)), strict=True):
+        problem = compare_arrays(r, g, rtol=1e-2 if bf16 else 2e-5, atol=1e-2 if bf16 else 1e-6)
+        assert problem is None, problem
+    assert exe.runner.stats.kernels_by_emitter == {"stitch": 1}, exe.runner.stats.to_string()
+
+
+@pytest.mark.parametrize("kind", ["softmax", "layernorm"])
+def test_gpu_form_is_accepted_by_ptxas(kind):
+    from hlocc.backends.cuda.ptx import compile_ptx, find_ptxas, validate_ptx
+    from hlocc.passes.pipeline import BACKEND_PIPELINES
+
+    ptxas = find_ptxas()
+    if ptxas is None:
+        pytest.skip("no ptxas: install the CUDA toolkit or the test extra")
+    module = parse_hlo(program(kind, "f32", 64, 4096))
+    PassManager(BACKEND_PIPELINES["cuda"].optimization).run(module)
+    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    kernel = compile_ptx(fusion.attrs["calls"], "sm_90")
+    assert kernel.emitter == "stitch" and "shfl.sync.bfly" in kernel.ptx and "bar.sync" in kernel.ptx
+    validate_ptx(kernel.ptx, "sm_90", ptxas)

@@ -184,11 +184,31 @@ class StitchEmitter(FusionEmitterBase):
         return [(x.operand(0), deps[id(x.operand(0))]) for x in self.fusion.post_order()
                 if x.opcode == "broadcast" and deps[id(x.operand(0))] and x.operand(0).opcode != "reduce"]
 
+    def _outputs_private(self) -> bool:
+        """Whether no output can share a buffer with an input the last pass reads: buffer sharing
+        (runtime/buffer_sharing.py) lets an output overwrite a dying row-sized parameter only when
+        every use of it is elementwise; one that reaches a reduce never shares."""
+        n = self.plan.row_shape.num_elements
+        for param in self.fusion.parameters:
+            if param.shape.num_elements != n:
+                continue
+            seen, pending = set(), [param]
+            while pending:
+                x = pending.pop()
+                if id(x) not in seen:
+                    seen.add(id(x))
+                    pending.extend(x.users)
+            if not any(x.opcode == "reduce" for x in self.fusion.instructions if id(x) in seen):
+                return False
+        return True
+
     def _buffers(self, reduces: list[HloInstruction], row_roots: list[int], buffered: dict[int, int]):
         """(row value, output) pairs: a reduced operand that is expensive to compute again (an exp,
         a division: `flops_per_element` of 8 or more somewhere in it) is stored into the row of an
         output of its element type while the stage computes it, and read back from there by the
         last pass, which then overwrites the row with the output's own values."""
+        if not self._outputs_private():
+            return []
         free = [k for k in row_roots if k not in buffered.values()]
         pairs = []
         for r in reduces:

@@ -1,9 +1,11 @@
-"""The stitch emitter (BladeDISC's kStitch fusion on the CPU, issue 18): ONE kernel for a row
-reduction, the reductions that read it and the values computed from them along the same rows
-(softmax, layernorm, RMSnorm), from a fusion passes/stitch_fusion.py made (analysis/stitch_info.py
-says what it may hold).
+"""The stitch emitter (BladeDISC's kStitch fusion, issue 18): ONE kernel for a row reduction, the
+reductions that read it and the values computed from them along the same rows (softmax, layernorm,
+RMSnorm), from a fusion passes/stitch_fusion.py made (analysis/stitch_info.py says what it may
+hold). This is the CPU form and the shared structure; the GPU form's stages and row writes (a block
+per row) are in stitch_gpu.py. Either way, a per-row value that the computation broadcasts back
+along the row (rsqrt(var + eps)) is computed once per row, as soon as the stages it reads are done.
 
-Each thread takes one row (the reduction emitter's CPU row tiling, `reduction_tiling`: a block
+On the CPU each thread takes one row (the reduction emitter's CPU row tiling, `reduction_tiling`: a block
 holds a few thousand input elements' worth of rows) and
 
 1. computes the row's reductions stage by stage (softmax: the max, then the sum of exp(x - max)):
@@ -15,7 +17,8 @@ holds a few thousand input elements' worth of rows) and
 2. writes the values with one element per row (a reduce root, or an epilogue of one);
 3. walks the row once more and writes every row-shaped output, in chunks of one vector
    (`scf.for lane` loops that vectorize-loads-stores and vectorize-elementwise turn into vector
-   loads, ops and stores), and a tail.
+   loads, ops and stores), and a tail. A runtime row count ([?b, 4096]) takes its block count at
+   run time and guards the last block's spare threads.
 
 The intermediate row values are not kept in a buffer: every pass re-reads the input row, which
 one core's L1/L2 still holds (the pass stitches only rows that fit half of L2,

@@ -66,8 +66,8 @@ def build(fn_name: str, rows: int, n: int) -> tuple[str, list[np.ndarray]]:
 
 
 def compile_hlocc(text: str, stitch: bool):
-    """The cpu backend's executable of `text`, with or without the stitch-fusion pass. A module
-    object is compiled (not text), so the program caches, which do not see the switch, stay out."""
+    """The cpu backend's executable of `text`, with or without the stitch-fusion pass (a module
+    object is compiled, not text: no program cache hit, both plans are compiled here)."""
     import hlocc
     from hlocc.passes.pipeline import DISABLE_ENV
 

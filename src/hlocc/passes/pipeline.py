@@ -282,8 +282,8 @@ DISABLE_ENV = "HLOCC_DISABLE_HLO_PASSES"
 
 def disabled_passes() -> frozenset[str]:
     """The passes `$HLOCC_DISABLE_HLO_PASSES` (comma-separated names, XLA's --xla_disable_hlo_passes)
-    turns off, e.g. `stitch-fusion` to compare a stitched plan with the unstitched one. The program
-    caches do not see it: compile a module object (not text) or clear `$HLOCC_CACHE_DIR`."""
+    turns off, e.g. `stitch-fusion` to compare a stitched plan with the unstitched one (the program
+    caches' keys include it, compiler.py)."""
     names = frozenset(n.strip() for n in os.environ.get(DISABLE_ENV, "").split(",") if n.strip())
     unknown = sorted(names - HLO_PASSES.keys())
     if unknown:

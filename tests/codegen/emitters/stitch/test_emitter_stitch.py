@@ -180,6 +180,11 @@ def test_the_pass_can_be_disabled(monkeypatch):
     monkeypatch.setenv(DISABLE_ENV, "stitch-fusion")
     stats = check(program("softmax", "f32", 3, 127), stitched=False)
     assert stats.kernels == 3
+    # Compiled from text, the program caches key the plan by the switch too.
+    text = program("softmax", "f32", 3, 127)
+    assert hlocc.compile(text, "cpu").runner.stats.kernels == 3
+    monkeypatch.delenv(DISABLE_ENV)
+    assert hlocc.compile(text, "cpu").runner.stats.kernels == 1
     monkeypatch.setenv(DISABLE_ENV, "no-such-pass")
     with pytest.raises(PassPipelineError, match="unknown pass 'no-such-pass'"):
         _fused(program("softmax", "f32", 3, 127))

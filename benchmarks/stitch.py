@@ -22,14 +22,13 @@ import os
 import pathlib
 import statistics
 import sys
-import time
 import zlib
-from collections.abc import Callable, Sequence
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
+from emitters import interleaved_median_ms  # noqa: E402
 from programs import XlaReference  # noqa: E402
 
 CASES = [  # (name, function, rows, row length)
@@ -81,18 +80,6 @@ def compile_hlocc(text: str, stitch: bool):
             os.environ.pop(DISABLE_ENV, None)
         else:
             os.environ[DISABLE_ENV] = saved
-
-
-def interleaved_median_ms(fns: Sequence[Callable[[], object]], runs: int) -> list[float]:
-    for fn in fns:
-        fn()
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(runs):
-        for fn, ts in zip(fns, times):
-            t0 = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t0) * 1e3)
-    return [statistics.median(ts) for ts in times]
 
 
 def run_case(name: str, fn_name: str, rows: int, n: int, runs: int) -> dict:

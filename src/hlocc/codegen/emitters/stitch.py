@@ -55,7 +55,7 @@ from hlocc.codegen.elemental.index_ops import emit_scalar_computation
 from hlocc.codegen.elemental.storage import array_leaves, load_element, store_element
 from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
 from hlocc.codegen.emitters.loop import SYMBOLIC_LOOP_OPS
-from hlocc.codegen.emitters.reduce_partials import chunked_map, emit_row_partials, plan_partials
+from hlocc.codegen.emitters.reduce_partials import chunked_map, emit_row_partials, fold_elements, plan_partials
 from hlocc.codegen.emitters.reduction_tiling import CPU_BLOCK_ELEMENTS, Tiling, reduction_tiling
 from hlocc.codegen.emitters.stitch_gpu import first_thread, gpu_tiling, reduce_stage_gpu, write_rows_gpu
 from hlocc.codegen.ir import ApplyIndexingOp
@@ -265,17 +265,8 @@ class StitchEmitter(FusionEmitterBase):
 
     def _serial(self, e: ElementEmitter, ids, reduces, m: IndexingMap, inits: list[SSAValue]) -> list[SSAValue]:
         """scf.for j over the row carrying one accumulator per reduced value."""
-        def body(j: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:
-            index = e.apply(m, ids, [j])
-            new, k = [], 0
-            for r in reduces:
-                n = len(r.operands) // 2
-                values = [e.scalar(r.operand(i), index) for i in range(n)]
-                new += emit_scalar_computation(e.b, r.to_apply, [*accs[k:k + n], *values])
-                k += n
-            return new
-
-        return _for(e, e.b.index(0), e.b.index(self.plan.row_length), inits, body)
+        return _for(e, e.b.index(0), e.b.index(self.plan.row_length), inits,
+                    lambda j, accs: fold_elements(e, reduces, accs, e.apply(m, ids, [j])))
 
     def _write_rows(self, e: ElementEmitter, ids, outputs: list[SSAValue], roots: list[int],
                     buffered: dict[int, int]) -> list[SSAValue]:

@@ -25,9 +25,8 @@ from hlocc.analysis.interval import Interval
 from hlocc.analysis.linearize import delinearize
 from hlocc.analysis.simplifier import simplify_expr
 from hlocc.codegen.elemental.element_emitter import ElementEmitter
-from hlocc.codegen.elemental.index_ops import emit_scalar_computation
 from hlocc.codegen.elemental.storage import store_element
-from hlocc.codegen.emitters.reduce_partials import combiner_function
+from hlocc.codegen.emitters.reduce_partials import apply_reducers, combiner_function, fold_elements
 from hlocc.codegen.emitters.reduction import symbol_loop
 from hlocc.codegen.emitters.reduction_tiling import MAX_ROW_THREADS, Tiling
 from hlocc.codegen.ir import AllocateSharedOp, PredicatedInsertOp, ShuffleReduceOp, SyncThreadsOp
@@ -64,17 +63,7 @@ def reduce_stage_gpu(emitter, e: ElementEmitter, ids: Sequence[SSAValue],
     inits = [e.scalar(r.operand(len(r.operands) // 2 + k), []) for r in reduces
              for k in range(len(r.operands) // 2)]
 
-    def step(syms: list[SSAValue], accs: list[SSAValue]) -> list[SSAValue]:
-        index = e.apply(m, ids, syms)
-        new, k = [], 0
-        for r in reduces:
-            n = len(r.operands) // 2
-            values = [e.scalar(r.operand(i), index) for i in range(n)]
-            new += emit_scalar_computation(e.b, r.to_apply, [*accs[k:k + n], *values])
-            k += n
-        return new
-
-    accs = symbol_loop(e, m, ids, inits, step)
+    accs = symbol_loop(e, m, ids, inits, lambda syms, accs: fold_elements(e, reduces, accs, e.apply(m, ids, syms)))
     types = [a.type for a in accs]
     b, warp, threads = e.b, emitter.target.warp_size, emitter.tiling.threads_per_block
     name = f"{emitter.name}_combiner_{len(emitter.combiners)}"
@@ -88,13 +77,8 @@ def reduce_stage_gpu(emitter, e: ElementEmitter, ids: Sequence[SSAValue],
     tiles = list(b.insert(SyncThreadsOp(tiles)).results)
     totals = [b.add(tensor.ExtractOp(tile, [b.index(0)], ty)) for tile, ty in zip(tiles, types)]
     for w in range(1, warps):
-        others = [b.add(tensor.ExtractOp(tile, [b.index(w)], ty)) for tile, ty in zip(tiles, types)]
-        new, k = [], 0
-        for r in reduces:
-            n = len(r.operands) // 2
-            new += emit_scalar_computation(b, r.to_apply, [*totals[k:k + n], *others[k:k + n]])
-            k += n
-        totals = new
+        totals = apply_reducers(b, reduces, totals, [b.add(tensor.ExtractOp(tile, [b.index(w)], ty))
+                                                     for tile, ty in zip(tiles, types)])
     values, k = [], 0
     for r in reduces:
         n = len(r.operands) // 2

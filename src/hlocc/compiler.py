@@ -286,6 +286,14 @@ def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: boo
     return value
 
 
+def _disabled_passes() -> str:
+    """$HLOCC_DISABLE_HLO_PASSES (passes/pipeline.py `disabled_passes`): part of the program caches'
+    keys, since it changes the plan."""
+    import os
+
+    return os.environ.get("HLOCC_DISABLE_HLO_PASSES", "")
+
+
 def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter", *, verify: bool = True,
             seed: int = 0, hlo_passes: bool = True, print_ir_after_all: bool = False,
             dump_dir: str | None = None, stream: TextIO | None = None, gemm: str = "library",
@@ -316,7 +324,7 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     program_key = None
     if isinstance(module_or_text, str) and backend == "cpu" and not (print_ir_after_all or dump_dir):
         program_key = (hashlib.sha256(module_or_text.encode()).hexdigest(), backend, verify, seed, hlo_passes,
-                       gemm, check_bounds, autotune)
+                       gemm, check_bounds, autotune, _disabled_passes())
         with _PROGRAMS_LOCK:
             hit = _PROGRAMS.get(program_key)
             if hit is not None:
@@ -330,7 +338,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         from hlocc.backends.cpu.program_cache import program_key as disk_program_key
 
         disk_key = disk_program_key(module_or_text, _cpu_target(check_bounds), verify=verify, seed=seed,
-                                    hlo_passes=hlo_passes, gemm=gemm)
+                                    hlo_passes=hlo_passes, gemm=gemm,
+                                    **({"disabled_passes": _disabled_passes()} if _disabled_passes() else {}))
         planned = _from_program_plan(disk_key, times, gemm=gemm, check_bounds=check_bounds, seed=seed,
                                      autotune=autotune)
         if planned is not None:

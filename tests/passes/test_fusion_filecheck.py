@@ -25,7 +25,7 @@ from hlocc.cli import flatten, random_inputs
 from hlocc.compiler import check_arguments
 from hlocc.evaluator import Evaluator
 from hlocc.hlo.verifier import verify_module
-from hlocc.passes import fusion_wrapper, multi_output_fusion, priority_fusion, rename_fusions  # noqa: F401
+from hlocc.passes import fusion_wrapper, multi_output_fusion, priority_fusion, rename_fusions, stitch_fusion  # noqa: F401
 from hlocc.passes.base import HLO_PASSES
 from hlocc.passes.fusible import fusion_violations
 

@@ -465,3 +465,31 @@ class CostModel:
         unfused = 2 * launch + self.run_time(producer) + self.run_time(consumer)
         fused = launch + self.fused_run_time(producer, consumer, side_output=True)
         return RunTimes(unfused, fused)
+
+
+# -- stitch fusion ------------------------------------------------------------------------------------
+
+CPU_L2_BYTES = 1 << 20
+"""L2 cache per core of the host CPU model (1 MiB: Skylake-SP to Sapphire Rapids have 1-2 MiB)."""
+
+
+def stitch_fits(row_elements, dtype, target, *, live_rows: int = 1) -> bool:
+    """Whether a stitch kernel's rows stay on chip (passes/stitch_fusion.py; the runtime speculation
+    asks the same of a symbolic row length at run time): `live_rows` row-long values of `dtype`
+    (an element type or its name) per thread — the row-shaped inputs, which each stage re-reads —
+    within half of a core's L2 on the CPU (`target` "cpu", or a Target of kind "cpu"), within a
+    block's shared memory on a GPU. A symbolic row length (not an int) does not fit: its size is
+    known only at run time."""
+    if not isinstance(row_elements, int):
+        return False
+    bits = dtype.bits if hasattr(dtype, "bits") else _DTYPE_BITS[str(dtype)]
+    row_bytes = row_elements * max(bits, 8) // 8 * live_rows
+    kind = target if isinstance(target, str) else target.kind
+    if kind == "cpu":
+        return row_bytes <= CPU_L2_BYTES // 2
+    shared = 48 * 1024 if isinstance(target, str) else target.shared_memory_bytes
+    return row_bytes <= shared
+
+
+_DTYPE_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32,
+               "u32": 32, "s64": 64, "u64": 64, "pred": 8}

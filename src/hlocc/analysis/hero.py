@@ -13,7 +13,9 @@ The *hero* of a fusion root is the op that shapes the code generated for the who
 3. otherwise a reduce at the end of the walk is the hero; anything else: the root itself.
 
 A dot fusion (a dot marked by passes/gemm_fusion.py and its elementwise epilogue) has the dot as
-its hero and the GEMM kind (`gemm_hero`): codegen/emitters/matmul.py emits it.
+its hero and the GEMM kind (`gemm_hero`): codegen/emitters/matmul.py emits it. A stitch fusion
+(reduces marked by passes/stitch_fusion.py, analysis/stitch_info.py) has the STITCH kind:
+codegen/emitters/stitch.py emits it.
 
 The emitter of a fusion (XLA's GetEmitterFusionKind, xla/service/gpu/hlo_fusion_analysis.cc,
 then GetFusionEmitter's refinement of loop fusions), in this order:
@@ -88,6 +90,7 @@ class EmitterKind(Enum):
     COPY = "copy"
     CUSTOM = "custom"
     GEMM = "gemm"
+    STITCH = "stitch"
     CONVOLUTION = "convolution"
     CUSTOM_CALL = "custom_call"
     LIBRARY = "library"
@@ -102,7 +105,7 @@ class EmitterKind(Enum):
 
 _GENERATED = frozenset({EmitterKind.LOOP, EmitterKind.TRANSPOSE, EmitterKind.REDUCTION, EmitterKind.SCATTER,
                         EmitterKind.CONCATENATE, EmitterKind.IN_PLACE_DYNAMIC_UPDATE_SLICE,
-                        EmitterKind.INPUT_SLICES, EmitterKind.SORT})
+                        EmitterKind.INPUT_SLICES, EmitterKind.SORT, EmitterKind.STITCH})
 
 UNFUSED_KINDS: dict[str, EmitterKind] = {
     **dict.fromkeys(("dot", "ragged-dot", "scaled-dot"), EmitterKind.GEMM),
@@ -301,6 +304,14 @@ see) says it; a fusion XLA made with a dot inside (its loop emitter computes sma
 dot fusion."""
 
 
+STITCH_MARKER = "__hlocc_stitch"
+"""In the backend config of each reduce of a stitch fusion (passes/stitch_fusion.py)."""
+
+
+def is_stitch_marked(instr: HloInstruction) -> bool:
+    return instr.opcode == "reduce" and STITCH_MARKER in str(instr.attrs.get("backend_config") or "")
+
+
 def is_gemm_dot_marked(instr: HloInstruction) -> bool:
     return instr.opcode == "dot" and GEMM_DOT_MARKER in str(instr.attrs.get("backend_config") or "")
 
@@ -425,6 +436,8 @@ def analyze_fusion(adaptor: FusionAdaptor, fusion: HloInstruction | None = None,
     if dot is not None:
         return FusionAnalysis(EmitterKind.GEMM, roots, [dot], smallest_input_bits=bits_in,
                               smallest_output_bits=bits_out)
+    if any(is_stitch_marked(i) for i in adaptor.instructions()):
+        return result(EmitterKind.STITCH)
     reduce_hero = _reduction_hero(roots, heroes, warp_size)
     if reduce_hero is not None:
         return result(EmitterKind.REDUCTION, reduction_hero=reduce_hero)
@@ -580,6 +593,6 @@ def fusion_kind_for(kind: EmitterKind) -> str:
     fusions, kLoop otherwise."""
     if kind in (EmitterKind.REDUCTION, EmitterKind.TRANSPOSE, EmitterKind.CONCATENATE, EmitterKind.SCATTER):
         return "kInput"
-    if kind in (EmitterKind.CUSTOM, EmitterKind.SORT):
+    if kind in (EmitterKind.CUSTOM, EmitterKind.SORT, EmitterKind.STITCH):
         return "kCustom"
     return "kLoop"

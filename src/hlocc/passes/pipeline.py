@@ -26,6 +26,7 @@ on that report).
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -57,6 +58,7 @@ from hlocc.passes import (  # noqa: F401
     priority_fusion,
     rename_fusions,
     shape_constraints,
+    stitch_fusion,
     tuple_simplifier,
     while_loop_simplifier,
 )
@@ -104,6 +106,13 @@ FUSION: tuple[Stage, ...] = (
 consumer multi-output fusion (each followed by cse and dce of what it left redundant), XLA's
 names for the fusions, and every remaining op that needs a kernel wrapped in a fusion of its own."""
 
+CPU_FUSION: tuple[Stage, ...] = (*FUSION[:6], "stitch-fusion", *FUSION[6:])
+"""The cpu backend's fusion stage: XLA's, with BladeDISC's stitch fusion after multi-output fusion
+(passes/stitch_fusion.py: a row reduction and the fusions that read it along its rows, one kernel)."""
+
+CUDA_FUSION: tuple[Stage, ...] = (*FUSION[:6], "stitch-fusion-gpu", *FUSION[6:])
+"""The cuda backend's: the same with the GPU's budget (rows within a block's shared memory)."""
+
 PIPELINES: dict[str, tuple[Stage, ...]] = {
     "simplify": SIMPLIFICATION,  # to see what simplification alone does to a module
     "fusion": FUSION,  # to fuse a module that is already simplified
@@ -112,7 +121,7 @@ PIPELINES: dict[str, tuple[Stage, ...]] = {
 
 
 SIZE_HINTED_PASSES = frozenset({"priority-fusion", "multi-output-fusion", "gemm-fusion", "fusion-wrapper",
-                                "inline-library-fusions"})
+                                "inline-library-fusions", "stitch-fusion", "stitch-fusion-gpu"})
 """Passes whose size questions are heuristics (is fusing profitable, is this reduction big, which
 emitter suits a fusion: analysis/hero.py, which inline-library-fusions asks too): on a
 module with symbolic dimensions they run under the PassManager's `size_hint` (hlo/symbolic.py), so a
@@ -142,7 +151,7 @@ BACKEND_PIPELINES: dict[str, CompilePipeline] = {
             "flatten-call-graph",  # one call site per while/conditional computation (buffer assignment)
             "layout-copies",  # forwarded values get the layout their readers declare (fusible copies)
         ),
-        optimization=PIPELINES["default"],  # simplify, then fuse
+        optimization=SIMPLIFICATION + CPU_FUSION,  # simplify, then fuse (and stitch)
         epilogue=_RUNTIME_EPILOGUE,
     ),
     "cuda": CompilePipeline(
@@ -152,7 +161,7 @@ BACKEND_PIPELINES: dict[str, CompilePipeline] = {
             "flatten-call-graph",  # one call site per while/conditional computation (buffer assignment)
             "layout-copies",  # forwarded values get the layout their readers declare (fusible copies)
         ),
-        optimization=PIPELINES["default"],  # simplify, then fuse (after convolution-to-gemm: im2col fuses)
+        optimization=SIMPLIFICATION + CUDA_FUSION,  # simplify, fuse, stitch (after convolution-to-gemm)
         epilogue=_RUNTIME_EPILOGUE,
     ),
 }
@@ -172,7 +181,7 @@ def cpu_pipeline(gemm: str = "library") -> CompilePipeline:
         return base
     if gemm != "codegen":
         raise PassPipelineError(f"unknown gemm mode '{gemm}' (choose from {', '.join(GEMM_MODES)})")
-    return CompilePipeline(base.prologue, SIMPLIFICATION + ("gemm-fusion",) + FUSION, base.epilogue)
+    return CompilePipeline(base.prologue, SIMPLIFICATION + ("gemm-fusion",) + CPU_FUSION, base.epilogue)
 
 
 @dataclass
@@ -203,6 +212,7 @@ class PassManager:
         self.debug = debug
         check_pass_names(self.stages)
         self._passes: dict[str, HloPass] = {}
+        self.disabled = disabled_passes()
 
     def run(self, module: HloModule) -> PipelineResult:
         result = PipelineResult()
@@ -229,6 +239,8 @@ class PassManager:
         return changed
 
     def _run_pass(self, name: str, module: HloModule, result: PipelineResult, where: str) -> bool:
+        if name in self.disabled:
+            return False
         hlo_pass = self._passes.get(name)
         if hlo_pass is None:
             hlo_pass = self._passes[name] = HLO_PASSES[name]()
@@ -263,6 +275,20 @@ class PassManager:
             raise PassPipelineError(f"after pass '{name}': the module is invalid: {e}") from None
         if not changed and print_module(module) != before:
             raise PassPipelineError(f"pass '{name}' reported no change but changed the module")
+
+
+DISABLE_ENV = "HLOCC_DISABLE_HLO_PASSES"
+
+
+def disabled_passes() -> frozenset[str]:
+    """The passes `$HLOCC_DISABLE_HLO_PASSES` (comma-separated names, XLA's --xla_disable_hlo_passes)
+    turns off, e.g. `stitch-fusion` to compare a stitched plan with the unstitched one (the program
+    caches' keys include it, compiler.py)."""
+    names = frozenset(n.strip() for n in os.environ.get(DISABLE_ENV, "").split(",") if n.strip())
+    unknown = sorted(names - HLO_PASSES.keys())
+    if unknown:
+        raise PassPipelineError(f"${DISABLE_ENV}: unknown pass '{unknown[0]}'")
+    return names
 
 
 def check_pass_names(stages: Iterable[Stage]) -> None:

@@ -219,6 +219,29 @@ def _apply_reducers(b: KernelBuilder, reduces: Sequence[HloInstruction], accs: S
     return out
 
 
+def fold_elements(e: ElementEmitter, reduces: Sequence[HloInstruction], accs: Sequence[SSAValue],
+                  index: Sequence[SSAValue]) -> list[SSAValue]:
+    """`accs` (the reduced values of `reduces`, in order) with each reduce's operands at `index`
+    folded in: one step of a serial reduction loop."""
+    values = [e.scalar(r.operand(k), index) for r in reduces for k in range(len(r.operands) // 2)]
+    return _apply_reducers(e.b, reduces, accs, values)
+
+
+def combiner_function(name: str, reduces: Sequence[HloInstruction], types: Sequence[Attribute]):
+    """`func.func private @name(accs..., others...) -> accs`: each reduce's reducer on its slice of
+    two accumulator lists (`types`, the reduced values of `reduces` in order); the combiner of an
+    `xla.shuffle_reduce` (the reduction and stitch emitters' GPU forms)."""
+    from xdsl.dialects import func
+    from xdsl.dialects.builtin import FunctionType
+    from xdsl.ir import Region
+
+    block = Block(arg_types=[*types, *types])
+    b = KernelBuilder(block)
+    n = len(types)
+    b.insert(func.ReturnOp(*_apply_reducers(b, reduces, block.args[:n], block.args[n:])))
+    return func.FuncOp(name, FunctionType.from_lists([*types, *types], list(types)), Region(block), "private")
+
+
 def combine_lanes(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAValue],
                   types: Sequence[Attribute]) -> list[SSAValue]:
     """Lane 0, then reducer(row, lane l) for l in [1, lanes), as a loop (see the module docstring)."""
@@ -232,4 +255,7 @@ def combine_lanes(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAV
     return list(b.insert(scf.ForOp(b.index(1), b.index(lanes), b.index(1), first, block)).results)
 
 
-__all__ = ["PartialsPlan", "SideWriter", "chunked_map", "combine_lanes", "emit_row_partials", "plan_partials"]
+__all__ = ["PartialsPlan", "SideWriter", "apply_reducers", "chunked_map", "combine_lanes", "combiner_function",
+           "emit_row_partials", "fold_elements", "plan_partials"]
+
+apply_reducers = _apply_reducers

@@ -58,7 +58,13 @@ from hlocc.codegen.elemental.element_emitter import ElementEmitter
 from hlocc.codegen.elemental.index_ops import emit_scalar_computation
 from hlocc.codegen.elemental.storage import array_leaves, store_element
 from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
-from hlocc.codegen.emitters.reduce_partials import PartialsPlan, chunked_map, emit_row_partials, plan_partials
+from hlocc.codegen.emitters.reduce_partials import (
+    PartialsPlan,
+    chunked_map,
+    combiner_function,
+    emit_row_partials,
+    plan_partials,
+)
 from hlocc.codegen.emitters.reduction_tiling import Tiling, column_lanes, column_offset, reduction_tiling
 from hlocc.codegen.ir import (
     AllocateSharedOp,
@@ -334,19 +340,7 @@ class ReductionEmitter(FusionEmitterBase):
             return accs
         name = f"{self.name}_combiner"
         if not self.combiners:
-            types = [a.type for a in accs]
-            fblock = Block(arg_types=[*types, *types])
-            fb = KernelBuilder(fblock)
-            n_all = len(types)
-            out, k = [], 0
-            for r in self.reduces:
-                n = len(r.operands) // 2
-                out += emit_scalar_computation(fb, r.to_apply, [*fblock.args[k:k + n],
-                                                                *fblock.args[n_all + k:n_all + k + n]])
-                k += n
-            fb.insert(func.ReturnOp(*out))
-            self.combiners.append(func.FuncOp(name, FunctionType.from_lists([*types, *types], types), Region(fblock),
-                                              "private"))
+            self.combiners.append(combiner_function(name, self.reduces, [a.type for a in accs]))
         return list(b.insert(ShuffleReduceOp(name, accs, lanes // 2)).results)
 
     def _across_warps(self, e: ElementEmitter, ids, accs, inits, types) -> list[SSAValue]:
@@ -532,4 +526,6 @@ def _symbol_loop(e: ElementEmitter, m: IndexingMap, dims, carried, step) -> list
     return level(0, [], list(carried))
 
 
-__all__ = ["ReductionEmitter", "Tiling"]
+symbol_loop = _symbol_loop  # (shared with the stitch emitter's GPU form)
+
+__all__ = ["ReductionEmitter", "Tiling", "symbol_loop"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from hlocc.analysis.hero import EmitterKind, computation_emitter_kind
+from hlocc.analysis.hero import EmitterKind, computation_emitter_kind, is_stitch_marked
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import fusion_symbols
 from hlocc.codegen.emitters.concatenate import ConcatenateEmitter
@@ -25,6 +25,7 @@ from hlocc.codegen.emitters.loop import LoopEmitter
 from hlocc.codegen.emitters.matmul import MatmulEmitter
 from hlocc.codegen.emitters.reduction import ReductionEmitter
 from hlocc.codegen.emitters.scatter import ScatterEmitter
+from hlocc.codegen.emitters.stitch import StitchEmitter
 from hlocc.codegen.emitters.transpose import TransposeEmitter
 from hlocc.codegen.target import Target
 from hlocc.hlo.ir import HloComputation
@@ -38,6 +39,7 @@ EMITTERS: dict[EmitterKind, type] = {
     EmitterKind.CONCATENATE: ConcatenateEmitter,
     EmitterKind.INPUT_SLICES: InputSlicesEmitter,
     EmitterKind.GEMM: MatmulEmitter,
+    EmitterKind.STITCH: StitchEmitter,
 }
 """The emitter class of each kind hlocc has an emitter for."""
 
@@ -45,8 +47,9 @@ EMITTERS: dict[EmitterKind, type] = {
 def emitter_for(fusion: HloComputation, target: Target, name: str = "main", kind: EmitterKind | None = None):
     """The emitter for `fusion` (hero analysis's kind unless `kind` is given) on `target`. A fusion
     with symbolic shapes gets the loop emitter, the one that compiles them (reductions computed
-    elementally, a row per thread with vector partials); it names what it cannot compile."""
-    if kind is None and fusion_symbols(fusion):
+    elementally, a row per thread with vector partials; it names what it cannot compile), unless it
+    is a stitch fusion (whose emitter takes a runtime row count)."""
+    if kind is None and fusion_symbols(fusion) and not any(is_stitch_marked(i) for i in fusion.instructions):
         kind = EmitterKind.LOOP
     kind = kind or computation_emitter_kind(fusion)
     cls = EMITTERS.get(kind) or EMITTERS[EmitterKind.LOOP]

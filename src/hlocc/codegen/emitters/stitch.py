@@ -1,0 +1,338 @@
+"""The stitch emitter (BladeDISC's kStitch fusion, issue 18): ONE kernel for a row reduction, the
+reductions that read it and the values computed from them along the same rows (softmax, layernorm,
+RMSnorm), from a fusion passes/stitch_fusion.py made (analysis/stitch_info.py says what it may
+hold). This is the CPU form and the shared structure; the GPU form's stages and row writes (a block
+per row) are in stitch_gpu.py. Either way, a per-row value that the computation broadcasts back
+along the row (rsqrt(var + eps)) is computed once per row, as soon as the stages it reads are done.
+
+On the CPU each thread takes one row (the reduction emitter's CPU row tiling, `reduction_tiling`: a block
+holds a few thousand input elements' worth of rows) and
+
+1. computes the row's reductions stage by stage (softmax: the max, then the sum of exp(x - max)):
+   the reduces of a stage share one pass over the row, with the vector of partial accumulators of
+   `reduce_partials.emit_row_partials` (a serial loop where it does not apply: integer values, or a
+   row shorter than two vectors). Each reduce's value then stands for the reduce (the element
+   emitter's `overrides`), so later stages and the outputs read it wherever the fused
+   computation broadcasts it back along the row;
+2. writes the values with one element per row (a reduce root, or an epilogue of one);
+3. walks the row once more and writes every row-shaped output, in chunks of one vector
+   (`scf.for lane` loops that vectorize-loads-stores and vectorize-elementwise turn into vector
+   loads, ops and stores), and a tail. A runtime row count ([?b, 4096]) takes its block count at
+   run time and guards the last block's spare threads.
+
+The intermediate row values are not kept in a buffer: every pass re-reads the input row, which
+one core's L1/L2 still holds (the pass stitches only rows that fit half of L2,
+cost_model.stitch_fits), and recomputes the elementwise ops between the input and each use. For
+softmax that computes exp twice per element (once for the sum, once for the output) instead of
+writing and re-reading a stored exp: the recomputation runs at the speed of vector arithmetic,
+while the unstitched plan moves the whole array through memory three more times.
+
+Reduction order: as in the reduction emitter (partials per lane, combined in lane order, then
+the init value), so a stitched reduction rounds like the unstitched one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.dialects import func, scf
+from xdsl.dialects.builtin import FunctionType, IndexType, ModuleOp
+from xdsl.ir import Block, Region, SSAValue
+
+import hlocc.codegen.emitters.elemental_reduce  # noqa: F401  (registers reduce for the element emitter)
+from hlocc.analysis.affine_expr import dim, size_expr, sym
+from hlocc.analysis.cost_model import flops_per_element
+from hlocc.analysis.hero import EmitterKind
+from hlocc.analysis.indexing_map import NO_UPPER_BOUND, IndexingMap, Variable, size_bound
+from hlocc.analysis.interval import Interval
+from hlocc.analysis.launch import LaunchDims
+from hlocc.analysis.linearize import delinearize
+from hlocc.analysis.reduction_info import ReductionDimensions, ReductionEmitterKind
+from hlocc.analysis.simplifier import simplify_expr
+from hlocc.analysis.stitch_info import NotStitchable, stitch_plan
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
+from hlocc.codegen.elemental.index_ops import emit_scalar_computation
+from hlocc.codegen.elemental.storage import array_leaves, load_element, store_element
+from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
+from hlocc.codegen.emitters.loop import SYMBOLIC_LOOP_OPS
+from hlocc.codegen.emitters.reduce_partials import chunked_map, emit_row_partials, fold_elements, plan_partials
+from hlocc.codegen.emitters.reduction_tiling import CPU_BLOCK_ELEMENTS, Tiling, reduction_tiling
+from hlocc.codegen.emitters.stitch_gpu import first_thread, gpu_tiling, reduce_stage_gpu, write_rows_gpu
+from hlocc.codegen.ir import ApplyIndexingOp
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.partitioner import partition_fusion
+from hlocc.errors import UnsupportedError
+from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.symbolic import floordiv as sym_floordiv
+
+
+class StitchEmitter(FusionEmitterBase):
+    symbolic_ops = SYMBOLIC_LOOP_OPS  # a runtime row count (the row length is static: stitch_info)
+
+    def __init__(self, fusion, target, name: str = "main"):
+        super().__init__(fusion, target, name)
+        try:
+            self.plan = stitch_plan(fusion)
+        except NotStitchable as e:
+            raise UnsupportedError(f"unsupported: stitch fusion '{fusion.name}': {e}") from None
+        self.gpu = target.warp_size > 1
+        self.combiners: list[func.FuncOp] = []  # the GPU form's shuffle combiners
+        rows = self.plan.rows
+        if self.gpu:  # (a runtime row count on a GPU: refused by the emitter base)
+            self.tiling = gpu_tiling(rows, self.plan.row_length, target.warp_size)
+        elif isinstance(rows, int):
+            self.tiling = reduction_tiling(ReductionDimensions(True, (1, rows, self.plan.row_length)),
+                                           ReductionEmitterKind.ROW, self.plan.row_shape, self.plan.reduces, 1)
+        else:  # a runtime row count: the static tiling's rows per block, the block count per call
+            per_block = max(1, CPU_BLOCK_ELEMENTS // self.plan.row_length)
+            self.tiling = Tiling(True, per_block, sym_floordiv(rows + (per_block - 1), per_block),
+                                 rows_per_block=per_block)
+        self.roots = list(fusion.root.operands) if fusion.root.opcode == "tuple" else [fusion.root]
+
+    # -- indexing -------------------------------------------------------------------------------------
+    def _dims(self) -> tuple[Variable, Variable]:
+        t = self.tiling
+        return (Variable(Interval(0, t.threads_per_block - 1), "th_x"),
+                Variable(Interval(0, size_bound(t.blocks) - 1), "bl_x"))
+
+    def _row(self):
+        return dim(1) if self.gpu else dim(1) * self.tiling.rows_per_block + dim(0)
+
+    def row_map(self, chunk: int = 0) -> IndexingMap:
+        """(th_x, bl_x)[j] -> the logical index of the row shape of the thread's row element j
+        (with `chunk`, (th_x, bl_x)[c, lane] for element c * chunk + lane)."""
+        shape, n = self.plan.row_shape, self.plan.row_length
+        linear = self._row() * n + sym(0)
+        symbols = (Variable(Interval(0, n - 1), "j"),)
+        m = IndexingMap(self._dims(), tuple(delinearize(linear, shape.dims, shape.minor_to_major)), symbols)
+        m = IndexingMap(m.dims, tuple(simplify_expr(r, m.var_bounds) for r in m.results), symbols)
+        return chunked_map(m, 0, chunk) if chunk else m
+
+    def _row_index(self, e: ElementEmitter, ids, shape) -> list[SSAValue]:
+        """The logical index of `shape` (one element per row, row-major) of the thread's row."""
+        m = IndexingMap(self._dims(), tuple(delinearize(self._row(), shape.dims, shape.minor_to_major)))
+        return e.apply(m.simplify(replace_point_dims=False), ids)
+
+    # -- emission -------------------------------------------------------------------------------------
+    def emit(self) -> KernelModule:
+        leaves = array_leaves(self.fusion.root.shape)
+        params = self.fusion.parameters
+        block, param_types, out_types = entry_block(self.fusion, leaves)
+        b = KernelBuilder(block)
+        t = self.tiling
+        launch = LaunchDims(t.threads_per_block, t.blocks)
+        ids = list(thread_and_block_ids(b, launch))
+        e = ElementEmitter(b, partition_fusion(self.fusion).fusion, None, list(block.args[:len(params)]))
+        outputs = list(block.args[len(params):])
+        rows = self.plan.rows
+        # The last block's spare threads do nothing (rows - row >= 1 holds for the others).
+        spare = not isinstance(rows, int) or t.rows_per_block * t.blocks > rows
+        room = IndexingMap(self._dims(), (size_expr(rows) - self._row(),))
+        cond = b.in_intervals(list(b.insert(ApplyIndexingOp(room, ids)).results),
+                              [Interval(1, NO_UPPER_BOUND)]) if spare else None
+        outputs = e.if_else_many(cond, lambda: self._emit_row(e, ids, outputs), lambda: list(outputs),
+                                 [o.type for o in outputs])
+        b.insert(func.ReturnOp(*outputs))
+        entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))
+        return KernelModule(ModuleOp([entry, *self.combiners]), self.name, launch, len(params), len(leaves),
+                            emitter=EmitterKind.STITCH.value, symbols=self.symbols)
+
+    def _emit_row(self, e: ElementEmitter, ids: list[SSAValue], outputs: list[SSAValue]) -> list[SSAValue]:
+        outputs = list(outputs)
+        row_roots = [k for k, root in enumerate(self.roots) if _same(root.shape, self.plan.row_shape)]
+        buffered: dict[int, int] = {}  # id(row value) -> the output whose row holds it until the last pass
+        per_row = self._per_row_values()
+        hoisted: list[HloInstruction] = []
+        for stage in self.plan.stages:
+            if self.gpu:
+                values = reduce_stage_gpu(self, e, ids, list(stage))
+            else:
+                values, outputs = self._reduce_stage(e, ids, list(stage), outputs, row_roots, buffered)
+            for r, v in zip(stage, values):
+                e.overrides[id(r)] = v
+            # The per-row values the stages computed so far can read are computed once, here,
+            # rather than at every element the row loops broadcast them to.
+            for x, deps in per_row:
+                if id(x) not in e.overrides and all(id(r) in e.overrides for r in deps):
+                    e.overrides[id(x)] = e.value(x, self._row_index(e, ids, x.shape))
+                    hoisted.append(x)
+        per_row_roots = [k for k in range(len(self.roots)) if k not in row_roots]
+
+        def write_per_row() -> list[SSAValue]:
+            outs = list(outputs)
+            for k in per_row_roots:
+                root = self.roots[k]
+                index = self._row_index(e, ids, root.shape)
+                outs[k] = store_element(e.b, e.scalar(root, index), outs[k], root.shape, index)
+            return outs
+
+        if per_row_roots:  # (on a GPU by thread 0 of the row's block)
+            outputs = e.if_else_many(first_thread(e, ids) if self.gpu else None, write_per_row,
+                                     lambda: list(outputs), [o.type for o in outputs])
+        if row_roots and self.gpu:
+            outputs = write_rows_gpu(self, e, ids, outputs, row_roots)
+        elif row_roots:
+            outputs = self._write_rows(e, ids, outputs, row_roots, buffered)
+        for x in [*self.plan.reduces, *hoisted]:
+            del e.overrides[id(x)]
+        return outputs
+
+    def _per_row_values(self) -> list[tuple[HloInstruction, list[HloInstruction]]]:
+        """(value, the reduces it depends on) for each per-row value a broadcast sends along the
+        rows (stitch_info's rule: one element per row, row-major), operands before users."""
+        deps: dict[int, list[HloInstruction]] = {}
+        for x in self.fusion.post_order():
+            own = [x] if x.opcode == "reduce" else []
+            deps[id(x)] = list({id(r): r for op in x.operands for r in deps[id(op)]}.values()) + own
+        return [(x.operand(0), deps[id(x.operand(0))]) for x in self.fusion.post_order()
+                if x.opcode == "broadcast" and deps[id(x.operand(0))] and x.operand(0).opcode != "reduce"]
+
+    def _outputs_private(self) -> bool:
+        """Whether no output can share a buffer with an input the last pass reads: buffer sharing
+        (runtime/buffer_sharing.py) lets an output overwrite a dying row-sized parameter only when
+        every use of it is elementwise; one that reaches a reduce never shares."""
+        n = self.plan.row_shape.num_elements
+        for param in self.fusion.parameters:
+            if param.shape.num_elements != n:
+                continue
+            seen, pending = set(), [param]
+            while pending:
+                x = pending.pop()
+                if id(x) not in seen:
+                    seen.add(id(x))
+                    pending.extend(x.users)
+            if not any(x.opcode == "reduce" for x in self.fusion.instructions if id(x) in seen):
+                return False
+        return True
+
+    def _buffers(self, reduces: list[HloInstruction], row_roots: list[int], buffered: dict[int, int]):
+        """(row value, output) pairs: a reduced operand that is expensive to compute again (an exp,
+        a division: `flops_per_element` of 8 or more somewhere in it) is stored into the row of an
+        output of its element type while the stage computes it, and read back from there by the
+        last pass, which then overwrites the row with the output's own values."""
+        if not self._outputs_private():
+            return []
+        free = [k for k in row_roots if k not in buffered.values()]
+        pairs = []
+        for r in reduces:
+            for i in range(len(r.operands) // 2):
+                v = r.operand(i)
+                if id(v) in buffered or v.opcode == "parameter" or not _expensive(v):
+                    continue
+                k = next((k for k in free if self.roots[k].shape.element_type == v.shape.element_type), None)
+                if k is not None:
+                    free.remove(k)
+                    pairs.append((v, k))
+        return pairs
+
+    def _reduce_stage(self, e: ElementEmitter, ids, reduces: list[HloInstruction], outputs: list[SSAValue],
+                      row_roots: list[int], buffered: dict[int, int]):
+        """(each reduce's values (one per reduced operand) over the thread's row, init folded in;
+        the outputs, with the rows of the values this stage buffers written)."""
+        m = self.row_map()
+        inits = [e.scalar(r.operand(len(r.operands) // 2 + k), []) for r in reduces
+                 for k in range(len(r.operands) // 2)]
+        maps = [m] * len(inits)
+        plans = {plan_partials(r, m) for r in reduces}
+        plan = plans.pop() if len(plans) == 1 else None
+        if plan is not None:
+            pairs = self._buffers(reduces, row_roots, buffered)
+            chunked = chunked_map(m, plan.symbol, plan.lanes)
+
+            def store(syms: list[SSAValue], outs: list[SSAValue]) -> list[SSAValue]:
+                index = e.apply(chunked, ids, syms)
+                outs = list(outs)
+                for v, k in pairs:
+                    outs[k] = store_element(e.b, e.scalar(v, index), outs[k], self.roots[k].shape, index)
+                return outs
+
+            if pairs:
+                partials, outputs = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, outputs, store)
+            else:
+                partials, _ = emit_row_partials(e, reduces, maps, ids, [None], plan, inits)
+            buffered.update((id(v), k) for v, k in pairs)
+        else:
+            partials = self._serial(e, ids, reduces, m, inits)
+        values, k = [], 0
+        for r in reduces:
+            n = len(r.operands) // 2
+            if plan is not None:  # the partials leave the init out; the serial loop starts from it
+                values.append(emit_scalar_computation(e.b, r.to_apply, [*inits[k:k + n], *partials[k:k + n]]))
+            else:
+                values.append(partials[k:k + n])
+            k += n
+        return values, list(outputs)
+
+    def _serial(self, e: ElementEmitter, ids, reduces, m: IndexingMap, inits: list[SSAValue]) -> list[SSAValue]:
+        """scf.for j over the row carrying one accumulator per reduced value."""
+        return _for(e, e.b.index(0), e.b.index(self.plan.row_length), inits,
+                    lambda j, accs: fold_elements(e, reduces, accs, e.apply(m, ids, [j])))
+
+    def _write_rows(self, e: ElementEmitter, ids, outputs: list[SSAValue], roots: list[int],
+                    buffered: dict[int, int]) -> list[SSAValue]:
+        """Every row-shaped root along the thread's row: whole vectors, then the tail; a buffered
+        value is read back from its output's row (before the output's element is written)."""
+        bits = max(max(array_leaves(self.roots[k].shape)[0].element_type.bits, 8) for k in roots)
+        lanes = max(1, self.target.vector_bytes * 8 // bits)
+        m = self.row_map(lanes)
+        n = self.plan.row_length
+        chunks, tail = divmod(n, lanes)
+        # Buffered values are read from the outputs as the stages left them (the tensors defined
+        # outside the loops, which vectorize-loads-stores turns into vector loads); the element
+        # read is the one this iteration overwrites next, so no read sees a new value.
+        stored = list(outputs)
+
+        def lane_loop(chunk: SSAValue, count: int, outs: list[SSAValue]) -> list[SSAValue]:
+            def body(lane: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
+                index = e.apply(m, ids, [chunk, lane])
+                carried = list(carried)
+                for v, k in buffered.items():
+                    shape = self.roots[k].shape
+                    e.overrides[v] = [load_element(e.b, stored[k], shape, index)]
+                for k in roots:
+                    root = self.roots[k]
+                    carried[k] = store_element(e.b, e.scalar(root, index), carried[k], root.shape, index)
+                for v in buffered:
+                    del e.overrides[v]
+                return carried
+
+            return _for(e, e.b.index(0), e.b.index(count), outs, body)
+
+        if chunks:
+            outputs = _for(e, e.b.index(0), e.b.index(chunks), outputs, lambda c, outs: lane_loop(c, lanes, outs))
+        if tail:
+            outputs = lane_loop(e.b.index(chunks), tail, outputs)
+        return outputs
+
+
+def _same(a, b) -> bool:
+    return a.dims == b.dims and tuple(a.minor_to_major) == tuple(b.minor_to_major)
+
+
+def _expensive(v: HloInstruction) -> bool:
+    """Whether computing `v` again per element costs more than reading it back: an op of 8 flops
+    or more per element (cost_model: divisions, roots, transcendentals) up to the parameters or
+    reduces it is computed from."""
+    seen: set[int] = set()
+    pending = [v]
+    while pending:
+        x = pending.pop()
+        if id(x) in seen or x.opcode in ("parameter", "reduce"):
+            continue
+        seen.add(id(x))
+        if flops_per_element(x) >= 8:
+            return True
+        pending.extend(x.operands)
+    return False
+
+
+def _for(e: ElementEmitter, lo: SSAValue, hi: SSAValue, carried: list[SSAValue],
+         body: Callable[[SSAValue, list[SSAValue]], list[SSAValue]]) -> list[SSAValue]:
+    """scf.for iv in [lo, hi) carrying `carried`; values computed inside are not reused outside."""
+    block = Block(arg_types=[IndexType(), *[v.type for v in carried]])
+    with e.nested(block) as b:
+        b.insert(scf.YieldOp(*body(block.args[0], list(block.args[1:]))))
+    return list(e.b.insert(scf.ForOp(lo, hi, e.b.index(1), carried, block)).results)
+
+
+__all__ = ["StitchEmitter"]

@@ -1,0 +1,111 @@
+"""The stitch emitter's GPU form (codegen/emitters/stitch.py has the CPU form and the plan): a block
+per row, its threads striding the row as the reduction emitter's row schedule does (up to 512
+threads, a multiple of the warp).
+
+For each stage of reductions every thread folds its strided elements into its accumulators; the
+warp combines them with `xla.shuffle_reduce` (lane 0 holds the warp's value), lane 0 of each warp
+writes it to shared memory, and after the barrier EVERY thread folds the warps' values in the same
+order, so that all threads hold the row's value (the next stage and the outputs read it at every
+element). The outputs: each thread writes its strided elements of the row-shaped roots; thread 0
+writes the per-row ones. Intermediates between the input and each use are recomputed from the row
+in global memory (in L1/L2 after the first pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith, tensor
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import SSAValue
+
+from hlocc.analysis.affine_expr import as_expr, dim, sym
+from hlocc.analysis.indexing_map import IndexingMap, Variable
+from hlocc.analysis.interval import Interval
+from hlocc.analysis.linearize import delinearize
+from hlocc.analysis.simplifier import simplify_expr
+from hlocc.codegen.elemental.element_emitter import ElementEmitter
+from hlocc.codegen.elemental.storage import store_element
+from hlocc.codegen.emitters.reduce_partials import apply_reducers, combiner_function, fold_elements
+from hlocc.codegen.emitters.reduction import symbol_loop
+from hlocc.codegen.emitters.reduction_tiling import MAX_ROW_THREADS, Tiling
+from hlocc.codegen.ir import AllocateSharedOp, PredicatedInsertOp, ShuffleReduceOp, SyncThreadsOp
+from hlocc.hlo.ir import HloInstruction
+
+
+def gpu_tiling(rows: int, row_length: int, warp: int) -> Tiling:
+    """A block per row, threads (a multiple of the warp, at most 512) striding it."""
+    threads = min(MAX_ROW_THREADS, -(-row_length // warp) * warp)
+    return Tiling(True, threads, rows, threads_per_row=threads, rows_per_block=1)
+
+
+def strided_row_map(emitter, dims: tuple[Variable, Variable]) -> IndexingMap:
+    """(th_x, bl_x)[s] -> the row shape's index of element s * threads + th_x of row bl_x (those
+    past the row's end excluded by a constraint)."""
+    plan, threads = emitter.plan, emitter.tiling.threads_per_block
+    n, shape = plan.row_length, plan.row_shape
+    j = sym(0) * threads + dim(0)
+    symbols = (Variable(Interval(0, -(-n // threads) - 1), "s"),)
+    # The row (block) delinearised over the kept dimensions in layout order; j along the row.
+    kept_order = [d for d in shape.minor_to_major if d in plan.kept]
+    kept = dict(zip(plan.kept, delinearize(dim(1), [shape.dims[d] for d in plan.kept],
+                                           [plan.kept.index(d) for d in kept_order])))
+    results = tuple(j if d == plan.row_dim else kept.get(d, 0) for d in range(shape.rank))
+    m = IndexingMap(dims, tuple(as_expr(r) for r in results), symbols)
+    m = IndexingMap(dims, tuple(simplify_expr(r, m.var_bounds) for r in m.results), symbols)
+    return m.with_constraint(j, Interval(0, n - 1)) if m.expr_range(j).hi > n - 1 else m
+
+
+def reduce_stage_gpu(emitter, e: ElementEmitter, ids: Sequence[SSAValue],
+                     reduces: list[HloInstruction]) -> list[list[SSAValue]]:
+    """Each reduce's values over the block's row, held by every thread (module doc)."""
+    m = strided_row_map(emitter, emitter._dims())
+    inits = [e.scalar(r.operand(len(r.operands) // 2 + k), []) for r in reduces
+             for k in range(len(r.operands) // 2)]
+
+    accs = symbol_loop(e, m, ids, inits, lambda syms, accs: fold_elements(e, reduces, accs, e.apply(m, ids, syms)))
+    types = [a.type for a in accs]
+    b, warp, threads = e.b, emitter.target.warp_size, emitter.tiling.threads_per_block
+    name = f"{emitter.name}_combiner_{len(emitter.combiners)}"
+    emitter.combiners.append(combiner_function(name, reduces, types))
+    accs = list(b.insert(ShuffleReduceOp(name, accs, min(threads, warp) // 2)).results)
+    warps = -(-threads // warp)
+    lane, warp_id = e.apply(IndexingMap(emitter._dims()[:1], (dim(0) % warp, dim(0) // warp)), [ids[0]])
+    is_lane0 = b.add(arith.CmpiOp(lane, b.index(0), "eq"))
+    tiles = [b.add(AllocateSharedOp(TensorType(ty, [warps]))) for ty in types]
+    tiles = [b.add(PredicatedInsertOp(is_lane0, a, tile, [warp_id])) for a, tile in zip(accs, tiles)]
+    tiles = list(b.insert(SyncThreadsOp(tiles)).results)
+    totals = [b.add(tensor.ExtractOp(tile, [b.index(0)], ty)) for tile, ty in zip(tiles, types)]
+    for w in range(1, warps):
+        totals = apply_reducers(b, reduces, totals, [b.add(tensor.ExtractOp(tile, [b.index(w)], ty))
+                                                     for tile, ty in zip(tiles, types)])
+    values, k = [], 0
+    for r in reduces:
+        n = len(r.operands) // 2
+        values.append(totals[k:k + n])
+        k += n
+    return values
+
+
+def write_rows_gpu(emitter, e: ElementEmitter, ids: Sequence[SSAValue], outputs: list[SSAValue],
+                   roots: list[int]) -> list[SSAValue]:
+    """Each thread writes its strided elements of every row-shaped root."""
+    m = strided_row_map(emitter, emitter._dims())
+
+    def step(syms: list[SSAValue], outs: list[SSAValue]) -> list[SSAValue]:
+        index = e.apply(m, ids, syms)
+        outs = list(outs)
+        for k in roots:
+            root = emitter.roots[k]
+            outs[k] = store_element(e.b, e.scalar(root, index), outs[k], root.shape, index)
+        return outs
+
+    return symbol_loop(e, m, ids, outputs, step)
+
+
+def first_thread(e: ElementEmitter, ids: Sequence[SSAValue]) -> SSAValue:
+    """i1: this is thread 0 of its block (the one that writes the per-row outputs)."""
+    return e.b.add(arith.CmpiOp(ids[0], e.b.index(0), "eq"))
+
+
+__all__ = ["first_thread", "gpu_tiling", "reduce_stage_gpu", "write_rows_gpu"]

@@ -198,7 +198,11 @@ class HloComputation:
         return sorted(params, key=lambda p: p.parameter_number)
 
     def parameter(self, number: int) -> HloInstruction:
-        return self.parameters[number]
+        """The parameter numbered `number` (one scan; `parameters` also sorts them all)."""
+        for instr in self.instructions:
+            if instr.opcode == "parameter" and instr.parameter_number == number:
+                return instr
+        raise IndexError(f"computation '{self.name}' has no parameter {number}")
 
     @property
     def num_parameters(self) -> int:

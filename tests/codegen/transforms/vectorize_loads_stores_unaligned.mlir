@@ -80,3 +80,26 @@ func.func @tail(%row: index, %n: index, %in: tensor<?xf32, ["3*n"]>, %out: tenso
   }
   func.return %r : tensor<?xf32, ["3*n"]>
 }
+
+// -----
+
+// Elements under a byte (pred, s4) share bytes: a misaligned run of them stays element by element.
+// CHECK-LABEL: func.func @sub_byte(
+// CHECK-NOT:     vector.
+// CHECK:         tensor.extract %in[%src] : tensor<516xi4>
+// CHECK-NOT:     vector.
+func.func @sub_byte(%tid: index, %in: tensor<516xi4>, %out: tensor<512xi4>) -> tensor<512xi4> {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%it = %out) -> (tensor<512xi4>) {
+    %src = xla.apply_indexing
+        #xla.indexing_map<"(th_x)[s0] -> (th_x * 4 + s0 + 1), domain: th_x in [0, 127], s0 in [0, 3]">(%tid)[%i]
+    %x = tensor.extract %in[%src] : tensor<516xi4>
+    %dst = xla.apply_indexing
+        #xla.indexing_map<"(th_x)[s0] -> (th_x * 2 + s0 + 1), domain: th_x in [0, 127], s0 in [0, 3]">(%tid)[%i]
+    %ins = tensor.insert %x into %it[%dst] : tensor<512xi4>
+    scf.yield %ins : tensor<512xi4>
+  }
+  func.return %r : tensor<512xi4>
+}

@@ -12,13 +12,13 @@ In a loop `scf.for %iv = 0 to N step 1` (N in {2, 4, 8, 16, 32, 64}), where
 All other operands of the index computation must be defined outside the loop. Complex elements
 are left alone (a vector of complex numbers has no LLVM type): their loop is unrolled instead.
 
-`vectorize-loads-stores-unaligned` (the CPU pipeline's) drops the alignment condition: any offset
-will do. The alignment is XLA's GPU condition (a vector access there is aligned to its size,
-llvm/memory_ops.py); a CPU vector access is only element-aligned, so an unaligned one is legal and
-about as fast. Without it a row whose length is not a multiple of the vector, which every symbolic
-row length is at compile time, was read and written element by element: LLVM re-vectorized a
-negate but not an exponential's expansion (a [4, s, s] softmax exp 8x slower than static at
-s = 512, and the static kernel as slow at s = 511).
+`vectorize-loads-stores-unaligned` (the CPU pipeline's) drops the alignment condition for elements
+of a byte or more: any offset will do. The alignment is XLA's GPU condition (a vector access there
+is aligned to its size, llvm/memory_ops.py); a CPU vector access is only element-aligned, so an
+unaligned one is legal and about as fast. Without it a row whose length is not a multiple of the
+vector, which every symbolic row length is at compile time, was read and written element by
+element: LLVM re-vectorized a negate but not an exponential's expansion (a symbolic [4, s, s]
+softmax exp was 2.5x slower than the static kernel at s = 512).
 """
 
 from __future__ import annotations
@@ -73,6 +73,13 @@ def _contiguous_offset(index: SSAValue, iv: SSAValue, loop: scf.ForOp, n: int, b
     return b.insert(ApplyIndexingOp(m, zero_operands)).results[0]
 
 
+def _sub_byte(element) -> bool:
+    """Elements under 8 bits (pred, s4, f4) share bytes: a vector of them starts at a byte only at an
+    aligned offset, so the unaligned form keeps the alignment condition for them."""
+    bits = getattr(element, "bitwidth", None)
+    return bits is not None and bits < 8
+
+
 def _identity_1d() -> AffineMapAttr:
     return AffineMapAttr(AffineMap.identity(1))
 
@@ -94,7 +101,7 @@ def _vectorize(loop: scf.ForOp, aligned: bool = True) -> scf.ForOp | None:
     for op in list(body.ops):
         if isinstance(op, tensor.ExtractOp) and len(op.indices) == 1 and defined_outside(op.tensor, loop) \
                 and not isinstance(op.result.type, ComplexType):
-            offset = _contiguous_offset(op.indices[0], iv, loop, n, b, aligned)
+            offset = _contiguous_offset(op.indices[0], iv, loop, n, b, aligned or _sub_byte(op.result.type))
             if offset is None:
                 continue
             vtype = VectorType(op.result.type, [n])
@@ -113,7 +120,7 @@ def _vectorize(loop: scf.ForOp, aligned: bool = True) -> scf.ForOp | None:
         if insert.dest is not arg or len(insert.indices) != 1 or yield_op.operands[k] is not insert.result \
                 or len(list(insert.result.uses)) != 1 or isinstance(insert.scalar.type, ComplexType):
             continue
-        offset = _contiguous_offset(insert.indices[0], iv, loop, n, b, aligned)
+        offset = _contiguous_offset(insert.indices[0], iv, loop, n, b, aligned or _sub_byte(insert.scalar.type))
         if offset is None:
             continue
         return _add_vector_carry(loop, k, insert, offset, n)

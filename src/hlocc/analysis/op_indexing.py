@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hlocc.analysis.affine_expr import Const, Expr, IndexingError, dim, rt, size_expr, sym
-from hlocc.analysis.indexing_map import NO_UPPER_BOUND, IndexingMap, Variable, variables_from_sizes
+from hlocc.analysis.indexing_map import NO_UPPER_BOUND, IndexingMap, Variable, size_bound, variables_from_sizes
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.linearize import delinearize, linear_index
 from hlocc.hlo.ir import HloInstruction
@@ -243,8 +243,18 @@ def _dot(instr, out):
 # -- dynamic indexing ------------------------------------------------------------------------------
 
 def _offset_vars(instr, in_dims, sizes, first_operand: int) -> tuple[Variable, ...]:
-    return tuple(Variable(Interval(0, n - s), "", (instr, first_operand + i))
+    """The clamped start offsets, in [0, n - s]; with symbolic sizes at their bound (the kernel
+    clamps to the runtime `n - s`)."""
+    return tuple(Variable(Interval(0, max(0, size_bound(n) - (0 if isinstance(s, DimExpr) else s))), "",
+                          (instr, first_operand + i))
                  for i, (n, s) in enumerate(zip(in_dims, sizes)))
+
+
+def _window(e: Expr, n) -> tuple:
+    """`e in [0, n-1]` as constraints: one interval, or two one-sided ones for a symbolic `n`."""
+    if isinstance(n, DimExpr):
+        return ((e, Interval(0, NO_UPPER_BOUND)), (size_expr(n) - 1 - e, Interval(0, NO_UPPER_BOUND)))
+    return ((e, Interval(0, n - 1)),)
 
 
 @register("dynamic-slice")
@@ -260,7 +270,7 @@ def _dynamic_update_slice(instr, out):
     upd = instr.operand(1).shape.dims
     runtime = _offset_vars(instr, out, upd, 2)
     results = [dim(i) - rt(i) for i in range(len(out))]
-    constraints = tuple((e, Interval(0, n - 1)) for e, n in zip(results, upd))
+    constraints = tuple(c for e, n in zip(results, upd) for c in _window(e, n))
     update = _map(out, results, runtime=runtime, constraints=constraints)
     return [_map(out, _ds(len(out))), update] + [_scalar(out)] * len(out)
 

@@ -73,10 +73,14 @@ KERNEL_PIPELINE: tuple[str, ...] = (
 )
 """The GPU-form pipeline (XLA's), also what `hlocc opt --pipeline gpu` runs."""
 
-CPU_PIPELINE: tuple[str, ...] = KERNEL_PIPELINE[:KERNEL_PIPELINE.index("unroll-loops")] + (
+CPU_PIPELINE: tuple[str, ...] = tuple(
+    "vectorize-loads-stores-unaligned" if p == "vectorize-loads-stores" else p
+    for p in KERNEL_PIPELINE[:KERNEL_PIPELINE.index("unroll-loops")]) + (
     "vectorize-elementwise",
 ) + KERNEL_PIPELINE[KERNEL_PIPELINE.index("unroll-loops"):]
-"""On the CPU a thread's vector loop becomes whole-vector ops before unrolling what is left.
+"""On the CPU a thread's vector loop becomes whole-vector ops before unrolling what is left, its
+loads and stores vectors at any offset (element-aligned vector accesses are legal on the CPU:
+transforms/vectorize_loads_stores.py).
 (bf16 conversions stay bit manipulation: leaving them to LLVM's `bfloat` crashed LLVM's x86
 instruction selection on a bf16 transposing copy.)"""
 

@@ -73,3 +73,32 @@ class ShapeGuard:
 
     def __str__(self) -> str:
         return f"{self.predicate}: {self.message!r}"
+
+
+def window_fit_guards(module) -> list[ShapeGuard]:
+    """Guards that every dynamic-slice and dynamic-update-slice window fits its operand where that
+    depends on the sizes (`f32[?k,16]` into `f32[?n,16]`: k <= n), which the shape rules leave to
+    the call: a kernel clamps its start to `n - k` and would write outside the buffer otherwise."""
+    from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError
+
+    guards = []
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if instr.opcode == "dynamic-slice":
+                windows, what = instr.attrs["dynamic_slice_sizes"], "slice size"
+            elif instr.opcode == "dynamic-update-slice":
+                windows, what = instr.operand(1).shape.dims, "update dimension"
+            else:
+                continue
+            for i, (w, n) in enumerate(zip(windows, instr.operand(0).shape.dims)):
+                if not isinstance(w, DimExpr) and not isinstance(n, DimExpr):
+                    continue
+                try:
+                    if w <= n:
+                        continue
+                except InconclusiveDimensionError:
+                    pass
+                guards.append(ShapeGuard(SizePredicate((SizeComparison("LE", w, n),)),
+                                         f"{instr.opcode} '{instr.name}': {what} {i} ({w} = {{0}}) exceeds the "
+                                         f"operand's dimension ({n} = {{1}})", (w, n)))
+    return guards

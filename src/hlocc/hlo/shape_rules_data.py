@@ -26,7 +26,7 @@ from hlocc.hlo.shape_rules_common import (
     s32_scalar,
     strip_layout,
 )
-from hlocc.hlo.symbolic import DimExpr
+from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError
 from hlocc.hlo.types import UNBOUNDED, Shape
 
 
@@ -153,6 +153,17 @@ def _check_start_indices(instr: HloInstruction, shapes: list[Shape], first: int,
             fail(instr, f"start indices of {instr.opcode} must have one type, got {starts[0]} and {s}")
 
 
+def _exceeds(window, dim) -> bool:
+    """Whether a window size is larger than its dimension at every size; a symbolic comparison that
+    depends on the sizes passes here and is checked per call (guards.window_fit_guards)."""
+    if dim == UNBOUNDED:
+        return False
+    try:
+        return bool(window > dim)
+    except InconclusiveDimensionError:
+        return False
+
+
 @register_shape_rule("dynamic-slice")
 def infer_dynamic_slice(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     """dynamic-slice(operand, start...): the dynamic_slice_sizes, each within its dimension."""
@@ -163,7 +174,7 @@ def infer_dynamic_slice(instr: HloInstruction, shapes: list[Shape]) -> Shape:
         fail(instr, f"dynamic_slice_sizes has {len(sizes)} entries but the operand {operand} has rank "
                     f"{operand.rank}")
     for i, s in enumerate(sizes):
-        if s < 0 or (operand.dims[i] != UNBOUNDED and s > operand.dims[i]):
+        if (not isinstance(s, DimExpr) and s < 0) or _exceeds(s, operand.dims[i]):
             fail(instr, f"dynamic slice size {s} of dimension {i} is out of bounds for {operand}")
     return array(operand.element_type, sizes)
 
@@ -179,7 +190,7 @@ def infer_dynamic_update_slice(instr: HloInstruction, shapes: list[Shape]) -> Sh
         fail(instr, f"update {update} must have the rank of the operand {operand}")
     _check_start_indices(instr, shapes, 2, operand.rank)
     for i in range(operand.rank):
-        if operand.dims[i] != UNBOUNDED and update.dims[i] > operand.dims[i]:
+        if _exceeds(update.dims[i], operand.dims[i]):
             fail(instr, f"update dimension {i} (size {update.dims[i]}) exceeds the operand's "
                         f"(size {operand.dims[i]})")
     return array(operand.element_type, operand.dims, operand.dynamic)

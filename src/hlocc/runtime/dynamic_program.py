@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from hlocc.errors import UnsupportedError
+from hlocc.hlo.guards import window_fit_guards
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.specialize import specialize_computation, substitute_instructions, substitute_shape
 from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, size_hint, symbol
@@ -490,6 +491,7 @@ def build_dynamic_program(module: HloModule, compile_kernel: KernelCompiler, *, 
     hint = dict(hint or {})
     PassManager(pipeline.prologue, hint=hint).run(module)
     check_symbolic_shapes(module)
+    module.guards.extend(window_fit_guards(module))  # before fusion hides the windows in fusions
     if hlo_passes:
         t0 = time.perf_counter()
         result = PassManager(pipeline.optimization, print_after_all=print_after_all, stream=stream,

@@ -501,13 +501,11 @@ def test_sum_ir_has_a_vector_of_accumulators(tmp_path):
 
 
 @pytest.mark.skipif(FILECHECK is None, reason="the `filecheck` command (PyPI filecheck) is not installed")
-@pytest.mark.xfail(strict=True, reason="regression from the reduction emitter's CPU form (one thread per row, rows "
-                   "of a block in a thread loop): LLVM's SLP vectorizer no longer recombines the unrolled lanes of "
-                   "unaligned rows; to fix in vectorize-loads-stores (unaligned reads)")
-def test_unaligned_rows_are_vectorized_by_llvm(tmp_path):
-    """Rows of f32[4, 2047] start at multiples of 2047, so vectorize-loads-stores (aligned runs only)
-    leaves the lane loops to unroll-loops; LLVM's SLP vectorizer makes the chunk loop's 16 lanes one
-    <16 x float> load and add again."""
+def test_unaligned_rows_are_vectorized(tmp_path):
+    """Rows of f32[4, 2047] start at multiples of 2047: the CPU's vectorize-loads-stores-unaligned
+    reads each 16-lane chunk of a row as one <16 x float> load (element-aligned), added to the
+    vector partial. (The aligned-only pass left the lanes to unroll-loops, and LLVM's SLP
+    vectorizer stopped recombining them when rows became a thread loop.)"""
     dump_kernel(one_reduce("f32", [4, 2047], [1], "add", "0"), tmp_path)
     filecheck(tmp_path, ".llvm-opt.ll", """
 CHECK: for.body{{.*}}:

@@ -20,9 +20,11 @@ from hlocc.codegen.elemental.registry import ELEMENTAL, emit_elementwise, regist
 from hlocc.codegen.elemental.storage import from_storage, load_element, physical_indices, physical_tensor_type
 from hlocc.codegen.ir.builder import INDEX, KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
+from hlocc.codegen.ir.size_ops import size_value
 from hlocc.codegen.partitioner import operand_maps
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import PrimitiveType
 
 if TYPE_CHECKING:
@@ -139,15 +141,18 @@ def _concatenate(e: ElementEmitter, instr: HloInstruction, indices):
     return [select_from(0)]
 
 
-def clamp_start(b: KernelBuilder, start: SSAValue, pt: PrimitiveType, hi: int) -> SSAValue:
+def clamp_start(b: KernelBuilder, start: SSAValue, pt: PrimitiveType, hi: int | DimExpr) -> SSAValue:
     """A start index of integer type `pt` clamped to [0, hi], as index (XLA's dynamic-slice and
     gather semantics: the slice lies in bounds). Unsigned starts are zero-extended, so u64 starts of
-    2^63 and more are large, not negative."""
+    2^63 and more are large, not negative. A symbolic `hi` (runtime dims) is computed in the kernel."""
     wide = start if _width(start) == 64 else b.add((arith.ExtUIOp if pt.is_unsigned else arith.ExtSIOp)(start, i64))
+    symbolic = isinstance(hi, DimExpr)
     if pt.is_unsigned:
-        wide = b.add(arith.MinUIOp(wide, b.constant(hi, i64)))
+        hi_wide = b.add(arith.IndexCastOp(size_value(b, hi), i64)) if symbolic else b.constant(hi, i64)
+        wide = b.add(arith.MinUIOp(wide, hi_wide))
     as_index = b.add(arith.IndexCastOp(wide, INDEX))
-    return b.add(arith.MaxSIOp(b.add(arith.MinSIOp(as_index, b.index(hi))), b.index(0)))
+    hi_index = size_value(b, hi) if symbolic else b.index(hi)
+    return b.add(arith.MaxSIOp(b.add(arith.MinSIOp(as_index, hi_index)), b.index(0)))
 
 
 def _clamped_offsets(e: ElementEmitter, instr: HloInstruction, first: int, window: Sequence[int]) -> list[SSAValue]:

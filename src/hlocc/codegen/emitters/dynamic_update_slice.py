@@ -12,6 +12,13 @@ computes its update elements (`xla.pure_call` of the update's subgraph) and inse
 say. The starts do not depend on the element: they are computed once per thread, before the loop.
 Several roots (a multi-output fusion) share the update shape and are written in the same loop.
 
+Runtime dims (dynamic shapes, CPU): the operand, the update or both may have symbolic dims; the
+kernel compiles once. The clamp bound `dim - update_dim` is then computed in the kernel from the
+dimension values, and a symbolic update is covered by the loop emitter's symbolic grid
+(`symbolic_loop_grid`: `ceildiv(N, threads)` blocks per call) with one element per thread and the
+per-element constraint `N - linear >= 1` (the grid's last block is partial). An update of static
+shape keeps the static launch and its vectors whatever the operand's size (a KV-cache append).
+
 The module also holds the pieces of an entry function that the scatter emitter shares (thread and
 block ids, subgraph calls, the subgraph functions outside the hero's epilogue).
 """
@@ -27,9 +34,9 @@ from xdsl.ir import Region, SSAValue
 from hlocc.analysis.affine_expr import dim, rt
 from hlocc.analysis.bitcast import bitcast_map
 from hlocc.analysis.hero import EmitterKind
-from hlocc.analysis.indexing_map import IndexingMap, Variable, compose, variables_from_sizes
+from hlocc.analysis.indexing_map import NO_UPPER_BOUND, IndexingMap, Variable, compose, size_bound, variables_from_sizes
 from hlocc.analysis.interval import Interval
-from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map
+from hlocc.analysis.launch import LaunchDims, loop_launch_dims, loop_launch_map, symbolic_loop_grid
 from hlocc.codegen.elemental.element_emitter import ElementEmitter
 from hlocc.codegen.elemental.index_ops import clamp_start
 from hlocc.codegen.elemental.storage import array_leaves, store_element
@@ -41,6 +48,7 @@ from hlocc.codegen.emitters.base import (
     entry_block,
     thread_and_block_ids,
 )
+from hlocc.codegen.emitters.loop import SYMBOLIC_LOOP_OPS
 from hlocc.codegen.ir import LoopOp, YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
@@ -48,6 +56,7 @@ from hlocc.codegen.partitioner import PartitionedComputation, partition_fusion, 
 from hlocc.codegen.target import Target
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import Shape
 
 UPDATE_OPERAND = 1
@@ -97,6 +106,8 @@ def loop_launch(target: Target, num_elements: int, per_thread: int) -> LaunchDim
 class InPlaceDynamicUpdateSliceEmitter(FusionEmitterBase):
     """Writes the update of every dynamic-update-slice root into its operand's buffer (module doc)."""
 
+    symbolic_ops = SYMBOLIC_LOOP_OPS | {"dynamic-update-slice"}
+
     def __init__(self, fusion: HloComputation, target: Target, name: str = "main"):
         super().__init__(fusion, target, name)
         self.roots = fusion_roots(fusion)
@@ -117,22 +128,33 @@ class InPlaceDynamicUpdateSliceEmitter(FusionEmitterBase):
     def launch(self) -> tuple[LaunchDims, int]:
         """(launch dims, elements per thread) over the update shape."""
         n = self.update_shape.num_elements
+        if isinstance(n, DimExpr):
+            return self._symbolic_grid().launch, 1
         shapes = [self.update_shape, *array_leaves(self.fusion.root.shape)]
         per_thread = elements_per_thread(self.target, n, shapes)
         return loop_launch(self.target, n, per_thread), per_thread
 
     def update_indexing(self) -> IndexingMap:
         """(th_x, bl_x)[vector_index] -> the update element each thread writes."""
+        if isinstance(self.update_shape.num_elements, DimExpr):
+            grid = self._symbolic_grid()
+            return grid.map.with_constraint(grid.inside[0], Interval(1, NO_UPPER_BOUND))
         launch, per_thread = self.launch()
         return loop_launch_map(self.update_shape.dims, launch, vector_size=per_thread,
                                minor_to_major=self.update_shape.minor_to_major)
+
+    def _symbolic_grid(self):
+        """The grid over a symbolic update: one element per thread, linear (module doc)."""
+        return symbolic_loop_grid(self.update_shape.dims, self.target.threads_per_block, 1,
+                                  self.update_shape.minor_to_major)
 
     def _dus_write_map(self, root_index: int) -> IndexingMap:
         """(update index){start offsets} -> the element of the dynamic-update-slice written: `u + r`,
         each offset in [0, dim - update_dim] (the clamped start)."""
         dus = self.dus_ops[root_index]
         update = self.update_shape.dims
-        offsets = tuple(Variable(Interval(0, n - u), "", (dus, FIRST_START_OPERAND + i))
+        offsets = tuple(Variable(Interval(0, max(0, size_bound(n) - (0 if isinstance(u, DimExpr) else u))), "",
+                                 (dus, FIRST_START_OPERAND + i))
                         for i, (n, u) in enumerate(zip(dus.shape.dims, update)))
         return IndexingMap(variables_from_sizes(update), tuple(dim(i) + rt(i) for i in range(len(update))),
                            runtime=offsets)
@@ -191,7 +213,7 @@ class InPlaceDynamicUpdateSliceEmitter(FusionEmitterBase):
         params = list(block.args[:len(param_types)])
         outs = list(block.args[len(param_types):])
         launch, _ = self.launch()
-        if self.update_shape.num_elements == 0:
+        if isinstance(self.update_shape.num_elements, int) and self.update_shape.num_elements == 0:
             # Nothing to write: the outputs are the operands (output_aliases) as they are.
             b.insert(func.ReturnOp(*outs))
             launch = LaunchDims(1, 1)
@@ -200,7 +222,8 @@ class InPlaceDynamicUpdateSliceEmitter(FusionEmitterBase):
             b.insert(func.ReturnOp(*results))
         entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))
         return KernelModule(ModuleOp([entry, *functions]), self.name, launch, len(params), len(outs),
-                            emitter=EmitterKind.IN_PLACE_DYNAMIC_UPDATE_SLICE.value, output_aliases=aliases)
+                            emitter=EmitterKind.IN_PLACE_DYNAMIC_UPDATE_SLICE.value, output_aliases=aliases,
+                            symbols=self.symbols)
 
     def _emit_loop(self, b: KernelBuilder, pc: PartitionedComputation, params: list[SSAValue],
                    outs: list[SSAValue], launch: LaunchDims) -> list[SSAValue]:

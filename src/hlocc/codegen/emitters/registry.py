@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from hlocc.analysis.hero import EmitterKind, computation_emitter_kind, is_stitch_marked
+from hlocc.analysis.hero import EmitterKind, computation_emitter_kind
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import fusion_symbols
 from hlocc.codegen.emitters.concatenate import ConcatenateEmitter
@@ -29,6 +29,7 @@ from hlocc.codegen.emitters.stitch import StitchEmitter
 from hlocc.codegen.emitters.transpose import TransposeEmitter
 from hlocc.codegen.target import Target
 from hlocc.hlo.ir import HloComputation
+from hlocc.hlo.symbolic import InconclusiveDimensionError
 
 EMITTERS: dict[EmitterKind, type] = {
     EmitterKind.LOOP: LoopEmitter,
@@ -46,11 +47,16 @@ EMITTERS: dict[EmitterKind, type] = {
 
 def emitter_for(fusion: HloComputation, target: Target, name: str = "main", kind: EmitterKind | None = None):
     """The emitter for `fusion` (hero analysis's kind unless `kind` is given) on `target`. A fusion
-    with symbolic shapes gets the loop emitter, the one that compiles them (reductions computed
-    elementally, a row per thread with vector partials; it names what it cannot compile), unless it
-    is a stitch fusion (whose emitter takes a runtime row count)."""
-    if kind is None and fusion_symbols(fusion) and not any(is_stitch_marked(i) for i in fusion.instructions):
-        kind = EmitterKind.LOOP
+    with symbolic shapes gets its hero's emitter where that one compiles symbolic shapes (its
+    `symbolic_ops`), else the loop emitter (reductions computed elementally, a row per thread with
+    vector partials); the emitter names what it cannot compile."""
+    if kind is None and fusion_symbols(fusion):
+        try:
+            kind = computation_emitter_kind(fusion)
+        except InconclusiveDimensionError:  # a size-based choice that symbolic sizes do not decide
+            kind = EmitterKind.LOOP
+        if not getattr(EMITTERS.get(kind), "symbolic_ops", None):
+            kind = EmitterKind.LOOP
     kind = kind or computation_emitter_kind(fusion)
     cls = EMITTERS.get(kind) or EMITTERS[EmitterKind.LOOP]
     return cls(fusion, target, name)

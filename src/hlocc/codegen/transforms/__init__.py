@@ -26,7 +26,10 @@ from hlocc.codegen.transforms.lower_tensors import LowerTensorsPass
 from hlocc.codegen.transforms.lower_xla_to_arith import LowerXlaToArithPass
 from hlocc.codegen.transforms.unroll_loops import UnrollLoopsPass
 from hlocc.codegen.transforms.vectorize_elementwise import VectorizeElementwisePass
-from hlocc.codegen.transforms.vectorize_loads_stores import VectorizeLoadsStoresPass
+from hlocc.codegen.transforms.vectorize_loads_stores import (
+    VectorizeLoadsStoresPass,
+    VectorizeUnalignedLoadsStoresPass,
+)
 from hlocc.codegen.transforms.verify import VerifyPass
 
 PASSES: dict[str, type[ModulePass]] = {cls.name: cls for cls in (
@@ -37,6 +40,7 @@ PASSES: dict[str, type[ModulePass]] = {cls.name: cls for cls in (
     LowerLoopsToScfPass,
     FlattenTensorsPass,
     VectorizeLoadsStoresPass,
+    VectorizeUnalignedLoadsStoresPass,
     VectorizeElementwisePass,
     UnrollLoopsPass,
     LowerNarrowFloatsPass,

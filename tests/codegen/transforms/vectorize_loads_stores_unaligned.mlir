@@ -1,0 +1,105 @@
+// RUN: hlocc-opt %s --split-input-file --passes vectorize-loads-stores-unaligned | filecheck %s
+
+// `vectorize-loads-stores-unaligned` (the CPU pipeline's form): contiguous accesses become vectors at any
+// offset, since a CPU vector access needs only its elements' alignment (llvm/memory_ops.py). The aligned
+// pass leaves both accesses below alone (vectorize_loads_stores.mlir, @misaligned).
+// CHECK-LABEL: func.func @misaligned(
+// CHECK:         %[[RD:.*]] = xla.apply_indexing #xla.indexing_map<"(th_x)[s0] -> (th_x * 4 + s0 + 1), domain: th_x in [0, 127], s0 in [0, 3]">(%tid)[%{{.*}}]
+// CHECK:         %[[V:.*]] = vector.transfer_read %in[%[[RD]]], %{{.*}} {in_bounds = [true]} : tensor<516xf32>, vector<4xf32>
+// CHECK:         %[[WR:.*]] = xla.apply_indexing #xla.indexing_map<"(th_x)[s0] -> (th_x * 2 + s0)
+// CHECK:         scf.for
+// CHECK-NOT:       tensor.extract
+// CHECK:           vector.extract %[[V]][%i]
+// CHECK:         vector.transfer_write %{{.*}}, %{{.*}}[%[[WR]]] {in_bounds = [true]} : vector<4xf32>, tensor<512xf32>
+func.func @misaligned(%tid: index, %in: tensor<516xf32>, %out: tensor<512xf32>) -> tensor<512xf32> {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%it = %out) -> (tensor<512xf32>) {
+    %src = xla.apply_indexing
+        #xla.indexing_map<"(th_x)[s0] -> (th_x * 4 + s0 + 1), domain: th_x in [0, 127], s0 in [0, 3]">(%tid)[%i]
+    %x = tensor.extract %in[%src] : tensor<516xf32>
+    %dst = xla.apply_indexing
+        #xla.indexing_map<"(th_x)[s0] -> (th_x * 2 + s0), domain: th_x in [0, 127], s0 in [0, 3]">(%tid)[%i]
+    %ins = tensor.insert %x into %it[%dst] : tensor<512xf32>
+    scf.yield %ins : tensor<512xf32>
+  }
+  func.return %r : tensor<512xf32>
+}
+
+// -----
+
+// A chunk of 4 in a row of symbolic length $n (the symbolic loop grid's whole-vector loop): the row start
+// d0 * $n is a multiple of nothing known, and the read and the write are vectors.
+// CHECK-LABEL: func.func @symbolic_row(
+// CHECK:         vector.transfer_read %in[%{{.*}}], %{{.*}} {in_bounds = [true]} : tensor<?xf32, ["3*n"]>, vector<4xf32>
+// CHECK:         scf.for
+// CHECK-NOT:       tensor.extract
+// CHECK-NOT:       tensor.insert
+// CHECK:         vector.transfer_write %{{.*}} {in_bounds = [true]} : vector<4xf32>, tensor<?xf32, ["3*n"]>
+func.func @symbolic_row(%row: index, %chunk: index, %in: tensor<?xf32, ["3*n"]>, %out: tensor<?xf32, ["3*n"]>) -> tensor<?xf32, ["3*n"]> {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%it = %out) -> (tensor<?xf32, ["3*n"]>) {
+    %idx = xla.apply_indexing
+        #xla.indexing_map<"(d0, d1)[s0] -> (d0 * $n + d1 * 4 + s0), domain: d0 in [0, 2], d1 in [0, 1000], s0 in [0, 3]">(%row, %chunk)[%i]
+    %x = tensor.extract %in[%idx] : tensor<?xf32, ["3*n"]>
+    %y = math.exp %x : f32
+    %ins = tensor.insert %y into %it[%idx] : tensor<?xf32, ["3*n"]>
+    scf.yield %ins : tensor<?xf32, ["3*n"]>
+  }
+  func.return %r : tensor<?xf32, ["3*n"]>
+}
+
+// -----
+
+// The checked tail (the lowered loop with its constraint: each element under an scf.if, some lanes outside
+// the row) stays element by element.
+// CHECK-LABEL: func.func @tail(
+// CHECK-NOT:     vector.
+// CHECK:         tensor.extract
+// CHECK:         tensor.insert
+// CHECK-NOT:     vector.
+func.func @tail(%row: index, %n: index, %in: tensor<?xf32, ["3*n"]>, %out: tensor<?xf32, ["3*n"]>) -> tensor<?xf32, ["3*n"]> {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%it = %out) -> (tensor<?xf32, ["3*n"]>) {
+    %idx = xla.apply_indexing
+        #xla.indexing_map<"(d0)[s0] -> (d0 * 4 + s0), domain: d0 in [0, 1000], s0 in [0, 3]">(%row)[%i]
+    %inside = arith.cmpi slt, %idx, %n : index
+    %next = scf.if %inside -> (tensor<?xf32, ["3*n"]>) {
+      %x = tensor.extract %in[%idx] : tensor<?xf32, ["3*n"]>
+      %ins = tensor.insert %x into %it[%idx] : tensor<?xf32, ["3*n"]>
+      scf.yield %ins : tensor<?xf32, ["3*n"]>
+    } else {
+      scf.yield %it : tensor<?xf32, ["3*n"]>
+    }
+    scf.yield %next : tensor<?xf32, ["3*n"]>
+  }
+  func.return %r : tensor<?xf32, ["3*n"]>
+}
+
+// -----
+
+// Elements under a byte (pred, s4) share bytes: a misaligned run of them stays element by element.
+// CHECK-LABEL: func.func @sub_byte(
+// CHECK-NOT:     vector.
+// CHECK:         tensor.extract %in[%src] : tensor<516xi4>
+// CHECK-NOT:     vector.
+func.func @sub_byte(%tid: index, %in: tensor<516xi4>, %out: tensor<512xi4>) -> tensor<512xi4> {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%it = %out) -> (tensor<512xi4>) {
+    %src = xla.apply_indexing
+        #xla.indexing_map<"(th_x)[s0] -> (th_x * 4 + s0 + 1), domain: th_x in [0, 127], s0 in [0, 3]">(%tid)[%i]
+    %x = tensor.extract %in[%src] : tensor<516xi4>
+    %dst = xla.apply_indexing
+        #xla.indexing_map<"(th_x)[s0] -> (th_x * 2 + s0 + 1), domain: th_x in [0, 127], s0 in [0, 3]">(%tid)[%i]
+    %ins = tensor.insert %x into %it[%dst] : tensor<512xi4>
+    scf.yield %ins : tensor<512xi4>
+  }
+  func.return %r : tensor<512xi4>
+}

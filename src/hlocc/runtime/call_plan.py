@@ -185,7 +185,7 @@ class CallPlan:
         """A new arena: its temporaries and prepared launches, and the generated call over them."""
         n = len(self.sizes)
         arena = _Arena([None] * n, [0] * n)
-        namespace: dict[str, Any] = {"address_of": address_of, "empty": EMPTY, "u8": np.uint8,
+        namespace: dict[str, Any] = {"address_of": address_of, "asarray": np.asarray, "empty": EMPTY, "u8": np.uint8,
                                      "HostMemory": HostMemory, "TOKEN": TOKEN, "seed": self.seed,
                                      "memmove": ctypes.memmove, "parameter_bytes": self.parameter_bytes}
         fixed = [*self.constants.items(), *((index, aligned_bytes(size)) for index, size in self.temps)]
@@ -224,7 +224,7 @@ class CallPlan:
         for p in self.parameters:
             a = p.allocation
             if p.in_place:
-                emit(f"    v{a} = args[{p.number}]")
+                emit(f"    v{a} = asarray(args[{p.number}])")  # a numpy scalar or 0-d value too
                 emit(f"    p{a} = address_of(v{a})")
                 if self.bytes_needed:
                     emit(f"    b{a} = v{a}.reshape(-1).view(u8)")

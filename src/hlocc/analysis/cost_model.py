@@ -312,7 +312,7 @@ class CostModel:
         self._costs: dict[HloInstruction, InstructionCost] = {}
         self._fused: dict[tuple[HloInstruction, HloInstruction, bool], float] = {}
         self._by_member: dict[HloInstruction, set[tuple[HloInstruction, HloInstruction, bool]]] = {}
-        self._sizes: dict[HloInstruction, int] = {}
+        self._sizes: dict[HloInstruction, tuple[Shape, int]] = {}
 
     # -- caching ------------------------------------------------------------------------------------
     def cost(self, instr: HloInstruction) -> InstructionCost:
@@ -327,16 +327,15 @@ class CostModel:
 
     def invalidate(self, instr: HloInstruction) -> None:
         self._costs.pop(instr, None)
-        self._sizes.pop(instr, None)
         for key in self._by_member.pop(instr, ()):
             self._fused.pop(key, None)
 
     # -- time formulas ----------------------------------------------------------------------------------
     def _size(self, instr: HloInstruction) -> int:
-        size = self._sizes.get(instr)
-        if size is None:
-            size = self._sizes[instr] = byte_size(instr.shape)
-        return size
+        known = self._sizes.get(instr)  # (shape, bytes): kept while a growing fusion keeps its shape
+        if known is None or known[0] is not instr.shape:
+            known = self._sizes[instr] = (instr.shape, byte_size(instr.shape))
+        return known[1]
 
     def _read_time(self, operand: HloInstruction, total: float, coalesced: bool) -> float:
         """Seconds to read `total` bytes of `operand` (module doc)."""
@@ -381,9 +380,8 @@ class CostModel:
         if cached is not None:
             return cached
         p, c = self.cost(producer), self.cost(consumer)
-        u = self.consumer_utilization(producer, consumer)
+        u, reads = merged_reads(producer, consumer.operands, p, c)
         flops = p.flops * u + c.flops
-        reads = merged_reads(producer, consumer.operands, p, c)
         coalesced = self._coalesced(producer, consumer, p, c)
         read = 0.0
         for op, (v, _) in reads.items():
@@ -392,8 +390,11 @@ class CostModel:
         written = c.bytes_written + (p.bytes_written if side_output else 0.0)
         time = self._combine(flops, read, written)
         self._fused[key] = time
-        self._by_member.setdefault(producer, set()).add(key)
-        self._by_member.setdefault(consumer, set()).add(key)
+        for member in (producer, consumer):
+            keys = self._by_member.get(member)
+            if keys is None:
+                keys = self._by_member[member] = set()
+            keys.add(key)
         return time
 
     @staticmethod
@@ -415,8 +416,7 @@ class CostModel:
         `consumer_operands` and `consumer_cost`, from the costs the two had before (the fused
         estimate's formula) instead of re-analysing the whole fusion: growing a fusion one
         producer at a time then costs time linear in the producers."""
-        u = sum(v for op, v in zip(consumer_operands, consumer_cost.utilization) if _reads_from(op, producer))
-        reads = merged_reads(producer, consumer_operands, producer_cost, consumer_cost)
+        u, reads = merged_reads(producer, consumer_operands, producer_cost, consumer_cost)
         util_by = {op: v for op, (v, _) in reads.items()}
         bytes_by = {op: self._size(op) * v for op, v in util_by.items()}
         self.set_merged_cost(fusion, producer_cost.flops * u + consumer_cost.flops, bytes_by, util_by,
@@ -480,9 +480,10 @@ def _reads_from(operand: HloInstruction, producer: HloInstruction) -> bool:
 
 
 def merged_reads(producer: HloInstruction, consumer_operands, p: InstructionCost,
-                 c: InstructionCost) -> dict[HloInstruction, tuple[float, bool]]:
-    """Per operand of `producer` fused into a consumer that had `consumer_operands` and cost `c`:
-    (utilization, read elementwise from the root). An operand read at the output's index by both
+                 c: InstructionCost) -> tuple[float, dict[HloInstruction, tuple[float, bool]]]:
+    """The consumer's utilization of `producer`, and per operand of `producer` fused into a
+    consumer that had `consumer_operands` and cost `c`: (utilization, read elementwise from the
+    root). An operand read at the output's index by both
     parts is read once there (XLA's CommonElementwiseUtilization): its utilizations add up less the
     one shared read, as a fresh walk of the fused computation (`fusion_utilizations`) counts it.
     Summing instead doubles the count at every step of a chain whose values feed two consumers
@@ -506,7 +507,7 @@ def merged_reads(producer: HloInstruction, consumer_operands, p: InstructionCost
             add(op, v, e)
     for op, v, e in zip(producer.operands, p.utilization, _padded(p.elementwise, len(p.utilization))):
         add(op, v * u, via_root and e)
-    return reads
+    return u, reads
 
 
 def _padded(flags: list[bool], n: int) -> list[bool]:

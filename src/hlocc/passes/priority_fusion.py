@@ -103,7 +103,8 @@ class FusionTracker:
         for constant in [op for op in distinct(fusion.operands) if _is_small_constant(op)]:
             if can_emit_input_fused_scatter(constant, fusion) is not None:
                 continue
-            operands, constant_cost, fusion_cost = list(fusion.operands), self.cost.cost(constant), self.cost.cost(fusion)
+            operands = list(fusion.operands)
+            constant_cost, fusion_cost = self.cost.cost(constant), self.cost.cost(fusion)
             summary = self.facts.summary(fusion).merged(self.facts.summary(constant))
             self.builder.fuse_producer(fusion, constant)
             self.facts.record(fusion, summary)

@@ -346,11 +346,9 @@ class CostModel:
         if coalesced:  # the common case, without the element size
             rest = m.memory_bandwidth * (m.cache_speedup if net < m.cache_bytes else 1.0)
             return net / m.memory_bandwidth + (total - net) / rest
-        rate = 1.0
-        if not coalesced:
-            leaf = operand.shape.leaves()[0]
-            element_bytes = leaf.element_type.byte_size if leaf.is_array else 4
-            rate = min(1.0, element_bytes / m.transaction_bytes)
+        leaf = operand.shape.leaves()[0]
+        element_bytes = leaf.element_type.byte_size if leaf.is_array else 4
+        rate = min(1.0, element_bytes / m.transaction_bytes)
         dram = m.memory_bandwidth * rate
         rest = m.memory_bandwidth * (m.cache_speedup if net < m.cache_bytes else rate)
         return net / dram + (total - net) / rest
@@ -481,13 +479,15 @@ def _reads_from(operand: HloInstruction, producer: HloInstruction) -> bool:
 
 def merged_reads(producer: HloInstruction, consumer_operands, p: InstructionCost,
                  c: InstructionCost) -> tuple[float, dict[HloInstruction, tuple[float, bool]]]:
-    """The consumer's utilization of `producer`, and per operand of `producer` fused into a
-    consumer that had `consumer_operands` and cost `c`: (utilization, read elementwise from the
-    root). An operand read at the output's index by both
-    parts is read once there (XLA's CommonElementwiseUtilization): its utilizations add up less the
-    one shared read, as a fresh walk of the fused computation (`fusion_utilizations`) counts it.
-    Summing instead doubles the count at every step of a chain whose values feed two consumers
-    (threefry's rounds), and the cost model then sees recomputation where there is none."""
+    """For `producer` (cost `p`) fused into a consumer that had `consumer_operands` and cost `c`:
+    the consumer's utilization of the producer, and per operand of the fused kernel (utilization,
+    read elementwise from the root). An operand that both parts read at the output's index is
+    read once there (XLA's CommonElementwiseUtilization): the utilizations add up less the shared
+    read, as a fresh walk of the fused computation (`fusion_utilizations`) counts it. Summing
+    instead doubled the count at every step of a chain whose values feed two consumers
+    (threefry's rounds), and the cost model then saw recomputation where there is none.
+    Approximation: only reads shared from the output's index are seen, not reads that two paths
+    share below another non-elementwise use (a broadcast) inside the fusion."""
     u = 0.0
     via_root = False  # the consumer reads the producer at its output's index
     reads: dict[HloInstruction, tuple[float, bool]] = {}

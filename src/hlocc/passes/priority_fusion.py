@@ -231,11 +231,11 @@ class _ComputationFusion:
         non_bitcast = [u for u in users if not is_fusible_bitcast(u)]
         if not non_bitcast:
             return -math.inf
+        if len(non_bitcast) > 1 and is_expensive(producer, self.facts):
+            return -math.inf  # never duplicate expensive work (module doc); cheaper to see than can_fuse
         for user in non_bitcast:
             if self.can_fuse(producer, user) is not None:
                 return -math.inf
-        if len(non_bitcast) > 1 and is_expensive(producer, self.facts):
-            return -math.inf  # never duplicate expensive work (module doc)
         return self.cost.estimate_run_times(producer, users).benefit
 
     # -- the loop -----------------------------------------------------------------------------------

@@ -181,3 +181,54 @@ def test_invalidate_forgets_cached_costs():
     assert model.cost(named(c, "m")) is first
     model.invalidate(named(c, "m"))
     assert model.cost(named(c, "m")) is not first
+
+
+THREEFRY_ROUNDS = """
+ENTRY main {
+  seed = u32[256,256] parameter(0)
+  k = u32[] constant(466688986)
+  kb = u32[256,256] broadcast(k), dimensions={}
+  x0 = u32[256,256] add(seed, kb)
+  c13 = u32[] constant(13)
+  b13 = u32[256,256] broadcast(c13), dimensions={}
+  x1 = u32[256,256] add(x0, seed)
+  y1 = u32[256,256] xor(x1, seed)
+  x2 = u32[256,256] add(x1, y1)
+  s2 = u32[256,256] shift-left(y1, b13)
+  y2 = u32[256,256] xor(x2, s2)
+  x3 = u32[256,256] add(x2, y2)
+  s3 = u32[256,256] shift-left(y2, b13)
+  y3 = u32[256,256] xor(x3, s3)
+  bits = u32[256,256] xor(x3, y3)
+  ROOT f = f32[256,256] bitcast-convert(bits)
+}
+"""
+
+
+@pytest.mark.parametrize("text", [THREEFRY_ROUNDS, CHAIN], ids=["threefry_rounds", "chain"])
+def test_costs_kept_while_fusing_match_a_fresh_walk_of_each_fusion(text):
+    """Priority fusion updates a fusion's cost from its parts' costs (record_fusion); the
+    utilization of each operand and the flops must be what a walk of the finished fusion gives:
+    a value read at the output's index by both parts is read once, not once per part."""
+    from hlocc.analysis.cost_model import CostModel
+    from hlocc.passes import priority_fusion
+
+    models = []
+
+    class Recording(CostModel):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            models.append(self)
+
+    module = hlocc.parse_hlo(text)
+    original = priority_fusion.CostModel
+    priority_fusion.CostModel = Recording
+    try:
+        assert priority_fusion.PriorityFusion().run(module)
+    finally:
+        priority_fusion.CostModel = original
+    fusions = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert len(fusions) == 1  # every round in one kernel
+    kept, fresh = models[0].cost(fusions[0]), instruction_cost(fusions[0])
+    assert kept.utilization == pytest.approx(fresh.utilization)
+    assert kept.flops == pytest.approx(fresh.flops)

@@ -208,6 +208,9 @@ class InstructionCost:
     reduction: bool = False
     exec_time: float = 0.0
     time_parts: dict[str, float] = field(default_factory=dict)
+    # per operand: read at the output's index (elementwise from the root), a read that every other
+    # elementwise read of the same operand in one fusion shares
+    elementwise: list[bool] = field(default_factory=list)
 
 
 def _is_broadcast_chain(instr: HloInstruction) -> bool:
@@ -230,6 +233,20 @@ def _bad_transpose(instr: HloInstruction) -> bool:
 
 def fusion_utilizations(computation: HloComputation) -> tuple[dict[HloInstruction, float], float]:
     """(utilization of every instruction, total flops) of a fused computation (module doc)."""
+    utilization, flops, _ = _fusion_walk(computation)
+    return utilization, flops
+
+
+def _passes_through(instr: HloInstruction) -> bool:
+    """Whether `instr` reads its operands at its own output index (shares its reads, module doc)."""
+    return (_elementwise(instr) or instr.opcode in ("tuple", "get-tuple-element", "map")
+            or (instr.opcode in ("bitcast", "bitcast-convert", "reshape")
+                and static_dims(instr.shape) == static_dims(instr.operand(0).shape)))
+
+
+def _fusion_walk(computation: HloComputation):
+    """(utilizations, flops, the instructions reached elementwise from the root) of a fused
+    computation."""
     order = list(reversed(computation.post_order()))
     use_roots: dict[HloInstruction, dict[HloInstruction, None]] = {instr: {} for instr in order}
     root_utilization: dict[HloInstruction, float] = {computation.root: 1.0}
@@ -240,9 +257,7 @@ def fusion_utilizations(computation: HloComputation) -> tuple[dict[HloInstructio
         util = sum(root_utilization.get(r, 0.0) for r in use_roots[instr])
         utilization[instr] = util
         flops += util * instruction_flops(instr)
-        passes_through = (_elementwise(instr) or instr.opcode in ("tuple", "get-tuple-element", "map")
-                          or (instr.opcode == "bitcast" and static_dims(instr.shape) == static_dims(
-                              instr.operand(0).shape)))
+        passes_through = _passes_through(instr)
         for k, operand in enumerate(instr.operands):
             if passes_through:
                 use_roots[operand].update(use_roots[instr])
@@ -251,25 +266,29 @@ def fusion_utilizations(computation: HloComputation) -> tuple[dict[HloInstructio
             n = elements(operand.shape)
             u = util * operand_utilization(instr, k)
             root_utilization[operand] = root_utilization.get(operand, 0.0) + (math.ceil(u * n - 1e-9) / n if n else 0)
-    return utilization, flops
+    root = computation.root
+    return utilization, flops, {instr for instr, roots in use_roots.items() if root in roots}
 
 
 def instruction_cost(instr: HloInstruction) -> InstructionCost:
     """The counts of an unfused instruction or of a fusion instruction (module doc)."""
     if instr.opcode == "fusion":
         comp = instr.attrs["calls"]
-        utilization, flops = fusion_utilizations(comp)
+        utilization, flops, from_root = _fusion_walk(comp)
         params = {p.parameter_number: p for p in comp.instructions if p.opcode == "parameter"}
         utils = [utilization.get(params[k], 0.0) if k in params else 0.0 for k in range(len(instr.operands))]
+        elementwise = [k in params and params[k] in from_root for k in range(len(instr.operands))]
         bad = any(i.opcode in ("copy", "transpose") and _bad_transpose(i) for i in comp.instructions)
         reduction = any(i.opcode == "reduce" for i in comp.instructions)
     else:
         utils = [operand_utilization(instr, k) for k in range(len(instr.operands))]
+        elementwise = [_passes_through(instr)] * len(instr.operands)
         flops = instruction_flops(instr)
         bad = instr.opcode in ("copy", "transpose") and _bad_transpose(instr)
         reduction = instr.opcode == "reduce"
     operand_bytes = [byte_size(op.shape) * u for op, u in zip(instr.operands, utils)]
-    return InstructionCost(flops, operand_bytes, utils, float(byte_size(instr.shape)), bad, reduction)
+    return InstructionCost(flops, operand_bytes, utils, float(byte_size(instr.shape)), bad, reduction,
+                           elementwise=elementwise)
 
 
 @dataclass(frozen=True)
@@ -293,7 +312,7 @@ class CostModel:
         self._costs: dict[HloInstruction, InstructionCost] = {}
         self._fused: dict[tuple[HloInstruction, HloInstruction, bool], float] = {}
         self._by_member: dict[HloInstruction, set[tuple[HloInstruction, HloInstruction, bool]]] = {}
-        self._sizes: dict[HloInstruction, int] = {}
+        self._sizes: dict[HloInstruction, tuple[Shape, int]] = {}
 
     # -- caching ------------------------------------------------------------------------------------
     def cost(self, instr: HloInstruction) -> InstructionCost:
@@ -308,16 +327,15 @@ class CostModel:
 
     def invalidate(self, instr: HloInstruction) -> None:
         self._costs.pop(instr, None)
-        self._sizes.pop(instr, None)
         for key in self._by_member.pop(instr, ()):
             self._fused.pop(key, None)
 
     # -- time formulas ----------------------------------------------------------------------------------
     def _size(self, instr: HloInstruction) -> int:
-        size = self._sizes.get(instr)
-        if size is None:
-            size = self._sizes[instr] = byte_size(instr.shape)
-        return size
+        known = self._sizes.get(instr)  # (shape, bytes): kept while a growing fusion keeps its shape
+        if known is None or known[0] is not instr.shape:
+            known = self._sizes[instr] = (instr.shape, byte_size(instr.shape))
+        return known[1]
 
     def _read_time(self, operand: HloInstruction, total: float, coalesced: bool) -> float:
         """Seconds to read `total` bytes of `operand` (module doc)."""
@@ -325,11 +343,12 @@ class CostModel:
         if total <= 0:
             return 0.0
         net = min(self._size(operand), total)
-        rate = 1.0
-        if not coalesced:
-            leaf = operand.shape.leaves()[0]
-            element_bytes = leaf.element_type.byte_size if leaf.is_array else 4
-            rate = min(1.0, element_bytes / m.transaction_bytes)
+        if coalesced:  # the common case, without the element size
+            rest = m.memory_bandwidth * (m.cache_speedup if net < m.cache_bytes else 1.0)
+            return net / m.memory_bandwidth + (total - net) / rest
+        leaf = operand.shape.leaves()[0]
+        element_bytes = leaf.element_type.byte_size if leaf.is_array else 4
+        rate = min(1.0, element_bytes / m.transaction_bytes)
         dram = m.memory_bandwidth * rate
         rest = m.memory_bandwidth * (m.cache_speedup if net < m.cache_bytes else rate)
         return net / dram + (total - net) / rest
@@ -359,22 +378,21 @@ class CostModel:
         if cached is not None:
             return cached
         p, c = self.cost(producer), self.cost(consumer)
-        u = self.consumer_utilization(producer, consumer)
+        u, reads = merged_reads(producer, consumer.operands, p, c)
         flops = p.flops * u + c.flops
-        accessed: dict[HloInstruction, float] = {}
-        for op, b in zip(consumer.operands, c.operand_bytes):
-            if op is producer or (op.opcode == "get-tuple-element" and op.operand(0) is producer):
-                continue
-            accessed[op] = accessed.get(op, 0.0) + b
-        for op, b in zip(producer.operands, p.operand_bytes):
-            accessed[op] = accessed.get(op, 0.0) + b * u
         coalesced = self._coalesced(producer, consumer, p, c)
-        read = sum(self._read_time(op, b, coalesced) for op, b in accessed.items())
+        read = 0.0
+        for op, (v, _) in reads.items():
+            if v > 0:
+                read += self._read_time(op, self._size(op) * v, coalesced)
         written = c.bytes_written + (p.bytes_written if side_output else 0.0)
         time = self._combine(flops, read, written)
         self._fused[key] = time
-        self._by_member.setdefault(producer, set()).add(key)
-        self._by_member.setdefault(consumer, set()).add(key)
+        for member in (producer, consumer):
+            keys = self._by_member.get(member)
+            if keys is None:
+                keys = self._by_member[member] = set()
+            keys.add(key)
         return time
 
     @staticmethod
@@ -396,23 +414,13 @@ class CostModel:
         `consumer_operands` and `consumer_cost`, from the costs the two had before (the fused
         estimate's formula) instead of re-analysing the whole fusion: growing a fusion one
         producer at a time then costs time linear in the producers."""
-        u = 0.0
-        for op, v in zip(consumer_operands, consumer_cost.utilization):
-            if op is producer or (op.opcode == "get-tuple-element" and op.operand(0) is producer):
-                u += v
-        bytes_by: dict[HloInstruction, float] = {}
-        util_by: dict[HloInstruction, float] = {}
-        for op, b, v in zip(consumer_operands, consumer_cost.operand_bytes, consumer_cost.utilization):
-            if op is producer or (op.opcode == "get-tuple-element" and op.operand(0) is producer):
-                continue
-            bytes_by[op] = bytes_by.get(op, 0.0) + b
-            util_by[op] = util_by.get(op, 0.0) + v
-        for op, b, v in zip(producer.operands, producer_cost.operand_bytes, producer_cost.utilization):
-            bytes_by[op] = bytes_by.get(op, 0.0) + b * u
-            util_by[op] = util_by.get(op, 0.0) + v * u
+        u, reads = merged_reads(producer, consumer_operands, producer_cost, consumer_cost)
+        util_by = {op: v for op, (v, _) in reads.items()}
+        bytes_by = {op: self._size(op) * v for op, v in util_by.items()}
         self.set_merged_cost(fusion, producer_cost.flops * u + consumer_cost.flops, bytes_by, util_by,
                              consumer_cost.bytes_written + (producer_cost.bytes_written if side_output else 0.0),
-                             producer_cost, consumer_cost, coalesced)
+                             producer_cost, consumer_cost, coalesced,
+                             elementwise_by={op: e for op, (_, e) in reads.items()})
 
     def record_siblings(self, fusion: HloInstruction, first_operands, first_cost: InstructionCost,
                         second_operands, second_cost: InstructionCost) -> None:
@@ -429,11 +437,12 @@ class CostModel:
                              first_cost.bytes_written + second_cost.bytes_written, first_cost, second_cost, None)
 
     def set_merged_cost(self, fusion, flops, bytes_by, util_by, written, a: InstructionCost, b: InstructionCost,
-                        coalesced: bool | None) -> None:
+                        coalesced: bool | None, elementwise_by: dict | None = None) -> None:
         operand_bytes = [bytes_by.get(op, 0.0) for op in fusion.operands]
         utilization = [util_by.get(op, 0.0) for op in fusion.operands]
+        elementwise = [bool(elementwise_by and elementwise_by.get(op)) for op in fusion.operands]
         cost = InstructionCost(flops, operand_bytes, utilization, written, a.bad_transpose or b.bad_transpose,
-                               a.reduction or b.reduction)
+                               a.reduction or b.reduction, elementwise=elementwise)
         if coalesced is None:
             coalesced = not cost.bad_transpose or self._own_kind_is_transpose(fusion)
         reads = [self._read_time(op, nbytes, coalesced) for op, nbytes in zip(fusion.operands, operand_bytes)]
@@ -442,11 +451,7 @@ class CostModel:
         self._costs[fusion] = cost
 
     def _utilization_of(self, producer: HloInstruction, consumer: HloInstruction, cost: InstructionCost) -> float:
-        total = 0.0
-        for k, op in enumerate(consumer.operands):
-            if op is producer or (op.opcode == "get-tuple-element" and op.operand(0) is producer):
-                total += cost.utilization[k]
-        return total
+        return sum(v for op, v in zip(consumer.operands, cost.utilization) if _reads_from(op, producer))
 
     def estimate_run_times(self, producer: HloInstruction, consumers) -> RunTimes:
         """Unfused vs fused time of `producer` fused into every one of `consumers` (module doc)."""
@@ -465,6 +470,48 @@ class CostModel:
         unfused = 2 * launch + self.run_time(producer) + self.run_time(consumer)
         fused = launch + self.fused_run_time(producer, consumer, side_output=True)
         return RunTimes(unfused, fused)
+
+
+def _reads_from(operand: HloInstruction, producer: HloInstruction) -> bool:
+    """Whether a consumer's `operand` is `producer` or one of its outputs."""
+    return operand is producer or (operand.opcode == "get-tuple-element" and operand.operand(0) is producer)
+
+
+def merged_reads(producer: HloInstruction, consumer_operands, p: InstructionCost,
+                 c: InstructionCost) -> tuple[float, dict[HloInstruction, tuple[float, bool]]]:
+    """For `producer` (cost `p`) fused into a consumer that had `consumer_operands` and cost `c`:
+    the consumer's utilization of the producer, and per operand of the fused kernel (utilization,
+    read elementwise from the root). An operand that both parts read at the output's index is
+    read once there (XLA's CommonElementwiseUtilization): the utilizations add up less the shared
+    read, as a fresh walk of the fused computation (`fusion_utilizations`) counts it. Summing
+    instead doubled the count at every step of a chain whose values feed two consumers
+    (threefry's rounds), and the cost model then saw recomputation where there is none.
+    Approximation: only reads shared from the output's index are seen, not reads that two paths
+    share below another non-elementwise use (a broadcast) inside the fusion."""
+    u = 0.0
+    via_root = False  # the consumer reads the producer at its output's index
+    reads: dict[HloInstruction, tuple[float, bool]] = {}
+
+    def add(op: HloInstruction, v: float, elementwise: bool) -> None:
+        if op in reads:
+            w, e = reads[op]
+            reads[op] = (w + v - (1.0 if e and elementwise else 0.0), e or elementwise)
+        else:
+            reads[op] = (v, elementwise)
+
+    for op, v, e in zip(consumer_operands, c.utilization, _padded(c.elementwise, len(c.utilization))):
+        if op is producer or (op.opcode == "get-tuple-element" and op.operand(0) is producer):
+            u += v
+            via_root |= e
+        else:
+            add(op, v, e)
+    for op, v, e in zip(producer.operands, p.utilization, _padded(p.elementwise, len(p.utilization))):
+        add(op, v * u, via_root and e)
+    return u, reads
+
+
+def _padded(flags: list[bool], n: int) -> list[bool]:
+    return flags if len(flags) >= n else flags + [False] * (n - len(flags))
 
 
 # -- stitch fusion ------------------------------------------------------------------------------------

@@ -159,7 +159,8 @@ def tiled_transposes_compatible(instr1: HloInstruction, instr2: HloInstruction,
     """None unless the two hold tiled transposes with different normalized shapes: one kernel can
     tile for one transpose only, and the other would be read uncoalesced."""
     facts = _facts(facts)
-    if len(facts.summary(instr1).transposes | facts.summary(instr2).transposes) > 1:
+    first, second = facts.summary(instr1).transposes, facts.summary(instr2).transposes
+    if (first or second) and len(first | second) > 1:
         return "tiled transposes with different shapes"
     return None
 

@@ -91,7 +91,26 @@ class FusionTracker:
         self.facts.record(fusion, summary)
         self.builder.set_kind(fusion, self._kind(fusion, summary))
         self.cost.record_fusion(fusion, producer, consumer_operands, producer_cost, consumer_cost)
+        self._fuse_small_constants(fusion)
         return fusion
+
+    def _fuse_small_constants(self, fusion: HloInstruction) -> None:
+        """Pull the small constants that `fusion` reads into it now rather than at the end of the
+        pass, where they would go anyway (`SMALL_CONSTANT_ELEMENTS`): a fused broadcast of a scalar
+        brings its constant as an operand, and every later cost estimate and budget check of the
+        fusion walked those operands again (most operands of the threefry probe's fusions were
+        such constants). A constant is never a hero, so the fusion's kind stays."""
+        for constant in [op for op in distinct(fusion.operands) if _is_small_constant(op)]:
+            if can_emit_input_fused_scatter(constant, fusion) is not None:
+                continue
+            operands = list(fusion.operands)
+            constant_cost, fusion_cost = self.cost.cost(constant), self.cost.cost(fusion)
+            summary = self.facts.summary(fusion).merged(self.facts.summary(constant))
+            self.builder.fuse_producer(fusion, constant)
+            self.facts.record(fusion, summary)
+            self.cost.record_fusion(fusion, constant, operands, constant_cost, fusion_cost)
+            if not constant.users and constant is not constant.parent.root:
+                self.builder.remove(constant)
 
 
     def _kind(self, fusion: HloInstruction, summary: FusionSummary) -> str:
@@ -100,6 +119,11 @@ class FusionTracker:
         if not (summary.opcodes & _HERO_OPCODES) and fusion.attrs["calls"].root.opcode != "tuple":
             return "kLoop"
         return fusion_kind_for(self.facts.analysis(fusion).kind)
+
+
+def _is_small_constant(instr: HloInstruction) -> bool:
+    return (instr.opcode == "constant" and instr.shape.is_array
+            and instr.shape.num_elements <= SMALL_CONSTANT_ELEMENTS)
 
 
 _HERO_OPCODES = frozenset({"reduce", "transpose", "concatenate", "scatter", "sort", "dynamic-update-slice", "copy"})
@@ -207,11 +231,11 @@ class _ComputationFusion:
         non_bitcast = [u for u in users if not is_fusible_bitcast(u)]
         if not non_bitcast:
             return -math.inf
+        if len(non_bitcast) > 1 and is_expensive(producer, self.facts):
+            return -math.inf  # never duplicate expensive work (module doc); cheaper to see than can_fuse
         for user in non_bitcast:
             if self.can_fuse(producer, user) is not None:
                 return -math.inf
-        if len(non_bitcast) > 1 and is_expensive(producer, self.facts):
-            return -math.inf  # never duplicate expensive work (module doc)
         return self.cost.estimate_run_times(producer, users).benefit
 
     # -- the loop -----------------------------------------------------------------------------------
@@ -264,8 +288,7 @@ class _ComputationFusion:
         to_update[fusion] = None
 
     def _fuse_constants(self) -> None:
-        constants = [i for i in self.comp.instructions if i.opcode == "constant" and not self.builder.is_removed(i)
-                     and i.shape.is_array and i.shape.num_elements <= SMALL_CONSTANT_ELEMENTS]
+        constants = [i for i in self.comp.instructions if _is_small_constant(i) and not self.builder.is_removed(i)]
         for constant in constants:
             for user in distinct(constant.users):
                 if self.builder.is_removed(user) or not is_fusible(user):

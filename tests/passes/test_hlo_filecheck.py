@@ -105,6 +105,11 @@ def test_filecheck_module_keeps_its_values(path: pathlib.Path):
     before = hlocc.parse_hlo_file(path)
     after = hlocc.parse_hlo_file(path)
     run_passes(after, _passes_of(opt_args), debug=True)
+    symbols = frozenset().union(*(p.shape.symbols for p in before.entry.parameters))
+    if symbols:  # a module with symbolic dims: compared at one size of each (3, a size that is not 1)
+        from hlocc.hlo.specialize import specialize
+
+        before, after = (specialize(m, {s: 3 for s in symbols}) for m in (before, after))
     try:
         assert_same_results(before, after)
     except UnsupportedError as e:

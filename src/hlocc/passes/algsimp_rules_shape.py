@@ -14,6 +14,7 @@ import numpy as np
 from hlocc.hlo.attributes import SliceDim
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.opcodes import OPCODES
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import Shape
 from hlocc.passes.pattern import Match, Pat, Rule, op, splat_value, var
 
@@ -24,6 +25,13 @@ def _x(m: Match) -> HloInstruction:
 
 def _static(instr: HloInstruction) -> bool:
     return instr.shape.is_array and instr.shape.is_static
+
+
+def _sized(instr: HloInstruction) -> bool:
+    """An array whose every dim is a size for the whole run: a number or a symbolic expression
+    (hlo/symbolic.py), not a bounded dynamic dim (`<=N`, whose runtime size the dims do not say)."""
+    shape = instr.shape
+    return shape.is_array and all(not dyn or isinstance(d, DimExpr) for d, dyn in zip(shape.dims, shape.dynamic))
 
 
 def _is_scalar_broadcast(instr: HloInstruction) -> bool:
@@ -62,9 +70,10 @@ def _degenerate_map(src: tuple[int, ...], dst: tuple[int, ...]) -> list[int | No
 
 def _reshape_of_broadcast(m: Match) -> HloInstruction | None:
     """reshape(broadcast(x)) where the reshape only adds or drops size-1 dims and x has none:
-    one broadcast of x to the reshape's shape."""
+    one broadcast of x to the reshape's shape. Symbolic dims count as dims that are not 1: the
+    reshape keeps them in order whatever their values, so the rewrite holds at every size."""
     x, bcast = m["x"], m["bcast"]
-    if not (_static(m.root) and _static(bcast)) or 1 in x.shape.dims:
+    if not (_sized(m.root) and _sized(bcast)) or 1 in x.shape.dims:
         return None
     where = _degenerate_map(bcast.shape.dims, m.root.shape.dims)
     if where is None:
@@ -76,7 +85,7 @@ def _broadcast_of_reshape(m: Match) -> HloInstruction | None:
     """broadcast(reshape(x)) where the reshape only adds or drops size-1 dims and x has none:
     broadcast x directly."""
     x, reshape = m["x"], m["reshape"]
-    if not (_static(x) and _static(reshape)) or 1 in x.shape.dims:
+    if not (_sized(x) and _sized(reshape)) or 1 in x.shape.dims:
         return None
     where = _degenerate_map(x.shape.dims, reshape.shape.dims)
     if where is None:

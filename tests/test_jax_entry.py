@@ -35,6 +35,23 @@ def test_polymorphic_shapes_export_once_and_run_every_size():
     assert exe.compilations == 0  # the interpreter compiles nothing
 
 
+def _layernorm(x):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + 1e-5)
+
+
+def test_a_layernorm_with_keepdims_is_one_stitched_kernel_over_symbolic_rows():
+    """JAX's keepdims writes each row statistic as [?b, 1] (a broadcast of the [?b] reduce, elementwise
+    ops, a reshape back): per-row values the stitch fusion keeps at their row."""
+    f = hlocc.jax.jit(_layernorm, polymorphic_shapes=["b, 127"])
+    for n in (1, 5):
+        x = RNG.standard_normal((n, 127)).astype(np.float32)
+        np.testing.assert_allclose(f(x), jax.jit(_layernorm)(x), rtol=2e-5, atol=2e-5)
+    [(_, exe)] = f.executables()
+    assert exe.program.symbolic_kernels == 1 and exe.program.stats.kernels_by_emitter == {"stitch": 1}
+
+
 def test_polymorphic_shapes_on_the_cpu_backend_build_one_plan():
     f = hlocc.jax.jit(lambda x: jax.nn.softmax(x, axis=-1), polymorphic_shapes=["b, 8"])
     for n in (3, 3, 129):

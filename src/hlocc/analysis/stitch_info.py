@@ -153,6 +153,9 @@ def _check_row_reader(instr: HloInstruction, deps: list[HloInstruction], row: Sh
         wide_kept = [d for d in kept if isinstance(row.dims[d], DimExpr) or row.dims[d] > 1]
         if targets == wide_kept:
             return
+    if (op == "broadcast" and _is_per_row(instr.shape, row, kept) and _is_per_row(deps[0].shape, row, kept)
+            and list(instr.attrs["dimensions"]) == sorted(instr.attrs["dimensions"])):
+        return  # a per-row value given size-1 dims ([?b] → [?b,1], as JAX's keepdims writes it)
     if op == "reduce":
         return
     raise NotStitchable(f"'{instr.name}' ({op}) reads a reduced value at other rows than its own")

@@ -115,7 +115,7 @@ def argument_plan(module: HloModule) -> tuple:
     plan = []
     for p in module.entry.parameters:
         shape = p.shape
-        if not shape.is_array or any(dyn and not isinstance(d, DimExpr) for d, dyn in zip(shape.dims, shape.dynamic)):
+        if not shape.is_array or shape.has_bounded_dims:
             return ()
         dims = tuple(None if isinstance(d, DimExpr) else d for d in shape.dims)
         fixed = None if None not in dims else tuple((k, d) for k, d in enumerate(dims) if d is not None)
@@ -287,11 +287,11 @@ def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: boo
 
 
 def _disabled_passes() -> str:
-    """$HLOCC_DISABLE_HLO_PASSES (passes/pipeline.py `disabled_passes`): part of the program caches'
-    keys, since it changes the plan."""
-    import os
+    """The passes $HLOCC_DISABLE_HLO_PASSES turns off (passes/pipeline.py `disabled_passes`), as
+    part of the program caches' keys, since they change the plan."""
+    from hlocc.passes.pipeline import disabled_passes
 
-    return os.environ.get("HLOCC_DISABLE_HLO_PASSES", "")
+    return ",".join(sorted(disabled_passes()))
 
 
 def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter", *, verify: bool = True,
@@ -323,8 +323,9 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     t0 = time.perf_counter()
     program_key = None
     if isinstance(module_or_text, str) and backend == "cpu" and not (print_ir_after_all or dump_dir):
+        disabled = _disabled_passes()
         program_key = (hashlib.sha256(module_or_text.encode()).hexdigest(), backend, verify, seed, hlo_passes,
-                       gemm, check_bounds, autotune, _disabled_passes())
+                       gemm, check_bounds, autotune, disabled)
         with _PROGRAMS_LOCK:
             hit = _PROGRAMS.get(program_key)
             if hit is not None:
@@ -339,7 +340,7 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
 
         disk_key = disk_program_key(module_or_text, _cpu_target(check_bounds), verify=verify, seed=seed,
                                     hlo_passes=hlo_passes, gemm=gemm,
-                                    **({"disabled_passes": _disabled_passes()} if _disabled_passes() else {}))
+                                    **({"disabled_passes": disabled} if disabled else {}))
         planned = _from_program_plan(disk_key, times, gemm=gemm, check_bounds=check_bounds, seed=seed,
                                      autotune=autotune)
         if planned is not None:

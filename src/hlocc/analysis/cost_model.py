@@ -50,7 +50,7 @@ from hlocc.analysis.transpose_info import transposes_minor_dimension
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.opcodes import OPCODES
 from hlocc.hlo.shape_util import static_dims
-from hlocc.hlo.types import Shape
+from hlocc.hlo.types import Shape, primitive_type
 
 # -- machine description ---------------------------------------------------------------------------
 
@@ -529,7 +529,7 @@ def stitch_fits(row_elements, dtype, target, *, live_rows: int = 1) -> bool:
     known only at run time."""
     if not isinstance(row_elements, int):
         return False
-    bits = dtype.bits if hasattr(dtype, "bits") else _DTYPE_BITS[str(dtype)]
+    bits = (primitive_type(dtype) if isinstance(dtype, str) else dtype).bits
     row_bytes = row_elements * max(bits, 8) // 8 * live_rows
     kind = target if isinstance(target, str) else target.kind
     if kind == "cpu":
@@ -537,6 +537,3 @@ def stitch_fits(row_elements, dtype, target, *, live_rows: int = 1) -> bool:
     shared = 48 * 1024 if isinstance(target, str) else target.shared_memory_bytes
     return row_bytes <= shared
 
-
-_DTYPE_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32,
-               "u32": 32, "s64": 64, "u64": 64, "pred": 8}

@@ -63,7 +63,7 @@ def infer_reshape(instr: HloInstruction, shapes: list[Shape]) -> Shape:
     operand = array_operand(instr, shapes, 0)
     out = _declared_array(instr)
     # Symbolic sizes must be equal as products of polynomials (b*128 = (2*b)*64); `?`/`<=N` are not checked.
-    checked = all(not dyn or isinstance(d, DimExpr) for sh in (operand, out) for d, dyn in zip(sh.dims, sh.dynamic))
+    checked = not (operand.has_bounded_dims or out.has_bounded_dims)
     if checked and operand.num_elements != out.num_elements:
         fail(instr, f"reshape from {operand} to {out.dims_str()} changes the element count "
                     f"({operand.num_elements} vs {out.num_elements})")

@@ -232,6 +232,14 @@ class Shape:
         return not any(self.dynamic)
 
     @property
+    def has_bounded_dims(self) -> bool:
+        """A dynamic dimension that is not symbolic (`<=N`, or `?` without a variable): its runtime
+        size is not written in the dims (tuples: in any leaf)."""
+        if self.is_tuple:
+            return any(s.has_bounded_dims for s in self.tuple_shapes)
+        return any(dyn and not isinstance(d, DimExpr) for d, dyn in zip(self.dims, self.dynamic))
+
+    @property
     def symbols(self) -> frozenset[str]:
         """The dimension variables the (nested) shape's sizes use."""
         if self.is_tuple:

@@ -14,7 +14,6 @@ import numpy as np
 from hlocc.hlo.attributes import SliceDim
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.opcodes import OPCODES
-from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import Shape
 from hlocc.passes.pattern import Match, Pat, Rule, op, splat_value, var
 
@@ -31,7 +30,7 @@ def _sized(instr: HloInstruction) -> bool:
     """An array whose every dim is a size for the whole run: a number or a symbolic expression
     (hlo/symbolic.py), not a bounded dynamic dim (`<=N`, whose runtime size the dims do not say)."""
     shape = instr.shape
-    return shape.is_array and all(not dyn or isinstance(d, DimExpr) for d, dyn in zip(shape.dims, shape.dynamic))
+    return shape.is_array and not shape.has_bounded_dims
 
 
 def _is_scalar_broadcast(instr: HloInstruction) -> bool:

@@ -475,7 +475,7 @@ def check_symbolic_shapes(module: HloModule) -> None:
     for comp in module.computations:
         for instr in comp.instructions:
             for leaf in instr.shape.leaves():
-                if leaf.is_array and any(dyn and not isinstance(d, DimExpr) for d, dyn in zip(leaf.dims, leaf.dynamic)):
+                if leaf.is_array and leaf.has_bounded_dims:
                     raise UnsupportedError(f"dynamic shape {instr.shape} without a symbol (instruction "
                                            f"'{instr.name}') in a module with symbolic dimensions")
 

@@ -15,11 +15,10 @@ accumulators before the store).
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import UnitAttr
 from xdsl.dialects.transform import TransformHandleType
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def
 
-from hlocc.codegen.schedule.handles import packed_targets
+from hlocc.codegen.schedule.handles import mark_packed
 
 
 @irdl_op_definition
@@ -34,9 +33,7 @@ class FuseEpilogueOp(IRDLOperation):
 
 
 def run_fuse_epilogue(op: FuseEpilogueOp, handle: object) -> tuple:
-    for target in packed_targets(op, handle):
-        target.properties["fuse_epilogue"] = UnitAttr()
-    return ()
+    return mark_packed(op, handle, "fuse_epilogue")
 
 
 __all__ = ["FuseEpilogueOp", "run_fuse_epilogue"]

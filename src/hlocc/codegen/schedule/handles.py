@@ -7,6 +7,7 @@ more) and say so, instead of acting on a detached op.
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import UnitAttr
 from xdsl.interpreters.transform import OperationHandle
 from xdsl.ir import Operation
 
@@ -48,4 +49,12 @@ def packed_targets(op: Operation, handle: object) -> list[MatmulOp]:
     return targets
 
 
-__all__ = ["ScheduleError", "matmul_targets", "packed_targets", "positive_sizes"]
+def mark_packed(op: Operation, handle: object, flag: str) -> tuple:
+    """Set the unit property `flag` on every packed `xla.matmul` target of `op` (a refinement the
+    packed lowering reads: hoist_address, fuse_epilogue); no results."""
+    for target in packed_targets(op, handle):
+        target.properties[flag] = UnitAttr()
+    return ()
+
+
+__all__ = ["ScheduleError", "mark_packed", "matmul_targets", "packed_targets", "positive_sizes"]

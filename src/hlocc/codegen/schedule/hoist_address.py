@@ -14,11 +14,10 @@ Illegal: an unpacked target.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import UnitAttr
 from xdsl.dialects.transform import TransformHandleType
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def
 
-from hlocc.codegen.schedule.handles import packed_targets
+from hlocc.codegen.schedule.handles import mark_packed
 
 
 @irdl_op_definition
@@ -33,9 +32,7 @@ class HoistAddressOp(IRDLOperation):
 
 
 def run_hoist_address(op: HoistAddressOp, handle: object) -> tuple:
-    for target in packed_targets(op, handle):
-        target.properties["hoist_address"] = UnitAttr()
-    return ()
+    return mark_packed(op, handle, "hoist_address")
 
 
 __all__ = ["HoistAddressOp", "run_hoist_address"]

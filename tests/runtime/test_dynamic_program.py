@@ -5,6 +5,7 @@ import ctypes
 
 import numpy as np
 import pytest
+from _programs import softmax_text
 
 import hlocc
 from hlocc.errors import ArgumentError, UnsupportedError
@@ -17,29 +18,7 @@ from hlocc.runtime.dynamic_program import build_dynamic_program
 from hlocc.runtime.schedule import schedule_module
 from hlocc.runtime.shape_function import ShapeFunction
 
-SOFTMAX = """HloModule softmax
-max_f {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT m = f32[] maximum(a, b)
-}
-add_f {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
-  x = f32[?b,33] parameter(0)
-  ninf = f32[] constant(-inf)
-  mx = f32[?b] reduce(x, ninf), dimensions={1}, to_apply=max_f
-  mb = f32[?b,33] broadcast(mx), dimensions={0}
-  ex = f32[?b,33] exponential(f32[?b,33] subtract(x, mb))
-  zero = f32[] constant(0)
-  s = f32[?b] reduce(ex, zero), dimensions={1}, to_apply=add_f
-  sb = f32[?b,33] broadcast(s), dimensions={0}
-  ROOT r = f32[?b,33] divide(ex, sb)
-}
-"""
+SOFTMAX = softmax_text("33")
 
 MLP = """HloModule mlp
 ENTRY e {

@@ -6,6 +6,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from _programs import softmax_text
 
 import hlocc
 from hlocc.backends.cpu.executable import compile_dynamic_module
@@ -17,29 +18,7 @@ RNG = np.random.default_rng(7)
 
 # Softmax over a symbolic row length n: two reduce fusions (no version: one element per thread)
 # and two loop fusions over [b, n] (a `vectorized` version each, for n mod 16 == 0).
-SOFTMAX = """HloModule softmax
-max_f {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT m = f32[] maximum(a, b)
-}
-add_f {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
-  x = f32[?b,?n] parameter(0)
-  ninf = f32[] constant(-inf)
-  mx = f32[?b] reduce(x, ninf), dimensions={1}, to_apply=max_f
-  mb = f32[?b,?n] broadcast(mx), dimensions={0}
-  ex = f32[?b,?n] exponential(f32[?b,?n] subtract(x, mb))
-  zero = f32[] constant(0)
-  s = f32[?b] reduce(ex, zero), dimensions={1}, to_apply=add_f
-  sb = f32[?b,?n] broadcast(s), dimensions={0}
-  ROOT r = f32[?b,?n] divide(ex, sb)
-}
-"""
+SOFTMAX = softmax_text("?n")
 
 # n = 0 (legal: an empty row), 1, the vector width 16 ± 1, 32, and 512 ± 1 columns.
 ROW_LENGTHS = [0, 1, 15, 16, 17, 32, 511, 512, 513]

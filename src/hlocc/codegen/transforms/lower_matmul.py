@@ -29,6 +29,7 @@ from hlocc.analysis.indexing_map import IndexingMap
 from hlocc.codegen.ir import ApplyIndexingOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import MatmulOp
+from hlocc.codegen.transforms.matmul.gpu_mma import lower_mma
 from hlocc.codegen.transforms.matmul.packed import lower_packed
 from hlocc.codegen.transforms.util import clone_block_body, for_loop
 
@@ -170,6 +171,9 @@ def lower_register_blocked(op: MatmulOp) -> None:
 
 
 def lower_matmul(op: MatmulOp) -> None:
+    if op.warp_grid is not None:  # the GPU schedule (transform.hlocc.set_operand_layout)
+        lower_mma(op)
+        return
     if op.packed is not None and op.size_list[3] > 0:  # K = 0: the naive form's zeros
         lower_packed(op)
         return

@@ -135,7 +135,7 @@ class MatmulEmitter(FusionEmitterBase):
         element_types = (*(o.shape.element_type.name for o in dot.operands), dot.shape.element_type.name)
         problem = MatmulProblem(tuple(sizes), element_types, " ; ".join(map_to_text(m) for _, m in maps) + " ; "
                                 + map_to_text(out_map), computation_fingerprint(self.fusion), self.fusion)
-        schedule = schedule_for(sizes, element_types, problem)
+        schedule = schedule_for(sizes, element_types, problem, gpu=self.target.kind == "gpu")
         launch = LaunchDims(schedule.threads, schedule.blocks(sizes)) if schedule is not None else LaunchDims(1, 1)
         block, param_types, out_types = entry_block(self.fusion, [out_shape])
         b = KernelBuilder(block)

@@ -61,3 +61,61 @@ func.func @main(%a: tensor<32x32x{element}>, %b: tensor<32x16x{element}>, %c0: t
   func.return %c4 : tensor<32x16xf32>
 }}
 """
+
+
+def _thread(n: int) -> str:
+    return f'  %t = "gpu.thread_id"() <{{dimension = #gpu<dim x>}}> {{xla.range = [0 : index, {n - 1} : index]}} : () -> index\n'
+
+
+def _gather(name: str, source: str, count: int, element: str) -> str:
+    """%{name} = vector<count x element> of source[t, 0..count)."""
+    lines = [f"  %{name}_0 = arith.constant dense<0> : vector<{count}x{element}>\n" if element == "i32" else
+             f"  %{name}_0 = arith.constant dense<0.0> : vector<{count}x{element}>\n"]
+    for j in range(count):
+        lines.append(f"  %{name}_c{j} = arith.constant {j} : index\n"
+                     f"  %{name}_e{j} = tensor.extract %{source}[%t, %{name}_c{j}] : tensor<32x{count}x{element}>\n"
+                     f"  %{name}_{j + 1} = vector.insert %{name}_e{j}, %{name}_{j} [{j}] : {element} into "
+                     f"vector<{count}x{element}>\n")
+    return "".join(lines)
+
+
+def _scatter(name: str, dest: str, count: int, element: str) -> str:
+    """dest[t, 0..count) = the lanes of %{name}; the result is %{dest}_{count}."""
+    lines = [f"  %{dest}_0 = tensor.insert %{name}_x0 into %{dest}[%t, %{name}_k0] : tensor<32x{count}x{element}>\n"]
+    head = "".join(f"  %{name}_k{j} = arith.constant {j} : index\n"
+                   f"  %{name}_x{j} = vector.extract %{name}[{j}] : {element} from vector<{count}x{element}>\n"
+                   for j in range(count))
+    for j in range(1, count):
+        lines.append(f"  %{dest}_{j} = tensor.insert %{name}_x{j} into %{dest}_{j - 1}[%t, %{name}_k{j}] : "
+                     f"tensor<32x{count}x{element}>\n")
+    return head + "".join(lines)
+
+
+def mma_fragments_kernel(element: str) -> str:
+    """One warp: d[t] = mma_sync(a[t], b[t], c[t]), each lane's fragments read straight from global
+    memory (the test builds them from matrices by the PTX layout, independently of ldmatrix)."""
+    return ("func.func @main(%a: tensor<32x4xi32>, %b: tensor<32x2xi32>, %c: tensor<32x4xf32>, "
+            "%d: tensor<32x4xf32>) -> tensor<32x4xf32> {\n" + _thread(32)
+            + _gather("av", "a", 4, "i32") + _gather("bv", "b", 2, "i32") + _gather("cv", "c", 4, "f32")
+            + f'  %dv = xla.mma_sync %av_4, %bv_2, %cv_4 {{element = "{element}"}} : vector<4xi32>, vector<2xi32>, '
+              "vector<4xf32> -> vector<4xf32>\n"
+            + _scatter("dv", "d", 4, "f32") + "  func.return %d_3 : tensor<32x4xf32>\n}\n")
+
+
+def ldmatrix_kernel(count: int, trans: bool) -> str:
+    """One warp: `count` 8x8 matrices of i16 (the 256 elements of `x`, matrix j = rows 8j..8j+7 of a
+    32x8 row-major tile) copied to shared memory, then each lane's ldmatrix words written to y[t]."""
+    flag = ", trans" if trans else ""
+    copies = "".join(
+        f'  %i{j} = xla.apply_indexing #xla.indexing_map<"(t) -> (t + {32 * j}), domain: t in [0, 31]">(%t)\n'
+        f"  %v{j} = tensor.extract %x[%i{j}] : tensor<256xi16>\n"
+        f"  %s{j + 1} = tensor.insert %v{j} into %s{j}[%i{j}] : tensor<256xi16>\n" for j in range(8))
+    return ("func.func @main(%x: tensor<256xi16>, %y: tensor<32x" + str(count) + "xi32>) -> tensor<32x"
+            + str(count) + "xi32> {\n" + _thread(32) + "  %s0 = xla.allocate_shared : tensor<256xi16>\n" + copies
+            + "  %sync = xla.sync_threads %s8 : tensor<256xi16>\n"
+            # lane 8j + r gives row r of matrix j: element (8j + r) * 8
+            + '  %row = xla.apply_indexing #xla.indexing_map<"(t) -> ((t mod ' + str(8 * count)
+            + ') * 8), domain: t in [0, 31]">(%t)\n'
+            + f"  %w = xla.ldmatrix %sync[%row] {{count = {count} : i64{flag}}} : tensor<256xi16> -> "
+              f"vector<{count}xi32>\n"
+            + _scatter("w", "y", count, "i32") + f"  func.return %y_{count - 1} : tensor<32x{count}xi32>\n}}\n")

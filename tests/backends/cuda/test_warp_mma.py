@@ -119,3 +119,64 @@ def test_ptx_has_ldmatrix_and_mma_sync_and_ptxas_accepts_it(ptx_texts, arch, ele
     result = subprocess.run([FILECHECK, str(checks)], input=ptx, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "call.uni" not in ptx  # a misspelt llvm.nvvm name becomes an external call (matmul_facts §4.1)
+
+
+# -- each op alone against PTX's documented layouts (independently of each other) --------------------
+
+def _compile_warp(text: str, shapes: list[str], num_params: int):
+    from hlocc.hlo.parser import parse_shape as shape
+
+    kernel = KernelModule(parse_module(text), "main", LaunchDims(32, 1), num_params, len(shapes) - num_params)
+    parsed = [shape(s) for s in shapes]
+    return compile_kernel_module(kernel, gpu_target(), parsed[:num_params], parsed[num_params:])
+
+
+@pytest.mark.parametrize("count", [1, 2, 4])
+@pytest.mark.parametrize("trans", [False, True], ids=["plain", "trans"])
+def test_ldmatrix_gives_each_lane_the_ptx_fragment(count, trans):
+    """Lane t, word j: elements (t/4, 2(t%4)) and (t/4, 2(t%4)+1) of matrix j, the first in the low
+    half; with .trans, elements (2(t%4), t/4) and (2(t%4)+1, t/4) (PTX ISA, ldmatrix)."""
+    from _warp_kernels import ldmatrix_kernel
+
+    run = _compile_warp(ldmatrix_kernel(count, trans), ["s16[256]", f"s32[32,{count}]"], 1)
+    x = np.arange(256, dtype=np.int16) * 7 + 3
+    words = np.asarray(run(x)).reshape(32, count).view(np.uint32)
+    matrices = x.reshape(4, 8, 8).astype(np.uint32)
+    for t in range(32):
+        for j in range(count):
+            r, c = (2 * (t % 4), t // 4) if trans else (t // 4, 2 * (t % 4))
+            lo, hi = (matrices[j, r, c], matrices[j, r + 1, c]) if trans else (matrices[j, r, c], matrices[j, r, c + 1])
+            assert words[t, j] == lo | hi << 16, (t, j)
+
+
+@pytest.mark.parametrize("element", ["bf16", "f16"])
+def test_mma_sync_follows_the_ptx_fragment_layouts(element):
+    """A (16x16) word r of lane t holds row g + 8(r%2), k 2q + 8(r/2) + {0, 1}; B (16x8) word r
+    holds k 2q + 8r + {0, 1} of column g; C/D element i is row g + 8(i/2), column 2q + i%2
+    (g = t/4, q = t%4; PTX ISA, mma.m16n8k16 fragments)."""
+    from _warp_kernels import mma_fragments_kernel
+
+    rng = np.random.default_rng(7)
+    dtype = DTYPES[element]
+    a = rng.integers(-8, 9, (16, 16)).astype(dtype)
+    b = rng.integers(-8, 9, (16, 8)).astype(dtype)
+    c = rng.integers(-50, 51, (16, 8)).astype(np.float32)
+    bits = lambda v: np.asarray(v).view(np.uint16).astype(np.uint32)  # noqa: E731
+    a_words, b_words, c_frag = (np.zeros((32, n), np.uint32) for n in (4, 2, 4))
+    c_frag = np.zeros((32, 4), np.float32)
+    for t in range(32):
+        g, q = t // 4, t % 4
+        for r in range(4):
+            row, k = g + 8 * (r % 2), 2 * q + 8 * (r // 2)
+            a_words[t, r] = bits(a[row, k]) | bits(a[row, k + 1]) << 16
+        for r in range(2):
+            k = 2 * q + 8 * r
+            b_words[t, r] = bits(b[k, g]) | bits(b[k + 1, g]) << 16
+        for i in range(4):
+            c_frag[t, i] = c[g + 8 * (i // 2), 2 * q + i % 2]
+    run = _compile_warp(mma_fragments_kernel(element), ["s32[32,4]", "s32[32,2]", "f32[32,4]", "f32[32,4]"], 3)
+    d_frag = np.asarray(run(a_words.view(np.int32), b_words.view(np.int32), c_frag)).reshape(32, 4)
+    d = a.astype(np.float32) @ b.astype(np.float32) + c
+    for t in range(32):
+        for i in range(4):
+            assert d_frag[t, i] == d[t // 4 + 8 * (i // 2), 2 * (t % 4) + i % 2], (t, i)

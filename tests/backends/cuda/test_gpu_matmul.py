@@ -1,5 +1,6 @@
 """The GPU matmul (issue 17 item 4): dot fusions scheduled with `transform.hlocc.set_operand_layout`
-lowered to ldmatrix + mma.sync (codegen/transforms/matmul/gpu_mma.py), run exactly in the SIMT
+lowered to ldmatrix + mma.sync (codegen/transforms/matmul/gpu_mma.py; with the cp.async ring of
+gpu_mma_pipeline.py), run exactly in the SIMT
 simulation against the evaluator on integer-valued bf16/f16 inputs (any M, N, K: 1, 0, primes,
 128-multiples ± 1; transposed operands; batch; a fused epilogue), rejected with the transform op's
 name when the schedule is illegal, and assembled by ptxas for sm_80 and sm_90 with the
@@ -31,6 +32,7 @@ from hlocc.hlo.types import PRIMITIVE_TYPES
 
 SMALL = MatmulSchedule(mc=32, nc=16, kc=16, parallel=True, warp_grid=(2, 2), warp_tile=(16, 8))
 SMALL_K32 = MatmulSchedule(mc=32, nc=32, kc=32, parallel=True, warp_grid=(1, 2), warp_tile=(32, 16))
+PIPELINED = MatmulSchedule(mc=32, nc=16, kc=16, parallel=True, warp_grid=(2, 2), warp_tile=(16, 8), stages=3)
 MN = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
 
 
@@ -96,8 +98,33 @@ def test_mma_kernels_are_exact_in_simulation(case):
         assert "xla.mma_sync" in lowered and "xla.ldmatrix" in lowered and "xla.allocate_shared" in lowered
 
 
+PIPELINE_CASES = {
+    # B row-major (contiguous in n): staged k-major, read with ldmatrix .trans; edges in m, n and k
+    "b_k_major": (_square(37, 24, 40), True),
+    # B as [N, K] (contiguous in k): staged n-major, plain ldmatrix
+    "b_n_major": (_dot("bf16[37,40]", "bf16[21,40]", "f32[37,21]", "lhs_contracting_dims={1}, "
+                       "rhs_contracting_dims={1}"), True),
+    # one K block for three stages: the prologue's second group is empty
+    "one_k_block": (_square(5, 16, 8, "f16"), True),
+    "batched": (_dot("bf16[2,5,24]", "bf16[2,24,16]", "f32[2,5,16]", "lhs_batch_dims={0}, rhs_batch_dims={0}, "
+                     "lhs_contracting_dims={2}, rhs_contracting_dims={1}"), True),
+    # N = 21 in B's contiguous dimension: 16-byte chunks would straddle rows; the synchronous staging
+    "unaligned_fallback": (_square(37, 21, 40), False),
+}
+
+
+@pytest.mark.parametrize("case", list(PIPELINE_CASES))
+def test_cp_async_ring_is_exact_in_simulation(case):
+    text, pipelined = PIPELINE_CASES[case]
+    lowered = next(d for d in _run_exact(text, PIPELINED, seed=len(case)) if "After lower-matmul" in d)
+    assert ("xla.cp_async " in lowered) == pipelined
+    if pipelined:
+        assert "xla.cp_async_wait" in lowered and "{pending = 1 : i64}" in lowered and "xla.cp_async_commit" in lowered
+        assert ("trans" in lowered) == (case != "b_n_major")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("m,n,k", [(127, 129, 63), (129, 255, 97), (256, 128, 32), (1, 131, 257)])
+@pytest.mark.parametrize("m,n,k", [(127, 129, 63), (129, 255, 97), (256, 128, 32), (130, 136, 264), (1, 131, 257)])
 def test_the_cuda_schedule_is_exact_in_simulation(m, n, k):
     _run_exact(_square(m, n, k), MMA_SCHEDULE, seed=m + n + k)
 
@@ -109,6 +136,7 @@ def test_the_gpu_choice():
     assert simt.warp_grid is None and simt.parallel and simt.threads == 1
     assert "set_operand_layout %tiled sg_layout [2, 2] sg_data [64, 64] inst_data [16, 8, 16]" in MMA_SCHEDULE.script()
     assert "set_gpu_launch_threads %tiled threads [128, 1, 1]" in MMA_SCHEDULE.script()
+    assert "pipeline_shared_copies %tiled stages 3" in MMA_SCHEDULE.script()
 
 
 def _fails(text: str, schedule: MatmulSchedule, message: str) -> None:
@@ -117,7 +145,8 @@ def _fails(text: str, schedule: MatmulSchedule, message: str) -> None:
         compile_fusion(module.entry, gpu_target(), use_cache=False)
 
 
-@pytest.mark.parametrize("text,schedule,message", ids=["f32", "coverage", "inst_multiple", "k_block", "shared", "registers"],
+@pytest.mark.parametrize("text,schedule,message", ids=["f32", "coverage", "inst_multiple", "k_block", "shared", "registers",
+                                                      "stages_shared", "one_stage"],
                          argvalues=[
     (_square(8, 8, 8, "f32"), SMALL, r"transform.hlocc.set_operand_layout: mma.sync m16n8k16 multiplies bf16 or "
                                      r"f16 operands of one type, found f32"),
@@ -133,6 +162,13 @@ def _fails(text: str, schedule: MatmulSchedule, message: str) -> None:
     (_square(256, 256, 32), MatmulSchedule(mc=256, nc=128, kc=32, parallel=True, warp_grid=(2, 2),
                                            warp_tile=(128, 64)),
      r"set_operand_layout: a 128x64 warp tile needs 304 registers per thread for its fragments, more than 200"),
+    (_square(256, 256, 64), MatmulSchedule(mc=128, nc=128, kc=32, parallel=True, warp_grid=(2, 2), warp_tile=(64, 64),
+                                           stages=4),
+     r"transform.hlocc.pipeline_shared_copies: 4 stages of the A and B tiles need 65536 bytes of shared memory, "
+     r"more than 49152"),
+    (_square(64, 64, 64), MatmulSchedule(mc=32, nc=16, kc=16, parallel=True, warp_grid=(2, 2), warp_tile=(16, 8),
+                                         stages=1),
+     r"transform.hlocc.pipeline_shared_copies: stages must be at least 2, found 1"),
 ])
 def test_illegal_gpu_schedules_name_the_transform_op(text, schedule, message):
     _fails(text, schedule, message)
@@ -193,11 +229,17 @@ print(json.dumps(out))
 _CHECKS = """
 CHECK: .target {arch}
 CHECK: .maxntid 128
-CHECK: bar.sync 0;
+CHECK: cp.async.cg.shared.global [%rd{{{{[0-9]+}}}}], [%rd{{{{[0-9]+}}}}], 16, {{{{.+}}}};
+CHECK: cp.async.commit_group;
+CHECK: cp.async.commit_group;
+CHECK: cp.async.wait_group 1;
+CHECK-NEXT: bar.sync 0;
+CHECK: cp.async.cg.shared.global
+CHECK: cp.async.commit_group;
 CHECK: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-CHECK: ldmatrix.sync.aligned.m8n8.x2.shared.b16
+CHECK: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
 CHECK: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
-CHECK: bar.sync 0;
+CHECK: cp.async.wait_group 0;
 """
 
 
@@ -205,7 +247,7 @@ CHECK: bar.sync 0;
 def mma_ptx() -> dict:
     if find_ptxas() is None:
         pytest.skip("no ptxas: install the CUDA toolkit or the test extra 'nvidia-cuda-nvcc-cu12' (or set HLOCC_PTXAS)")
-    script = _PTX_SCRIPT.format(text=_square(200, 300, 100))
+    script = _PTX_SCRIPT.format(text=_square(200, 304, 96))
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
@@ -214,10 +256,11 @@ def mma_ptx() -> dict:
 @pytest.mark.skipif(shutil.which("filecheck") is None, reason="the `filecheck` command (PyPI filecheck) is not "
                                                               "installed")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_cuda_schedule_ptx_has_ldmatrix_mma_sync_and_ptxas_accepts_it(mma_ptx, arch, tmp_path):
-    """The 128 x 128 x 32 schedule, chosen by the GPU target for bf16 (200 x 300 x 100: 2 x 3 blocks)."""
+def test_cuda_schedule_ptx_has_cp_async_ldmatrix_mma_sync_and_ptxas_accepts_it(mma_ptx, arch, tmp_path):
+    """The 128 x 128 x 32 schedule with its 3-stage cp.async ring, chosen by the GPU target for bf16
+    (200 x 304 x 96: 2 x 3 blocks, 3 K blocks; B row-major, so read with ldmatrix .trans)."""
     kernel = mma_ptx[arch]
-    assert (kernel["threads"], kernel["blocks"], kernel["shared"]) == (128, 6, 2 * 128 * 32 * 2)
+    assert (kernel["threads"], kernel["blocks"], kernel["shared"]) == (128, 6, 3 * 2 * 128 * 32 * 2)
     checks = tmp_path / "checks.txt"
     checks.write_text(_CHECKS.format(arch=arch))
     result = subprocess.run(["filecheck", str(checks)], input=kernel["ptx"], capture_output=True, text=True)

@@ -28,10 +28,31 @@ at k 8) gives B's.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import Float32Type, IndexType, IntegerAttr, StringAttr, TensorType, UnitAttr, VectorType, i32
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    Float32Type,
+    IndexType,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+    UnitAttr,
+    VectorType,
+    i1,
+    i32,
+)
 from xdsl.dialects.llvm import LLVMPointerType
 from xdsl.ir import SSAValue
-from xdsl.irdl import IRDLOperation, attr_def, irdl_op_definition, operand_def, opt_attr_def, result_def
+from xdsl.irdl import (
+    IRDLOperation,
+    attr_def,
+    irdl_op_definition,
+    operand_def,
+    opt_attr_def,
+    result_def,
+    var_operand_def,
+    var_result_def,
+)
 from xdsl.utils.exceptions import VerifyException
 
 MMA_ELEMENTS = ("bf16", "f16")
@@ -106,4 +127,80 @@ class MmaSyncOp(IRDLOperation):
 
 WARP_OPS = (LdMatrixOp, MmaSyncOp)
 
-__all__ = ["MMA_ELEMENTS", "WARP_OPS", "LdMatrixOp", "MmaSyncOp"]
+
+# -- cp.async (sm_80): asynchronous 16-byte copies from global into shared memory -------------------
+
+@irdl_op_definition
+class CpAsyncOp(IRDLOperation):
+    """Start copying 16 bytes (8 elements of 16 bits) from element `src_index` of `src` (global
+    memory; the row-major linear index, so `flatten-tensors` keeps it) to element `dst_index` of
+    `dst` (shared memory), or 16 zero bytes when `valid` is false
+    (PTX `cp.async.cg.shared.global [dst], [src], 16, src_size`, src_size 16 or 0). The result is
+    `dst`; the bytes are there after `cp_async_wait` (and, for other threads, a barrier). The CPU
+    copies at once, which is exact for kernels that wait before reading."""
+
+    name = "xla.cp_async"
+
+    dst = operand_def()
+    dst_index = operand_def(IndexType)
+    src = operand_def()
+    src_index = operand_def(IndexType)
+    valid = operand_def(i1)
+    result = result_def()
+
+    assembly_format = ("$dst `[` $dst_index `]` `,` $src `[` $src_index `]` `if` $valid attr-dict `:` type($dst) `,` "
+                       "type($src) `->` type($result)")
+
+    def __init__(self, dst: SSAValue, dst_index: SSAValue, src: SSAValue, src_index: SSAValue, valid: SSAValue):
+        super().__init__(operands=[dst, dst_index, src, src_index, valid], result_types=[SSAValue.get(dst).type])
+
+    def verify_(self) -> None:
+        for what, t in (("dst", self.dst.type), ("src", self.src.type)):
+            if isinstance(t, TensorType):
+                if (what == "dst" and t.get_num_dims() != 1) or _bits(t.element_type) != 16:
+                    raise VerifyException(f"'{self.name}' {what} must be a {'1-d ' if what == 'dst' else ''}tensor of "
+                                          f"16-bit elements, found {t}")
+            elif not isinstance(t, LLVMPointerType):
+                raise VerifyException(f"'{self.name}' {what} must be a tensor or a pointer, found {t}")
+        if self.result.type != self.dst.type:
+            raise VerifyException(f"'{self.name}' result must have the type of dst")
+
+
+@irdl_op_definition
+class CpAsyncCommitOp(IRDLOperation):
+    """Close the group of this thread's cp_async ops started since the last commit
+    (`cp.async.commit_group`)."""
+
+    name = "xla.cp_async_commit"
+
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
+class CpAsyncWaitOp(IRDLOperation):
+    """Wait until at most `pending` of this thread's committed cp_async groups are in flight
+    (`cp.async.wait_group`); returns the shared tensors the copies write, so reads depend on it."""
+
+    name = "xla.cp_async_wait"
+
+    operands_ = var_operand_def()
+    results_ = var_result_def()
+    pending = attr_def(IntegerAttr)
+
+    assembly_format = "$operands_ attr-dict `:` type($operands_) `->` type($results_)"
+
+    def __init__(self, values: Sequence[SSAValue], pending: int):
+        super().__init__(operands=[values], result_types=[[SSAValue.get(v).type for v in values]],
+                         attributes={"pending": IntegerAttr(pending, 64)})
+
+    def verify_(self) -> None:
+        if [v.type for v in self.operands_] != [r.type for r in self.results_]:
+            raise VerifyException(f"'{self.name}' results must have the types of its operands")
+        if self.pending.value.data < 0:
+            raise VerifyException(f"'{self.name}' pending must be non-negative")
+
+
+CP_ASYNC_OPS = (CpAsyncOp, CpAsyncCommitOp, CpAsyncWaitOp)
+
+__all__ = ["CP_ASYNC_OPS", "MMA_ELEMENTS", "WARP_OPS", "CpAsyncCommitOp", "CpAsyncOp", "CpAsyncWaitOp", "LdMatrixOp",
+           "MmaSyncOp"]

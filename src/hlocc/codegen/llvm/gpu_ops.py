@@ -11,7 +11,16 @@ from xdsl.dialects import arith, gpu
 from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import Block, Operation, SSAValue
 
-from hlocc.codegen.ir import AtomicUpdateOp, LdMatrixOp, MmaSyncOp, SharedMemoryOp, ShuffleReduceOp
+from hlocc.codegen.ir import (
+    AtomicUpdateOp,
+    CpAsyncCommitOp,
+    CpAsyncOp,
+    CpAsyncWaitOp,
+    LdMatrixOp,
+    MmaSyncOp,
+    SharedMemoryOp,
+    ShuffleReduceOp,
+)
 from hlocc.codegen.llvm.types import TranslationError, align, bit_width, llvm_type
 
 if TYPE_CHECKING:
@@ -217,8 +226,44 @@ def _mma_sync(ft: FunctionTranslator, op: MmaSyncOp) -> None:
     ft.set(op, out)
 
 
+def _cp_async(ft: FunctionTranslator, op: CpAsyncOp) -> None:
+    """On a GPU `llvm.nvvm.cp.async.cg.shared.global.16.s` (src_size 16, or 0: zero-fill); on the
+    CPU an immediate copy of the 16 bytes, or zeros."""
+    b = ft.b
+    i16 = ir.IntType(16)
+    dst = b.gep(ft.v(op.dst), [ft.v(op.dst_index)], inbounds=True, source_etype=i16)
+    src = b.gep(ft.v(op.src), [ft.v(op.src_index)], inbounds=True, source_etype=i16)
+    valid = ft.v(op.valid)
+    ft.set(op, ft.v(op.dst))
+    if ft.t.gpu:
+        i32 = ir.IntType(32)
+        shared, global_ = ir.PointerType(addrspace=3), ir.PointerType(addrspace=1)
+        fn = _intrinsic(ft, "llvm.nvvm.cp.async.cg.shared.global.16.s", ir.VoidType(), [shared, global_, i32])
+        b.call(fn, [b.addrspacecast(dst, shared), b.addrspacecast(src, global_),
+                    b.select(valid, ir.Constant(i32, 16), ir.Constant(i32, 0))])
+        return
+    chunk = ir.VectorType(i16, 8)
+    b.store(b.select(valid, b.load(src, typ=chunk, align=2), ir.Constant(chunk, None)), dst, align=2)
+
+
+def _cp_async_commit(ft: FunctionTranslator, op: CpAsyncCommitOp) -> None:
+    if ft.t.gpu:
+        b = ft.b
+        b.call(_intrinsic(ft, "llvm.nvvm.cp.async.commit.group", ir.VoidType(), []), [])
+
+
+def _cp_async_wait(ft: FunctionTranslator, op: CpAsyncWaitOp) -> None:
+    for r, v in zip(op.results, op.operands):
+        ft.values[r] = ft.v(v)
+    if ft.t.gpu:
+        i32 = ir.IntType(32)
+        fn = _intrinsic(ft, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [i32])
+        ft.b.call(fn, [ir.Constant(i32, op.pending.value.data)])
+
+
 GPU_HANDLERS = {
     gpu.ThreadIdOp: _thread_or_block_id, gpu.BlockIdOp: _thread_or_block_id, SharedMemoryOp: _shared_memory,
     gpu.BarrierOp: _barrier, ShuffleReduceOp: _shuffle_reduce, AtomicUpdateOp: _atomic_update,
-    LdMatrixOp: _ldmatrix, MmaSyncOp: _mma_sync,
+    LdMatrixOp: _ldmatrix, MmaSyncOp: _mma_sync, CpAsyncOp: _cp_async, CpAsyncCommitOp: _cp_async_commit,
+    CpAsyncWaitOp: _cp_async_wait,
 }

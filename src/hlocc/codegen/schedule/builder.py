@@ -20,7 +20,8 @@ class MatmulSchedule:
     `hoist_address`, `fuse_epilogue`: those transform ops applied (packed schedules only);
     `k_pairs`: bf16 packed in pairs for vdpbf16ps; `warp_grid`/`warp_tile`: on a GPU, the block's
     warps over (m, n) and each warp's part (set_operand_layout, mma.sync m16n8k16), which also give
-    the block's threads (set_gpu_launch_threads)."""
+    the block's threads (set_gpu_launch_threads); `stages`: the cp.async ring's depth (0: none;
+    pipeline_shared_copies)."""
 
     mc: int
     nc: int
@@ -36,6 +37,7 @@ class MatmulSchedule:
     k_pairs: bool = False
     warp_grid: tuple[int, int] | None = None
     warp_tile: tuple[int, int] | None = None
+    stages: int = 0
 
     @property
     def threads(self) -> int:
@@ -75,6 +77,8 @@ class MatmulSchedule:
             lines.append(f"    transform.hlocc.set_operand_layout %tiled sg_layout [{grid}] sg_data [{tile}] "
                          f"inst_data [16, 8, 16] : {any_op}")
             lines.append(f"    transform.hlocc.set_gpu_launch_threads %tiled threads [{self.threads}, 1, 1] : {any_op}")
+            if self.stages:
+                lines.append(f"    transform.hlocc.pipeline_shared_copies %tiled stages {self.stages} : {any_op}")
         if self.parallel:
             lines.append(f"    transform.hlocc.parallelize %tiled : {any_op}")
         lines += ["    transform.yield", "  }", "}"]

@@ -25,8 +25,8 @@ r·KC + ((c/8) xor ((r/L) mod KC/8))·8 + c mod 8, with L = max(1, 64/KC) rows p
 rows an ldmatrix phase reads (16 bytes each, at one k chunk) fall in 8 different 16-byte bank
 groups: without it, rows 64 bytes apart (KC = 32) meet in the same banks.
 
-Not built yet: the cp.async ring (the staging copy is element by element through registers);
-wgmma/TMA for sm_90a.
+With `stages` (transform.hlocc.pipeline_shared_copies) the tiles are staged by a cp.async ring
+instead: gpu_mma_pipeline.py. Not built: wgmma/TMA for sm_90a.
 """
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ from hlocc.codegen.ir import AllocateSharedOp, ApplyIndexingOp, LdMatrixOp, MmaS
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import MatmulOp
 from hlocc.codegen.schedule.set_operand_layout import MMA_TILE, WARP, staged_k
-from hlocc.codegen.transforms.util import clone_block_body, for_loop
+from hlocc.codegen.transforms.util import clone_block_body, for_loop, if_then
 
 F32X4 = VectorType(Float32Type(), [4])
 
 
-def _thread_id(op: MatmulOp) -> SSAValue:
+def thread_id(op: MatmulOp) -> SSAValue:
     fn: Operation | None = op
     while fn is not None and fn.name != "func.func":
         fn = fn.parent_op()
@@ -58,7 +58,7 @@ def _thread_id(op: MatmulOp) -> SSAValue:
                         "when the schedule has warps)")
 
 
-class _Index:
+class Index:
     """Index arithmetic on a builder (unsigned: every value here is non-negative)."""
 
     def __init__(self, b: KernelBuilder):
@@ -89,11 +89,11 @@ class _Index:
         return self.b.cmpi("ult", self.c(x), self.c(y))
 
 
-def swizzled(ix: _Index, row, col, kc: int) -> SSAValue:
-    """The element (row, col) of a shared tile with rows of `kc` elements (module doc)."""
-    rows_per_line = max(1, 64 // kc)
-    chunk = ix.xor(ix.div(col, 8), ix.rem(ix.div(row, rows_per_line), kc // 8))
-    return ix.add(ix.add(ix.mul(row, kc), ix.mul(chunk, 8)), ix.rem(col, 8))
+def swizzled(ix: Index, row, col, row_length: int) -> SSAValue:
+    """The element (row, col) of a shared tile with rows of `row_length` elements (module doc)."""
+    rows_per_line = max(1, 64 // row_length)
+    chunk = ix.xor(ix.div(col, 8), ix.rem(ix.div(row, rows_per_line), row_length // 8))
+    return ix.add(ix.add(ix.mul(row, row_length), ix.mul(chunk, 8)), ix.rem(col, 8))
 
 
 def _read(b: KernelBuilder, operand: SSAValue, m: IndexingMap, point: list[SSAValue]) -> SSAValue:
@@ -112,13 +112,11 @@ def _stage(b: KernelBuilder, op: MatmulOp, tile: SSAValue, which: int, first: SS
     count = rows * kc
 
     def copy(ib: KernelBuilder, j: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
-        from hlocc.codegen.transforms.lower_matmul import if_then
-
-        ix = _Index(ib)
+        ix = Index(ib)
         e = ix.add(t, ix.mul(j, threads))
 
         def write(wb: KernelBuilder) -> list[SSAValue]:
-            wx = _Index(wb)
+            wx = Index(wb)
             r, c = wx.div(e, kc), wx.rem(e, kc)
             row, k = wx.add(first, r), wx.add(k0, c)
             inside = wb.and_([wx.lt(row, extent), wx.lt(k, k_total)])
@@ -143,8 +141,8 @@ def lower_mma(op: MatmulOp) -> None:
     _, m_total, n_total, k_total = op.problem_sizes
     element = str(op.lhs.type.element_type)
     b = KernelBuilder(InsertPoint.before(op))
-    ix = _Index(b)
-    t = _thread_id(op)
+    ix = Index(b)
+    t = thread_id(op)
     bi, m0, n0 = op.offsets
     warp, lane = ix.div(t, WARP), ix.rem(t, WARP)
     w_row, w_col = ix.div(warp, wn), ix.rem(warp, wn)
@@ -158,7 +156,7 @@ def lower_mma(op: MatmulOp) -> None:
     b_chunk = ix.mul(ix.rem(ix.div(lane, 8), 2), 8)
 
     def k_block(lb: KernelBuilder, kt: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
-        lx = _Index(lb)
+        lx = Index(lb)
         accs, a_s, b_s = list(args[:-2]), args[-2], args[-1]
         k0 = lx.mul(kt, kc)
         a_s = _stage(lb, op, a_s, 0, m0, k0, mc, kc, t, threads)
@@ -176,17 +174,15 @@ def lower_mma(op: MatmulOp) -> None:
 
     k_blocks = -(-k_total // kc)
     results = for_loop(b, 0, k_blocks, [zero] * (fm * fn) + [a_tile, b_tile], k_block, "kt")
-    out = _store_fragments(b, op, results[:fm * fn], fm, fn, tm, tn, w_row, w_col, lane, m_total, n_total)
+    out = store_fragments(b, op, results[:fm * fn], fm, fn, tm, tn, w_row, w_col, lane, m_total, n_total)
     op.result.replace_all_uses_with(out)
     Rewriter.erase_op(op)
 
 
-def _store_fragments(b: KernelBuilder, op: MatmulOp, accs: list[SSAValue], fm: int, fn: int, tm: int, tn: int,
+def store_fragments(b: KernelBuilder, op: MatmulOp, accs: list[SSAValue], fm: int, fn: int, tm: int, tn: int,
                      w_row, w_col, lane, m_total: int, n_total: int) -> SSAValue:
     """The epilogue of every accumulator element inside the problem, stored at out_map (module doc)."""
-    from hlocc.codegen.transforms.lower_matmul import if_then
-
-    ix = _Index(b)
+    ix = Index(b)
     bi, m0, n0 = op.offsets
     _, _, out_map = op.maps
     row0 = ix.add(ix.add(m0, ix.mul(w_row, tm)), ix.div(lane, 4))
@@ -208,4 +204,4 @@ def _store_fragments(b: KernelBuilder, op: MatmulOp, accs: list[SSAValue], fm: i
     return out
 
 
-__all__ = ["lower_mma", "swizzled"]
+__all__ = ["F32X4", "Index", "lower_mma", "store_fragments", "swizzled", "thread_id"]

@@ -31,6 +31,9 @@ instead: gpu_mma_pipeline.py. Not built: wgmma/TMA for sm_90a.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from xdsl.dialects import arith, gpu, tensor, vector
 from xdsl.dialects.builtin import Float32Type, TensorType, VectorType
 from xdsl.ir import Operation, SSAValue
@@ -131,62 +134,98 @@ def _stage(b: KernelBuilder, op: MatmulOp, tile: SSAValue, which: int, first: SS
     return for_loop(b, 0, -(-count // threads), [tile], copy, "stage")[0]
 
 
-def lower_mma(op: MatmulOp) -> None:
-    """Lower `op` (tiled, parallelized, with a warp layout) as the module doc says."""
+@dataclass(frozen=True)
+class WarpBlock:
+    """A block of a matmul with a warp layout: its shape, and each thread's place in it as IR
+    values (its lane, its warp's row and column in the warp grid)."""
+
+    tm: int
+    tn: int
+    mc: int
+    nc: int
+    kc: int
+    threads: int
+    problem: tuple[int, ...]  # (B, M, N, K)
+    element: str
+    thread: SSAValue
+    lane: SSAValue
+    w_row: SSAValue
+    w_col: SSAValue
+
+    @property
+    def fragments(self) -> tuple[int, int]:
+        """(A fragments, B fragments) of a warp tile: m16 rows and n8 columns of mma tiles."""
+        return self.tm // MMA_TILE[0], self.tn // MMA_TILE[1]
+
+
+def warp_block(op: MatmulOp, b: KernelBuilder) -> WarpBlock:
     wm, wn = op.warp_grid.get_values()
     tm, tn = op.warp_tile.get_values()
-    fm, fn = tm // MMA_TILE[0], tn // MMA_TILE[1]
-    mc, nc, kc = wm * tm, wn * tn, staged_k(op)
-    threads = WARP * wm * wn
-    _, m_total, n_total, k_total = op.problem_sizes
-    element = str(op.lhs.type.element_type)
-    b = KernelBuilder(InsertPoint.before(op))
     ix = Index(b)
     t = thread_id(op)
-    bi, m0, n0 = op.offsets
     warp, lane = ix.div(t, WARP), ix.rem(t, WARP)
-    w_row, w_col = ix.div(warp, wn), ix.rem(warp, wn)
+    return WarpBlock(tm, tn, wm * tm, wn * tn, staged_k(op), WARP * wm * wn, tuple(op.problem_sizes),
+                     str(op.lhs.type.element_type), t, lane, ix.div(warp, wn), ix.rem(warp, wn))
+
+
+def mma_k_step(lb: KernelBuilder, blk: WarpBlock, accs: list[SSAValue], a_tile: SSAValue, b_tile: SSAValue,
+               a_index: Callable[[int], SSAValue], b_index: Callable[[int], SSAValue],
+               b_trans: bool = False) -> list[SSAValue]:
+    """One k step of 16: an ldmatrix.x4 per A fragment p at the lane's row a_index(p), an
+    ldmatrix.x2 per B fragment q at b_index(q), an mma.sync per (p, q)."""
+    fm, fn = blk.fragments
+    a_frags = [lb.add(LdMatrixOp(a_tile, a_index(p), 4)) for p in range(fm)]
+    b_frags = [lb.add(LdMatrixOp(b_tile, b_index(q), 2, trans=b_trans)) for q in range(fn)]
+    return [lb.add(MmaSyncOp(a_frags[p], b_frags[q], accs[p * fn + q], blk.element))
+            for p in range(fm) for q in range(fn)]
+
+
+def lower_mma(op: MatmulOp) -> None:
+    """Lower `op` (tiled, parallelized, with a warp layout) as the module doc says."""
+    b = KernelBuilder(InsertPoint.before(op))
+    blk = warp_block(op, b)
+    fm, fn = blk.fragments
+    kc = blk.kc
+    ix = Index(b)
+    _, m0, n0 = op.offsets
     elem_t = op.lhs.type.element_type
-    a_tile = b.add(AllocateSharedOp(TensorType(elem_t, [mc * kc])))
-    b_tile = b.add(AllocateSharedOp(TensorType(elem_t, [nc * kc])))
+    a_tile = b.add(AllocateSharedOp(TensorType(elem_t, [blk.mc * kc])))
+    b_tile = b.add(AllocateSharedOp(TensorType(elem_t, [blk.nc * kc])))
     zero = b.constant(0.0, F32X4)
-    a_base = ix.add(ix.mul(w_row, tm), ix.rem(lane, 16))  # ldmatrix.x4 row of lane, k chunk 8·(lane/16)
-    a_chunk = ix.mul(ix.div(lane, 16), 8)
-    b_base = ix.add(ix.mul(w_col, tn), ix.rem(lane, 8))  # ldmatrix.x2 column of lane, k chunk 8·(lane/8 % 2)
-    b_chunk = ix.mul(ix.rem(ix.div(lane, 8), 2), 8)
+    a_base = ix.add(ix.mul(blk.w_row, blk.tm), ix.rem(blk.lane, 16))  # ldmatrix.x4 row of lane, k chunk 8·(lane/16)
+    a_chunk = ix.mul(ix.div(blk.lane, 16), 8)
+    b_base = ix.add(ix.mul(blk.w_col, blk.tn), ix.rem(blk.lane, 8))  # ldmatrix.x2: column, k chunk 8·(lane/8 % 2)
+    b_chunk = ix.mul(ix.rem(ix.div(blk.lane, 8), 2), 8)
 
     def k_block(lb: KernelBuilder, kt: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
         lx = Index(lb)
         accs, a_s, b_s = list(args[:-2]), args[-2], args[-1]
         k0 = lx.mul(kt, kc)
-        a_s = _stage(lb, op, a_s, 0, m0, k0, mc, kc, t, threads)
-        b_s = _stage(lb, op, b_s, 1, n0, k0, nc, kc, t, threads)
+        a_s = _stage(lb, op, a_s, 0, m0, k0, blk.mc, kc, blk.thread, blk.threads)
+        b_s = _stage(lb, op, b_s, 1, n0, k0, blk.nc, kc, blk.thread, blk.threads)
         a_s, b_s = lb.insert(SyncThreadsOp([a_s, b_s])).results
         for ks in range(kc // MMA_TILE[2]):
-            a_frags = [lb.add(LdMatrixOp(a_s, swizzled(lx, lx.add(a_base, 16 * p), lx.add(a_chunk, 16 * ks), kc), 4))
-                       for p in range(fm)]
-            b_frags = [lb.add(LdMatrixOp(b_s, swizzled(lx, lx.add(b_base, 8 * q), lx.add(b_chunk, 16 * ks), kc), 2))
-                       for q in range(fn)]
-            accs = [lb.add(MmaSyncOp(a_frags[p], b_frags[q], accs[p * fn + q], element))
-                    for p in range(fm) for q in range(fn)]
+            accs = mma_k_step(lb, blk, accs, a_s, b_s,
+                              lambda p, ks=ks: swizzled(lx, lx.add(a_base, 16 * p), lx.add(a_chunk, 16 * ks), kc),
+                              lambda q, ks=ks: swizzled(lx, lx.add(b_base, 8 * q), lx.add(b_chunk, 16 * ks), kc))
         a_s, b_s = lb.insert(SyncThreadsOp([a_s, b_s])).results
         return [*accs, a_s, b_s]
 
-    k_blocks = -(-k_total // kc)
+    k_blocks = -(-blk.problem[3] // kc)
     results = for_loop(b, 0, k_blocks, [zero] * (fm * fn) + [a_tile, b_tile], k_block, "kt")
-    out = store_fragments(b, op, results[:fm * fn], fm, fn, tm, tn, w_row, w_col, lane, m_total, n_total)
-    op.result.replace_all_uses_with(out)
-    Rewriter.erase_op(op)
+    finish(op, b, blk, results[:fm * fn])
 
 
-def store_fragments(b: KernelBuilder, op: MatmulOp, accs: list[SSAValue], fm: int, fn: int, tm: int, tn: int,
-                     w_row, w_col, lane, m_total: int, n_total: int) -> SSAValue:
-    """The epilogue of every accumulator element inside the problem, stored at out_map (module doc)."""
+def finish(op: MatmulOp, b: KernelBuilder, blk: WarpBlock, accs: list[SSAValue]) -> None:
+    """The epilogue of every accumulator element inside the problem, stored at out_map (module
+    doc); the op replaced by the result."""
     ix = Index(b)
     bi, m0, n0 = op.offsets
+    _, m_total, n_total, _ = blk.problem
+    fm, fn = blk.fragments
     _, _, out_map = op.maps
-    row0 = ix.add(ix.add(m0, ix.mul(w_row, tm)), ix.div(lane, 4))
-    col0 = ix.add(ix.add(n0, ix.mul(w_col, tn)), ix.mul(ix.rem(lane, 4), 2))
+    row0 = ix.add(ix.add(m0, ix.mul(blk.w_row, blk.tm)), ix.div(blk.lane, 4))
+    col0 = ix.add(ix.add(n0, ix.mul(blk.w_col, blk.tn)), ix.mul(ix.rem(blk.lane, 4), 2))
     out = op.init
     for p in range(fm):
         for q in range(fn):
@@ -201,7 +240,8 @@ def store_fragments(b: KernelBuilder, op: MatmulOp, accs: list[SSAValue], fm: in
                     return [sb.add(tensor.InsertOp(value, out, indices))]
 
                 out = if_then(b, b.and_([ix.lt(row, m_total), ix.lt(col, n_total)]), store, [out])[0]
-    return out
+    op.result.replace_all_uses_with(out)
+    Rewriter.erase_op(op)
 
 
-__all__ = ["F32X4", "Index", "lower_mma", "store_fragments", "swizzled", "thread_id"]
+__all__ = ["F32X4", "Index", "WarpBlock", "finish", "lower_mma", "mma_k_step", "swizzled", "thread_id", "warp_block"]

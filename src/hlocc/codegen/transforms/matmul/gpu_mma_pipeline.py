@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.rewriter import InsertPoint
 
 from hlocc.analysis.affine_expr import dim, variables
 from hlocc.analysis.indexing_map import IndexingMap
@@ -36,16 +36,14 @@ from hlocc.codegen.ir import (
     CpAsyncCommitOp,
     CpAsyncOp,
     CpAsyncWaitOp,
-    LdMatrixOp,
-    MmaSyncOp,
     SyncThreadsOp,
 )
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import MatmulOp
 from hlocc.codegen.ir.mlir_types import tensor_sizes
-from hlocc.codegen.schedule.set_operand_layout import MMA_TILE, WARP, staged_k
+from hlocc.codegen.schedule.set_operand_layout import MMA_TILE
 from hlocc.codegen.transforms.flatten_tensors import emit_linear_index
-from hlocc.codegen.transforms.matmul.gpu_mma import F32X4, Index, lower_mma, store_fragments, swizzled, thread_id
+from hlocc.codegen.transforms.matmul.gpu_mma import F32X4, Index, finish, lower_mma, mma_k_step, swizzled, warp_block
 from hlocc.codegen.transforms.util import for_loop, if_then
 
 CHUNK = 8
@@ -80,20 +78,14 @@ def copy_layouts(op: MatmulOp) -> tuple[bool] | None:
 
 def lower_mma_pipelined(op: MatmulOp, b_k_major: bool) -> None:
     stages = op.stages.value.data
-    wm, wn = op.warp_grid.get_values()
-    tm, tn = op.warp_tile.get_values()
-    fm, fn = tm // MMA_TILE[0], tn // MMA_TILE[1]
-    mc, nc, kc = wm * tm, wn * tn, staged_k(op)
-    threads = WARP * wm * wn
-    _, m_total, n_total, k_total = op.problem_sizes
-    k_blocks = -(-k_total // kc)
-    element = str(op.lhs.type.element_type)
     b = KernelBuilder(InsertPoint.before(op))
+    blk = warp_block(op, b)
+    fm, fn = blk.fragments
+    mc, nc, kc, threads, t, lane = blk.mc, blk.nc, blk.kc, blk.threads, blk.thread, blk.lane
+    _, m_total, n_total, k_total = blk.problem
+    k_blocks = -(-k_total // kc)
     ix = Index(b)
-    t = thread_id(op)
     bi, m0, n0 = op.offsets
-    warp, lane = ix.div(t, WARP), ix.rem(t, WARP)
-    w_row, w_col = ix.div(warp, wn), ix.rem(warp, wn)
     elem_t = op.lhs.type.element_type
     a_size, b_size = mc * kc, nc * kc
     a_ring = b.add(AllocateSharedOp(TensorType(elem_t, [stages * a_size])))
@@ -162,12 +154,12 @@ def lower_mma_pipelined(op: MatmulOp, b_k_major: bool) -> None:
         else:
             b.insert(CpAsyncCommitOp())  # empty groups keep the wait counts uniform
 
-    a_base = ix.add(ix.mul(w_row, tm), ix.rem(lane, 16))
+    a_base = ix.add(ix.mul(blk.w_row, blk.tm), ix.rem(lane, 16))
     a_chunk = ix.mul(ix.div(lane, 16), 8)
     if b_k_major:  # ldmatrix.x2.trans: lanes 0-15 give rows k 0-15 of the fragment's 8 columns
-        b_row, b_col = ix.rem(lane, 16), ix.mul(w_col, tn)
+        b_row, b_col = ix.rem(lane, 16), ix.mul(blk.w_col, blk.tn)
     else:
-        b_row, b_col = ix.add(ix.mul(w_col, tn), ix.rem(lane, 8)), ix.mul(ix.rem(ix.div(lane, 8), 2), 8)
+        b_row, b_col = ix.add(ix.mul(blk.w_col, blk.tn), ix.rem(lane, 8)), ix.mul(ix.rem(ix.div(lane, 8), 2), 8)
 
     def k_block(lb: KernelBuilder, kt: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
         lx = Index(lb)
@@ -179,26 +171,20 @@ def lower_mma_pipelined(op: MatmulOp, b_k_major: bool) -> None:
         stage = lx.rem(kt, stages)
         a_off, b_off = lx.mul(stage, a_size), lx.mul(stage, b_size)
         for ks in range(kc // MMA_TILE[2]):
-            a_frags = [lb.add(LdMatrixOp(a_r, lx.add(a_off, swizzled(lx, lx.add(a_base, 16 * p),
-                                                                     lx.add(a_chunk, 16 * ks), kc)), 4))
-                       for p in range(fm)]
-            if b_k_major:
-                b_frags = [lb.add(LdMatrixOp(b_r, lx.add(b_off, swizzled(lx, lx.add(b_row, 16 * ks),
-                                                                         lx.add(b_col, 8 * q), nc)), 2, trans=True))
-                           for q in range(fn)]
-            else:
-                b_frags = [lb.add(LdMatrixOp(b_r, lx.add(b_off, swizzled(lx, lx.add(b_row, 8 * q),
-                                                                         lx.add(b_col, 16 * ks), kc)), 2))
-                           for q in range(fn)]
-            accs = [lb.add(MmaSyncOp(a_frags[p], b_frags[q], accs[p * fn + q], element))
-                    for p in range(fm) for q in range(fn)]
+            def a_index(p: int, ks=ks) -> SSAValue:
+                return lx.add(a_off, swizzled(lx, lx.add(a_base, 16 * p), lx.add(a_chunk, 16 * ks), kc))
+
+            def b_index(q: int, ks=ks) -> SSAValue:
+                if b_k_major:
+                    return lx.add(b_off, swizzled(lx, lx.add(b_row, 16 * ks), lx.add(b_col, 8 * q), nc))
+                return lx.add(b_off, swizzled(lx, lx.add(b_row, 8 * q), lx.add(b_col, 16 * ks), kc))
+
+            accs = mma_k_step(lb, blk, accs, a_r, b_r, a_index, b_index, b_trans=b_k_major)
         return [*accs, a_r, b_r]
 
     results = for_loop(b, 0, k_blocks, [zero] * (fm * fn) + [a_ring, b_ring], k_block, "kt")
     b.insert(CpAsyncWaitOp(results[-2:], 0))
-    out = store_fragments(b, op, results[:fm * fn], fm, fn, tm, tn, w_row, w_col, lane, m_total, n_total)
-    op.result.replace_all_uses_with(out)
-    Rewriter.erase_op(op)
+    finish(op, b, blk, results[:fm * fn])
 
 
 def lower_gpu_matmul(op: MatmulOp) -> None:

@@ -266,3 +266,16 @@ def test_cuda_schedule_ptx_has_cp_async_ldmatrix_mma_sync_and_ptxas_accepts_it(m
     result = subprocess.run(["filecheck", str(checks)], input=kernel["ptx"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert kernel["ptx"].count("mma.sync.aligned") >= 64 and "call.uni" not in kernel["ptx"]
+
+
+@pytest.mark.slow
+def test_gpu_gemm_benchmark_runs_in_simulation():
+    """benchmarks/gemm_cuda.py (cuBLAS against the generated kernel on one card) as a smoke test."""
+    import pathlib
+
+    script = pathlib.Path(__file__).resolve().parents[3] / "benchmarks" / "gemm_cuda.py"
+    result = subprocess.run([sys.executable, str(script), "--backend", "cuda-sim", "--sizes", "40", "--runs", "1",
+                             "--epilogue"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("bf16 40^3")]
+    assert len(rows) == 4 and all(row.endswith("ok") for row in rows if "hlocc codegen" in row), result.stdout

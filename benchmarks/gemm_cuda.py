@@ -88,7 +88,7 @@ def main() -> None:
                 inputs = on_device(args.backend, host_inputs(n, dtype, epilogue), dtype)
                 variants = {name: hlocc.compile(text, args.backend, gemm=gemm)
                             for name, gemm in (("cuBLAS", "library"), ("hlocc codegen", "codegen"))}
-                calls = {name: (lambda exe=exe: exe(*inputs, return_device_arrays=device_results))
+                calls = {name: (lambda exe=exe, inputs=inputs: exe(*inputs, return_device_arrays=device_results))
                          for name, exe in variants.items()}
                 results = {name: np.asarray(call(), np.float32) for name, call in calls.items()}
                 scale = max(1e-6, float(np.abs(results["cuBLAS"]).max()))

@@ -132,6 +132,7 @@ def test_the_cuda_schedule_is_exact_in_simulation(m, n, k):
 def test_the_gpu_choice():
     assert gpu_schedule([1, 4096, 4096, 4096], ("bf16", "bf16", "bf16")) is MMA_SCHEDULE
     assert gpu_schedule([1, 5, 7, 3], ("f16", "f16", "f32")) is MMA_SCHEDULE
+    assert gpu_schedule([1, 5, 7, 3], ("bf16", "bf16", "f64")).warp_grid is None
     simt = gpu_schedule([1, 5, 7, 3], ("f32", "f32", "f32"))
     assert simt.warp_grid is None and simt.parallel and simt.threads == 1
     assert "set_operand_layout %tiled sg_layout [2, 2] sg_data [64, 64] inst_data [16, 8, 16]" in MMA_SCHEDULE.script()

@@ -1,7 +1,7 @@
 """The schedule of a matmul on a GPU target (issue 17 item 4), the one `schedule_for(gpu=True)`
 gives when none is forced:
 
-- bf16 or f16 operands (both the same) with f32 accumulation: `MMA_SCHEDULE`, block tile
+- bf16 or f16 operands (both the same) with f32 accumulation (any result type but f64): `MMA_SCHEDULE`, block tile
   128 x 128 x 32 over a 2 x 2 grid of warps, each 64 x 64 in mma.sync m16n8k16 tiles (16
   accumulator fragments of 4 f32 per thread: 128 registers, the tile of Triton's and CUTLASS's
   sm_80 defaults) and a 3-stage cp.async ring (3 x 16 KiB: a block's whole static shared memory;
@@ -28,8 +28,8 @@ def simt_schedule(sizes: list[int] | tuple[int, ...]) -> MatmulSchedule:
 
 
 def gpu_schedule(sizes: list[int] | tuple[int, ...], element_types: tuple[str, ...]) -> MatmulSchedule:
-    lhs, rhs = element_types[:2]
-    if lhs == rhs and lhs in MMA_ELEMENTS:
+    lhs, rhs, out = element_types
+    if lhs == rhs and lhs in MMA_ELEMENTS and out != "f64":  # an f64 result accumulates in f64
         return MMA_SCHEDULE
     return simt_schedule(sizes)
 

@@ -280,3 +280,25 @@ def test_gpu_gemm_benchmark_runs_in_simulation():
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [line for line in result.stdout.splitlines() if line.startswith("bf16 40^3")]
     assert len(rows) == 4 and all(row.endswith("ok") for row in rows if "hlocc codegen" in row), result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["batched_matmul_bf16_f32acc", "mlp_f32", "attention_f32"])
+def test_corpus_dots_on_cuda_sim_with_generated_gemms(name):
+    """JAX corpus programs on cuda-sim with `gemm="codegen"` (bf16: the mma.sync kernel with its
+    cp.async ring; f32: the SIMT schedule) against XLA:CPU's outputs, within the corpus's tolerance."""
+    from corpus import JAX_DIR, jax_cases, require
+
+    require(JAX_DIR)
+    case = next(c for c in jax_cases() if c["name"] == name)
+    module = parse_hlo((JAX_DIR / f"{name}.hlo").read_text())
+    inputs, outputs = np.load(JAX_DIR / f"{name}.in.npz"), np.load(JAX_DIR / f"{name}.out.npz")
+    args = [inputs[f"arg{i}"].astype(PRIMITIVE_TYPES[p.shape.element_type.name].dtype)
+            for i, p in enumerate(module.entry.parameters)]
+    exe = hlocc.compile((JAX_DIR / f"{name}.hlo").read_text(), "cuda-sim", gemm="codegen")
+    assert exe.runner.stats.kernels_by_emitter["gemm"] >= 1 and not exe.runner.stats.library_calls
+    got = exe(*args)
+    got = list(got) if isinstance(got, (list, tuple)) else [got]
+    for k, value in enumerate(got):
+        np.testing.assert_allclose(np.asarray(value, np.float64), outputs[f"out{k}"].astype(np.float64),
+                                   rtol=float(case["rtol"]), atol=float(case["atol"]))

@@ -213,8 +213,8 @@ def test_cuda_sim_gemm_codegen_fuses_bias_and_relu_into_the_mma_kernel():
 
 
 _PTX_SCRIPT = """
-import json
-from hlocc.backends.cuda.ptx import compile_ptx, validate_ptx
+import json, os, subprocess, tempfile
+from hlocc.backends.cuda.ptx import compile_ptx, find_ptxas, validate_ptx
 from hlocc.codegen.pipeline import PipelineOptions
 from hlocc.hlo.parser import parse_hlo
 text = {text!r}
@@ -222,8 +222,14 @@ out = {{}}
 for arch in ("sm_80", "sm_90"):
     kernel = compile_ptx(parse_hlo(text).entry, arch, options=PipelineOptions(False, None, "kernel", lambda s: None))
     validate_ptx(kernel.ptx, arch)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "k.ptx")
+        with open(path, "w") as f:
+            f.write(kernel.ptx)
+        info = subprocess.run([find_ptxas(), f"-arch={{arch}}", "-v", path, "-o", os.path.join(tmp, "k.cubin")],
+                              capture_output=True, text=True).stderr
     out[arch] = dict(ptx=kernel.ptx, threads=kernel.launch_dims.threads_per_block, blocks=kernel.launch_dims.blocks,
-                     shared=kernel.shared_bytes)
+                     shared=kernel.shared_bytes, info=info)
 print(json.dumps(out))
 """
 
@@ -267,6 +273,8 @@ def test_cuda_schedule_ptx_has_cp_async_ldmatrix_mma_sync_and_ptxas_accepts_it(m
     result = subprocess.run(["filecheck", str(checks)], input=kernel["ptx"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert kernel["ptx"].count("mma.sync.aligned") >= 64 and "call.uni" not in kernel["ptx"]
+    # ptxas -v: the 128 accumulators and the fragments fit the registers (no local-memory spills)
+    assert "0 bytes spill stores, 0 bytes spill loads" in kernel["info"], kernel["info"]
 
 
 @pytest.mark.slow

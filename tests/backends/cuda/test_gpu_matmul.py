@@ -310,3 +310,22 @@ def test_corpus_dots_on_cuda_sim_with_generated_gemms(name):
     for k, value in enumerate(got):
         np.testing.assert_allclose(np.asarray(value, np.float64), outputs[f"out{k}"].astype(np.float64),
                                    rtol=float(case["rtol"]), atol=float(case["atol"]))
+
+
+@pytest.mark.parametrize("param,dot_type,threads", [("bf16", "f32", 128), ("f32", "f32", 1), ("f16", "f16", 128)])
+def test_the_gpu_schedule_follows_the_staged_parameters(param, dot_type, threads):
+    """The kernel stages the fusion's parameters: bf16 parameters widened to an f32 dot inside the
+    fusion still take mma.sync (bf16 products are exact in f32), f32 ones the SIMT schedule."""
+    from hlocc.codegen.emitters.registry import emit_fusion
+
+    widen = param != dot_type
+    text = f"""HloModule m
+ENTRY fused {{
+  a = {param}[20,24] parameter(0)
+  b = {param}[24,16] parameter(1)
+  {"ca = f32[20,24] convert(a)" if widen else ""}
+  {"cb = f32[24,16] convert(b)" if widen else ""}
+  ROOT d = {dot_type}[20,16] dot({"ca, cb" if widen else "a, b"}), {MN}, backend_config={{"__hlocc_gemm":{{}}}}
+}}"""
+    kernel = emit_fusion(parse_hlo(text).entry, gpu_target(), "main", {})
+    assert kernel.launch.threads_per_block == threads

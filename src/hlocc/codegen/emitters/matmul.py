@@ -135,7 +135,11 @@ class MatmulEmitter(FusionEmitterBase):
         element_types = (*(o.shape.element_type.name for o in dot.operands), dot.shape.element_type.name)
         problem = MatmulProblem(tuple(sizes), element_types, " ; ".join(map_to_text(m) for _, m in maps) + " ; "
                                 + map_to_text(out_map), computation_fingerprint(self.fusion), self.fusion)
-        schedule = schedule_for(sizes, element_types, problem, gpu=self.target.kind == "gpu")
+        if self.target.kind == "gpu":  # the GPU kernel stages the parameters themselves: their types decide
+            stored = (*(p.shape.element_type.name for p, _ in maps), dot.shape.element_type.name)
+            schedule = schedule_for(sizes, stored, problem, gpu=True)
+        else:
+            schedule = schedule_for(sizes, element_types, problem)
         launch = LaunchDims(schedule.threads, schedule.blocks(sizes)) if schedule is not None else LaunchDims(1, 1)
         block, param_types, out_types = entry_block(self.fusion, [out_shape])
         b = KernelBuilder(block)

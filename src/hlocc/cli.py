@@ -106,7 +106,8 @@ def _argument_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-hlo-passes", action="store_true",
                      help="compile the module as written: no simplification or fusion (cpu and cuda backends)")
     run.add_argument("--gemm", choices=("library", "codegen"), default="library",
-                     help="cpu backend: dots as library calls (default) or as generated dot-fusion kernels")
+                     help="cpu, cuda, cuda-sim backends: dots as library calls (default) or as generated "
+                          "dot-fusion kernels (mma.sync for bf16/f16 on the GPU)")
     run.add_argument("--autotune", choices=("off", "cached", "full"), default="cached",
                      help="with --gemm codegen: the analytic matmul schedule (off), a winner the persistent cache "
                           "holds (cached, default) or time candidates and store the winner (full)")

@@ -307,7 +307,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     print_ir_after_all: write every HLO pass's result and every kernel pass's IR to `stream`
       (default stdout); dump_dir: write them, the buffer assignment and the thunks to files.
     gemm: "library" (dots call numpy's BLAS) or "codegen" (each dot and its elementwise epilogue
-      one generated kernel; cpu backend only, passes/pipeline.py `cpu_pipeline`).
+      one generated kernel: passes/pipeline.py `cpu_pipeline`; on cuda and cuda-sim `cuda_pipeline`,
+      bf16/f16 dots as mma.sync kernels).
     check_bounds (cpu and cuda-sim backends): every kernel checks each load and store against its
       buffer and a violation raises a BoundsCheckError naming the kernel, the buffer and the index
       (slower kernels, for debugging; off, the kernels are the usual ones).
@@ -387,7 +388,7 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         if device is not None:
             from hlocc.backends.cuda.executable import compile_module as compile_for_device
 
-            runner = compile_for_device(work, device, **kwargs)
+            runner = compile_for_device(work, device, gemm=gemm, **kwargs)
         else:
             from hlocc.backends.cpu.executable import compile_module
 
@@ -413,8 +414,8 @@ def _check_options(backend: str, check_bounds: bool, gemm: str, autotune: str) -
         raise UnsupportedError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
     if check_bounds and backend not in ("cpu", "cuda-sim"):
         raise UnsupportedError(f"check_bounds is implemented for the cpu and cuda-sim backends, not '{backend}'")
-    if gemm not in ("library", "codegen") or (gemm == "codegen" and backend != "cpu"):
-        raise UnsupportedError(f"gemm='{gemm}': choose 'library', or 'codegen' with the cpu backend")
+    if gemm not in ("library", "codegen") or (gemm == "codegen" and backend not in ("cpu", "cuda", "cuda-sim")):
+        raise UnsupportedError(f"gemm='{gemm}': choose 'library', or 'codegen' with the cpu, cuda or cuda-sim backend")
     if autotune not in AUTOTUNE_MODES:
         raise UnsupportedError(f"autotune='{autotune}': choose one of {', '.join(AUTOTUNE_MODES)}")
 

@@ -16,8 +16,9 @@ For each dot whose operands and result are f16, bf16, f32 or f64 arrays of stati
 
 The fusion is `kind=kCustom`; its dot gets `backend_config={"__hlocc_gemm":{}}` (hero analysis's
 `GEMM_DOT_MARKER`: the fused computation alone then says it is a dot fusion, hero kind GEMM), and
-`inline-library-fusions` leaves it alone. The pass runs only in the cpu
-pipeline with `gemm="codegen"` (passes/pipeline.py `cpu_pipeline`), before priority fusion.
+`inline-library-fusions` leaves it alone. The pass runs only in the cpu and cuda
+pipelines with `gemm="codegen"` (passes/pipeline.py `cpu_pipeline`, `cuda_pipeline`), before
+priority fusion.
 """
 
 from __future__ import annotations

@@ -184,6 +184,18 @@ def cpu_pipeline(gemm: str = "library") -> CompilePipeline:
     return CompilePipeline(base.prologue, SIMPLIFICATION + ("gemm-fusion",) + CPU_FUSION, base.epilogue)
 
 
+def cuda_pipeline(gemm: str = "library") -> CompilePipeline:
+    """The cuda backend's pipeline for a `GEMM_MODES` choice: with "codegen", dot fusions become
+    generated kernels (bf16/f16: mma.sync, codegen/transforms/matmul/gpu_mma.py) instead of cuBLAS
+    calls, as `cpu_pipeline` does for the cpu backend."""
+    base = BACKEND_PIPELINES["cuda"]
+    if gemm == "library":
+        return base
+    if gemm != "codegen":
+        raise PassPipelineError(f"unknown gemm mode '{gemm}' (choose from {', '.join(GEMM_MODES)})")
+    return CompilePipeline(base.prologue, SIMPLIFICATION + ("gemm-fusion",) + CUDA_FUSION, base.epilogue)
+
+
 @dataclass
 class PipelineResult:
     """What a pipeline run did: whether anything changed, milliseconds per pass name (summed over

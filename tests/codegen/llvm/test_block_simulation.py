@@ -60,16 +60,49 @@ def test_barrier_orders_shared_memory_and_shuffle_reduces_each_warp():
 
 
 
-NESTED_BARRIER = """
-func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {
+LOOP_WITH_BARRIERS = """
+func.func @main(%x: tensor<64xf32>, %y: tensor<64xf32>) -> tensor<64xf32> {
   %t = "gpu.thread_id"() <{dimension = #gpu<dim x>}> {xla.range = [0 : index, 63 : index]} : () -> index
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
-  %n = arith.constant 1000 : index
+  %n = arith.constant 3 : index
   %s = xla.allocate_shared : tensor<64xf32>
-  %r = scf.for %i = %c0 to %n step %c1 iter_args(%a = %s) -> (tensor<64xf32>) {
-    %b = xla.sync_threads %a : tensor<64xf32>
+  %v = tensor.extract %x[%t] : tensor<64xf32>
+  %j = xla.apply_indexing #xla.indexing_map<"(t) -> (63 - t), domain: t in [0, 63]">(%t)
+  %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%a = %v, %sh = %s) -> (f32, tensor<64xf32>) {
+    %s1 = tensor.insert %a into %sh[%t] : tensor<64xf32>
+    %s2 = xla.sync_threads %s1 : tensor<64xf32>
+    %w = tensor.extract %s2[%j] : tensor<64xf32>
+    %a2 = arith.addf %a, %w : f32
+    %s3 = xla.sync_threads %s2 : tensor<64xf32>
+    scf.yield %a2, %s3 : f32, tensor<64xf32>
+  }
+  %y1 = tensor.insert %r#0 into %y[%t] : tensor<64xf32>
+  func.return %y1 : tensor<64xf32>
+}
+"""
+
+
+def test_a_loop_with_barriers_is_fissioned_and_keeps_each_threads_values():
+    kernel = compile_text(LOOP_WITH_BARRIERS, ["f32[64]", "f32[64]"], 1, LaunchDims(64, 1))
+    x = np.arange(64, dtype=np.float32) ** 2
+    expected = x.copy()
+    for _ in range(3):
+        expected = expected + expected[::-1]
+    np.testing.assert_array_equal(np.asarray(kernel(x)).reshape(64), expected)
+
+
+BARRIER_UNDER_IF = """
+func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %t = "gpu.thread_id"() <{dimension = #gpu<dim x>}> {xla.range = [0 : index, 63 : index]} : () -> index
+  %c0 = arith.constant 0 : index
+  %s = xla.allocate_shared : tensor<64xf32>
+  %first = arith.cmpi eq, %t, %c0 : index
+  %r = scf.if %first -> (tensor<64xf32>) {
+    %b = xla.sync_threads %s : tensor<64xf32>
     scf.yield %b : tensor<64xf32>
+  } else {
+    scf.yield %s : tensor<64xf32>
   }
   %v = tensor.extract %r[%t] : tensor<64xf32>
   %y = tensor.insert %v into %x[%t] : tensor<64xf32>
@@ -78,6 +111,6 @@ func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {
 """
 
 
-def test_a_barrier_inside_a_loop_is_refused_with_its_place():
-    with pytest.raises(TranslationError, match="'gpu.barrier' inside 'scf.for'.*top level"):
-        compile_text(NESTED_BARRIER, ["f32[64]"], 0, LaunchDims(64, 1))
+def test_a_barrier_under_an_if_is_refused_with_its_place():
+    with pytest.raises(TranslationError, match="'gpu.barrier' inside 'scf.if'.*top level"):
+        compile_text(BARRIER_UNDER_IF, ["f32[64]"], 0, LaunchDims(64, 1))

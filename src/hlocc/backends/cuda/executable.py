@@ -44,7 +44,7 @@ from hlocc.errors import ArgumentError
 from hlocc.evaluator.core import TOKEN, Evaluator
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.types import Shape
-from hlocc.passes.pipeline import BACKEND_PIPELINES, PassManager
+from hlocc.passes.pipeline import BACKEND_PIPELINES, PassManager, cuda_pipeline
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAllocation
 from hlocc.runtime.executable import RuntimeStats, ThunkExecutable, build_executable, output_leaf_shape
 from hlocc.runtime.thunks import (
@@ -200,9 +200,11 @@ def prepare_for_device(module: HloModule, hlo_passes: bool) -> None:
 
 def compile_module(module: HloModule, device: Device | None = None, options: PipelineOptions | None = None, *,
                    hlo_passes: bool = False, seed: int = 0, print_after_all: bool = False,
-                   stream: TextIO | None = None, times: dict[str, float] | None = None) -> DeviceExecutable:
+                   stream: TextIO | None = None, times: dict[str, float] | None = None,
+                   gemm: str = "library") -> DeviceExecutable:
     """Compile `module` (changed in place by the HLO passes) for `device` (default: the process's
-    CudaDevice 0)."""
+    CudaDevice 0). `gemm`: dots as cuBLAS calls ("library") or generated kernels ("codegen",
+    passes/pipeline.py `cuda_pipeline`)."""
 
     if device is None:
         from hlocc.backends.cuda.driver import cuda_device
@@ -211,7 +213,7 @@ def compile_module(module: HloModule, device: Device | None = None, options: Pip
     times = times if times is not None else {}
     t0 = time.perf_counter()
     prepare_as_written(module, hlo_passes)
-    built = build_executable(module, device.kernel_compiler(options, times), pipeline=BACKEND_PIPELINES["cuda"],
+    built = build_executable(module, device.kernel_compiler(options, times), pipeline=cuda_pipeline(gemm),
                              hlo_passes=hlo_passes, seed=seed, print_after_all=print_after_all, stream=stream,
                              times=times)
     label_library_calls(built.program, built.stats, device)

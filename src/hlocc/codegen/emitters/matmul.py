@@ -135,13 +135,17 @@ class MatmulEmitter(FusionEmitterBase):
         element_types = (*(o.shape.element_type.name for o in dot.operands), dot.shape.element_type.name)
         problem = MatmulProblem(tuple(sizes), element_types, " ; ".join(map_to_text(m) for _, m in maps) + " ; "
                                 + map_to_text(out_map), computation_fingerprint(self.fusion), self.fusion)
-        schedule = schedule_for(sizes, element_types, problem)
-        launch = LaunchDims(1, schedule.blocks(sizes) if schedule is not None else 1)
+        if self.target.kind == "gpu":  # the GPU kernel stages the parameters themselves: their types decide
+            stored = (*(p.shape.element_type.name for p, _ in maps), dot.shape.element_type.name)
+            schedule = schedule_for(sizes, stored, problem, gpu=True)
+        else:
+            schedule = schedule_for(sizes, element_types, problem)
+        launch = LaunchDims(schedule.threads, schedule.blocks(sizes)) if schedule is not None else LaunchDims(1, 1)
         block, param_types, out_types = entry_block(self.fusion, [out_shape])
         b = KernelBuilder(block)
         # transform.hlocc.parallelize maps the block loops to the block id; packed panels are block
         # scratch (xla.allocate_shared), which the CPU's block functions need a thread id for.
-        if schedule is not None and (schedule.parallel or schedule.pack):
+        if schedule is not None and (schedule.parallel or schedule.pack or schedule.warp_grid):
             thread_and_block_ids(b, launch)
         args = list(block.args)
         acc_type = Float64Type() if "f64" in types else element_type(F32)

@@ -79,11 +79,12 @@ from hlocc.codegen.ir.parallel_ops import (
     SyncThreadsOp,
 )
 from hlocc.codegen.ir.size_ops import SymbolValueOp, size_value
+from hlocc.codegen.ir.warp_ops import CpAsyncCommitOp, CpAsyncOp, CpAsyncWaitOp, LdMatrixOp, MmaSyncOp
 
 __all__ = [
     "INDEX", "VECTOR_FORMS", "XLA", "AllocateSharedOp", "ApplyIndexingOp", "AtomicRMWOp", "AtomicUpdateOp", "CmpfOp",
     "CmpiOp", "ExtSIOp", "ExtUIOp", "FPToSIOp", "FPToUIOp", "IndexingMapAttr", "LoopOp", "MatmulOp", "PrefetchOp",
-    "DotBF16PairsOp",
+    "DotBF16PairsOp", "LdMatrixOp", "MmaSyncOp", "CpAsyncOp", "CpAsyncCommitOp", "CpAsyncWaitOp",
     "PredicatedExtractOp", "PredicatedInsertOp", "PureCallOp", "RemFOp", "SIToFPOp", "SelectOp", "SharedMemoryOp",
     "ShuffleReduceOp", "SymbolValueOp", "SyncThreadsOp", "TruncIOp", "UIToFPOp", "YieldOp", "size_value",
 ]

@@ -19,12 +19,13 @@ from hlocc.codegen.ir.parallel_ops import (
     SyncThreadsOp,
 )
 from hlocc.codegen.ir.size_ops import SymbolValueOp
+from hlocc.codegen.ir.warp_ops import CpAsyncCommitOp, CpAsyncOp, CpAsyncWaitOp, LdMatrixOp, MmaSyncOp
 
 XLA = Dialect(
     "xla",
     [ApplyIndexingOp, LoopOp, YieldOp, PureCallOp, AllocateSharedOp, SharedMemoryOp, SyncThreadsOp, ShuffleReduceOp,
      PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, AtomicUpdateOp, MatmulOp, PrefetchOp, DotBF16PairsOp,
-     SymbolValueOp, RemFOp,
+     SymbolValueOp, RemFOp, LdMatrixOp, MmaSyncOp, CpAsyncOp, CpAsyncCommitOp, CpAsyncWaitOp,
      *VECTOR_FORMS.values()],
     [IndexingMapAttr],
 )

@@ -26,7 +26,9 @@ read by the lowering: `k_block` (KC: the contraction split into blocks of KC) an
 (MR x NR accumulators per step of k, `k_unroll` steps of k per iteration), `packed` (the operands,
 0 = lhs and 1 = rhs, copied into zero-padded panels: codegen/transforms/matmul/packed.py),
 `k_pairs` (bf16 packed as (k, k + 1) pairs for a dot-product instruction), `prefetch` (the
-distance in k steps of the B panel prefetch), `hoist_address` and `fuse_epilogue` (unit flags).
+distance in k steps of the B panel prefetch), `hoist_address` and `fuse_epilogue` (unit flags);
+on a GPU `warp_grid` and `warp_tile` (the block's warps and each warp's extent in mma.sync tiles)
+and `stages` (the cp.async ring's depth): codegen/transforms/matmul/gpu_mma.py.
 
 `xla.prefetch %t[%i]` (a hint that element i of t is read soon; no effect on values) is LLVM's
 prefetch intrinsic for the address `lower-tensors` gives the element.
@@ -75,7 +77,7 @@ from hlocc.codegen.ir.traits import YieldParent
 MATMUL_DIMS = ("b", "m", "n", "k")
 
 SCHEDULE_PROPERTIES = ("k_block", "register_block", "k_unroll", "packed", "k_pairs", "prefetch", "hoist_address",
-                       "fuse_epilogue")
+                       "fuse_epilogue", "warp_grid", "warp_tile", "stages")
 """The properties transform ops set on an `xla.matmul` (printed after `schedule`)."""
 """The iteration dimensions of `xla.matmul`, in the order of its maps' dimensions and `sizes`."""
 
@@ -108,6 +110,9 @@ class MatmulOp(IRDLOperation):
     k_pairs = opt_prop_def(UnitAttr)
     hoist_address = opt_prop_def(UnitAttr)
     fuse_epilogue = opt_prop_def(UnitAttr)
+    warp_grid = opt_prop_def(DenseArrayBase)  # GPU: warps along (m, n) of the block (set_operand_layout)
+    warp_tile = opt_prop_def(DenseArrayBase)  # GPU: each warp's (m, n) extent, in m16n8k16 mma tiles
+    stages = opt_prop_def(IntegerAttr)  # GPU: shared-memory stages of the cp.async ring
     epilogue = region_def("single_block")
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)

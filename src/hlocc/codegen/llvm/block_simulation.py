@@ -17,9 +17,16 @@ backend calls it for thread 0, 1, ... of each block. One with them is translated
 Every thread finishes a phase before any thread starts the next, which is exactly what a barrier
 guarantees, so kernels that are correct on a GPU are correct here, and a kernel that reads
 shared memory before the barrier that orders the write is caught by the SIMT-simulation tests as
-a wrong answer, as on a GPU. `gpu.barrier` and `xla.shuffle_reduce` must therefore be at the top
-level of the entry function (emitters put them there, as XLA's do); elsewhere the translation
-fails with a message.
+a wrong answer, as on a GPU. `gpu.barrier`, `xla.shuffle_reduce` and the warp ops must therefore
+be at the top level of the entry function (emitters put them there, as XLA's do), or at the top
+level of an `scf.for` there whose bounds are the same for every thread (constants, arguments):
+such a loop is *fissioned*, i.e. it runs once per block around its body's phases (a GPU matmul's K
+loop), its iteration values kept per thread ([threads x T], stored by the phase before the loop and
+by the body's last phase, read by the phases after). Elsewhere the translation fails with a message.
+
+`xla.ldmatrix` and `xla.mma_sync` (warp-collective, codegen/ir/warp_ops.py) are steps between
+phases like a shuffle: the phase before stores each thread's operands, warp_simulation.py computes
+each lane's result from the lanes of its warp by PTX's fragment layouts, the phase after reads it.
 
 A value defined in one phase and used in a later one is recomputed there when it is a pure
 function of the ids, constants and arguments (index arithmetic, addresses: the common case) and
@@ -37,14 +44,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from llvmlite import ir
-from xdsl.dialects import func, gpu
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects import arith, func, gpu, scf
+from xdsl.dialects.builtin import IntegerAttr
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.traits import is_side_effect_free
 
 from hlocc.codegen.ir import SharedMemoryOp, ShuffleReduceOp
+from hlocc.codegen.ir.warp_ops import WARP_OPS
 from hlocc.codegen.llvm.types import I64, TranslationError, llvm_type
+from hlocc.codegen.llvm.warp_simulation import warp_step
 
-PARALLEL_OPS = (gpu.BarrierOp, ShuffleReduceOp, SharedMemoryOp)
+PARALLEL_OPS = (gpu.BarrierOp, ShuffleReduceOp, SharedMemoryOp, *WARP_OPS)
+_BOUNDARIES = (gpu.BarrierOp, ShuffleReduceOp, *WARP_OPS)
 
 
 def needs_block_function(fn: func.FuncOp) -> bool:
@@ -66,21 +77,45 @@ def _error(fn: func.FuncOp, message: str):
     return TranslationError(f"@{fn.sym_name.data}: {message}")
 
 
-def _phases(fn: func.FuncOp) -> list[tuple[str, object]]:
-    """[("threads", ops) | ("shuffle", op)] in order; barriers separate thread phases."""
-    items: list[tuple[str, object]] = []
+def _has_boundary(op: Operation) -> bool:
+    return any(isinstance(inner, _BOUNDARIES) for inner in op.walk())
+
+
+def _uniform(fn: func.FuncOp, loop: scf.ForOp) -> None:
+    """A fissioned loop runs once per block: its bounds must be the same for every thread
+    (constants or the function's arguments)."""
+    for v in (loop.lb, loop.ub, loop.step):
+        if not (isinstance(v.owner, arith.ConstantOp) or (isinstance(v, BlockArgument) and v.owner is fn.body.block)):
+            raise _error(fn, f"'{loop.name}' holds a barrier, shuffle or warp op but its bounds are not constants "
+                             "or arguments (the same for every thread)")
+
+
+def _phases(fn: func.FuncOp, ops: list[Operation] | None = None, items: list | None = None) -> list[tuple[str, object]]:
+    """[("threads", ops) | ("shuffle", op) | ("warp", op) | ("loop", for) ... ("end", for)] in
+    order; barriers separate thread phases; a top-level `scf.for` holding barriers (or shuffles,
+    warp ops) is fissioned: its body's phases between ("loop", for) and ("end", for)."""
+    items = [] if items is None else items
     current: list[Operation] = []
-    for op in fn.body.block.ops:
+    for op in (fn.body.block.ops if ops is None else ops):
+        if isinstance(op, scf.ForOp) and _has_boundary(op):
+            _uniform(fn, op)
+            items.append(("threads", current))
+            items.append(("loop", op))
+            _phases(fn, list(op.body.block.ops), items)
+            items.append(("end", op))
+            current = []
+            continue
         for inner in op.walk():
-            if inner is not op and isinstance(inner, (gpu.BarrierOp, ShuffleReduceOp)):
-                raise _error(fn, f"'{inner.name}' inside '{op.name}': barriers and shuffles must be at the top level "
-                                 "of a kernel's entry function to run on the CPU")
+            if inner is not op and isinstance(inner, _BOUNDARIES):
+                raise _error(fn, f"'{inner.name}' inside '{op.name}': barriers, shuffles and warp ops must be at the "
+                                 "top level of a kernel's entry function, or of a loop there with uniform bounds, to "
+                                 "run on the CPU")
         if isinstance(op, gpu.BarrierOp):
             items.append(("threads", current))
             current = []
-        elif isinstance(op, ShuffleReduceOp):
+        elif isinstance(op, (ShuffleReduceOp, *WARP_OPS)):
             items.append(("threads", current))
-            items.append(("shuffle", op))
+            items.append(("shuffle" if isinstance(op, ShuffleReduceOp) else "warp", op))
             current = []
         else:
             current.append(op)
@@ -99,22 +134,30 @@ def _uses(ops: list[Operation]) -> list[SSAValue]:
 
 
 def _recomputable(op: Operation) -> bool:
+    if isinstance(op, (ShuffleReduceOp, *WARP_OPS)):
+        return False
     return not op.regions and (is_side_effect_free(op) or isinstance(op, (gpu.ThreadIdOp, gpu.BlockIdOp,
                                                                           SharedMemoryOp)))
 
 
-def _phase_inputs(used: list[SSAValue], k: int, phase_of: dict[Operation, int]) -> tuple[list[SSAValue],
-                                                                                          set[Operation]]:
+def _phase_inputs(used: list[SSAValue], k: int, phase_of: dict[Operation, int],
+                  slotted: set[SSAValue]) -> tuple[list[SSAValue], set[Operation]]:
     """(values phase k loads, ops phase k recomputes) for the values it uses that earlier phases
-    define: recomputable ops are cloned with their recomputable operands; the rest are loaded."""
+    define: recomputable ops are cloned with their recomputable operands; the rest are loaded.
+    `slotted` values (a warp op's or shuffle's results, a fissioned loop's iteration values and
+    results) always live in per-thread buffers."""
     closure: set[Operation] = set()
     loaded: list[SSAValue] = []
 
     def visit(v: SSAValue) -> None:
+        if v in slotted:
+            if v not in loaded:
+                loaded.append(v)
+            return
         owner = v.owner
         if not isinstance(owner, Operation) or owner not in phase_of or phase_of[owner] >= k:
-            return  # an argument, or defined in this phase
-        if not isinstance(owner, ShuffleReduceOp) and _recomputable(owner):
+            return  # an argument, a loop's induction variable, or defined in this phase
+        if _recomputable(owner):
             if owner not in closure:
                 closure.add(owner)
                 for operand in owner.operands:
@@ -127,27 +170,56 @@ def _phase_inputs(used: list[SSAValue], k: int, phase_of: dict[Operation, int]) 
     return loaded, closure
 
 
+def _operands_after(items: list, k: int) -> list[SSAValue]:
+    """What the thread phase k hands to the item after it: a shuffle's or warp op's operands
+    (per lane), a fissioned loop's initial values."""
+    if k + 1 >= len(items):
+        return []
+    kind, op = items[k + 1]
+    if kind in ("shuffle", "warp"):
+        return list(op.operands)
+    if kind == "loop":
+        return list(op.iter_args)
+    return []
+
+
 def translate_block_function(ft) -> None:
     """Translate `ft.fn` (a `_FunctionTranslator`'s kernel entry function) as a block function."""
     fn = ft.fn
     b: ir.IRBuilder = ft.b
     threads = thread_count(fn)
     items = _phases(fn)
-    top = list(fn.body.block.ops)
-    position = {op: k for k, op in enumerate(top)}
+    if any(kind == "warp" for kind, _ in items) and threads % 32:
+        raise _error(fn, f"warp ops need whole warps, but the block has {threads} threads")
+    order = {op: k for k, op in enumerate(fn.walk())}
     phase_of: dict[Operation, int] = {}
     for k, (kind, payload) in enumerate(items):
-        for op in (payload if kind == "threads" else [payload]):
+        for op in (payload if kind == "threads" else [payload] if kind != "loop" else []):
             phase_of[op] = k
-    base = dict(ft.values)  # the function's arguments
+    base = dict(ft.values)  # the function's arguments (and, inside a fissioned loop, its induction variable)
 
     # Shared memory: one buffer per op, 64-byte aligned, in the entry block.
-    for op in top:
+    for op in fn.walk():
         if isinstance(op, SharedMemoryOp):
             ft.shared[op] = _buffer(b, ir.IntType(8), op.size.value.data, "shared")
 
     def slots(values, name: str) -> dict[SSAValue, tuple[ir.Value, ir.Type]]:
         return {v: (_buffer(b, llvm_type(v.type), threads, name), llvm_type(v.type)) for v in values}
+
+    # Per-thread buffers of the values that cross a step: a shuffle's or warp op's operands and
+    # results, a fissioned loop's iteration values (its results are the same buffers).
+    lanes = {op: slots(list(op.operands), "lanes") for kind, op in items if kind in ("shuffle", "warp")}
+    results = {op: slots(list(op.results), "result") for kind, op in items if kind == "warp"}
+    iteration = {op: slots(list(op.body.block.args[1:]), "iter") for kind, op in items if kind == "loop"}
+    slot_of: dict[SSAValue, tuple[ir.Value, ir.Type]] = {}
+    for kind, op in items:
+        if kind == "shuffle":
+            slot_of.update({r: lanes[op][operand] for r, operand in zip(op.results, op.operands)})
+        elif kind == "warp":
+            slot_of.update(results[op])
+        elif kind == "loop":
+            slot_of.update(iteration[op])
+            slot_of.update({r: iteration[op][a] for r, a in zip(op.results, op.body.block.args[1:])})
 
     # What each thread phase needs from earlier phases; which values are stored per thread.
     needs: dict[int, list[SSAValue]] = {}
@@ -156,43 +228,89 @@ def translate_block_function(ft) -> None:
     for k, (kind, payload) in enumerate(items):
         if kind == "threads":
             used = _uses(payload)
-            if k + 1 < len(items) and items[k + 1][0] == "shuffle":
-                used += [v for v in items[k + 1][1].operands if v not in used]
-            needs[k], closure = _phase_inputs(used, k, phase_of)
-            recompute[k] = sorted(closure, key=position.__getitem__)
-            stored.update(v for v in needs[k] if not isinstance(v.owner, ShuffleReduceOp))
-    spill = slots([v for v in _uses(top) if v in stored], "spill")
-    lanes = {op: slots(list(op.operands), "lanes") for _, op in items if isinstance(op, ShuffleReduceOp)}
-    lane_of = {r: lanes[op][operand] for _, op in items if isinstance(op, ShuffleReduceOp)
-               for r, operand in zip(op.results, op.operands)}
+            used += [v for v in _operands_after(items, k) if v not in used]
+            needs[k], closure = _phase_inputs(used, k, phase_of, set(slot_of))
+            recompute[k] = sorted(closure, key=order.__getitem__)
+            stored.update(v for v in needs[k] if v not in slot_of)
+    spill = slots([v for v in _uses(list(fn.body.block.ops)) if v in stored], "spill")
+    loops: list[tuple[ir.PhiInstr, ir.Block, ir.Block]] = []
 
     for k, (kind, payload) in enumerate(items):
         if kind == "shuffle":
             _shuffle_step(ft, payload, lanes[payload], threads)
+            continue
+        if kind == "warp":
+            warp_step(ft.t.module, b, payload, [lanes[payload][v][0] for v in payload.operands],
+                      results[payload][payload.results[0]][0], threads)
+            continue
+        if kind == "loop":
+            loops.append(_loop_begin(ft, payload, base))
+            continue
+        if kind == "end":
+            _loop_end(ft, payload, base, *loops.pop())
             continue
 
         def phase(thread: ir.Value, k=k, payload=payload) -> None:
             ft.values = dict(base)
             ft.ids["thread"] = thread
             for v in needs[k]:  # loads first: a recomputed op may use a loaded value
-                slot = spill.get(v) or lane_of[v]
-                ft.values[v] = _load(b, slot, thread)
+                ft.values[v] = _load(b, spill.get(v) or slot_of[v], thread)
             for op in recompute[k]:
                 ft.op(op)
             for op in payload:
                 if isinstance(op, func.ReturnOp):
                     continue
+                if isinstance(op, scf.YieldOp):  # the end of a fissioned loop's iteration
+                    loop = op.parent_op()
+                    for arg, value in zip(loop.body.block.args[1:], op.operands):
+                        b.store(ft.v(value), _element(b, iteration[loop][arg], thread))
+                    continue
                 ft.op(op)
                 for r in op.results:
                     if r in spill:
                         b.store(ft.values[r], _element(b, spill[r], thread))
-            if k + 1 < len(items) and items[k + 1][0] == "shuffle":
-                shuffle = items[k + 1][1]
-                for operand in shuffle.operands:
-                    b.store(ft.v(operand), _element(b, lanes[shuffle][operand], thread))
+            after = items[k + 1] if k + 1 < len(items) else None
+            if after is not None and after[0] in ("shuffle", "warp"):
+                for operand in after[1].operands:
+                    b.store(ft.v(operand), _element(b, lanes[after[1]][operand], thread))
+            elif after is not None and after[0] == "loop":
+                for arg, init in zip(after[1].body.block.args[1:], after[1].iter_args):
+                    b.store(ft.v(init), _element(b, iteration[after[1]][arg], thread))
 
         _counted_loop(ft, threads, phase, "thread")
     b.ret_void()
+
+
+def _bound(ft, value: SSAValue, base: dict) -> ir.Value:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return ir.Constant(llvm_type(value.type), owner.value.value.data)
+    return base[value]
+
+
+def _loop_begin(ft, loop: scf.ForOp, base: dict) -> tuple[ir.PhiInstr, ir.Block, ir.Block]:
+    """The block-level header of a fissioned loop; its induction variable joins `base`."""
+    b: ir.IRBuilder = ft.b
+    lb, ub = _bound(ft, loop.lb, base), _bound(ft, loop.ub, base)
+    pre = b.block
+    header = ft.llfn.append_basic_block("fission.header")
+    body = ft.llfn.append_basic_block("fission.body")
+    exit_ = ft.llfn.append_basic_block("fission.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    iv = b.phi(lb.type, "iv")
+    iv.add_incoming(lb, pre)
+    b.cbranch(b.icmp_signed("<", iv, ub), body, exit_)
+    b.position_at_end(body)
+    base[loop.body.block.args[0]] = iv
+    return iv, header, exit_
+
+
+def _loop_end(ft, loop: scf.ForOp, base: dict, iv: ir.PhiInstr, header: ir.Block, exit_: ir.Block) -> None:
+    b: ir.IRBuilder = ft.b
+    iv.add_incoming(b.add(iv, _bound(ft, loop.step, base)), b.block)
+    b.branch(header)
+    b.position_at_end(exit_)
 
 
 def _buffer(b: ir.IRBuilder, element: ir.Type, count: int, name: str) -> ir.Value:

@@ -11,7 +11,16 @@ from xdsl.dialects import arith, gpu
 from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import Block, Operation, SSAValue
 
-from hlocc.codegen.ir import AtomicUpdateOp, SharedMemoryOp, ShuffleReduceOp
+from hlocc.codegen.ir import (
+    AtomicUpdateOp,
+    CpAsyncCommitOp,
+    CpAsyncOp,
+    CpAsyncWaitOp,
+    LdMatrixOp,
+    MmaSyncOp,
+    SharedMemoryOp,
+    ShuffleReduceOp,
+)
 from hlocc.codegen.llvm.types import TranslationError, align, bit_width, llvm_type
 
 if TYPE_CHECKING:
@@ -164,7 +173,97 @@ def _single_rmw(block: Block) -> tuple[str, SSAValue] | None:
     return _ATOMIC_KINDS[type(ops[0])], other
 
 
+def _intrinsic(ft: FunctionTranslator, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    return ft.t.module.globals.get(name) or ir.Function(ft.t.module, ir.FunctionType(ret, args), name=name)
+
+
+def _warp_only(ft: FunctionTranslator, op: Operation) -> None:
+    if not ft.t.gpu:
+        raise TranslationError(f"'{op.name}' outside the top level of a kernel's entry function "
+                               f"(@{ft.fn.sym_name.data}) cannot run on the CPU")
+
+
+def _ldmatrix(ft: FunctionTranslator, op: LdMatrixOp) -> None:
+    """`llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{count}[.trans].b16` on the lane's row address, made a
+    shared-memory pointer (the source is an `xla.shared_memory`)."""
+    _warp_only(ft, op)
+    b = ft.b
+    i32 = ir.IntType(32)
+    count = op.count.value.data
+    address = b.gep(ft.v(op.source), [ft.v(op.index)], inbounds=True, source_etype=ir.IntType(16))
+    shared = b.addrspacecast(address, ir.PointerType(addrspace=3))
+    ret = i32 if count == 1 else ir.LiteralStructType([i32] * count)
+    name = f"llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if op.trans is not None else ''}.b16"
+    words = b.call(_intrinsic(ft, name, ret, [shared.type]), [shared])
+    out = ir.Constant(ir.VectorType(i32, count), ir.Undefined)
+    for j in range(count):
+        word = words if count == 1 else b.extract_value(words, j)
+        out = b.insert_element(out, word, ir.Constant(i32, j))
+    ft.set(op, out)
+
+
+def _mma_sync(ft: FunctionTranslator, op: MmaSyncOp) -> None:
+    """`llvm.nvvm.mma.m16n8k16.row.col.bf16` (i32 words) or `....row.col.f32.f32` (f16 pairs as
+    <2 x half>): NVVM names bf16 mma by the operand type and f16 mma by the D and C types."""
+    _warp_only(ft, op)
+    b = ft.b
+    i32, f32 = ir.IntType(32), ir.FloatType()
+    bf16 = op.element.data == "bf16"
+    word = i32 if bf16 else ir.VectorType(ir.HalfType(), 2)
+
+    def words(vector: ir.Value, n: int) -> list[ir.Value]:
+        parts = [b.extract_element(vector, ir.Constant(i32, j)) for j in range(n)]
+        return parts if bf16 else [b.bitcast(p, word) for p in parts]
+
+    c = ft.v(op.c)
+    args = [*words(ft.v(op.a), 4), *words(ft.v(op.b), 2),
+            *(b.extract_element(c, ir.Constant(i32, j)) for j in range(4))]
+    name = "llvm.nvvm.mma.m16n8k16.row.col." + ("bf16" if bf16 else "f32.f32")
+    d = b.call(_intrinsic(ft, name, ir.LiteralStructType([f32] * 4), [a.type for a in args]), args)
+    out = ir.Constant(ir.VectorType(f32, 4), ir.Undefined)
+    for j in range(4):
+        out = b.insert_element(out, b.extract_value(d, j), ir.Constant(i32, j))
+    ft.set(op, out)
+
+
+def _cp_async(ft: FunctionTranslator, op: CpAsyncOp) -> None:
+    """On a GPU `llvm.nvvm.cp.async.cg.shared.global.16.s` (src_size 16, or 0: zero-fill); on the
+    CPU an immediate copy of the 16 bytes, or zeros."""
+    b = ft.b
+    i16 = ir.IntType(16)
+    dst = b.gep(ft.v(op.dst), [ft.v(op.dst_index)], inbounds=True, source_etype=i16)
+    src = b.gep(ft.v(op.src), [ft.v(op.src_index)], inbounds=True, source_etype=i16)
+    valid = ft.v(op.valid)
+    ft.set(op, ft.v(op.dst))
+    if ft.t.gpu:
+        i32 = ir.IntType(32)
+        shared, global_ = ir.PointerType(addrspace=3), ir.PointerType(addrspace=1)
+        fn = _intrinsic(ft, "llvm.nvvm.cp.async.cg.shared.global.16.s", ir.VoidType(), [shared, global_, i32])
+        b.call(fn, [b.addrspacecast(dst, shared), b.addrspacecast(src, global_),
+                    b.select(valid, ir.Constant(i32, 16), ir.Constant(i32, 0))])
+        return
+    chunk = ir.VectorType(i16, 8)
+    b.store(b.select(valid, b.load(src, typ=chunk, align=2), ir.Constant(chunk, None)), dst, align=2)
+
+
+def _cp_async_commit(ft: FunctionTranslator, op: CpAsyncCommitOp) -> None:
+    if ft.t.gpu:
+        b = ft.b
+        b.call(_intrinsic(ft, "llvm.nvvm.cp.async.commit.group", ir.VoidType(), []), [])
+
+
+def _cp_async_wait(ft: FunctionTranslator, op: CpAsyncWaitOp) -> None:
+    for r, v in zip(op.results, op.operands):
+        ft.values[r] = ft.v(v)
+    if ft.t.gpu:
+        i32 = ir.IntType(32)
+        fn = _intrinsic(ft, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [i32])
+        ft.b.call(fn, [ir.Constant(i32, op.pending.value.data)])
+
+
 GPU_HANDLERS = {
     gpu.ThreadIdOp: _thread_or_block_id, gpu.BlockIdOp: _thread_or_block_id, SharedMemoryOp: _shared_memory,
     gpu.BarrierOp: _barrier, ShuffleReduceOp: _shuffle_reduce, AtomicUpdateOp: _atomic_update,
+    LdMatrixOp: _ldmatrix, MmaSyncOp: _mma_sync, CpAsyncOp: _cp_async, CpAsyncCommitOp: _cp_async_commit,
+    CpAsyncWaitOp: _cp_async_wait,
 }

@@ -18,7 +18,10 @@ class MatmulSchedule:
     blocks run on the kernel's blocks (the thread pool) instead of a loop; `pack`: the operands
     packed (() none, (1,) B, (0, 1) both); `prefetch`: the B prefetch distance in k steps (0 none);
     `hoist_address`, `fuse_epilogue`: those transform ops applied (packed schedules only);
-    `k_pairs`: bf16 packed in pairs for vdpbf16ps."""
+    `k_pairs`: bf16 packed in pairs for vdpbf16ps; `warp_grid`/`warp_tile`: on a GPU, the block's
+    warps over (m, n) and each warp's part (set_operand_layout, mma.sync m16n8k16), which also give
+    the block's threads (set_gpu_launch_threads); `stages`: the cp.async ring's depth (0: none;
+    pipeline_shared_copies)."""
 
     mc: int
     nc: int
@@ -32,6 +35,14 @@ class MatmulSchedule:
     hoist_address: bool = False
     fuse_epilogue: bool = False
     k_pairs: bool = False
+    warp_grid: tuple[int, int] | None = None
+    warp_tile: tuple[int, int] | None = None
+    stages: int = 0
+
+    @property
+    def threads(self) -> int:
+        """Threads per block: 32 per warp of the warp grid, or 1 (a CPU block is one thread)."""
+        return 32 * self.warp_grid[0] * self.warp_grid[1] if self.warp_grid is not None else 1
 
     def blocks(self, sizes: list[int]) -> int:
         """The kernel's blocks for a (B, M, N, K) matmul: 1, or one per block tile when parallel."""
@@ -61,6 +72,13 @@ class MatmulSchedule:
                 lines.append(f"    transform.hlocc.hoist_address %tiled : {any_op}")
             if self.fuse_epilogue:
                 lines.append(f"    transform.hlocc.fuse_epilogue %tiled : {any_op}")
+        if self.warp_grid is not None and self.warp_tile is not None:
+            grid, tile = (", ".join(map(str, v)) for v in (self.warp_grid, self.warp_tile))
+            lines.append(f"    transform.hlocc.set_operand_layout %tiled sg_layout [{grid}] sg_data [{tile}] "
+                         f"inst_data [16, 8, 16] : {any_op}")
+            lines.append(f"    transform.hlocc.set_gpu_launch_threads %tiled threads [{self.threads}, 1, 1] : {any_op}")
+            if self.stages:
+                lines.append(f"    transform.hlocc.pipeline_shared_copies %tiled stages {self.stages} : {any_op}")
         if self.parallel:
             lines.append(f"    transform.hlocc.parallelize %tiled : {any_op}")
         lines += ["    transform.yield", "  }", "}"]

@@ -192,12 +192,17 @@ def default_schedule(sizes: list[int]) -> MatmulSchedule | None:
     return analytic_schedule(sizes)
 
 
-def schedule_for(sizes: list[int], element_types: tuple[str, ...], problem: MatmulProblem | None = None
-                 ) -> MatmulSchedule | None:
-    """The schedule of a (B, M, N, K) matmul of these element types (lhs, rhs, result)."""
+def schedule_for(sizes: list[int], element_types: tuple[str, ...], problem: MatmulProblem | None = None,
+                 gpu: bool = False) -> MatmulSchedule | None:
+    """The schedule of a (B, M, N, K) matmul of these element types (lhs, rhs, result); `gpu`: for
+    a GPU target (schedule/gpu_choice.py; no tuner there yet)."""
     forced = getattr(_STATE, "schedule", ...)
     if forced is not ...:
         return forced
+    if gpu:
+        from hlocc.codegen.schedule.gpu_choice import gpu_schedule
+
+        return gpu_schedule(sizes, element_types)
     analytic = analytic_schedule(sizes, element_types)
     mode = current_autotune_mode()
     if mode == "off" or not _TUNER or analytic is None or not analytic.pack:

@@ -32,13 +32,17 @@ from hlocc.codegen.schedule.hoist_address import HoistAddressOp, run_hoist_addre
 from hlocc.codegen.schedule.microkernel import MicrokernelOp, run_microkernel
 from hlocc.codegen.schedule.pack import PackOp, run_pack
 from hlocc.codegen.schedule.parallelize import ParallelizeOp, run_parallelize
+from hlocc.codegen.schedule.pipeline_shared_copies import PipelineSharedCopiesOp, run_pipeline_shared_copies
 from hlocc.codegen.schedule.prefetch import InsertPrefetchOp, run_insert_prefetch
+from hlocc.codegen.schedule.set_gpu_launch_threads import SetGpuLaunchThreadsOp, run_set_gpu_launch_threads
+from hlocc.codegen.schedule.set_operand_layout import SetOperandLayoutOp, run_set_operand_layout
 from hlocc.codegen.schedule.tile import TileOp, run_tile
 
 ENTRY_POINT = "__transform_main"
 
 HLOCC_TRANSFORM = Dialect("hlocc_transform", [TileOp, MicrokernelOp, ParallelizeOp, PackOp, InsertPrefetchOp,
-                                                  HoistAddressOp, FuseEpilogueOp], [])
+                                                  HoistAddressOp, FuseEpilogueOp, SetOperandLayoutOp,
+                                                  SetGpuLaunchThreadsOp, PipelineSharedCopiesOp], [])
 """hlocc's transform ops. Registered under their own dialect name: xDSL's `transform` dialect is
 loaded beside it, and a second dialect named `transform` cannot be."""
 
@@ -74,6 +78,18 @@ class HloccTransformFunctions(InterpreterFunctions):
     @impl(FuseEpilogueOp)
     def run_fuse_epilogue(self, interpreter: Interpreter, op: FuseEpilogueOp, args: tuple) -> tuple:
         return run_fuse_epilogue(op, args[0])
+
+    @impl(SetOperandLayoutOp)
+    def run_set_operand_layout(self, interpreter: Interpreter, op: SetOperandLayoutOp, args: tuple) -> tuple:
+        return run_set_operand_layout(op, args[0])
+
+    @impl(PipelineSharedCopiesOp)
+    def run_pipeline_shared_copies(self, interpreter: Interpreter, op: PipelineSharedCopiesOp, args: tuple) -> tuple:
+        return run_pipeline_shared_copies(op, args[0])
+
+    @impl(SetGpuLaunchThreadsOp)
+    def run_set_gpu_launch_threads(self, interpreter: Interpreter, op: SetGpuLaunchThreadsOp, args: tuple) -> tuple:
+        return run_set_gpu_launch_threads(op, args[0])
 
 
 def find_schedule(module: builtin.ModuleOp, entry_point: str = ENTRY_POINT) -> transform.NamedSequenceOp | None:

@@ -15,13 +15,12 @@ this pass is the ordinary kernel pipeline: the tensor accesses are flattened, bf
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, math, scf, tensor
+from xdsl.dialects import arith, math, tensor
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -29,20 +28,9 @@ from hlocc.analysis.indexing_map import IndexingMap
 from hlocc.codegen.ir import ApplyIndexingOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import MatmulOp
+from hlocc.codegen.transforms.matmul.gpu_mma_pipeline import lower_gpu_matmul
 from hlocc.codegen.transforms.matmul.packed import lower_packed
-from hlocc.codegen.transforms.util import clone_block_body, for_loop
-
-
-def if_then(b: KernelBuilder, cond: SSAValue | None, then: Callable[[KernelBuilder], list[SSAValue]],
-            otherwise: list[SSAValue]) -> list[SSAValue]:
-    """`scf.if cond { then() } else { otherwise }` (just `then()` when there is no condition)."""
-    if cond is None:
-        return then(b)
-    then_block, else_block = Block(), Block()
-    then_b = KernelBuilder(then_block)
-    then_b.insert(scf.YieldOp(*then(then_b)))
-    KernelBuilder(else_block).insert(scf.YieldOp(*otherwise))
-    return list(b.insert(scf.IfOp(cond, [v.type for v in otherwise], Region(then_block), Region(else_block))).results)
+from hlocc.codegen.transforms.util import clone_block_body, for_loop, if_then
 
 
 def load_operand(b: KernelBuilder, t: SSAValue, m: IndexingMap, point: list[SSAValue], acc_type) -> SSAValue:
@@ -170,6 +158,9 @@ def lower_register_blocked(op: MatmulOp) -> None:
 
 
 def lower_matmul(op: MatmulOp) -> None:
+    if op.warp_grid is not None:  # the GPU schedule (transform.hlocc.set_operand_layout)
+        lower_gpu_matmul(op)
+        return
     if op.packed is not None and op.size_list[3] > 0:  # K = 0: the naive form's zeros
         lower_packed(op)
         return

@@ -1,5 +1,5 @@
 """Helpers shared by the lowering passes: cloning a block's ops somewhere else, function lookup, and
-facts about `scf.for` loops (constant trip count, loop-invariant values)."""
+facts about `scf.for` loops (constant trip count, loop-invariant values), building loops and ifs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.codegen.ir.builder import KernelBuilder
@@ -26,6 +26,18 @@ def clone_block_body(block: Block, args: Sequence[SSAValue], at: InsertPoint) ->
     ops = list(block.ops)
     clone_ops(ops[:-1], mapping, at)
     return [mapping.get(v, v) for v in ops[-1].operands]
+
+
+def if_then(b: KernelBuilder, cond: SSAValue | None, then: Callable[[KernelBuilder], list[SSAValue]],
+            otherwise: list[SSAValue]) -> list[SSAValue]:
+    """`scf.if cond { then() } else { otherwise }` (just `then()` when there is no condition)."""
+    if cond is None:
+        return then(b)
+    then_block, else_block = Block(), Block()
+    then_b = KernelBuilder(then_block)
+    then_b.insert(scf.YieldOp(*then(then_b)))
+    KernelBuilder(else_block).insert(scf.YieldOp(*otherwise))
+    return list(b.insert(scf.IfOp(cond, [v.type for v in otherwise], Region(then_block), Region(else_block))).results)
 
 
 def functions(module: ModuleOp) -> dict[str, func.FuncOp]:

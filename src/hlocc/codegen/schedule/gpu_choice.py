@@ -1,0 +1,37 @@
+"""The schedule of a matmul on a GPU target (issue 17 item 4), the one `schedule_for(gpu=True)`
+gives when none is forced:
+
+- bf16 or f16 operands (both the same) with f32 accumulation (any result type but f64): `MMA_SCHEDULE`, block tile
+  128 x 128 x 32 over a 2 x 2 grid of warps, each 64 x 64 in mma.sync m16n8k16 tiles (16
+  accumulator fragments of 4 f32 per thread: 128 registers, the tile of Triton's and CUTLASS's
+  sm_80 defaults) and a 3-stage cp.async ring (3 x 16 KiB: a block's whole static shared memory;
+  operands that do not allow 16-byte copies are staged synchronously in 16 KiB). Edges are masked,
+  so every size takes it.
+- anything else (f32, f64, mixed): `simt_schedule`, 32 x 32 block tiles, one thread each with a
+  4 x 4 register block: correct, not fast (a tf32 or SIMT-warp schedule is not built), which is
+  why cuBLAS stays the cuda backend's default (`--gemm library`).
+
+No timing yet: without a GPU to measure on, the tile is the literature's, not a tuned one.
+"""
+
+from __future__ import annotations
+
+from hlocc.codegen.schedule.builder import MatmulSchedule
+
+MMA_SCHEDULE = MatmulSchedule(mc=128, nc=128, kc=32, parallel=True, warp_grid=(2, 2), warp_tile=(64, 64), stages=3)
+MMA_ELEMENTS = ("bf16", "f16")
+
+
+def simt_schedule(sizes: list[int] | tuple[int, ...]) -> MatmulSchedule:
+    _, m, n, k = sizes
+    return MatmulSchedule(mc=32, nc=32, kc=max(k, 1), mr=max(1, min(4, m)), nr=max(1, min(4, n)), parallel=True)
+
+
+def gpu_schedule(sizes: list[int] | tuple[int, ...], element_types: tuple[str, ...]) -> MatmulSchedule:
+    lhs, rhs, out = element_types
+    if lhs == rhs and lhs in MMA_ELEMENTS and out != "f64":  # an f64 result accumulates in f64
+        return MMA_SCHEDULE
+    return simt_schedule(sizes)
+
+
+__all__ = ["MMA_SCHEDULE", "gpu_schedule", "simt_schedule"]

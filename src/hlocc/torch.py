@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from hlocc.compiler import Executable, compile
 from hlocc.errors import ArgumentError, HloError, UnsupportedError
 from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupported_ops
@@ -99,10 +101,12 @@ class CompiledGraph:
         for out in self.lowered.outputs:
             if out.kind == "result":
                 array = results[out.index]
-                if owners is None:
-                    owners = {id(memory_owner(a)) for a in arrays}
-                if may_alias_input(array, owners, arrays):
-                    array = array.copy()  # a result that is (a view of) an input: the caller owns it
+                # a buffer of the runtime's own (inputs never own their data) needs no alias check
+                if not isinstance(memory_owner(array), np.ndarray):
+                    if owners is None:
+                        owners = {id(memory_owner(a)) for a in arrays}
+                    if may_alias_input(array, owners, arrays):
+                        array = array.copy()  # a result that is (a view of) an input: the caller owns it
                 outputs.append(from_numpy(array))
             elif out.kind == "input":
                 outputs.append(args[out.index])

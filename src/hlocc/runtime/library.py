@@ -114,7 +114,10 @@ class _BufferView:
         return _BufferView(ref.slice.allocation_index, ref.slice.offset, shape.dtype, tuple(shape.physical_dims), perm)
 
     def view(self, allocations: Sequence[np.ndarray]) -> np.ndarray:
-        array = np.ndarray(self.physical_dims, self.dtype, allocations[self.allocation], self.offset)
+        if 0 in self.physical_dims:  # (no bytes: the slice may lie past its allocation's end)
+            array = np.empty(self.physical_dims, self.dtype)
+        else:
+            array = np.ndarray(self.physical_dims, self.dtype, allocations[self.allocation], self.offset)
         return array if self.perm is None else array.transpose(self.perm)
 
 

@@ -68,8 +68,9 @@ class InputCheck:
     static_sizes: tuple[tuple[int, int], ...]
     reinterpret: bool  # bf16: through to_numpy's int16 view
     dims: tuple[int, ...] | None  # all the sizes, where every one is static
-    # the last parameter tensor (requires_grad) seen and its view: (tensor, data_ptr, sizes, strides, array)
-    _parameter: list = field(default_factory=list, compare=False, repr=False)
+    # [(tensor, data_ptr, sizes, strides, array)]: the last parameter (requires_grad) seen and its view,
+    # one tuple replaced whole (a call on another thread reads either the old or the new one)
+    _parameter: list = field(default_factory=lambda: [None], compare=False, repr=False)
 
     @staticmethod
     def of(index: int, name: str, shape: Shape) -> InputCheck:
@@ -80,8 +81,8 @@ class InputCheck:
 
     def array(self, tensor: Any) -> np.ndarray:
         """The numpy view of `tensor`, checked against the parameter (errors name it)."""
-        last = self._parameter
-        if last and last[0] is tensor and tensor.data_ptr() == last[1] and tensor.shape == last[2] \
+        last = self._parameter[0]
+        if last is not None and last[0] is tensor and tensor.data_ptr() == last[1] and tensor.shape == last[2] \
                 and tensor.stride() == last[3]:
             return last[4]  # a weight again, its memory where it was: the view made last time
         try:
@@ -98,7 +99,7 @@ class InputCheck:
         # A parameter (nn.Parameter requires grad even under no_grad): dynamo passes the same tensor
         # at every call, and its detached view is kept (holding it costs nothing: the model does).
         array = tensor.detach().numpy()
-        self._parameter[:] = (tensor, tensor.data_ptr(), sizes, tensor.stride(), array)
+        self._parameter[0] = (tensor, tensor.data_ptr(), sizes, tensor.stride(), array)
         return array
 
 

@@ -14,6 +14,12 @@ hlocc's symbolic dimensions, their value ranges hlocc guards: one compile serves
 Tensors pass as numpy views of their memory (no copy for contiguous CPU tensors) and results come
 back as tensors over hlocc's output buffers.
 
+A compiled graph runs with denormals flushed to zero (FTZ/DAZ in the calling thread, restored after;
+`options={"flush_denormal": False}` keeps IEEE denormals), as XLA's CPU runtime executes: a softmax's
+exp(x - max) of far-below-max scores gives denormals, and every BLAS call and kernel that then reads
+them takes the processor's slow path (a 16 µs matmul measured at 300 µs). Values below 1.2e-38 (f32)
+become 0; PyTorch's own fused kernels (attention's) do not produce them in the first place.
+
 A graph holding an op the table does not lower (or that hlocc fails to compile) runs eager, with one
 `FallbackWarning` naming the ops; `HLOCC_TORCH_STRICT=1` (or `options={"strict": True}`) makes that an
 error. `explain(model, *args)` reports what happened to each graph. `stats()` counts hlocc compiles
@@ -30,6 +36,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from hlocc.compiler import Executable, compile
 from hlocc.errors import ArgumentError, HloError, UnsupportedError
@@ -71,14 +79,19 @@ def strict_mode(options: dict | None = None) -> bool:
 
 
 # -- the compiled graph ---------------------------------------------------------------------------
+_TINY, _ONE = np.float32(1e-39), np.float32(1.0)  # a denormal times one is 0 where they are flushed
+
+
 class CompiledGraph:
     """A lowered FX graph and its hlocc Executable, called with the graph's inputs (a list: the
     boxed calling convention of aot_autograd) and returning the graph's outputs."""
 
     _boxed_call = True
 
-    def __init__(self, lowered: LoweredGraph, executable: Executable | None, input_names: Sequence[str]):
+    def __init__(self, lowered: LoweredGraph, executable: Executable | None, input_names: Sequence[str],
+                 flush_denormal: bool = True):
         self.lowered, self.executable, self.input_names = lowered, executable, list(input_names)
+        self.flush_denormal = flush_denormal
         # per entry parameter: what its tensor is checked against, read once (calls are hot)
         self._inputs = [InputCheck.of(index, self._name(index), param.shape)
                         for index, param in zip(lowered.parameters, lowered.module.entry.parameters)]
@@ -90,19 +103,33 @@ class CompiledGraph:
     def _name(self, index: int) -> str:
         return self.input_names[index] if index < len(self.input_names) else f"input {index}"
 
+    def _run(self, arrays: list) -> Any:
+        """The executable on `arrays`, with denormals flushed to zero (FTZ/DAZ) in this thread for
+        the call when `flush_denormal` and they are not already (module doc)."""
+        if not self.flush_denormal or _TINY * _ONE == 0:
+            return self.executable(*arrays)
+        torch = _torch()
+        torch.set_flush_denormal(True)
+        try:
+            return self.executable(*arrays)
+        finally:
+            torch.set_flush_denormal(False)
+
     def __call__(self, args: list) -> list:
         arrays = [check.array(args[check.index]) for check in self._inputs]
-        results = self.executable(*arrays) if self.executable is not None else ()
+        results = self._run(arrays) if self.executable is not None else ()
         binding = None
         owners = None
         outputs = []
         for out in self.lowered.outputs:
             if out.kind == "result":
                 array = results[out.index]
-                if owners is None:
-                    owners = {id(memory_owner(a)) for a in arrays}
-                if may_alias_input(array, owners, arrays):
-                    array = array.copy()  # a result that is (a view of) an input: the caller owns it
+                # a buffer of the runtime's own (inputs never own their data) needs no alias check
+                if not isinstance(memory_owner(array), np.ndarray):
+                    if owners is None:
+                        owners = {id(memory_owner(a)) for a in arrays}
+                    if may_alias_input(array, owners, arrays):
+                        array = array.copy()  # a result that is (a view of) an input: the caller owns it
                 outputs.append(from_numpy(array))
             elif out.kind == "input":
                 outputs.append(args[out.index])
@@ -124,6 +151,7 @@ def compile_graph(graph_module: Any, example_inputs: Sequence[Any], *, name: str
     strict = strict_mode(options)
     hlocc_backend = options.get("backend", "cpu")
     compile_options = {k: v for k, v in options.items() if k in ("gemm", "check_bounds", "hlo_passes")}
+    flush_denormal = bool(options.get("flush_denormal", True)) and hlocc_backend == "cpu"
     names = list(input_names or [n.name for n in graph_module.graph.nodes if n.op == "placeholder"])
     entry = {"name": name, "ops": sum(1 for n in graph_module.graph.nodes if n.op == "call_function")}
     missing = unsupported_ops(graph_module)
@@ -153,7 +181,7 @@ def compile_graph(graph_module: Any, example_inputs: Sequence[Any], *, name: str
                  guards=[str(g) for g in lowered.module.guards])
     if report is not None:
         report.append(entry)
-    return CompiledGraph(lowered, executable, names)
+    return CompiledGraph(lowered, executable, names, flush_denormal)
 
 
 def _eager(graph_module: Any) -> Callable:
@@ -213,8 +241,9 @@ def _attention_as_math(graph_module: Any) -> None:
 def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | None = None,
             mode: str | None = None) -> Callable:
     """The `hlocc` dynamo backend: forward and backward graphs through aot_autograd, each compiled by
-    hlocc (`torch.compile(..., options={...})`: backend="cpu", gemm, strict, and "report", a list
-    that gets one dict per graph). `mode` (max-autotune, ...) has no meaning for hlocc and is ignored."""
+    hlocc (`torch.compile(..., options={...})`: backend="cpu", gemm, strict, flush_denormal (True:
+    see the module doc) and "report", a list that gets one dict per graph). `mode` (max-autotune,
+    ...) has no meaning for hlocc and is ignored."""
     _torch()
     from torch._functorch.aot_autograd import aot_module_simplified
 

@@ -59,3 +59,19 @@ def test_results_that_may_alias_an_input_are_found():
     assert may_alias_input(np.ctypeslib.as_array(raw), owners, inputs)
     elsewhere = (ctypes.c_float * 2)()
     assert not may_alias_input(np.ctypeslib.as_array(elsewhere), owners, inputs)
+
+
+def test_a_parameter_s_view_is_kept_while_its_memory_stays():
+    """A weight (requires grad) passed again gets the view made last time; an in-place update is
+    seen through it, and other memory (`.data` replaced) or other strides make a new view."""
+    check = check_for([3, 3])
+    weight = torch.nn.Parameter(torch.zeros(3, 3))
+    first = check.array(weight)
+    with torch.no_grad():
+        weight.add_(1.0)
+    assert check.array(weight) is first and (first == 1.0).all()
+    weight.data = torch.arange(9.0).reshape(3, 3)
+    again = check.array(weight)
+    assert again.ctypes.data == weight.data_ptr() and np.array_equal(again, np.arange(9.0).reshape(3, 3))
+    weight.data = weight.data.t()  # the same memory and sizes, transposed
+    assert np.array_equal(check.array(weight), np.arange(9.0).reshape(3, 3).T)

@@ -22,8 +22,10 @@ from _thunk_helpers import (
 )
 
 from hlocc.evaluator.dot import contraction_dtype, dot_general, to_result
-from hlocc.hlo.types import from_dtype
+from hlocc.hlo.types import Layout, Shape, from_dtype
 from hlocc.runtime import library
+from hlocc.runtime.buffer_assignment import BufferSlice
+from hlocc.runtime.thunks import BufferRef
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -482,3 +484,30 @@ def test_convolution_random(seed):
         assert_exact(got, ref)
     else:
         assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def _ref(allocation: int, offset: int, dims, layout=None) -> BufferRef:
+    shape = Shape.array("f32", tuple(dims), Layout(tuple(layout)) if layout else None)
+    return BufferRef(BufferSlice(allocation, offset, 4 * int(np.prod(dims))), shape)
+
+
+def test_gemm_buffers_views_each_call_s_allocations():
+    """The views and plan of a thunk's references are made once, the arrays from each call's
+    allocations: a second call with other memory reads and writes that memory."""
+    lhs, rhs, out = _ref(0, 16, (3, 4)), _ref(1, 0, (5, 4), layout=(0, 1)), _ref(2, 8, (3, 5))
+    dims = ((1,), (1,), (), ())
+    rng = np.random.default_rng(11)
+    for _ in range(2):
+        a, w = random_array((3, 4), np.float32, rng), random_array((5, 4), np.float32, rng)
+        allocations = [np.zeros(16 + a.nbytes, np.uint8), np.ascontiguousarray(w.T).view(np.uint8).reshape(-1),
+                       np.full(8 + 60, 255, np.uint8)]
+        allocations[0][16:] = a.view(np.uint8).reshape(-1)
+        library.gemm_buffers(allocations, out, lhs, rhs, dims)
+        np.testing.assert_allclose(allocations[2][8:].view(np.float32).reshape(3, 5), a @ w.T, rtol=1e-5)
+        assert (allocations[2][:8] == 255).all(), "gemm wrote outside its output slice"
+
+
+def test_gemm_buffers_of_an_empty_output_past_its_allocation():
+    lhs, rhs, out = _ref(0, 0, (0, 4)), _ref(1, 0, (4, 5)), _ref(2, 64, (0, 5))
+    allocations = [np.zeros(0, np.uint8), np.zeros(80, np.uint8), np.zeros(64, np.uint8)]
+    library.gemm_buffers(allocations, out, lhs, rhs, ((1,), (0,), (), ()))

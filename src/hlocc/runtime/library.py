@@ -91,6 +91,74 @@ def gemm(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, lhs_contracting: Seq
         if len(_GEMM_PLANS) >= _GEMM_PLAN_LIMIT:  # many sizes (symbolic shapes): start over
             _GEMM_PLANS.clear()
         plan = _GEMM_PLANS[key] = _gemm_plan(out, lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)
+    _run_gemm(plan, out, lhs, rhs)
+
+
+@dataclass(frozen=True)
+class _BufferView:
+    """How the logical array of a buffer reference is viewed in its allocation's bytes: its
+    dtype and physical dims at a byte offset, then the transpose back to logical order (None for
+    the default layout); `thunks.logical_array`'s work, done once per reference."""
+
+    allocation: int
+    offset: int
+    dtype: np.dtype
+    physical_dims: tuple[int, ...]
+    perm: tuple[int, ...] | None
+
+    @staticmethod
+    def of(ref) -> _BufferView:
+        shape = ref.shape
+        order = list(reversed(shape.minor_to_major))
+        perm = None if order == sorted(order) else tuple(int(d) for d in np.argsort(order))
+        return _BufferView(ref.slice.allocation_index, ref.slice.offset, shape.dtype, tuple(shape.physical_dims), perm)
+
+    def view(self, allocations: Sequence[np.ndarray]) -> np.ndarray:
+        if 0 in self.physical_dims:  # (no bytes: the slice may lie past its allocation's end)
+            array = np.empty(self.physical_dims, self.dtype)
+        else:
+            array = np.ndarray(self.physical_dims, self.dtype, allocations[self.allocation], self.offset)
+        return array if self.perm is None else array.transpose(self.perm)
+
+
+@dataclass(frozen=True)
+class _GemmCall:
+    """One gemm thunk's buffer references (kept: the cache below is keyed by their ids), the
+    views of its operands and output, and its plan: a call reads nothing of the Shapes."""
+
+    refs: tuple
+    dims: tuple
+    out: _BufferView
+    lhs: _BufferView
+    rhs: _BufferView
+    plan: _GemmPlan
+
+
+_GEMM_CALLS: dict[tuple[int, int, int], _GemmCall] = {}
+
+
+def gemm_buffers(allocations: Sequence[np.ndarray], output, lhs, rhs, dims: tuple[tuple[int, ...], ...]) -> None:
+    """`gemm` of a thunk's buffer references (runtime/thunks.py BufferRef) in host allocations:
+    the views and the plan are made at the first call of these references and reused (a small
+    dot's Python work was twice its BLAS call)."""
+    call = _GEMM_CALLS.get((id(output), id(lhs), id(rhs)))
+    if call is None or call.refs[0] is not output or call.refs[1] is not lhs or call.refs[2] is not rhs \
+            or call.dims != dims:
+        call = _gemm_call(allocations, output, lhs, rhs, dims)
+    _run_gemm(call.plan, call.out.view(allocations), call.lhs.view(allocations), call.rhs.view(allocations))
+
+
+def _gemm_call(allocations: Sequence[np.ndarray], output, lhs, rhs, dims: tuple[tuple[int, ...], ...]) -> _GemmCall:
+    views = [_BufferView.of(ref) for ref in (output, lhs, rhs)]
+    arrays = [v.view(allocations) for v in views]
+    call = _GemmCall((output, lhs, rhs), dims, *views, _gemm_plan(*arrays, *dims))
+    if len(_GEMM_CALLS) >= _GEMM_PLAN_LIMIT:  # many programs or sizes: start over
+        _GEMM_CALLS.clear()
+    _GEMM_CALLS[(id(output), id(lhs), id(rhs))] = call
+    return call
+
+
+def _run_gemm(plan: _GemmPlan, out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray) -> None:
     a = (lhs if plan.lhs_perm is None else lhs.transpose(plan.lhs_perm)).reshape(plan.lhs_shape)
     w = (rhs if plan.rhs_perm is None else rhs.transpose(plan.rhs_perm)).reshape(plan.rhs_shape)
     if plan.convert_lhs:
@@ -168,4 +236,4 @@ def top_k(operands: Sequence[np.ndarray], evaluator, k: int) -> list[np.ndarray]
     return list(_top_k(np.asarray(operands[0]), k))
 
 
-__all__ = ["convolution", "gemm", "sort", "top_k"]
+__all__ = ["convolution", "gemm", "gemm_buffers", "sort", "top_k"]

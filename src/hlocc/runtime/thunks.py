@@ -123,7 +123,7 @@ class HostMemory:
         kernel.run_addresses(addresses)
 
     def gemm(self, output: BufferRef, lhs: BufferRef, rhs: BufferRef, dims: tuple[tuple[int, ...], ...]) -> None:
-        library.gemm(self.read(output), self.read(lhs), self.read(rhs), *dims)
+        library.gemm_buffers(self.allocations, output, lhs, rhs, dims)
 
     def convolution(self, thunk: ConvolutionThunk) -> None:
         library.convolution(self.read(thunk.output), self.read(thunk.lhs), self.read(thunk.rhs), thunk.window,

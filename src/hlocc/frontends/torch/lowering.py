@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from hlocc.errors import HloError, UnsupportedError
+from hlocc.frontends.torch.folding import KnownValues
 from hlocc.frontends.torch.types import element_type, range_guards, tensor_shape, to_dim
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.symbolic import Dim, DimExpr
@@ -197,6 +198,7 @@ class _Lowering:
         self.parameters: list[int] = []
         self._reducers: dict[tuple[str, str], HloComputation] = {}
         self.ops: dict[str, int] = {}
+        self.known = KnownValues()  # nodes whose values depend on no input
 
     def run(self) -> LoweredGraph:
         inputs = 0
@@ -259,9 +261,15 @@ class _Lowering:
         cx = LoweringContext(self, node)
         if rule is None or refusal(name):
             raise cx.error(refusal(name) or "no lowering for this op")
-        args = [self.value(a) for a in node.args]
-        kwargs = {k: self.value(v) for k, v in node.kwargs.items()}
-        result = rule(cx, *args, **kwargs)
+        known = self.known.evaluate(node, name)
+        if known is not None and self.known.should_emit(node, known):
+            array = self.known.literal(known)  # computed once, by PyTorch (folding.py)
+            result = self.entry.add("constant", shape=Shape.array(element_type(known.dtype), array.shape),
+                                    literal=array, name=node.name)
+        else:
+            args = [self.value(a) for a in node.args]
+            kwargs = {k: self.value(v) for k, v in node.kwargs.items()}
+            result = rule(cx, *args, **kwargs)
         self.check_result(cx, result)
         return result
 

@@ -13,7 +13,7 @@ name), so that the per-call conversion of a tensor that matches it is a few attr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import ml_dtypes
@@ -67,26 +67,40 @@ class InputCheck:
     rank: int
     static_sizes: tuple[tuple[int, int], ...]
     reinterpret: bool  # bf16: through to_numpy's int16 view
+    dims: tuple[int, ...] | None  # all the sizes, where every one is static
+    # [(tensor, data_ptr, sizes, strides, array)]: the last parameter (requires_grad) seen and its view,
+    # one tuple replaced whole (a call on another thread reads either the old or the new one)
+    _parameter: list = field(default_factory=lambda: [None], compare=False, repr=False)
 
     @staticmethod
     def of(index: int, name: str, shape: Shape) -> InputCheck:
         static = tuple((k, d) for k, d in enumerate(shape.dims) if isinstance(d, int))
+        dims = tuple(shape.dims) if len(static) == len(shape.dims) else None
         return InputCheck(index, name, shape, _torch_dtype(shape.dtype), len(shape.dims), static,
-                          shape.dtype == _BF16)
+                          shape.dtype == _BF16, dims)
 
     def array(self, tensor: Any) -> np.ndarray:
         """The numpy view of `tensor`, checked against the parameter (errors name it)."""
+        last = self._parameter[0]
+        if last is not None and last[0] is tensor and tensor.data_ptr() == last[1] and tensor.shape == last[2] \
+                and tensor.stride() == last[3]:
+            return last[4]  # a weight again, its memory where it was: the view made last time
         try:
             sizes = tensor.shape
-            fits = (tensor.dtype is self.torch_dtype and tensor.is_cpu and len(sizes) == self.rank
-                    and all(sizes[k] == d for k, d in self.static_sizes))
+            fits = (tensor.dtype is self.torch_dtype and tensor.is_cpu
+                    and (sizes == self.dims if self.dims is not None
+                         else len(sizes) == self.rank and all(sizes[k] == d for k, d in self.static_sizes)))
         except AttributeError:
             fits = False
         if not fits or self.reinterpret:
             return checked_array(tensor, self.name, self.shape)
-        if tensor.requires_grad:
-            tensor = tensor.detach()
-        return tensor.numpy()
+        if not tensor.requires_grad:
+            return tensor.numpy()
+        # A parameter (nn.Parameter requires grad even under no_grad): dynamo passes the same tensor
+        # at every call, and its detached view is kept (holding it costs nothing: the model does).
+        array = tensor.detach().numpy()
+        self._parameter[0] = (tensor, tensor.data_ptr(), sizes, tensor.stride(), array)
+        return array
 
 
 def _torch_dtype(dtype: np.dtype) -> Any:

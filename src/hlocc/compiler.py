@@ -306,8 +306,9 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
       without it each fusion and each op of the module as written becomes its own kernel.
     print_ir_after_all: write every HLO pass's result and every kernel pass's IR to `stream`
       (default stdout); dump_dir: write them, the buffer assignment and the thunks to files.
-    gemm: "library" (dots call numpy's BLAS) or "codegen" (each dot and its elementwise epilogue
-      one generated kernel; cpu backend only, passes/pipeline.py `cpu_pipeline`).
+    gemm: "library" (dots call numpy's BLAS), "codegen" (each dot and its elementwise epilogue
+      one generated kernel; cpu backend only, passes/pipeline.py `cpu_pipeline`) or "auto"
+      (codegen for the small dots where it measured faster, library for the others).
     check_bounds (cpu and cuda-sim backends): every kernel checks each load and store against its
       buffer and a violation raises a BoundsCheckError naming the kernel, the buffer and the index
       (slower kernels, for debugging; off, the kernels are the usual ones).
@@ -413,8 +414,8 @@ def _check_options(backend: str, check_bounds: bool, gemm: str, autotune: str) -
         raise UnsupportedError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
     if check_bounds and backend not in ("cpu", "cuda-sim"):
         raise UnsupportedError(f"check_bounds is implemented for the cpu and cuda-sim backends, not '{backend}'")
-    if gemm not in ("library", "codegen") or (gemm == "codegen" and backend != "cpu"):
-        raise UnsupportedError(f"gemm='{gemm}': choose 'library', or 'codegen' with the cpu backend")
+    if gemm not in ("library", "codegen", "auto") or (gemm != "library" and backend != "cpu"):
+        raise UnsupportedError(f"gemm='{gemm}': choose 'library', or 'codegen' or 'auto' with the cpu backend")
     if autotune not in AUTOTUNE_MODES:
         raise UnsupportedError(f"autotune='{autotune}': choose one of {', '.join(AUTOTUNE_MODES)}")
 

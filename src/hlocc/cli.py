@@ -2,7 +2,7 @@
 
     hlocc run MODULE.hlo [--inputs IN.npz] [--output OUT.npz] [--expected REF.npz --rtol R --atol A]
                          [--backend interpreter|cpu|cuda|cuda-sim] [--seed N] [--bench N] [--json] [--stats]
-                         [--no-hlo-passes] [--print-ir-after-all] [--dump-dir DIR] [--gemm library|codegen]
+                         [--no-hlo-passes] [--print-ir-after-all] [--dump-dir DIR] [--gemm library|codegen|auto]
                          [--autotune off|cached|full]
     hlocc print MODULE.hlo [--no-verify] [--no-metadata]
     hlocc opt [--passes a,b | --pipeline cpu|gpu] [--emit-llvm] FILE.mlir   (kernel IR passes, like mlir-opt)

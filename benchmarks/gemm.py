@@ -9,8 +9,10 @@ Rows, per shape (B x M x N x K), dtype and thread count:
 - `hlocc codegen`: the dot fusion as a generated kernel (codegen/schedule/choice.py's schedule, the
   packed AVX-512 micro-kernel), through `hlocc.compile(..., gemm="codegen")`, timed in this process
   with `HLOCC_CPU_THREADS`;
-- `numpy (shipped)`: numpy's OpenBLAS as this environment runs it (OPENBLAS_CORETYPE as set here,
-  Haswell/AVX2 on this machine): what `gemm="library"` calls;
+- `numpy (shipped)`: numpy's OpenBLAS as this environment runs it (the kernels its DYNAMIC_ARCH
+  detection picks, printed in the header: SkylakeX, i.e. AVX-512, on the Emerald Rapids
+  development host, so this row and the next are the same kernels there): what
+  `gemm="library"` calls;
 - `numpy SkylakeX`: the same OpenBLAS with `OPENBLAS_CORETYPE=SkylakeX` and `OPENBLAS_L2_SIZE`
   unset (its AVX-512 kernels), in a subprocess;
 - `XLA:CPU`: jax.jit of the same product (Eigen/XNNPACK), in a subprocess whose XLA_FLAGS pin
@@ -23,7 +25,9 @@ row's thread count; hlocc runs here. The variants of a case are interleaved: `--
 running every variant once (and the FMA probe), and each keeps its minimum, so the load of a
 shared machine hits them alike. The FMA probe JIT-compiles a loop of 24 independent
 `<16 x float>` FMA chains and runs it on each thread count: the machine's real peak at that time,
-which every row is also given as a % of. hlocc's results are checked against numpy in float64 (f32: relative
+which every row is also given as a % of. The header adds one thread's `vdpbf16ps` peak
+(`bf16_probe_gflops`): where it is no higher than the FMA peak (Emerald Rapids: about half), bf16
+cannot beat f32 by computing faster, only by moving fewer bytes. hlocc's results are checked against numpy in float64 (f32: relative
 1e-4, bf16: 2e-2) and a mismatch is printed in the row.
 """
 
@@ -158,6 +162,52 @@ def _compile_probe():
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(mod)), new_host_target_machine())
     engine.finalize_object()
     return engine, ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64)(engine.get_function_address("probe"))
+
+
+def bf16_probe_gflops(iterations: int = 3_000_000) -> float | None:
+    """GFLOP/s of one thread running 24 independent `vdpbf16ps` chains (64 flops each: 32 bf16
+    products and their sums), None where the host has no AVX512-BF16: the ceiling of the bf16
+    micro-kernel (`pack ... k_pairs`) beside the FMA probe's, the ceiling of the f32 one."""
+    import llvmlite.binding as llvm
+
+    from hlocc.backends.cpu.jit import host_cpu_features, new_host_target_machine
+
+    if "+avx512bf16" not in host_cpu_features():
+        return None
+    v, w = "<16 x float>", "<32 x bfloat>"
+    one, half = (f"<{', '.join([f'bfloat {c}'] * 32)}>" for c in ("0xR3F80", "0xR3F00"))
+    body = [f"  %a{j} = phi {v} [<{', '.join([f'float {j + 1}.0'] * 16)}>, %entry], [%b{j}, %loop]"
+            for j in range(24)]
+    body += [f"  %b{j} = call {v} @llvm.x86.avx512bf16.dpbf16ps.512({v} %a{j}, {w} {one}, {w} {half})"
+             for j in range(24)]
+    sums = [f"  %s{j} = fadd {v} {'%s' + str(j - 1) if j > 1 else '%b0'}, %b{j}" for j in range(1, 24)]
+    text = "\n".join([
+        f"declare {v} @llvm.x86.avx512bf16.dpbf16ps.512({v}, {w}, {w})",
+        "define float @probe(i64 %n) {", "entry:", "  br label %loop", "loop:",
+        "  %i = phi i64 [0, %entry], [%i1, %loop]", *body, "  %i1 = add i64 %i, 1",
+        "  %c = icmp slt i64 %i1, %n", "  br i1 %c, label %loop, label %done", "done:", *sums,
+        f"  %r = extractelement {v} %s23, i32 0", "  ret float %r", "}"])
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(text), new_host_target_machine())
+    engine.finalize_object()
+    probe = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64)(engine.get_function_address("probe"))
+    probe(1000)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.thread_time()
+        probe(iterations)
+        best = min(best, time.thread_time() - t0)
+    return iterations * 24 * 64 / best / 1e9
+
+
+def openblas_core() -> str:
+    """The kernel family numpy's OpenBLAS chose at load (its DYNAMIC_ARCH detection), or '?'."""
+    for lib in pathlib.Path(np.__file__).parent.parent.glob("numpy.libs/libscipy_openblas*.so"):
+        for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename"):
+            fn = getattr(ctypes.CDLL(str(lib)), name, None)
+            if fn is not None:
+                fn.restype = ctypes.c_char_p
+                return fn().decode()
+    return "?"
 
 
 # -- library references in persistent subprocesses ----------------------------------------------------
@@ -324,6 +374,11 @@ def main() -> None:
                          f"{notes.get(f'hlocc|{key}', '')} | {rate('numpy')} | {rate('skx')} | {rate('xla')} | "
                          f"{skx / ours if ours and skx else 0:.2f} | {shipped / ours if ours and shipped else 0:.2f} | "
                          + (f"{ours / fused:.2f}{notes.get(f'hlocc+gelu|{key}', '')}" if fused else "-") + " |")
+    fma = fma_probe_gflops(1, 5_000_000)
+    bf16 = bf16_probe_gflops()
+    lines[:0] = [f"Peaks of one thread, measured now: f32 FMA {fma:.0f} GFLOP/s, vdpbf16ps "
+                 + (f"{bf16:.0f} GFLOP/s" if bf16 else "absent") + f"; numpy's OpenBLAS runs its {openblas_core()} "
+                 f"kernels (as shipped, without OPENBLAS_CORETYPE).", ""]
     text = "\n".join(lines)
     print(text)
     if args.out:

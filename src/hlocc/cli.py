@@ -2,7 +2,7 @@
 
     hlocc run MODULE.hlo [--inputs IN.npz] [--output OUT.npz] [--expected REF.npz --rtol R --atol A]
                          [--backend interpreter|cpu|cuda|cuda-sim] [--seed N] [--bench N] [--json] [--stats]
-                         [--no-hlo-passes] [--print-ir-after-all] [--dump-dir DIR] [--gemm library|codegen]
+                         [--no-hlo-passes] [--print-ir-after-all] [--dump-dir DIR] [--gemm library|codegen|auto]
                          [--autotune off|cached|full]
     hlocc print MODULE.hlo [--no-verify] [--no-metadata]
     hlocc opt [--passes a,b | --pipeline cpu|gpu] [--emit-llvm] FILE.mlir   (kernel IR passes, like mlir-opt)
@@ -105,9 +105,10 @@ def _argument_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-verify", action="store_true", help="skip the verifier")
     run.add_argument("--no-hlo-passes", action="store_true",
                      help="compile the module as written: no simplification or fusion (cpu and cuda backends)")
-    run.add_argument("--gemm", choices=("library", "codegen"), default="library",
-                     help="cpu, cuda, cuda-sim backends: dots as library calls (default) or as generated "
-                          "dot-fusion kernels (mma.sync for bf16/f16 on the GPU)")
+    run.add_argument("--gemm", choices=("library", "codegen", "auto"), default="library",
+                     help="dots as library calls (default), as generated dot-fusion kernels (cpu, cuda, "
+                          "cuda-sim: mma.sync for bf16/f16 on the GPU), or auto (cpu: generated kernels "
+                          "for the small dots where they measured faster)")
     run.add_argument("--autotune", choices=("off", "cached", "full"), default="cached",
                      help="with --gemm codegen: the analytic matmul schedule (off), a winner the persistent cache "
                           "holds (cached, default) or time candidates and store the winner (full)")

@@ -308,7 +308,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
       (default stdout); dump_dir: write them, the buffer assignment and the thunks to files.
     gemm: "library" (dots call numpy's BLAS) or "codegen" (each dot and its elementwise epilogue
       one generated kernel: passes/pipeline.py `cpu_pipeline`; on cuda and cuda-sim `cuda_pipeline`,
-      bf16/f16 dots as mma.sync kernels).
+      bf16/f16 dots as mma.sync kernels) or "auto" (cpu: codegen for the small dots where it
+      measured faster, library for the others).
     check_bounds (cpu and cuda-sim backends): every kernel checks each load and store against its
       buffer and a violation raises a BoundsCheckError naming the kernel, the buffer and the index
       (slower kernels, for debugging; off, the kernels are the usual ones).
@@ -414,8 +415,10 @@ def _check_options(backend: str, check_bounds: bool, gemm: str, autotune: str) -
         raise UnsupportedError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
     if check_bounds and backend not in ("cpu", "cuda-sim"):
         raise UnsupportedError(f"check_bounds is implemented for the cpu and cuda-sim backends, not '{backend}'")
-    if gemm not in ("library", "codegen") or (gemm == "codegen" and backend not in ("cpu", "cuda", "cuda-sim")):
-        raise UnsupportedError(f"gemm='{gemm}': choose 'library', or 'codegen' with the cpu, cuda or cuda-sim backend")
+    if gemm not in ("library", "codegen", "auto") or (gemm == "codegen" and backend not in ("cpu", "cuda", "cuda-sim")) \
+            or (gemm == "auto" and backend != "cpu"):
+        raise UnsupportedError(f"gemm='{gemm}': choose 'library', 'codegen' with the cpu, cuda or cuda-sim backend, "
+                               "or 'auto' with the cpu backend")
     if autotune not in AUTOTUNE_MODES:
         raise UnsupportedError(f"autotune='{autotune}': choose one of {', '.join(AUTOTUNE_MODES)}")
 

@@ -100,3 +100,23 @@ def test_cpu_pipeline_choice():
         cpu_pipeline("codegen").optimization.index("priority-fusion")
     with pytest.raises(PassPipelineError, match="unknown gemm mode 'blas'"):
         cpu_pipeline("blas")
+
+
+def _dot(m: int, n: int, k: int) -> str:
+    return f"""HloModule a
+ENTRY e {{
+  a = f32[{m},{k}] parameter(0)
+  b = f32[{k},{n}] parameter(1)
+  ROOT d = f32[{m},{n}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}"""
+
+
+def test_auto_fuses_the_dots_up_to_the_measured_size():
+    from hlocc.passes.gemm_fusion import AUTO_MAX_WORK, GemmFusionAuto, dot_work
+
+    small, large = parse_hlo(_dot(64, 512, 128)), parse_hlo(_dot(256, 256, 256))
+    assert dot_work(small.entry.root) == 64 * 512 * 128 <= AUTO_MAX_WORK < dot_work(large.entry.root)
+    assert GemmFusionAuto().run(small) and is_gemm_fusion(_fusions(small)[0])
+    assert not GemmFusionAuto().run(large) and not _fusions(large)
+    assert "gemm-fusion-auto" in cpu_pipeline("auto").optimization
+    assert "gemm-fusion" not in cpu_pipeline("auto").optimization

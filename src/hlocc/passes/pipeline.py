@@ -120,8 +120,8 @@ PIPELINES: dict[str, tuple[Stage, ...]] = {
 }
 
 
-SIZE_HINTED_PASSES = frozenset({"priority-fusion", "multi-output-fusion", "gemm-fusion", "fusion-wrapper",
-                                "inline-library-fusions", "stitch-fusion", "stitch-fusion-gpu"})
+SIZE_HINTED_PASSES = frozenset({"priority-fusion", "multi-output-fusion", "gemm-fusion", "gemm-fusion-auto",
+                                "fusion-wrapper", "inline-library-fusions", "stitch-fusion", "stitch-fusion-gpu"})
 """Passes whose size questions are heuristics (is fusing profitable, is this reduction big, which
 emitter suits a fusion: analysis/hero.py, which inline-library-fusions asks too): on a
 module with symbolic dimensions they run under the PassManager's `size_hint` (hlo/symbolic.py), so a
@@ -167,9 +167,10 @@ BACKEND_PIPELINES: dict[str, CompilePipeline] = {
 }
 
 
-GEMM_MODES = ("library", "codegen")
+GEMM_MODES = ("library", "codegen", "auto")
 """How the cpu backend computes dots: "library" (numpy's BLAS, the default until generated gemms
-are faster) or "codegen" (dot fusions compiled by the matmul emitter, issue 17)."""
+are faster), "codegen" (dot fusions compiled by the matmul emitter, issue 17) or "auto" (codegen
+for the dots where it measured faster, passes/gemm_fusion.py `AUTO_MAX_WORK`, library otherwise)."""
 
 
 def cpu_pipeline(gemm: str = "library") -> CompilePipeline:
@@ -179,9 +180,10 @@ def cpu_pipeline(gemm: str = "library") -> CompilePipeline:
     base = BACKEND_PIPELINES["cpu"]
     if gemm == "library":
         return base
-    if gemm != "codegen":
+    if gemm not in GEMM_MODES:
         raise PassPipelineError(f"unknown gemm mode '{gemm}' (choose from {', '.join(GEMM_MODES)})")
-    return CompilePipeline(base.prologue, SIMPLIFICATION + ("gemm-fusion",) + CPU_FUSION, base.epilogue)
+    fusion = "gemm-fusion" if gemm == "codegen" else "gemm-fusion-auto"
+    return CompilePipeline(base.prologue, SIMPLIFICATION + (fusion,) + CPU_FUSION, base.epilogue)
 
 
 def cuda_pipeline(gemm: str = "library") -> CompilePipeline:

@@ -37,9 +37,9 @@ CHECK:         j{{ne|b|l}} .LBB[[LOOP]]
 """
 
 
-def _assembly(schedule: MatmulSchedule, tmp_path) -> str:
+def _assembly(schedule: MatmulSchedule, tmp_path, text: str = DOT) -> str:
     with use_schedule(schedule):
-        compile_fusion(parse_hlo(DOT).entry, options=PipelineOptions(False, str(tmp_path), "mm", lambda s: None),
+        compile_fusion(parse_hlo(text).entry, options=PipelineOptions(False, str(tmp_path), "mm", lambda s: None),
                        use_cache=False)
     (ir_file,) = tmp_path.glob("*llvm-opt.ll")
     llvm.initialize_native_target()
@@ -49,8 +49,8 @@ def _assembly(schedule: MatmulSchedule, tmp_path) -> str:
     return tm.emit_assembly(llvm.parse_assembly(ir_file.read_text()))
 
 
-def _inner_loop(asm: str) -> list[str]:
-    """The lines of the basic block (label to jump) that holds the most vfmadd231ps."""
+def _inner_loop(asm: str, instruction: str = "vfmadd231ps") -> list[str]:
+    """The lines of the basic block (label to jump) that holds the most `instruction`s."""
     blocks, current = [], []
     for line in asm.splitlines():
         if line.startswith(".LBB") and line.rstrip().endswith(":"):
@@ -62,7 +62,7 @@ def _inner_loop(asm: str) -> list[str]:
                 blocks.append(current)
                 current = []
     blocks.append(current)
-    return max(blocks, key=lambda b: sum("vfmadd231ps" in x for x in b))
+    return max(blocks, key=lambda b: sum(instruction in x for x in b))
 
 
 def test_inner_loop_is_the_register_block_without_spills(tmp_path):
@@ -86,3 +86,33 @@ def test_other_register_blocks_keep_their_accumulators_in_registers(tmp_path, mr
     loop = _inner_loop(_assembly(schedule, tmp_path))
     assert sum(x.startswith("vfmadd231ps") for x in loop) == fmas, "\n".join(loop)
     assert not [x for x in loop if "(%rsp)" in x], "spill in the inner loop:\n" + "\n".join(loop)
+
+
+BF16_DOT = DOT.replace("f32[", "bf16[").replace("96", "384")  # 192 pair steps: a loop LLVM keeps
+
+BF16_INNER_LOOP_CHECKS = """
+CHECK:         .LBB[[LOOP:[0-9_]+]]:
+CHECK-NOT:     (%rsp)
+CHECK-COUNT-24: vdpbf16ps %zmm{{[0-9]+}}, %zmm{{[0-9]+}}, %zmm{{[0-9]+}}
+CHECK-NOT:     (%rsp)
+CHECK:         j{{ne|b|l}} .LBB[[LOOP]]
+"""
+
+
+def test_bf16_pairs_inner_loop_is_vdpbf16ps_without_spills(tmp_path):
+    """`pack ... k_pairs`: each step of the 6 x 64 block is 4 loads of (k, k + 1) pairs of B, 6
+    broadcasts of A's pair (32 bits) and 24 vdpbf16ps on zmm accumulators (f32: the sum is
+    rounded to bf16 once, by the epilogue)."""
+    schedule = MatmulSchedule(mc=30, nc=128, kc=384, mr=6, nr=64, pack=(0, 1), k_pairs=True, hoist_address=True,
+                              parallel=True)
+    loop = _inner_loop(_assembly(schedule, tmp_path, BF16_DOT), "vdpbf16ps")
+    dots = [x for x in loop if x.startswith("vdpbf16ps")]
+    assert len(dots) == 24 and all(x.count("%zmm") == 3 for x in dots), "\n".join(loop)
+    assert len({x.split()[-1] for x in dots}) == 24, "24 distinct accumulators:\n" + "\n".join(loop)
+    assert sum(x.startswith(("vpbroadcastd", "vbroadcastss")) for x in loop) == 6, "\n".join(loop)
+    assert not [x for x in loop if "(%rsp)" in x], "spill in the inner loop:\n" + "\n".join(loop)
+    if shutil.which("filecheck") is not None:
+        checks = tmp_path / "loop.checks"
+        checks.write_text(BF16_INNER_LOOP_CHECKS)
+        proc = subprocess.run(["filecheck", str(checks)], input="\n".join(loop), capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr + "\n" + "\n".join(loop)

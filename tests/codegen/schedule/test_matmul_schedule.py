@@ -227,14 +227,14 @@ def test_analytic_schedule_follows_the_model():
     zen5 = CacheSizes(l1=48 << 10, l2=1 << 20)
     assert register_block() == (6, 64)  # 24 zmm accumulators: the most flops per loaded value
     assert analytic_schedule([1, 7, 5, 3]) is None and 7 * 5 * 3 < NAIVE_BELOW
-    # KC = 256, NC = a quarter of L2 over KC (256), then MC halves (NC is at its minimum) until 2
-    # threads have 4 blocks each; a small problem stops at the smallest block (256 x 96).
+    # KC = 128, NC = a quarter of L2 over KC (512, capped by N), MC = M (516, within 768) then MC
+    # halves until 2 threads have 4 blocks each (NC, at 256, is at its minimum).
     assert analytic_schedule([1, 512, 512, 512], caches=zen5, threads=2) == MatmulSchedule(
-        mc=96, nc=256, kc=256, mr=6, nr=64, parallel=True, pack=(0, 1), hoist_address=True, fuse_epilogue=True)
+        mc=126, nc=256, kc=128, mr=6, nr=64, parallel=True, pack=(0, 1), hoist_address=True, fuse_epilogue=True)
     small = analytic_schedule([1, 64, 512, 128], caches=zen5, threads=2)
     assert (small.mc, small.nc, small.blocks([1, 64, 512, 128])) == (66, 256, 2)
     big = analytic_schedule([1, 4096, 4096, 4096], caches=zen5, threads=2)
-    assert (big.mc, big.nc, big.kc, big.mr, big.nr) == (192, 256, 256, 6, 64)
+    assert (big.mc, big.nc, big.kc, big.mr, big.nr) == (768, 512, 128, 6, 64)  # 48 blocks already
     # f64 and N under one vector keep the unpacked scalar register block; M under MR gives MR = M.
     assert not analytic_schedule([1, 64, 64, 64], ("f64",) * 3).pack
     assert not analytic_schedule([2, 5000, 8, 64]).pack

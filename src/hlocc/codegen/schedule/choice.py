@@ -10,16 +10,17 @@ In order:
    - register block MR x NR: of the blocks whose accumulators, B vectors and A broadcast fit the
      32 vector registers with at least FMA latency x FMA pipes = 8 independent accumulators, the
      one with the most flops per loaded value (2 MR NR / (MR + NR/16)): 6 x 64 on AVX-512;
-   - KC = 256 (or K): the A micro-panel (MR x KC, 6 KiB) stays in L1 across a row of register
-     blocks while B's micro-panels stream from L2; KC amortizes the accumulator tile's load and
-     store per K block (1/KC of the work);
-   - NC: the packed B panel (KC x NC) in a quarter of L2 (sysfs; the A block, the accumulator
-     block and the output's lines share the rest), a multiple of NR (the B panel is packed per
-     block here, not shared in L3 as in BLIS: a block is one thread's unit of work);
-   - MC = 192: B's packing costs 1/MC of the work (1%), and the accumulator block MC x NC stays
-     within the per-block scratch;
-   - then NC and then MC halve until there are at least 4 blocks per thread, so both cores stay
-     busy to the end, but not below 256 x 96 (`MIN_NC`, `MIN_MC`: packing would cost more than
+   - KC = 128 (or K): the A micro-panel (MR x KC, 3 KiB) stays in L1 across a row of register
+     blocks and a B micro-panel (KC x NR, 32 KiB) nearly fits beside it, while B's panel streams
+     from L2; KC amortizes the accumulator tile's load and store per K block (1/KC of the work);
+   - NC: the packed B panel (KC x NC) in a quarter of L2 (sysfs), a multiple of NR;
+   - MC: as large as the per-block scratch allows, up to 768. The B panel is packed per block
+     here, not shared between blocks as in BLIS (a block is one thread's unit of work), so B is
+     packed M / MC times and A N / NC times: profiled at 2048^3, MC = 192 and NC = 512 spent 12%
+     of the time packing. The accumulator block (MC x NC f32, tile-major) need not stay in L2: a
+     tile is loaded and stored once per K block, one sequential run;
+   - then MC (down to 384) and then NC and MC halve until there are at least 4 blocks per thread,
+     so both cores stay busy to the end, but not below 256 x 96 (`MIN_NC`, `MIN_MC`: packing would cost more than
      the balance gains); dimensions smaller than a block give one block.
    Small products (under `NAIVE_BELOW` multiply-adds) get no schedule, the naive lowering, whose
    kernel compiles fastest; N under one vector (16) or f64 keep the unpacked scalar register block
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 
 from hlocc.codegen.schedule.builder import MatmulSchedule
 from hlocc.codegen.schedule.microkernel import VECTOR_LANES, VECTOR_REGISTERS, registers_needed
+from hlocc.codegen.schedule.pack import SCRATCH_BYTES
 
 _STATE = threading.local()
 
@@ -129,7 +131,7 @@ def host_caches() -> CacheSizes:
     return CacheSizes(sizes.get(1, CacheSizes.l1), sizes.get(2, CacheSizes.l2))
 
 
-KC, MC = 256, 192
+KC, MC = 128, 768
 """The K block and the rows of a block where the model leaves a range (module doc)."""
 
 MIN_NC, MIN_MC = 256, 96
@@ -174,15 +176,16 @@ def analytic_schedule(sizes: list[int] | tuple[int, ...], element_types: tuple[s
     mr, nr = register_block()
     kc = min(k, KC)
     nc = min(_round_down(caches.l2 // 4 // (4 * kc), nr), -(-n // nr) * nr)
-    mc = min(MC, -(-m // mr) * mr)
+    ncp = nc
+    mc = min(MC, -(-m // mr) * mr, _round_down((SCRATCH_BYTES // 4 - kc * ncp) // (ncp + kc), mr))
 
     def blocks(mc: int, nc: int) -> int:
         return b * -(-m // mc) * -(-n // nc)
     while blocks(mc, nc) < 4 * threads and (nc > MIN_NC or mc > MIN_MC):
-        if nc > MIN_NC:
-            nc = _round_down(nc // 2, nr)
-        else:
+        if mc >= 4 * MIN_MC or nc <= MIN_NC:  # A's packing (a transpose) costs more than B's
             mc = _round_down(mc // 2, mr)
+        else:
+            nc = _round_down(nc // 2, nr)
     return MatmulSchedule(mc=mc, nc=nc, kc=kc, mr=min(mr, m), nr=nr, k_unroll=1, parallel=True, pack=(0, 1),
                           hoist_address=True, fuse_epilogue=True)
 

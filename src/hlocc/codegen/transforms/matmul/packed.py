@@ -12,7 +12,7 @@ computes its MC x NC block of the output as
         for jr in [0, cols) step NR:                                               (loop 1)
           MR x NR/16 vector<16xf32> accumulators = 0 (first K block) or Cacc's tile
           for k in [0, kc): NR/16 vectors of Bp, MR broadcasts of Ap, MR x NR/16 math.fma
-          Cacc's tile = the accumulators                     (full vectors: Cacc is padded)
+          Cacc's tile = the accumulators        (full vectors: Cacc is padded; tile-major, `c_tile`)
           [fuse_epilogue, last K block: the epilogue of the tile's elements inside the problem]
     [otherwise: the epilogue of every element of the block inside the problem, from Cacc]
 
@@ -150,8 +150,7 @@ class PackedLowering:
             state = dict(zip(names, self.for_loop(b, self.kc, last, [state[n] for n in names], middle, "kc",
                                                   step=self.kc)))
         state = self.k_block(b, state, b.index(last), self.k_total - last, first=last == 0, final=True)
-        out = state["out"] if self.fuse else self.epilogue(b, state["cacc"], state["out"], b.index(0), self.rows,
-                                                           b.index(0), self.cols)
+        out = state["out"] if self.fuse else self.block_epilogue(b, state["cacc"], state["out"])
         op.result.replace_all_uses_with(out)
         Rewriter.erase_op(op)
 
@@ -168,8 +167,7 @@ class PackedLowering:
                 cacc, out = jargs
                 cacc = self.tile(jb, state, cacc, ir, jr, k0, kc, first)
                 if final and self.fuse:
-                    out = self.epilogue(jb, cacc, out, ir, _min(jb, _add(jb, ir, self.mr), self.rows), jr,
-                                        _min(jb, _add(jb, jr, self.nr), self.cols))
+                    out = self.epilogue(jb, cacc, out, ir, jr)
                 return [cacc, out]
             return self.for_loop(ib, 0, self.cols, args, jr_body, "jr", step=self.nr)
 
@@ -180,16 +178,18 @@ class PackedLowering:
     # -- packing ----------------------------------------------------------------------------------
     def pack_b(self, b: KernelBuilder, bp: SSAValue, k0: SSAValue, kc: int) -> SSAValue:
         """Bp[jr * depth + k * NR + l] = rhs(b, n0 + jr + l, k0 + k) (a (2k, 2k + 1) pair with
-        `k_pairs`); zero past the block's columns."""
+        `k_pairs`); zero past the block's columns. Rows of B outside, micro-panels inside: a
+        row-major B is read one contiguous row of the block at a time (one page per row; panels
+        outside touched every row's page once per panel, a TLB miss per 64 elements)."""
         nr = self.nr
 
-        def panel(pb: KernelBuilder, jr: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
-            count = _min(pb, _sub(pb, self.cols, jr), nr)
-            n_base = _add(pb, self.n0, jr)
-            base = _mul(pb, jr, self.depth)
+        def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
+            row_at = _mul(rb, k, nr)
 
-            def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
-                at = _add(rb, base, _mul(rb, k, nr))
+            def panel(pb: KernelBuilder, jr: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+                count = _min(pb, _sub(pb, self.cols, jr), nr)
+                n_base = _add(pb, self.n0, jr)
+                at = _add(pb, _mul(pb, jr, self.depth), row_at)
 
                 def copy(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
                     n = _add(cb, n_base, lane)
@@ -199,10 +199,10 @@ class PackedLowering:
                 def zero(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
                     return [cb.add(tensor.InsertOp(self.zero(cb), cargs[0], [_add(cb, at, lane)]))]
 
-                t = self.for_loop(rb, 0, count, rargs, copy, "l")
-                return self.for_loop(rb, count, nr, t, zero, "l")
-            return self.for_loop(pb, 0, self.steps(kc), args, row, "k")
-        return self.for_loop(b, 0, self.cols, [bp], panel, "jp", step=nr)[0]
+                t = self.for_loop(pb, 0, count, args, copy, "l")
+                return self.for_loop(pb, count, nr, t, zero, "l")
+            return self.for_loop(rb, 0, self.cols, rargs, panel, "jp", step=nr)
+        return self.for_loop(b, 0, self.steps(kc), [bp], row, "k")[0]
 
     def steps(self, kc: int) -> int:
         """Packed steps of a K block of kc (pairs round up: an odd K's last pair is (k, 0))."""
@@ -263,8 +263,8 @@ class PackedLowering:
              k0: SSAValue, kc: int, first: bool) -> SSAValue:
         """One MR x NR register block over this K block; returns Cacc with the tile written."""
         mr, nr, vecs = self.mr, self.nr, self.nr // LANES
-        c_base = _add(b, _mul(b, ir, self.ncp), jr)
-        c_offsets = [_add(b, c_base, r * self.ncp + v * LANES) for r in range(mr) for v in range(vecs)]
+        c_base = self.c_tile(b, ir, jr)
+        c_offsets = [_add(b, c_base, r * nr + v * LANES) if r or v else c_base for r in range(mr) for v in range(vecs)]
         if first:
             accs = [b.constant(0.0, _vtype())] * (mr * vecs)
         else:
@@ -321,24 +321,42 @@ class PackedLowering:
         return cacc
 
     # -- the epilogue -------------------------------------------------------------------------------
-    def epilogue(self, b: KernelBuilder, cacc: SSAValue, out: SSAValue, i0: SSAValue, i1: SSAValue, j0: SSAValue,
-                 j1: SSAValue) -> SSAValue:
-        """out[b, m0 + i, n0 + j] = epilogue(Cacc[i, j]) for i in [i0, i1), j in [j0, j1)."""
+    def c_tile(self, b: KernelBuilder, ir: SSAValue, jr: SSAValue) -> SSAValue:
+        """Cacc's offset of the register block at (ir, jr). Cacc is tile-major: each MR x NR tile
+        is contiguous (row r of it at r * NR), the tiles of a row of blocks one after another, so
+        that the tile's load and store per K block are one sequential run that the hardware
+        prefetcher follows (row-major, its MR rows were NC apart: a miss per row once Cacc left L2)."""
+        return _add(b, _mul(b, ir, self.ncp), _mul(b, jr, self.mr))
+
+    def block_epilogue(self, b: KernelBuilder, cacc: SSAValue, out: SSAValue) -> SSAValue:
+        """The epilogue of every tile of the block (without `fuse_epilogue`)."""
+        def ir_body(ib: KernelBuilder, ir: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+            return self.for_loop(ib, 0, self.cols, args, lambda jb, jr, a: [self.epilogue(jb, cacc, a[0], ir, jr)],
+                                 "jr", step=self.nr)
+        return self.for_loop(b, 0, self.rows, [out], ir_body, "ir", step=self.mr)[0]
+
+    def epilogue(self, b: KernelBuilder, cacc: SSAValue, out: SSAValue, ir: SSAValue, jr: SSAValue) -> SSAValue:
+        """out[b, m0 + ir + r, n0 + jr + c] = epilogue(the tile's element (r, c)) for the tile's
+        elements inside the problem."""
         op = self.op
         out_map = op.maps[2]
+        tile = self.c_tile(b, ir, jr)
+        rows = _min(b, _sub(b, self.rows, ir), self.mr)
+        cols = _min(b, _sub(b, self.cols, jr), self.nr)
+        m_base, n_base = _add(b, self.m0, ir), _add(b, self.n0, jr)
 
-        def row(rb: KernelBuilder, i: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
-            m = _add(rb, self.m0, i)
-            c_row = _mul(rb, i, self.ncp)
+        def row(rb: KernelBuilder, r: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+            m = _add(rb, m_base, r)
+            c_row = _add(rb, tile, _mul(rb, r, self.nr))
 
-            def element(eb: KernelBuilder, j: SSAValue, eargs: list[SSAValue]) -> list[SSAValue]:
-                n = _add(eb, self.n0, j)
-                acc = eb.add(tensor.ExtractOp(cacc, [_add(eb, c_row, j)], f32))
+            def element(eb: KernelBuilder, c: SSAValue, eargs: list[SSAValue]) -> list[SSAValue]:
+                n = _add(eb, n_base, c)
+                acc = eb.add(tensor.ExtractOp(cacc, [_add(eb, c_row, c)], f32))
                 value = clone_block_body(op.epilogue.block, [acc, self.bi, m, n], eb.insertion_point)[0]
                 idx = list(eb.insert(ApplyIndexingOp(out_map, [self.bi, m, n, eb.index(0)])).results)
                 return [eb.add(tensor.InsertOp(value, eargs[0], idx))]
-            return self.for_loop(rb, j0, j1, args, element, "j")
-        return self.for_loop(b, i0, i1, [out], row, "i")[0]
+            return self.for_loop(rb, 0, cols, args, element, "j")
+        return self.for_loop(b, 0, rows, [out], row, "i")[0]
 
 
 def lower_packed(op: MatmulOp) -> None:

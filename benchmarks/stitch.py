@@ -111,8 +111,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_ROWS} rows per case (a smoke test)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--case", default="", help="only the cases whose name contains this (e.g. 'softmax f32[16384')")
     opts = ap.parse_args()
-    results = [run_case(name, fn, QUICK_ROWS if opts.quick else rows, n, opts.runs) for name, fn, rows, n in CASES]
+    cases = [c for c in CASES if opts.case in f"{c[0]} f32[{c[2]},{c[3]}]"]
+    results = [run_case(name, fn, QUICK_ROWS if opts.quick else rows, n, opts.runs) for name, fn, rows, n in cases]
     if opts.json:
         print(json.dumps({"results": results}, indent=1))
         return

@@ -64,7 +64,7 @@ from hlocc.codegen.emitters.reduce_partials import (
 )
 from hlocc.codegen.emitters.reduction_tiling import CPU_BLOCK_ELEMENTS, Tiling, reduction_tiling
 from hlocc.codegen.emitters.stitch_gpu import first_thread, gpu_tiling, reduce_stage_gpu, write_rows_gpu
-from hlocc.codegen.ir import ApplyIndexingOp
+from hlocc.codegen.ir import ApplyIndexingOp, PrefetchOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.codegen.partitioner import partition_fusion
@@ -314,8 +314,15 @@ class StitchEmitter(FusionEmitterBase):
             # The tail as one whole vector ending at the row's end: computed before the chunks
             # overwrite the buffered values its first lanes read, stored after them.
             last = self._overlapped_tail(e, ids, roots, lanes, shift, chunks, values)
+        prefetch = self._next_row_prefetch(e, ids, lanes)
+
+        def chunk(c: SSAValue, outs: list[SSAValue]) -> list[SSAValue]:
+            if prefetch is not None:
+                prefetch(c)
+            return lane_loop(c, lanes, outs)
+
         if chunks:
-            outputs = _for(e, e.b.index(0), e.b.index(chunks), outputs, lambda c, outs: lane_loop(c, lanes, outs))
+            outputs = _for(e, e.b.index(0), e.b.index(chunks), outputs, chunk)
         if shift is not None:
             tail_map = chunked_map(self.row_map(), 0, lanes, shift)
 
@@ -332,6 +339,28 @@ class StitchEmitter(FusionEmitterBase):
             outputs = lane_loop(e.b.index(chunks), tail, outputs)
         return outputs
 
+    def _next_row_prefetch(self, e: ElementEmitter, ids, lanes: int) -> Callable[[SSAValue], None] | None:
+        """Where a row is long (PREFETCH_ROW_BYTES or more): `(chunk) -> None` emitting a prefetch of
+        that chunk of the NEXT row of every row-shaped parameter, for the last pass. The first
+        stage walks a row that comes from memory while the stages after it compute on a row in
+        cache; with the next row on its way during the last pass (the thread's next row is row + 1:
+        the CPU launcher runs a block's threads in order) the memory and the arithmetic overlap.
+        Past the last row the address lies outside the buffer, which a prefetch tolerates."""
+        shape, n = self.plan.row_shape, self.plan.row_length
+        params = [p for p in self.fusion.parameters if _same(p.shape, shape)]
+        if not params or n * shape.element_type.bits // 8 < PREFETCH_ROW_BYTES:
+            return None
+        chunk = Variable(Interval(0, -(-n // lanes) - 1), "c")
+        m = IndexingMap(self._dims(), ((self._row() + 1) * n + sym(0) * lanes,), (chunk,))
+        block_args = {id(p): e.params[p.parameter_number] for p in params}
+
+        def prefetch(c: SSAValue) -> None:
+            (index,) = e.apply(m, ids, [c])
+            for p in params:
+                e.b.insert(PrefetchOp(block_args[id(p)], index))
+
+        return prefetch
+
     def _overlapped_tail(self, e: ElementEmitter, ids, roots: list[int], lanes: int, shift: int, chunks: int,
                          values: Callable[[list[SSAValue]], list[SSAValue]]) -> list[SSAValue]:
         """One vector per row-shaped root: its values at the row's last `lanes` elements (a lane
@@ -345,6 +374,11 @@ class StitchEmitter(FusionEmitterBase):
 
         seeds = [e.b.add(vector.BroadcastOp(e.b.constant(0, t.element_type), t)) for t in types]
         return _for(e, e.b.index(0), e.b.index(lanes), seeds, body)
+
+
+PREFETCH_ROW_BYTES = 4096
+"""A row at least this long gets `_next_row_prefetch` (a page: shorter rows are a few cache lines,
+which the hardware prefetchers follow from row to row on their own)."""
 
 
 def _same(a, b) -> bool:

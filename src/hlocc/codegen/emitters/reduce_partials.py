@@ -13,7 +13,11 @@ value (a variadic reduce such as an argmax carries `lanes` tuples):
     acc = the first chunk                                  (lane l holds element l)
     scf.for chunk in [1, size / lanes):
       scf.for lane in [0, lanes): acc[lane] = reducer(acc[lane], element(chunk * lanes + lane))
-    scf.for lane in [0, size mod lanes): the same for the last, partial chunk (the other lanes keep theirs)
+    scf.for lane in [0, lanes): the row's last whole vector (elements size - lanes + lane), folded
+                                only into the lanes past the elements the chunks took (the others
+                                keep theirs): the overlapped tail, when size mod lanes != 0 and
+                                the caller allows it (`overlap_tail`; else a lane loop over the
+                                size mod lanes last elements, into the first lanes)
     row = acc[0]; scf.for lane in [1, lanes): row = reducer(row, acc[lane])
 
 A row of symbolic length (runtime dims) may be shorter than a chunk: every lane then starts at the
@@ -146,8 +150,8 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     one vector).
 
     `overlap_tail`: a static row's partial last chunk is walked as a whole vector ending at the
-    row's end (`overlapped_tail`), its repeated lanes replaced by the init value (the reducer's
-    identity) before they are folded; `visit` (a `TailWriter` then) sees them too, so it may only
+    row's end (`overlapped_tail`), the lanes that repeat elements keeping their accumulator;
+    `visit` (a `TailWriter` then) sees them too, so it may only
     write values that do not change when written twice (never an output that can share a buffer
     with an input it reads)."""
     reduces = [reduces] if isinstance(reduces, HloInstruction) else list(reduces)
@@ -176,8 +180,8 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
         """scf.for lane in [0, count): lane `lane` of `carried` becomes reducer(accs[lane], element)
         (the element itself when accs is None). Reading `accs`, defined outside the loop, and
         writing `carried` is the form vectorize-elementwise takes. A negative `at_shift` is the
-        overlapped tail: its first -at_shift lanes fold the init value instead (a constant mask
-        read at the lane, which vectorizes to one select)."""
+        overlapped tail: its first -at_shift lanes keep their accumulator (a constant mask read at
+        the lane, which vectorizes to one select; the init value need not be an identity)."""
         mask = None
         if at_shift:
             flags = [int(k >= -at_shift) for k in range(lanes)]
@@ -191,12 +195,12 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
             if visit is not None:
                 new_outs = visit(at(chunk, lane), new_outs, at_shift) if overlap_tail else \
                     visit(at(chunk, lane), new_outs)
-            if mask is not None:
-                keep = b.add(vector.ExtractOp(mask, [lane], IntegerType(1)))
-                values = [b.add(arith.SelectOp(keep, v, init)) for v, init in zip(values, inits)]
             if accs is not None:
                 old = [b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(accs, types)]
                 values = _apply_reducers(b, reduces, old, values)
+                if mask is not None:
+                    keep = b.add(vector.ExtractOp(mask, [lane], IntegerType(1)))
+                    values = [b.add(arith.SelectOp(keep, v, o)) for v, o in zip(values, old)]
             b.insert(scf.YieldOp(*[b.add(vector.InsertOp(v, c, [lane])) for v, c in zip(values, block.args[1:])],
                                  *new_outs))
         bound = count if isinstance(count, SSAValue) else e.b.index(count)

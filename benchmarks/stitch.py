@@ -2,7 +2,7 @@
 unstitched one (the same compiler with `$HLOCC_DISABLE_HLO_PASSES=stitch-fusion`: XLA's fusion,
 two or three kernels) and XLA:CPU, on the CPU, static shapes.
 
-    python benchmarks/stitch.py [--runs 50] [--quick] [--json]
+    python benchmarks/stitch.py [--runs 50] [--quick] [--json] [--case "softmax f32[16384"]
 
 Cases: softmax and layernorm (jax.nn.softmax; mean / variance / rsqrt, scale and bias) over the
 rows of f32[b, 4096] and f32[b, 127], as `jax.jit(f).lower(...).as_text(dialect="hlo")` writes them.

@@ -2,7 +2,7 @@
 unstitched one (the same compiler with `$HLOCC_DISABLE_HLO_PASSES=stitch-fusion`: XLA's fusion,
 two or three kernels) and XLA:CPU, on the CPU, static shapes.
 
-    python benchmarks/stitch.py [--runs 50] [--quick] [--json]
+    python benchmarks/stitch.py [--runs 50] [--quick] [--json] [--case "softmax f32[16384"]
 
 Cases: softmax and layernorm (jax.nn.softmax; mean / variance / rsqrt, scale and bias) over the
 rows of f32[b, 4096] and f32[b, 127], as `jax.jit(f).lower(...).as_text(dialect="hlo")` writes them.
@@ -111,8 +111,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_ROWS} rows per case (a smoke test)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--case", default="", help="only the cases whose name contains this (e.g. 'softmax f32[16384')")
     opts = ap.parse_args()
-    results = [run_case(name, fn, QUICK_ROWS if opts.quick else rows, n, opts.runs) for name, fn, rows, n in CASES]
+    cases = [c for c in CASES if opts.case in f"{c[0]} f32[{c[2]},{c[3]}]"]
+    results = [run_case(name, fn, QUICK_ROWS if opts.quick else rows, n, opts.runs) for name, fn, rows, n in cases]
     if opts.json:
         print(json.dumps({"results": results}, indent=1))
         return

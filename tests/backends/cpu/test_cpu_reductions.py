@@ -364,13 +364,15 @@ def test_pred_and_or(size):
 
 def partials_order(row: np.ndarray, init, f, lanes: int):
     """The documented order (reduce_partials.py): lanes seeded with the first chunk, the chunks, the
-    tail into the first lanes, then lane 0 folded with lanes 1, 2, ... in order, then f(init, row)."""
+    tail as the row's last whole vector (the overlapped tail: element n - lanes + l into lane l, for
+    the lanes past the elements the chunks took), then lane 0 folded with lanes 1, 2, ... in order,
+    then f(init, row)."""
     acc = list(row[:lanes])
     chunks, tail = divmod(len(row), lanes)
     for c in range(1, chunks):
         acc = [f(a, row[c * lanes + lane]) for lane, a in enumerate(acc)]
-    for lane in range(tail):
-        acc[lane] = f(acc[lane], row[chunks * lanes + lane])
+    for lane in range(lanes - tail, lanes) if tail else ():
+        acc[lane] = f(acc[lane], row[len(row) - lanes + lane])
     result = acc[0]
     for a in acc[1:]:
         result = f(result, a)

@@ -60,7 +60,7 @@ def _emit_reduce(e: ElementEmitter, instr: HloInstruction, indices: list[SSAValu
             symbols: list[SSAValue | None] = [None] * len(reduced)
             for k, iv in zip(outer, ivs):
                 symbols[k] = iv
-            partials, _ = emit_row_partials(e, instr, maps, indices, symbols, plan, inits)
+            partials, _ = emit_row_partials(e, instr, maps, indices, symbols, plan, inits, overlap_tail=True)
             return emit_scalar_computation(e.b, instr.to_apply, [*accs, *partials])
 
         return _loop_nest(e, [reduced[k] for k in outer], inits, row)

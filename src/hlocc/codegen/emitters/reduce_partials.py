@@ -13,7 +13,11 @@ value (a variadic reduce such as an argmax carries `lanes` tuples):
     acc = the first chunk                                  (lane l holds element l)
     scf.for chunk in [1, size / lanes):
       scf.for lane in [0, lanes): acc[lane] = reducer(acc[lane], element(chunk * lanes + lane))
-    scf.for lane in [0, size mod lanes): the same for the last, partial chunk (the other lanes keep theirs)
+    scf.for lane in [0, lanes): the row's last whole vector (elements size - lanes + lane), folded
+                                only into the lanes past the elements the chunks took (the others
+                                keep theirs): the overlapped tail, when size mod lanes != 0 and
+                                the caller allows it (`overlap_tail`; else a lane loop over the
+                                size mod lanes last elements, into the first lanes)
     row = acc[0]; scf.for lane in [1, lanes): row = reducer(row, acc[lane])
 
 A row of symbolic length (runtime dims) may be shorter than a chunk: every lane then starts at the
@@ -51,7 +55,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, scf, vector
-from xdsl.dialects.builtin import IndexType, VectorType
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IndexType, IntegerType, VectorType
 from xdsl.ir import Attribute, Block, SSAValue
 
 from hlocc.analysis.affine_expr import Var, VarKind, sym
@@ -99,26 +103,41 @@ def plan_partials(instr: HloInstruction, m: IndexingMap) -> PartialsPlan | None:
     return PartialsPlan(r.index, lanes)
 
 
-def chunked_map(m: IndexingMap, j: int, lanes: int) -> IndexingMap:
-    """`m` with range variable j replaced by `s_j * lanes + lane` (`lane` a new last range variable
-    in [0, lanes - 1]; s_j in [0, ceil(size / lanes) - 1]). Points past the end of the dimension are
-    in the domain but never visited: the tail loop stops at the size."""
+def chunked_map(m: IndexingMap, j: int, lanes: int, shift: int = 0) -> IndexingMap:
+    """`m` with range variable j replaced by `s_j * lanes + lane + shift` (`lane` a new last range
+    variable in [0, lanes - 1]; s_j in [0, ceil(size / lanes) - 1]). Points past the end of the
+    dimension are in the domain but never visited: the tail loop stops at the size. A negative
+    `shift` (`overlapped_tail`) moves the last chunk back so that it ends at the row's end."""
     size = m.symbols[j].bounds.size
     lane = sym(len(m.symbols))
     symbols = list(m.symbols)
     symbols[j] = Variable(Interval(0, -(-size // lanes) - 1), symbols[j].name)
-    return m.substitute(lambda v: v * lanes + lane if v == sym(j) else v,
+    return m.substitute(lambda v: v * lanes + lane + shift if v == sym(j) else v,
                         symbols=[*symbols, Variable(Interval(0, lanes - 1), "lane")])
 
 
+def overlapped_tail(row: int, lanes: int) -> int | None:
+    """The shift of the last chunk of a static row of `row` elements when it is walked as a whole
+    vector ending at the row's end (`lanes - row mod lanes` of its lanes repeat elements of the
+    chunk before), or None where the row has no tail or is shorter than a vector. One whole-vector
+    chunk instead of a `row mod lanes` lane loop, which vectorize-loads-stores leaves alone (it
+    takes power-of-two trip counts) and LLVM then splits into 8 + 4 + 2 + 1 pieces, each with its
+    own copy of the element computation: on softmax f32[16384, 127] the tail cost 30% of the row."""
+    chunks, tail = divmod(row, lanes)
+    return tail - lanes if tail and chunks else None
+
+
 SideWriter = Callable[[list[SSAValue], list[SSAValue]], list[SSAValue]]
-"""`(range variables of the chunked maps, outputs) -> outputs`: what else to do at an element."""
+"""`(range variables of the chunked maps, outputs) -> outputs`: what else to do at an element.
+With `overlap_tail`, a `TailWriter` instead: `(range variables, outputs, shift) -> outputs`, the
+range variables those of `chunked_map(m, j, lanes, shift)` (shift 0 but in the overlapped tail)."""
 
 
 def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloInstruction],
                       maps: Sequence[IndexingMap], indices: Sequence[SSAValue], symbols: Sequence[SSAValue | None],
                       plan: PartialsPlan, inits: Sequence[SSAValue], outputs: Sequence[SSAValue] = (),
-                      visit: SideWriter | None = None) -> tuple[list[SSAValue], list[SSAValue]]:
+                      visit: SideWriter | None = None,
+                      overlap_tail: bool = False) -> tuple[list[SSAValue], list[SSAValue]]:
     """The reduction of the operands of `reduces` (one reduce, or several that share `plan`, in one
     pass over the row: each element is computed and read once) over range variable `plan.symbol`
     alone, the other range variables at `symbols` (None at plan.symbol): one value per reduced
@@ -128,7 +147,13 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     when given, runs at every element with the range variables of
     `chunked_map(m, plan.symbol, plan.lanes)` and the carried `outputs` (the reduction emitter writes
     its side outputs there, so the element computation is shared and each output chunk is stored as
-    one vector)."""
+    one vector).
+
+    `overlap_tail`: a static row's partial last chunk is walked as a whole vector ending at the
+    row's end (`overlapped_tail`), the lanes that repeat elements keeping their accumulator;
+    `visit` (a `TailWriter` then) sees them too, so it may only
+    write values that do not change when written twice (never an output that can share a buffer
+    with an input it reads)."""
     reduces = [reduces] if isinstance(reduces, HloInstruction) else list(reduces)
     # (reduce, operand number) of every reduced value, in order.
     operands = [(r, k) for r in reduces for k in range(len(r.operands) // 2)]
@@ -137,30 +162,45 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     types = [element_type(r.operand(k).shape.element_type) for r, k in operands]
     vector_types = [VectorType(t, [lanes]) for t in types]
     out_types = [o.type for o in outputs]
-    split = [chunked_map(m, j, lanes) for m in maps[:n]]
     row = _row_length(reduces[0], maps[0], j)
+    shift = overlapped_tail(row, lanes) if overlap_tail and not isinstance(row, DimExpr) else None
+    split = {0: [chunked_map(m, j, lanes) for m in maps[:n]]}
+    if shift is not None:
+        split[shift] = [chunked_map(m, j, lanes, shift) for m in maps[:n]]
 
     def at(chunk: SSAValue, lane: SSAValue) -> list[SSAValue]:
         return [chunk if k == j else s for k, s in enumerate(symbols)] + [lane]
 
-    def elements(chunk: SSAValue, lane: SSAValue) -> list[SSAValue]:
-        return [e.scalar(r.operand(k), e.apply(m, indices, at(chunk, lane))) for (r, k), m in zip(operands, split)]
+    def elements(chunk: SSAValue, lane: SSAValue, at_shift: int) -> list[SSAValue]:
+        return [e.scalar(r.operand(k), e.apply(m, indices, at(chunk, lane)))
+                for (r, k), m in zip(operands, split[at_shift])]
 
     def lane_loop(chunk: SSAValue, count: int | SSAValue, accs: Sequence[SSAValue] | None,
-                  carried: Sequence[SSAValue], outs: Sequence[SSAValue]) -> list[SSAValue]:
+                  carried: Sequence[SSAValue], outs: Sequence[SSAValue], at_shift: int = 0) -> list[SSAValue]:
         """scf.for lane in [0, count): lane `lane` of `carried` becomes reducer(accs[lane], element)
         (the element itself when accs is None). Reading `accs`, defined outside the loop, and
-        writing `carried` is the form vectorize-elementwise takes."""
+        writing `carried` is the form vectorize-elementwise takes. A negative `at_shift` is the
+        overlapped tail: its first -at_shift lanes keep their accumulator (a constant mask read at
+        the lane, which vectorizes to one select; the init value need not be an identity)."""
+        mask = None
+        if at_shift:
+            flags = [int(k >= -at_shift) for k in range(lanes)]
+            mask_type = VectorType(IntegerType(1), [lanes])
+            mask = e.b.add(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(mask_type, flags), mask_type))
         block = Block(arg_types=[IndexType(), *vector_types, *out_types])
         lane = block.args[0]
         with e.nested(block) as b:
-            values = elements(chunk, lane)
+            values = elements(chunk, lane, at_shift)
             new_outs = list(block.args[1 + n:])
             if visit is not None:
-                new_outs = visit(at(chunk, lane), new_outs)
+                new_outs = visit(at(chunk, lane), new_outs, at_shift) if overlap_tail else \
+                    visit(at(chunk, lane), new_outs)
             if accs is not None:
                 old = [b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(accs, types)]
                 values = _apply_reducers(b, reduces, old, values)
+                if mask is not None:
+                    keep = b.add(vector.ExtractOp(mask, [lane], IntegerType(1)))
+                    values = [b.add(arith.SelectOp(keep, v, o)) for v, o in zip(values, old)]
             b.insert(scf.YieldOp(*[b.add(vector.InsertOp(v, c, [lane])) for v, c in zip(values, block.args[1:])],
                                  *new_outs))
         bound = count if isinstance(count, SSAValue) else e.b.index(count)
@@ -188,7 +228,9 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
         results = lane_loop(e.b.index(0), lanes, None, seeds, outputs)
         if chunks > 1:
             results = chunk_loop(e.b.index(1), e.b.index(chunks), results)
-        if tail:
+        if shift is not None:
+            results = lane_loop(e.b.index(chunks), lanes, results[:n], results[:n], results[n:], shift)
+        elif tail:
             results = lane_loop(e.b.index(chunks), tail, results[:n], results[:n], results[n:])
     partials, k = [], 0
     for r in reduces:
@@ -256,6 +298,6 @@ def combine_lanes(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAV
 
 
 __all__ = ["PartialsPlan", "SideWriter", "apply_reducers", "chunked_map", "combine_lanes", "combiner_function",
-           "emit_row_partials", "fold_elements", "plan_partials"]
+           "emit_row_partials", "fold_elements", "overlapped_tail", "plan_partials"]
 
 apply_reducers = _apply_reducers

@@ -254,10 +254,13 @@ class ReductionEmitter(FusionEmitterBase):
                     for _ in range(len(r.operands) // 2)]
 
             def row() -> list[SSAValue]:
+                # (Side outputs keep the lane-loop tail: the overlapped one would write some
+                # elements twice, and a side output may share a buffer with an input it reads.)
                 accs, written = emit_row_partials(e, self.reduces, maps, ids,
                                                   [e.b.index(0) if j != plan.symbol else None
                                                    for j in range(len(logical.symbols))],
-                                                  plan, inits, outputs if side else (), write_side if side else None)
+                                                  plan, inits, outputs if side else (), write_side if side else None,
+                                                  overlap_tail=not side)
                 return [*accs, *(written if side else ())]
 
             # The partials walk the reduced dimension of one row; a thread past the last row (the

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from xdsl.dialects import func, scf
-from xdsl.dialects.builtin import FunctionType, IndexType, ModuleOp
+from xdsl.dialects import func, scf, vector
+from xdsl.dialects.builtin import FunctionType, IndexType, ModuleOp, VectorType
 from xdsl.ir import Block, Region, SSAValue
 
 import hlocc.codegen.emitters.elemental_reduce  # noqa: F401  (registers reduce for the element emitter)
@@ -55,11 +55,18 @@ from hlocc.codegen.elemental.index_ops import emit_scalar_computation
 from hlocc.codegen.elemental.storage import array_leaves, load_element, store_element
 from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
 from hlocc.codegen.emitters.loop import SYMBOLIC_LOOP_OPS
-from hlocc.codegen.emitters.reduce_partials import chunked_map, emit_row_partials, fold_elements, plan_partials
+from hlocc.codegen.emitters.reduce_partials import (
+    chunked_map,
+    emit_row_partials,
+    fold_elements,
+    overlapped_tail,
+    plan_partials,
+)
 from hlocc.codegen.emitters.reduction_tiling import CPU_BLOCK_ELEMENTS, Tiling, reduction_tiling
 from hlocc.codegen.emitters.stitch_gpu import first_thread, gpu_tiling, reduce_stage_gpu, write_rows_gpu
-from hlocc.codegen.ir import ApplyIndexingOp
+from hlocc.codegen.ir import ApplyIndexingOp, PrefetchOp
 from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.codegen.partitioner import partition_fusion
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloInstruction
@@ -237,19 +244,21 @@ class StitchEmitter(FusionEmitterBase):
         plan = plans.pop() if len(plans) == 1 else None
         if plan is not None:
             pairs = self._buffers(reduces, row_roots, buffered)
-            chunked = chunked_map(m, plan.symbol, plan.lanes)
 
-            def store(syms: list[SSAValue], outs: list[SSAValue]) -> list[SSAValue]:
-                index = e.apply(chunked, ids, syms)
+            # (The overlapped tail stores some elements twice, the same values: the outputs are
+            # private, `_outputs_private`.)
+            def store(syms: list[SSAValue], outs: list[SSAValue], shift: int) -> list[SSAValue]:
+                index = e.apply(chunked_map(m, plan.symbol, plan.lanes, shift), ids, syms)
                 outs = list(outs)
                 for v, k in pairs:
                     outs[k] = store_element(e.b, e.scalar(v, index), outs[k], self.roots[k].shape, index)
                 return outs
 
             if pairs:
-                partials, outputs = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, outputs, store)
+                partials, outputs = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, outputs, store,
+                                                      overlap_tail=True)
             else:
-                partials, _ = emit_row_partials(e, reduces, maps, ids, [None], plan, inits)
+                partials, _ = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, overlap_tail=True)
             buffered.update((id(v), k) for v, k in pairs)
         else:
             partials = self._serial(e, ids, reduces, m, inits)
@@ -282,27 +291,94 @@ class StitchEmitter(FusionEmitterBase):
         # read is the one this iteration overwrites next, so no read sees a new value.
         stored = list(outputs)
 
+        def values(index: list[SSAValue]) -> list[SSAValue]:
+            for v, k in buffered.items():
+                e.overrides[v] = [load_element(e.b, stored[k], self.roots[k].shape, index)]
+            out = [e.scalar(self.roots[k], index) for k in roots]
+            for v in buffered:
+                del e.overrides[v]
+            return out
+
         def lane_loop(chunk: SSAValue, count: int, outs: list[SSAValue]) -> list[SSAValue]:
             def body(lane: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
                 index = e.apply(m, ids, [chunk, lane])
                 carried = list(carried)
-                for v, k in buffered.items():
-                    shape = self.roots[k].shape
-                    e.overrides[v] = [load_element(e.b, stored[k], shape, index)]
-                for k in roots:
-                    root = self.roots[k]
-                    carried[k] = store_element(e.b, e.scalar(root, index), carried[k], root.shape, index)
-                for v in buffered:
-                    del e.overrides[v]
+                for k, x in zip(roots, values(index)):
+                    carried[k] = store_element(e.b, x, carried[k], self.roots[k].shape, index)
                 return carried
 
             return _for(e, e.b.index(0), e.b.index(count), outs, body)
 
+        shift = overlapped_tail(n, lanes)
+        if shift is not None:
+            # The tail as one whole vector ending at the row's end: computed before the chunks
+            # overwrite the buffered values its first lanes read, stored after them.
+            last = self._overlapped_tail(e, ids, roots, lanes, shift, chunks, values)
+        prefetch = self._next_row_prefetch(e, ids, lanes)
+
+        def chunk(c: SSAValue, outs: list[SSAValue]) -> list[SSAValue]:
+            if prefetch is not None:
+                prefetch(c)
+            return lane_loop(c, lanes, outs)
+
         if chunks:
-            outputs = _for(e, e.b.index(0), e.b.index(chunks), outputs, lambda c, outs: lane_loop(c, lanes, outs))
-        if tail:
+            outputs = _for(e, e.b.index(0), e.b.index(chunks), outputs, chunk)
+        if shift is not None:
+            tail_map = chunked_map(self.row_map(), 0, lanes, shift)
+
+            def store_tail(lane: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
+                index = e.apply(tail_map, ids, [e.b.index(chunks), lane])
+                carried = list(carried)
+                for k, v in zip(roots, last):
+                    x = e.b.add(vector.ExtractOp(v, [lane], v.type.element_type))
+                    carried[k] = store_element(e.b, x, carried[k], self.roots[k].shape, index)
+                return carried
+
+            outputs = _for(e, e.b.index(0), e.b.index(lanes), outputs, store_tail)
+        elif tail:
             outputs = lane_loop(e.b.index(chunks), tail, outputs)
         return outputs
+
+    def _next_row_prefetch(self, e: ElementEmitter, ids, lanes: int) -> Callable[[SSAValue], None] | None:
+        """Where a row is long (PREFETCH_ROW_BYTES or more): `(chunk) -> None` emitting a prefetch of
+        that chunk of the NEXT row of every row-shaped parameter, for the last pass. The first
+        stage walks a row that comes from memory while the stages after it compute on a row in
+        cache; with the next row on its way during the last pass (the thread's next row is row + 1:
+        the CPU launcher runs a block's threads in order) the memory and the arithmetic overlap.
+        Past the last row the address lies outside the buffer, which a prefetch tolerates."""
+        shape, n = self.plan.row_shape, self.plan.row_length
+        params = [p for p in self.fusion.parameters if _same(p.shape, shape)]
+        if not params or n * shape.element_type.bits // 8 < PREFETCH_ROW_BYTES:
+            return None
+        chunk = Variable(Interval(0, -(-n // lanes) - 1), "c")
+        m = IndexingMap(self._dims(), ((self._row() + 1) * n + sym(0) * lanes,), (chunk,))
+        block_args = {id(p): e.params[p.parameter_number] for p in params}
+
+        def prefetch(c: SSAValue) -> None:
+            (index,) = e.apply(m, ids, [c])
+            for p in params:
+                e.b.insert(PrefetchOp(block_args[id(p)], index))
+
+        return prefetch
+
+    def _overlapped_tail(self, e: ElementEmitter, ids, roots: list[int], lanes: int, shift: int, chunks: int,
+                         values: Callable[[list[SSAValue]], list[SSAValue]]) -> list[SSAValue]:
+        """One vector per row-shaped root: its values at the row's last `lanes` elements (a lane
+        loop inserting into carried vectors, the form vectorize-elementwise takes)."""
+        tail_map = chunked_map(self.row_map(), 0, lanes, shift)
+        types = [VectorType(element_type(self.roots[k].shape.element_type), [lanes]) for k in roots]
+
+        def body(lane: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
+            index = e.apply(tail_map, ids, [e.b.index(chunks), lane])
+            return [e.b.add(vector.InsertOp(x, v, [lane])) for x, v in zip(values(index), carried)]
+
+        seeds = [e.b.add(vector.BroadcastOp(e.b.constant(0, t.element_type), t)) for t in types]
+        return _for(e, e.b.index(0), e.b.index(lanes), seeds, body)
+
+
+PREFETCH_ROW_BYTES = 4096
+"""A row at least this long gets `_next_row_prefetch` (a page: shorter rows are a few cache lines,
+which the hardware prefetchers follow from row to row on their own)."""
 
 
 def _same(a, b) -> bool:

@@ -106,12 +106,14 @@ def program(kind: str, dtype: str, rows: int, n: int) -> str:
     return f"HloModule {kind}\n{_REDUCERS}\nENTRY main {{{body}\n}}\n"
 
 
-def check(text: str, *, stitched: bool, seed: int = 0):
-    """Compile `text` for the cpu backend; outputs match the evaluator; one stitch kernel (or none)."""
+def check(text: str, *, stitched: bool, seed: int = 0, check_bounds: bool = False):
+    """Compile `text` for the cpu backend; outputs match the evaluator; one stitch kernel (or none).
+    `check_bounds`: every load and store is checked against its buffer (the overlapped tail's, the
+    next-row prefetch's addresses)."""
     module = parse_hlo(text)
     inputs = check_arguments(module, random_inputs(module, seed), cast=True)
     ref = flatten(evaluate(module, inputs))
-    exe = hlocc.compile(module, "cpu")
+    exe = hlocc.compile(module, "cpu", check_bounds=check_bounds)
     got = flatten(exe(*inputs))
     bf16 = "bf16" in text
     for r, g in zip(ref, got, strict=True):
@@ -132,13 +134,15 @@ _SLOW = pytest.mark.slow  # ~10 s each on a loaded 2-core machine (compilation)
     ("softmax", "f32", 3, 127),  # a chunk loop and a tail
     ("softmax", "f32", 5, 17),  # one vector and one element (vector width + 1)
     ("rmsnorm", "bf16", 6, 33),  # bf16 in and out, f32 statistics
+    ("softmax", "f32", 3, 1025),  # 4 KiB rows and more: the last pass prefetches the next row; a 1-element tail
+    ("layernorm", "bf16", 2, 2047),  # bf16 rows just short of 4 KiB (no prefetch); a 31-element tail of 32 lanes
     pytest.param("softmax", "f32", 1, 15, marks=_SLOW),  # shorter than two vectors: serial reductions; one row
     pytest.param("layernorm", "f32", 4, 16, marks=_SLOW),  # exactly one vector: the partials' minimum is two
     pytest.param("layernorm", "bf16", 3, 130, marks=_SLOW),
     pytest.param("softmax", "bf16", 2, 64, marks=_SLOW),
 ])
 def test_stitched_matches_the_evaluator(kind, dtype, rows, n):
-    check(program(kind, dtype, rows, n), stitched=True)
+    check(program(kind, dtype, rows, n), stitched=True, check_bounds=n > 1000)
 
 
 @pytest.mark.slow

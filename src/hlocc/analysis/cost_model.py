@@ -519,12 +519,25 @@ def _padded(flags: list[bool], n: int) -> list[bool]:
 CPU_L2_BYTES = 1 << 20
 """L2 cache per core of the host CPU model (1 MiB: Skylake-SP to Sapphire Rapids have 1-2 MiB)."""
 
+CPU_VECTOR_BYTES = 64
+"""The widest vector the CPU kernels use (AVX-512)."""
+
+
+def stitch_min_row(bits: int) -> int:
+    """The shortest row a CPU stitch kernel takes: two vectors of the row's statistics (f32 at
+    least, as JAX computes bf16 norms). A shorter row is reduced by a serial loop per stage
+    (emitters/reduce_partials.py `plan_partials` needs two chunks), which ran softmax f32[1024, 16]
+    3x and f32[1024, 24] 6.6x slower than the unstitched plan, whose reduction kernels vectorize;
+    from 32 to 64 elements the two plans ran even."""
+    return 2 * CPU_VECTOR_BYTES * 8 // max(bits, 32)
+
 
 def stitch_fits(row_elements, dtype, target, *, live_rows: int = 1) -> bool:
     """Whether a stitch kernel's rows stay on chip (passes/stitch_fusion.py; the runtime speculation
     asks the same of a symbolic row length at run time): `live_rows` row-long values of `dtype`
     (an element type or its name) per thread — the row-shaped inputs, which each stage re-reads —
-    within half of a core's L2 on the CPU (`target` "cpu", or a Target of kind "cpu"), within a
+    within half of a core's L2 on the CPU (`target` "cpu", or a Target of kind "cpu"; and a row of at
+    least `stitch_min_row` elements there, shorter ones run faster unstitched), within a
     block's shared memory on a GPU. A symbolic row length (not an int) does not fit: its size is
     known only at run time."""
     if not isinstance(row_elements, int):
@@ -533,7 +546,7 @@ def stitch_fits(row_elements, dtype, target, *, live_rows: int = 1) -> bool:
     row_bytes = row_elements * max(bits, 8) // 8 * live_rows
     kind = target if isinstance(target, str) else target.kind
     if kind == "cpu":
-        return row_bytes <= CPU_L2_BYTES // 2
+        return stitch_min_row(bits) <= row_elements and row_bytes <= CPU_L2_BYTES // 2
     shared = 48 * 1024 if isinstance(target, str) else target.shared_memory_bytes
     return row_bytes <= shared
 

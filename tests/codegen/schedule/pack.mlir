@@ -12,9 +12,10 @@
 // CHECK-DAG:     %[[BP:.*]] = xla.allocate_shared : tensor<128xf32>
 // CHECK-DAG:     %[[CACC:.*]] = xla.allocate_shared : tensor<192xf32>
 // CHECK-DAG:     %[[AP:.*]] = xla.allocate_shared : tensor<24xf32>
-// The first K block: pack B (columns, then the zero padding past them), pack A, then the tiles.
-// CHECK:         scf.for %jp =
-// CHECK:           scf.for %k =
+// The first K block: pack B row by row (each row's columns, then the zero padding past them),
+// pack A, then the tiles.
+// CHECK:         scf.for %k =
+// CHECK:           scf.for %jp =
 // CHECK:             scf.for %l =
 // CHECK:               tensor.extract %w[
 // CHECK:             scf.for %l{{.*}} =

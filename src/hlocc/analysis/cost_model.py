@@ -338,12 +338,13 @@ class CostModel:
             known = self._sizes[instr] = (shape, byte_size(shape))
         return known[1]
 
-    def _read_time(self, operand: HloInstruction, total: float, coalesced: bool) -> float:
-        """Seconds to read `total` bytes of `operand` (module doc)."""
+    def _read_time(self, operand: HloInstruction, total: float, coalesced: bool, size: int | None = None) -> float:
+        """Seconds to read `total` bytes of `operand` (module doc); `size`: its bytes, if known."""
         if total <= 0:
             return 0.0
         m = self.machine
-        size = self._size(operand)
+        if size is None:
+            size = self._size(operand)
         net = size if size < total else total  # min(size, total)
         if coalesced:  # the common case, without the element size
             bandwidth = m.memory_bandwidth
@@ -385,10 +386,11 @@ class CostModel:
         flops = p.flops * u + c.flops
         coalesced = self._coalesced(producer, consumer, p, c)
         read = 0.0
-        size, read_time = self._size, self._read_time  # (the hottest loop of priority fusion)
+        size_of, read_time = self._size, self._read_time  # (the hottest loop of priority fusion)
         for op, (v, _) in reads.items():
             if v > 0:
-                read += read_time(op, size(op) * v, coalesced)
+                size = size_of(op)
+                read += read_time(op, size * v, coalesced, size)
         written = c.bytes_written + (p.bytes_written if side_output else 0.0)
         time = self._combine(flops, read, written)
         self._fused[key] = time

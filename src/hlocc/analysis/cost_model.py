@@ -333,19 +333,23 @@ class CostModel:
     # -- time formulas ----------------------------------------------------------------------------------
     def _size(self, instr: HloInstruction) -> int:
         known = self._sizes.get(instr)  # (shape, bytes): kept while a growing fusion keeps its shape
-        if known is None or known[0] is not instr.shape:
-            known = self._sizes[instr] = (instr.shape, byte_size(instr.shape))
+        shape = instr.shape
+        if known is None or known[0] is not shape:
+            known = self._sizes[instr] = (shape, byte_size(shape))
         return known[1]
 
-    def _read_time(self, operand: HloInstruction, total: float, coalesced: bool) -> float:
-        """Seconds to read `total` bytes of `operand` (module doc)."""
-        m = self.machine
+    def _read_time(self, operand: HloInstruction, total: float, coalesced: bool, size: int | None = None) -> float:
+        """Seconds to read `total` bytes of `operand` (module doc); `size`: its bytes, if known."""
         if total <= 0:
             return 0.0
-        net = min(self._size(operand), total)
+        m = self.machine
+        if size is None:
+            size = self._size(operand)
+        net = size if size < total else total  # min(size, total)
         if coalesced:  # the common case, without the element size
-            rest = m.memory_bandwidth * (m.cache_speedup if net < m.cache_bytes else 1.0)
-            return net / m.memory_bandwidth + (total - net) / rest
+            bandwidth = m.memory_bandwidth
+            rest = bandwidth * (m.cache_speedup if net < m.cache_bytes else 1.0)
+            return net / bandwidth + (total - net) / rest
         leaf = operand.shape.leaves()[0]
         element_bytes = leaf.element_type.byte_size if leaf.is_array else 4
         rate = min(1.0, element_bytes / m.transaction_bytes)
@@ -377,21 +381,24 @@ class CostModel:
         cached = self._fused.get(key)
         if cached is not None:
             return cached
-        p, c = self.cost(producer), self.cost(consumer)
+        p, c = self._costs.get(producer) or self.cost(producer), self._costs.get(consumer) or self.cost(consumer)
         u, reads = merged_reads(producer, consumer.operands, p, c)
         flops = p.flops * u + c.flops
         coalesced = self._coalesced(producer, consumer, p, c)
         read = 0.0
+        size_of, read_time = self._size, self._read_time  # (the hottest loop of priority fusion)
         for op, (v, _) in reads.items():
             if v > 0:
-                read += self._read_time(op, self._size(op) * v, coalesced)
+                size = size_of(op)
+                read += read_time(op, size * v, coalesced, size)
         written = c.bytes_written + (p.bytes_written if side_output else 0.0)
         time = self._combine(flops, read, written)
         self._fused[key] = time
+        by_member = self._by_member
         for member in (producer, consumer):
-            keys = self._by_member.get(member)
+            keys = by_member.get(member)
             if keys is None:
-                keys = self._by_member[member] = set()
+                keys = by_member[member] = set()
             keys.add(key)
         return time
 
@@ -491,23 +498,25 @@ def merged_reads(producer: HloInstruction, consumer_operands, p: InstructionCost
     u = 0.0
     via_root = False  # the consumer reads the producer at its output's index
     reads: dict[HloInstruction, tuple[float, bool]] = {}
-
-    def add(op: HloInstruction, v: float, elementwise: bool) -> None:
-        if op in reads:
-            w, e = reads[op]
-            reads[op] = (w + v - (1.0 if e and elementwise else 0.0), e or elementwise)
-        else:
-            reads[op] = (v, elementwise)
-
+    get = reads.get  # (inlined `add`: this runs for every priority fusion estimate)
     for op, v, e in zip(consumer_operands, c.utilization, _padded(c.elementwise, len(c.utilization))):
         if op is producer or (op.opcode == "get-tuple-element" and op.operand(0) is producer):
             u += v
             via_root |= e
         else:
-            add(op, v, e)
+            known = get(op)
+            reads[op] = (v, e) if known is None else _merged_read(known, v, e)
     for op, v, e in zip(producer.operands, p.utilization, _padded(p.elementwise, len(p.utilization))):
-        add(op, v * u, via_root and e)
+        elementwise = via_root and e
+        known = get(op)
+        reads[op] = (v * u, elementwise) if known is None else _merged_read(known, v * u, elementwise)
     return u, reads
+
+
+def _merged_read(known: tuple[float, bool], v: float, elementwise: bool) -> tuple[float, bool]:
+    """A second read of an operand: utilizations add up, less one shared elementwise read."""
+    w, e = known
+    return w + v - (1.0 if e and elementwise else 0.0), e or elementwise
 
 
 def _padded(flags: list[bool], n: int) -> list[bool]:

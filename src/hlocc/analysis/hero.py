@@ -421,6 +421,8 @@ def analyze_fusion(adaptor: FusionAdaptor, fusion: HloInstruction | None = None,
     dynamic-update-slice, its operand buffers matter); `can_share_buffer` decides the in-place
     question (default: `default_can_share_buffer`; with no fusion instruction the structure alone
     decides, as XLA does before buffer assignment); `opcodes` as for `roots_and_heroes`."""
+    if opcodes is None:  # one walk answers the gemm and stitch questions below (each was a walk)
+        opcodes = {i.opcode for i in adaptor.instructions()}
     roots, heroes = roots_and_heroes(adaptor, opcodes)
     bits_in = _smallest_bits(p.shape for p in adaptor.parameters())
     bits_out = _smallest_bits(r.shape for r in roots)
@@ -432,11 +434,11 @@ def analyze_fusion(adaptor: FusionAdaptor, fusion: HloInstruction | None = None,
 
     if custom_fusion_kind(fusion):
         return result(EmitterKind.CUSTOM)
-    dot = gemm_hero(adaptor, roots)
+    dot = gemm_hero(adaptor, roots) if "dot" in opcodes else None
     if dot is not None:
         return FusionAnalysis(EmitterKind.GEMM, roots, [dot], smallest_input_bits=bits_in,
                               smallest_output_bits=bits_out)
-    if any(is_stitch_marked(i) for i in adaptor.instructions()):
+    if "reduce" in opcodes and any(is_stitch_marked(i) for i in adaptor.instructions()):
         return result(EmitterKind.STITCH)
     reduce_hero = _reduction_hero(roots, heroes, warp_size)
     if reduce_hero is not None:

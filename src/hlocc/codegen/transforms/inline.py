@@ -17,7 +17,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.codegen.ir import PureCallOp
-from hlocc.codegen.transforms.util import clone_block_body, functions
+from hlocc.codegen.transforms.util import clone_block_body, functions, move_block_body
 
 MAX_OPS_TO_DUPLICATE = 8
 
@@ -26,10 +26,10 @@ def _calls(op) -> list[PureCallOp]:
     return [o for o in op.walk() if isinstance(o, PureCallOp)]
 
 
-def _referenced(module: ModuleOp) -> set[str]:
-    """Names of the symbols that some op refers to (callees, shuffle_reduce combiners, ...)."""
-    return {attr.root_reference.data for o in module.walk()
-            for attr in (*o.properties.values(), *o.attributes.values()) if isinstance(attr, SymbolRefAttr)}
+def _symbol_refs(op) -> Counter:
+    """How many times each symbol is referred to under `op` (callees, shuffle_reduce combiners, ...)."""
+    return Counter(attr.root_reference.data for o in op.walk()
+                   for attr in (*o.properties.values(), *o.attributes.values()) if isinstance(attr, SymbolRefAttr))
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,16 @@ class InlinePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fns = functions(op)
+        refs = _symbol_refs(op)  # kept current as calls are inlined (one walk, not one per round)
         counts = Counter(c.callee.root_reference.data for c in _calls(op))
 
         def inlinable(name: str) -> bool:
             body = fns[name].body.block
             return counts[name] == 1 or len(body.ops) - 1 <= MAX_OPS_TO_DUPLICATE
+
+        def private(name: str) -> bool:
+            visibility = fns[name].sym_visibility
+            return visibility is not None and visibility.data == "private"
 
         changed = True
         while changed:
@@ -53,18 +58,23 @@ class InlinePass(ModulePass):
                 if callee is None or not inlinable(name) or any(
                         inlinable(c.callee.root_reference.data) for c in _calls(callee)):
                     continue
-                results = clone_block_body(callee.body.block, list(call.operands), InsertPoint.before(call))
+                body = callee.body.block
+                if refs[name] == 1 and private(name):  # this call is its only use: it dies below
+                    results = move_block_body(body, list(call.operands), InsertPoint.before(call))
+                else:
+                    refs.update(_symbol_refs(body))
+                    results = clone_block_body(body, list(call.operands), InsertPoint.before(call))
                 for old, new in zip(call.results, results):
                     old.replace_all_uses_with(new)
                 Rewriter.erase_op(call)
                 counts[name] -= 1
+                refs[name] -= 1
                 changed = True
         erased = True
         while erased:  # a function only its dead callers referred to is dead too
-            referenced = _referenced(op)
-            dead = [fn for name, fn in fns.items() if fn.sym_visibility is not None
-                    and fn.sym_visibility.data == "private" and name not in referenced]
+            dead = [fn for name, fn in fns.items() if private(name) and refs[name] <= 0]
             for fn in dead:
                 del fns[fn.sym_name.data]
+                refs.subtract(_symbol_refs(fn))
                 Rewriter.erase_op(fn)
             erased = bool(dead)

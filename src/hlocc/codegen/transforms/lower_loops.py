@@ -28,7 +28,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from hlocc.analysis.indexing_map import IndexingMap
 from hlocc.codegen.ir import ApplyIndexingOp, LoopOp, PredicatedExtractOp, PredicatedInsertOp
 from hlocc.codegen.ir.builder import KernelBuilder
-from hlocc.codegen.transforms.util import clone_block_body
+from hlocc.codegen.transforms.util import move_block_body
 
 
 def emit_constraint_check(b: KernelBuilder, m: IndexingMap, operands: list[SSAValue]) -> SSAValue | None:
@@ -61,7 +61,8 @@ def _lower(loop: LoopOp) -> None:
             index = list(inner.insert(ApplyIndexingOp(IndexingMap(m.dims, m.results, m.symbols, m.runtime),
                                                       operands)).results) if m.results else []
             _keep_names(loop.map_results, index)
-            return clone_block_body(body_block, [*ivs, *index, *iter_args], inner.insertion_point)
+            # emitted once (the innermost level) and the loop is erased: move the body, not a copy
+            return move_block_body(body_block, [*ivs, *index, *iter_args], inner.insertion_point)
 
         if check is None:
             return compute(b)

@@ -26,6 +26,7 @@ xDSL 0.74 except tf32, which no HLO type uses).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,8 +50,16 @@ def _elem(ty: Attribute) -> Attribute:
     return ty.get_element_type() if isinstance(ty, VectorType) else ty
 
 
+@functools.lru_cache(maxsize=256)
 def _narrow(ty: Attribute) -> FloatFormat | None:
+    """The narrow float format of a type's elements, or None (per type once: the name is printed)."""
     return NARROW_FORMATS.get(str(_elem(ty)))
+
+
+def _has_narrow_floats(module: ModuleOp) -> bool:
+    """Whether any op reads or makes a narrow float: else every rewrite below is a no-op, and one
+    walk replaces the patterns' four."""
+    return any(_narrow(v.type) for o in module.walk() for v in (*o.operands, *o.results))
 
 
 def _with_elem(ty: Attribute, elem: Attribute) -> Attribute:
@@ -241,6 +250,8 @@ class LowerNarrowFloatsPass(ModulePass):
     name = "lower-narrow-floats"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if not _has_narrow_floats(op):
+            return
         PatternRewriteWalker(PromoteToF32(), apply_recursively=False).rewrite_module(op)
         conversions = LowerNarrowConversions(nan_clean_values(op))
         for pattern in (conversions, BitcastNarrowConstant()):

@@ -40,6 +40,20 @@ def if_then(b: KernelBuilder, cond: SSAValue | None, then: Callable[[KernelBuild
     return list(b.insert(scf.IfOp(cond, [v.type for v in otherwise], Region(then_block), Region(else_block))).results)
 
 
+def move_block_body(block: Block, args: Sequence[SSAValue], at: InsertPoint) -> list[SSAValue]:
+    """`clone_block_body`'s result without copying: move every op of `block` but its terminator to
+    `at`, the block arguments replaced by `args`; return the terminator's operands. For a block
+    used once and erased next (a lowered loop's body, a callee inlined at its only call), where a
+    copy cost time linear in the body again."""
+    for arg, value in zip(block.args, args):
+        arg.replace_all_uses_with(value)
+    ops = list(block.ops)
+    for op in ops[:-1]:
+        op.detach()
+    Rewriter.insert_op(ops[:-1], at)
+    return list(ops[-1].operands)
+
+
 def functions(module: ModuleOp) -> dict[str, func.FuncOp]:
     return {op.sym_name.data: op for op in module.ops if isinstance(op, func.FuncOp)}
 

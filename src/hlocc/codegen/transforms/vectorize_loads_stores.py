@@ -38,7 +38,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     VectorType,
 )
-from xdsl.ir import Block, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -88,15 +88,14 @@ def _in_bounds() -> ArrayAttr:
     return ArrayAttr([BoolAttr(True, IntegerType(1))])
 
 
-def _vectorize(loop: scf.ForOp, aligned: bool = True) -> scf.ForOp | None:
-    """Vectorize `loop`'s reads in place and its first vectorizable store; returns the loop rebuilt
-    for that store (whose other stores the caller looks at next), else None."""
+def _vectorize_reads(loop: scf.ForOp, aligned: bool = True) -> None:
+    """Vectorize `loop`'s contiguous reads in place (one scan of the body: a store's rebuild of the
+    loop makes no new read to vectorize)."""
     n = trip_count(loop)
     if n not in VECTOR_SIZES:
-        return None
+        return
     body = loop.body.block
     iv = body.args[0]
-    yield_op = body.last_op
     b = KernelBuilder(InsertPoint.before(loop))
     for op in list(body.ops):
         if isinstance(op, tensor.ExtractOp) and len(op.indices) == 1 and defined_outside(op.tensor, loop) \
@@ -110,7 +109,18 @@ def _vectorize(loop: scf.ForOp, aligned: bool = True) -> scf.ForOp | None:
                                                else b.constant(0.0, op.result.type),
                                                vtype, _in_bounds(), _identity_1d()))
             Rewriter.replace_op(op, vector.ExtractOp(read, [iv], op.result.type))
-    # Stores into loop-carried tensors.
+
+
+def _vectorize_store(loop: scf.ForOp, aligned: bool = True) -> scf.ForOp | None:
+    """Vectorize `loop`'s first vectorizable store into a loop-carried tensor; returns the loop
+    rebuilt for that store (whose other stores the caller looks at next), else None."""
+    n = trip_count(loop)
+    if n not in VECTOR_SIZES:
+        return None
+    body = loop.body.block
+    iv = body.args[0]
+    yield_op = body.last_op
+    b = KernelBuilder(InsertPoint.before(loop))
     carried = list(body.args[1:])
     for k, arg in enumerate(carried):
         uses = list(arg.uses)
@@ -136,22 +146,18 @@ def _add_vector_carry(loop: scf.ForOp, k: int, insert: tensor.InsertOp, offset: 
     b = KernelBuilder(InsertPoint.before(loop))
     zero = 0 if isinstance(elem, (IntegerType, IndexType)) else 0.0
     init = b.add(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(vtype, [zero] * n), vtype))
-    new_block = Block(arg_types=[a.type for a in body.args] + [vtype])
-    for old, new in zip(body.args, new_block.args):
-        old.replace_all_uses_with(new)
-        new.name_hint = old.name_hint
-    iter_vec = new_block.args[-1]
-    for op in list(body.ops):
-        op.detach()
-        new_block.add_op(op)
-    iv = new_block.args[0]
-    yield_op = new_block.last_op
+    # The body moves into the new loop as it is, with one more argument: moving its ops one by one
+    # cost a walk of the whole body per vectorized store (quadratic in a many-output kernel).
+    iter_vec = body.insert_arg(vtype, len(body.args))
+    iv = body.args[0]
+    yield_op = body.last_op
     inserted = vector.InsertOp(insert.scalar, iter_vec, [iv])
     Rewriter.insert_op(inserted, InsertPoint.before(insert))
     insert.result.replace_all_uses_with(insert.dest)
     Rewriter.erase_op(insert)
     Rewriter.replace_op(yield_op, scf.YieldOp(*yield_op.operands, inserted.result))
-    new_loop = scf.ForOp(loop.lb, loop.ub, loop.step, [*loop.iter_args, init], new_block)
+    new_loop = scf.ForOp(loop.lb, loop.ub, loop.step, [*loop.iter_args, init],
+                         Rewriter.move_region_contents_to_new_regions(loop.body))
     Rewriter.insert_op(new_loop, InsertPoint.before(loop))
     tensor_result = new_loop.results[k]
     write = vector.TransferWriteOp(new_loop.results[-1], tensor_result, [offset], _in_bounds(),
@@ -174,8 +180,9 @@ class VectorizeLoadsStoresPass(ModulePass):
         # vector ops, which no rule reads), so the module is not walked again after each change;
         # restarting the walk per change had cost a walk per vectorized loop and per output.
         for loop in [o for o in op.walk() if isinstance(o, scf.ForOp)]:
+            _vectorize_reads(loop, self.aligned)
             while loop is not None:
-                loop = _vectorize(loop, self.aligned)
+                loop = _vectorize_store(loop, self.aligned)
 
 
 @dataclass(frozen=True)

@@ -224,6 +224,11 @@ class CallPlan:
         """k: each top-level thunk with no planned form, which a binding binds (`at`'s `steps`)."""
         return {k: t for k, t in enumerate(_top_level(self.program)) if not (_planned_kernel(t) or _inline_copy(t))}
 
+    def prepare(self) -> None:
+        """Make an arena now (the first call would), so that its cost is counted where it is asked."""
+        if not self._arenas:
+            self._arenas.append(self._arena())
+
     # -- planned once per arena --------------------------------------------------------------------
     def _compile(self) -> None:
         self.code_builds += 1
@@ -409,6 +414,11 @@ class BoundCall:
     def __init__(self, plan: CallPlan, at: Binding):
         self.plan, self.binding = plan, at
         self._arenas: list[Callable[[Sequence[Any]], Any]] = []
+
+    def prepare(self) -> None:
+        """Make an arena now (CallPlan.prepare)."""
+        if not self._arenas:
+            self._arenas.append(self.plan._arena(self.binding))
 
     def run(self, args: Sequence[Any]) -> Any:
         """Run on checked arguments, like CallPlan.run."""

@@ -428,6 +428,7 @@ class DynamicProgram:
     last_peak_bytes: int = 0
     _bound: dict[tuple, _Calls] = field(default_factory=dict, repr=False)
     plan: CallPlan | None = field(default=None, repr=False)  # the calls of every size (None: per-size kernels)
+    last_binding_us: float = 0.0  # host time the last new binding took (its calls and first arena), for benchmarks
     _binding_plan: tuple | None = field(default=None, repr=False)
 
     @property
@@ -441,7 +442,10 @@ class DynamicProgram:
         if bound is None:
             if len(self._bound) >= MAX_BOUND_PROGRAMS:
                 del self._bound[next(iter(self._bound))]  # the oldest: a server sees sizes come and go
+            t0 = time.perf_counter()
             bound = self._bound[key] = self._calls(key)
+            bound.calls.prepare()
+            self.last_binding_us = (time.perf_counter() - t0) * 1e6
         self.last_peak_bytes = peak = bound.peak_bytes
         if peak >= CHECKED_ALLOCATION_BYTES:
             check_memory(self.module.name, peak)

@@ -88,6 +88,10 @@ class CompiledKernel:
     _launches: dict[tuple[int, ...], tuple] = field(default_factory=dict, repr=False)  # see _launch_facts
     _facts: Callable | None = field(default=None, repr=False)  # see _launch_facts
 
+    def __post_init__(self):
+        if self.symbols:  # at compile time: the first launch at a new size should not pay it
+            self._facts = _facts_function(self)
+
     @property
     def num_elements(self) -> int:
         """Elements the launch touches: the largest parameter or output (a reduction reads more than

@@ -137,8 +137,9 @@ def test_dynamic_program_runs_each_size_through_its_own_plan(two):
     for n in (1, 7, 64, 7):
         x, y = _inputs(n, seed=n)
         _close(exe(x, y), reference(x, y))
-    bound = {key[0]: b for key, b in exe.program._bound.items()}
-    assert bound[(7,)].call_plan is not None and bound[(7,)].call_plan is not bound[(64,)].call_plan
+    bound = {key[0]: b.calls for key, b in exe.program._bound.items()}
+    assert bound[(7,)] is not bound[(64,)]  # each binding its numbers and arenas ...
+    assert bound[(7,)].plan is bound[(64,)].plan is exe.program.plan  # ... over one plan, one code
 
 
 class _CountingEvaluator(thunks.Evaluator):
@@ -216,8 +217,7 @@ def test_an_arena_keeps_the_dimension_values_its_tables_point_at():
     exe = hlocc.compile(ONE.replace("DIM", "?n"), "cpu")
     x = np.arange(5, dtype=np.float32)
     exe(x)
-    [bound] = exe.program._bound.values()
-    kernel = bound.program.thunks[0].kernel.kernel
+    kernel = exe.program.plan.thunks()[0].kernel.kernel
     dims_table = weakref.ref(kernel._launches[(5,)][0])
     kernel._launches.clear()  # the kernel's memo of launch facts is bounded: a long sweep clears it
     assert dims_table() is not None

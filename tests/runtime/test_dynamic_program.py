@@ -324,3 +324,44 @@ def test_guards_of_a_module_object_are_checked_on_the_cpu_plan():
 def test_a_while_loop_over_symbolic_state_runs_in_the_plan():
     exe = check_against_evaluator(WHILE, lambda n: [RNG.standard_normal(n).astype(np.float32)], [0, 1, 7])
     assert exe.program is not None and exe.program.stats.copies >= 1
+
+
+# A concatenation and a tuple of two sizes: kernels whose arguments and outputs sit at offsets that
+# the binding's numbers give (hlo_passes off: each op its own kernel, temporaries between them).
+SLICES = """HloModule slices
+ENTRY e {
+  x = f32[?n] parameter(0)
+  e = f32[?n] exponential(x)
+  c = f32[?n,2] broadcast(e), dimensions={0}
+  j = f32[?n,4] concatenate(c, c), dimensions={1}
+  t = f32[?n,4] tanh(j)
+  ROOT r = (f32[?n,4], f32[?n]) tuple(t, e)
+}
+"""
+
+W1, W2 = RNG.standard_normal((16, 32)).astype(np.float32), RNG.standard_normal((32, 8)).astype(np.float32)
+NEW_BINDING_PROGRAMS = {  # text, compile options, the arguments at size n
+    "softmax": (softmax_text("?n"), {}, lambda n: [RNG.standard_normal((3, n)).astype(np.float32)]),
+    "mlp": (MLP, {}, lambda n: [RNG.standard_normal((n, 16)).astype(np.float32), W1, W2]),
+    "chains": (CHAINS, {}, lambda n: [RNG.standard_normal(n).astype(np.float32),
+                                                         RNG.standard_normal(n // 2 + 1).astype(np.float32)]),
+    "slices": (SLICES, {}, lambda n: [RNG.standard_normal(n).astype(np.float32)]),
+    "while": (WHILE, {}, lambda n: [RNG.standard_normal(n).astype(np.float32)]),
+}
+
+
+@pytest.mark.parametrize("name", list(NEW_BINDING_PROGRAMS))
+def test_each_new_binding_after_others_is_right_and_the_call_code_is_built_once(name):
+    text, options, make_args = NEW_BINDING_PROGRAMS[name]
+    sizes = [64, 5, 0, 1, 2, 3, 13, 31, 97, 1, 0, 257, 13, 8]  # new sizes after others, and seen ones again
+    exe, reference = hlocc.compile(text, "cpu", **options), hlocc.compile(text, "interpreter")
+    for n in sizes:
+        args = make_args(n)
+        got, want = exe(*args), reference(*args)
+        for g, w in zip(*(v if isinstance(v, tuple) else (v,) for v in (got, want)), strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=f"size {n}")
+    program = exe.program
+    assert program.plan is not None and program.plan.code_builds == 1  # no code generated per size
+    assert len(program._bound) == len(set(sizes)) and exe.plan_builds == 1 and not program.deferred
+    # every binding's calls run over that one plan, each with its own numbers
+    assert {id(b.calls.plan) for b in program._bound.values()} == {id(program.plan)}

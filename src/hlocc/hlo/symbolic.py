@@ -305,12 +305,34 @@ def substitute(value: Dim, mapping: Mapping[str, Dim]) -> Dim:
     """`value` with each variable in `mapping` replaced by its value (an int or an expression)."""
     if isinstance(value, int):
         return value
+    try:  # every variable bound to an int (the runtime binding a call's sizes): int arithmetic only
+        return _evaluate_terms(value.terms, mapping)
+    except (KeyError, TypeError, ZeroDivisionError):
+        pass  # a variable left free or bound to an expression, or a division by zero (its HloError below)
     total: Dim = 0
     for m, c in value.terms:
         product: Dim = c
         for atom, p in m:
             product = product * _pow(_substitute_atom(atom, mapping), p)
         total = total + product
+    return total
+
+
+def _evaluate_terms(terms: tuple, binding: Mapping[str, int]) -> int:
+    """The value of `terms` with every variable bound to an int in `binding` (Python's `//` and `%`:
+    floordiv's and mod's semantics); KeyError or ZeroDivisionError where that is not so."""
+    total = 0
+    for m, c in terms:
+        for atom, p in m:
+            if atom.op == "var":
+                value = binding[atom.args[0]]
+                if not isinstance(value, int):
+                    raise TypeError(value)
+            else:
+                a, b = (x if isinstance(x, int) else _evaluate_terms(x.terms, binding) for x in atom.args)
+                value = a // b if atom.op == "floordiv" else a % b
+            c *= value if p == 1 else value ** p
+        total += c
     return total
 
 

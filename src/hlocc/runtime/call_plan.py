@@ -21,6 +21,13 @@ once, instantiated per arena over that arena's tables): one line per parameter, 
 copy (a memmove) and output leaf, each size and offset a literal; no loop over thunks or
 allocations runs per call.
 
+A program with symbolic sizes (runtime/dynamic_program.py) has one plan for all its sizes, made
+from its thunks before binding (`symbolic=True`): each symbolic size or offset in the source is
+`V[i]`, the i-th of `exprs` evaluated at the call's binding, and every temporary is allocated per
+call (the pooling decision would depend on the size). A new binding is `at(binding, kernels,
+steps)`: the numbers evaluated, the kernels' versions and launches at those dims, the steps of the
+thunks that have no planned form bound by the caller — no code generated or compiled per size.
+
 Thread safety: an arena serves one call at a time (popped from the pool, pushed back after: both
 atomic list operations), so concurrent calls each have their own temporaries and tables.
 """
@@ -36,8 +43,10 @@ import numpy as np
 
 from hlocc.evaluator.core import TOKEN
 from hlocc.hlo.ir import HloModule
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import Shape
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAllocation
+from hlocc.runtime.shape_function import expr_source
 from hlocc.runtime.thunks import (
     ALIGNMENT,
     BufferRef,
@@ -81,7 +90,7 @@ class _Leaf:
     offset: int
     size: int
     dtype: Any
-    dims: tuple[int, ...] | None  # None: a token
+    dims: tuple | None  # None: a token (symbolic sizes in a symbolic plan)
     axes: tuple[int, ...] | None
 
     def read(self, allocations: list[np.ndarray]) -> Any:
@@ -89,6 +98,17 @@ class _Leaf:
             return TOKEN
         array = allocations[self.allocation][self.offset:self.offset + self.size].view(self.dtype).reshape(self.dims)
         return array if self.axes is None else array.transpose(self.axes)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A symbolic plan at one binding (`CallPlan.at`): `values` of its `exprs`, `kernels[k]` the
+    bound kernel of its k-th top-level thunk where that is symbolic, `steps[k]` the bound thunk
+    where it has no planned form."""
+
+    values: tuple[int, ...]
+    kernels: dict[int, Any]
+    steps: dict[int, Thunk]
 
 
 @dataclass
@@ -121,8 +141,12 @@ class CallPlan:
 
     def __init__(self, module: HloModule, allocations: Sequence[BufferAllocation], sizes: Sequence[int],
                  program: SequentialThunk, outputs: Sequence[BufferRef], constants: dict[int, np.ndarray],
-                 copied: frozenset[int], parameter_bytes: Callable[..., np.ndarray], seed: int = 0):
+                 copied: frozenset[int], parameter_bytes: Callable[..., np.ndarray], seed: int = 0,
+                 symbolic: bool = False):
         self.module = module
+        self.symbolic = symbolic
+        self.exprs: list[DimExpr] = []  # a symbolic plan's sizes, `V[i]` in its source
+        self._expr_index: dict[DimExpr, int] = {}
         self.result_shape = module.entry.root.shape
         self.program = program
         self.seed = seed
@@ -145,21 +169,22 @@ class CallPlan:
                 continue
             elif a.kind is AllocationKind.OUTPUT or a.index in output_allocations:
                 self.fresh.append((a.index, self.fresh_size, size))
-                self.fresh_size += -(-size // ALIGNMENT) * ALIGNMENT
+                self.fresh_size += _round_up(size)
             else:
                 self.temps.append((a.index, size))
         # Temporaries past POOLED_TEMP_BYTES are allocated per call (a buffer of their own, like the
         # outputs'), not kept in the arenas: a dynamic program keeps a plan per size seen.
         self.scratch: list[tuple[int, int, int]] = []
         self.scratch_size = 0
-        if sum(size for _, size in self.temps) > POOLED_TEMP_BYTES:
+        if symbolic or sum(size for _, size in self.temps) > POOLED_TEMP_BYTES:
             for index, size in self.temps:
                 self.scratch.append((index, self.scratch_size, size))
-                self.scratch_size += -(-size // ALIGNMENT) * ALIGNMENT
+                self.scratch_size += _round_up(size)
             self.temps = []
         self.variable = frozenset(p.allocation for p in self.parameters) | {f[0] for f in self.fresh + self.scratch}
         self.leaves = [_leaf(r) for r in outputs]
         self.launchers_built = 0  # kernel launches prepared, over all arenas (a test counts them)
+        self.code_builds = 0  # the per-call code generated and compiled: once, whatever the sizes (a test counts it)
         # the bytes of an in-place argument are needed only where a thunk reads the allocation itself
         self.bytes_needed = _reads_bytes(program) or bool({leaf.allocation for leaf in self.leaves}
                                                  & {p.allocation for p in self.parameters})
@@ -180,44 +205,105 @@ class CallPlan:
             if len(self._arenas) < MAX_ARENAS:
                 self._arenas.append(call)
 
+    def at(self, binding: dict[str, int], kernels: dict[int, Any], steps: dict[int, Thunk]) -> BoundCall:
+        """A symbolic plan's calls at `binding` (module doc); `kernels` and `steps` as in Binding."""
+        if self._code is None:
+            self._compile()
+        return BoundCall(self, Binding(self._numbers(binding), kernels, steps))
+
+    def thunks(self) -> list[Thunk]:
+        """The top-level thunks, nested sequences spliced in (what `k` counts)."""
+        return _top_level(self.program)
+
+    def symbolic_kernels(self) -> dict[int, Any]:
+        """k: the kernel of each top-level kernel thunk a binding must bind (`at`'s `kernels`)."""
+        return {k: t.kernel for k, t in enumerate(_top_level(self.program))
+                if _planned_kernel(t) and not hasattr(t.kernel, "launcher")}
+
+    def unplanned(self) -> dict[int, Thunk]:
+        """k: each top-level thunk with no planned form, which a binding binds (`at`'s `steps`)."""
+        return {k: t for k, t in enumerate(_top_level(self.program)) if not (_planned_kernel(t) or _inline_copy(t))}
+
+    def prepare(self) -> None:
+        """Make an arena now (the first call would), so that its cost is counted where it is asked."""
+        if not self._arenas:
+            self._arenas.append(self._arena())
+
     # -- planned once per arena --------------------------------------------------------------------
-    def _arena(self) -> Callable[[Sequence[Any]], Any]:
-        """A new arena: its temporaries and prepared launches, and the generated call over them."""
+    def _compile(self) -> None:
+        self.code_builds += 1
+        self.source = self._source()
+        self._code = compile(self.source, f"<call plan of {self.module.name}>", "exec")
+        if self.symbolic:  # `exprs` at a binding: one generated function (runtime/shape_function.py's arithmetic)
+            names = {v: f"b[{v!r}]" for e in self.exprs for v in e.variables}
+            body = "".join(f"{expr_source(e, names)}, " for e in self.exprs)
+            scope: dict[str, Any] = {}
+            exec(compile(f"def numbers(b):\n    return ({body})\n", f"<sizes of {self.module.name}>", "exec"), scope)
+            self._numbers = scope["numbers"]
+        base = {"address_of": address_of, "asarray": np.asarray, "empty": EMPTY, "u8": np.uint8,
+                "HostMemory": HostMemory, "TOKEN": TOKEN, "seed": self.seed, "memmove": ctypes.memmove,
+                "parameter_bytes": self.parameter_bytes}
+        base.update({f"src{p.allocation}": p.source for p in self.parameters})
+        base.update({f"dt{j}": leaf.dtype for j, leaf in enumerate(self.leaves)})
+        base.update({f"b{index}": data for index, data in self.constants.items()})
+        self._namespace = base
+        self._recipe = []  # (k, thunk, kernel?, its fixed slots) per top-level thunk but an inline copy
+        for k, thunk in enumerate(_top_level(self.program)):
+            if _inline_copy(thunk):
+                continue
+            if not _planned_kernel(thunk):
+                self._recipe.append((k, thunk, False, ()))
+                continue
+            fixed = [(slot, ref.slice.allocation_index, ref.slice.offset) for slot, ref in enumerate(thunk.arguments)
+                     if ref.slice.allocation_index not in self.variable]  # the generated call patches the others
+            self._recipe.append((k, thunk, True, fixed))
+
+    def _arena(self, at: Binding | None = None) -> Callable[[Sequence[Any]], Any]:
+        """A new arena: its temporaries and prepared launches, and the generated call over them
+        (`at`: a symbolic plan's binding)."""
+        if self._code is None:
+            self._compile()
         n = len(self.sizes)
         arena = _Arena([None] * n, [0] * n)
-        namespace: dict[str, Any] = {"address_of": address_of, "asarray": np.asarray, "empty": EMPTY, "u8": np.uint8,
-                                     "HostMemory": HostMemory, "TOKEN": TOKEN, "seed": self.seed,
-                                     "memmove": ctypes.memmove, "parameter_bytes": self.parameter_bytes}
+        namespace = self._namespace.copy()
+        namespace["V"] = at.values if at is not None else ()
         fixed = [*self.constants.items(), *((index, aligned_bytes(size)) for index, size in self.temps)]
         for index, data in fixed:
             arena.allocations[index], arena.addresses[index] = data, address_of(data)
             namespace[f"b{index}"], namespace[f"p{index}"] = data, arena.addresses[index]
-        namespace.update({f"src{p.allocation}": p.source for p in self.parameters})
-        namespace.update({f"dt{j}": leaf.dtype for j, leaf in enumerate(self.leaves)})
-        for k, thunk in enumerate(_top_level(self.program)):
-            if _inline_copy(thunk):
-                continue
-            if _planned_kernel(thunk):
-                launch = thunk.kernel.launcher(len(thunk.arguments))
+        for k, thunk, planned, slots in self._recipe:
+            if planned:
+                kernel = at.kernels.get(k, thunk.kernel) if at is not None else thunk.kernel
+                launch = kernel.launcher(len(thunk.arguments))
                 self.launchers_built += 1
                 namespace[f"t{k}"], namespace[f"r{k}"] = launch.table, launch.run
                 namespace[f"launch{k}"] = launch  # what its table points at lives as long as the call
-                for slot, ref in enumerate(thunk.arguments):
-                    index, offset = ref.slice.allocation_index, ref.slice.offset
-                    if index not in self.variable:  # the generated call patches the others
-                        launch.table[slot] = arena.addresses[index] + offset
+                for slot, index, offset in slots:
+                    launch.table[slot] = arena.addresses[index] + self._value(offset, at)
             else:
-                namespace[f"g{k}"] = self._step(thunk, arena)
-        if self._code is None:
-            self.source = self._source()
-            self._code = compile(self.source, f"<call plan of {self.module.name}>", "exec")
+                namespace[f"g{k}"] = self._step(at.steps[k] if at is not None else thunk, arena)
         exec(self._code, namespace)
         return namespace.pop("call")  # not kept in its own globals: a cycle would hold the arena until a GC
 
+    def _value(self, size: Any, at: Binding | None) -> int:
+        return at.values[self._expr_index[size]] if isinstance(size, DimExpr) else size
+
+    def _number(self, value: Any) -> str:
+        """`value` (a size, or a tuple of them) in the source: a literal, or `V[i]` (module doc)."""
+        if isinstance(value, tuple):
+            return "(" + "".join(f"{self._number(v)}, " for v in value) + ")"
+        if not isinstance(value, DimExpr):
+            return str(value)
+        if value not in self._expr_index:
+            self._expr_index[value] = len(self.exprs)
+            self.exprs.append(value)
+        return f"V[{self._expr_index[value]}]"
+
     def _source(self) -> str:
         """The per-call function (module doc), straight-line: one line per parameter, kernel slot,
-        step and output leaf, every size and offset a literal."""
+        step and output leaf, every size and offset a literal (or `V[i]`: `_number`)."""
         lines = ["def call(args):"]
+        num = self._number
         emit = lines.append
         thunks = _top_level(self.program)
         memory = any(not (_planned_kernel(t) or _inline_copy(t)) for t in thunks)  # a step reads the memory
@@ -236,14 +322,14 @@ class CallPlan:
                                                                              self.scratch_size)):
             if not entries:
                 continue
-            emit(f"    {name} = empty({total + ALIGNMENT}, u8)")
+            emit(f"    {name} = empty({num(total + ALIGNMENT)}, u8)")
             emit(f"    {name}_base = address_of({name})")
             emit(f"    {name}_start = -{name}_base % {ALIGNMENT}")
             emit(f"    {name}_base += {name}_start")
             for index, offset, size in entries:
-                emit(f"    p{index} = {name}_base + {offset}")
+                emit(f"    p{index} = {name}_base + {num(offset)}")
                 if memory:
-                    emit(f"    b{index} = {name}[{name}_start + {offset}:{name}_start + {offset + size}]")
+                    emit(f"    b{index} = {name}[{name}_start + {num(offset)}:{name}_start + {num(offset + size)}]")
         if memory:
             n = len(self.sizes)
             emit(f"    memory = HostMemory([{', '.join(f'b{i}' for i in range(n))}], None, "
@@ -251,8 +337,8 @@ class CallPlan:
         for k, thunk in enumerate(thunks):
             if _inline_copy(thunk):
                 source, destination = thunk.source, thunk.destination
-                emit(f"    memmove(p{destination.allocation_index} + {destination.offset}, "
-                     f"p{source.allocation_index} + {source.offset}, {source.size})")
+                emit(f"    memmove(p{destination.allocation_index} + {num(destination.offset)}, "
+                     f"p{source.allocation_index} + {num(source.offset)}, {num(source.size)})")
                 continue
             if not _planned_kernel(thunk):
                 emit(f"    g{k}(memory)")
@@ -260,7 +346,8 @@ class CallPlan:
             for slot, ref in enumerate(thunk.arguments):
                 index, offset = ref.slice.allocation_index, ref.slice.offset
                 if index in self.variable:
-                    emit(f"    t{k}[{slot}] = p{index}" + (f" + {offset}" if offset else ""))
+                    shifted = isinstance(offset, DimExpr) or offset
+                    emit(f"    t{k}[{slot}] = p{index}" + (f" + {num(offset)}" if shifted else ""))
             emit(f"    r{k}()")
         leaves = []
         for j, leaf in enumerate(self.leaves):
@@ -269,12 +356,12 @@ class CallPlan:
                 continue
             if leaf.allocation in fresh:
                 first = fresh[leaf.allocation] + leaf.offset
-                data = f"raw[raw_start + {first}:raw_start + {first + leaf.size}]"
+                data = f"raw[raw_start + {num(first)}:raw_start + {num(first + leaf.size)}]"
             else:
-                data = f"b{leaf.allocation}[{leaf.offset}:{leaf.offset + leaf.size}]"
+                data = f"b{leaf.allocation}[{num(leaf.offset)}:{num(leaf.offset + leaf.size)}]"
             expr = f"{data}.view(dt{j})"
             if not (len(leaf.dims) == 1 and leaf.size == leaf.dims[0] * np.dtype(leaf.dtype).itemsize):
-                expr += f".reshape({leaf.dims})"
+                expr += f".reshape({num(leaf.dims)})"
             if leaf.axes is not None:
                 expr += f".transpose({leaf.axes})"
             leaves.append(expr)
@@ -321,6 +408,36 @@ class CallPlan:
         return step
 
 
+class BoundCall:
+    """A symbolic plan's calls at one binding (`CallPlan.at`): its own pool of arenas."""
+
+    def __init__(self, plan: CallPlan, at: Binding):
+        self.plan, self.binding = plan, at
+        self._arenas: list[Callable[[Sequence[Any]], Any]] = []
+
+    def prepare(self) -> None:
+        """Make an arena now (CallPlan.prepare)."""
+        if not self._arenas:
+            self._arenas.append(self.plan._arena(self.binding))
+
+    def run(self, args: Sequence[Any]) -> Any:
+        """Run on checked arguments, like CallPlan.run."""
+        try:
+            call = self._arenas.pop()
+        except IndexError:
+            call = self.plan._arena(self.binding)
+        try:
+            return call(args)
+        finally:
+            if len(self._arenas) < MAX_ARENAS:
+                self._arenas.append(call)
+
+
+def _round_up(size: Any) -> Any:
+    """`size` rounded up to a multiple of ALIGNMENT (an int, or a symbolic size)."""
+    return -(-size // ALIGNMENT) * ALIGNMENT
+
+
 def _top_level(program: SequentialThunk) -> list[Thunk]:
     """The program's thunks with nested sequences spliced in."""
     return [leaf for t in program.thunks
@@ -342,7 +459,10 @@ def _predicate(ref: BufferRef) -> Callable[[HostMemory], Any]:
 
 
 def _planned_kernel(thunk: Thunk) -> bool:
-    return isinstance(thunk, KernelThunk) and hasattr(thunk.kernel, "launcher")
+    """A kernel with a prepared launch: its own, or (a symbolic kernel, `bind`) its versions'."""
+    kernel = thunk.kernel if isinstance(thunk, KernelThunk) else None
+    return hasattr(kernel, "launcher") or (hasattr(kernel, "bind") and all(
+        hasattr(k, "launcher") for k in (getattr(kernel, "kernel", None), *(k for _, k in kernel.versions))))
 
 
 def _nested(shape: Shape, leaves) -> str:
@@ -369,4 +489,4 @@ def _reads_bytes(program: SequentialThunk) -> bool:
                if not isinstance(t, SequentialThunk))
 
 
-__all__ = ["CallPlan", "MAX_ARENAS", "POOLED_TEMP_BYTES"]
+__all__ = ["Binding", "BoundCall", "CallPlan", "MAX_ARENAS", "POOLED_TEMP_BYTES"]

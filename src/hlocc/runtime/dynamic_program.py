@@ -7,8 +7,14 @@ compile-once flow on the host):
         symbolic sizes (temp_layout "slots") → the thunk sequence with symbolic BufferRefs
         → the host shape function (shape_function.py) of every size the thunks and buffers need
     program.run(args)                               # per call
-      one dict lookup on the argument dimensions → a BoundProgram (made at the first call of those
-      dimensions: the shape function evaluated, the thunks' sizes filled in) → allocate, run
+      one dict lookup on the argument dimensions → that binding's calls (made at the first call of
+      those dimensions) → allocate, run
+
+A new binding costs the shape function, the kernels' versions and launches at its dims, and the
+binding of the thunks that have no planned form (a library call, a host thunk): the per-call code
+is generated and compiled once for every size (runtime/call_plan.py, `symbolic=True`). `bind`
+gives the whole plan bound (BoundProgram), for tests and for programs with per-size kernels, whose
+thunks differ per binding and so get a call plan each.
 
 Kernels: each fusion with symbolic shapes is first compiled once, symbolically, by the backend's
 kernel compiler: a kernel with `.symbols` (the dimension variables it takes, sorted), run with
@@ -41,7 +47,7 @@ from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, size_hint, s
 from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import CompilePipeline, PassManager
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferSlice, assign_buffers
-from hlocc.runtime.call_plan import CallPlan
+from hlocc.runtime.call_plan import BoundCall, CallPlan
 from hlocc.runtime.executable import (
     CHECKED_ALLOCATION_BYTES,
     KernelCompiler,
@@ -391,7 +397,16 @@ class BoundProgram:
     outputs: list[BufferRef]
     peak_bytes: int
     host_fusions: list[str]
-    call_plan: CallPlan | None = field(default=None, repr=False)  # its per-call path, made at its first run
+
+
+
+@dataclass(frozen=True)
+class _Calls:
+    """What `DynamicProgram.run` keeps per binding: its calls and the bytes a call allocates."""
+
+    peak_bytes: int
+    calls: CallPlan | BoundCall
+    host_fusions: tuple[str, ...] = ()  # fusions on the evaluator at this binding (per-size kernels only)
 
 
 @dataclass
@@ -411,7 +426,10 @@ class DynamicProgram:
     seed: int = 0
     plan_builds: int = 1
     last_peak_bytes: int = 0
-    _bound: dict[tuple, BoundProgram] = field(default_factory=dict, repr=False)
+    _bound: dict[tuple, _Calls] = field(default_factory=dict, repr=False)
+    plan: CallPlan | None = field(default=None, repr=False)  # the calls of every size (None: per-size kernels)
+    last_binding_us: float = 0.0  # host time the last new binding took (its calls and first arena), for benchmarks
+    _binding_plan: tuple | None = field(default=None, repr=False)
 
     @property
     def compilations(self) -> int:
@@ -424,16 +442,56 @@ class DynamicProgram:
         if bound is None:
             if len(self._bound) >= MAX_BOUND_PROGRAMS:
                 del self._bound[next(iter(self._bound))]  # the oldest: a server sees sizes come and go
-            bound = self._bound[key] = self.bind(key)
+            t0 = time.perf_counter()
+            bound = self._bound[key] = self._calls(key)
+            bound.calls.prepare()
+            self.last_binding_us = (time.perf_counter() - t0) * 1e6
         self.last_peak_bytes = peak = bound.peak_bytes
         if peak >= CHECKED_ALLOCATION_BYTES:
             check_memory(self.module.name, peak)
-        plan = bound.call_plan
-        if plan is None:
-            plan = bound.call_plan = CallPlan(self.module, self.assignment.allocations, bound.allocation_sizes,
-                                              bound.program, bound.outputs, self.constants, self.copied_parameters,
-                                              partial(parameter_bytes, self.module), self.seed)
-        return plan.run(args)
+        return bound.calls.run(args)
+
+    def _calls(self, arg_dims: tuple) -> _Calls:
+        """The calls at the binding of `arg_dims` (module doc): the shared plan at its numbers, or
+        with per-size kernels a plan of the whole bound program."""
+        if self.deferred:
+            bound = self.bind(arg_dims)
+            return _Calls(bound.peak_bytes, self._call_plan(bound.allocation_sizes, bound.program, bound.outputs),
+                          tuple(bound.host_fusions))
+        if self._binding_plan is None:
+            self._plan_bindings()
+        names, peak_base, peak_indices, kernels, unplanned = self._binding_plan
+        values = self.shape_function(arg_dims)
+        binding = {name: values[i] for name, i in names}
+        binder = _Binder(self.sizes.at(values), binding, collecting=False)
+        steps = {}
+        for k, thunk in unplanned.items():
+            [steps[k]] = binder.thunk(thunk)
+        bound_kernels = {k: kernel.bind(binding, where) for k, (kernel, where) in kernels.items()}
+        peak = peak_base + sum([values[i] for i in peak_indices])
+        return _Calls(peak, self.plan.at(binding, bound_kernels, steps))
+
+    def _plan_bindings(self) -> None:
+        """The shared plan and what a binding reads: where each name's and peak size's value is
+        among the shape function's, the symbolic kernels and the thunks to bind."""
+        self.plan = self._call_plan([a.size for a in self.assignment.allocations], self.template,
+                                    [BufferRef(s, output_leaf_shape(self.assignment, i))
+                                     for i, s in zip(self.assignment.output_indices, self.assignment.output_slices)],
+                                    symbolic=True)
+        index = self.sizes.index
+        names = [(name, index[symbol(name)]) for name in (*self.shape_function.variables, *self.assignment.size_maxima)]
+        counted = [a.size for a in self.assignment.allocations
+                   if a.kind in (AllocationKind.OUTPUT, AllocationKind.TEMP) or a.index in self.copied_parameters]
+        thunks = self.plan.thunks()
+        kernels = {k: (kernel, f"fusion '{thunks[k].instr_name}'")
+                   for k, kernel in self.plan.symbolic_kernels().items()}
+        self._binding_plan = (names, sum(s for s in counted if isinstance(s, int)),
+                              [index[s] for s in counted if isinstance(s, DimExpr)], kernels, self.plan.unplanned())
+
+    def _call_plan(self, sizes: list, program: SequentialThunk, outputs: list[BufferRef], symbolic: bool = False
+                   ) -> CallPlan:
+        return CallPlan(self.module, self.assignment.allocations, sizes, program, outputs, self.constants,
+                        self.copied_parameters, partial(parameter_bytes, self.module), self.seed, symbolic=symbolic)
 
     def bind(self, arg_dims: tuple) -> BoundProgram:
         """The plan at the binding of `arg_dims` (one shape tuple per parameter, None for a tuple)."""

@@ -56,10 +56,11 @@ from hlocc.codegen.transforms.check_bounds import RECORD, BoundsCheckError, reco
 from hlocc.errors import ArgumentError
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.specialize import bind_shapes, substitute_shape
-from hlocc.hlo.symbolic import evaluate
+from hlocc.hlo.symbolic import DimExpr, evaluate
 from hlocc.hlo.types import Shape
 from hlocc.runtime.cache import warn_once
 from hlocc.runtime.gc_pause import gc_paused
+from hlocc.runtime.shape_function import expr_source
 from hlocc.runtime.thunks import from_physical, to_physical
 
 
@@ -85,6 +86,11 @@ class CompiledKernel:
     bounds_record: int = 0  # address of the check-bounds record (0: kernel compiled without checks)
     symbols: tuple[str, ...] = ()  # dimension variables whose values `run_addresses` takes (module doc)
     _launches: dict[tuple[int, ...], tuple] = field(default_factory=dict, repr=False)  # see _launch_facts
+    _facts: Callable | None = field(default=None, repr=False)  # see _launch_facts
+
+    def __post_init__(self):
+        if self.symbols:  # at compile time: the first launch at a new size should not pay it
+            self._facts = _facts_function(self)
 
     @property
     def num_elements(self) -> int:
@@ -108,7 +114,7 @@ class CompiledKernel:
         return {s: int(v) for s, v in zip(self.symbols, dims)}
 
     def has_work_at(self, binding: Mapping[str, int]) -> bool:
-        return self.fn is not None and any(evaluate(s.num_elements, binding) for s in self.output_shapes)
+        return self.fn is not None and any(_count(s, binding) for s in self.output_shapes)
 
     def launch_for(self, dims: Sequence[int] = ()) -> LaunchDims:
         """The launch at the given values of `symbols` (the compiled one for a static kernel)."""
@@ -119,7 +125,7 @@ class CompiledKernel:
             return 0
         if not self.symbols:
             return self.num_elements
-        return max(evaluate(s.num_elements, binding) for s in [*self.output_shapes, *self.param_shapes])
+        return max(_count(s, binding) for s in [*self.output_shapes, *self.param_shapes])
 
     def run(self, buffers: list[np.ndarray], dims: Sequence[int] = ()) -> None:
         self.run_addresses([b.ctypes.data for b in buffers], dims)
@@ -143,9 +149,13 @@ class CompiledKernel:
         """(the i64 table of `dims`, or None when there is no work; blocks; elements), remembered:
         evaluating the size expressions in Python costs tens of µs, as much as a small launch. The
         table is read-only to the kernel, so concurrent launches at the same sizes share it."""
-        binding = self.binding(dims)
-        table = (ctypes.c_int64 * len(dims))(*dims) if self.has_work_at(binding) else None
-        facts = (table, self.launch_dims.at(binding).blocks, self._elements(binding))
+        if len(dims) != len(self.symbols):
+            self.binding(dims)  # its error
+        if self._facts is None:
+            self._facts = _facts_function(self)
+        work, blocks, elements = self._facts(dims)
+        table = (ctypes.c_int64 * len(dims))(*dims) if work else None
+        facts = (table, blocks, elements)
         if len(self._launches) >= 1024:  # a bound on what a sweep over many sizes keeps
             self._launches.clear()
         self._launches[dims] = facts
@@ -224,6 +234,34 @@ class KernelLaunch:
 
 def _nothing() -> None:
     pass
+
+
+def _facts_function(kernel: CompiledKernel) -> Callable[[Sequence[int]], tuple[bool, int, int]]:
+    """`dims` → (has work, blocks, elements) of a kernel with runtime dims, generated once: a new
+    size's launch pays a few multiplications, not the symbolic evaluation of every shape
+    (has_work_at, LaunchDims.at and _elements, which it computes)."""
+    names = {s: f"d[{i}]" for i, s in enumerate(kernel.symbols)}
+
+    def count(shape: Shape) -> str:
+        return "*".join(expr_source(d, names) for d in shape.dims) or "1"
+    work = " or ".join(f"{count(s)} != 0" for s in kernel.output_shapes) or "False"
+    blocks = kernel.launch_dims.blocks
+    blocks = f"max(1, {expr_source(blocks, names)})" if isinstance(blocks, DimExpr) else str(blocks)
+    counts = ", ".join(count(s) for s in [*kernel.output_shapes, *kernel.param_shapes])
+    elements = "0" if kernel.serial else f"max({counts}, 0)"
+    source = f"def facts(d):\n    return ({kernel.fn is not None} and ({work}), {blocks}, {elements})\n"
+    scope: dict = {}
+    exec(compile(source, f"<launch facts of {kernel.name}>", "exec"), scope)  # noqa: S102 (our own text)
+    return scope["facts"]
+
+
+def _count(shape: Shape, binding: Mapping[str, int]) -> int:
+    """The element count of `shape` at `binding`: the product of the evaluated dims (a launch at a
+    new size pays this per shape; the symbolic product, `num_elements`, costs far more)."""
+    n = 1
+    for d in shape.dims:
+        n *= evaluate(d, binding)
+    return n
 
 
 _BOUNDS_LOCK = threading.Lock()

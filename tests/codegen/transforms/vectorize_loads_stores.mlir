@@ -14,7 +14,8 @@
 // CHECK-NEXT:    %[[RD:.*]] = xla.apply_indexing #xla.indexing_map<"(th_x)[s0] -> (th_x * 4 + s0), domain: th_x in [0, 127], s0 in [0, 3]">(%tid)[%[[ZERO]]]
 // CHECK-NEXT:    %[[PAD:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:    %[[V:.*]] = vector.transfer_read %in[%[[RD]]], %[[PAD]] {in_bounds = [true]} : tensor<512xf32>, vector<4xf32>
-// CHECK-NEXT:    %[[WR:.*]] = xla.apply_indexing #xla.indexing_map<"(th_x)[s0] -> (th_x * 4 + s0), domain: th_x in [0, 127], s0 in [0, 3]">(%tid)[%[[ZERO]]]
+// CHECK-NEXT:    %[[ZERO2:.*]] = arith.constant 0 : index
+// CHECK-NEXT:    %[[WR:.*]] = xla.apply_indexing #xla.indexing_map<"(th_x)[s0] -> (th_x * 4 + s0), domain: th_x in [0, 127], s0 in [0, 3]">(%tid)[%[[ZERO2]]]
 // CHECK-NEXT:    %[[INIT:.*]] = arith.constant dense<0.000000e+00> : vector<4xf32>
 // CHECK-NEXT:    %[[T:.*]], %[[VOUT:.*]] = scf.for %i = %c0 to %c4 step %c1 iter_args(%it = %out, %[[ACC:.*]] = %[[INIT]]) -> (tensor<512xf32>, vector<4xf32>) {
 // CHECK-NOT:       tensor.extract

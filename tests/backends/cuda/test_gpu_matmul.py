@@ -29,6 +29,7 @@ from hlocc.codegen.target import gpu_target
 from hlocc.evaluator import Evaluator
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.types import PRIMITIVE_TYPES
+from hlocc.testing.gemm import gemm_fusion_text
 
 SMALL = MatmulSchedule(mc=32, nc=16, kc=16, parallel=True, warp_grid=(2, 2), warp_tile=(16, 8))
 SMALL_K32 = MatmulSchedule(mc=32, nc=32, kc=32, parallel=True, warp_grid=(1, 2), warp_tile=(32, 16))
@@ -37,13 +38,7 @@ MN = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
 
 
 def _dot(lhs: str, rhs: str, out: str, dims: str = MN, epilogue: str = "") -> str:
-    root = "ROOT d" if not epilogue else "d"
-    return f"""HloModule m
-ENTRY fused {{
-  a = {lhs} parameter(0)
-  b = {rhs} parameter(1)
-  {root} = {out} dot(a, b), {dims}, backend_config={{"__hlocc_gemm":{{}}}}
-{epilogue}}}"""
+    return gemm_fusion_text(lhs, rhs, out, dims, epilogue)
 
 
 def _square(m: int, n: int, k: int, t: str = "bf16", out: str = "f32") -> str:

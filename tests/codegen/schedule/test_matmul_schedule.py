@@ -15,6 +15,7 @@ from hlocc.codegen.schedule.microkernel import registers_needed
 from hlocc.evaluator import Evaluator
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.types import PRIMITIVE_TYPES
+from hlocc.testing.gemm import gemm_fusion_text
 from hlocc.tools.opt import KernelIRError, parse_module, print_module, run_opt
 
 PAYLOAD = """func.func @f(%a: tensor<16x5xf32>, %w: tensor<5x32xf32>, %c: tensor<16x32xf32>) -> tensor<16x32xf32> {
@@ -145,13 +146,7 @@ def test_builder_script_parses_and_round_trips():
 
 
 def _dot(lhs: str, rhs: str, out: str, dims: str, epilogue: str = "") -> str:
-    root = "ROOT d" if not epilogue else "d"
-    return f"""HloModule m
-ENTRY fused {{
-  a = {lhs} parameter(0)
-  b = {rhs} parameter(1)
-  {root} = {out} dot(a, b), {dims}, backend_config={{"__hlocc_gemm":{{}}}}
-{epilogue}}}"""
+    return gemm_fusion_text(lhs, rhs, out, dims, epilogue)
 
 
 CASES = {

@@ -28,7 +28,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from hlocc.analysis.indexing_map import IndexingMap
 from hlocc.codegen.ir import ApplyIndexingOp, LoopOp, PredicatedExtractOp, PredicatedInsertOp
 from hlocc.codegen.ir.builder import KernelBuilder
-from hlocc.codegen.transforms.util import move_block_body
+from hlocc.codegen.transforms.util import if_then, move_block_body
 
 
 def emit_constraint_check(b: KernelBuilder, m: IndexingMap, operands: list[SSAValue]) -> SSAValue | None:
@@ -64,13 +64,7 @@ def _lower(loop: LoopOp) -> None:
             # emitted once (the innermost level) and the loop is erased: move the body, not a copy
             return move_block_body(body_block, [*ivs, *index, *iter_args], inner.insertion_point)
 
-        if check is None:
-            return compute(b)
-        then_block, else_block = Block(), Block()
-        then_b = KernelBuilder(then_block)
-        then_b.insert(scf.YieldOp(*compute(then_b)))
-        KernelBuilder(else_block).insert(scf.YieldOp(*iter_args))
-        return list(b.insert(scf.IfOp(check, result_types, Region(then_block), Region(else_block))).results)
+        return if_then(b, check, compute, iter_args)
 
     def nest(b: KernelBuilder, level: int, ivs: list[SSAValue], iter_args: list[SSAValue]) -> list[SSAValue]:
         if level == len(m.symbols):

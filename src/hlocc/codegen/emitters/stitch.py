@@ -11,9 +11,11 @@ holds a few thousand input elements' worth of rows) and
 1. computes the row's reductions stage by stage (softmax: the max, then the sum of exp(x - max)):
    the reduces of a stage share one pass over the row, with the vector of partial accumulators of
    `reduce_partials.emit_row_partials` (a serial loop where it does not apply: integer values, or a
-   row shorter than two vectors). Each reduce's value then stands for the reduce (the element
-   emitter's `overrides`), so later stages and the outputs read it wherever the fused
-   computation broadcasts it back along the row;
+   row shorter than two vectors; a stage of maximum/minimum reduces, whose value does not depend
+   on the order, folds its chunks into up to four vectors of partials and combines the lanes by a
+   tree, so that its compare-select chains run side by side). Each reduce's value then stands for
+   the reduce (the element emitter's `overrides`), so later stages and the outputs read it
+   wherever the fused computation broadcasts it back along the row;
 2. writes the values with one element per row (a reduce root, or an epilogue of one);
 3. walks the row once more and writes every row-shaped output, in chunks of one vector
    (`scf.for lane` loops that vectorize-loads-stores and vectorize-elementwise turn into vector
@@ -59,6 +61,7 @@ from hlocc.codegen.emitters.reduce_partials import (
     chunked_map,
     emit_row_partials,
     fold_elements,
+    order_free,
     overlapped_tail,
     plan_partials,
 )
@@ -244,6 +247,7 @@ class StitchEmitter(FusionEmitterBase):
         plan = plans.pop() if len(plans) == 1 else None
         if plan is not None:
             pairs = self._buffers(reduces, row_roots, buffered)
+            free = order_free(reduces)
 
             # (The overlapped tail stores some elements twice, the same values: the outputs are
             # private, `_outputs_private`.)
@@ -256,9 +260,10 @@ class StitchEmitter(FusionEmitterBase):
 
             if pairs:
                 partials, outputs = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, outputs, store,
-                                                      overlap_tail=True)
+                                                      overlap_tail=True, order_free=free)
             else:
-                partials, _ = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, overlap_tail=True)
+                partials, _ = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, overlap_tail=True,
+                                                order_free=free)
             buffered.update((id(v), k) for v, k in pairs)
         else:
             partials = self._serial(e, ids, reduces, m, inits)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from xdsl.dialects import func, scf, vector
+from xdsl.dialects import arith, func, scf, vector
 from xdsl.dialects.builtin import FunctionType, IndexType, ModuleOp, VectorType
 from xdsl.ir import Block, Region, SSAValue
 
@@ -295,12 +295,15 @@ class StitchEmitter(FusionEmitterBase):
         # outside the loops, which vectorize-loads-stores turns into vector loads); the element
         # read is the one this iteration overwrites next, so no read sees a new value.
         stored = list(outputs)
+        reciprocals = self._reciprocals(e)
 
         def values(index: list[SSAValue]) -> list[SSAValue]:
             for v, k in buffered.items():
                 e.overrides[v] = [load_element(e.b, stored[k], self.roots[k].shape, index)]
+            for d, r in reciprocals:
+                e.overrides[id(d)] = [e.b.add(arith.MulfOp(e.scalar(d.operand(0), index), r))]
             out = [e.scalar(self.roots[k], index) for k in roots]
-            for v in buffered:
+            for v in [*buffered, *(id(d) for d, _ in reciprocals)]:
                 del e.overrides[v]
             return out
 
@@ -343,6 +346,22 @@ class StitchEmitter(FusionEmitterBase):
         elif tail:
             outputs = lane_loop(e.b.index(chunks), tail, outputs)
         return outputs
+
+    def _reciprocals(self, e: ElementEmitter) -> list[tuple[HloInstruction, SSAValue]]:
+        """(divide, 1 / its divisor) for each row-shaped f32/f64 divide by a broadcast per-row
+        value the stages computed (softmax's exp / sum): the last pass multiplies by the
+        reciprocal, computed once per row, as XLA:CPU's algebraic simplifier rewrites A /
+        broadcast(B) into A * broadcast(1 / B) (the quotient within an ulp of the divide's; inf, 0
+        and NaN divisors give the same results). A vector divide costs several multiplies."""
+        out = []
+        for d in self.fusion.post_order():
+            bcast = d.operand(1) if d.opcode == "divide" else None
+            if bcast is None or bcast.opcode != "broadcast" or id(bcast.operand(0)) not in e.overrides or \
+                    d.shape.element_type.name not in ("f32", "f64") or not _same(d.shape, self.plan.row_shape):
+                continue
+            (divisor,) = e.overrides[id(bcast.operand(0))]
+            out.append((d, e.b.add(arith.DivfOp(e.b.constant(1.0, divisor.type), divisor))))
+        return out
 
     def _next_row_prefetch(self, e: ElementEmitter, ids, lanes: int) -> Callable[[SSAValue], None] | None:
         """Where a row is long (PREFETCH_ROW_BYTES or more): `(chunk) -> None` emitting a prefetch of

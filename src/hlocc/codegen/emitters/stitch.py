@@ -30,7 +30,9 @@ writing and re-reading a stored exp: the recomputation runs at the speed of vect
 while the unstitched plan moves the whole array through memory three more times.
 
 Reduction order: as in the reduction emitter (partials per lane, combined in lane order, then
-the init value), so a stitched reduction rounds like the unstitched one.
+the init value), so a stitched sum rounds like the unstitched one; max and min (order-free) take
+several vectors and a lane tree, with the same value. A divide by a per-row value is a multiply
+by its reciprocal, as XLA:CPU computes it (`_reciprocals`).
 """
 
 from __future__ import annotations

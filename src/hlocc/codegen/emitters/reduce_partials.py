@@ -70,6 +70,9 @@ from hlocc.codegen.target import cpu_target
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.symbolic import Dim, DimExpr
 
+ORDER_FREE_ACCUMULATORS = 4
+"""The most vectors of partials `emit_row_partials` uses for order-free reducers."""
+
 _PARTIAL_FLOATS = frozenset({"f16", "bf16", "f32", "f64"})
 
 
@@ -136,8 +139,8 @@ range variables those of `chunked_map(m, j, lanes, shift)` (shift 0 but in the o
 def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloInstruction],
                       maps: Sequence[IndexingMap], indices: Sequence[SSAValue], symbols: Sequence[SSAValue | None],
                       plan: PartialsPlan, inits: Sequence[SSAValue], outputs: Sequence[SSAValue] = (),
-                      visit: SideWriter | None = None,
-                      overlap_tail: bool = False) -> tuple[list[SSAValue], list[SSAValue]]:
+                      visit: SideWriter | None = None, overlap_tail: bool = False,
+                      order_free: bool = False) -> tuple[list[SSAValue], list[SSAValue]]:
     """The reduction of the operands of `reduces` (one reduce, or several that share `plan`, in one
     pass over the row: each element is computed and read once) over range variable `plan.symbol`
     alone, the other range variables at `symbols` (None at plan.symbol): one value per reduced
@@ -153,7 +156,14 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     row's end (`overlapped_tail`), the lanes that repeat elements keeping their accumulator;
     `visit` (a `TailWriter` then) sees them too, so it may only
     write values that do not change when written twice (never an output that can share a buffer
-    with an input it reads)."""
+    with an input it reads).
+
+    `order_free` (the caller's promise that the reducers' result does not depend on the order of
+    their applications: `order_free(reduces)`): a static row of 4 chunks or more folds chunk c into
+    vector c mod k of k = min(ORDER_FREE_ACCUMULATORS, chunks / 2) vectors of partials, combined
+    lane-wise before the tail, and the lanes are combined by a balanced tree (`combine_lanes`), so
+    that the chains of reducer applications run side by side (a max's compare, or, select chain
+    costs ~6 cycles a step)."""
     reduces = [reduces] if isinstance(reduces, HloInstruction) else list(reduces)
     # (reduce, operand number) of every reduced value, in order.
     operands = [(r, k) for r in reduces for k in range(len(r.operands) // 2)]
@@ -226,7 +236,10 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     else:
         chunks, tail = divmod(row, lanes)
         results = lane_loop(e.b.index(0), lanes, None, seeds, outputs)
-        if chunks > 1:
+        k = min(ORDER_FREE_ACCUMULATORS, chunks // 2) if order_free else 1
+        if k > 1:
+            results = _interleaved_chunks(e, reduces, results, n, chunks, k, lane_loop)
+        elif chunks > 1:
             results = chunk_loop(e.b.index(1), e.b.index(chunks), results)
         if shift is not None:
             results = lane_loop(e.b.index(chunks), lanes, results[:n], results[:n], results[n:], shift)
@@ -235,9 +248,74 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     partials, k = [], 0
     for r in reduces:
         m = len(r.operands) // 2
-        partials += combine_lanes(e.b, r.to_apply, results[k:k + m], types[k:k + m])
+        partials += combine_lanes(e.b, r.to_apply, results[k:k + m], types[k:k + m], tree=order_free)
         k += m
     return partials, results[n:]
+
+
+def _interleaved_chunks(e: ElementEmitter, reduces: Sequence[HloInstruction], results: list[SSAValue], n: int,
+                        chunks: int, k: int, lane_loop: Callable) -> list[SSAValue]:
+    """Chunks 1 .. chunks - 1 folded into `k` vectors of partials (`results`: the first chunk's
+    vectors, then the outputs): chunks 1 .. k - 1 start vectors 1 .. k - 1, a loop over rounds
+    [1, chunks / k) folds chunk round * k + i into vector i, the chunks left fold into vectors
+    0, 1, ...; then vector 0 = reducer(vector 0, vector i) lane-wise for i in [1, k)."""
+    lanes = results[0].type.get_shape()[0]
+    accs, outs = [results[:n]], results[n:]
+    for i in range(1, k):
+        r = lane_loop(e.b.index(i), lanes, None, results[:n], outs)
+        accs.append(r[:n])
+        outs = r[n:]
+    rounds = chunks // k
+    block = Block(arg_types=[IndexType(), *[v.type for a in accs for v in a], *[o.type for o in outs]])
+    with e.nested(block) as b:
+        base = b.add(arith.MuliOp(block.args[0], b.index(k)))
+        carried, new = list(block.args[1:]), []
+        done = carried[k * n:]
+        for i in range(k):
+            chunk = b.add(arith.AddiOp(base, b.index(i))) if i else base
+            r = lane_loop(chunk, lanes, carried[i * n:(i + 1) * n], carried[i * n:(i + 1) * n], done)
+            new += r[:n]
+            done = r[n:]
+        b.insert(scf.YieldOp(*new, *done))
+    loop = e.b.insert(scf.ForOp(e.b.index(1), e.b.index(rounds), e.b.index(1), [*sum(accs, []), *outs], block))
+    res = list(loop.results)
+    accs, outs = [res[i * n:(i + 1) * n] for i in range(k)], res[k * n:]
+    for c in range(rounds * k, chunks):
+        i = c - rounds * k
+        r = lane_loop(e.b.index(c), lanes, accs[i], accs[i], outs)
+        accs[i], outs = r[:n], r[n:]
+    combined = accs[0]
+    for other in accs[1:]:
+        combined = _combine_vectors(e, reduces, combined, other)
+    return [*combined, *outs]
+
+
+def _combine_vectors(e: ElementEmitter, reduces: Sequence[HloInstruction], accs: list[SSAValue],
+                     others: list[SSAValue]) -> list[SSAValue]:
+    """Lane l of the result = reducer(accs[l], others[l]): a lane loop reading vectors defined
+    outside it and inserting into carried ones (the form vectorize-elementwise takes)."""
+    lanes = accs[0].type.get_shape()[0]
+    types = [a.type.element_type for a in accs]
+    block = Block(arg_types=[IndexType(), *[a.type for a in accs]])
+    lane = block.args[0]
+    with e.nested(block) as b:
+        old = [b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(accs, types)]
+        new = [b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(others, types)]
+        values = _apply_reducers(b, reduces, old, new)
+        b.insert(scf.YieldOp(*[b.add(vector.InsertOp(v, c, [lane])) for v, c in zip(values, block.args[1:])]))
+    return list(e.b.insert(scf.ForOp(e.b.index(0), e.b.index(lanes), e.b.index(1), accs, block)).results)
+
+
+def order_free(reduces: Sequence[HloInstruction]) -> bool:
+    """Whether every reducer picks one of its operands (maximum, minimum of its two parameters), so
+    that the reduce's value does not depend on the order of the applications (but for the sign of
+    a zero among equal zeros: XLA does not specify the order either)."""
+    for r in reduces:
+        root = r.to_apply.root
+        if len(r.operands) != 2 or root.opcode not in ("maximum", "minimum") or \
+                {x.opcode for x in root.operands} != {"parameter"} or root.operand(0) is root.operand(1):
+            return False
+    return True
 
 
 def _row_length(instr: HloInstruction, m: IndexingMap, j: int) -> Dim:
@@ -285,9 +363,16 @@ def combiner_function(name: str, reduces: Sequence[HloInstruction], types: Seque
 
 
 def combine_lanes(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAValue],
-                  types: Sequence[Attribute]) -> list[SSAValue]:
-    """Lane 0, then reducer(row, lane l) for l in [1, lanes), as a loop (see the module docstring)."""
+                  types: Sequence[Attribute], tree: bool = False) -> list[SSAValue]:
+    """Lane 0, then reducer(row, lane l) for l in [1, lanes), as a loop (see the module docstring);
+    with `tree`, a balanced tree of reducers over the lanes (log2(lanes) deep), unrolled."""
     lanes = accs[0].type.get_shape()[0]
+    if tree:
+        level = [[b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(accs, types)] for lane in range(lanes)]
+        while len(level) > 1:
+            level = [emit_scalar_computation(b, reducer, [*level[i], *level[i + 1]]) if i + 1 < len(level)
+                     else level[i] for i in range(0, len(level), 2)]
+        return list(level[0])
     first = [b.add(vector.ExtractOp(a, [0], t)) for a, t in zip(accs, types)]
     block = Block(arg_types=[IndexType(), *types])
     lane = block.args[0]
@@ -298,6 +383,6 @@ def combine_lanes(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAV
 
 
 __all__ = ["PartialsPlan", "SideWriter", "apply_reducers", "chunked_map", "combine_lanes", "combiner_function",
-           "emit_row_partials", "fold_elements", "overlapped_tail", "plan_partials"]
+           "emit_row_partials", "fold_elements", "order_free", "overlapped_tail", "plan_partials"]
 
 apply_reducers = _apply_reducers

@@ -11,9 +11,11 @@ holds a few thousand input elements' worth of rows) and
 1. computes the row's reductions stage by stage (softmax: the max, then the sum of exp(x - max)):
    the reduces of a stage share one pass over the row, with the vector of partial accumulators of
    `reduce_partials.emit_row_partials` (a serial loop where it does not apply: integer values, or a
-   row shorter than two vectors). Each reduce's value then stands for the reduce (the element
-   emitter's `overrides`), so later stages and the outputs read it wherever the fused
-   computation broadcasts it back along the row;
+   row shorter than two vectors; a stage of maximum/minimum reduces, whose value does not depend
+   on the order, folds its chunks into up to four vectors of partials and combines the lanes by a
+   tree, so that its compare-select chains run side by side). Each reduce's value then stands for
+   the reduce (the element emitter's `overrides`), so later stages and the outputs read it
+   wherever the fused computation broadcasts it back along the row;
 2. writes the values with one element per row (a reduce root, or an epilogue of one);
 3. walks the row once more and writes every row-shaped output, in chunks of one vector
    (`scf.for lane` loops that vectorize-loads-stores and vectorize-elementwise turn into vector
@@ -28,14 +30,16 @@ writing and re-reading a stored exp: the recomputation runs at the speed of vect
 while the unstitched plan moves the whole array through memory three more times.
 
 Reduction order: as in the reduction emitter (partials per lane, combined in lane order, then
-the init value), so a stitched reduction rounds like the unstitched one.
+the init value), so a stitched sum rounds like the unstitched one; max and min (order-free) take
+several vectors and a lane tree, with the same value. A divide by a per-row value is a multiply
+by its reciprocal, as XLA:CPU computes it (`_reciprocals`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from xdsl.dialects import func, scf, vector
+from xdsl.dialects import arith, func, scf, vector
 from xdsl.dialects.builtin import FunctionType, IndexType, ModuleOp, VectorType
 from xdsl.ir import Block, Region, SSAValue
 
@@ -59,6 +63,7 @@ from hlocc.codegen.emitters.reduce_partials import (
     chunked_map,
     emit_row_partials,
     fold_elements,
+    order_free,
     overlapped_tail,
     plan_partials,
 )
@@ -244,6 +249,7 @@ class StitchEmitter(FusionEmitterBase):
         plan = plans.pop() if len(plans) == 1 else None
         if plan is not None:
             pairs = self._buffers(reduces, row_roots, buffered)
+            free = order_free(reduces)
 
             # (The overlapped tail stores some elements twice, the same values: the outputs are
             # private, `_outputs_private`.)
@@ -256,9 +262,10 @@ class StitchEmitter(FusionEmitterBase):
 
             if pairs:
                 partials, outputs = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, outputs, store,
-                                                      overlap_tail=True)
+                                                      overlap_tail=True, order_free=free)
             else:
-                partials, _ = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, overlap_tail=True)
+                partials, _ = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, overlap_tail=True,
+                                                order_free=free)
             buffered.update((id(v), k) for v, k in pairs)
         else:
             partials = self._serial(e, ids, reduces, m, inits)
@@ -290,12 +297,15 @@ class StitchEmitter(FusionEmitterBase):
         # outside the loops, which vectorize-loads-stores turns into vector loads); the element
         # read is the one this iteration overwrites next, so no read sees a new value.
         stored = list(outputs)
+        reciprocals = self._reciprocals(e)
 
         def values(index: list[SSAValue]) -> list[SSAValue]:
             for v, k in buffered.items():
                 e.overrides[v] = [load_element(e.b, stored[k], self.roots[k].shape, index)]
+            for d, r in reciprocals:
+                e.overrides[id(d)] = [e.b.add(arith.MulfOp(e.scalar(d.operand(0), index), r))]
             out = [e.scalar(self.roots[k], index) for k in roots]
-            for v in buffered:
+            for v in [*buffered, *(id(d) for d, _ in reciprocals)]:
                 del e.overrides[v]
             return out
 
@@ -338,6 +348,22 @@ class StitchEmitter(FusionEmitterBase):
         elif tail:
             outputs = lane_loop(e.b.index(chunks), tail, outputs)
         return outputs
+
+    def _reciprocals(self, e: ElementEmitter) -> list[tuple[HloInstruction, SSAValue]]:
+        """(divide, 1 / its divisor) for each row-shaped f32/f64 divide by a broadcast per-row
+        value the stages computed (softmax's exp / sum): the last pass multiplies by the
+        reciprocal, computed once per row, as XLA:CPU's algebraic simplifier rewrites A /
+        broadcast(B) into A * broadcast(1 / B) (the quotient within an ulp of the divide's; inf, 0
+        and NaN divisors give the same results). A vector divide costs several multiplies."""
+        out = []
+        for d in self.fusion.post_order():
+            bcast = d.operand(1) if d.opcode == "divide" else None
+            if bcast is None or bcast.opcode != "broadcast" or id(bcast.operand(0)) not in e.overrides or \
+                    d.shape.element_type.name not in ("f32", "f64") or not _same(d.shape, self.plan.row_shape):
+                continue
+            (divisor,) = e.overrides[id(bcast.operand(0))]
+            out.append((d, e.b.add(arith.DivfOp(e.b.constant(1.0, divisor.type), divisor))))
+        return out
 
     def _next_row_prefetch(self, e: ElementEmitter, ids, lanes: int) -> Callable[[SSAValue], None] | None:
         """Where a row is long (PREFETCH_ROW_BYTES or more): `(chunk) -> None` emitting a prefetch of

@@ -302,3 +302,40 @@ ENTRY main {{
     (fusion,) = _fused(text)
     emitter = StitchEmitter(fusion.attrs["calls"], cpu_target())
     assert not emitter._outputs_private()
+
+
+@pytest.mark.parametrize("n", [100, 127, 1025])  # 3 chains (6 chunks), 3 (7: one left over), 4 (64 + a tail)
+def test_a_max_over_several_chains_sees_every_element(n):
+    """The max stage folds its chunks into several vectors of partials and combines the lanes by a
+    tree (reduce_partials.order_free); softmax hides a wrong max (it cancels), so the max is an
+    output here: the row's largest element is planted in each chunk in turn (each chain, the chunk
+    left over, the overlapped tail, lane 0 and 15), and one row holds a NaN."""
+    positions = sorted({0, 15, 16, 17, 33, 50, 16 * (n // 16) - 1, n - 16, n - 1} | set(range(16 * 6, n, 16)))
+    positions = [p for p in positions if p < n]
+    rows = len(positions) + 1
+    text = f"""HloModule softmax_and_max
+{_REDUCERS}
+ENTRY main {{
+  x = f32[{rows},{n}] parameter(0)
+  ninf = f32[] constant(-inf)
+  mx = f32[{rows}] reduce(x, ninf), dimensions={{1}}, to_apply=max
+  bmx = f32[{rows},{n}] broadcast(mx), dimensions={{0}}
+  e = f32[{rows},{n}] exponential(f32[{rows},{n}] subtract(x, bmx))
+  zero = f32[] constant(0)
+  s = f32[{rows}] reduce(e, zero), dimensions={{1}}, to_apply=add
+  bs = f32[{rows},{n}] broadcast(s), dimensions={{0}}
+  ROOT out = (f32[{rows},{n}], f32[{rows}]) tuple(f32[{rows},{n}] divide(e, bs), mx)
+}}
+"""
+    x = np.random.default_rng(n).standard_normal((rows, n)).astype(np.float32)
+    for row, p in enumerate(positions):
+        x[row, p] = 10.0 + row
+    x[-1, n // 2] = np.nan
+    module = parse_hlo(text)
+    ref = flatten(evaluate(module, [x]))
+    exe = hlocc.compile(module, "cpu", check_bounds=True)
+    got = flatten(exe(x))
+    np.testing.assert_array_equal(got[1], ref[1])
+    np.testing.assert_array_equal(got[1][:-1], [10.0 + r for r in range(rows - 1)])
+    assert compare_arrays(ref[0], got[0], rtol=2e-5, atol=1e-6) is None
+    assert exe.runner.stats.kernels_by_emitter["stitch"] == 1, exe.runner.stats.to_string()

@@ -25,8 +25,10 @@ binding whose specialized fusion no kernel computes runs that fusion through the
 
 Library calls (gemm, convolution, sort, top-k) take their sizes from the bound BufferRefs' shapes,
 so M, N, K are the call's; copies and control flow are bound like every other thunk.
-`compilations` counts the kernels compiled (symbolic once, fallbacks per binding); `plan_builds`
-stays 1 — the passes and the buffer assignment run once.
+`compilations` counts compilations as the static path does, one per program compiled: 1 for the
+plan (its `symbolic_kernels`, speculated versions included, compiled once for every size) plus one
+per fallback kernel compiled per binding; `plan_builds` stays 1 — the passes and the buffer
+assignment run once.
 """
 
 from __future__ import annotations
@@ -287,8 +289,25 @@ class _Binder:
             return shape
         hit = self._memo.get(id(shape))
         if hit is None:
-            hit = self._memo[id(shape)] = (shape, substitute_shape(shape, self.binding))
+            hit = self._memo[id(shape)] = (shape, self._bound_shape(shape))
         return hit[1]
+
+    def _bound_shape(self, shape: Shape) -> Shape:
+        """`shape` at the binding: an array's dims are sizes the collecting pass registered, so
+        their values are the shape function's (no symbolic substitution: a new size binds a
+        gemm's or host thunk's shapes by lookups); a tuple or buffer shape is substituted."""
+        if shape.is_tuple or shape.is_buffer:
+            return substitute_shape(shape, self.binding)
+        if not any([isinstance(d, DimExpr) for d in shape.dims]):
+            return shape
+        size = self.size
+        try:
+            dims = tuple([size(d) for d in shape.dims])
+        except KeyError:  # a size the collecting pass did not see
+            return substitute_shape(shape, self.binding)
+        return Shape(shape.element_type, dims,
+                     tuple([dyn and not isinstance(d, DimExpr) for d, dyn in zip(shape.dims, shape.dynamic)]),
+                     shape.layout)
 
     def slice(self, where: BufferSlice) -> BufferSlice:
         return BufferSlice(where.allocation_index, self.size(where.offset), self.size(where.size))
@@ -433,8 +452,11 @@ class DynamicProgram:
 
     @property
     def compilations(self) -> int:
-        """Kernels compiled: each symbolic or static one once, each fallback once per binding."""
-        return self.symbolic_kernels + sum(len(k.instances) for k in self.deferred)
+        """Compilations, counted as the static path counts them (one per program compiled, however
+        many kernels it has): the plan's kernels — every symbolic or static one and its speculated
+        versions, compiled once for every size — count one; each fallback counts once per binding
+        it was compiled for (`symbolic_kernels` counts the plan's kernels themselves)."""
+        return int(self.symbolic_kernels > 0) + sum(len(k.instances) for k in self.deferred)
 
     def run(self, args: Sequence[Any]) -> Any:
         key = tuple([getattr(a, "shape", None) if not isinstance(a, tuple) else None for a in args])

@@ -15,7 +15,9 @@ in [16, 512]). Arms, in one run, on the same sizes in the same order:
 - jax.jit on XLA:CPU: a compile per size;
 - hlocc static: `hlocc.jax.jit(f)` without polymorphic shapes, a compile per size.
 
-Per program and arm: compilations (hlocc: kernels compiled; XLA: one per size), the sweep time (the
+Per program and arm: compilations (programs compiled: hlocc dynamic one plan, whose kernels are
+compiled once for every size, plus one per fusion compiled per size; XLA and hlocc static one per
+size; beside hlocc dynamic's, the kernels of its plan), the sweep time (the
 first call at every size, compiles included, plus the dynamic arm's one-time compile), the first
 call at an unseen size (the last size of the sweep, seen by no earlier call) against a steady
 call there — its input cold in memory as the sweep left it, and again at the three largest sizes
@@ -170,6 +172,7 @@ def bench_program(name: str, spec, runs: int) -> dict:
     row = {
         "program": name, "sizes": len(sizes),
         "compilations": {"hlocc_dynamic": exe.compilations, "plan_builds": exe.plan_builds,
+                         "kernels": exe.program.symbolic_kernels if exe.program else None,
                          "per_size_fusions": len(exe.program.deferred) if exe.program else None,
                          "xla": len(sizes), "hlocc_static": static_compiles},
         "sweep_s": {arm: r["sweep_ms"] / 1e3 for arm, r in (("hlocc_dynamic", dynamic), ("xla", xla),
@@ -184,7 +187,7 @@ def bench_program(name: str, spec, runs: int) -> dict:
         "fallbacks": exe.program.fallbacks() if exe.program else [exe.plan_reason],
     }
     c, s, u, g = row["compilations"], row["sweep_s"], row["first_call_unseen_ms"], row["steady_geomean"]
-    print(f"| {name:15} | {c['hlocc_dynamic']:4} ({c['plan_builds']} plan) | {c['xla']:3} | {c['hlocc_static']:4} | "
+    print(f"| {name:15} | {c['hlocc_dynamic']:4} ({c['kernels']} kernels) | {c['xla']:3} | {c['hlocc_static']:4} | "
           f"{s['hlocc_dynamic']:7.2f} | {s['xla']:7.2f} | {s['hlocc_static']:7.2f} | "
           f"{s['xla'] / s['hlocc_dynamic']:5.2f} | "
           f"{u['hlocc_dynamic']:8.2f} / {u['steady']:7.2f} | {warm_ratio:5.2f} | {binding_us:6.0f} | "

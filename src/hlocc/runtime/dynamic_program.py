@@ -16,17 +16,19 @@ is generated and compiled once for every size (runtime/call_plan.py, `symbolic=T
 gives the whole plan bound (BoundProgram), for tests and for programs with per-size kernels, whose
 thunks differ per binding and so get a call plan each.
 
-Kernels: each fusion with symbolic shapes is first compiled once, symbolically, by the backend's
-kernel compiler: a kernel with `.symbols` (the dimension variables it takes, sorted), run with
-`run_addresses(addresses, dims)`. Where that raises UnsupportedError, the fusion's kernel is
+Kernels (runtime/symbolic_kernel.py): each fusion with symbolic shapes is first compiled once,
+symbolically, by the backend's kernel compiler: a kernel with `.symbols` (the dimension variables
+it takes, sorted), run with `run_addresses(addresses, dims)`. Where that raises UnsupportedError, the fusion's kernel is
 compiled per binding instead, at first use of a binding of the variables it uses, and cached
 (`DeferredKernel`): the visible fallback, listed with its reason by `fallbacks` (`--stats`); a
 binding whose specialized fusion no kernel computes runs that fusion through the evaluator.
 
 Library calls (gemm, convolution, sort, top-k) take their sizes from the bound BufferRefs' shapes,
 so M, N, K are the call's; copies and control flow are bound like every other thunk.
-`compilations` counts the kernels compiled (symbolic once, fallbacks per binding); `plan_builds`
-stays 1 — the passes and the buffer assignment run once.
+`compilations` counts compilations as the static path does, one per program compiled: 1 for the
+plan (its `symbolic_kernels`, speculated versions included, compiled once for every size) plus one
+per fallback kernel compiled per binding; `plan_builds` stays 1 — the passes and the buffer
+assignment run once.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from hlocc.errors import UnsupportedError
 from hlocc.hlo.guards import window_fit_guards
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.specialize import specialize_computation, substitute_instructions, substitute_shape
-from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, size_hint, symbol
+from hlocc.hlo.symbolic import DimExpr, size_hint, symbol
 from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import CompilePipeline, PassManager
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferSlice, assign_buffers
@@ -60,13 +62,13 @@ from hlocc.runtime.executable import (
 )
 from hlocc.runtime.schedule import schedule_module
 from hlocc.runtime.shape_function import ShapeFunction
-from hlocc.runtime.speculation import (
-    GENERIC,
-    KernelVersion,
-    SpeculationOptions,
-    choose_version,
-    loop_vector_elements,
-    plan_versions,
+from hlocc.runtime.speculation import SpeculationOptions
+from hlocc.runtime.symbolic_kernel import (
+    BoundKernel,
+    DeferredKernel,
+    SymbolicKernel,
+    dynamic_kernel_compiler,
+    speculated_kernels,
 )
 from hlocc.runtime.thunks import (
     BufferRef,
@@ -78,177 +80,16 @@ from hlocc.runtime.thunks import (
     ValueRefs,
 )
 
-_FALLBACK_ERRORS = (UnsupportedError, InconclusiveDimensionError)
 MAX_BOUND_PROGRAMS = 1024
 """Bound plans a DynamicProgram keeps (one per distinct argument shapes; binding again costs a
 shape function call and the thunks' sizes, no compile)."""
 
 
-# -- kernels -------------------------------------------------------------------------------------
-@dataclass
-class BoundKernel:
-    """A symbolic kernel (the version chosen at this binding) with its dimension values: what a
-    KernelThunk launches. `calls` counts the launches of each version (speculation stats)."""
-
-    kernel: Any
-    dims: tuple[int, ...]
-    version: str = GENERIC
-    calls: dict[str, int] | None = None
-
-    @property
-    def name(self) -> str:
-        return self.kernel.name
-
-    def run_addresses(self, addresses: list[int]) -> None:
-        self.kernel.run_addresses(addresses, self.dims)
-        if self.calls is not None:
-            self.calls[self.version] += 1
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "launcher" and hasattr(self.kernel, "launcher"):  # a prepared launch at these dims
-            return self._launcher
-        raise AttributeError(name)
-
-    def _launcher(self, count: int) -> Any:
-        """The kernel's prepared launch at these dims; counted per version like `run_addresses`."""
-        launch = self.kernel.launcher(count, dims=self.dims)
-        if self.calls is None:
-            return launch
-        return _CountedLaunch(launch, self.calls, self.version)
-
-
-class _CountedLaunch:
-    """A prepared launch (runtime.thunks.KernelLauncher) that counts its runs in `calls[version]`."""
-
-    def __init__(self, launch: Any, calls: dict[str, int], version: str):
-        self.launch, self.table, self._calls, self._version = launch, launch.table, calls, version
-
-    def run(self) -> None:
-        self.launch.run()
-        self._calls[self._version] += 1
-
-
-@dataclass
-class SymbolicKernel:
-    """A kernel compiled once from a fusion with symbolic shapes; `symbols` are the dimension
-    variables `run_addresses(addresses, dims)` takes, in order. `versions`: the speculated kernels
-    (runtime/speculation.py), each with its KernelVersion, the generic `kernel` last; `bind` picks
-    one per binding."""
-
-    kernel: Any
-    versions: list[tuple[KernelVersion, Any]] = field(default_factory=list)
-    forced: str | None = None
-    calls: dict[str, int] = field(default_factory=dict)  # launches per version name
-
-    def bind(self, binding: dict[str, int], where: str) -> BoundKernel:
-        """The version whose predicate holds at `binding` (or the forced one) with its dims."""
-        if not self.versions:
-            return BoundKernel(self.kernel, tuple(binding[s] for s in self.symbols))
-        version, kernel = self.versions[choose_version([v for v, _ in self.versions], binding, self.forced, where)]
-        self.calls.setdefault(version.name, 0)
-        return BoundKernel(kernel, version.dims(binding, kernel.symbols), version.name, self.calls)
-
-    def describe_versions(self) -> list[str]:
-        """One line per version: its name, predicate and kernel, and the launches so far."""
-        return [f"version {v.name} if {v.predicate}: kernel over ({', '.join(k.symbols)}), "
-                f"{self.calls.get(v.name, 0)} launch(es)"
-                for v, k in self.versions]
-
-    @property
-    def name(self) -> str:
-        return self.kernel.name
-
-    @property
-    def emitter(self) -> str:
-        return self.kernel.emitter
-
-    @property
-    def output_aliases(self) -> tuple:
-        return self.kernel.output_aliases
-
-    @property
-    def symbols(self) -> tuple[str, ...]:
-        return tuple(self.kernel.symbols)
-
-
-@dataclass
-class DeferredKernel:
-    """A fusion compiled per binding of the variables it uses (module doc), each on first use."""
-
-    name: str
-    computation: HloComputation
-    noalias: bool
-    reason: str  # why it has no symbolic kernel
-    compile_kernel: KernelCompiler
-    variables: tuple[str, ...]
-    instances: dict[tuple, Any] = field(default_factory=dict)  # dims -> Kernel, or the UnsupportedError
-    compile_ms: float = 0.0
-    emitter: str = "per-size"
-    output_aliases: tuple = ()  # known per binding (the instance's)
-
-    def instance(self, binding: dict[str, int]) -> Any:
-        key = tuple(binding[v] for v in self.variables)
-        if key not in self.instances:
-            t0 = time.perf_counter()
-            fused = specialize_computation(self.computation, dict(zip(self.variables, key)))
-            try:
-                self.instances[key] = self.compile_kernel(fused, self.name, self.noalias)
-            except UnsupportedError as e:
-                self.instances[key] = e
-            self.compile_ms += (time.perf_counter() - t0) * 1e3
-        return self.instances[key]
-
-
-def dynamic_kernel_compiler(compile_kernel: KernelCompiler, deferred: list[DeferredKernel],
-                            speculation: SpeculationOptions | None = None) -> KernelCompiler:
-    """`compile_kernel` for the plan: a fusion with symbolic shapes compiled symbolically (with its
-    speculated versions, runtime/speculation.py), or a DeferredKernel (appended to `deferred`)
-    where the compiler cannot do that yet."""
-    speculation = speculation or SpeculationOptions()
-
-    def compile_dynamic(computation: HloComputation, name: str, noalias: bool) -> Any:
-        variables = sorted(frozenset().union(*(i.shape.symbols for i in computation.instructions)))
-        if not variables:
-            return compile_kernel(computation, name, noalias)
-        with size_hint(None):  # kernels must be right at every size: no guessing inside
-            try:
-                generic = SymbolicKernel(compile_kernel(computation, name, noalias))
-            except _FALLBACK_ERRORS as e:
-                reason = str(e)
-            else:
-                return _speculate(generic, computation, name, noalias, compile_kernel, speculation)
-        kernel = DeferredKernel(name, computation, noalias, reason, compile_kernel, tuple(variables))
-        deferred.append(kernel)
-        return kernel
-    return compile_dynamic
-
-
-def _speculate(generic: SymbolicKernel, computation: HloComputation, name: str, noalias: bool,
-               compile_kernel: KernelCompiler, options: SpeculationOptions) -> SymbolicKernel:
-    """`generic` with the versions speculation plans for `computation` compiled before it (a
-    version the compiler refuses is left out: the generic kernel covers its sizes)."""
-    versions = plan_versions(computation, loop_vector_elements(computation), options)
-    if len(versions) < 2:
-        return generic
-    compiled = []
-    for version in versions[:-1]:
-        try:
-            fused = specialize_computation(computation, version.substitution())
-            compiled.append((version, compile_kernel(fused, f"{name}.{version.name}", noalias)))
-        except _FALLBACK_ERRORS:
-            continue
-    if not compiled:
-        return generic
-    return replace(generic, versions=[*compiled, (versions[-1], generic.kernel)], forced=options.forced)
-
-
-def speculated_kernels(template: SequentialThunk) -> list[tuple[str, SymbolicKernel]]:
-    """(fusion, kernel) of each KernelThunk of `template` whose kernel has several versions."""
-    return [(t.instr_name, t.kernel) for t in template.walk()
-            if isinstance(t, KernelThunk) and isinstance(t.kernel, SymbolicKernel) and t.kernel.versions]
-
-
 # -- binding the thunks --------------------------------------------------------------------------
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+"""A thunk class's init field names (`_Binder._fields`)."""
+
+
 class _Sizes:
     """The sizes the plan uses, collected once (`__call__` registers one); `at(values)` gives the
     value of each for one call, from the shape function's result (nothing shared is changed, so
@@ -256,15 +97,28 @@ class _Sizes:
 
     def __init__(self):
         self.index: dict[DimExpr, int] = {}
+        # id of each registered expression object -> its index: a binding looks sizes up by
+        # identity (hashing a DimExpr walks its terms); `_kept` holds them so no id is reused
+        self._by_id: dict[int, int] = {}
+        self._kept: list[DimExpr] = []
 
     def __call__(self, size):
         if isinstance(size, DimExpr):
-            self.index.setdefault(size, len(self.index))
+            i = self.index.setdefault(size, len(self.index))
+            if id(size) not in self._by_id:
+                self._by_id[id(size)] = i
+                self._kept.append(size)
         return size
 
     def at(self, values: tuple[int, ...]) -> Callable[[Any], Any]:
-        index = self.index
-        return lambda size: values[index[size]] if isinstance(size, DimExpr) else size
+        index, by_id = self.index, self._by_id
+
+        def size(s):
+            if not isinstance(s, DimExpr):
+                return s
+            i = by_id.get(id(s))
+            return values[i if i is not None else index[s]]
+        return size
 
 
 @dataclass
@@ -287,8 +141,25 @@ class _Binder:
             return shape
         hit = self._memo.get(id(shape))
         if hit is None:
-            hit = self._memo[id(shape)] = (shape, substitute_shape(shape, self.binding))
+            hit = self._memo[id(shape)] = (shape, self._bound_shape(shape))
         return hit[1]
+
+    def _bound_shape(self, shape: Shape) -> Shape:
+        """`shape` at the binding: an array's dims are sizes the collecting pass registered, so
+        their values are the shape function's (no symbolic substitution: a new size binds a
+        gemm's or host thunk's shapes by lookups); a tuple or buffer shape is substituted."""
+        if shape.is_tuple or shape.is_buffer:
+            return substitute_shape(shape, self.binding)
+        if not any([isinstance(d, DimExpr) for d in shape.dims]):
+            return shape
+        size = self.size
+        try:
+            dims = tuple([size(d) for d in shape.dims])
+        except KeyError:  # a size the collecting pass did not see
+            return substitute_shape(shape, self.binding)
+        return Shape(shape.element_type, dims,
+                     tuple([dyn and not isinstance(d, DimExpr) for d, dyn in zip(shape.dims, shape.dynamic)]),
+                     shape.layout)
 
     def slice(self, where: BufferSlice) -> BufferSlice:
         return BufferSlice(where.allocation_index, self.size(where.offset), self.size(where.size))
@@ -316,14 +187,27 @@ class _Binder:
         return [self._fields(thunk)]
 
     def _fields(self, thunk: Any) -> Any:
-        """A thunk with every BufferRef, BufferSlice, nested sequence or list of them bound."""
+        """A thunk with every BufferRef, BufferSlice, nested sequence or list of them bound (a new
+        binding does this for each library call: its field names are looked up once per class,
+        and a plain dataclass is copied by its `__dict__`, not rebuilt by `replace`)."""
+        cls = type(thunk)
+        names = _FIELD_NAMES.get(cls)
+        if names is None:
+            names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(thunk) if f.init)
         changes = {}
-        for f in fields(thunk):
-            value = getattr(thunk, f.name)
+        for name in names:
+            value = getattr(thunk, name)
             bound = self._value(value)
             if bound is not value:
-                changes[f.name] = bound
-        return replace(thunk, **changes) if changes else thunk
+                changes[name] = bound
+        if not changes:
+            return thunk
+        if hasattr(cls, "__post_init__") or not hasattr(thunk, "__dict__") or cls.__dataclass_params__.frozen:
+            return replace(thunk, **changes)
+        copy = object.__new__(cls)
+        copy.__dict__.update(thunk.__dict__)
+        copy.__dict__.update(changes)
+        return copy
 
     def _value(self, value: Any) -> Any:
         if isinstance(value, BufferRef):
@@ -433,8 +317,11 @@ class DynamicProgram:
 
     @property
     def compilations(self) -> int:
-        """Kernels compiled: each symbolic or static one once, each fallback once per binding."""
-        return self.symbolic_kernels + sum(len(k.instances) for k in self.deferred)
+        """Compilations, counted as the static path counts them (one per program compiled, however
+        many kernels it has): the plan's kernels — every symbolic or static one and its speculated
+        versions, compiled once for every size — count one; each fallback counts once per binding
+        it was compiled for (`symbolic_kernels` counts the plan's kernels themselves)."""
+        return int(self.symbolic_kernels > 0) + sum(len(k.instances) for k in self.deferred)
 
     def run(self, args: Sequence[Any]) -> Any:
         key = tuple([getattr(a, "shape", None) if not isinstance(a, tuple) else None for a in args])

@@ -220,7 +220,8 @@ class _ComputationFusion:
             return math.inf
         if producer.opcode == "constant":
             return -math.inf
-        users = distinct(producer.users)
+        users = producer.users
+        users = users if len(users) == 1 else distinct(users)
         non_bitcast = [u for u in users if not is_fusible_bitcast(u)]
         if not non_bitcast:
             return -math.inf

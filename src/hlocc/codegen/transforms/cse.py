@@ -51,7 +51,7 @@ class _Key:
             self.name,
             sum(map(hash, attributes.items())) if attributes else 0,
             sum(map(hash, properties.items())) if properties else 0,
-            op.result_types,
+            tuple(map(_type_hash, op.results)),
             op.operands,
         ))
 
@@ -65,6 +65,19 @@ class _Key:
         return (a.attributes == b.attributes and a.properties == b.properties and a.operands == b.operands
                 and a.result_types == b.result_types
                 and all(s.is_structurally_equivalent(o) for s, o in zip(a.regions, b.regions, strict=True)))
+
+
+_TYPE_HASHES: dict[int, tuple] = {}
+"""Hash of a type attribute by its object, for one run of the pass (a type's dataclass hash walks
+its parameters every time; the entry keeps the type alive, so its id is not reused)."""
+
+
+def _type_hash(result) -> int:
+    t = result.type
+    entry = _TYPE_HASHES.get(id(t))
+    if entry is None:
+        entry = _TYPE_HASHES[id(t)] = (t, hash(t))
+    return entry[1]
 
 
 class _KnownOps(KnownOps):
@@ -176,4 +189,7 @@ class CommonSubexpressionEliminationPass(ModulePass):
     name = "cse"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        _Driver().simplify(op)
+        try:
+            _Driver().simplify(op)
+        finally:
+            _TYPE_HASHES.clear()

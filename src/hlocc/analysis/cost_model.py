@@ -386,11 +386,20 @@ class CostModel:
         flops = p.flops * u + c.flops
         coalesced = self._coalesced(producer, consumer, p, c)
         read = 0.0
-        size_of, read_time = self._size, self._read_time  # (the hottest loop of priority fusion)
+        sizes, size_of = self._sizes, self._size  # (the hottest loop of priority fusion: `_size` and,
+        m = self.machine  # when coalesced, `_read_time` inlined, the same arithmetic)
+        bandwidth, cache_bytes = m.memory_bandwidth, m.cache_bytes
+        cached_bandwidth = bandwidth * m.cache_speedup
         for op, (v, _) in reads.items():
             if v > 0:
-                size = size_of(op)
-                read += read_time(op, size * v, coalesced, size)
+                known = sizes.get(op)
+                size = known[1] if known is not None and known[0] is op.shape else size_of(op)
+                total = size * v
+                if not coalesced:
+                    read += self._read_time(op, total, False, size)
+                elif total > 0:
+                    net = size if size < total else total
+                    read += net / bandwidth + (total - net) / (cached_bandwidth if net < cache_bytes else bandwidth)
         written = c.bytes_written + (p.bytes_written if side_output else 0.0)
         time = self._combine(flops, read, written)
         self._fused[key] = time

@@ -37,13 +37,22 @@ class ComputationKeys:
     def __init__(self):
         self._keys: dict[int, tuple] = {}
         self._shape_texts: dict[int, tuple] = {}
+        self._array_texts: dict[tuple, str] = {}
 
     def shape_text(self, shape) -> str:
         """The shape's text with its layout (shapes are shared by many instructions; printing each
         was a third of the pass). The entry keeps the shape alive, so its id is not reused."""
         entry = self._shape_texts.get(id(shape))
         if entry is None:
-            entry = self._shape_texts[id(shape)] = (shape, shape.to_string())
+            text = None
+            if shape.tuple_shapes is None and not shape.is_buffer and not any(shape.dynamic):
+                # A static array's text is a function of these (parsed shapes are rarely shared
+                # objects, so the id above misses for most instructions).
+                fields = (shape.element_type, shape.dims, shape.layout)
+                text = self._array_texts.get(fields)
+                if text is None:
+                    text = self._array_texts[fields] = shape.to_string()
+            entry = self._shape_texts[id(shape)] = (shape, text or shape.to_string())
         return entry[1]
 
     def key(self, comp: HloComputation) -> tuple:
@@ -59,9 +68,11 @@ class ComputationKeys:
 
 def instruction_key(instr: HloInstruction, operand_ids: tuple, computations: ComputationKeys) -> tuple:
     """What an instruction computes given its operands (named by `operand_ids`)."""
-    if instr.opcode in COMMUTATIVE and len(operand_ids) == 2:
-        operand_ids = tuple(sorted(operand_ids))
-    attrs = tuple(sorted((k, _attr_key(v, computations)) for k, v in instr.attrs.items() if k not in _IGNORED_ATTRS))
+    if len(operand_ids) == 2 and instr.opcode in COMMUTATIVE and operand_ids[1] < operand_ids[0]:
+        operand_ids = (operand_ids[1], operand_ids[0])
+    attrs = instr.attrs
+    attrs = tuple(sorted((k, _attr_key(v, computations)) for k, v in attrs.items() if k not in _IGNORED_ATTRS)
+                  ) if attrs else ()
     return (instr.opcode, computations.shape_text(instr.shape), operand_ids, attrs, _literal_key(instr.literal),
             instr.parameter_number, instr.wrapped_opcode)
 

@@ -47,7 +47,8 @@ def clone_instruction(instr: HloInstruction, operands: Sequence[HloInstruction],
     """A copy of `instr` with new operands and name (called computations such as reducers are
     referenced, not copied; control dependencies stay with the fusion instruction, see
     `FusionBuilder.create_fusion`)."""
-    attrs = {k: v for k, v in instr.attrs.items() if k != "control-predecessors"}
+    attrs = dict(instr.attrs)
+    attrs.pop("control-predecessors", None)
     clone = HloInstruction(name, instr.opcode, instr.shape, operands, attrs, literal=instr.literal,
                            parameter_number=instr.parameter_number)
     clone.wrapped_opcode = instr.wrapped_opcode
@@ -58,7 +59,9 @@ def attach(comp: HloComputation, instr: HloInstruction) -> HloInstruction:
     """Add a new instruction to `comp` and register it with its operands (linear in operands)."""
     instr.parent = comp
     comp.instructions.append(instr)
-    for op in distinct(instr.operands):
+    operands = instr.operands
+    for op in (operands if len(operands) < 2 or (len(operands) == 2 and operands[0] is not operands[1])
+               else distinct(operands)):  # (one or two distinct operands: most clones)
         op.users.append(instr)
     return instr
 

@@ -47,14 +47,12 @@ from hlocc.passes.fusible import (
     FusionLimits,
     FusionSummary,
     can_emit_input_fused_scatter,
-    contains_significant_reduce,
     fusible_computations,
     fusion_fits_in_budget,
     is_expensive,
     is_fusible,
     is_fusible_bitcast,
     should_fuse_in_place_op,
-    tiled_transposes_compatible,
 )
 from hlocc.passes.fusion_utils import FusionBuilder, distinct
 
@@ -175,11 +173,6 @@ class _ComputationFusion:
         self.changed = False
 
     # -- decisions ------------------------------------------------------------------------------
-    def _kind_is(self, instr: HloInstruction, kind: EmitterKind, opcode: str) -> bool:
-        if opcode not in self.facts.summary(instr).opcodes:
-            return False
-        return self.facts.analysis(instr).kind is kind
-
     def can_fuse(self, producer: HloInstruction, consumer: HloInstruction) -> str | None:
         """None when `producer` may be fused into `consumer`, else the reason (module doc)."""
         key = (producer, consumer, self._version.get(producer, 0), self._version.get(consumer, 0))
@@ -200,22 +193,22 @@ class _ComputationFusion:
         why = can_emit_input_fused_scatter(producer, consumer)
         if why:
             return why
-        if contains_significant_reduce(producer, facts) and contains_significant_reduce(consumer, facts):
+        sp, sc = facts.summary(producer), facts.summary(consumer)  # (each check below reads them)
+        if sp.significant_reduces and sc.significant_reduces:
             return "both the producer and the consumer contain a reduce"
-        if is_expensive(producer, facts) and self.cost.consumer_utilization(producer, consumer) > 1.0 + 1e-9:
+        if sp.expensive and self.cost.consumer_utilization(producer, consumer) > 1.0 + 1e-9:
             return "the consumer would recompute an expensive producer"
-        why = tiled_transposes_compatible(producer, consumer, facts)
-        if why:
-            return why
-        if self._kind_is(producer, EmitterKind.REDUCTION, "reduce"):
-            opcodes = facts.summary(producer).opcodes | facts.summary(consumer).opcodes
+        if (sp.transposes or sc.transposes) and len(sp.transposes | sc.transposes) > 1:
+            return "tiled transposes with different shapes"  # (tiled_transposes_compatible)
+        if "reduce" in sp.opcodes and facts.analysis(producer).kind is EmitterKind.REDUCTION:
+            opcodes = sp.opcodes | sc.opcodes
             fused = analyze_fusion(FusionAdaptor.for_producer_consumer(producer, consumer), opcodes=opcodes)
             if fused.kind is EmitterKind.LOOP:
                 return "fusion into output of a reduce fusion would create a loop fusion"
         why = fusion_fits_in_budget(consumer, producer, consumer_producer=True, limits=self.limits, facts=facts)
         if why:
             return why
-        if facts.summary(consumer).opcodes & _IN_PLACE_OPCODES:
+        if sc.opcodes & _IN_PLACE_OPCODES:
             return should_fuse_in_place_op(producer, consumer)
         return None
 
@@ -227,7 +220,8 @@ class _ComputationFusion:
             return math.inf
         if producer.opcode == "constant":
             return -math.inf
-        users = distinct(producer.users)
+        users = producer.users
+        users = users if len(users) == 1 else distinct(users)
         non_bitcast = [u for u in users if not is_fusible_bitcast(u)]
         if not non_bitcast:
             return -math.inf

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from xdsl.passes import ModulePass
 from xdsl.transforms.canonicalize import CanonicalizePass
-from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from hlocc.codegen.schedule.interpreter import TransformInterpreterPass
 from hlocc.codegen.transforms.check_bounds import CheckBoundsPass
+from hlocc.codegen.transforms.cse import CommonSubexpressionEliminationPass
 from hlocc.codegen.transforms.expand_float_ops import ExpandFloatOpsFmaPass, ExpandFloatOpsPass
 from hlocc.codegen.transforms.flatten_tensors import FlattenTensorsPass
 from hlocc.codegen.transforms.inline import InlinePass
@@ -51,9 +51,9 @@ PASSES: dict[str, type[ModulePass]] = {cls.name: cls for cls in (
     LowerXlaToArithPass,
     LowerSymbolValuesPass,
     VerifyPass,
+    CommonSubexpressionEliminationPass,  # xDSL's cse with cheaper keys
     # xDSL's generic passes the pipeline runs between ours
     CanonicalizePass,
-    CommonSubexpressionElimination,
     DeadCodeElimination,
 )}
 """Every kernel pass by its `name` (what `hlocc opt --passes` and the pipelines refer to)."""

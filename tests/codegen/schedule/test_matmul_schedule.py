@@ -242,6 +242,7 @@ def test_analytic_schedule_follows_the_model():
     assert "register_block = array<i64: 5, 16>" in out
 
 
+@pytest.mark.slow  # ~10 s: compiles the analytic schedule's full-size blocks (KC 128, MC up to 768)
 def test_analytic_schedule_is_exact_across_k_blocks():
     """The analytic choice on a problem with two K blocks, edge blocks in M and N, a transposed lhs."""
     module = parse_hlo(_dot("f32[300,67]{0,1}", "f32[300,131]", "f32[67,131]",

@@ -257,7 +257,7 @@ def mma_ptx() -> dict:
 
 @pytest.mark.skipif(shutil.which("filecheck") is None, reason="the `filecheck` command (PyPI filecheck) is not "
                                                               "installed")
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("arch", ["sm_80", pytest.param("sm_90", marks=pytest.mark.slow)])  # second arch: slow run
 def test_cuda_schedule_ptx_has_cp_async_ldmatrix_mma_sync_and_ptxas_accepts_it(mma_ptx, arch, tmp_path):
     """The 128 x 128 x 32 schedule with its 3-stage cp.async ring, chosen by the GPU target for bf16
     (200 x 304 x 96: 2 x 3 blocks, 3 K blocks; B row-major, so read with ldmatrix .trans)."""

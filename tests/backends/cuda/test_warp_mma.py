@@ -109,7 +109,7 @@ CHECK: bar.sync 0;
 
 
 @pytest.mark.skipif(FILECHECK is None, reason="the `filecheck` command (PyPI filecheck) is not installed")
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("arch", ["sm_80", pytest.param("sm_90", marks=pytest.mark.slow)])  # second arch: slow run
 @pytest.mark.parametrize("element", ["bf16", "f16"])
 @pytest.mark.parametrize("trans", ["plain", "trans"])
 def test_ptx_has_ldmatrix_and_mma_sync_and_ptxas_accepts_it(ptx_texts, arch, element, trans, tmp_path):

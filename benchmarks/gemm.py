@@ -27,8 +27,8 @@ shared machine hits them alike. The FMA probe JIT-compiles a loop of 24 independ
 `<16 x float>` FMA chains and runs it on each thread count: the machine's real peak at that time,
 which every row is also given as a % of. The header adds one thread's `vdpbf16ps` peak
 (`bf16_probe_gflops`): where it is no higher than the FMA peak (Emerald Rapids: about half), bf16
-cannot beat f32 by computing faster, only by moving fewer bytes. hlocc's results are checked against numpy in float64 (f32: relative
-1e-4, bf16: 2e-2) and a mismatch is printed in the row.
+cannot beat f32 by computing faster, only by moving fewer bytes. hlocc's results are checked
+against numpy in float64 (f32: relative 1e-4, bf16: 2e-2) and a mismatch is printed in the row.
 """
 
 from __future__ import annotations

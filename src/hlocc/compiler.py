@@ -415,8 +415,8 @@ def _check_options(backend: str, check_bounds: bool, gemm: str, autotune: str) -
         raise UnsupportedError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
     if check_bounds and backend not in ("cpu", "cuda-sim"):
         raise UnsupportedError(f"check_bounds is implemented for the cpu and cuda-sim backends, not '{backend}'")
-    if gemm not in ("library", "codegen", "auto") or (gemm == "codegen" and backend not in ("cpu", "cuda", "cuda-sim")) \
-            or (gemm == "auto" and backend != "cpu"):
+    backends = {"library": BACKENDS, "codegen": ("cpu", "cuda", "cuda-sim"), "auto": ("cpu",)}
+    if backend not in backends.get(gemm, ()):
         raise UnsupportedError(f"gemm='{gemm}': choose 'library', 'codegen' with the cpu, cuda or cuda-sim backend, "
                                "or 'auto' with the cpu backend")
     if autotune not in AUTOTUNE_MODES:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import hlocc
+from corpus import JAX_DIR, require
 from hlocc.analysis.hero import EmitterKind, computation_emitter_kind
 from hlocc.backends.cpu.kernel import compile_fusion
 from hlocc.comparison import compare_arrays
@@ -169,19 +170,18 @@ def test_library_stays_the_default():
     assert exe.runner.stats.library_calls["gemm"] == 1 and not exe.runner.stats.kernels_by_emitter["gemm"]
 
 
-CORPUS = __import__("pathlib").Path(__file__).resolve().parents[4] / "shared" / "corpus" / "jax"
+
 
 
 @pytest.mark.parametrize("case,rtol", [("mlp_f32", 1e-4), ("attention_f32", 1e-4)])
 def test_gemm_auto_on_the_corpus_programs(case, rtol):
     """`gemm="auto"`: the corpus's small dots (under AUTO_MAX_WORK) become generated kernels, and
     the programs match XLA:CPU's outputs."""
-    if not (CORPUS / f"{case}.hlo").exists():
-        pytest.skip(f"no JAX corpus at {CORPUS}")
-    exe = hlocc.compile((CORPUS / f"{case}.hlo").read_text(), "cpu", gemm="auto")
+    require(JAX_DIR)
+    exe = hlocc.compile((JAX_DIR / f"{case}.hlo").read_text(), "cpu", gemm="auto")
     assert exe.runner.stats.kernels_by_emitter["gemm"] == 2 and not exe.runner.stats.library_calls["gemm"], \
         exe.runner.stats.to_string()
-    inputs, outputs = np.load(CORPUS / f"{case}.in.npz"), np.load(CORPUS / f"{case}.out.npz")
+    inputs, outputs = np.load(JAX_DIR / f"{case}.in.npz"), np.load(JAX_DIR / f"{case}.out.npz")
     got = exe(*[inputs[k] for k in inputs.files])
     got = got if isinstance(got, (list, tuple)) else [got]
     for value, key in zip(got, outputs.files):

@@ -3,12 +3,10 @@
 softmax, an erf-based GELU's expanded polynomials, a JAX corpus program), the two give the same
 text."""
 
-import pathlib
-
-import pytest
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
 import hlocc
+from corpus import JAX_DIR, require
 from hlocc.codegen import transforms
 from hlocc.codegen.context import print_module
 
@@ -46,7 +44,7 @@ ENTRY e {
 }
 """
 
-CORPUS = pathlib.Path("/work/shared/corpus/jax/bias_add_tanh.hlo")
+CORPUS = JAX_DIR / "bias_add_tanh.hlo"
 
 
 def _compare_each_cse(monkeypatch, text: str) -> int:
@@ -74,8 +72,7 @@ def test_same_rewrites_as_xdsl_on_softmax_and_gelu(monkeypatch):
 
 
 def test_same_rewrites_as_xdsl_on_a_corpus_program(monkeypatch):
-    if not CORPUS.exists():
-        pytest.skip(f"{CORPUS} is absent (the JAX corpus is not in this checkout)")
+    require(JAX_DIR)
     assert _compare_each_cse(monkeypatch, CORPUS.read_text()) >= 4
 
 

@@ -483,7 +483,7 @@ DEFAULT_TARGET_FUNCTIONS = ("exponential", "log", "tanh", "sine", "erf", "power"
 @needs_expand_float_ops()
 @pytest.mark.parametrize("type_name,ops,kind", [
     ("f32", DEFAULT_TARGET_FUNCTIONS, "vectorized"),
-    ("bf16", DEFAULT_TARGET_FUNCTIONS, "vectorized"),
+    ("bf16", ("exponential", "log", "tanh", "erf"), "vectorized"),  # bf16 runs the f32 approximations widened
     *[pytest.param(t, None, kind, marks=pytest.mark.slow) for t in SWEPT_TYPES if T[t].is_float
       for kind in ("default", "vectorized")]])
 def test_transcendental_ops_default_target(type_name, ops, kind):

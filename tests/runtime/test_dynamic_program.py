@@ -384,3 +384,26 @@ def test_each_new_binding_after_others_is_right_and_the_call_code_is_built_once(
     assert len(program._bound) == len(set(sizes)) and exe.plan_builds == 1 and not program.deferred
     # every binding's calls run over that one plan, each with its own numbers
     assert {id(b.calls.plan) for b in program._bound.values()} == {id(program.plan)}
+    # a plan whose per-size parts are flat shares its arenas between sizes (a binding is numbers and
+    # launches); a while loop's nested kernels keep an arena per binding
+    assert program.plan.shared is (name != "while")
+
+
+@pytest.mark.parametrize("name", ["softmax", "mlp"])
+def test_threads_at_different_sizes_share_the_arenas_and_get_their_own_results(name):
+    from concurrent.futures import ThreadPoolExecutor
+
+    text, options, make_args = NEW_BINDING_PROGRAMS[name]
+    exe, reference = hlocc.compile(text, "cpu", **options), hlocc.compile(text, "interpreter")
+    sizes = [1, 7, 64, 0, 33, 7, 129, 1, 64, 33] * 3
+    args = {n: make_args(n) for n in set(sizes)}
+    want = {n: reference(*args[n]) for n in args}
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda n: (n, exe(*args[n])), sizes))
+    for n, g in got:
+        np.testing.assert_allclose(g, want[n], rtol=1e-5, atol=1e-6, err_msg=f"size {n}")
+    plan = exe.program.plan
+    assert plan.shared and len(exe.program._bound) == len(args)
+    # tables are made per arena (at most one per thread calling at once), never per size
+    kernels = len(plan.symbolic_kernels())
+    assert plan.launchers_built <= kernels * 5 and plan.launchers_built % max(kernels, 1) == 0

@@ -49,7 +49,7 @@ from hlocc.hlo.symbolic import DimExpr, size_hint, symbol
 from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import CompilePipeline, PassManager
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferSlice, assign_buffers
-from hlocc.runtime.call_plan import BoundCall, CallPlan
+from hlocc.runtime.call_plan import BoundCall, CallPlan, SharedCall
 from hlocc.runtime.executable import (
     CHECKED_ALLOCATION_BYTES,
     KernelCompiler,
@@ -289,7 +289,7 @@ class _Calls:
     """What `DynamicProgram.run` keeps per binding: its calls and the bytes a call allocates."""
 
     peak_bytes: int
-    calls: CallPlan | BoundCall
+    calls: CallPlan | BoundCall | SharedCall
     host_fusions: tuple[str, ...] = ()  # fusions on the evaluator at this binding (per-size kernels only)
 
 
@@ -350,10 +350,11 @@ class DynamicProgram:
         names, peak_base, peak_indices, kernels, unplanned = self._binding_plan
         values = self.shape_function(arg_dims)
         binding = {name: values[i] for name, i in names}
-        binder = _Binder(self.sizes.at(values), binding, collecting=False)
         steps = {}
-        for k, thunk in unplanned.items():
-            [steps[k]] = binder.thunk(thunk)
+        if unplanned:
+            binder = _Binder(self.sizes.at(values), binding, collecting=False)
+            for k, thunk in unplanned.items():
+                [steps[k]] = binder.thunk(thunk)
         bound_kernels = {k: kernel.bind(binding, where) for k, (kernel, where) in kernels.items()}
         peak = peak_base + sum([values[i] for i in peak_indices])
         return _Calls(peak, self.plan.at(binding, bound_kernels, steps))

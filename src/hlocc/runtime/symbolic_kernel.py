@@ -50,7 +50,22 @@ class BoundKernel:
     def __getattr__(self, name: str) -> Any:
         if name == "launcher" and hasattr(self.kernel, "launcher"):  # a prepared launch at these dims
             return self._launcher
+        if name == "launch_at" and hasattr(self.kernel, "launch_at"):  # a launch at these dims over any table
+            return self._launch_at
         raise AttributeError(name)
+
+    def _launch_at(self, count: int) -> Any:
+        """`run(table, address)` at these dims (CompiledKernel.launch_at), counted like `run_addresses`."""
+        run = self.kernel.launch_at(count, self.dims)
+        if self.calls is None:
+            return run
+        calls, version = self.calls, self.version
+
+        def counted(table: Any, address: int) -> None:
+            run(table, address)
+            calls[version] += 1
+        counted.keep = run
+        return counted
 
     def _launcher(self, count: int) -> Any:
         """The kernel's prepared launch at these dims; counted per version like `run_addresses`."""

@@ -359,6 +359,18 @@ ENTRY e {
 """
 
 W1, W2 = RNG.standard_normal((16, 32)).astype(np.float32), RNG.standard_normal((32, 8)).astype(np.float32)
+
+# Attention's batched dots over a symbolic sequence, one operand a transpose (a layout change the
+# gemm reads through its view), the scores' second dot contracting a symbolic dimension.
+ATTENTION_DOTS = """HloModule attention_dots
+ENTRY e {
+  q = f32[4,?s,8] parameter(0)
+  k = f32[4,?s,8] parameter(1)
+  kt = f32[4,8,?s] transpose(k), dimensions={0,2,1}
+  scores = f32[4,?s,?s] dot(q, kt), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}
+  ROOT out = f32[4,?s,8] dot(scores, k), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}
+}
+"""
 NEW_BINDING_PROGRAMS = {  # text, compile options, the arguments at size n
     "softmax": (softmax_text("?n"), {}, lambda n: [RNG.standard_normal((3, n)).astype(np.float32)]),
     "mlp": (MLP, {}, lambda n: [RNG.standard_normal((n, 16)).astype(np.float32), W1, W2]),
@@ -366,6 +378,8 @@ NEW_BINDING_PROGRAMS = {  # text, compile options, the arguments at size n
                                                          RNG.standard_normal(n // 2 + 1).astype(np.float32)]),
     "slices": (SLICES, {}, lambda n: [RNG.standard_normal(n).astype(np.float32)]),
     "while": (WHILE, {}, lambda n: [RNG.standard_normal(n).astype(np.float32)]),
+    "attention_dots": (ATTENTION_DOTS, {}, lambda n: [RNG.standard_normal((4, n, 8)).astype(np.float32)
+                                                      for _ in range(2)]),
 }
 
 
@@ -389,7 +403,7 @@ def test_each_new_binding_after_others_is_right_and_the_call_code_is_built_once(
     assert program.plan.shared is (name != "while")
 
 
-@pytest.mark.parametrize("name", ["softmax", "mlp"])
+@pytest.mark.parametrize("name", ["softmax", "mlp", "attention_dots"])
 def test_threads_at_different_sizes_share_the_arenas_and_get_their_own_results(name):
     from concurrent.futures import ThreadPoolExecutor
 

@@ -60,6 +60,7 @@ from hlocc.runtime.executable import (
     output_leaf_shape,
     parameter_bytes,
 )
+from hlocc.runtime.library import GemmRecipe
 from hlocc.runtime.schedule import schedule_module
 from hlocc.runtime.shape_function import ShapeFunction
 from hlocc.runtime.speculation import SpeculationOptions
@@ -73,6 +74,7 @@ from hlocc.runtime.symbolic_kernel import (
 from hlocc.runtime.thunks import (
     BufferRef,
     CopyThunk,
+    GemmThunk,
     HostThunk,
     KernelThunk,
     SequentialThunk,
@@ -352,8 +354,12 @@ class DynamicProgram:
         binding = {name: values[i] for name, i in names}
         steps = {}
         if unplanned:
-            binder = _Binder(self.sizes.at(values), binding, collecting=False)
-            for k, thunk in unplanned.items():
+            size, binder = self.sizes.at(values), None
+            for k, (thunk, recipe) in unplanned.items():
+                if recipe is not None:  # a gemm: its numbers looked up (library.GemmRecipe)
+                    steps[k] = recipe.at(size)
+                    continue
+                binder = binder or _Binder(size, binding, collecting=False)
                 [steps[k]] = binder.thunk(thunk)
         bound_kernels = {k: kernel.bind(binding, where) for k, (kernel, where) in kernels.items()}
         peak = peak_base + sum([values[i] for i in peak_indices])
@@ -373,8 +379,10 @@ class DynamicProgram:
         thunks = self.plan.thunks()
         kernels = {k: (kernel, f"fusion '{thunks[k].instr_name}'")
                    for k, kernel in self.plan.symbolic_kernels().items()}
+        unplanned = {k: (t, GemmRecipe.of(t.output, t.lhs, t.rhs, t.dims) if isinstance(t, GemmThunk) else None)
+                     for k, t in self.plan.unplanned().items()}
         self._binding_plan = (names, sum(s for s in counted if isinstance(s, int)),
-                              [index[s] for s in counted if isinstance(s, DimExpr)], kernels, self.plan.unplanned())
+                              [index[s] for s in counted if isinstance(s, DimExpr)], kernels, unplanned)
 
     def _call_plan(self, sizes: list, program: SequentialThunk, outputs: list[BufferRef], symbolic: bool = False
                    ) -> CallPlan:

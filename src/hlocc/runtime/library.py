@@ -23,8 +23,9 @@ as a transposed operand. The output is written in place when its layout allows t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -158,6 +159,75 @@ def _gemm_call(allocations: Sequence[np.ndarray], output, lhs, rhs, dims: tuple[
     return call
 
 
+@dataclass(frozen=True)
+class GemmRecipe:
+    """A gemm thunk planned once for every size of a dynamic program (runtime/dynamic_program.py):
+    per buffer (output, lhs, rhs) its allocation, offset, dtype, physical dims (DimExprs where
+    symbolic) and transpose. `at(size)` is the thunk at one binding, `size` giving each symbolic
+    number's value: numbers looked up, no Shape or BufferRef rebuilt (binding a gemm thunk through
+    its BufferRefs cost ~40 µs, most of a new size's host work on the MLP and the transformer)."""
+
+    buffers: tuple[tuple[int, Any, np.dtype, tuple, tuple[int, ...] | None], ...]
+    dims: tuple
+
+    @staticmethod
+    def of(output, lhs, rhs, dims: tuple) -> GemmRecipe:
+        """The recipe of a gemm over these BufferRefs (runtime/thunks.py GemmThunk's)."""
+        views = []
+        for ref in (output, lhs, rhs):
+            order = list(reversed(ref.shape.minor_to_major))
+            perm = None if order == sorted(order) else tuple(int(d) for d in np.argsort(order))
+            views.append((ref.slice.allocation_index, ref.slice.offset, ref.shape.dtype,
+                          tuple(ref.shape.physical_dims), perm))
+        return GemmRecipe(tuple(views), dims)
+
+    def at(self, size: Callable[[Any], int]) -> BoundGemm:
+        views = [_BufferView(a, size(offset), dtype, tuple([size(d) for d in dims]), perm)
+                 for a, offset, dtype, dims, perm in self.buffers]
+        return BoundGemm(*views, _view_plan(views, self.dims))
+
+
+@dataclass(frozen=True)
+class BoundGemm:
+    """A gemm at one binding (`GemmRecipe.at`): a step of a call plan (runtime/call_plan.py)."""
+
+    out: _BufferView
+    lhs: _BufferView
+    rhs: _BufferView
+    plan: _GemmPlan
+
+    def execute(self, memory) -> None:
+        allocations = memory.allocations
+        _run_gemm(self.plan, self.out.view(allocations), self.lhs.view(allocations), self.rhs.view(allocations))
+
+
+_VIEW_PLANS: dict[tuple, _GemmPlan] = {}
+
+
+def _view_plan(views: Sequence[_BufferView], dims: tuple) -> _GemmPlan:
+    """`_gemm_plan` of three views' shapes, made on stand-ins with their strides and no bytes."""
+    key = (*((v.dtype, v.physical_dims, v.perm) for v in views), dims)
+    plan = _VIEW_PLANS.get(key)
+    if plan is None:
+        arrays = []
+        for v in views:
+            strides = _c_strides(v.physical_dims, v.dtype.itemsize)
+            array = np.lib.stride_tricks.as_strided(np.empty(1, v.dtype), v.physical_dims, strides)
+            arrays.append(array if v.perm is None else array.transpose(v.perm))
+        if len(_VIEW_PLANS) >= _GEMM_PLAN_LIMIT:  # many sizes: start over
+            _VIEW_PLANS.clear()
+        plan = _VIEW_PLANS[key] = _gemm_plan(*arrays, *dims)
+    return plan
+
+
+def _c_strides(dims: Sequence[int], itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for d in reversed(dims):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
+
+
 def _run_gemm(plan: _GemmPlan, out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray) -> None:
     a = (lhs if plan.lhs_perm is None else lhs.transpose(plan.lhs_perm)).reshape(plan.lhs_shape)
     w = (rhs if plan.rhs_perm is None else rhs.transpose(plan.rhs_perm)).reshape(plan.rhs_shape)
@@ -236,4 +306,4 @@ def top_k(operands: Sequence[np.ndarray], evaluator, k: int) -> list[np.ndarray]
     return list(_top_k(np.asarray(operands[0]), k))
 
 
-__all__ = ["convolution", "gemm", "gemm_buffers", "sort", "top_k"]
+__all__ = ["BoundGemm", "GemmRecipe", "convolution", "gemm", "gemm_buffers", "sort", "top_k"]

@@ -212,13 +212,13 @@ class CallPlan:
                 self._arenas.append(call)
 
     def at(self, binding: dict[str, int], kernels: dict[int, Any], steps: dict[int, Thunk]) -> BoundCall | SharedCall:
-        """A symbolic plan's calls at `binding` (module doc); `kernels` and `steps` as in Binding."""
+        """A symbolic plan's calls at `binding` (module doc); `kernels` and `steps` as in Binding,
+        except that a `shared` plan takes each kernel's launch at the binding (`launch_at`)."""
         if self._code is None:
             self._compile()
         if self.shared:
             return SharedCall(self, self._numbers(binding), tuple([
-                kernels[k].launch_at(n_args) if n_args is not None else self._step(steps[k], None)
-                for k, n_args in self._per_binding]))
+                kernels[k] if n_args is not None else self._step(steps[k], None) for k, n_args in self._per_binding]))
         return BoundCall(self, Binding(self._numbers(binding), kernels, steps))
 
     def thunks(self) -> list[Thunk]:
@@ -235,8 +235,11 @@ class CallPlan:
         return {k: t for k, t in enumerate(_top_level(self.program)) if not (_planned_kernel(t) or _inline_copy(t))}
 
     def prepare(self) -> None:
-        """Make an arena now (the first call would), so that its cost is counted where it is asked."""
-        if not self._arenas:
+        """Make the code and an arena now (the first call would), so that their cost is counted
+        where it is asked (a symbolic plan that is not `shared` has its arenas per binding)."""
+        if self._code is None:
+            self._compile()
+        if not self._arenas and (self.shared or not self.symbolic):
             self._arenas.append(self._arena())
 
     # -- planned once per arena --------------------------------------------------------------------

@@ -354,14 +354,17 @@ class DynamicProgram:
         binding = {name: values[i] for name, i in names}
         steps = {}
         if unplanned:
-            size, binder = self.sizes.at(values), None
+            binder = None
             for k, (thunk, recipe) in unplanned.items():
                 if recipe is not None:  # a gemm: its numbers looked up (library.GemmRecipe)
-                    steps[k] = recipe.at(size)
+                    steps[k] = recipe.at(values)
                     continue
-                binder = binder or _Binder(size, binding, collecting=False)
+                binder = binder or _Binder(self.sizes.at(values), binding, collecting=False)
                 [steps[k]] = binder.thunk(thunk)
-        bound_kernels = {k: kernel.bind(binding, where) for k, (kernel, where) in kernels.items()}
+        if self.plan.shared:  # each kernel's launch at the binding, over the arenas' tables
+            bound_kernels = {k: kernel.launch_at(binding, where, n) for k, (kernel, where, n) in kernels.items()}
+        else:
+            bound_kernels = {k: kernel.bind(binding, where) for k, (kernel, where, _) in kernels.items()}
         peak = peak_base + sum([values[i] for i in peak_indices])
         return _Calls(peak, self.plan.at(binding, bound_kernels, steps))
 
@@ -377,10 +380,11 @@ class DynamicProgram:
         counted = [a.size for a in self.assignment.allocations
                    if a.kind in (AllocationKind.OUTPUT, AllocationKind.TEMP) or a.index in self.copied_parameters]
         thunks = self.plan.thunks()
-        kernels = {k: (kernel, f"fusion '{thunks[k].instr_name}'")
+        kernels = {k: (kernel, f"fusion '{thunks[k].instr_name}'", len(thunks[k].arguments))
                    for k, kernel in self.plan.symbolic_kernels().items()}
-        unplanned = {k: (t, GemmRecipe.of(t.output, t.lhs, t.rhs, t.dims) if isinstance(t, GemmThunk) else None)
-                     for k, t in self.plan.unplanned().items()}
+        self.plan.prepare()  # its code and first arena (the first call's), which decide `shared`
+        unplanned = {k: (t, GemmRecipe.of(t.output, t.lhs, t.rhs, t.dims, index.__getitem__)
+                         if isinstance(t, GemmThunk) else None) for k, t in self.plan.unplanned().items()}
         self._binding_plan = (names, sum(s for s in counted if isinstance(s, int)),
                               [index[s] for s in counted if isinstance(s, DimExpr)], kernels, unplanned)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -95,8 +95,7 @@ def gemm(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, lhs_contracting: Seq
     _run_gemm(plan, out, lhs, rhs)
 
 
-@dataclass(frozen=True)
-class _BufferView:
+class _BufferView(NamedTuple):  # (a tuple: a new size of a dynamic program makes three per gemm)
     """How the logical array of a buffer reference is viewed in its allocation's bytes: its
     dtype and physical dims at a byte offset, then the transpose back to logical order (None for
     the default layout); `thunks.logical_array`'s work, done once per reference."""
@@ -167,24 +166,35 @@ class GemmRecipe:
     number's value: numbers looked up, no Shape or BufferRef rebuilt (binding a gemm thunk through
     its BufferRefs cost ~40 µs, most of a new size's host work on the MLP and the transformer)."""
 
-    buffers: tuple[tuple[int, Any, np.dtype, tuple, tuple[int, ...] | None], ...]
+    buffers: tuple[tuple[int, Any, np.dtype, tuple, tuple[int, ...] | None], ...]  # numbers: int or _At
     dims: tuple
 
     @staticmethod
-    def of(output, lhs, rhs, dims: tuple) -> GemmRecipe:
-        """The recipe of a gemm over these BufferRefs (runtime/thunks.py GemmThunk's)."""
+    def of(output, lhs, rhs, dims: tuple, index: Callable[[Any], int]) -> GemmRecipe:
+        """The recipe of a gemm over these BufferRefs (runtime/thunks.py GemmThunk's); `index`
+        gives a symbolic number's position among the values `at` takes."""
+        def number(n):
+            return n if isinstance(n, int) else _At(index(n))
         views = []
         for ref in (output, lhs, rhs):
             order = list(reversed(ref.shape.minor_to_major))
             perm = None if order == sorted(order) else tuple(int(d) for d in np.argsort(order))
-            views.append((ref.slice.allocation_index, ref.slice.offset, ref.shape.dtype,
-                          tuple(ref.shape.physical_dims), perm))
+            views.append((ref.slice.allocation_index, number(ref.slice.offset), ref.shape.dtype,
+                          tuple(number(d) for d in ref.shape.physical_dims), perm))
         return GemmRecipe(tuple(views), dims)
 
-    def at(self, size: Callable[[Any], int]) -> BoundGemm:
-        views = [_BufferView(a, size(offset), dtype, tuple([size(d) for d in dims]), perm)
+    def at(self, values: Sequence[int]) -> BoundGemm:
+        """The gemm at the binding whose numbers are `values`."""
+        views = [_BufferView(a, values[offset.i] if type(offset) is _At else offset, dtype,
+                             tuple([values[d.i] if type(d) is _At else d for d in dims]), perm)
                  for a, offset, dtype, dims, perm in self.buffers]
         return BoundGemm(*views, _view_plan(views, self.dims))
+
+
+class _At(NamedTuple):
+    """A symbolic number of a GemmRecipe: the position of its value."""
+
+    i: int
 
 
 @dataclass(frozen=True)

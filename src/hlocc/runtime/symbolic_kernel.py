@@ -106,6 +106,13 @@ class SymbolicKernel:
         self.calls.setdefault(version.name, 0)
         return BoundKernel(kernel, version.dims(binding, kernel.symbols), version.name, self.calls)
 
+    def launch_at(self, binding: dict[str, int], where: str, count: int) -> Any:
+        """`bind(binding, where)`'s launch over any table of `count` buffers (BoundKernel.launch_at),
+        without the BoundKernel where there is one version (what a shared call plan's binding takes)."""
+        if not self.versions:
+            return self.kernel.launch_at(count, tuple([binding[s] for s in self.kernel.symbols]))
+        return self.bind(binding, where)._launch_at(count)
+
     def describe_versions(self) -> list[str]:
         """One line per version: its name, predicate and kernel, and the launches so far."""
         return [f"version {v.name} if {v.predicate}: kernel over ({', '.join(k.symbols)}), "

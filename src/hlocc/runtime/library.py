@@ -65,21 +65,30 @@ _GEMM_PLAN_LIMIT = 4096
 
 def _gemm_plan(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, lhs_contracting: Sequence[int],
                rhs_contracting: Sequence[int], lhs_batch: Sequence[int], rhs_batch: Sequence[int]) -> _GemmPlan:
-    dtype = contraction_dtype(lhs.dtype, rhs.dtype, result=out.dtype)
-    lhs_free = [d for d in range(lhs.ndim) if d not in lhs_contracting and d not in lhs_batch]
-    rhs_free = [d for d in range(rhs.ndim) if d not in rhs_contracting and d not in rhs_batch]
-    b = _prod([lhs.shape[d] for d in lhs_batch])
-    m = _prod([lhs.shape[d] for d in lhs_free])
-    n = _prod([rhs.shape[d] for d in rhs_free])
-    k = _prod([lhs.shape[d] for d in lhs_contracting])
+    return _shape_plan(out.dtype, lambda shape: _view_as(out, shape) is not None, lhs.dtype, lhs.shape, rhs.dtype,
+                       rhs.shape, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)
+
+
+def _shape_plan(out_dtype: np.dtype, out_viewable: Callable[[tuple], bool], lhs_dtype: np.dtype, lhs_shape: tuple,
+                rhs_dtype: np.dtype, rhs_shape: tuple, lhs_contracting: Sequence[int], rhs_contracting: Sequence[int],
+                lhs_batch: Sequence[int], rhs_batch: Sequence[int]) -> _GemmPlan:
+    """`_gemm_plan` from the operands' logical shapes; `out_viewable(shape)`: whether the output's
+    view takes that shape without a copy."""
+    dtype = contraction_dtype(lhs_dtype, rhs_dtype, result=out_dtype)
+    lhs_free = [d for d in range(len(lhs_shape)) if d not in lhs_contracting and d not in lhs_batch]
+    rhs_free = [d for d in range(len(rhs_shape)) if d not in rhs_contracting and d not in rhs_batch]
+    b = _prod([lhs_shape[d] for d in lhs_batch])
+    m = _prod([lhs_shape[d] for d in lhs_free])
+    n = _prod([rhs_shape[d] for d in rhs_free])
+    k = _prod([lhs_shape[d] for d in lhs_contracting])
     lhs_perm = (*lhs_batch, *lhs_free, *lhs_contracting)
     rhs_perm = (*rhs_batch, *rhs_contracting, *rhs_free)
     # A batch of one is a plain matrix product (numpy's 2-D path is the shorter one).
     lead = (b,) if b != 1 else ()
-    in_place = out.dtype == dtype and _view_as(out, (*lead, m, n)) is not None
-    return _GemmPlan(dtype, None if lhs_perm == tuple(range(lhs.ndim)) else lhs_perm,
-                     None if rhs_perm == tuple(range(rhs.ndim)) else rhs_perm, (*lead, m, k), (*lead, k, n),
-                     (*lead, m, n), lhs.dtype != dtype, rhs.dtype != dtype, in_place)
+    in_place = out_dtype == dtype and out_viewable((*lead, m, n))
+    return _GemmPlan(dtype, None if lhs_perm == tuple(range(len(lhs_shape))) else lhs_perm,
+                     None if rhs_perm == tuple(range(len(rhs_shape))) else rhs_perm, (*lead, m, k), (*lead, k, n),
+                     (*lead, m, n), lhs_dtype != dtype, rhs_dtype != dtype, in_place)
 
 
 def gemm(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, lhs_contracting: Sequence[int],
@@ -215,19 +224,31 @@ _VIEW_PLANS: dict[tuple, _GemmPlan] = {}
 
 
 def _view_plan(views: Sequence[_BufferView], dims: tuple) -> _GemmPlan:
-    """`_gemm_plan` of three views' shapes, made on stand-ins with their strides and no bytes."""
+    """`_gemm_plan` of three views' shapes (each new size of a dynamic program makes one per gemm;
+    cached per shapes)."""
     key = (*((v.dtype, v.physical_dims, v.perm) for v in views), dims)
     plan = _VIEW_PLANS.get(key)
     if plan is None:
-        arrays = []
-        for v in views:
-            strides = _c_strides(v.physical_dims, v.dtype.itemsize)
-            array = np.lib.stride_tricks.as_strided(np.empty(1, v.dtype), v.physical_dims, strides)
-            arrays.append(array if v.perm is None else array.transpose(v.perm))
+        out, lhs, rhs = views
+        if out.perm is None:  # C-contiguous: any shape of as many elements is a view of it
+            def viewable(shape):
+                return True
+        else:  # a stand-in with the output's strides and no bytes of its own
+            strides = _c_strides(out.physical_dims, out.dtype.itemsize)
+            stand_in = np.lib.stride_tricks.as_strided(np.empty(1, out.dtype), out.physical_dims, strides)
+
+            def viewable(shape):
+                return _view_as(stand_in.transpose(out.perm), shape) is not None
         if len(_VIEW_PLANS) >= _GEMM_PLAN_LIMIT:  # many sizes: start over
             _VIEW_PLANS.clear()
-        plan = _VIEW_PLANS[key] = _gemm_plan(*arrays, *dims)
+        plan = _VIEW_PLANS[key] = _shape_plan(out.dtype, viewable, lhs.dtype, _logical(lhs), rhs.dtype, _logical(rhs),
+                                              *dims)
     return plan
+
+
+def _logical(view: _BufferView) -> tuple[int, ...]:
+    dims = view.physical_dims
+    return dims if view.perm is None else tuple([dims[p] for p in view.perm])
 
 
 def _c_strides(dims: Sequence[int], itemsize: int) -> tuple[int, ...]:

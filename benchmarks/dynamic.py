@@ -23,7 +23,9 @@ call at an unseen size (the last size of the sweep, seen by no earlier call) aga
 call there — its input cold in memory as the sweep left it, and again at the three largest sizes
 of UNSEEN within the sweep's range with the input read just before (what a new size itself costs:
 the binding and a fresh output buffer, not the cache misses of an input no call has read; median of
-the three ratios; beside it the host time of those bindings, DynamicProgram.last_binding_us) —
+the three ratios; beside it a second call at each of those sizes after the same pause, over a
+steady call — the pause's own cost, the floor of the ratio before — and the host time of those
+bindings, DynamicProgram.last_binding_us) —
 and the steady time per size (median of --runs warmed calls) as geomean ratios:
 hlocc dynamic / hlocc static (target ≤ 1.15) and XLA / hlocc dynamic (target ≥ 1). The on-disk
 kernel caches are off (HLOCC_CACHE_DIR=, and the in-process one cleared before each arm) so that
@@ -136,12 +138,14 @@ def sweep(make, sizes: list[int], shape_of, runs: int) -> dict:
             "sweep_ms": setup_ms + sum(first.values())}
 
 
-def new_size_ratio(fn, sizes: list[int], shape_of, runs: int) -> tuple[float, float]:
+def new_size_ratio(fn, sizes: list[int], shape_of, runs: int) -> tuple[float, float, float]:
     """Median over three sizes no call has seen of first call / steady call, each input read once
-    before its first call, and of the host µs of their bindings (module doc)."""
+    before its first call, of the host µs of their bindings, and of a second call at the same size
+    after the same pause (a new input read just before) / steady call: what the pause alone costs,
+    the floor of the first ratio (module doc)."""
     rng = np.random.default_rng(2)
     [(_, exe)] = fn.executables()
-    ratios, binding_us = [], []
+    ratios, binding_us, again = [], [], []
     for n in [n for n in UNSEEN if n not in sizes and n <= max(sizes)][-3:] or [max(sizes) - 1]:  # --quick: one
         x = rng.standard_normal(shape_of(n)).astype(np.float32)
         float(x.sum())  # in cache, as a steady call's input is
@@ -149,8 +153,15 @@ def new_size_ratio(fn, sizes: list[int], shape_of, runs: int) -> tuple[float, fl
         fn(x)
         first = (time.perf_counter() - t0) * 1e3
         binding_us.append(exe.program.last_binding_us if exe.program is not None else float("nan"))
-        ratios.append(first / median_ms(lambda x=x: fn(x), runs))
-    return float(np.median(ratios)), float(np.median(binding_us))
+        y = rng.standard_normal(shape_of(n)).astype(np.float32)
+        float(y.sum())
+        t0 = time.perf_counter()
+        fn(y)
+        bound = (time.perf_counter() - t0) * 1e3
+        steady = median_ms(lambda x=x: fn(x), runs)
+        ratios.append(first / steady)
+        again.append(bound / steady)
+    return float(np.median(ratios)), float(np.median(binding_us)), float(np.median(again))
 
 
 def bench_program(name: str, spec, runs: int) -> dict:
@@ -160,7 +171,7 @@ def bench_program(name: str, spec, runs: int) -> dict:
 
     f, poly, shape_of, sizes = spec
     dynamic = sweep(lambda: hlocc.jax.jit(f, polymorphic_shapes=[poly]), sizes, shape_of, runs)
-    warm_ratio, binding_us = new_size_ratio(dynamic["fn"], sizes, shape_of, runs)
+    warm_ratio, binding_us, pause_ratio = new_size_ratio(dynamic["fn"], sizes, shape_of, runs)
     # JAX dispatches asynchronously (on the CPU too): a steady call waits for its result, as hlocc's do.
     xla = sweep(lambda: _blocking(jax.jit(f)), sizes, shape_of, runs)
     static = sweep(lambda: hlocc.jax.jit(f), sizes, shape_of, runs)
@@ -180,6 +191,7 @@ def bench_program(name: str, spec, runs: int) -> dict:
         "first_call_unseen_ms": {"size": unseen, "hlocc_dynamic": dynamic["first_ms"][unseen],
                                  "steady": dynamic["steady_ms"][unseen]},
         "first_over_steady_input_in_cache": warm_ratio, "new_binding_us": binding_us,
+        "bound_after_pause_over_steady": pause_ratio,
         "steady_geomean": {
             "dynamic_over_static": geomean([dynamic["steady_ms"][n] / static["steady_ms"][n] for n in sizes]),
             "xla_over_dynamic": geomean([xla["steady_ms"][n] / dynamic["steady_ms"][n] for n in sizes])},
@@ -190,14 +202,15 @@ def bench_program(name: str, spec, runs: int) -> dict:
     print(f"| {name:15} | {c['hlocc_dynamic']:4} ({c['kernels']} kernels) | {c['xla']:3} | {c['hlocc_static']:4} | "
           f"{s['hlocc_dynamic']:7.2f} | {s['xla']:7.2f} | {s['hlocc_static']:7.2f} | "
           f"{s['xla'] / s['hlocc_dynamic']:5.2f} | "
-          f"{u['hlocc_dynamic']:8.2f} / {u['steady']:7.2f} | {warm_ratio:5.2f} | {binding_us:6.0f} | "
+          f"{u['hlocc_dynamic']:8.2f} / {u['steady']:7.2f} | {warm_ratio:5.2f} | {pause_ratio:5.2f} | "
+          f"{binding_us:6.0f} | "
           f"{g['dynamic_over_static']:5.2f} | {g['xla_over_dynamic']:5.2f} | {worst:.1e} |", flush=True)
     return row
 
 
 HEADER = ("| program | hlocc dyn compiles | xla | hlocc static | sweep s: dyn | xla | static | xla/dyn | "
-          "first call at unseen size ms / steady | first/steady, input in cache | binding µs | steady dyn/static | "
-          "steady xla/dyn | max rel err |")
+          "first call at unseen size ms / steady | first/steady, input in cache | "
+          "bound size after the pause / steady | binding µs | steady dyn/static | steady xla/dyn | max rel err |")
 
 
 def main() -> None:

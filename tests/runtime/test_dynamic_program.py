@@ -359,6 +359,18 @@ ENTRY e {
 """
 
 W1, W2 = RNG.standard_normal((16, 32)).astype(np.float32), RNG.standard_normal((32, 8)).astype(np.float32)
+
+# Attention's batched dots over a symbolic sequence, one operand a transpose (a layout change the
+# gemm reads through its view), the scores' second dot contracting a symbolic dimension.
+ATTENTION_DOTS = """HloModule attention_dots
+ENTRY e {
+  q = f32[4,?s,8] parameter(0)
+  k = f32[4,?s,8] parameter(1)
+  kt = f32[4,8,?s] transpose(k), dimensions={0,2,1}
+  scores = f32[4,?s,?s] dot(q, kt), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}
+  ROOT out = f32[4,?s,8] dot(scores, k), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}
+}
+"""
 NEW_BINDING_PROGRAMS = {  # text, compile options, the arguments at size n
     "softmax": (softmax_text("?n"), {}, lambda n: [RNG.standard_normal((3, n)).astype(np.float32)]),
     "mlp": (MLP, {}, lambda n: [RNG.standard_normal((n, 16)).astype(np.float32), W1, W2]),
@@ -366,6 +378,8 @@ NEW_BINDING_PROGRAMS = {  # text, compile options, the arguments at size n
                                                          RNG.standard_normal(n // 2 + 1).astype(np.float32)]),
     "slices": (SLICES, {}, lambda n: [RNG.standard_normal(n).astype(np.float32)]),
     "while": (WHILE, {}, lambda n: [RNG.standard_normal(n).astype(np.float32)]),
+    "attention_dots": (ATTENTION_DOTS, {}, lambda n: [RNG.standard_normal((4, n, 8)).astype(np.float32)
+                                                      for _ in range(2)]),
 }
 
 
@@ -384,3 +398,26 @@ def test_each_new_binding_after_others_is_right_and_the_call_code_is_built_once(
     assert len(program._bound) == len(set(sizes)) and exe.plan_builds == 1 and not program.deferred
     # every binding's calls run over that one plan, each with its own numbers
     assert {id(b.calls.plan) for b in program._bound.values()} == {id(program.plan)}
+    # a plan whose per-size parts are flat shares its arenas between sizes (a binding is numbers and
+    # launches); a while loop's nested kernels keep an arena per binding
+    assert program.plan.shared is (name != "while")
+
+
+@pytest.mark.parametrize("name", ["softmax", "mlp", "attention_dots"])
+def test_threads_at_different_sizes_share_the_arenas_and_get_their_own_results(name):
+    from concurrent.futures import ThreadPoolExecutor
+
+    text, options, make_args = NEW_BINDING_PROGRAMS[name]
+    exe, reference = hlocc.compile(text, "cpu", **options), hlocc.compile(text, "interpreter")
+    sizes = [1, 7, 64, 0, 33, 7, 129, 1, 64, 33] * 3
+    args = {n: make_args(n) for n in set(sizes)}
+    want = {n: reference(*args[n]) for n in args}
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda n: (n, exe(*args[n])), sizes))
+    for n, g in got:
+        np.testing.assert_allclose(g, want[n], rtol=1e-5, atol=1e-6, err_msg=f"size {n}")
+    plan = exe.program.plan
+    assert plan.shared and len(exe.program._bound) == len(args)
+    # tables are made per arena (at most one per thread calling at once), never per size
+    kernels = len(plan.symbolic_kernels())
+    assert plan.launchers_built <= kernels * 5 and plan.launchers_built % max(kernels, 1) == 0

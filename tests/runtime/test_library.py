@@ -511,3 +511,38 @@ def test_gemm_buffers_of_an_empty_output_past_its_allocation():
     lhs, rhs, out = _ref(0, 0, (0, 4)), _ref(1, 0, (4, 5)), _ref(2, 64, (0, 5))
     allocations = [np.zeros(0, np.uint8), np.zeros(80, np.uint8), np.zeros(64, np.uint8)]
     library.gemm_buffers(allocations, out, lhs, rhs, ((1,), (0,), (), ()))
+
+
+@pytest.mark.parametrize("out_layout", [None, (0, 1, 2), (1, 0, 2)])
+@pytest.mark.parametrize("lhs_layout", [None, (1, 2, 0)])
+def test_gemm_recipe_binds_the_plan_the_arrays_would_give(lhs_layout, out_layout):
+    """A dynamic program's gemm (GemmRecipe, numbers by position) at several sizes, 0 and 1
+    included: the plan made from the views' shapes is the one made from arrays in those buffers,
+    and the bound step writes what numpy computes."""
+    from hlocc.hlo.symbolic import symbol
+
+    def ref(allocation, dims, layout=None):  # (the slice's size is the buffer's business, not the gemm's)
+        shape = Shape.array("f32", dims, Layout(tuple(layout)) if layout else None)
+        return BufferRef(BufferSlice(allocation, 0, 0), shape)
+
+    s = symbol("s")
+    index = {s: 0}
+    lhs, rhs, out = ref(0, (2, s, 4), lhs_layout), ref(1, (2, 4, 5)), ref(2, (2, s, 5), out_layout)
+    dims = ((2,), (1,), (0,), (0,))
+    recipe = library.GemmRecipe.of(out, lhs, rhs, dims, index.__getitem__)
+    rng = np.random.default_rng(5)
+    for n in (3, 0, 1, 7):
+        bound = recipe.at((n,))
+        a, w = random_array((2, n, 4), np.float32, rng), random_array((2, 4, 5), np.float32, rng)
+        allocations = [np.empty(a.nbytes, np.uint8), np.ascontiguousarray(w).view(np.uint8).reshape(-1),
+                       np.full(2 * n * 5 * 4, 255, np.uint8)]
+        lhs_view, out_view = bound.lhs.view(allocations), bound.out.view(allocations)
+        lhs_view[...] = a
+        assert bound.plan == library._gemm_plan(out_view, lhs_view, bound.rhs.view(allocations), *dims)
+
+        class Memory:
+            pass
+        memory = Memory()
+        memory.allocations = allocations
+        bound.execute(memory)
+        np.testing.assert_allclose(bound.out.view(allocations), a @ w, rtol=1e-5, atol=1e-6)

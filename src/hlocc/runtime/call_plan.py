@@ -27,6 +27,10 @@ from its thunks before binding (`symbolic=True`): each symbolic size or offset i
 call (the pooling decision would depend on the size). A new binding is `at(binding, kernels,
 steps)`: the numbers evaluated, the kernels' versions and launches at those dims, the steps of the
 thunks that have no planned form bound by the caller — no code generated or compiled per size.
+Where those per-size parts are flat (every symbolic kernel offers `launch_at`, no nested sequence
+among the bound steps) the plan is `shared`: its arenas serve every size, each holding one table per
+kernel, and the call takes the binding as arguments, `call(args, V, L)`, `L[j]` a launch at the
+binding's dims over the arena's table or a bound step (`SharedCall`); a new size then makes no arena.
 
 Thread safety: an arena serves one call at a time (popped from the pool, pushed back after: both
 atomic list operations), so concurrent calls each have their own temporaries and tables.
@@ -188,8 +192,10 @@ class CallPlan:
         # the bytes of an in-place argument are needed only where a thunk reads the allocation itself
         self.bytes_needed = _reads_bytes(program) or bool({leaf.allocation for leaf in self.leaves}
                                                  & {p.allocation for p in self.parameters})
-        self._arenas: list[Callable[[Sequence[Any]], Any]] = []  # one generated call per arena
+        self._arenas: list[Callable[..., Any]] = []  # one generated call per arena
         self._code = None
+        self.shared = False  # (decided with the code: `_compile`)
+        self._per_binding: list[tuple[int, int | None]] = []
         self.source = ""  # the generated per-call function (module doc), once an arena exists
 
     # -- per call --------------------------------------------------------------------------------
@@ -205,10 +211,14 @@ class CallPlan:
             if len(self._arenas) < MAX_ARENAS:
                 self._arenas.append(call)
 
-    def at(self, binding: dict[str, int], kernels: dict[int, Any], steps: dict[int, Thunk]) -> BoundCall:
-        """A symbolic plan's calls at `binding` (module doc); `kernels` and `steps` as in Binding."""
+    def at(self, binding: dict[str, int], kernels: dict[int, Any], steps: dict[int, Thunk]) -> BoundCall | SharedCall:
+        """A symbolic plan's calls at `binding` (module doc); `kernels` and `steps` as in Binding,
+        except that a `shared` plan takes each kernel's launch at the binding (`launch_at`)."""
         if self._code is None:
             self._compile()
+        if self.shared:
+            return SharedCall(self, self._numbers(binding), tuple([
+                kernels[k] if n_args is not None else self._step(steps[k], None) for k, n_args in self._per_binding]))
         return BoundCall(self, Binding(self._numbers(binding), kernels, steps))
 
     def thunks(self) -> list[Thunk]:
@@ -225,13 +235,27 @@ class CallPlan:
         return {k: t for k, t in enumerate(_top_level(self.program)) if not (_planned_kernel(t) or _inline_copy(t))}
 
     def prepare(self) -> None:
-        """Make an arena now (the first call would), so that its cost is counted where it is asked."""
-        if not self._arenas:
+        """Make the code and an arena now (the first call would), so that their cost is counted
+        where it is asked (a symbolic plan that is not `shared` has its arenas per binding)."""
+        if self._code is None:
+            self._compile()
+        if not self._arenas and (self.shared or not self.symbolic):
             self._arenas.append(self._arena())
 
     # -- planned once per arena --------------------------------------------------------------------
     def _compile(self) -> None:
         self.code_builds += 1
+        thunks = _top_level(self.program)
+        # A symbolic plan whose per-size parts are flat (each symbolic kernel launchable over any
+        # table: `launch_at`; no nested sequence among the steps bound per size) shares its arenas
+        # between sizes: a binding is its numbers and one launch or step per such thunk (`L[j]`).
+        self.shared = self.symbolic and all(_shared_kernel(thunks[k]) for k in self.symbolic_kernels()) and not any(
+            isinstance(t, (SequentialThunk, WhileThunk, ConditionalThunk)) for t in self.unplanned().values())
+        self._per_binding: list[tuple[int, int | None]] = []  # (k, buffers of a kernel | None for a step), L's order
+        if self.shared:
+            kernels = self.symbolic_kernels()
+            self._per_binding = [(k, len(thunks[k].arguments) if k in kernels else None)
+                                 for k in sorted({*kernels, *self.unplanned()})]
         self.source = self._source()
         self._code = compile(self.source, f"<call plan of {self.module.name}>", "exec")
         if self.symbolic:  # `exprs` at a binding: one generated function (runtime/shape_function.py's arithmetic)
@@ -271,7 +295,16 @@ class CallPlan:
         for index, data in fixed:
             arena.allocations[index], arena.addresses[index] = data, address_of(data)
             namespace[f"b{index}"], namespace[f"p{index}"] = data, arena.addresses[index]
+        per_binding = dict(self._per_binding)
         for k, thunk, planned, slots in self._recipe:
+            if k in per_binding:
+                if planned:  # a symbolic kernel of a shared plan: its table, launched by L (`at`)
+                    table = (ctypes.c_void_p * (len(thunk.arguments) + 1))()
+                    self.launchers_built += 1
+                    namespace[f"t{k}"], namespace[f"a{k}"] = table, ctypes.addressof(table)
+                    for slot, index, offset in slots:
+                        table[slot] = arena.addresses[index] + offset
+                continue
             if planned:
                 kernel = at.kernels.get(k, thunk.kernel) if at is not None else thunk.kernel
                 launch = kernel.launcher(len(thunk.arguments))
@@ -302,7 +335,8 @@ class CallPlan:
     def _source(self) -> str:
         """The per-call function (module doc), straight-line: one line per parameter, kernel slot,
         step and output leaf, every size and offset a literal (or `V[i]`: `_number`)."""
-        lines = ["def call(args):"]
+        per_binding = {k: j for j, (k, _) in enumerate(self._per_binding)}
+        lines = ["def call(args, V, L):" if self.shared else "def call(args):"]
         num = self._number
         emit = lines.append
         thunks = _top_level(self.program)
@@ -341,14 +375,14 @@ class CallPlan:
                      f"p{source.allocation_index} + {num(source.offset)}, {num(source.size)})")
                 continue
             if not _planned_kernel(thunk):
-                emit(f"    g{k}(memory)")
+                emit(f"    L[{per_binding[k]}](memory)" if k in per_binding else f"    g{k}(memory)")
                 continue
             for slot, ref in enumerate(thunk.arguments):
                 index, offset = ref.slice.allocation_index, ref.slice.offset
                 if index in self.variable:
                     shifted = isinstance(offset, DimExpr) or offset
                     emit(f"    t{k}[{slot}] = p{index}" + (f" + {num(offset)}" if shifted else ""))
-            emit(f"    r{k}()")
+            emit(f"    L[{per_binding[k]}](t{k}, a{k})" if k in per_binding else f"    r{k}()")
         leaves = []
         for j, leaf in enumerate(self.leaves):
             if leaf.dims is None:
@@ -433,6 +467,37 @@ class BoundCall:
                 self._arenas.append(call)
 
 
+class SharedCall:
+    """A shared symbolic plan's calls at one binding (`CallPlan.at` where `plan.shared`): the
+    values of its `exprs` and its launches and steps `L`; the arenas are the plan's, for every size."""
+
+    def __init__(self, plan: CallPlan, values: tuple[int, ...], launches: tuple):
+        self.plan, self.values, self.launches = plan, values, launches
+
+    def prepare(self) -> None:
+        """Make an arena now if the plan has none (CallPlan.prepare)."""
+        self.plan.prepare()
+
+    def run(self, args: Sequence[Any]) -> Any:
+        """Run on checked arguments, like CallPlan.run."""
+        plan = self.plan
+        try:
+            call = plan._arenas.pop()
+        except IndexError:
+            call = plan._arena()
+        try:
+            return call(args, self.values, self.launches)
+        finally:
+            if len(plan._arenas) < MAX_ARENAS:
+                plan._arenas.append(call)
+
+
+def _shared_kernel(thunk: Thunk) -> bool:
+    """A symbolic kernel whose every version launches over any table (`launch_at`)."""
+    kernel = thunk.kernel
+    return all(hasattr(k, "launch_at") for k in (getattr(kernel, "kernel", None), *(k for _, k in kernel.versions)))
+
+
 def _round_up(size: Any) -> Any:
     """`size` rounded up to a multiple of ALIGNMENT (an int, or a symbolic size)."""
     return -(-size // ALIGNMENT) * ALIGNMENT
@@ -489,4 +554,4 @@ def _reads_bytes(program: SequentialThunk) -> bool:
                if not isinstance(t, SequentialThunk))
 
 
-__all__ = ["Binding", "BoundCall", "CallPlan", "MAX_ARENAS", "POOLED_TEMP_BYTES"]
+__all__ = ["Binding", "BoundCall", "CallPlan", "MAX_ARENAS", "POOLED_TEMP_BYTES", "SharedCall"]

@@ -49,7 +49,7 @@ from hlocc.hlo.symbolic import DimExpr, size_hint, symbol
 from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import CompilePipeline, PassManager
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferSlice, assign_buffers
-from hlocc.runtime.call_plan import BoundCall, CallPlan
+from hlocc.runtime.call_plan import BoundCall, CallPlan, SharedCall
 from hlocc.runtime.executable import (
     CHECKED_ALLOCATION_BYTES,
     KernelCompiler,
@@ -60,6 +60,7 @@ from hlocc.runtime.executable import (
     output_leaf_shape,
     parameter_bytes,
 )
+from hlocc.runtime.library import GemmRecipe
 from hlocc.runtime.schedule import schedule_module
 from hlocc.runtime.shape_function import ShapeFunction
 from hlocc.runtime.speculation import SpeculationOptions
@@ -73,6 +74,7 @@ from hlocc.runtime.symbolic_kernel import (
 from hlocc.runtime.thunks import (
     BufferRef,
     CopyThunk,
+    GemmThunk,
     HostThunk,
     KernelThunk,
     SequentialThunk,
@@ -289,7 +291,7 @@ class _Calls:
     """What `DynamicProgram.run` keeps per binding: its calls and the bytes a call allocates."""
 
     peak_bytes: int
-    calls: CallPlan | BoundCall
+    calls: CallPlan | BoundCall | SharedCall
     host_fusions: tuple[str, ...] = ()  # fusions on the evaluator at this binding (per-size kernels only)
 
 
@@ -350,11 +352,19 @@ class DynamicProgram:
         names, peak_base, peak_indices, kernels, unplanned = self._binding_plan
         values = self.shape_function(arg_dims)
         binding = {name: values[i] for name, i in names}
-        binder = _Binder(self.sizes.at(values), binding, collecting=False)
         steps = {}
-        for k, thunk in unplanned.items():
-            [steps[k]] = binder.thunk(thunk)
-        bound_kernels = {k: kernel.bind(binding, where) for k, (kernel, where) in kernels.items()}
+        if unplanned:
+            binder = None
+            for k, (thunk, recipe) in unplanned.items():
+                if recipe is not None:  # a gemm: its numbers looked up (library.GemmRecipe)
+                    steps[k] = recipe.at(values)
+                    continue
+                binder = binder or _Binder(self.sizes.at(values), binding, collecting=False)
+                [steps[k]] = binder.thunk(thunk)
+        if self.plan.shared:  # each kernel's launch at the binding, over the arenas' tables
+            bound_kernels = {k: kernel.launch_at(binding, where, n) for k, (kernel, where, n) in kernels.items()}
+        else:
+            bound_kernels = {k: kernel.bind(binding, where) for k, (kernel, where, _) in kernels.items()}
         peak = peak_base + sum([values[i] for i in peak_indices])
         return _Calls(peak, self.plan.at(binding, bound_kernels, steps))
 
@@ -370,10 +380,13 @@ class DynamicProgram:
         counted = [a.size for a in self.assignment.allocations
                    if a.kind in (AllocationKind.OUTPUT, AllocationKind.TEMP) or a.index in self.copied_parameters]
         thunks = self.plan.thunks()
-        kernels = {k: (kernel, f"fusion '{thunks[k].instr_name}'")
+        kernels = {k: (kernel, f"fusion '{thunks[k].instr_name}'", len(thunks[k].arguments))
                    for k, kernel in self.plan.symbolic_kernels().items()}
+        self.plan.prepare()  # its code and first arena (the first call's), which decide `shared`
+        unplanned = {k: (t, GemmRecipe.of(t.output, t.lhs, t.rhs, t.dims, index.__getitem__)
+                         if isinstance(t, GemmThunk) else None) for k, t in self.plan.unplanned().items()}
         self._binding_plan = (names, sum(s for s in counted if isinstance(s, int)),
-                              [index[s] for s in counted if isinstance(s, DimExpr)], kernels, self.plan.unplanned())
+                              [index[s] for s in counted if isinstance(s, DimExpr)], kernels, unplanned)
 
     def _call_plan(self, sizes: list, program: SequentialThunk, outputs: list[BufferRef], symbolic: bool = False
                    ) -> CallPlan:

@@ -23,8 +23,9 @@ as a transposed operand. The output is written in place when its layout allows t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -64,21 +65,30 @@ _GEMM_PLAN_LIMIT = 4096
 
 def _gemm_plan(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, lhs_contracting: Sequence[int],
                rhs_contracting: Sequence[int], lhs_batch: Sequence[int], rhs_batch: Sequence[int]) -> _GemmPlan:
-    dtype = contraction_dtype(lhs.dtype, rhs.dtype, result=out.dtype)
-    lhs_free = [d for d in range(lhs.ndim) if d not in lhs_contracting and d not in lhs_batch]
-    rhs_free = [d for d in range(rhs.ndim) if d not in rhs_contracting and d not in rhs_batch]
-    b = _prod([lhs.shape[d] for d in lhs_batch])
-    m = _prod([lhs.shape[d] for d in lhs_free])
-    n = _prod([rhs.shape[d] for d in rhs_free])
-    k = _prod([lhs.shape[d] for d in lhs_contracting])
+    return _shape_plan(out.dtype, lambda shape: _view_as(out, shape) is not None, lhs.dtype, lhs.shape, rhs.dtype,
+                       rhs.shape, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)
+
+
+def _shape_plan(out_dtype: np.dtype, out_viewable: Callable[[tuple], bool], lhs_dtype: np.dtype, lhs_shape: tuple,
+                rhs_dtype: np.dtype, rhs_shape: tuple, lhs_contracting: Sequence[int], rhs_contracting: Sequence[int],
+                lhs_batch: Sequence[int], rhs_batch: Sequence[int]) -> _GemmPlan:
+    """`_gemm_plan` from the operands' logical shapes; `out_viewable(shape)`: whether the output's
+    view takes that shape without a copy."""
+    dtype = contraction_dtype(lhs_dtype, rhs_dtype, result=out_dtype)
+    lhs_free = [d for d in range(len(lhs_shape)) if d not in lhs_contracting and d not in lhs_batch]
+    rhs_free = [d for d in range(len(rhs_shape)) if d not in rhs_contracting and d not in rhs_batch]
+    b = _prod([lhs_shape[d] for d in lhs_batch])
+    m = _prod([lhs_shape[d] for d in lhs_free])
+    n = _prod([rhs_shape[d] for d in rhs_free])
+    k = _prod([lhs_shape[d] for d in lhs_contracting])
     lhs_perm = (*lhs_batch, *lhs_free, *lhs_contracting)
     rhs_perm = (*rhs_batch, *rhs_contracting, *rhs_free)
     # A batch of one is a plain matrix product (numpy's 2-D path is the shorter one).
     lead = (b,) if b != 1 else ()
-    in_place = out.dtype == dtype and _view_as(out, (*lead, m, n)) is not None
-    return _GemmPlan(dtype, None if lhs_perm == tuple(range(lhs.ndim)) else lhs_perm,
-                     None if rhs_perm == tuple(range(rhs.ndim)) else rhs_perm, (*lead, m, k), (*lead, k, n),
-                     (*lead, m, n), lhs.dtype != dtype, rhs.dtype != dtype, in_place)
+    in_place = out_dtype == dtype and out_viewable((*lead, m, n))
+    return _GemmPlan(dtype, None if lhs_perm == tuple(range(len(lhs_shape))) else lhs_perm,
+                     None if rhs_perm == tuple(range(len(rhs_shape))) else rhs_perm, (*lead, m, k), (*lead, k, n),
+                     (*lead, m, n), lhs_dtype != dtype, rhs_dtype != dtype, in_place)
 
 
 def gemm(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, lhs_contracting: Sequence[int],
@@ -94,8 +104,7 @@ def gemm(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, lhs_contracting: Seq
     _run_gemm(plan, out, lhs, rhs)
 
 
-@dataclass(frozen=True)
-class _BufferView:
+class _BufferView(NamedTuple):  # (a tuple: a new size of a dynamic program makes three per gemm)
     """How the logical array of a buffer reference is viewed in its allocation's bytes: its
     dtype and physical dims at a byte offset, then the transpose back to logical order (None for
     the default layout); `thunks.logical_array`'s work, done once per reference."""
@@ -156,6 +165,98 @@ def _gemm_call(allocations: Sequence[np.ndarray], output, lhs, rhs, dims: tuple[
         _GEMM_CALLS.clear()
     _GEMM_CALLS[(id(output), id(lhs), id(rhs))] = call
     return call
+
+
+@dataclass(frozen=True)
+class GemmRecipe:
+    """A gemm thunk planned once for every size of a dynamic program (runtime/dynamic_program.py):
+    per buffer (output, lhs, rhs) its allocation, offset, dtype, physical dims (DimExprs where
+    symbolic) and transpose. `at(size)` is the thunk at one binding, `size` giving each symbolic
+    number's value: numbers looked up, no Shape or BufferRef rebuilt (binding a gemm thunk through
+    its BufferRefs cost ~40 µs, most of a new size's host work on the MLP and the transformer)."""
+
+    buffers: tuple[tuple[int, Any, np.dtype, tuple, tuple[int, ...] | None], ...]  # numbers: int or _At
+    dims: tuple
+
+    @staticmethod
+    def of(output, lhs, rhs, dims: tuple, index: Callable[[Any], int]) -> GemmRecipe:
+        """The recipe of a gemm over these BufferRefs (runtime/thunks.py GemmThunk's); `index`
+        gives a symbolic number's position among the values `at` takes."""
+        def number(n):
+            return n if isinstance(n, int) else _At(index(n))
+        views = []
+        for ref in (output, lhs, rhs):
+            order = list(reversed(ref.shape.minor_to_major))
+            perm = None if order == sorted(order) else tuple(int(d) for d in np.argsort(order))
+            views.append((ref.slice.allocation_index, number(ref.slice.offset), ref.shape.dtype,
+                          tuple(number(d) for d in ref.shape.physical_dims), perm))
+        return GemmRecipe(tuple(views), dims)
+
+    def at(self, values: Sequence[int]) -> BoundGemm:
+        """The gemm at the binding whose numbers are `values`."""
+        views = [_BufferView(a, values[offset.i] if type(offset) is _At else offset, dtype,
+                             tuple([values[d.i] if type(d) is _At else d for d in dims]), perm)
+                 for a, offset, dtype, dims, perm in self.buffers]
+        return BoundGemm(*views, _view_plan(views, self.dims))
+
+
+class _At(NamedTuple):
+    """A symbolic number of a GemmRecipe: the position of its value."""
+
+    i: int
+
+
+@dataclass(frozen=True)
+class BoundGemm:
+    """A gemm at one binding (`GemmRecipe.at`): a step of a call plan (runtime/call_plan.py)."""
+
+    out: _BufferView
+    lhs: _BufferView
+    rhs: _BufferView
+    plan: _GemmPlan
+
+    def execute(self, memory) -> None:
+        allocations = memory.allocations
+        _run_gemm(self.plan, self.out.view(allocations), self.lhs.view(allocations), self.rhs.view(allocations))
+
+
+_VIEW_PLANS: dict[tuple, _GemmPlan] = {}
+
+
+def _view_plan(views: Sequence[_BufferView], dims: tuple) -> _GemmPlan:
+    """`_gemm_plan` of three views' shapes (each new size of a dynamic program makes one per gemm;
+    cached per shapes)."""
+    key = (*((v.dtype, v.physical_dims, v.perm) for v in views), dims)
+    plan = _VIEW_PLANS.get(key)
+    if plan is None:
+        out, lhs, rhs = views
+        if out.perm is None:  # C-contiguous: any shape of as many elements is a view of it
+            def viewable(shape):
+                return True
+        else:  # a stand-in with the output's strides and no bytes of its own
+            strides = _c_strides(out.physical_dims, out.dtype.itemsize)
+            stand_in = np.lib.stride_tricks.as_strided(np.empty(1, out.dtype), out.physical_dims, strides)
+
+            def viewable(shape):
+                return _view_as(stand_in.transpose(out.perm), shape) is not None
+        if len(_VIEW_PLANS) >= _GEMM_PLAN_LIMIT:  # many sizes: start over
+            _VIEW_PLANS.clear()
+        plan = _VIEW_PLANS[key] = _shape_plan(out.dtype, viewable, lhs.dtype, _logical(lhs), rhs.dtype, _logical(rhs),
+                                              *dims)
+    return plan
+
+
+def _logical(view: _BufferView) -> tuple[int, ...]:
+    dims = view.physical_dims
+    return dims if view.perm is None else tuple([dims[p] for p in view.perm])
+
+
+def _c_strides(dims: Sequence[int], itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for d in reversed(dims):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
 
 
 def _run_gemm(plan: _GemmPlan, out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray) -> None:
@@ -236,4 +337,4 @@ def top_k(operands: Sequence[np.ndarray], evaluator, k: int) -> list[np.ndarray]
     return list(_top_k(np.asarray(operands[0]), k))
 
 
-__all__ = ["convolution", "gemm", "gemm_buffers", "sort", "top_k"]
+__all__ = ["BoundGemm", "GemmRecipe", "convolution", "gemm", "gemm_buffers", "sort", "top_k"]

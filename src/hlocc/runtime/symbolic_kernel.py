@@ -50,7 +50,22 @@ class BoundKernel:
     def __getattr__(self, name: str) -> Any:
         if name == "launcher" and hasattr(self.kernel, "launcher"):  # a prepared launch at these dims
             return self._launcher
+        if name == "launch_at" and hasattr(self.kernel, "launch_at"):  # a launch at these dims over any table
+            return self._launch_at
         raise AttributeError(name)
+
+    def _launch_at(self, count: int) -> Any:
+        """`run(table, address)` at these dims (CompiledKernel.launch_at), counted like `run_addresses`."""
+        run = self.kernel.launch_at(count, self.dims)
+        if self.calls is None:
+            return run
+        calls, version = self.calls, self.version
+
+        def counted(table: Any, address: int) -> None:
+            run(table, address)
+            calls[version] += 1
+        counted.keep = run
+        return counted
 
     def _launcher(self, count: int) -> Any:
         """The kernel's prepared launch at these dims; counted per version like `run_addresses`."""
@@ -90,6 +105,13 @@ class SymbolicKernel:
         version, kernel = self.versions[choose_version([v for v, _ in self.versions], binding, self.forced, where)]
         self.calls.setdefault(version.name, 0)
         return BoundKernel(kernel, version.dims(binding, kernel.symbols), version.name, self.calls)
+
+    def launch_at(self, binding: dict[str, int], where: str, count: int) -> Any:
+        """`bind(binding, where)`'s launch over any table of `count` buffers (BoundKernel.launch_at),
+        without the BoundKernel where there is one version (what a shared call plan's binding takes)."""
+        if not self.versions:
+            return self.kernel.launch_at(count, tuple([binding[s] for s in self.kernel.symbols]))
+        return self.bind(binding, where)._launch_at(count)
 
     def describe_versions(self) -> list[str]:
         """One line per version: its name, predicate and kernel, and the launches so far."""

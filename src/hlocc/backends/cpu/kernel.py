@@ -182,6 +182,30 @@ class CompiledKernel:
             run = functools.partial(launch_table, self.fn, table, blocks, elements)
         return KernelLaunch(table, run, dims_table)
 
+    def launch_at(self, count: int, dims: Sequence[int]) -> Callable[[ctypes.Array, int], None]:
+        """`run(table, address)`: a launch at `dims` (the values of `symbols`) over any table of
+        `count` buffers at `address`, whose slot of the dimension values it fills first. A dynamic
+        program's arenas keep one table per kernel for every size (runtime/call_plan.py), so a new
+        size makes only this closure, which keeps the values alive (`run.keep`)."""
+        dims_table, blocks, elements = self._launches.get(tuple(dims)) or self._launch_facts(tuple(dims))
+        if dims_table is None:
+            return _no_launch
+        values, fn = ctypes.addressof(dims_table), self.fn
+        if self.bounds_record:
+            def run(table: ctypes.Array, address: int) -> None:
+                table[count] = values
+                self._launch_table(table, blocks, elements)
+        elif is_serial(blocks, elements):
+            def run(table: ctypes.Array, address: int) -> None:
+                table[count] = values
+                fn(address, 0, blocks)
+        else:
+            def run(table: ctypes.Array, address: int) -> None:
+                table[count] = values
+                launch_table(fn, table, blocks, elements)
+        run.keep = dims_table
+        return run
+
     def _launch(self, addresses: list[int], blocks: int, elements: int) -> None:
         self._launch_table(address_table(addresses), blocks, elements)
 
@@ -234,6 +258,10 @@ class KernelLaunch:
 
 def _nothing() -> None:
     pass
+
+
+def _no_launch(table: ctypes.Array, address: int) -> None:
+    """`launch_at` where no output has an element."""
 
 
 def _facts_function(kernel: CompiledKernel) -> Callable[[Sequence[int]], tuple[bool, int, int]]:

@@ -44,6 +44,8 @@ from hlocc.errors import ArgumentError, HloError, UnsupportedError
 from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupported_ops
 from hlocc.frontends.torch.tensors import InputCheck, from_numpy, may_alias_input, memory_owner
 from hlocc.hlo.symbolic import evaluate
+from hlocc.runtime import blas
+from hlocc.runtime.blas_gemm import with_blas_gemms
 
 
 class FallbackWarning(UserWarning):
@@ -113,6 +115,7 @@ class CompiledGraph:
         # per entry parameter: what its tensor is checked against, read once (calls are hot)
         self._inputs = [InputCheck.of(index, self._name(index), param.shape)
                         for index, param in zip(lowered.parameters, lowered.module.entry.parameters)]
+        self._execute = _direct_runner(executable)
 
     @property
     def module(self):
@@ -125,11 +128,11 @@ class CompiledGraph:
         """The executable on `arrays`, with denormals flushed to zero (FTZ/DAZ) in this thread for
         the call when `flush_denormal` and they are not already (module doc)."""
         if not self.flush_denormal or _TINY * _ONE == 0:
-            return self.executable(*arrays)
+            return self._execute(arrays)
         torch = _torch()
         torch.set_flush_denormal(True)
         try:
-            return self.executable(*arrays)
+            return self._execute(arrays)
         finally:
             torch.set_flush_denormal(False)
 
@@ -158,6 +161,22 @@ class CompiledGraph:
             else:
                 outputs.append(out.value)
         return outputs
+
+
+def _direct_runner(executable: Executable | None) -> Callable[[list], Any]:
+    """How a compiled graph runs its executable on the InputChecks' arrays: a static cpu program's
+    runner directly, the arrays being what `Executable.checked` would pass on (C-contiguous, of the
+    parameters' dtypes and sizes: tensors.InputCheck.array), its matrix products as calls of the
+    bound BLAS (runtime/blas_gemm.py); any other through the Executable."""
+    runner = getattr(executable, "runner", None)
+    static = (type(executable) is Executable and executable.backend == "cpu" and hasattr(runner, "call_plan")
+              and all(p.shape.is_array and not p.shape.symbols and not p.shape.has_bounded_dims
+                      for p in executable.module.entry.parameters))
+    if static:
+        if blas.bound() and runner._call_plan is None:  # (before its first call plans the program)
+            runner.program = with_blas_gemms(runner.program)
+        return runner.run
+    return lambda arrays: executable(*arrays)
 
 
 def compile_graph(graph_module: Any, example_inputs: Sequence[Any], *, name: str = "torch_graph",

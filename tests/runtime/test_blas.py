@@ -1,7 +1,8 @@
 """The bound BLAS gemm (runtime/blas.py): MKL's `sgemm_`/`dgemm_` from torch's libtorch_cpu, on
 every transposition of operands and output against numpy, the views it refuses, and the runtime's
 gemm thunks (random dimension numbers and layouts) with it bound, against the reference evaluator.
-Skipped without torch (the library it binds)."""
+The gemm thunks a static program runs as BLAS kernel thunks (runtime/blas_gemm.py), through its
+call plan, on every hand-picked dot and layout. Skipped without torch (the library it binds)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,14 @@ import os
 
 import numpy as np
 import pytest
-from test_library import _operands, check_gemm, dot_module, random_dot_case
+from test_library import DOT_CASES, _operands, check_gemm, dot_module, random_dot_case
 
+import hlocc
+from hlocc.evaluator import Evaluator
+from hlocc.hlo.parser import parse_hlo
 from hlocc.runtime import blas, library
+from hlocc.runtime.blas_gemm import with_blas_gemms
+from hlocc.runtime.thunks import GemmThunk, KernelThunk
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +98,30 @@ def test_a_matrix_product_thunk_calls_blas(mkl):
     case = ((16, 64), (32, 64), (1,), (1,), (), ())  # a Linear layer: x @ wᵀ
     check_gemm(dot_module(*case), *_operands(case, (np.float32,) * 3))
     assert [c.blas is not None for c in library._GEMM_CALLS.values()] == [True]
+
+
+MATMULS = ("matmul", "matmul_transposed_lhs", "matmul_transposed_rhs")
+COLUMN_MAJOR = (0, 1)  # minor_to_major of a 2-D column-major buffer
+PROGRAMS = [(name, (None, None, None)) for name in sorted(DOT_CASES)] + [
+    (name, layouts) for name in MATMULS for layouts in ((COLUMN_MAJOR,) * 3, (None, COLUMN_MAJOR, COLUMN_MAJOR))]
+
+
+@pytest.mark.parametrize("name, layouts", PROGRAMS, ids=[f"{n}-{'-'.join(map(str, lay))}" for n, lay in PROGRAMS])
+def test_programs_with_blas_gemm_kernels(mkl, name, layouts):
+    """The program's gemm thunks as BLAS kernel thunks where BLAS takes them (2-D f32 products),
+    GemmThunks elsewhere; the results the evaluator's, on a fresh and a reused arena."""
+    case = DOT_CASES[name]
+    text = dot_module(*case, layouts=layouts)
+    exe = hlocc.compile(text, "cpu")
+    runner = exe.runner
+    runner.program = with_blas_gemms(runner.program)
+    lhs, rhs = _operands(case, (np.float32,) * 3)
+    expected = Evaluator().run(parse_hlo(text), [lhs, rhs])
+    for _ in range(2):  # the plan's arena is reused by the second call
+        got = exe(lhs, rhs)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-5, atol=1e-5)
+    gemms = [t for t in runner.program.thunks if isinstance(t, GemmThunk) or t.kind == "kernel" and t.emitter == "blas"]
+    if name in MATMULS:
+        assert [type(t) for t in gemms] == [KernelThunk]
+    elif np.prod([case[0][d] for d in case[4]]) > 1:  # batched: numpy's
+        assert [type(t) for t in gemms] == [GemmThunk]

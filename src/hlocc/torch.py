@@ -82,31 +82,13 @@ def _bind_blas(torch) -> bool:
     """The runtime's f32/f64 gemms call the MKL that torch's CPU build carries (libtorch_cpu exports
     its Fortran `sgemm_`/`dgemm_`; runtime/blas.py), as torch's own matmuls do: at the small sizes of
     a model's layers it is 1.3-1.6x numpy's OpenBLAS, and called on raw addresses it skips numpy's
-    per-call work; its f32/f64 convolutions call ATen's (`_aten_convolution`).
-    HLOCC_TORCH_BLAS=numpy keeps numpy's and the runtime's im2col."""
+    per-call work. HLOCC_TORCH_BLAS=numpy keeps numpy's."""
     if os.environ.get("HLOCC_TORCH_BLAS", "") == "numpy":
         return False
-    from hlocc.runtime import blas, library
+    from hlocc.runtime import blas
 
-    library.use_convolution((np.float32, np.float64), _aten_convolution)
     path = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
     return os.path.exists(path) and blas.use_library(path)
-
-
-def _aten_convolution(y: np.ndarray, x: np.ndarray, k: np.ndarray, stride: tuple, padding: tuple,
-                      dilation: tuple, groups: int) -> None:
-    """runtime/library.py's direct convolution through ATen's (oneDNN on the CPU, as Inductor's
-    extern convolution and XLA:CPU's oneDNN call): 1.5-2x the runtime's im2col at a small CNN's
-    sizes. Views of the buffers in, the result copied into `y`'s view."""
-    import torch
-
-    if not x.flags.writeable:  # (a constant's bytes: torch warns on read-only memory)
-        x = x.copy()
-    if not k.flags.writeable:
-        k = k.copy()
-    result = torch.ops.aten.convolution(torch.from_numpy(x), torch.from_numpy(k), None, list(stride), list(padding),
-                                        list(dilation), False, [0] * len(stride), groups)
-    np.copyto(y, result.numpy())
 
 
 def strict_mode(options: dict | None = None) -> bool:

@@ -2,9 +2,7 @@
 every transposition of operands and output against numpy, the views it refuses, and the runtime's
 gemm thunks (random dimension numbers and layouts) with it bound, against the reference evaluator.
 The gemm thunks a static program runs as BLAS kernel thunks (runtime/blas_gemm.py), through its
-call plan, on every hand-picked dot and layout. The direct convolution hlocc.torch binds (ATen's,
-`library.use_convolution`) on random labels, layouts, strides, dilations and groups. Skipped
-without torch (the library they bind)."""
+call plan, on every hand-picked dot and layout. Skipped without torch (the library it binds)."""
 
 from __future__ import annotations
 
@@ -13,8 +11,7 @@ import os
 
 import numpy as np
 import pytest
-from _thunk_helpers import assert_close, random_array, run_both
-from test_library import DOT_CASES, _operands, check_gemm, conv_module, dot_module, random_conv_case, random_dot_case
+from test_library import DOT_CASES, _operands, check_gemm, dot_module, random_dot_case
 
 import hlocc
 from hlocc.evaluator import Evaluator
@@ -128,46 +125,3 @@ def test_programs_with_blas_gemm_kernels(mkl, name, layouts):
         assert [type(t) for t in gemms] == [KernelThunk]
     elif np.prod([case[0][d] for d in case[4]]) > 1:  # batched: numpy's
         assert [type(t) for t in gemms] == [GemmThunk]
-
-
-@pytest.fixture
-def aten_convolution():
-    hlocc_torch = pytest.importorskip("hlocc.torch")
-    calls = []
-
-    def counted(*args):
-        calls.append(args[3:])
-        hlocc_torch._aten_convolution(*args)
-    library.use_convolution((np.float32, np.float64), counted)
-    yield calls
-    library.use_convolution((np.float32, np.float64), None)
-
-
-@pytest.mark.parametrize("seed", range(16))
-def test_direct_convolution(aten_convolution, seed):
-    """Random labels, layouts, strides, rhs dilations and feature groups, with the windows the
-    direct convolution takes (symmetric non-negative padding, no base dilation), f32 and f64."""
-    rng = np.random.default_rng(300 + seed)
-    case = random_conv_case(rng)
-    case.update(lhs_dilate=[1, 1], pad=[(p, p) for p in rng.integers(0, 3, 2)], batch_groups=1)
-    if case["feature_groups"] == 1:
-        case["batch"] = int(rng.integers(1, 3))
-    dtype = [np.float32, np.float64][seed % 2]
-    text, lhs_dims, rhs_dims = conv_module(**case)
-    text = text.replace("f32", "f64") if dtype == np.float64 else text
-    args = random_array(lhs_dims, dtype, rng), random_array(rhs_dims, dtype, rng)
-    exe, got, ref = run_both(text, *args, hlo_passes=False)
-    assert len(aten_convolution) == (0 if 0 in np.shape(ref) else 1), text  # (an empty output: nothing to run)
-    assert_close(got, ref, rtol=1e-5, atol=1e-5)
-
-
-def test_windows_the_direct_convolution_does_not_take_stay_on_im2col(aten_convolution):
-    rng = np.random.default_rng(5)
-    case = random_conv_case(rng)
-    case.update(lhs_dilate=[2, 1], pad=[(1, 0), (0, 0)], batch_groups=1, feature_groups=1, batch=2, features=2,
-                out_features=2)
-    text, lhs_dims, rhs_dims = conv_module(**case)
-    args = random_array(lhs_dims, np.float32, rng), random_array(rhs_dims, np.float32, rng)
-    exe, got, ref = run_both(text, *args, hlo_passes=False)
-    assert aten_convolution == []
-    assert_close(got, ref, rtol=1e-5, atol=1e-5)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -222,8 +222,7 @@ def convolution(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, window: Seque
     itself, with no transpose after it (XLA:CPU's Eigen convolution makes the same choice of
     contraction order per layout). A window of stride 1 builds its patches from the zero-padded
     input flattened per feature (`_flat_patches`: one long contiguous copy per tap). Batch-grouped
-    convolutions (the weight gradients of grouped convolutions) go through the evaluator's `convolve`.
-    Where a direct convolution is bound (`use_convolution`), the windows it takes run there."""
+    convolutions (the weight gradients of grouped convolutions) go through the evaluator's `convolve`."""
     dtype = contraction_dtype(lhs.dtype, rhs.dtype, result=out.dtype)
     if batch_groups != 1:
         result = convolve(lhs, rhs, tuple(window), dnums, feature_groups, batch_groups, dtype)
@@ -233,12 +232,6 @@ def convolution(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, window: Seque
     x = lhs.transpose((dnums.input_batch, dnums.input_feature, *dnums.input_spatial))
     k = rhs.transpose((dnums.kernel_output_feature, dnums.kernel_input_feature, *dnums.kernel_spatial))
     y = out.transpose((dnums.output_batch, dnums.output_feature, *dnums.output_spatial))
-    direct = _DIRECT_CONVOLUTION.get(dtype)
-    if direct is not None and lhs.dtype == rhs.dtype == out.dtype == dtype and 0 not in x.shape + k.shape + y.shape \
-            and all(w.lhs_dilate == 1 and not w.reversal and w.pad_lo == w.pad_hi >= 0 for w in window):
-        direct(y, x, k, tuple(w.stride for w in window), tuple(w.pad_lo for w in window),
-               tuple(w.rhs_dilate for w in window), feature_groups)
-        return
     n, c = x.shape[:2]
     o, cg = k.shape[:2]
     taps = k.shape[2:]
@@ -264,23 +257,6 @@ def convolution(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, window: Seque
     with np.errstate(all="ignore"):
         result = np.matmul(w, p)
     np.copyto(y, to_result(result, out.dtype).reshape(y.shape))
-
-
-_DIRECT_CONVOLUTION: dict[np.dtype, Callable] = {}
-
-
-def use_convolution(dtypes: Sequence[np.dtype], direct: Callable | None) -> None:
-    """Bind a direct convolution for `dtypes` (None: unbind): `direct(y, x, k, strides, padding,
-    dilation, groups)` writes y [n, o, spatial...] = x [n, c, spatial...] ⊛ k [o, c/groups, taps...]
-    (logical views of the buffers, any strides), with symmetric zero padding. hlocc.torch binds
-    ATen's (oneDNN on the CPU: what Inductor calls for a convolution, and XLA:CPU's oneDNN
-    convolution); the windows it does not take (base dilation, reversal, asymmetric padding) and
-    other types stay on im2col."""
-    for dtype in dtypes:
-        if direct is None:
-            _DIRECT_CONVOLUTION.pop(np.dtype(dtype), None)
-        else:
-            _DIRECT_CONVOLUTION[np.dtype(dtype)] = direct
 
 
 def _unit_window(window: Sequence[WindowDim]) -> bool:
@@ -335,4 +311,4 @@ def top_k(operands: Sequence[np.ndarray], evaluator, k: int) -> list[np.ndarray]
     return list(_top_k(np.asarray(operands[0]), k))
 
 
-__all__ = ["convolution", "gemm", "gemm_buffers", "sort", "top_k", "use_convolution"]
+__all__ = ["convolution", "gemm", "gemm_buffers", "sort", "top_k"]

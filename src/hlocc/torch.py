@@ -44,6 +44,8 @@ from hlocc.errors import ArgumentError, HloError, UnsupportedError
 from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupported_ops
 from hlocc.frontends.torch.tensors import InputCheck, from_numpy, may_alias_input, memory_owner
 from hlocc.hlo.symbolic import evaluate
+from hlocc.runtime import blas
+from hlocc.runtime.blas_gemm import with_blas_gemms
 
 
 class FallbackWarning(UserWarning):
@@ -68,7 +70,25 @@ def _torch():
         import torch
     except ImportError:
         raise UnsupportedError("hlocc.torch needs torch: pip install 'hlocc[torch]'") from None
+    if not _BLAS:
+        _BLAS.append(_bind_blas(torch))
     return torch
+
+
+_BLAS: list[bool] = []  # whether torch's BLAS was bound (once per process)
+
+
+def _bind_blas(torch) -> bool:
+    """The runtime's f32/f64 gemms call the MKL that torch's CPU build carries (libtorch_cpu exports
+    its Fortran `sgemm_`/`dgemm_`; runtime/blas.py), as torch's own matmuls do: at the small sizes of
+    a model's layers it is 1.3-1.6x numpy's OpenBLAS, and called on raw addresses it skips numpy's
+    per-call work. HLOCC_TORCH_BLAS=numpy keeps numpy's."""
+    if os.environ.get("HLOCC_TORCH_BLAS", "") == "numpy":
+        return False
+    from hlocc.runtime import blas
+
+    path = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+    return os.path.exists(path) and blas.use_library(path)
 
 
 def strict_mode(options: dict | None = None) -> bool:
@@ -95,6 +115,7 @@ class CompiledGraph:
         # per entry parameter: what its tensor is checked against, read once (calls are hot)
         self._inputs = [InputCheck.of(index, self._name(index), param.shape)
                         for index, param in zip(lowered.parameters, lowered.module.entry.parameters)]
+        self._execute = _direct_runner(executable)
 
     @property
     def module(self):
@@ -107,11 +128,11 @@ class CompiledGraph:
         """The executable on `arrays`, with denormals flushed to zero (FTZ/DAZ) in this thread for
         the call when `flush_denormal` and they are not already (module doc)."""
         if not self.flush_denormal or _TINY * _ONE == 0:
-            return self.executable(*arrays)
+            return self._execute(arrays)
         torch = _torch()
         torch.set_flush_denormal(True)
         try:
-            return self.executable(*arrays)
+            return self._execute(arrays)
         finally:
             torch.set_flush_denormal(False)
 
@@ -140,6 +161,22 @@ class CompiledGraph:
             else:
                 outputs.append(out.value)
         return outputs
+
+
+def _direct_runner(executable: Executable | None) -> Callable[[list], Any]:
+    """How a compiled graph runs its executable on the InputChecks' arrays: a static cpu program's
+    runner directly, the arrays being what `Executable.checked` would pass on (C-contiguous, of the
+    parameters' dtypes and sizes: tensors.InputCheck.array), its matrix products as calls of the
+    bound BLAS (runtime/blas_gemm.py); any other through the Executable."""
+    runner = getattr(executable, "runner", None)
+    static = (type(executable) is Executable and executable.backend == "cpu" and hasattr(runner, "call_plan")
+              and all(p.shape.is_array and not p.shape.symbols and not p.shape.has_bounded_dims
+                      for p in executable.module.entry.parameters))
+    if static:
+        if blas.bound() and runner._call_plan is None:  # (before its first call plans the program)
+            runner.program = with_blas_gemms(runner.program)
+        return runner.run
+    return lambda arrays: executable(*arrays)
 
 
 def compile_graph(graph_module: Any, example_inputs: Sequence[Any], *, name: str = "torch_graph",

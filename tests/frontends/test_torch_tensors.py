@@ -75,3 +75,28 @@ def test_a_parameter_s_view_is_kept_while_its_memory_stays():
     assert again.ctypes.data == weight.data_ptr() and np.array_equal(again, np.arange(9.0).reshape(3, 3))
     weight.data = weight.data.t()  # the same memory and sizes, transposed
     assert np.array_equal(check.array(weight), np.arange(9.0).reshape(3, 3).T)
+
+
+def test_strided_tensors_become_c_contiguous_arrays():
+    """What a static executable's runner takes as it is (hlocc.torch calls it directly)."""
+    x = torch.randn(3, 4).t()
+    array = check_for([4, 3]).array(x)
+    assert array.flags.c_contiguous and np.array_equal(array, x.numpy())
+    weight = torch.nn.Parameter(torch.randn(3, 4).t())
+    array = check_for([4, 3]).array(weight)
+    assert array.flags.c_contiguous and np.array_equal(array, weight.detach().numpy())
+
+
+def test_a_compiled_graph_runs_its_runner_directly_on_strided_inputs():
+    import hlocc.torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2))
+    graphs = []
+    compiled = torch.compile(model, backend=lambda gm, inputs: hlocc.torch.backend(gm, inputs, {"strict": True,
+                                                                                                 "report": graphs}))
+    x = torch.randn(3, 4).t()  # [4, 3], columns contiguous
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+        torch.testing.assert_close(compiled(x.contiguous()), model(x))
+    assert graphs and all(g["compiled"] for g in graphs)  # (dynamo recompiles for the other strides)

@@ -23,6 +23,8 @@ as a transposed operand. The output is written in place when its layout allows t
 
 from __future__ import annotations
 
+import ctypes
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -36,10 +38,11 @@ from hlocc.evaluator.sorting import top_k as _top_k
 from hlocc.evaluator.windows import window_view
 from hlocc.hlo.attributes import ConvDimensionNumbers, WindowDim
 from hlocc.hlo.ir import HloComputation
+from hlocc.runtime import blas
 
 
 def _prod(values) -> int:
-    return int(np.prod(values, dtype=np.int64))
+    return math.prod(int(v) for v in values)
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,7 @@ class _GemmCall:
     lhs: _BufferView
     rhs: _BufferView
     plan: _GemmPlan
+    blas: blas.GemmLayout | None  # the BLAS call on the buffers' addresses (runtime/blas.py), where bound
 
 
 _GEMM_CALLS: dict[tuple[int, int, int], _GemmCall] = {}
@@ -154,13 +158,17 @@ def gemm_buffers(allocations: Sequence[np.ndarray], output, lhs, rhs, dims: tupl
     if call is None or call.refs[0] is not output or call.refs[1] is not lhs or call.refs[2] is not rhs \
             or call.dims != dims:
         call = _gemm_call(allocations, output, lhs, rhs, dims)
+    if call.blas is not None:
+        call.blas.run(*(_address(allocations[v.allocation]) + v.offset for v in (call.lhs, call.rhs, call.out)))
+        return
     _run_gemm(call.plan, call.out.view(allocations), call.lhs.view(allocations), call.rhs.view(allocations))
 
 
 def _gemm_call(allocations: Sequence[np.ndarray], output, lhs, rhs, dims: tuple[tuple[int, ...], ...]) -> _GemmCall:
     views = [_BufferView.of(ref) for ref in (output, lhs, rhs)]
     arrays = [v.view(allocations) for v in views]
-    call = _GemmCall((output, lhs, rhs), dims, *views, _gemm_plan(*arrays, *dims))
+    plan = _gemm_plan(*arrays, *dims)
+    call = _GemmCall((output, lhs, rhs), dims, *views, plan, _blas_layout(plan, *arrays))
     if len(_GEMM_CALLS) >= _GEMM_PLAN_LIMIT:  # many programs or sizes: start over
         _GEMM_CALLS.clear()
     _GEMM_CALLS[(id(output), id(lhs), id(rhs))] = call
@@ -259,6 +267,25 @@ def _c_strides(dims: Sequence[int], itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def _blas_layout(plan: _GemmPlan, out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray) -> blas.GemmLayout | None:
+    """The BLAS calls of a planned gemm (runtime/blas.py), where the operands' matmul views need no copy."""
+    if not blas.bound() or plan.convert_lhs or plan.convert_rhs or not plan.in_place:
+        return None
+    a = _view_as(lhs if plan.lhs_perm is None else lhs.transpose(plan.lhs_perm), plan.lhs_shape)
+    w = _view_as(rhs if plan.rhs_perm is None else rhs.transpose(plan.rhs_perm), plan.rhs_shape)
+    target = _view_as(out, plan.out_shape)
+    if a is None or w is None or target is None:
+        return None
+    return blas.gemm_layout(a, w, target)
+
+
+def _address(allocation: np.ndarray) -> int:
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(allocation))
+    except (TypeError, ValueError, BufferError):  # read-only (a constant), or empty
+        return allocation.ctypes.data
+
+
 def _run_gemm(plan: _GemmPlan, out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray) -> None:
     a = (lhs if plan.lhs_perm is None else lhs.transpose(plan.lhs_perm)).reshape(plan.lhs_shape)
     w = (rhs if plan.rhs_perm is None else rhs.transpose(plan.rhs_perm)).reshape(plan.rhs_shape)
@@ -294,15 +321,16 @@ def convolution(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, window: Seque
     that the product with the kernel, [group, output feature, input feature × taps], comes out in
     [batch, output feature, output positions] order: an NCHW-like output is written by the matmul
     itself, with no transpose after it (XLA:CPU's Eigen convolution makes the same choice of
-    contraction order per layout). Batch-grouped convolutions (the weight gradients of grouped
-    convolutions) go through the evaluator's `convolve`."""
+    contraction order per layout). A window of stride 1 builds its patches from the zero-padded
+    input flattened per feature (`_flat_patches`: one long contiguous copy per tap). Batch-grouped
+    convolutions (the weight gradients of grouped convolutions) go through the evaluator's `convolve`."""
     dtype = contraction_dtype(lhs.dtype, rhs.dtype, result=out.dtype)
     if batch_groups != 1:
         result = convolve(lhs, rhs, tuple(window), dnums, feature_groups, batch_groups, dtype)
         np.copyto(out, to_result(result, out.dtype))
         return
     nsp = len(dnums.input_spatial)
-    x = lhs.transpose((dnums.input_batch, dnums.input_feature, *dnums.input_spatial)).astype(dtype, copy=False)
+    x = lhs.transpose((dnums.input_batch, dnums.input_feature, *dnums.input_spatial))
     k = rhs.transpose((dnums.kernel_output_feature, dnums.kernel_input_feature, *dnums.kernel_spatial))
     y = out.transpose((dnums.output_batch, dnums.output_feature, *dnums.output_spatial))
     n, c = x.shape[:2]
@@ -310,19 +338,66 @@ def convolution(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, window: Seque
     taps = k.shape[2:]
     positions = y.shape[2:]
     groups, og, tap_count = feature_groups, o // feature_groups, _prod(taps)
+    w = k.astype(dtype, copy=False).reshape(groups, og, cg * tap_count)
+    if _unit_window(window) and 0 not in positions:
+        p, rows = _flat_patches(x, window, positions, dtype)  # [n, c, taps..., L], the padded input's row sizes
+        acc = np.empty((n, groups, og, positions[0] * _prod(rows)), dtype)
+        _matmul(w, p.reshape(n, groups, cg * tap_count, p.shape[-1]), acc[..., :p.shape[-1]])
+        valid = acc.reshape(n, o, positions[0], *rows)[(Ellipsis, *(slice(0, m) for m in positions[1:]))]
+        np.copyto(y, valid if out.dtype == dtype else to_result(valid, out.dtype))
+        return
     trivial = (WindowDim(size=1), WindowDim(size=1))
-    patches = window_view(x, trivial + tuple(window), np.zeros((), dtype))  # [n, c, positions..., 1, 1, taps...]
-    patches = patches.reshape((n, c, *positions, *taps))
+    patches = window_view(x.astype(dtype, copy=False), trivial + tuple(window), np.zeros((), dtype))
+    patches = patches.reshape((n, c, *positions, *taps))  # [n, c, positions..., taps...]
     order = (0, 1, *range(2 + nsp, 2 + 2 * nsp), *range(2, 2 + nsp))  # [n, c, taps..., positions...]
     p = patches.transpose(order).reshape(n, groups, cg * tap_count, _prod(positions))
-    w = k.astype(dtype, copy=False).reshape(groups, og, cg * tap_count)
     target = _view_as(y, (n, groups, og, _prod(positions))) if out.dtype == dtype else None
+    if target is not None:
+        _matmul(w, p, target)
+        return
     with np.errstate(all="ignore"):
-        if target is not None:
-            np.matmul(w, p, out=target)
-            return
         result = np.matmul(w, p)
     np.copyto(y, to_result(result, out.dtype).reshape(y.shape))
+
+
+def _unit_window(window: Sequence[WindowDim]) -> bool:
+    return all(w.stride == 1 and w.lhs_dilate == 1 and not w.reversal and w.pad_lo >= 0 and w.pad_hi >= 0
+               for w in window)
+
+
+def _flat_patches(x: np.ndarray, window: Sequence[WindowDim], positions: Sequence[int],
+                  dtype: np.dtype) -> tuple[np.ndarray, tuple[int, ...]]:
+    """The patches of a stride-1 window over `x` [n, c, spatial...]: the zero-padded input is
+    flattened per (batch, feature), and output position (i, j, ...) reads tap t at flat index
+    i·W + j + offset(t) (W the padded row size), so each tap is one contiguous slice of every
+    row: [n, c, taps..., L] with L = (positions - 1)·row strides + 1. The columns that fall in a
+    row's padding compute values no output keeps (the caller reads the valid ones: a 3×3 window
+    over 8×8 computes 78 columns for 64 positions). Returns the patches and the padded sizes of
+    the spatial dimensions after the first."""
+    n, c = x.shape[:2]
+    padded = np.zeros((n, c, *(s + w.pad_lo + w.pad_hi for s, w in zip(x.shape[2:], window))), dtype)
+    padded[(slice(None), slice(None), *(slice(w.pad_lo, w.pad_lo + s) for s, w in zip(x.shape[2:], window)))] = x
+    dims = padded.shape[2:]
+    strides = [_prod(dims[i + 1:]) for i in range(len(dims))]
+    length = sum((m - 1) * s for m, s in zip(positions, strides)) + 1
+    flat = padded.reshape(n, c, -1)
+    taps = tuple(w.size for w in window)
+    p = np.empty((n, c, *taps, length), dtype)
+    for tap in np.ndindex(*taps):
+        offset = sum(t * w.rhs_dilate * s for t, w, s in zip(tap, window, strides))
+        p[(slice(None), slice(None), *tap)] = flat[:, :, offset:offset + length]
+    return p, tuple(dims[1:])
+
+
+def _matmul(w: np.ndarray, p: np.ndarray, target: np.ndarray) -> None:
+    """target[n, g] = w[g] @ p[n, g]; one group as [n] products of a 2-D w (numpy's 4-D
+    broadcasting matmul takes a loop without BLAS: 3x slower). numpy's BLAS, not the bound one:
+    at a small CNN's shapes ([16, 27] @ [16 × 27, 286], [32, 144] @ [16 × 144, 78]) MKL's batched
+    call measured 1.2x slower."""
+    if w.shape[0] == 1:
+        w, p, target = w[0], p[:, 0], target[:, 0]
+    with np.errstate(all="ignore"):
+        np.matmul(w, p, out=target)
 
 
 def sort(operands: Sequence[np.ndarray], evaluator, dimension: int, comparator: HloComputation) -> list[np.ndarray]:

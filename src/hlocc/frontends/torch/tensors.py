@@ -7,7 +7,9 @@ one copy it needs. `from_numpy` wraps a result array as a tensor the same way, w
 
 `InputCheck` is what a compiled graph knows of one input before any call (its dtype, static sizes,
 name), so that the per-call conversion of a tensor that matches it is a few attribute reads and
-`Tensor.numpy()`; any mismatch takes the slow path, whose errors name the tensor.
+`Tensor.numpy()`; any mismatch takes the slow path, whose errors name the tensor. Either way the
+array is C-contiguous (a strided tensor is copied once there), which lets a static executable skip
+its own argument checks.
 """
 
 from __future__ import annotations
@@ -80,7 +82,9 @@ class InputCheck:
                           shape.dtype == _BF16, dims)
 
     def array(self, tensor: Any) -> np.ndarray:
-        """The numpy view of `tensor`, checked against the parameter (errors name it)."""
+        """The numpy view of `tensor`, checked against the parameter (errors name it): C-contiguous,
+        of the parameter's dtype and static sizes (a strided tensor's values are copied), so that
+        a static executable's runner takes it as it is."""
         last = self._parameter[0]
         if last is not None and last[0] is tensor and tensor.data_ptr() == last[1] and tensor.shape == last[2] \
                 and tensor.stride() == last[3]:
@@ -92,8 +96,8 @@ class InputCheck:
                          else len(sizes) == self.rank and all(sizes[k] == d for k, d in self.static_sizes)))
         except AttributeError:
             fits = False
-        if not fits or self.reinterpret:
-            return checked_array(tensor, self.name, self.shape)
+        if not fits or self.reinterpret or not tensor.is_contiguous():
+            return np.ascontiguousarray(checked_array(tensor, self.name, self.shape))
         if not tensor.requires_grad:
             return tensor.numpy()
         # A parameter (nn.Parameter requires grad even under no_grad): dynamo passes the same tensor

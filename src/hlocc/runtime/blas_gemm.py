@@ -1,0 +1,90 @@
+"""Gemm thunks as kernel thunks of the bound BLAS (runtime/blas.py): a static program's matrix
+products whose buffers' layouts BLAS takes as they are become `KernelThunk`s of a `BlasGemmKernel`,
+whose launcher's table holds the three addresses (lhs, rhs, output), so that the call plan
+(runtime/call_plan.py) patches them like any kernel's and calls `run()`: one Fortran call per gemm,
+without a GemmThunk's path through HostMemory, the views of its buffers and its plan lookup (3-4 µs
+a gemm in Python, as much as a small layer's product).
+
+`with_blas_gemms(program)` makes the substitution (its thunks' views and layouts worked out once,
+at compile time, from the buffers' shapes); the gemms it leaves (batched, converted, strided past
+what BLAS takes, or with no BLAS bound) stay GemmThunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hlocc.runtime import blas, library
+from hlocc.runtime.thunks import BufferRef, GemmThunk, KernelThunk, SequentialThunk
+
+
+@dataclass(frozen=True)
+class BlasGemmKernel:
+    """One gemm's BLAS call as a kernel (runtime/thunks.py Kernel): buffers lhs, rhs, output."""
+
+    name: str
+    layout: blas.GemmLayout
+    emitter: str = "blas"
+    output_aliases: tuple[tuple[int, int], ...] = ()
+
+    def run_addresses(self, addresses: list[int]) -> None:
+        self.layout.run(*addresses[:3])
+
+    def launcher(self, count: int) -> _Launch:
+        return _Launch(self.layout)
+
+
+class _Launch:
+    """A prepared BLAS call (runtime/thunks.py KernelLauncher): `table` [lhs, rhs, output]."""
+
+    __slots__ = ("table", "run")
+
+    def __init__(self, layout: blas.GemmLayout):
+        table = [0, 0, 0]
+        args = list(layout.args)
+        function = layout.function
+        first, second = (0, 1) if layout.swap else (1, 0)  # slot 6 takes w (rhs) unless swapped
+
+        def run() -> None:
+            args[6], args[8], args[11] = table[first], table[second], table[2]
+            function(*args)
+
+        self.table, self.run = table, run
+
+
+def _shape_view(ref: BufferRef) -> np.ndarray:
+    """A view with `ref`'s logical dims and strides over one element (its strides are all that
+    the layout reads; nothing is allocated)."""
+    view = library._BufferView.of(ref)
+    dims = view.physical_dims
+    strides, step = [], view.dtype.itemsize
+    for d in reversed(dims):
+        strides.append(step)
+        step *= d
+    array = np.lib.stride_tricks.as_strided(np.zeros(1, view.dtype), dims, tuple(reversed(strides)))
+    return array if view.perm is None else array.transpose(view.perm)
+
+
+def blas_kernel(thunk: GemmThunk) -> KernelThunk | None:
+    """The kernel thunk of a gemm BLAS runs on its buffers as they are, or None."""
+    refs = (thunk.output, thunk.lhs, thunk.rhs)
+    if not blas.bound() or any(0 in r.shape.dims or not r.shape.is_array for r in refs):
+        return None
+    out, lhs, rhs = (_shape_view(r) for r in refs)
+    plan = library._gemm_plan(out, lhs, rhs, *thunk.dims)
+    layout = library._blas_layout(plan, out, lhs, rhs)
+    if layout is None:
+        return None
+    return KernelThunk(thunk.instr_name, "blas", BlasGemmKernel(thunk.instr_name, layout),
+                       [thunk.lhs, thunk.rhs, thunk.output])
+
+
+def with_blas_gemms(program: SequentialThunk) -> SequentialThunk:
+    """`program` with its top-level gemm thunks that BLAS runs directly as kernel thunks (module doc)."""
+    thunks = [(blas_kernel(t) or t) if isinstance(t, GemmThunk) else t for t in program.thunks]
+    return SequentialThunk(thunks)
+
+
+__all__ = ["BlasGemmKernel", "blas_kernel", "with_blas_gemms"]

@@ -72,14 +72,16 @@ from hlocc.codegen.emitters.stitch_gpu import first_thread, gpu_tiling, reduce_s
 from hlocc.codegen.ir import ApplyIndexingOp, PrefetchOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
+from hlocc.codegen.ir.size_ops import size_value
 from hlocc.codegen.partitioner import partition_fusion
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.symbolic import floordiv as sym_floordiv
 
 
 class StitchEmitter(FusionEmitterBase):
-    symbolic_ops = SYMBOLIC_LOOP_OPS  # a runtime row count (the row length is static: stitch_info)
+    symbolic_ops = SYMBOLIC_LOOP_OPS  # a runtime row count, and a runtime row length (a speculated stitch)
 
     def __init__(self, fusion, target, name: str = "main"):
         super().__init__(fusion, target, name)
@@ -92,6 +94,10 @@ class StitchEmitter(FusionEmitterBase):
         rows = self.plan.rows
         if self.gpu:  # (a runtime row count on a GPU: refused by the emitter base)
             self.tiling = gpu_tiling(rows, self.plan.row_length, target.warp_size)
+        elif isinstance(self.plan.row_length, DimExpr):
+            # A runtime row length (a speculated stitch: runtime/speculation.py) is unknown here, so
+            # a block is one row: a thread's share of the thread pool is then a multiple of a row.
+            self.tiling = Tiling(True, 1, rows, rows_per_block=1)
         elif isinstance(rows, int):
             self.tiling = reduction_tiling(ReductionDimensions(True, (1, rows, self.plan.row_length)),
                                            ReductionEmitterKind.ROW, self.plan.row_shape, self.plan.reduces, 1)
@@ -112,11 +118,16 @@ class StitchEmitter(FusionEmitterBase):
 
     def row_map(self, chunk: int = 0) -> IndexingMap:
         """(th_x, bl_x)[j] -> the logical index of the row shape of the thread's row element j
-        (with `chunk`, (th_x, bl_x)[c, lane] for element c * chunk + lane)."""
+        (with `chunk`, (th_x, bl_x)[c, lane] for element c * chunk + lane). The kept dimensions
+        are the row's number delinearized over them (the row dimension taken as one element), the
+        row dimension is j: the same index as delinearizing `row * n + j`, which a symbolic n
+        cannot simplify back (j's bound is then SIZE_BOUND, not n - 1)."""
         shape, n = self.plan.row_shape, self.plan.row_length
-        linear = self._row() * n + sym(0)
-        symbols = (Variable(Interval(0, n - 1), "j"),)
-        m = IndexingMap(self._dims(), tuple(delinearize(linear, shape.dims, shape.minor_to_major)), symbols)
+        kept_dims = [1 if d == self.plan.row_dim else x for d, x in enumerate(shape.dims)]
+        results = list(delinearize(self._row(), kept_dims, shape.minor_to_major))
+        results[self.plan.row_dim] = sym(0)
+        symbols = (Variable(Interval(0, size_bound(n) - 1), "j"),)
+        m = IndexingMap(self._dims(), tuple(results), symbols)
         m = IndexingMap(m.dims, tuple(simplify_expr(r, m.var_bounds) for r in m.results), symbols)
         return chunked_map(m, 0, chunk) if chunk else m
 
@@ -138,7 +149,7 @@ class StitchEmitter(FusionEmitterBase):
         outputs = list(block.args[len(params):])
         rows = self.plan.rows
         # The last block's spare threads do nothing (rows - row >= 1 holds for the others).
-        spare = not isinstance(rows, int) or t.rows_per_block * t.blocks > rows
+        spare = t.rows_per_block > 1 and (not isinstance(rows, int) or t.rows_per_block * t.blocks > rows)
         room = IndexingMap(self._dims(), (size_expr(rows) - self._row(),))
         cond = b.in_intervals(list(b.insert(ApplyIndexingOp(room, ids)).results),
                               [Interval(1, NO_UPPER_BOUND)]) if spare else None
@@ -281,7 +292,7 @@ class StitchEmitter(FusionEmitterBase):
 
     def _serial(self, e: ElementEmitter, ids, reduces, m: IndexingMap, inits: list[SSAValue]) -> list[SSAValue]:
         """scf.for j over the row carrying one accumulator per reduced value."""
-        return _for(e, e.b.index(0), e.b.index(self.plan.row_length), inits,
+        return _for(e, e.b.index(0), size_value(e.b, self.plan.row_length), inits,
                     lambda j, accs: fold_elements(e, reduces, accs, e.apply(m, ids, [j])))
 
     def _write_rows(self, e: ElementEmitter, ids, outputs: list[SSAValue], roots: list[int],
@@ -292,7 +303,12 @@ class StitchEmitter(FusionEmitterBase):
         lanes = max(1, self.target.vector_bytes * 8 // bits)
         m = self.row_map(lanes)
         n = self.plan.row_length
-        chunks, tail = divmod(n, lanes)
+        if isinstance(n, DimExpr):  # a runtime row: n / lanes chunks and a lane loop of n mod lanes
+            size = size_value(e.b, n)
+            chunks = e.b.add(arith.DivUIOp(size, e.b.index(lanes)))
+            tail = e.b.add(arith.RemUIOp(size, e.b.index(lanes)))
+        else:
+            chunks, tail = divmod(n, lanes)
         # Buffered values are read from the outputs as the stages left them (the tensors defined
         # outside the loops, which vectorize-loads-stores turns into vector loads); the element
         # read is the one this iteration overwrites next, so no read sees a new value.
@@ -309,7 +325,7 @@ class StitchEmitter(FusionEmitterBase):
                 del e.overrides[v]
             return out
 
-        def lane_loop(chunk: SSAValue, count: int, outs: list[SSAValue]) -> list[SSAValue]:
+        def lane_loop(chunk: SSAValue, count: int | SSAValue, outs: list[SSAValue]) -> list[SSAValue]:
             def body(lane: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
                 index = e.apply(m, ids, [chunk, lane])
                 carried = list(carried)
@@ -317,9 +333,9 @@ class StitchEmitter(FusionEmitterBase):
                     carried[k] = store_element(e.b, x, carried[k], self.roots[k].shape, index)
                 return carried
 
-            return _for(e, e.b.index(0), e.b.index(count), outs, body)
+            return _for(e, e.b.index(0), count if isinstance(count, SSAValue) else e.b.index(count), outs, body)
 
-        shift = overlapped_tail(n, lanes)
+        shift = None if isinstance(n, DimExpr) else overlapped_tail(n, lanes)
         if shift is not None:
             # The tail as one whole vector ending at the row's end: computed before the chunks
             # overwrite the buffered values its first lanes read, stored after them.
@@ -331,6 +347,9 @@ class StitchEmitter(FusionEmitterBase):
                 prefetch(c)
             return lane_loop(c, lanes, outs)
 
+        if isinstance(chunks, SSAValue):
+            outputs = _for(e, e.b.index(0), chunks, outputs, chunk)
+            return lane_loop(chunks, tail, outputs)
         if chunks:
             outputs = _for(e, e.b.index(0), e.b.index(chunks), outputs, chunk)
         if shift is not None:
@@ -374,9 +393,9 @@ class StitchEmitter(FusionEmitterBase):
         Past the last row the address lies outside the buffer, which a prefetch tolerates."""
         shape, n = self.plan.row_shape, self.plan.row_length
         params = [p for p in self.fusion.parameters if _same(p.shape, shape)]
-        if not params or n * shape.element_type.bits // 8 < PREFETCH_ROW_BYTES:
-            return None
-        chunk = Variable(Interval(0, -(-n // lanes) - 1), "c")
+        if not params or (isinstance(n, int) and n * shape.element_type.bits // 8 < PREFETCH_ROW_BYTES):
+            return None  # (a runtime row length prefetches: one instruction a chunk if it is short)
+        chunk = Variable(Interval(0, -(-size_bound(n) // lanes) - 1), "c")
         m = IndexingMap(self._dims(), ((self._row() + 1) * n + sym(0) * lanes,), (chunk,))
         block_args = {id(p): e.params[p.parameter_number] for p in params}
 

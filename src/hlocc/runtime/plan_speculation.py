@@ -34,7 +34,7 @@ from typing import Any
 from hlocc.analysis.cost_model import stitch_row_range
 from hlocc.analysis.hero import is_stitch_marked
 from hlocc.analysis.stitch_info import NotStitchable, stitch_plan
-from hlocc.hlo.ir import HloModule
+from hlocc.hlo.ir import HloComputation, HloModule
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.printer import print_module
 from hlocc.hlo.symbolic import DimExpr, symbol
@@ -51,7 +51,8 @@ class _CountedCalls:
         self.calls, self._counts, self._version = calls, counts, version
 
     def run(self, args):
-        self._counts[self._version] += 1
+        counts = self._counts
+        counts[self._version] = counts.get(self._version, 0) + 1  # (a reader may have cleared them)
         return self.calls.run(args)
 
     def __getattr__(self, name: str) -> Any:
@@ -96,22 +97,29 @@ class PlanVersions:
         return out
 
 
+def row_fits(computation: HloComputation) -> RowFits | None:
+    """The `RowFits` predicate of a stitch fusion's computation over a symbolic row length (its live
+    rows: its row-shaped parameters), None for any other computation."""
+    if not any(is_stitch_marked(i) for i in computation.instructions):
+        return None
+    try:
+        plan = stitch_plan(computation)
+    except NotStitchable:
+        return None
+    if not isinstance(plan.row_length, DimExpr):
+        return None
+    least, most = stitch_row_range(plan.row_shape.element_type, row_inputs(plan, computation.parameters))
+    return RowFits(plan.row_length, least, most)
+
+
 def stitch_conditions(module: HloModule) -> tuple[RowFits, ...]:
     """`RowFits` of every stitch fusion of `module` over a symbolic row length (none: nothing was
     stitched speculatively)."""
     out: list[RowFits] = []
     for instr in module.all_instructions():
-        if instr.opcode != "fusion" or not any(is_stitch_marked(i) for i in instr.fused_computation.instructions):
-            continue
-        try:
-            plan = stitch_plan(instr.fused_computation)
-        except NotStitchable:
-            continue
-        if isinstance(plan.row_length, DimExpr):
-            least, most = stitch_row_range(plan.row_shape.element_type, row_inputs(plan, instr.operands))
-            fits = RowFits(plan.row_length, least, most)
-            if fits not in out:
-                out.append(fits)
+        fits = row_fits(instr.fused_computation) if instr.opcode == "fusion" else None
+        if fits is not None and fits not in out:
+            out.append(fits)
     return tuple(out)
 
 
@@ -156,4 +164,5 @@ def build_speculated_program(module: HloModule, compile_kernel: KernelCompiler, 
     return stitched
 
 
-__all__ = ["PlanVersions", "build_speculated_program", "copy_module", "reduces_symbolic_rows", "stitch_conditions"]
+__all__ = ["PlanVersions", "build_speculated_program", "copy_module", "reduces_symbolic_rows", "row_fits",
+           "stitch_conditions"]

@@ -128,16 +128,20 @@ class SpeculationOptions:
 
 def loop_vector_elements(computation: HloComputation) -> int:
     """The elements per thread of the symbolic loop kernel of `computation` on the host (the loop
-    emitter's choice: a vector register, one element for a fusion with a reduce), 1 when its
-    emitter is not the loop emitter."""
+    emitter's choice: a vector register, one element for a fusion with a reduce), the elements of a
+    stitch kernel's row vector where its row length is symbolic, 1 for other emitters."""
     from hlocc.codegen.emitters.loop import LoopEmitter
     from hlocc.codegen.emitters.registry import emitter_for
     from hlocc.codegen.target import cpu_target
+
+    from hlocc.codegen.emitters.stitch import StitchEmitter
 
     try:
         emitter = emitter_for(computation, cpu_target())
     except UnsupportedError:
         return 1
+    if isinstance(emitter, StitchEmitter):  # a runtime row length: its vectors' elements
+        return emitter.vector_elements() if isinstance(emitter.plan.row_length, DimExpr) else 1
     return emitter.launch()[1] if isinstance(emitter, LoopEmitter) else 1
 
 

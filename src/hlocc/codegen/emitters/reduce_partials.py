@@ -68,7 +68,7 @@ from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.codegen.ir.size_ops import size_value
 from hlocc.codegen.target import cpu_target
 from hlocc.hlo.ir import HloComputation, HloInstruction
-from hlocc.hlo.symbolic import Dim, DimExpr
+from hlocc.hlo.symbolic import Dim, DimExpr, floordiv, mod
 
 ORDER_FREE_ACCUMULATORS = 4
 """The most vectors of partials `emit_row_partials` uses for order-free reducers."""
@@ -228,11 +228,11 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     if isinstance(row, DimExpr):
         # A runtime row length may be shorter than a chunk: every lane starts at the init value
         # (the reducer's identity: the monoid rule above) and all chunks fold into it.
-        size = size_value(e.b, row)
-        chunks = e.b.add(arith.DivUIOp(size, e.b.index(lanes)))
+        # (Size expressions, not index arithmetic: a speculated row 16*n_16 has n_16 chunks, no tail.)
+        chunks = size_value(e.b, floordiv(row, lanes))
         results = chunk_loop(e.b.index(0), chunks, [*seeds, *outputs])
-        results = lane_loop(chunks, e.b.add(arith.RemUIOp(size, e.b.index(lanes))), results[:n], results[:n],
-                            results[n:])
+        if mod(row, lanes):
+            results = lane_loop(chunks, size_value(e.b, mod(row, lanes)), results[:n], results[:n], results[n:])
     else:
         chunks, tail = divmod(row, lanes)
         results = lane_loop(e.b.index(0), lanes, None, seeds, outputs)

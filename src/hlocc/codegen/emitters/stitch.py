@@ -78,6 +78,7 @@ from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.symbolic import floordiv as sym_floordiv
+from hlocc.hlo.symbolic import mod as sym_mod
 
 
 class StitchEmitter(FusionEmitterBase):
@@ -106,6 +107,14 @@ class StitchEmitter(FusionEmitterBase):
             self.tiling = Tiling(True, per_block, sym_floordiv(rows + (per_block - 1), per_block),
                                  rows_per_block=per_block)
         self.roots = list(fusion.root.operands) if fusion.root.opcode == "tuple" else [fusion.root]
+
+    def vector_elements(self) -> int:
+        """The row elements a vector of this kernel covers (the widest of the reduced values' and
+        the row-shaped outputs' vectors): a row length that is a multiple of it has no tail and
+        aligned rows (runtime/speculation.py's `vectorized` version of a runtime row length)."""
+        roots = [r for r in self.roots if _same(r.shape, self.plan.row_shape)]
+        bits = [self.plan.row_shape.element_type.bits, *(r.shape.element_type.bits for r in roots)]
+        return max(1, self.target.vector_bytes * 8 // max(min(bits), 8))
 
     # -- indexing -------------------------------------------------------------------------------------
     def _dims(self) -> tuple[Variable, Variable]:
@@ -304,9 +313,10 @@ class StitchEmitter(FusionEmitterBase):
         m = self.row_map(lanes)
         n = self.plan.row_length
         if isinstance(n, DimExpr):  # a runtime row: n / lanes chunks and a lane loop of n mod lanes
-            size = size_value(e.b, n)
-            chunks = e.b.add(arith.DivUIOp(size, e.b.index(lanes)))
-            tail = e.b.add(arith.RemUIOp(size, e.b.index(lanes)))
+            # (as size expressions: a speculated n = 16*n_16 has n_16 chunks and no tail)
+            chunks = size_value(e.b, sym_floordiv(n, lanes))
+            tail = sym_mod(n, lanes)
+            tail = size_value(e.b, tail) if tail else 0
         else:
             chunks, tail = divmod(n, lanes)
         # Buffered values are read from the outputs as the stages left them (the tensors defined
@@ -349,7 +359,7 @@ class StitchEmitter(FusionEmitterBase):
 
         if isinstance(chunks, SSAValue):
             outputs = _for(e, e.b.index(0), chunks, outputs, chunk)
-            return lane_loop(chunks, tail, outputs)
+            return lane_loop(chunks, tail, outputs) if isinstance(tail, SSAValue) else outputs
         if chunks:
             outputs = _for(e, e.b.index(0), e.b.index(chunks), outputs, chunk)
         if shift is not None:

@@ -132,9 +132,8 @@ def loop_vector_elements(computation: HloComputation) -> int:
     stitch kernel's row vector where its row length is symbolic, 1 for other emitters."""
     from hlocc.codegen.emitters.loop import LoopEmitter
     from hlocc.codegen.emitters.registry import emitter_for
-    from hlocc.codegen.target import cpu_target
-
     from hlocc.codegen.emitters.stitch import StitchEmitter
+    from hlocc.codegen.target import cpu_target
 
     try:
         emitter = emitter_for(computation, cpu_target())

@@ -52,9 +52,8 @@ def fusion_to_mlir(text: str, target: str = "gpu", passes: Sequence[str] = (), f
     if not speculate:
         return emitted(computation)
     from hlocc.hlo.specialize import specialize_computation
-    from hlocc.runtime.speculation import SpeculationOptions, loop_vector_elements, plan_versions
-
     from hlocc.runtime.plan_speculation import row_fits
+    from hlocc.runtime.speculation import SpeculationOptions, loop_vector_elements, plan_versions
 
     out = []
     fits = row_fits(computation)

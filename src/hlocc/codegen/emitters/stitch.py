@@ -22,6 +22,13 @@ holds a few thousand input elements' worth of rows) and
    loads, ops and stores), and a tail. A runtime row count ([?b, 4096]) takes its block count at
    run time and guards the last block's spare threads.
 
+A runtime row length (a speculated stitch, runtime/plan_speculation.py: the length is symbolic,
+the plan runs this kernel only where the row fits the budget, but the kernel is right at every
+length) makes each block one row, the chunk counts size expressions (n floordiv lanes; under the
+`vectorized` version's n := 16*n_16 simply n_16, with no tail) and each pass's tail the row's last
+whole vector where n >= lanes (decided at run time, its repeated lanes masked by a runtime mask:
+reduce_partials `runtime_tail`), a lane loop of n mod lanes elsewhere; the last pass prefetches.
+
 The intermediate row values are not kept in a buffer: every pass re-reads the input row, which
 one core's L1/L2 still holds (the pass stitches only rows that fit half of L2,
 cost_model.stitch_fits), and recomputes the elementwise ops between the input and each use. For
@@ -60,12 +67,14 @@ from hlocc.codegen.elemental.storage import array_leaves, load_element, store_el
 from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
 from hlocc.codegen.emitters.loop import SYMBOLIC_LOOP_OPS
 from hlocc.codegen.emitters.reduce_partials import (
+    RUNTIME_TAIL,
     chunked_map,
     emit_row_partials,
     fold_elements,
     order_free,
     overlapped_tail,
     plan_partials,
+    tail_map,
 )
 from hlocc.codegen.emitters.reduction_tiling import CPU_BLOCK_ELEMENTS, Tiling, reduction_tiling
 from hlocc.codegen.emitters.stitch_gpu import first_thread, gpu_tiling, reduce_stage_gpu, write_rows_gpu
@@ -273,8 +282,10 @@ class StitchEmitter(FusionEmitterBase):
 
             # (The overlapped tail stores some elements twice, the same values: the outputs are
             # private, `_outputs_private`.)
-            def store(syms: list[SSAValue], outs: list[SSAValue], shift: int) -> list[SSAValue]:
-                index = e.apply(chunked_map(m, plan.symbol, plan.lanes, shift), ids, syms)
+            def store(syms: list[SSAValue], outs: list[SSAValue], shift: int | str) -> list[SSAValue]:
+                at = tail_map(m, plan.symbol, plan.lanes, self.plan.row_length) if shift == RUNTIME_TAIL else \
+                    chunked_map(m, plan.symbol, plan.lanes, shift)
+                index = e.apply(at, ids, syms)
                 outs = list(outs)
                 for v, k in pairs:
                     outs[k] = store_element(e.b, e.scalar(v, index), outs[k], self.roots[k].shape, index)
@@ -282,10 +293,10 @@ class StitchEmitter(FusionEmitterBase):
 
             if pairs:
                 partials, outputs = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, outputs, store,
-                                                      overlap_tail=True, order_free=free)
+                                                      overlap_tail=True, order_free=free, runtime_tail=True)
             else:
                 partials, _ = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, overlap_tail=True,
-                                                order_free=free)
+                                                order_free=free, runtime_tail=True)
             buffered.update((id(v), k) for v, k in pairs)
         else:
             partials = self._serial(e, ids, reduces, m, inits)
@@ -345,11 +356,18 @@ class StitchEmitter(FusionEmitterBase):
 
             return _for(e, e.b.index(0), count if isinstance(count, SSAValue) else e.b.index(count), outs, body)
 
-        shift = None if isinstance(n, DimExpr) else overlapped_tail(n, lanes)
+        # The tail as one whole vector ending at the row's end: computed before the chunks
+        # overwrite the buffered values its first lanes read, stored after them. A runtime row
+        # takes it where the row holds a whole vector (`whole`), else a lane loop.
+        shift = (RUNTIME_TAIL if isinstance(tail, SSAValue) else None) if isinstance(n, DimExpr) \
+            else overlapped_tail(n, lanes)
+        chunk_index = chunks if isinstance(chunks, SSAValue) else e.b.index(chunks)
+        whole = e.b.add(arith.CmpiOp(size_value(e.b, n), e.b.index(lanes), "uge")) if shift == RUNTIME_TAIL else None
         if shift is not None:
-            # The tail as one whole vector ending at the row's end: computed before the chunks
-            # overwrite the buffered values its first lanes read, stored after them.
-            last = self._overlapped_tail(e, ids, roots, lanes, shift, chunks, values)
+            types = [VectorType(element_type(self.roots[k].shape.element_type), [lanes]) for k in roots]
+            last = e.if_else_many(
+                whole, lambda: self._overlapped_tail(e, ids, roots, lanes, shift, chunk_index, values),
+                lambda: [_zeros(e, t) for t in types], types)
         prefetch = self._next_row_prefetch(e, ids, lanes)
 
         def chunk(c: SSAValue, outs: list[SSAValue]) -> list[SSAValue]:
@@ -357,26 +375,30 @@ class StitchEmitter(FusionEmitterBase):
                 prefetch(c)
             return lane_loop(c, lanes, outs)
 
-        if isinstance(chunks, SSAValue):
-            outputs = _for(e, e.b.index(0), chunks, outputs, chunk)
-            return lane_loop(chunks, tail, outputs) if isinstance(tail, SSAValue) else outputs
-        if chunks:
-            outputs = _for(e, e.b.index(0), e.b.index(chunks), outputs, chunk)
+        if isinstance(chunks, SSAValue) or chunks:
+            outputs = _for(e, e.b.index(0), chunk_index, outputs, chunk)
         if shift is not None:
-            tail_map = chunked_map(self.row_map(), 0, lanes, shift)
+            last_map = self._tail_map(lanes, shift)
 
             def store_tail(lane: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
-                index = e.apply(tail_map, ids, [e.b.index(chunks), lane])
+                index = e.apply(last_map, ids, [chunk_index, lane])
                 carried = list(carried)
                 for k, v in zip(roots, last):
                     x = e.b.add(vector.ExtractOp(v, [lane], v.type.element_type))
                     carried[k] = store_element(e.b, x, carried[k], self.roots[k].shape, index)
                 return carried
 
-            outputs = _for(e, e.b.index(0), e.b.index(lanes), outputs, store_tail)
-        elif tail:
-            outputs = lane_loop(e.b.index(chunks), tail, outputs)
+            return e.if_else_many(whole, lambda: _for(e, e.b.index(0), e.b.index(lanes), outputs, store_tail),
+                                  lambda: lane_loop(chunk_index, tail, outputs), [o.type for o in outputs])
+        if isinstance(tail, SSAValue) or tail:
+            outputs = lane_loop(chunk_index, tail, outputs)
         return outputs
+
+    def _tail_map(self, lanes: int, shift: int | str) -> IndexingMap:
+        """The row map of the overlapped tail (c, lane): a static `shift`, or RUNTIME_TAIL."""
+        if shift == RUNTIME_TAIL:
+            return tail_map(self.row_map(), 0, lanes, self.plan.row_length)
+        return chunked_map(self.row_map(), 0, lanes, shift)
 
     def _reciprocals(self, e: ElementEmitter) -> list[tuple[HloInstruction, SSAValue]]:
         """(divide, 1 / its divisor) for each row-shaped f32/f64 divide by a broadcast per-row
@@ -416,24 +438,27 @@ class StitchEmitter(FusionEmitterBase):
 
         return prefetch
 
-    def _overlapped_tail(self, e: ElementEmitter, ids, roots: list[int], lanes: int, shift: int, chunks: int,
-                         values: Callable[[list[SSAValue]], list[SSAValue]]) -> list[SSAValue]:
+    def _overlapped_tail(self, e: ElementEmitter, ids, roots: list[int], lanes: int, shift: int | str,
+                         chunk: SSAValue, values: Callable[[list[SSAValue]], list[SSAValue]]) -> list[SSAValue]:
         """One vector per row-shaped root: its values at the row's last `lanes` elements (a lane
         loop inserting into carried vectors, the form vectorize-elementwise takes)."""
-        tail_map = chunked_map(self.row_map(), 0, lanes, shift)
+        last_map = self._tail_map(lanes, shift)
         types = [VectorType(element_type(self.roots[k].shape.element_type), [lanes]) for k in roots]
 
         def body(lane: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
-            index = e.apply(tail_map, ids, [e.b.index(chunks), lane])
+            index = e.apply(last_map, ids, [chunk, lane])
             return [e.b.add(vector.InsertOp(x, v, [lane])) for x, v in zip(values(index), carried)]
 
-        seeds = [e.b.add(vector.BroadcastOp(e.b.constant(0, t.element_type), t)) for t in types]
-        return _for(e, e.b.index(0), e.b.index(lanes), seeds, body)
+        return _for(e, e.b.index(0), e.b.index(lanes), [_zeros(e, t) for t in types], body)
 
 
 PREFETCH_ROW_BYTES = 4096
 """A row at least this long gets `_next_row_prefetch` (a page: shorter rows are a few cache lines,
 which the hardware prefetchers follow from row to row on their own)."""
+
+
+def _zeros(e: ElementEmitter, t: VectorType) -> SSAValue:
+    return e.b.add(vector.BroadcastOp(e.b.constant(0, t.element_type), t))
 
 
 def _same(a, b) -> bool:

@@ -7,12 +7,10 @@ shortest stitched row ± 1, 512 ± 1, and the budget ± 1 row."""
 from __future__ import annotations
 
 import functools
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
-from _programs import softmax_text
+from _programs import filecheck, softmax_text
 
 import hlocc
 from hlocc.analysis.cost_model import stitch_row_range
@@ -197,16 +195,11 @@ def test_stats_and_dump_show_the_plan_versions(tmp_path, monkeypatch):
     stats = exe.stats_text()
     assert f"speculation plan: version stitched if {LEAST} <= n <= {MOST}: 1 size(s), 2 call(s)" in stats
     assert "speculation plan: version generic if true: 1 size(s), 1 call(s)" in stats
-    thunks = (tmp_path / "thunks.txt").read_text()
-    if shutil.which("filecheck") is None:
-        pytest.skip("filecheck is not installed")
-    checks = tmp_path / "checks.txt"
-    checks.write_text("CHECK:      kernel stitch_divide_fusion (stitch emitter): f32[?b,?n]\n"
-                      "CHECK-NOT:  kernel\n"
-                      f"CHECK:      speculation plan: version stitched if {LEAST} <= n <= {MOST}\n"
-                      "CHECK-NEXT: speculation plan: version generic if true\n"
-                      "CHECK:      // plan version generic if true:\n"
-                      "CHECK-NEXT: kernel input_reduce_fusion (loop emitter)\n"
-                      "CHECK:      kernel loop_divide_fusion (loop emitter)\n")
-    done = subprocess.run(["filecheck", str(checks)], input=thunks, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr + thunks
+    filecheck((tmp_path / "thunks.txt").read_text(),
+              "CHECK:      kernel stitch_divide_fusion (stitch emitter): f32[?b,?n]\n"
+              "CHECK-NOT:  kernel\n"
+              f"CHECK:      speculation plan: version stitched if {LEAST} <= n <= {MOST}\n"
+              "CHECK-NEXT: speculation plan: version generic if true\n"
+              "CHECK:      // plan version generic if true:\n"
+              "CHECK-NEXT: kernel input_reduce_fusion (loop emitter)\n"
+              "CHECK:      kernel loop_divide_fusion (loop emitter)\n", tmp_path)

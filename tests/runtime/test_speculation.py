@@ -1,12 +1,9 @@
 """Speculation (runtime/speculation.py): the versions a symbolic fusion gets, the one each binding
 runs, and every version forced against the evaluator at sizes that hit and miss its predicate."""
 
-import shutil
-import subprocess
-
 import numpy as np
 import pytest
-from _programs import softmax_text
+from _programs import filecheck, softmax_text
 
 import hlocc
 from hlocc.backends.cpu.executable import compile_dynamic_module
@@ -146,16 +143,11 @@ def test_stats_and_dump_show_versions_predicates_and_launches(tmp_path, monkeypa
     # (and the stitched plan's stitch kernel's versions, which ran at no size here)
     assert stats.count("version vectorized if n mod 16 == 0") == 3 and stats.count("2 launch(es)") == 2
     assert stats.count("version generic if true: kernel over (b, n), 1 launch(es)") == 2
-    thunks = (tmp_path / "thunks.txt").read_text()
-    if shutil.which("filecheck") is None:
-        pytest.skip("filecheck is not installed")
-    checks = tmp_path / "checks.txt"
-    checks.write_text("CHECK: speculation {{.*}}: version vectorized if n mod 16 == 0: kernel over (b, n_16)\n"
-                      "CHECK-NEXT: speculation {{.*}}: version generic if true: kernel over (b, n)\n"
-                      "CHECK: speculation {{.*}}: version vectorized if n mod 16 == 0: kernel over (b, n_16)\n"
-                      "CHECK-NEXT: speculation {{.*}}: version generic if true: kernel over (b, n)\n")
-    done = subprocess.run(["filecheck", str(checks)], input=thunks, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr + thunks
+    filecheck((tmp_path / "thunks.txt").read_text(),
+              "CHECK: speculation {{.*}}: version vectorized if n mod 16 == 0: kernel over (b, n_16)\n"
+              "CHECK-NEXT: speculation {{.*}}: version generic if true: kernel over (b, n)\n"
+              "CHECK: speculation {{.*}}: version vectorized if n mod 16 == 0: kernel over (b, n_16)\n"
+              "CHECK-NEXT: speculation {{.*}}: version generic if true: kernel over (b, n)\n", tmp_path)
 
 
 def test_the_vectorized_version_stays_inside_its_buffers():

@@ -254,11 +254,12 @@ class StitchEmitter(FusionEmitterBase):
         if not self._outputs_private():
             return []
         free = [k for k in row_roots if k not in buffered.values()]
+        read_later = _computed_from(self.roots[k] for k in row_roots)  # (a value no output reads: no buffer)
         pairs = []
         for r in reduces:
             for i in range(len(r.operands) // 2):
                 v = r.operand(i)
-                if id(v) in buffered or v.opcode == "parameter" or not _expensive(v):
+                if id(v) in buffered or v.opcode == "parameter" or not _expensive(v) or id(v) not in read_later:
                     continue
                 k = next((k for k in free if self.roots[k].shape.element_type == v.shape.element_type), None)
                 if k is not None:
@@ -468,18 +469,33 @@ def _same(a, b) -> bool:
 def _expensive(v: HloInstruction) -> bool:
     """Whether computing `v` again per element costs more than reading it back: an op of 8 flops
     or more per element (cost_model: divisions, roots, transcendentals) up to the parameters or
-    reduces it is computed from."""
+    reduces it is computed from. What a broadcast reads is computed once per row (a per-row value:
+    `_per_row_values`), or once, not per element: a mean's division by the runtime row length
+    (JAX's layernorm over [b, n]) made the symbolic kernel buffer (x - mean)^2, read by no output."""
     seen: set[int] = set()
     pending = [v]
     while pending:
         x = pending.pop()
-        if id(x) in seen or x.opcode in ("parameter", "reduce"):
+        if id(x) in seen or x.opcode in ("parameter", "reduce", "broadcast"):
             continue
         seen.add(id(x))
         if flops_per_element(x) >= 8:
             return True
         pending.extend(x.operands)
     return False
+
+
+def _computed_from(roots) -> set[int]:
+    """Ids of the values the row loop computes `roots` from (up to the reduces, whose values it has)."""
+    seen: set[int] = set()
+    pending = list(roots)
+    while pending:
+        x = pending.pop()
+        if id(x) not in seen:
+            seen.add(id(x))
+            if x.opcode != "reduce":
+                pending.extend(x.operands)
+    return seen
 
 
 def _for(e: ElementEmitter, lo: SSAValue, hi: SSAValue, carried: list[SSAValue],

@@ -34,10 +34,11 @@ from typing import Any
 from hlocc.analysis.cost_model import stitch_row_range
 from hlocc.analysis.hero import is_stitch_marked
 from hlocc.analysis.stitch_info import NotStitchable, stitch_plan
+from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation, HloModule
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.printer import print_module
-from hlocc.hlo.symbolic import DimExpr, symbol
+from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, symbol
 from hlocc.passes.stitch_fusion import row_inputs, speculative_rows
 from hlocc.runtime.dynamic_program import DynamicProgram, build_dynamic_program
 from hlocc.runtime.executable import KernelCompiler
@@ -148,8 +149,14 @@ def build_speculated_program(module: HloModule, compile_kernel: KernelCompiler, 
     if options.mode == "off" or options.forced not in (None, STITCHED) or not reduces_symbolic_rows(module):
         return build_dynamic_program(module, compile_kernel, speculation=options, times=times, **kwargs)
     pristine = copy_module(module) if options.forced is None else None
-    with speculative_rows():
-        stitched = build_dynamic_program(module, compile_kernel, speculation=options, times=times, **kwargs)
+    try:
+        with speculative_rows():
+            stitched = build_dynamic_program(module, compile_kernel, speculation=options, times=times, **kwargs)
+    except (UnsupportedError, InconclusiveDimensionError):
+        if pristine is None:
+            raise
+        # (the speculative stitch must never cost a module its plan: the generic one, as before)
+        return build_dynamic_program(pristine, compile_kernel, speculation=options, times=times, **kwargs)
     conditions = stitch_conditions(stitched.module)
     if not conditions:
         return stitched

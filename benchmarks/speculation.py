@@ -8,7 +8,10 @@ versions of runtime/speculation.py, one picked per binding). The shapes: a symbo
 ("b, n", where the `vectorized` version applies when n is a multiple of the vector width) and the
 issue's [b, 4096] and [b, 127] ("b, 4096", "b, 127": a static row, no version applies, both arms
 run the same kernels). Per shape: the steady time (median of --runs calls) of each arm and the
-ratio generic / speculated, with the version that ran. Timings on a shared machine are noisy.
+ratio generic / speculated, with the versions that ran (`<plan>: <kernel versions>`: the stitched
+plan where the row length fits the on-chip budget, runtime/plan_speculation.py, whose one stitch
+kernel has a `vectorized` version too; else the generic multi-kernel plan and its kernels'
+versions). Timings on a shared machine are noisy.
 """
 
 from __future__ import annotations
@@ -57,10 +60,27 @@ def compiled(f, spec: str, mode: str, sample: np.ndarray):
     return fn
 
 
+def plans(program) -> list:
+    """The program and its other plan versions (runtime/plan_speculation.py)."""
+    return [program, *(program.versions.others() if program.versions is not None else [])]
+
+
 def versions_run(fn) -> str:
+    """`<plan version>: <kernel versions>` that ran since the last reset."""
     [(_, exe)] = fn.executables()
-    ran = sorted({f"{v}" for _, k in exe.program.speculated() for v, c in k.calls.items() if c})
-    return ",".join(ran) or "-"
+    program = exe.program
+    plan = ",".join(v for v, c in program.versions.calls.items() if c) + ": " if program.versions else ""
+    ran = sorted({f"{v}" for p in plans(program) for _, k in p.speculated() for v, c in k.calls.items() if c})
+    return plan + (",".join(ran) or "-")
+
+
+def reset_counts(fn) -> None:
+    [(_, exe)] = fn.executables()
+    for p in plans(exe.program):
+        for _, k in p.speculated():
+            k.calls.update(dict.fromkeys(k.calls, 0))
+    if exe.program.versions is not None:
+        exe.program.versions.calls.clear()
 
 
 def main() -> None:
@@ -82,9 +102,7 @@ def main() -> None:
                 got = np.asarray(arms["on"](x))
                 np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
                 for fn in arms.values():
-                    [(_, exe)] = fn.executables()
-                    for _, k in exe.program.speculated():
-                        k.calls.update(dict.fromkeys(k.calls, 0))
+                    reset_counts(fn)
                 times = {mode: median_ms(lambda fn=fn, x=x: fn(x), args.runs) for mode, fn in arms.items()}
                 print(f"| {name} | {spec} | {shape} | {times['off']:.3f} | {times['on']:.3f} | "
                       f"{times['off'] / times['on']:.2f} | {versions_run(arms['on'])} |", flush=True)

@@ -30,3 +30,18 @@ ENTRY e {{
   ROOT r = f32[?b,{n}] divide(ex, sb)
 }}
 """
+
+
+def filecheck(text: str, checks: str, tmp_path) -> None:
+    """`text` matches the FileCheck `checks` (skipped where filecheck is not installed)."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("filecheck") is None:
+        pytest.skip("filecheck is not installed")
+    path = tmp_path / "checks.txt"
+    path.write_text(checks)
+    done = subprocess.run(["filecheck", str(path)], input=text, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr + text

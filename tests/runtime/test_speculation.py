@@ -1,12 +1,9 @@
 """Speculation (runtime/speculation.py): the versions a symbolic fusion gets, the one each binding
 runs, and every version forced against the evaluator at sizes that hit and miss its predicate."""
 
-import shutil
-import subprocess
-
 import numpy as np
 import pytest
-from _programs import softmax_text
+from _programs import filecheck, softmax_text
 
 import hlocc
 from hlocc.backends.cpu.executable import compile_dynamic_module
@@ -16,9 +13,12 @@ from hlocc.runtime.speculation import Divisible, KernelVersion, SpeculationOptio
 
 RNG = np.random.default_rng(7)
 
-# Softmax over a symbolic row length n: two reduce fusions (no version: one element per thread)
-# and two loop fusions over [b, n] (a `vectorized` version each, for n mod 16 == 0).
+# Softmax over a symbolic row length n: in the generic (multi-kernel) plan two reduce fusions (no
+# version: one element per thread) and two loop fusions over [b, n] (a `vectorized` version each,
+# for n mod 16 == 0); under "on" the stitched plan (one stitch kernel) runs where 32 <= n <= 131072
+# (tests/runtime/test_plan_speculation.py) and the generic plan elsewhere.
 SOFTMAX = softmax_text("?n")
+STITCHED = range(32, 131073)
 
 # n = 0 (legal: an empty row), 1, the vector width 16 ± 1, 32, and 512 ± 1 columns.
 ROW_LENGTHS = [0, 1, 15, 16, 17, 32, 511, 512, 513]
@@ -36,9 +36,10 @@ def expected(x: np.ndarray) -> np.ndarray:
 
 
 def ran(program) -> dict[str, int]:
-    """Launches per version over the speculated fusions, then reset."""
+    """Launches per version over the speculated fusions (of every plan version), then reset."""
     counts: dict[str, int] = {}
-    for _, kernel in program.speculated():
+    plans = [program, *(program.versions.others() if program.versions is not None else [])]
+    for _, kernel in [k for p in plans for k in p.speculated()]:
         for version, calls in kernel.calls.items():
             if calls:
                 counts[version] = counts.get(version, 0) + calls
@@ -47,7 +48,7 @@ def ran(program) -> dict[str, int]:
 
 
 def test_the_loop_fusions_get_a_vectorized_version(programs):
-    program = programs["on"]
+    program = programs["force:generic"]
     speculated = program.speculated()
     assert len(speculated) == 2 and all("fusion" in name for name, _ in speculated)
     for _, kernel in speculated:
@@ -56,8 +57,10 @@ def test_the_loop_fusions_get_a_vectorized_version(programs):
         assert kernel.versions[0][1].symbols == ("b", "n_16") and kernel.versions[1][1].symbols == ("b", "n")
     # 4 fusions + 2 versions: compile time grows by the versions, bounded per fusion; all of them
     # one compilation of the plan, for every size
-    assert program.symbolic_kernels == 6 and programs["force:generic"].symbolic_kernels == 6
+    assert program.symbolic_kernels == 6 and programs["force:vectorized"].symbolic_kernels == 6
     assert program.compilations == 1
+    # "on": the stitched plan's kernel and its vectorized version besides
+    assert programs["on"].symbolic_kernels == 8 and programs["on"].compilations == 1
 
 
 @pytest.mark.parametrize("n", ROW_LENGTHS)
@@ -76,20 +79,25 @@ def test_every_version_forced_matches_the_evaluator(programs, mode, n):
         version = {"on": "vectorized" if hits else "generic", "force:generic": "generic",
                    "force:vectorized": "vectorized"}[mode]
         counts = ran(program)
-        if n:  # both loop fusions ran that version (an empty output launches nothing)
+        if mode == "on" and n in STITCHED:  # the stitched plan: its one stitch kernel ran
+            assert counts == {version: 1}
+        elif n:  # both loop fusions ran that version (an empty output launches nothing)
             assert counts == {version: 2}
 
 
 def test_sizes_just_below_and_above_the_vector_width_pick_their_version(programs):
     program = programs["on"]
-    for n, version in ((15, "generic"), (16, "vectorized"), (17, "generic"), (511, "generic"), (512, "vectorized"),
-                       (513, "generic")):
+    for n, version in ((15, "generic"), (16, "vectorized"), (17, "generic")):
         program.run([np.ones((2, n), np.float32)])
         assert ran(program) == {version: 2}, n
+    program = programs["force:generic"]
+    for n in (511, 512, 513):
+        program.run([np.ones((2, n), np.float32)])
+        assert ran(program) == {"generic": 2}, n
 
 
 def test_the_version_is_chosen_once_per_binding_not_per_call(programs):
-    program = programs["on"]
+    program = programs["force:vectorized"]
     x = np.ones((2, 48), np.float32)
     bound = program.bind(((2, 48),))
     kernels = [t.kernel for t in bound.program.walk() if getattr(t, "kernel", None) is not None
@@ -112,7 +120,8 @@ def test_speculation_off_and_a_bound_of_one_keep_the_generic_kernel_only():
 
 
 def test_bad_options_are_named(monkeypatch):
-    with pytest.raises(UnsupportedError, match="speculation 'force:tiled': choose on, off or force:<version>"):
+    with pytest.raises(UnsupportedError, match="speculation 'force:tiled': choose on, off or force:<version> with "
+                                               "a version of generic, vectorized, stitched"):
         SpeculationOptions("force:tiled")
     with pytest.raises(UnsupportedError, match="max_versions=0: at least 1"):
         SpeculationOptions(max_versions=0)
@@ -126,23 +135,19 @@ def test_bad_options_are_named(monkeypatch):
 def test_stats_and_dump_show_versions_predicates_and_launches(tmp_path, monkeypatch):
     monkeypatch.setenv("HLOCC_CACHE_DIR", "")
     exe = hlocc.compile(SOFTMAX, "cpu", dump_dir=str(tmp_path))
-    for n in (16, 16, 17):
+    for n in (16, 16, 17):  # (below the stitched plan's 32: the generic plan and its kernel versions)
         exe(np.ones((3, n), np.float32))
     stats = exe.stats_text()
     assert "speculation loop_exponential_fusion: version vectorized if n mod 16 == 0: kernel over (b, n_16), " \
            "2 launch(es)" in stats
-    assert stats.count("version vectorized if n mod 16 == 0") == 2 and stats.count("2 launch(es)") == 2
+    # (and the stitched plan's stitch kernel's versions, which ran at no size here)
+    assert stats.count("version vectorized if n mod 16 == 0") == 3 and stats.count("2 launch(es)") == 2
     assert stats.count("version generic if true: kernel over (b, n), 1 launch(es)") == 2
-    thunks = (tmp_path / "thunks.txt").read_text()
-    if shutil.which("filecheck") is None:
-        pytest.skip("filecheck is not installed")
-    checks = tmp_path / "checks.txt"
-    checks.write_text("CHECK: speculation {{.*}}: version vectorized if n mod 16 == 0: kernel over (b, n_16)\n"
-                      "CHECK-NEXT: speculation {{.*}}: version generic if true: kernel over (b, n)\n"
-                      "CHECK: speculation {{.*}}: version vectorized if n mod 16 == 0: kernel over (b, n_16)\n"
-                      "CHECK-NEXT: speculation {{.*}}: version generic if true: kernel over (b, n)\n")
-    done = subprocess.run(["filecheck", str(checks)], input=thunks, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr + thunks
+    filecheck((tmp_path / "thunks.txt").read_text(),
+              "CHECK: speculation {{.*}}: version vectorized if n mod 16 == 0: kernel over (b, n_16)\n"
+              "CHECK-NEXT: speculation {{.*}}: version generic if true: kernel over (b, n)\n"
+              "CHECK: speculation {{.*}}: version vectorized if n mod 16 == 0: kernel over (b, n_16)\n"
+              "CHECK-NEXT: speculation {{.*}}: version generic if true: kernel over (b, n)\n", tmp_path)
 
 
 def test_the_vectorized_version_stays_inside_its_buffers():
@@ -155,7 +160,9 @@ def test_the_vectorized_version_stays_inside_its_buffers():
     for b, n in ((1, 16), (3, 32), (5, 512), (2, 17), (1, 0)):
         x = RNG.standard_normal((b, n)).astype(np.float32)
         np.testing.assert_allclose(program.run([x]), expected(x), rtol=1e-6, atol=1e-7)
-    assert ran(program) == {"vectorized": 8, "generic": 2}  # n = 0 is a multiple of 16 too
+    # n = 0 is a multiple of 16 too; 32 and 512 run the stitched plan (its vectorized kernel)
+    assert ran(program) == {"vectorized": 6, "generic": 2}
+    assert program.versions.calls == {"generic": 3, "stitched": 2}
 
 
 @pytest.mark.parametrize("shape, versions", [

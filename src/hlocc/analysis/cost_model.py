@@ -550,6 +550,13 @@ def stitch_min_row(bits: int) -> int:
     return 2 * CPU_VECTOR_BYTES * 8 // max(bits, 32)
 
 
+def stitch_row_range(dtype, live_rows: int = 1) -> tuple[int, int]:
+    """The row lengths (least, most) for which `stitch_fits(n, dtype, "cpu", live_rows=)` holds:
+    the predicate of a speculated stitch over a symbolic row length (runtime/plan_speculation.py)."""
+    bits = (primitive_type(dtype) if isinstance(dtype, str) else dtype).bits
+    return stitch_min_row(bits), CPU_L2_BYTES // 2 // (max(bits, 8) // 8 * live_rows)
+
+
 def stitch_fits(row_elements, dtype, target, *, live_rows: int = 1) -> bool:
     """Whether a stitch kernel's rows stay on chip (passes/stitch_fusion.py; the runtime speculation
     asks the same of a symbolic row length at run time): `live_rows` row-long values of `dtype`

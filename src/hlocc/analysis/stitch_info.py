@@ -7,7 +7,8 @@ A computation is stitchable when, with S the input shape of its first reduce (th
 
 - every reduce reads operands of shape S (dimensions and layout) and reduces the same dimensions,
   of which exactly one has more than one element: the minor-most non-trivial one of S's layout
-  (the *row*; its length is static). The other dimensions of S are the *kept* ones: a row per
+  (the *row*; its length may be symbolic: the stitch pass then stitches only when asked to
+  speculate, `stitch_fusion.speculative_rows`). The other dimensions of S are the *kept* ones: a row per
   element of the reduce's output;
 - every value that depends on a reduce ("row-reduced" values) is computed only by ops that read it
   at the same row: elementwise ops, converts, a reshape or bitcast that keeps the kept dimensions
@@ -50,7 +51,7 @@ class StitchPlan:
     stages: tuple[tuple[HloInstruction, ...], ...]
 
     @property
-    def row_length(self) -> int:
+    def row_length(self) -> Dim:
         return self.row_shape.dims[self.row_dim]
 
     @property
@@ -118,8 +119,6 @@ def _row_dimension(shape: Shape, dims: frozenset[int], reduce: HloInstruction) -
     minor = [d for d in shape.minor_to_major if isinstance(shape.dims[d], DimExpr) or shape.dims[d] > 1]
     if len(wide) != 1 or not minor or minor[0] != wide[0]:
         raise NotStitchable(f"reduce '{reduce.name}' does not reduce exactly the minor dimension of {shape}")
-    if isinstance(shape.dims[wide[0]], DimExpr):
-        raise NotStitchable(f"reduce '{reduce.name}' reduces a row of symbolic length ({shape})")
     return wide[0]
 
 

@@ -13,8 +13,10 @@ fusion (loop or reduction) joins when
 - the joined computation is stitchable (analysis/stitch_info.py: every reduce reduces the same
   minor dimension of the same shape, and every value computed from a reduce is read only at its
   own row), and its rows fit the on-chip budget (analysis/cost_model.py `stitch_fits`: the
-  row-shaped inputs of a row within half of a core's L2). A symbolic row length never stitches
-  (the runtime speculation decides that with `stitch_fits`); a symbolic row count does.
+  row-shaped inputs of a row within half of a core's L2). A symbolic row count stitches; a
+  symbolic row length only within `speculative_rows()` (cpu): the dynamic program then runs the
+  stitched plan where the runtime row fits (`cost_model.stitch_row_range`, evaluated per binding)
+  and a plan built without it elsewhere (runtime/plan_speculation.py).
 
 A group of two fusions or more is replaced by one fusion of kind kCustom named
 `stitch_<root opcodes>_fusion`, whose reduces carry `STITCH_MARKER` in their backend config (the
@@ -24,12 +26,17 @@ are read outside it (tuple root when there are several); its parameters the dist
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from hlocc.analysis.cost_model import stitch_fits
 from hlocc.analysis.hero import STITCH_MARKER, EmitterKind, analyze, is_elementwise
 from hlocc.analysis.stitch_info import NotStitchable, StitchPlan, stitch_plan
 from hlocc.hlo.attributes import RawAttr
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.name_uniquer import NameUniquer
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import Shape
 from hlocc.passes.base import HloPass, register_hlo_pass
 from hlocc.passes.fusion_utils import attach, clone_instruction, distinct, fusion_outputs
@@ -136,9 +143,32 @@ def _depends_on_group(members: list[HloInstruction]) -> set[int]:
     return seen
 
 
+_SPECULATIVE_ROWS: ContextVar[bool] = ContextVar("speculative_rows", default=False)
+
+
+@contextmanager
+def speculative_rows(enabled: bool = True) -> Iterator[None]:
+    """Within it, the cpu `stitch-fusion` also stitches rows of symbolic length, which it cannot
+    check against the budget: the dynamic program that asks for it (runtime/plan_speculation.py)
+    runs the stitched plan only at the sizes where `stitch_row_range` holds, and a plan built
+    without it elsewhere."""
+    token = _SPECULATIVE_ROWS.set(enabled)
+    try:
+        yield
+    finally:
+        _SPECULATIVE_ROWS.reset(token)
+
+
+def row_inputs(plan: StitchPlan, operands: list[HloInstruction]) -> int:
+    """The row-shaped inputs of a stitch group (each stage re-reads them): its live rows."""
+    return max(1, sum(1 for p in operands if p.shape.is_array and p.shape.dims == plan.row_shape.dims))
+
+
 def _fits(plan: StitchPlan, merged: _Merged, target: str) -> bool:
-    row_inputs = sum(1 for p in merged.operands if p.shape.is_array and p.shape.dims == plan.row_shape.dims)
-    return stitch_fits(plan.row_length, plan.row_shape.element_type, target, live_rows=max(1, row_inputs))
+    if isinstance(plan.row_length, DimExpr):
+        return target == "cpu" and _SPECULATIVE_ROWS.get()
+    live_rows = row_inputs(plan, merged.operands)
+    return stitch_fits(plan.row_length, plan.row_shape.element_type, target, live_rows=live_rows)
 
 
 @register_hlo_pass
@@ -245,4 +275,4 @@ class GpuStitchFusion(StitchFusion):
     target = "gpu"
 
 
-__all__ = ["GpuStitchFusion", "StitchFusion"]
+__all__ = ["GpuStitchFusion", "StitchFusion", "row_inputs", "speculative_rows"]

@@ -316,6 +316,7 @@ class DynamicProgram:
     plan: CallPlan | None = field(default=None, repr=False)  # the calls of every size (None: per-size kernels)
     last_binding_us: float = 0.0  # host time the last new binding took (its calls and first arena), for benchmarks
     _binding_plan: tuple | None = field(default=None, repr=False)
+    versions: Any = None  # plan versions (runtime/plan_speculation.py PlanVersions): which plan a binding runs
 
     @property
     def compilations(self) -> int:
@@ -323,7 +324,8 @@ class DynamicProgram:
         many kernels it has): the plan's kernels — every symbolic or static one and its speculated
         versions, compiled once for every size — count one; each fallback counts once per binding
         it was compiled for (`symbolic_kernels` counts the plan's kernels themselves)."""
-        return int(self.symbolic_kernels > 0) + sum(len(k.instances) for k in self.deferred)
+        others = self.versions.others() if self.versions is not None else []
+        return int(self.symbolic_kernels > 0) + sum(len(k.instances) for p in [self, *others] for k in p.deferred)
 
     def run(self, args: Sequence[Any]) -> Any:
         key = tuple([getattr(a, "shape", None) if not isinstance(a, tuple) else None for a in args])
@@ -340,9 +342,12 @@ class DynamicProgram:
             check_memory(self.module.name, peak)
         return bound.calls.run(args)
 
-    def _calls(self, arg_dims: tuple) -> _Calls:
+    def _calls(self, arg_dims: tuple, own: bool = False) -> _Calls:
         """The calls at the binding of `arg_dims` (module doc): the shared plan at its numbers, or
-        with per-size kernels a plan of the whole bound program."""
+        with per-size kernels a plan of the whole bound program; with plan versions, those of the
+        version the binding takes (`own`: this plan's)."""
+        if self.versions is not None and not own:
+            return self.versions.bound_calls(self, arg_dims)
         if self.deferred:
             bound = self.bind(arg_dims)
             return _Calls(bound.peak_bytes, self._call_plan(bound.allocation_sizes, bound.program, bound.outputs),
@@ -422,10 +427,15 @@ class DynamicProgram:
 
     def speculation_lines(self) -> list[str]:
         """The versions and predicates of each speculated fusion, with the launches of each so far."""
-        return [f"speculation {fusion}: {line}" for fusion, k in self.speculated() for line in k.describe_versions()]
+        lines = [f"speculation {fusion}: {line}" for fusion, k in self.speculated() for line in k.describe_versions()]
+        if self.versions is not None:
+            lines = [f"speculation {line}" for line in self.versions.lines()] + lines + [
+                line for p in self.versions.others() for line in p.speculation_lines()]
+        return lines
 
     def to_string(self) -> str:
-        return "\n".join([*self.template.describe(), *self.speculation_lines()])
+        versions = self.versions.describe() if self.versions is not None else []
+        return "\n".join([*self.template.describe(), *self.speculation_lines(), *versions])
 
 
 def check_symbolic_shapes(module: HloModule) -> None:

@@ -17,12 +17,18 @@ Versions built (the others of BladeDISC's four are listed in docs/architecture.m
   fusion's output (of more than one row: the rows after the first start at `row * n`, which the
   generic kernel cannot prove aligned) is a multiple of the loop's vector width (the emitter's
   elements per thread).
+- `stitched`, a version of the whole plan (`PlanVersion`, runtime/plan_speculation.py): a row
+  reduction and its consumers over a symbolic row length as ONE stitch kernel where the row fits
+  the on-chip budget (`RowFits`), the multi-kernel plan (`generic`) elsewhere. A plan is more than
+  a substitution in one fusion (the fusions, buffers and thunks differ), so it is two plans of
+  the dynamic program, one chosen per binding.
 
 The predicates are evaluated once per binding, when the plan is bound (memoized per argument
 dimensions with the rest of the bound plan), never per kernel launch. `SpeculationOptions`:
-`mode` "on" (default), "off" (the generic kernel only) or "force:<version>" (that version wherever a
-fusion has it, whatever the predicate: for tests; a binding where the forced version's assumption
-fails is an ArgumentError, not a wrong answer); `max_versions` bounds the versions per fusion,
+`mode` "on" (default), "off" (the generic kernel and plan only) or "force:<version>" (that version
+wherever a fusion has it, whatever the predicate: for tests; a binding where the forced version's
+assumption fails is an ArgumentError, not a wrong answer; `force:stitched` runs the stitched plan
+at every size, any other forced version the generic plan); `max_versions` bounds the versions per fusion,
 generic included, so compile time stays linear in the fusions. The environment's
 HLOCC_SPECULATION ("on", "off", "force:<version>", optionally ",max=<k>") sets the default.
 """
@@ -38,7 +44,8 @@ from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.symbolic import Dim, DimExpr, symbol
 
 GENERIC = "generic"
-VERSION_NAMES = (GENERIC, "vectorized")
+STITCHED = "stitched"
+VERSION_NAMES = (GENERIC, "vectorized", STITCHED)
 
 
 @dataclass(frozen=True)
@@ -121,16 +128,19 @@ class SpeculationOptions:
 
 def loop_vector_elements(computation: HloComputation) -> int:
     """The elements per thread of the symbolic loop kernel of `computation` on the host (the loop
-    emitter's choice: a vector register, one element for a fusion with a reduce), 1 when its
-    emitter is not the loop emitter."""
+    emitter's choice: a vector register, one element for a fusion with a reduce), the elements of a
+    stitch kernel's row vector where its row length is symbolic, 1 for other emitters."""
     from hlocc.codegen.emitters.loop import LoopEmitter
     from hlocc.codegen.emitters.registry import emitter_for
+    from hlocc.codegen.emitters.stitch import StitchEmitter
     from hlocc.codegen.target import cpu_target
 
     try:
         emitter = emitter_for(computation, cpu_target())
     except UnsupportedError:
         return 1
+    if isinstance(emitter, StitchEmitter):  # a runtime row length: its vectors' elements
+        return emitter.vector_elements() if isinstance(emitter.plan.row_length, DimExpr) else 1
     return emitter.launch()[1] if isinstance(emitter, LoopEmitter) else 1
 
 
@@ -158,6 +168,53 @@ def plan_versions(computation: HloComputation, vector_elements: int, options: Sp
     return [*versions[:options.max_versions - 1], generic]
 
 
+@dataclass(frozen=True)
+class RowFits:
+    """`least <= row <= most`: a stitch kernel over the symbolic row length `row` keeps its rows on
+    chip at this binding (cost_model.stitch_row_range of its element type and live rows). A
+    performance predicate: the stitched kernel is right at every length."""
+
+    row: DimExpr
+    least: int
+    most: int
+
+    def holds(self, binding: Mapping[str, int]) -> bool:
+        return self.least <= self.row.evaluate(binding) <= self.most
+
+    def __str__(self) -> str:
+        return f"{self.least} <= {self.row} <= {self.most}"
+
+
+@dataclass(frozen=True)
+class PlanVersion:
+    """A version of a whole dynamic program's plan (runtime/plan_speculation.py): `stitched`, the
+    plan whose stitch fusions over a symbolic row length are one kernel each, valid where every
+    condition holds; `generic`, the multi-kernel plan (no condition)."""
+
+    name: str
+    conditions: tuple[RowFits, ...] = ()
+
+    @property
+    def predicate(self) -> str:
+        return " and ".join(map(str, self.conditions)) or "true"
+
+    def holds(self, binding: Mapping[str, int]) -> bool:
+        return all(c.holds(binding) for c in self.conditions)
+
+    def __str__(self) -> str:
+        return f"{self.name} if {self.predicate}"
+
+
+def choose_plan(versions: Sequence[PlanVersion], binding: Mapping[str, int], forced: str | None) -> int:
+    """The index of the plan version a binding runs: under `force:stitched` the stitched plan, under
+    any other forced version the generic plan (where the kernel versions are), else the first whose
+    predicate holds (the stitched plan's predicate is about speed only: it is right everywhere)."""
+    if forced is not None:
+        want = STITCHED if forced == STITCHED else GENERIC
+        return next((k for k, v in enumerate(versions) if v.name == want), len(versions) - 1)
+    return next(k for k, v in enumerate(versions) if v.holds(binding))
+
+
 def choose_version(versions: Sequence[KernelVersion], binding: Mapping[str, int], forced: str | None,
                    where: str) -> int:
     """The index of the version a binding runs: the forced one where the fusion has it (an
@@ -173,5 +230,5 @@ def choose_version(versions: Sequence[KernelVersion], binding: Mapping[str, int]
     return next(k for k, v in enumerate(versions) if v.holds(binding))
 
 
-__all__ = ["GENERIC", "Divisible", "KernelVersion", "SpeculationOptions", "VERSION_NAMES", "choose_version",
-           "loop_vector_elements", "plan_versions"]
+__all__ = ["GENERIC", "STITCHED", "VERSION_NAMES", "Divisible", "KernelVersion", "PlanVersion", "RowFits",
+           "SpeculationOptions", "choose_plan", "choose_version", "loop_vector_elements", "plan_versions"]

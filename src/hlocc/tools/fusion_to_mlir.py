@@ -52,9 +52,13 @@ def fusion_to_mlir(text: str, target: str = "gpu", passes: Sequence[str] = (), f
     if not speculate:
         return emitted(computation)
     from hlocc.hlo.specialize import specialize_computation
+    from hlocc.runtime.plan_speculation import row_fits
     from hlocc.runtime.speculation import SpeculationOptions, loop_vector_elements, plan_versions
 
     out = []
+    fits = row_fits(computation)
+    if fits is not None:  # a stitch over a symbolic row: the plan version it belongs to
+        out.append(f"// plan version stitched if {fits} (else the multi-kernel plan)\n")
     for version in plan_versions(computation, loop_vector_elements(computation), SpeculationOptions()):
         where = ", ".join(f"{v} := {e}" for v, e in version.substitution().items())
         out.append(f"// version {version.name} if {version.predicate}" + (f" ({where})" if where else "") + "\n")

@@ -26,6 +26,8 @@ TANH_FMA_ULPS = 5  # XLA:CPU's FMA form of the same rational (tanh_fma)
 UNARY = {
     "exp": (E.exp, np.exp, (-110, 90), (1e-40, 800), True, 1, 2),
     "exp2": (E.exp2, np.exp2, (-160, 130), (1e-40, 1100), True, 1, 2),
+    "exp_fma": (E.exp_fma, np.exp, (-110, 90), (1e-40, 800), True, 1, 2),  # expand-float-ops-fma's
+    "exp2_fma": (E.exp2_fma, np.exp2, (-160, 130), (1e-40, 1100), True, 1, 2),
     "expm1": (E.expm1, np.expm1, (-2, 2), (1e-40, 800), True, 2, 3),
     "log": (E.log, np.log, (0, 4), (0, np.inf), False, 1, 1),
     "log2": (E.log2, np.log2, (0, 4), (0, np.inf), False, 1, 1),
@@ -132,7 +134,9 @@ INF, NAN = np.inf, np.nan
 # (function, arguments, expected): compared bit for bit (signed zeros), NaN as any NaN.
 SPECIALS = [
     (E.exp, (-INF,), 0.0), (E.exp, (INF,), INF), (E.exp, (NAN,), NAN), (E.exp, (1000.0,), INF),
-    (E.exp, (-1000.0,), 0.0), (E.exp2, (-INF,), 0.0), (E.expm1, (-0.0,), -0.0), (E.expm1, (-INF,), -1.0),
+    (E.exp, (-1000.0,), 0.0), (E.exp_fma, (-INF,), 0.0), (E.exp_fma, (INF,), INF), (E.exp_fma, (NAN,), NAN),
+    (E.exp_fma, (1000.0,), INF), (E.exp_fma, (-1000.0,), 0.0), (E.exp_fma, (-0.0,), 1.0), (E.exp2_fma, (-INF,), 0.0),
+    (E.exp2_fma, (NAN,), NAN), (E.exp2, (-INF,), 0.0), (E.expm1, (-0.0,), -0.0), (E.expm1, (-INF,), -1.0),
     (E.expm1, (INF,), INF), (E.log, (0.0,), -INF), (E.log, (-0.0,), -INF), (E.log, (-1.0,), NAN),
     (E.log, (INF,), INF), (E.log, (1.0,), 0.0), (E.log2, (0.0,), -INF), (E.log10, (-INF,), NAN),
     (E.log1p, (-0.0,), -0.0), (E.log1p, (-1.0,), -INF), (E.log1p, (-2.0,), NAN), (E.log1p, (INF,), INF),

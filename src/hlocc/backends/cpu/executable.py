@@ -23,8 +23,9 @@ from hlocc.codegen.pipeline import PipelineOptions
 from hlocc.codegen.target import Target, cpu_target
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.pipeline import cpu_pipeline
-from hlocc.runtime.dynamic_program import DynamicProgram, build_dynamic_program
+from hlocc.runtime.dynamic_program import DynamicProgram
 from hlocc.runtime.executable import KernelCompiler, ThunkExecutable, build_executable
+from hlocc.runtime.plan_speculation import build_speculated_program
 from hlocc.runtime.speculation import SpeculationOptions
 from hlocc.runtime.thunks import KernelThunk
 
@@ -98,7 +99,7 @@ def compile_dynamic_module(module: HloModule, target: Target | None = None, opti
     times = times if times is not None else {}
     t0 = time.perf_counter()
     prepare_as_written(module, hlo_passes)
-    program = build_dynamic_program(module, kernel_compiler(target or cpu_target(), options, times),
+    program = build_speculated_program(module, kernel_compiler(target or cpu_target(), options, times),
                                     pipeline=cpu_pipeline(gemm), hint=hint, hlo_passes=hlo_passes, seed=seed,
                                     print_after_all=print_after_all, stream=stream, times=times,
                                     speculation=speculation)

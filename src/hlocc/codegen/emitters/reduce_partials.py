@@ -58,17 +58,18 @@ from xdsl.dialects import arith, scf, vector
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IndexType, IntegerType, VectorType
 from xdsl.ir import Attribute, Block, SSAValue
 
-from hlocc.analysis.affine_expr import Var, VarKind, sym
+from hlocc.analysis.affine_expr import Var, VarKind, size_expr, sym
 from hlocc.analysis.indexing_map import IndexingMap, Variable
 from hlocc.analysis.interval import Interval
 from hlocc.codegen.elemental.element_emitter import ElementEmitter
 from hlocc.codegen.elemental.index_ops import emit_scalar_computation
+from hlocc.codegen.ir import VECTOR_FORMS
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.codegen.ir.size_ops import size_value
 from hlocc.codegen.target import cpu_target
 from hlocc.hlo.ir import HloComputation, HloInstruction
-from hlocc.hlo.symbolic import Dim, DimExpr
+from hlocc.hlo.symbolic import Dim, DimExpr, floordiv, mod
 
 ORDER_FREE_ACCUMULATORS = 4
 """The most vectors of partials `emit_row_partials` uses for order-free reducers."""
@@ -130,6 +131,31 @@ def overlapped_tail(row: int, lanes: int) -> int | None:
     return tail - lanes if tail and chunks else None
 
 
+RUNTIME_TAIL = "runtime"
+"""The shift key of a runtime row's overlapped tail (`tail_map`; `emit_row_partials(runtime_tail=)`)."""
+
+
+def tail_map(m: IndexingMap, j: int, lanes: int, row: DimExpr) -> IndexingMap:
+    """`chunked_map(m, j, lanes)` at the last whole vector of a runtime row of `row` elements: element
+    `row - lanes + lane` (the chunk variable stays, unused). Only for rows of `lanes` elements or more."""
+    chunked = chunked_map(m, j, lanes)
+    lane = sym(len(m.symbols))
+    return m.substitute(lambda v: size_expr(row) - lanes + lane if v == sym(j) else v, symbols=chunked.symbols)
+
+
+def runtime_tail_mask(b: KernelBuilder, tail: SSAValue, lanes: int) -> SSAValue:
+    """vector<lanes x i1>: lane >= lanes - tail, the lanes of `tail_map`'s vector past the chunks."""
+    i32 = IntegerType(32)
+    vt = VectorType(i32, [lanes])
+    iota = b.add(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(vt, list(range(lanes))), vt))
+    first = b.add(arith.IndexCastOp(b.add(arith.SubiOp(b.index(lanes), tail)), i32))
+    bcast = b.add(vector.BroadcastOp(first, vt))
+    scalar_form = arith.CmpiOp(iota, bcast, "sge")  # (xDSL's arith.cmpi takes scalars: its xla stand-in)
+    return b.add(VECTOR_FORMS[arith.CmpiOp].create(operands=[iota, bcast],
+                                                   result_types=[VectorType(IntegerType(1), [lanes])],
+                                                   properties=dict(scalar_form.properties)))
+
+
 SideWriter = Callable[[list[SSAValue], list[SSAValue]], list[SSAValue]]
 """`(range variables of the chunked maps, outputs) -> outputs`: what else to do at an element.
 With `overlap_tail`, a `TailWriter` instead: `(range variables, outputs, shift) -> outputs`, the
@@ -140,7 +166,7 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
                       maps: Sequence[IndexingMap], indices: Sequence[SSAValue], symbols: Sequence[SSAValue | None],
                       plan: PartialsPlan, inits: Sequence[SSAValue], outputs: Sequence[SSAValue] = (),
                       visit: SideWriter | None = None, overlap_tail: bool = False,
-                      order_free: bool = False) -> tuple[list[SSAValue], list[SSAValue]]:
+                      order_free: bool = False, runtime_tail: bool = False) -> tuple[list[SSAValue], list[SSAValue]]:
     """The reduction of the operands of `reduces` (one reduce, or several that share `plan`, in one
     pass over the row: each element is computed and read once) over range variable `plan.symbol`
     alone, the other range variables at `symbols` (None at plan.symbol): one value per reduced
@@ -163,7 +189,12 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     vector c mod k of k = min(ORDER_FREE_ACCUMULATORS, chunks / 2) vectors of partials, combined
     lane-wise before the tail, and the lanes are combined by a balanced tree (`combine_lanes`), so
     that the chains of reducer applications run side by side (a max's compare, or, select chain
-    costs ~6 cycles a step)."""
+    costs ~6 cycles a step).
+
+    `runtime_tail` (with `overlap_tail`): a runtime row's tail too, where the row holds a whole
+    vector (checked at run time; a shorter row keeps the lane loop): `tail_map`'s vector, its
+    lanes before the tail masked at run time (`runtime_tail_mask`); `visit` sees the shift
+    RUNTIME_TAIL there."""
     reduces = [reduces] if isinstance(reduces, HloInstruction) else list(reduces)
     # (reduce, operand number) of every reduced value, in order.
     operands = [(r, k) for r in reduces for k in range(len(r.operands) // 2)]
@@ -177,6 +208,10 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     split = {0: [chunked_map(m, j, lanes) for m in maps[:n]]}
     if shift is not None:
         split[shift] = [chunked_map(m, j, lanes, shift) for m in maps[:n]]
+    runtime_tail = runtime_tail and overlap_tail and isinstance(row, DimExpr) and mod(row, lanes) != 0
+    if runtime_tail:
+        split[RUNTIME_TAIL] = [tail_map(m, j, lanes, row) for m in maps[:n]]
+    masks: dict = {}  # RUNTIME_TAIL -> its mask, where the runtime tail is emitted
 
     def at(chunk: SSAValue, lane: SSAValue) -> list[SSAValue]:
         return [chunk if k == j else s for k, s in enumerate(symbols)] + [lane]
@@ -192,8 +227,8 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
         writing `carried` is the form vectorize-elementwise takes. A negative `at_shift` is the
         overlapped tail: its first -at_shift lanes keep their accumulator (a constant mask read at
         the lane, which vectorizes to one select; the init value need not be an identity)."""
-        mask = None
-        if at_shift:
+        mask = masks.get(at_shift)
+        if at_shift and mask is None:
             flags = [int(k >= -at_shift) for k in range(lanes)]
             mask_type = VectorType(IntegerType(1), [lanes])
             mask = e.b.add(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(mask_type, flags), mask_type))
@@ -228,11 +263,23 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     if isinstance(row, DimExpr):
         # A runtime row length may be shorter than a chunk: every lane starts at the init value
         # (the reducer's identity: the monoid rule above) and all chunks fold into it.
-        size = size_value(e.b, row)
-        chunks = e.b.add(arith.DivUIOp(size, e.b.index(lanes)))
+        # (Size expressions, not index arithmetic: a speculated row 16*n_16 has n_16 chunks, no tail.)
+        chunks = size_value(e.b, floordiv(row, lanes))
         results = chunk_loop(e.b.index(0), chunks, [*seeds, *outputs])
-        results = lane_loop(chunks, e.b.add(arith.RemUIOp(size, e.b.index(lanes))), results[:n], results[:n],
-                            results[n:])
+        if mod(row, lanes):
+            tail = size_value(e.b, mod(row, lanes))
+            if runtime_tail:
+                whole = e.b.add(arith.CmpiOp(size_value(e.b, row), e.b.index(lanes), "uge"))
+
+                def overlapped(r=results) -> list[SSAValue]:
+                    masks[RUNTIME_TAIL] = runtime_tail_mask(e.b, tail, lanes)
+                    return lane_loop(chunks, lanes, r[:n], r[:n], r[n:], RUNTIME_TAIL)
+
+                results = e.if_else_many(whole, overlapped,
+                                         lambda r=results: lane_loop(chunks, tail, r[:n], r[:n], r[n:]),
+                                         [r.type for r in results])
+            else:
+                results = lane_loop(chunks, tail, results[:n], results[:n], results[n:])
     else:
         chunks, tail = divmod(row, lanes)
         results = lane_loop(e.b.index(0), lanes, None, seeds, outputs)
@@ -382,7 +429,8 @@ def combine_lanes(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAV
     return list(b.insert(scf.ForOp(b.index(1), b.index(lanes), b.index(1), first, block)).results)
 
 
-__all__ = ["PartialsPlan", "SideWriter", "apply_reducers", "chunked_map", "combine_lanes", "combiner_function",
-           "emit_row_partials", "fold_elements", "order_free", "overlapped_tail", "plan_partials"]
+__all__ = ["RUNTIME_TAIL", "PartialsPlan", "SideWriter", "apply_reducers", "chunked_map", "combine_lanes",
+           "combiner_function", "emit_row_partials", "fold_elements", "order_free", "overlapped_tail", "plan_partials",
+           "runtime_tail_mask", "tail_map"]
 
 apply_reducers = _apply_reducers

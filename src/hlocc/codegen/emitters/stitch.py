@@ -22,6 +22,13 @@ holds a few thousand input elements' worth of rows) and
    loads, ops and stores), and a tail. A runtime row count ([?b, 4096]) takes its block count at
    run time and guards the last block's spare threads.
 
+A runtime row length (a speculated stitch, runtime/plan_speculation.py: the length is symbolic,
+the plan runs this kernel only where the row fits the budget, but the kernel is right at every
+length) makes each block one row, the chunk counts size expressions (n floordiv lanes; under the
+`vectorized` version's n := 16*n_16 simply n_16, with no tail) and each pass's tail the row's last
+whole vector where n >= lanes (decided at run time, its repeated lanes masked by a runtime mask:
+reduce_partials `runtime_tail`), a lane loop of n mod lanes elsewhere; the last pass prefetches.
+
 The intermediate row values are not kept in a buffer: every pass re-reads the input row, which
 one core's L1/L2 still holds (the pass stitches only rows that fit half of L2,
 cost_model.stitch_fits), and recomputes the elementwise ops between the input and each use. For
@@ -60,26 +67,31 @@ from hlocc.codegen.elemental.storage import array_leaves, load_element, store_el
 from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
 from hlocc.codegen.emitters.loop import SYMBOLIC_LOOP_OPS
 from hlocc.codegen.emitters.reduce_partials import (
+    RUNTIME_TAIL,
     chunked_map,
     emit_row_partials,
     fold_elements,
     order_free,
     overlapped_tail,
     plan_partials,
+    tail_map,
 )
 from hlocc.codegen.emitters.reduction_tiling import CPU_BLOCK_ELEMENTS, Tiling, reduction_tiling
 from hlocc.codegen.emitters.stitch_gpu import first_thread, gpu_tiling, reduce_stage_gpu, write_rows_gpu
 from hlocc.codegen.ir import ApplyIndexingOp, PrefetchOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
+from hlocc.codegen.ir.size_ops import size_value
 from hlocc.codegen.partitioner import partition_fusion
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.symbolic import floordiv as sym_floordiv
+from hlocc.hlo.symbolic import mod as sym_mod
 
 
 class StitchEmitter(FusionEmitterBase):
-    symbolic_ops = SYMBOLIC_LOOP_OPS  # a runtime row count (the row length is static: stitch_info)
+    symbolic_ops = SYMBOLIC_LOOP_OPS  # a runtime row count, and a runtime row length (a speculated stitch)
 
     def __init__(self, fusion, target, name: str = "main"):
         super().__init__(fusion, target, name)
@@ -92,6 +104,10 @@ class StitchEmitter(FusionEmitterBase):
         rows = self.plan.rows
         if self.gpu:  # (a runtime row count on a GPU: refused by the emitter base)
             self.tiling = gpu_tiling(rows, self.plan.row_length, target.warp_size)
+        elif isinstance(self.plan.row_length, DimExpr):
+            # A runtime row length (a speculated stitch: runtime/speculation.py) is unknown here, so
+            # a block is one row: a thread's share of the thread pool is then a multiple of a row.
+            self.tiling = Tiling(True, 1, rows, rows_per_block=1)
         elif isinstance(rows, int):
             self.tiling = reduction_tiling(ReductionDimensions(True, (1, rows, self.plan.row_length)),
                                            ReductionEmitterKind.ROW, self.plan.row_shape, self.plan.reduces, 1)
@@ -100,6 +116,14 @@ class StitchEmitter(FusionEmitterBase):
             self.tiling = Tiling(True, per_block, sym_floordiv(rows + (per_block - 1), per_block),
                                  rows_per_block=per_block)
         self.roots = list(fusion.root.operands) if fusion.root.opcode == "tuple" else [fusion.root]
+
+    def vector_elements(self) -> int:
+        """The row elements a vector of this kernel covers (the widest of the reduced values' and
+        the row-shaped outputs' vectors): a row length that is a multiple of it has no tail and
+        aligned rows (runtime/speculation.py's `vectorized` version of a runtime row length)."""
+        roots = [r for r in self.roots if _same(r.shape, self.plan.row_shape)]
+        bits = [self.plan.row_shape.element_type.bits, *(r.shape.element_type.bits for r in roots)]
+        return max(1, self.target.vector_bytes * 8 // max(min(bits), 8))
 
     # -- indexing -------------------------------------------------------------------------------------
     def _dims(self) -> tuple[Variable, Variable]:
@@ -112,11 +136,16 @@ class StitchEmitter(FusionEmitterBase):
 
     def row_map(self, chunk: int = 0) -> IndexingMap:
         """(th_x, bl_x)[j] -> the logical index of the row shape of the thread's row element j
-        (with `chunk`, (th_x, bl_x)[c, lane] for element c * chunk + lane)."""
+        (with `chunk`, (th_x, bl_x)[c, lane] for element c * chunk + lane). The kept dimensions
+        are the row's number delinearized over them (the row dimension taken as one element), the
+        row dimension is j: the same index as delinearizing `row * n + j`, which a symbolic n
+        cannot simplify back (j's bound is then SIZE_BOUND, not n - 1)."""
         shape, n = self.plan.row_shape, self.plan.row_length
-        linear = self._row() * n + sym(0)
-        symbols = (Variable(Interval(0, n - 1), "j"),)
-        m = IndexingMap(self._dims(), tuple(delinearize(linear, shape.dims, shape.minor_to_major)), symbols)
+        kept_dims = [1 if d == self.plan.row_dim else x for d, x in enumerate(shape.dims)]
+        results = list(delinearize(self._row(), kept_dims, shape.minor_to_major))
+        results[self.plan.row_dim] = sym(0)
+        symbols = (Variable(Interval(0, size_bound(n) - 1), "j"),)
+        m = IndexingMap(self._dims(), tuple(results), symbols)
         m = IndexingMap(m.dims, tuple(simplify_expr(r, m.var_bounds) for r in m.results), symbols)
         return chunked_map(m, 0, chunk) if chunk else m
 
@@ -138,7 +167,7 @@ class StitchEmitter(FusionEmitterBase):
         outputs = list(block.args[len(params):])
         rows = self.plan.rows
         # The last block's spare threads do nothing (rows - row >= 1 holds for the others).
-        spare = not isinstance(rows, int) or t.rows_per_block * t.blocks > rows
+        spare = t.rows_per_block > 1 and (not isinstance(rows, int) or t.rows_per_block * t.blocks > rows)
         room = IndexingMap(self._dims(), (size_expr(rows) - self._row(),))
         cond = b.in_intervals(list(b.insert(ApplyIndexingOp(room, ids)).results),
                               [Interval(1, NO_UPPER_BOUND)]) if spare else None
@@ -225,11 +254,12 @@ class StitchEmitter(FusionEmitterBase):
         if not self._outputs_private():
             return []
         free = [k for k in row_roots if k not in buffered.values()]
+        read_later = _computed_from(self.roots[k] for k in row_roots)  # (a value no output reads: no buffer)
         pairs = []
         for r in reduces:
             for i in range(len(r.operands) // 2):
                 v = r.operand(i)
-                if id(v) in buffered or v.opcode == "parameter" or not _expensive(v):
+                if id(v) in buffered or v.opcode == "parameter" or not _expensive(v) or id(v) not in read_later:
                     continue
                 k = next((k for k in free if self.roots[k].shape.element_type == v.shape.element_type), None)
                 if k is not None:
@@ -253,8 +283,10 @@ class StitchEmitter(FusionEmitterBase):
 
             # (The overlapped tail stores some elements twice, the same values: the outputs are
             # private, `_outputs_private`.)
-            def store(syms: list[SSAValue], outs: list[SSAValue], shift: int) -> list[SSAValue]:
-                index = e.apply(chunked_map(m, plan.symbol, plan.lanes, shift), ids, syms)
+            def store(syms: list[SSAValue], outs: list[SSAValue], shift: int | str) -> list[SSAValue]:
+                at = tail_map(m, plan.symbol, plan.lanes, self.plan.row_length) if shift == RUNTIME_TAIL else \
+                    chunked_map(m, plan.symbol, plan.lanes, shift)
+                index = e.apply(at, ids, syms)
                 outs = list(outs)
                 for v, k in pairs:
                     outs[k] = store_element(e.b, e.scalar(v, index), outs[k], self.roots[k].shape, index)
@@ -262,10 +294,10 @@ class StitchEmitter(FusionEmitterBase):
 
             if pairs:
                 partials, outputs = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, outputs, store,
-                                                      overlap_tail=True, order_free=free)
+                                                      overlap_tail=True, order_free=free, runtime_tail=True)
             else:
                 partials, _ = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, overlap_tail=True,
-                                                order_free=free)
+                                                order_free=free, runtime_tail=True)
             buffered.update((id(v), k) for v, k in pairs)
         else:
             partials = self._serial(e, ids, reduces, m, inits)
@@ -281,7 +313,7 @@ class StitchEmitter(FusionEmitterBase):
 
     def _serial(self, e: ElementEmitter, ids, reduces, m: IndexingMap, inits: list[SSAValue]) -> list[SSAValue]:
         """scf.for j over the row carrying one accumulator per reduced value."""
-        return _for(e, e.b.index(0), e.b.index(self.plan.row_length), inits,
+        return _for(e, e.b.index(0), size_value(e.b, self.plan.row_length), inits,
                     lambda j, accs: fold_elements(e, reduces, accs, e.apply(m, ids, [j])))
 
     def _write_rows(self, e: ElementEmitter, ids, outputs: list[SSAValue], roots: list[int],
@@ -292,7 +324,13 @@ class StitchEmitter(FusionEmitterBase):
         lanes = max(1, self.target.vector_bytes * 8 // bits)
         m = self.row_map(lanes)
         n = self.plan.row_length
-        chunks, tail = divmod(n, lanes)
+        if isinstance(n, DimExpr):  # a runtime row: n / lanes chunks and a lane loop of n mod lanes
+            # (as size expressions: a speculated n = 16*n_16 has n_16 chunks and no tail)
+            chunks = size_value(e.b, sym_floordiv(n, lanes))
+            tail = sym_mod(n, lanes)
+            tail = size_value(e.b, tail) if tail else 0
+        else:
+            chunks, tail = divmod(n, lanes)
         # Buffered values are read from the outputs as the stages left them (the tensors defined
         # outside the loops, which vectorize-loads-stores turns into vector loads); the element
         # read is the one this iteration overwrites next, so no read sees a new value.
@@ -309,7 +347,7 @@ class StitchEmitter(FusionEmitterBase):
                 del e.overrides[v]
             return out
 
-        def lane_loop(chunk: SSAValue, count: int, outs: list[SSAValue]) -> list[SSAValue]:
+        def lane_loop(chunk: SSAValue, count: int | SSAValue, outs: list[SSAValue]) -> list[SSAValue]:
             def body(lane: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
                 index = e.apply(m, ids, [chunk, lane])
                 carried = list(carried)
@@ -317,13 +355,20 @@ class StitchEmitter(FusionEmitterBase):
                     carried[k] = store_element(e.b, x, carried[k], self.roots[k].shape, index)
                 return carried
 
-            return _for(e, e.b.index(0), e.b.index(count), outs, body)
+            return _for(e, e.b.index(0), count if isinstance(count, SSAValue) else e.b.index(count), outs, body)
 
-        shift = overlapped_tail(n, lanes)
+        # The tail as one whole vector ending at the row's end: computed before the chunks
+        # overwrite the buffered values its first lanes read, stored after them. A runtime row
+        # takes it where the row holds a whole vector (`whole`), else a lane loop.
+        shift = (RUNTIME_TAIL if isinstance(tail, SSAValue) else None) if isinstance(n, DimExpr) \
+            else overlapped_tail(n, lanes)
+        chunk_index = chunks if isinstance(chunks, SSAValue) else e.b.index(chunks)
+        whole = e.b.add(arith.CmpiOp(size_value(e.b, n), e.b.index(lanes), "uge")) if shift == RUNTIME_TAIL else None
         if shift is not None:
-            # The tail as one whole vector ending at the row's end: computed before the chunks
-            # overwrite the buffered values its first lanes read, stored after them.
-            last = self._overlapped_tail(e, ids, roots, lanes, shift, chunks, values)
+            types = [VectorType(element_type(self.roots[k].shape.element_type), [lanes]) for k in roots]
+            last = e.if_else_many(
+                whole, lambda: self._overlapped_tail(e, ids, roots, lanes, shift, chunk_index, values),
+                lambda: [_zeros(e, t) for t in types], types)
         prefetch = self._next_row_prefetch(e, ids, lanes)
 
         def chunk(c: SSAValue, outs: list[SSAValue]) -> list[SSAValue]:
@@ -331,23 +376,30 @@ class StitchEmitter(FusionEmitterBase):
                 prefetch(c)
             return lane_loop(c, lanes, outs)
 
-        if chunks:
-            outputs = _for(e, e.b.index(0), e.b.index(chunks), outputs, chunk)
+        if isinstance(chunks, SSAValue) or chunks:
+            outputs = _for(e, e.b.index(0), chunk_index, outputs, chunk)
         if shift is not None:
-            tail_map = chunked_map(self.row_map(), 0, lanes, shift)
+            last_map = self._tail_map(lanes, shift)
 
             def store_tail(lane: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
-                index = e.apply(tail_map, ids, [e.b.index(chunks), lane])
+                index = e.apply(last_map, ids, [chunk_index, lane])
                 carried = list(carried)
                 for k, v in zip(roots, last):
                     x = e.b.add(vector.ExtractOp(v, [lane], v.type.element_type))
                     carried[k] = store_element(e.b, x, carried[k], self.roots[k].shape, index)
                 return carried
 
-            outputs = _for(e, e.b.index(0), e.b.index(lanes), outputs, store_tail)
-        elif tail:
-            outputs = lane_loop(e.b.index(chunks), tail, outputs)
+            return e.if_else_many(whole, lambda: _for(e, e.b.index(0), e.b.index(lanes), outputs, store_tail),
+                                  lambda: lane_loop(chunk_index, tail, outputs), [o.type for o in outputs])
+        if isinstance(tail, SSAValue) or tail:
+            outputs = lane_loop(chunk_index, tail, outputs)
         return outputs
+
+    def _tail_map(self, lanes: int, shift: int | str) -> IndexingMap:
+        """The row map of the overlapped tail (c, lane): a static `shift`, or RUNTIME_TAIL."""
+        if shift == RUNTIME_TAIL:
+            return tail_map(self.row_map(), 0, lanes, self.plan.row_length)
+        return chunked_map(self.row_map(), 0, lanes, shift)
 
     def _reciprocals(self, e: ElementEmitter) -> list[tuple[HloInstruction, SSAValue]]:
         """(divide, 1 / its divisor) for each row-shaped f32/f64 divide by a broadcast per-row
@@ -374,9 +426,9 @@ class StitchEmitter(FusionEmitterBase):
         Past the last row the address lies outside the buffer, which a prefetch tolerates."""
         shape, n = self.plan.row_shape, self.plan.row_length
         params = [p for p in self.fusion.parameters if _same(p.shape, shape)]
-        if not params or n * shape.element_type.bits // 8 < PREFETCH_ROW_BYTES:
-            return None
-        chunk = Variable(Interval(0, -(-n // lanes) - 1), "c")
+        if not params or (isinstance(n, int) and n * shape.element_type.bits // 8 < PREFETCH_ROW_BYTES):
+            return None  # (a runtime row length prefetches: one instruction a chunk if it is short)
+        chunk = Variable(Interval(0, -(-size_bound(n) // lanes) - 1), "c")
         m = IndexingMap(self._dims(), ((self._row() + 1) * n + sym(0) * lanes,), (chunk,))
         block_args = {id(p): e.params[p.parameter_number] for p in params}
 
@@ -387,24 +439,27 @@ class StitchEmitter(FusionEmitterBase):
 
         return prefetch
 
-    def _overlapped_tail(self, e: ElementEmitter, ids, roots: list[int], lanes: int, shift: int, chunks: int,
-                         values: Callable[[list[SSAValue]], list[SSAValue]]) -> list[SSAValue]:
+    def _overlapped_tail(self, e: ElementEmitter, ids, roots: list[int], lanes: int, shift: int | str,
+                         chunk: SSAValue, values: Callable[[list[SSAValue]], list[SSAValue]]) -> list[SSAValue]:
         """One vector per row-shaped root: its values at the row's last `lanes` elements (a lane
         loop inserting into carried vectors, the form vectorize-elementwise takes)."""
-        tail_map = chunked_map(self.row_map(), 0, lanes, shift)
+        last_map = self._tail_map(lanes, shift)
         types = [VectorType(element_type(self.roots[k].shape.element_type), [lanes]) for k in roots]
 
         def body(lane: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
-            index = e.apply(tail_map, ids, [e.b.index(chunks), lane])
+            index = e.apply(last_map, ids, [chunk, lane])
             return [e.b.add(vector.InsertOp(x, v, [lane])) for x, v in zip(values(index), carried)]
 
-        seeds = [e.b.add(vector.BroadcastOp(e.b.constant(0, t.element_type), t)) for t in types]
-        return _for(e, e.b.index(0), e.b.index(lanes), seeds, body)
+        return _for(e, e.b.index(0), e.b.index(lanes), [_zeros(e, t) for t in types], body)
 
 
 PREFETCH_ROW_BYTES = 4096
 """A row at least this long gets `_next_row_prefetch` (a page: shorter rows are a few cache lines,
 which the hardware prefetchers follow from row to row on their own)."""
+
+
+def _zeros(e: ElementEmitter, t: VectorType) -> SSAValue:
+    return e.b.add(vector.BroadcastOp(e.b.constant(0, t.element_type), t))
 
 
 def _same(a, b) -> bool:
@@ -414,18 +469,33 @@ def _same(a, b) -> bool:
 def _expensive(v: HloInstruction) -> bool:
     """Whether computing `v` again per element costs more than reading it back: an op of 8 flops
     or more per element (cost_model: divisions, roots, transcendentals) up to the parameters or
-    reduces it is computed from."""
+    reduces it is computed from. What a broadcast reads is computed once per row (a per-row value:
+    `_per_row_values`), or once, not per element: a mean's division by the runtime row length
+    (JAX's layernorm over [b, n]) made the symbolic kernel buffer (x - mean)^2, read by no output."""
     seen: set[int] = set()
     pending = [v]
     while pending:
         x = pending.pop()
-        if id(x) in seen or x.opcode in ("parameter", "reduce"):
+        if id(x) in seen or x.opcode in ("parameter", "reduce", "broadcast"):
             continue
         seen.add(id(x))
         if flops_per_element(x) >= 8:
             return True
         pending.extend(x.operands)
     return False
+
+
+def _computed_from(roots) -> set[int]:
+    """Ids of the values the row loop computes `roots` from (up to the reduces, whose values it has)."""
+    seen: set[int] = set()
+    pending = list(roots)
+    while pending:
+        x = pending.pop()
+        if id(x) not in seen:
+            seen.add(id(x))
+            if x.opcode != "reduce":
+                pending.extend(x.operands)
+    return seen
 
 
 def _for(e: ElementEmitter, lo: SSAValue, hi: SSAValue, carried: list[SSAValue],

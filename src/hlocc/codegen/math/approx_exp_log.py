@@ -57,6 +57,37 @@ def exp(b: FloatBuilder, x: Val) -> Val:
     return b.ldexp(exp_reduced(b, r), n)
 
 
+def exp_fma(b: FloatBuilder, x: Val) -> Val:
+    """e^x on targets with fused multiply-add (expand-float-ops-fma): `exp` with the second step of
+    the range reduction and the polynomial's multiply-adds each one `math.fma` (llvm.fma: one
+    instruction), so r = (x - n*c1) - n*c2 rounds once instead of twice and Horner's steps lose
+    their intermediate roundings; the result stays within 1 ulp (tests/codegen/math). f32 only: f64
+    keeps `exp` (its Pade form divides; the numpy emulation of fma, which the accuracy tests run,
+    is f32 only). This is a choice made in the expansion, for every kernel that computes exp,
+    instead of letting LLVM contract all multiply-adds, which also changes how sums round."""
+    if x.ty != F32:
+        return exp(b, x)
+    lo, hi, c1, c2 = _EXP_REDUCTION[x.ty]
+    x = b.clamp(x, lo, hi)
+    n = b.roundeven(x * LOG2E)
+    r = b.fma(n, n.like(-c2), x - n * c1)  # n * c1 is exact (c1 has few bits), so is x - n * c1
+    return b.ldexp(_expm1_reduced_fma(b, r) + 1.0, n)
+
+
+def _expm1_reduced_fma(b: FloatBuilder, r: Val) -> Val:
+    """`expm1_reduced` for f32 with fused multiply-adds: p(r) * r^2 + r."""
+    return b.fma(b.horner_fma(r, _EXPF_POLY), r * r, r)
+
+
+def exp2_fma(b: FloatBuilder, x: Val) -> Val:
+    """`exp2` with `exp_fma`'s polynomial (f32; f64 keeps exp2)."""
+    if x.ty != F32:
+        return exp2(b, x)
+    x = b.clamp(x, -152.0, 129.0)
+    n = b.roundeven(x)
+    return b.ldexp(_expm1_reduced_fma(b, (x - n) * LN2) + 1.0, n)
+
+
 def exp2(b: FloatBuilder, x: Val) -> Val:
     """2^x = 2^n * e^(r ln2), r = x - n exact."""
     lo, hi = (-152.0, 129.0) if x.ty == F32 else (-1080.0, 1025.0)

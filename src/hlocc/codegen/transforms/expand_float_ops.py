@@ -85,7 +85,9 @@ MATH_APPROXIMATIONS: dict[str, Callable[..., Val]] = {
 }
 
 #: On FMA targets: the variants XLA:CPU emits there.
-FMA_APPROXIMATIONS: dict[str, Callable[..., Val]] = {**MATH_APPROXIMATIONS, "math.tanh": approx_special.tanh_fma}
+FMA_APPROXIMATIONS: dict[str, Callable[..., Val]] = {**MATH_APPROXIMATIONS, "math.tanh": approx_special.tanh_fma,
+                                                     "math.exp": approx_exp_log.exp_fma,
+                                                     "math.exp2": approx_exp_log.exp2_fma}
 
 #: Discardable unit attribute that lower-narrow-floats puts on a math op it promoted from bf16: its
 #: operands are widened bf16 values and its result is rounded straight to bf16.

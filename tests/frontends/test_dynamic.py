@@ -287,3 +287,23 @@ ENTRY e {
     from hlocc.compiler import check_arguments
 
     assert check_arguments(exe.module, [np.ones((7, 3), np.float64)], cast=True)[0].dtype == np.float32
+
+
+def test_a_symbolic_row_length_divides_by_the_bound_size_not_by_the_evaluator():
+    """JAX's mean over a symbolic row divides by get-dimension-size: a scalar step writing the
+    binding's size (it ran the evaluator at every call, most of a small layernorm's host time)."""
+    def row_layernorm(x):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) * jax.lax.rsqrt(var + 1e-5)
+
+    exported = export.export(jax.jit(row_layernorm))(
+        jax.ShapeDtypeStruct(export.symbolic_shape("b, n"), jnp.float32))
+    exe = hlocc.compile(import_stablehlo(exported), "cpu")
+    for shape in [(3, 5), (1, 1), (7, 33), (2, 1000), (3, 5)]:
+        x = RNG.standard_normal(shape).astype(np.float32)
+        why = compare_arrays(np.asarray(jax.jit(row_layernorm)(x)), exe(x), 1e-5, 1e-5)
+        assert why is None, f"at {shape}: {why}"
+    described = exe.program.to_string()
+    assert "get-dimension-size: the size n written" in described, described
+    assert "by the evaluator" not in described, described

@@ -77,6 +77,7 @@ from hlocc.runtime.thunks import (
     GemmThunk,
     HostThunk,
     KernelThunk,
+    ScalarThunk,
     SequentialThunk,
     Thunk,
     ValueRefs,
@@ -183,6 +184,10 @@ class _Binder:
             return [self.thunks(thunk)]
         if isinstance(thunk, KernelThunk):
             return self.kernel(thunk)
+        if isinstance(thunk, ScalarThunk):
+            if self.collecting:
+                return [thunk]
+            return [ScalarThunk(thunk.name, self.size(thunk.value), self.ref(thunk.output))]
         if isinstance(thunk, HostThunk):
             instr = thunk.instr if self.collecting else _specialize_instruction(thunk.instr, self.binding)
             return [HostThunk(instr, [self.refs(o) for o in thunk.operands], self.refs(thunk.output), thunk.reason)]

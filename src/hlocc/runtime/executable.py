@@ -63,6 +63,7 @@ from hlocc.runtime.thunks import (
     Kernel,
     KernelThunk,
     LibraryThunk,
+    ScalarThunk,
     SequentialThunk,
     Thunk,
     ValueRefs,
@@ -231,6 +232,9 @@ class ThunkEmitter:
             return self._kernel(instr, instr.fused_computation)
         if op == "sort" or op == "topk" or (op == "custom-call" and instr.attrs.get("custom_call_target") == "TopK"):
             return [self._library(instr)]
+        if op == "get-dimension-size":  # a size: known here, or once a dynamic program binds its symbols
+            [output] = self._outputs(instr).leaves
+            return [ScalarThunk(instr.name, instr.operands[0].shape.dims[instr.attrs["dimensions"][0]], output)]
         if kind in (EmitterKind.LIBRARY, EmitterKind.HOST, EmitterKind.CUSTOM_CALL, EmitterKind.GEMM):
             return [self._host(instr, f"no {kind.value} implementation on this backend yet")]
         return self._kernel(instr, one_op_fusion(instr))

@@ -417,6 +417,27 @@ class ConditionalThunk:
 
 
 @dataclass
+class ScalarThunk:
+    """A get-dimension-size: the size `value` (a DimExpr until a dynamic program's binding makes it
+    a number, runtime/dynamic_program.py) written into its s32 buffer, no evaluator."""
+
+    name: str
+    value: Any  # int, or a DimExpr of a symbolic dimension
+    output: BufferRef
+    kind: str = "host"
+
+    def execute(self, memory: Memory) -> None:
+        value = np.array(self.value, self.output.shape.dtype)
+        if type(memory) is HostMemory:
+            ctypes.memmove(memory.address(self.output.slice), value.ctypes.data, value.nbytes)
+        else:
+            memory.write(self.output, value)
+
+    def describe(self) -> list[str]:
+        return [f"host {self.name} (get-dimension-size: the size {self.value} written)"]
+
+
+@dataclass
 class HostThunk:
     """`instr` (or, for a fusion, its fused computation) run by the reference evaluator."""
 
@@ -442,6 +463,7 @@ class HostThunk:
 
 __all__ = [
     "ALIGNMENT", "BufferRef", "ConditionalThunk", "ConvolutionThunk", "CopyThunk", "GemmThunk", "HostMemory",
-    "HostThunk", "KernelLauncher", "KernelThunk", "LibraryThunk", "Memory", "SequentialThunk", "Thunk", "ValueRefs",
-    "WhileThunk", "address_of", "aligned_bytes", "from_physical", "logical_array", "physical_bytes", "to_physical",
+    "HostThunk", "KernelLauncher", "KernelThunk", "LibraryThunk", "Memory", "ScalarThunk", "SequentialThunk", "Thunk",
+    "ValueRefs", "WhileThunk", "address_of", "aligned_bytes", "from_physical", "logical_array", "physical_bytes",
+    "to_physical",
 ]

@@ -26,7 +26,8 @@ KEEP_ROLLED = "xla.keep_rolled"
 def unroll(loop: scf.ForOp) -> bool:
     n = trip_count(loop)
     body = loop.body.block
-    if KEEP_ROLLED in loop.attributes or n is None or n > MAX_TRIP_COUNT or n * sum(1 for _ in body.walk()) > MAX_UNROLLED_OPS:
+    if KEEP_ROLLED in loop.attributes or n is None or n > MAX_TRIP_COUNT \
+            or n * sum(1 for _ in body.walk()) > MAX_UNROLLED_OPS:
         return False
     at = InsertPoint.before(loop)
     b = KernelBuilder(at)

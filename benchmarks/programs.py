@@ -1,7 +1,7 @@
 """Whole programs: hlocc against XLA on the JAX corpus, in the same run (issues 5 and 7).
 
-    python benchmarks/programs.py [--cases perf|all|NAME,...] [--runs 20] [--data DIR]
-                                  [--backend cpu|cuda|cuda-sim]
+    python benchmarks/programs.py [--cases perf|all|matmul|NAME,...] [--runs 20] [--data DIR]
+                                  [--backend cpu|cuda|cuda-sim] [--gemm library,auto,...]
 
 For each case of shared/corpus/jax it compiles the module's HLO text with hlocc (`--backend`,
 default cpu) and the *same text* with XLA on the same kind of device (jaxlib's client: HLO text →
@@ -12,7 +12,9 @@ cuda path runs. It checks hlocc's outputs against the corpus's reference outputs
 times warmed runs of both (median) and prints the ratio (XLA time / hlocc time: above 1 means
 hlocc is faster), the geometric mean of the ratios, and the kernels each compiler made: hlocc's
 generated kernels + library calls + host fallbacks beside the fusions and library calls in XLA's
-optimized module.
+optimized module. `--gemm` takes one or more of hlocc's gemm modes (library, codegen, auto): each
+case is compiled and timed once per mode, against one XLA reference, so the modes compare in one run.
+`--cases matmul` picks the cases whose HLO has a dot.
 
 The perf cases ship without inputs; they are recreated once with the corpus's own generator
 (needs jax==0.10.2) into --data (default ~/.cache/hlocc/jax_corpus).
@@ -111,7 +113,10 @@ def hlocc_runner(exe, args, backend: str, xla: XlaReference):
     return lambda: exe(*on_device, return_device_arrays=True)
 
 
-def bench_case(case: dict, data: pathlib.Path, runs: int, backend: str = "cpu") -> float | None:
+def bench_case(case: dict, data: pathlib.Path, runs: int, backend: str = "cpu",
+               gemms: tuple[str | None, ...] = (None,)) -> dict[str, float]:
+    """Times `case` once per gemm mode (None: hlocc's default) against one XLA reference; the ratio
+    (XLA / hlocc) per mode."""
     import hlocc
     from corpus import load_npz
     from hlocc.cli import flatten
@@ -123,24 +128,29 @@ def bench_case(case: dict, data: pathlib.Path, runs: int, backend: str = "cpu") 
     text = (CORPUS / f"{name}.hlo").read_text()
     inputs = load_npz(directory / f"{name}.in.npz")
     expected = load_npz(directory / f"{name}.out.npz")
-    t0 = time.perf_counter()
-    exe = hlocc.compile(text, backend=backend)
-    compile_ms = (time.perf_counter() - t0) * 1e3
-    args = check_arguments(exe.module, [inputs[f"arg{i}"] for i in range(len(inputs))], cast=True)
-    outputs = flatten(exe(*args))
-    problems = [compare_arrays(expected[f"out{i}"], o, float(case["rtol"]), float(case["atol"]))
-                for i, o in enumerate(outputs)]
-    ok = all(p is None for p in problems)
-    xla = XlaReference(text, reference_platform(backend))
-    buffers = xla.put(args)
-    t_ours = median_ms(hlocc_runner(exe, args, backend, xla), runs)
-    t_xla = median_ms(lambda: xla.run(buffers, to_host=False), runs)
-    stats = exe.runner.stats
-    ours = f"{stats.kernels}+{sum(stats.library_calls.values())}+{len(stats.host_ops)}"
-    ratio = t_xla / t_ours
-    print(f"{name:28} {t_ours:9.3f} {t_xla:9.3f} {ratio:6.2f} {ours:>9} {xla.kernels():>7} {compile_ms:9.0f}  "
-          f"{'ok' if ok else 'MISMATCH ' + str([p for p in problems if p][:1])}", flush=True)
-    return ratio
+    xla = None
+    ratios = {}
+    for gemm in gemms:
+        t0 = time.perf_counter()
+        exe = hlocc.compile(text, backend=backend, gemm=gemm)
+        compile_ms = (time.perf_counter() - t0) * 1e3
+        args = check_arguments(exe.module, [inputs[f"arg{i}"] for i in range(len(inputs))], cast=True)
+        outputs = flatten(exe(*args))
+        problems = [compare_arrays(expected[f"out{i}"], o, float(case["rtol"]), float(case["atol"]))
+                    for i, o in enumerate(outputs)]
+        ok = all(p is None for p in problems)
+        if xla is None:
+            xla = XlaReference(text, reference_platform(backend))
+            buffers = xla.put(args)
+        t_ours = median_ms(hlocc_runner(exe, args, backend, xla), runs)
+        t_xla = median_ms(lambda xla=xla, buffers=buffers: xla.run(buffers, to_host=False), runs)
+        stats = exe.runner.stats
+        ours = f"{stats.kernels}+{sum(stats.library_calls.values())}+{len(stats.host_ops)}"
+        ratios[gemm] = t_xla / t_ours
+        label = name if len(gemms) == 1 else f"{name} [{gemm}]"
+        print(f"{label:28} {t_ours:9.3f} {t_xla:9.3f} {ratios[gemm]:6.2f} {ours:>9} {xla.kernels():>7} "
+              f"{compile_ms:9.0f}  {'ok' if ok else 'MISMATCH ' + str([p for p in problems if p][:1])}", flush=True)
+    return ratios
 
 
 def main() -> None:
@@ -149,6 +159,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--data", type=pathlib.Path, default=pathlib.Path.home() / ".cache" / "hlocc" / "jax_corpus")
     ap.add_argument("--backend", choices=("cpu", "cuda", "cuda-sim"), default="cpu")
+    ap.add_argument("--gemm", default="", help="hlocc gemm modes, comma-separated (library, codegen, auto); "
+                                                "default: hlocc's default for the backend (auto on the cpu)")
     args = ap.parse_args()
     import jax
 
@@ -157,6 +169,8 @@ def main() -> None:
     cases = jax_cases()
     if args.cases == "perf":
         cases = [c for c in cases if c["perf"] == "yes"]
+    elif args.cases == "matmul":
+        cases = [c for c in cases if " dot(" in (CORPUS / f"{c['name']}.hlo").read_text()]
     elif args.cases != "all":
         names = args.cases.split(",")
         cases = [c for c in cases if c["name"] in names]
@@ -167,10 +181,14 @@ def main() -> None:
         print("cuda-sim: the GPU kernels run in simulation on the host; its times are not GPU times")
     print(f"{'case':28} {'hlocc ms':>9} {'xla ms':>9} {'ratio':>6} {'kernels':>9} {'xla':>7} {'compile':>9}")
     print(f"{'':28} {'':>9} {'':>9} {'':>6} {'gen+lib+host':>9} {'fus+lib':>7} {'ms':>9}")
-    ratios = [r for c in cases if (r := bench_case(c, args.data, args.runs, args.backend)) is not None]
-    if ratios:
-        geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        print(f"geomean ratio (XLA time / hlocc time) over {len(ratios)} cases: {geomean:.2f}")
+    gemms = tuple(args.gemm.split(",")) if args.gemm else (None,)
+    ratios = [bench_case(c, args.data, args.runs, args.backend, gemms) for c in cases]
+    for gemm in gemms:
+        of_mode = [r[gemm] for r in ratios if gemm in r]
+        if of_mode:
+            geomean = math.exp(sum(math.log(r) for r in of_mode) / len(of_mode))
+            print(f"geomean ratio (XLA time / hlocc time) over {len(of_mode)} cases, --gemm {gemm or 'default'}: "
+                  f"{geomean:.2f}")
 
 
 if __name__ == "__main__":

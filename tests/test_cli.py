@@ -152,7 +152,8 @@ def test_cpu_backend_runs_a_dot_as_a_library_call_and_lists_host_fallbacks(tmp_p
     reference = tmp_path / "ref.npz"
     assert main(["run", str(write(tmp_path, DOT)), "--output", str(reference)]) == 0
     capsys.readouterr()
-    assert main(["run", str(write(tmp_path, DOT)), "--backend", "cpu", "--stats", "--expected", str(reference)]) == 0
+    assert main(["run", str(write(tmp_path, DOT)), "--backend", "cpu", "--gemm", "library", "--stats", "--expected",
+                 str(reference)]) == 0
     out = capsys.readouterr().out
     assert "library calls: gemm 1" in out and "kernels: 0" in out and "host fallbacks: 0" in out, out
     assert "matches expected outputs" in out

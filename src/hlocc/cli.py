@@ -105,10 +105,10 @@ def _argument_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-verify", action="store_true", help="skip the verifier")
     run.add_argument("--no-hlo-passes", action="store_true",
                      help="compile the module as written: no simplification or fusion (cpu and cuda backends)")
-    run.add_argument("--gemm", choices=("library", "codegen", "auto"), default="library",
-                     help="dots as library calls (default), as generated dot-fusion kernels (cpu, cuda, "
-                          "cuda-sim: mma.sync for bf16/f16 on the GPU), or auto (cpu: generated kernels "
-                          "for the small dots where they measured faster)")
+    run.add_argument("--gemm", choices=("library", "codegen", "auto"), default=None,
+                     help="dots as library calls (default off the cpu), as generated dot-fusion kernels (cpu, "
+                          "cuda, cuda-sim: mma.sync for bf16/f16 on the GPU), or auto (cpu, its default: "
+                          "generated kernels for the small dots where they measured faster)")
     run.add_argument("--autotune", choices=("off", "cached", "full"), default="cached",
                      help="with --gemm codegen: the analytic matmul schedule (off), a winner the persistent cache "
                           "holds (cached, default) or time candidates and store the winner (full)")

@@ -296,7 +296,7 @@ def _disabled_passes() -> str:
 
 def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter", *, verify: bool = True,
             seed: int = 0, hlo_passes: bool = True, print_ir_after_all: bool = False,
-            dump_dir: str | None = None, stream: TextIO | None = None, gemm: str = "library",
+            dump_dir: str | None = None, stream: TextIO | None = None, gemm: str | None = None,
             check_bounds: bool = False, size_hint: dict[str, int] | None = None,
             autotune: str = "cached") -> Executable:
     """Parse or import (if given HLO or StableHLO text, MLIR bytecode or a `jax.export.Exported`),
@@ -309,7 +309,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     gemm: "library" (dots call numpy's BLAS) or "codegen" (each dot and its elementwise epilogue
       one generated kernel: passes/pipeline.py `cpu_pipeline`; on cuda and cuda-sim `cuda_pipeline`,
       bf16/f16 dots as mma.sync kernels) or "auto" (cpu: codegen for the small dots where it
-      measured faster, library for the others).
+      measured faster, library for the others). Default (None): `default_gemm(backend)`, auto on
+      the cpu, library elsewhere.
     check_bounds (cpu and cuda-sim backends): every kernel checks each load and store against its
       buffer and a violation raises a BoundsCheckError naming the kernel, the buffer and the index
       (slower kernels, for debugging; off, the kernels are the usual ones).
@@ -320,6 +321,7 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
       cache holds, else the analytic schedule; no timing) or "full" (time candidate schedules of
       each matmul kernel compiled and store the winner: backends/cpu/gemm_tuning.py).
     A module object is copied first: compilation never changes the caller's module."""
+    gemm = default_gemm(backend) if gemm is None else gemm
     _check_options(backend, check_bounds, gemm, autotune)  # before any cache: a hit must not hide a bad option
     times: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -406,6 +408,13 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     if program_key is not None:
         _remember_program(program_key, executable)
     return executable
+
+
+def default_gemm(backend: str) -> str:
+    """The gemm mode a compile for `backend` gets when none is given: "auto" on the cpu, decided by
+    benchmarks/programs.py --gemm library,auto on the JAX corpus (docs/architecture.md, matmul
+    section), "library" elsewhere (cuBLAS; no GPU figure for the generated kernels yet)."""
+    return "auto" if backend == "cpu" else "library"
 
 
 def _check_options(backend: str, check_bounds: bool, gemm: str, autotune: str) -> None:

@@ -120,3 +120,35 @@ def test_auto_fuses_the_dots_up_to_the_measured_size():
     assert not GemmFusionAuto().run(large) and not _fusions(large)
     assert "gemm-fusion-auto" in cpu_pipeline("auto").optimization
     assert "gemm-fusion" not in cpu_pipeline("auto").optimization
+
+
+def _batched_dot(b: int, m: int, n: int, k: int) -> str:
+    return f"""HloModule b
+ENTRY e {{
+  a = bf16[{b},{m},{k}] parameter(0)
+  w = bf16[{b},{n},{k}] parameter(1)
+  ROOT d = f32[{b},{m},{n}] dot(a, w), lhs_batch_dims={{0}}, rhs_batch_dims={{0}}, lhs_contracting_dims={{2}},
+      rhs_contracting_dims={{2}}
+}}"""
+
+
+@pytest.mark.parametrize("text,fused", [
+    (_dot(16, 16, 8), True),  # attention_f32's products (4K): naive, fused
+    (_dot(8, 32, 32), True),  # llama_block's projections (8K)
+    (_dot(8, 32, 96), False),  # naive above AUTO_MAX_NAIVE_WORK (24K): the library call is faster
+    (_batched_dot(8, 32, 24, 16), False),  # batched_matmul_bf16_f32acc: 12K per batch (naive), 98K in all
+    (_batched_dot(2, 64, 64, 64), True),  # packed per batch (256K): up to AUTO_MAX_WORK
+])
+def test_auto_leaves_naive_dots_above_their_bound_to_the_library(text, fused):
+    from hlocc.passes.gemm_fusion import GemmFusionAuto
+
+    module = parse_hlo(text)
+    assert GemmFusionAuto().run(module) == fused
+    assert bool(_fusions(module)) == fused
+
+
+def test_the_naive_bound_is_the_emitters():
+    from hlocc.codegen.schedule import choice
+    from hlocc.passes.gemm_fusion import NAIVE_BELOW
+
+    assert NAIVE_BELOW == choice.NAIVE_BELOW

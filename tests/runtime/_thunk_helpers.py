@@ -78,9 +78,9 @@ def assert_close(got, ref, rtol: float = 1e-5, atol: float = 1e-5) -> None:
         np.testing.assert_allclose(g.astype(wide), r.astype(wide), rtol=rtol, atol=atol, err_msg=f"leaf {k}")
 
 
-def run_both(text: str, *args, hlo_passes: bool = True):
-    """(cpu executable, its result, the interpreter's result) for `args`."""
-    exe = hlocc.compile(text, backend="cpu", hlo_passes=hlo_passes)
+def run_both(text: str, *args, hlo_passes: bool = True, gemm: str | None = None):
+    """(cpu executable, its result, the interpreter's result) for `args`; `gemm` as for compile."""
+    exe = hlocc.compile(text, backend="cpu", hlo_passes=hlo_passes, gemm=gemm)
     ref = hlocc.compile(text, backend="interpreter")(*args)
     return exe, exe(*args), ref
 

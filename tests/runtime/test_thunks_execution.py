@@ -238,7 +238,7 @@ CHECK-NOT:  {{.}}
 
 @pytest.mark.skipif(shutil.which("filecheck") is None, reason="the `filecheck` command (PyPI filecheck) is not installed")
 def test_thunk_dump_filecheck(tmp_path):
-    exe = hlocc.compile(DUMP_MODULE, backend="cpu")
+    exe = hlocc.compile(DUMP_MODULE, backend="cpu", gemm="library")  # the dump shows a library call
     dump = exe.runner.to_string()
     checks = tmp_path / "thunks.checks"
     checks.write_text(DUMP_CHECKS)

@@ -15,7 +15,8 @@ For each dot whose operands and result are f16, bf16, f32 or f64 arrays of stati
   map (no copy is made).
 
 `gemm-fusion-auto` (`gemm="auto"`) fuses only the dots where the generated kernel is the faster
-choice on the CPU, decided by measurement (`AUTO_MAX_WORK`); the others stay library calls.
+choice on the CPU, decided by measurement (`auto_fuses`: up to `AUTO_MAX_WORK` multiply-adds, and
+up to `AUTO_MAX_NAIVE_WORK` for a dot the emitter lowers naively); the others stay library calls.
 
 The fusion is `kind=kCustom`; its dot gets `backend_config={"__hlocc_gemm":{}}` (hero analysis's
 `GEMM_DOT_MARKER`: the fused computation alone then says it is a dot fusion, hero kind GEMM), and
@@ -47,6 +48,17 @@ lower speed (mlp_f32, dots of 4.2M: the program 1.2x faster; attention_f32, dots
 above it numpy's OpenBLAS, whose AVX-512 kernels this host runs, is 1.05-1.3x faster than the
 generated kernel on the bare product (12x128x128x64: 0.76x, 2048^3: ~0.94x)."""
 
+NAIVE_BELOW = 32 ** 3
+"""Per batch, M x N x K under which the matmul emitter keeps the naive lowering: the value of
+codegen/schedule/choice.py's NAIVE_BELOW (which this layer cannot import; a test checks they agree)."""
+
+AUTO_MAX_NAIVE_WORK = 1 << 14
+"""Multiply-adds up to which `gemm-fusion-auto` fuses a dot that gets the naive lowering. Its
+scalar k loop runs about 0.3-0.4 ns per multiply-add (one thread): the corpus's batched bf16
+product (8 x 32x24x16, 98K) took 35 us as a kernel against the library call's 23 us, a 8x32x96
+product 15 us against ~6 us, while attention_f32's 4K-products gain 2x as kernels; each such
+kernel also costs ~0.15-0.3 s of compilation where the library call costs none."""
+
 
 def dot_work(dot: HloInstruction) -> int:
     """B x M x N x K of a dot: the result's elements times the contracted elements."""
@@ -55,6 +67,22 @@ def dot_work(dot: HloInstruction) -> int:
     for d in dot.attrs.get("lhs_contracting_dims", ()):
         contracted *= lhs.dims[d]
     return dot.shape.num_elements * contracted
+
+
+def batch_size(dot: HloInstruction) -> int:
+    """B of a dot: the product of its batch dimensions."""
+    lhs = dot.operand(0).shape
+    size = 1
+    for d in dot.attrs.get("lhs_batch_dims", ()):
+        size *= lhs.dims[d]
+    return size
+
+
+def auto_fuses(dot: HloInstruction) -> bool:
+    """Whether `gemm-fusion-auto` makes `dot` a generated kernel (AUTO_MAX_WORK, AUTO_MAX_NAIVE_WORK)."""
+    work = dot_work(dot)
+    naive = work < NAIVE_BELOW * batch_size(dot)
+    return is_gemm_dot(dot) and work <= (AUTO_MAX_NAIVE_WORK if naive else AUTO_MAX_WORK)
 
 
 def is_gemm_fusion(instr: HloInstruction) -> bool:
@@ -196,13 +224,14 @@ class GemmFusion(HloPass):
 
 @register_hlo_pass
 class GemmFusionAuto(GemmFusion):
-    """Dot fusions only where the generated kernel wins (`AUTO_MAX_WORK`, module doc)."""
+    """Dot fusions only where the generated kernel wins (`auto_fuses`, module doc)."""
 
     name = "gemm-fusion-auto"
 
     def fuses(self, dot: HloInstruction) -> bool:
-        return is_gemm_dot(dot) and dot_work(dot) <= AUTO_MAX_WORK
+        return auto_fuses(dot)
 
 
-__all__ = ["AUTO_MAX_WORK", "GemmFusion", "GemmFusionAuto", "dot_work", "epilogue", "fuse_dot", "is_gemm_dot",
+__all__ = ["AUTO_MAX_NAIVE_WORK", "AUTO_MAX_WORK", "NAIVE_BELOW", "GemmFusion", "GemmFusionAuto", "auto_fuses",
+           "batch_size", "dot_work", "epilogue", "fuse_dot", "is_gemm_dot",
            "is_gemm_fusion"]

@@ -12,7 +12,7 @@ import hlocc
 from hlocc.backends.cpu import program_cache
 from hlocc.backends.cpu.kernel import clear_kernel_cache
 from hlocc.codegen.target import cpu_target
-from hlocc.compiler import clear_compile_cache
+from hlocc.compiler import clear_compile_cache, default_gemm
 from hlocc.runtime.cache import CacheWarning, PersistentCache
 
 # Two fusions after the passes (the reduce, then the elementwise tail), a constant folded away.
@@ -55,7 +55,7 @@ def _input() -> np.ndarray:
 
 
 def _key(**options) -> str:
-    settings = dict(verify=True, seed=0, hlo_passes=True, gemm="library") | options
+    settings = dict(verify=True, seed=0, hlo_passes=True, gemm=default_gemm("cpu")) | options
     return program_cache.program_key(MODULE, cpu_target(), **settings)
 
 

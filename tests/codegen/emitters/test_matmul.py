@@ -165,8 +165,13 @@ ENTRY e {
 }""", exact=False, rtol=1e-5, atol=1e-5, floats=True)
 
 
-def test_library_stays_the_default():
-    exe = hlocc.compile(_dot_module(3, 4, 5), "cpu")
+def test_auto_is_the_cpu_default_and_library_elsewhere():
+    from hlocc.compiler import default_gemm
+
+    assert default_gemm("cpu") == "auto" and default_gemm("cuda") == default_gemm("interpreter") == "library"
+    exe = hlocc.compile(_dot_module(3, 4, 5), "cpu")  # a small dot: a generated kernel under auto
+    assert exe.runner.stats.kernels_by_emitter["gemm"] == 1 and not exe.runner.stats.library_calls["gemm"]
+    exe = hlocc.compile(_dot_module(3, 4, 5), "cpu", gemm="library")
     assert exe.runner.stats.library_calls["gemm"] == 1 and not exe.runner.stats.kernels_by_emitter["gemm"]
 
 
@@ -208,7 +213,7 @@ def test_cli_gemm_codegen_option(tmp_path, capsys):
     assert main(["run", str(path), "--backend", "cpu", "--gemm", "codegen", "--stats"]) == 0
     out = capsys.readouterr().out
     assert "kernels: 1 (gemm 1)" in out and "library calls: none" in out
-    assert main(["run", str(path), "--backend", "cpu", "--stats"]) == 0
+    assert main(["run", str(path), "--backend", "cpu", "--gemm", "library", "--stats"]) == 0
     assert "library calls: gemm 1" in capsys.readouterr().out
 
 

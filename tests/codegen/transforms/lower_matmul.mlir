@@ -27,6 +27,12 @@
 // CHECK-NEXT:          %[[O0:.*]], %[[O1:.*]] = xla.apply_indexing #xla.indexing_map<"(b, m, n, k) -> (m, n), {{.*}}">(%b, %m, %n, %{{.*}})
 // CHECK-NEXT:          %[[INS:.*]] = tensor.insert %v into %[[ON]][%[[O0]], %[[O1]]] : tensor<4x5xbf16>
 // CHECK-NEXT:          scf.yield %[[INS]] : tensor<4x5xbf16>
+// The loops over elements stay rolled (unroll-loops leaves them); the k loop may unroll.
+// CHECK-NEXT:        } {xla.keep_rolled}
+// CHECK-NEXT:        scf.yield
+// CHECK-NEXT:      } {xla.keep_rolled}
+// CHECK-NEXT:      scf.yield
+// CHECK-NEXT:    } {xla.keep_rolled}
 // CHECK-NOT:     xla.matmul
 func.func @bias(%lhs: tensor<4x3xbf16>, %rhs: tensor<5x3xbf16>, %bias: tensor<5xbf16>, %out: tensor<4x5xbf16>) -> tensor<4x5xbf16> {
   %r = xla.matmul %lhs[#xla.indexing_map<"(b, m, n, k) -> (m, k), domain: b in [0, 0], m in [0, 3], n in [0, 4], k in [0, 2]">],

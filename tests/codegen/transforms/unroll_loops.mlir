@@ -94,3 +94,21 @@ func.func @strided_loop(%v: vector<4xf32>) -> vector<4xf32> {
   }
   func.return %r : vector<4xf32>
 }
+
+// -----
+
+// A loop marked xla.keep_rolled (the naive matmul's loops over elements: lower_matmul.py) is left
+// alone, though it is small.
+// CHECK-LABEL: func.func @keep_rolled(
+// CHECK:         scf.for %i = %c0 to %c4 step %c1
+// CHECK:         } {xla.keep_rolled}
+func.func @keep_rolled(%x: f32) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%a = %x) -> (f32) {
+    %y = arith.addf %a, %a : f32
+    scf.yield %y : f32
+  } {xla.keep_rolled}
+  func.return %r : f32
+}

@@ -139,7 +139,8 @@ MIN_NC, MIN_MC = 256, 96
 A's block (1/NC), so small blocks would spend a tenth of their time packing."""
 
 NAIVE_BELOW = 32 ** 3
-"""Multiply-adds under which a matmul keeps the naive lowering."""
+"""Multiply-adds under which a matmul keeps the naive lowering (passes/gemm_fusion.py's auto
+choice keeps the same value: that layer cannot import this one)."""
 
 FMA_LATENCY, FMA_PIPES = 4, 2
 """Zen 5 and Skylake-X/Sapphire Rapids: 4-cycle vfmadd, two 512-bit FMA pipes or ports."""

@@ -19,12 +19,15 @@ from hlocc.codegen.transforms.util import clone_block_body, trip_count
 
 MAX_TRIP_COUNT = 64
 MAX_UNROLLED_OPS = 4096
+KEEP_ROLLED = "xla.keep_rolled"
+"""The unit attribute of an `scf.for` that this pass must not unroll."""
 
 
 def unroll(loop: scf.ForOp) -> bool:
     n = trip_count(loop)
     body = loop.body.block
-    if n is None or n > MAX_TRIP_COUNT or n * sum(1 for _ in body.walk()) > MAX_UNROLLED_OPS:
+    if KEEP_ROLLED in loop.attributes or n is None or n > MAX_TRIP_COUNT \
+            or n * sum(1 for _ in body.walk()) > MAX_UNROLLED_OPS:
         return False
     at = InsertPoint.before(loop)
     b = KernelBuilder(at)

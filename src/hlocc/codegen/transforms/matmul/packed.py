@@ -5,12 +5,13 @@ A block matmul that `transform.hlocc.pack` marked (`packed`, after `tile` and `m
 computes its MC x NC block of the output as
 
     Cacc, Bp, Ap = per-block scratch (xla.allocate_shared: a stack buffer of the block function)
-    for each K block [k0, k0 + kc) (the first and the last peeled, so each has a constant kc):
+    for each K block [k0, k0 + kc) (one loop over the blocks of the full kc; a shorter last block
+    apart, so each has a constant kc):
       pack B: Bp[jr/NR][k][0:NR] = rhs(b, n0+jr+l, k0+k), columns past N zero     (loop 4's panel)
       pack A: Ap[ir/MR][k][0:MR] = lhs(b, m0+ir+r, k0+k), rows past M zero        (loop 3's block)
       for ir in [0, rows) step MR:                                                 (loop 2)
         for jr in [0, cols) step NR:                                               (loop 1)
-          MR x NR/16 vector<16xf32> accumulators = 0 (first K block) or Cacc's tile
+          MR x NR/16 vector<16xf32> accumulators = 0 (first K block) or Cacc's tile (a branch)
           for k in [0, kc): NR/16 vectors of Bp, MR broadcasts of Ap, MR x NR/16 math.fma
           Cacc's tile = the accumulators        (full vectors: Cacc is padded; tile-major, `c_tile`)
           [fuse_epilogue, last K block: the epilogue of the tile's elements inside the problem]
@@ -51,7 +52,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from hlocc.codegen.ir import AllocateSharedOp, ApplyIndexingOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import DotBF16PairsOp, MatmulOp, PrefetchOp
-from hlocc.codegen.transforms.util import clone_block_body, for_loop
+from hlocc.codegen.transforms.util import clone_block_body, for_loop, if_then
 
 LANES = 16
 """f32 lanes of one vector register (AVX-512's zmm); NR is a multiple of it."""
@@ -139,23 +140,36 @@ class PackedLowering:
         self.cols = _min(b, _sub(b, self.n_total, self.n0), self.nc)
         state = {**self.scratch(), "out": op.init}
         last = ((self.k_total - 1) // self.kc) * self.kc
-        if last > 0:
-            state = self.k_block(b, state, b.index(0), self.kc, first=True, final=False)
-        if last > self.kc:
+        tail = self.k_total - last
+        # One copy of the K block's code for all blocks of the full kc (the first one's zero
+        # accumulators and the last one's fused epilogue chosen at run time, once per tile), and a
+        # second only for a shorter last block: each copy is a micro-kernel and two packing loops,
+        # and peeling the first and last blocks tripled the kernel's compile time (1.8 s against
+        # 0.7 s for one block, 64x128x512) for a branch per tile and K block.
+        looped = last + (tail if tail == self.kc else 0)
+        if looped > self.kc:
             names = list(state)
 
-            def middle(ib: KernelBuilder, k0: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
-                s = self.k_block(ib, dict(zip(names, args)), k0, self.kc, first=False, final=False)
+            def blocks(ib: KernelBuilder, k0: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+                first = ib.cmpi("ne", k0, ib.index(0))  # true: not the first block
+                final = ib.cmpi("eq", k0, ib.index(last)) if looped > last else False
+                s = self.k_block(ib, dict(zip(names, args)), k0, self.kc, first=first, final=final)
                 return [s[n] for n in names]
-            state = dict(zip(names, self.for_loop(b, self.kc, last, [state[n] for n in names], middle, "kc",
+            state = dict(zip(names, self.for_loop(b, 0, looped, [state[n] for n in names], blocks, "kc",
                                                   step=self.kc)))
-        state = self.k_block(b, state, b.index(last), self.k_total - last, first=last == 0, final=True)
+        elif last > 0:  # two blocks
+            state = self.k_block(b, state, b.index(0), self.kc, first=True, final=False)
+        if looped <= last or looped == self.kc:  # the last block apart (or the only one)
+            state = self.k_block(b, state, b.index(last), tail, first=last == 0, final=True)
         out = state["out"] if self.fuse else self.block_epilogue(b, state["cacc"], state["out"])
         op.result.replace_all_uses_with(out)
         Rewriter.erase_op(op)
 
-    def k_block(self, b: KernelBuilder, state: dict[str, SSAValue], k0: SSAValue, kc: int, first: bool,
-                final: bool) -> dict[str, SSAValue]:
+    def k_block(self, b: KernelBuilder, state: dict[str, SSAValue], k0: SSAValue, kc: int,
+                first: bool | SSAValue, final: bool | SSAValue) -> dict[str, SSAValue]:
+        """The K block at k0 of kc: pack its panels and run every tile's micro-kernel. `first`:
+        the accumulators start at zero (True), from Cacc (False), or a run-time `k0 != 0` chooses
+        Cacc; `final`: the fused epilogue follows (True, False, or a run-time condition)."""
         state = dict(state)
         state["bp"] = self.pack_b(b, state["bp"], k0, kc)
         if self.pack_a:
@@ -166,7 +180,9 @@ class PackedLowering:
             def jr_body(jb: KernelBuilder, jr: SSAValue, jargs: list[SSAValue]) -> list[SSAValue]:
                 cacc, out = jargs
                 cacc = self.tile(jb, state, cacc, ir, jr, k0, kc, first)
-                if final and self.fuse:
+                if self.fuse and isinstance(final, SSAValue):
+                    out = if_then(jb, final, lambda eb: [self.epilogue(eb, cacc, out, ir, jr)], [out])[0]
+                elif self.fuse and final:
                     out = self.epilogue(jb, cacc, out, ir, jr)
                 return [cacc, out]
             return self.for_loop(ib, 0, self.cols, args, jr_body, "jr", step=self.nr)
@@ -260,12 +276,16 @@ class PackedLowering:
 
     # -- the micro-kernel -------------------------------------------------------------------------
     def tile(self, b: KernelBuilder, state: dict[str, SSAValue], cacc: SSAValue, ir: SSAValue, jr: SSAValue,
-             k0: SSAValue, kc: int, first: bool) -> SSAValue:
-        """One MR x NR register block over this K block; returns Cacc with the tile written."""
+             k0: SSAValue, kc: int, first: bool | SSAValue) -> SSAValue:
+        """One MR x NR register block over this K block; returns Cacc with the tile written.
+        `first` as for `k_block` (a run-time condition is true where the tile is read from Cacc)."""
         mr, nr, vecs = self.mr, self.nr, self.nr // LANES
         c_base = self.c_tile(b, ir, jr)
         c_offsets = [_add(b, c_base, r * nr + v * LANES) if r or v else c_base for r in range(mr) for v in range(vecs)]
-        if first:
+        if isinstance(first, SSAValue):
+            zeros = [b.constant(0.0, _vtype())] * (mr * vecs)
+            accs = if_then(b, first, lambda rb: [_read(rb, cacc, at) for at in c_offsets], zeros)
+        elif first:
             accs = [b.constant(0.0, _vtype())] * (mr * vecs)
         else:
             accs = [_read(b, cacc, at) for at in c_offsets]

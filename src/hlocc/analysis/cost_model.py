@@ -211,6 +211,7 @@ class InstructionCost:
     # per operand: read at the output's index (elementwise from the root), a read that every other
     # elementwise read of the same operand in one fusion shares
     elementwise: list[bool] = field(default_factory=list)
+    read_map: tuple | None = field(default=None, repr=False, compare=False)  # `_consumer_reads`' cache
 
 
 def _is_broadcast_chain(instr: HloInstruction) -> bool:
@@ -472,11 +473,12 @@ class CostModel:
     def estimate_run_times(self, producer: HloInstruction, consumers) -> RunTimes:
         """Unfused vs fused time of `producer` fused into every one of `consumers` (module doc)."""
         launch = self.machine.launch_overhead
-        unfused = launch * (len(consumers) + 1) + self.run_time(producer)
+        costs, cost, fused_run_time = self._costs, self.cost, self.fused_run_time
+        unfused = launch * (len(consumers) + 1) + (costs.get(producer) or cost(producer)).exec_time
         fused = launch * len(consumers)
         for consumer in consumers:
-            unfused += self.run_time(consumer)
-            fused += self.fused_run_time(producer, consumer)
+            unfused += (costs.get(consumer) or cost(consumer)).exec_time
+            fused += fused_run_time(producer, consumer)
         return RunTimes(unfused, fused)
 
     def estimate_multi_output(self, producer: HloInstruction, consumer: HloInstruction) -> RunTimes:
@@ -504,9 +506,19 @@ def merged_reads(producer: HloInstruction, consumer_operands, p: InstructionCost
     (threefry's rounds), and the cost model then saw recomputation where there is none.
     Approximation: only reads shared from the output's index are seen, not reads that two paths
     share below another non-elementwise use (a broadcast) inside the fusion."""
+    if not producer.shape.is_tuple:  # no get-tuple-element of the producer among the operands
+        merged, summed = _consumer_reads(consumer_operands, c)
+        reads = dict(merged)  # (a copy keeps the operands' order, so the read times add up alike)
+        known = reads.pop(producer, None)
+        u, via_root = (0.0, False) if known is None else (summed[producer], known[1])
+        for op, v, e in zip(producer.operands, p.utilization, _padded(p.elementwise, len(p.utilization))):
+            elementwise = via_root and e
+            known = reads.get(op)
+            reads[op] = (v * u, elementwise) if known is None else _merged_read(known, v * u, elementwise)
+        return u, reads
     u = 0.0
     via_root = False  # the consumer reads the producer at its output's index
-    reads: dict[HloInstruction, tuple[float, bool]] = {}
+    reads = {}
     get = reads.get  # (inlined `add`: this runs for every priority fusion estimate)
     for op, v, e in zip(consumer_operands, c.utilization, _padded(c.elementwise, len(c.utilization))):
         if op is producer or (op.opcode == "get-tuple-element" and op.operand(0) is producer):
@@ -520,6 +532,24 @@ def merged_reads(producer: HloInstruction, consumer_operands, p: InstructionCost
         known = get(op)
         reads[op] = (v * u, elementwise) if known is None else _merged_read(known, v * u, elementwise)
     return u, reads
+
+
+def _consumer_reads(operands, c: InstructionCost) -> tuple[dict, dict]:
+    """A consumer's reads per distinct operand (utilization, elementwise), merged over repeats as
+    `merged_reads` merges them, and each operand's summed utilizations (the producer's `u`): built
+    once per cost and operand list, not once per producer the consumer is estimated with."""
+    operands = tuple(operands)
+    cached = c.read_map
+    if cached is not None and cached[0] == operands:
+        return cached[1], cached[2]
+    merged: dict[HloInstruction, tuple[float, bool]] = {}
+    summed: dict[HloInstruction, float] = {}
+    for op, v, e in zip(operands, c.utilization, _padded(c.elementwise, len(c.utilization))):
+        known = merged.get(op)
+        merged[op] = (v, e) if known is None else _merged_read(known, v, e)
+        summed[op] = summed.get(op, 0.0) + v
+    c.read_map = (operands, merged, summed)
+    return merged, summed
 
 
 def _merged_read(known: tuple[float, bool], v: float, elementwise: bool) -> tuple[float, bool]:

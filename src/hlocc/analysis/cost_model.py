@@ -43,10 +43,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from itertools import islice
 
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
-from hlocc.analysis.fusion_reads import ConsumerReads, consumer_reads, merged_reads, merged_with
 from hlocc.analysis.hero import EmitterKind, analyze_fusion
 from hlocc.analysis.transpose_info import transposes_minor_dimension
 from hlocc.hlo.ir import HloComputation, HloInstruction
@@ -213,7 +211,7 @@ class InstructionCost:
     # per operand: read at the output's index (elementwise from the root), a read that every other
     # elementwise read of the same operand in one fusion shares
     elementwise: list[bool] = field(default_factory=list)
-    read_map: ConsumerReads | None = field(default=None, repr=False, compare=False)  # (fusion_reads.py)
+    read_map: tuple | None = field(default=None, repr=False, compare=False)  # `_consumer_reads`' cache
 
 
 def _is_broadcast_chain(instr: HloInstruction) -> bool:
@@ -385,24 +383,24 @@ class CostModel:
         if cached is not None:
             return cached
         p, c = self._costs.get(producer) or self.cost(producer), self._costs.get(consumer) or self.cost(consumer)
-        table = None if producer.shape.is_tuple else consumer_reads(consumer.operands, c)
-        u, reads = merged_reads(producer, consumer.operands, p, c) if table is None else merged_with(producer, p, table)
+        u, reads = merged_reads(producer, consumer.operands, p, c)
         flops = p.flops * u + c.flops
-        if not self._coalesced(producer, consumer, p, c):
-            read = 0.0  # (a loop: `sum` adds floats in another way from Python 3.12 on)
-            for op, (v, _) in reads.items():
-                if v > 0:
-                    read += self._read_time(op, self._size(op) * v, False)
-        elif table is None:
-            read = self._coalesced_reads(reads.items(), 0.0)
-        else:  # the consumer's reads before the first one the producer changes, summed once (fusion_reads.py)
-            prefix = table.prefix
-            if prefix is None:
-                prefix = table.prefix = [0.0]
-                for item in table.merged.items():
-                    prefix.append(self._coalesced_reads((item,), prefix[-1]))
-            first = table.first_change(producer)
-            read = self._coalesced_reads(islice(reads.items(), first, None), prefix[first])
+        coalesced = self._coalesced(producer, consumer, p, c)
+        read = 0.0
+        sizes, size_of = self._sizes, self._size  # (the hottest loop of priority fusion: `_size` and,
+        m = self.machine  # when coalesced, `_read_time` inlined, the same arithmetic)
+        bandwidth, cache_bytes = m.memory_bandwidth, m.cache_bytes
+        cached_bandwidth = bandwidth * m.cache_speedup
+        for op, (v, _) in reads.items():
+            if v > 0:
+                known = sizes.get(op)
+                size = known[1] if known is not None and known[0] is op.shape else size_of(op)
+                total = size * v
+                if not coalesced:
+                    read += self._read_time(op, total, False, size)
+                elif total > 0:
+                    net = size if size < total else total
+                    read += net / bandwidth + (total - net) / (cached_bandwidth if net < cache_bytes else bandwidth)
         written = c.bytes_written + (p.bytes_written if side_output else 0.0)
         time = self._combine(flops, read, written)
         self._fused[key] = time
@@ -413,23 +411,6 @@ class CostModel:
                 keys = by_member[member] = set()
             keys.add(key)
         return time
-
-    def _coalesced_reads(self, reads, read: float) -> float:
-        """`read` plus the seconds to read each (operand, (utilization, _)) of `reads` coalesced
-        (`_read_time` and `_size` inlined: the hottest loop of priority fusion)."""
-        sizes, size_of = self._sizes, self._size
-        m = self.machine
-        bandwidth, cache_bytes = m.memory_bandwidth, m.cache_bytes
-        cached_bandwidth = bandwidth * m.cache_speedup
-        for op, (v, _) in reads:
-            if v > 0:
-                known = sizes.get(op)
-                size = known[1] if known is not None and known[0] is op.shape else size_of(op)
-                total = size * v
-                if total > 0:
-                    net = size if size < total else total
-                    read += net / bandwidth + (total - net) / (cached_bandwidth if net < cache_bytes else bandwidth)
-        return read
 
     @staticmethod
     def _own_kind_is_transpose(instr: HloInstruction) -> bool:
@@ -512,6 +493,73 @@ class CostModel:
 def _reads_from(operand: HloInstruction, producer: HloInstruction) -> bool:
     """Whether a consumer's `operand` is `producer` or one of its outputs."""
     return operand is producer or (operand.opcode == "get-tuple-element" and operand.operand(0) is producer)
+
+
+def merged_reads(producer: HloInstruction, consumer_operands, p: InstructionCost,
+                 c: InstructionCost) -> tuple[float, dict[HloInstruction, tuple[float, bool]]]:
+    """For `producer` (cost `p`) fused into a consumer that had `consumer_operands` and cost `c`:
+    the consumer's utilization of the producer, and per operand of the fused kernel (utilization,
+    read elementwise from the root). An operand that both parts read at the output's index is
+    read once there (XLA's CommonElementwiseUtilization): the utilizations add up less the shared
+    read, as a fresh walk of the fused computation (`fusion_utilizations`) counts it. Summing
+    instead doubled the count at every step of a chain whose values feed two consumers
+    (threefry's rounds), and the cost model then saw recomputation where there is none.
+    Approximation: only reads shared from the output's index are seen, not reads that two paths
+    share below another non-elementwise use (a broadcast) inside the fusion."""
+    if not producer.shape.is_tuple:  # no get-tuple-element of the producer among the operands
+        merged, summed = _consumer_reads(consumer_operands, c)
+        reads = dict(merged)  # (a copy keeps the operands' order, so the read times add up alike)
+        known = reads.pop(producer, None)
+        u, via_root = (0.0, False) if known is None else (summed[producer], known[1])
+        for op, v, e in zip(producer.operands, p.utilization, _padded(p.elementwise, len(p.utilization))):
+            elementwise = via_root and e
+            known = reads.get(op)
+            reads[op] = (v * u, elementwise) if known is None else _merged_read(known, v * u, elementwise)
+        return u, reads
+    u = 0.0
+    via_root = False  # the consumer reads the producer at its output's index
+    reads = {}
+    get = reads.get  # (inlined `add`: this runs for every priority fusion estimate)
+    for op, v, e in zip(consumer_operands, c.utilization, _padded(c.elementwise, len(c.utilization))):
+        if op is producer or (op.opcode == "get-tuple-element" and op.operand(0) is producer):
+            u += v
+            via_root |= e
+        else:
+            known = get(op)
+            reads[op] = (v, e) if known is None else _merged_read(known, v, e)
+    for op, v, e in zip(producer.operands, p.utilization, _padded(p.elementwise, len(p.utilization))):
+        elementwise = via_root and e
+        known = get(op)
+        reads[op] = (v * u, elementwise) if known is None else _merged_read(known, v * u, elementwise)
+    return u, reads
+
+
+def _consumer_reads(operands, c: InstructionCost) -> tuple[dict, dict]:
+    """A consumer's reads per distinct operand (utilization, elementwise), merged over repeats as
+    `merged_reads` merges them, and each operand's summed utilizations (the producer's `u`): built
+    once per cost and operand list, not once per producer the consumer is estimated with."""
+    operands = tuple(operands)
+    cached = c.read_map
+    if cached is not None and cached[0] == operands:
+        return cached[1], cached[2]
+    merged: dict[HloInstruction, tuple[float, bool]] = {}
+    summed: dict[HloInstruction, float] = {}
+    for op, v, e in zip(operands, c.utilization, _padded(c.elementwise, len(c.utilization))):
+        known = merged.get(op)
+        merged[op] = (v, e) if known is None else _merged_read(known, v, e)
+        summed[op] = summed.get(op, 0.0) + v
+    c.read_map = (operands, merged, summed)
+    return merged, summed
+
+
+def _merged_read(known: tuple[float, bool], v: float, elementwise: bool) -> tuple[float, bool]:
+    """A second read of an operand: utilizations add up, less one shared elementwise read."""
+    w, e = known
+    return w + v - (1.0 if e and elementwise else 0.0), e or elementwise
+
+
+def _padded(flags: list[bool], n: int) -> list[bool]:
+    return flags if len(flags) >= n else flags + [False] * (n - len(flags))
 
 
 # -- stitch fusion ------------------------------------------------------------------------------------

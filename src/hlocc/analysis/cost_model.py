@@ -45,6 +45,7 @@ import math
 from dataclasses import dataclass, field
 
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
+from hlocc.analysis.fusion_reads import merged_reads
 from hlocc.analysis.hero import EmitterKind, analyze_fusion
 from hlocc.analysis.transpose_info import transposes_minor_dimension
 from hlocc.hlo.ir import HloComputation, HloInstruction
@@ -211,7 +212,7 @@ class InstructionCost:
     # per operand: read at the output's index (elementwise from the root), a read that every other
     # elementwise read of the same operand in one fusion shares
     elementwise: list[bool] = field(default_factory=list)
-    read_map: tuple | None = field(default=None, repr=False, compare=False)  # `_consumer_reads`' cache
+    read_map: tuple | None = field(default=None, repr=False, compare=False)  # (fusion_reads.py)
 
 
 def _is_broadcast_chain(instr: HloInstruction) -> bool:
@@ -402,7 +403,8 @@ class CostModel:
                     net = size if size < total else total
                     read += net / bandwidth + (total - net) / (cached_bandwidth if net < cache_bytes else bandwidth)
         written = c.bytes_written + (p.bytes_written if side_output else 0.0)
-        time = self._combine(flops, read, written)
+        compute, memory = flops / m.flop_rate, read + written / bandwidth  # (`_combine` inlined)
+        time = compute + memory - m.memory_compute_overlap * (memory if memory < compute else compute)
         self._fused[key] = time
         by_member = self._by_member
         for member in (producer, consumer):
@@ -472,6 +474,14 @@ class CostModel:
 
     def estimate_run_times(self, producer: HloInstruction, consumers) -> RunTimes:
         """Unfused vs fused time of `producer` fused into every one of `consumers` (module doc)."""
+        return RunTimes(*self._run_times(producer, consumers))
+
+    def fusion_benefit(self, producer: HloInstruction, consumers) -> float:
+        """`estimate_run_times(producer, consumers).benefit` (priority fusion asks it per priority)."""
+        unfused, fused = self._run_times(producer, consumers)
+        return unfused - fused
+
+    def _run_times(self, producer: HloInstruction, consumers) -> tuple[float, float]:
         launch = self.machine.launch_overhead
         costs, cost, fused_run_time = self._costs, self.cost, self.fused_run_time
         unfused = launch * (len(consumers) + 1) + (costs.get(producer) or cost(producer)).exec_time
@@ -479,7 +489,7 @@ class CostModel:
         for consumer in consumers:
             unfused += (costs.get(consumer) or cost(consumer)).exec_time
             fused += fused_run_time(producer, consumer)
-        return RunTimes(unfused, fused)
+        return unfused, fused
 
     def estimate_multi_output(self, producer: HloInstruction, consumer: HloInstruction) -> RunTimes:
         """Unfused vs fused time of a producer-consumer multi-output fusion (the producer's
@@ -493,73 +503,6 @@ class CostModel:
 def _reads_from(operand: HloInstruction, producer: HloInstruction) -> bool:
     """Whether a consumer's `operand` is `producer` or one of its outputs."""
     return operand is producer or (operand.opcode == "get-tuple-element" and operand.operand(0) is producer)
-
-
-def merged_reads(producer: HloInstruction, consumer_operands, p: InstructionCost,
-                 c: InstructionCost) -> tuple[float, dict[HloInstruction, tuple[float, bool]]]:
-    """For `producer` (cost `p`) fused into a consumer that had `consumer_operands` and cost `c`:
-    the consumer's utilization of the producer, and per operand of the fused kernel (utilization,
-    read elementwise from the root). An operand that both parts read at the output's index is
-    read once there (XLA's CommonElementwiseUtilization): the utilizations add up less the shared
-    read, as a fresh walk of the fused computation (`fusion_utilizations`) counts it. Summing
-    instead doubled the count at every step of a chain whose values feed two consumers
-    (threefry's rounds), and the cost model then saw recomputation where there is none.
-    Approximation: only reads shared from the output's index are seen, not reads that two paths
-    share below another non-elementwise use (a broadcast) inside the fusion."""
-    if not producer.shape.is_tuple:  # no get-tuple-element of the producer among the operands
-        merged, summed = _consumer_reads(consumer_operands, c)
-        reads = dict(merged)  # (a copy keeps the operands' order, so the read times add up alike)
-        known = reads.pop(producer, None)
-        u, via_root = (0.0, False) if known is None else (summed[producer], known[1])
-        for op, v, e in zip(producer.operands, p.utilization, _padded(p.elementwise, len(p.utilization))):
-            elementwise = via_root and e
-            known = reads.get(op)
-            reads[op] = (v * u, elementwise) if known is None else _merged_read(known, v * u, elementwise)
-        return u, reads
-    u = 0.0
-    via_root = False  # the consumer reads the producer at its output's index
-    reads = {}
-    get = reads.get  # (inlined `add`: this runs for every priority fusion estimate)
-    for op, v, e in zip(consumer_operands, c.utilization, _padded(c.elementwise, len(c.utilization))):
-        if op is producer or (op.opcode == "get-tuple-element" and op.operand(0) is producer):
-            u += v
-            via_root |= e
-        else:
-            known = get(op)
-            reads[op] = (v, e) if known is None else _merged_read(known, v, e)
-    for op, v, e in zip(producer.operands, p.utilization, _padded(p.elementwise, len(p.utilization))):
-        elementwise = via_root and e
-        known = get(op)
-        reads[op] = (v * u, elementwise) if known is None else _merged_read(known, v * u, elementwise)
-    return u, reads
-
-
-def _consumer_reads(operands, c: InstructionCost) -> tuple[dict, dict]:
-    """A consumer's reads per distinct operand (utilization, elementwise), merged over repeats as
-    `merged_reads` merges them, and each operand's summed utilizations (the producer's `u`): built
-    once per cost and operand list, not once per producer the consumer is estimated with."""
-    operands = tuple(operands)
-    cached = c.read_map
-    if cached is not None and cached[0] == operands:
-        return cached[1], cached[2]
-    merged: dict[HloInstruction, tuple[float, bool]] = {}
-    summed: dict[HloInstruction, float] = {}
-    for op, v, e in zip(operands, c.utilization, _padded(c.elementwise, len(c.utilization))):
-        known = merged.get(op)
-        merged[op] = (v, e) if known is None else _merged_read(known, v, e)
-        summed[op] = summed.get(op, 0.0) + v
-    c.read_map = (operands, merged, summed)
-    return merged, summed
-
-
-def _merged_read(known: tuple[float, bool], v: float, elementwise: bool) -> tuple[float, bool]:
-    """A second read of an operand: utilizations add up, less one shared elementwise read."""
-    w, e = known
-    return w + v - (1.0 if e and elementwise else 0.0), e or elementwise
-
-
-def _padded(flags: list[bool], n: int) -> list[bool]:
-    return flags if len(flags) >= n else flags + [False] * (n - len(flags))
 
 
 # -- stitch fusion ------------------------------------------------------------------------------------

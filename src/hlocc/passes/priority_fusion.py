@@ -252,7 +252,7 @@ class _ComputationFusion:
         for user in non_bitcast:
             if self.can_fuse(producer, user) is not None:
                 return -math.inf
-        return self.cost.estimate_run_times(producer, users).benefit
+        return self.cost.fusion_benefit(producer, users)
 
     # -- the loop -----------------------------------------------------------------------------------
     def _enqueue(self, instr: HloInstruction) -> None:

@@ -69,7 +69,10 @@ class InlinePass(ModulePass):
         changed = True
         while changed:
             changed = False
-            for call in _calls(op):
+            # Callees come after their callers in the module (the partitioner's order): visiting the
+            # calls backwards inlines a chain of calls in one round, not one round (a walk of the
+            # whole module) per link.
+            for call in reversed(_calls(op)):
                 name = call.callee.root_reference.data
                 callee = fns.get(name)
                 if callee is None or not inlinable(name) or any(

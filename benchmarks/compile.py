@@ -1,7 +1,7 @@
 """Compile time: hlocc against XLA:CPU compiling the same HLO text in the same run (issue 16).
 
     python benchmarks/compile.py [--cases all|NAME,...] [--probes NAME,...] [--no-warm]
-                                 [--profile NAME] [--json OUT]
+                                 [--profile NAME] [--sample NAME] [--json OUT]
 
 For each JAX corpus module (shared/corpus/jax/*.hlo; inputs are not needed) and each XLA corpus
 scaling probe (`--probes`, default the 6800-op `loop__large_loop_slow_compile_time`), it measures:
@@ -23,6 +23,11 @@ pass, LLVM translation, LLVM optimisation, LLVM code generation and loading, cac
 machine's load disturbs every figure: compare within one run.
 
 `--profile NAME` runs one more cold compile of NAME under cProfile and prints its top entries.
+cProfile charges every Python call, which inflates code made of many small functions (on priority
+fusion it put a loop first that a change then showed to be a minor cost); `--sample NAME` instead
+samples the stack every millisecond of CPU (SIGPROF) and prints each function's share of the
+samples, own and inclusive. Time in C (LLVM, numpy) is under-sampled: Python sees the signal only
+when the call returns.
 """
 
 from __future__ import annotations
@@ -140,6 +145,45 @@ def print_breakdown(title: str, stages: dict[str, float]) -> None:
             print(f"  {stage:36} {ms:9.1f} ms {100 * ms / total:5.1f} %")
 
 
+def sampled(compile_once, top: int = 30) -> str:
+    """Run `compile_once()` under a SIGPROF stack sampler (1 ms of CPU); the top functions by
+    their own and their inclusive share of the samples, as text."""
+    import collections
+    import signal
+
+    own: collections.Counter = collections.Counter()
+    inclusive: collections.Counter = collections.Counter()
+
+    def where(frame) -> str:
+        return f"{pathlib.Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}"
+
+    def on_sample(signum, frame) -> None:
+        if frame is None:
+            return
+        own[where(frame)] += 1
+        seen = set()
+        while frame is not None:
+            key = where(frame)
+            if key not in seen:
+                seen.add(key)
+                inclusive[key] += 1
+            frame = frame.f_back
+
+    previous = signal.signal(signal.SIGPROF, on_sample)
+    signal.setitimer(signal.ITIMER_PROF, 0.001, 0.001)
+    try:
+        compile_once()
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+        signal.signal(signal.SIGPROF, previous)
+    total = max(1, sum(own.values()))
+    lines = [f"{total} samples; own share:"]
+    lines += [f"  {100 * n / total:5.1f} %  {k}" for k, n in own.most_common(top)]
+    lines.append("inclusive share:")
+    lines += [f"  {100 * n / total:5.1f} %  {k}" for k, n in inclusive.most_common(top)]
+    return "\n".join(lines)
+
+
 def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
@@ -150,6 +194,7 @@ def main() -> None:
     ap.add_argument("--probes", default=DEFAULT_PROBES, help="XLA corpus modules compiled as scaling probes")
     ap.add_argument("--no-warm", action="store_true", help="skip the warm-from-disk process")
     ap.add_argument("--profile", metavar="NAME", help="cProfile one more cold compile of NAME")
+    ap.add_argument("--sample", metavar="NAME", help="sample the stack of one more cold compile of NAME")
     ap.add_argument("--json", type=pathlib.Path, help="write every figure to this file")
     ap.add_argument("--warm-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -235,6 +280,12 @@ def main() -> None:
         pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(25)
         print(f"\ncProfile of a cold compile of {args.profile} (top 25 by own time):")
         print(out.getvalue())
+    if args.sample:
+        text = module_path(args.sample).read_text()
+        clear_memory_caches()
+        os.environ["HLOCC_CACHE_DIR"] = ""
+        print(f"\nsampled cold compile of {args.sample}:")
+        print(sampled(lambda: hlocc.compile(text, backend="cpu")))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

@@ -232,3 +232,42 @@ def test_costs_kept_while_fusing_match_a_fresh_walk_of_each_fusion(text):
     kept, fresh = models[0].cost(fusions[0]), instruction_cost(fusions[0])
     assert kept.utilization == pytest.approx(fresh.utilization)
     assert kept.flops == pytest.approx(fresh.flops)
+
+
+def _reference_merged_reads(producer, consumer_operands, p, c):
+    """merged_reads as one walk, without the consumer's cached table (analysis/fusion_reads.py)."""
+    u, via_root, reads = 0.0, False, {}
+
+    def add(op, v, e):
+        if op in reads:
+            w, f = reads[op]
+            reads[op] = (w + v - (1.0 if e and f else 0.0), e or f)
+        else:
+            reads[op] = (v, e)
+
+    for op, v, e in zip(consumer_operands, c.utilization, c.elementwise):
+        if op is producer:
+            u, via_root = u + v, via_root or e
+        else:
+            add(op, v, e)
+    for op, v, e in zip(producer.operands, p.utilization, p.elementwise):
+        add(op, v * u, via_root and e)
+    return u, reads
+
+
+def test_merged_reads_from_the_cached_table_match_one_walk_also_after_an_operand_changes():
+    from hlocc.analysis.fusion_reads import merged_reads
+
+    c = entry("x = f32[64] parameter(0)\n  y = f32[64] parameter(1)\n  b = f32[64,8] parameter(2)\n"
+              "  p = f32[64] add(x, y)\n  q = f32[64] multiply(p, x)\n  m = f32[64] maximum(p, p)\n"
+              "  s = f32[64] subtract(q, y)\n  ROOT t = (f32[64], f32[64]) tuple(s, m)")
+    model = CostModel()
+    p, q, m, s = (named(c, n) for n in ("p", "q", "m", "s"))
+    for producer, consumer in ((p, q), (p, m), (q, s), (p, q)):  # (p, q) again: from the cache
+        got = merged_reads(producer, consumer.operands, model.cost(producer), model.cost(consumer))
+        want = _reference_merged_reads(producer, consumer.operands, model.cost(producer), model.cost(consumer))
+        assert got == want and list(got[1]) == list(want[1])
+    assert merged_reads(p, m.operands, model.cost(p), model.cost(m))[0] == 2.0  # both reads of p
+    q.operands[1] = named(c, "y")  # the consumer's operands change under its cost: the table follows
+    got = merged_reads(p, q.operands, model.cost(p), model.cost(q))
+    assert got == _reference_merged_reads(p, q.operands, model.cost(p), model.cost(q))

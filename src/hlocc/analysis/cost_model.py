@@ -45,6 +45,7 @@ import math
 from dataclasses import dataclass, field
 
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
+from hlocc.analysis.fusion_reads import merged_reads
 from hlocc.analysis.hero import EmitterKind, analyze_fusion
 from hlocc.analysis.transpose_info import transposes_minor_dimension
 from hlocc.hlo.ir import HloComputation, HloInstruction
@@ -211,6 +212,7 @@ class InstructionCost:
     # per operand: read at the output's index (elementwise from the root), a read that every other
     # elementwise read of the same operand in one fusion shares
     elementwise: list[bool] = field(default_factory=list)
+    read_map: tuple | None = field(default=None, repr=False, compare=False)  # (fusion_reads.py)
 
 
 def _is_broadcast_chain(instr: HloInstruction) -> bool:
@@ -401,7 +403,8 @@ class CostModel:
                     net = size if size < total else total
                     read += net / bandwidth + (total - net) / (cached_bandwidth if net < cache_bytes else bandwidth)
         written = c.bytes_written + (p.bytes_written if side_output else 0.0)
-        time = self._combine(flops, read, written)
+        compute, memory = flops / m.flop_rate, read + written / bandwidth  # (`_combine` inlined)
+        time = compute + memory - m.memory_compute_overlap * (memory if memory < compute else compute)
         self._fused[key] = time
         by_member = self._by_member
         for member in (producer, consumer):
@@ -471,13 +474,22 @@ class CostModel:
 
     def estimate_run_times(self, producer: HloInstruction, consumers) -> RunTimes:
         """Unfused vs fused time of `producer` fused into every one of `consumers` (module doc)."""
+        return RunTimes(*self._run_times(producer, consumers))
+
+    def fusion_benefit(self, producer: HloInstruction, consumers) -> float:
+        """`estimate_run_times(producer, consumers).benefit` (priority fusion asks it per priority)."""
+        unfused, fused = self._run_times(producer, consumers)
+        return unfused - fused
+
+    def _run_times(self, producer: HloInstruction, consumers) -> tuple[float, float]:
         launch = self.machine.launch_overhead
-        unfused = launch * (len(consumers) + 1) + self.run_time(producer)
+        costs, cost, fused_run_time = self._costs, self.cost, self.fused_run_time
+        unfused = launch * (len(consumers) + 1) + (costs.get(producer) or cost(producer)).exec_time
         fused = launch * len(consumers)
         for consumer in consumers:
-            unfused += self.run_time(consumer)
-            fused += self.fused_run_time(producer, consumer)
-        return RunTimes(unfused, fused)
+            unfused += (costs.get(consumer) or cost(consumer)).exec_time
+            fused += fused_run_time(producer, consumer)
+        return unfused, fused
 
     def estimate_multi_output(self, producer: HloInstruction, consumer: HloInstruction) -> RunTimes:
         """Unfused vs fused time of a producer-consumer multi-output fusion (the producer's
@@ -491,45 +503,6 @@ class CostModel:
 def _reads_from(operand: HloInstruction, producer: HloInstruction) -> bool:
     """Whether a consumer's `operand` is `producer` or one of its outputs."""
     return operand is producer or (operand.opcode == "get-tuple-element" and operand.operand(0) is producer)
-
-
-def merged_reads(producer: HloInstruction, consumer_operands, p: InstructionCost,
-                 c: InstructionCost) -> tuple[float, dict[HloInstruction, tuple[float, bool]]]:
-    """For `producer` (cost `p`) fused into a consumer that had `consumer_operands` and cost `c`:
-    the consumer's utilization of the producer, and per operand of the fused kernel (utilization,
-    read elementwise from the root). An operand that both parts read at the output's index is
-    read once there (XLA's CommonElementwiseUtilization): the utilizations add up less the shared
-    read, as a fresh walk of the fused computation (`fusion_utilizations`) counts it. Summing
-    instead doubled the count at every step of a chain whose values feed two consumers
-    (threefry's rounds), and the cost model then saw recomputation where there is none.
-    Approximation: only reads shared from the output's index are seen, not reads that two paths
-    share below another non-elementwise use (a broadcast) inside the fusion."""
-    u = 0.0
-    via_root = False  # the consumer reads the producer at its output's index
-    reads: dict[HloInstruction, tuple[float, bool]] = {}
-    get = reads.get  # (inlined `add`: this runs for every priority fusion estimate)
-    for op, v, e in zip(consumer_operands, c.utilization, _padded(c.elementwise, len(c.utilization))):
-        if op is producer or (op.opcode == "get-tuple-element" and op.operand(0) is producer):
-            u += v
-            via_root |= e
-        else:
-            known = get(op)
-            reads[op] = (v, e) if known is None else _merged_read(known, v, e)
-    for op, v, e in zip(producer.operands, p.utilization, _padded(p.elementwise, len(p.utilization))):
-        elementwise = via_root and e
-        known = get(op)
-        reads[op] = (v * u, elementwise) if known is None else _merged_read(known, v * u, elementwise)
-    return u, reads
-
-
-def _merged_read(known: tuple[float, bool], v: float, elementwise: bool) -> tuple[float, bool]:
-    """A second read of an operand: utilizations add up, less one shared elementwise read."""
-    w, e = known
-    return w + v - (1.0 if e and elementwise else 0.0), e or elementwise
-
-
-def _padded(flags: list[bool], n: int) -> list[bool]:
-    return flags if len(flags) >= n else flags + [False] * (n - len(flags))
 
 
 # -- stitch fusion ------------------------------------------------------------------------------------

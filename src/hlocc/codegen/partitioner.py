@@ -136,8 +136,9 @@ def _first_leaf(shape: Shape) -> Shape:
     return shape
 
 
-def _tensor_arguments(computation: HloComputation, extra: Iterable[str] = ()) -> tuple[list[FunctionValue], list[str]]:
-    params = computation.parameters
+def _tensor_arguments(computation: HloComputation, extra: Iterable[str] = (),
+                      params: list[HloInstruction] | None = None) -> tuple[list[FunctionValue], list[str]]:
+    params = computation.parameters if params is None else params
     names = _unique([sanitize_name(p.name) for p in params] + list(extra))
     values = [FunctionValue("tensor", n, p.shape) for n, p in zip(names, params)]
     return values, names[len(params):]
@@ -154,16 +155,17 @@ def entry_function_signature(computation: HloComputation, name: str = "main") ->
 
 
 def _subgraph_signature(name: str, computation: HloComputation, roots: tuple[HloInstruction, ...],
-                        index_shape: Shape, tensor_parameters: bool) -> FunctionSignature:
+                        index_shape: Shape, tensor_parameters: bool,
+                        parameters: list[HloInstruction]) -> FunctionSignature:
     results = tuple(FunctionValue("scalar", shape=Shape.array(leaf.element_type))
                     for root in roots for leaf in _leaves(root.shape))
     if not tensor_parameters:
-        names = _unique(sanitize_name(p.name) for p in computation.parameters)
+        names = _unique(sanitize_name(p.name) for p in parameters)
         args = tuple(FunctionValue("scalar", n, Shape.array(p.shape.element_type))
-                     for n, p in zip(names, computation.parameters))
+                     for n, p in zip(names, parameters))
         return FunctionSignature(name, args, results)
     rank = len(index_shape.dims)
-    params, index_names = _tensor_arguments(computation, [f"i{k}" for k in range(rank)])
+    params, index_names = _tensor_arguments(computation, [f"i{k}" for k in range(rank)], parameters)
     indices = [FunctionValue("index", n, bound=None if dynamic else size)
                for n, size, dynamic in zip(index_names, index_shape.dims, index_shape.dynamic)]
     return FunctionSignature(name, tuple(params + indices), results)
@@ -190,7 +192,11 @@ class Subgraph:
         return len(self.index_ranges)
 
     def __contains__(self, instr: object) -> bool:
-        return any(i is instr for i in self.instructions)
+        return id(instr) in self._members
+
+    @functools.cached_property
+    def _members(self) -> frozenset[int]:
+        return frozenset(map(id, self.instructions))  # (the instructions are kept alive by the tuple)
 
     def to_string(self, indentation: int = 0) -> str:
         indent = " " * indentation
@@ -346,9 +352,10 @@ def partition_computation(computation: HloComputation, is_subgraph_root: Subgrap
     names = _unique(sanitize_name(f"{computation.name}_{r.name}") for r in roots)
 
     subgraphs = []
+    parameters = computation.parameters  # (a scan of the computation: once, not once per subgraph)
     for name, root, instrs in zip(names, roots, members):
         index_shape = _first_leaf(root.shape)
-        signature = _subgraph_signature(name, computation, (root,), index_shape, tensor_parameters)
+        signature = _subgraph_signature(name, computation, (root,), index_shape, tensor_parameters, parameters)
         subgraphs.append(Subgraph(
             name=name, roots=(root,), instructions=tuple(instrs), index_ranges=tuple(index_shape.dims),
             signature=signature, has_no_compute=all(i.opcode in _NO_COMPUTE_OPCODES for i in instrs)))

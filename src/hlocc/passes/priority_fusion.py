@@ -169,6 +169,7 @@ class _ComputationFusion:
         self.queue = _Queue()
         self._version: dict[HloInstruction, int] = {}
         self._can_fuse: dict[tuple, str | None] = {}
+        self._fusible: dict[HloInstruction, bool] = {}
         self._seq = 0
         self.changed = False
 
@@ -184,9 +185,10 @@ class _ComputationFusion:
         facts = self.facts
         if producer is self.comp.root:
             return "not fusing into the output of the root instruction"
-        if not is_fusible(producer):
+        fusible = self._fusible
+        if not (fusible[producer] if producer in fusible else self._note_fusible(producer)):
             return "the producer is not fusible"
-        if not is_fusible(consumer):
+        if not (fusible[consumer] if consumer in fusible else self._note_fusible(consumer)):
             return "the consumer is not fusible"
         if is_fusible_bitcast(consumer):
             return "not fusing into a single bitcast as consumer"
@@ -205,12 +207,32 @@ class _ComputationFusion:
             fused = analyze_fusion(FusionAdaptor.for_producer_consumer(producer, consumer), opcodes=opcodes)
             if fused.kind is EmitterKind.LOOP:
                 return "fusion into output of a reduce fusion would create a loop fusion"
-        why = fusion_fits_in_budget(consumer, producer, consumer_producer=True, limits=self.limits, facts=facts)
-        if why:
-            return why
+        if not self._fits_easily(sp, sc, producer, consumer):  # (the full check only near a budget)
+            why = fusion_fits_in_budget(consumer, producer, consumer_producer=True, limits=self.limits, facts=facts)
+            if why:
+                return why
         if sc.opcodes & _IN_PLACE_OPCODES:
             return should_fuse_in_place_op(producer, consumer)
         return None
+
+    def _note_fusible(self, instr: HloInstruction) -> bool:
+        """`is_fusible`, remembered: an instruction's opcode stays, and a fusion this pass builds
+        is never kCustom."""
+        fusible = self._fusible[instr] = is_fusible(instr)
+        return fusible
+
+    def _fits_easily(self, sp: FusionSummary, sc: FusionSummary, producer: HloInstruction,
+                     consumer: HloInstruction) -> bool:
+        """Whether the two are far enough below every budget that `fusion_fits_in_budget` would
+        pass them (its first tests, from the summaries at hand, and the operand count before
+        duplicates are taken out)."""
+        limits = self.limits
+        outputs = (len(consumer.shape.leaves()) if consumer.shape.is_tuple else 1) + (
+            len(producer.shape.leaves()) if producer.shape.is_tuple else 1)
+        return (sp.shared_memory + sc.shared_memory <= limits.shared_memory_bytes
+                and sp.unnested_reductions + sc.unnested_reductions <= limits.max_unnested_reductions
+                and sp.instructions + sc.instructions <= limits.max_fused_instructions
+                and len(consumer.operands) + len(producer.operands) - 1 + outputs <= limits.max_operands_and_outputs)
 
     def priority(self, producer: HloInstruction) -> float:
         """Time saved by fusing `producer` into all its users, or -inf when it may not be."""
@@ -230,7 +252,7 @@ class _ComputationFusion:
         for user in non_bitcast:
             if self.can_fuse(producer, user) is not None:
                 return -math.inf
-        return self.cost.estimate_run_times(producer, users).benefit
+        return self.cost.fusion_benefit(producer, users)
 
     # -- the loop -----------------------------------------------------------------------------------
     def _enqueue(self, instr: HloInstruction) -> None:

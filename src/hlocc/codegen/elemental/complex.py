@@ -66,8 +66,8 @@ def _compare(b, instr, args):
                                f"(instruction '{instr.name}')")
     (xr, xi), (yr, yi) = (parts(b, z) for z in args)
     if direction == "EQ":
-        return b.add(arith.AndIOp(b.cmpf("oeq", xr, yr), b.cmpf("oeq", xi, yi)))
-    return b.add(arith.OrIOp(b.cmpf("une", xr, yr), b.cmpf("une", xi, yi)))
+        return b.op(arith.AndIOp, b.cmpf("oeq", xr, yr), b.cmpf("oeq", xi, yi))
+    return b.op(arith.OrIOp, b.cmpf("une", xr, yr), b.cmpf("une", xi, yi))
 
 
 @register_complex("real")
@@ -100,7 +100,7 @@ def in_c128(fn: ComplexFunction) -> Callable:
         out = element_type(instr.shape.element_type)
         if isinstance(out, ComplexType):
             return _cast_parts(b, result, out.element_type)
-        return result if out == f64 else b.add(arith.TruncFOp(result, f32))
+        return result if out == f64 else b.op(arith.TruncFOp, result, f32)
     return emit
 
 
@@ -152,13 +152,13 @@ def _power(b, x, y):
     c = lambda v: b.constant(v, xr.type)  # noqa: E731
     x_is_zero = b.add(arith.AndIOp(b.cmpf("oeq", xr, c(0.0)), b.cmpf("oeq", xi, c(0.0))))
     y_positive, y_negative = b.cmpf("ogt", yr, c(0.0)), b.cmpf("olt", yr, c(0.0))
-    result = b.select(b.add(arith.AndIOp(x_is_zero, y_positive)), zero, result)
+    result = b.select(b.op(arith.AndIOp, x_is_zero, y_positive), zero, result)
     inf_real = b.and_([b.cmpf("oeq", xi, c(0.0)), b.cmpf("oeq", xr, c(float("inf"))), b.cmpf("oeq", yi, c(0.0))])
-    result = b.select(b.add(arith.AndIOp(inf_real, y_positive)), x, result)
-    result = b.select(b.add(arith.AndIOp(inf_real, y_negative)), zero, result)
+    result = b.select(b.op(arith.AndIOp, inf_real, y_positive), x, result)
+    result = b.select(b.op(arith.AndIOp, inf_real, y_negative), zero, result)
     x_is_one = b.add(arith.AndIOp(b.cmpf("oeq", xr, c(1.0)), b.cmpf("oeq", xi, c(0.0))))
     y_is_zero = b.add(arith.AndIOp(b.cmpf("oeq", yr, c(0.0)), b.cmpf("oeq", yi, c(0.0))))
-    return b.select(b.add(arith.OrIOp(x_is_one, y_is_zero)), one, result)
+    return b.select(b.op(arith.OrIOp, x_is_one, y_is_zero), one, result)
 
 
 @register_complex("atan2")

@@ -68,7 +68,7 @@ def _constant(e: ElementEmitter, instr: HloInstruction, indices):
         width = ttype.element_type.width.data
         values = [int(v) - (1 << width) if int(v) >= 1 << (width - 1) else int(v) for v in values]
     attr = DenseIntOrFPElementsAttr.from_list(ttype, values)
-    t = e.b.add(arith.ConstantOp(attr, ttype))
+    t = e.b.op(arith.ConstantOp, attr, ttype)
     return [load_element(e.b, t, instr.shape, indices)]
 
 
@@ -95,11 +95,11 @@ def _python_scalar(v) -> int | float | bool:
 def _iota(e: ElementEmitter, instr: HloInstruction, indices):
     i = indices[int(instr.attrs["iota_dimension"])]
     pt = instr.shape.element_type
-    as_int = e.b.add(arith.IndexCastOp(i, i64))
+    as_int = e.b.op(arith.IndexCastOp, i, i64)
     from hlocc.hlo.types import PRIMITIVE_TYPES
 
     if pt.is_float or pt.is_complex:
-        f = e.b.add(arith.SIToFPOp(as_int, f64))
+        f = e.b.op(arith.SIToFPOp, as_int, f64)
         return [convert(e.b, f, PRIMITIVE_TYPES["f64"], pt)]
     return [convert(e.b, as_int, PRIMITIVE_TYPES["s64"], pt)]
 
@@ -112,7 +112,7 @@ def _data_movement(e: ElementEmitter, instr: HloInstruction, indices):
         if src.is_complex or dst.is_complex:
             raise UnsupportedError(f"unsupported: {instr.opcode} from {src.name} to {dst.name} in a kernel "
                                    f"(instruction '{instr.name}')")
-        value = e.b.add(arith.BitcastOp(value, element_type(dst)))
+        value = e.b.op(arith.BitcastOp, value, element_type(dst))
     return [value]
 
 
@@ -148,11 +148,11 @@ def clamp_start(b: KernelBuilder, start: SSAValue, pt: PrimitiveType, hi: int | 
     wide = start if _width(start) == 64 else b.add((arith.ExtUIOp if pt.is_unsigned else arith.ExtSIOp)(start, i64))
     symbolic = isinstance(hi, DimExpr)
     if pt.is_unsigned:
-        hi_wide = b.add(arith.IndexCastOp(size_value(b, hi), i64)) if symbolic else b.constant(hi, i64)
-        wide = b.add(arith.MinUIOp(wide, hi_wide))
-    as_index = b.add(arith.IndexCastOp(wide, INDEX))
+        hi_wide = b.op(arith.IndexCastOp, size_value(b, hi), i64) if symbolic else b.constant(hi, i64)
+        wide = b.op(arith.MinUIOp, wide, hi_wide)
+    as_index = b.op(arith.IndexCastOp, wide, INDEX)
     hi_index = size_value(b, hi) if symbolic else b.index(hi)
-    return b.add(arith.MaxSIOp(b.add(arith.MinSIOp(as_index, hi_index)), b.index(0)))
+    return b.op(arith.MaxSIOp, b.op(arith.MinSIOp, as_index, hi_index), b.index(0))
 
 
 def _clamped_offsets(e: ElementEmitter, instr: HloInstruction, first: int, window: Sequence[int]) -> list[SSAValue]:

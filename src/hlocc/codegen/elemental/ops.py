@@ -61,7 +61,7 @@ BinaryEmitter = Callable[[KernelBuilder, SSAValue, SSAValue], SSAValue]
 
 
 def _op(op_class) -> BinaryEmitter:
-    return lambda b, x, y: b.add(op_class(x, y))
+    return lambda b, x, y: b.op(op_class, x, y)
 
 
 def _float_max_min(pred: str) -> BinaryEmitter:
@@ -69,7 +69,7 @@ def _float_max_min(pred: str) -> BinaryEmitter:
     propagates and equal values give x, so max(-0, +0) = -0 (as HloEvaluator's std::max);
     arith.maximumf would order -0 below +0."""
     def emit(b: KernelBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-        return b.select(b.add(arith.OrIOp(b.cmpf(pred, x, y), b.cmpf("uno", x, x))), x, y)
+        return b.select(b.op(arith.OrIOp, b.cmpf(pred, x, y), b.cmpf("uno", x, x)), x, y)
     return emit
 
 
@@ -98,16 +98,16 @@ def _divide(b, instr, args):
     x, y = args
     t = in_type(instr)
     if t.is_float:
-        return b.add(arith.DivfOp(x, y))
+        return b.op(arith.DivfOp, x, y)
     ty = x.type
     zero, one, all_ones = b.constant(0, ty), b.constant(1, ty), b.constant(-1, ty)
     y_is_zero = b.cmpi("eq", y, zero)
     if t.is_unsigned or t.is_pred:
         safe = b.select(y_is_zero, one, y)
-        return b.select(y_is_zero, all_ones, b.add(arith.DivUIOp(x, safe)))
+        return b.select(y_is_zero, all_ones, b.op(arith.DivUIOp, x, safe))
     overflow = b.and_([b.cmpi("eq", x, b.constant(_int_min(_bits(ty)), ty)), b.cmpi("eq", y, all_ones)])
-    bad = b.add(arith.OrIOp(y_is_zero, overflow))
-    quotient = b.add(arith.DivSIOp(x, b.select(bad, one, y)))
+    bad = b.op(arith.OrIOp, y_is_zero, overflow)
+    quotient = b.op(arith.DivSIOp, x, b.select(bad, one, y))
     return b.select(y_is_zero, all_ones, b.select(overflow, x, quotient))
 
 
@@ -121,10 +121,10 @@ def _remainder(b, instr, args):
     zero, one, all_ones = b.constant(0, ty), b.constant(1, ty), b.constant(-1, ty)
     y_is_zero = b.cmpi("eq", y, zero)
     if t.is_unsigned or t.is_pred:
-        return b.select(y_is_zero, x, b.add(arith.RemUIOp(x, b.select(y_is_zero, one, y))))
+        return b.select(y_is_zero, x, b.op(arith.RemUIOp, x, b.select(y_is_zero, one, y)))
     overflow = b.and_([b.cmpi("eq", x, b.constant(_int_min(_bits(ty)), ty)), b.cmpi("eq", y, all_ones)])
-    bad = b.add(arith.OrIOp(y_is_zero, overflow))
-    rem = b.add(arith.RemSIOp(x, b.select(bad, one, y)))
+    bad = b.op(arith.OrIOp, y_is_zero, overflow)
+    rem = b.op(arith.RemSIOp, x, b.select(bad, one, y))
     return b.select(y_is_zero, x, b.select(overflow, zero, rem))
 
 
@@ -136,12 +136,12 @@ def _shift(kind: str):
         in_range = b.cmpi("ult", y, b.constant(bits, ty))
         safe = b.select(in_range, y, b.constant(0, ty))
         if kind == "left":
-            shifted, fill = b.add(arith.ShLIOp(x, safe)), b.constant(0, ty)
+            shifted, fill = b.op(arith.ShLIOp, x, safe), b.constant(0, ty)
         elif kind == "logical":
-            shifted, fill = b.add(arith.ShRUIOp(x, safe)), b.constant(0, ty)
+            shifted, fill = b.op(arith.ShRUIOp, x, safe), b.constant(0, ty)
         else:
-            shifted = b.add(arith.ShRSIOp(x, safe))
-            fill = b.add(arith.ShRSIOp(x, b.constant(bits - 1, ty)))
+            shifted = b.op(arith.ShRSIOp, x, safe)
+            fill = b.op(arith.ShRSIOp, x, b.constant(bits - 1, ty))
         return b.select(in_range, shifted, fill)
     return emit
 
@@ -155,8 +155,8 @@ register("shift-right-arithmetic")(_shift("arithmetic"))
 def _negate(b, instr, args):
     (x,) = args
     if in_type(instr).is_float:
-        return b.add(arith.NegfOp(x))
-    return b.add(arith.SubiOp(b.constant(0, x.type), x))
+        return b.op(arith.NegfOp, x)
+    return b.op(arith.SubiOp, b.constant(0, x.type), x)
 
 
 @register("abs")
@@ -164,10 +164,10 @@ def _abs(b, instr, args):
     (x,) = args
     t = in_type(instr)
     if t.is_float:
-        return b.add(math.AbsFOp(x))
+        return b.op(math.AbsFOp, x)
     if t.is_unsigned or t.is_pred:
         return x
-    return b.add(math.AbsIOp(x))
+    return b.op(math.AbsIOp, x)
 
 
 @register("sign")
@@ -193,17 +193,17 @@ def _float_sign(b: KernelBuilder, x: SSAValue) -> SSAValue:
 @register("not")
 def _not(b, instr, args):
     (x,) = args
-    return b.add(arith.XOrIOp(x, b.constant(-1, x.type)))
+    return b.op(arith.XOrIOp, x, b.constant(-1, x.type))
 
 
 @register("popcnt")
 def _popcnt(b, instr, args):
-    return b.add(math.CtPopOp(args[0]))
+    return b.op(math.CtPopOp, args[0])
 
 
 @register("count-leading-zeros")
 def _count_leading_zeros(b, instr, args):
-    return b.add(math.CountLeadingZerosOp(args[0]))
+    return b.op(math.CountLeadingZerosOp, args[0])
 
 
 def _float_unary(op_class):
@@ -230,13 +230,13 @@ def _is_finite(b, instr, args):
     formats without one (f8e4m3fn, ...)."""
     (x,) = args
     if float_width(x.type) < 32:
-        x = b.add(arith.ExtFOp(x, f32))
-    return b.cmpf("one", b.add(math.AbsFOp(x)), b.constant(float("inf"), x.type))
+        x = b.op(arith.ExtFOp, x, f32)
+    return b.cmpf("one", b.op(math.AbsFOp, x), b.constant(float("inf"), x.type))
 
 
 @register("atan2")
 def _atan2(b, instr, args):
-    return b.add(math.Atan2Op(*args))
+    return b.op(math.Atan2Op, *args)
 
 
 @register("power")
@@ -244,7 +244,7 @@ def _power(b, instr, args):
     x, y = args
     t = in_type(instr)
     if t.is_float:
-        return b.add(math.PowFOp(x, y))
+        return b.op(math.PowFOp, x, y)
     return _integer_power(b, x, y, signed=t.is_signed)
 
 
@@ -257,10 +257,10 @@ def _integer_power(b: KernelBuilder, x: SSAValue, y: SSAValue, signed: bool) -> 
     one, zero = b.constant(1, ty), b.constant(0, ty)
     result, base, exp = one, x, y
     for _ in range(bits):
-        odd = b.cmpi("ne", b.add(arith.AndIOp(exp, one)), zero)
-        result = b.select(odd, b.add(arith.MuliOp(result, base)), result)
-        base = b.add(arith.MuliOp(base, base))
-        exp = b.add(arith.ShRUIOp(exp, one))
+        odd = b.cmpi("ne", b.op(arith.AndIOp, exp, one), zero)
+        result = b.select(odd, b.op(arith.MuliOp, result, base), result)
+        base = b.op(arith.MuliOp, base, base)
+        exp = b.op(arith.ShRUIOp, exp, one)
     if not signed:
         return result
     # s1 has no 1 (its i1 constant 1 is -1): every negative power is 0 there.
@@ -282,8 +282,8 @@ def _clamp(b, instr, args):
             result = b.select(b.cmpf("uno", nan_source, nan_source), nan_source, result)
         return result
     if t.is_unsigned or t.is_pred:
-        return b.add(arith.MinUIOp(b.add(arith.MaxUIOp(x, lo)), hi))
-    return b.add(arith.MinSIOp(b.add(arith.MaxSIOp(x, lo)), hi))
+        return b.op(arith.MinUIOp, b.op(arith.MaxUIOp, x, lo), hi)
+    return b.op(arith.MinSIOp, b.op(arith.MaxSIOp, x, lo), hi)
 
 
 @register("select")
@@ -317,12 +317,12 @@ def _total_order_key(b: KernelBuilder, x: SSAValue) -> SSAValue:
     the bits, with the magnitude bits flipped for negative values."""
     width = float_width(x.type)
     ity = IntegerType(width)
-    bits = b.add(arith.BitcastOp(x, ity))
+    bits = b.op(arith.BitcastOp, x, ity)
     if isinstance(x.type, Float8E8M0FNUType):  # no sign bit: the bits, as an unsigned number
-        return b.add(arith.ExtUIOp(bits, IntegerType(width + 1)))
-    sign_fill = b.add(arith.ShRSIOp(bits, b.constant(width - 1, ity)))
-    magnitude_mask = b.add(arith.ShRUIOp(sign_fill, b.constant(1, ity)))
-    return b.add(arith.XOrIOp(bits, magnitude_mask))
+        return b.op(arith.ExtUIOp, bits, IntegerType(width + 1))
+    sign_fill = b.op(arith.ShRSIOp, bits, b.constant(width - 1, ity))
+    magnitude_mask = b.op(arith.ShRUIOp, sign_fill, b.constant(1, ity))
+    return b.op(arith.XOrIOp, bits, magnitude_mask)
 
 
 def float_width(t: Attribute) -> int:
@@ -349,7 +349,7 @@ def convert(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveTyp
         return x
     to = element_type(dst)
     if src.is_float and src.bits < 32:
-        x, src = b.add(arith.ExtFOp(x, f32)), F32  # exact for every narrow type
+        x, src = b.op(arith.ExtFOp, x, f32), F32  # exact for every narrow type
         if dst == F32:
             return x
     if dst.is_pred:
@@ -358,8 +358,8 @@ def convert(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveTyp
         return b.cmpi("ne", x, b.constant(0, x.type))
     if src.is_float and dst.is_float:
         if dst.bits < 32:
-            narrow = x if src == F32 else b.add(arith.TruncFOp(x, f32))
-            return b.add(arith.TruncFOp(narrow, to))
+            narrow = x if src == F32 else b.op(arith.TruncFOp, x, f32)
+            return b.op(arith.TruncFOp, narrow, to)
         return b.add((arith.ExtFOp if src.bits < dst.bits else arith.TruncFOp)(x, to))
     if src.is_float:
         return _float_to_int(b, x, dst, to)
@@ -371,7 +371,7 @@ def convert(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveTyp
     # integer (or pred, an i1) -> integer
     src_bits = 1 if src.is_pred else src.bits
     if dst.bits < src_bits:
-        return b.add(arith.TruncIOp(x, to))
+        return b.op(arith.TruncIOp, x, to)
     if dst.bits == src_bits:
         return x
     op = arith.ExtUIOp if (src.is_unsigned or src.is_pred) else arith.ExtSIOp
@@ -413,7 +413,7 @@ def _bitcast_convert(b, instr, args):
         raise unsupported(instr, f"between types of different widths ({src.name} -> {dst.name})")
     if element_type(src) == element_type(dst):  # pred -> pred, s32 -> u32 (signless alike)
         return args[0]
-    return b.add(arith.BitcastOp(args[0], element_type(dst)))
+    return b.op(arith.BitcastOp, args[0], element_type(dst))
 
 
 @register("stochastic-convert")
@@ -427,15 +427,15 @@ def _stochastic_convert(b, instr, args):
     if not src.is_float:
         raise unsupported(instr, f"on {src.name}")
     if src.bits < 32:
-        x = b.add(arith.ExtFOp(x, f32))
+        x = b.op(arith.ExtFOp, x, f32)
     to = element_type(dst)
-    magnitude = b.add(math.AbsFOp(x))
-    whole = b.add(math.FloorOp(magnitude))
-    fixed = b.add(arith.MulfOp(b.add(arith.SubfOp(magnitude, whole)), constant_like(b, x, 2.0 ** random_type.bits)))
+    magnitude = b.op(math.AbsFOp, x)
+    whole = b.op(math.FloorOp, magnitude)
+    fixed = b.op(arith.MulfOp, b.op(arith.SubfOp, magnitude, whole), constant_like(b, x, 2.0 ** random_type.bits))
     threshold = _float_to_int(b, fixed, random_type, element_type(random_type))
     truncated = _float_to_int(b, whole, dst, to)
-    rounded = b.select(b.cmpi("ult", random, threshold), b.add(arith.AddiOp(truncated, b.constant(1, to))), truncated)
-    negated = b.add(arith.SubiOp(b.constant(0, to), rounded))
+    rounded = b.select(b.cmpi("ult", random, threshold), b.op(arith.AddiOp, truncated, b.constant(1, to)), truncated)
+    negated = b.op(arith.SubiOp, b.constant(0, to), rounded)
     result = b.select(b.cmpf("olt", x, constant_like(b, x, 0.0)), negated, rounded)
     lo, hi = _int_bounds(dst)
     lo_in_src, hi_in_src = (float(_round_to(v, src)) for v in (lo, hi))
@@ -479,8 +479,8 @@ def _reduce_precision(b, instr, args):
     exponent_bits = int(str(instr.attrs["exponent_bits"]))
     mantissa_bits = int(str(instr.attrs["mantissa_bits"]))
     if t.name not in _IEEE_LAYOUTS:
-        wide = _reduce_precision_bits(b, b.add(arith.ExtFOp(x, f32)), "f32", exponent_bits, mantissa_bits)
-        return b.add(arith.TruncFOp(wide, x.type))
+        wide = _reduce_precision_bits(b, b.op(arith.ExtFOp, x, f32), "f32", exponent_bits, mantissa_bits)
+        return b.op(arith.TruncFOp, wide, x.type)
     return _reduce_precision_bits(b, x, t.name, exponent_bits, mantissa_bits)
 
 
@@ -489,13 +489,13 @@ def _reduce_precision_bits(b: KernelBuilder, x: SSAValue, layout: str, exponent_
     src_exponent, src_mantissa = _IEEE_LAYOUTS[layout]
     width = 1 + src_exponent + src_mantissa
     ity = IntegerType(width)
-    bits = b.add(arith.BitcastOp(x, ity))
+    bits = b.op(arith.BitcastOp, x, ity)
     c = lambda v: b.constant(v, ity)  # noqa: E731
     if mantissa_bits < src_mantissa:
         drop = src_mantissa - mantissa_bits
-        last_kept = b.add(arith.AndIOp(b.add(arith.ShRUIOp(bits, c(drop))), c(1)))
+        last_kept = b.add(arith.AndIOp(b.op(arith.ShRUIOp, bits, c(drop)), c(1)))
         bias = b.add(arith.AddiOp(c((1 << (drop - 1)) - 1), last_kept))
-        rounded = b.add(arith.AddiOp(bits, bias))
+        rounded = b.op(arith.AddiOp, bits, bias)
         bits = b.add(arith.AndIOp(rounded, c(~((1 << drop) - 1))))
     if exponent_bits < src_exponent:
         sign_mask = 1 << (width - 1)
@@ -504,13 +504,13 @@ def _reduce_precision_bits(b: KernelBuilder, x: SSAValue, layout: str, exponent_
         max_exponent = exponent_bias + reduced_bias
         min_exponent = exponent_bias - reduced_bias
         exponent_mask = ((1 << src_exponent) - 1) << src_mantissa
-        magnitude = b.add(arith.AndIOp(bits, c(~sign_mask)))
+        magnitude = b.op(arith.AndIOp, bits, c(~sign_mask))
         overflow = b.cmpi("ugt", magnitude, c((max_exponent << src_mantissa) | ((1 << src_mantissa) - 1)))
         underflow = b.cmpi("ule", magnitude, c((min_exponent << src_mantissa) | ((1 << src_mantissa) - 1)))
-        sign = b.add(arith.AndIOp(bits, c(sign_mask)))
-        inf = b.add(arith.OrIOp(sign, c(exponent_mask)))
+        sign = b.op(arith.AndIOp, bits, c(sign_mask))
+        inf = b.op(arith.OrIOp, sign, c(exponent_mask))
         bits = b.select(overflow, inf, b.select(underflow, sign, bits))
-    result = b.add(arith.BitcastOp(bits, x.type))
+    result = b.op(arith.BitcastOp, bits, x.type)
     nan_result = x if mantissa_bits > 0 else b.constant(float("inf"), x.type)
     return b.select(b.cmpf("uno", x, x), nan_result, result)
 
@@ -527,7 +527,7 @@ def unary_in_f32(fn: Callable[[KernelBuilder, SSAValue], SSAValue]) -> ScalarEmi
             raise unsupported(instr, f"on {in_type(instr).name}")
         if float_width(x.type) >= 32:
             return fn(b, x)
-        return b.add(arith.TruncFOp(fn(b, b.add(arith.ExtFOp(x, f32))), x.type))
+        return b.add(arith.TruncFOp(fn(b, b.op(arith.ExtFOp, x, f32)), x.type))
     return emit
 
 

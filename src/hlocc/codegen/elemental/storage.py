@@ -39,9 +39,9 @@ def from_storage(b: KernelBuilder, stored: SSAValue, pt: PrimitiveType) -> SSAVa
         return stored
     if pt.is_float:
         if pt.bits < 8:
-            stored = b.add(arith.TruncIOp(stored, IntegerType(pt.bits)))
-        return b.add(arith.BitcastOp(stored, ty))
-    return b.add(arith.TruncIOp(stored, ty))
+            stored = b.op(arith.TruncIOp, stored, IntegerType(pt.bits))
+        return b.op(arith.BitcastOp, stored, ty)
+    return b.op(arith.TruncIOp, stored, ty)
 
 
 def to_storage(b: KernelBuilder, value: SSAValue, pt: PrimitiveType) -> SSAValue:
@@ -50,8 +50,8 @@ def to_storage(b: KernelBuilder, value: SSAValue, pt: PrimitiveType) -> SSAValue
     if value.type == stored:
         return value
     if pt.is_float:
-        value = b.add(arith.BitcastOp(value, IntegerType(pt.bits)))
-    return b.add(arith.ExtUIOp(value, stored))
+        value = b.op(arith.BitcastOp, value, IntegerType(pt.bits))
+    return b.op(arith.ExtUIOp, value, stored)
 
 
 def load_element(b: KernelBuilder, t: SSAValue, shape: Shape, logical: Sequence[SSAValue]) -> SSAValue:

@@ -71,8 +71,9 @@ def check_shapes(computation: HloComputation, emitter: str, symbolic_ops: frozen
 
 def emit_subgraph_function(partitioned: PartitionedComputation, subgraph: Subgraph) -> func.FuncOp:
     """`func.func private @name(param tensors..., i0, ..., iN) -> scalars` computing the root."""
-    computation = partitioned.computation
-    param_types = [physical_tensor_type(p.shape) for p in computation.parameters]
+    # The signature's tensor arguments are the computation's parameters, in order (a scan of the
+    # computation per subgraph asked `computation.parameters`).
+    param_types = [physical_tensor_type(v.shape) for v in subgraph.signature.arguments if v.kind == "tensor"]
     result_types = [element_type(r.shape.element_type) for r in subgraph.signature.results]
     block = Block(arg_types=[*param_types, *([IndexType()] * subgraph.index_rank)])
     for arg, value in zip(block.args, subgraph.signature.arguments):

@@ -3,6 +3,12 @@ their results, with shorthands for constants and the arith ops emitters use most
 
 Constants are memoised per insertion block (emitters ask for `0`, `1`, `-1` many times), so the
 IR stays readable without a separate CSE run.
+
+`op(OpClass, *args)` builds an op as `OpClass(*args)` would, but after the first op of a class with
+the same argument types it copies that op's result types, properties and attributes into the
+generic `create` instead of running the constructor again: xDSL's constructors build and verify
+their attributes each time (`arith.CmpiOp` its predicate and i1 type, binary ops their overflow
+flags), which was most of a large kernel's emission time.
 """
 
 from __future__ import annotations
@@ -16,6 +22,39 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 INDEX = IndexType()
+
+_TEMPLATES: dict[tuple, tuple] = {}
+"""(OpClass, argument types and attributes) → (result types, properties, attributes) of an op
+the constructor built from such arguments (see `KernelBuilder.op`)."""
+
+
+def make_op(op_class: type[Operation], *args) -> Operation:
+    """`op_class(*args)` for constructors whose arguments are operands (SSA values, in order) and
+    attributes or strings that, with the operands' types, determine the op: built by the
+    constructor once per argument types, then by `create` from that op's template."""
+    key = [op_class]
+    operands = []
+    for arg in args:
+        if isinstance(arg, SSAValue):
+            operands.append(arg)
+            key.append(arg.type)
+        elif isinstance(arg, (str, int, Attribute)):
+            key.append((type(arg), arg))
+        else:  # an Operation, a list, ...: the constructor's own rules
+            return op_class(*args)
+    key = tuple(key)
+    try:
+        template = _TEMPLATES.get(key)
+    except TypeError:  # an attribute that does not hash
+        return op_class(*args)
+    if template is None:
+        op = op_class(*args)
+        if not op.regions and not op.successors and list(op.operands) == operands:
+            _TEMPLATES[key] = (tuple(r.type for r in op.results), dict(op.properties), dict(op.attributes))
+        return op
+    result_types, properties, attributes = template
+    return op_class.create(operands=operands, result_types=result_types, properties=dict(properties),
+                           attributes=dict(attributes))
 
 
 class KernelBuilder:
@@ -37,6 +76,10 @@ class KernelBuilder:
         self.insert(op)
         return op.results[0]
 
+    def op(self, op_class: type[Operation], *args) -> SSAValue:
+        """Insert `op_class(*args)` (built by `make_op`) and return its single result."""
+        return self.add(make_op(op_class, *args))
+
     @contextmanager
     def at(self, insertion_point: InsertPoint | Block) -> Iterator[KernelBuilder]:
         """Temporarily insert elsewhere (e.g. into an scf.if region)."""
@@ -51,7 +94,7 @@ class KernelBuilder:
 
     # -- constants --------------------------------------------------------------------------------
     def constant(self, value: int | float | bool, type_: Attribute) -> SSAValue:
-        key = (type(value), value if value == value else "nan", repr(value), str(type_))
+        key = (type(value), value if value == value else "nan", repr(value), type_)
         cached = self._constants.get(key)
         if cached is not None:
             return cached
@@ -82,18 +125,18 @@ class KernelBuilder:
 
     # -- common ops ---------------------------------------------------------------------------------
     def select(self, cond: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.add(arith.SelectOp(cond, a, b))
+        return self.op(arith.SelectOp, cond, a, b)
 
     def cmpi(self, pred: str, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.add(arith.CmpiOp(a, b, pred))
+        return self.op(arith.CmpiOp, a, b, pred)
 
     def cmpf(self, pred: str, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.add(arith.CmpfOp(a, b, pred))
+        return self.op(arith.CmpfOp, a, b, pred)
 
     def and_(self, values: Sequence[SSAValue]) -> SSAValue | None:
         result = None
         for v in values:
-            result = v if result is None else self.add(arith.AndIOp(result, v))
+            result = v if result is None else self.op(arith.AndIOp, result, v)
         return result
 
     def in_intervals(self, values: Sequence[SSAValue], intervals) -> SSAValue | None:

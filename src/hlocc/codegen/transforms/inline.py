@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from xdsl.context import Context
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, SymbolRefAttr
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -24,6 +25,14 @@ MAX_OPS_TO_DUPLICATE = 8
 
 def _calls(op) -> list[PureCallOp]:
     return [o for o in op.walk() if isinstance(o, PureCallOp)]
+
+
+def _function_of(op) -> str | None:
+    """The name of the function that holds `op`."""
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, func.FuncOp):
+        parent = parent.parent_op()
+    return None if parent is None else parent.sym_name.data
 
 
 def _symbol_refs(op) -> Counter:
@@ -49,15 +58,27 @@ class InlinePass(ModulePass):
             visibility = fns[name].sym_visibility
             return visibility is not None and visibility.data == "private"
 
+        inner: dict[str, list[PureCallOp]] = {}  # the calls in a function, until a call in it is inlined
+
+        def calls_in(name: str) -> list[PureCallOp]:
+            found = inner.get(name)
+            if found is None:
+                found = inner[name] = _calls(fns[name])
+            return found
+
         changed = True
         while changed:
             changed = False
-            for call in _calls(op):
+            # Callees come after their callers in the module (the partitioner's order): visiting the
+            # calls backwards inlines a chain of calls in one round, not one round (a walk of the
+            # whole module) per link.
+            for call in reversed(_calls(op)):
                 name = call.callee.root_reference.data
                 callee = fns.get(name)
                 if callee is None or not inlinable(name) or any(
-                        inlinable(c.callee.root_reference.data) for c in _calls(callee)):
+                        inlinable(c.callee.root_reference.data) for c in calls_in(name)):
                     continue
+                inner.pop(_function_of(call), None)  # its calls change now
                 body = callee.body.block
                 if refs[name] == 1 and private(name):  # this call is its only use: it dies below
                     results = move_block_body(body, list(call.operands), InsertPoint.before(call))

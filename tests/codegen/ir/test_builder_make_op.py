@@ -1,0 +1,55 @@
+"""`make_op` builds from a template after the first op of a class and argument types
+(codegen/ir/builder.py): the ops must be the ones the constructor builds."""
+
+from __future__ import annotations
+
+import pytest
+from xdsl.dialects import arith, math
+from xdsl.dialects.builtin import IndexType, f32, f64, i1, i32, i64
+from xdsl.ir import Block
+
+from hlocc.codegen.ir.builder import KernelBuilder, make_op
+
+
+@pytest.fixture
+def values():
+    block = Block(arg_types=[i32, i32, f32, f32, i1, i64, IndexType()])
+    return block.args
+
+
+CASES = [
+    (arith.AddiOp, (0, 1)),
+    (arith.MulfOp, (2, 3)),
+    (arith.SelectOp, (4, 0, 1)),
+    (arith.ExtFOp, (2, f64)),
+    (math.ExpOp, (2,)),
+    (arith.ShRUIOp, (0, 1)),
+]
+
+
+@pytest.mark.parametrize("op_class, spec", CASES, ids=[c.__name__ for c, _ in CASES])
+def test_template_op_is_the_constructors(values, op_class, spec):
+    args = [values[a] if isinstance(a, int) else a for a in spec]
+    expected = op_class(*args)
+    for _ in range(2):  # the first from the constructor, the second from the template
+        op = make_op(op_class, *args)
+        assert type(op) is op_class
+        assert str(op) == str(expected)
+        assert op.properties == expected.properties and op.attributes == expected.attributes
+        assert list(op.operands) == list(expected.operands)
+        assert [r.type for r in op.results] == [r.type for r in expected.results]
+        op.verify()
+
+
+def test_predicates_and_types_get_their_own_templates(values):
+    a, b, x, y, _, wide, _ = values
+    block = Block()
+    builder = KernelBuilder(block)
+    results = [builder.cmpi("ult", a, b), builder.cmpi("eq", a, b), builder.cmpf("olt", x, y),
+               builder.cmpi("ult", a, b), builder.cmpi("slt", wide, wide)]
+    assert [str(v.owner) for v in results] == [str(o) for o in (
+        arith.CmpiOp(a, b, "ult"), arith.CmpiOp(a, b, "eq"), arith.CmpfOp(x, y, "olt"),
+        arith.CmpiOp(a, b, "ult"), arith.CmpiOp(wide, wide, "slt"))]
+    # Each op owns its property dictionary: changing one leaves the next template-built op alone.
+    results[0].owner.properties["predicate"] = results[1].owner.properties["predicate"]
+    assert str(builder.cmpi("ult", a, b).owner) == str(arith.CmpiOp(a, b, "ult"))

@@ -188,6 +188,10 @@ def compile_graph(graph_module: Any, example_inputs: Sequence[Any], *, name: str
     strict = strict_mode(options)
     hlocc_backend = options.get("backend", "cpu")
     compile_options = {k: v for k, v in options.items() if k in ("gemm", "check_bounds", "hlo_passes")}
+    # A model's products stay library calls unless asked: on the torch models the generated kernels
+    # (the cpu default, `auto`) were slower than MKL's calls and cost 4-15x the compile time
+    # (transformer block 0.46 vs 0.71 ms, 1.9 vs 27.6 s cold; docs/architecture.md, PyTorch section).
+    compile_options.setdefault("gemm", "library")
     flush_denormal = bool(options.get("flush_denormal", True)) and hlocc_backend == "cpu"
     names = list(input_names or [n.name for n in graph_module.graph.nodes if n.op == "placeholder"])
     entry = {"name": name, "ops": sum(1 for n in graph_module.graph.nodes if n.op == "call_function")}
@@ -278,8 +282,8 @@ def _attention_as_math(graph_module: Any) -> None:
 def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | None = None,
             mode: str | None = None) -> Callable:
     """The `hlocc` dynamo backend: forward and backward graphs through aot_autograd, each compiled by
-    hlocc (`torch.compile(..., options={...})`: backend="cpu", gemm, strict, flush_denormal (True:
-    see the module doc) and "report", a list that gets one dict per graph). `mode` (max-autotune,
+    hlocc (`torch.compile(..., options={...})`: backend="cpu", gemm ("library" unless given), strict,
+    flush_denormal (True: see the module doc) and "report", a list that gets one dict per graph). `mode` (max-autotune,
     ...) has no meaning for hlocc and is ignored."""
     _torch()
     from torch._functorch.aot_autograd import aot_module_simplified

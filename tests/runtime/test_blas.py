@@ -112,7 +112,7 @@ def test_programs_with_blas_gemm_kernels(mkl, name, layouts):
     GemmThunks elsewhere; the results the evaluator's, on a fresh and a reused arena."""
     case = DOT_CASES[name]
     text = dot_module(*case, layouts=layouts)
-    exe = hlocc.compile(text, "cpu")
+    exe = hlocc.compile(text, "cpu", gemm="library")
     runner = exe.runner
     runner.program = with_blas_gemms(runner.program)
     lhs, rhs = _operands(case, (np.float32,) * 3)

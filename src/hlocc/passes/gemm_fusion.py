@@ -16,7 +16,8 @@ For each dot whose operands and result are f16, bf16, f32 or f64 arrays of stati
 
 `gemm-fusion-auto` (`gemm="auto"`) fuses only the dots where the generated kernel is the faster
 choice on the CPU, decided by measurement (`auto_fuses`: up to `AUTO_MAX_WORK` multiply-adds, and
-up to `AUTO_MAX_NAIVE_WORK` for a dot the emitter lowers naively); the others stay library calls.
+up to `AUTO_MAX_NAIVE_WORK` for a dot the emitter lowers naively: today both are the small products
+whose library call costs more than the product); the others stay library calls.
 
 The fusion is `kind=kCustom`; its dot gets `backend_config={"__hlocc_gemm":{}}` (hero analysis's
 `GEMM_DOT_MARKER`: the fused computation alone then says it is a dot fusion, hero kind GEMM), and
@@ -40,13 +41,15 @@ GEMM_TYPES = frozenset({"f16", "bf16", "f32", "f64"})
 _OPERAND_PRODUCERS = frozenset({"transpose", "copy", "bitcast", "reshape", "convert"})
 
 
-AUTO_MAX_WORK = 1 << 23
-"""Multiply-adds (B x M x N x K) up to which `gemm-fusion-auto` fuses a dot. Measured on the
-2-vCPU AVX-512 host, one thread (benchmarks/gemm.py, and the JAX corpus programs): below this the
-library call's fixed cost and the epilogue run as separate kernels outweigh the generated kernel's
-lower speed (mlp_f32, dots of 4.2M: the program 1.2x faster; attention_f32, dots of 4K: 2.9x);
-above it numpy's OpenBLAS, whose AVX-512 kernels this host runs, is 1.05-1.3x faster than the
-generated kernel on the bare product (12x128x128x64: 0.76x, 2048^3: ~0.94x)."""
+AUTO_MAX_WORK = 1 << 14
+"""Multiply-adds (B x M x N x K) up to which `gemm-fusion-auto` fuses a dot: the naive kernels'
+bound (AUTO_MAX_NAIVE_WORK), so no register-blocked kernel is generated under auto. Measured on the
+2-vCPU AVX-512 host on a quiet machine (benchmarks/programs.py --cases matmul --gemm library,auto):
+mlp_f32's 4.2M-products ran as fast through numpy's OpenBLAS as generated (0.155 vs 0.158 ms; an
+earlier loaded run, where OpenBLAS' second thread waited on a busy core, gave the kernels 1.2x),
+while each register-blocked kernel costs 0.3-0.5 s of compilation (mlp_f32 77 -> 379 ms cold; the
+torch transformer block 1.9 -> 2.5 s) and the library call none. `gemm="codegen"` still generates
+every dot."""
 
 NAIVE_BELOW = 32 ** 3
 """Per batch, M x N x K under which the matmul emitter keeps the naive lowering: the value of

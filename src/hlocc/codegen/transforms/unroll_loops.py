@@ -15,12 +15,10 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.codegen.ir.builder import KernelBuilder
-from hlocc.codegen.transforms.util import clone_block_body, trip_count
+from hlocc.codegen.transforms.util import KEEP_ROLLED, clone_block_body, trip_count
 
 MAX_TRIP_COUNT = 64
 MAX_UNROLLED_OPS = 4096
-KEEP_ROLLED = "xla.keep_rolled"
-"""The unit attribute of an `scf.for` that this pass must not unroll."""
 
 
 def unroll(loop: scf.ForOp) -> bool:

@@ -6,11 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from xdsl.dialects import arith, func, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, UnitAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.codegen.ir.builder import KernelBuilder
+
+KEEP_ROLLED = "xla.keep_rolled"
+"""The unit attribute of an `scf.for` that unroll-loops must not unroll (the schedule unrolls it)."""
 
 
 def clone_ops(ops: Iterable[Operation], mapping: dict[SSAValue, SSAValue], at: InsertPoint) -> None:
@@ -84,8 +87,9 @@ LoopBody = Callable[[KernelBuilder, SSAValue, list[SSAValue]], list[SSAValue]]
 
 
 def for_loop(b: KernelBuilder, lo: SSAValue | int, hi: SSAValue | int, inits: list[SSAValue], body: LoopBody,
-             name: str = "", step: int = 1) -> list[SSAValue]:
-    """`scf.for iv = lo to hi step step iter_args(inits)`, its body built by `body(builder, iv, args)`."""
+             name: str = "", step: int = 1, keep_rolled: bool = False) -> list[SSAValue]:
+    """`scf.for iv = lo to hi step step iter_args(inits)`, its body built by `body(builder, iv, args)`
+    (`keep_rolled`: marked so that unroll-loops leaves it)."""
     types = [v.type for v in inits]
     block = Block(arg_types=[IndexType(), *types])
     if name:
@@ -94,4 +98,7 @@ def for_loop(b: KernelBuilder, lo: SSAValue | int, hi: SSAValue | int, inits: li
     inner.insert(scf.YieldOp(*body(inner, block.args[0], list(block.args[1:]))))
     lo = b.index(lo) if isinstance(lo, int) else lo
     hi = b.index(hi) if isinstance(hi, int) else hi
-    return list(b.insert(scf.ForOp(lo, hi, b.index(step), inits, block)).results)
+    loop = b.insert(scf.ForOp(lo, hi, b.index(step), inits, block))
+    if keep_rolled:
+        loop.attributes[KEEP_ROLLED] = UnitAttr()
+    return list(loop.results)

@@ -95,11 +95,18 @@ def _sub(b: KernelBuilder, x: SSAValue | int, y: SSAValue) -> SSAValue:
     return b.add(arith.SubiOp(x, y))
 
 
+def _k_rolled_for_loop(b: KernelBuilder, lo, hi, inits: list, body, name: str = "", step: int = 1) -> list:
+    """`for_loop`, with the loops over K ("k": the micro-kernel's and the packing's, "kc": the K
+    blocks) kept rolled: the schedule's k_unroll is their unrolling. `unroll-loops` fully unrolled
+    a K of 64 or less (a 256x256x64 product: 1536 FMAs, 1.5 MB of LLVM IR, 15 s of LLVM)."""
+    return for_loop(b, lo, hi, inits, body, name, step, keep_rolled=name in ("k", "kc"))
+
+
 class PackedLowering:
     """Builds the packed form of one block matmul (module doc)."""
 
     def __init__(self, op: MatmulOp):
-        self.for_loop = for_loop
+        self.for_loop = _k_rolled_for_loop
         self.op = op
         self.mr, self.nr = op.register_block.get_values()
         _, mc, nc, self.k_total = op.size_list

@@ -203,3 +203,52 @@ def test_stats_and_dump_show_the_plan_versions(tmp_path, monkeypatch):
               "CHECK:      // plan version generic if true:\n"
               "CHECK-NEXT: kernel input_reduce_fusion (loop emitter)\n"
               "CHECK:      kernel loop_divide_fusion (loop emitter)\n", tmp_path)
+
+
+ATTENTION_ROWS = """HloModule attention_rows
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] maximum(a, b)
+}
+
+ENTRY e {
+  q = f32[?s,8] parameter(0)
+  w = f32[8,8] constant({...})
+  p = f32[?s,8] dot(q, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  s = f32[?s,?s] dot(p, q), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  c = f32[] constant(-inf)
+  m = f32[?s] reduce(s, c), dimensions={1}, to_apply=max
+  mb = f32[?s,?s] broadcast(m), dimensions={0}
+  d = f32[?s,?s] subtract(s, mb)
+  x = f32[?s,?s] exponential(d)
+  z = f32[] constant(0)
+  r = f32[?s] reduce(x, z), dimensions={1}, to_apply=add
+  rb = f32[?s,?s] broadcast(r), dimensions={0}
+  ROOT y = f32[?s,?s] divide(x, rb)
+}
+"""
+
+
+def test_a_module_with_products_builds_the_stitched_plan_only_and_it_runs_every_size():
+    """Its products dominate the steady time: under "on" no generic plan beside the stitched one
+    (module doc), which then runs at row lengths outside the budget too; the module's constant
+    weights survive the copy taken before the passes."""
+    weights = RNG.standard_normal((8, 8)).astype(np.float32)
+    literal = "{" + ", ".join("{" + ", ".join(repr(float(v)) for v in row) + "}" for row in weights) + "}"
+    text = ATTENTION_ROWS.replace("{...}", literal)
+    program = compile_dynamic_module(parse_hlo(text), speculation=SpeculationOptions("on"))
+    assert [v.name for v, _ in program.versions.versions] == ["stitched"]
+    for s in (1, 5, LEAST + 3):
+        q = RNG.standard_normal((s, 8)).astype(np.float32)
+        scores = (q @ weights) @ q.T
+        e = np.exp(scores - scores.max(1, keepdims=True))
+        np.testing.assert_allclose(np.asarray(program.run([q])), e / e.sum(1, keepdims=True), rtol=1e-4, atol=1e-5)
+    assert program.versions.calls == {"stitched": 3}

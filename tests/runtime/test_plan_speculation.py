@@ -206,17 +206,11 @@ def test_stats_and_dump_show_the_plan_versions(tmp_path, monkeypatch):
 
 
 ATTENTION_ROWS = """HloModule attention_rows
-
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-
+""" + _REDUCERS + """
 max {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
-  ROOT s = f32[] maximum(a, b)
+  ROOT m = f32[] maximum(a, b)
 }
 
 ENTRY e {

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 _GEMMS: dict[np.dtype, tuple] = {}  # dtype -> (the gemm, the addresses of alpha 1 and beta 0)
-_KEEP: list = []  # ctypes scalars whose addresses the calls pass (they live as long as the process)
+_KEEP: list = []  # the alpha/beta scalars whose addresses the calls pass (two per bound library)
 _INT_MAX = 2**31 - 1
 
 
@@ -59,13 +59,6 @@ def bound() -> bool:
     return bool(_GEMMS)
 
 
-def _int(value: int) -> int:
-    """The address of a C int holding `value` (kept alive)."""
-    box = ctypes.c_int(value)
-    _KEEP.append(box)
-    return ctypes.addressof(box)
-
-
 _TRANS = {flag: ctypes.c_char(flag) for flag in (b"N", b"T")}
 _TRANS_ADDRESS = {flag: ctypes.addressof(c) for flag, c in _TRANS.items()}
 
@@ -95,6 +88,7 @@ class GemmLayout:
     function: object
     args: tuple
     swap: bool
+    ints: tuple  # the C ints whose addresses `args` holds (alive as long as the layout)
 
     def run(self, a_address: int, w_address: int, out_address: int) -> None:
         args = list(self.args)
@@ -129,9 +123,11 @@ def gemm_layout(a: np.ndarray, w: np.ndarray, out: np.ndarray) -> GemmLayout | N
     if op_w is None or op_a is None:
         return None
     # slot 6 takes w and slot 8 a (of the problem as swapped: unswapped, the caller's w and a)
-    args = (_TRANS_ADDRESS[op_w[0]], _TRANS_ADDRESS[op_a[0]], _int(n), _int(m), _int(k), one, 0, _int(op_w[1]),
-            0, _int(op_a[1]), zero, 0, _int(out_op[1]))
-    return GemmLayout(function, args, swap)
+    ints = tuple(ctypes.c_int(v) for v in (n, m, k, op_w[1], op_a[1], out_op[1]))
+    n_at, m_at, k_at, ldw_at, lda_at, ldc_at = (ctypes.addressof(i) for i in ints)
+    args = (_TRANS_ADDRESS[op_w[0]], _TRANS_ADDRESS[op_a[0]], n_at, m_at, k_at, one, 0, ldw_at, 0, lda_at, zero, 0,
+            ldc_at)
+    return GemmLayout(function, args, swap, ints)
 
 
 __all__ = ["GemmLayout", "bound", "gemm_layout", "use_library"]

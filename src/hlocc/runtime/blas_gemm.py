@@ -39,7 +39,7 @@ class BlasGemmKernel:
 class _Launch:
     """A prepared BLAS call (runtime/thunks.py KernelLauncher): `table` [lhs, rhs, output]."""
 
-    __slots__ = ("table", "run")
+    __slots__ = ("table", "run", "layout")  # (the layout keeps alive the ints its arguments point at)
 
     def __init__(self, layout: blas.GemmLayout):
         table = [0, 0, 0]
@@ -51,7 +51,7 @@ class _Launch:
             args[6], args[8], args[11] = table[first], table[second], table[2]
             function(*args)
 
-        self.table, self.run = table, run
+        self.table, self.run, self.layout = table, run, layout
 
 
 def _shape_view(ref: BufferRef) -> np.ndarray:
@@ -59,11 +59,8 @@ def _shape_view(ref: BufferRef) -> np.ndarray:
     the layout reads; nothing is allocated)."""
     view = library._BufferView.of(ref)
     dims = view.physical_dims
-    strides, step = [], view.dtype.itemsize
-    for d in reversed(dims):
-        strides.append(step)
-        step *= d
-    array = np.lib.stride_tricks.as_strided(np.zeros(1, view.dtype), dims, tuple(reversed(strides)))
+    strides = library._c_strides(dims, view.dtype.itemsize)
+    array = np.lib.stride_tricks.as_strided(np.zeros(1, view.dtype), dims, strides)
     return array if view.perm is None else array.transpose(view.perm)
 
 

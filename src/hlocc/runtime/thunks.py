@@ -426,8 +426,11 @@ class ScalarThunk:
     output: BufferRef
     kind: str = "host"
 
+    def __post_init__(self) -> None:  # a number's bytes made once (a binding's thunk runs every call)
+        self._array = np.array(self.value, self.output.shape.dtype) if isinstance(self.value, int) else None
+
     def execute(self, memory: Memory) -> None:
-        value = np.array(self.value, self.output.shape.dtype)
+        value = self._array if self._array is not None else np.array(self.value, self.output.shape.dtype)
         if type(memory) is HostMemory:
             ctypes.memmove(memory.address(self.output.slice), value.ctypes.data, value.nbytes)
         else:

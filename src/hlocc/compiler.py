@@ -265,6 +265,11 @@ def _check_one(index: int, shape: Shape, value: Any, cast: bool, device_arrays: 
     fits = len(arr.shape) == shape.rank and all(
         a == d or isinstance(d, DimExpr) or (dyn and (d == UNBOUNDED or a <= d))
         for a, d, dyn in zip(arr.shape, shape.dims, shape.dynamic))
+    if not fits and len(arr.shape) == shape.rank:
+        for d, (a, bound, dyn) in enumerate(zip(arr.shape, shape.dims, shape.dynamic)):
+            if dyn and isinstance(bound, int) and bound != UNBOUNDED and a > bound:
+                raise ArgumentError(f"argument {index} dimension {d}: size {a} exceeds its bound {bound} "
+                                    f"({shape.to_string(False)})")
     if not fits:
         raise ArgumentError(f"argument {index}: expected shape {shape.to_string(False)}, "
                             f"got an array of shape {list(arr.shape)} ({arr.dtype})")

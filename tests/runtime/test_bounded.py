@@ -242,3 +242,47 @@ ENTRY e { x = f32[4] parameter(0)  z = s32[] constant(0)  t = (s32[], f32[4]) tu
     with pytest.raises(UnsupportedError, match=r"set-dimension-size 's' in computation 'body': a size set outside "
                                                r"the entry computation"):
         hlocc.compile(text, "cpu")
+
+
+MLP = """HloModule mlp
+addf { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+maxf { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] maximum(a, b) }
+ENTRY e (x: f32[<=64,16], w: f32[16,8], b: f32[8]) -> (f32[<=64,8], f32[8], f32[<=64,8]) {
+  x = f32[<=64,16] parameter(0)
+  w = f32[16,8] parameter(1)
+  b = f32[8] parameter(2)
+  d = f32[<=64,8] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[<=64,8] broadcast(b), dimensions={1}
+  s = f32[<=64,8] add(d, bb)
+  z = f32[] constant(0)
+  zb = f32[<=64,8] broadcast(z), dimensions={}
+  r = f32[<=64,8] maximum(s, zb)
+  tot = f32[8] reduce(r, z), dimensions={0}, to_apply=addf
+  ninf = f32[] constant(-inf)
+  m = f32[<=64] reduce(s, ninf), dimensions={1}, to_apply=maxf
+  mb = f32[<=64,8] broadcast(m), dimensions={0}
+  ex = f32[<=64,8] exponential(f32[<=64,8] subtract(s, mb))
+  den = f32[<=64] reduce(ex, z), dimensions={1}, to_apply=addf
+  db = f32[<=64,8] broadcast(den), dimensions={0}
+  sm = f32[<=64,8] divide(ex, db)
+  ROOT t = (f32[<=64,8], f32[8], f32[<=64,8]) tuple(r, tot, sm)
+}
+"""
+
+
+@pytest.mark.slow
+def test_a_bounded_batch_through_a_dot_and_a_softmax():
+    exe = hlocc.compile(MLP, "cpu", check_bounds=True)
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    for n in (0, 1, 37, 64, 13):
+        x = rng.standard_normal((n, 16)).astype(np.float32)
+        relu, total, softmax = exe(x, w, b)
+        s = x @ w + b
+        np.testing.assert_allclose(relu, np.maximum(s, 0), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(total, np.maximum(s, 0).sum(0), rtol=1e-4, atol=1e-4)
+        e = np.exp(s - s.max(1, keepdims=True)) if n else s
+        np.testing.assert_allclose(softmax, e / e.sum(1, keepdims=True) if n else s, rtol=1e-5, atol=1e-6)
+        assert softmax.shape == (n, 8)
+    assert exe.compilations == 1 and exe.program is not None and not exe.program.deferred

@@ -103,17 +103,25 @@ class SizeArguments:
     symbolic_parameters: list[Shape]  # as solved (their variables bind the cones' shapes)
     sources: list[SizeSource]
     _arrays: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _accepted: set = field(default_factory=set, repr=False)  # argument shapes checked before
 
     def extend(self, args: Sequence[Any]) -> tuple:
+        key = tuple([getattr(a, "shape", None) for a in args])
+        if key not in self._accepted:
+            self._check_all(args)
+            if None not in key and len(self._accepted) < 1024:
+                self._accepted.add(key)
+        if not self.sources:
+            return tuple(args)
+        return (*args, *[self._array(v) for v in self.values(args)])
+
+    def _check_all(self, args: Sequence[Any]) -> None:
         if len(args) != len(self.user_parameters):
             n = len(self.user_parameters)
             raise ArgumentError(f"the module takes {n} argument{'s' if n != 1 else ''}, got {len(args)}")
         for index, (shape, arg) in enumerate(zip(self.user_parameters, args)):  # before any size is computed
             if shape.is_array and shape.rank:
                 self._check(index, shape, np.shape(arg))
-        if not self.sources:
-            return tuple(args)
-        return (*args, *[self._array(v) for v in self.values(args)])
 
     def _check(self, index: int, shape: Shape, dims: tuple[int, ...]) -> None:
         where = f"argument {index} ('{self.parameter_names[index]}')"

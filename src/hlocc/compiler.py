@@ -169,6 +169,8 @@ class DynamicExecutable(Executable):
         from hlocc.hlo.specialize import bind_symbols
 
         params = self.module.entry.parameters
+        if self.size_arguments is not None and len(args) != len(params):  # the user's arguments only
+            args = self.size_arguments.extend(args)
         if len(args) != len(params):
             check_arguments(self.module, args)  # the count error
         shapes = [None if p.shape.is_tuple or p.shape.is_token else _array_shape(a) for p, a in zip(params, args)]

@@ -229,6 +229,33 @@ def test_the_bounded_module_prints_its_variables_and_guards(computed):
     assert "u8[?set_d0] parameter(2)" in text  # the computed size, passed as a dimension
 
 
+CHAIN = """HloModule chain
+ENTRY e (x: f32[8], n: s32[], y: f32[8]) -> (f32[<=8], f32[<=8]) {
+  x = f32[8] parameter(0)
+  n = s32[] parameter(1)
+  y = f32[8] parameter(2)
+  a = f32[<=8] set-dimension-size(x, n), dimensions={0}
+  k = s32[] get-dimension-size(a), dimensions={0}
+  two = s32[] constant(2)
+  k2 = s32[] multiply(k, two)
+  b = f32[<=8] set-dimension-size(y, k2), dimensions={0}
+  ROOT t = (f32[<=8], f32[<=8]) tuple(a, b)
+}
+"""
+
+
+def test_a_size_computed_from_an_earlier_set_size():
+    exe = hlocc.compile(CHAIN, "cpu", check_bounds=True)
+    x = np.arange(8, dtype=np.float32)
+    for n in (0, 1, 3, 4):
+        a, b = exe(x, np.int32(n), -x)
+        _assert_same(a, x[:n])
+        _assert_same(b, -x[:2 * n])
+    assert exe.compilations == 1
+    with pytest.raises(ArgumentError, match=r"set-dimension-size 'b' dimension 0: size 10 is outside \[0, 8\]"):
+        exe(x, np.int32(5), -x)
+
+
 def test_a_size_set_inside_a_loop_body_is_refused():
     text = """HloModule loop
 body { p = (s32[], f32[4]) parameter(0)  i = s32[] get-tuple-element(p), index=0

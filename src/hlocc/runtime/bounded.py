@@ -81,7 +81,8 @@ def _is_size_setter(instr: HloInstruction) -> bool:
 
 @dataclass(frozen=True)
 class SizeSource:
-    """A dimension variable whose value the program computes: the s32[] `scalar` of `where`."""
+    """A dimension variable whose value the program computes, from the s32[] size operand of the
+    instruction `where` names."""
 
     variable: str
     bound: int
@@ -104,6 +105,7 @@ class SizeArguments:
     sources: list[SizeSource]
     _arrays: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _accepted: set = field(default_factory=set, repr=False)  # argument shapes checked before
+    _cones: dict = field(default_factory=dict, repr=False)  # (variable, binding) -> its specialized cone
 
     def extend(self, args: Sequence[Any]) -> tuple:
         key = tuple([getattr(a, "shape", None) for a in args])
@@ -136,28 +138,36 @@ class SizeArguments:
                                     f"{list(dims)}")
 
     def values(self, args: Sequence[Any]) -> list[int]:
-        """Each source's value for `args`, checked against its bound."""
-        binding: dict[str, int] | None = None
-        out = []
+        """Each source's value for `args`, checked against its bound (in order: a cone may read
+        the arrays an earlier size shaped)."""
+        binding: dict[str, int] | None = None  # the argument dimensions' variables, once a cone needs them
+        known: dict[str, int] = {}
         for source in self.sources:
             if source.parameter is not None:
                 value = np.asarray(args[source.parameter])
             else:
                 if binding is None:
                     binding = bind_shapes(self.symbolic_parameters, [_dims(a) for a in args])
-                cone = specialize_computation(source.cone, binding)
-                from hlocc.evaluator import Evaluator
-
-                value = Evaluator().call(cone, [np.asarray(args[p]) for p in source.cone_parameters])
+                value = self._evaluate(source, {**binding, **known}, args)
             if np.shape(value) != ():
                 raise ArgumentError(f"{source.where}: the size is not a scalar (shape {list(np.shape(value))})")
             value = int(value)
             if not 0 <= value <= source.bound:
                 raise ArgumentError(f"{source.where}: size {value} is outside [0, {source.bound}] (its bound)")
-            if binding is not None:
-                binding[source.variable] = value
-            out.append(value)
-        return out
+            known[source.variable] = value
+        return list(known.values())
+
+    def _evaluate(self, source: SizeSource, binding: dict[str, int], args: Sequence[Any]) -> Any:
+        """The source's cone on the host, specialized to `binding` (cached per binding)."""
+        from hlocc.evaluator import Evaluator
+
+        key = (source.variable, tuple(sorted(binding.items())))
+        cone = self._cones.get(key)
+        if cone is None:
+            if len(self._cones) >= 256:
+                self._cones.clear()
+            cone = self._cones[key] = specialize_computation(source.cone, binding)
+        return Evaluator().call(cone, [np.asarray(args[p]) for p in source.cone_parameters])
 
     def _array(self, n: int) -> np.ndarray:
         array = self._arrays.get(n)
@@ -331,6 +341,8 @@ def _lower_setter(comp: HloComputation, instr: HloInstruction) -> None:
     else:
         new = _resized(comp, operand, instr.shape.dims, instr.name)
     comp.replace_instruction(instr, new)
+    if new is not operand:
+        new.name = instr.name  # (free again: `instr` is gone)
 
 
 def _resized(comp: HloComputation, operand: HloInstruction, dims: list, name: str) -> HloInstruction:

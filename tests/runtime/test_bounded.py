@@ -313,3 +313,20 @@ def test_a_bounded_batch_through_a_dot_and_a_softmax():
         np.testing.assert_allclose(softmax, e / e.sum(1, keepdims=True) if n else s, rtol=1e-5, atol=1e-6)
         assert softmax.shape == (n, 8)
     assert exe.compilations == 1 and exe.program is not None and not exe.program.deferred
+
+
+def test_an_unbounded_dimension_is_a_variable_without_a_bound():
+    exe = hlocc.compile("""HloModule unbounded
+ENTRY %unbounded (Arg_0.1: f32[?,784]) -> f32[?,784] {
+  %Arg_0.1 = f32[?,784] parameter(0)
+  ROOT %abs.2 = f32[?,784] abs(f32[?,784] %Arg_0.1)
+}
+""", "cpu", check_bounds=True)
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 3, 2000):
+        x = rng.standard_normal((n, 784)).astype(np.float32)
+        _assert_same(exe(x), np.abs(x))
+    assert exe.compilations == 1 and not exe.module.guards
+    with pytest.raises(ArgumentError, match=r"argument 0 \('Arg_0.1'\): expected shape f32\[\?,784\], got an array "
+                                            r"of shape \[3, 7\]"):
+        exe(np.zeros((3, 7), np.float32))

@@ -15,7 +15,7 @@ f32[1,1,<=1801] gives a [1,16,1,700] result, as XLA's PjRt returns).
 
 1. each `<=N` dimension of an entry parameter becomes a variable (`arg0_d2`) that the argument's
    dimension binds, with a guard `arg0_d2 <= N` whose failure names the parameter, the dimension
-   and the bound;
+   and the bound (an unbounded `?` the same, without a guard);
 2. a size the program computes — the s32[] operand of `set-dimension-size`, the size operands of
    `SliceToDynamic` — becomes a variable too (a constant operand: its value). Its value is read on
    the host before the call from the arguments (a parameter directly; any other pure scalar
@@ -60,18 +60,13 @@ _U8 = primitive_type("u8")
 
 
 def has_bounded_dynamism(module: HloModule) -> bool:
-    """Whether `module` has a `<=N` dimension or a size-setting op, and no `?` without a symbol
-    (XLA's unbounded dynamism, which has no bound to check against)."""
-    found = False
+    """Whether `module` (what its entry reaches) has one of XLA's dynamic dimensions (`<=N`, or `?`
+    without a symbol) or a size-setting op."""
     for comp in module.entry.reachable_computations():
         for instr in comp.instructions:
-            for leaf in instr.shape.leaves():
-                for d, dyn in zip(leaf.dims, leaf.dynamic):
-                    if dyn and d == UNBOUNDED:
-                        return False
-                    found = found or (dyn and isinstance(d, int))
-            found = found or _is_size_setter(instr)
-    return found
+            if instr.shape.has_bounded_dims or _is_size_setter(instr):
+                return True
+    return False
 
 
 def _is_size_setter(instr: HloInstruction) -> bool:
@@ -130,7 +125,7 @@ class SizeArguments:
         if len(dims) != shape.rank:
             raise ArgumentError(f"{where}: expected shape {shape.to_string(False)}, got an array of shape {list(dims)}")
         for d, (size, declared, dyn) in enumerate(zip(dims, shape.dims, shape.dynamic)):
-            if dyn and size > declared:
+            if dyn and declared != UNBOUNDED and size > declared:
                 raise ArgumentError(f"{where} dimension {d}: size {size} exceeds its bound {declared} "
                                     f"({shape.to_string(False)})")
             if not dyn and size != declared:
@@ -250,7 +245,8 @@ class _Names:
 
 
 def _symbolize_parameter(index: int, param: HloInstruction, names: _Names) -> list[tuple[HloInstruction, int, int]]:
-    """Give each `<=N` dimension of an entry parameter a variable; (parameter, dimension, bound) of each."""
+    """Give each dynamic dimension (`<=N`, `?`) of an entry parameter a variable; (parameter,
+    dimension, bound) of each bounded one."""
     shape = param.shape
     if shape.is_tuple:
         if shape.has_bounded_dims:
@@ -261,7 +257,8 @@ def _symbolize_parameter(index: int, param: HloInstruction, names: _Names) -> li
     for d, (size, dyn) in enumerate(zip(shape.dims, shape.dynamic)):
         if dyn and isinstance(size, int):
             dims[d] = symbol(names(f"arg{index}_d{d}"))
-            places.append((param, d, size))
+            if size != UNBOUNDED:
+                places.append((param, d, size))
     param.shape = Shape.array(shape.element_type, dims, shape.layout, shape.dynamic)
     return places
 
@@ -317,7 +314,8 @@ def _declare_setter(instr: HloInstruction, names: _Names,
 
 
 def _unknown_bounded(shape: Shape) -> Shape:
-    """`shape` with each `<=N` dimension unknown (`?`), for the shape-constraints pass to solve."""
+    """`shape` with each `<=N` dimension unknown (`?`), for the shape-constraints pass to solve
+    (which names the `?`s)."""
     if shape is None or not shape.has_bounded_dims:
         return shape
     if shape.is_tuple:

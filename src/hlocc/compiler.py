@@ -375,8 +375,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     from hlocc.codegen.schedule.choice import autotune_mode
     from hlocc.runtime.bounded import has_bounded_dynamism, symbolize_bounded
 
-    size_arguments = None
-    if has_bounded_dynamism(module):  # `<=N` dims: dimension variables with guards (runtime/bounded.py)
+    size_arguments = None  # XLA's dynamic dims (`<=N`, `?`): dimension variables (runtime/bounded.py)
+    if has_bounded_dynamism(module):
         work = _copy_with_guards(module)
         try:
             size_arguments = symbolize_bounded(work)
@@ -385,6 +385,7 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
             if backend != "interpreter":
                 raise
             # (the interpreter evaluates such a module as written, its arrays at their bounds)
+
     if any(p.shape.is_symbolic for p in module.entry.parameters):
         options = dict(verify=False, hlo_passes=hlo_passes, print_ir_after_all=print_ir_after_all,
                        dump_dir=dump_dir, stream=stream, gemm=gemm,

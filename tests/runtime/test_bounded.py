@@ -330,3 +330,19 @@ ENTRY %unbounded (Arg_0.1: f32[?,784]) -> f32[?,784] {
     with pytest.raises(ArgumentError, match=r"argument 0 \('Arg_0.1'\): expected shape f32\[\?,784\], got an array "
                                             r"of shape \[3, 7\]"):
         exe(np.zeros((3, 7), np.float32))
+
+
+def test_sizes_no_argument_sets_are_refused_on_cpu_and_evaluated_at_the_bound_by_the_interpreter():
+    text = """HloModule reshape
+ENTRY e (p: s32[6]) -> s32[<=6,<=6] {
+  p = s32[6] parameter(0)
+  a = s32[] constant(3)
+  b = s32[] constant(2)
+  ROOT r = s32[<=6,<=6] dynamic-reshape(p, a, b)
+}
+"""
+    with pytest.raises(UnsupportedError, match=r"instruction 'r' \(s32\[\?d0,\?d1\]\): its dynamic dimension is set by "
+                                               r"neither an argument nor a set-dimension-size/SliceToDynamic"):
+        hlocc.compile(text, "cpu")
+    x = np.arange(6, dtype=np.int32)
+    _assert_same(hlocc.compile(text, "interpreter")(x), x.reshape(3, 2))

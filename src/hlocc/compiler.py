@@ -149,6 +149,9 @@ class DynamicExecutable(Executable):
     program: Any = None
     plan_reason: str = SPECIALIZATION_REASON
     _cache: dict = field(default_factory=dict, repr=False)
+    # Sizes the program computes (set-dimension-size, SliceToDynamic): the extra arguments each call
+    # passes for them (runtime/bounded.py SizeArguments), or None.
+    size_arguments: Any = None
 
     @property
     def plan_builds(self) -> int:
@@ -166,6 +169,8 @@ class DynamicExecutable(Executable):
         from hlocc.hlo.specialize import bind_symbols
 
         params = self.module.entry.parameters
+        if self.size_arguments is not None and len(args) != len(params):  # the user's arguments only
+            args = self.size_arguments.extend(args)
         if len(args) != len(params):
             check_arguments(self.module, args)  # the count error
         shapes = [None if p.shape.is_tuple or p.shape.is_token else _array_shape(a) for p, a in zip(params, args)]
@@ -188,6 +193,8 @@ class DynamicExecutable(Executable):
         return self._cache[key]
 
     def __call__(self, *args, return_device_arrays: bool = False) -> Any:
+        if self.size_arguments is not None:
+            args = self.size_arguments.extend(args)
         if self.program is None:
             return self.specialized(self.bind(*args))(*args, return_device_arrays=return_device_arrays)
         if return_device_arrays:
@@ -260,6 +267,11 @@ def _check_one(index: int, shape: Shape, value: Any, cast: bool, device_arrays: 
     fits = len(arr.shape) == shape.rank and all(
         a == d or isinstance(d, DimExpr) or (dyn and (d == UNBOUNDED or a <= d))
         for a, d, dyn in zip(arr.shape, shape.dims, shape.dynamic))
+    if not fits and len(arr.shape) == shape.rank:
+        for d, (a, bound, dyn) in enumerate(zip(arr.shape, shape.dims, shape.dynamic)):
+            if dyn and isinstance(bound, int) and bound != UNBOUNDED and a > bound:
+                raise ArgumentError(f"argument {index} dimension {d}: size {a} exceeds its bound {bound} "
+                                    f"({shape.to_string(False)})")
     if not fits:
         raise ArgumentError(f"argument {index}: expected shape {shape.to_string(False)}, "
                             f"got an array of shape {list(arr.shape)} ({arr.dtype})")
@@ -361,6 +373,18 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         verify_module(module)
         times["verify"] = (time.perf_counter() - t0) * 1e3
     from hlocc.codegen.schedule.choice import autotune_mode
+    from hlocc.runtime.bounded import has_bounded_dynamism, symbolize_bounded
+
+    size_arguments = None  # XLA's dynamic dims (`<=N`, `?`): dimension variables (runtime/bounded.py)
+    if has_bounded_dynamism(module):
+        work = _copy_with_guards(module)
+        try:
+            size_arguments = symbolize_bounded(work)
+            module, fresh = work, False  # the plan works on a copy (its text has no guards to reload)
+        except UnsupportedError:
+            if backend != "interpreter":
+                raise
+            # (the interpreter evaluates such a module as written, its arrays at their bounds)
 
     if any(p.shape.is_symbolic for p in module.entry.parameters):
         options = dict(verify=False, hlo_passes=hlo_passes, print_ir_after_all=print_ir_after_all,
@@ -368,7 +392,7 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
                        check_bounds=check_bounds, autotune=autotune)
         if size_hint:
             options["size_hint"] = dict(size_hint)
-        executable = DynamicExecutable(module, backend, times, seed, options=options)
+        executable = DynamicExecutable(module, backend, times, seed, options=options, size_arguments=size_arguments)
         if backend == "cpu":
             # The plan's passes change the module they get: a fresh one is the executable's own
             # (reloaded if the plan fails), a caller's is copied, guards included.

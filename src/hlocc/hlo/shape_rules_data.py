@@ -319,12 +319,17 @@ def infer_get_dimension_size(instr: HloInstruction, shapes: list[Shape]) -> Shap
 
 @register_shape_rule("set-dimension-size")
 def infer_set_dimension_size(instr: HloInstruction, shapes: list[Shape]) -> Shape:
-    """The operand with one dimension made dynamic (bounded by its size); the size is s32[]."""
+    """The operand with one dimension made dynamic (bounded by its size); the size is s32[]. That
+    dimension is the size operand's value, which no rule can know: the declared one stands (a
+    bound, or the variable or constant runtime/bounded.py gave it)."""
     check_arity(instr, shapes, 2)
     operand = array_operand(instr, shapes, 0)
     dim = _dimension_attr(instr, operand)
     if shapes[1] != s32_scalar():
         fail(instr, f"size operand of set-dimension-size must be s32[], got {shapes[1]}")
-    dynamic = list(operand.dynamic)
+    dims, dynamic = list(operand.dims), list(operand.dynamic)
     dynamic[dim] = True
-    return array(operand.element_type, operand.dims, dynamic)
+    declared = instr.shape
+    if declared is not None and declared.is_array and declared.rank == operand.rank:
+        dims[dim], dynamic[dim] = declared.dims[dim], declared.dynamic[dim]
+    return array(operand.element_type, dims, dynamic)

@@ -121,7 +121,7 @@ def test_speculation_off_and_a_bound_of_one_keep_the_generic_kernel_only():
 
 def test_bad_options_are_named(monkeypatch):
     with pytest.raises(UnsupportedError, match="speculation 'force:tiled': choose on, off or force:<version> with "
-                                               "a version of generic, vectorized, stitched"):
+                                               "a version of generic, vectorized, column_tiled, stitched"):
         SpeculationOptions("force:tiled")
     with pytest.raises(UnsupportedError, match="max_versions=0: at least 1"):
         SpeculationOptions(max_versions=0)

@@ -36,10 +36,13 @@ softmax that computes exp twice per element (once for the sum, once for the outp
 writing and re-reading a stored exp: the recomputation runs at the speed of vector arithmetic,
 while the unstitched plan moves the whole array through memory three more times.
 
-Reduction order: as in the reduction emitter (partials per lane, combined in lane order, then
-the init value), so a stitched sum rounds like the unstitched one; max and min (order-free) take
-several vectors and a lane tree, with the same value. A divide by a per-row value is a multiply
-by its reciprocal, as XLA:CPU computes it (`_reciprocals`).
+Reduction order: float sums, max and min take up to four vectors of partials (a static row's
+chunks or a runtime row's rounds of four chunks) and a tree over the lanes (`reassociated_sums`,
+`reduce_partials.order_free`): max and min have the same value in any order; a sum is
+reassociated, as XLA's reductions may be (jax.lax.reduce's monoid rule), so a stitched sum rounds
+differently from the unstitched reduction's lane-order sum (within the tests' 2e-5). Other
+reducers keep one vector and lane order. A divide by a per-row value is a multiply by its
+reciprocal, as XLA:CPU computes it (`_reciprocals`).
 """
 
 from __future__ import annotations
@@ -279,7 +282,7 @@ class StitchEmitter(FusionEmitterBase):
         plan = plans.pop() if len(plans) == 1 else None
         if plan is not None:
             pairs = self._buffers(reduces, row_roots, buffered)
-            free = order_free(reduces)
+            free = order_free(reduces) or reassociated_sums(reduces)
 
             # (The overlapped tail stores some elements twice, the same values: the outputs are
             # private, `_outputs_private`.)
@@ -456,6 +459,20 @@ class StitchEmitter(FusionEmitterBase):
 PREFETCH_ROW_BYTES = 4096
 """A row at least this long gets `_next_row_prefetch` (a page: shorter rows are a few cache lines,
 which the hardware prefetchers follow from row to row on their own)."""
+
+
+def reassociated_sums(reduces) -> bool:
+    """Whether every reducer is a float add of its two parameters: the stitch kernel then sums a row
+    as it takes a max (several vectors of partials, lanes combined by a tree), which reassociates
+    the sum as XLA's reductions may (the module doc's "Reduction order"). In lane order with one
+    vector, a row's sum was one chain of dependent vector adds (4 cycles each) and a 15-add lane
+    chain per stage, which a 127- or 128-element layernorm row spent most of its time in."""
+    for r in reduces:
+        root = r.to_apply.root
+        if len(r.operands) != 2 or root.opcode != "add" or not root.shape.element_type.is_float or \
+                {x.opcode for x in root.operands} != {"parameter"} or root.operand(0) is root.operand(1):
+            return False
+    return True
 
 
 def _zeros(e: ElementEmitter, t: VectorType) -> SSAValue:

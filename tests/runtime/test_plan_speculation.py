@@ -131,6 +131,8 @@ def test_on_builds_two_plans_and_forcing_builds_one(compiled):
             ("stitched", f"{LEAST} <= n <= {MOST}"), ("generic", "true")], name
         assert on.template.describe()[-1].startswith("kernel stitch_"), on.to_string()
         assert sum(line.startswith("kernel ") for line in on.template.describe()) == 1  # one kernel
+        # ... and no host step: layernorm's get-dimension-size is computed in the kernel, from its dims
+        assert not any(line.startswith("host ") for line in on.template.describe()), on.to_string()
         assert [v.name for v, _ in compiled[name, "force:stitched"].versions.versions] == ["stitched"]
         assert compiled[name, "force:generic"].versions is None  # the multi-kernel plan only, as before
         assert not any("stitch_" in line for line in compiled[name, "force:generic"].template.describe())

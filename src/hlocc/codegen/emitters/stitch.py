@@ -94,7 +94,9 @@ from hlocc.hlo.symbolic import mod as sym_mod
 
 
 class StitchEmitter(FusionEmitterBase):
-    symbolic_ops = SYMBOLIC_LOOP_OPS  # a runtime row count, and a runtime row length (a speculated stitch)
+    # a runtime row count, and a runtime row length (a speculated stitch), whose size the fusion
+    # may read (passes/stitch_fusion.py takes a get-dimension-size in: `_sizes`)
+    symbolic_ops = SYMBOLIC_LOOP_OPS | {"get-dimension-size"}
 
     def __init__(self, fusion, target, name: str = "main"):
         super().__init__(fusion, target, name)
@@ -168,6 +170,7 @@ class StitchEmitter(FusionEmitterBase):
         ids = list(thread_and_block_ids(b, launch))
         e = ElementEmitter(b, partition_fusion(self.fusion).fusion, None, list(block.args[:len(params)]))
         outputs = list(block.args[len(params):])
+        self._sizes(e)
         rows = self.plan.rows
         # The last block's spare threads do nothing (rows - row >= 1 holds for the others).
         spare = t.rows_per_block > 1 and (not isinstance(rows, int) or t.rows_per_block * t.blocks > rows)
@@ -180,6 +183,15 @@ class StitchEmitter(FusionEmitterBase):
         entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))
         return KernelModule(ModuleOp([entry, *self.combiners]), self.name, launch, len(params), len(leaves),
                             emitter=EmitterKind.STITCH.value, symbols=self.symbols)
+
+    def _sizes(self, e: ElementEmitter) -> None:
+        """Each get-dimension-size's value, from the kernel's dims (`xla.symbol_value`), as an
+        override: JAX's mean over [b, n] divides by it, which the host wrote into a buffer of
+        its own per call before the stitch pass took it in."""
+        for g in self.fusion.instructions:
+            if g.opcode == "get-dimension-size":
+                size = size_value(e.b, g.operand(0).shape.dims[g.attrs["dimensions"][0]])
+                e.overrides[id(g)] = [e.b.add(arith.IndexCastOp(size, element_type(g.shape.element_type)))]
 
     def _emit_row(self, e: ElementEmitter, ids: list[SSAValue], outputs: list[SSAValue]) -> list[SSAValue]:
         outputs = list(outputs)

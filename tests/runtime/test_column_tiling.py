@@ -163,3 +163,20 @@ def test_stats_show_the_version_its_predicate_and_launches(tmp_path, monkeypatch
     filecheck((tmp_path / "thunks.txt").read_text(),
               "CHECK: speculation {{.*}}: version column_tiled if n >= 16: kernel over (b, n)\n"
               "CHECK-NEXT: speculation {{.*}}: version generic if true: kernel over (b, n)\n", tmp_path)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "s32"])
+def test_the_tiled_version_folds_rows_in_the_generic_kernels_order(dtype):
+    """Every column folds its rows in order in both versions: the same bits, bf16 sums included
+    (whose rounding the evaluator's differs from by a few ulps), and integer sums."""
+    import ml_dtypes
+
+    text = COLUMN_SUM.replace("f32", dtype)
+    np_type = {"bf16": ml_dtypes.bfloat16, "s32": np.int32}[dtype]
+    arms = {mode: compile_dynamic_module(parse_hlo(text), speculation=SpeculationOptions(mode))
+            for mode in ("force:generic", "force:column_tiled")}
+    for b, n in ((1, 64), (7, 100), (33, 300)):
+        x = (RNG.standard_normal((b, n)) * 8).astype(np_type)
+        got = arms["force:column_tiled"].run([x])
+        np.testing.assert_array_equal(got, arms["force:generic"].run([x]))
+        assert ran(arms["force:column_tiled"]) == {"column_tiled": 1}

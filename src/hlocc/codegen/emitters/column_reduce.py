@@ -34,12 +34,11 @@ carry `COLUMN_TILE_MARKER` in their backend config, which sends it here (`regist
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from xdsl.dialects import arith, func, scf, vector
-from xdsl.dialects.builtin import FunctionType, IndexType, ModuleOp, VectorType
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.dialects import arith, func, vector
+from xdsl.dialects.builtin import FunctionType, ModuleOp, VectorType
+from xdsl.ir import Region, SSAValue
 
 from hlocc.analysis.affine_expr import sym
 from hlocc.analysis.hero import is_elementwise
@@ -52,6 +51,7 @@ from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_b
 from hlocc.codegen.emitters.loop import SYMBOLIC_LOOP_OPS
 from hlocc.codegen.emitters.reduce_partials import apply_reducers
 from hlocc.codegen.emitters.reduction_tiling import CPU_COLUMN_BYTES
+from hlocc.codegen.emitters.stitch import emit_for
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
 from hlocc.codegen.ir.size_ops import size_value
@@ -235,7 +235,7 @@ class ColumnReduceEmitter(FusionEmitterBase):
             (accs,) = self._rows(e, ids, [start])
             return self._write(e, ids, start, accs, outs)
 
-        return _for(e, b.index(0), count, outputs, group)
+        return emit_for(e, b.index(0), count, outputs, group)
 
     # -- the row loop and the writes --------------------------------------------------------------------
     def _rows(self, e: ElementEmitter, ids, starts: list[SSAValue]) -> list[list[SSAValue]]:
@@ -259,10 +259,10 @@ class ColumnReduceEmitter(FusionEmitterBase):
                     values = apply_reducers(e.b, reduces, old, [e.scalar(x.operand(0), index) for x in reduces])
                     return [e.b.add(vector.InsertOp(v, a, [lane])) for v, a in zip(values, accs)]
 
-                new += _for(e, e.b.index(0), e.b.index(self.lanes), carried[k * n:(k + 1) * n], lane_step)
+                new += emit_for(e, e.b.index(0), e.b.index(self.lanes), carried[k * n:(k + 1) * n], lane_step)
             return new
 
-        results = _for(e, e.b.index(0), size_value(e.b, self.plan.rows), seeds, row)
+        results = emit_for(e, e.b.index(0), size_value(e.b, self.plan.rows), seeds, row)
         return [results[k * n:(k + 1) * n] for k in range(len(starts))]
 
     def _write(self, e: ElementEmitter, ids, start: SSAValue, accs: list[SSAValue],
@@ -282,16 +282,8 @@ class ColumnReduceEmitter(FusionEmitterBase):
                 del e.overrides[id(r)]
             return outs
 
-        return _for(e, e.b.index(0), e.b.index(self.lanes), outputs, lane_write)
+        return emit_for(e, e.b.index(0), e.b.index(self.lanes), outputs, lane_write)
 
-
-def _for(e: ElementEmitter, lo: SSAValue, hi: SSAValue, carried: list[SSAValue],
-         body: Callable[[SSAValue, list[SSAValue]], list[SSAValue]]) -> list[SSAValue]:
-    """scf.for iv in [lo, hi) carrying `carried`; values computed inside are not reused outside."""
-    block = Block(arg_types=[IndexType(), *[v.type for v in carried]])
-    with e.nested(block) as b:
-        b.insert(scf.YieldOp(*body(block.args[0], list(block.args[1:]))))
-    return list(e.b.insert(scf.ForOp(lo, hi, e.b.index(1), carried, block)).results)
 
 __all__ = ["COLUMN_TILE_MARKER", "ColumnPlan", "ColumnReduceEmitter", "column_lanes", "column_plan",
            "is_column_tile_marked"]

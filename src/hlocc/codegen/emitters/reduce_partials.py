@@ -319,6 +319,22 @@ def _interleaved_chunks(e: ElementEmitter, reduces: Sequence[HloInstruction], re
         accs.append(r[:n])
         outs = r[n:]
     rounds = chunks // k
+    accs, outs = _rounds(e, accs, outs, n, lanes, lane_loop, e.b.index(1), e.b.index(rounds))
+    for c in range(rounds * k, chunks):
+        i = c - rounds * k
+        r = lane_loop(e.b.index(c), lanes, accs[i], accs[i], outs)
+        accs[i], outs = r[:n], r[n:]
+    combined = accs[0]
+    for other in accs[1:]:
+        combined = _combine_vectors(e, reduces, combined, other)
+    return [*combined, *outs]
+
+
+def _rounds(e: ElementEmitter, accs: list[list[SSAValue]], outs: list[SSAValue], n: int, lanes: int,
+            lane_loop: Callable, first: SSAValue, end: SSAValue) -> tuple[list[list[SSAValue]], list[SSAValue]]:
+    """scf.for round in [first, end): chunk round * k + i folded into vector i of the k = len(accs)
+    vectors of partials (`n` reduced values each); (the vectors, the outputs) after it."""
+    k = len(accs)
     block = Block(arg_types=[IndexType(), *[v.type for a in accs for v in a], *[o.type for o in outs]])
     with e.nested(block) as b:
         base = b.add(arith.MuliOp(block.args[0], b.index(k)))
@@ -330,17 +346,9 @@ def _interleaved_chunks(e: ElementEmitter, reduces: Sequence[HloInstruction], re
             new += r[:n]
             done = r[n:]
         b.insert(scf.YieldOp(*new, *done))
-    loop = e.b.insert(scf.ForOp(e.b.index(1), e.b.index(rounds), e.b.index(1), [*sum(accs, []), *outs], block))
+    loop = e.b.insert(scf.ForOp(first, end, e.b.index(1), [*sum(accs, []), *outs], block))
     res = list(loop.results)
-    accs, outs = [res[i * n:(i + 1) * n] for i in range(k)], res[k * n:]
-    for c in range(rounds * k, chunks):
-        i = c - rounds * k
-        r = lane_loop(e.b.index(c), lanes, accs[i], accs[i], outs)
-        accs[i], outs = r[:n], r[n:]
-    combined = accs[0]
-    for other in accs[1:]:
-        combined = _combine_vectors(e, reduces, combined, other)
-    return [*combined, *outs]
+    return [res[i * n:(i + 1) * n] for i in range(k)], res[k * n:]
 
 
 def _interleaved_runtime_chunks(e: ElementEmitter, reduces: Sequence[HloInstruction], results: list[SSAValue],
@@ -353,21 +361,8 @@ def _interleaved_runtime_chunks(e: ElementEmitter, reduces: Sequence[HloInstruct
     round (every vector but the first stays at the init value: the reducer's identity)."""
     k = ORDER_FREE_ACCUMULATORS
     seeds, outs = results[:n], results[n:]
-    block = Block(arg_types=[IndexType(), *[v.type for v in seeds] * k, *[o.type for o in outs]])
-    with e.nested(block) as b:
-        base = b.add(arith.MuliOp(block.args[0], b.index(k)))
-        carried, new = list(block.args[1:]), []
-        done = carried[k * n:]
-        for i in range(k):
-            chunk = b.add(arith.AddiOp(base, b.index(i))) if i else base
-            r = lane_loop(chunk, lanes, carried[i * n:(i + 1) * n], carried[i * n:(i + 1) * n], done)
-            new += r[:n]
-            done = r[n:]
-        b.insert(scf.YieldOp(*new, *done))
     rounds = size_value(e.b, floordiv(floordiv(row, lanes), k))
-    loop = e.b.insert(scf.ForOp(e.b.index(0), rounds, e.b.index(1), [*seeds * k, *outs], block))
-    res = list(loop.results)
-    accs, outs = [res[i * n:(i + 1) * n] for i in range(k)], res[k * n:]
+    accs, outs = _rounds(e, [seeds] * k, outs, n, lanes, lane_loop, e.b.index(0), rounds)
     first = e.b.add(arith.MuliOp(rounds, e.b.index(k)))
     rest = chunk_loop(first, size_value(e.b, floordiv(row, lanes)), [*accs[0], *outs])
     combined, outs = rest[:n], rest[n:]

@@ -328,7 +328,7 @@ class StitchEmitter(FusionEmitterBase):
 
     def _serial(self, e: ElementEmitter, ids, reduces, m: IndexingMap, inits: list[SSAValue]) -> list[SSAValue]:
         """scf.for j over the row carrying one accumulator per reduced value."""
-        return _for(e, e.b.index(0), size_value(e.b, self.plan.row_length), inits,
+        return emit_for(e, e.b.index(0), size_value(e.b, self.plan.row_length), inits,
                     lambda j, accs: fold_elements(e, reduces, accs, e.apply(m, ids, [j])))
 
     def _write_rows(self, e: ElementEmitter, ids, outputs: list[SSAValue], roots: list[int],
@@ -370,7 +370,7 @@ class StitchEmitter(FusionEmitterBase):
                     carried[k] = store_element(e.b, x, carried[k], self.roots[k].shape, index)
                 return carried
 
-            return _for(e, e.b.index(0), count if isinstance(count, SSAValue) else e.b.index(count), outs, body)
+            return emit_for(e, e.b.index(0), count if isinstance(count, SSAValue) else e.b.index(count), outs, body)
 
         # The tail as one whole vector ending at the row's end: computed before the chunks
         # overwrite the buffered values its first lanes read, stored after them. A runtime row
@@ -392,7 +392,7 @@ class StitchEmitter(FusionEmitterBase):
             return lane_loop(c, lanes, outs)
 
         if isinstance(chunks, SSAValue) or chunks:
-            outputs = _for(e, e.b.index(0), chunk_index, outputs, chunk)
+            outputs = emit_for(e, e.b.index(0), chunk_index, outputs, chunk)
         if shift is not None:
             last_map = self._tail_map(lanes, shift)
 
@@ -404,7 +404,7 @@ class StitchEmitter(FusionEmitterBase):
                     carried[k] = store_element(e.b, x, carried[k], self.roots[k].shape, index)
                 return carried
 
-            return e.if_else_many(whole, lambda: _for(e, e.b.index(0), e.b.index(lanes), outputs, store_tail),
+            return e.if_else_many(whole, lambda: emit_for(e, e.b.index(0), e.b.index(lanes), outputs, store_tail),
                                   lambda: lane_loop(chunk_index, tail, outputs), [o.type for o in outputs])
         if isinstance(tail, SSAValue) or tail:
             outputs = lane_loop(chunk_index, tail, outputs)
@@ -465,7 +465,7 @@ class StitchEmitter(FusionEmitterBase):
             index = e.apply(last_map, ids, [chunk, lane])
             return [e.b.add(vector.InsertOp(x, v, [lane])) for x, v in zip(values(index), carried)]
 
-        return _for(e, e.b.index(0), e.b.index(lanes), [_zeros(e, t) for t in types], body)
+        return emit_for(e, e.b.index(0), e.b.index(lanes), [_zeros(e, t) for t in types], body)
 
 
 PREFETCH_ROW_BYTES = 4096
@@ -527,7 +527,7 @@ def _computed_from(roots) -> set[int]:
     return seen
 
 
-def _for(e: ElementEmitter, lo: SSAValue, hi: SSAValue, carried: list[SSAValue],
+def emit_for(e: ElementEmitter, lo: SSAValue, hi: SSAValue, carried: list[SSAValue],
          body: Callable[[SSAValue, list[SSAValue]], list[SSAValue]]) -> list[SSAValue]:
     """scf.for iv in [lo, hi) carrying `carried`; values computed inside are not reused outside."""
     block = Block(arg_types=[IndexType(), *[v.type for v in carried]])
@@ -536,4 +536,4 @@ def _for(e: ElementEmitter, lo: SSAValue, hi: SSAValue, carried: list[SSAValue],
     return list(e.b.insert(scf.ForOp(lo, hi, e.b.index(1), carried, block)).results)
 
 
-__all__ = ["StitchEmitter"]
+__all__ = ["StitchEmitter", "emit_for"]

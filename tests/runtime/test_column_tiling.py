@@ -180,3 +180,19 @@ def test_the_tiled_version_folds_rows_in_the_generic_kernels_order(dtype):
         got = arms["force:column_tiled"].run([x])
         np.testing.assert_array_equal(got, arms["force:generic"].run([x]))
         assert ran(arms["force:column_tiled"]) == {"column_tiled": 1}
+
+
+@pytest.mark.parametrize("shape, out, dims, predicate, sizes", [
+    ("f32[?b,?s,4]", "f32[?s,4]", (0,), "4*s >= 16", [(3, 5, 4), (7, 33, 4)]),  # two kept dims, one static
+    ("f32[?b,?s,?d]", "f32[?d]", (0, 1), "d >= 16", [(2, 3, 20), (5, 7, 300)]),  # two reduced dims
+    ("f32[?b,?s,?d]", "f32[?s,?d]", (0,), "d*s >= 16", [(2, 3, 20), (5, 7, 300)]),
+])
+def test_several_kept_or_reduced_dims(shape, out, dims, predicate, sizes):
+    text = (HEADER + f"ENTRY e {{\n  x = {shape} parameter(0)\n  z = f32[] constant(0)\n  ROOT s = {out} reduce(x, z), "
+            f"dimensions={{{','.join(map(str, dims))}}}, to_apply=add_f\n}}\n")
+    assert str(column_tile_version(parse_hlo(text).entry)) == f"column_tiled if {predicate}"
+    program = compile_dynamic_module(parse_hlo(text), speculation=SpeculationOptions("on"))
+    for size in sizes:
+        x = RNG.standard_normal(size).astype(np.float32)
+        np.testing.assert_allclose(program.run([x]), x.sum(axis=dims), rtol=1e-5, atol=1e-5)
+    assert ran(program) == {"column_tiled": len(sizes)}

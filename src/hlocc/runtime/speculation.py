@@ -17,6 +17,11 @@ Versions built (the others of BladeDISC's four are listed in docs/architecture.m
   fusion's output (of more than one row: the rows after the first start at `row * n`, which the
   generic kernel cannot prove aligned) is a multiple of the loop's vector width (the emitter's
   elements per thread).
+- `column_tiled`: a column reduction (a reduce over the major dims, keeping the minor ones:
+  x.sum(axis=0) over [?b, ?n]) compiled by the tiled column emitter
+  (codegen/emitters/column_reduce.py: a block of columns per thread, rows read as vectors) where
+  the columns fill a vector (`AtLeast`: `n >= 16` for f32). Not a substitution but a `marker` on
+  the version's reduces, which picks that emitter (`KernelVersion.specialize`).
 - `stitched`, a version of the whole plan (`PlanVersion`, runtime/plan_speculation.py): a row
   reduction and its consumers over a symbolic row length as ONE stitch kernel where the row fits
   the on-chip budget (`RowFits`), the multi-kernel plan (`generic`) elsewhere. A plan is more than

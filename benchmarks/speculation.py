@@ -3,7 +3,8 @@
     python benchmarks/speculation.py [--runs 20] [--quick] [--programs softmax,column_sum]
 
 Softmax, layernorm, and a column sum and mean over the batch (x.sum(axis=0), x.mean(axis=0): the
-`column_tiled` version, codegen/emitters/column_reduce.py) (JAX functions, float32) compiled once each with `hlocc.jax.jit` and
+`column_tiled` version, codegen/emitters/column_reduce.py) (JAX functions, float32) compiled once
+each with `hlocc.jax.jit` and
 polymorphic shapes, twice: HLOCC_SPECULATION=off (every fusion's generic kernel) and on (the
 versions of runtime/speculation.py, one picked per binding). The shapes: a symbolic row length
 ("b, n", where the `vectorized` version applies when n is a multiple of the vector width) and the

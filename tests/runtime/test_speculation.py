@@ -15,10 +15,10 @@ RNG = np.random.default_rng(7)
 
 # Softmax over a symbolic row length n: in the generic (multi-kernel) plan two reduce fusions (no
 # version: one element per thread) and two loop fusions over [b, n] (a `vectorized` version each,
-# for n mod 16 == 0); under "on" the stitched plan (one stitch kernel) runs where 32 <= n <= 131072
+# for n mod 16 == 0); under "on" the stitched plan (one stitch kernel) runs where 2 <= n <= 131072
 # (tests/runtime/test_plan_speculation.py) and the generic plan elsewhere.
 SOFTMAX = softmax_text("?n")
-STITCHED = range(32, 131073)
+STITCHED = range(2, 131073)
 
 # n = 0 (legal: an empty row), 1, the vector width 16 ± 1, 32, and 512 ± 1 columns.
 ROW_LENGTHS = [0, 1, 15, 16, 17, 32, 511, 512, 513]
@@ -86,10 +86,10 @@ def test_every_version_forced_matches_the_evaluator(programs, mode, n):
 
 
 def test_sizes_just_below_and_above_the_vector_width_pick_their_version(programs):
-    program = programs["on"]
+    program = programs["on"]  # (the stitched plan: its one kernel's versions)
     for n, version in ((15, "generic"), (16, "vectorized"), (17, "generic")):
         program.run([np.ones((2, n), np.float32)])
-        assert ran(program) == {version: 2}, n
+        assert ran(program) == {version: 1}, n
     program = programs["force:generic"]
     for n in (511, 512, 513):
         program.run([np.ones((2, n), np.float32)])
@@ -121,7 +121,7 @@ def test_speculation_off_and_a_bound_of_one_keep_the_generic_kernel_only():
 
 def test_bad_options_are_named(monkeypatch):
     with pytest.raises(UnsupportedError, match="speculation 'force:tiled': choose on, off or force:<version> with "
-                                               "a version of generic, vectorized, stitched"):
+                                               "a version of generic, vectorized, column_tiled, stitched"):
         SpeculationOptions("force:tiled")
     with pytest.raises(UnsupportedError, match="max_versions=0: at least 1"):
         SpeculationOptions(max_versions=0)
@@ -135,14 +135,15 @@ def test_bad_options_are_named(monkeypatch):
 def test_stats_and_dump_show_versions_predicates_and_launches(tmp_path, monkeypatch):
     monkeypatch.setenv("HLOCC_CACHE_DIR", "")
     exe = hlocc.compile(SOFTMAX, "cpu", dump_dir=str(tmp_path))
-    for n in (16, 16, 17):  # (below the stitched plan's 32: the generic plan and its kernel versions)
+    # the stitched plan's kernel versions, then (n = 1, below the stitched plan's 2) the generic plan's
+    for n in (16, 16, 17, 1):
         exe(np.ones((3, n), np.float32))
     stats = exe.stats_text()
-    assert "speculation loop_exponential_fusion: version vectorized if n mod 16 == 0: kernel over (b, n_16), " \
+    assert "speculation stitch_divide_fusion: version vectorized if n mod 16 == 0: kernel over (b, n_16), " \
            "2 launch(es)" in stats
-    # (and the stitched plan's stitch kernel's versions, which ran at no size here)
-    assert stats.count("version vectorized if n mod 16 == 0") == 3 and stats.count("2 launch(es)") == 2
-    assert stats.count("version generic if true: kernel over (b, n), 1 launch(es)") == 2
+    # (and the generic plan's two loop fusions' versions: vectorized at no size here, generic at n = 1)
+    assert stats.count("version vectorized if n mod 16 == 0") == 3 and stats.count("2 launch(es)") == 1
+    assert stats.count("version generic if true: kernel over (b, n), 1 launch(es)") == 3
     filecheck((tmp_path / "thunks.txt").read_text(),
               "CHECK: speculation {{.*}}: version vectorized if n mod 16 == 0: kernel over (b, n_16)\n"
               "CHECK-NEXT: speculation {{.*}}: version generic if true: kernel over (b, n)\n"
@@ -155,14 +156,14 @@ def test_the_vectorized_version_stays_inside_its_buffers():
 
     from hlocc.codegen.target import cpu_target
 
+    # (the generic plan's loop fusions; the stitched plan's kernel under check-bounds: test_plan_speculation.py)
     program = compile_dynamic_module(parse_hlo(SOFTMAX), replace(cpu_target(), check_bounds=True),
-                                     speculation=SpeculationOptions("on"))
-    for b, n in ((1, 16), (3, 32), (5, 512), (2, 17), (1, 0)):
+                                     speculation=SpeculationOptions("force:vectorized"))
+    for b, n in ((1, 16), (3, 32), (5, 512), (1, 0)):
         x = RNG.standard_normal((b, n)).astype(np.float32)
         np.testing.assert_allclose(program.run([x]), expected(x), rtol=1e-6, atol=1e-7)
-    # n = 0 is a multiple of 16 too; 32 and 512 run the stitched plan (its vectorized kernel)
-    assert ran(program) == {"vectorized": 6, "generic": 2}
-    assert program.versions.calls == {"generic": 3, "stitched": 2}
+    # n = 0 is a multiple of 16 too: both loop fusions' vectorized versions at every size
+    assert ran(program) == {"vectorized": 8}
 
 
 @pytest.mark.parametrize("shape, versions", [

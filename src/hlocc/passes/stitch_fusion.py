@@ -73,14 +73,22 @@ class _Merged:
         self.comp = HloComputation(name)
         names = NameUniquer(after_suffix=False)
         self.operands: list[HloInstruction] = []
+        self.sizes: list[HloInstruction] = []  # the get-dimension-sizes it computes itself
         params: dict[int, HloInstruction] = {}
         outputs: dict[int, list[HloInstruction]] = {}
+        read = {id(op) for m in members for op in m.operands}
 
         def resolve(outer: HloInstruction) -> HloInstruction:
             if id(outer) in ids:
                 return outputs[id(outer)][0]
             if outer.opcode == "get-tuple-element" and id(outer.operand(0)) in ids:
                 return outputs[id(outer.operand(0))][outer.attrs["index"]]
+            if _runtime_size(outer) and id(outer.operand(0)) in read:
+                if id(outer) not in params:  # (the kernel reads the size from its dims, no host step)
+                    params[id(outer)] = attach(self.comp, clone_instruction(
+                        outer, [resolve(outer.operand(0))], names.unique(outer.name)))
+                    self.sizes.append(outer)
+                return params[id(outer)]
             if id(outer) not in params:
                 k = len(self.operands)
                 self.operands.append(outer)
@@ -115,6 +123,13 @@ class _Merged:
         else:
             self.comp.root = attach(self.comp, HloInstruction(names.unique("tuple"), "tuple",
                                                               Shape.tuple([v.shape for v in values]), values))
+
+
+def _runtime_size(instr: HloInstruction) -> bool:
+    """A get-dimension-size of a symbolic dimension: a group that reads it and its operand computes
+    it in the kernel (JAX's mean over [b, n] divides by it), not in a host step of its own."""
+    return instr.opcode == "get-dimension-size" and isinstance(
+        instr.operand(0).shape.dims[instr.attrs["dimensions"][0]], DimExpr)
 
 
 def _outer_values(m: HloInstruction, k: int) -> list[HloInstruction]:
@@ -264,6 +279,7 @@ class StitchFusion(HloPass):
         for x in dead:
             x.users = []
         comp.remove_instructions(distinct(dead))
+        comp.remove_instructions([g for g in merged.sizes if not g.users and g is not comp.root])
         module.remove_computations([m.attrs["calls"] for m in group if m.opcode == "fusion"])
 
 

@@ -17,6 +17,11 @@ Versions built (the others of BladeDISC's four are listed in docs/architecture.m
   fusion's output (of more than one row: the rows after the first start at `row * n`, which the
   generic kernel cannot prove aligned) is a multiple of the loop's vector width (the emitter's
   elements per thread).
+- `column_tiled`: a column reduction (a reduce over the major dims, keeping the minor ones:
+  x.sum(axis=0) over [?b, ?n]) compiled by the tiled column emitter
+  (codegen/emitters/column_reduce.py: a block of columns per thread, rows read as vectors) where
+  the columns fill a vector (`AtLeast`: `n >= 16` for f32). Not a substitution but a `marker` on
+  the version's reduces, which picks that emitter (`KernelVersion.specialize`).
 - `stitched`, a version of the whole plan (`PlanVersion`, runtime/plan_speculation.py): a row
   reduction and its consumers over a symbolic row length as ONE stitch kernel where the row fits
   the on-chip budget (`RowFits`), the multi-kernel plan (`generic`) elsewhere. A plan is more than
@@ -45,7 +50,8 @@ from hlocc.hlo.symbolic import Dim, DimExpr, symbol
 
 GENERIC = "generic"
 STITCHED = "stitched"
-VERSION_NAMES = (GENERIC, "vectorized", STITCHED)
+COLUMN_TILED = "column_tiled"
+VERSION_NAMES = (GENERIC, "vectorized", COLUMN_TILED, STITCHED)
 
 
 @dataclass(frozen=True)
@@ -62,23 +68,58 @@ class Divisible:
     def holds(self, binding: Mapping[str, int]) -> bool:
         return binding[self.variable] % self.divisor == 0
 
+    def sizes(self, binding: Mapping[str, int]) -> str:
+        return f"{self.variable}={binding[self.variable]}"
+
     def __str__(self) -> str:
         return f"{self.variable} mod {self.divisor} == 0"
 
 
 @dataclass(frozen=True)
+class AtLeast:
+    """`size >= least` (`size` a size expression: a column count `n`, or `d*n`)."""
+
+    size: DimExpr
+    least: int
+
+    def holds(self, binding: Mapping[str, int]) -> bool:
+        return self.size.evaluate(binding) >= self.least
+
+    def sizes(self, binding: Mapping[str, int]) -> str:
+        return f"{self.size}={self.size.evaluate(binding)}"
+
+    def __str__(self) -> str:
+        return f"{self.size} >= {self.least}"
+
+
+@dataclass(frozen=True)
 class KernelVersion:
-    """One version of a fusion's kernel: valid where every condition holds (the generic one has none)."""
+    """One version of a fusion's kernel: valid where every condition holds (the generic one has none).
+    `marker`: a backend-config key put on the reduces of the version's computation, which picks its
+    emitter (the tiled column reduction's `COLUMN_TILE_MARKER`); empty: the usual emitter."""
 
     name: str
-    conditions: tuple[Divisible, ...] = ()
+    conditions: tuple[Divisible | AtLeast, ...] = ()
+    marker: str = ""
 
     @property
     def predicate(self) -> str:
         return " and ".join(map(str, self.conditions)) or "true"
 
     def substitution(self) -> dict[str, Dim]:
-        return {c.variable: c.divisor * symbol(c.quotient) for c in self.conditions}
+        return {c.variable: c.divisor * symbol(c.quotient) for c in self.conditions if isinstance(c, Divisible)}
+
+    def specialize(self, computation: HloComputation) -> HloComputation:
+        """The fused computation this version compiles: its substitution, and its marker."""
+        from hlocc.hlo.attributes import RawAttr
+        from hlocc.hlo.specialize import specialize_computation
+
+        fused = specialize_computation(computation, self.substitution())
+        if self.marker:
+            for instr in fused.instructions:
+                if instr.opcode == "reduce":
+                    instr.attrs["backend_config"] = RawAttr(f'{{"{self.marker}":{{}}}}')
+        return fused
 
     def holds(self, binding: Mapping[str, int]) -> bool:
         return all(c.holds(binding) for c in self.conditions)
@@ -88,7 +129,8 @@ class KernelVersion:
         original variable's over its divisor)."""
         values = dict(binding)
         for c in self.conditions:
-            values[c.quotient] = binding[c.variable] // c.divisor
+            if isinstance(c, Divisible):
+                values[c.quotient] = binding[c.variable] // c.divisor
         return tuple(values[s] for s in symbols)
 
     def __str__(self) -> str:
@@ -149,8 +191,11 @@ def plan_versions(computation: HloComputation, vector_elements: int, options: Sp
     """The versions `computation` gets, the generic one last (module doc). `vector_elements`: the
     elements per thread of its loop (1: nothing to vectorize, no speculation)."""
     generic = KernelVersion(GENERIC)
-    if options.mode == "off" or options.max_versions < 2 or vector_elements < 2:
+    if options.mode == "off" or options.max_versions < 2:
         return [generic]
+    column = column_tile_version(computation)
+    if column is not None or vector_elements < 2:
+        return [*([column] if column else []), generic]
     names = set().union(*(i.shape.symbols for i in computation.instructions))
     conditions = []
     for leaf in computation.root.shape.leaves():
@@ -166,6 +211,22 @@ def plan_versions(computation: HloComputation, vector_elements: int, options: Sp
                 conditions.append(c)
     versions = [KernelVersion("vectorized", tuple(conditions))] if conditions else []
     return [*versions[:options.max_versions - 1], generic]
+
+
+def column_tile_version(computation: HloComputation) -> KernelVersion | None:
+    """`column_tiled if <columns> >= <lanes>` for a column reduction over symbolic sizes
+    (codegen/emitters/column_reduce.py: a block of columns per thread, rows read contiguously, the
+    last chunk's vectors ending at the row's end, which needs a row of one vector at least)."""
+    from hlocc.codegen.emitters.column_reduce import COLUMN_TILE_MARKER, column_lanes, column_plan
+    from hlocc.codegen.target import cpu_target
+
+    plan = column_plan(computation)
+    if plan is None:
+        return None
+    lanes = column_lanes(plan, cpu_target().vector_bytes)
+    if not isinstance(plan.columns, DimExpr):
+        return KernelVersion(COLUMN_TILED, (), COLUMN_TILE_MARKER) if plan.columns >= lanes else None
+    return KernelVersion(COLUMN_TILED, (AtLeast(plan.columns, lanes),), COLUMN_TILE_MARKER)
 
 
 @dataclass(frozen=True)
@@ -223,12 +284,14 @@ def choose_version(versions: Sequence[KernelVersion], binding: Mapping[str, int]
         for k, v in enumerate(versions):
             if v.name == forced:
                 if not v.holds(binding):
-                    sizes = ", ".join(f"{c.variable}={binding[c.variable]}" for c in v.conditions)
+                    sizes = ", ".join(c.sizes(binding) for c in v.conditions)
                     raise ArgumentError(f"{where}: speculation forces version '{forced}' but its predicate "
                                         f"{v.predicate} fails at {sizes}")
                 return k
     return next(k for k, v in enumerate(versions) if v.holds(binding))
 
 
-__all__ = ["GENERIC", "STITCHED", "VERSION_NAMES", "Divisible", "KernelVersion", "PlanVersion", "RowFits",
-           "SpeculationOptions", "choose_plan", "choose_version", "loop_vector_elements", "plan_versions"]
+__all__ = ["COLUMN_TILED", "GENERIC", "STITCHED", "VERSION_NAMES", "AtLeast", "Divisible", "KernelVersion",
+           "PlanVersion", "RowFits",
+           "SpeculationOptions", "choose_plan", "choose_version", "column_tile_version", "loop_vector_elements",
+           "plan_versions"]

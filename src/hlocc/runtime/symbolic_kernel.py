@@ -198,7 +198,7 @@ def _speculate(generic: SymbolicKernel, computation: HloComputation, name: str, 
     compiled = []
     for version in versions[:-1]:
         try:
-            fused = specialize_computation(computation, version.substitution())
+            fused = version.specialize(computation)
             compiled.append((version, compile_kernel(fused, f"{name}.{version.name}", noalias)))
         except _FALLBACK_ERRORS:
             continue

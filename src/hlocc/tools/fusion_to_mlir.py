@@ -51,7 +51,6 @@ def fusion_to_mlir(text: str, target: str = "gpu", passes: Sequence[str] = (), f
 
     if not speculate:
         return emitted(computation)
-    from hlocc.hlo.specialize import specialize_computation
     from hlocc.runtime.plan_speculation import row_fits
     from hlocc.runtime.speculation import SpeculationOptions, loop_vector_elements, plan_versions
 
@@ -62,7 +61,7 @@ def fusion_to_mlir(text: str, target: str = "gpu", passes: Sequence[str] = (), f
     for version in plan_versions(computation, loop_vector_elements(computation), SpeculationOptions()):
         where = ", ".join(f"{v} := {e}" for v, e in version.substitution().items())
         out.append(f"// version {version.name} if {version.predicate}" + (f" ({where})" if where else "") + "\n")
-        out.append(emitted(specialize_computation(computation, version.substitution())))
+        out.append(emitted(version.specialize(computation)))
     return "".join(out)
 
 

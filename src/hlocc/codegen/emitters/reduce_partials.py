@@ -189,7 +189,9 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     vector c mod k of k = min(ORDER_FREE_ACCUMULATORS, chunks / 2) vectors of partials, combined
     lane-wise before the tail, and the lanes are combined by a balanced tree (`combine_lanes`), so
     that the chains of reducer applications run side by side (a max's compare, or, select chain
-    costs ~6 cycles a step).
+    costs ~6 cycles a step); a runtime row folds rounds of k = ORDER_FREE_ACCUMULATORS chunks
+    (`_interleaved_runtime_chunks`). The stitch emitter also passes it for float sums, which it
+    reassociates (stitch.py `reassociated_sums`).
 
     `runtime_tail` (with `overlap_tail`): a runtime row's tail too, where the row holds a whole
     vector (checked at run time; a shorter row keeps the lane loop): `tail_map`'s vector, its
@@ -265,7 +267,11 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
         # (the reducer's identity: the monoid rule above) and all chunks fold into it.
         # (Size expressions, not index arithmetic: a speculated row 16*n_16 has n_16 chunks, no tail.)
         chunks = size_value(e.b, floordiv(row, lanes))
-        results = chunk_loop(e.b.index(0), chunks, [*seeds, *outputs])
+        if order_free:
+            results = _interleaved_runtime_chunks(e, reduces, [*seeds, *outputs], n, row, lanes, lane_loop,
+                                                  chunk_loop)
+        else:
+            results = chunk_loop(e.b.index(0), chunks, [*seeds, *outputs])
         if mod(row, lanes):
             tail = size_value(e.b, mod(row, lanes))
             if runtime_tail:
@@ -313,6 +319,22 @@ def _interleaved_chunks(e: ElementEmitter, reduces: Sequence[HloInstruction], re
         accs.append(r[:n])
         outs = r[n:]
     rounds = chunks // k
+    accs, outs = _rounds(e, accs, outs, n, lanes, lane_loop, e.b.index(1), e.b.index(rounds))
+    for c in range(rounds * k, chunks):
+        i = c - rounds * k
+        r = lane_loop(e.b.index(c), lanes, accs[i], accs[i], outs)
+        accs[i], outs = r[:n], r[n:]
+    combined = accs[0]
+    for other in accs[1:]:
+        combined = _combine_vectors(e, reduces, combined, other)
+    return [*combined, *outs]
+
+
+def _rounds(e: ElementEmitter, accs: list[list[SSAValue]], outs: list[SSAValue], n: int, lanes: int,
+            lane_loop: Callable, first: SSAValue, end: SSAValue) -> tuple[list[list[SSAValue]], list[SSAValue]]:
+    """scf.for round in [first, end): chunk round * k + i folded into vector i of the k = len(accs)
+    vectors of partials (`n` reduced values each); (the vectors, the outputs) after it."""
+    k = len(accs)
     block = Block(arg_types=[IndexType(), *[v.type for a in accs for v in a], *[o.type for o in outs]])
     with e.nested(block) as b:
         base = b.add(arith.MuliOp(block.args[0], b.index(k)))
@@ -324,14 +346,26 @@ def _interleaved_chunks(e: ElementEmitter, reduces: Sequence[HloInstruction], re
             new += r[:n]
             done = r[n:]
         b.insert(scf.YieldOp(*new, *done))
-    loop = e.b.insert(scf.ForOp(e.b.index(1), e.b.index(rounds), e.b.index(1), [*sum(accs, []), *outs], block))
+    loop = e.b.insert(scf.ForOp(first, end, e.b.index(1), [*sum(accs, []), *outs], block))
     res = list(loop.results)
-    accs, outs = [res[i * n:(i + 1) * n] for i in range(k)], res[k * n:]
-    for c in range(rounds * k, chunks):
-        i = c - rounds * k
-        r = lane_loop(e.b.index(c), lanes, accs[i], accs[i], outs)
-        accs[i], outs = r[:n], r[n:]
-    combined = accs[0]
+    return [res[i * n:(i + 1) * n] for i in range(k)], res[k * n:]
+
+
+def _interleaved_runtime_chunks(e: ElementEmitter, reduces: Sequence[HloInstruction], results: list[SSAValue],
+                                n: int, row: DimExpr, lanes: int, lane_loop: Callable,
+                                chunk_loop: Callable) -> list[SSAValue]:
+    """`_interleaved_chunks` over a runtime row of `row` elements (`results`: the seed vectors,
+    every lane the init value, then the outputs): a loop over rounds [0, row / (k * lanes)) folds
+    chunk round * k + i into vector i of k = ORDER_FREE_ACCUMULATORS, the chunks left (fewer than
+    k) fold into vector 0, then the vectors combine lane-wise. A row shorter than k chunks has no
+    round (every vector but the first stays at the init value: the reducer's identity)."""
+    k = ORDER_FREE_ACCUMULATORS
+    seeds, outs = results[:n], results[n:]
+    rounds = size_value(e.b, floordiv(floordiv(row, lanes), k))
+    accs, outs = _rounds(e, [seeds] * k, outs, n, lanes, lane_loop, e.b.index(0), rounds)
+    first = e.b.add(arith.MuliOp(rounds, e.b.index(k)))
+    rest = chunk_loop(first, size_value(e.b, floordiv(row, lanes)), [*accs[0], *outs])
+    combined, outs = rest[:n], rest[n:]
     for other in accs[1:]:
         combined = _combine_vectors(e, reduces, combined, other)
     return [*combined, *outs]

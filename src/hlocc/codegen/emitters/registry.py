@@ -18,6 +18,7 @@ import time
 from hlocc.analysis.hero import EmitterKind, computation_emitter_kind
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import fusion_symbols
+from hlocc.codegen.emitters.column_reduce import ColumnReduceEmitter, is_column_tile_marked
 from hlocc.codegen.emitters.concatenate import ConcatenateEmitter
 from hlocc.codegen.emitters.dynamic_update_slice import InPlaceDynamicUpdateSliceEmitter
 from hlocc.codegen.emitters.input_slices import InputSlicesEmitter
@@ -49,7 +50,10 @@ def emitter_for(fusion: HloComputation, target: Target, name: str = "main", kind
     """The emitter for `fusion` (hero analysis's kind unless `kind` is given) on `target`. A fusion
     with symbolic shapes gets its hero's emitter where that one compiles symbolic shapes (its
     `symbolic_ops`), else the loop emitter (reductions computed elementally, a row per thread with
-    vector partials); the emitter names what it cannot compile."""
+    vector partials); the emitter names what it cannot compile. A speculated tiled column reduction
+    (its reduces marked, runtime/speculation.py) gets the column emitter."""
+    if kind is None and is_column_tile_marked(fusion):
+        return ColumnReduceEmitter(fusion, target, name)
     if kind is None and fusion_symbols(fusion):
         try:
             kind = computation_emitter_kind(fusion)

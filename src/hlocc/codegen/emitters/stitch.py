@@ -36,10 +36,13 @@ softmax that computes exp twice per element (once for the sum, once for the outp
 writing and re-reading a stored exp: the recomputation runs at the speed of vector arithmetic,
 while the unstitched plan moves the whole array through memory three more times.
 
-Reduction order: as in the reduction emitter (partials per lane, combined in lane order, then
-the init value), so a stitched sum rounds like the unstitched one; max and min (order-free) take
-several vectors and a lane tree, with the same value. A divide by a per-row value is a multiply
-by its reciprocal, as XLA:CPU computes it (`_reciprocals`).
+Reduction order: float sums, max and min take up to four vectors of partials (a static row's
+chunks or a runtime row's rounds of four chunks) and a tree over the lanes (`reassociated_sums`,
+`reduce_partials.order_free`): max and min have the same value in any order; a sum is
+reassociated, as XLA's reductions may be (jax.lax.reduce's monoid rule), so a stitched sum rounds
+differently from the unstitched reduction's lane-order sum (within the tests' 2e-5). Other
+reducers keep one vector and lane order. A divide by a per-row value is a multiply by its
+reciprocal, as XLA:CPU computes it (`_reciprocals`).
 """
 
 from __future__ import annotations
@@ -91,7 +94,9 @@ from hlocc.hlo.symbolic import mod as sym_mod
 
 
 class StitchEmitter(FusionEmitterBase):
-    symbolic_ops = SYMBOLIC_LOOP_OPS  # a runtime row count, and a runtime row length (a speculated stitch)
+    # a runtime row count, and a runtime row length (a speculated stitch), whose size the fusion
+    # may read (passes/stitch_fusion.py takes a get-dimension-size in: `_sizes`)
+    symbolic_ops = SYMBOLIC_LOOP_OPS | {"get-dimension-size"}
 
     def __init__(self, fusion, target, name: str = "main"):
         super().__init__(fusion, target, name)
@@ -165,6 +170,7 @@ class StitchEmitter(FusionEmitterBase):
         ids = list(thread_and_block_ids(b, launch))
         e = ElementEmitter(b, partition_fusion(self.fusion).fusion, None, list(block.args[:len(params)]))
         outputs = list(block.args[len(params):])
+        self._sizes(e)
         rows = self.plan.rows
         # The last block's spare threads do nothing (rows - row >= 1 holds for the others).
         spare = t.rows_per_block > 1 and (not isinstance(rows, int) or t.rows_per_block * t.blocks > rows)
@@ -177,6 +183,15 @@ class StitchEmitter(FusionEmitterBase):
         entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))
         return KernelModule(ModuleOp([entry, *self.combiners]), self.name, launch, len(params), len(leaves),
                             emitter=EmitterKind.STITCH.value, symbols=self.symbols)
+
+    def _sizes(self, e: ElementEmitter) -> None:
+        """Each get-dimension-size's value, from the kernel's dims (`xla.symbol_value`), as an
+        override: JAX's mean over [b, n] divides by it, which the host wrote into a buffer of
+        its own per call before the stitch pass took it in."""
+        for g in self.fusion.instructions:
+            if g.opcode == "get-dimension-size":
+                size = size_value(e.b, g.operand(0).shape.dims[g.attrs["dimensions"][0]])
+                e.overrides[id(g)] = [e.b.add(arith.IndexCastOp(size, element_type(g.shape.element_type)))]
 
     def _emit_row(self, e: ElementEmitter, ids: list[SSAValue], outputs: list[SSAValue]) -> list[SSAValue]:
         outputs = list(outputs)
@@ -279,7 +294,7 @@ class StitchEmitter(FusionEmitterBase):
         plan = plans.pop() if len(plans) == 1 else None
         if plan is not None:
             pairs = self._buffers(reduces, row_roots, buffered)
-            free = order_free(reduces)
+            free = order_free(reduces) or reassociated_sums(reduces)
 
             # (The overlapped tail stores some elements twice, the same values: the outputs are
             # private, `_outputs_private`.)
@@ -313,7 +328,7 @@ class StitchEmitter(FusionEmitterBase):
 
     def _serial(self, e: ElementEmitter, ids, reduces, m: IndexingMap, inits: list[SSAValue]) -> list[SSAValue]:
         """scf.for j over the row carrying one accumulator per reduced value."""
-        return _for(e, e.b.index(0), size_value(e.b, self.plan.row_length), inits,
+        return emit_for(e, e.b.index(0), size_value(e.b, self.plan.row_length), inits,
                     lambda j, accs: fold_elements(e, reduces, accs, e.apply(m, ids, [j])))
 
     def _write_rows(self, e: ElementEmitter, ids, outputs: list[SSAValue], roots: list[int],
@@ -355,7 +370,7 @@ class StitchEmitter(FusionEmitterBase):
                     carried[k] = store_element(e.b, x, carried[k], self.roots[k].shape, index)
                 return carried
 
-            return _for(e, e.b.index(0), count if isinstance(count, SSAValue) else e.b.index(count), outs, body)
+            return emit_for(e, e.b.index(0), count if isinstance(count, SSAValue) else e.b.index(count), outs, body)
 
         # The tail as one whole vector ending at the row's end: computed before the chunks
         # overwrite the buffered values its first lanes read, stored after them. A runtime row
@@ -377,7 +392,7 @@ class StitchEmitter(FusionEmitterBase):
             return lane_loop(c, lanes, outs)
 
         if isinstance(chunks, SSAValue) or chunks:
-            outputs = _for(e, e.b.index(0), chunk_index, outputs, chunk)
+            outputs = emit_for(e, e.b.index(0), chunk_index, outputs, chunk)
         if shift is not None:
             last_map = self._tail_map(lanes, shift)
 
@@ -389,7 +404,7 @@ class StitchEmitter(FusionEmitterBase):
                     carried[k] = store_element(e.b, x, carried[k], self.roots[k].shape, index)
                 return carried
 
-            return e.if_else_many(whole, lambda: _for(e, e.b.index(0), e.b.index(lanes), outputs, store_tail),
+            return e.if_else_many(whole, lambda: emit_for(e, e.b.index(0), e.b.index(lanes), outputs, store_tail),
                                   lambda: lane_loop(chunk_index, tail, outputs), [o.type for o in outputs])
         if isinstance(tail, SSAValue) or tail:
             outputs = lane_loop(chunk_index, tail, outputs)
@@ -450,12 +465,26 @@ class StitchEmitter(FusionEmitterBase):
             index = e.apply(last_map, ids, [chunk, lane])
             return [e.b.add(vector.InsertOp(x, v, [lane])) for x, v in zip(values(index), carried)]
 
-        return _for(e, e.b.index(0), e.b.index(lanes), [_zeros(e, t) for t in types], body)
+        return emit_for(e, e.b.index(0), e.b.index(lanes), [_zeros(e, t) for t in types], body)
 
 
 PREFETCH_ROW_BYTES = 4096
 """A row at least this long gets `_next_row_prefetch` (a page: shorter rows are a few cache lines,
 which the hardware prefetchers follow from row to row on their own)."""
+
+
+def reassociated_sums(reduces) -> bool:
+    """Whether every reducer is a float add of its two parameters: the stitch kernel then sums a row
+    as it takes a max (several vectors of partials, lanes combined by a tree), which reassociates
+    the sum as XLA's reductions may (the module doc's "Reduction order"). In lane order with one
+    vector, a row's sum was one chain of dependent vector adds (4 cycles each) and a 15-add lane
+    chain per stage, which a 127- or 128-element layernorm row spent most of its time in."""
+    for r in reduces:
+        root = r.to_apply.root
+        if len(r.operands) != 2 or root.opcode != "add" or not root.shape.element_type.is_float or \
+                {x.opcode for x in root.operands} != {"parameter"} or root.operand(0) is root.operand(1):
+            return False
+    return True
 
 
 def _zeros(e: ElementEmitter, t: VectorType) -> SSAValue:
@@ -498,7 +527,7 @@ def _computed_from(roots) -> set[int]:
     return seen
 
 
-def _for(e: ElementEmitter, lo: SSAValue, hi: SSAValue, carried: list[SSAValue],
+def emit_for(e: ElementEmitter, lo: SSAValue, hi: SSAValue, carried: list[SSAValue],
          body: Callable[[SSAValue, list[SSAValue]], list[SSAValue]]) -> list[SSAValue]:
     """scf.for iv in [lo, hi) carrying `carried`; values computed inside are not reused outside."""
     block = Block(arg_types=[IndexType(), *[v.type for v in carried]])
@@ -507,4 +536,4 @@ def _for(e: ElementEmitter, lo: SSAValue, hi: SSAValue, carried: list[SSAValue],
     return list(e.b.insert(scf.ForOp(lo, hi, e.b.index(1), carried, block)).results)
 
 
-__all__ = ["StitchEmitter"]
+__all__ = ["StitchEmitter", "emit_for"]

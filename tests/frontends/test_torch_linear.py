@@ -6,18 +6,11 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch (the [torch] extra)")
 
-from torch_helpers import assert_close, ht  # noqa: E402
+from torch_helpers import assert_close, ht, record_graphs  # noqa: E402
 
 
 def _lowered(model, x, monkeypatch):
-    graphs = []
-    original = ht.CompiledGraph.__init__
-
-    def record(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        graphs.append(self)
-
-    monkeypatch.setattr(ht.CompiledGraph, "__init__", record)
+    graphs = record_graphs(monkeypatch)
     torch._dynamo.reset()
     with torch.no_grad():
         got = torch.compile(model, backend=lambda gm, inputs: ht.backend(gm, inputs, {"strict": True}))(x)

@@ -344,8 +344,8 @@ def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:
     requiring grad: what dynamo guards on), traced by `aot_export_joint_simple` with the inputs and
     outputs of the dynamo graph, so that its compiled form is called by dynamo directly: no
     aot_autograd runtime wrapper per call (5 µs of the MLP's 70). None where that export refuses
-    the graph (an input mutated, an output aliasing an input): aot_module_simplified's runtime
-    wrapper then replays those effects."""
+    the graph (an input mutated, an output aliasing an input) or fails: aot_module_simplified,
+    whose runtime wrapper replays those effects, takes it then."""
     torch = _torch()
     from torch._functorch.aot_autograd import aot_export_joint_simple
 
@@ -354,7 +354,7 @@ def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:
     try:
         return aot_export_joint_simple(graph_module, list(example_inputs), trace_joint=False,
                                        decompositions=decompositions())
-    except RuntimeError:
+    except Exception:  # noqa: BLE001 (its refusals are RuntimeErrors; anything else: the general path)
         return None
 
 

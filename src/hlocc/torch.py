@@ -123,7 +123,7 @@ class CompiledGraph:
         # every output a result in a fresh buffer of the runtime's (a static plan's outputs are, or are
         # not, at every call): learned at the first call, then each is wrapped without alias checks
         self._fresh_results: list[int] | None = None
-        self._wrap = _torch().from_numpy
+        self._wrap, self._set_flush_denormal = _torch().from_numpy, _torch().set_flush_denormal
         self._static = self._execute is not None and getattr(self._execute, "__self__", None) is getattr(
             executable, "runner", False)
 
@@ -142,12 +142,12 @@ class CompiledGraph:
         the call when `flush_denormal` and they are not already (module doc)."""
         if not self.flush_denormal or _TINY * _ONE == 0:
             return self._execute(arrays)
-        torch = _torch()
-        torch.set_flush_denormal(True)
+        flush = self._set_flush_denormal
+        flush(True)
         try:
             return self._execute(arrays)
         finally:
-            torch.set_flush_denormal(False)
+            flush(False)
 
     def __call__(self, args: list) -> list:
         arrays = self._arrays(args)

@@ -1,10 +1,12 @@
 """PyTorch models: eager, torch.compile with Inductor (CPU) and torch.compile with hlocc, in one run
 (issue 19).
 
-    python benchmarks/torch_models.py [--quick] [--models mlp,cnn,...] [--batch 16] [--runs 20]
+    python benchmarks/torch_models.py [--quick] [--models mlp,cnn,...] [--batch 16] [--runs 20] [--grad]
                                       [--out benchmarks/results/torch_models.md]
 
-For each model of hlocc.testing.torch_models (forward, f32, no grad) it measures the cold compile
+For each model of hlocc.testing.torch_models (forward, f32, every arm under torch.no_grad unless
+--grad: then with grad mode on, the parameters requiring grad, so Inductor and hlocc compile the
+forward graph of a training graph pair through aot_autograd) it measures the cold compile
 (the first call of the compiled model: dynamo, aot_autograd and the backend's compilation; each
 backend with an empty cache directory of its own, so nothing compiled before in another process is
 reused) and the steady time (median of warmed calls), checks the results against eager, and prints
@@ -21,6 +23,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
+import contextlib
 import math
 import pathlib
 import tempfile
@@ -65,6 +68,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1,
                     help="torch's intra-op threads and hlocc's kernel threads (HLOCC_CPU_THREADS), 1 by default: "
                          "on a shared or small machine a thread pool waiting for busy cores makes times noise")
+    ap.add_argument("--grad", action="store_true",
+                    help="run every arm with grad mode on (default: under torch.no_grad, an inference graph)")
     ap.add_argument("--out", default=None, help="also write the table (markdown) to this file")
     args = ap.parse_args()
     models = args.models.split(",") if args.models else (ALL[:4] if args.quick else ALL)
@@ -78,7 +83,8 @@ def main() -> None:
 
     header = (f"torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), HLOCC_CPU_THREADS="
               f"{os.environ['HLOCC_CPU_THREADS']}, OPENBLAS_NUM_THREADS="
-              f"{os.environ['OPENBLAS_NUM_THREADS']}, batch {batch}, f32 forward, "
+              f"{os.environ['OPENBLAS_NUM_THREADS']}, batch {batch}, f32 forward "
+              f"{'with grad mode on' if args.grad else 'under torch.no_grad'} (every arm), "
               f"median of {runs} runs; compile = first call, cold caches")
     rows = ["| model | eager ms | inductor ms | hlocc ms | inductor/hlocc | eager/hlocc | inductor compile s | "
             "hlocc compile s | max abs err |", "|---|---|---|---|---|---|---|---|---|"]
@@ -87,7 +93,7 @@ def main() -> None:
     for name in models:
         model = tm.build(name)
         x = tm.example_input(name, batch=batch)
-        with torch.no_grad(), warnings.catch_warnings():
+        with (contextlib.nullcontext() if args.grad else torch.no_grad()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             _, eager_ms, want = _compile_and_time(model, x, "eager", runs)
             ind_compile, ind_ms, _ = _compile_and_time(model, x, "inductor", runs)

@@ -42,7 +42,7 @@ import numpy as np
 from hlocc.compiler import Executable, compile
 from hlocc.errors import ArgumentError, HloError, UnsupportedError
 from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupported_ops
-from hlocc.frontends.torch.tensors import InputCheck, from_numpy, may_alias_input, memory_owner
+from hlocc.frontends.torch.tensors import GuardedInputs, InputCheck, from_numpy, may_alias_input, memory_owner
 from hlocc.hlo.symbolic import evaluate
 from hlocc.runtime import blas
 from hlocc.runtime.blas_gemm import with_blas_gemms
@@ -104,18 +104,31 @@ _TINY, _ONE = np.float32(1e-39), np.float32(1.0)  # a denormal times one is 0 wh
 
 class CompiledGraph:
     """A lowered FX graph and its hlocc Executable, called with the graph's inputs (a list: the
-    boxed calling convention of aot_autograd) and returning the graph's outputs."""
+    boxed calling convention of aot_autograd) and returning the graph's outputs. `guarded_by`: the
+    example inputs of a graph dynamo calls directly, whose guards check every tensor before a call
+    (tensors.GuardedInputs: then an unchanged weight costs one identity test and one `data_ptr()`)."""
 
     _boxed_call = True
 
     def __init__(self, lowered: LoweredGraph, executable: Executable | None, input_names: Sequence[str],
-                 flush_denormal: bool = True):
+                 flush_denormal: bool = True, guarded_by: Sequence[Any] | None = None):
         self.lowered, self.executable, self.input_names = lowered, executable, list(input_names)
         self.flush_denormal = flush_denormal
         # per entry parameter: what its tensor is checked against, read once (calls are hot)
         self._inputs = [InputCheck.of(index, self._name(index), param.shape)
                         for index, param in zip(lowered.parameters, lowered.module.entry.parameters)]
+        self._arrays = (GuardedInputs(self._inputs, [guarded_by[c.index] for c in self._inputs]).arrays
+                        if guarded_by is not None else self._checked_arrays)
         self._execute = _direct_runner(executable)
+        # every output a result in a fresh buffer of the runtime's (a static plan's outputs are, or are
+        # not, at every call): learned at the first call, then each is wrapped without alias checks
+        self._fresh_results: list[int] | None = None
+        self._wrap, self._set_flush_denormal = _torch().from_numpy, _torch().set_flush_denormal
+        self._static = self._execute is not None and getattr(self._execute, "__self__", None) is getattr(
+            executable, "runner", False)
+
+    def _checked_arrays(self, args: Sequence[Any]) -> list:
+        return [check.array(args[check.index]) for check in self._inputs]
 
     @property
     def module(self):
@@ -129,16 +142,20 @@ class CompiledGraph:
         the call when `flush_denormal` and they are not already (module doc)."""
         if not self.flush_denormal or _TINY * _ONE == 0:
             return self._execute(arrays)
-        torch = _torch()
-        torch.set_flush_denormal(True)
+        flush = self._set_flush_denormal
+        flush(True)
         try:
             return self._execute(arrays)
         finally:
-            torch.set_flush_denormal(False)
+            flush(False)
 
     def __call__(self, args: list) -> list:
-        arrays = [check.array(args[check.index]) for check in self._inputs]
+        arrays = self._arrays(args)
         results = self._run(arrays) if self.executable is not None else ()
+        fresh = self._fresh_results
+        if fresh is not None:
+            wrap = self._wrap
+            return [wrap(results[i]) for i in fresh]
         binding = None
         owners = None
         outputs = []
@@ -160,7 +177,21 @@ class CompiledGraph:
                 outputs.append(evaluate(out.value, binding))
             else:
                 outputs.append(out.value)
+        if self._static and self._fresh_results is None:
+            self._fresh_results = _fresh_results(self.lowered.outputs, results)
         return outputs
+
+
+def _fresh_results(outputs: Sequence[Any], results: Sequence[np.ndarray]) -> list[int] | None:
+    """The result indices of `outputs` where every output is a writeable array of a dtype torch
+    takes (not bf16) in a buffer the runtime owns, so `torch.from_numpy` is all it needs; else None."""
+    if not all(out.kind == "result" for out in outputs):
+        return None
+    arrays = [results[out.index] for out in outputs]
+    if not all(type(a) is np.ndarray and a.flags.writeable and a.dtype.kind in "biuf" and a.dtype.name != "bfloat16"
+               and isinstance(memory_owner(a), np.ndarray) for a in arrays):
+        return None
+    return [out.index for out in outputs]
 
 
 def _direct_runner(executable: Executable | None) -> Callable[[list], Any]:
@@ -181,9 +212,11 @@ def _direct_runner(executable: Executable | None) -> Callable[[list], Any]:
 
 def compile_graph(graph_module: Any, example_inputs: Sequence[Any], *, name: str = "torch_graph",
                   options: dict | None = None, constants: dict | None = None, shape_env: Any = None,
-                  input_names: Sequence[str] | None = None, report: list | None = None) -> Callable:
+                  input_names: Sequence[str] | None = None, report: list | None = None,
+                  guarded: bool = False) -> Callable:
     """The callable of one core-ATen FX graph: compiled by hlocc, or the graph itself (eager) with
-    one FallbackWarning when it holds ops hlocc does not lower (an error in strict mode)."""
+    one FallbackWarning when it holds ops hlocc does not lower (an error in strict mode). `guarded`:
+    dynamo calls it directly, its guards checking `example_inputs`' properties (CompiledGraph)."""
     options = dict(options or {})
     strict = strict_mode(options)
     hlocc_backend = options.get("backend", "cpu")
@@ -222,7 +255,8 @@ def compile_graph(graph_module: Any, example_inputs: Sequence[Any], *, name: str
                  guards=[str(g) for g in lowered.module.guards])
     if report is not None:
         report.append(entry)
-    return CompiledGraph(lowered, executable, names, flush_denormal)
+    return CompiledGraph(lowered, executable, names, flush_denormal,
+                         guarded_by=list(example_inputs) if guarded else None)
 
 
 def _eager(graph_module: Any) -> Callable:
@@ -291,14 +325,45 @@ def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | No
     options = dict(options or {})
     report = options.pop("report", None)
     _attention_as_math(graph_module)
-    def compiler(kind: str):
+    def compiler(kind: str, guarded: bool = False):
         def compile_fn(gm, inputs):
-            return compile_graph(gm, inputs, name=f"{kind}_{next(_GRAPH_NUMBERS)}", options=options, report=report)
+            return compile_graph(gm, inputs, name=f"{kind}_{next(_GRAPH_NUMBERS)}", options=options, report=report,
+                                 guarded=guarded)
         return compile_fn
 
+    inference = _inference_graph(graph_module, example_inputs)
+    if inference is not None:
+        return _unboxed(compiler("inference", guarded=True)(inference, example_inputs))
     return aot_module_simplified(graph_module, example_inputs, fw_compiler=compiler("forward"),
                                  bw_compiler=compiler("backward"), inference_compiler=compiler("inference"),
                                  decompositions=decompositions())
+
+
+def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:
+    """The core-ATen graph of a dynamo graph that needs no autograd (grad mode off, or no input
+    requiring grad: what dynamo guards on), traced by `aot_export_joint_simple` with the inputs and
+    outputs of the dynamo graph, so that its compiled form is called by dynamo directly: no
+    aot_autograd runtime wrapper per call (5 µs of the MLP's 70). None where that export refuses
+    the graph (an input mutated, an output aliasing an input) or fails: aot_module_simplified,
+    whose runtime wrapper replays those effects, takes it then."""
+    torch = _torch()
+    from torch._functorch.aot_autograd import aot_export_joint_simple
+
+    if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
+        return None
+    try:
+        return aot_export_joint_simple(graph_module, list(example_inputs), trace_joint=False,
+                                       decompositions=decompositions())
+    except Exception:  # noqa: BLE001 (its refusals are RuntimeErrors; anything else: the general path)
+        return None
+
+
+def _unboxed(graph: Callable) -> Callable:
+    """A boxed graph (called with one list) as dynamo calls a backend's result: with the inputs."""
+    def run(*args: Any) -> Any:
+        return graph(args)
+    run.graph = graph
+    return run
 
 
 # -- ahead of time: torch.export ------------------------------------------------------------------

@@ -9,19 +9,9 @@ import pytest
 torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch (the [torch] extra)")
 
 from torch.nn import functional as F  # noqa: E402
-from torch_helpers import assert_close, ht  # noqa: E402
+from torch_helpers import assert_close, ht, record_graphs  # noqa: E402
 
-
-def _graphs(monkeypatch) -> list:
-    graphs = []
-    original = ht.CompiledGraph.__init__
-
-    def record(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        graphs.append(self)
-
-    monkeypatch.setattr(ht.CompiledGraph, "__init__", record)
-    return graphs
+_graphs = record_graphs
 
 
 def _compile(fn, **options):

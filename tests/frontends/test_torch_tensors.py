@@ -100,3 +100,26 @@ def test_a_compiled_graph_runs_its_runner_directly_on_strided_inputs():
         torch.testing.assert_close(compiled(x), model(x))
         torch.testing.assert_close(compiled(x.contiguous()), model(x))
     assert graphs and all(g["compiled"] for g in graphs)  # (dynamo recompiles for the other strides)
+
+
+def test_guarded_inputs_keep_a_weight_s_view_and_check_plain_inputs():
+    """tensors.GuardedInputs: the second call reuses the weight's view (same object, same memory);
+    `.data =` to other memory makes a new one; a plain input that breaks its check takes the
+    checked path, whose error names it."""
+    from hlocc.frontends.torch.tensors import GuardedInputs
+
+    weight = torch.nn.Parameter(torch.randn(3, 2))
+    x = torch.randn(4, 3)
+    checks = [InputCheck.of(0, "input 'x'", Shape.array("f32", (4, 3))),
+              InputCheck.of(1, "input 'w'", Shape.array("f32", (3, 2)))]
+    inputs = GuardedInputs(checks, [x, weight])
+    first = inputs.arrays([x, weight])
+    again = inputs.arrays([x + 1, weight])
+    assert again[1] is first[1] and np.array_equal(again[0], (x + 1).numpy())
+    weight.data = torch.zeros(3, 2)
+    moved = inputs.arrays([x, weight])
+    assert moved[1].ctypes.data == weight.data_ptr() and not moved[1].any()
+    with pytest.raises(ArgumentError, match=r"input 'x': expected shape f32\[4,3\], got \[4, 2\]"):
+        inputs.arrays([torch.randn(4, 2), weight])
+    strided = torch.randn(3, 4).t()
+    assert np.array_equal(inputs.arrays([strided, weight])[0], strided.numpy())

@@ -16,6 +16,19 @@ def compiled(model, *, dynamic=None, backend="cpu"):
     return torch.compile(model, backend=ht.backend, dynamic=dynamic, options={"strict": True, "backend": backend})
 
 
+def record_graphs(monkeypatch) -> list:
+    """A list that gets every CompiledGraph made from now on (their lowered modules are the IR to check)."""
+    graphs = []
+    original = ht.CompiledGraph.__init__
+
+    def record(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        graphs.append(self)
+
+    monkeypatch.setattr(ht.CompiledGraph, "__init__", record)
+    return graphs
+
+
 def assert_close(got, want, what="", scale=1.0):
     """`got` matches eager's `want` under the corpus tolerance of its dtype (scaled by `scale` for
     results that went through a whole model)."""
@@ -26,4 +39,4 @@ def assert_close(got, want, what="", scale=1.0):
     assert why is None, f"{what}: {why}"
 
 
-__all__ = ["assert_close", "compiled", "ht"]
+__all__ = ["assert_close", "compiled", "ht", "record_graphs"]

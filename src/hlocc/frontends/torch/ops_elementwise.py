@@ -192,6 +192,12 @@ def _isinf(cx: LoweringContext, x):
     return cx.add("compare", [cx.add("abs", [x]), cx.full(math.inf, x.shape)], {"direction": "EQ"}, shape=cx.shape)
 
 
+def _metadata_assertion(cx: LoweringContext, x, *_, **__):
+    """_assert_tensor_metadata (what `.to(dtype)` leaves in an exported graph): no value. The
+    tensor's dtype and sizes are its FakeTensor's, which every lowered result is checked against."""
+    return None
+
+
 def _convert(cx: LoweringContext, x, *_, **__):
     """_to_copy / convert_element_type: a conversion to the result's type (a copy otherwise)."""
     return cx.convert(x, cx.element_type) if isinstance(x, HloInstruction) else cx.full(x, cx.shape)
@@ -249,6 +255,7 @@ OPS = {
     "aten.hardtanh.default": lambda cx, x, low=-1.0, high=1.0: _clamp(cx, x, low, high),
     "aten.relu.default": _relu, "aten.gelu.default": _gelu, "aten.silu.default": _silu,
     "aten.reciprocal.default": _reciprocal, "aten.isnan.default": _isnan, "aten.isinf.default": _isinf,
+    "aten._assert_tensor_metadata.default": _metadata_assertion,
     "aten._to_copy.default": _convert, "prims.convert_element_type.default": _convert,
     "aten.clone.default": _identity, "aten.alias.default": _identity, "aten.detach.default": _identity,
     "aten.lift_fresh_copy.default": _identity, "aten.copy.default": _copy,

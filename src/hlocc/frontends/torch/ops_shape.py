@@ -26,7 +26,37 @@ def _norm_dim(dim: int, rank: int) -> int:
 
 
 def _reshape(cx: LoweringContext, x, *_):
-    return cx.reshape(x, cx.shape.dims)
+    return _product_unflattened(cx, x) or cx.reshape(x, cx.shape.dims)
+
+
+def _product_unflattened(cx: LoweringContext, x: HloInstruction) -> HloInstruction | None:
+    """`view(addmm(b, view(y, [M, K]), w), [..., N])`, a Linear over a rank > 2 input as its
+    decomposition leaves it, as one dot of `y` itself (contracting its last dimension) and the bias
+    added at `y`'s rank; None where the graph is not that (or the product has other users). With the
+    reshapes gone, the fusion that reads the product (the residual add and LayerNorm statistics
+    after attention's projection, stitched into one kernel) has no reshape to index through: that
+    kernel compiled in 0.8 s against 0.13 s for the same LayerNorm without it (transformer block)."""
+    source = cx.node.args[0]
+    dims = tuple(cx.shape.dims)
+    if len(getattr(source, "users", ())) != 1 or not all(isinstance(d, int) for d in dims):
+        return None
+    bias, product = (x.operands if x.opcode == "add" and x.operands[0].opcode == "broadcast" else (None, x))
+    if product.opcode != "dot" or product.attrs.get("lhs_batch_dims") or product.operands[0].opcode != "reshape":
+        return None
+    lhs, rhs = product.operands
+    y = lhs.operands[0]
+    if (y.shape.rank < 3 or lhs.shape.rank != 2 or tuple(y.shape.dims) != dims[:-1] + (lhs.shape.dims[1],)
+            or product.shape.dims[1] != dims[-1] or product.attrs.get("lhs_contracting_dims") != (1,)):
+        return None
+    if bias is not None and (bias.attrs.get("dimensions") != (1,) or bias.operands[0].shape.rank != 1):
+        return None
+    out = cx.add("dot", [y, rhs], {"lhs_batch_dims": (), "lhs_contracting_dims": (len(dims) - 1,),
+                                   "rhs_batch_dims": (), "rhs_contracting_dims": product.attrs["rhs_contracting_dims"]},
+                 shape=cx.shape)
+    if bias is None:
+        return out
+    return cx.add("add", [cx.add("broadcast", [bias.operands[0]], {"dimensions": (len(dims) - 1,)}, shape=cx.shape),
+                          out])
 
 
 def _permute(cx: LoweringContext, x, dims):

@@ -107,6 +107,64 @@ class InputCheck:
         return array
 
 
+class GuardedInputs:
+    """The arrays of all of a compiled graph's inputs by one generated function, for a graph that
+    dynamo calls directly: its guards (TENSOR_MATCH: each tensor argument's dtype, device, sizes,
+    strides and requires_grad; a change recompiles) hold before every call, so a weight (requires
+    grad) that is the same object at the same address as the last time is the view made then: one
+    identity test and one `data_ptr()` per weight, no per-input method call (BERT has 37 weights). A
+    plain input (its example C-contiguous) is `Tensor.numpy()` after a check of its dtype, sizes and
+    contiguity, which costs little for the one or two a graph has. Anything else (the first call,
+    another tensor, memory moved by `.data =`) takes the InputChecks' path, whose weights' views
+    become the snapshot the next call compares with."""
+
+    def __init__(self, checks: Sequence[InputCheck], examples: Sequence[Any]):
+        self.checks = list(checks)
+        self._weights: list[int] = []  # positions in `checks` of the weights, in snapshot order
+        namespace: dict[str, Any] = {}
+        lines = ["def convert(args, W):"]
+        for k, (check, example) in enumerate(zip(self.checks, examples)):
+            lines.append(f"    t = args[{check.index}]")
+            fast = (check.torch_dtype is not None and not check.reinterpret and check.dims is not None
+                    and getattr(example, "dtype", None) is check.torch_dtype and example.is_contiguous())
+            if not fast:
+                namespace[f"check{k}"] = check.array
+                lines.append(f"    a{k} = check{k}(t)")
+            elif example.requires_grad:
+                j = 3 * len(self._weights)
+                self._weights.append(k)
+                lines += [f"    if t is not W[{j}] or t.data_ptr() != W[{j + 1}]:", "        return None",
+                          f"    a{k} = W[{j + 2}]"]
+            else:  # (checked all the same: cheap, and a direct call has no guards)
+                namespace[f"dtype{k}"], namespace[f"dims{k}"] = check.torch_dtype, check.dims
+                lines += [f"    if t.dtype is not dtype{k} or t.shape != dims{k} or t.requires_grad "
+                          "or not t.is_contiguous():", "        return None", f"    a{k} = t.numpy()"]
+        lines.append(f"    return [{', '.join(f'a{k}' for k in range(len(self.checks)))}]")
+        exec(compile("\n".join(lines), "<hlocc.torch inputs>", "exec"), namespace)
+        self._convert = namespace["convert"]
+        self._snapshot: tuple | None = None  # (tensor, data_ptr, view) per weight, replaced whole
+
+    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
+        snapshot = self._snapshot
+        if snapshot is not None:
+            try:
+                arrays = self._convert(args, snapshot)
+            except Exception:  # noqa: BLE001 (a broken guard assumption: the checked path says what)
+                arrays = None
+            if arrays is not None:
+                return arrays
+        arrays = [check.array(args[check.index]) for check in self.checks]
+        snapshot = []
+        for k in self._weights:
+            tensor = args[self.checks[k].index]
+            if arrays[k].ctypes.data != tensor.data_ptr():  # (a copy: it would not see in-place updates)
+                self._snapshot = None
+                return arrays
+            snapshot += [tensor, tensor.data_ptr(), arrays[k]]
+        self._snapshot = tuple(snapshot)
+        return arrays
+
+
 def _torch_dtype(dtype: np.dtype) -> Any:
     import torch
 

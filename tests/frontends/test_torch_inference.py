@@ -1,0 +1,100 @@
+"""Graphs that need no autograd (hlocc.torch `_inference_graph`): dynamo calls the compiled graph
+directly, without aot_autograd's runtime wrapper, and its inputs go through tensors.GuardedInputs
+(an unchanged weight is the view made at the last call). Graphs whose export would change the
+calling convention (an input mutated, an output aliasing an input) keep aot_autograd's wrapper."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch (the [torch] extra)")
+
+from torch_helpers import assert_close  # noqa: E402
+
+import hlocc.torch as ht  # noqa: E402
+from hlocc.errors import ArgumentError  # noqa: E402
+
+
+def _compile(fn):
+    """`fn` compiled by hlocc (strict), and the list of callables the backend gave dynamo."""
+    torch._dynamo.reset()
+    returned = []
+
+    def backend(gm, inputs):
+        returned.append(ht.backend(gm, inputs, {"strict": True}))
+        return returned[-1]
+
+    return torch.compile(fn, backend=backend), returned
+
+
+@pytest.fixture(scope="module")
+def linear():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3)).eval()
+
+
+def test_an_inference_graph_is_called_directly_and_sees_weight_updates(linear):
+    """Under no_grad the backend returns the compiled graph itself; an in-place weight update is seen
+    through the kept view, and `.data =` (other memory, same layout: no recompile) makes a new one."""
+    compiled, returned = _compile(linear)
+    x = torch.randn(4, 6)
+    with torch.no_grad():
+        assert_close(compiled(x), linear(x))
+        assert isinstance(returned[0].graph, ht.CompiledGraph)
+        assert_close(compiled(x), linear(x))  # (the second call takes the snapshot)
+        linear[0].weight.mul_(2.0)
+        assert_close(compiled(x), linear(x))
+        linear[2].weight.data = torch.randn(3, 5)
+        assert_close(compiled(x), linear(x))
+        assert_close(compiled(x + 1), linear(x + 1))
+    assert len(returned) == 1
+
+
+def test_a_direct_call_with_a_wrong_input_is_an_error_naming_it(linear, monkeypatch):
+    """Without dynamo's guards in front (a direct call), an input that breaks them takes the checked path."""
+    compiled, returned = _compile(linear)
+    x = torch.randn(4, 6)
+    with torch.no_grad():
+        compiled(x)
+        graph = returned[0].graph
+        seen = []
+        arrays = graph._arrays
+        monkeypatch.setattr(graph, "_arrays", lambda args: seen.append(list(args)) or arrays(args))
+        compiled(x)
+        args = [a.double() if a is x else a for a in seen[0]]
+        with pytest.raises(ArgumentError, match=r"expected dtype f32 \(float32\), got torch.float64"):
+            graph(args)
+
+
+def test_an_input_mutation_keeps_the_aot_autograd_wrapper():
+    def bump(x, y):
+        y.add_(1.0)
+        return x * y
+
+    compiled, returned = _compile(bump)
+    x, y = torch.randn(3), torch.zeros(3)
+    with torch.no_grad():
+        got = compiled(x, y)
+    np.testing.assert_allclose(y.numpy(), np.ones(3))  # the mutation written back
+    assert_close(got, x)
+    assert not isinstance(getattr(returned[0], "graph", None), ht.CompiledGraph)
+
+
+def test_an_output_aliasing_an_input_keeps_the_aot_autograd_wrapper():
+    def view_and_sum(x):
+        return x.view(-1), x + 1.0
+
+    compiled, returned = _compile(view_and_sum)
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        flat, plus = compiled(x)
+    assert flat.data_ptr() == x.data_ptr()  # a view of the input, as eager's
+    assert_close(plus, x + 1.0)
+    assert not isinstance(getattr(returned[0], "graph", None), ht.CompiledGraph)
+
+
+def test_a_type_conversion_in_an_inference_graph_is_lowered():
+    """`.to(dtype)` leaves `aten._assert_tensor_metadata` in the exported graph: no value, no fallback."""
+    compiled, _ = _compile(lambda t: (t != 0).to(torch.float32).sum(-1))
+    tokens = torch.tensor([[1, 0, 3], [0, 0, 2]])
+    with torch.no_grad():
+        assert_close(compiled(tokens), torch.tensor([2.0, 1.0]))

@@ -1,0 +1,141 @@
+"""Kernels with runtime dims for the data-dependent and windowed ops (issue 15 item 5): dynamic-slice
+and gather with their starts clamped against the runtime sizes, and reduce-window with a window of
+a symbolic length (JAX's cumsum over a symbolic axis), each compiled once and compared bit for bit
+(sums within the reassociation tolerance) with the evaluator on the module specialised to each
+binding; bounds-checked at sizes 0, 1 and primes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_symbolic_kernels import CHECKED, _check
+
+from hlocc.hlo.parser import parse_hlo
+from hlocc.hlo.specialize import specialize
+
+PRIMES = [1, 2, 3, 7, 17, 37, 101]
+
+# a row picked by a runtime index from a symbolic row count (JAX's x[-1]): the clamp is `b - 1`
+LAST_ROW = """HloModule m
+ENTRY e {
+  p0 = f32[?b,4] parameter(0)
+  i = s32[] parameter(1)
+  j = s32[] parameter(2)
+  ROOT d = f32[1,4] dynamic-slice(p0, i, j), dynamic_slice_sizes={1,4}
+}"""
+
+# rows gathered from a symbolic row count (JAX's x[jnp.array([...])])
+TAKE_ROWS = """HloModule m
+ENTRY e {
+  p0 = f32[?b,4] parameter(0)
+  i = s32[3,1] parameter(1)
+  ROOT g = f32[3,4] gather(p0, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}
+}"""
+
+# an embedding lookup over a symbolic sequence (GPT-2's wte[ids]): static table, symbolic indices;
+# and a 2-component index vector into a table with a symbolic row count and a window of 2 columns
+EMBEDDING = """HloModule m
+ENTRY e {
+  table = f32[11,8] parameter(0)
+  ids = s32[?s] parameter(1)
+  ROOT g = f32[?s,8] gather(table, ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,8}
+}"""
+PATCHES = """HloModule m
+ENTRY e {
+  table = f32[?n,5] parameter(0)
+  at = s32[?s,2] parameter(1)
+  ROOT g = f32[?s,2] gather(table, at), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,2}
+}"""
+
+# JAX's cumsum over a symbolic axis: a window of b rows padded by b - 1 before
+CUMSUM = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  p0 = f32[?b,4] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[?b,4] reduce-window(p0, z), window={size=?(b)x1 pad=?(b-1)_0x0_0}, to_apply=add
+}"""
+
+# a static window over a symbolic dim: strided, padded both sides; and one with base (lhs) and
+# window (rhs) dilation, whose positions are checked one by one
+STRIDED_MAX = """HloModule m
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ENTRY e {
+  p0 = f32[3,?n] parameter(0)
+  z = f32[] constant(-inf)
+  ROOT r = f32[3,?(floordiv(n,2)+1)] reduce-window(p0, z), window={size=1x3 stride=1x2 pad=0_0x1_2}, to_apply=max
+}"""
+DILATED_SUM = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  p0 = f32[?n] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[?(2*n-1)] reduce-window(p0, z), window={size=2 pad=1_1 lhs_dilate=2 rhs_dilate=2}, to_apply=add
+}"""
+
+
+def _index_arguments(module, binding, rng):
+    """Arguments with indices spread well past both ends (the clamp, and negative starts)."""
+    special = specialize(module, binding)
+    args = []
+    for p in special.entry.parameters:
+        dims = p.shape.dims
+        if p.shape.element_type.name == "f32":
+            args.append(rng.standard_normal(dims).astype(np.float32))
+        else:
+            args.append(rng.integers(-3, max(binding.values()) + 4, dims).astype(p.shape.dtype))
+    return special, args
+
+
+@pytest.fixture
+def spread_indices(monkeypatch):
+    import test_symbolic_kernels
+
+    monkeypatch.setattr(test_symbolic_kernels, "_arguments", _index_arguments)
+
+
+@pytest.mark.parametrize("text", [LAST_ROW, TAKE_ROWS], ids=["last_row", "take_rows"])
+def test_clamped_starts_against_a_symbolic_operand(text, spread_indices):
+    _check(text, [{"b": n} for n in PRIMES])
+    _check(text, [{"b": n} for n in PRIMES], CHECKED)
+
+
+def test_embedding_over_a_symbolic_sequence(spread_indices):
+    _check(EMBEDDING, [{"s": s} for s in [0, *PRIMES]], CHECKED)
+
+
+def test_index_vector_into_a_symbolic_table(spread_indices):
+    _check(PATCHES, [{"n": n, "s": s} for n, s in [(2, 1), (2, 7), (3, 0), (17, 5), (37, 37)]], CHECKED)
+
+
+def test_cumsum_window_of_the_runtime_length():
+    bindings = [{"b": n} for n in [*PRIMES, 1000]]  # b >= 1: a window of 0 is no HLO
+    _check(CUMSUM, bindings, rtol=1e-5, atol=1e-4)
+    _check(CUMSUM, bindings[:-1], CHECKED, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("text", [STRIDED_MAX, DILATED_SUM], ids=["strided_max", "dilated_sum"])
+def test_static_windows_over_a_symbolic_dim(text):
+    _check(text, [{"n": n} for n in PRIMES], CHECKED)
+
+
+def test_the_window_fit_guard_refuses_size_zero():
+    """A window of one row fits `f32[?b,4]` only at b >= 1 (the shape rules assume variables >= 1;
+    a plan runs size 0): the call-time guard names the instruction and both sizes."""
+    from hlocc.hlo.guards import window_fit_guards
+
+    [guard] = window_fit_guards(parse_hlo(LAST_ROW))
+    assert str(guard.predicate) == "1 <= b"
+    assert not window_fit_guards(parse_hlo(EMBEDDING))  # a static table: nothing to check

@@ -211,6 +211,28 @@ def test_cumsum_and_argmax_bounds_checked_at_primes(name):
     check_sizes(name, "cpu", [1, 2, 3, 5, 37, 101], check_bounds=True)
 
 
+SCATTERS = {  # name: (function, symbolic arg shapes; a 1-D argument holds int32 ids)
+    "scatter_add": (lambda x: x.at[jnp.array([0, 2, 0])].add(1.0), [(b, 4)]),  # row 2 is dropped at b <= 2
+    "segment_sum": (lambda x, ids: jax.ops.segment_sum(x, ids, num_segments=5), [(b, 4), (b,)]),
+    "set_rows": (lambda x, v: x.at[jnp.arange(x.shape[0]) % 3].set(v), [(b, 4), (b, 4)]),
+}
+
+
+@pytest.mark.parametrize("name", SCATTERS)
+def test_scatters_compile_once_inside_their_buffers(name):
+    """The scatter emitter over a symbolic operand and symbolic updates, ids out of range included."""
+    f, shapes = SCATTERS[name]
+    dtypes = [jnp.int32 if len(s) == 1 else jnp.float32 for s in shapes]
+    exported = export.export(jax.jit(f))(*[jax.ShapeDtypeStruct(s, d) for s, d in zip(shapes, dtypes)])
+    exe = hlocc.compile(import_stablehlo(exported), "cpu", check_bounds=True)
+    for n in (1, 2, 3, 13, 37):
+        args = [RNG.integers(-2, 7, n).astype(np.int32) if d == jnp.int32 else
+                RNG.standard_normal([n if not isinstance(x, int) else x for x in s]).astype(np.float32)
+                for s, d in zip(shapes, dtypes)]
+        check_outputs(f"{name} at size {n}", jax.jit(f)(*args), exe(*args), 1e-5)
+    check_one_compile(exe)
+
+
 def test_softmax_imports_with_one_symbol_and_no_dynamic_op():
     from hlocc.passes.pipeline import run_passes
 

@@ -1,8 +1,9 @@
 """Kernels with runtime dims for the data-dependent and windowed ops (issue 15 item 5): dynamic-slice
-and gather with their starts clamped against the runtime sizes, and reduce-window with a window of
-a symbolic length (JAX's cumsum over a symbolic axis), each compiled once and compared bit for bit
-(sums within the reassociation tolerance) with the evaluator on the module specialised to each
-binding; bounds-checked at sizes 0, 1 and primes."""
+and gather with their starts clamped against the runtime sizes, scatter skipping the windows that
+leave the operand at the runtime size, and reduce-window with a window of a symbolic length (JAX's
+cumsum over a symbolic axis), each compiled once and compared bit for bit (sums within the
+reassociation tolerance) with the evaluator on the module specialised to each binding;
+bounds-checked at sizes 0, 1 and primes."""
 
 from __future__ import annotations
 
@@ -86,6 +87,37 @@ ENTRY e {
 }"""
 
 
+ADD = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+"""
+# rows added into a symbolic row count at runtime indices (repeated, out of range): static updates
+# keep the static launch; symbolic updates (a segment sum over a symbolic count) take the symbolic
+# grid; a window of 2 rows checks `start <= n - 2` at the runtime n; a symbolic window width
+SCATTER_STATIC_UPDATES = ADD + """ENTRY e {
+  op = f32[?n,4] parameter(0)
+  i = s32[3,1] parameter(1)
+  u = f32[3,4] parameter(2)
+  ROOT s = f32[?n,4] scatter(op, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+}"""
+SCATTER_SYMBOLIC_UPDATES = SCATTER_STATIC_UPDATES.replace("s32[3,1]", "s32[?k,1]").replace("f32[3,4]", "f32[?k,4]")
+SCATTER_TWO_ROWS = ADD + """ENTRY e {
+  op = f32[?n,4] parameter(0)
+  i = s32[?k,1] parameter(1)
+  u = f32[?k,2,4] parameter(2)
+  ROOT s = f32[?n,4] scatter(op, i, u), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+}"""
+SCATTER_SYMBOLIC_WINDOW = ADD + """ENTRY e {
+  op = f32[8,?m] parameter(0)
+  i = s32[?k,1] parameter(1)
+  u = f32[?k,?m] parameter(2)
+  ROOT s = f32[8,?m] scatter(op, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, unique_indices=true, to_apply=add
+}"""
+
+
 def _index_arguments(module, binding, rng):
     """Arguments with indices spread well past both ends (the clamp, and negative starts)."""
     special = specialize(module, binding)
@@ -129,6 +161,17 @@ def test_cumsum_window_of_the_runtime_length():
 @pytest.mark.parametrize("text", [STRIDED_MAX, DILATED_SUM], ids=["strided_max", "dilated_sum"])
 def test_static_windows_over_a_symbolic_dim(text):
     _check(text, [{"n": n} for n in PRIMES], CHECKED)
+
+
+@pytest.mark.parametrize(("text", "bindings"), [
+    (SCATTER_STATIC_UPDATES, [{"n": n} for n in PRIMES]),
+    (SCATTER_SYMBOLIC_UPDATES, [{"n": n, "k": k} for n, k in [(1, 1), (2, 5), (7, 0), (37, 17), (0, 3)]]),
+    (SCATTER_TWO_ROWS, [{"n": n, "k": k} for n, k in [(2, 5), (7, 1), (37, 17), (3, 0)]]),  # n >= 2: a 2-row window
+    (SCATTER_SYMBOLIC_WINDOW, [{"m": m, "k": k} for m, k in [(1, 1), (5, 3), (17, 8), (0, 2)]]),
+], ids=["static_updates", "symbolic_updates", "two_rows", "symbolic_window"])
+def test_scatter_over_runtime_sizes(text, bindings, spread_indices):
+    kernel = _check(text, bindings, CHECKED)
+    assert kernel.emitter == "scatter"
 
 
 def test_the_window_fit_guard_refuses_size_zero():

@@ -48,14 +48,16 @@ ENTRY e {
   ROOT g = f32[?s,2] gather(table, at), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,2}
 }"""
 
-# JAX's cumsum over a symbolic axis: a window of b rows padded by b - 1 before
-CUMSUM = """HloModule m
+ADD = """HloModule m
 add {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
   ROOT s = f32[] add(a, b)
 }
-ENTRY e {
+"""
+
+# JAX's cumsum over a symbolic axis: a window of b rows padded by b - 1 before
+CUMSUM = ADD + """ENTRY e {
   p0 = f32[?b,4] parameter(0)
   z = f32[] constant(0)
   ROOT r = f32[?b,4] reduce-window(p0, z), window={size=?(b)x1 pad=?(b-1)_0x0_0}, to_apply=add
@@ -74,26 +76,13 @@ ENTRY e {
   z = f32[] constant(-inf)
   ROOT r = f32[3,?(floordiv(n,2)+1)] reduce-window(p0, z), window={size=1x3 stride=1x2 pad=0_0x1_2}, to_apply=max
 }"""
-DILATED_SUM = """HloModule m
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
+DILATED_SUM = ADD + """ENTRY e {
   p0 = f32[?n] parameter(0)
   z = f32[] constant(0)
   ROOT r = f32[?(2*n-1)] reduce-window(p0, z), window={size=2 pad=1_1 lhs_dilate=2 rhs_dilate=2}, to_apply=add
 }"""
 
 
-ADD = """HloModule m
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-"""
 # rows added into a symbolic row count at runtime indices (repeated, out of range): static updates
 # keep the static launch; symbolic updates (a segment sum over a symbolic count) take the symbolic
 # grid; a window of 2 rows checks `start <= n - 2` at the runtime n; a symbolic window width

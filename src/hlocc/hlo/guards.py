@@ -99,8 +99,9 @@ def window_fit_guards(module) -> list[ShapeGuard]:
                     continue
                 if _fits_at_every_size(w, n):
                     continue
+                size = f"{w} = {{0}}" if isinstance(w, DimExpr) else f"{w}"
                 guards.append(ShapeGuard(SizePredicate((SizeComparison("LE", w, n),)),
-                                         f"{instr.opcode} '{instr.name}': {what} {i} ({w} = {{0}}) exceeds the "
+                                         f"{instr.opcode} '{instr.name}': {what} {i} ({size}) exceeds the "
                                          f"operand's dimension ({n} = {{1}})", (w, n)))
     return guards
 

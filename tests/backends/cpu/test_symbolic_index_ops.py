@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from test_symbolic_kernels import CHECKED, _check
 
+import hlocc
+from hlocc.errors import ArgumentError
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.specialize import specialize
 
@@ -171,3 +173,9 @@ def test_the_window_fit_guard_refuses_size_zero():
     [guard] = window_fit_guards(parse_hlo(LAST_ROW))
     assert str(guard.predicate) == "1 <= b"
     assert not window_fit_guards(parse_hlo(EMBEDDING))  # a static table: nothing to check
+    exe = hlocc.compile(LAST_ROW, "cpu", check_bounds=True)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(exe(x, np.int32(5), np.int32(0)), x[1:])  # the start clamped to b - 1
+    with pytest.raises(ArgumentError, match=r"dynamic-slice 'd': slice size 0 \(1\) exceeds the operand's "
+                                            r"dimension \(b = 0\)"):
+        exe(np.zeros((0, 4), np.float32), np.int32(0), np.int32(0))

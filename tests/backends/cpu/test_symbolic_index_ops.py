@@ -143,10 +143,67 @@ def test_index_vector_into_a_symbolic_table(spread_indices):
     _check(PATCHES, [{"n": n, "s": s} for n, s in [(2, 1), (2, 7), (3, 0), (17, 5), (37, 37)]], CHECKED)
 
 
+# scans the emitter takes: reverse along a symbolic minor axis (a window padded after), a 1-D
+# cumulative max (no other dims: one line), a static cumsum (the static path takes it too)
+REVERSE_MINOR = ADD + """ENTRY e {
+  p0 = f32[3,?n] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[3,?n] reduce-window(p0, z), window={size=1x?(n) pad=0_0x0_?(n-1)}, to_apply=add
+}"""
+CUMMAX_1D = """HloModule m
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ENTRY e {
+  p0 = f32[?n] parameter(0)
+  z = f32[] constant(-inf)
+  ROOT r = f32[?n] reduce-window(p0, z), window={size=?(n) pad=?(n-1)_0}, to_apply=max
+}"""
+STATIC_CUMSUM = ADD + """ENTRY e {
+  p0 = f32[37,5] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[37,5] reduce-window(p0, z), window={size=37x1 pad=36_0x0_0}, to_apply=add
+}"""
+
+
 def test_cumsum_window_of_the_runtime_length():
+    """A scan: one running sum per column, O(n) (emitters/reduce_window_scan.py)."""
     bindings = [{"b": n} for n in [*PRIMES, 1000]]  # b >= 1: a window of 0 is no HLO
-    _check(CUMSUM, bindings, rtol=1e-5, atol=1e-4)
+    kernel = _check(CUMSUM, bindings, rtol=1e-5, atol=1e-4)
+    assert kernel.emitter == "reduce-window-scan"
     _check(CUMSUM, bindings[:-1], CHECKED, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("text", [REVERSE_MINOR, CUMMAX_1D], ids=["reverse_minor", "cummax_1d"])
+def test_more_scans(text):
+    kernel = _check(text, [{"n": n} for n in PRIMES], CHECKED, rtol=1e-5, atol=1e-4)
+    assert kernel.emitter == "reduce-window-scan"
+
+
+def test_static_scan():
+    from hlocc.backends.cpu.kernel import compile_fusion
+
+    module = parse_hlo(STATIC_CUMSUM)
+    kernel = compile_fusion(module.entry, CHECKED)
+    x = np.random.default_rng(3).standard_normal((37, 5)).astype(np.float32)
+    np.testing.assert_allclose(kernel(x)[0], np.asarray(hlocc.compile(module, "interpreter")(x)), rtol=1e-5, atol=1e-5)
+    assert kernel.emitter == "reduce-window-scan"
+
+
+def test_which_windows_are_scans():
+    from hlocc.codegen.emitters.reduce_window_scan import scan_axis
+
+    def root(text):
+        return parse_hlo(text).entry.root
+
+    assert scan_axis(root(CUMSUM)) == (0, False)
+    assert scan_axis(root(REVERSE_MINOR)) == (1, True)
+    assert scan_axis(root(CUMMAX_1D)) == (0, False)
+    assert scan_axis(root(STATIC_CUMSUM)) == (0, False)
+    for text in (STRIDED_MAX, DILATED_SUM, STATIC_CUMSUM.replace("pad=36_0", "pad=35_1")):
+        assert scan_axis(root(text)) is None
 
 
 @pytest.mark.parametrize("text", [STRIDED_MAX, DILATED_SUM], ids=["strided_max", "dilated_sum"])

@@ -151,24 +151,20 @@ def test_size_hint_answers_open_questions_only_inside_it():
                 b < 32  # noqa: B015
 
 
-# A windowed sum (a cumsum's form) fused into an exponential: the kernels with runtime dims have no
-# reduce-window yet, so that fusion is compiled per size.
-WINDOW_SUM = """HloModule window_sum
-add_f {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
+# A bit reinterpretation fused into an add: the kernels with runtime dims have no bitcast-convert
+# yet, so that fusion is compiled per size (the fallback these tests exercise).
+PER_SIZE = """HloModule per_size
 ENTRY e {
   x = f32[?b,33] parameter(0)
-  zero = f32[] constant(0)
-  c = f32[?b,33] reduce-window(x, zero), window={size=1x4 pad=0_0x0_3}, to_apply=add_f
-  ROOT n = f32[?b,33] exponential(c)
+  c = s32[?b,33] bitcast-convert(x)
+  k = s32[] constant(1)
+  kb = s32[?b,33] broadcast(k), dimensions={}
+  ROOT n = s32[?b,33] add(c, kb)
 }
 """
 
 
-@pytest.mark.parametrize("text", [SOFTMAX, WINDOW_SUM], ids=["softmax", "window_sum"])
+@pytest.mark.parametrize("text", [SOFTMAX, PER_SIZE], ids=["softmax", "per_size"])
 def test_hlo_passes_and_buffer_assignment_run_once_across_sizes(monkeypatch, text):
     exe = hlocc.compile(text, "cpu")
     reference = hlocc.compile(text, "interpreter")
@@ -192,11 +188,11 @@ def test_hlo_passes_and_buffer_assignment_run_once_across_sizes(monkeypatch, tex
     assert "one plan for every size" in text
     assert f"{program.symbolic_kernels} kernel(s) for every size, {len(program.deferred)} compiled per size" in text
     # softmax: one stitched kernel for every size (its row of 33 is static)
-    assert [k.name for k in program.deferred] == ([] if softmax else ["loop_exponential_fusion"])
+    assert [k.name for k in program.deferred] == ([] if softmax else ["loop_add_fusion"])
     assert program.symbolic_kernels == (1 if softmax else 0)
     for kernel in program.deferred:
         assert f"{kernel.name}: compiled per size (3 so far: b=2; b=3; b=7;" in text
-        assert "because unsupported: symbolic loop emitter not built: 'c' (reduce-window)" in text
+        assert "because unsupported: symbolic loop emitter not built: 'c' (bitcast-convert)" in text
 
 
 def test_buffer_assignment_decides_reuse_once_and_sizes_per_call():
@@ -318,15 +314,15 @@ def test_unsupported_everywhere_leaves_the_fusion_to_the_evaluator():
 def test_cli_stats_list_the_plan_and_the_per_size_fusions(tmp_path, capsys):
     from hlocc.cli import main
 
-    module = tmp_path / "window_sum.hlo"
-    module.write_text(WINDOW_SUM)
+    module = tmp_path / "per_size.hlo"
+    module.write_text(PER_SIZE)
     x = RNG.standard_normal((5, 33)).astype(np.float32)
     np.savez(tmp_path / "in.npz", arg0=x)
-    np.savez(tmp_path / "out.npz", out0=hlocc.compile(WINDOW_SUM, "interpreter")(x))
+    np.savez(tmp_path / "out.npz", out0=hlocc.compile(PER_SIZE, "interpreter")(x))
     assert main(["run", str(module), "--backend", "cpu", "--stats", "--inputs", str(tmp_path / "in.npz"),
                  "--expected", str(tmp_path / "out.npz"), "--rtol", "1e-5", "--atol", "1e-6"]) == 0
     out = capsys.readouterr().out
-    assert "one plan for every size" in out and "loop_exponential_fusion: compiled per size (1 so far: b=5" in out
+    assert "one plan for every size" in out and "loop_add_fusion: compiled per size (1 so far: b=5" in out
     assert "peak memory at the last call: 660 bytes" in out  # the 5*33*4 output, one fusion: no temporary
     assert "specialized for" not in out and "matches expected outputs" in out
 

@@ -220,9 +220,13 @@ def _reduce_window(instr, out):
     in_dims = instr.operand(0).shape.dims
     results, constraints = [], []
     for i, (w, size) in enumerate(zip(instr.attrs.get("window", ()), in_dims)):
-        position = dim(i) * w.stride + sym(i) * w.rhs_dilate - w.pad_lo
+        position = dim(i) * w.stride + sym(i) * w.rhs_dilate - size_expr(w.pad_lo)
         results.append(position // w.lhs_dilate)
-        constraints.append((position, Interval(0, (size - 1) * w.lhs_dilate)))
+        if isinstance(size, DimExpr):  # symbolic: two one-sided constraints, as pad's
+            constraints += [(position, Interval(0, NO_UPPER_BOUND)),
+                            (size_expr((size - 1) * w.lhs_dilate) - position, Interval(0, NO_UPPER_BOUND))]
+        else:
+            constraints.append((position, Interval(0, (size - 1) * w.lhs_dilate)))
         if w.lhs_dilate > 1:
             constraints.append((position % w.lhs_dilate, Interval(0, 0)))
     symbols = variables_from_sizes([w.size for w in instr.attrs.get("window", ())])
@@ -305,7 +309,9 @@ def _gather(instr, out):
     window = [d for d in range(len(operand)) if d not in removed]
     for w, d in enumerate(window):
         starts[d] = starts[d] + dim(offset_dims[w])
-    runtime = tuple(Variable(Interval(0, operand[d] - sizes[d]), "", (instr, 1)) for d in a["start_index_map"])
+    # with a symbolic operand dim, at its bound (the kernel clamps to the runtime `n - size`)
+    runtime = tuple(Variable(Interval(0, max(0, size_bound(operand[d]) - sizes[d])), "", (instr, 1))
+                    for d in a["start_index_map"])
     if vector_dim == len(indices):  # an implicit index vector of one component
         return [_map(out, starts, runtime=runtime), _map(out, batch)]
     vector = batch[:vector_dim] + [sym(0)] + batch[vector_dim:]

@@ -76,16 +76,20 @@ class ShapeGuard:
 
 
 def window_fit_guards(module) -> list[ShapeGuard]:
-    """Guards that every dynamic-slice and dynamic-update-slice window fits its operand where that
-    depends on the sizes (`f32[?k,16]` into `f32[?n,16]`: k <= n), which the shape rules leave to
-    the call: a kernel clamps its start to `n - k` and would write outside the buffer otherwise."""
-    from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError
+    """Guards that every dynamic-slice, gather and dynamic-update-slice window fits its operand where
+    that depends on the sizes (`f32[?k,16]` into `f32[?n,16]`: k <= n), which the shape rules leave
+    to the call: a kernel clamps its start to `n - k` and would read or write outside the buffer
+    otherwise. The shape rules assume variables >= 1; a plan also runs size 0 (a module without
+    JAX's `b >= 1`), so a window of 1 row in `f32[?b,4]` gets the guard `1 <= b` too."""
+    from hlocc.hlo.symbolic import DimExpr
 
     guards = []
     for comp in module.computations:
         for instr in comp.instructions:
             if instr.opcode == "dynamic-slice":
                 windows, what = instr.attrs["dynamic_slice_sizes"], "slice size"
+            elif instr.opcode == "gather":
+                windows, what = instr.attrs["slice_sizes"], "slice size"
             elif instr.opcode == "dynamic-update-slice":
                 windows, what = instr.operand(1).shape.dims, "update dimension"
             else:
@@ -93,12 +97,22 @@ def window_fit_guards(module) -> list[ShapeGuard]:
             for i, (w, n) in enumerate(zip(windows, instr.operand(0).shape.dims)):
                 if not isinstance(w, DimExpr) and not isinstance(n, DimExpr):
                     continue
-                try:
-                    if w <= n:
-                        continue
-                except InconclusiveDimensionError:
-                    pass
+                if _fits_at_every_size(w, n):
+                    continue
+                size = f"{w} = {{0}}" if isinstance(w, DimExpr) else f"{w}"
                 guards.append(ShapeGuard(SizePredicate((SizeComparison("LE", w, n),)),
-                                         f"{instr.opcode} '{instr.name}': {what} {i} ({w} = {{0}}) exceeds the "
+                                         f"{instr.opcode} '{instr.name}': {what} {i} ({size}) exceeds the "
                                          f"operand's dimension ({n} = {{1}})", (w, n)))
     return guards
+
+
+def _fits_at_every_size(w: Dim, n: Dim) -> bool:
+    """`w <= n` for every value >= 0 of the variables (v >= 0 is u - 1 for a u >= 1, the shape
+    rules' assumption); False where it may fail or cannot be decided."""
+    from hlocc.hlo.symbolic import InconclusiveDimensionError, symbol, variables_of
+
+    shifted = {v: symbol(v) - 1 for v in variables_of([w, n])}
+    try:
+        return substitute(w, shifted) <= substitute(n, shifted)
+    except InconclusiveDimensionError:
+        return False

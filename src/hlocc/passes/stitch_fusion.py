@@ -51,6 +51,9 @@ def _member_kind(instr: HloInstruction) -> EmitterKind | None:
         return EmitterKind.LOOP if is_elementwise(instr) and instr.shape.is_array else None
     if instr.attrs.get("kind") not in ("kLoop", "kInput"):
         return None
+    root = instr.attrs["calls"].root
+    if root.shape.is_tuple and root.opcode != "tuple":  # a variadic reduce's tuple (argmax): not one value
+        return None
     kind = analyze(instr).kind
     return kind if kind in _MEMBER_KINDS else None
 

@@ -33,7 +33,10 @@ one run: 2.6 s cold with the stitched plan alone, 3.2 s with both, and the stead
 from __future__ import annotations
 
 import copy
+import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -144,8 +147,39 @@ def worth_two_plans(module: HloModule) -> bool:
 def copy_module(module: HloModule) -> HloModule:
     """A structurally equal copy, with the guards and shape facts: a deep copy (the printer's round
     trip took 5.2 s on a transformer block whose weights are constants: 786K literal elements
-    formatted and parsed back, against 7 ms)."""
-    return copy.deepcopy(module)
+    formatted and parsed back, against 7 ms). `deepcopy` recurses along operand chains: a deep
+    module (GPT-2's) is copied on a thread of its own with a stack to match."""
+    try:
+        return copy.deepcopy(module)
+    except RecursionError:
+        return _on_a_deep_stack(copy.deepcopy, module)
+
+
+def _on_a_deep_stack(fn: Callable[[Any], Any], arg: Any) -> Any:
+    """`fn(arg)` on a thread with a 1 GiB stack (virtual: only the pages used are committed) and a
+    recursion limit to match; its exception is raised here."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, fn(arg)))
+        except BaseException as e:  # noqa: BLE001 (handed to the caller's thread)
+            outcome.append((False, e))
+
+    limit, size = sys.getrecursionlimit(), threading.stack_size()
+    sys.setrecursionlimit(max(limit, 200_000))
+    threading.stack_size(1 << 30)
+    try:
+        worker = threading.Thread(target=run, name="hlocc-copy-module")
+        worker.start()
+        worker.join()
+    finally:
+        threading.stack_size(size)
+        sys.setrecursionlimit(limit)
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def build_speculated_program(module: HloModule, compile_kernel: KernelCompiler, *,

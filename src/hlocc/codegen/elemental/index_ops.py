@@ -177,13 +177,16 @@ def _dynamic_slice(e: ElementEmitter, instr: HloInstruction, indices):
 def _gather(e: ElementEmitter, instr: HloInstruction, indices):
     """As XLA's loop emitter: the output's batch dims pick an index vector of the start indices;
     component k, clamped to its runtime variable's range [0, operand_dim - slice_size], is the start
-    of operand dim start_index_map[k] (op_indexing's gather maps place it and add the offsets)."""
+    of operand dim start_index_map[k] (op_indexing's gather maps place it and add the offsets). The
+    clamp's bound is computed in the kernel where the operand dim is symbolic."""
     data, vector = output_to_input(instr)
     start_indices = instr.operand(1)
+    operand, sizes = instr.operand(0).shape.dims, instr.attrs["slice_sizes"]
     starts = []
-    for k, var in enumerate(data.runtime):
+    for k, d in enumerate(instr.attrs["start_index_map"]):
         at = e.apply(vector, indices, [e.b.index(k)] if vector.symbols else [])
-        starts.append(clamp_start(e.b, e.scalar(start_indices, at), start_indices.shape.element_type, var.bounds.hi))
+        starts.append(clamp_start(e.b, e.scalar(start_indices, at), start_indices.shape.element_type,
+                                  operand[d] - sizes[d]))
     return [e.operand_at(instr, 0, indices, starts)]
 
 

@@ -32,16 +32,7 @@ def _loop_nest(e: ElementEmitter, sizes: Sequence[Dim], inits: list[SSAValue],
                body: Callable[[list[SSAValue], list[SSAValue]], list[SSAValue]]) -> list[SSAValue]:
     """scf.for nests over [0, size) for each size, carrying `inits`; body(ivs, accs) -> new accs.
     Values computed inside the nest are not reused outside it."""
-    def level(k: int, ivs: list[SSAValue], accs: list[SSAValue]) -> list[SSAValue]:
-        if k == len(sizes):
-            return body(ivs, accs)
-        block = Block(arg_types=[IndexType(), *[a.type for a in accs]])
-        with e.nested(block) as b:
-            b.insert(scf.YieldOp(*level(k + 1, [*ivs, block.args[0]], list(block.args[1:]))))
-        loop = scf.ForOp(e.b.index(0), size_value(e.b, sizes[k]), e.b.index(1), accs, block)
-        return list(e.b.insert(loop).results)
-
-    return level(0, [], inits)
+    return _bounded_loop_nest(e, [(e.b.index(0), size_value(e.b, size)) for size in sizes], inits, body)
 
 
 def _emit_reduce(e: ElementEmitter, instr: HloInstruction, indices: list[SSAValue]) -> list[SSAValue]:
@@ -83,6 +74,8 @@ def reduced_sizes(instr: HloInstruction, m) -> list[Dim]:
 
 
 def _emit_reduce_window(e: ElementEmitter, instr: HloInstruction, indices: list[SSAValue]) -> list[SSAValue]:
+    if _is_symbolic_window(instr):
+        return _emit_symbolic_reduce_window(e, instr, indices)
     n = len(instr.operands) // 2
     maps = output_to_input(instr)
     inits = [e.scalar(instr.operand(n + k), []) for k in range(n)]
@@ -102,6 +95,82 @@ def _emit_reduce_window(e: ElementEmitter, instr: HloInstruction, indices: list[
         return e.if_else_many(inside, values_fn, lambda: list(accs), [a.type for a in accs])
 
     return _loop_nest(e, window, inits, body)
+
+
+def _is_symbolic_window(instr: HloInstruction) -> bool:
+    window = instr.attrs.get("window", ())
+    return any(isinstance(x, DimExpr) for x in instr.operand(0).shape.dims) or any(
+        isinstance(x, DimExpr) for w in window for x in (w.size, w.pad_lo, w.pad_hi))
+
+
+def _emit_symbolic_reduce_window(e: ElementEmitter, instr: HloInstruction, indices: list[SSAValue]) -> list[SSAValue]:
+    """A reduce-window over runtime sizes (a window of `?b`, JAX's cumsum over a symbolic axis;
+    XLA's ReduceWindow semantics): the window position `s` of output index `d` reads the operand at
+    `p = d*stride + s*rhs_dilate - pad_lo`, where `0 <= p <= (n-1)*lhs_dilate` and `p` is a multiple
+    of lhs_dilate; other positions are padding and skipped. Undilated dimensions loop over exactly
+    the positions inside the operand, `s` in `[max(0, -q), min(w, n - q))` with `q = d*stride -
+    pad_lo` (computed per element from the runtime sizes: a cumsum's row reads only its prefix), so
+    no position needs a check; dilated ones loop over the whole window and check each."""
+    n = len(instr.operands) // 2
+    b = e.b
+    inits = [e.scalar(instr.operand(n + k), []) for k in range(n)]
+    sizes = instr.operand(0).shape.dims
+    bases, bounds, checked = [], [], []
+    for d, (w, size) in zip(indices, zip(instr.attrs["window"], sizes)):
+        scaled = d if w.stride == 1 else b.add(arith.MuliOp(d, b.index(w.stride)))
+        base = scaled if _is_zero(w.pad_lo) else b.add(arith.SubiOp(scaled, size_value(b, w.pad_lo)))
+        bases.append(base)
+        dilated = w.lhs_dilate != 1 or w.rhs_dilate != 1
+        checked.append(dilated)
+        if dilated:
+            bounds.append((b.index(0), size_value(b, w.size)))
+        else:
+            lo = b.op(arith.MaxSIOp, b.add(arith.SubiOp(b.index(0), base)), b.index(0))
+            hi = b.op(arith.MinSIOp, size_value(b, w.size), b.add(arith.SubiOp(size_value(b, size), base)))
+            bounds.append((lo, hi))
+
+    def body(ivs: list[SSAValue], accs: list[SSAValue]) -> list[SSAValue]:
+        positions, checks = [], []
+        for iv, base, w, size, dilated in zip(ivs, bases, instr.attrs["window"], sizes, checked):
+            step = iv if w.rhs_dilate == 1 else e.b.add(arith.MuliOp(iv, e.b.index(w.rhs_dilate)))
+            position = e.b.add(arith.AddiOp(base, step))
+            if not dilated:
+                positions.append(position)
+                continue
+            last = e.b.add(arith.MuliOp(e.b.add(arith.SubiOp(size_value(e.b, size), e.b.index(1))),
+                                        e.b.index(w.lhs_dilate)))
+            checks += [e.b.cmpi("sge", position, e.b.index(0)), e.b.cmpi("sle", position, last)]
+            if w.lhs_dilate != 1:
+                checks.append(e.b.cmpi("eq", e.b.op(arith.RemSIOp, position, e.b.index(w.lhs_dilate)), e.b.index(0)))
+                position = e.b.op(arith.DivSIOp, position, e.b.index(w.lhs_dilate))
+            positions.append(position)
+
+        def combine() -> list[SSAValue]:
+            values = [e.scalar(instr.operand(k), positions) for k in range(n)]
+            return emit_scalar_computation(e.b, instr.to_apply, [*accs, *values])
+        return e.if_else_many(e.b.and_(checks), combine, lambda: list(accs), [a.type for a in accs])
+
+    return _bounded_loop_nest(e, bounds, inits, body)
+
+
+def _is_zero(size) -> bool:
+    return not isinstance(size, DimExpr) and size == 0
+
+
+def _bounded_loop_nest(e: ElementEmitter, bounds: Sequence[tuple[SSAValue, SSAValue]], inits: list[SSAValue],
+                       body: Callable[[list[SSAValue], list[SSAValue]], list[SSAValue]]) -> list[SSAValue]:
+    """scf.for nests over `[lo, hi)` per level (empty where hi <= lo), carrying `inits`; body(ivs,
+    accs) -> new accs. Values computed inside the nest are not reused outside it."""
+    def level(k: int, ivs: list[SSAValue], accs: list[SSAValue]) -> list[SSAValue]:
+        if k == len(bounds):
+            return body(ivs, accs)
+        block = Block(arg_types=[IndexType(), *[a.type for a in accs]])
+        with e.nested(block) as b:
+            b.insert(scf.YieldOp(*level(k + 1, [*ivs, block.args[0]], list(block.args[1:]))))
+        loop = scf.ForOp(bounds[k][0], bounds[k][1], e.b.index(1), accs, block)
+        return list(e.b.insert(loop).results)
+
+    return level(0, [], inits)
 
 
 def _window_check(e: ElementEmitter, m, indices, ivs, full_sizes, out_sizes) -> SSAValue | None:

@@ -45,7 +45,7 @@ from hlocc.hlo.symbolic import DimExpr
 SYMBOLIC_LOOP_OPS = frozenset({
     *(name for name, info in OPCODES.items() if info.is_elementwise), "map", "parameter", "constant", "broadcast",
     "transpose", "iota", "reshape", "bitcast", "reverse", "slice", "tuple", "get-tuple-element", "reduce",
-    "concatenate", "pad", "copy"})
+    "concatenate", "pad", "copy", "dynamic-slice", "gather", "reduce-window"})
 """What the loop emitter compiles on symbolic shapes (index maps with `$size` atoms, module doc)."""
 
 

@@ -6,6 +6,9 @@ kind whose emitter hlocc does not have (sort, custom fusions) gets the loop emit
 computes any elementwise or index op and raises `UnsupportedError` for the rest; the runtime then
 falls back to the host and says why.
 
+On the cpu target a fusion whose root is a cumulative reduce-window (a cumsum) gets the scan
+emitter (`reduce_window_scan.py`), which XLA has no kind for (it rewrites such windows in HLO).
+
 The choice uses only the computation: whether a dynamic-update-slice can run in place depends on
 buffers, which the emitter cannot see, so the in-place emitter declares the output as aliasing
 its operand (`KernelModule.output_aliases`) and the runtime makes that true.
@@ -24,6 +27,7 @@ from hlocc.codegen.emitters.dynamic_update_slice import InPlaceDynamicUpdateSlic
 from hlocc.codegen.emitters.input_slices import InputSlicesEmitter
 from hlocc.codegen.emitters.loop import LoopEmitter
 from hlocc.codegen.emitters.matmul import MatmulEmitter
+from hlocc.codegen.emitters.reduce_window_scan import ReduceWindowScanEmitter, is_scan_fusion
 from hlocc.codegen.emitters.reduction import ReductionEmitter
 from hlocc.codegen.emitters.scatter import ScatterEmitter
 from hlocc.codegen.emitters.stitch import StitchEmitter
@@ -54,6 +58,8 @@ def emitter_for(fusion: HloComputation, target: Target, name: str = "main", kind
     (its reduces marked, runtime/speculation.py) gets the column emitter."""
     if kind is None and is_column_tile_marked(fusion):
         return ColumnReduceEmitter(fusion, target, name)
+    if kind is None and target.kind == "cpu" and is_scan_fusion(fusion):
+        return ReduceWindowScanEmitter(fusion, target, name)  # a cumulative window: a scan, not a kind of XLA's
     if kind is None and fusion_symbols(fusion):
         try:
             kind = computation_emitter_kind(fusion)

@@ -28,6 +28,14 @@ output in the same loop; with repeated indices no single atomic covers several o
 a serial plain read-modify-write. (XLA:GPU's GpuScatterExpander turns such scatters, and those of
 elements wider than 64 bits, into loops before emission; on the CPU neither needs it.)
 
+Runtime dims (dynamic shapes, CPU): the operand, the indices and the updates may have symbolic
+dims; the kernel compiles once. The window-in-bounds test `start <= n - window` then reads the
+runtime sizes (a window larger than the operand at some binding is never in bounds), and symbolic
+updates are covered by the loop emitter's symbolic grid with one element per thread (as the
+in-place dynamic-update-slice's: `ceildiv(N, threads)` blocks per call, the constraint `N - linear
+>= 1`), each element reading its own index vector. Static updates keep the static launch whatever
+the operand's size.
+
 Not implemented: XLA's ScatterWithDistributedIndices (sorted, non-unique indices: a warp
 accumulates the updates of a run of equal indices before writing), a performance strategy with
 the same results.
@@ -44,9 +52,9 @@ from xdsl.ir import Region, SSAValue
 
 from hlocc.analysis.affine_expr import Const, Expr, VarKind, dim, rt, sym
 from hlocc.analysis.hero import EmitterKind
-from hlocc.analysis.indexing_map import IndexingMap, Variable, variables_from_sizes
+from hlocc.analysis.indexing_map import NO_UPPER_BOUND, IndexingMap, Variable, size_bound, variables_from_sizes
 from hlocc.analysis.interval import Interval
-from hlocc.analysis.launch import LaunchDims, loop_launch_map
+from hlocc.analysis.launch import LaunchDims, loop_launch_map, symbolic_loop_grid
 from hlocc.codegen.elemental.element_emitter import ElementEmitter
 from hlocc.codegen.elemental.index_ops import emit_scalar_computation
 from hlocc.codegen.elemental.storage import (
@@ -70,16 +78,21 @@ from hlocc.codegen.emitters.dynamic_update_slice import (
     strip_bitcasts,
     subgraph_functions_outside,
 )
+from hlocc.codegen.emitters.loop import SYMBOLIC_LOOP_OPS
 from hlocc.codegen.ir import AtomicRMWOp, LoopOp, YieldOp
 from hlocc.codegen.ir.builder import INDEX, KernelBuilder
+from hlocc.codegen.ir.size_ops import size_value
 from hlocc.codegen.partitioner import PartitionedComputation, partition_fusion, subgraph_roots_for_heroes
 from hlocc.codegen.target import Target
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation
+from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError
 
 
 class ScatterEmitter(FusionEmitterBase):
     """Scatters the updates into the operands' buffers (module doc)."""
+
+    symbolic_ops = SYMBOLIC_LOOP_OPS | {"scatter"}
 
     def __init__(self, fusion: HloComputation, target: Target, name: str = "main"):
         super().__init__(fusion, target, name)
@@ -129,17 +142,27 @@ class ScatterEmitter(FusionEmitterBase):
 
     def launch(self) -> tuple[LaunchDims, int]:
         """(launch dims, vector size): the loop emitter's launch over the updates, each thread's
-        elements inside one window (XLA: gcd(slice elements, loop unroll factor))."""
+        elements inside one window (XLA: gcd(slice elements, loop unroll factor)); over symbolic
+        updates, the symbolic grid with one element per thread."""
         n = self.update_shape.num_elements
+        if isinstance(n, DimExpr):
+            return self._symbolic_grid().launch, 1
         shapes = [*self.outputs, *(u.shape for u in self.updates)]
         vector_size = math.gcd(self.window_elements(), elements_per_thread(self.target, n, shapes)) or 1
         return loop_launch(self.target, n, vector_size), vector_size
 
     def update_indexing(self) -> IndexingMap:
         """(th_x, bl_x)[vector_index] -> the update element each thread combines."""
+        if isinstance(self.update_shape.num_elements, DimExpr):
+            grid = self._symbolic_grid()
+            return grid.map.with_constraint(grid.inside[0], Interval(1, NO_UPPER_BOUND))
         launch, vector_size = self.launch()
         return loop_launch_map(self.update_shape.dims, launch, vector_size=vector_size,
                                minor_to_major=self.update_shape.minor_to_major)
+
+    def _symbolic_grid(self):
+        return symbolic_loop_grid(self.update_shape.dims, self.target.threads_per_block, 1,
+                                  self.update_shape.minor_to_major)
 
     def _thread_first_update(self) -> IndexingMap:
         """(th_x, bl_x) -> the thread's first update element (vector index 0), constrained to the
@@ -214,14 +237,15 @@ class ScatterEmitter(FusionEmitterBase):
         params = list(block.args[:len(param_types)])
         outs = list(block.args[len(param_types):])
         launch, _ = self.launch()
-        if self.update_shape.num_elements == 0:
+        if isinstance(self.update_shape.num_elements, int) and self.update_shape.num_elements == 0:
             b.insert(func.ReturnOp(*outs))  # no update: the outputs are the operands
             launch = LaunchDims(1, 1)
         else:
             b.insert(func.ReturnOp(*self._emit_threads(b, pc, params, outs, out_types, launch)))
         entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))
         return KernelModule(ModuleOp([entry, *functions]), self.name, launch, len(params), len(outs),
-                            emitter=EmitterKind.SCATTER.value, output_aliases=aliases, serial=self.serial)
+                            emitter=EmitterKind.SCATTER.value, output_aliases=aliases, serial=self.serial,
+                            symbols=self.symbols)
 
     def _emit_threads(self, b: KernelBuilder, pc: PartitionedComputation, params: list[SSAValue],
                       outs: list[SSAValue], out_types: list, launch: LaunchDims) -> list[SSAValue]:
@@ -260,14 +284,22 @@ class ScatterEmitter(FusionEmitterBase):
 
     def _window_in_bounds(self, b: KernelBuilder, starts: dict[int, SSAValue]) -> SSAValue | None:
         """start ≤ operand_dim - window_size for every operand dim with a start, compared unsigned:
-        a negative start is a huge unsigned one (XLA's EmitBoundsCheck)."""
+        a negative start is a huge unsigned one (XLA's EmitBoundsCheck). A symbolic bound is
+        computed in the kernel and must be >= 0 as well (else the window is never in bounds)."""
         checks = []
         for d, start in sorted(starts.items()):
             ub = self.operand_shape.dims[d] - self.window_sizes[d]
             if d in self.input_batching_dims:
                 indices_dim = self.scatter_indices_batching_dims[self.input_batching_dims.index(d)]
-                if self.indices.shape.dims[indices_dim] - 1 <= ub:
-                    continue  # a batch coordinate is always in bounds
+                try:
+                    if self.indices.shape.dims[indices_dim] - 1 <= ub:
+                        continue  # a batch coordinate is always in bounds
+                except InconclusiveDimensionError:
+                    pass  # it depends on the sizes: checked
+            if isinstance(ub, DimExpr):
+                bound = size_value(b, ub)
+                checks += [b.cmpi("sge", bound, b.index(0)), b.cmpi("ule", start, bound)]
+                continue
             if ub < 0:  # the window is larger than the operand (an empty operand): never in bounds
                 return b.constant(False, i1)
             checks.append(b.cmpi("ule", start, b.index(ub)))
@@ -290,8 +322,9 @@ class ScatterEmitter(FusionEmitterBase):
             if d in window:
                 base = base + dim(self.update_window_dims[window[d]])
             results.append(base)
-        runtime = tuple(Variable(Interval(0, self.operand_shape.dims[d] - self.window_sizes[d]), "",
-                                 (self.scatter, len(self.operands))) for d in dynamic)
+        runtime = tuple(Variable(Interval(0, max(0, size_bound(self.operand_shape.dims[d]) - (
+            0 if isinstance(self.window_sizes[d], DimExpr) else self.window_sizes[d]))), "",
+            (self.scatter, len(self.operands))) for d in dynamic)
         return IndexingMap(variables_from_sizes(self.update_shape.dims), tuple(results), runtime=runtime).simplify()
 
     def _emit_update_loop(self, b: KernelBuilder, pc: PartitionedComputation, params: list[SSAValue],

@@ -214,6 +214,7 @@ class _ComputationFusion:
         self._fusible: dict[HloInstruction, bool] = {}
         self._seq = 0
         self._unpriced: dict[HloInstruction, None] = {}  # producers whose benefit is not computed yet
+        self._sure: set[HloInstruction] = set()  # producers queued at +inf
         self.changed = False
 
     # -- decisions ------------------------------------------------------------------------------
@@ -324,6 +325,8 @@ class _ComputationFusion:
         """Queue `instr` with its tier; a producer whose priority is the cost model's benefit is
         only marked (`_unpriced`) and priced when no +inf producer is left (`_price`)."""
         self._seq += 1
+        if instr in self._sure:
+            return  # (its +inf is checked again when it is popped: `_pop`)
         users = instr.users
         # (only a bitcast or a producer with one user is ranked now; the others wait unexamined)
         if not (not users or is_fusible_bitcast(instr) or all(u is users[0] for u in users)):
@@ -338,10 +341,13 @@ class _ComputationFusion:
         else:
             self._unpriced.pop(instr, None)
             self.queue.set(instr, tier, self._seq)
+            if tier == math.inf:
+                self._sure.add(instr)
 
     def _forget(self, instr: HloInstruction) -> None:
         self.queue.remove(instr)
         self._unpriced.pop(instr, None)
+        self._sure.discard(instr)
 
     def _price(self) -> None:
         """Price the marked producers: their benefit from the module as it is now."""
@@ -351,9 +357,19 @@ class _ComputationFusion:
                 self.queue.set(instr, self.priority(instr), 0)
 
     def _pop(self) -> HloInstruction | None:
-        if self._unpriced and not self.queue.top_is_infinite():
-            self._price()
-        return self.queue.pop()
+        """The next producer to fuse. A +inf producer is not ranked again when its neighbours
+        change (the user it fuses into grows many times before its turn) but when it is popped:
+        if it lost its +inf (a budget reached, a second user), it is queued again as it is now."""
+        while True:
+            if self._unpriced and not self.queue.top_is_infinite():
+                self._price()
+            producer = self.queue.pop()
+            if producer is None or producer not in self._sure:
+                return producer
+            self._sure.discard(producer)
+            if self._tier(producer) == math.inf:
+                return producer
+            self._enqueue(producer)
 
     def run(self) -> bool:
         for instr in self.comp.post_order():  # (first: what is fused into every user for free)

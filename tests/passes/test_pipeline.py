@@ -101,9 +101,24 @@ def test_timings_are_recorded_per_pass_name_and_summed():
     assert set(result.timings_ms) == {"test-count-down", "cse"}
     assert all(ms >= 0 for ms in result.timings_ms.values())
     runs = [name for name, _, _ in result.runs]
-    assert runs == ["test-count-down", "cse"] * 3
+    # (the quiet third round skips cse: its last run changed nothing and nothing changed since)
+    assert runs == ["test-count-down", "cse"] * 2 + ["test-count-down"]
     assert result.timings_ms["cse"] == pytest.approx(sum(ms for n, _, ms in result.runs if n == "cse"))
     assert result.total_ms == pytest.approx(sum(result.timings_ms.values()))
+
+
+def test_a_pass_that_changed_nothing_waits_for_a_change():
+    _CountDown.budget = 1
+    stages = ("dce", "dce", "test-count-down", "dce", "cse", "cse",
+              FixedPoint("group", ("cse", "dce", "test-count-down")))
+    result = PassManager(stages).run(hlocc.parse_hlo(TEXT))
+    runs = [(name, changed) for name, changed, _ in result.runs]
+    # a second dce finds nothing and is run again only after the count-down's change; in the group
+    # cse is skipped (nothing changed since its last run found nothing), dce runs (cse merged since),
+    # and the count-down, whose last run changed the module, runs once more
+    assert runs == [("dce", True), ("dce", False), ("test-count-down", True), ("dce", False), ("cse", True),
+                    ("cse", False), ("dce", False), ("test-count-down", False)]
+    assert result.iterations["group"] == 1 and _CountDown.runs == 2
 
 
 def test_print_after_all_prints_only_passes_that_changed_something():

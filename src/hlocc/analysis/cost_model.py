@@ -491,6 +491,23 @@ class CostModel:
             fused += fused_run_time(producer, consumer)
         return unfused, fused
 
+    def fusion_always_pays(self, producer: HloInstruction, consumer: HloInstruction, *,
+                           duplicated: bool = False) -> bool:
+        """Whether fusing `producer` into `consumer` saves time however either grows before it is
+        done, so that its benefit need not be computed: the consumer evaluates each producer
+        element at most once and the fused reads stay coalesced. For the producer's only user,
+        the fused kernel's flops are then at most the two kernels' and its reads at most theirs (a
+        shared read is counted once), and it writes less; as a kernel's time (`_combine`) grows
+        with flops and bytes and is subadditive, t(fused) ≤ t(producer) + t(consumer), less than
+        the unfused time, which adds a launch. `duplicated`: the producer goes into each of
+        several users, so it must also compute nothing (no flops) and read no more than the user
+        read of it (the caller's check, priority_fusion `_free_to_duplicate`): then each fused
+        kernel is at most as slow as its user alone. Priority fusion fuses such producers first."""
+        p, c = self._costs.get(producer) or self.cost(producer), self._costs.get(consumer) or self.cost(consumer)
+        if p.bad_transpose or c.bad_transpose or (p.reduction and c.reduction) or (duplicated and p.flops):
+            return False  # (`_coalesced` might say no)
+        return self._utilization_of(producer, consumer, c) <= 1.0 + 1e-9
+
     def estimate_multi_output(self, producer: HloInstruction, consumer: HloInstruction) -> RunTimes:
         """Unfused vs fused time of a producer-consumer multi-output fusion (the producer's
         output is still written, for its other users)."""

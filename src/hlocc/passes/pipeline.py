@@ -15,7 +15,10 @@ passes run in order, again and again, until a whole round changes nothing (at mo
   (runtime/executable.py `build_executable`) and nothing else.
 
 The `PassManager` runs a pipeline and records per-pass wall time (summed over fixed-point
-rounds) and which passes changed the module. After a pass that changed the module it puts every
+rounds) and which passes changed the module. A pass whose last run changed nothing is not run again
+until some pass changes the module (a pass is a function of the module: it would find nothing again):
+in a fixed-point group's last round only the passes after the last change run, and a `cse`/`dce`
+after a pass that changed nothing is skipped. After a pass that changed the module it puts every
 computation's instructions back in a stable def-before-use order (new instructions next to their
 first user), so printed modules read like their source (unless the pass sets `sort_after` False).
 Options: `print_after_all` writes the module after every pass that changed it, headed by a comment
@@ -230,6 +233,8 @@ class PassManager:
 
     def run(self, module: HloModule) -> PipelineResult:
         result = PipelineResult()
+        self._generation = 0  # how many pass runs changed the module so far
+        self._clean: dict[str, int] = {}  # pass → the generation its last run changed nothing in
         self._run_stages(self.stages, module, result, "")
         return result
 
@@ -255,6 +260,8 @@ class PassManager:
     def _run_pass(self, name: str, module: HloModule, result: PipelineResult, where: str) -> bool:
         if name in self.disabled:
             return False
+        if self._clean.get(name) == self._generation:
+            return False  # its last run changed nothing, and nothing changed since: it would not now
         hlo_pass = self._passes.get(name)
         if hlo_pass is None:
             hlo_pass = self._passes[name] = HLO_PASSES[name]()
@@ -266,6 +273,11 @@ class PassManager:
         result.timings_ms[name] = result.timings_ms.get(name, 0.0) + ms
         result.runs.append((name, changed, ms))
         result.changed |= changed
+        if changed:
+            self._generation += 1
+            self._clean.pop(name, None)
+        else:
+            self._clean[name] = self._generation
         if changed and hlo_pass.sort_after:
             for comp in module.computations:
                 comp.sort_instructions()

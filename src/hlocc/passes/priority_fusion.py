@@ -29,6 +29,23 @@ their kind is kInput for reduction, transpose, concatenate and scatter emitters,
 The queue holds each producer once (stale entries are skipped by version); every priority update
 looks at a producer and its users only, so the pass is about linear in the module for bounded
 fan-out.
+
+Fusions that pay whatever the order are made first, without pricing (XLA prices every producer
+after every fusion next to it, which on the 6800-op threefry probe was 120k estimates, 7 per op):
+
+- before the queue, each producer that computes nothing and reads no more than its output (an iota,
+  a broadcast of a scalar: `_free_to_duplicate`) is fused into all its users, when the cost model
+  shows it slows none of them (`CostModel.fusion_always_pays`);
+- in the queue, a producer with one user, where neither they nor the producer's operands hold an op
+  that can be a hero (a reduce's epilogue or prologue is left to the priorities), gets priority
+  +inf, as bitcasts do, when the fusion always pays;
+- a producer with several users is priced only when no +inf producer is left (`_price`): while
+  chains collapse its users keep changing, and only its last price counts.
+
+The fusions are the same as with every producer priced (over the JAX corpus, module for module the
+same fused computations), but the order of fusing, and with it fused parameter numbers and the
+order of multi-output roots, follows the queue's order (later producers first) rather than
+priorities that differ in their last bits.
 """
 
 from __future__ import annotations
@@ -119,6 +136,18 @@ class FusionTracker:
         return fusion_kind_for(self.facts.analysis(fusion).kind)
 
 
+def _free_to_duplicate(instr: HloInstruction) -> bool:
+    """Whether `instr` computes nothing and reads no more than a consumer reading its output would:
+    an iota, a broadcast of a one-element array of its element type, a fusion of such with no
+    operands. Fused into each of its users (at most once per element: `fusion_always_pays`),
+    every fused kernel is then at most as slow as the user alone (analysis/cost_model.py)."""
+    if instr.opcode == "broadcast":
+        operand = instr.operand(0)
+        return (operand.shape.is_array and operand.shape.num_elements <= 1
+                and operand.shape.element_type == instr.shape.element_type)
+    return instr.opcode in ("iota", "fusion") and not instr.operands and instr.shape.is_array
+
+
 def _is_small_constant(instr: HloInstruction) -> bool:
     return (instr.opcode == "constant" and instr.shape.is_array
             and instr.shape.num_elements <= SMALL_CONSTANT_ELEMENTS)
@@ -144,8 +173,21 @@ class _Queue:
         if priority >= 0:
             heapq.heappush(self._heap, (-priority, -self._seq[instr], version, instr))
 
-    def remove(self, instr: HloInstruction) -> None:
+    def remove(self, instr: HloInstruction, seq: int | None = None) -> None:
+        """Drop `instr`'s entry (`seq`: its tie-break, kept for when it comes back)."""
+        if seq is not None:
+            self._seq.setdefault(instr, seq)
         self._version[instr] = self._version.get(instr, 0) + 1
+
+    def top_is_infinite(self) -> bool:
+        """Whether the next `pop` gives a producer of priority +inf (stale entries are dropped)."""
+        heap = self._heap
+        while heap:
+            priority, _, version, instr = heap[0]
+            if self._version.get(instr) == version:
+                return priority == -math.inf
+            heapq.heappop(heap)
+        return False
 
     def pop(self) -> HloInstruction | None:
         while self._heap:
@@ -171,6 +213,8 @@ class _ComputationFusion:
         self._can_fuse: dict[tuple, str | None] = {}
         self._fusible: dict[HloInstruction, bool] = {}
         self._seq = 0
+        self._unpriced: dict[HloInstruction, None] = {}  # producers whose benefit is not computed yet
+        self._sure: set[HloInstruction] = set()  # producers queued at +inf
         self.changed = False
 
     # -- decisions ------------------------------------------------------------------------------
@@ -236,6 +280,16 @@ class _ComputationFusion:
 
     def priority(self, producer: HloInstruction) -> float:
         """Time saved by fusing `producer` into all its users, or -inf when it may not be."""
+        tier = self._tier(producer)
+        if tier is not None:
+            return tier
+        users = producer.users
+        return self.cost.fusion_benefit(producer, users if len(users) == 1 else distinct(users))
+
+    def _tier(self, producer: HloInstruction) -> float | None:
+        """-inf when `producer` may not be fused, +inf when it is fused first (a bitcast, or a
+        producer whose fusion pays in every order of the queue: module doc), None when its
+        priority is the cost model's benefit."""
         if not producer.users or self.builder.is_removed(producer):
             return -math.inf
         if is_fusible_bitcast(producer):
@@ -252,49 +306,114 @@ class _ComputationFusion:
         for user in non_bitcast:
             if self.can_fuse(producer, user) is not None:
                 return -math.inf
-        return self.cost.fusion_benefit(producer, users)
+        if (len(users) == 1 and producer.shape.is_array and self._plain(users[0])
+                and all(self._plain(op) for op in producer.operands) and self._plain(producer)
+                and self.cost.fusion_always_pays(producer, users[0])):
+            return math.inf
+        if (len(non_bitcast) == len(users) and _free_to_duplicate(producer)
+                and all(self.cost.fusion_always_pays(producer, u, duplicated=True) for u in users)):
+            return math.inf
+        return None
+
+    def _plain(self, instr: HloInstruction) -> bool:
+        """Without an op that can be a hero: a producer fused into its one user first (`_tier`)
+        takes no hero's epilogue or prologue from it, whose order the benefits decide."""
+        return not (self.facts.summary(instr).opcodes & _HERO_OPCODES)
 
     # -- the loop -----------------------------------------------------------------------------------
     def _enqueue(self, instr: HloInstruction) -> None:
+        """Queue `instr` with its tier; a producer whose priority is the cost model's benefit is
+        only marked (`_unpriced`) and priced when no +inf producer is left (`_price`)."""
         self._seq += 1
-        self.queue.set(instr, self.priority(instr), self._seq)
+        if instr in self._sure:
+            return  # (its +inf is checked again when it is popped: `_pop`)
+        users = instr.users
+        # (only a bitcast or a producer with one user is ranked now; the others wait unexamined)
+        if not (not users or is_fusible_bitcast(instr) or all(u is users[0] for u in users)):
+            if instr not in self._unpriced:
+                self.queue.remove(instr, self._seq)
+                self._unpriced[instr] = None
+            return
+        tier = self._tier(instr)
+        if tier is None:
+            self.queue.remove(instr, self._seq)
+            self._unpriced[instr] = None
+        else:
+            self._unpriced.pop(instr, None)
+            self.queue.set(instr, tier, self._seq)
+            if tier == math.inf:
+                self._sure.add(instr)
+
+    def _forget(self, instr: HloInstruction) -> None:
+        self.queue.remove(instr)
+        self._unpriced.pop(instr, None)
+        self._sure.discard(instr)
+
+    def _price(self) -> None:
+        """Price the marked producers: their benefit from the module as it is now."""
+        unpriced, self._unpriced = self._unpriced, {}
+        for instr in unpriced:
+            if not self.builder.is_removed(instr):
+                self.queue.set(instr, self.priority(instr), 0)
+
+    def _pop(self) -> HloInstruction | None:
+        """The next producer to fuse. A +inf producer is not ranked again when its neighbours
+        change (the user it fuses into grows many times before its turn) but when it is popped:
+        if it lost its +inf (a budget reached, a second user), it is queued again as it is now."""
+        while True:
+            if self._unpriced and not self.queue.top_is_infinite():
+                self._price()
+            producer = self.queue.pop()
+            if producer is None or producer not in self._sure:
+                return producer
+            self._sure.discard(producer)
+            if self._tier(producer) == math.inf:
+                return producer
+            self._enqueue(producer)
 
     def run(self) -> bool:
+        for instr in self.comp.post_order():  # (first: what is fused into every user for free)
+            if _free_to_duplicate(instr) and instr.users and self._tier(instr) == math.inf:
+                self._fuse_into_users(instr)
         for instr in self.comp.post_order():
             if instr.opcode in ("parameter", "tuple", "get-tuple-element") or not instr.users:
                 continue
-            if not is_fusible(instr):
+            if not is_fusible(instr) or self.builder.is_removed(instr):
                 continue
             self._enqueue(instr)
-        while (producer := self.queue.pop()) is not None:
+        while (producer := self._pop()) is not None:
             if self.builder.is_removed(producer) or not producer.users:
                 continue
-            consumers = distinct(producer.users)
-            if is_fusible_bitcast(producer):
-                consumers = [c for c in consumers if self.can_fuse(producer, c) is None]
-            to_update: dict[HloInstruction, None] = {}
-            absorbed = False  # the producer fusion took its only consumer in
-            for consumer in consumers:
-                if is_fusible_bitcast(consumer):
-                    continue
-                fusion = self.tracker.fuse(producer, consumer)
-                absorbed |= fusion is producer
-                self.changed = True
-                self._on_fused(fusion, producer, consumer, to_update)
-            if not producer.users and not absorbed:
-                self.queue.remove(producer)
-                self.builder.remove(producer)
-            for instr in to_update:
+            for instr in self._fuse_into_users(producer):
                 if not self.builder.is_removed(instr):
                     self._enqueue(instr)
         self._fuse_constants()
         return self.changed
 
+    def _fuse_into_users(self, producer: HloInstruction) -> dict[HloInstruction, None]:
+        """Fuse `producer` into each of its users; return the instructions to rank again."""
+        consumers = distinct(producer.users)
+        if is_fusible_bitcast(producer):
+            consumers = [c for c in consumers if self.can_fuse(producer, c) is None]
+        to_update: dict[HloInstruction, None] = {}
+        absorbed = False  # the producer fusion took its only consumer in
+        for consumer in consumers:
+            if is_fusible_bitcast(consumer):
+                continue
+            fusion = self.tracker.fuse(producer, consumer)
+            absorbed |= fusion is producer
+            self.changed = True
+            self._on_fused(fusion, producer, consumer, to_update)
+        if not producer.users and not absorbed:
+            self._forget(producer)
+            self.builder.remove(producer)
+        return to_update
+
     def _on_fused(self, fusion: HloInstruction, producer: HloInstruction, consumer: HloInstruction,
                   to_update: dict[HloInstruction, None]) -> None:
         self._version[fusion] = self._version.get(fusion, 0) + 1
         if fusion is not consumer:
-            self.queue.remove(consumer)
+            self._forget(consumer)
             to_update.pop(consumer, None)
         for operand in fusion.operands:
             if operand.opcode in ("constant", "get-tuple-element", "parameter"):

@@ -26,3 +26,30 @@ func.func @pure(%x: f32, %y: f32, %c: i1) -> (f32, f32) {
   }
   func.return %r, %m : f32, f32
 }
+
+// -----
+
+// A select whose condition compares two integer constants picks its operand (a shift's range check
+// on a constant amount, once the amount's subgraph is inlined): unsigned 13 < 32 keeps the shift,
+// signed -1 < 0 picks the first operand, unsigned 0xFFFFFFFF < 32 the second; the compares are left
+// to dce.
+// CHECK-LABEL: func.func @constant_choice
+// CHECK-NOT:     arith.select
+// CHECK:         %[[S:.*]] = arith.shli %x, %{{.*}} : i32
+// CHECK-NOT:     arith.select
+// CHECK:         func.return %[[S]], %x, %y : i32, i32, i32
+func.func @constant_choice(%x: i32, %y: i32) -> (i32, i32, i32) {
+  %amount = arith.constant 13 : i32
+  %width = arith.constant 32 : i32
+  %zero = arith.constant 0 : i32
+  %in_range = arith.cmpi ult, %amount, %width : i32
+  %safe = arith.select %in_range, %amount, %zero : i32
+  %shifted = arith.shli %x, %safe : i32
+  %r = arith.select %in_range, %shifted, %zero : i32
+  %minus_one = arith.constant -1 : i32
+  %negative = arith.cmpi slt, %minus_one, %zero : i32
+  %a = arith.select %negative, %x, %y : i32
+  %big = arith.cmpi ult, %minus_one, %width : i32
+  %b = arith.select %big, %x, %y : i32
+  func.return %r, %a, %b : i32, i32, i32
+}

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import Float8E8M0FNUType, IntegerType, f32
+from xdsl.dialects.builtin import Float8E8M0FNUType, IntegerAttr, IntegerType, f32
 from xdsl.ir import Attribute, SSAValue
 
 from hlocc.codegen.elemental.complex_values import create, parts
@@ -128,11 +128,27 @@ def _remainder(b, instr, args):
     return b.select(y_is_zero, x, b.select(overflow, zero, rem))
 
 
+def _constant_amount(value: SSAValue) -> int | None:
+    """The unsigned value of an integer made by an `arith.constant` (a shift amount broadcast from
+    a constant, as in threefry), else None."""
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr) and isinstance(value.type, IntegerType):
+        return op.value.value.data & ((1 << value.type.width.data) - 1)
+    return None
+
+
 def _shift(kind: str):
     def emit(b, instr, args):
         x, y = args
         ty = x.type
         bits = _bits(ty)
+        amount = _constant_amount(y)
+        if amount is not None:  # the range check folded here: a third of a threefry kernel's ops
+            if amount < bits:
+                return b.op({"left": arith.ShLIOp, "logical": arith.ShRUIOp}.get(kind, arith.ShRSIOp), x, y)
+            if kind != "arithmetic":
+                return b.constant(0, ty)
+            return b.op(arith.ShRSIOp, x, b.constant(bits - 1, ty))
         in_range = b.cmpi("ult", y, b.constant(bits, ty))
         safe = b.select(in_range, y, b.constant(0, ty))
         if kind == "left":

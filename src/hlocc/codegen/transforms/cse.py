@@ -11,6 +11,12 @@ Here the key computes its hash once, and "visited" is the identity of the ops en
 table (scoped per region as the table is). Both give the same rewrites as xDSL's driver: equal
 keys still compare structurally; and a use whose op is structurally equal to a known op K has
 K's operands, so K itself uses the same result and is known: the replacement is skipped either way.
+
+One fold beyond xDSL's: a select whose condition compares two integer constants is replaced by the
+operand it picks (`_constant_choice`). The elemental emitter's range checks (a shift's amount, a
+divisor against zero) meet constants only once the inliner has put a broadcast constant's subgraph
+in place; on the threefry probe these were 18% of the ops after the first `cse`, carried through
+every later pass to LLVM.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, UnregisteredOp
-from xdsl.ir import Operation
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, UnregisteredOp
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.traits import (
     IsolatedFromAbove,
@@ -147,6 +154,10 @@ class _Driver(CSEDriver):
         if is_trivially_dead(op):
             self._mark_erasure(op)
             return
+        if cls is arith.SelectOp and (chosen := _constant_choice(op)) is not None:
+            op.results[0].replace_all_uses_with(chosen)
+            self._mark_erasure(op)
+            return
         if any(len(region.blocks) > 1 for region in op.regions):
             return
         if not _pure(op):
@@ -163,6 +174,39 @@ class _Driver(CSEDriver):
             self._replace_and_delete(op, existing)
             return
         self._known_ops[op] = op
+
+
+_COMPARE = {
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
+    "slt": lambda a, b: a < b, "sle": lambda a, b: a <= b, "sgt": lambda a, b: a > b, "sge": lambda a, b: a >= b,
+    "ult": lambda a, b: a < b, "ule": lambda a, b: a <= b, "ugt": lambda a, b: a > b, "uge": lambda a, b: a >= b,
+}
+
+
+def _scalar_int(value: SSAValue, width: int) -> int | None:
+    """The bits of a scalar integer `arith.constant` as an unsigned number, else None."""
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data & ((1 << width) - 1)
+    return None
+
+
+def _constant_choice(select: arith.SelectOp) -> SSAValue | None:
+    """The operand a select picks when its condition compares two integer constants (a shift's
+    range check on a constant amount once its subgraph is inlined: codegen/elemental/ops.py), else
+    None. Folding it here, the one canonicalization the pipeline needs before LLVM, spares every
+    later pass the compare and the selects."""
+    compare = select.cond.owner
+    if not isinstance(compare, arith.CmpiOp) or not isinstance(compare.lhs.type, IntegerType):
+        return None
+    width = compare.lhs.type.width.data
+    a, b = _scalar_int(compare.lhs, width), _scalar_int(compare.rhs, width)
+    if a is None or b is None:
+        return None
+    predicate = arith.CMPI_COMPARISON_OPERATIONS[compare.predicate.value.data]
+    if predicate[0] == "s":  # signed: two's complement
+        a, b = (v - (1 << width) if v >> (width - 1) else v for v in (a, b))
+    return select.lhs if _COMPARE[predicate](a, b) else select.rhs
 
 
 _NO_EFFECTS = NoMemoryEffect.get_effects.__func__

@@ -60,7 +60,8 @@ def _compare(cx):
 def _select(cx):
     pred, on_true, on_false = cx.operands
     if pred.shape.rank == 0 and cx.shape.rank > 0:  # HLO's select takes a predicate of the result's shape
-        pred = cx.add("broadcast", [pred], {"dimensions": ()}, shape=pred.shape.with_dims(cx.shape.dims))
+        # The operand's dims, symbolic where the result type has a bare `?`.
+        pred = cx.add("broadcast", [pred], {"dimensions": ()}, shape=pred.shape.with_dims(on_true.shape.dims))
     return cx.add("select", [pred, on_true, on_false])
 
 

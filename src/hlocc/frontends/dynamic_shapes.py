@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
+
 from hlocc.frontends import mlir_support as ms
 from hlocc.hlo.attributes import PadDim, SliceDim, WindowDim
 from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
@@ -348,16 +350,17 @@ def _dynamic_pad(cx):
 def _dynamic_gather(cx):
     """A gather whose every operand dimension is an offset dimension, from constant start indices,
     is a slice (JAX emits it for `x[1:]` on a symbolic dimension); the start is clamped as gather
-    clamps it, which must be decidable at import."""
+    clamps it, which must be decidable at import. A gather of one start vector computed at run
+    time is a dynamic-slice (which clamps alike) reshaped to drop the collapsed dimensions (JAX's
+    `x[:, i]` on a symbolic batch, jnp.median)."""
     _, stablehlo, _, _ = ms.mlir_modules()
     dn = stablehlo.GatherDimensionNumbers(cx.op.attributes["dimension_numbers"])
     operand = cx.operands[0].shape
     sizes = shape_operand(cx, 2, "slice_sizes")
     starts = cx.sizes(1)
-    if (list(dn.offset_dims) != list(range(operand.rank)) or list(dn.collapsed_slice_dims) or starts is None
-            or not all(isinstance(s, int) for s in starts) or dn.operand_batching_dims):
-        raise cx.unsupported("only a slice-like dynamic_gather (constant start indices, no collapsed dims) is "
-                             "supported")
+    if dn.operand_batching_dims or starts is None or not all(isinstance(s, int) for s in starts) \
+            or list(dn.collapsed_slice_dims) or list(dn.offset_dims) != list(range(operand.rank)):
+        return _single_start_gather(cx, dn, sizes)
     begin = [0] * operand.rank
     for start, dim in zip(starts, dn.start_index_map):
         try:
@@ -366,6 +369,27 @@ def _dynamic_gather(cx):
             raise cx.unsupported(f"the clamp of start index {start} in dimension {dim} depends on the sizes") from None
     slices = tuple(SliceDim(b, b + n, 1) for b, n in zip(begin, sizes))
     return cx.add("slice", cx.operands[:1], {"slice": slices}, shape=None)
+
+
+def _single_start_gather(cx, dn, sizes: tuple):
+    """dynamic_gather of a single start vector (indices of shape [k], k = len(start_index_map)) as
+    dynamic-slice + reshape; anything else is unsupported."""
+    operand, indices = cx.operands[0], cx.operands[1]
+    kept = [d for d in range(operand.shape.rank) if d not in dn.collapsed_slice_dims]
+    if (dn.operand_batching_dims or indices.shape.rank != 1 or dn.index_vector_dim != 0
+            or indices.shape.dims[0] != len(dn.start_index_map) or list(dn.offset_dims) != list(range(len(kept)))
+            or any(sizes[d] != 1 for d in dn.collapsed_slice_dims)):
+        raise cx.unsupported("only a dynamic_gather of constant start indices (a slice) or of one start vector "
+                             "(a dynamic-slice) is supported")
+    scalar = indices.shape.with_dims(())
+    zero = cx.add("constant", shape=scalar, literal=np.zeros((), scalar.dtype))
+    starts = [zero] * operand.shape.rank
+    for k, d in enumerate(dn.start_index_map):
+        one = cx.add("slice", [indices], {"slice": (SliceDim(k, k + 1, 1),)}, shape=indices.shape.with_dims((1,)))
+        starts[d] = cx.add("reshape", [one], shape=scalar)
+    window = cx.add("dynamic-slice", [operand, *starts], {"dynamic_slice_sizes": tuple(sizes)},
+                    shape=operand.shape.with_dims(sizes))
+    return cx.add("reshape", [window], shape=operand.shape.with_dims([sizes[d] for d in kept]))
 
 
 def _shape_assertion(cx):

@@ -360,27 +360,30 @@ def arguments(specs, n: int, rng) -> list:
             else kind(concrete(spec, env), rng, env) for spec, kind in specs]
 
 
-@pytest.fixture(scope="module")
-def compiled():
-    """name → (Executable, tolerance, sizes it ran at): one export and one compilation per program
-    for the module."""
+def compiler(programs: dict):
+    """name → (function, specs, Executable, tolerance, sizes it ran at): one export and one
+    compilation per program of `programs` (held by a module-scoped fixture)."""
     cache = {}
 
     def get(name):
         if name not in cache:
-            fn, specs = PROGRAMS[name]
+            fn, specs = programs[name]
             scope = export.SymbolicScope()
             structs = [jax.ShapeDtypeStruct(export.symbolic_shape(spec, scope=scope) if spec else (),
                                             kind if isinstance(kind, type) else np.int32) for spec, kind in specs]
             exported = export.export(jax.jit(fn))(*structs)
             tolerance = max((TOLERANCE[k] for _, k in specs if isinstance(k, type)), default=1e-5)
-            cache[name] = hlocc.compile(import_stablehlo(exported), "cpu"), tolerance, set()
+            cache[name] = fn, specs, hlocc.compile(import_stablehlo(exported), "cpu"), tolerance, set()
         return cache[name]
     return get
 
 
-def check(name, exe, tolerance, seen: set, sizes):
-    fn, specs = PROGRAMS[name]
+@pytest.fixture(scope="module")
+def compiled():
+    return compiler(PROGRAMS)
+
+
+def check(name, fn, specs, exe, tolerance, seen: set, sizes):
     rng = np.random.default_rng(0)
     for n in sizes:
         seen.add(n)

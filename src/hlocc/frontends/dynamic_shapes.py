@@ -334,10 +334,39 @@ def require_equal_sizes(cx, a, b) -> None:
 
 
 def _real_dynamic_slice(cx):
+    window = _runtime_start_window(cx)
+    if window is not None:
+        return window
     starts, limits, strides = (shape_operand(cx, i, w) for i, w in ((1, "start"), (2, "limit"), (3, "strides")))
     if not all(isinstance(s, int) for s in strides):
         raise cx.unsupported("symbolic strides")
     return cx.add("slice", cx.operands[:1], {"slice": tuple(map(SliceDim, starts, limits, strides))}, shape=None)
+
+
+def _runtime_start_window(cx):
+    """real_dynamic_slice(x, start, start + sizes, 1) with `start` computed at run time and
+    `sizes` a shape (JAX's `xs[i]` in a scan over a symbolic carry) is a dynamic-slice of `sizes`
+    (whose clamp JAX has already applied to `start`), or None for another form."""
+    start, limit = cx.op.operands[1], cx.op.operands[2]
+    owner = limit.owner
+    if cx.sizes(1) is not None or getattr(owner, "name", None) != "stablehlo.add" or start not in owner.operands:
+        return None
+    strides = cx.sizes(3)
+    sizes = cx.scope.sizes.get(owner.operands[1] if owner.operands[0] == start else owner.operands[0])
+    if sizes is None or strides is None or any(s != 1 for s in strides):
+        return None
+    operand = cx.operands[0]
+    starts = _vector_elements(cx, cx.operands[1])
+    return cx.add("dynamic-slice", [operand, *starts], {"dynamic_slice_sizes": tuple(sizes)},
+                  shape=operand.shape.with_dims(sizes))
+
+
+def _vector_elements(cx, vector) -> list:
+    """The scalars of a rank-1 integer instruction (start indices for dynamic-slice)."""
+    scalar = vector.shape.with_dims(())
+    return [cx.add("reshape", [cx.add("slice", [vector], {"slice": (SliceDim(k, k + 1, 1),)},
+                                      shape=vector.shape.with_dims((1,)))], shape=scalar)
+            for k in range(vector.shape.dims[0])]
 
 
 def _dynamic_pad(cx):
@@ -364,9 +393,10 @@ def _dynamic_gather(cx):
     begin = [0] * operand.rank
     for start, dim in zip(starts, dn.start_index_map):
         try:
-            begin[dim] = max(0, min(start, operand.dims[dim] - sizes[dim]))
-        except InconclusiveDimensionError:
-            raise cx.unsupported(f"the clamp of start index {start} in dimension {dim} depends on the sizes") from None
+            # A start <= 0 clamps to 0 whatever the sizes (JAX's `x[:n // 2]`).
+            begin[dim] = 0 if start <= 0 else max(0, min(start, operand.dims[dim] - sizes[dim]))
+        except InconclusiveDimensionError:  # decided per call by dynamic-slice's own clamp
+            return _single_start_gather(cx, dn, sizes)
     slices = tuple(SliceDim(b, b + n, 1) for b, n in zip(begin, sizes))
     return cx.add("slice", cx.operands[:1], {"slice": slices}, shape=None)
 
@@ -384,9 +414,8 @@ def _single_start_gather(cx, dn, sizes: tuple):
     scalar = indices.shape.with_dims(())
     zero = cx.add("constant", shape=scalar, literal=np.zeros((), scalar.dtype))
     starts = [zero] * operand.shape.rank
-    for k, d in enumerate(dn.start_index_map):
-        one = cx.add("slice", [indices], {"slice": (SliceDim(k, k + 1, 1),)}, shape=indices.shape.with_dims((1,)))
-        starts[d] = cx.add("reshape", [one], shape=scalar)
+    for d, start in zip(dn.start_index_map, _vector_elements(cx, indices)):
+        starts[d] = start
     window = cx.add("dynamic-slice", [operand, *starts], {"dynamic_slice_sizes": tuple(sizes)},
                     shape=operand.shape.with_dims(sizes))
     return cx.add("reshape", [window], shape=operand.shape.with_dims([sizes[d] for d in kept]))

@@ -78,4 +78,9 @@ def _atom_value(b, atom) -> SSAValue:
     if atom.op == "var":
         return b.add(SymbolValueOp(atom.args[0]))
     lhs, rhs = (size_value(b, x) for x in atom.args)
-    return b.add(arith.FloorDivSIOp(lhs, rhs) if atom.op == "floordiv" else arith.RemSIOp(lhs, rhs))
+    quotient = b.add(arith.FloorDivSIOp(lhs, rhs))
+    if atom.op == "floordiv":
+        return quotient
+    # DimExpr's mod rounds down as Python's does (`mod(-2, b)` = b - 2, JAX's roll); remsi would
+    # give -2 and a slice starting before its operand.
+    return b.add(arith.SubiOp(lhs, b.add(arith.MuliOp(quotient, rhs))))

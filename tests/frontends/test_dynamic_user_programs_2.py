@@ -126,6 +126,50 @@ def minimum_reduce_int(x):
     return x.min(0), x.argmax(1), jnp.bincount(jnp.clip(x[:, 0], 0, 4), length=5)
 
 
+SORTED = np.linspace(-2, 2, 9).astype(np.float32)
+
+
+def searchsorted(x):
+    return jnp.searchsorted(SORTED, x)
+
+
+def nan_ops(x):
+    y = jnp.where(x > 1, jnp.nan, x)
+    return jnp.nan_to_num(y), jnp.isnan(y).sum(), jnp.nanmax(y, axis=0)
+
+
+def einsum_mixed(x, w):
+    return jnp.einsum("bsd,sd->b", x, w)
+
+
+def mean_where(x):
+    return jnp.mean(x, axis=1, where=x > 0), jnp.sum(x, where=x < 0)
+
+
+def softmax_all_masked(x):
+    return jax.nn.softmax(jnp.where(x > 10, x, -jnp.inf), axis=-1, where=x > -10)
+
+
+def argmax_keepdims(x):
+    return jnp.argmax(x, axis=0, keepdims=True), jnp.max(x, axis=0, keepdims=True)
+
+
+def interp(x):
+    return jnp.interp(x, SORTED, SORTED ** 2)
+
+
+def polyval(x):
+    return jnp.polyval(jnp.array([1.0, -2.0, 0.5]), x)
+
+
+def int64_free_cast(x):
+    return x.astype(jnp.int32) * 3 + (x > 0).astype(jnp.int32), x.astype(jnp.int8).astype(jnp.float32)
+
+
+def boolean_logic(x, y):
+    return jnp.logical_xor(x > 0, y > 0), jnp.logical_not(x > y) & (y < 1), (x > 0) | (y > 0)
+
+
 PROGRAMS = {
     "conv_symbolic_hw": (conv_symbolic_hw, [("b, s, 5, 2", F)]),
     "pool_symbolic_len": (pool_symbolic_len, [("b, s, 3", F)]),
@@ -152,6 +196,15 @@ PROGRAMS = {
     "layer_norm_bf16": (layer_norm_bf16_params, [("b, 16", BF16)]),
     "expm1_log1p": (expm1_log1p, [("b, 3", F)]),
     "min_int": (minimum_reduce_int, [("b, 3", ints(-3, 7))]),
+    "searchsorted": (searchsorted, [("b, 3", F)]),
+    "nan_ops": (nan_ops, [("b, 3", F)]),
+    "einsum_mixed": (einsum_mixed, [("b, s, 3", F), ("s, 3", F)]),
+    "mean_where": (mean_where, [("b, 5", F)]),
+    "argmax_keepdims": (argmax_keepdims, [("b, 3", F)]),
+    "interp": (interp, [("b, 3", F)]),
+    "polyval": (polyval, [("b, 3", F)]),
+    "casts": (int64_free_cast, [("b, 3", F)]),
+    "boolean_logic": (boolean_logic, [("b, 3", F), ("b, 3", F)]),
 }
 
 
@@ -203,3 +256,37 @@ ENTRY e {
     for n in (1, 2, 7):
         x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
         np.testing.assert_array_equal(exe(x), x[(-2) % n:])
+
+
+D, HEADS = 16, 2
+BLOCK = {k: (np.random.default_rng(5).standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+         for k, shape in dict(wq=(D, D), wk=(D, D), wv=(D, D), wo=(D, D), w1=(D, 32), w2=(32, D)).items()}
+
+
+def transformer_block(x):
+    """Pre-norm causal multi-head attention and a GELU MLP over symbolic batch and sequence."""
+    def norm(v):
+        return (v - v.mean(-1, keepdims=True)) / jnp.sqrt(v.var(-1, keepdims=True) + 1e-5)
+
+    b, s, _ = x.shape
+    h = norm(x)
+    q, k, v = (jnp.reshape(h @ BLOCK[n], (b, s, HEADS, D // HEADS)).transpose(0, 2, 1, 3) for n in ("wq", "wk", "wv"))
+    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(D // HEADS)
+    attended = jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((s, s), bool)), scores, -jnp.inf), -1) @ v
+    x = x + attended.transpose(0, 2, 1, 3).reshape(b, s, D) @ BLOCK["wo"]
+    return x + jax.nn.gelu(norm(x) @ BLOCK["w1"]) @ BLOCK["w2"]
+
+
+@pytest.mark.slow
+def test_transformer_block_with_two_symbols_through_hlocc_jax_jit():
+    import hlocc.jax
+    from hlocc.comparison import compare_arrays
+
+    f = hlocc.jax.jit(transformer_block, polymorphic_shapes=[f"b, s, {D}"])
+    rng = np.random.default_rng(6)
+    for b, s in ((1, 1), (2, 7), (3, 13), (1, 32)):
+        x = rng.standard_normal((b, s, D)).astype(np.float32)
+        why = compare_arrays(np.asarray(jax.jit(transformer_block)(x)), f(x), 1e-5, 1e-5)
+        assert why is None, f"at b={b}, s={s}: {why}"
+    (_, exe), = f.executables()
+    assert exe.plan_builds == 1 and exe.compilations == 1

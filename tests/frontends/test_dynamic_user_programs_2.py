@@ -290,3 +290,12 @@ def test_transformer_block_with_two_symbols_through_hlocc_jax_jit():
         assert why is None, f"at b={b}, s={s}: {why}"
     (_, exe), = f.executables()
     assert exe.plan_builds == 1 and exe.compilations == 1
+
+
+def test_halves_at_a_symbolic_start_are_slices_compiled_once(compiled):
+    """`x[:b // 2 + 1]` and `x[b // 2:]`: the gather's clamp is decided at import (floordiv(b, 2)
+    >= 0 and <= b - size), so both are slices, one kernel for every size (no per-size dynamic-slice)."""
+    fn, specs, exe, tolerance, seen = compiled("half_slice")
+    check("half_slice", fn, specs, exe, tolerance, seen, SIZES)
+    assert "dynamic-slice" not in exe.module.to_string()
+    assert not exe.program.deferred and exe.compilations == 1

@@ -387,14 +387,18 @@ def _dynamic_gather(cx):
     operand = cx.operands[0].shape
     sizes = shape_operand(cx, 2, "slice_sizes")
     starts = cx.sizes(1)
-    if dn.operand_batching_dims or starts is None or not all(isinstance(s, int) for s in starts) \
+    if dn.operand_batching_dims or starts is None or not all(isinstance(s, (int, DimExpr)) for s in starts) \
             or list(dn.collapsed_slice_dims) or list(dn.offset_dims) != list(range(operand.rank)):
         return _single_start_gather(cx, dn, sizes)
     begin = [0] * operand.rank
     for start, dim in zip(starts, dn.start_index_map):
         try:
-            # A start <= 0 clamps to 0 whatever the sizes (JAX's `x[:n // 2]`).
-            begin[dim] = 0 if start <= 0 else max(0, min(start, operand.dims[dim] - sizes[dim]))
+            # A start <= 0 clamps to 0 whatever the sizes (JAX's `x[:n // 2]`); `>=` not max():
+            # `x[b // 2:]` decides floordiv(b, 2) >= 0, not > 0.
+            if isinstance(start, int) and start <= 0:
+                continue
+            clamped = min(start, operand.dims[dim] - sizes[dim])
+            begin[dim] = clamped if clamped >= 0 else 0
         except InconclusiveDimensionError:  # decided per call by dynamic-slice's own clamp
             return _single_start_gather(cx, dn, sizes)
     slices = tuple(SliceDim(b, b + n, 1) for b, n in zip(begin, sizes))

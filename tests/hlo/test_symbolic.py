@@ -99,3 +99,24 @@ def test_shape_rules_reject_wrong_symbols(line, why):
     text = "HloModule m\n\nENTRY e {\n  p0 = f32[?b,128] parameter(0)\n  " + line + "\n}\n"
     with pytest.raises(HloVerifyError, match=why):
         verify_module(parse_hlo(text))
+
+
+def test_floordiv_and_mod_terms_are_bounded_for_comparisons():
+    """A floordiv/mod term is replaced by its bound in the direction its sign needs (as JAX's
+    shape polymorphism does): `x[:b // 2 + 1]` and jnp.roll's `mod(-2, b)` slice decide at import."""
+    b = symbol("b")
+    assert b - mod(-2, b) >= 0 and b - mod(b + 3, b) >= 1
+    assert floordiv(b, 2) + 1 <= b and not floordiv(b, 2) > b
+    assert (b - floordiv(b, 2)).lower_bound() == 1 and (2 * b - mod(b, 3)).lower_bound() == 0
+    assert (floordiv(b, 2) - b).lower_bound() is None
+    with pytest.raises(InconclusiveDimensionError):
+        _ = floordiv(b, 2) >= 1  # 0 at b = 1
+
+
+def test_symbolic_int_list_attributes_print_and_parse_back():
+    text = ("HloModule m\n\nENTRY e {\n  p = f32[?b,5] parameter(0)\n  i = s32[] constant(1)\n"
+            "  ROOT d = f32[?b,1] dynamic-slice(p, i, i), dynamic_slice_sizes={?(b),1}\n}\n")
+    module = parse_hlo(text)
+    verify_module(module)
+    assert "dynamic_slice_sizes={?(b),1}" in module.to_string()
+    assert parse_hlo(module.to_string()).to_string() == module.to_string()

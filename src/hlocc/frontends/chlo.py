@@ -79,7 +79,8 @@ def replay_scalar(cx, comp: HloComputation) -> HloInstruction:
     """The scalar computation `comp` applied elementwise to the op's operands (all of the op's
     result dimensions): parameters are the operands, constants are broadcast, scalar reshapes and
     broadcasts vanish, every other instruction becomes the same elementwise op on full shapes."""
-    dims = cx.shape.dims
+    # The operands' dims: symbolic where the result type has a bare `?` (elementwise: all alike).
+    dims = cx.operands[0].shape.dims if cx.operands else cx.shape.dims
     mapped: dict[int, HloInstruction] = {}
     for instr in comp.post_order():
         if instr.opcode == "parameter":

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
+
 from hlocc.frontends import mlir_support as ms
 from hlocc.hlo.attributes import PadDim, SliceDim, WindowDim
 from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
@@ -332,10 +334,39 @@ def require_equal_sizes(cx, a, b) -> None:
 
 
 def _real_dynamic_slice(cx):
+    window = _runtime_start_window(cx)
+    if window is not None:
+        return window
     starts, limits, strides = (shape_operand(cx, i, w) for i, w in ((1, "start"), (2, "limit"), (3, "strides")))
     if not all(isinstance(s, int) for s in strides):
         raise cx.unsupported("symbolic strides")
     return cx.add("slice", cx.operands[:1], {"slice": tuple(map(SliceDim, starts, limits, strides))}, shape=None)
+
+
+def _runtime_start_window(cx):
+    """real_dynamic_slice(x, start, start + sizes, 1) with `start` computed at run time and
+    `sizes` a shape (JAX's `xs[i]` in a scan over a symbolic carry) is a dynamic-slice of `sizes`
+    (whose clamp JAX has already applied to `start`), or None for another form."""
+    start, limit = cx.op.operands[1], cx.op.operands[2]
+    owner = limit.owner
+    if cx.sizes(1) is not None or getattr(owner, "name", None) != "stablehlo.add" or start not in owner.operands:
+        return None
+    strides = cx.sizes(3)
+    sizes = cx.scope.sizes.get(owner.operands[1] if owner.operands[0] == start else owner.operands[0])
+    if sizes is None or strides is None or any(s != 1 for s in strides):
+        return None
+    operand = cx.operands[0]
+    starts = _vector_elements(cx, cx.operands[1])
+    return cx.add("dynamic-slice", [operand, *starts], {"dynamic_slice_sizes": tuple(sizes)},
+                  shape=operand.shape.with_dims(sizes))
+
+
+def _vector_elements(cx, vector) -> list:
+    """The scalars of a rank-1 integer instruction (start indices for dynamic-slice)."""
+    scalar = vector.shape.with_dims(())
+    return [cx.add("reshape", [cx.add("slice", [vector], {"slice": (SliceDim(k, k + 1, 1),)},
+                                      shape=vector.shape.with_dims((1,)))], shape=scalar)
+            for k in range(vector.shape.dims[0])]
 
 
 def _dynamic_pad(cx):
@@ -348,24 +379,50 @@ def _dynamic_pad(cx):
 def _dynamic_gather(cx):
     """A gather whose every operand dimension is an offset dimension, from constant start indices,
     is a slice (JAX emits it for `x[1:]` on a symbolic dimension); the start is clamped as gather
-    clamps it, which must be decidable at import."""
+    clamps it, which must be decidable at import. A gather of one start vector computed at run
+    time is a dynamic-slice (which clamps alike) reshaped to drop the collapsed dimensions (JAX's
+    `x[:, i]` on a symbolic batch, jnp.median)."""
     _, stablehlo, _, _ = ms.mlir_modules()
     dn = stablehlo.GatherDimensionNumbers(cx.op.attributes["dimension_numbers"])
     operand = cx.operands[0].shape
     sizes = shape_operand(cx, 2, "slice_sizes")
     starts = cx.sizes(1)
-    if (list(dn.offset_dims) != list(range(operand.rank)) or list(dn.collapsed_slice_dims) or starts is None
-            or not all(isinstance(s, int) for s in starts) or dn.operand_batching_dims):
-        raise cx.unsupported("only a slice-like dynamic_gather (constant start indices, no collapsed dims) is "
-                             "supported")
+    if dn.operand_batching_dims or starts is None or not all(isinstance(s, (int, DimExpr)) for s in starts) \
+            or list(dn.collapsed_slice_dims) or list(dn.offset_dims) != list(range(operand.rank)):
+        return _single_start_gather(cx, dn, sizes)
     begin = [0] * operand.rank
     for start, dim in zip(starts, dn.start_index_map):
         try:
-            begin[dim] = max(0, min(start, operand.dims[dim] - sizes[dim]))
-        except InconclusiveDimensionError:
-            raise cx.unsupported(f"the clamp of start index {start} in dimension {dim} depends on the sizes") from None
+            # A start <= 0 clamps to 0 whatever the sizes (JAX's `x[:n // 2]`); `>=` not max():
+            # `x[b // 2:]` decides floordiv(b, 2) >= 0, not > 0.
+            if isinstance(start, int) and start <= 0:
+                continue
+            clamped = min(start, operand.dims[dim] - sizes[dim])
+            begin[dim] = clamped if clamped >= 0 else 0
+        except InconclusiveDimensionError:  # decided per call by dynamic-slice's own clamp
+            return _single_start_gather(cx, dn, sizes)
     slices = tuple(SliceDim(b, b + n, 1) for b, n in zip(begin, sizes))
     return cx.add("slice", cx.operands[:1], {"slice": slices}, shape=None)
+
+
+def _single_start_gather(cx, dn, sizes: tuple):
+    """dynamic_gather of a single start vector (indices of shape [k], k = len(start_index_map)) as
+    dynamic-slice + reshape; anything else is unsupported."""
+    operand, indices = cx.operands[0], cx.operands[1]
+    kept = [d for d in range(operand.shape.rank) if d not in dn.collapsed_slice_dims]
+    if (dn.operand_batching_dims or indices.shape.rank != 1 or dn.index_vector_dim != 0
+            or indices.shape.dims[0] != len(dn.start_index_map) or list(dn.offset_dims) != list(range(len(kept)))
+            or any(sizes[d] != 1 for d in dn.collapsed_slice_dims)):
+        raise cx.unsupported("only a dynamic_gather of constant start indices (a slice) or of one start vector "
+                             "(a dynamic-slice) is supported")
+    scalar = indices.shape.with_dims(())
+    zero = cx.add("constant", shape=scalar, literal=np.zeros((), scalar.dtype))
+    starts = [zero] * operand.shape.rank
+    for d, start in zip(dn.start_index_map, _vector_elements(cx, indices)):
+        starts[d] = start
+    window = cx.add("dynamic-slice", [operand, *starts], {"dynamic_slice_sizes": tuple(sizes)},
+                    shape=operand.shape.with_dims(sizes))
+    return cx.add("reshape", [window], shape=operand.shape.with_dims([sizes[d] for d in kept]))
 
 
 def _shape_assertion(cx):

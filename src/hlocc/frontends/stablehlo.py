@@ -139,8 +139,9 @@ class OpContext:
         return self.scope.sizes.get(self.op.operands[index])
 
     def region(self, index: int, **options) -> HloComputation:
-        """The computation of the op's region `index` (options: see `_Importer.region`)."""
-        return self.importer.region(self.op.regions[index], **options)
+        """The computation of the op's region `index` (options: see `_Importer.region`); captured
+        values keep the symbolic shapes and shape-tensor values they have here."""
+        return self.importer.region(self.op.regions[index], outer=self.scope, **options)
 
     def location(self) -> str:
         return self.importer.location(self.op)
@@ -203,17 +204,23 @@ class _Importer:
         return comp
 
     def region(self, region, *, tuple_param: bool = False, captures=(), tuple_root: bool | None = None,
-               return_captures: bool = False) -> HloComputation:
+               return_captures: bool = False, arg_shapes=None, outer: Scope | None = None) -> HloComputation:
         """A sub-computation of a region. Block arguments become parameters, or with `tuple_param`
         elements of one tuple parameter followed by the `captures` (outer values the region uses).
         The returned values (then the captures, with `return_captures`) are the root: a tuple when
-        `tuple_root`, or by default when there are several."""
+        `tuple_root`, or by default when there are several. Block arguments have `arg_shapes`
+        (default: their types); captures the symbolic shapes and shape-tensor values they have in
+        the `outer` scope (a `?` of an MLIR type alone has no symbol)."""
         comp = self._computation("region", numbered=True)
         block = region.blocks[0]
         scope = Scope(comp)
         args = list(block.arguments)
         if tuple_param:
-            shapes = [ms.to_shape(a.type) for a in args] + [ms.to_shape(v.type) for v in captures]
+            shapes = list(arg_shapes) if arg_shapes is not None else [ms.to_shape(a.type) for a in args]
+            for v in captures:
+                shapes.append(self.value(outer, v).shape if outer is not None else ms.to_shape(v.type))
+                if outer is not None and outer.sizes.get(v) is not None:
+                    scope.sizes[v] = outer.sizes[v]
             param = self._parameter(comp, 0, Shape.tuple(shapes), "arg_tuple")
             for i, value in enumerate(args + list(captures)):
                 scope.values[value] = (param, i)
@@ -254,6 +261,7 @@ class _Importer:
                 op = value.owner
                 cx = OpContext(self, scope, op, [], ms.to_shape(value.type))
                 scope.values[value] = OP_CONVERSIONS["stablehlo.constant"](cx)
+                record_sizes(cx)  # a shape tensor's constant part (JAX's `[b, 4]` in a loop body)
 
     def _computation(self, name: str, *, is_entry: bool = False, numbered: bool = False) -> HloComputation:
         """A new computation of the module named `name`, or `name_N` when `numbered` or taken."""

@@ -60,7 +60,8 @@ def _compare(cx):
 def _select(cx):
     pred, on_true, on_false = cx.operands
     if pred.shape.rank == 0 and cx.shape.rank > 0:  # HLO's select takes a predicate of the result's shape
-        pred = cx.add("broadcast", [pred], {"dimensions": ()}, shape=pred.shape.with_dims(cx.shape.dims))
+        # The operand's dims, symbolic where the result type has a bare `?`.
+        pred = cx.add("broadcast", [pred], {"dimensions": ()}, shape=pred.shape.with_dims(on_true.shape.dims))
     return cx.add("select", [pred, on_true, on_false])
 
 
@@ -331,8 +332,10 @@ def _while(cx):
 
     captures = ms.free_values(cx.op.regions[0], cx.op.regions[1])
     init = _tuple_of(cx, cx.operands + [cx.importer.value(cx.scope, v) for v in captures])
-    cond = cx.region(0, tuple_param=True, captures=captures, tuple_root=False)
-    body = cx.region(1, tuple_param=True, captures=captures, tuple_root=True, return_captures=True)
+    carried = [o.shape for o in cx.operands]  # symbolic, where the block arguments' types say `?`
+    cond = cx.region(0, tuple_param=True, captures=captures, tuple_root=False, arg_shapes=carried)
+    body = cx.region(1, tuple_param=True, captures=captures, tuple_root=True, return_captures=True,
+                     arg_shapes=carried)
     return cx.add("while", [init], {"condition": cond, "body": body}, shape=init.shape)
 
 
@@ -361,7 +364,12 @@ def _if(cx):
 
 def _call(cx):
     """The callee is converted for the operands' (symbolic) shapes and shape-tensor values."""
-    name = ms.mlir_modules()[0].FlatSymbolRefAttr(cx.op.attributes["callee"]).value
+    return _call_function(cx, ms.mlir_modules()[0].FlatSymbolRefAttr(cx.op.attributes["callee"]).value)
+
+
+def _call_function(cx, name: str):
+    """A `call` of function @name converted for the operands' (symbolic) shapes and shape-tensor
+    values (a composite's decomposition as well: JAX's top_k on a `?` batch computes its shapes)."""
     callee = cx.importer.call(cx.op, name, [o.shape for o in cx.operands],
                               [cx.sizes(i) for i in range(len(cx.operands))])
     return cx.add("call", cx.operands, {"to_apply": callee})
@@ -453,7 +461,7 @@ def _aliasing(aliases) -> RawAttr:
 def _composite(cx):
     """stablehlo.composite: a call of its decomposition function (XLA inlines it likewise)."""
     name = ms.mlir_modules()[0].FlatSymbolRefAttr(cx.op.attributes["decomposition"]).value
-    return cx.add("call", cx.operands, {"to_apply": cx.importer.call(cx.op, name)})
+    return _call_function(cx, name)
 
 
 OP_CONVERSIONS = {

@@ -21,7 +21,7 @@ from hlocc.hlo.attributes import (
     parse_dim_labels,
     window_str,
 )
-from hlocc.hlo.symbolic import SIZE_PATTERN, parse_size
+from hlocc.hlo.symbolic import SIZE_PATTERN, parse_size, size_text
 
 _INTS = ("dimensions", "dynamic_slice_sizes", "offset_dims", "collapsed_slice_dims", "start_index_map",
          "slice_sizes", "operand_batching_dims", "start_indices_batching_dims", "update_window_dims",
@@ -136,7 +136,7 @@ def _int_list(s) -> tuple[int, ...]:
     while not s.accept("}"):
         if values:
             s.expect(",", "',' or '}' in an integer list")
-        values.append(s.integer())
+        values.append(_size(s, "an integer"))  # `?(expr)`: a symbolic dynamic_slice_sizes entry
     return tuple(values)
 
 
@@ -217,7 +217,7 @@ def format_attribute_value(kind: str, value) -> str:
     if kind == "bool":
         return "true" if value else "false"
     if kind == "ints":
-        return str(value) if isinstance(value, RawAttr) else "{" + ",".join(map(str, value)) + "}"
+        return str(value) if isinstance(value, RawAttr) else "{" + ",".join(map(size_text, value)) + "}"
     if kind == "enums":
         return "{" + ",".join(value) + "}"
     if kind == "string":

@@ -166,7 +166,19 @@ class DimExpr:
         return value
 
     def lower_bound(self) -> int | None:
-        """A lower bound of the value for variables ≥ 1, or None when none is known."""
+        """A lower bound of the value for variables ≥ 1, or None when none is known: a `mod`
+        or `floordiv` term is first replaced by its bound in the direction its sign needs
+        (`b - mod(x, b)` ≥ 1, `b - floordiv(b, 2)` ≥ 1), as JAX's shape polymorphism bounds them."""
+        for (m, c) in self.terms:
+            if len(m) == 1 and m[0][1] == 1 and m[0][0].op != "var":
+                bounded = _bound_atom(m[0][0], c)
+                if bounded is not None:
+                    scale, replacement = bounded
+                    low = lower_bound(scale * (self - c * DimExpr(((m, 1),))) + replacement)
+                    return None if low is None else -(-low // scale)
+        return self._plain_lower_bound()
+
+    def _plain_lower_bound(self) -> int | None:
         low = 0
         for m, c in self.terms:
             if m == ():
@@ -217,6 +229,23 @@ def _atom_variables(atom: _Atom):
     if atom.op == "var":
         return (atom.args[0],)
     return tuple(v for arg in atom.args if isinstance(arg, DimExpr) for v in arg.variables)
+
+
+def lower_bound(value: Dim) -> int | None:
+    return value if isinstance(value, int) else value.lower_bound()
+
+
+def _bound_atom(atom: _Atom, c: int) -> tuple[int, Dim] | None:
+    """(k, r) with k * c * atom >= r for every size (k > 0), or None: mod(x, n) is in [0, n - 1];
+    floordiv(x, k) for a constant k > 0 is in [(x - k + 1) / k, x / k]."""
+    x, n = atom.args
+    if atom.op == "mod":
+        if isinstance(n, int) and n <= 0:
+            return None
+        return (1, 0) if c > 0 else (1, c * (n - 1))
+    if atom.op == "floordiv" and isinstance(n, int) and n > 0:
+        return (n, c * (x - (n - 1))) if c > 0 else (n, c * x)
+    return None
 
 
 def _nonnegative(value: Dim) -> bool:

@@ -41,7 +41,7 @@ from xdsl.dialects import arith, func, vector
 from xdsl.dialects.builtin import FunctionType, ModuleOp, VectorType
 from xdsl.ir import Region, SSAValue
 
-from hlocc.analysis.affine_expr import sym
+from hlocc.analysis.affine_expr import Const, sym
 from hlocc.analysis.hero import is_elementwise
 from hlocc.analysis.indexing_map import IndexingMap, Variable, size_bound
 from hlocc.analysis.interval import Interval
@@ -148,7 +148,7 @@ def _split(linear, shape: Shape, dims: tuple[int, ...]) -> dict[int, object]:
     """The indices of `dims` of `shape` at position `linear` of their own physical order (the
     others left out); the most major non-trivial one takes no `mod` (`linear` is in range)."""
     order = [d for d in shape.minor_to_major if d in dims and shape.dims[d] != 1]
-    out: dict[int, object] = {d: 0 for d in dims}
+    out: dict[int, object] = {d: Const(0) for d in dims}  # an Expr: maps hold no ints
     stride = 1
     for k, d in enumerate(order):
         index = linear // stride if not (isinstance(stride, int) and stride == 1) else linear

@@ -19,7 +19,7 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, prop_def, result_def, t
 from xdsl.traits import Pure
 
 from hlocc.codegen.ir.attributes import INDEX
-from hlocc.hlo.symbolic import Dim, DimExpr
+from hlocc.hlo.symbolic import Dim, DimExpr, lower_bound
 
 
 @irdl_op_definition
@@ -78,4 +78,12 @@ def _atom_value(b, atom) -> SSAValue:
     if atom.op == "var":
         return b.add(SymbolValueOp(atom.args[0]))
     lhs, rhs = (size_value(b, x) for x in atom.args)
-    return b.add(arith.FloorDivSIOp(lhs, rhs) if atom.op == "floordiv" else arith.RemSIOp(lhs, rhs))
+    if atom.op == "floordiv":
+        return b.add(arith.FloorDivSIOp(lhs, rhs))
+    low = lower_bound(atom.args[0])
+    if low is not None and low >= 0:  # a size's remainder: remsi rounds alike
+        return b.add(arith.RemSIOp(lhs, rhs))
+    # DimExpr's mod rounds down as Python's does (`mod(-2, b)` = b - 2, JAX's roll); remsi would
+    # give -2 and a slice starting before its operand.
+    quotient = b.add(arith.FloorDivSIOp(lhs, rhs))
+    return b.add(arith.SubiOp(lhs, b.add(arith.MuliOp(quotient, rhs))))

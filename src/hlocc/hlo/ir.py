@@ -445,6 +445,25 @@ class HloModule:
         return self.to_string()
 
 
+def operands_post_order(roots) -> list[HloInstruction]:
+    """`roots` and every instruction they read, each once, operands before their users (an iterative
+    DFS: deep operand chains do not hit Python's recursion limit)."""
+    order: list[HloInstruction] = []
+    seen: set[int] = set()
+    stack = [(r, False) for r in reversed(list(roots))]
+    while stack:
+        instr, expanded = stack.pop()
+        if expanded:
+            order.append(instr)
+            continue
+        if id(instr) in seen:
+            continue
+        seen.add(id(instr))
+        stack.append((instr, True))
+        stack.extend((o, False) for o in reversed(instr.operands) if id(o) not in seen)
+    return order
+
+
 def computation_has_side_effect(comp: HloComputation, memo: dict[int, bool] | None = None) -> bool:
     """Whether any instruction of `comp` (or of a computation it calls) has a side effect."""
     memo = {} if memo is None else memo

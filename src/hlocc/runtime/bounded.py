@@ -48,7 +48,7 @@ import numpy as np
 from hlocc.errors import ArgumentError, HloError, UnsupportedError
 from hlocc.hlo.attributes import PadDim
 from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
-from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule, operands_post_order
 from hlocc.hlo.specialize import bind_shapes, specialize_computation
 from hlocc.hlo.symbolic import DimExpr, symbol
 from hlocc.hlo.types import S32, UNBOUNDED, Shape, primitive_type
@@ -363,7 +363,7 @@ def _with_cone(source: SizeSource, scalar: HloInstruction, n_user: int) -> SizeS
     cone = HloComputation(f"size_of_{source.variable}")
     clones: dict[int, HloInstruction] = {}
     read: list[int] = []
-    for instr in _operand_cone(scalar):
+    for instr in operands_post_order([scalar]):
         if instr.has_side_effect():
             raise UnsupportedError(f"{source.where}: the size is computed with '{instr.name}' ({instr.opcode}), "
                                    "which has a side effect; it cannot be computed again on the host")
@@ -378,21 +378,6 @@ def _with_cone(source: SizeSource, scalar: HloInstruction, n_user: int) -> SizeS
     cone.root = clones[id(scalar)]
     return SizeSource(source.variable, source.bound, source.where, None, cone, tuple(read))
 
-
-def _operand_cone(root: HloInstruction) -> list[HloInstruction]:
-    """`root` and what it reads, operands first."""
-    order, seen, stack = [], set(), [(root, False)]
-    while stack:
-        instr, done = stack.pop()
-        if done:
-            order.append(instr)
-            continue
-        if id(instr) in seen:
-            continue
-        seen.add(id(instr))
-        stack.append((instr, True))
-        stack.extend((o, False) for o in reversed(instr.operands) if id(o) not in seen)
-    return order
 
 
 __all__ = ["SIZE_SETTING_CALLS", "SizeArguments", "SizeSource", "has_bounded_dynamism", "symbolize_bounded"]

@@ -44,7 +44,7 @@ from hlocc.evaluator.core import TOKEN
 from hlocc.evaluator.dot import dot_dimension_numbers
 from hlocc.evaluator.sorting import topk_custom_call_k
 from hlocc.hlo.call_graph import sequential_callees
-from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule, operands_post_order
 from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import BACKEND_PIPELINES, CompilePipeline, PassManager
 from hlocc.runtime import library
@@ -143,7 +143,7 @@ def split_by_output_size(comp: HloComputation) -> list[tuple[list[int], HloCompu
         for p in comp.parameters:
             clones[id(p)] = part.add_instruction(p.clone([]))
         outputs = [root.operands[k] for k in positions]
-        order = _post_order_from(outputs)
+        order = operands_post_order(outputs)
         for instr in order:
             if id(instr) not in clones:
                 clones[id(instr)] = part.add_instruction(instr.clone([clones[id(o)] for o in instr.operands]))
@@ -155,21 +155,6 @@ def split_by_output_size(comp: HloComputation) -> list[tuple[list[int], HloCompu
         parts.append((positions, part))
     return parts
 
-
-def _post_order_from(roots: Sequence[HloInstruction]) -> list[HloInstruction]:
-    order, seen = [], set()
-    stack = [(r, False) for r in reversed(roots)]
-    while stack:
-        instr, expanded = stack.pop()
-        if expanded:
-            order.append(instr)
-            continue
-        if id(instr) in seen:
-            continue
-        seen.add(id(instr))
-        stack.append((instr, True))
-        stack.extend((o, False) for o in reversed(instr.operands) if id(o) not in seen)
-    return order
 
 
 class ThunkEmitter:

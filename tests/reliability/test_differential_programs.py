@@ -31,7 +31,7 @@ def _batch(count: int):
 
 @pytest.mark.parametrize("batch", range(2))
 def test_random_programs_match_the_interpreter(batch):
-    @_batch(100)
+    @_batch(60)  # 120 programs by default; the slow set runs 10,000
     @given(programs(), st.integers(batch * 1000, batch * 1000 + 999))
     def run(program, seed):
         check_program(program, seed)
@@ -51,9 +51,9 @@ def test_many_random_programs_match_the_interpreter(batch):
 
 
 def test_random_programs_in_bounds_checked_mode():
-    """50 programs on cpu with every kernel access checked (a BoundsCheckError is a crash here)."""
+    """30 programs on cpu with every kernel access checked (a BoundsCheckError is a crash here)."""
 
-    @_batch(50)
+    @_batch(30)
     @given(programs(), st.integers(5000, 5999))
     def run(program, seed):
         outcomes = [o for o in differential(program.text, inputs(program, seed), ("cpu",), check_bounds=True)

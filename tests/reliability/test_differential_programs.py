@@ -51,9 +51,9 @@ def test_many_random_programs_match_the_interpreter(batch):
 
 
 def test_random_programs_in_bounds_checked_mode():
-    """30 programs on cpu with every kernel access checked (a BoundsCheckError is a crash here)."""
+    """50 programs on cpu with every kernel access checked (a BoundsCheckError is a crash here)."""
 
-    @_batch(30)
+    @_batch(50)
     @given(programs(), st.integers(5000, 5999))
     def run(program, seed):
         outcomes = [o for o in differential(program.text, inputs(program, seed), ("cpu",), check_bounds=True)

@@ -2,9 +2,10 @@
 evaluator), compared under the corpus tolerance policy (comparison.compare_arrays: integers and
 preds exact, floats with NaN and infinities in the same places and |got - ref| <= atol + rtol|ref|)
 with a tolerance per element type (TOLERANCES; XLA's own tests pick theirs the same way), looser
-for f32 in a module with a dot or convolution (CONTRACTION_TOLERANCES): the order of a
-contraction's sum is the implementation's (the evaluator's numpy BLAS, a generated kernel's k
-loop), so with cancellation two correct f32 results differ by ~K ulps of the largest product.
+for f32 in a module with a dot, convolution, reduce or reduce-window (CONTRACTION_TOLERANCES): the
+order of such a sum is the implementation's (the evaluator's numpy BLAS or pairwise sum, a generated
+kernel's k loop or vector partials), so with cancellation two correct f32 results differ by ~K ulps
+of the largest term (a 26-term row summing to -0.15 from terms of magnitude ~60: 2.2e-6 apart).
 
 `differential(text, args, backends)` returns one `Outcome` per backend that did not match:
 "mismatch" (an output differs), "crash" (an exception that is not an HloError) or "error" (an
@@ -31,6 +32,9 @@ TOLERANCES = {"float64": (1e-9, 1e-12), "float32": (1e-5, 1e-6), "float16": (2e-
 CONTRACTION_TOLERANCES = {"float32": (1e-4, 1e-5)}
 """TOLERANCES' entries replaced in a module with a contraction (module doc; XLA's dot tests use
 ErrorSpec 1e-4 too)."""
+
+SUMMING_OPS = ("dot", "convolution", "reduce", "reduce-window")
+"""Ops whose sums an implementation may order its own way (module doc)."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ def differential(text: str, args: Sequence[np.ndarray], backends: Sequence[str] 
         except Exception as e:  # noqa: BLE001
             outcomes.append(_failure(backend, e))
             continue
-        why = compare_outputs(reference, got, contraction=" dot(" in text or " convolution(" in text)
+        why = compare_outputs(reference, got, contraction=any(f" {op}(" in text for op in SUMMING_OPS))
         if why is not None:
             outcomes.append(Outcome(backend, "mismatch", why))
     return outcomes
@@ -141,5 +145,5 @@ def _array(rng: np.random.Generator, dtype: str, dims) -> np.ndarray:
     return np.where(rng.random(n) < 0.1, np.minimum(shifts, hi), values).astype(np_dtype).reshape(dims)
 
 
-__all__ = ["CONTRACTION_TOLERANCES", "TOLERANCES", "Outcome", "compare_outputs", "differential", "random_arguments",
-           "run_backend"]
+__all__ = ["CONTRACTION_TOLERANCES", "SUMMING_OPS", "TOLERANCES", "Outcome", "compare_outputs", "differential",
+           "random_arguments", "run_backend"]

@@ -518,9 +518,11 @@ def device_for(backend: str, check_bounds: bool = False) -> Any:
 
 
 def _copy_with_guards(module: HloModule) -> HloModule:
-    copy = parse_hlo(module.to_string())
-    copy.guards = list(module.guards)  # the text keeps them as comments only
-    return copy
+    """The plan's own copy of `module`, guards included: runtime/plan_speculation.copy_module (a
+    deep copy; printing and parsing back formatted every constant)."""
+    from hlocc.runtime.plan_speculation import copy_module
+
+    return copy_module(module)
 
 
 def _build_plan(executable: DynamicExecutable, module: HloModule, times: dict[str, float], reload=None) -> None:

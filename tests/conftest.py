@@ -21,7 +21,6 @@ for _helpers in reversed(HELPER_DIRS):
 import fcntl  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
-import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 
 import pytest  # noqa: E402
@@ -45,7 +44,7 @@ def perf_dir(tmp_path_factory):
     generator (needs jax; ~20 s), or skip with the reason. Under pytest-xdist the workers share one
     folder under the run's temporary root: the first to take the lock generates, the others wait
     and reuse its files (or its failure)."""
-    from corpus import JAX_DIR, jax_cases, require
+    from corpus import JAX_DIR, jax_cases, recreate_jax_cases, require
 
     pytest.importorskip("jax", reason="the perf cases' inputs are recreated with jax (not installed)")
     require(JAX_DIR)
@@ -58,9 +57,7 @@ def perf_dir(tmp_path_factory):
     with open(root / "perf_corpus.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this worker dies
         if not (out / "DONE").exists() and not failed.exists():
-            names = ",".join(c["name"] for c in jax_cases() if c["perf"] == "yes")
-            proc = subprocess.run([sys.executable, str(JAX_DIR / "gen_public.py"), "--only", names, "--no-timing",
-                                   "--outdir", str(out)], capture_output=True, text=True, timeout=1800)
+            proc = recreate_jax_cases([c["name"] for c in jax_cases() if c["perf"] == "yes"], out, timeout=1800)
             (failed if proc.returncode != 0 else out / "DONE").write_text(proc.stderr[-500:])
     if failed.exists():
         pytest.skip(f"could not recreate the perf cases: {failed.read_text()}")

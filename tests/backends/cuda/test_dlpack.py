@@ -144,7 +144,8 @@ def test_jax_takes_device_arrays_and_gives_arguments():
     import jax.numpy as jnp
 
     exe = hlocc.compile(SCALE, backend="cuda-sim")
-    x = jnp.arange(128, dtype=jnp.float32).reshape(16, 8)
+    # on the host (the simulated device's memory), also where jax's default device is a GPU
+    x = jax.device_put(jnp.arange(128, dtype=jnp.float32).reshape(16, 8), jax.devices("cpu")[0])
     out = exe(x, return_device_arrays=True)  # a jax array in, through its __dlpack__
     y = jax.dlpack.from_dlpack(out)
     np.testing.assert_array_equal(np.asarray(y), np.arange(128, dtype=np.float32).reshape(16, 8) * 3)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import hlocc
-from corpus import JAX_DIR, jax_cases, require, run_jax_case
+from corpus import GPU_NUMERICS_TOLERANCE, JAX_DIR, jax_cases, require, run_jax_case
 from hlocc.backends.cuda.device import SimulatedDevice
 from hlocc.backends.cuda.executable import compile_module
 from hlocc.backends.cuda.library import gemm_numpy, plan_gemm
@@ -58,11 +58,6 @@ def test_every_jax_case_on_cuda_sim_matches_xla_cpu(case):
     require(JAX_DIR)
     exe = run_jax_case(case, JAX_DIR, "cuda-sim")
     assert sorted(op for _, op, _ in exe.runner.stats.host_ops) == HOST_OPS.get(case["name"], [])
-
-
-# The GPU form of tanh (gpu_target: XLA:GPU's approximation without the host's FMA variant) is a few
-# ulps from XLA:CPU's on 2 of the case's 4M elements near zero, 1.2e-8 past its atol of 1e-6.
-GPU_NUMERICS_TOLERANCE = {"perf_gelu_tanh_f32": {"atol": "2e-6"}}
 
 
 @pytest.mark.slow

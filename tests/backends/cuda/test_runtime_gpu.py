@@ -24,6 +24,34 @@ def test_the_device_is_described():
     device = cuda_device()
     assert device.arch.startswith("sm_") and device.target.num_cores > 0
     assert device.name.startswith("cuda:0 ")
+    # every device of CUDA 11.2 and later has memory pools: runs allocate stream-ordered, no cuMemFree
+    assert device.pool is not None, device.allocator
+
+
+def test_jax_gpu_arrays_go_in_and_come_back_without_a_copy():
+    jax = pytest.importorskip("jax")
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpus:
+        pytest.skip("jax has no GPU here")
+    text = """HloModule m
+ENTRY e {
+  x = f32[4096] parameter(0)
+  ROOT y = f32[4096] multiply(x, x)
+}"""
+    exe = hlocc.compile(text, backend="cuda")
+    x = jax.device_put(np.arange(4096, dtype=np.float32), gpus[0])
+    out = exe(x, return_device_arrays=True)
+    run = exe.runner.last_run
+    assert run.arguments_in_place == 1 and run.uploaded_bytes == 0 and run.downloaded_bytes == 0
+    y = jax.dlpack.from_dlpack(out)
+    assert y.devices() == {gpus[0]}
+    np.testing.assert_array_equal(np.asarray(y), np.arange(4096, dtype=np.float32) ** 2)
+    for _ in range(3):  # later runs reuse the pool's memory
+        y = jax.dlpack.from_dlpack(exe(y, return_device_arrays=True))
+    expected = np.arange(4096, dtype=np.float32)
+    for _ in range(4):
+        expected = expected * expected
+    np.testing.assert_array_equal(np.asarray(y), expected)
 
 
 @pytest.mark.parametrize("case", SMALL, ids=lambda c: c["name"])

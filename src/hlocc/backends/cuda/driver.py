@@ -10,6 +10,9 @@ error name and string. Kernels are the PTX of backends/cuda/ptx.py, loaded once 
 cuModuleLoadData (the driver JIT-compiles it for the device) and launched with grid
 (blocks, 1, 1), block (threads per block, 1, 1) and one 64-bit device pointer per buffer.
 Gemms go to cuBLAS (library.py, through nvmath-python) when it is installed, else to the host.
+Buffers come from a stream-ordered memory pool of the device's own (cuMemAllocFromPoolAsync), which
+keeps freed memory for the next run: cuMemAlloc and cuMemFree per run would cost each call tens of
+microseconds and a device-wide synchronization (cuMemFree waits for the whole device).
 The stream is a blocking one (flags 0), so it is ordered after the legacy default stream that
 DLPack producers are asked to synchronize with.
 """
@@ -129,13 +132,58 @@ def _free(ptr: int) -> None:
         pass
 
 
-class CudaBuffer:
-    """`size` bytes of device memory from cuMemAlloc, freed (cuMemFree) when the object dies."""
+def _free_async(ptr: int) -> None:
+    # On the legacy default stream: the free is ordered after the work of every blocking stream
+    # (hlocc's, and a DLPack consumer's default stream) that may still read the buffer.
+    try:
+        driver = _driver()
+        driver.cuMemFreeAsync(ptr, driver.CUstream(CU_STREAM_LEGACY))
+    except Exception:
+        pass
 
-    def __init__(self, size: int):
+
+CU_STREAM_LEGACY = 1
+"""The legacy default stream's handle (cuda.h): a free queued there waits for every blocking stream."""
+
+
+class CudaBuffer:
+    """`size` bytes of device memory, freed when the object dies: from the device's stream-ordered
+    pool where it has one (cuMemAllocFromPoolAsync on its stream, cuMemFreeAsync), else cuMemAlloc
+    and cuMemFree, which synchronizes the whole device."""
+
+    def __init__(self, size: int, pool: Any = None, stream: Any = None):
         self.size = size
-        self.ptr = int(check(_driver().cuMemAlloc(size), f"cuMemAlloc({size})"))
-        weakref.finalize(self, _free, self.ptr)
+        driver = _driver()
+        if pool is None:
+            self.ptr = int(check(driver.cuMemAlloc(size), f"cuMemAlloc({size})"))
+            weakref.finalize(self, _free, self.ptr)
+        else:
+            self.ptr = int(check(driver.cuMemAllocFromPoolAsync(size, pool, stream),
+                                 f"cuMemAllocFromPoolAsync({size})"))
+            weakref.finalize(self, _free_async, self.ptr)
+
+
+def stream_ordered_pool(device: Any, ordinal: int, stream: Any) -> tuple[Any, str]:
+    """A memory pool of the device's own (not the default pool other libraries share) that keeps
+    what is freed for the next allocation (release threshold: unlimited, as a caching allocator),
+    and a one-line description; or (None, why not) where the device or the bindings have none."""
+    driver = _driver()
+    try:
+        attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
+        if not check(driver.cuDeviceGetAttribute(attr, device), "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED)"):
+            return None, "cuMemAlloc (the device has no memory pools)"
+        props = driver.CUmemPoolProps()
+        props.allocType = driver.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        props.location.type = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        props.location.id = ordinal
+        pool = check(driver.cuMemPoolCreate(props), "cuMemPoolCreate")
+        check(driver.cuMemPoolSetAttribute(pool, driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                                           driver.cuuint64_t(2**64 - 1)), "cuMemPoolSetAttribute")
+        probe = CudaBuffer(256, pool, stream)  # the whole path once, before a run relies on it
+        del probe
+        return pool, "stream-ordered pool (cuMemAllocFromPoolAsync)"
+    except Exception as e:  # older bindings or driver: the synchronous allocator still works
+        return None, f"cuMemAlloc (no stream-ordered pool: {str(e).splitlines()[0] if str(e) else type(e).__name__})"
 
 
 @dataclass
@@ -174,6 +222,7 @@ class CudaDevice:
         self.context = check(driver.cuDevicePrimaryCtxRetain(self._device), "cuDevicePrimaryCtxRetain")
         self.activate()
         self.stream = check(driver.cuStreamCreate(0), "cuStreamCreate")
+        self.pool, self.allocator = stream_ordered_pool(self._device, ordinal, self.stream)
         self._gemm = None
         self.gemm_unavailable = ""
         try:
@@ -181,7 +230,8 @@ class CudaDevice:
 
             self._gemm = CublasGemm(int(self.stream))
         except ImportError:
-            self.gemm_unavailable = "nvmath-python is not installed (pip install nvmath-python[cu12])"
+            self.gemm_unavailable = ("nvmath-python is not installed (pip install 'hlocc[cuda]', "
+                                     "or 'hlocc[cuda13]' on CUDA 13)")
         except Exception as e:  # cuBLAS itself missing or failing to start
             self.gemm_unavailable = f"cuBLAS does not start: {e}"
 
@@ -191,7 +241,7 @@ class CudaDevice:
 
     # -- memory --------------------------------------------------------------------------------
     def allocate(self, size: int) -> CudaBuffer | ExternalBuffer:
-        return CudaBuffer(size) if size else ExternalBuffer(0, 0)
+        return CudaBuffer(size, self.pool, self.stream) if size else ExternalBuffer(0, 0)
 
     def upload(self, address: int, data: np.ndarray) -> None:
         # From pageable memory the call returns once `data` is staged: the caller may drop it.

@@ -137,7 +137,10 @@ class StitchEmitter(FusionEmitterBase):
                 Variable(Interval(0, size_bound(t.blocks) - 1), "bl_x"))
 
     def _row(self):
-        return dim(1) if self.gpu else dim(1) * self.tiling.rows_per_block + dim(0)
+        t = self.tiling
+        if self.gpu:  # a block per row, or a warp per row (stitch_gpu.gpu_tiling)
+            return dim(1) if t.rows_per_block == 1 else dim(1) * t.rows_per_block + dim(0) // t.threads_per_row
+        return dim(1) * t.rows_per_block + dim(0)
 
     def row_map(self, chunk: int = 0) -> IndexingMap:
         """(th_x, bl_x)[j] -> the logical index of the row shape of the thread's row element j
@@ -223,7 +226,7 @@ class StitchEmitter(FusionEmitterBase):
             return outs
 
         if per_row_roots:  # (on a GPU by thread 0 of the row's block)
-            outputs = e.if_else_many(first_thread(e, ids) if self.gpu else None, write_per_row,
+            outputs = e.if_else_many(first_thread(self, e, ids) if self.gpu else None, write_per_row,
                                      lambda: list(outputs), [o.type for o in outputs])
         if row_roots and self.gpu:
             outputs = write_rows_gpu(self, e, ids, outputs, row_roots)

@@ -244,12 +244,14 @@ def test_a_symbolic_row_length_is_not_stitched():
 # -- the GPU form ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind,dtype,rows,n", [
-    ("softmax", "f32", 3, 127),  # 128 threads, one strided step, the last thread past the row
-    ("layernorm", "f32", 2, 1000),  # 512 threads, two steps
-    ("rmsnorm", "bf16", 2, 33),  # two warps, the second one with a single element
+    ("softmax", "f32", 12, 127),  # a warp per row, 4 steps, the last past the row; 2 blocks of 6 rows
+    ("layernorm", "f32", 2, 1000),  # a warp per row, 32 steps
+    ("rmsnorm", "bf16", 2, 33),  # a warp per row, the second step with a single element
+    ("layernorm", "f32", 2, 1500),  # a block per row: 512 threads, 3 steps, 16 warps through shared memory
 ])
 def test_gpu_form_in_simulation_matches_the_evaluator(kind, dtype, rows, n):
-    """The cuda pipeline stitches too (`stitch-fusion-gpu`); cuda-sim runs the block-per-row kernel."""
+    """The cuda pipeline stitches too (`stitch-fusion-gpu`); cuda-sim runs the warp-per-row and the
+    block-per-row kernels."""
     module = parse_hlo(program(kind, dtype, rows, n))
     inputs = check_arguments(module, random_inputs(module, 0), cast=True)
     ref = flatten(evaluate(module, inputs))
@@ -261,19 +263,21 @@ def test_gpu_form_in_simulation_matches_the_evaluator(kind, dtype, rows, n):
     assert exe.runner.stats.kernels_by_emitter == {"stitch": 1}, exe.runner.stats.to_string()
 
 
-@pytest.mark.parametrize("kind", ["softmax", "layernorm"])
-def test_gpu_form_is_accepted_by_ptxas(kind):
+@pytest.mark.parametrize("kind,n,barrier", [("softmax", 4096, True), ("layernorm", 4096, True),
+                                            ("softmax", 1024, False)])
+def test_gpu_form_is_accepted_by_ptxas(kind, n, barrier):
     from hlocc.backends.cuda.ptx import compile_ptx, find_ptxas, validate_ptx
     from hlocc.passes.pipeline import BACKEND_PIPELINES
 
     ptxas = find_ptxas()
     if ptxas is None:
         pytest.skip("no ptxas: install the CUDA toolkit or the test extra")
-    module = parse_hlo(program(kind, "f32", 64, 4096))
+    module = parse_hlo(program(kind, "f32", 64, n))
     PassManager(BACKEND_PIPELINES["cuda"].optimization).run(module)
     (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
     kernel = compile_ptx(fusion.attrs["calls"], "sm_90")
-    assert kernel.emitter == "stitch" and "shfl.sync.bfly" in kernel.ptx and "bar.sync" in kernel.ptx
+    # a block per row of 4096 meets at a barrier; a warp per row of 1024 needs none
+    assert kernel.emitter == "stitch" and "shfl.sync.bfly" in kernel.ptx and ("bar.sync" in kernel.ptx) == barrier
     validate_ptx(kernel.ptx, "sm_90", ptxas)
 
 

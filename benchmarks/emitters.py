@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from programs import CORPUS, XlaReference, case_dir, ensure_data, hlocc_runner, reference_platform  # noqa: E402
+from programs import CORPUS, XlaReference, case_dir, ensure_data, gpu_time_ms, hlocc_runner, reference_platform  # noqa: E402
 
 COPY_BYTES = 256 << 20
 QUICK_COPY_BYTES = 16 << 20
@@ -85,6 +85,10 @@ class Result:
     emitters: str = ""
     max_rel_err: float | None = None
     copy_gbs: float | None = None  # the memory bandwidth the percentages are of
+    hlocc_gpu_ms: float | None = None  # --backend cuda: the GPU's own time per call (programs.gpu_time_ms)
+    xla_gpu_ms: float | None = None
+    hlocc_gpu_ops: float | None = None  # kernels, copies and sets per call
+    xla_gpu_ops: float | None = None
     match: bool = False
     problem: str | None = None  # why the outputs differ, or why hlocc failed
 
@@ -292,6 +296,12 @@ def bench_case(case: Case, text: str, inputs: list[np.ndarray], runs: int, copy:
     ours = hlocc_runner(exe, args, backend, xla)
     result.hlocc_ms, result.xla_ms = interleaved_median_ms([ours, lambda: xla.run(buffers, to_host=False)], runs)
     result.ratio = result.xla_ms / result.hlocc_ms
+    if backend == "cuda":
+        for prefix, fn in (("hlocc", ours), ("xla", lambda: xla.run(buffers, to_host=False))):
+            measured = gpu_time_ms(fn, runs)
+            if measured is not None:
+                setattr(result, f"{prefix}_gpu_ms", measured[0])
+                setattr(result, f"{prefix}_gpu_ops", measured[1])
     result.hlocc_gbs = result.bytes_moved / result.hlocc_ms / 1e6
     result.xla_gbs = result.bytes_moved / result.xla_ms / 1e6
     result.hlocc_bw_pct = 100 * result.hlocc_gbs / result.copy_gbs
@@ -305,7 +315,7 @@ def geomean(values: Sequence[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-def markdown_row(r: Result) -> str:
+def markdown_row(r: Result, gpu: bool = False) -> str:
     def num(v: float | None, fmt: str) -> str:
         return "—" if v is None else format(v, fmt)
 
@@ -314,11 +324,19 @@ def markdown_row(r: Result) -> str:
              f"{r.bytes_moved / 1e6:.1f}", num(r.copy_gbs, ".1f"), num(r.hlocc_gbs, ".1f"),
              num(r.hlocc_bw_pct, ".0f"), num(r.xla_bw_pct, ".0f"), num(r.compile_ms, ".0f"), r.emitters,
              num(r.max_rel_err, ".1e"), verdict]
+    if gpu:
+        ours, theirs = r.hlocc_gpu_ms, r.xla_gpu_ms
+        cells[5:5] = [num(ours and ours * 1e3, ".1f"), num(theirs and theirs * 1e3, ".1f"),
+                      num(ours and theirs and theirs / ours, ".2f"),
+                      f"{num(r.hlocc_gpu_ops, '.0f')}/{num(r.xla_gpu_ops, '.0f')}"]
     return "| " + " | ".join(cells) + " |"
 
 
 HEADER = ("| case | inputs | hlocc ms | XLA ms | ratio | MB moved | copy GB/s | hlocc GB/s | hlocc % bw | XLA % bw "
           "| compile ms | emitters | max rel err | match |")
+GPU_HEADER = HEADER.replace("| ratio |", "| ratio | hlocc GPU µs | XLA GPU µs | GPU ratio | GPU ops hlocc/XLA |")
+"""--backend cuda adds the GPU's own time per call (kernels and copies, from CUPTI through torch):
+the wall times there are mostly the host's launch and synchronization."""
 
 
 def main() -> None:
@@ -346,9 +364,10 @@ def main() -> None:
     print(f"{len(cases)} cases, {args.runs} runs, median; hlocc --backend {args.backend} against XLA on "
           f"{reference_platform(args.backend)}; jax {jax.__version__}, {os.cpu_count()} cpus, load {load:.1f}",
           file=log, flush=True)
+    header = GPU_HEADER if args.backend == "cuda" else HEADER
     if not args.json:
-        print(HEADER)
-        print("|" + "---|" * HEADER.count(" | ") + "---|")
+        print(header)
+        print("|" + "---|" * header.count(" | ") + "---|")
     results, skipped = [], {}
     for case in cases:
         try:
@@ -359,7 +378,7 @@ def main() -> None:
             continue
         results.append(bench_case(case, text, inputs, args.runs, copy, args.backend))
         if not args.json:
-            print(markdown_row(results[-1]), flush=True)
+            print(markdown_row(results[-1], args.backend == "cuda"), flush=True)
     mean = geomean([r.ratio for r in results if r.ratio is not None])
     if args.json:
         print(json.dumps({"jax": jax.__version__, "cpus": os.cpu_count(), "load": load, "runs": args.runs,

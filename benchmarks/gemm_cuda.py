@@ -5,13 +5,16 @@ run (issue 17 item 4's acceptance: bf16 4096³ and 8192³, target ≥ 60% of cuB
                                    [--runs 20] [--epilogue]
 
 Per square size N and dtype: `hlocc codegen` (`hlocc.compile(..., gemm="codegen")`: the dot fusion
-as the 128x128x32, 2x2-warp, 3-stage cp.async kernel of codegen/schedule/gpu_choice.py) and
-`cuBLAS` (`gemm="library"`: nvmath-python's cuBLAS binding), both on the same device with inputs
-already there and results left there (device arrays in and out, as a user in a loop). Each variant
-is timed as `--runs` back-to-back calls closed by one read of the last result (which waits for the
-stream), best of 3 such rounds, interleaved between the variants; TFLOP/s = 2N³ / time. The two
-results are compared (relative 2e-2 of the largest magnitude: f32 accumulation, bf16 rounding of
-the output). `--epilogue` adds dot + bias + ReLU fused into the generated kernel.
+as the 128x128x32, 2x2-warp, 3-stage cp.async kernel of codegen/schedule/gpu_choice.py) and `cuBLAS`
+(`gemm="library"`: nvmath-python's cuBLAS binding), both on the same device with inputs already
+there and results left there (device arrays in and out, as a user in a loop). Each variant is timed
+as `--runs` back-to-back calls (each hlocc call returns once its stream is done; torch's are closed
+by one synchronization), best of 3 such rounds, interleaved between the variants; TFLOP/s = 2N³ /
+time. The results are compared with cuBLAS's (relative 2e-2 of the largest magnitude: f32
+accumulation, bf16 rounding of the output). `--epilogue` adds dot + bias + ReLU fused into the
+generated kernel. Where torch sees the GPU, `torch.matmul` on the same inputs is a third variant
+(PyTorch's own cuBLAS call), and every variant also gets its kernels' own time (GPU ms: CUPTI
+through torch.profiler), apart from the host's.
 
 `--backend cuda-sim` runs the same path with the kernels in SIMT simulation on the host (a smoke test
 of this script with small sizes; its times are not GPU times).
@@ -20,11 +23,16 @@ of this script with small sizes; its times are not GPU times).
 from __future__ import annotations
 
 import argparse
+import pathlib
+import sys
 import time
 
 import numpy as np
 
 import hlocc
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from programs import gpu_time_ms  # noqa: E402
 
 
 def dot_text(n: int, dtype: str, epilogue: bool) -> str:
@@ -64,9 +72,42 @@ def time_ms(call, runs: int) -> float:
         t0 = time.perf_counter()
         for _ in range(runs):
             result = call()
-        np.asarray(result)  # one read: waits for the stream
+        settle(result)
         best = min(best, (time.perf_counter() - t0) * 1e3 / runs)
     return best
+
+
+def settle(result) -> None:
+    """Wait for `result` without reading it back (a read of N² elements and their conversion on the
+    host cost more than the product: 3.5 ms a call at N = 4096 over 10 calls, as measured on an H200).
+    An hlocc run returns once its stream is done; torch's are asynchronous."""
+    if hasattr(result, "is_cuda") and result.is_cuda:
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def host(result) -> np.ndarray:
+    """The result on the host, as f32 (for the comparison)."""
+    if hasattr(result, "is_cuda"):  # a torch tensor
+        return result.float().cpu().numpy()
+    return np.asarray(result, np.float32)
+
+
+def torch_matmul(n: int, dtype: str, epilogue: bool, arrays: list[np.ndarray]):
+    """torch.matmul on the same inputs (PyTorch's cuBLAS, its own heuristics and workspace): a second
+    reference for what the card gives, where torch sees a GPU; else None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    kind = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[dtype]
+    a, b, *bias = [torch.from_numpy(x.astype(np.float32)).to("cuda", kind) for x in arrays]
+    if epilogue:
+        return lambda: torch.relu(torch.matmul(a, b) + bias[0])
+    return lambda: torch.matmul(a, b)
 
 
 def main() -> None:
@@ -80,7 +121,9 @@ def main() -> None:
     if args.backend == "cuda-sim":
         print("cuda-sim: the GPU kernels run in simulation on the host; its times are not GPU times")
     device_results = args.backend == "cuda"
-    print(f"{'case':<28} {'variant':<16} {'ms':>10} {'TFLOP/s':>9} {'vs cuBLAS':>10}  check")
+    # GPU ms and TFLOP/s: the kernels' own time (CUPTI through torch.profiler, programs.gpu_time_ms)
+    print(f"{'case':<28} {'variant':<16} {'ms':>10} {'TFLOP/s':>9} {'vs cuBLAS':>10} {'GPU ms':>8} {'TFLOP/s':>8}"
+          "  check")
     for dtype in args.dtypes.split(","):
         for n in map(int, args.sizes.split(",")):
             for epilogue in (False, True) if args.epilogue else (False,):
@@ -90,15 +133,22 @@ def main() -> None:
                             for name, gemm in (("cuBLAS", "library"), ("hlocc codegen", "codegen"))}
                 calls = {name: (lambda exe=exe, inputs=inputs: exe(*inputs, return_device_arrays=device_results))
                          for name, exe in variants.items()}
-                results = {name: np.asarray(call(), np.float32) for name, call in calls.items()}
+                reference = device_results and torch_matmul(n, dtype, epilogue, host_inputs(n, dtype, epilogue))
+                if reference:
+                    calls["torch.matmul"] = reference
+                results = {name: host(call()) for name, call in calls.items()}
                 scale = max(1e-6, float(np.abs(results["cuBLAS"]).max()))
-                error = float(np.abs(results["hlocc codegen"] - results["cuBLAS"]).max()) / scale
                 times = {name: time_ms(call, args.runs) for name, call in calls.items()}
+                gpu = {name: gpu_time_ms(call, args.runs) if device_results else None for name, call in calls.items()}
                 case = f"{dtype} {n}^3" + (" +bias+relu" if epilogue else "")
                 for name, ms in times.items():
                     ratio = times["cuBLAS"] / ms
-                    check = "" if name == "cuBLAS" else ("ok" if error <= 2e-2 else f"MISMATCH {error:.2e}")
-                    print(f"{case:<28} {name:<16} {ms:>10.3f} {2 * n ** 3 / ms / 1e9:>9.1f} {ratio:>9.0%}  {check}")
+                    errors = float(np.abs(results[name] - results["cuBLAS"]).max()) / scale
+                    check = "" if name == "cuBLAS" else ("ok" if errors <= 2e-2 else f"MISMATCH {errors:.2e}")
+                    kernel = (f"{gpu[name][0]:>8.3f} {2 * n ** 3 / gpu[name][0] / 1e9:>8.1f}" if gpu[name]
+                              else f"{'-':>8} {'-':>8}")
+                    print(f"{case:<28} {name:<16} {ms:>10.3f} {2 * n ** 3 / ms / 1e9:>9.1f} {ratio:>9.0%} {kernel}  "
+                          f"{check}")
 
 
 if __name__ == "__main__":

@@ -28,9 +28,9 @@ import os
 import pathlib
 import re
 import statistics
-import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -55,8 +55,9 @@ def ensure_data(cases: list[dict], data: pathlib.Path) -> None:
     if missing:
         data.mkdir(parents=True, exist_ok=True)
         print(f"recreating {', '.join(missing)} in {data} ...", flush=True)
-        subprocess.run([sys.executable, str(CORPUS / "gen_public.py"), "--only", ",".join(missing), "--no-timing",
-                        "--outdir", str(data)], check=True, capture_output=True)
+        from corpus import recreate_jax_cases
+
+        recreate_jax_cases(missing, data).check_returncode()
 
 
 def case_dir(name: str, data: pathlib.Path) -> pathlib.Path:
@@ -104,6 +105,28 @@ def reference_platform(backend: str) -> str:
     return "gpu" if backend == "cuda" else "cpu"
 
 
+def gpu_time_ms(fn: Callable[[], object], runs: int) -> tuple[float, float] | None:
+    """The GPU's own time per call of `fn` (its kernels, copies and sets, as CUPTI records them
+    through torch.profiler: the device's durations, not the host's launches) and the number of
+    those activities per call; None where torch cannot see a GPU (torch is the test extra's).
+    Host-side overhead is what the wall times add on top."""
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    fn()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            fn()
+    events = [e for e in prof.profiler.kineto_results.events() if e.device_type() == torch.autograd.DeviceType.CUDA]
+    if not events:
+        return None
+    return sum(e.duration_ns() for e in events) / 1e6 / runs, len(events) / runs
+
+
 def hlocc_runner(exe, args, backend: str, xla: XlaReference):
     """A call that runs `exe` once as a user of `backend` would in a loop: on cuda with the inputs
     already on the GPU (XLA's device buffers, taken through DLPack) and the results left there."""
@@ -125,6 +148,10 @@ def bench_case(case: dict, data: pathlib.Path, runs: int, backend: str = "cpu",
 
     name = case["name"]
     directory = case_dir(name, data)
+    if backend != "cpu":
+        from corpus import GPU_NUMERICS_TOLERANCE
+
+        case = {**case, **GPU_NUMERICS_TOLERANCE.get(name, {})}
     text = (CORPUS / f"{name}.hlo").read_text()
     inputs = load_npz(directory / f"{name}.in.npz")
     expected = load_npz(directory / f"{name}.out.npz")

@@ -5,8 +5,8 @@ add-dependency, domain), of device ids, and of collectives under hlocc's one-dev
 hlocc models a single replica and a single partition: a collective over a group of one device is
 the identity (an all-reduce over one participant returns its operands), and a collective whose
 declared result shape shows more than one participant cannot be evaluated. Host transfers
-(infeed, outfeed, send, recv) and custom calls other than the identity annotations and "TopK"
-(evaluator/sorting.py) are not supported.
+(infeed, outfeed, send, recv) and custom calls other than the identity annotations, "TopK"
+(evaluator/sorting.py) and JAX's LAPACK calls (evaluator/lapack.py) are not supported.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from hlocc.errors import UnsupportedError
+from hlocc.evaluator import lapack
 from hlocc.evaluator.core import TOKEN, EvaluationError, Evaluator
 from hlocc.evaluator.sorting import top_k, topk_custom_call_k
 from hlocc.hlo.ir import HloInstruction
@@ -158,6 +159,9 @@ def eval_custom_call(instr: HloInstruction, operands: list, ev: Evaluator) -> An
         return operands[0]
     if target == "TopK":
         return top_k(np.asarray(operands[0]), topk_custom_call_k(instr))
+    if lapack.is_lapack_call(instr):
+        results = lapack.evaluate(instr, operands)
+        return tuple(results) if instr.shape.is_tuple else results[0]
     raise UnsupportedError(f"unsupported custom-call target '{target}' (instruction '{instr.name}')")
 
 

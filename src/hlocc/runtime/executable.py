@@ -9,7 +9,8 @@ compile a fusion into a kernel):
 Thunk emission walks each sequential computation in schedule order (XLA's thunk emitter):
 parameters, constants, tuples, get-tuple-elements and bitcasts emit nothing (their buffers are
 aliased); a fusion or an op that needs a kernel becomes a KernelThunk (a lone op as a one-op
-fusion); dot and convolution become library thunks, sort, topk and custom-call "TopK" host
+fusion); dot and convolution become library thunks, sort, topk, custom-call "TopK" and JAX's LAPACK
+custom calls (evaluator/lapack.py) host
 library calls (LibraryThunk, runtime/library.py); a layout-preserving copy a CopyThunk; while,
 conditional and call nest the thunk sequences of their computations; every boundary copy the
 buffer assignment planned becomes a CopyThunk at its place. What has no kernel yet runs as a
@@ -39,6 +40,7 @@ import numpy as np
 
 from hlocc.analysis.hero import EmitterKind, emitter_kind
 from hlocc.errors import HloError, ResourceError, UnsupportedError
+from hlocc.evaluator import lapack
 from hlocc.evaluator.convolution import conv_dimension_numbers
 from hlocc.evaluator.core import TOKEN
 from hlocc.evaluator.dot import dot_dimension_numbers
@@ -111,6 +113,11 @@ class RuntimeStats:
         lines.append("compile time (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in self.compile_ms.items()
                                                        if ":" not in k))
         return "\n".join(lines)
+
+
+def _lapack(values: list, evaluator, instr: HloInstruction) -> list[np.ndarray]:
+    """A LAPACK custom call (evaluator/lapack.py) as a library call: LibraryThunk's `compute`."""
+    return lapack.evaluate(instr, values)
 
 
 def value_refs(assignment: BufferAssignment, instr: HloInstruction) -> ValueRefs:
@@ -217,6 +224,11 @@ class ThunkEmitter:
             return self._kernel(instr, instr.fused_computation)
         if op == "sort" or op == "topk" or (op == "custom-call" and instr.attrs.get("custom_call_target") == "TopK"):
             return [self._library(instr)]
+        if op == "custom-call" and lapack.is_lapack_call(instr):  # jnp.linalg on XLA:CPU: LAPACK
+            self.stats.library_calls[f"lapack {lapack.routine_name(instr)}"] += 1
+            operands = [ref for o in instr.operands for ref in self._refs(o).leaves]
+            return [LibraryThunk(instr.name, f"lapack {lapack.routine_name(instr)}",
+                                 partial(_lapack, instr=instr), operands, list(self._outputs(instr).leaves))]
         if op == "get-dimension-size":  # a size: known here, or once a dynamic program binds its symbols
             [output] = self._outputs(instr).leaves
             return [ScalarThunk(instr.name, instr.operands[0].shape.dims[instr.attrs["dimensions"][0]], output)]

@@ -56,6 +56,24 @@ ENTRY e {
   ROOT r = f32[4,?(b*n)] reshape(m)
 }"""
 
+# transposes of the minor dim: the tiled grid (analysis/launch.py tiled_symbolic_grid), partial
+# tiles in both directions at most sizes
+TRANSPOSE_MINOR = """HloModule m
+ENTRY e {
+  p0 = f32[?b,40] parameter(0)
+  t = f32[40,?b] transpose(p0), dimensions={1,0}
+  k = f32[] constant(1)
+  kb = f32[40,?b] broadcast(k), dimensions={}
+  ROOT a = f32[40,?b] add(t, kb)
+}"""
+
+TRANSPOSE_021 = """HloModule m
+ENTRY e {
+  p0 = f32[?b,?n,24] parameter(0)
+  t = f32[?b,24,?n] transpose(p0), dimensions={0,2,1}
+  ROOT m = f32[?b,24,?n] multiply(t, t)
+}"""
+
 # multi-output, s8 and pred outputs (narrow elements), a negate and an exp
 MULTI_OUTPUT = """HloModule m
 ENTRY e {
@@ -128,6 +146,11 @@ def test_two_variables_transpose_reshape():
     _check(TRANSPOSE_RESHAPE, [{"b": b, "n": n} for b, n in [(1, 1), (2, 3), (7, 17), (16, 5), (0, 3), (3, 0)]])
 
 
+def test_transposes_of_the_minor_dimension_in_tiles():
+    _check(TRANSPOSE_MINOR, [{"b": n} for n in SIZES])
+    _check(TRANSPOSE_021, [{"b": b, "n": n} for b, n in [(1, 1), (2, 17), (3, 16), (1, 33), (0, 5), (2, 0)]])
+
+
 def test_row_reduction_with_symbolic_row_length():
     # the vector partials reassociate the sum: within a few ulps of the row's magnitude (|x| <= ~16)
     _check(ROW_SUM, [{"b": b, "n": n} for b, n in [(1, 1), (3, 17), (5, 16), (2, 101), (37, 15), (4, 0)]],
@@ -143,8 +166,8 @@ def test_one_compilation_for_all_sizes():
     assert compile_fusion(parse_hlo(text).entry) is kernel
 
 
-@pytest.mark.parametrize("text", [ADD_BROADCAST, MINOR, TRANSPOSE_RESHAPE, ROW_SUM],
-                         ids=["add_broadcast", "minor", "transpose_reshape", "row_sum"])
+@pytest.mark.parametrize("text", [ADD_BROADCAST, MINOR, TRANSPOSE_RESHAPE, ROW_SUM, TRANSPOSE_021],
+                         ids=["add_broadcast", "minor", "transpose_reshape", "row_sum", "transpose_021"])
 def test_bounds_checked_at_random_sizes(text):
     """Checked kernels raise BoundsCheckError on any access outside a buffer: none at any size."""
     module = parse_hlo(text)

@@ -83,7 +83,8 @@ class LoopEmitter(FusionEmitterBase):
         launch, per_thread = self.launch()
         grid = None
         if self.symbols:
-            grid = symbolic_loop_grid(first.dims, launch.threads_per_block, per_thread, first.minor_to_major)
+            grid = symbolic_loop_grid(first.dims, launch.threads_per_block, per_thread, first.minor_to_major,
+                                      tile_rows=self._transposed_tile_rows(first))
             launch, loop_map = grid.launch, grid.map
         else:
             loop_map = loop_launch_map(first.dims, launch, vector_size=per_thread,
@@ -121,6 +122,18 @@ class LoopEmitter(FusionEmitterBase):
         entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))
         module = ModuleOp([entry, *functions])
         return KernelModule(module, self.name, launch, len(params), len(leaves), symbols=self.symbols)
+
+    def _transposed_tile_rows(self, output) -> int:
+        """Rows per tile of the symbolic grid (`tiled_symbolic_grid`) where a transpose in the fusion
+        gives the output's minor dim from a dim of its operand that is not the operand's minor one
+        (its reads would stride by whole rows): a cache line of the operand's elements; else 0."""
+        for t in self.fusion.instructions:
+            if t.opcode != "transpose" or t.shape.dims != output.dims or t.shape.rank < 2:
+                continue
+            operand = t.operands[0].shape
+            if t.attrs["dimensions"][t.shape.minor_to_major[0]] != operand.minor_to_major[0]:
+                return max(2, 64 // max(1, operand.element_type.bits // 8))
+        return 0
 
     @staticmethod
     def _emit_guarded_loops(b: KernelBuilder, ids: list[SSAValue], grid: SymbolicGrid, root: str,

@@ -112,3 +112,61 @@ func.func @keep_rolled(%x: f32) -> f32 {
   } {xla.keep_rolled}
   func.return %r : f32
 }
+
+// -----
+
+// The body is counted as it will be after expand-float-ops: a math op that becomes an approximation
+// counts 48 (unroll_loops.EXPANDED_MATH_OPS). 37 iterations of an add unroll; 37 iterations of
+// three exps (37 * 147 > 4096) stay a loop (counted as 4 ops a loop like it was unrolled, and a
+// logsumexp kernel took 12.7 s to compile); 16 lanes of an exp (16 * 49 < 4096) unroll.
+
+// CHECK-LABEL: func.func @arith
+// CHECK-NOT:     scf.for
+// CHECK-COUNT-37: arith.addf
+// CHECK:         func.return
+func.func @arith(%x: f32) -> f32 {
+  %lo = arith.constant 0 : index
+  %hi = arith.constant 37 : index
+  %st = arith.constant 1 : index
+  %r = scf.for %i = %lo to %hi step %st iter_args(%acc = %x) -> (f32) {
+    %s = arith.addf %acc, %x : f32
+    scf.yield %s : f32
+  }
+  func.return %r : f32
+}
+
+// -----
+
+// CHECK-LABEL: func.func @exp_rows
+// CHECK:         scf.for
+// CHECK-COUNT-3:   math.exp
+// CHECK:           scf.yield
+func.func @exp_rows(%x: f32) -> f32 {
+  %lo = arith.constant 0 : index
+  %hi = arith.constant 37 : index
+  %st = arith.constant 1 : index
+  %r = scf.for %i = %lo to %hi step %st iter_args(%acc = %x) -> (f32) {
+    %e = math.exp %acc : f32
+    %f = math.exp %e : f32
+    %g = math.exp %f : f32
+    scf.yield %g : f32
+  }
+  func.return %r : f32
+}
+
+// -----
+
+// CHECK-LABEL: func.func @exp_lanes
+// CHECK-NOT:     scf.for
+// CHECK-COUNT-16: math.exp
+// CHECK:         func.return
+func.func @exp_lanes(%x: f32) -> f32 {
+  %lo = arith.constant 0 : index
+  %hi = arith.constant 16 : index
+  %st = arith.constant 1 : index
+  %r = scf.for %i = %lo to %hi step %st iter_args(%acc = %x) -> (f32) {
+    %e = math.exp %acc : f32
+    scf.yield %e : f32
+  }
+  func.return %r : f32
+}

@@ -41,7 +41,7 @@ from hlocc.backends.cuda.library import plan_gemm
 from hlocc.backends.cuda.memory import DeviceMemory, RunStats
 from hlocc.codegen.pipeline import PipelineOptions
 from hlocc.errors import ArgumentError
-from hlocc.evaluator.core import TOKEN, Evaluator
+from hlocc.evaluator.core import TOKEN
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import BACKEND_PIPELINES, PassManager, cuda_pipeline
@@ -74,7 +74,7 @@ class DeviceExecutable(ThunkExecutable):
         device.activate()
         stats = RunStats()
         buffers = [self._buffer(allocation, args, stats) for allocation in self.assignment.allocations]
-        memory = DeviceMemory(device, buffers, Evaluator(self.seed), stats)
+        memory = DeviceMemory(device, buffers, self.seed, stats)
         self.program.execute(memory)
         root = self.module.entry.root
         leaves = []

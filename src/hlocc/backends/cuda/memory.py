@@ -46,12 +46,21 @@ class RunStats:
 class DeviceMemory:
     """The buffers of one run on `device` (module doc); `buffers[i]` is allocation i's."""
 
-    def __init__(self, device: Device, buffers: list[Any], evaluator: Evaluator, stats: RunStats):
+    def __init__(self, device: Device, buffers: list[Any], seed: int, stats: RunStats):
         self.device = device
         self.buffers = buffers
         self.addresses = [b.ptr for b in buffers]
-        self.evaluator = evaluator
+        self.seed = seed
+        self._evaluator: Evaluator | None = None
         self.stats = stats
+
+    @property
+    def evaluator(self) -> Evaluator:
+        """Made on first use, as HostMemory's: a run with no host fallback needs none (making one,
+        with its random generator, was ~15 µs of every run)."""
+        if self._evaluator is None:
+            self._evaluator = Evaluator(self.seed)
+        return self._evaluator
 
     def address(self, where: BufferSlice) -> int:
         return self.addresses[where.allocation_index] + where.offset

@@ -229,9 +229,10 @@ def test_a_kernel_the_shared_call_launches_itself_leaves_nothing_per_size():
     # A one-version kernel with runtime dims is launched by lines of the shared call: its launch
     # facts are among the binding's numbers and its dims table is the arena's, written each call.
     exe = hlocc.compile(ONE.replace("DIM", "?n"), "cpu")
-    for n in (5, 0, 7, 5, 1, 600_000):  # the last one over the thread pool
-        x = np.arange(n, dtype=np.float32)
-        np.testing.assert_array_equal(exe(x), 2 * x, err_msg=f"size {n}")
+    sizes = (5, 0, 7, 5, 1, 600_000)  # the last one over the thread pool
+    results = [(n, exe(np.arange(n, dtype=np.float32))) for n in sizes]
+    for n, got in results:  # each call's result its own, whatever the sizes after it
+        np.testing.assert_array_equal(got, 2 * np.arange(n, dtype=np.float32), err_msg=f"size {n}")
     plan = exe.program.plan
     assert plan.shared and plan.bound_kernels() == {} and "    f0(a0, 0, V[" in plan.source
     assert not plan.thunks()[0].kernel.kernel._launches  # no launch facts memoized per size

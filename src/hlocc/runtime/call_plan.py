@@ -31,6 +31,10 @@ Where those per-size parts are flat (every symbolic kernel offers `launch_at`, n
 among the bound steps) the plan is `shared`: its arenas serve every size, each holding one table per
 kernel, and the call takes the binding as arguments, `call(args, V, L)`, `L[j]` a launch at the
 binding's dims over the arena's table or a bound step (`SharedCall`); a new size then makes no arena.
+A symbolic kernel with one version whose kernel offers `launch_source` (runtime.thunks.LaunchSource)
+is not even in `L`: the call launches it by its own lines, from launch facts (no work / serial /
+over the pool, blocks, elements) that are entries of `exprs` like the sizes, after writing its dims
+into the arena's dims table, so a new size makes no object for it (`_inline`).
 
 Thread safety: an arena serves one call at a time (popped from the pool, pushed back after: both
 atomic list operations), so concurrent calls each have their own temporaries and tables.

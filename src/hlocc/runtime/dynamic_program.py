@@ -12,7 +12,9 @@ compile-once flow on the host):
 
 A new binding costs the shape function, the kernels' versions and launches at its dims, and the
 binding of the thunks that have no planned form (a library call, a host thunk): the per-call code
-is generated and compiled once for every size (runtime/call_plan.py, `symbolic=True`). `bind`
+is generated and compiled once for every size (runtime/call_plan.py, `symbolic=True`). Where the
+call launches every kernel itself and has no step to bind, a binding is numbers only: one generated
+function of the argument dims (`_plan_bindings`' `calls_of`). `bind`
 gives the whole plan bound (BoundProgram), for tests and for programs with per-size kernels, whose
 thunks differ per binding and so get a call plan each.
 

@@ -43,7 +43,7 @@ from hlocc.backends.cpu.kernel_cache import (
     load_cached_kernel_plan,
     store_kernel,
 )
-from hlocc.backends.cpu.launcher import BlocksFunction, address_table, is_serial, launch_table
+from hlocc.backends.cpu.launcher import BlocksFunction, address_table, is_serial, is_serial_source, launch_table
 from hlocc.codegen.context import print_module
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import KernelModule, fusion_symbols
@@ -213,9 +213,8 @@ class CompiledKernel:
         if not self.symbols or self.bounds_record:
             return None
         work, blocks, elements = _facts_source(self, names)
-        mode = f"(0 if not ({work}) else 1 if is_serial({blocks}, {elements}) else 2)"
-        return LaunchSource(tuple(self.symbols), mode, blocks, elements, self.fn, launch_table,
-                            {"is_serial": is_serial})
+        mode = f"(0 if not ({work}) else 1 if {is_serial_source(blocks, elements)} else 2)"
+        return LaunchSource(tuple(self.symbols), mode, blocks, elements, self.fn, launch_table, {})
 
     def _launch(self, addresses: list[int], blocks: int, elements: int) -> None:
         self._launch_table(address_table(addresses), blocks, elements)

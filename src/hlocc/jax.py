@@ -53,13 +53,15 @@ class JitFunction:
         return _jax().tree_util.tree_unflatten(out_tree, [np.asarray(x) for x in leaves])
 
     def executables(self) -> list[tuple[tuple, Executable]]:
-        """(signature, Executable) of every compilation so far."""
-        return [(key, exe) for key, (exe, _) in self._compiled.items()]
+        """(signature, Executable) of every compilation so far; a signature names each argument's
+        dtype (with its shape when not polymorphic) as a string, e.g. `(((4,), "float32"),)`."""
+        return [(_signature(key), exe) for key, (exe, _) in self._compiled.items()]
 
     def _executable(self, arrays: list[np.ndarray]) -> tuple[Executable, Any]:
-        # Symbolic: one export per argument dtypes (a size change is the Executable's business).
-        key = tuple(str(a.dtype) for a in arrays) if self.polymorphic_shapes is not None else \
-            tuple((a.shape, str(a.dtype)) for a in arrays)
+        # Symbolic: one export per argument dtypes (a size change is the Executable's business). Keyed
+        # by the dtype objects: `str(dtype)` runs numpy's Python formatting, 3.6 µs per argument per call.
+        key = tuple([a.dtype for a in arrays]) if self.polymorphic_shapes is not None else \
+            tuple([(a.shape, a.dtype) for a in arrays])
         if key not in self._compiled:
             jax = _jax()
             jitted = jax.jit(self.fn)
@@ -72,6 +74,11 @@ class JitFunction:
                 source, out_tree = lowered.as_text(), lowered.out_tree
             self._compiled[key] = (compile(source, self.backend, **self.options), out_tree)
         return self._compiled[key]
+
+
+def _signature(key: tuple) -> tuple:
+    """A `_compiled` key with its dtypes as strings (what `executables` shows)."""
+    return tuple(str(k) if isinstance(k, np.dtype) else (k[0], str(k[1])) for k in key)
 
 
 def jit(fn: Callable, polymorphic_shapes: Sequence[str | None] | None = None, *, backend: str = "cpu",

@@ -214,7 +214,8 @@ def test_an_arena_is_freed_without_the_cyclic_collector():
 
 
 def test_an_arena_keeps_the_dimension_values_its_tables_point_at():
-    exe = hlocc.compile(ONE.replace("DIM", "?n"), "cpu")
+    # a bounds-checked kernel is launched per size by `launch_at`, over the kernel's memo of dims
+    exe = hlocc.compile(ONE.replace("DIM", "?n"), "cpu", check_bounds=True)
     x = np.arange(5, dtype=np.float32)
     exe(x)
     kernel = exe.program.plan.thunks()[0].kernel.kernel
@@ -222,3 +223,17 @@ def test_an_arena_keeps_the_dimension_values_its_tables_point_at():
     kernel._launches.clear()  # the kernel's memo of launch facts is bounded: a long sweep clears it
     assert dims_table() is not None
     np.testing.assert_array_equal(exe(x), 2 * x)
+
+
+def test_a_kernel_the_shared_call_launches_itself_leaves_nothing_per_size():
+    # A one-version kernel with runtime dims is launched by lines of the shared call: its launch
+    # facts are among the binding's numbers and its dims table is the arena's, written each call.
+    exe = hlocc.compile(ONE.replace("DIM", "?n"), "cpu")
+    sizes = (5, 0, 7, 5, 1, 600_000)  # the last one over the thread pool
+    results = [(n, exe(np.arange(n, dtype=np.float32))) for n in sizes]
+    for n, got in results:  # each call's result its own, whatever the sizes after it
+        np.testing.assert_array_equal(got, 2 * np.arange(n, dtype=np.float32), err_msg=f"size {n}")
+    plan = exe.program.plan
+    assert plan.shared and plan.bound_kernels() == {} and "    f0(a0, 0, V[" in plan.source
+    assert not plan.thunks()[0].kernel.kernel._launches  # no launch facts memoized per size
+    assert plan.launchers_built == 1  # one table, in the one arena

@@ -31,6 +31,10 @@ Where those per-size parts are flat (every symbolic kernel offers `launch_at`, n
 among the bound steps) the plan is `shared`: its arenas serve every size, each holding one table per
 kernel, and the call takes the binding as arguments, `call(args, V, L)`, `L[j]` a launch at the
 binding's dims over the arena's table or a bound step (`SharedCall`); a new size then makes no arena.
+A symbolic kernel with one version whose kernel offers `launch_source` (runtime.thunks.LaunchSource)
+is not even in `L`: the call launches it by its own lines, from launch facts (no work / serial /
+over the pool, blocks, elements) that are entries of `exprs` like the sizes, after writing its dims
+into the arena's dims table, so a new size makes no object for it (`_inline`).
 
 Thread safety: an arena serves one call at a time (popped from the pool, pushed back after: both
 atomic list operations), so concurrent calls each have their own temporaries and tables.
@@ -47,7 +51,7 @@ import numpy as np
 
 from hlocc.evaluator.core import TOKEN
 from hlocc.hlo.ir import HloModule
-from hlocc.hlo.symbolic import DimExpr
+from hlocc.hlo.symbolic import DimExpr, symbol
 from hlocc.hlo.types import Shape
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAllocation
 from hlocc.runtime.shape_function import expr_source
@@ -58,6 +62,7 @@ from hlocc.runtime.thunks import (
     CopyThunk,
     HostMemory,
     KernelThunk,
+    LaunchSource,
     SequentialThunk,
     Thunk,
     WhileThunk,
@@ -149,8 +154,10 @@ class CallPlan:
                  symbolic: bool = False):
         self.module = module
         self.symbolic = symbolic
-        self.exprs: list[DimExpr] = []  # a symbolic plan's sizes, `V[i]` in its source
+        self.exprs: list[DimExpr | _Fact] = []  # a symbolic plan's sizes and launch facts, `V[i]` in its source
         self._expr_index: dict[DimExpr, int] = {}
+        self._fact_index: dict[str, int] = {}
+        self._inline: dict[int, LaunchSource] = {}  # k: a kernel the shared call launches by its own lines
         self.result_shape = module.entry.root.shape
         self.program = program
         self.seed = seed
@@ -217,9 +224,10 @@ class CallPlan:
         if self._code is None:
             self._compile()
         if self.shared:
-            return SharedCall(self, self._numbers(binding), tuple([
-                kernels[k] if n_args is not None else self._step(steps[k], None) for k, n_args in self._per_binding]))
-        return BoundCall(self, Binding(self._numbers(binding), kernels, steps))
+            return SharedCall(self, self.numbers(binding), tuple([
+                kernels[k] if n_args is not None else self._step(steps[k], None) for k, n_args in self._per_binding])
+                if self._per_binding else ())
+        return BoundCall(self, Binding(self.numbers(binding), kernels, steps))
 
     def thunks(self) -> list[Thunk]:
         """The top-level thunks, nested sequences spliced in (what `k` counts)."""
@@ -229,6 +237,13 @@ class CallPlan:
         """k: the kernel of each top-level kernel thunk a binding must bind (`at`'s `kernels`)."""
         return {k: t.kernel for k, t in enumerate(_top_level(self.program))
                 if _planned_kernel(t) and not hasattr(t.kernel, "launcher")}
+
+    def bound_kernels(self) -> dict[int, Any]:
+        """k: the kernel of each symbolic kernel thunk whose launch a binding gives (`at`'s
+        `kernels`): all of them but those a shared call launches by its own lines (`_inline`)."""
+        if self._code is None:
+            self._compile()
+        return {k: kernel for k, kernel in self.symbolic_kernels().items() if k not in self._inline}
 
     def unplanned(self) -> dict[int, Thunk]:
         """k: each top-level thunk with no planned form, which a binding binds (`at`'s `steps`)."""
@@ -251,19 +266,26 @@ class CallPlan:
         # between sizes: a binding is its numbers and one launch or step per such thunk (`L[j]`).
         self.shared = self.symbolic and all(_shared_kernel(thunks[k]) for k in self.symbolic_kernels()) and not any(
             isinstance(t, (SequentialThunk, WhileThunk, ConditionalThunk)) for t in self.unplanned().values())
+        # Of those, a kernel with one version that offers `launch_source` is launched by lines of the
+        # call itself, its launch facts among the binding's numbers: a new size makes no object for it.
         self._per_binding: list[tuple[int, int | None]] = []  # (k, buffers of a kernel | None for a step), L's order
+        self._inline = {}
         if self.shared:
             kernels = self.symbolic_kernels()
+            self._inline = {k: launch for k, kernel in kernels.items() if (launch := _launch_source(kernel))}
             self._per_binding = [(k, len(thunks[k].arguments) if k in kernels else None)
-                                 for k in sorted({*kernels, *self.unplanned()})]
+                                 for k in sorted({*kernels, *self.unplanned()} - self._inline.keys())]
         self.source = self._source()
         self._code = compile(self.source, f"<call plan of {self.module.name}>", "exec")
-        if self.symbolic:  # `exprs` at a binding: one generated function (runtime/shape_function.py's arithmetic)
-            names = {v: f"b[{v!r}]" for e in self.exprs for v in e.variables}
-            body = "".join(f"{expr_source(e, names)}, " for e in self.exprs)
-            scope: dict[str, Any] = {}
+        # `exprs` at a binding (a dict of the variables' values), `numbers(binding)`: one generated
+        # function (runtime/shape_function.py's arithmetic)
+        if self.symbolic:
+            names = {v: f"b[{v!r}]" for e in self.exprs if isinstance(e, DimExpr) for v in e.variables}
+            body = "".join(f"{e.source if isinstance(e, _Fact) else expr_source(e, names)}, " for e in self.exprs)
+            scope: dict[str, Any] = {name: value for launch in self._inline.values()
+                                     for name, value in launch.scope.items()}
             exec(compile(f"def numbers(b):\n    return ({body})\n", f"<sizes of {self.module.name}>", "exec"), scope)
-            self._numbers = scope["numbers"]
+            self.numbers = scope["numbers"]
         base = {"address_of": address_of, "asarray": np.asarray, "empty": EMPTY, "u8": np.uint8,
                 "HostMemory": HostMemory, "TOKEN": TOKEN, "seed": self.seed, "memmove": ctypes.memmove,
                 "parameter_bytes": self.parameter_bytes}
@@ -297,6 +319,16 @@ class CallPlan:
             namespace[f"b{index}"], namespace[f"p{index}"] = data, arena.addresses[index]
         per_binding = dict(self._per_binding)
         for k, thunk, planned, slots in self._recipe:
+            if k in self._inline:  # its table and dims table; the call's lines launch it (`_source`)
+                count, launch = len(thunk.arguments), self._inline[k]
+                table, dims = (ctypes.c_void_p * (count + 1))(), (ctypes.c_int64 * max(1, len(launch.symbols)))()
+                table[count] = ctypes.addressof(dims)
+                self.launchers_built += 1
+                namespace.update({f"t{k}": table, f"a{k}": ctypes.addressof(table), f"d{k}": dims,
+                                  f"f{k}": launch.fn, f"q{k}": launch.pool})
+                for slot, index, offset in slots:
+                    table[slot] = arena.addresses[index] + offset
+                continue
             if k in per_binding:
                 if planned:  # a symbolic kernel of a shared plan: its table, launched by L (`at`)
                     table = (ctypes.c_void_p * (len(thunk.arguments) + 1))()
@@ -331,6 +363,13 @@ class CallPlan:
             self._expr_index[value] = len(self.exprs)
             self.exprs.append(value)
         return f"V[{self._expr_index[value]}]"
+
+    def _fact(self, source: str) -> str:
+        """A launch fact (LaunchSource's source over the binding `b`) in the call's source: `V[i]`."""
+        if source not in self._fact_index:
+            self._fact_index[source] = len(self.exprs)
+            self.exprs.append(_Fact(source))
+        return f"V[{self._fact_index[source]}]"
 
     def _source(self) -> str:
         """The per-call function (module doc), straight-line: one line per parameter, kernel slot,
@@ -382,6 +421,16 @@ class CallPlan:
                 if index in self.variable:
                     shifted = isinstance(offset, DimExpr) or offset
                     emit(f"    t{k}[{slot}] = p{index}" + (f" + {num(offset)}" if shifted else ""))
+            if k in self._inline:
+                launch = self._inline[k]
+                for i, name in enumerate(launch.symbols):
+                    emit(f"    d{k}[{i}] = {num(symbol(name))}")
+                mode, blocks, elements = (self._fact(text) for text in (launch.mode, launch.blocks, launch.elements))
+                emit(f"    if {mode} == 1:")
+                emit(f"        f{k}(a{k}, 0, {blocks})")
+                emit(f"    elif {mode}:")
+                emit(f"        q{k}(f{k}, t{k}, {blocks}, {elements})")
+                continue
             emit(f"    L[{per_binding[k]}](t{k}, a{k})" if k in per_binding else f"    r{k}()")
         leaves = []
         for j, leaf in enumerate(self.leaves):
@@ -490,6 +539,22 @@ class SharedCall:
         finally:
             if len(plan._arenas) < MAX_ARENAS:
                 plan._arenas.append(call)
+
+
+@dataclass(frozen=True)
+class _Fact:
+    """An entry of a symbolic plan's numbers given by source rather than a DimExpr (a launch fact)."""
+
+    source: str
+
+
+def _launch_source(kernel: Any) -> LaunchSource | None:
+    """A symbolic kernel's launch as lines of the call (LaunchSource), where it has one version
+    and its compiled kernel offers one; its variables read from the binding `b`."""
+    compiled = getattr(kernel, "kernel", None)
+    if getattr(kernel, "versions", True) or not hasattr(compiled, "launch_source"):
+        return None
+    return compiled.launch_source({name: f"b[{name!r}]" for name in compiled.symbols})
 
 
 def _shared_kernel(thunk: Thunk) -> bool:

@@ -12,7 +12,9 @@ compile-once flow on the host):
 
 A new binding costs the shape function, the kernels' versions and launches at its dims, and the
 binding of the thunks that have no planned form (a library call, a host thunk): the per-call code
-is generated and compiled once for every size (runtime/call_plan.py, `symbolic=True`). `bind`
+is generated and compiled once for every size (runtime/call_plan.py, `symbolic=True`). Where the
+call launches every kernel itself and has no step to bind, a binding is numbers only: one generated
+function of the argument dims (`_plan_bindings`' `calls_of`). `bind`
 gives the whole plan bound (BoundProgram), for tests and for programs with per-size kernels, whose
 thunks differ per binding and so get a call plan each.
 
@@ -291,9 +293,11 @@ class BoundProgram:
 
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Calls:
-    """What `DynamicProgram.run` keeps per binding: its calls and the bytes a call allocates."""
+    """What `DynamicProgram.run` keeps per binding: its calls and the bytes a call allocates (not
+    changed once made; not frozen, whose `__init__` goes through `object.__setattr__`: ~2 µs of a
+    first call at a new size, with cold caches)."""
 
     peak_bytes: int
     calls: CallPlan | BoundCall | SharedCall
@@ -359,9 +363,11 @@ class DynamicProgram:
                           tuple(bound.host_fusions))
         if self._binding_plan is None:
             self._plan_bindings()
-        names, peak_base, peak_indices, kernels, unplanned = self._binding_plan
+        binding_of, kernels, unplanned, calls_of = self._binding_plan
+        if calls_of is not None:
+            return calls_of(arg_dims)
         values = self.shape_function(arg_dims)
-        binding = {name: values[i] for name, i in names}
+        binding, peak = binding_of(values)
         steps = {}
         if unplanned:
             binder = None
@@ -371,16 +377,21 @@ class DynamicProgram:
                     continue
                 binder = binder or _Binder(self.sizes.at(values), binding, collecting=False)
                 [steps[k]] = binder.thunk(thunk)
-        if self.plan.shared:  # each kernel's launch at the binding, over the arenas' tables
+        if not kernels:  # every kernel launched by the shared call's own lines (CallPlan._inline)
+            bound_kernels = {}
+        elif self.plan.shared:  # each kernel's launch at the binding, over the arenas' tables
             bound_kernels = {k: kernel.launch_at(binding, where, n) for k, (kernel, where, n) in kernels.items()}
         else:
             bound_kernels = {k: kernel.bind(binding, where) for k, (kernel, where, _) in kernels.items()}
-        peak = peak_base + sum([values[i] for i in peak_indices])
         return _Calls(peak, self.plan.at(binding, bound_kernels, steps))
 
     def _plan_bindings(self) -> None:
-        """The shared plan and what a binding reads: where each name's and peak size's value is
-        among the shape function's, the symbolic kernels and the thunks to bind."""
+        """The shared plan and what a binding reads: the binding and peak bytes from the shape
+        function's values, the kernels and the thunks to bind. Where a binding is numbers only (a
+        shared plan whose kernels its call launches itself, with no step to bind), the whole
+        binding is one generated function of the argument dims, `calls_of`: the first call at a
+        new size then runs a few lines of code that no other call runs, which on a small program
+        are most of what that call costs more than a steady one (issue 15)."""
         self.plan = self._call_plan([a.size for a in self.assignment.allocations], self.template,
                                     [BufferRef(s, output_leaf_shape(self.assignment, i))
                                      for i, s in zip(self.assignment.output_indices, self.assignment.output_slices)],
@@ -390,13 +401,23 @@ class DynamicProgram:
         counted = [a.size for a in self.assignment.allocations
                    if a.kind in (AllocationKind.OUTPUT, AllocationKind.TEMP) or a.index in self.copied_parameters]
         thunks = self.plan.thunks()
-        kernels = {k: (kernel, f"fusion '{thunks[k].instr_name}'", len(thunks[k].arguments))
-                   for k, kernel in self.plan.symbolic_kernels().items()}
         self.plan.prepare()  # its code and first arena (the first call's), which decide `shared`
+        kernels = {k: (kernel, f"fusion '{thunks[k].instr_name}'", len(thunks[k].arguments))
+                   for k, kernel in self.plan.bound_kernels().items()}
         unplanned = {k: (t, GemmRecipe.of(t.output, t.lhs, t.rhs, t.dims, index.__getitem__)
                          if isinstance(t, GemmThunk) else None) for k, t in self.plan.unplanned().items()}
-        self._binding_plan = (names, sum(s for s in counted if isinstance(s, int)),
-                              [index[s] for s in counted if isinstance(s, DimExpr)], kernels, unplanned)
+        peak = " + ".join([str(sum(s for s in counted if isinstance(s, int))),
+                           *(f"x[{index[s]}]" for s in counted if isinstance(s, DimExpr))])
+        binding = f"{{{''.join(f'{n!r}: x[{i}], ' for n, i in names)}}}"
+        source = f"def binding_of(x):\n    return {binding}, {peak}\n"
+        numbers_only = self.plan.shared and not kernels and not unplanned
+        if numbers_only:
+            source += (f"def calls_of(dims):\n    x = shape_function(dims)\n"
+                       f"    return Calls({peak}, SharedCall(plan, numbers({binding}), ()))\n")
+        scope: dict[str, Any] = {"shape_function": self.shape_function.fn, "Calls": _Calls, "SharedCall": SharedCall,
+                                 "plan": self.plan, "numbers": self.plan.numbers}
+        exec(compile(source, f"<binding of {self.module.name}>", "exec"), scope)  # noqa: S102 (our own text)
+        self._binding_plan = (scope["binding_of"], kernels, unplanned, scope.get("calls_of"))
 
     def _call_plan(self, sizes: list, program: SequentialThunk, outputs: list[BufferRef], symbolic: bool = False
                    ) -> CallPlan:

@@ -239,6 +239,27 @@ class KernelLauncher(Protocol):
     def run(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class LaunchSource:
+    """A kernel with runtime dims launched by lines of a generated call (runtime/call_plan.py),
+    not by an object made per size: Python source, over the dimension variables, of its launch
+    facts, which a binding evaluates once; and what the lines call. A kernel offers one with
+    `launch_source(names)` (`names[v]`: the source reading variable v) where it can.
+
+    `mode`: 0 no work (every output empty), 1 the blocks run in the calling thread,
+    `fn(table address, 0, blocks)`, 2 over the thread pool, `pool(fn, table, blocks, elements)`;
+    the kernel reads the values of `symbols`, as i64, through the table's slot after its buffers;
+    `scope`: the names the sources call."""
+
+    symbols: tuple[str, ...]
+    mode: str
+    blocks: str
+    elements: str
+    fn: Any
+    pool: Callable[..., None]
+    scope: dict[str, Any]
+
+
 def _args(refs) -> str:
     return ", ".join(str(r) for r in refs)
 
@@ -466,7 +487,7 @@ class HostThunk:
 
 __all__ = [
     "ALIGNMENT", "BufferRef", "ConditionalThunk", "ConvolutionThunk", "CopyThunk", "GemmThunk", "HostMemory",
-    "HostThunk", "KernelLauncher", "KernelThunk", "LibraryThunk", "Memory", "ScalarThunk", "SequentialThunk", "Thunk",
-    "ValueRefs", "WhileThunk", "address_of", "aligned_bytes", "from_physical", "logical_array", "physical_bytes",
-    "to_physical",
+    "HostThunk", "KernelLauncher", "KernelThunk", "LaunchSource", "LibraryThunk", "Memory", "ScalarThunk",
+    "SequentialThunk", "Thunk", "ValueRefs", "WhileThunk", "address_of", "aligned_bytes", "from_physical",
+    "logical_array", "physical_bytes", "to_physical",
 ]

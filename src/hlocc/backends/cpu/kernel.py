@@ -43,7 +43,7 @@ from hlocc.backends.cpu.kernel_cache import (
     load_cached_kernel_plan,
     store_kernel,
 )
-from hlocc.backends.cpu.launcher import BlocksFunction, address_table, is_serial, launch_table
+from hlocc.backends.cpu.launcher import BlocksFunction, address_table, is_serial, is_serial_source, launch_table
 from hlocc.codegen.context import print_module
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import KernelModule, fusion_symbols
@@ -61,7 +61,7 @@ from hlocc.hlo.types import Shape
 from hlocc.runtime.cache import warn_once
 from hlocc.runtime.gc_pause import gc_paused
 from hlocc.runtime.shape_function import expr_source
-from hlocc.runtime.thunks import from_physical, to_physical
+from hlocc.runtime.thunks import LaunchSource, from_physical, to_physical
 
 
 @dataclass
@@ -206,6 +206,16 @@ class CompiledKernel:
         run.keep = dims_table
         return run
 
+    def launch_source(self, names: Mapping[str, str]) -> LaunchSource | None:
+        """The launch as lines of a generated call (runtime.thunks.LaunchSource), `names[v]` the
+        source reading dimension variable v; None for a kernel without runtime dims or compiled
+        with bounds checks (whose launches check their record: `launch_at`)."""
+        if not self.symbols or self.bounds_record:
+            return None
+        work, blocks, elements = _facts_source(self, names)
+        mode = f"(0 if not ({work}) else 1 if {is_serial_source(blocks, elements)} else 2)"
+        return LaunchSource(tuple(self.symbols), mode, blocks, elements, self.fn, launch_table, {})
+
     def _launch(self, addresses: list[int], blocks: int, elements: int) -> None:
         self._launch_table(address_table(addresses), blocks, elements)
 
@@ -264,12 +274,10 @@ def _no_launch(table: ctypes.Array, address: int) -> None:
     """`launch_at` where no output has an element."""
 
 
-def _facts_function(kernel: CompiledKernel) -> Callable[[Sequence[int]], tuple[bool, int, int]]:
-    """`dims` → (has work, blocks, elements) of a kernel with runtime dims, generated once: a new
-    size's launch pays a few multiplications, not the symbolic evaluation of every shape
-    (has_work_at, LaunchDims.at and _elements, which it computes)."""
-    names = {s: f"d[{i}]" for i, s in enumerate(kernel.symbols)}
-
+def _facts_source(kernel: CompiledKernel, names: Mapping[str, str]) -> tuple[str, str, str]:
+    """Python source of (has work, blocks, elements) of a launch of a kernel with runtime dims,
+    each dimension variable v read from `names[v]` (has_work_at, LaunchDims.at and _elements,
+    which it computes: a few multiplications, not the symbolic evaluation of every shape)."""
     def count(shape: Shape) -> str:
         return "*".join(expr_source(d, names) for d in shape.dims) or "1"
     work = " or ".join(f"{count(s)} != 0" for s in kernel.output_shapes) or "False"
@@ -277,7 +285,13 @@ def _facts_function(kernel: CompiledKernel) -> Callable[[Sequence[int]], tuple[b
     blocks = f"max(1, {expr_source(blocks, names)})" if isinstance(blocks, DimExpr) else str(blocks)
     counts = ", ".join(count(s) for s in [*kernel.output_shapes, *kernel.param_shapes])
     elements = "0" if kernel.serial else f"max({counts}, 0)"
-    source = f"def facts(d):\n    return ({kernel.fn is not None} and ({work}), {blocks}, {elements})\n"
+    return f"{kernel.fn is not None} and ({work})", blocks, elements
+
+
+def _facts_function(kernel: CompiledKernel) -> Callable[[Sequence[int]], tuple[bool, int, int]]:
+    """`dims` → (has work, blocks, elements) of a kernel with runtime dims, generated once."""
+    work, blocks, elements = _facts_source(kernel, {s: f"d[{i}]" for i, s in enumerate(kernel.symbols)})
+    source = f"def facts(d):\n    return ({work}, {blocks}, {elements})\n"
     scope: dict = {}
     exec(compile(source, f"<launch facts of {kernel.name}>", "exec"), scope)  # noqa: S102 (our own text)
     return scope["facts"]

@@ -77,6 +77,12 @@ def is_serial(blocks: int, elements: int) -> bool:
     return blocks == 1 or elements < PARALLEL_MIN_ELEMENTS
 
 
+def is_serial_source(blocks: str, elements: str) -> str:
+    """`is_serial` as Python source over the sources of its arguments (for generated code: a
+    first call at a new size evaluates it with cold caches, where each function called costs)."""
+    return f"({blocks}) == 1 or ({elements}) < {PARALLEL_MIN_ELEMENTS}"
+
+
 def launch_table(fn: BlocksFunction, table: ctypes.Array, blocks: int, elements: int) -> None:
     """`launch_addresses` over a prebuilt table of addresses (runtime/call_plan.py fills one per
     kernel once, and patches only the slots that change per call)."""

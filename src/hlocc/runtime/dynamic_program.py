@@ -416,7 +416,8 @@ class DynamicProgram:
         kernels = {k: (kernel, f"fusion '{thunks[k].instr_name}'", len(thunks[k].arguments))
                    for k, kernel in self.plan.symbolic_kernels().items()}
         self.plan.prepare()  # its code and first arena (the first call's), which decide `shared`
-        unplanned = {k: (t, GemmRecipe.of(t.output, t.lhs, t.rhs, t.dims, index.__getitem__)
+        unplanned = {k: (t, GemmRecipe.of(t.output, t.lhs, t.rhs, t.dims, index.__getitem__,
+                                                self.constants)
                          if isinstance(t, GemmThunk) else None) for k, t in self.plan.unplanned().items()}
         self._binding_plan = (names, sum(s for s in counted if isinstance(s, int)),
                               [index[s] for s in counted if isinstance(s, DimExpr)], kernels, unplanned)

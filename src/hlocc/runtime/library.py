@@ -255,7 +255,8 @@ class PackedGemm:
                 or out.perm is not None:
             return None
         (m, k), n = plan.lhs_shape, plan.out_shape[1]
-        if not 2 <= m <= small_gemm.MAX_ROWS or k != packed.shape[1] or -(-n // small_gemm.PANEL) != packed.shape[0]:
+        if not 2 <= m <= small_gemm.MAX_ROWS or not 0 < k == packed.shape[1] \
+                or -(-n // small_gemm.PANEL) != packed.shape[0]:
             return None
         return PackedGemm((lhs.allocation, lhs.offset), (out.allocation, out.offset), m, k, n, packed,
                           packed.ctypes.data)

@@ -5,8 +5,9 @@ that streams each panel once per call with the rows' sums in registers.
 Why: a BLAS gemm packs both operands on every call. At small m the product is a few flops per
 weight and the packing of w (a copy of all of it, every call) is most of the call: numpy's
 OpenBLAS took 210-240 µs for [2, 512] @ [512, 2048] on the 2-vCPU development machine, where reading
-the 4 MiB of weights once takes ~70 µs. XLA:CPU packs constant weights at compile time (YNNPACK)
-and so runs the MLP of `benchmarks/dynamic.py` at batch 2-31 1.1-1.6x faster than hlocc did.
+the 4 MiB of weights once takes ~70 µs; the MLP of `benchmarks/dynamic.py` (two such products)
+ran at batch 2-16 at 0.4-0.9x XLA:CPU's speed, at batch 1 (a gemv, which packs nothing) at 2x.
+Constant weights need packing once: at plan time (library.GemmRecipe.of).
 
 Layout: `pack(w)` is [panels, k, PANEL] C-contiguous, panel p holding columns [p*PANEL,
 (p+1)*PANEL) of every row of w, the last panel zero-padded. The kernel
@@ -20,7 +21,6 @@ per column, as a gemm's may: within the contraction tolerance of the reference e
 from __future__ import annotations
 
 import ctypes
-import functools
 import threading
 
 import numpy as np
@@ -31,12 +31,14 @@ VECTOR = 16
 PANEL = 64
 """Columns a panel holds: 4 vectors."""
 MAX_ROWS = 16
-"""Up to this many rows the packed kernel runs (measured against numpy's OpenBLAS on the MLP's
-[m, 512] @ [512, 2048] and [m, 2048] @ [2048, 512]: 1.4-1.7x at m = 2-8, even at 16)."""
+"""Up to this many rows the packed kernel runs: measured alone against numpy's OpenBLAS (two
+threads, loaded 2-vCPU machine) on the MLP's [m, 512] @ [512, 2048] and [m, 2048] @ [2048, 512],
+1.3-1.6x at m = 2-8 and 1.0-1.3x at 16; at 31 0.9-1.2x. (Against one BLAS thread it stays ahead
+to 32 rows, 1.3-1.7x on the transformer's 1 MiB weights: two threads are what BLAS has over it.)"""
 MIN_WEIGHT_BYTES = 1 << 20
-"""Smaller weights stay with BLAS: its per-call packing of a matrix that fits in L2 costs less
-than this kernel's vector-at-a-time loop loses to BLAS's blocked one (256 × 256 measured
-slower here)."""
+"""Smaller weights stay with BLAS: its per-call packing of a matrix that fits in L2 is cheap, and
+BLAS's blocked loop is faster than this kernel's (256 × 256 at 4-8 rows: 0.65-0.8x against one
+BLAS thread)."""
 
 _SYMBOL = "hlocc_small_gemm_f32"
 _LOCK = threading.Lock()
@@ -160,22 +162,31 @@ _Function = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * 4), ctypes.c_void_p, cty
                              ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
 
-@functools.cache
+_COMPILED: list[tuple] = []  # [(the kernel, the object that keeps its code alive)] once compiled
+
+
 def _kernel() -> tuple:
-    """The compiled kernel (once per process), with the object that keeps its code alive."""
+    """The compiled kernel, compiled at the first use in the process (~65 ms)."""
+    if not _COMPILED:
+        with _LOCK:
+            if not _COMPILED:
+                _COMPILED.append(_compile())
+    return _COMPILED[0]
+
+
+def _compile() -> tuple:
     import llvmlite.binding as llvm
 
     from hlocc.backends.cpu.jit import _LOCK as LLVM_LOCK
     from hlocc.backends.cpu.jit import ObjectEngine, host_target_machine
 
-    with _LOCK:
-        machine = host_target_machine()
-        with LLVM_LOCK:  # (the IR is the loops as they should run: instruction selection only, no IR passes)
-            module = llvm.parse_assembly(kernel_ir())
-            module.triple, module.data_layout = machine.triple, str(machine.target_data)
-            module.verify()
-            data = machine.emit_object(module)
-        loaded = ObjectEngine().load(data, [_SYMBOL])
+    machine = host_target_machine()
+    with LLVM_LOCK:  # (the IR is the loops as they should run: instruction selection only, no IR passes)
+        module = llvm.parse_assembly(kernel_ir())
+        module.triple, module.data_layout = machine.triple, str(machine.target_data)
+        module.verify()
+        data = machine.emit_object(module)
+    loaded = ObjectEngine().load(data, [_SYMBOL])
     return _Function(loaded.address(_SYMBOL)), loaded
 
 

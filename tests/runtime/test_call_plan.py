@@ -98,6 +98,30 @@ def test_wrong_arguments_raise_the_full_checks_message(two, kind, args):
     assert str(got.value) == str(expected.value)
 
 
+@pytest.mark.parametrize("dims, good, bad", [
+    ("?n,3", (4, 3), (4, 2)),  # one fixed dimension (its getter gives a number)
+    ("2,?n,5", (2, 7, 5), (2, 7, 4)),  # two (a tuple)
+    ("?n,?m", (3, 1), None),  # none: any sizes of the rank
+])
+def test_dynamic_fast_checks_compare_every_fixed_dimension(dims, good, bad):
+    """The fast path's fixed-dimension check (compiler.argument_plan) and the binding's key read in
+    the same pass (`checked_shapes`): a wrong fixed size gets the full checks' error, sizes seen
+    before and new ones run."""
+    exe = hlocc.compile(f"HloModule m\nENTRY e {{\n  p = f32[{dims}] parameter(0)\n  ROOT r = f32[{dims}] add(p, p)\n}}\n",
+                        "cpu")
+    new = tuple(g + 1 if d.startswith("?") else g for d, g in zip(dims.split(","), good))
+    for shape in (good, good, new):
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        np.testing.assert_array_equal(exe(x), 2 * x)
+    if bad is not None:
+        x = np.ones(bad, np.float32)
+        with pytest.raises(ArgumentError) as expected:
+            check_arguments(exe.module, [x])
+        with pytest.raises(ArgumentError) as got:
+            exe(x)
+        assert str(got.value) == str(expected.value)
+
+
 def test_wrong_shape_message_is_the_documented_one(two):
     x, y = _inputs()
     two["static"](x, y)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -38,7 +38,7 @@ from hlocc.evaluator.sorting import top_k as _top_k
 from hlocc.evaluator.windows import window_view
 from hlocc.hlo.attributes import ConvDimensionNumbers, WindowDim
 from hlocc.hlo.ir import HloComputation
-from hlocc.runtime import blas
+from hlocc.runtime import blas, small_gemm
 
 
 def _prod(values) -> int:
@@ -185,11 +185,15 @@ class GemmRecipe:
 
     buffers: tuple[tuple[int, Any, np.dtype, tuple, tuple[int, ...] | None], ...]  # numbers: int or _At
     dims: tuple
+    packed: np.ndarray | None = None  # a constant rhs packed for small_gemm (`_packed_rhs`)
 
     @staticmethod
-    def of(output, lhs, rhs, dims: tuple, index: Callable[[Any], int]) -> GemmRecipe:
+    def of(output, lhs, rhs, dims: tuple, index: Callable[[Any], int],
+           constants: dict[int, np.ndarray] | None = None) -> GemmRecipe:
         """The recipe of a gemm over these BufferRefs (runtime/thunks.py GemmThunk's); `index`
-        gives a symbolic number's position among the values `at` takes."""
+        gives a symbolic number's position among the values `at` takes; `constants` (allocation
+        index: bytes) are the program's, whose large f32 matrices a few rows multiply by
+        small_gemm's kernel (at the bindings with such a row count)."""
         def number(n):
             return n if isinstance(n, int) else _At(index(n))
         views = []
@@ -198,14 +202,70 @@ class GemmRecipe:
             perm = None if order == sorted(order) else tuple(int(d) for d in np.argsort(order))
             views.append((ref.slice.allocation_index, number(ref.slice.offset), ref.shape.dtype,
                           tuple(number(d) for d in ref.shape.physical_dims), perm))
-        return GemmRecipe(tuple(views), dims)
+        return GemmRecipe(tuple(views), dims, _packed_rhs(views[2], dims, constants or {}))
 
-    def at(self, values: Sequence[int]) -> BoundGemm:
+    def at(self, values: Sequence[int]) -> BoundGemm | PackedGemm:
         """The gemm at the binding whose numbers are `values`."""
         views = [_BufferView(a, values[offset.i] if type(offset) is _At else offset, dtype,
                              tuple([values[d.i] if type(d) is _At else d for d in dims]), perm)
                  for a, offset, dtype, dims, perm in self.buffers]
-        return BoundGemm(*views, _view_plan(views, self.dims))
+        plan = _view_plan(views, self.dims)
+        if self.packed is not None:
+            packed = PackedGemm.of(*views, plan, self.packed)
+            if packed is not None:
+                return packed
+        return BoundGemm(*views, plan)
+
+
+def _packed_rhs(rhs: tuple, dims: tuple, constants: dict[int, np.ndarray]) -> np.ndarray | None:
+    """The rhs of a gemm packed for small_gemm (its module doc), where it is a constant f32 matrix
+    of at least MIN_WEIGHT_BYTES without batch dimensions, else None."""
+    allocation, offset, dtype, physical, perm = rhs
+    lhs_contracting, rhs_contracting, lhs_batch, rhs_batch = dims
+    data = constants.get(allocation)
+    if data is None or dtype != np.float32 or rhs_batch or not all(isinstance(d, int) for d in (offset, *physical)) \
+            or _prod(physical) * 4 < small_gemm.MIN_WEIGHT_BYTES:
+        return None
+    logical = _BufferView(allocation, offset, dtype, physical, perm).view({allocation: data})
+    free = [d for d in range(logical.ndim) if d not in rhs_contracting]
+    w = logical.transpose(*rhs_contracting, *free)
+    return small_gemm.pack(w.reshape(_prod(w.shape[:len(rhs_contracting)]), -1))
+
+
+@dataclass(frozen=True)
+class PackedGemm:
+    """A gemm step (runtime/call_plan.py) of a few rows by a packed constant (small_gemm): the
+    addresses of its row-major lhs [m, k] and output [m, n] come from the call's memory."""
+
+    lhs: tuple[int, int]  # (allocation, byte offset)
+    out: tuple[int, int]
+    m: int
+    k: int
+    n: int
+    packed: np.ndarray = field(repr=False)  # (kept alive: the kernel reads it at `packed_address`)
+    packed_address: int = field(repr=False)
+
+    @staticmethod
+    def of(out: _BufferView, lhs: _BufferView, rhs: _BufferView, plan: _GemmPlan, packed: np.ndarray
+           ) -> PackedGemm | None:
+        """The step where the binding's row count is one the kernel is for and the lhs and output
+        are plain row-major f32 matrices in place, else None (BLAS runs it)."""
+        if plan.dtype != np.float32 or plan.convert_lhs or plan.convert_rhs or not plan.in_place \
+                or len(plan.lhs_shape) != 2 or plan.lhs_perm is not None or lhs.perm is not None \
+                or out.perm is not None:
+            return None
+        (m, k), n = plan.lhs_shape, plan.out_shape[1]
+        if not 2 <= m <= small_gemm.MAX_ROWS or not 0 < k == packed.shape[1] \
+                or -(-n // small_gemm.PANEL) != packed.shape[0]:
+            return None
+        return PackedGemm((lhs.allocation, lhs.offset), (out.allocation, out.offset), m, k, n, packed,
+                          packed.ctypes.data)
+
+    def execute(self, memory) -> None:
+        addresses = memory.addresses
+        (a, a_offset), (o, o_offset) = self.lhs, self.out
+        small_gemm.run_addresses(self.m, self.k, self.n, addresses[a] + a_offset, self.packed_address,
+                                 self.packed.shape[0], addresses[o] + o_offset)
 
 
 class _At(NamedTuple):

@@ -117,15 +117,22 @@ class CompiledGraph:
         # per entry parameter: what its tensor is checked against, read once (calls are hot)
         self._inputs = [InputCheck.of(index, self._name(index), param.shape)
                         for index, param in zip(lowered.parameters, lowered.module.entry.parameters)]
-        self._arrays = (GuardedInputs(self._inputs, [guarded_by[c.index] for c in self._inputs]).arrays
-                        if guarded_by is not None else self._checked_arrays)
+        guarded = (GuardedInputs(self._inputs, [guarded_by[c.index] for c in self._inputs])
+                   if guarded_by is not None else None)
+        self._arrays = guarded.arrays if guarded is not None else self._checked_arrays
         self._execute = _direct_runner(executable)
         # every output a result in a fresh buffer of the runtime's (a static plan's outputs are, or are
         # not, at every call): learned at the first call, then each is wrapped without alias checks
         self._fresh_results: list[int] | None = None
         self._wrap, self._set_flush_denormal = _torch().from_numpy, _torch().set_flush_denormal
-        self._static = self._execute is not None and getattr(self._execute, "__self__", None) is getattr(
-            executable, "runner", False)
+        runner = getattr(executable, "runner", None)
+        self._static = runner is not None and getattr(self._execute, "__self__", None) is runner
+        # A static program over inputs that all have a fast path takes their addresses (data_ptr()),
+        # with no array per input (GuardedInputs.addresses, ThunkExecutable.address_plan): the
+        # MLP's seven inputs cost 0.5 µs each as arrays.
+        self._addresses = self._execute_at = None
+        if self._static and guarded is not None and guarded.takes_addresses and runner.address_plan() is not None:
+            self._addresses, self._execute_at = guarded.addresses, runner.run_addresses
 
     def _checked_arrays(self, args: Sequence[Any]) -> list:
         return [check.array(args[check.index]) for check in self._inputs]
@@ -137,21 +144,29 @@ class CompiledGraph:
     def _name(self, index: int) -> str:
         return self.input_names[index] if index < len(self.input_names) else f"input {index}"
 
-    def _run(self, arrays: list) -> Any:
-        """The executable on `arrays`, with denormals flushed to zero (FTZ/DAZ) in this thread for
-        the call when `flush_denormal` and they are not already (module doc)."""
+    def _run(self, execute: Callable[[list], Any], values: list) -> Any:
+        """`execute` (the executable's run on arrays, or on addresses) on `values`, with denormals
+        flushed to zero (FTZ/DAZ) in this thread for the call when `flush_denormal` and they are
+        not already (module doc)."""
         if not self.flush_denormal or _TINY * _ONE == 0:
-            return self._execute(arrays)
+            return execute(values)
         flush = self._set_flush_denormal
         flush(True)
         try:
-            return self._execute(arrays)
+            return execute(values)
         finally:
             flush(False)
 
     def __call__(self, args: list) -> list:
+        fresh = self._fresh_results
+        if fresh is not None and self._addresses is not None:
+            addresses = self._addresses(args)  # (args holds the tensors over the call)
+            if addresses is not None:
+                results = self._run(self._execute_at, addresses)
+                wrap = self._wrap
+                return [wrap(results[i]) for i in fresh]
         arrays = self._arrays(args)
-        results = self._run(arrays) if self.executable is not None else ()
+        results = self._run(self._execute, arrays) if self.executable is not None else ()
         fresh = self._fresh_results
         if fresh is not None:
             wrap = self._wrap

@@ -40,6 +40,7 @@ def test_an_inference_graph_is_called_directly_and_sees_weight_updates(linear):
     with torch.no_grad():
         assert_close(compiled(x), linear(x))
         assert isinstance(returned[0].graph, ht.CompiledGraph)
+        assert returned[0].graph._addresses is not None  # (the inputs' addresses, from the second call)
         assert_close(compiled(x), linear(x))  # (the second call takes the snapshot)
         linear[0].weight.mul_(2.0)
         assert_close(compiled(x), linear(x))
@@ -57,8 +58,9 @@ def test_a_direct_call_with_a_wrong_input_is_an_error_naming_it(linear, monkeypa
         compiled(x)
         graph = returned[0].graph
         seen = []
-        arrays = graph._arrays
+        arrays, addresses = graph._arrays, graph._addresses
         monkeypatch.setattr(graph, "_arrays", lambda args: seen.append(list(args)) or arrays(args))
+        monkeypatch.setattr(graph, "_addresses", lambda args: seen.append(list(args)) or addresses(args))
         compiled(x)
         args = [a.double() if a is x else a for a in seen[0]]
         with pytest.raises(ArgumentError, match=r"expected dtype f32 \(float32\), got torch.float64"):

@@ -123,3 +123,26 @@ def test_guarded_inputs_keep_a_weight_s_view_and_check_plain_inputs():
         inputs.arrays([torch.randn(4, 2), weight])
     strided = torch.randn(3, 4).t()
     assert np.array_equal(inputs.arrays([strided, weight])[0], strided.numpy())
+
+
+def test_guarded_inputs_give_addresses_once_a_snapshot_holds():
+    """tensors.GuardedInputs.addresses: each input's data_ptr() (a weight's from the snapshot) once
+    `arrays` has made one; None where an input breaks a check or a weight moved (then `arrays`), and
+    for a graph with an input that has no fast path."""
+    from hlocc.frontends.torch.tensors import GuardedInputs
+
+    weight = torch.nn.Parameter(torch.randn(3, 2))
+    x = torch.randn(4, 3)
+    checks = [InputCheck.of(0, "input 'x'", Shape.array("f32", (4, 3))),
+              InputCheck.of(1, "input 'w'", Shape.array("f32", (3, 2)))]
+    inputs = GuardedInputs(checks, [x, weight])
+    assert inputs.takes_addresses and inputs.addresses([x, weight]) is None  # (no snapshot yet)
+    inputs.arrays([x, weight])
+    assert inputs.addresses([x, weight]) == [x.data_ptr(), weight.data_ptr()]
+    assert inputs.addresses([x.double(), weight]) is None
+    assert inputs.addresses([torch.randn(3, 4).t(), weight]) is None
+    weight.data = torch.zeros(3, 2)
+    assert inputs.addresses([x, weight]) is None
+    inputs.arrays([x, weight])
+    assert inputs.addresses([x, weight]) == [x.data_ptr(), weight.data_ptr()]
+    assert not GuardedInputs(checks, [torch.randn(3, 4).t(), weight]).takes_addresses

@@ -203,6 +203,18 @@ def test_planned_while_and_one_kernel_match_the_evaluator(text):
     np.testing.assert_allclose(hlocc.compile(text, "cpu")(x), hlocc.compile(text, "interpreter")(x))
 
 
+def test_a_plan_takes_parameter_addresses_where_every_parameter_is_read_in_place(two):
+    """ThunkExecutable.address_plan: the call takes each parameter as the address of its bytes
+    (the PyTorch frontend's data_ptr()), with the results of the array call; a program that reads a
+    parameter's bytes (a host fallback) has none."""
+    x, y = _inputs()
+    runner = two["static"].runner
+    plan = runner.address_plan()
+    assert plan.takes_addresses and "asarray" not in plan.source
+    _close(runner.run_addresses([x.ctypes.data, y.ctypes.data]), two["reference"](x, y))
+    assert hlocc.compile(RNG, "cpu").runner.address_plan() is None
+
+
 def test_checked_kernels_run_through_their_plan():
     exe = hlocc.compile(TWO_KERNELS.replace("DIM", "6"), "cpu", hlo_passes=False, check_bounds=True)
     x, y = _inputs()

@@ -255,6 +255,13 @@ class IndexingMap:
             m = nxt
         return m.remove_unused_symbols()
 
+    def simplify_results(self) -> IndexingMap:
+        """The results simplified within the variables' bounds, every variable kept as it is: for a
+        map whose variables are an op's operands (`xla.apply_indexing`), which `simplify` may drop
+        (an unused range variable) or rescale (a symbol with a modulus constraint)."""
+        s = Simplifier(self.var_bounds, True)
+        return replace(self, results=tuple(s.simplify(e) for e in self.results))
+
     def _simplify_constraints(self, replace_point_dims: bool) -> IndexingMap:
         s = Simplifier(self.var_bounds, replace_point_dims)
         groups = [list(self.dims), list(self.symbols), list(self.runtime)]

@@ -4,7 +4,8 @@ known: a static program's, or a dynamic program's at one binding), its thunks an
 call then does only what depends on the arguments:
 
     take an arena from the pool (or make one)   temporaries and prepared kernel launches, reused
-    the parameters' addresses                   the caller's arrays, in place (or copied, when written)
+    the parameters' addresses                   the caller's arrays, in place (or copied, when written);
+                                                or the addresses themselves (`takes_addresses`)
     one fresh buffer for all outputs            what the caller gets back is never reused
     patch the kernels' parameter and output slots, run the planned steps
     the outputs' views (their dtype, dims and transpose precomputed), the arena back to the pool
@@ -151,7 +152,7 @@ class CallPlan:
     def __init__(self, module: HloModule, allocations: Sequence[BufferAllocation], sizes: Sequence[int],
                  program: SequentialThunk, outputs: Sequence[BufferRef], constants: dict[int, np.ndarray],
                  copied: frozenset[int], parameter_bytes: Callable[..., np.ndarray], seed: int = 0,
-                 symbolic: bool = False):
+                 symbolic: bool = False, takes_addresses: bool = False):
         self.module = module
         self.symbolic = symbolic
         self.exprs: list[DimExpr | _Fact] = []  # a symbolic plan's sizes and launch facts, `V[i]` in its source
@@ -199,11 +200,23 @@ class CallPlan:
         # the bytes of an in-place argument are needed only where a thunk reads the allocation itself
         self.bytes_needed = _reads_bytes(program) or bool({leaf.allocation for leaf in self.leaves}
                                                  & {p.allocation for p in self.parameters})
+        # The call takes each parameter as the address of its bytes, not an array (`takes_addresses`:
+        # a caller that knows them, the PyTorch frontend's `data_ptr()`, skips an array and its
+        # address per argument); only where every parameter is used in place and as an address alone.
+        self.takes_addresses = takes_addresses
+        if takes_addresses and not self.accepts_addresses:
+            raise ValueError(f"{module.name}: a parameter is copied or read as bytes; its call takes arrays")
         self._arenas: list[Callable[..., Any]] = []  # one generated call per arena
         self._code = None
         self.shared = False  # (decided with the code: `_compile`)
         self._per_binding: list[tuple[int, int | None]] = []
         self.source = ""  # the generated per-call function (module doc), once an arena exists
+
+    @property
+    def accepts_addresses(self) -> bool:
+        """Whether a plan of this program could take its parameters as addresses (`takes_addresses`):
+        static sizes, every parameter in place, no thunk that reads a buffer's bytes."""
+        return not self.symbolic and not self.bytes_needed and all(p.in_place for p in self.parameters)
 
     # -- per call --------------------------------------------------------------------------------
     def run(self, args: Sequence[Any]) -> Any:
@@ -382,7 +395,9 @@ class CallPlan:
         memory = any(not (_planned_kernel(t) or _inline_copy(t)) for t in thunks)  # a step reads the memory
         for p in self.parameters:
             a = p.allocation
-            if p.in_place:
+            if p.in_place and self.takes_addresses:
+                emit(f"    p{a} = args[{p.number}]")
+            elif p.in_place:
                 emit(f"    v{a} = asarray(args[{p.number}])")  # a numpy scalar or 0-d value too
                 emit(f"    p{a} = address_of(v{a})")
                 if self.bytes_needed:

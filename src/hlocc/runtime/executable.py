@@ -337,6 +337,7 @@ class ThunkExecutable:
 
     _call_plan: CallPlan | None = field(default=None, repr=False, compare=False)
     _fresh_bytes: int = field(default=0, repr=False, compare=False)  # fresh_bytes(), with the plan
+    _address_plan: CallPlan | None = field(default=None, repr=False, compare=False)
 
     def run(self, args: Sequence[Any]) -> Any:
         plan = self._call_plan or self.call_plan()
@@ -348,13 +349,30 @@ class ThunkExecutable:
         """The per-call path (runtime/call_plan.py), planned at the first call."""
         if self._call_plan is None:
             self._fresh_bytes = self.fresh_bytes()
-            outputs = [BufferRef(s, output_leaf_shape(self.assignment, i))
-                       for i, s in zip(self.assignment.output_indices, self.assignment.output_slices)]
-            self._call_plan = CallPlan(self.module, self.assignment.allocations,
-                                       [a.size for a in self.assignment.allocations], self.program, outputs,
-                                       self.constants, self.copied_parameters,
-                                       partial(parameter_bytes, self.module), self.seed)
+            self._call_plan = self._plan(takes_addresses=False)
         return self._call_plan
+
+    def address_plan(self) -> CallPlan | None:
+        """A plan whose call takes each parameter as the address of its bytes (call_plan.py,
+        `takes_addresses`), or None where the program's call needs arrays."""
+        if self._address_plan is None and self.call_plan().accepts_addresses:
+            self._address_plan = self._plan(takes_addresses=True)
+        return self._address_plan
+
+    def _plan(self, takes_addresses: bool) -> CallPlan:
+        outputs = [BufferRef(s, output_leaf_shape(self.assignment, i))
+                   for i, s in zip(self.assignment.output_indices, self.assignment.output_slices)]
+        return CallPlan(self.module, self.assignment.allocations, [a.size for a in self.assignment.allocations],
+                        self.program, outputs, self.constants, self.copied_parameters,
+                        partial(parameter_bytes, self.module), self.seed, takes_addresses=takes_addresses)
+
+    def run_addresses(self, addresses: Sequence[int]) -> Any:
+        """`run` with each parameter given as the address of its bytes (C-contiguous, of its
+        shape's dtype and dims: the caller has checked them, and keeps them alive over the call),
+        through `address_plan()` (which must exist)."""
+        if self._fresh_bytes >= CHECKED_ALLOCATION_BYTES:
+            check_memory(self.module.name, self._fresh_bytes)
+        return self._address_plan.run(addresses)
 
     def fresh_bytes(self) -> int:
         """Bytes a run allocates: outputs, temporaries and the parameters it copies."""

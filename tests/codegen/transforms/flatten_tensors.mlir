@@ -154,3 +154,23 @@ func.func @no_chain(%tid: index, %in: tensor<128xf32>) -> f32 {
   %x = tensor.extract %in[%i] : tensor<128xf32>
   func.return %x : f32
 }
+
+// -----
+
+// A chain of apply_indexings (an embedding row read through the reshapes between it and the loop, as the
+// gather emitter writes it): folded to its start, the loop variables, with the row index as a runtime
+// variable. The folded read is contiguous in the lane (vectorize-loads-stores then reads a vector); range
+// variables the composition no longer uses stay as operands.
+// CHECK-LABEL: func.func @gather_row_chain(
+// CHECK:         %[[I:.*]] = xla.apply_indexing #xla.indexing_map<"(th_x)[j, lane]{r0} -> (r0 * 64 + j * 16 + lane), domain: th_x in [0, 255], j in [0, 3], lane in [0, 15], r0 in [0, 511]">(%tid)[%j, %lane, %row]
+// CHECK-NEXT:    %x = tensor.extract %table[%[[I]]] : tensor<32768xf32>
+func.func @gather_row_chain(%tid: index, %j: index, %lane: index, %row: index, %table: tensor<512x64xf32>) -> f32 {
+  %a, %b, %c = xla.apply_indexing #xla.indexing_map<"(th_x)[j, lane] -> (th_x floordiv 16, th_x mod 16, j * 16 + lane),"
+                                                    "domain: th_x in [0, 255], j in [0, 3], lane in [0, 15]">(%tid)[%j, %lane]
+  %d, %e = xla.apply_indexing #xla.indexing_map<"(d0, d1, d2) -> (d0 * 16 + d1, d2),"
+                                                "domain: d0 in [0, 15], d1 in [0, 15], d2 in [0, 63]">(%a, %b, %c)
+  %r, %k = xla.apply_indexing #xla.indexing_map<"(d0, d1){r0} -> (r0, d1),"
+                                                "domain: d0 in [0, 255], d1 in [0, 63], r0 in [0, 511]">(%d, %e)[%row]
+  %x = tensor.extract %table[%r, %k] : tensor<512x64xf32>
+  func.return %x : f32
+}

@@ -103,3 +103,37 @@ func.func @sub_byte(%tid: index, %in: tensor<516xi4>, %out: tensor<512xi4>) -> t
   }
   func.return %r : tensor<512xi4>
 }
+
+// -----
+
+// An embedding row read in a lane loop: the row index is loaded, cast and clamped in the loop, from
+// values defined outside it. That work is hoisted first (vectorize_elementwise.hoist_invariants), so the
+// read's other operands are defined outside the loop and it becomes one vector read of the row.
+// CHECK-LABEL: func.func @gather_row_in_loop(
+// CHECK:         %[[ID:.*]] = tensor.extract %ids[%tid] : tensor<256xi64>
+// CHECK-NEXT:    %[[ROW:.*]] = arith.index_cast %[[ID]] : i64 to index
+// CHECK:         %[[LO:.*]] = arith.maxsi
+// CHECK:         %[[RD:.*]] = xla.apply_indexing #xla.indexing_map<"(th_x)[lane]{r0} -> (r0 * 64 + lane), domain: th_x in [0, 255], lane in [0, 15], r0 in [0, 511]">(%tid)[%{{.*}}, %[[LO]]]
+// CHECK:         %[[V:.*]] = vector.transfer_read %table[%[[RD]]], %{{.*}} {in_bounds = [true]} : tensor<32768xf32>, vector<16xf32>
+// CHECK:         scf.for
+// CHECK-NOT:       tensor.extract
+// CHECK:           vector.extract %[[V]][%i]
+// CHECK:         vector.transfer_write %{{.*}} {in_bounds = [true]} : vector<16xf32>, tensor<16384xf32>
+func.func @gather_row_in_loop(%tid: index, %ids: tensor<256xi64>, %table: tensor<32768xf32>, %out: tensor<16384xf32>) -> tensor<16384xf32> {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %c16 step %c1 iter_args(%it = %out) -> (tensor<16384xf32>) {
+    %id = tensor.extract %ids[%tid] : tensor<256xi64>
+    %row = arith.index_cast %id : i64 to index
+    %c511 = arith.constant 511 : index
+    %hi = arith.minsi %row, %c511 : index
+    %lo = arith.maxsi %hi, %c0 : index
+    %src = xla.apply_indexing #xla.indexing_map<"(th_x)[lane]{r0} -> (r0 * 64 + lane), domain: th_x in [0, 255], lane in [0, 15], r0 in [0, 511]">(%tid)[%i, %lo]
+    %x = tensor.extract %table[%src] : tensor<32768xf32>
+    %dst = xla.apply_indexing #xla.indexing_map<"(th_x)[lane] -> (th_x * 64 + lane), domain: th_x in [0, 255], lane in [0, 15]">(%tid)[%i]
+    %ins = tensor.insert %x into %it[%dst] : tensor<16384xf32>
+    scf.yield %ins : tensor<16384xf32>
+  }
+  func.return %r : tensor<16384xf32>
+}

@@ -48,41 +48,51 @@ def emit_linear_index(b: KernelBuilder, shape: tuple[Dim, ...], indices: list[SS
     if len(shape) == 1:
         return indices[0] if folded is None else b.insert(ApplyIndexingOp(*folded)).results[0]
     base, operands = folded or (producer.map, list(producer.operands_))
-    m = _composed(base, linearize_map(shape), len(operands))
-    if m is not None:
-        return b.insert(ApplyIndexingOp(m, operands)).results[0]
-    return b.insert(ApplyIndexingOp(linearize_map(shape), indices)).results[0]
+    return b.insert(ApplyIndexingOp(_composed(base, linearize_map(shape)), operands)).results[0]
 
 
-def _composed(first: IndexingMap, second: IndexingMap, operands: int) -> IndexingMap | None:
-    """`second ∘ first` without constraints (their bounds hold by construction), or None when the
-    composition dropped a point variable (then it no longer takes `operands` operands)."""
-    m = compose(first, second)
-    m = IndexingMap(m.dims, m.results, m.symbols, m.runtime)
-    return m if len(m.all_vars()) == operands else None
+def _composed(first: IndexingMap, second: IndexingMap) -> IndexingMap:
+    """`second ∘ first` without constraints (their bounds hold by construction), its variables
+    those of the operands (first's dims; second's symbols, then first's; the same for runtime
+    variables), each kept where the composition no longer uses it."""
+    m = compose(first, second, simplify=False)
+    return IndexingMap(m.dims, m.results, m.symbols, m.runtime).simplify_results()
 
 
 def _fold_chain(producer: ApplyIndexingOp) -> tuple[IndexingMap, list[SSAValue]] | None:
-    """When every operand `producer`'s map uses is a result of one other `xla.apply_indexing` `q`
-    (an operand's index map applied to the loop's multi-result map, as the elemental emitter
-    writes a broadcast's read): `producer`'s map composed onto `q`'s, and `q`'s operands. The
-    access then reads as a function of the loop variables, which is what vectorize-loads-stores
+    """`producer`'s map composed onto the chain of `xla.apply_indexing`s that compute its
+    dimension operands, as far as each step's operands are all results of one other
+    `xla.apply_indexing` (an operand's index map applied to the loop's multi-result map, as the
+    elemental emitter writes a broadcast's read; a gather's row read through the reshapes between
+    it and the loop), with the operands at the chain's start; None when there is nothing to fold.
+    The access then reads as a function of the loop variables, which is what vectorize-loads-stores
     needs to see that it is contiguous in the vector index (XLA folds such chains in its
-    apply_indexing canonicalization)."""
-    m = producer.map
-    operands = list(producer.operands_)
-    if m.symbols or m.runtime or len(operands) != len(m.dims):
-        return None
+    apply_indexing canonicalization). Range and runtime variables (a gather's row index) are kept
+    as operands."""
+    m, operands = producer.map, list(producer.operands_)
+    folded = None
+    while (step := _fold_once(m, operands)) is not None:
+        folded = m, operands = step
+    return folded
+
+
+def _fold_once(m: IndexingMap, operands: list[SSAValue]) -> tuple[IndexingMap, list[SSAValue]] | None:
+    """One step of `_fold_chain`: `m` over `operands` composed onto the one `xla.apply_indexing`
+    that computes every dimension operand it uses, or None."""
+    nd, ns = len(m.dims), len(m.symbols)
     m, kept = m.remove_unused_dims()
     used = [operands[i] for i in kept]
     q = used[0].owner if used else None
     if not isinstance(q, ApplyIndexingOp) or any(v.owner is not q for v in used):
         return None
-    qm = q.map
+    qm, q_operands = q.map, list(q.operands_)
+    qd, qs = len(qm.dims), len(qm.symbols)
     selected = IndexingMap(qm.dims, tuple(qm.results[v.index] for v in used), qm.symbols, qm.runtime,
                            qm.constraints, qm.known_empty)
-    composed = _composed(selected, m, len(q.operands_))
-    return None if composed is None else (composed, list(q.operands_))
+    # compose's variables: q's dims, then m's symbols and q's, then m's runtime variables and q's
+    new_operands = [*q_operands[:qd], *operands[nd:nd + ns], *q_operands[qd:qd + qs], *operands[nd + ns:],
+                    *q_operands[qd + qs:]]
+    return _composed(selected, m), new_operands
 
 
 def flatten_atomic_rmw(module: ModuleOp) -> None:

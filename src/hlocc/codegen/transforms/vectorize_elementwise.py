@@ -65,7 +65,8 @@ def _runs_at_least_once(loop: scf.ForOp) -> bool:
 
 
 def _hoistable(op: Operation) -> bool:
-    return not op.regions and (_is_elementwise(op) or isinstance(op, _HOISTABLE_READS)
+    # (an index cast is not elementwise work to vectorize, but it is pure: a gather's row index)
+    return not op.regions and (_is_elementwise(op) or isinstance(op, _HOISTABLE_READS + (arith.IndexCastOp,))
                                or type(op) in VECTOR_FORMS.values())
 
 

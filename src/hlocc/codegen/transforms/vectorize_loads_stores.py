@@ -47,6 +47,7 @@ from hlocc.analysis.indexing_map import contiguity
 from hlocc.codegen.ir import ApplyIndexingOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.transforms.util import defined_outside, trip_count
+from hlocc.codegen.transforms.vectorize_elementwise import hoist_invariants
 
 VECTOR_SIZES = (2, 4, 8, 16, 32, 64)
 
@@ -94,6 +95,7 @@ def _vectorize_reads(loop: scf.ForOp, aligned: bool = True) -> None:
     n = trip_count(loop)
     if n not in VECTOR_SIZES:
         return
+    hoist_invariants(loop)  # (an index computed in the loop from values outside it: a gather's row)
     body = loop.body.block
     iv = body.args[0]
     b = KernelBuilder(InsertPoint.before(loop))

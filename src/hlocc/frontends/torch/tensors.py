@@ -122,27 +122,55 @@ class GuardedInputs:
         self.checks = list(checks)
         self._weights: list[int] = []  # positions in `checks` of the weights, in snapshot order
         namespace: dict[str, Any] = {}
-        lines = ["def convert(args, W):"]
+        # Two generated functions: `convert` gives each input's array, `locate` (where every input
+        # takes a fast path) its address alone (`addresses`).
+        convert, locate = ["def convert(args, W):"], ["def locate(args, W):"]
+        every_fast = True
         for k, (check, example) in enumerate(zip(self.checks, examples)):
-            lines.append(f"    t = args[{check.index}]")
+            convert.append(f"    t = args[{check.index}]")
+            locate.append(f"    t = args[{check.index}]")
             fast = (check.torch_dtype is not None and not check.reinterpret and check.dims is not None
                     and getattr(example, "dtype", None) is check.torch_dtype and example.is_contiguous())
             if not fast:
+                every_fast = False
                 namespace[f"check{k}"] = check.array
-                lines.append(f"    a{k} = check{k}(t)")
+                convert.append(f"    a{k} = check{k}(t)")
             elif example.requires_grad:
                 j = 3 * len(self._weights)
                 self._weights.append(k)
-                lines += [f"    if t is not W[{j}] or t.data_ptr() != W[{j + 1}]:", "        return None",
-                          f"    a{k} = W[{j + 2}]"]
+                test = [f"    if t is not W[{j}] or t.data_ptr() != W[{j + 1}]:", "        return None"]
+                convert += [*test, f"    a{k} = W[{j + 2}]"]
+                locate += [*test, f"    a{k} = W[{j + 1}]"]
             else:  # (checked all the same: cheap, and a direct call has no guards)
                 namespace[f"dtype{k}"], namespace[f"dims{k}"] = check.torch_dtype, check.dims
-                lines += [f"    if t.dtype is not dtype{k} or t.shape != dims{k} or t.requires_grad "
-                          "or not t.is_contiguous():", "        return None", f"    a{k} = t.numpy()"]
-        lines.append(f"    return [{', '.join(f'a{k}' for k in range(len(self.checks)))}]")
-        exec(compile("\n".join(lines), "<hlocc.torch inputs>", "exec"), namespace)
+                test = [f"    if t.dtype is not dtype{k} or t.shape != dims{k} or t.requires_grad "
+                        "or not t.is_contiguous():", "        return None"]
+                convert += [*test, f"    a{k} = t.numpy()"]  # (which refuses a tensor not on the CPU)
+                locate += [*test, "    if not t.is_cpu:", "        return None", f"    a{k} = t.data_ptr()"]
+        values = f"    return [{', '.join(f'a{k}' for k in range(len(self.checks)))}]"
+        source = "\n".join([*convert, values, *(locate + [values] if every_fast else [])])
+        exec(compile(source, "<hlocc.torch inputs>", "exec"), namespace)
         self._convert = namespace["convert"]
+        self._locate = namespace.get("locate")
         self._snapshot: tuple | None = None  # (tensor, data_ptr, view) per weight, replaced whole
+
+    @property
+    def takes_addresses(self) -> bool:
+        """Whether `addresses` can give the inputs' addresses (every input on a fast path)."""
+        return self._locate is not None
+
+    def addresses(self, args: Sequence[Any]) -> list[int] | None:
+        """The address of each input's bytes, where every input is what the snapshot and the
+        checks of `arrays` take as it is (C-contiguous, of the parameter's dtype and sizes; a
+        weight where it was): then no array is made. None otherwise (`arrays` then says what
+        to do). The tensors must outlive the call that reads these addresses (the caller's args)."""
+        snapshot = self._snapshot
+        if snapshot is None or self._locate is None:
+            return None
+        try:
+            return self._locate(args, snapshot)
+        except Exception:  # noqa: BLE001 (a broken guard assumption: `arrays`' checked path says what)
+            return None
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
         snapshot = self._snapshot

@@ -132,7 +132,7 @@ def _compile_probe():
     import llvmlite.binding as llvm
     from llvmlite import ir
 
-    from hlocc.backends.cpu.jit import new_host_target_machine
+    from hlocc.runtime.jit import new_host_target_machine
 
     f32, v16 = ir.FloatType(), ir.VectorType(ir.FloatType(), 16)
     mod = ir.Module("fma_probe")
@@ -170,7 +170,7 @@ def bf16_probe_gflops(iterations: int = 3_000_000) -> float | None:
     micro-kernel (`pack ... k_pairs`) beside the FMA probe's, the ceiling of the f32 one."""
     import llvmlite.binding as llvm
 
-    from hlocc.backends.cpu.jit import host_cpu_features, new_host_target_machine
+    from hlocc.runtime.jit import host_cpu_features, new_host_target_machine
 
     if "+avx512bf16" not in host_cpu_features():
         return None

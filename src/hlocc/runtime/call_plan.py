@@ -53,14 +53,29 @@ import numpy as np
 from hlocc.evaluator.core import TOKEN
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.symbolic import DimExpr, symbol
-from hlocc.hlo.types import Shape
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAllocation
+from hlocc.runtime.plan_parts import (
+    Fact,
+    Parameter,
+    Step,
+    inline_copy,
+    launch_source_of,
+    leaf_of,
+    nested_source,
+    physical_axes,
+    planned_kernel,
+    predicate_reader,
+    reads_bytes,
+    round_up,
+    sequence_step,
+    shared_kernel,
+    top_level,
+)
 from hlocc.runtime.shape_function import expr_source
 from hlocc.runtime.thunks import (
     ALIGNMENT,
     BufferRef,
     ConditionalThunk,
-    CopyThunk,
     HostMemory,
     KernelThunk,
     LaunchSource,
@@ -71,7 +86,6 @@ from hlocc.runtime.thunks import (
     aligned_bytes,
 )
 
-Step = Callable[[HostMemory], None]
 MAX_ARENAS = 8
 """Arenas a plan keeps for reuse (one per thread calling at once; more are made and dropped)."""
 EMPTY = np.empty
@@ -80,34 +94,6 @@ EMPTY = np.empty
 POOLED_TEMP_BYTES = 1 << 18
 """Temporaries an arena keeps at most; a plan with more allocates them per call (their kernels take
 far longer than the allocation, and a dynamic program's plans, one per size, would keep them all)."""
-
-
-@dataclass(frozen=True)
-class _Parameter:
-    allocation: int
-    number: int
-    in_place: bool  # a whole array argument in its default layout, not written: its own bytes
-    copy: bool  # the program writes it: a fresh copy per call
-    source: BufferAllocation
-
-
-@dataclass(frozen=True)
-class _Leaf:
-    """An output leaf's view: bytes [offset, offset + size) of its allocation as `dims` of `dtype`
-    (physical order), transposed by `axes` into logical order where the layout is not the default."""
-
-    allocation: int
-    offset: int
-    size: int
-    dtype: Any
-    dims: tuple | None  # None: a token (symbolic sizes in a symbolic plan)
-    axes: tuple[int, ...] | None
-
-    def read(self, allocations: list[np.ndarray]) -> Any:
-        if self.dims is None:
-            return TOKEN
-        array = allocations[self.allocation][self.offset:self.offset + self.size].view(self.dtype).reshape(self.dims)
-        return array if self.axes is None else array.transpose(self.axes)
 
 
 @dataclass(frozen=True)
@@ -130,18 +116,6 @@ class _Arena:
     addresses: list[int]
 
 
-def _leaf(ref: BufferRef) -> _Leaf:
-    if not ref.shape.is_array:
-        return _Leaf(ref.slice.allocation_index, 0, 0, None, None, None)
-    return _Leaf(ref.slice.allocation_index, ref.slice.offset, ref.slice.size, ref.shape.dtype,
-                 tuple(ref.shape.physical_dims), _physical_axes(ref.shape))
-
-
-def _physical_axes(shape: Shape) -> tuple[int, ...] | None:
-    order = list(reversed(shape.minor_to_major))
-    return None if order == sorted(order) else tuple(int(a) for a in np.argsort(order))
-
-
 class CallPlan:
     """The per-call path of one program at known allocation sizes (module doc).
 
@@ -155,7 +129,7 @@ class CallPlan:
                  symbolic: bool = False, takes_addresses: bool = False):
         self.module = module
         self.symbolic = symbolic
-        self.exprs: list[DimExpr | _Fact] = []  # a symbolic plan's sizes and launch facts, `V[i]` in its source
+        self.exprs: list[DimExpr | Fact] = []  # a symbolic plan's sizes and launch facts, `V[i]` in its source
         self._expr_index: dict[DimExpr, int] = {}
         self._fact_index: dict[str, int] = {}
         self._inline: dict[int, LaunchSource] = {}  # k: a kernel the shared call launches by its own lines
@@ -166,7 +140,7 @@ class CallPlan:
         self.constants = constants
         self.parameter_bytes = parameter_bytes
         output_allocations = {r.slice.allocation_index for r in outputs}
-        self.parameters: list[_Parameter] = []
+        self.parameters: list[Parameter] = []
         self.fresh: list[tuple[int, int, int]] = []  # (allocation, offset in the outputs' buffer, size)
         self.temps: list[tuple[int, int]] = []  # (allocation, size)
         self.fresh_size = 0
@@ -175,13 +149,13 @@ class CallPlan:
             if a.kind is AllocationKind.PARAMETER:
                 shape = module.entry.parameter(a.parameter_number).shape
                 in_place = (not a.parameter_index and shape.is_array and a.index not in copied
-                            and _physical_axes(shape) is None)
-                self.parameters.append(_Parameter(a.index, a.parameter_number, in_place, a.index in copied, a))
+                            and physical_axes(shape) is None)
+                self.parameters.append(Parameter(a.index, a.parameter_number, in_place, a.index in copied, a))
             elif a.kind is AllocationKind.CONSTANT:
                 continue
             elif a.kind is AllocationKind.OUTPUT or a.index in output_allocations:
                 self.fresh.append((a.index, self.fresh_size, size))
-                self.fresh_size += _round_up(size)
+                self.fresh_size += round_up(size)
             else:
                 self.temps.append((a.index, size))
         # Temporaries past POOLED_TEMP_BYTES are allocated per call (a buffer of their own, like the
@@ -191,14 +165,14 @@ class CallPlan:
         if symbolic or sum(size for _, size in self.temps) > POOLED_TEMP_BYTES:
             for index, size in self.temps:
                 self.scratch.append((index, self.scratch_size, size))
-                self.scratch_size += _round_up(size)
+                self.scratch_size += round_up(size)
             self.temps = []
         self.variable = frozenset(p.allocation for p in self.parameters) | {f[0] for f in self.fresh + self.scratch}
-        self.leaves = [_leaf(r) for r in outputs]
+        self.leaves = [leaf_of(r) for r in outputs]
         self.launchers_built = 0  # kernel launches prepared, over all arenas (a test counts them)
         self.code_builds = 0  # the per-call code generated and compiled: once, whatever the sizes (a test counts it)
         # the bytes of an in-place argument are needed only where a thunk reads the allocation itself
-        self.bytes_needed = _reads_bytes(program) or bool({leaf.allocation for leaf in self.leaves}
+        self.bytes_needed = reads_bytes(program) or bool({leaf.allocation for leaf in self.leaves}
                                                  & {p.allocation for p in self.parameters})
         # The call takes each parameter as the address of its bytes, not an array (`takes_addresses`:
         # a caller that knows them, the PyTorch frontend's `data_ptr()`, skips an array and its
@@ -244,12 +218,12 @@ class CallPlan:
 
     def thunks(self) -> list[Thunk]:
         """The top-level thunks, nested sequences spliced in (what `k` counts)."""
-        return _top_level(self.program)
+        return top_level(self.program)
 
     def symbolic_kernels(self) -> dict[int, Any]:
         """k: the kernel of each top-level kernel thunk a binding must bind (`at`'s `kernels`)."""
-        return {k: t.kernel for k, t in enumerate(_top_level(self.program))
-                if _planned_kernel(t) and not hasattr(t.kernel, "launcher")}
+        return {k: t.kernel for k, t in enumerate(top_level(self.program))
+                if planned_kernel(t) and not hasattr(t.kernel, "launcher")}
 
     def bound_kernels(self) -> dict[int, Any]:
         """k: the kernel of each symbolic kernel thunk whose launch a binding gives (`at`'s
@@ -260,7 +234,7 @@ class CallPlan:
 
     def unplanned(self) -> dict[int, Thunk]:
         """k: each top-level thunk with no planned form, which a binding binds (`at`'s `steps`)."""
-        return {k: t for k, t in enumerate(_top_level(self.program)) if not (_planned_kernel(t) or _inline_copy(t))}
+        return {k: t for k, t in enumerate(top_level(self.program)) if not (planned_kernel(t) or inline_copy(t))}
 
     def prepare(self) -> None:
         """Make the code and an arena now (the first call would), so that their cost is counted
@@ -273,11 +247,11 @@ class CallPlan:
     # -- planned once per arena --------------------------------------------------------------------
     def _compile(self) -> None:
         self.code_builds += 1
-        thunks = _top_level(self.program)
+        thunks = top_level(self.program)
         # A symbolic plan whose per-size parts are flat (each symbolic kernel launchable over any
         # table: `launch_at`; no nested sequence among the steps bound per size) shares its arenas
         # between sizes: a binding is its numbers and one launch or step per such thunk (`L[j]`).
-        self.shared = self.symbolic and all(_shared_kernel(thunks[k]) for k in self.symbolic_kernels()) and not any(
+        self.shared = self.symbolic and all(shared_kernel(thunks[k]) for k in self.symbolic_kernels()) and not any(
             isinstance(t, (SequentialThunk, WhileThunk, ConditionalThunk)) for t in self.unplanned().values())
         # Of those, a kernel with one version that offers `launch_source` is launched by lines of the
         # call itself, its launch facts among the binding's numbers: a new size makes no object for it.
@@ -285,7 +259,7 @@ class CallPlan:
         self._inline = {}
         if self.shared:
             kernels = self.symbolic_kernels()
-            self._inline = {k: launch for k, kernel in kernels.items() if (launch := _launch_source(kernel))}
+            self._inline = {k: launch for k, kernel in kernels.items() if (launch := launch_source_of(kernel))}
             self._per_binding = [(k, len(thunks[k].arguments) if k in kernels else None)
                                  for k in sorted({*kernels, *self.unplanned()} - self._inline.keys())]
         self.source = self._source()
@@ -294,7 +268,7 @@ class CallPlan:
         # function (runtime/shape_function.py's arithmetic)
         if self.symbolic:
             names = {v: f"b[{v!r}]" for e in self.exprs if isinstance(e, DimExpr) for v in e.variables}
-            body = "".join(f"{e.source if isinstance(e, _Fact) else expr_source(e, names)}, " for e in self.exprs)
+            body = "".join(f"{e.source if isinstance(e, Fact) else expr_source(e, names)}, " for e in self.exprs)
             scope: dict[str, Any] = {name: value for launch in self._inline.values()
                                      for name, value in launch.scope.items()}
             exec(compile(f"def numbers(b):\n    return ({body})\n", f"<sizes of {self.module.name}>", "exec"), scope)
@@ -307,10 +281,10 @@ class CallPlan:
         base.update({f"b{index}": data for index, data in self.constants.items()})
         self._namespace = base
         self._recipe = []  # (k, thunk, kernel?, its fixed slots) per top-level thunk but an inline copy
-        for k, thunk in enumerate(_top_level(self.program)):
-            if _inline_copy(thunk):
+        for k, thunk in enumerate(top_level(self.program)):
+            if inline_copy(thunk):
                 continue
-            if not _planned_kernel(thunk):
+            if not planned_kernel(thunk):
                 self._recipe.append((k, thunk, False, ()))
                 continue
             fixed = [(slot, ref.slice.allocation_index, ref.slice.offset) for slot, ref in enumerate(thunk.arguments)
@@ -381,7 +355,7 @@ class CallPlan:
         """A launch fact (LaunchSource's source over the binding `b`) in the call's source: `V[i]`."""
         if source not in self._fact_index:
             self._fact_index[source] = len(self.exprs)
-            self.exprs.append(_Fact(source))
+            self.exprs.append(Fact(source))
         return f"V[{self._fact_index[source]}]"
 
     def _source(self) -> str:
@@ -391,8 +365,8 @@ class CallPlan:
         lines = ["def call(args, V, L):" if self.shared else "def call(args):"]
         num = self._number
         emit = lines.append
-        thunks = _top_level(self.program)
-        memory = any(not (_planned_kernel(t) or _inline_copy(t)) for t in thunks)  # a step reads the memory
+        thunks = top_level(self.program)
+        memory = any(not (planned_kernel(t) or inline_copy(t)) for t in thunks)  # a step reads the memory
         for p in self.parameters:
             a = p.allocation
             if p.in_place and self.takes_addresses:
@@ -423,12 +397,12 @@ class CallPlan:
             emit(f"    memory = HostMemory([{', '.join(f'b{i}' for i in range(n))}], None, "
                  f"[{', '.join(f'p{i}' for i in range(n))}], seed)")
         for k, thunk in enumerate(thunks):
-            if _inline_copy(thunk):
+            if inline_copy(thunk):
                 source, destination = thunk.source, thunk.destination
                 emit(f"    memmove(p{destination.allocation_index} + {num(destination.offset)}, "
                      f"p{source.allocation_index} + {num(source.offset)}, {num(source.size)})")
                 continue
-            if not _planned_kernel(thunk):
+            if not planned_kernel(thunk):
                 emit(f"    L[{per_binding[k]}](memory)" if k in per_binding else f"    g{k}(memory)")
                 continue
             for slot, ref in enumerate(thunk.arguments):
@@ -463,22 +437,22 @@ class CallPlan:
             if leaf.axes is not None:
                 expr += f".transpose({leaf.axes})"
             leaves.append(expr)
-        emit(f"    return {_nested(self.result_shape, iter(leaves))}")
+        emit(f"    return {nested_source(self.result_shape, iter(leaves))}")
         return "\n".join(lines) + "\n"
 
     def _step(self, thunk: Thunk, arena: _Arena) -> Step:
         if isinstance(thunk, SequentialThunk):
-            return _sequence([self._step(t, arena) for t in thunk.thunks])
+            return sequence_step([self._step(t, arena) for t in thunk.thunks])
         if isinstance(thunk, WhileThunk):
-            condition = _sequence([self._step(t, arena) for t in thunk.condition.thunks])
-            body = _sequence([self._step(t, arena) for t in thunk.body.thunks])
-            return lambda memory: thunk.loop(memory, condition, body, _predicate(thunk.predicate))
+            condition = sequence_step([self._step(t, arena) for t in thunk.condition.thunks])
+            body = sequence_step([self._step(t, arena) for t in thunk.body.thunks])
+            return lambda memory: thunk.loop(memory, condition, body, predicate_reader(thunk.predicate))
         if isinstance(thunk, ConditionalThunk):
-            branches = [_sequence([self._step(t, arena) for t in b.thunks]) for b in thunk.branches]
+            branches = [sequence_step([self._step(t, arena) for t in b.thunks]) for b in thunk.branches]
             return lambda memory: branches[thunk.branch(memory)](memory)
-        if _planned_kernel(thunk):
+        if planned_kernel(thunk):
             return self._kernel_step(thunk, arena)
-        if _inline_copy(thunk):
+        if inline_copy(thunk):
             source, destination, size = thunk.source, thunk.destination, thunk.source.size
             return lambda m: ctypes.memmove(m.addresses[destination.allocation_index] + destination.offset,
                                             m.addresses[source.allocation_index] + source.offset, size)
@@ -554,84 +528,6 @@ class SharedCall:
         finally:
             if len(plan._arenas) < MAX_ARENAS:
                 plan._arenas.append(call)
-
-
-@dataclass(frozen=True)
-class _Fact:
-    """An entry of a symbolic plan's numbers given by source rather than a DimExpr (a launch fact)."""
-
-    source: str
-
-
-def _launch_source(kernel: Any) -> LaunchSource | None:
-    """A symbolic kernel's launch as lines of the call (LaunchSource), where it has one version
-    and its compiled kernel offers one; its variables read from the binding `b`."""
-    compiled = getattr(kernel, "kernel", None)
-    if getattr(kernel, "versions", True) or not hasattr(compiled, "launch_source"):
-        return None
-    return compiled.launch_source({name: f"b[{name!r}]" for name in compiled.symbols})
-
-
-def _shared_kernel(thunk: Thunk) -> bool:
-    """A symbolic kernel whose every version launches over any table (`launch_at`)."""
-    kernel = thunk.kernel
-    return all(hasattr(k, "launch_at") for k in (getattr(kernel, "kernel", None), *(k for _, k in kernel.versions)))
-
-
-def _round_up(size: Any) -> Any:
-    """`size` rounded up to a multiple of ALIGNMENT (an int, or a symbolic size)."""
-    return -(-size // ALIGNMENT) * ALIGNMENT
-
-
-def _top_level(program: SequentialThunk) -> list[Thunk]:
-    """The program's thunks with nested sequences spliced in."""
-    return [leaf for t in program.thunks
-            for leaf in (_top_level(t) if isinstance(t, SequentialThunk) else [t])]
-
-
-def _inline_copy(thunk: Thunk) -> bool:
-    """A copy between slices of one size: a memmove of the addresses (the bytes' arrays unused)."""
-    return isinstance(thunk, CopyThunk) and thunk.source.size == thunk.destination.size
-
-
-def _predicate(ref: BufferRef) -> Callable[[HostMemory], Any]:
-    """Reads a while loop's predicate: a pred's one byte directly, any other through its view."""
-    if ref.shape.element_type.is_pred and ref.slice.size == 1:
-        index, offset = ref.slice.allocation_index, ref.slice.offset
-        return lambda m: m.allocations[index][offset]
-    leaf = _leaf(ref)
-    return lambda m: leaf.read(m.allocations).item()
-
-
-def _planned_kernel(thunk: Thunk) -> bool:
-    """A kernel with a prepared launch: its own, or (a symbolic kernel, `bind`) its versions'."""
-    kernel = thunk.kernel if isinstance(thunk, KernelThunk) else None
-    return hasattr(kernel, "launcher") or (hasattr(kernel, "bind") and all(
-        hasattr(k, "launcher") for k in (getattr(kernel, "kernel", None), *(k for _, k in kernel.versions))))
-
-
-def _nested(shape: Shape, leaves) -> str:
-    """The expression of the entry's result: a tuple literal per tuple shape (like thunks.nest)."""
-    if not shape.is_tuple:
-        return next(leaves)
-    items = [_nested(s, leaves) for s in shape.tuple_shapes]
-    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-
-
-def _sequence(steps: list[Step]) -> Step:
-    if len(steps) == 1:
-        return steps[0]
-
-    def run(memory: HostMemory) -> None:
-        for step in steps:
-            step(memory)
-    return run
-
-
-def _reads_bytes(program: SequentialThunk) -> bool:
-    """Whether a thunk reads allocations as bytes (HostMemory.bytes): all but planned kernels."""
-    return any(not (_planned_kernel(t) or _inline_copy(t)) for t in program.walk()
-               if not isinstance(t, SequentialThunk))
 
 
 __all__ = ["Binding", "BoundCall", "CallPlan", "MAX_ARENAS", "POOLED_TEMP_BYTES", "SharedCall"]

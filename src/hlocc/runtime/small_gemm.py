@@ -177,8 +177,8 @@ def _kernel() -> tuple:
 def _compile() -> tuple:
     import llvmlite.binding as llvm
 
-    from hlocc.backends.cpu.jit import _LOCK as LLVM_LOCK
-    from hlocc.backends.cpu.jit import ObjectEngine, host_target_machine
+    from hlocc.runtime.jit import _LOCK as LLVM_LOCK
+    from hlocc.runtime.jit import ObjectEngine, host_target_machine
 
     machine = host_target_machine()
     with LLVM_LOCK:  # (the IR is the loops as they should run: instruction selection only, no IR passes)

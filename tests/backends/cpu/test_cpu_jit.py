@@ -1,4 +1,4 @@
-"""The host JIT's lifetime rules (backends/cpu/jit.py), checked in a child process because breaking
+"""The host JIT's lifetime rules (runtime/jit.py), checked in a child process because breaking
 them kills the process."""
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def _bucket(x: int) -> int:
 def _cpu() -> str:
     import llvmlite.binding as llvm
 
-    from hlocc.backends.cpu.jit import host_cpu_features
+    from hlocc.runtime.jit import host_cpu_features
 
     return f"{llvm.get_host_cpu_name()} {host_cpu_features()}"
 

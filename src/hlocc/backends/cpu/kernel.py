@@ -35,7 +35,6 @@ from llvmlite import ir
 
 from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
-from hlocc.backends.cpu.jit import LoadedObject, ObjectEngine, compile_object, host_triple, shared_engine
 from hlocc.backends.cpu.kernel_cache import (
     KernelPlan,
     kernel_key,
@@ -60,6 +59,7 @@ from hlocc.hlo.symbolic import DimExpr, evaluate
 from hlocc.hlo.types import Shape
 from hlocc.runtime.cache import warn_once
 from hlocc.runtime.gc_pause import gc_paused
+from hlocc.runtime.jit import LoadedObject, ObjectEngine, compile_object, host_triple, shared_engine
 from hlocc.runtime.shape_function import expr_source
 from hlocc.runtime.thunks import LaunchSource, from_physical, to_physical
 

@@ -30,7 +30,6 @@ import llvmlite.binding as llvm
 import xdsl
 
 from hlocc.analysis.launch import LaunchDims
-from hlocc.backends.cpu.jit import host_cpu_features
 from hlocc.codegen.llvm import TranslateOptions
 from hlocc.codegen.pipeline import pipeline_for
 from hlocc.codegen.target import Target
@@ -39,6 +38,7 @@ from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.printer import computation_fingerprint
 from hlocc.hlo.symbolic import DimExpr, parse_dim_expr
 from hlocc.runtime.cache import timed_get, timed_put, warn_once
+from hlocc.runtime.jit import host_cpu_features
 
 KEY_VERSION = "hlocc-cpu-kernel 1"
 

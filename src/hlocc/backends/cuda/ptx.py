@@ -287,7 +287,7 @@ def nvptx_target_machine(arch: str) -> llvm.TargetMachine:
 
 def emit_ptx(llvm_ir: str, arch: str, times: dict[str, float] | None = None) -> str:
     """Verify, optimise at O3 for `arch` and emit PTX."""
-    from hlocc.backends.cpu.jit import optimize
+    from hlocc.runtime.jit import optimize
 
     times = times if times is not None else {}
     tm = nvptx_target_machine(arch)

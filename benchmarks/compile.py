@@ -1,6 +1,6 @@
 """Compile time: hlocc against XLA:CPU compiling the same HLO text in the same run (issue 16).
 
-    python benchmarks/compile.py [--cases all|NAME,...] [--probes NAME,...] [--no-warm]
+    python benchmarks/compile.py [--cases all|none|NAME,...] [--probes NAME,...] [--no-warm]
                                  [--profile NAME] [--sample NAME] [--json OUT]
 
 For each JAX corpus module (shared/corpus/jax/*.hlo; inputs are not needed) and each XLA corpus
@@ -190,7 +190,8 @@ def geomean(values: list[float]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", default="all", help="all (default) or comma-separated JAX corpus names")
+    ap.add_argument("--cases", default="all",
+                    help="all (default), none (the probes alone) or comma-separated JAX corpus names")
     ap.add_argument("--probes", default=DEFAULT_PROBES, help="XLA corpus modules compiled as scaling probes")
     ap.add_argument("--no-warm", action="store_true", help="skip the warm-from-disk process")
     ap.add_argument("--profile", metavar="NAME", help="cProfile one more cold compile of NAME")
@@ -205,7 +206,7 @@ def main() -> None:
     cache_dir = tempfile.mkdtemp(prefix="hlocc-compile-bench-")
     use_cache_dir(cache_dir, "warmup")  # read at each compile
     names = (sorted(p.stem for p in (CORPUS / "jax").glob("*.hlo")) if args.cases == "all"
-             else args.cases.split(","))
+             else [] if args.cases == "none" else args.cases.split(","))
     probes = [p for p in args.probes.split(",") if p]
     import jax
 

@@ -480,3 +480,24 @@ def test_corpus_loop_and_transpose_fusions_partition_validly():
             for sg in pc.subgraphs:
                 assert sg.signature.name == sg.name
                 assert len(sg.signature.results) >= 1
+
+
+def test_broadcast_scalar_constant_read_from_two_subgraphs_is_constant_valued():
+    # b is read by s and by the root's subgraph: a root of its own, whose users emit the constant in
+    # place (element_emitter.py) rather than call it.
+    text = """
+    fusion {
+      p = u32[64] parameter(0)
+      c = u32[] constant(13)
+      b = u32[64] broadcast(c), dimensions={}
+      s = u32[64] shift-left(p, b)
+      r = u32[64] reverse(s), dimensions={0}
+      x = u32[64] add(s, r)
+      ROOT y = u32[64] shift-right-logical(x, b)
+    }"""
+    pc = partition_computation(fused(text))
+    check_invariants(pc)
+    names = {sg.name: sg for sg in pc.subgraphs}
+    assert list(names) == ["fusion_y", "fusion_s", "fusion_b"]
+    assert [i.name for i in names["fusion_b"].instructions] == ["c", "b"]
+    assert [sg.constant_valued for sg in names.values()] == [False, False, True]

@@ -136,6 +136,24 @@ def test_tuple_token_and_buffer_shapes():
     assert parse_shape("b(f32[2,4])").is_buffer
 
 
+def test_a_plain_shape_text_is_parsed_once_and_shared():
+    # The parser keeps one Shape per plain shape text; a layout after blanks or a comment, or a
+    # tiled one, still takes the full path and gives that layout.
+    m = parse_hlo("""HloModule m
+ENTRY e {
+  p = f32[2,3]{1,0} parameter(0)
+  a = f32[2,3]{1,0} negate(p)
+  b = f32[2,3] {0,1} negate(a)
+  c = f32[2,3]/*x*/{0,1} negate(b)
+  d = f32[2,3]{0,1:T(2,128)} negate(c)
+  ROOT t = (f32[2,3]{1,0}, f32[2,3]) tuple(a, d)
+}""")
+    p, a, b, c, d, t = m.entry.instructions
+    assert p.shape is a.shape is t.shape.tuple_shapes[0]
+    assert [x.shape.layout.minor_to_major for x in (a, b, c, d)] == [(1, 0), (0, 1), (0, 1), (0, 1)]
+    assert t.shape.tuple_shapes[1].layout is None
+
+
 # -- attributes ----------------------------------------------------------------------------------
 def test_structured_attributes_are_typed():
     m = roundtrip("""ENTRY e {

@@ -186,6 +186,10 @@ class Subgraph:
     index_ranges: tuple[int, ...]
     signature: FunctionSignature
     has_no_compute: bool = False
+    constant_valued: bool = False
+    """Every instruction is a one-element constant or moves such a value (broadcast, reshape, ...):
+    the root's value is that constant at every index, so a user emits it in place rather than call
+    (element_emitter.py)."""
 
     @property
     def index_rank(self) -> int:
@@ -358,9 +362,22 @@ def partition_computation(computation: HloComputation, is_subgraph_root: Subgrap
         signature = _subgraph_signature(name, computation, (root,), index_shape, tensor_parameters, parameters)
         subgraphs.append(Subgraph(
             name=name, roots=(root,), instructions=tuple(instrs), index_ranges=tuple(index_shape.dims),
-            signature=signature, has_no_compute=all(i.opcode in _NO_COMPUTE_OPCODES for i in instrs)))
+            signature=signature, has_no_compute=all(i.opcode in _NO_COMPUTE_OPCODES for i in instrs),
+            constant_valued=all(_moves_a_scalar_constant(i) for i in instrs)))
     instr_to_subgraph = {instr: subgraphs[subgraph_of[i]] for i, instr in enumerate(pre_order)}
     return PartitionedComputation(computation, tuple(subgraphs), MappingProxyType(instr_to_subgraph))
+
+
+_MOVING_OPCODES = frozenset({"broadcast", "reshape", "bitcast", "copy", "transpose"})
+
+
+def _moves_a_scalar_constant(instr: HloInstruction) -> bool:
+    """A one-element constant, or an op that only moves its operand's elements, reading one (its
+    operand, in a subgraph where every instruction passes this test, is such a constant or move)."""
+    if instr.opcode == "constant":
+        return instr.shape.is_array and instr.shape.num_elements == 1
+    return instr.opcode in _MOVING_OPCODES and instr.operand(0).shape.is_array and \
+        instr.operand(0).shape.num_elements == 1
 
 
 def subgraph_roots_for_heroes(heroes: Iterable[HloInstruction]) -> SubgraphRootPredicate:

@@ -22,6 +22,9 @@ from hlocc.hlo.symbolic import parse_dim_expr
 from hlocc.hlo.types import PRIMITIVE_TYPES, UNBOUNDED, Layout, Shape
 
 _TYPE_RE = re.compile(r"(" + "|".join(sorted(PRIMITIVE_TYPES, key=len, reverse=True)) + r")\[")
+_PLAIN_SHAPE_RE = re.compile(r"[a-z][a-z0-9]*\[[0-9,]*\](?:\{[0-9,]*\})?")
+"""The text of a static array shape with at most a plain layout (`f32[8,128]{1,0}`): the common case,
+which `_Parser.shape` parses once per distinct text of a module."""
 _SYMBOL_START = frozenset("(_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _ATTR_NAME_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)\s*=")
 _STACK_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
@@ -68,6 +71,7 @@ class _Parser:
         self._pending_calls: list[tuple[HloInstruction, str, list[str] | str, int]] = []
         self._anon = 0
         self._parameter_numbers: dict[int, set[int]] = {}
+        self._shapes: dict[str, Shape] = {}  # plain shape text -> its Shape (shapes are immutable)
 
     # -- module -------------------------------------------------------------------------------
     def module(self) -> HloModule:
@@ -433,6 +437,28 @@ class _Parser:
 
     # -- shapes -------------------------------------------------------------------------------
     def shape(self) -> Shape:
+        """A shape. A plain one (`_PLAIN_SHAPE_RE`, not followed by more layout) is parsed once per
+        distinct text and shared: a module repeats a few shapes on every instruction, and parsing
+        them was half of parsing the 6800-op probe."""
+        s = self.s
+        s.skip()
+        m = _PLAIN_SHAPE_RE.match(s.text, s.pos)
+        if m is None:
+            return self._shape()
+        text, end = m.group(), m.end()
+        after = s.text[end:end + 1]
+        if after == "{" or (text[-1] != "}" and (after.isspace() or after == "/")):
+            return self._shape()  # a layout may follow (after blanks or a comment), or one not plain
+        shape = self._shapes.get(text)
+        if shape is not None:
+            s.pos = end
+            return shape
+        shape = self._shape()
+        if s.pos == end:
+            self._shapes[text] = shape
+        return shape
+
+    def _shape(self) -> Shape:
         s = self.s
         s.skip()
         if s.accept("("):

@@ -46,8 +46,8 @@ class ComputationKeys:
         if entry is None:
             text = None
             if shape.tuple_shapes is None and not shape.is_buffer and not any(shape.dynamic):
-                # A static array's text is a function of these (parsed shapes are rarely shared
-                # objects, so the id above misses for most instructions).
+                # A static array's text is a function of these (the parser shares one object per
+                # plain shape text, but shapes the passes make are mostly objects of their own).
                 fields = (shape.element_type, shape.dims, shape.layout)
                 text = self._array_texts.get(fields)
                 if text is None:

@@ -111,7 +111,8 @@ class ElementEmitter:
         if cached is not None:
             return cached
         owner = self.partitioned.find_subgraph(instr)
-        if self.subgraph is not None and owner is not self.subgraph and instr not in self.subgraph:
+        if (self.subgraph is not None and owner is not self.subgraph and instr not in self.subgraph
+                and not owner.constant_valued):
             result = self._call(owner, indices)
         else:
             result = self._emit(instr, list(indices))
@@ -122,6 +123,12 @@ class ElementEmitter:
         return self.value(instr, indices)[0]
 
     def _call(self, subgraph: Subgraph, indices: Sequence[SSAValue]) -> list[SSAValue]:
+        """The values of `subgraph`'s root, by a `pure_call` of its function. A constant-valued
+        subgraph (a broadcast scalar constant read from several subgraphs) is not called but emitted
+        where it is read (`value`): one `arith.constant`, which the ops reading it fold at once (a
+        shift by a constant amount needs no range check: elemental/ops.py); called, it met them
+        only after the inliner, and every pass before the first `cse` carried the checks (on the
+        threefry probe, 40% of the emitted ops). Its function, then unused, is erased by `inline`."""
         sig = subgraph.signature
         types = [element_type(r.shape.element_type) for r in sig.results]
         op = PureCallOp(subgraph.name, [*self.params, *indices], types)

@@ -23,6 +23,9 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 INDEX = IndexType()
 
+_CONSTANT_TEMPLATES: dict[tuple, tuple] = {}
+"""`KernelBuilder.constant`'s key → (properties, attributes) of the first such constant built."""
+
 _TEMPLATES: dict[tuple, tuple] = {}
 """(OpClass, argument types and attributes) → (result types, properties, attributes) of an op
 the constructor built from such arguments (see `KernelBuilder.op`)."""
@@ -94,10 +97,21 @@ class KernelBuilder:
 
     # -- constants --------------------------------------------------------------------------------
     def constant(self, value: int | float | bool, type_: Attribute) -> SSAValue:
+        """An `arith.constant` of `value` (a scalar, or a splat of it for a vector type), memoised
+        per insertion block; a constant this process built before is made by `create` from that
+        op's properties (building and checking the attribute is most of a constant's cost, and
+        every subgraph function asks for its own)."""
         key = (type(value), value if value == value else "nan", repr(value), type_)
         cached = self._constants.get(key)
         if cached is not None:
             return cached
+        template = _CONSTANT_TEMPLATES.get(key)
+        if template is not None:
+            properties, attributes = template
+            result = self.add(arith.ConstantOp.create(result_types=[type_], properties=dict(properties),
+                                                      attributes=dict(attributes)))
+            self._constants[key] = result
+            return result
         if isinstance(type_, VectorType):
             elem = type_.element_type
             attr = DenseIntOrFPElementsAttr.from_list(type_, [self._scalar_value(value, elem)])
@@ -106,6 +120,9 @@ class KernelBuilder:
             result = self.add(arith.ConstantOp(IntegerAttr(self._scalar_value(value, type_), type_)))
         else:
             result = self.add(arith.ConstantOp(FloatAttr(float(value), type_)))
+        op = result.owner
+        if [r.type for r in op.results] == [type_]:
+            _CONSTANT_TEMPLATES[key] = (dict(op.properties), dict(op.attributes))
         self._constants[key] = result
         return result
 

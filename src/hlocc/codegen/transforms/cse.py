@@ -13,10 +13,10 @@ keys still compare structurally; and a use whose op is structurally equal to a k
 K's operands, so K itself uses the same result and is known: the replacement is skipped either way.
 
 One fold beyond xDSL's: a select whose condition compares two integer constants is replaced by the
-operand it picks (`_constant_choice`). The elemental emitter's range checks (a shift's amount, a
-divisor against zero) meet constants only once the inliner has put a broadcast constant's subgraph
-in place; on the threefry probe these were 18% of the ops after the first `cse`, carried through
-every later pass to LLVM.
+operand it picks (`_constant_choice`). The elemental emitter folds its range checks (a shift's
+amount, a divisor against zero) when it sees a constant, and it emits a broadcast constant where it
+is read (element_emitter.py), but a constant can still reach a check only through a call the
+inliner removes; such checks would be carried through every later pass to LLVM.
 """
 
 from __future__ import annotations

@@ -88,23 +88,30 @@ class Executable:
         return Evaluator(self.seed).run(self.module, values)
 
 
+    def fast_shapes(self, args: Sequence[Any]) -> tuple | None:
+        """The arguments' shapes where `checked`'s fast path takes them as they are (C-contiguous
+        numpy arrays of the parameters' dtypes and fixed dimensions, `argument_plan`), else None."""
+        plan = self._argument_plan
+        if plan is None:
+            plan = self._argument_plan = argument_plan(self.module)
+        if not plan or len(args) != len(plan):
+            return None
+        shapes = []
+        for a, (dims, dtype, fixed) in zip(args, plan):
+            if type(a) is not np.ndarray or a.dtype != dtype or not a.flags.c_contiguous:
+                return None
+            shape = a.shape
+            if shape != dims and (fixed is None or len(shape) != len(dims) or (fixed and fixed[0](shape) != fixed[1])):
+                return None
+            shapes.append(shape)
+        return tuple(shapes)
+
     def checked(self, args: Sequence[Any], device_arrays: bool = False) -> Sequence[Any]:
         """`check_arguments`, with its fast path: arguments that are already C-contiguous numpy
         arrays of the parameters' dtypes and fixed dimensions (the expectations planned at the
         first call, `argument_plan`) are taken as they are; anything else gets the full checks."""
-        plan = self._argument_plan
-        if plan is None:
-            plan = self._argument_plan = argument_plan(self.module)
-        if plan and len(args) == len(plan):
-            for a, (dims, dtype, fixed) in zip(args, plan):
-                if type(a) is not np.ndarray or a.dtype != dtype or not a.flags.c_contiguous:
-                    break
-                shape = a.shape
-                if shape != dims and (fixed is None or len(shape) != len(dims)
-                                      or (fixed and fixed[0](shape) != fixed[1])):
-                    break
-            else:
-                return args
+        if self.fast_shapes(args) is not None:
+            return args
         return check_arguments(self.module, args, device_arrays=device_arrays)
 
 
@@ -214,21 +221,9 @@ class DynamicExecutable(Executable):
         """`checked(args)` and, from its fast path, the arguments' shapes (the key of their binding,
         DynamicProgram.run), or None where the full checks ran. One pass reads each shape once:
         keying the binding by a second pass cost ~0.3 µs a call, 7-10% of a small program's."""
-        plan = self._argument_plan
-        if plan is None:
-            plan = self._argument_plan = argument_plan(self.module)
-        if plan and len(args) == len(plan):
-            shapes = []
-            for a, (dims, dtype, fixed) in zip(args, plan):
-                if type(a) is not np.ndarray or a.dtype != dtype or not a.flags.c_contiguous:
-                    break
-                shape = a.shape
-                if shape != dims and (fixed is None or len(shape) != len(dims)
-                                      or (fixed and fixed[0](shape) != fixed[1])):
-                    break
-                shapes.append(shape)
-            else:
-                return args, tuple(shapes)
+        shapes = self.fast_shapes(args)
+        if shapes is not None:
+            return args, shapes
         return check_arguments(self.module, args), None
 
     def stats_text(self) -> str:

@@ -83,10 +83,24 @@ class Memory(Protocol):
     def convolution(self, thunk: ConvolutionThunk) -> None: ...
 
 
-class HostMemory:
+class EvaluatorOnDemand:
+    """A run's evaluator (for its host fallbacks), made on first use from `seed`: a run without
+    host fallbacks never needs one, and making one (its random generator) costs ~15 µs. Host and
+    device memories both hold one."""
+
+    __slots__ = ()
+
+    @property
+    def evaluator(self) -> Evaluator:
+        if self._evaluator is None:
+            self._evaluator = Evaluator(self.seed)
+        return self._evaluator
+
+
+class HostMemory(EvaluatorOnDemand):
     """Memory in host byte arrays, one per allocation: reads are views, kernels run on the host.
     `addresses`: the allocations' addresses, when the caller knows them (runtime/call_plan.py);
-    the evaluator is made on first use (a program without host fallbacks never needs one)."""
+    the evaluator is made on first use (EvaluatorOnDemand)."""
 
     __slots__ = ("allocations", "addresses", "seed", "_evaluator")
 
@@ -96,12 +110,6 @@ class HostMemory:
         self.addresses = addresses if addresses is not None else [address_of(a) for a in allocations]
         self.seed = seed
         self._evaluator = evaluator
-
-    @property
-    def evaluator(self) -> Evaluator:
-        if self._evaluator is None:
-            self._evaluator = Evaluator(self.seed)
-        return self._evaluator
 
     def bytes(self, where: BufferSlice) -> np.ndarray:
         return self.allocations[where.allocation_index][where.offset:where.offset + where.size]

@@ -20,7 +20,7 @@ from hlocc.backends.cuda.library import plan_gemm
 from hlocc.evaluator.core import TOKEN, Evaluator
 from hlocc.runtime import library
 from hlocc.runtime.buffer_assignment import BufferSlice
-from hlocc.runtime.thunks import BufferRef, ConvolutionThunk, Kernel, aligned_bytes, physical_bytes
+from hlocc.runtime.thunks import BufferRef, ConvolutionThunk, EvaluatorOnDemand, Kernel, aligned_bytes, physical_bytes
 
 
 @dataclass
@@ -43,7 +43,7 @@ class RunStats:
         return ", ".join(f"{f.name.replace('_', ' ')} {getattr(self, f.name)}" for f in fields(self))
 
 
-class DeviceMemory:
+class DeviceMemory(EvaluatorOnDemand):
     """The buffers of one run on `device` (module doc); `buffers[i]` is allocation i's."""
 
     def __init__(self, device: Device, buffers: list[Any], seed: int, stats: RunStats):
@@ -51,16 +51,8 @@ class DeviceMemory:
         self.buffers = buffers
         self.addresses = [b.ptr for b in buffers]
         self.seed = seed
-        self._evaluator: Evaluator | None = None
+        self._evaluator: Evaluator | None = None  # made on first use (EvaluatorOnDemand)
         self.stats = stats
-
-    @property
-    def evaluator(self) -> Evaluator:
-        """Made on first use, as HostMemory's: a run with no host fallback needs none (making one,
-        with its random generator, was ~15 µs of every run)."""
-        if self._evaluator is None:
-            self._evaluator = Evaluator(self.seed)
-        return self._evaluator
 
     def address(self, where: BufferSlice) -> int:
         return self.addresses[where.allocation_index] + where.offset

@@ -1,6 +1,7 @@
 """Random valid HLO programs (hlocc.testing.programs) run on cpu and cuda-sim against the
 interpreter under the per-type tolerance policy (hlocc.testing.differential). The default run
-checks 300 programs in three seeded (derandomized) batches; `-m slow` checks 10,000. A failure
+checks 125 programs in three seeded (derandomized) batches (two against the interpreter, one in
+bounds-checked mode); `-m slow` checks 10,000. A failure
 prints the module and its input seed; `hlocc reduce` shrinks it to a regression for
 test_found_bugs.py."""
 
@@ -31,7 +32,7 @@ def _batch(count: int):
 
 @pytest.mark.parametrize("batch", range(2))
 def test_random_programs_match_the_interpreter(batch):
-    @_batch(60)  # 120 programs by default; the slow set runs 10,000
+    @_batch(45)  # 90 programs by default; the slow set runs 10,000
     @given(programs(), st.integers(batch * 1000, batch * 1000 + 999))
     def run(program, seed):
         check_program(program, seed)
@@ -51,9 +52,9 @@ def test_many_random_programs_match_the_interpreter(batch):
 
 
 def test_random_programs_in_bounds_checked_mode():
-    """50 programs on cpu with every kernel access checked (a BoundsCheckError is a crash here)."""
+    """35 programs on cpu with every kernel access checked (a BoundsCheckError is a crash here)."""
 
-    @_batch(50)
+    @_batch(35)
     @given(programs(), st.integers(5000, 5999))
     def run(program, seed):
         outcomes = [o for o in differential(program.text, inputs(program, seed), ("cpu",), check_bounds=True)

@@ -107,7 +107,7 @@ class StitchEmitter(FusionEmitterBase):
         self.gpu = target.warp_size > 1
         self.combiners: list[func.FuncOp] = []  # the GPU form's shuffle combiners
         rows = self.plan.rows
-        if self.gpu:  # (a runtime row count on a GPU: refused by the emitter base)
+        if self.gpu:  # (a runtime row count too: the most rows per block that divide it)
             self.tiling = gpu_tiling(rows, self.plan.row_length, target.warp_size)
         elif isinstance(self.plan.row_length, DimExpr):
             # A runtime row length (a speculated stitch: runtime/speculation.py) is unknown here, so

@@ -1,0 +1,219 @@
+"""Dynamic shapes on the cuda backend (issue 15, issue 18 item 3's GPU forms): one compile of a
+module with symbolic dimensions runs every size on a device (backends/cuda/dynamic.py), its
+kernels the GPU form of the emitters compiled once with runtime dims. Checked without a GPU: on
+the SimulatedDevice (`cuda-sim`: the same GPU kernels in SIMT simulation, fresh device memory
+poisoned, every access bounds-checked where asked) against the evaluator and jax.jit, and the PTX
+of the same symbolic kernels assembled by ptxas for sm_80 and sm_90."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hlocc
+from hlocc.backends.cuda.device import SimulatedDevice
+from hlocc.backends.cuda.dynamic import DeviceDynamicProgram, compile_dynamic_module
+from hlocc.backends.cuda.ptx import compile_ptx, find_ptxas, validate_ptx
+from hlocc.errors import ArgumentError
+from hlocc.hlo.parser import parse_hlo
+from hlocc.runtime.thunks import KernelThunk
+
+RNG = np.random.default_rng(0)
+SOFTMAX = """HloModule softmax
+max_f {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}}
+add_f {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+ENTRY e {{
+  x = f32[?b,{n}] parameter(0)
+  ninf = f32[] constant(-inf)
+  mx = f32[?b] reduce(x, ninf), dimensions={{1}}, to_apply=max_f
+  mb = f32[?b,{n}] broadcast(mx), dimensions={{0}}
+  ex = f32[?b,{n}] exponential(f32[?b,{n}] subtract(x, mb))
+  zero = f32[] constant(0)
+  s = f32[?b] reduce(ex, zero), dimensions={{1}}, to_apply=add_f
+  sb = f32[?b,{n}] broadcast(s), dimensions={{0}}
+  ROOT r = f32[?b,{n}] divide(ex, sb)
+}}
+"""
+
+
+def softmax_text(n: str) -> str:
+    """A softmax over the rows of f32[?b, n], unfused (tests/runtime/_programs.py's)."""
+    return SOFTMAX.format(n=n)
+
+
+SIZES = [0, 1, 2, 7, 13, 130]  # 0, 1, primes and one past a block of 128 threads
+
+MLP = """HloModule mlp
+ENTRY e {
+  x = f32[?b,16] parameter(0)
+  w1 = f32[16,32] parameter(1)
+  w2 = f32[32,8] parameter(2)
+  h = f32[?b,32] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  zero = f32[] constant(0)
+  zeros = f32[?b,32] broadcast(zero), dimensions={}
+  r = f32[?b,32] maximum(h, zeros)
+  ROOT o = f32[?b,8] dot(r, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+LAYERNORM = """HloModule layernorm
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[?b,96] parameter(0)
+  zero = f32[] constant(0)
+  s = f32[?b] reduce(x, zero), dimensions={1}, to_apply=add_f
+  n = f32[] constant(96)
+  nb = f32[?b] broadcast(n), dimensions={}
+  mean = f32[?b] divide(s, nb)
+  mb = f32[?b,96] broadcast(mean), dimensions={0}
+  d = f32[?b,96] subtract(x, mb)
+  sq = f32[?b,96] multiply(d, d)
+  v = f32[?b] reduce(sq, zero), dimensions={1}, to_apply=add_f
+  var = f32[?b] divide(v, nb)
+  eps = f32[] constant(1e-5)
+  eb = f32[?b] broadcast(eps), dimensions={}
+  r = f32[?b] rsqrt(f32[?b] add(var, eb))
+  rb = f32[?b,96] broadcast(r), dimensions={0}
+  ROOT y = f32[?b,96] multiply(d, rb)
+}
+"""
+
+SAME_ROWS = """HloModule same
+ENTRY e {
+  x = f32[?b,4] parameter(0)
+  y = f32[?b,4] parameter(1)
+  ROOT s = f32[?b,4] add(x, y)
+}
+"""
+
+W1 = RNG.standard_normal((16, 32)).astype(np.float32)
+W2 = RNG.standard_normal((32, 8)).astype(np.float32)
+PROGRAMS = {  # name: (text, the arguments at size n)
+    "softmax_127": (softmax_text("127"), lambda n: [RNG.standard_normal((n, 127)).astype(np.float32)]),
+    "softmax_4096": (softmax_text("4096"), lambda n: [RNG.standard_normal((n, 4096)).astype(np.float32)]),
+    "softmax_bn": (softmax_text("?n"), lambda n: [RNG.standard_normal((n, 2 * n + 1)).astype(np.float32)]),
+    "layernorm": (LAYERNORM, lambda n: [RNG.standard_normal((n, 96)).astype(np.float32)]),
+    "mlp": (MLP, lambda n: [RNG.standard_normal((n, 16)).astype(np.float32), W1, W2]),
+}
+
+
+def check_one_compile(exe: hlocc.Executable) -> DeviceDynamicProgram:
+    """One plan, every fusion a kernel with runtime dims compiled once, none per size."""
+    program = exe.program
+    assert isinstance(program, DeviceDynamicProgram), exe.plan_reason
+    assert exe.plan_builds == 1 and not exe.specializations and not program.deferred, program.fallbacks()
+    assert exe.compilations == 1 and program.symbolic_kernels >= 1
+    assert "0 compiled per size" in exe.stats_text() and "simulated sm_90" in exe.stats_text()
+    return program
+
+
+def check_sizes(name: str, sizes: list[int], **options) -> hlocc.Executable:
+    text, make_args = PROGRAMS[name]
+    exe = hlocc.compile(text, "cuda-sim", **options)
+    reference = hlocc.compile(text, "interpreter")
+    for n in sizes:
+        args = make_args(n)
+        np.testing.assert_allclose(exe(*args), reference(*args), rtol=1e-5, atol=1e-6, err_msg=f"{name} at {n}")
+        assert exe.compilations == 1, f"{name}: a compilation at size {n}"
+    check_one_compile(exe)
+    return exe
+
+
+@pytest.mark.parametrize("name", ["softmax_127", "mlp"])
+def test_one_compile_runs_sizes_zero_one_and_primes_on_cuda_sim(name):
+    exe = check_sizes(name, SIZES)
+    run = exe.program.last_run
+    assert run.launches >= 1 and run.arguments_in_place >= 1, run.to_string()
+    if name == "mlp":  # the gemms take the call's M: plans for cuBLAS (numpy here) at every size
+        assert run.device_gemms == 2 and run.host_library_calls == 0, run.to_string()
+    else:  # a static row over a runtime row count: one stitch kernel, a warp per row
+        assert exe.program.stats.kernels_by_emitter == {"stitch": 1}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_size_sweep_bounds_checked_on_cuda_sim(name):
+    # check_bounds: each simulated kernel checks every access against its buffer (BoundsCheckError)
+    check_sizes(name, [0, 1, 2, 3, 5, 31, 127, 257], check_bounds=True)
+
+
+def test_a_runtime_row_length_runs_the_multi_kernel_plan():
+    # the GPU's stitch budget is a block's: a runtime row length is not stitched (kernels over b, n)
+    exe = check_sizes("softmax_bn", [0, 1, 6])
+    kernels = [t.kernel for t in exe.program.template.walk() if isinstance(t, KernelThunk)]
+    assert len(kernels) >= 3 and all(k.symbols == ("b", "n") or k.symbols == ("b",) for k in kernels)
+
+
+def test_sizes_that_break_the_shapes_are_argument_errors():
+    exe = hlocc.compile(MLP, "cuda-sim")
+    with pytest.raises(ArgumentError, match=r"expected shape f32\[\?b,16\], got an array of shape \[3, 15\]"):
+        exe(np.ones((3, 15), np.float32), W1, W2)
+    with pytest.raises(ArgumentError, match=r"got an array of shape \[3, 16, 1\]"):
+        exe(np.ones((3, 16, 1), np.float32), W1, W2)
+    # one variable, two arguments: the host shape function names it and both values
+    both = hlocc.compile(SAME_ROWS, "cuda-sim")
+    with pytest.raises(ArgumentError, match="argument 1 dimension 0: size 5 does not match 'b' = 3"):
+        both(np.ones((3, 4), np.float32), np.ones((5, 4), np.float32))
+    np.testing.assert_array_equal(both(np.ones((3, 4), np.float32), np.ones((3, 4), np.float32)),
+                                  np.full((3, 4), 2, np.float32))
+
+
+def test_poisoned_device_memory_never_reaches_the_outputs():
+    # fresh device allocations start as 0xA5 bytes: an element no kernel wrote would show
+    text, make_args = PROGRAMS["layernorm"]
+    program = compile_dynamic_module(parse_hlo(text), SimulatedDevice(fill=0xA5))
+    reference = hlocc.compile(text, "interpreter")
+    for n in (1, 9):
+        args = make_args(n)
+        np.testing.assert_allclose(program.run(args), reference(*args), rtol=1e-5, atol=1e-5)
+    assert program.compilations == 1 and len(program._bound) == 2
+
+
+PTXAS = find_ptxas()
+
+
+@pytest.mark.skipif(PTXAS is None, reason="no ptxas: install the CUDA toolkit or the test extra "
+                                          "'nvidia-cuda-nvcc-cu12' (or set HLOCC_PTXAS)")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_the_symbolic_kernels_ptx_is_accepted_by_ptxas(arch):
+    # every kernel of the softmax over [b, n] and the layernorm over [b, 96], compiled once for
+    # every size: dims by value after the buffers (ptx.py), assembled by ptxas
+    kernels = []
+
+    def compile_kernel(computation, name, noalias):
+        kernels.append(compile_ptx(computation, arch, noalias=noalias))
+        return SimulatedDevice(arch=arch).kernel_compiler(None, {})(computation, name, noalias)
+
+    for name in ("softmax_bn", "layernorm"):
+        module = parse_hlo(PROGRAMS[name][0])
+        device = SimulatedDevice(arch=arch)
+        device.kernel_compiler = lambda options, times: compile_kernel
+        compile_dynamic_module(module, device)
+    assert kernels and all(k.symbols for k in kernels)
+    for kernel in kernels:
+        assert f".param .u64 {kernel.name}_param_{len(kernel.param_shapes) + len(kernel.output_shapes)}" \
+            in kernel.ptx
+        validate_ptx(kernel.ptx, arch, PTXAS)
+
+
+def test_a_launch_evaluates_the_grid_at_the_binding():
+    module = parse_hlo(PROGRAMS["softmax_4096"][0])
+    program = compile_dynamic_module(module, SimulatedDevice())
+    [thunk] = [t for t in program.template.walk() if isinstance(t, KernelThunk)]
+    ptx = compile_ptx(thunk.kernel.kernel.computation, "sm_90")
+    assert ptx.symbols == ("b",) and ptx.launch_at((0,)) is None  # no row: nothing to launch
+    assert ptx.launch_at((5,)).blocks == 5  # a block per row of 4096
+    with pytest.raises(Exception, match="takes the values of 1 dimension variable"):
+        ptx.launch_at(())

@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 import hlocc
+from hlocc.analysis.launch import LaunchDims
 from hlocc.backends.cuda.device import SimulatedDevice
 from hlocc.backends.cuda.dynamic import DeviceDynamicProgram, compile_dynamic_module
-from hlocc.backends.cuda.ptx import compile_ptx, find_ptxas, validate_ptx
+from hlocc.backends.cuda.ptx import PtxError, compile_ptx, find_ptxas, validate_ptx
 from hlocc.errors import ArgumentError
 from hlocc.hlo.parser import parse_hlo
+from hlocc.runtime.speculation import SpeculationOptions
 from hlocc.runtime.thunks import KernelThunk
 
 RNG = np.random.default_rng(0)
@@ -186,22 +188,23 @@ PTXAS = find_ptxas()
 
 @pytest.mark.skipif(PTXAS is None, reason="no ptxas: install the CUDA toolkit or the test extra "
                                           "'nvidia-cuda-nvcc-cu12' (or set HLOCC_PTXAS)")
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("arch", ["sm_90", pytest.param("sm_80", marks=pytest.mark.slow)])
 def test_the_symbolic_kernels_ptx_is_accepted_by_ptxas(arch):
-    # every kernel of the softmax over [b, n] and the layernorm over [b, 96], compiled once for
-    # every size: dims by value after the buffers (ptx.py), assembled by ptxas
+    # every kernel (and version) of the softmax over [b, 127] (a stitch kernel: warp rows) and over
+    # [b, n] (loop kernels over two variables), compiled once for every size: dims by value after
+    # the buffers (ptx.py), assembled by ptxas; the slow run adds the layernorm's
     kernels = []
 
     def compile_kernel(computation, name, noalias):
         kernels.append(compile_ptx(computation, arch, noalias=noalias))
-        return SimulatedDevice(arch=arch).kernel_compiler(None, {})(computation, name, noalias)
+        return simulate(computation, name, noalias)
 
-    for name in ("softmax_bn", "layernorm"):
-        module = parse_hlo(PROGRAMS[name][0])
-        device = SimulatedDevice(arch=arch)
-        device.kernel_compiler = lambda options, times: compile_kernel
-        compile_dynamic_module(module, device)
-    assert kernels and all(k.symbols for k in kernels)
+    simulate = SimulatedDevice(arch=arch).kernel_compiler(None, {})
+    device = SimulatedDevice(arch=arch)
+    device.kernel_compiler = lambda options, times: compile_kernel
+    for name in ("softmax_127", "softmax_bn") + (("layernorm",) if arch == "sm_80" else ()):
+        compile_dynamic_module(parse_hlo(PROGRAMS[name][0]), device)
+    assert {k.symbols for k in kernels} >= {("b",), ("b_8",), ("b", "n")}
     for kernel in kernels:
         assert f".param .u64 {kernel.name}_param_{len(kernel.param_shapes) + len(kernel.output_shapes)}" \
             in kernel.ptx
@@ -209,11 +212,134 @@ def test_the_symbolic_kernels_ptx_is_accepted_by_ptxas(arch):
 
 
 def test_a_launch_evaluates_the_grid_at_the_binding():
-    module = parse_hlo(PROGRAMS["softmax_4096"][0])
+    program = compile_dynamic_module(parse_hlo(PROGRAMS["softmax_127"][0]), SimulatedDevice())
+    [(_, kernel)] = program.speculated()
+    [warp_rows, generic] = [compile_ptx(k.computation, "sm_90") for _, k in kernel.versions]
+    assert generic.symbols == ("b",) and generic.launch_at((0,)) is None  # no row: nothing to launch
+    assert generic.launch_at((5,)) == LaunchDims(32, 5)  # a warp's row per block
+    assert warp_rows.symbols == ("b_8",) and warp_rows.launch_at((3,)) == LaunchDims(256, 3)  # 24 rows
+    with pytest.raises(PtxError, match="takes the values of 1 dimension variable"):
+        generic.launch_at(())
+
+
+def test_the_launch_version_runs_eight_rows_per_block_where_they_divide_the_rows():
+    # runtime/speculation.py `warp_rows`: b mod 8 == 0 runs 8 warps' rows per block of 256 threads,
+    # the generic kernel a row per block of 32; each forced, and chosen, at sizes around 8
+    text, make_args = PROGRAMS["softmax_127"]
+    reference = hlocc.compile(text, "interpreter")
+    chosen = compile_dynamic_module(parse_hlo(text), SimulatedDevice(fill=0xA5))
+    forced = compile_dynamic_module(parse_hlo(text), SimulatedDevice(fill=0xA5),
+                                    speculation=SpeculationOptions("force:warp_rows"))
+    generic = compile_dynamic_module(parse_hlo(text), SimulatedDevice(fill=0xA5),
+                                     speculation=SpeculationOptions("force:generic"))
+    [(_, kernel)] = chosen.speculated()
+    assert [(v.name, v.predicate, k.launch_dims.threads_per_block) for v, k in kernel.versions] == [
+        ("warp_rows", "b mod 8 == 0", 256), ("generic", "true", 32)]
+    for n in (0, 1, 7, 8, 9, 16, 24):
+        args = make_args(n)
+        want = reference(*args)
+        for program in (chosen, generic) + ((forced,) if n % 8 == 0 else ()):
+            np.testing.assert_allclose(program.run(args), want, rtol=1e-5, atol=1e-6, err_msg=f"b={n}")
+    lines = chosen.speculation_lines()
+    assert any("version warp_rows if b mod 8 == 0: kernel over (b_8), 4 launch(es)" in line for line in lines), lines  # 0, 8, 16, 24
+    with pytest.raises(ArgumentError, match="forces version 'warp_rows' but its predicate b mod 8 == 0 fails at b=7"):
+        forced.run(make_args(7))
+
+
+def _jax_programs():
+    """JAX's softmax, layernorm and MLP exported with a symbolic batch (tests/frontends/test_dynamic.py's)."""
+    jax = pytest.importorskip("jax")
+    if tuple(int(p) for p in jax.__version__.split(".")[:2]) < (0, 10):
+        pytest.skip("the StableHLO frontend needs jax >= 0.10")
+    import jax.numpy as jnp
+
+    gamma = RNG.standard_normal(64).astype(np.float32)
+    w1, w2 = W1.T[:, :16] / 4, W2[:16] / 4  # [32, 16], [16, 8]
+
+    def layernorm(x):
+        mean = x.mean(axis=-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+        return (x - mean) / jnp.sqrt(var + 1e-5) * gamma
+
+    return jax, {"softmax": (lambda x: jax.nn.softmax(x, axis=-1), 128),
+                 "layernorm": (layernorm, 64),
+                 "mlp": (lambda x: jax.nn.relu(x @ w1) @ w2, 32)}
+
+
+@pytest.mark.parametrize("name", ["softmax", pytest.param("layernorm", marks=pytest.mark.slow),
+                                  pytest.param("mlp", marks=pytest.mark.slow)])
+def test_jax_programs_over_a_symbolic_batch_match_xla(name):
+    # one compile on cuda-sim; at 1, primes and a larger batch equal to jax.jit on XLA:CPU within
+    # the corpus tolerance (JAX's programs guard b >= 1)
+    from jax import export
+
+    from hlocc.comparison import compare_arrays
+    from hlocc.frontends.stablehlo import import_stablehlo
+
+    jax, programs = _jax_programs()
+    f, columns = programs[name]
+    (b,) = export.symbolic_shape("b")
+    exported = export.export(jax.jit(f))(jax.ShapeDtypeStruct((b, columns), np.float32))
+    exe = hlocc.compile(import_stablehlo(exported), "cuda-sim")
+    for n in (1, 7, 13, 129):
+        x = RNG.standard_normal((n, columns)).astype(np.float32)
+        why = compare_arrays(np.asarray(jax.jit(f)(x)), exe(x), 1e-5, 1e-5)
+        assert why is None, f"{name} at b={n}: {why}"
+    check_one_compile(exe)
+
+
+def test_hlocc_run_of_a_dynamic_stablehlo_module_on_cuda_sim(tmp_path, capsys):
+    from jax import export
+
+    from hlocc.cli import main
+
+    jax, programs = _jax_programs()
+    f, columns = programs["softmax"]
+    (b,) = export.symbolic_shape("b")
+    path = tmp_path / "softmax.mlir"
+    path.write_text(export.export(jax.jit(f))(jax.ShapeDtypeStruct((b, columns), np.float32)).mlir_module())
+    x = RNG.standard_normal((11, columns)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", arg0=x)
+    np.savez(tmp_path / "out.npz", out0=np.asarray(jax.jit(f)(x)))
+    assert main(["run", str(path), "--backend", "cuda-sim", "--stats", "--inputs", str(tmp_path / "in.npz"),
+                 "--expected", str(tmp_path / "out.npz"), "--rtol", "1e-5", "--atol", "1e-6"]) == 0
+    out = capsys.readouterr().out
+    assert "one plan for every size" in out and "0 compiled per size" in out and "simulated sm_90" in out
+    assert "matches expected outputs" in out and "specialized for" not in out
+
+
+def test_a_cuda_launch_passes_the_dims_after_the_buffers_and_the_grid_at_them(monkeypatch):
+    # driver.py without a GPU: a fake driver records cuLaunchKernel's grid and 64-bit words
+    import ctypes
+
+    from hlocc.backends.cuda import driver
+
+    launches = []
+
+    class FakeDriver:
+        class CUresult:
+            CUDA_SUCCESS = 0
+
+        @staticmethod
+        def cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+            count = len(kernel.ptx.param_shapes) + len(kernel.ptx.output_shapes) + len(kernel.symbols)
+            pointers = (ctypes.c_void_p * count).from_address(params)
+            words = [ctypes.c_uint64.from_address(p).value for p in pointers]
+            launches.append(((gx, gy, gz), (bx, by, bz), words))
+            return (0,)
+
+    monkeypatch.setattr(driver, "_driver", lambda: FakeDriver)
+    device = object.__new__(driver.CudaDevice)
+    device.stream = None
+    module = parse_hlo(PROGRAMS["softmax_127"][0])
     program = compile_dynamic_module(module, SimulatedDevice())
-    [thunk] = [t for t in program.template.walk() if isinstance(t, KernelThunk)]
-    ptx = compile_ptx(thunk.kernel.kernel.computation, "sm_90")
-    assert ptx.symbols == ("b",) and ptx.launch_at((0,)) is None  # no row: nothing to launch
-    assert ptx.launch_at((5,)).blocks == 5  # a block per row of 4096
-    with pytest.raises(Exception, match="takes the values of 1 dimension variable"):
-        ptx.launch_at(())
+    [(_, symbolic)] = program.speculated()
+    generic = compile_ptx(symbolic.versions[-1][1].computation, "sm_90")
+    kernel = driver.CudaKernel(generic.name, generic.emitter, (), generic.launch_dims, generic.has_work, device,
+                               function="f", ptx=generic, symbols=generic.symbols)
+    bound = symbolic.bind({"b": 7}, "softmax")  # b mod 8 != 0: the generic version, a row per block
+    bound.kernel = kernel  # the generic version's kernel, as a CudaDevice would have loaded it
+    device.launch(bound, [0x1000, 0x2000])
+    kernel.run_addresses([0x1000, 0x2000], (0,))  # no row: nothing launched
+    assert launches == [((7, 1, 1), (32, 1, 1), [0x1000, 0x2000, 7])]
+    assert kernel._launches == {(7,): LaunchDims(32, 7), (0,): None}  # each grid evaluated once

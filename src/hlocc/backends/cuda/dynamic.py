@@ -25,18 +25,22 @@ A kernel launch at a binding evaluates its grid from the launch dims (`launch_di
 expression) at the binding's values, as the CPU binder does, once per distinct dims (ptx.py
 `PtxKernel.launch_at`, driver.py `CudaKernel.launch_at`; the simulation's CompiledKernel the same).
 
-Speculation: the kernel versions of runtime/speculation.py are the CPU's (vector widths and column
-tiles of the host), so a device plan builds the generic kernels only (`SpeculationOptions("off")`
-unless the caller passes others); the stitch pass of the cuda pipeline stitches a static row over a
-runtime row count (softmax over [b, 4096]: one kernel, a block per row; over [b, 127]: a warp per
-row), and leaves a runtime row length to the multi-kernel plan (the GPU budget is a block's).
+Speculation: the GPU's versions (runtime/speculation.py, `target="gpu"`): its launch
+configuration, `warp_rows` — a stitch kernel whose rows are a warp's runs eight rows per block of
+256 threads where the runtime row count is a multiple of eight (`b := 8*b_8`), a row per block of
+32 threads elsewhere (a block of one warp fills at most half an SM's threads: 32 resident blocks
+per SM on sm_80/sm_90). The CPU's kernel versions (vector widths, column tiles of the host) are not
+built for a device, nor the plan versions: the cuda pipeline stitches a static row over a runtime
+row count (softmax over [b, 4096]: one kernel, a block per row; over [b, 127]: a warp per row) and
+leaves a runtime row length to the multi-kernel plan (the GPU's stitch budget is a block's), so
+there is one plan, built by `build_dynamic_program` itself.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, TextIO
 
 from hlocc.backends.cpu.executable import prepare_as_written
@@ -49,8 +53,7 @@ from hlocc.hlo.ir import HloModule
 from hlocc.hlo.specialize import substitute_shape
 from hlocc.passes.pipeline import cuda_pipeline
 from hlocc.runtime.buffer_assignment import AllocationKind
-from hlocc.runtime.dynamic_program import BoundProgram, DynamicProgram
-from hlocc.runtime.plan_speculation import build_speculated_program
+from hlocc.runtime.dynamic_program import BoundProgram, DynamicProgram, build_dynamic_program
 from hlocc.runtime.speculation import SpeculationOptions
 from hlocc.runtime.thunks import nest
 
@@ -134,13 +137,15 @@ def compile_dynamic_module(module: HloModule, device: Device, options: PipelineO
                            gemm: str = "library", hint: dict[str, int] | None = None,
                            speculation: SpeculationOptions | None = None) -> DeviceDynamicProgram:
     """Compile a module with symbolic dimensions (changed in place by the HLO passes) into one plan
-    for every size on `device` (module doc); `gemm` as in passes/pipeline.py `cuda_pipeline`."""
+    for every size on `device` (module doc); `gemm` as in passes/pipeline.py `cuda_pipeline`;
+    `speculation`: its mode (default HLOCC_SPECULATION's), for the GPU's versions."""
     times = times if times is not None else {}
     t0 = time.perf_counter()
     prepare_as_written(module, hlo_passes)
-    program = build_speculated_program(module, device.kernel_compiler(options, times), pipeline=cuda_pipeline(gemm),
-                                       hint=hint, hlo_passes=hlo_passes, seed=seed, print_after_all=print_after_all,
-                                       stream=stream, times=times, speculation=speculation or SpeculationOptions("off"))
+    speculation = replace(speculation or SpeculationOptions.from_env(), target="gpu")
+    program = build_dynamic_program(module, device.kernel_compiler(options, times), pipeline=cuda_pipeline(gemm),
+                                    hint=hint, hlo_passes=hlo_passes, seed=seed, print_after_all=print_after_all,
+                                    stream=stream, times=times, speculation=speculation)
     program.stats.device = device.name
     times["total"] = (time.perf_counter() - t0) * 1e3
     return on_device(program, device)

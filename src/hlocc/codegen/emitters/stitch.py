@@ -175,8 +175,10 @@ class StitchEmitter(FusionEmitterBase):
         outputs = list(block.args[len(params):])
         self._sizes(e)
         rows = self.plan.rows
-        # The last block's spare threads do nothing (rows - row >= 1 holds for the others).
-        spare = t.rows_per_block > 1 and (not isinstance(rows, int) or t.rows_per_block * t.blocks > rows)
+        # The last block's spare threads do nothing (rows - row >= 1 holds for the others). The GPU
+        # form has none: its rows per block divide the rows (stitch_gpu.gpu_tiling).
+        spare = t.rows_per_block > 1 and not self.gpu and (not isinstance(rows, int)
+                                                          or t.rows_per_block * t.blocks > rows)
         room = IndexingMap(self._dims(), (size_expr(rows) - self._row(),))
         cond = b.in_intervals(list(b.insert(ApplyIndexingOp(room, ids)).results),
                               [Interval(1, NO_UPPER_BOUND)]) if spare else None

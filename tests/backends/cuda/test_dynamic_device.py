@@ -190,9 +190,9 @@ PTXAS = find_ptxas()
                                           "'nvidia-cuda-nvcc-cu12' (or set HLOCC_PTXAS)")
 @pytest.mark.parametrize("arch", ["sm_90", pytest.param("sm_80", marks=pytest.mark.slow)])
 def test_the_symbolic_kernels_ptx_is_accepted_by_ptxas(arch):
-    # every kernel (and version) of the softmax over [b, 127] (a stitch kernel: warp rows) and over
-    # [b, n] (loop kernels over two variables), compiled once for every size: dims by value after
-    # the buffers (ptx.py), assembled by ptxas; the slow run adds the layernorm's
+    # every kernel (and version) of the softmax over [b, 127] (a stitch kernel: warp rows), and in
+    # the slow run over [b, n] (loop kernels over two variables) and the layernorm's, compiled once
+    # for every size: dims by value after the buffers (ptx.py), assembled by ptxas
     kernels = []
 
     def compile_kernel(computation, name, noalias):
@@ -202,9 +202,9 @@ def test_the_symbolic_kernels_ptx_is_accepted_by_ptxas(arch):
     simulate = SimulatedDevice(arch=arch).kernel_compiler(None, {})
     device = SimulatedDevice(arch=arch)
     device.kernel_compiler = lambda options, times: compile_kernel
-    for name in ("softmax_127", "softmax_bn") + (("layernorm",) if arch == "sm_80" else ()):
+    for name in ("softmax_127",) + (("softmax_bn", "layernorm") if arch == "sm_80" else ()):
         compile_dynamic_module(parse_hlo(PROGRAMS[name][0]), device)
-    assert {k.symbols for k in kernels} >= {("b",), ("b_8",), ("b", "n")}
+    assert {k.symbols for k in kernels} >= {("b",), ("b_8",)} | ({("b", "n")} if arch == "sm_80" else set())
     for kernel in kernels:
         assert f".param .u64 {kernel.name}_param_{len(kernel.param_shapes) + len(kernel.output_shapes)}" \
             in kernel.ptx
@@ -266,8 +266,8 @@ def _jax_programs():
                  "mlp": (lambda x: jax.nn.relu(x @ w1) @ w2, 32)}
 
 
-@pytest.mark.parametrize("name", ["softmax", pytest.param("layernorm", marks=pytest.mark.slow),
-                                  pytest.param("mlp", marks=pytest.mark.slow)])
+@pytest.mark.slow  # (the default run compares a softmax with jax.jit through the CLI, below)
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "mlp"])
 def test_jax_programs_over_a_symbolic_batch_match_xla(name):
     # one compile on cuda-sim; at 1, primes and a larger batch equal to jax.jit on XLA:CPU within
     # the corpus tolerance (JAX's programs guard b >= 1)

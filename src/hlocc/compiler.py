@@ -210,22 +210,27 @@ class DynamicExecutable(Executable):
             args = self.size_arguments.extend(args)
         if self.program is None:
             return self.specialized(self.bind(*args))(*args, return_device_arrays=return_device_arrays)
-        if return_device_arrays:
+        on_device = self.backend in DEVICE_BACKENDS
+        if return_device_arrays and not on_device:
             raise ArgumentError(f"return_device_arrays: the {self.backend} backend returns host arrays only")
         program = self.program
-        result = program.run(*self.checked_shapes(args))
+        if return_device_arrays:  # (backends/cuda/dynamic.py: the outputs stay on the device)
+            result = program.run(*self.checked_shapes(args, on_device), return_device_arrays=True)
+        else:
+            result = program.run(*self.checked_shapes(args, on_device))
         if program.deferred:  # only kernels compiled per size change the count
             self.compilations = program.compilations
         return result
 
-    def checked_shapes(self, args: Sequence[Any]) -> tuple[Sequence[Any], tuple | None]:
-        """`checked(args)` and, from its fast path, the arguments' shapes (the key of their binding,
-        DynamicProgram.run), or None where the full checks ran. One pass reads each shape once:
-        keying the binding by a second pass cost ~0.3 µs a call, 7-10% of a small program's."""
+    def checked_shapes(self, args: Sequence[Any], device_arrays: bool = False) -> tuple[Sequence[Any], tuple | None]:
+        """`checked(args, device_arrays)` and, from its fast path, the arguments' shapes (the key of
+        their binding, DynamicProgram.run), or None where the full checks ran. One pass reads each
+        shape once: keying the binding by a second pass cost ~0.3 µs a call, 7-10% of a small
+        program's."""
         shapes = self.fast_shapes(args)
         if shapes is not None:
             return args, shapes
-        return check_arguments(self.module, args), None
+        return check_arguments(self.module, args, device_arrays=device_arrays), None
 
     def stats_text(self) -> str:
         """The plan (or the specializations), the fallback fusions with their reasons, for `--stats`."""
@@ -312,7 +317,11 @@ def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: boo
     if not device_arrays:
         raise ArgumentError(f"argument {index}: the array is in {value.device_name} memory; this backend takes "
                             "host arrays (copy it to the host, or use --backend cuda)")
-    if list(value.shape) != list(shape.dims) or any(shape.dynamic):
+    # a symbolic dimension takes any size here (the dynamic program's shape function checks them);
+    # a bounded one is not taken from device memory
+    fits = len(value.shape) == shape.rank and all(a == d or isinstance(d, DimExpr)
+                                                  for a, d in zip(value.shape, shape.dims))
+    if not fits or any(dyn and not isinstance(d, DimExpr) for d, dyn in zip(shape.dims, shape.dynamic)):
         raise ArgumentError(f"argument {index}: expected shape {shape.to_string(False)}, "
                             f"got an array of shape {list(value.shape)} ({value.dtype}) in {value.device_name} memory")
     if value.dtype != shape.dtype:

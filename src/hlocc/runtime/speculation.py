@@ -26,8 +26,10 @@ Versions built (the others of BladeDISC's four are listed in docs/architecture.m
   backend's plan): a stitch fusion whose rows are a warp's (a static row of up to
   stitch_gpu.WARP_ROW_ELEMENTS) over a runtime row count that is a lone variable `b` runs
   WARP_ROWS_PER_BLOCK rows per block where `b mod 8 == 0` (`b := 8*b_8`, so the rows per block
-  divide the rows: no spare warp), one row per block of 32 threads elsewhere. On the GPU target
-  this is the only version: the others' widths and tiles are the host's.
+  divide the rows: no spare warp), one row per block of 32 threads elsewhere. The GPU target also
+  gets `vectorized` at its own width (the loop emitter's 16 bytes per thread: `n mod 4 == 0` for
+  f32, whose rows then start 16-byte aligned, so loads and stores are `ld.global.v4`), not
+  `column_tiled` (the host's tiles).
 - `stitched`, a version of the whole plan (`PlanVersion`, runtime/plan_speculation.py): a row
   reduction and its consumers over a symbolic row length as ONE stitch kernel where the row fits
   the on-chip budget (`RowFits`), the multi-kernel plan (`generic`) elsewhere. A plan is more than
@@ -179,17 +181,18 @@ class SpeculationOptions:
         return SpeculationOptions(mode or "on", int(rest[4:]) if rest else 4)
 
 
-def loop_vector_elements(computation: HloComputation) -> int:
+def loop_vector_elements(computation: HloComputation, target: str = "cpu") -> int:
     """The elements per thread of the symbolic loop kernel of `computation` on the host (the loop
     emitter's choice: a vector register, one element for a fusion with a reduce), the elements of a
-    stitch kernel's row vector where its row length is symbolic, 1 for other emitters."""
+    stitch kernel's row vector where its row length is symbolic, 1 for other emitters; with
+    `target="gpu"` the GPU form's (16 bytes a thread)."""
     from hlocc.codegen.emitters.loop import LoopEmitter
     from hlocc.codegen.emitters.registry import emitter_for
     from hlocc.codegen.emitters.stitch import StitchEmitter
-    from hlocc.codegen.target import cpu_target
+    from hlocc.codegen.target import cpu_target, gpu_target
 
     try:
-        emitter = emitter_for(computation, cpu_target())
+        emitter = emitter_for(computation, gpu_target() if target == "gpu" else cpu_target())
     except UnsupportedError:
         return 1
     if isinstance(emitter, StitchEmitter):  # a runtime row length: its vectors' elements
@@ -206,8 +209,12 @@ def plan_versions(computation: HloComputation, vector_elements: int, options: Sp
         return [generic]
     if options.target == "gpu":
         launch = warp_rows_version(computation)
-        return [*([launch] if launch else []), generic]
-    column = column_tile_version(computation)
+        if launch is not None:
+            return [launch, generic]
+        vector_elements = loop_vector_elements(computation, "gpu")
+        column = None
+    else:
+        column = column_tile_version(computation)
     if column is not None or vector_elements < 2:
         return [*([column] if column else []), generic]
     names = set().union(*(i.shape.symbols for i in computation.instructions))

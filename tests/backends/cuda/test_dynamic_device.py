@@ -343,3 +343,68 @@ def test_a_cuda_launch_passes_the_dims_after_the_buffers_and_the_grid_at_them(mo
     kernel.run_addresses([0x1000, 0x2000], (0,))  # no row: nothing launched
     assert launches == [((7, 1, 1), (32, 1, 1), [0x1000, 0x2000, 7])]
     assert kernel._launches == {(7,): LaunchDims(32, 7), (0,): None}  # each grid evaluated once
+
+
+BIAS_ADD = """HloModule bias_add
+ENTRY e {
+  x = f32[?b,?n] parameter(0)
+  bias = f32[?n] parameter(1)
+  bb = f32[?b,?n] broadcast(bias), dimensions={1}
+  ROOT y = f32[?b,?n] add(x, bb)
+}
+"""
+
+
+def test_the_gpu_vectorized_version_reads_and_writes_whole_aligned_vectors():
+    # runtime/speculation.py on the GPU target: `vectorized if n mod 4 == 0` (16 bytes a thread):
+    # its PTX loads and stores v4 only; the generic kernel reads x's unaligned rows element by
+    # element. Each forced and chosen, against the evaluator, bounds-checked, memory poisoned.
+    reference = hlocc.compile(BIAS_ADD, "interpreter")
+    programs = {mode: compile_dynamic_module(parse_hlo(BIAS_ADD), SimulatedDevice(fill=0xA5, check_bounds=True),
+                                             speculation=SpeculationOptions(mode))
+                for mode in ("on", "force:vectorized", "force:generic")}
+    for b, n in [(0, 4), (1, 1), (3, 3), (3, 4), (5, 5), (7, 12), (130, 16), (2, 0)]:
+        x, bias = RNG.standard_normal((b, n)).astype(np.float32), RNG.standard_normal(n).astype(np.float32)
+        for mode, program in programs.items():
+            if mode != "force:vectorized" or n % 4 == 0:
+                np.testing.assert_array_equal(program.run([x, bias]), reference(x, bias), err_msg=f"{mode} {b}x{n}")
+    [(_, kernel)] = programs["on"].speculated()
+    assert [(v.name, v.predicate) for v, _ in kernel.versions] == [("vectorized", "n mod 4 == 0"), ("generic", "true")]
+    assert "version vectorized if n mod 4 == 0: kernel over (b, n_4), 5 launch(es)" in programs["on"].speculation_lines()[0]
+    vectorized, generic = (compile_ptx(k.computation, "sm_90").ptx for _, k in kernel.versions)
+    accesses = [line.split()[0] for line in vectorized.splitlines() if line.strip().startswith(("ld.global", "st.global"))]
+    assert sorted(set(accesses)) == ["ld.global.nc.v4.b32", "st.global.v4.b32"] and len(accesses) == 3
+    assert "ld.global.nc.b32" in generic and "st.global.b32" in generic
+    with pytest.raises(ArgumentError, match="predicate n mod 4 == 0 fails at n=5"):
+        programs["force:vectorized"].run([np.ones((1, 5), np.float32), np.ones(5, np.float32)])
+
+
+class _Producer:
+    """A DLPack producer that is not a numpy array (as a torch or JAX array on the device would be)."""
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_device_arrays_go_in_and_stay_on_the_device_at_every_size():
+    # DLPack arrays of the device's memory (the SimulatedDevice's is the host's) are used in place,
+    # and `return_device_arrays` leaves the results in device memory, as on the static executable
+    exe = hlocc.compile(BIAS_ADD, "cuda-sim")
+    reference = hlocc.compile(BIAS_ADD, "interpreter")
+    for b, n in [(5, 7), (2, 16), (0, 3)]:
+        x, bias = RNG.standard_normal((b, n)).astype(np.float32), RNG.standard_normal(n).astype(np.float32)
+        out = exe(_Producer(x), _Producer(bias), return_device_arrays=True)
+        run = exe.program.last_run
+        assert run.arguments_in_place == (2 if b else 1) and run.uploaded_bytes == run.downloaded_bytes == 0
+        np.testing.assert_array_equal(np.from_dlpack(out), reference(x, bias))
+    assert exe.compilations == 1
+    with pytest.raises(ArgumentError, match=r"expected shape f32\[\?b,\?n\], got an array of shape \[3\]"):
+        exe(_Producer(np.ones(3, np.float32)), _Producer(np.ones(3, np.float32)))
+    with pytest.raises(ArgumentError, match="return_device_arrays: the cpu backend returns host arrays only"):
+        hlocc.compile(BIAS_ADD, "cpu")(x, bias, return_device_arrays=True)

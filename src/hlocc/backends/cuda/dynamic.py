@@ -18,8 +18,10 @@ symbolic kernel's version and dims) run through the device memory of a static ru
       the shape function and the guards (on the host) → the bound thunks, allocation sizes, outputs
     per call
       one device allocation per allocation at the binding's size (the device's allocator: a
-      CudaDevice's stream-ordered pool), arguments used in place or uploaded, constants uploaded
-      once, the thunks in the device's stream, the outputs copied back
+      CudaDevice's stream-ordered pool), arguments used in place or uploaded (host arrays, or
+      DLPack arrays of the device: torch, JAX, CuPy), constants uploaded once, the thunks in the
+      device's stream, the outputs copied back (or, `return_device_arrays`, left on the device as
+      DeviceArrays, as the static executable's)
 
 A kernel launch at a binding evaluates its grid from the launch dims (`launch_dims.blocks`, a size
 expression) at the binding's values, as the CPU binder does, once per distinct dims (ptx.py
@@ -29,15 +31,17 @@ Speculation: the GPU's versions (runtime/speculation.py, `target="gpu"`): its la
 configuration, `warp_rows` — a stitch kernel whose rows are a warp's runs eight rows per block of
 256 threads where the runtime row count is a multiple of eight (`b := 8*b_8`), a row per block of
 32 threads elsewhere (a block of one warp fills at most half an SM's threads: 32 resident blocks
-per SM on sm_80/sm_90). The CPU's kernel versions (vector widths, column tiles of the host) are not
-built for a device, nor the plan versions: the cuda pipeline stitches a static row over a runtime
-row count (softmax over [b, 4096]: one kernel, a block per row; over [b, 127]: a warp per row) and
-leaves a runtime row length to the multi-kernel plan (the GPU's stitch budget is a block's), so
-there is one plan, built by `build_dynamic_program` itself.
+per SM on sm_80/sm_90) —, and `vectorized` at the GPU's width (`n mod 4 == 0` for f32: aligned
+rows, `ld.global.v4`). The host's column tiles are not built for a device, nor the plan
+versions: the cuda pipeline stitches a static row over a runtime row count (softmax over
+[b, 4096]: one kernel, a block per row; over [b, 127]: a warp per row) and leaves a runtime row
+length to the multi-kernel plan (the GPU's stitch budget is a block's), so there is one plan,
+built by `build_dynamic_program` itself.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -97,7 +101,9 @@ class DeviceCall:
         buffers = [program._buffer(allocation, args, stats, size, shape) for allocation, size, shape in self.buffers]
         memory = DeviceMemory(device, buffers, program.seed, stats)
         self.bound.program.execute(memory)
-        leaves = [memory.read(ref) if ref.shape.is_array else TOKEN for ref in self.bound.outputs]
+        on_device = getattr(program._returning, "device_arrays", False)
+        leaves = [TOKEN if not ref.shape.is_array else program._device_array(memory, ref) if on_device
+                  else memory.read(ref) for ref in self.bound.outputs]
         device.synchronize()
         program.last_run = stats
         return nest(self.root_shape, iter(leaves))
@@ -111,6 +117,19 @@ class DeviceDynamicProgram(DeviceBuffers, DynamicProgram):
     device: Any = None
     last_run: RunStats | None = None
     _constants_on_device: dict[int, Any] = field(default_factory=dict, repr=False)
+    # per thread: whether the call in progress returns DeviceArrays (`run`'s flag, which the
+    # runtime's DynamicProgram.run does not pass on to a binding's calls)
+    _returning: threading.local = field(default_factory=threading.local, repr=False)
+
+    def run(self, args: Sequence[Any], key: tuple | None = None, return_device_arrays: bool = False) -> Any:
+        """DynamicProgram.run; with `return_device_arrays` the outputs stay on the device."""
+        if not return_device_arrays:
+            return DynamicProgram.run(self, args, key)
+        self._returning.device_arrays = True
+        try:
+            return DynamicProgram.run(self, args, key)
+        finally:
+            self._returning.device_arrays = False
 
     def _calls(self, arg_dims: tuple, own: bool = False) -> DeviceBinding:
         """The calls at the binding of `arg_dims`: those of the plan version the binding takes
@@ -125,9 +144,9 @@ def on_device(program: DynamicProgram, device: Device) -> DeviceDynamicProgram:
     """`program` (and the other plan versions it holds) as a DeviceDynamicProgram on `device`."""
     moved = DeviceDynamicProgram(**{f.name: getattr(program, f.name) for f in fields(DynamicProgram)},
                                  device=device)
-    if moved.versions is not None:
-        moved.versions.versions = [(v, on_device(p, device) if p is not None else None)
-                                   for v, p in moved.versions.versions]
+    if moved.versions is not None:  # (their calls read the owner's per-thread flag: `run`)
+        moved.versions.versions = [(v, replace(on_device(p, device), _returning=moved._returning)
+                                    if p is not None else None) for v, p in moved.versions.versions]
     return moved
 
 

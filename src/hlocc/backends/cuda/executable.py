@@ -66,7 +66,7 @@ class DeviceBuffers:
     constants (uploaded once and kept), fresh allocations. Shared by the static executable and the
     dynamic program (dynamic.py), which gives each allocation its size and each parameter its
     shape at the call's binding. The host class provides `device`, `module`, `constants`,
-    `copied_parameters` and a `_constants_on_device` dict."""
+    `assignment`, `copied_parameters` and a `_constants_on_device` dict."""
 
     def _buffer(self, allocation: BufferAllocation, args: Sequence[Any], stats: RunStats, size: int | None = None,
                 shape: Shape | None = None) -> Any:
@@ -144,6 +144,19 @@ class DeviceBuffers:
         array = np.lib.stride_tricks.as_strided(elements, value.shape, [s * itemsize for s in value.strides])
         return self._upload(physical_bytes(array, shape), stats)
 
+    def _device_array(self, memory: DeviceMemory, ref: BufferRef) -> DeviceArray:
+        """An output left in device memory: a view of its run's buffer, which it keeps alive, or a
+        copy where the buffer is not the run's own (a constant, an argument used in place)."""
+        allocation = self.assignment.allocations[ref.slice.allocation_index]
+        buffer = memory.buffers[allocation.index]
+        if allocation.kind is AllocationKind.CONSTANT or isinstance(buffer, ExternalBuffer):
+            copy = self._allocate(ref.slice.size, memory.stats)  # a result owns its memory
+            if ref.slice.size:
+                self.device.copy(copy.ptr, memory.address(ref.slice), ref.slice.size)
+                memory.stats.device_copied_bytes += ref.slice.size
+            return DeviceArray(self.device, copy, 0, ref.shape)
+        return DeviceArray(self.device, buffer, ref.slice.offset, ref.shape)
+
 
 @dataclass
 class DeviceExecutable(DeviceBuffers, ThunkExecutable):
@@ -173,17 +186,6 @@ class DeviceExecutable(DeviceBuffers, ThunkExecutable):
         device.synchronize()
         self.last_run = stats
         return nest(root.shape, iter(leaves))
-
-    def _device_array(self, memory: DeviceMemory, ref: BufferRef) -> DeviceArray:
-        allocation = self.assignment.allocations[ref.slice.allocation_index]
-        buffer = memory.buffers[allocation.index]
-        if allocation.kind is AllocationKind.CONSTANT or isinstance(buffer, ExternalBuffer):
-            copy = self._allocate(ref.slice.size, memory.stats)  # a result owns its memory
-            if ref.slice.size:
-                self.device.copy(copy.ptr, memory.address(ref.slice), ref.slice.size)
-                memory.stats.device_copied_bytes += ref.slice.size
-            return DeviceArray(self.device, copy, 0, ref.shape)
-        return DeviceArray(self.device, buffer, ref.slice.offset, ref.shape)
 
 
 def label_library_calls(program: SequentialThunk, stats: RuntimeStats, device: Device) -> None:

@@ -8,14 +8,13 @@ cuda path on a simulated GPU (the GPU kernels in SIMT simulation, device memory 
 which is how it is tested without one.
 
 A module with symbolic dimensions (hlo/symbolic.py) compiles to a `DynamicExecutable`. On the cpu,
-cuda and cuda-sim backends it holds one plan for every size (runtime/dynamic_program.py; on a
-device backends/cuda/dynamic.py): HLO passes, schedule and buffer assignment run once on the
-symbolic module; per call the compiled shape function binds the variables, checks the guards and
-gives every size; kernels are symbolic, or compiled per binding of their fusion where the kernel
-compiler cannot compile them symbolically yet (listed by `stats_text`). On the interpreter, or
-where the plan cannot be built (the reason is in `plan_reason`), each call runs a static
-specialization of the whole module for its binding, compiled on first use and cached
-(`specializations` lists each with its reason).
+cuda and cuda-sim backends it holds one plan for every size (runtime/dynamic_program.py, on a device
+backends/cuda/dynamic.py): HLO passes, schedule and buffer assignment run once on the symbolic
+module; per call the compiled shape function binds the variables, checks the guards and gives every
+size; kernels are symbolic, or compiled per binding of their fusion where the kernel compiler cannot
+compile them symbolically yet (listed by `stats_text`). On the interpreter, or where the plan cannot
+be built (the reason is in `plan_reason`), each call runs a static specialization of the whole
+module for its binding, compiled on first use and cached (`specializations` lists each with why).
 
 Compiling the same HLO text again in a process, with the same options, returns the executable
 compiled the first time (`_PROGRAMS`, the last 64 programs, keyed by the text's SHA-256, backend and
@@ -214,19 +213,16 @@ class DynamicExecutable(Executable):
         if return_device_arrays and not on_device:
             raise ArgumentError(f"return_device_arrays: the {self.backend} backend returns host arrays only")
         program = self.program
-        if return_device_arrays:  # (backends/cuda/dynamic.py: the outputs stay on the device)
-            result = program.run(*self.checked_shapes(args, on_device), return_device_arrays=True)
-        else:
-            result = program.run(*self.checked_shapes(args, on_device))
+        args, key = self.checked_shapes(args, on_device)  # (on a device, DLPack arrays are taken)
+        result = program.run(args, key, return_device_arrays=True) if return_device_arrays else program.run(args, key)
         if program.deferred:  # only kernels compiled per size change the count
             self.compilations = program.compilations
         return result
 
     def checked_shapes(self, args: Sequence[Any], device_arrays: bool = False) -> tuple[Sequence[Any], tuple | None]:
-        """`checked(args, device_arrays)` and, from its fast path, the arguments' shapes (the key of
-        their binding, DynamicProgram.run), or None where the full checks ran. One pass reads each
-        shape once: keying the binding by a second pass cost ~0.3 µs a call, 7-10% of a small
-        program's."""
+        """`checked(args, device_arrays)` and, from its fast path, the arguments' shapes (the key of their
+        binding, DynamicProgram.run), or None where the full checks ran. One pass reads each shape
+        once: keying the binding by a second pass cost ~0.3 µs a call, 7-10% of a small program's."""
         shapes = self.fast_shapes(args)
         if shapes is not None:
             return args, shapes
@@ -317,8 +313,7 @@ def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: boo
     if not device_arrays:
         raise ArgumentError(f"argument {index}: the array is in {value.device_name} memory; this backend takes "
                             "host arrays (copy it to the host, or use --backend cuda)")
-    # a symbolic dimension takes any size here (the dynamic program's shape function checks them);
-    # a bounded one is not taken from device memory
+    # any size for a symbolic dimension (the plan's shape function checks them), none for a bounded one
     fits = len(value.shape) == shape.rank and all(a == d or isinstance(d, DimExpr)
                                                   for a, d in zip(value.shape, shape.dims))
     if not fits or any(dyn and not isinstance(d, DimExpr) for d, dyn in zip(shape.dims, shape.dynamic)):
@@ -569,7 +564,6 @@ def _build_plan(executable: DynamicExecutable, module: HloModule, times: dict[st
     common = dict(hlo_passes=options.get("hlo_passes", True), seed=executable.seed,
                   print_after_all=options.get("print_ir_after_all", False), stream=options.get("stream"), times=times,
                   gemm=options.get("gemm", "library"), hint=options.get("size_hint"))
-    # (no device, e.g. `cuda` without a GPU: the reason, before any plan is tried)
     device = device_for(executable.backend, options.get("check_bounds", False)) \
         if executable.backend in DEVICE_BACKENDS else None
     try:

@@ -7,14 +7,14 @@ DLPack arrays in and out) and fails with the reason where no GPU can be used; `c
 cuda path on a simulated GPU (the GPU kernels in SIMT simulation, device memory in host memory),
 which is how it is tested without one.
 
-A module with symbolic dimensions (hlo/symbolic.py) compiles to a `DynamicExecutable`. On the cpu
-backend it holds one plan for every size (runtime/dynamic_program.py): HLO passes, schedule and
-buffer assignment run once on the symbolic module; per call the compiled shape function binds the
-variables, checks the guards and gives every size; kernels are symbolic, or compiled per binding of
-their fusion where the kernel compiler cannot compile them symbolically yet (listed by
-`stats_text`). Elsewhere (interpreter, cuda), or where the plan cannot be built (the reason is in
-`plan_reason`), each call runs a static specialization of the whole module for its binding,
-compiled on first use and cached (`specializations` lists each with its reason).
+A module with symbolic dimensions (hlo/symbolic.py) compiles to a `DynamicExecutable`. On the cpu,
+cuda and cuda-sim backends it holds one plan for every size (runtime/dynamic_program.py, on a device
+backends/cuda/dynamic.py): HLO passes, schedule and buffer assignment run once on the symbolic
+module; per call the compiled shape function binds the variables, checks the guards and gives every
+size; kernels are symbolic, or compiled per binding of their fusion where the kernel compiler cannot
+compile them symbolically yet (listed by `stats_text`). On the interpreter, or where the plan cannot
+be built (the reason is in `plan_reason`), each call runs a static specialization of the whole
+module for its binding, compiled on first use and cached (`specializations` lists each with why).
 
 Compiling the same HLO text again in a process, with the same options, returns the executable
 compiled the first time (`_PROGRAMS`, the last 64 programs, keyed by the text's SHA-256, backend and
@@ -209,22 +209,24 @@ class DynamicExecutable(Executable):
             args = self.size_arguments.extend(args)
         if self.program is None:
             return self.specialized(self.bind(*args))(*args, return_device_arrays=return_device_arrays)
-        if return_device_arrays:
+        on_device = self.backend in DEVICE_BACKENDS
+        if return_device_arrays and not on_device:
             raise ArgumentError(f"return_device_arrays: the {self.backend} backend returns host arrays only")
         program = self.program
-        result = program.run(*self.checked_shapes(args))
+        args, key = self.checked_shapes(args, on_device)  # (on a device, DLPack arrays are taken)
+        result = program.run(args, key, return_device_arrays=True) if return_device_arrays else program.run(args, key)
         if program.deferred:  # only kernels compiled per size change the count
             self.compilations = program.compilations
         return result
 
-    def checked_shapes(self, args: Sequence[Any]) -> tuple[Sequence[Any], tuple | None]:
-        """`checked(args)` and, from its fast path, the arguments' shapes (the key of their binding,
-        DynamicProgram.run), or None where the full checks ran. One pass reads each shape once:
-        keying the binding by a second pass cost ~0.3 µs a call, 7-10% of a small program's."""
+    def checked_shapes(self, args: Sequence[Any], device_arrays: bool = False) -> tuple[Sequence[Any], tuple | None]:
+        """`checked(args, device_arrays)` and, from its fast path, the arguments' shapes (the key of their
+        binding, DynamicProgram.run), or None where the full checks ran. One pass reads each shape
+        once: keying the binding by a second pass cost ~0.3 µs a call, 7-10% of a small program's."""
         shapes = self.fast_shapes(args)
         if shapes is not None:
             return args, shapes
-        return check_arguments(self.module, args), None
+        return check_arguments(self.module, args, device_arrays=device_arrays), None
 
     def stats_text(self) -> str:
         """The plan (or the specializations), the fallback fusions with their reasons, for `--stats`."""
@@ -311,7 +313,10 @@ def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: boo
     if not device_arrays:
         raise ArgumentError(f"argument {index}: the array is in {value.device_name} memory; this backend takes "
                             "host arrays (copy it to the host, or use --backend cuda)")
-    if list(value.shape) != list(shape.dims) or any(shape.dynamic):
+    # any size for a symbolic dimension (the plan's shape function checks them), none for a bounded one
+    fits = len(value.shape) == shape.rank and all(a == d or isinstance(d, DimExpr)
+                                                  for a, d in zip(value.shape, shape.dims))
+    if not fits or any(dyn and not isinstance(d, DimExpr) for d, dyn in zip(shape.dims, shape.dynamic)):
         raise ArgumentError(f"argument {index}: expected shape {shape.to_string(False)}, "
                             f"got an array of shape {list(value.shape)} ({value.dtype}) in {value.device_name} memory")
     if value.dtype != shape.dtype:
@@ -348,7 +353,7 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     check_bounds (cpu and cuda-sim backends): every kernel checks each load and store against its
       buffer and a violation raises a BoundsCheckError naming the kernel, the buffer and the index
       (slower kernels, for debugging; off, the kernels are the usual ones).
-    size_hint (a module with symbolic dimensions, cpu backend): the dimension variables' likely
+    size_hint (a module with symbolic dimensions, cpu and cuda backends): the dimension variables' likely
       values, at which the plan's fusion and scheduling heuristics are decided (default: 128 each;
       the plan is correct at every size whatever the hint).
     autotune (gemm="codegen"): "off" (the analytic schedule), "cached" (a winner the persistent
@@ -415,7 +420,7 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
         if size_hint:
             options["size_hint"] = dict(size_hint)
         executable = DynamicExecutable(module, backend, times, seed, options=options, size_arguments=size_arguments)
-        if backend == "cpu":
+        if backend != "interpreter":
             # The plan's passes change the module they get: a fresh one is the executable's own
             # (reloaded if the plan fails), a caller's is copied, guards included.
             work = module if fresh else _copy_with_guards(module)
@@ -556,13 +561,20 @@ def _build_plan(executable: DynamicExecutable, module: HloModule, times: dict[st
     from hlocc.hlo.symbolic import InconclusiveDimensionError
 
     options = executable.options
+    common = dict(hlo_passes=options.get("hlo_passes", True), seed=executable.seed,
+                  print_after_all=options.get("print_ir_after_all", False), stream=options.get("stream"), times=times,
+                  gemm=options.get("gemm", "library"), hint=options.get("size_hint"))
+    device = device_for(executable.backend, options.get("check_bounds", False)) \
+        if executable.backend in DEVICE_BACKENDS else None
     try:
-        with autotune_mode(options.get("autotune", "cached")):
-            executable.program = compile_dynamic_module(
-                module, _cpu_target(options.get("check_bounds", False)), hlo_passes=options.get("hlo_passes", True),
-                seed=executable.seed, print_after_all=options.get("print_ir_after_all", False),
-                stream=options.get("stream"), times=times, gemm=options.get("gemm", "library"),
-                hint=options.get("size_hint"))
+        if device is not None:
+            from hlocc.backends.cuda.dynamic import compile_dynamic_module as compile_for_device
+
+            executable.program = compile_for_device(module, device, **common)
+        else:
+            with autotune_mode(options.get("autotune", "cached")):
+                executable.program = compile_dynamic_module(module, _cpu_target(options.get("check_bounds", False)),
+                                                            **common)
     except (UnsupportedError, InconclusiveDimensionError) as e:
         executable.plan_reason = f"no plan for every size: {e}"
         if reload is not None:

@@ -22,6 +22,14 @@ Versions built (the others of BladeDISC's four are listed in docs/architecture.m
   (codegen/emitters/column_reduce.py: a block of columns per thread, rows read as vectors) where
   the columns fill a vector (`AtLeast`: `n >= 16` for f32). Not a substitution but a `marker` on
   the version's reduces, which picks that emitter (`KernelVersion.specialize`).
+- `warp_rows` (the GPU's launch configuration, `SpeculationOptions(target="gpu")`: the cuda
+  backend's plan): a stitch fusion whose rows are a warp's (a static row of up to
+  stitch_gpu.WARP_ROW_ELEMENTS) over a runtime row count that is a lone variable `b` runs
+  WARP_ROWS_PER_BLOCK rows per block where `b mod 8 == 0` (`b := 8*b_8`, so the rows per block
+  divide the rows: no spare warp), one row per block of 32 threads elsewhere. The GPU target also
+  gets `vectorized` at its own width (the loop emitter's 16 bytes per thread: `n mod 4 == 0` for
+  f32, whose rows then start 16-byte aligned, so loads and stores are `ld.global.v4`), not
+  `column_tiled` (the host's tiles).
 - `stitched`, a version of the whole plan (`PlanVersion`, runtime/plan_speculation.py): a row
   reduction and its consumers over a symbolic row length as ONE stitch kernel where the row fits
   the on-chip budget (`RowFits`), the multi-kernel plan (`generic`) elsewhere. A plan is more than
@@ -51,7 +59,9 @@ from hlocc.hlo.symbolic import Dim, DimExpr, symbol
 GENERIC = "generic"
 STITCHED = "stitched"
 COLUMN_TILED = "column_tiled"
-VERSION_NAMES = (GENERIC, "vectorized", COLUMN_TILED, STITCHED)
+WARP_ROWS = "warp_rows"
+VERSION_NAMES = (GENERIC, "vectorized", COLUMN_TILED, STITCHED, WARP_ROWS)
+TARGETS = ("cpu", "gpu")
 
 
 @dataclass(frozen=True)
@@ -143,8 +153,11 @@ class SpeculationOptions:
 
     mode: str = "on"
     max_versions: int = 4
+    target: str = "cpu"  # whose versions: the host's, or the GPU's launch configuration (module doc)
 
     def __post_init__(self):
+        if self.target not in TARGETS:
+            raise UnsupportedError(f"speculation target '{self.target}': choose {' or '.join(TARGETS)}")
         if self.mode not in ("on", "off") and not (self.mode.startswith("force:")
                                                     and self.mode[len("force:"):] in VERSION_NAMES):
             raise UnsupportedError(f"speculation '{self.mode}': choose on, off or force:<version> with a version "
@@ -168,17 +181,18 @@ class SpeculationOptions:
         return SpeculationOptions(mode or "on", int(rest[4:]) if rest else 4)
 
 
-def loop_vector_elements(computation: HloComputation) -> int:
+def loop_vector_elements(computation: HloComputation, target: str = "cpu") -> int:
     """The elements per thread of the symbolic loop kernel of `computation` on the host (the loop
     emitter's choice: a vector register, one element for a fusion with a reduce), the elements of a
-    stitch kernel's row vector where its row length is symbolic, 1 for other emitters."""
+    stitch kernel's row vector where its row length is symbolic, 1 for other emitters; with
+    `target="gpu"` the GPU form's (16 bytes a thread)."""
     from hlocc.codegen.emitters.loop import LoopEmitter
     from hlocc.codegen.emitters.registry import emitter_for
     from hlocc.codegen.emitters.stitch import StitchEmitter
-    from hlocc.codegen.target import cpu_target
+    from hlocc.codegen.target import cpu_target, gpu_target
 
     try:
-        emitter = emitter_for(computation, cpu_target())
+        emitter = emitter_for(computation, gpu_target() if target == "gpu" else cpu_target())
     except UnsupportedError:
         return 1
     if isinstance(emitter, StitchEmitter):  # a runtime row length: its vectors' elements
@@ -193,7 +207,14 @@ def plan_versions(computation: HloComputation, vector_elements: int, options: Sp
     generic = KernelVersion(GENERIC)
     if options.mode == "off" or options.max_versions < 2:
         return [generic]
-    column = column_tile_version(computation)
+    if options.target == "gpu":
+        launch = warp_rows_version(computation)
+        if launch is not None:
+            return [launch, generic]
+        vector_elements = loop_vector_elements(computation, "gpu")
+        column = None
+    else:
+        column = column_tile_version(computation)
     if column is not None or vector_elements < 2:
         return [*([column] if column else []), generic]
     names = set().union(*(i.shape.symbols for i in computation.instructions))
@@ -227,6 +248,30 @@ def column_tile_version(computation: HloComputation) -> KernelVersion | None:
     if not isinstance(plan.columns, DimExpr):
         return KernelVersion(COLUMN_TILED, (), COLUMN_TILE_MARKER) if plan.columns >= lanes else None
     return KernelVersion(COLUMN_TILED, (AtLeast(plan.columns, lanes),), COLUMN_TILE_MARKER)
+
+
+def warp_rows_version(computation: HloComputation) -> KernelVersion | None:
+    """`warp_rows if b mod 8 == 0` for a GPU stitch fusion whose rows are a warp's and whose row
+    count is the lone variable `b` (module doc; codegen/emitters/stitch_gpu.py `gpu_tiling` takes
+    the most rows per block that divide the row count at every size)."""
+    from hlocc.analysis.hero import is_stitch_marked
+    from hlocc.analysis.stitch_info import NotStitchable, stitch_plan
+    from hlocc.codegen.emitters.stitch_gpu import WARP_ROW_ELEMENTS, WARP_ROWS_PER_BLOCK
+
+    if not any(is_stitch_marked(i) for i in computation.instructions):
+        return None
+    try:
+        plan = stitch_plan(computation)
+    except NotStitchable:
+        return None
+    rows = plan.rows
+    if isinstance(plan.row_length, DimExpr) or plan.row_length > WARP_ROW_ELEMENTS or not isinstance(rows, DimExpr):
+        return None
+    if len(rows.variables) != 1 or rows != symbol(next(iter(rows.variables))):
+        return None
+    condition = Divisible(next(iter(rows.variables)), WARP_ROWS_PER_BLOCK)
+    names = set().union(*(i.shape.symbols for i in computation.instructions))
+    return KernelVersion(WARP_ROWS, (condition,)) if condition.quotient not in names else None
 
 
 @dataclass(frozen=True)
@@ -291,7 +336,7 @@ def choose_version(versions: Sequence[KernelVersion], binding: Mapping[str, int]
     return next(k for k, v in enumerate(versions) if v.holds(binding))
 
 
-__all__ = ["COLUMN_TILED", "GENERIC", "STITCHED", "VERSION_NAMES", "AtLeast", "Divisible", "KernelVersion",
+__all__ = ["COLUMN_TILED", "GENERIC", "STITCHED", "VERSION_NAMES", "WARP_ROWS", "AtLeast", "Divisible", "KernelVersion",
            "PlanVersion", "RowFits",
            "SpeculationOptions", "choose_plan", "choose_version", "column_tile_version", "loop_vector_elements",
-           "plan_versions"]
+           "plan_versions", "warp_rows_version"]

@@ -6,9 +6,10 @@ module (an emitter test's body), or the computation of the entry's last fusion i
 `--target gpu` uses the GPU launch parameters (warp 32, XLA's block sizes), `--target cpu` the
 host's. `--passes a,b` then runs kernel passes, as `emitters_opt` does after fusion_to_mlir.
 `--emit llvm|ptx` (GPU target) instead runs the whole GPU pipeline and prints the NVPTX LLVM IR or
-the PTX for `--arch` (backends/cuda/ptx.py). `--speculate` (a fusion with symbolic shapes, CPU
-target) prints every version runtime/speculation.py plans for it, each after a `// version <name>
-if <predicate>` line with its substitution, the generic one last.
+the PTX for `--arch` (backends/cuda/ptx.py). `--speculate` (a fusion with symbolic shapes)
+prints every version runtime/speculation.py plans for it on the target (the GPU's launch
+configuration with `--target gpu`), each after a `// version <name> if <predicate>` line with its
+substitution, the generic one last.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def fusion_to_mlir(text: str, target: str = "gpu", passes: Sequence[str] = (), f
     fits = row_fits(computation)
     if fits is not None:  # a stitch over a symbolic row: the plan version it belongs to
         out.append(f"// plan version stitched if {fits} (else the multi-kernel plan)\n")
-    for version in plan_versions(computation, loop_vector_elements(computation), SpeculationOptions()):
+    options = SpeculationOptions(target=target)
+    for version in plan_versions(computation, loop_vector_elements(computation), options):
         where = ", ".join(f"{v} := {e}" for v, e in version.substitution().items())
         out.append(f"// version {version.name} if {version.predicate}" + (f" ({where})" if where else "") + "\n")
         out.append(emitted(version.specialize(computation)))

@@ -67,3 +67,21 @@ def test_a_damaged_ptx_entry_is_compiled_again_with_one_warning(cache_dir, monke
         again = _compile()
     assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 1
     assert "emit" in again.times_ms and again.ptx == cold.ptx
+
+
+SYMBOLIC = """HloModule ptx_symbolic
+
+ENTRY main {
+  x = f32[?b,?n] parameter(0)
+  ROOT t = f32[?b,?n] tanh(x)
+}
+"""
+
+
+def test_a_kernel_with_runtime_dims_keeps_its_variables_and_grid_expression_on_disk(cache_dir, monkeypatch):
+    cold = ptx.compile_ptx(parse_hlo(SYMBOLIC).entry, "sm_90")
+    monkeypatch.setattr(ptx, "_CACHE", {})
+    warm = ptx.compile_ptx(parse_hlo(SYMBOLIC).entry, "sm_90")
+    assert "emit" not in warm.times_ms and warm.ptx == cold.ptx
+    assert warm.symbols == cold.symbols == ("b", "n") and warm.launch_dims == cold.launch_dims
+    assert warm.launch_at((3, 1000)) == cold.launch_at((3, 1000)) and warm.launch_at((0, 5)) is None

@@ -98,3 +98,36 @@ ENTRY e {
         t = torch.from_dlpack(out)
         assert t.data_ptr() == out.ptr and t.is_cuda
         np.testing.assert_array_equal(exe(t * 2).astype(np.float32), (2 * x * x) ** 2)
+
+
+def test_one_compile_runs_every_batch_size_on_the_gpu():
+    # backends/cuda/dynamic.py: the symbolic kernels' PTX takes the dims by value, grids per binding
+    text = """HloModule softmax
+max_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[?b,?n] parameter(0)
+  ninf = f32[] constant(-inf)
+  mx = f32[?b] reduce(x, ninf), dimensions={1}, to_apply=max_f
+  mb = f32[?b,?n] broadcast(mx), dimensions={0}
+  ex = f32[?b,?n] exponential(f32[?b,?n] subtract(x, mb))
+  zero = f32[] constant(0)
+  s = f32[?b] reduce(ex, zero), dimensions={1}, to_apply=add_f
+  sb = f32[?b,?n] broadcast(s), dimensions={0}
+  ROOT r = f32[?b,?n] divide(ex, sb)
+}"""
+    exe = hlocc.compile(text, backend="cuda")
+    reference = hlocc.compile(text, backend="interpreter")
+    rng = np.random.default_rng(0)
+    for b, n in [(0, 5), (1, 1), (7, 127), (8, 127), (257, 4096), (3, 1000)]:
+        x = rng.standard_normal((b, n)).astype(np.float32)
+        np.testing.assert_allclose(exe(x), reference(x), rtol=1e-5, atol=1e-6, err_msg=f"b={b}, n={n}")
+    assert exe.compilations == 1 and not exe.program.deferred and exe.plan_builds == 1

@@ -8,7 +8,9 @@ without it) and `CudaDevice`, the real device of device.py's protocol.
 Every driver call goes through `check`, which raises CudaError naming the call and the driver's
 error name and string. Kernels are the PTX of backends/cuda/ptx.py, loaded once per kernel with
 cuModuleLoadData (the driver JIT-compiles it for the device) and launched with grid
-(blocks, 1, 1), block (threads per block, 1, 1) and one 64-bit device pointer per buffer.
+(blocks, 1, 1), block (threads per block, 1, 1) and one 64-bit device pointer per buffer; a kernel
+with runtime dims (ptx.py) also takes its dimension values, one 64-bit integer each, and its grid
+is evaluated at them (once per distinct dims, remembered: `CudaKernel.launch_at`).
 Gemms go to cuBLAS (library.py, through nvmath-python) when it is installed, else to the host.
 Buffers come from a stream-ordered memory pool of the device's own (cuMemAllocFromPoolAsync), which
 keeps freed memory for the next run: cuMemAlloc and cuMemFree per run would cost each call tens of
@@ -199,10 +201,22 @@ class CudaKernel:
     function: Any = None
     module: Any = None
     ptx: Any = field(default=None, repr=False)  # the PtxKernel
+    symbols: tuple[str, ...] = ()  # dimension variables whose values a launch takes (ptx.py)
+    _launches: dict[tuple[int, ...], LaunchDims | None] = field(default_factory=dict, repr=False)
 
-    def run_addresses(self, addresses: list[int]) -> None:
-        """Launch on device memory at `addresses` (device pointers)."""
-        self.device.launch(self, addresses)
+    def run_addresses(self, addresses: list[int], dims: tuple[int, ...] = ()) -> None:
+        """Launch on device memory at `addresses` (device pointers); `dims`: the values of `symbols`."""
+        self.device.launch(self, addresses, dims)
+
+    def launch_at(self, dims: tuple[int, ...]) -> LaunchDims | None:
+        """The grid at `dims` (None: no output element, nothing to launch), remembered per dims:
+        evaluating the size expressions costs more than a small launch."""
+        launch = self._launches.get(dims, False)
+        if launch is False:
+            if len(self._launches) >= 1024:  # a bound on what a sweep over many sizes keeps
+                self._launches.clear()
+            launch = self._launches[dims] = self.ptx.launch_at(dims)
+        return launch
 
 
 class CudaDevice:
@@ -274,7 +288,7 @@ class CudaDevice:
     def load(self, ptx: Any) -> CudaKernel:
         """Load a PtxKernel (the driver JIT-compiles its PTX for this device) and find its entry."""
         kernel = CudaKernel(ptx.name, ptx.emitter, tuple(ptx.output_aliases), ptx.launch_dims, ptx.has_work, self,
-                            ptx=ptx)
+                            ptx=ptx, symbols=tuple(ptx.symbols))
         if not ptx.has_work:
             return kernel
         driver = _driver()
@@ -284,13 +298,21 @@ class CudaDevice:
                                 f"cuModuleGetFunction({ptx.name})")
         return kernel
 
-    def launch(self, kernel: CudaKernel, addresses: list[int]) -> None:
+    def launch(self, kernel: Any, addresses: list[int], values_of_dims: tuple[int, ...] = ()) -> None:
+        """Launch `kernel` over `addresses`: a CudaKernel, or a symbolic kernel bound to its dims
+        (runtime/symbolic_kernel.py BoundKernel, which launches its CudaKernel with them)."""
+        if not isinstance(kernel, CudaKernel):
+            kernel.run_addresses(addresses)
+            return
         if not kernel.has_work:
             return
-        n = len(addresses)
-        values = (ctypes.c_uint64 * max(1, n))(*addresses)
+        dims = kernel.launch_at(tuple(values_of_dims)) if kernel.symbols else kernel.launch_dims
+        if dims is None:  # no output element at these sizes
+            return
+        words = [*addresses, *values_of_dims]  # the pointers, then the dimension values (ptx.py's ABI)
+        n = len(words)
+        values = (ctypes.c_uint64 * max(1, n))(*words)
         params = (ctypes.c_void_p * max(1, n))(*[ctypes.addressof(values) + 8 * i for i in range(n)])
-        dims = kernel.launch_dims
         check(_driver().cuLaunchKernel(kernel.function, dims.blocks, 1, 1, dims.threads_per_block, 1, 1, 0,
                                        self.stream, ctypes.addressof(params), 0),
               f"cuLaunchKernel({kernel.name}, grid {dims.blocks}, block {dims.threads_per_block})")

@@ -61,8 +61,105 @@ KERNEL_ALIGNMENT = 16
 """Bytes an argument used in place must be aligned to: a kernel's widest vector load or store."""
 
 
+class DeviceBuffers:
+    """How a run on a device gets its buffers (module doc): parameters (in place or uploaded),
+    constants (uploaded once and kept), fresh allocations. Shared by the static executable and the
+    dynamic program (dynamic.py), which gives each allocation its size and each parameter its
+    shape at the call's binding. The host class provides `device`, `module`, `constants`,
+    `assignment`, `copied_parameters` and a `_constants_on_device` dict."""
+
+    def _buffer(self, allocation: BufferAllocation, args: Sequence[Any], stats: RunStats, size: int | None = None,
+                shape: Shape | None = None) -> Any:
+        if allocation.kind is AllocationKind.PARAMETER:
+            return self._parameter(args, allocation, stats, shape, size)
+        if allocation.kind is AllocationKind.CONSTANT:
+            return self._constant(allocation, stats)
+        return self._allocate(allocation.size if size is None else size, stats)
+
+    def _allocate(self, size: int, stats: RunStats) -> Any:
+        stats.allocations += 1
+        stats.allocated_bytes += size
+        return self.device.allocate(size)
+
+    def _upload(self, data: np.ndarray, stats: RunStats) -> Any:
+        buffer = self._allocate(data.size, stats)
+        if data.size:
+            self.device.upload(buffer.ptr, data)
+            stats.uploaded_bytes += data.size
+        return buffer
+
+    def _constant(self, allocation: BufferAllocation, stats: RunStats) -> Any:
+        buffer = self._constants_on_device.get(allocation.index)
+        if buffer is None:
+            buffer = self._upload(self.constants[allocation.index], stats)
+            self._constants_on_device[allocation.index] = buffer
+        return buffer
+
+    def _parameter(self, args: Sequence[Any], allocation: BufferAllocation, stats: RunStats,
+                   shape: Shape | None = None, size: int | None = None) -> Any:
+        """The buffer of a parameter's allocation; `shape` and `size`: the leaf's shape and the
+        allocation's bytes at the call's binding (default: the module's, static)."""
+        value = args[allocation.parameter_number]
+        leaf_shape = self.module.entry.parameter(allocation.parameter_number).shape
+        for i in allocation.parameter_index:
+            value, leaf_shape = value[i], leaf_shape.tuple_shapes[i]
+        shape = shape or leaf_shape
+        size = allocation.size if size is None else size
+        if value is TOKEN or not shape.is_array or size == 0:
+            return ExternalBuffer(0, 0)
+        written = allocation.index in self.copied_parameters
+        if isinstance(value, DLPackArray):
+            return self._device_argument(value, shape, allocation.parameter_number, size, written, stats)
+        array = np.asarray(value)
+        data = physical_bytes(array, shape)
+        if self.device.dlpack_device[0] == KDLCPU and not written and data.ctypes.data % KERNEL_ALIGNMENT == 0:
+            # The device's memory is the host's: the bytes in the layout's order are used as they are.
+            if np.may_share_memory(data, array):
+                stats.arguments_in_place += 1
+            else:
+                stats.uploaded_bytes += data.size  # put into the layout's order: a copy all the same
+            return ExternalBuffer(data.ctypes.data, data.size, data)
+        return self._upload(data, stats)
+
+    def _device_argument(self, value: DLPackArray, shape: Shape, number: int, size: int, written: bool,
+                         stats: RunStats) -> Any:
+        if value.device != tuple(self.device.dlpack_device):
+            raise ArgumentError(f"argument {number}: the array is in {value.device_name} "
+                                f"memory, but the program runs on {self.device.name}")
+        if value.has_layout(shape) and value.ptr % KERNEL_ALIGNMENT == 0:
+            if not written:
+                stats.arguments_in_place += 1
+                return ExternalBuffer(value.ptr, size, value)
+            buffer = self._allocate(size, stats)
+            self.device.copy(buffer.ptr, value.ptr, size)
+            stats.device_copied_bytes += size
+            return buffer
+        # Other strides (or misaligned): through the host, into the layout's order.
+        low, high = value.span()
+        itemsize = value.dtype.itemsize
+        host = np.empty((high - low) * itemsize, np.uint8)
+        self.device.download(host, value.ptr + low * itemsize)
+        stats.downloaded_bytes += host.size
+        elements = host.view(value.dtype)[-low:]
+        array = np.lib.stride_tricks.as_strided(elements, value.shape, [s * itemsize for s in value.strides])
+        return self._upload(physical_bytes(array, shape), stats)
+
+    def _device_array(self, memory: DeviceMemory, ref: BufferRef) -> DeviceArray:
+        """An output left in device memory: a view of its run's buffer, which it keeps alive, or a
+        copy where the buffer is not the run's own (a constant, an argument used in place)."""
+        allocation = self.assignment.allocations[ref.slice.allocation_index]
+        buffer = memory.buffers[allocation.index]
+        if allocation.kind is AllocationKind.CONSTANT or isinstance(buffer, ExternalBuffer):
+            copy = self._allocate(ref.slice.size, memory.stats)  # a result owns its memory
+            if ref.slice.size:
+                self.device.copy(copy.ptr, memory.address(ref.slice), ref.slice.size)
+                memory.stats.device_copied_bytes += ref.slice.size
+            return DeviceArray(self.device, copy, 0, ref.shape)
+        return DeviceArray(self.device, buffer, ref.slice.offset, ref.shape)
+
+
 @dataclass
-class DeviceExecutable(ThunkExecutable):
+class DeviceExecutable(DeviceBuffers, ThunkExecutable):
     """A program compiled for `device` (module doc). `last_run` is what the latest run moved."""
 
     device: Any = None
@@ -89,88 +186,6 @@ class DeviceExecutable(ThunkExecutable):
         device.synchronize()
         self.last_run = stats
         return nest(root.shape, iter(leaves))
-
-    # -- buffers -------------------------------------------------------------------------------
-    def _buffer(self, allocation: BufferAllocation, args: Sequence[Any], stats: RunStats) -> Any:
-        if allocation.kind is AllocationKind.PARAMETER:
-            return self._parameter(args, allocation, stats)
-        if allocation.kind is AllocationKind.CONSTANT:
-            return self._constant(allocation, stats)
-        return self._allocate(allocation.size, stats)
-
-    def _allocate(self, size: int, stats: RunStats) -> Any:
-        stats.allocations += 1
-        stats.allocated_bytes += size
-        return self.device.allocate(size)
-
-    def _upload(self, data: np.ndarray, stats: RunStats) -> Any:
-        buffer = self._allocate(data.size, stats)
-        if data.size:
-            self.device.upload(buffer.ptr, data)
-            stats.uploaded_bytes += data.size
-        return buffer
-
-    def _constant(self, allocation: BufferAllocation, stats: RunStats) -> Any:
-        buffer = self._constants_on_device.get(allocation.index)
-        if buffer is None:
-            buffer = self._upload(self.constants[allocation.index], stats)
-            self._constants_on_device[allocation.index] = buffer
-        return buffer
-
-    def _parameter(self, args: Sequence[Any], allocation: BufferAllocation, stats: RunStats) -> Any:
-        value = args[allocation.parameter_number]
-        shape = self.module.entry.parameter(allocation.parameter_number).shape
-        for i in allocation.parameter_index:
-            value, shape = value[i], shape.tuple_shapes[i]
-        if value is TOKEN or not shape.is_array or allocation.size == 0:
-            return ExternalBuffer(0, 0)
-        written = allocation.index in self.copied_parameters
-        if isinstance(value, DLPackArray):
-            return self._device_argument(value, shape, allocation, written, stats)
-        array = np.asarray(value)
-        data = physical_bytes(array, shape)
-        if self.device.dlpack_device[0] == KDLCPU and not written and data.ctypes.data % KERNEL_ALIGNMENT == 0:
-            # The device's memory is the host's: the bytes in the layout's order are used as they are.
-            if np.may_share_memory(data, array):
-                stats.arguments_in_place += 1
-            else:
-                stats.uploaded_bytes += data.size  # put into the layout's order: a copy all the same
-            return ExternalBuffer(data.ctypes.data, data.size, data)
-        return self._upload(data, stats)
-
-    def _device_argument(self, value: DLPackArray, shape: Shape, allocation: BufferAllocation, written: bool,
-                         stats: RunStats) -> Any:
-        if value.device != tuple(self.device.dlpack_device):
-            raise ArgumentError(f"argument {allocation.parameter_number}: the array is in {value.device_name} "
-                                f"memory, but the program runs on {self.device.name}")
-        if value.has_layout(shape) and value.ptr % KERNEL_ALIGNMENT == 0:
-            if not written:
-                stats.arguments_in_place += 1
-                return ExternalBuffer(value.ptr, allocation.size, value)
-            buffer = self._allocate(allocation.size, stats)
-            self.device.copy(buffer.ptr, value.ptr, allocation.size)
-            stats.device_copied_bytes += allocation.size
-            return buffer
-        # Other strides (or misaligned): through the host, into the layout's order.
-        low, high = value.span()
-        itemsize = value.dtype.itemsize
-        host = np.empty((high - low) * itemsize, np.uint8)
-        self.device.download(host, value.ptr + low * itemsize)
-        stats.downloaded_bytes += host.size
-        elements = host.view(value.dtype)[-low:]
-        array = np.lib.stride_tricks.as_strided(elements, value.shape, [s * itemsize for s in value.strides])
-        return self._upload(physical_bytes(array, shape), stats)
-
-    def _device_array(self, memory: DeviceMemory, ref: BufferRef) -> DeviceArray:
-        allocation = self.assignment.allocations[ref.slice.allocation_index]
-        buffer = memory.buffers[allocation.index]
-        if allocation.kind is AllocationKind.CONSTANT or isinstance(buffer, ExternalBuffer):
-            copy = self._allocate(ref.slice.size, memory.stats)  # a result owns its memory
-            if ref.slice.size:
-                self.device.copy(copy.ptr, memory.address(ref.slice), ref.slice.size)
-                memory.stats.device_copied_bytes += ref.slice.size
-            return DeviceArray(self.device, copy, 0, ref.shape)
-        return DeviceArray(self.device, buffer, ref.slice.offset, ref.shape)
 
 
 def label_library_calls(program: SequentialThunk, stats: RuntimeStats, device: Device) -> None:

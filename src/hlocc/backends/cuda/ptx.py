@@ -5,9 +5,21 @@
       → LLVM IR through codegen/llvm/ in GPU mode: shared memory as addrspace(3) globals, barriers as
         `llvm.nvvm.barrier0`, shuffles as `shfl.sync.bfly`, atomics as `atomicrmw`/CAS loops
       → a `ptx_kernel` wrapper: one `ptr addrspace(1)` per buffer (noalias; the fusion's
-        parameters also readonly, which lets NVPTX use the non-coherent `ld.global.nc`), launch
-        bounds (`nvvm.maxntid`), thread and block ids from `%tid.x`/`%ctaid.x`
+        parameters also readonly, which lets NVPTX use the non-coherent `ld.global.nc`), then one
+        i64 per dimension variable of a kernel with runtime dims, launch bounds (`nvvm.maxntid`),
+        thread and block ids from `%tid.x`/`%ctaid.x`
       → llvmlite's NVPTX backend at O3 → PTX text for `arch` (sm_80, sm_90, ...)
+
+Runtime dims (dynamic shapes, issue 15): a fusion with symbolic shapes compiles once, as on the
+CPU (backends/cpu/kernel.py), into a kernel whose `symbols` are its dimension variables (sorted).
+The kernel body reads them from a table of i64 (`lower-symbol-values`, the CPU's ABI); the PTX
+entry takes them *by value*, one `.param .u64` each after the buffers, and the wrapper stores them
+into a local table that it hands to the inlined body, which LLVM's SROA folds away, so each value
+is a plain `ld.param` (a pointer to a device table would cost a device allocation and an upload
+per binding, a dependent global load at every kernel's start, and the table's lifetime to manage
+against the stream; kernel parameters are copied by cuLaunchKernel, up to 4 KiB of them). The
+launch grid (`launch_dims.blocks`, a size expression) is evaluated per binding on the host,
+as the CPU binder does (`PtxKernel.launch_at`).
 
 The driver JIT-compiles the PTX when the module is loaded (backends/cuda/driver.py); `validate_ptx`
 runs ptxas on it, which is how machines without a GPU check it (tests/backends/cuda/test_ptx.py).
@@ -28,6 +40,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
@@ -37,7 +50,7 @@ from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
 from hlocc.backends.cpu.kernel_cache import versions_key
 from hlocc.codegen.elemental.storage import array_leaves
-from hlocc.codegen.emitters.base import KernelModule
+from hlocc.codegen.emitters.base import KernelModule, fusion_symbols
 from hlocc.codegen.emitters.registry import emit_fusion
 from hlocc.codegen.llvm import LlvmTranslator, TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, dump_file, pipeline_for, run_pipeline
@@ -45,6 +58,7 @@ from hlocc.codegen.target import Target, gpu_target
 from hlocc.errors import HloError
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.printer import computation_fingerprint
+from hlocc.hlo.symbolic import DimExpr, evaluate, parse_dim_expr
 from hlocc.hlo.types import Shape
 from hlocc.runtime.cache import timed_get, timed_put, warn_once
 
@@ -68,9 +82,11 @@ class PtxError(HloError):
 class PtxKernel:
     """A kernel compiled to PTX. Its `.entry` function `name` takes one `.param .u64` (a global
     pointer) per buffer: the fusion's parameters, then its outputs, in physical layout order, the
-    same order as the CPU backend's CompiledKernel. Launch with grid (launch_dims.blocks, 1, 1),
-    block (launch_dims.threads_per_block, 1, 1) and no dynamic shared memory (shared memory is
-    static, `shared_bytes` of it)."""
+    same order as the CPU backend's CompiledKernel; then, for a kernel with runtime dims, one
+    `.param .u64` per dimension variable of `symbols`, its value (module doc). Launch with grid
+    (launch_dims.blocks, 1, 1) — `launch_at(dims)` for runtime dims —, block
+    (launch_dims.threads_per_block, 1, 1) and no dynamic shared memory (shared memory is static,
+    `shared_bytes` of it)."""
 
     name: str
     ptx: str
@@ -84,10 +100,35 @@ class PtxKernel:
     computation: HloComputation | None = None
     llvm_ir: str = ""
     times_ms: dict[str, float] = field(default_factory=dict)
+    symbols: tuple[str, ...] = ()  # dimension variables passed by value after the buffers (module doc)
 
     @property
     def has_work(self) -> bool:
+        """False when every output is empty; with runtime dims, whether it has code (`launch_at`
+        decides per binding)."""
+        if self.symbols:
+            return bool(self.ptx)
         return bool(self.ptx) and any(s.num_elements for s in self.output_shapes)
+
+    def launch_at(self, dims: Sequence[int]) -> LaunchDims | None:
+        """The launch at the values `dims` of `symbols` (in order), or None when no output has an
+        element there: the block count evaluated, at least one (the CPU's rule)."""
+        if len(dims) != len(self.symbols):
+            raise PtxError(f"kernel '{self.name}' takes the values of {len(self.symbols)} dimension variable(s) "
+                           f"({', '.join(self.symbols) or 'none'}), got {len(dims)}")
+        if not self.symbols:
+            return self.launch_dims if self.has_work else None
+        binding = dict(zip(self.symbols, (int(d) for d in dims)))
+        if not self.ptx or not any(_elements(s, binding) for s in self.output_shapes):
+            return None
+        return self.launch_dims.at(binding)
+
+
+def _elements(shape: Shape, binding: Mapping[str, int]) -> int:
+    n = 1
+    for d in shape.dims:
+        n *= evaluate(d, binding)
+    return n
 
 
 def target_for(arch: str, sm_count: int | None = None) -> Target:
@@ -125,7 +166,7 @@ def compile_ptx(fusion: HloComputation, arch: str = "sm_90", name: str = "main",
     kernel = emit_fusion(fusion, target, name, times)
     if kernel is None:
         return PtxKernel(name, "", arch, LaunchDims(1, 0), params, leaves, computation=fusion,
-                         emitter=computation_emitter_kind(fusion).value)
+                         emitter=computation_emitter_kind(fusion).value, symbols=fusion_symbols(fusion))
     compiled = compile_kernel_module_to_ptx(kernel, target, params, leaves, options, noalias, times)
     compiled.computation = fusion
     if options is None:
@@ -136,7 +177,7 @@ def compile_ptx(fusion: HloComputation, arch: str = "sm_90", name: str = "main",
 
 
 # -- PTX on disk ----------------------------------------------------------------------------------
-PTX_KEY_VERSION = "hlocc-cuda-ptx 1"
+PTX_KEY_VERSION = "hlocc-cuda-ptx 2"  # 2: symbols (runtime dims) and a symbolic block count in the plan
 
 
 def ptx_key(fingerprint: str, target: Target, noalias: bool) -> str:
@@ -148,9 +189,11 @@ def ptx_key(fingerprint: str, target: Target, noalias: bool) -> str:
 
 
 def _plan_of(kernel: PtxKernel) -> dict:
+    blocks = kernel.launch_dims.blocks
     return {"name": kernel.name, "arch": kernel.arch, "threads_per_block": kernel.launch_dims.threads_per_block,
-            "blocks": kernel.launch_dims.blocks, "shared_bytes": kernel.shared_bytes, "emitter": kernel.emitter,
-            "output_aliases": [list(a) for a in kernel.output_aliases]}
+            "blocks": str(blocks) if isinstance(blocks, DimExpr) else blocks, "shared_bytes": kernel.shared_bytes,
+            "emitter": kernel.emitter, "output_aliases": [list(a) for a in kernel.output_aliases],
+            "symbols": list(kernel.symbols)}
 
 
 def store_ptx(key: str, kernel: PtxKernel) -> None:
@@ -168,11 +211,14 @@ def load_cached_ptx(key: str, param_shapes: list[Shape], output_shapes: list[Sha
     cache, entry = found
     plan = entry.plan
     try:
+        raw = plan["blocks"]
+        blocks = parse_dim_expr(raw) if isinstance(raw, str) else int(raw)
         kernel = PtxKernel(str(plan["name"]), entry.payload.decode(), str(plan["arch"]),
-                           LaunchDims(int(plan["threads_per_block"]), int(plan["blocks"])), list(param_shapes),
+                           LaunchDims(int(plan["threads_per_block"]), blocks), list(param_shapes),
                            list(output_shapes), int(plan["shared_bytes"]), str(plan["emitter"]),
-                           tuple((int(o), int(p)) for o, p in plan["output_aliases"]), times_ms=times)
-    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as e:
+                           tuple((int(o), int(p)) for o, p in plan["output_aliases"]), times_ms=times,
+                           symbols=tuple(str(v) for v in plan.get("symbols", ())))
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError, HloError) as e:
         warn_once(f"hlocc cache: entry {cache.path(key)}: malformed PTX kernel plan ({e!r}); compiling again")
         return None
     if f".entry {kernel.name}(" not in kernel.ptx:
@@ -199,7 +245,8 @@ def compile_kernel_module_to_ptx(kernel: KernelModule, target: Target, param_sha
     readonly = [k < kernel.num_params and k not in written and noalias
                 for k in range(kernel.num_params + kernel.num_outputs)]
     wrapper = f"{kernel.entry}_kernel"
-    add_kernel_wrapper(llmod, llmod.get_global(kernel.entry), readonly, noalias, threads, wrapper)
+    add_kernel_wrapper(llmod, llmod.get_global(kernel.entry), readonly, noalias, threads, wrapper,
+                       symbols=len(kernel.symbols))
     llvm_ir = str(llmod)
     times["to_llvm"] = (time.perf_counter() - t0) * 1e3
     if options is not None:
@@ -210,16 +257,21 @@ def compile_kernel_module_to_ptx(kernel: KernelModule, target: Target, param_sha
     if options is not None:
         dump_file(options, "ptx", ptx)
     return PtxKernel(wrapper, ptx, target.name, kernel.launch, list(param_shapes), list(output_shapes),
-                     translator.shared_bytes, kernel.emitter, kernel.output_aliases, None, llvm_ir, times)
+                     translator.shared_bytes, kernel.emitter, kernel.output_aliases, None, llvm_ir, times,
+                     tuple(kernel.symbols))
 
 
 def add_kernel_wrapper(module: ir.Module, entry: ir.Function, readonly: list[bool], noalias: bool, threads: int,
-                       name: str) -> ir.Function:
-    """`ptx_kernel void name(ptr addrspace(1) noalias [readonly] align 16 %buffer...)`: calls the
-    always-inline entry with generic pointers (address-space inference keeps them global) and the
-    thread and block ids; launch bounds `threads`."""
+                       name: str, symbols: int = 0) -> ir.Function:
+    """`ptx_kernel void name(ptr addrspace(1) noalias [readonly] align 16 %buffer..., i64 %dim...)`:
+    calls the always-inline entry with generic pointers (address-space inference keeps them
+    global), for a kernel with `symbols` runtime dims a local table of their values (what its
+    body loads them from: folded into the parameters after inlining), and the thread and block
+    ids; launch bounds `threads`."""
     global_ptr = ir.PointerType(addrspace=1)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [global_ptr] * len(readonly)), name=name)
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [global_ptr] * len(readonly) + [i64] * symbols),
+                     name=name)
     fn.calling_convention = "ptx_kernel"
     fn.attributes = _LaunchBounds(threads)
     for arg, ro in zip(fn.args, readonly):
@@ -229,13 +281,19 @@ def add_kernel_wrapper(module: ir.Module, entry: ir.Function, readonly: list[boo
             arg.attributes = _ReadonlyArgument(arg.attributes)
         arg.attributes.align = BUFFER_ALIGNMENT
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    i32, i64 = ir.IntType(32), ir.IntType(64)
     ids = []
     for register in ("tid.x", "ctaid.x"):
         sreg = f"llvm.nvvm.read.ptx.sreg.{register}"
         reader = module.globals.get(sreg) or ir.Function(module, ir.FunctionType(i32, []), name=sreg)
         ids.append(b.zext(b.call(reader, []), i64))
-    buffers = [b.addrspacecast(arg, ir.PointerType()) for arg in fn.args]
+    buffers = [b.addrspacecast(arg, ir.PointerType()) for arg in fn.args[:len(readonly)]]
+    if symbols:
+        table = b.alloca(ir.ArrayType(i64, symbols), name="dims")
+        table.type = ir.PointerType()  # as an opaque pointer, the form the translated body takes
+        for k, value in enumerate(fn.args[len(readonly):]):
+            value.name = f"dim{k}"
+            b.store(value, b.gep(table, [ir.Constant(i64, k)], inbounds=True, source_etype=i64))
+        buffers.append(table)
     b.call(entry, [*buffers, *ids] if len(entry.args) > len(buffers) else buffers)
     b.ret_void()
     return fn

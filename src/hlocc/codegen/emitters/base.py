@@ -131,9 +131,6 @@ class FusionEmitterBase:
         label = re.sub(r"(?<!^)(?=[A-Z])", " ", type(self).__name__).lower()
         check_shapes(fusion, label, self.symbolic_ops)
         self.symbols = fusion_symbols(fusion)
-        if self.symbols and target.kind != "cpu":
-            raise UnsupportedError(f"unsupported: symbolic {label} not built for the {target.kind} target "
-                                   f"(fusion '{fusion.name}' has runtime dims {', '.join(self.symbols)})")
         self.fusion = fusion
         self.target = target
         self.name = name

@@ -107,7 +107,7 @@ class StitchEmitter(FusionEmitterBase):
         self.gpu = target.warp_size > 1
         self.combiners: list[func.FuncOp] = []  # the GPU form's shuffle combiners
         rows = self.plan.rows
-        if self.gpu:  # (a runtime row count on a GPU: refused by the emitter base)
+        if self.gpu:  # (a runtime row count too: the most rows per block that divide it)
             self.tiling = gpu_tiling(rows, self.plan.row_length, target.warp_size)
         elif isinstance(self.plan.row_length, DimExpr):
             # A runtime row length (a speculated stitch: runtime/speculation.py) is unknown here, so
@@ -175,8 +175,10 @@ class StitchEmitter(FusionEmitterBase):
         outputs = list(block.args[len(params):])
         self._sizes(e)
         rows = self.plan.rows
-        # The last block's spare threads do nothing (rows - row >= 1 holds for the others).
-        spare = t.rows_per_block > 1 and (not isinstance(rows, int) or t.rows_per_block * t.blocks > rows)
+        # The last block's spare threads do nothing (rows - row >= 1 holds for the others). The GPU
+        # form has none: its rows per block divide the rows (stitch_gpu.gpu_tiling).
+        spare = t.rows_per_block > 1 and not self.gpu and (not isinstance(rows, int)
+                                                          or t.rows_per_block * t.blocks > rows)
         room = IndexingMap(self._dims(), (size_expr(rows) - self._row(),))
         cond = b.in_intervals(list(b.insert(ApplyIndexingOp(room, ids)).results),
                               [Interval(1, NO_UPPER_BOUND)]) if spare else None

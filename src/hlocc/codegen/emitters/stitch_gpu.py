@@ -35,22 +35,32 @@ from hlocc.codegen.emitters.reduction import symbol_loop
 from hlocc.codegen.emitters.reduction_tiling import MAX_ROW_THREADS, Tiling
 from hlocc.codegen.ir import AllocateSharedOp, PredicatedInsertOp, ShuffleReduceOp, SyncThreadsOp
 from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.symbolic import DimExpr
+from hlocc.hlo.symbolic import floordiv as sym_floordiv
 
 WARP_ROW_ELEMENTS = 1024
 """The longest row one warp takes (32 elements a thread); a longer row is a block's."""
 WARP_ROWS_PER_BLOCK = 8
 
 
-def gpu_tiling(rows: int, row_length: int, warp: int) -> Tiling:
+def gpu_tiling(rows: int | DimExpr, row_length: int, warp: int) -> Tiling:
     """A warp per row of up to WARP_ROW_ELEMENTS, up to WARP_ROWS_PER_BLOCK rows per block; a block per
-    longer row, threads (a multiple of the warp, at most 512) striding it."""
-    if row_length <= WARP_ROW_ELEMENTS and rows > 1:
+    longer row, threads (a multiple of the warp, at most 512) striding it. A runtime row count
+    (`?b`) takes the most rows per block that divide it at every size: one for a bare `b`, eight
+    under the launch version `b := 8*b_8` (runtime/speculation.py `warp_rows`)."""
+    if row_length <= WARP_ROW_ELEMENTS and (isinstance(rows, DimExpr) or rows > 1):
         # Rows per block divide the rows: no spare warps, whose skipping would put the shuffles
         # under a branch (uniform per warp on a GPU, but not simulated on the host).
-        per_block = max(d for d in range(1, WARP_ROWS_PER_BLOCK + 1) if rows % d == 0)
-        return Tiling(True, warp * per_block, -(-rows // per_block), threads_per_row=warp, rows_per_block=per_block)
+        per_block = max(d for d in range(1, WARP_ROWS_PER_BLOCK + 1) if _divides(d, rows))
+        blocks = sym_floordiv(rows, per_block) if isinstance(rows, DimExpr) else rows // per_block
+        return Tiling(True, warp * per_block, blocks, threads_per_row=warp, rows_per_block=per_block)
     threads = min(MAX_ROW_THREADS, -(-row_length // warp) * warp)
     return Tiling(True, threads, rows, threads_per_row=threads, rows_per_block=1)
+
+
+def _divides(d: int, rows: int | DimExpr) -> bool:
+    """Whether `d` divides `rows` at every size (each coefficient of a runtime count)."""
+    return all(c % d == 0 for _, c in rows.terms) if isinstance(rows, DimExpr) else rows % d == 0
 
 
 def strided_row_map(emitter, dims: tuple[Variable, Variable]) -> IndexingMap:

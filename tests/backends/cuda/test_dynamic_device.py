@@ -110,6 +110,10 @@ PROGRAMS = {  # name: (text, the arguments at size n)
     "mlp": (MLP, lambda n: [RNG.standard_normal((n, 16)).astype(np.float32), W1, W2]),
 }
 
+ATOL = {"mlp": 1e-5}
+"""The MLP's sums of 16 and 32 products of magnitude ~1 round differently in another order
+(f32 epsilon × terms × their size: ~1e-5 absolute where a result cancels to ~0.05)."""
+
 
 def check_one_compile(exe: hlocc.Executable) -> DeviceDynamicProgram:
     """One plan, every fusion a kernel with runtime dims compiled once, none per size."""
@@ -127,7 +131,8 @@ def check_sizes(name: str, sizes: list[int], **options) -> hlocc.Executable:
     reference = hlocc.compile(text, "interpreter")
     for n in sizes:
         args = make_args(n)
-        np.testing.assert_allclose(exe(*args), reference(*args), rtol=1e-5, atol=1e-6, err_msg=f"{name} at {n}")
+        np.testing.assert_allclose(exe(*args), reference(*args), rtol=1e-5, atol=ATOL.get(name, 1e-6),
+                                   err_msg=f"{name} at {n}")
         assert exe.compilations == 1, f"{name}: a compilation at size {n}"
     check_one_compile(exe)
     return exe

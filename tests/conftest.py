@@ -13,6 +13,7 @@ HELPER_DIRS = (
     # (tests/backends/cpu/test_cpu_gather.py), the DUS test's guarded run (the scatter emitter's test).
     TESTS / "codegen",
     TESTS / "codegen" / "emitters" / "dynamic_update_slice",
+    TESTS / "runtime",  # _programs.py: the dynamic-program tests' HLO (cuda's tests run them too)
 )
 for _helpers in reversed(HELPER_DIRS):
     sys.path.insert(0, str(_helpers))

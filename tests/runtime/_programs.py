@@ -32,6 +32,20 @@ ENTRY e {{
 """
 
 
+MLP = """HloModule mlp
+ENTRY e {
+  x = f32[?b,16] parameter(0)
+  w1 = f32[16,32] parameter(1)
+  w2 = f32[32,8] parameter(2)
+  h = f32[?b,32] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  zero = f32[] constant(0)
+  zeros = f32[?b,32] broadcast(zero), dimensions={}
+  r = f32[?b,32] maximum(h, zeros)
+  ROOT o = f32[?b,8] dot(r, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
 def filecheck(text: str, checks: str, tmp_path) -> None:
     """`text` matches the FileCheck `checks` (skipped where filecheck is not installed)."""
     import shutil

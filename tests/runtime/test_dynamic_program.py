@@ -5,7 +5,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from _programs import softmax_text
+from _programs import MLP, softmax_text
 
 import hlocc
 from hlocc.errors import ArgumentError, UnsupportedError
@@ -19,19 +19,6 @@ from hlocc.runtime.schedule import schedule_module
 from hlocc.runtime.shape_function import ShapeFunction
 
 SOFTMAX = softmax_text("33")
-
-MLP = """HloModule mlp
-ENTRY e {
-  x = f32[?b,16] parameter(0)
-  w1 = f32[16,32] parameter(1)
-  w2 = f32[32,8] parameter(2)
-  h = f32[?b,32] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  zero = f32[] constant(0)
-  zeros = f32[?b,32] broadcast(zero), dimensions={}
-  r = f32[?b,32] maximum(h, zeros)
-  ROOT o = f32[?b,8] dot(r, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-"""
 
 # Two chains whose temporaries die in turn: the slots are shared across sizes n and m.
 CHAINS = """HloModule chains

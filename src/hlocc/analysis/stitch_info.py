@@ -70,6 +70,17 @@ class NotStitchable(Exception):
     """Why a computation cannot be stitched (a message naming the instruction)."""
 
 
+def marked_stitch_plan(comp: HloComputation) -> StitchPlan | None:
+    """The stitch plan of a computation the stitch-fusion pass marked, None for any other (or one
+    that is not stitchable after all): what the speculation predicates ask of a fused computation."""
+    if not any(is_stitch_marked(i) for i in comp.instructions):
+        return None
+    try:
+        return stitch_plan(comp)
+    except NotStitchable:
+        return None
+
+
 def stitch_plan(comp: HloComputation) -> StitchPlan:
     """The stitch plan of `comp`, or NotStitchable saying why not (see the module doc)."""
     reduces = [i for i in comp.post_order() if i.opcode == "reduce"]

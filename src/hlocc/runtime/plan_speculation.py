@@ -41,8 +41,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hlocc.analysis.cost_model import stitch_row_range
-from hlocc.analysis.hero import is_stitch_marked
-from hlocc.analysis.stitch_info import NotStitchable, stitch_plan
+from hlocc.analysis.stitch_info import marked_stitch_plan
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation, HloModule
 from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, symbol
@@ -108,13 +107,8 @@ class PlanVersions:
 def row_fits(computation: HloComputation) -> RowFits | None:
     """The `RowFits` predicate of a stitch fusion's computation over a symbolic row length (its live
     rows: its row-shaped parameters), None for any other computation."""
-    if not any(is_stitch_marked(i) for i in computation.instructions):
-        return None
-    try:
-        plan = stitch_plan(computation)
-    except NotStitchable:
-        return None
-    if not isinstance(plan.row_length, DimExpr):
+    plan = marked_stitch_plan(computation)
+    if plan is None or not isinstance(plan.row_length, DimExpr):
         return None
     least, most = stitch_row_range(plan.row_shape.element_type, row_inputs(plan, computation.parameters))
     return RowFits(plan.row_length, least, most)

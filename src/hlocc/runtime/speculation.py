@@ -254,15 +254,11 @@ def warp_rows_version(computation: HloComputation) -> KernelVersion | None:
     """`warp_rows if b mod 8 == 0` for a GPU stitch fusion whose rows are a warp's and whose row
     count is the lone variable `b` (module doc; codegen/emitters/stitch_gpu.py `gpu_tiling` takes
     the most rows per block that divide the row count at every size)."""
-    from hlocc.analysis.hero import is_stitch_marked
-    from hlocc.analysis.stitch_info import NotStitchable, stitch_plan
+    from hlocc.analysis.stitch_info import marked_stitch_plan
     from hlocc.codegen.emitters.stitch_gpu import WARP_ROW_ELEMENTS, WARP_ROWS_PER_BLOCK
 
-    if not any(is_stitch_marked(i) for i in computation.instructions):
-        return None
-    try:
-        plan = stitch_plan(computation)
-    except NotStitchable:
+    plan = marked_stitch_plan(computation)
+    if plan is None:
         return None
     rows = plan.rows
     if isinstance(plan.row_length, DimExpr) or plan.row_length > WARP_ROW_ELEMENTS or not isinstance(rows, DimExpr):

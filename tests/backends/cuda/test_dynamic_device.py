@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _programs import MLP, softmax_text
 
 import hlocc
 from hlocc.analysis.launch import LaunchDims
@@ -21,50 +22,7 @@ from hlocc.runtime.speculation import SpeculationOptions
 from hlocc.runtime.thunks import KernelThunk
 
 RNG = np.random.default_rng(0)
-SOFTMAX = """HloModule softmax
-max_f {{
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT m = f32[] maximum(a, b)
-}}
-add_f {{
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}}
-ENTRY e {{
-  x = f32[?b,{n}] parameter(0)
-  ninf = f32[] constant(-inf)
-  mx = f32[?b] reduce(x, ninf), dimensions={{1}}, to_apply=max_f
-  mb = f32[?b,{n}] broadcast(mx), dimensions={{0}}
-  ex = f32[?b,{n}] exponential(f32[?b,{n}] subtract(x, mb))
-  zero = f32[] constant(0)
-  s = f32[?b] reduce(ex, zero), dimensions={{1}}, to_apply=add_f
-  sb = f32[?b,{n}] broadcast(s), dimensions={{0}}
-  ROOT r = f32[?b,{n}] divide(ex, sb)
-}}
-"""
-
-
-def softmax_text(n: str) -> str:
-    """A softmax over the rows of f32[?b, n], unfused (tests/runtime/_programs.py's)."""
-    return SOFTMAX.format(n=n)
-
-
 SIZES = [0, 1, 2, 7, 13, 130]  # 0, 1, primes and one past a block of 128 threads
-
-MLP = """HloModule mlp
-ENTRY e {
-  x = f32[?b,16] parameter(0)
-  w1 = f32[16,32] parameter(1)
-  w2 = f32[32,8] parameter(2)
-  h = f32[?b,32] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  zero = f32[] constant(0)
-  zeros = f32[?b,32] broadcast(zero), dimensions={}
-  r = f32[?b,32] maximum(h, zeros)
-  ROOT o = f32[?b,8] dot(r, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-"""
 
 LAYERNORM = """HloModule layernorm
 add_f {

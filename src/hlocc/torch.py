@@ -43,13 +43,12 @@ from hlocc.compiler import Executable, compile
 from hlocc.errors import ArgumentError, HloError, UnsupportedError
 from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupported_ops
 from hlocc.frontends.torch.tensors import (
-    _BF16,
     GuardedInputs,
     InputCheck,
-    _torch_dtype,
     from_numpy,
     may_alias_input,
     memory_owner,
+    torch_dtype,
 )
 from hlocc.hlo.symbolic import evaluate
 from hlocc.runtime import blas
@@ -227,17 +226,14 @@ def _native_sequence(graph: CompiledGraph, runner: Any, flush_denormal: bool) ->
     sequence = NativeSequence.of(runner.address_plan(), flush_denormal)
     if sequence is None:
         return None
-    made = []
-    for dtype, dims in sequence.outputs:
-        torch_dtype = torch.bfloat16 if dtype == _BF16 else _torch_dtype(dtype)
-        if torch_dtype is None:
-            return None
-        made.append((dims, torch_dtype))
+    made = [(dims, torch_dtype(dtype)) for dtype, dims in sequence.outputs]
+    if any(dtype is None for _, dtype in made):
+        return None
     order = [out.index for out in outputs]
-    empty, run = torch.empty, sequence.run
+    empty, run, cpu = torch.empty, sequence.run, torch.device("cpu")  # (not the default device: the program's)
 
     def call(addresses: list) -> list:
-        results = [empty(dims, dtype=dtype) for dims, dtype in made]
+        results = [empty(dims, dtype=dtype, device=cpu) for dims, dtype in made]
         run(addresses, [r.data_ptr() for r in results])
         return [results[i] for i in order]
     call.sequence = sequence

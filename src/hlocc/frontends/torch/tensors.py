@@ -197,6 +197,12 @@ class GuardedInputs:
         return arrays
 
 
+def torch_dtype(dtype: np.dtype) -> Any:
+    """The torch dtype of a numpy dtype (ml_dtypes' bfloat16: torch.bfloat16), None where torch has
+    none."""
+    return _torch_bf16() if np.dtype(dtype) == _BF16 else _torch_dtype(dtype)
+
+
 def _torch_bf16() -> Any:
     import torch
 

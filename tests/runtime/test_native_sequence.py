@@ -5,7 +5,9 @@ programs it refuses. Numerics against the evaluator (the interpreter backend).""
 
 from __future__ import annotations
 
+import gc
 import os
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -120,3 +122,12 @@ def test_blas_gemms_of_every_transposition(mkl, name):
     column_major = hlocc.compile(dot_module(*case, layouts=(None, None, (0, 1))), "cpu", gemm="library").runner
     column_major.program = with_blas_gemms(column_major.program)
     assert NativeSequence.of(column_major.address_plan()) is None
+
+
+def test_a_sequence_s_code_is_freed_with_it():
+    """Each sequence has an engine of its own (not the process-wide one, which keeps its code)."""
+    sequence = _sequence(TWO_KERNELS.replace("DIM", "6"))
+    engine = weakref.ref(sequence._loaded.engine)
+    del sequence
+    gc.collect()
+    assert engine() is None

@@ -39,14 +39,13 @@ from typing import Any
 import llvmlite.binding as llvm
 import numpy as np
 
-from hlocc.runtime.jit import _LOCK, host_target_machine, shared_engine
+from hlocc.runtime.jit import _LOCK, ObjectEngine, host_target_machine
 from hlocc.runtime.plan_parts import inline_copy, planned_kernel, round_up, top_level
 from hlocc.runtime.thunks import ALIGNMENT, KernelThunk, address_of, aligned_bytes
 
 MAX_SCRATCH = 8
 """Temporaries' blocks `run` keeps for reuse (one per thread calling at once)."""
 _FTZ_DAZ = 0x8040  # MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6)
-_NAMES = itertools.count()  # function symbols, unique in the process's shared engine
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,9 @@ class NativeSequence:
             module.triple, module.data_layout = machine.triple, str(machine.target_data)
             module.verify()
             data = machine.emit_object(module)
-        self._loaded = shared_engine().load(data, [symbol])
+        # an engine of its own (0.5 ms), freed with the sequence: one per compiled graph would pile
+        # up in the shared engine, which keeps its code for the process's life
+        self._loaded = ObjectEngine().load(data, [symbol])
         kind = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (parameters + len(self.outputs) + 1)))
         self.function = kind(self._loaded.address(symbol))
         self._keep = keep
@@ -134,7 +135,7 @@ class NativeSequence:
                 return f"%s{index}"
             return constants[index]
 
-        symbol = f"hlocc_sequence_{next(_NAMES)}"
+        symbol = "hlocc_sequence"
         source = _source(symbol, count, len(outputs), calls, base, scratch, flush_denormal)
         keep = [plan.constants, *(c.keep for item in calls if isinstance(item, tuple) for c in item[1])]
         return NativeSequence(source, symbol, count, outputs, size, keep, pooled=not plan.scratch)

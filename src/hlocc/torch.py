@@ -42,7 +42,14 @@ import numpy as np
 from hlocc.compiler import Executable, compile
 from hlocc.errors import ArgumentError, HloError, UnsupportedError
 from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupported_ops
-from hlocc.frontends.torch.tensors import GuardedInputs, InputCheck, from_numpy, may_alias_input, memory_owner
+from hlocc.frontends.torch.tensors import (
+    GuardedInputs,
+    InputCheck,
+    from_numpy,
+    may_alias_input,
+    memory_owner,
+    torch_dtype,
+)
 from hlocc.hlo.symbolic import evaluate
 from hlocc.runtime import blas
 from hlocc.runtime.blas_gemm import with_blas_gemms
@@ -133,6 +140,9 @@ class CompiledGraph:
         self._addresses = self._execute_at = None
         if self._static and guarded is not None and guarded.takes_addresses and runner.address_plan() is not None:
             self._addresses, self._execute_at = guarded.addresses, runner.run_addresses
+        # Such a program whose every step has a native form runs as one native function into
+        # tensors made here (runtime/native_sequence.py): no ctypes call per kernel, no output views.
+        self._native = _native_sequence(self, runner, flush_denormal) if self._addresses is not None else None
 
     def _checked_arrays(self, args: Sequence[Any]) -> list:
         return [check.array(args[check.index]) for check in self._inputs]
@@ -158,6 +168,11 @@ class CompiledGraph:
             flush(False)
 
     def __call__(self, args: list) -> list:
+        native = self._native
+        if native is not None:
+            addresses = self._addresses(args)  # (args holds the tensors over the call)
+            if addresses is not None:
+                return native(addresses)
         fresh = self._fresh_results
         if fresh is not None and self._addresses is not None:
             addresses = self._addresses(args)  # (args holds the tensors over the call)
@@ -195,6 +210,34 @@ class CompiledGraph:
         if self._static and self._fresh_results is None:
             self._fresh_results = _fresh_results(self.lowered.outputs, results)
         return outputs
+
+
+def _native_sequence(graph: CompiledGraph, runner: Any, flush_denormal: bool) -> Callable[[list], list] | None:
+    """The call of a static graph on its inputs' addresses as one native function writing into
+    fresh tensors (runtime/native_sequence.py), or None where its program or outputs have no such
+    form (every graph output must be a program result of a dtype torch has)."""
+    from hlocc.runtime.executable import CHECKED_ALLOCATION_BYTES
+    from hlocc.runtime.native_sequence import NativeSequence
+
+    torch = _torch()
+    outputs = graph.lowered.outputs
+    if not all(out.kind == "result" for out in outputs) or runner.fresh_bytes() >= CHECKED_ALLOCATION_BYTES:
+        return None
+    sequence = NativeSequence.of(runner.address_plan(), flush_denormal)
+    if sequence is None:
+        return None
+    made = [(dims, torch_dtype(dtype)) for dtype, dims in sequence.outputs]
+    if any(dtype is None for _, dtype in made):
+        return None
+    order = [out.index for out in outputs]
+    empty, run, cpu = torch.empty, sequence.run, torch.device("cpu")  # (not the default device: the program's)
+
+    def call(addresses: list) -> list:
+        results = [empty(dims, dtype=dtype, device=cpu) for dims, dtype in made]
+        run(addresses, [r.data_ptr() for r in results])
+        return [results[i] for i in order]
+    call.sequence = sequence
+    return call
 
 
 def _fresh_results(outputs: Sequence[Any], results: Sequence[np.ndarray]) -> list[int] | None:

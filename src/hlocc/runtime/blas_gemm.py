@@ -12,11 +12,13 @@ what BLAS takes, or with no BLAS bound) stay GemmThunks.
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import numpy as np
 
 from hlocc.runtime import blas, library
+from hlocc.runtime.native_sequence import NativeCall
 from hlocc.runtime.thunks import BufferRef, GemmThunk, KernelThunk, SequentialThunk
 
 
@@ -34,6 +36,14 @@ class BlasGemmKernel:
 
     def launcher(self, count: int) -> _Launch:
         return _Launch(self.layout)
+
+    def native_calls(self, count: int) -> tuple[NativeCall, ...]:
+        """The gemm as a call a native sequence makes (runtime/native_sequence.py): the Fortran
+        function on the layout's argument addresses, the three matrices' slots the buffers'."""
+        buffers = {6: 0 if self.layout.swap else 1, 8: 1 if self.layout.swap else 0, 11: 2}
+        arguments = tuple(("buffer", buffers[slot]) if slot in buffers else ("value", value)
+                          for slot, value in enumerate(self.layout.args))
+        return (NativeCall(ctypes.cast(self.layout.function, ctypes.c_void_p).value, arguments, keep=self.layout),)
 
 
 class _Launch:

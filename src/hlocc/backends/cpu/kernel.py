@@ -60,6 +60,7 @@ from hlocc.hlo.types import Shape
 from hlocc.runtime.cache import warn_once
 from hlocc.runtime.gc_pause import gc_paused
 from hlocc.runtime.jit import LoadedObject, ObjectEngine, compile_object, host_triple, shared_engine
+from hlocc.runtime.native_sequence import NativeCall
 from hlocc.runtime.shape_function import expr_source
 from hlocc.runtime.thunks import LaunchSource, from_physical, to_physical
 
@@ -181,6 +182,20 @@ class CompiledKernel:
         else:
             run = functools.partial(launch_table, self.fn, table, blocks, elements)
         return KernelLaunch(table, run, dims_table)
+
+    def native_calls(self, count: int) -> tuple[NativeCall, ...] | None:
+        """The launch over `count` buffers as calls a native sequence makes (runtime/native_sequence.py):
+        `fn(table, 0, blocks)`, none without work; None where it is not one call in the calling thread
+        (runtime dims, a bounds record to check after, blocks the pool would share)."""
+        if self.symbols or self.bounds_record:
+            return None
+        if not self.has_work:
+            return ()
+        blocks = self.launch_dims.blocks
+        if not is_serial(blocks, self._elements()):
+            return None
+        function = ctypes.cast(self.fn, ctypes.c_void_p).value
+        return (NativeCall(function, (("table", 0), ("value", 0), ("value", blocks)), keep=self),)
 
     def launch_at(self, count: int, dims: Sequence[int]) -> Callable[[ctypes.Array, int], None]:
         """`run(table, address)`: a launch at `dims` (the values of `symbols`) over any table of

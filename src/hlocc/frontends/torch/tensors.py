@@ -129,8 +129,11 @@ class GuardedInputs:
         for k, (check, example) in enumerate(zip(self.checks, examples)):
             convert.append(f"    t = args[{check.index}]")
             locate.append(f"    t = args[{check.index}]")
-            fast = (check.torch_dtype is not None and not check.reinterpret and check.dims is not None
-                    and getattr(example, "dtype", None) is check.torch_dtype and example.is_contiguous())
+            # bf16 (numpy has none): its array is the checked path's reinterpreted view, its address
+            # the tensor's like any other's
+            dtype = _torch_bf16() if check.reinterpret else check.torch_dtype
+            fast = (dtype is not None and check.dims is not None and getattr(example, "dtype", None) is dtype
+                    and example.is_contiguous())
             if not fast:
                 every_fast = False
                 namespace[f"check{k}"] = check.array
@@ -142,10 +145,11 @@ class GuardedInputs:
                 convert += [*test, f"    a{k} = W[{j + 2}]"]
                 locate += [*test, f"    a{k} = W[{j + 1}]"]
             else:  # (checked all the same: cheap, and a direct call has no guards)
-                namespace[f"dtype{k}"], namespace[f"dims{k}"] = check.torch_dtype, check.dims
+                namespace[f"dtype{k}"], namespace[f"dims{k}"], namespace[f"check{k}"] = dtype, check.dims, check.array
                 test = [f"    if t.dtype is not dtype{k} or t.shape != dims{k} or t.requires_grad "
                         "or not t.is_contiguous():", "        return None"]
-                convert += [*test, f"    a{k} = t.numpy()"]  # (which refuses a tensor not on the CPU)
+                # (`numpy()` refuses a tensor not on the CPU)
+                convert += [*test, f"    a{k} = check{k}(t)" if check.reinterpret else f"    a{k} = t.numpy()"]
                 locate += [*test, "    if not t.is_cpu:", "        return None", f"    a{k} = t.data_ptr()"]
         values = f"    return [{', '.join(f'a{k}' for k in range(len(self.checks)))}]"
         source = "\n".join([*convert, values, *(locate + [values] if every_fast else [])])
@@ -191,6 +195,18 @@ class GuardedInputs:
             snapshot += [tensor, tensor.data_ptr(), arrays[k]]
         self._snapshot = tuple(snapshot)
         return arrays
+
+
+def torch_dtype(dtype: np.dtype) -> Any:
+    """The torch dtype of a numpy dtype (ml_dtypes' bfloat16: torch.bfloat16), None where torch has
+    none."""
+    return _torch_bf16() if np.dtype(dtype) == _BF16 else _torch_dtype(dtype)
+
+
+def _torch_bf16() -> Any:
+    import torch
+
+    return torch.bfloat16
 
 
 def _torch_dtype(dtype: np.dtype) -> Any:

@@ -1,0 +1,223 @@
+"""A static program's whole call as one native function (issue 19): every kernel launch, BLAS call
+and copy of the program, in order, in one generated LLVM function that the caller enters once.
+
+Why: a call plan (runtime/call_plan.py) runs its steps from Python, one ctypes call per kernel or
+gemm (0.3-0.6 µs of argument conversion and GIL release each, with the table patches before it),
+plus the plan's own lines (the output buffer and its views). On the PyTorch MLP (three 16-row
+gemms, three bias+activation kernels: 16 µs of work) that host path was a sixth of the compiled
+graph's call. Here the same steps are direct calls in machine code over tables on the native stack;
+the caller passes the parameters' addresses, one address per output buffer (memory it made, e.g. a
+fresh tensor's) and one scratch block for the temporaries.
+
+What qualifies (`NativeSequence.of(plan)`): an address plan (`CallPlan.takes_addresses`: static
+sizes, every parameter in place, every thunk a planned kernel or an inline copy) whose every
+kernel offers `native_calls(count)` (a CPU kernel whose blocks run in the calling thread, a BLAS
+gemm: `NativeCall`), whose every output leaf is a whole fresh allocation of its own in the default
+layout, and whose run allocates less than what `check_memory` guards. Anything else: None, and the
+plan runs as before.
+
+The function, `void f(ptr p_0, ..., ptr p_{n-1}, ptr o_0, ..., ptr o_{m-1}, ptr scratch)`: the
+entry's parameters in order (an unused one is ignored), the outputs' buffers in result order, and
+the temporaries' block (`scratch_bytes`, ALIGNMENT-aligned; the fresh allocations that hold no
+output, too). Constants are literal addresses (the plan's arrays, kept alive here). With
+`flush_denormal` (x86-64 only) it sets FTZ/DAZ in MXCSR around the steps and restores the caller's
+mode after, which is what `hlocc.torch` did from Python around each call. A kernel table is an
+`alloca` of one slot per buffer plus the dims slot (0: static sizes), rewritten before each call:
+the function is reentrant, and one temporaries' block per concurrent caller is all the state
+(`run` takes one from a pool).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import platform
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from hlocc.runtime.jit import _LOCK, ObjectEngine, host_target_machine
+from hlocc.runtime.plan_parts import inline_copy, planned_kernel, round_up, top_level
+from hlocc.runtime.thunks import ALIGNMENT, KernelThunk, address_of, aligned_bytes
+
+MAX_SCRATCH = 8
+"""Temporaries' blocks `run` keeps for reuse (one per thread calling at once)."""
+_FTZ_DAZ = 0x8040  # MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6)
+
+
+@dataclass(frozen=True)
+class NativeCall:
+    """One launch of a kernel as a call of a C function returning void (`native_calls`):
+    `function` its address; each argument passed as a 64-bit integer (a pointer or an integer
+    alike in the C calling convention): ("value", v) the literal v, ("buffer", i) the address of
+    the thunk's i-th buffer, ("table", 0) the address of a table of all the thunk's buffers'
+    addresses and one zero slot after them (a static kernel's dims). `keep`: what the literals
+    point into (the kernel's code, a gemm's scalars), kept alive as long as the sequence."""
+
+    function: int
+    arguments: tuple[tuple[str, int], ...]
+    keep: Any = None
+
+
+class NativeSequence:
+    """A static program's call as one native function (module doc): `run(addresses, outputs)`."""
+
+    def __init__(self, source: str, symbol: str, parameters: int, outputs: Sequence[tuple[Any, tuple[int, ...]]],
+                 scratch_bytes: int, keep: list, pooled: bool = True):
+        self.source, self.parameters, self.outputs = source, parameters, list(outputs)
+        self.scratch_bytes = scratch_bytes
+        machine = host_target_machine()
+        with _LOCK:  # (straight-line calls: instruction selection only, no IR passes)
+            module = llvm.parse_assembly(source)
+            module.triple, module.data_layout = machine.triple, str(machine.target_data)
+            module.verify()
+            data = machine.emit_object(module)
+        # an engine of its own (0.5 ms), freed with the sequence: one per compiled graph would pile
+        # up in the shared engine, which keeps its code for the process's life
+        self._loaded = ObjectEngine().load(data, [symbol])
+        kind = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (parameters + len(self.outputs) + 1)))
+        self.function = kind(self._loaded.address(symbol))
+        self._keep = keep
+        # the temporaries' blocks kept for reuse; none past POOLED_TEMP_BYTES (`pooled` False), as
+        # the call plan allocates those per call
+        self._scratch: list[tuple[np.ndarray | None, int]] = []
+        self._pooled = pooled
+
+    @staticmethod
+    def of(plan: Any, flush_denormal: bool = False) -> NativeSequence | None:
+        """The sequence of a call plan (runtime/call_plan.py CallPlan) that takes addresses, or None
+        where one of its steps or outputs has no native form (module doc)."""
+        x86 = platform.machine().lower() in ("x86_64", "amd64")
+        if not plan.takes_addresses or plan.symbolic or flush_denormal and not x86:
+            return None
+        thunks = top_level(plan.program)
+        calls: list[tuple[KernelThunk, tuple[NativeCall, ...]] | Any] = []
+        for thunk in thunks:
+            if inline_copy(thunk):
+                calls.append(thunk)
+                continue
+            native = getattr(thunk.kernel, "native_calls", None) if planned_kernel(thunk) else None
+            launches = native(len(thunk.arguments)) if native is not None else None
+            if launches is None:
+                return None
+            calls.append((thunk, launches))
+        # outputs: each leaf a whole fresh allocation of its own, in the default layout
+        fresh = {index: size for index, _, size in plan.fresh}
+        output_of: dict[int, int] = {}
+        outputs = []
+        for j, leaf in enumerate(plan.leaves):
+            if (leaf.dims is None or leaf.axes is not None or leaf.allocation not in fresh or leaf.offset
+                    or leaf.size != fresh[leaf.allocation] or leaf.allocation in output_of):
+                return None
+            output_of[leaf.allocation] = j
+            outputs.append((leaf.dtype, tuple(leaf.dims)))
+        # temporaries (and fresh allocations holding no output) in one block
+        scratch: dict[int, int] = {}
+        size = 0
+        for index, bytes_ in [*plan.temps, *((i, s) for i, s in fresh.items() if i not in output_of),
+                              *((i, s) for i, _, s in plan.scratch)]:
+            scratch[index] = size
+            size += round_up(bytes_)
+        parameters = {p.allocation: p.number for p in plan.parameters}
+        constants = {index: address_of(data) for index, data in plan.constants.items()}
+        count = len(plan.module.entry.parameters)
+
+        def base(index: int) -> str | int:
+            """Allocation `index`'s address: an i64 value of the function, or a literal."""
+            if index in parameters:
+                return f"%a{parameters[index]}.i"
+            if index in output_of:
+                return f"%o{output_of[index]}.i"
+            if index in scratch:
+                return f"%s{index}"
+            return constants[index]
+
+        symbol = "hlocc_sequence"
+        source = _source(symbol, count, len(outputs), calls, base, scratch, flush_denormal)
+        keep = [plan.constants, *(c.keep for item in calls if isinstance(item, tuple) for c in item[1])]
+        return NativeSequence(source, symbol, count, outputs, size, keep, pooled=not plan.scratch)
+
+    def run(self, addresses: Sequence[int], outputs: Sequence[int]) -> None:
+        """Run with the parameters at `addresses` and the outputs written at `outputs` (buffers of
+        each output's dtype and dims, C-contiguous); the caller keeps them all alive over the call."""
+        pool = self._scratch
+        try:
+            block, address = pool.pop()
+        except IndexError:
+            block = aligned_bytes(self.scratch_bytes) if self.scratch_bytes else None
+            address = address_of(block) if block is not None else 0
+        try:
+            self.function(*addresses, *outputs, address)
+        finally:
+            if self._pooled and len(pool) < MAX_SCRATCH:
+                pool.append((block, address))
+
+
+def _source(symbol: str, parameters: int, outputs: int, calls: list, base: Callable[[int], str | int],
+            scratch: dict[int, int], flush: bool) -> str:
+    """The LLVM module of the sequence (module doc): every buffer address an i64 (`base(index)`,
+    an argument or a literal, plus the slice's offset)."""
+    names = [*(f"ptr %a{i}" for i in range(parameters)), *(f"ptr %o{i}" for i in range(outputs)), "ptr %scratch"]
+    widest = max([len(item[0].arguments) + 1 for item in calls if isinstance(item, tuple)] + [1])
+    lines = [f"define void @{symbol}({', '.join(names)}) {{", "entry:",
+             f"  %table = alloca [{widest} x i64], align {ALIGNMENT}", "  %table.i = ptrtoint ptr %table to i64"]
+    lines += [f"  %a{i}.i = ptrtoint ptr %a{i} to i64" for i in range(parameters)]
+    lines += [f"  %o{i}.i = ptrtoint ptr %o{i} to i64" for i in range(outputs)]
+    lines.append("  %scratch.i = ptrtoint ptr %scratch to i64")
+    lines += [f"  %s{index} = add i64 %scratch.i, {offset}" for index, offset in scratch.items()]
+    if flush:
+        lines += ["  %mode = alloca i32, align 4", "  %flushed = alloca i32, align 4",
+                  "  call void @llvm.x86.sse.stmxcsr(ptr %mode)", "  %old = load i32, ptr %mode",
+                  f"  %new = or i32 %old, {_FTZ_DAZ}", "  store i32 %new, ptr %flushed",
+                  "  call void @llvm.x86.sse.ldmxcsr(ptr %flushed)"]
+    values = itertools.count()
+
+    def address(piece: Any) -> str:
+        """An i64 operand: the address of a BufferSlice (one add where it is off its base)."""
+        start, offset = base(piece.allocation_index), piece.offset
+        if isinstance(start, int):
+            return str(start + offset)
+        if not offset:
+            return start
+        name = f"%v{next(values)}"
+        lines.append(f"  {name} = add i64 {start}, {offset}")
+        return name
+
+    for item in calls:
+        if not isinstance(item, tuple):  # an inline copy
+            source, destination = address(item.source), address(item.destination)
+            v = next(values)
+            lines += [f"  %v{v}.d = inttoptr i64 {destination} to ptr", f"  %v{v}.s = inttoptr i64 {source} to ptr",
+                      f"  call void @llvm.memmove.p0.p0.i64(ptr %v{v}.d, ptr %v{v}.s, i64 {item.source.size}, "
+                      "i1 false)"]
+            continue
+        thunk, launches = item
+        buffers = [address(ref.slice) for ref in thunk.arguments]
+        for call in launches:
+            arguments = []
+            for kind, value in call.arguments:
+                if kind == "value":
+                    arguments.append(f"i64 {value}")
+                elif kind == "buffer":
+                    arguments.append(f"i64 {buffers[value]}")
+                else:  # the table: every buffer, then the dims slot
+                    for slot, operand in enumerate([*buffers, "0"]):
+                        v = next(values)
+                        lines += [f"  %v{v} = getelementptr [{widest} x i64], ptr %table, i64 0, i64 {slot}",
+                                  f"  store i64 {operand}, ptr %v{v}"]
+                    arguments.append("i64 %table.i")
+            v = next(values)
+            lines += [f"  %v{v} = inttoptr i64 {call.function} to ptr", f"  call void %v{v}({', '.join(arguments)})"]
+    if flush:
+        lines.append("  call void @llvm.x86.sse.ldmxcsr(ptr %mode)")
+    lines += ["  ret void", "}"]
+    declarations = ["declare void @llvm.memmove.p0.p0.i64(ptr, ptr, i64, i1)"]
+    if flush:
+        declarations += ["declare void @llvm.x86.sse.stmxcsr(ptr)", "declare void @llvm.x86.sse.ldmxcsr(ptr)"]
+    return "\n".join([*declarations, *lines]) + "\n"
+
+
+__all__ = ["MAX_SCRATCH", "NativeCall", "NativeSequence"]

@@ -30,7 +30,6 @@ the function is reentrant, and one temporaries' block per concurrent caller is a
 from __future__ import annotations
 
 import ctypes
-import itertools
 import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 import numpy as np
+from llvmlite import ir
 
 from hlocc.runtime.jit import _LOCK, ObjectEngine, host_target_machine
 from hlocc.runtime.plan_parts import inline_copy, planned_kernel, round_up, top_level
@@ -125,15 +125,15 @@ class NativeSequence:
         constants = {index: address_of(data) for index, data in plan.constants.items()}
         count = len(plan.module.entry.parameters)
 
-        def base(index: int) -> str | int:
-            """Allocation `index`'s address: an i64 value of the function, or a literal."""
+        def base(index: int) -> tuple[str, int]:
+            """Allocation `index`'s address: ("param" | "output" | "scratch" | "literal", number)."""
             if index in parameters:
-                return f"%a{parameters[index]}.i"
+                return "param", parameters[index]
             if index in output_of:
-                return f"%o{output_of[index]}.i"
+                return "output", output_of[index]
             if index in scratch:
-                return f"%s{index}"
-            return constants[index]
+                return "scratch", scratch[index]
+            return "literal", constants[index]
 
         symbol = "hlocc_sequence"
         source = _source(symbol, count, len(outputs), calls, base, scratch, flush_denormal)
@@ -156,68 +156,67 @@ class NativeSequence:
                 pool.append((block, address))
 
 
-def _source(symbol: str, parameters: int, outputs: int, calls: list, base: Callable[[int], str | int],
+def _source(symbol: str, parameters: int, outputs: int, calls: list, base: Callable[[int], tuple[str, int]],
             scratch: dict[int, int], flush: bool) -> str:
-    """The LLVM module of the sequence (module doc): every buffer address an i64 (`base(index)`,
-    an argument or a literal, plus the slice's offset)."""
-    names = [*(f"ptr %a{i}" for i in range(parameters)), *(f"ptr %o{i}" for i in range(outputs)), "ptr %scratch"]
+    """The LLVM module of the sequence (module doc), built with llvmlite's IR builder: every buffer
+    address an i64 (`base(index)`: an argument, the scratch block plus an offset, or a literal;
+    then the slice's offset)."""
+    i64, void, ptr = ir.IntType(64), ir.VoidType(), ir.PointerType()
+    module = ir.Module(name=symbol)
+    function = ir.Function(module, ir.FunctionType(void, [ptr] * (parameters + outputs + 1)), symbol)
+    b = ir.IRBuilder(function.append_basic_block("entry"))
     widest = max([len(item[0].arguments) + 1 for item in calls if isinstance(item, tuple)] + [1])
-    lines = [f"define void @{symbol}({', '.join(names)}) {{", "entry:",
-             f"  %table = alloca [{widest} x i64], align {ALIGNMENT}", "  %table.i = ptrtoint ptr %table to i64"]
-    lines += [f"  %a{i}.i = ptrtoint ptr %a{i} to i64" for i in range(parameters)]
-    lines += [f"  %o{i}.i = ptrtoint ptr %o{i} to i64" for i in range(outputs)]
-    lines.append("  %scratch.i = ptrtoint ptr %scratch to i64")
-    lines += [f"  %s{index} = add i64 %scratch.i, {offset}" for index, offset in scratch.items()]
+    table = b.alloca(ir.ArrayType(i64, widest), name="table")
+    table.align = ALIGNMENT
+    table_address = b.ptrtoint(table, i64)
+    arguments = [b.ptrtoint(a, i64) for a in function.args]
+    starts = {"param": arguments[:parameters], "output": arguments[parameters:parameters + outputs]}
     if flush:
-        lines += ["  %mode = alloca i32, align 4", "  %flushed = alloca i32, align 4",
-                  "  call void @llvm.x86.sse.stmxcsr(ptr %mode)", "  %old = load i32, ptr %mode",
-                  f"  %new = or i32 %old, {_FTZ_DAZ}", "  store i32 %new, ptr %flushed",
-                  "  call void @llvm.x86.sse.ldmxcsr(ptr %flushed)"]
-    values = itertools.count()
+        i32 = ir.IntType(32)
+        save = ir.Function(module, ir.FunctionType(void, [ptr]), "llvm.x86.sse.stmxcsr")
+        load = ir.Function(module, ir.FunctionType(void, [ptr]), "llvm.x86.sse.ldmxcsr")
+        mode, flushed = b.alloca(i32, name="mode"), b.alloca(i32, name="flushed")
+        b.call(save, [mode])
+        b.store(b.or_(b.load(mode), ir.Constant(i32, _FTZ_DAZ)), flushed)
+        b.call(load, [flushed])
+    memmove = ir.Function(module, ir.FunctionType(void, [ptr, ptr, i64, ir.IntType(1)]), "llvm.memmove.p0.p0.i64")
 
-    def address(piece: Any) -> str:
-        """An i64 operand: the address of a BufferSlice (one add where it is off its base)."""
-        start, offset = base(piece.allocation_index), piece.offset
-        if isinstance(start, int):
-            return str(start + offset)
-        if not offset:
-            return start
-        name = f"%v{next(values)}"
-        lines.append(f"  {name} = add i64 {start}, {offset}")
-        return name
+    def address(piece: Any) -> ir.Value:
+        """The address of a BufferSlice as an i64 (one add where it is off its base)."""
+        kind, number = base(piece.allocation_index)
+        if kind == "literal":
+            return ir.Constant(i64, number + piece.offset)
+        if kind == "scratch":
+            start, offset = arguments[-1], number + piece.offset
+        else:
+            start, offset = starts[kind][number], piece.offset
+        return b.add(start, ir.Constant(i64, offset)) if offset else start
 
     for item in calls:
         if not isinstance(item, tuple):  # an inline copy
-            source, destination = address(item.source), address(item.destination)
-            v = next(values)
-            lines += [f"  %v{v}.d = inttoptr i64 {destination} to ptr", f"  %v{v}.s = inttoptr i64 {source} to ptr",
-                      f"  call void @llvm.memmove.p0.p0.i64(ptr %v{v}.d, ptr %v{v}.s, i64 {item.source.size}, "
-                      "i1 false)"]
+            destination, source = address(item.destination), address(item.source)
+            b.call(memmove, [b.inttoptr(destination, ptr), b.inttoptr(source, ptr), ir.Constant(i64, item.source.size),
+                             ir.Constant(ir.IntType(1), 0)])
             continue
         thunk, launches = item
         buffers = [address(ref.slice) for ref in thunk.arguments]
         for call in launches:
-            arguments = []
+            values = []
             for kind, value in call.arguments:
                 if kind == "value":
-                    arguments.append(f"i64 {value}")
+                    values.append(ir.Constant(i64, value))
                 elif kind == "buffer":
-                    arguments.append(f"i64 {buffers[value]}")
+                    values.append(buffers[value])
                 else:  # the table: every buffer, then the dims slot
-                    for slot, operand in enumerate([*buffers, "0"]):
-                        v = next(values)
-                        lines += [f"  %v{v} = getelementptr [{widest} x i64], ptr %table, i64 0, i64 {slot}",
-                                  f"  store i64 {operand}, ptr %v{v}"]
-                    arguments.append("i64 %table.i")
-            v = next(values)
-            lines += [f"  %v{v} = inttoptr i64 {call.function} to ptr", f"  call void %v{v}({', '.join(arguments)})"]
+                    for slot, operand in enumerate([*buffers, ir.Constant(i64, 0)]):
+                        b.store(operand, b.gep(table, [ir.Constant(i64, 0), ir.Constant(i64, slot)]))
+                    values.append(table_address)
+            kind = ir.FunctionType(void, [i64] * len(values))
+            b.call(b.inttoptr(ir.Constant(i64, call.function), kind.as_pointer()), values)
     if flush:
-        lines.append("  call void @llvm.x86.sse.ldmxcsr(ptr %mode)")
-    lines += ["  ret void", "}"]
-    declarations = ["declare void @llvm.memmove.p0.p0.i64(ptr, ptr, i64, i1)"]
-    if flush:
-        declarations += ["declare void @llvm.x86.sse.stmxcsr(ptr)", "declare void @llvm.x86.sse.ldmxcsr(ptr)"]
-    return "\n".join([*declarations, *lines]) + "\n"
+        b.call(load, [mode])
+    b.ret_void()
+    return str(module)
 
 
 __all__ = ["MAX_SCRATCH", "NativeCall", "NativeSequence"]

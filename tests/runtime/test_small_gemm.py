@@ -72,6 +72,35 @@ def test_other_lowerings_of_a_run_time_m_are_exact(schedule):
         np.testing.assert_array_equal(_run(function, a, packed, n), a @ w, err_msg=f"m = {m}")
 
 
+def test_inner_loops_are_register_blocks_without_spills():
+    """The optimised kernel as znver4 assembly (tests/codegen/schedule/test_matmul_asm.py's way): the
+    6-row loop is 4 panel loads, 6 broadcasts and 24 FMAs on distinct zmm accumulators, and no loop
+    that holds FMAs (the row tails' too) touches a stack slot."""
+    import llvmlite.binding as llvm
+
+    kernel = small_gemm.compile_kernel(512, 2048, small_gemm.schedule(512).script(), keep_ir=True)
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    machine = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(cpu="znver4", opt=3)
+    blocks, current = [], []
+    for line in machine.emit_assembly(llvm.parse_assembly(kernel.optimized_ir)).splitlines():
+        if line.startswith(".LBB") and line.rstrip().endswith(":"):
+            blocks.append(current)
+            current = []
+        elif not line.lstrip().startswith(("#", ".p2align")):
+            current.append(line.strip())
+            if line.strip().startswith("j"):  # a block ends at its jump (the loop's back edge)
+                blocks.append(current)
+                current = []
+    loops = [b for b in [*blocks, current] if any(x.startswith("vfmadd231ps") for x in b)]
+    assert loops and not [x for b in loops for x in b if "(%rsp)" in x], "spill in an inner loop"
+    six = max(loops, key=lambda b: len({x.split()[-1] for x in b if x.startswith("vfmadd231ps")}))  # most accumulators
+    fmas = [x for x in six if x.startswith("vfmadd231ps")]
+    assert len(fmas) == 24 and len({x.split()[-1] for x in fmas}) == 24, "\n".join(six)
+    assert sum(x.startswith("vbroadcastss") for x in six) == 6, "\n".join(six)
+    assert sum(x.startswith("vmovups") and "%zmm" in x.split(",")[-1] for x in six) == 4, "\n".join(six)
+
+
 def test_run_rejects_more_rows_than_the_kernel_is_for():
     with pytest.raises(ValueError, match="17 rows"):
         small_gemm.run_addresses(small_gemm.MAX_ROWS + 1, 4, 64, 0, 0, 1, 0)

@@ -118,11 +118,12 @@ def kernel_module(k: int, n: int, script: str | None):
 
 @dataclass(frozen=True)
 class Kernel:
-    """The compiled kernel of one (k, n): `function(a, packed, out, m)`, and the object that keeps
-    its code alive."""
+    """The compiled kernel of one (k, n): `function(a, packed, out, m)`, the object that keeps its
+    code alive, and its optimised LLVM IR where `compile_kernel` was asked to keep it (tests)."""
 
     function: object
     loaded: object
+    optimized_ir: str = ""
 
 
 _KERNELS: dict[tuple[int, int], Kernel] = {}
@@ -139,7 +140,7 @@ def kernel(k: int, n: int) -> Kernel:
     return found
 
 
-def compile_kernel(k: int, n: int, script: str | None) -> Kernel:
+def compile_kernel(k: int, n: int, script: str | None, keep_ir: bool = False) -> Kernel:
     """`kernel_module` lowered with the CPU kernel pipeline and translated, with the exported
     `small_gemm_k<k>_n<n>(a, packed, out, m)` that puts m in the table of dimension variables and
     calls the entry (thread 0 of block 0: one block runs every panel); not cached."""
@@ -166,8 +167,9 @@ def compile_kernel(k: int, n: int, script: str | None) -> Kernel:
     for value in llmod.global_values:  # only the wrapper is exported
         if value.name != symbol and isinstance(value, ir.Function) and not value.is_declaration:
             value.linkage = "internal"
-    loaded = ObjectEngine().load(compile_object(llmod).data, [symbol])
-    return Kernel(_Function(loaded.address(symbol)), loaded)
+    code = compile_object(llmod, keep_ir=keep_ir)
+    loaded = ObjectEngine().load(code.data, [symbol])
+    return Kernel(_Function(loaded.address(symbol)), loaded, code.optimized_ir if keep_ir else "")
 
 
 def run_addresses(m: int, k: int, n: int, a: int, packed: int, panels: int, out: int) -> None:

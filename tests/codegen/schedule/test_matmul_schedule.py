@@ -125,6 +125,15 @@ def test_prepacked_b_must_be_read_through_the_panel_layout():
     assert lowered.count("xla.allocate_shared") == 1 and "vector.transfer_read %w[" in lowered
 
 
+def test_the_gpu_schedule_rejects_a_run_time_m():
+    text = script(f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [16, 32, 5] : {TILE}",
+                  f"transform.hlocc.set_operand_layout %t sg_layout [1, 1] sg_data [16, 32] inst_data [16, 8, 16] : {ANY}")
+    text = text.replace("sizes [1, 16, 32, 5] :", 'sizes [1, 16, 32, 5] schedule {runtime_m = "m"} :')
+    with pytest.raises(KernelIRError, match=r"transform.hlocc.set_operand_layout: a run-time M \(runtime_m\) is not "
+                                            "built in the GPU schedule"):
+        run_opt(text, ["transform-interpreter"])
+
+
 def test_pack_rejects_blocks_whose_buffers_do_not_fit_the_scratch():
     text = script(f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [1024, 1024, 5] : {TILE}",
                   f"transform.hlocc.microkernel %t register_block [4, 16] k_unroll 1 : {ANY}",

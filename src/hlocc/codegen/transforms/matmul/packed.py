@@ -409,15 +409,16 @@ class PackedLowering:
         row-major: from zero or Cacc (`first` as for `k_block`: a run-time condition is true where
         the tile is read from Cacc), then the micro-kernel's k loop."""
         mr, nr, vecs = height, self.nr, self.nr // LANES  # (packed A's micro-panels keep MR rows a step)
-        c_base = self.c_tile(b, ir, jr)
-        c_offsets = [_add(b, c_base, r * nr + v * LANES) if r or v else c_base for r in range(mr) for v in range(vecs)]
+        def from_cacc(rb: KernelBuilder) -> list[SSAValue]:
+            c_base = self.c_tile(rb, ir, jr)
+            return [_read(rb, cacc, _add(rb, c_base, r * nr + v * LANES) if r or v else c_base)
+                    for r in range(mr) for v in range(vecs)]
         if isinstance(first, SSAValue):
-            zeros = [b.constant(0.0, _vtype())] * (mr * vecs)
-            accs = if_then(b, first, lambda rb: [_read(rb, cacc, at) for at in c_offsets], zeros)
+            accs = if_then(b, first, from_cacc, [b.constant(0.0, _vtype())] * (mr * vecs))
         elif first:
             accs = [b.constant(0.0, _vtype())] * (mr * vecs)
         else:
-            accs = [_read(b, cacc, at) for at in c_offsets]
+            accs = from_cacc(b)
         if self.prepacked:  # panel (n0 + jr) / NR of the operand, from row k0: ((n0 + jr) * K + k0 * NR)
             b_base = _add(b, b.add(arith.MuliOp(_add(b, self.n0, jr), b.index(self.k_total))), _mul(b, k0, nr))
         else:

@@ -60,6 +60,9 @@ def test_packed_kernel_is_exact_at_every_row_count(k, n):
     # two row blocks of 12 (the m loop to the run-time M), K blocks: the fused epilogue through Cacc
     pytest.param(MatmulSchedule(mc=12, nc=64, kc=4, mr=6, nr=64, pack=(1,), prepacked=True, fuse_epilogue=True),
                  id="two_row_blocks"),
+    # direct stores without row tails: the rows of a 6-row tile past M are not stored
+    pytest.param(MatmulSchedule(mc=16, nc=64, kc=7, mr=6, nr=64, pack=(1,), prepacked=True, fuse_epilogue=True),
+                 id="direct_stores_guarded", marks=pytest.mark.slow),
 ])
 def test_other_lowerings_of_a_run_time_m_are_exact(schedule):
     k, n = 7, 70

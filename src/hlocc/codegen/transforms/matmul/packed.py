@@ -29,11 +29,12 @@ and advanced by MR and NR each step instead of recomputed from k. `prefetch` = d
 prefetches the B panel d steps ahead (`xla.prefetch`, LLVM's prefetch intrinsic; near a panel's
 end the address may lie past the buffer, which a prefetch tolerates: it never faults).
 
-Prepacked B (`prepacked`, `pack ... prepacked`): B arrives packed, in `schedule/pack.panel_layout` (NR-wide
-panels of all of K, the last zero-padded, linearised: a constant packed once outside the kernel by
-`schedule/pack.pack_panels`); there is no Bp, and the micro-kernel reads B's micro-panel at ((n0 + jr) * K + k0)
-+ k * NR in the operand itself. A run-time M (`runtime_m`): the block's rows, the A clamp and the
-packing's padding test use the value read from the kernel's table of dimension variables.
+Prepacked B (`prepacked`, `pack ... prepacked`): B arrives packed, in `schedule/pack.panel_layout`
+(NR-wide panels of all of K, the last zero-padded, linearised: a constant packed once outside the
+kernel by `schedule/pack.pack_panels`); there is no Bp, and the micro-kernel reads B's micro-panel
+at (n0 + jr) * K + k0 * NR + k * NR in the operand itself. A run-time M (`runtime_m`): the block's
+rows, the A clamp and the packing's padding test use the value read from the kernel's table of
+dimension variables.
 `row_tails` (microkernel): the last register block of a block with fewer than MR rows left runs
 at their height (one copy of the tile's code per height 1..MR, chosen per tile), instead of MR rows
 of which the extra ones (clamped to the last row) are dropped.

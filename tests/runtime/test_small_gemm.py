@@ -69,10 +69,10 @@ def test_other_lowerings_of_a_run_time_m_are_exact(schedule):
     rng = np.random.default_rng(7)
     w = _integers(rng, (k, n))
     packed = small_gemm.pack(w)
-    function = small_gemm.compile_kernel(k, n, None if schedule is None else schedule.script()).function
+    kernel = small_gemm.compile_kernel(k, n, None if schedule is None else schedule.script())  # (keeps its code)
     for m in [0, 1, 5, 7, 13, small_gemm.MAX_ROWS]:
         a = _integers(rng, (m, k))
-        np.testing.assert_array_equal(_run(function, a, packed, n), a @ w, err_msg=f"m = {m}")
+        np.testing.assert_array_equal(_run(kernel.function, a, packed, n), a @ w, err_msg=f"m = {m}")
 
 
 def test_inner_loops_are_register_blocks_without_spills():

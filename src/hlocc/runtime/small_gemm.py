@@ -119,7 +119,9 @@ def kernel_module(k: int, n: int, script: str | None):
 @dataclass(frozen=True)
 class Kernel:
     """The compiled kernel of one (k, n): `function(a, packed, out, m)`, the object that keeps its
-    code alive, and its optimised LLVM IR where `compile_kernel` was asked to keep it (tests)."""
+    code alive (call `function` only while the Kernel is referenced: a freed engine under a live
+    function pointer is a segfault), and its optimised LLVM IR where `compile_kernel` was asked to
+    keep it (tests)."""
 
     function: object
     loaded: object

@@ -1,30 +1,112 @@
-"""runtime/small_gemm.py: the packed few-rows kernel against float64 products (every row-block
-size, a partial last panel, k of 1), and a dynamic program's gemm by a constant taking it at the
-row counts it is for and BLAS at the others."""
+"""runtime/small_gemm.py: the few-rows kernel generated from its schedule (prepacked B, run-time M,
+row tails, direct stores; the FileCheck file tests/codegen/schedule/pack_prepacked.mlir shows its
+IR) exact on integer-valued inputs at every row count (every row-tail height, a partial last
+panel, k of 0 and 1) and within tolerance on others, the other lowerings of a run-time M exact
+too, and a dynamic program's gemm by a constant taking it at the row counts it is for and BLAS at
+the others."""
 
 import numpy as np
 import pytest
 
 import hlocc
+from hlocc.codegen.schedule import MatmulSchedule
 from hlocc.runtime import library, small_gemm
+
+ROW_COUNTS = [0, 1, 2, 3, 5, small_gemm.ROWS, small_gemm.ROWS + 1, 13, small_gemm.MAX_ROWS]
 
 
 def _reference(a, w):
     return (a.astype(np.float64) @ w.astype(np.float64)).astype(np.float32)
 
 
-@pytest.mark.parametrize("m", [1, 2, 5, small_gemm.ROWS, small_gemm.ROWS + 1, 13, small_gemm.MAX_ROWS])
-@pytest.mark.parametrize("k, n", [(1, 64), (37, 70), (64, 129), (5, 3)])
-def test_packed_kernel_matches_the_product(m, k, n):
-    rng = np.random.default_rng(m * 1000 + k + n)
-    a = rng.standard_normal((m, k)).astype(np.float32)
-    w = rng.standard_normal((k, n)).astype(np.float32)
+def _run(function, a: np.ndarray, packed: np.ndarray, n: int) -> np.ndarray:
+    """The kernel's out[m, n], checked to leave the memory past it alone (NaN there before)."""
+    m = a.shape[0]
+    buffer = np.full(m * n + small_gemm.PANEL, np.nan, np.float32)
+    function(np.ascontiguousarray(a).ctypes.data, packed.ctypes.data, buffer.ctypes.data, m)
+    assert np.isnan(buffer[m * n:]).all()
+    return buffer[:m * n].reshape(m, n)
+
+
+def _integers(rng, shape) -> np.ndarray:
+    return rng.integers(-4, 5, shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("k, n", [(37, 70), (1, 64), (0, 20),
+                                  pytest.param(64, 129, marks=pytest.mark.slow),
+                                  pytest.param(5, 3, marks=pytest.mark.slow)])
+def test_packed_kernel_is_exact_at_every_row_count(k, n):
+    rng = np.random.default_rng(k * 1000 + n)
+    w = _integers(rng, (k, n))
     packed = small_gemm.pack(w)
     assert packed.shape == (-(-n // small_gemm.PANEL), k, small_gemm.PANEL)
-    buffer = np.full(m * n + small_gemm.PANEL, np.nan, np.float32)  # past m × n: a partial panel's stores are masked
-    small_gemm.run_addresses(m, k, n, a.ctypes.data, packed.ctypes.data, packed.shape[0], buffer.ctypes.data)
-    np.testing.assert_allclose(buffer[:m * n].reshape(m, n), _reference(a, w), rtol=1e-5, atol=1e-5 * np.sqrt(k))
-    assert np.isnan(buffer[m * n:]).all()
+    function = small_gemm.kernel(k, n).function
+    for m in ROW_COUNTS:
+        a = _integers(rng, (m, k))
+        np.testing.assert_array_equal(_run(function, a, packed, n), a @ w, err_msg=f"m = {m}")
+    a = rng.standard_normal((small_gemm.MAX_ROWS, k)).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    np.testing.assert_allclose(_run(function, a, small_gemm.pack(w), n), _reference(a, w), rtol=1e-5,
+                               atol=1e-5 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("schedule", [
+    pytest.param(None, id="naive"),  # rows past the run-time M skipped
+    # unpacked register blocks: rows past M clamped, their sums not stored
+    pytest.param(MatmulSchedule(mc=16, nc=32, kc=7, mr=4, nr=16), id="register_block", marks=pytest.mark.slow),
+    # packed A beside the prepacked B, K in blocks of 3 (Cacc between them), hoisted addresses, prefetch
+    pytest.param(MatmulSchedule(mc=16, nc=64, kc=3, mr=6, nr=64, pack=(0, 1), prepacked=True, row_tails=True,
+                                hoist_address=True, prefetch=2), id="packed_a_k_blocks", marks=pytest.mark.slow),
+    # two row blocks of 12 (the m loop to the run-time M), K blocks: the fused epilogue through Cacc
+    pytest.param(MatmulSchedule(mc=12, nc=64, kc=4, mr=6, nr=64, pack=(1,), prepacked=True, fuse_epilogue=True),
+                 id="two_row_blocks"),
+    # direct stores without row tails: the rows of a 6-row tile past M are not stored
+    pytest.param(MatmulSchedule(mc=16, nc=64, kc=7, mr=6, nr=64, pack=(1,), prepacked=True, fuse_epilogue=True),
+                 id="direct_stores_guarded", marks=pytest.mark.slow),
+])
+def test_other_lowerings_of_a_run_time_m_are_exact(schedule):
+    k, n = 7, 70
+    rng = np.random.default_rng(7)
+    w = _integers(rng, (k, n))
+    packed = small_gemm.pack(w)
+    kernel = small_gemm.compile_kernel(k, n, None if schedule is None else schedule.script())  # (keeps its code)
+    for m in [0, 1, 5, 7, 13, small_gemm.MAX_ROWS]:
+        a = _integers(rng, (m, k))
+        np.testing.assert_array_equal(_run(kernel.function, a, packed, n), a @ w, err_msg=f"m = {m}")
+
+
+def test_inner_loops_are_register_blocks_without_spills():
+    """The optimised kernel as znver4 assembly (tests/codegen/schedule/test_matmul_asm.py's way): the
+    6-row loop is 4 panel loads, 6 broadcasts and 24 FMAs on distinct zmm accumulators, and no loop
+    that holds FMAs (the row tails' too) touches a stack slot."""
+    import llvmlite.binding as llvm
+
+    kernel = small_gemm.compile_kernel(512, 2048, small_gemm.schedule(512).script(), keep_ir=True)
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    machine = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(cpu="znver4", opt=3)
+    blocks, current = [], []
+    for line in machine.emit_assembly(llvm.parse_assembly(kernel.optimized_ir)).splitlines():
+        if line.startswith(".LBB") and line.rstrip().endswith(":"):
+            blocks.append(current)
+            current = []
+        elif not line.lstrip().startswith(("#", ".p2align")):
+            current.append(line.strip())
+            if line.strip().startswith("j"):  # a block ends at its jump (the loop's back edge)
+                blocks.append(current)
+                current = []
+    loops = [b for b in [*blocks, current] if any(x.startswith("vfmadd231ps") for x in b)]
+    assert loops and not [x for b in loops for x in b if "(%rsp)" in x], "spill in an inner loop"
+    six = max(loops, key=lambda b: len({x.split()[-1] for x in b if x.startswith("vfmadd231ps")}))  # most accumulators
+    fmas = [x for x in six if x.startswith("vfmadd231ps")]
+    assert len(fmas) == 24 and len({x.split()[-1] for x in fmas}) == 24, "\n".join(six)
+    assert sum(x.startswith("vbroadcastss") for x in six) == 6, "\n".join(six)
+    assert sum(x.startswith("vmovups") and "%zmm" in x.split(",")[-1] for x in six) == 4, "\n".join(six)
+
+
+def test_run_rejects_more_rows_than_the_kernel_is_for():
+    with pytest.raises(ValueError, match="17 rows"):
+        small_gemm.run_addresses(small_gemm.MAX_ROWS + 1, 4, 64, 0, 0, 1, 0)
 
 
 def _dot_module(k: int, n: int, w: np.ndarray, transposed: bool) -> str:

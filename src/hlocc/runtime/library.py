@@ -185,7 +185,7 @@ class GemmRecipe:
 
     buffers: tuple[tuple[int, Any, np.dtype, tuple, tuple[int, ...] | None], ...]  # numbers: int or _At
     dims: tuple
-    packed: np.ndarray | None = None  # a constant rhs packed for small_gemm (`_packed_rhs`)
+    packed: np.ndarray | None = None  # a constant rhs packed for small_gemm (`_packed_rhs`): [panels, k, PANEL]
 
     @staticmethod
     def of(output, lhs, rhs, dims: tuple, index: Callable[[Any], int],
@@ -235,7 +235,8 @@ def _packed_rhs(rhs: tuple, dims: tuple, constants: dict[int, np.ndarray]) -> np
 @dataclass(frozen=True)
 class PackedGemm:
     """A gemm step (runtime/call_plan.py) of a few rows by a packed constant (small_gemm): the
-    addresses of its row-major lhs [m, k] and output [m, n] come from the call's memory."""
+    addresses of its row-major lhs [m, k] and output [m, n] come from the call's memory; the
+    kernel of its (k, n) is compiled when the first binding that needs it is planned."""
 
     lhs: tuple[int, int]  # (allocation, byte offset)
     out: tuple[int, int]
@@ -244,6 +245,7 @@ class PackedGemm:
     n: int
     packed: np.ndarray = field(repr=False)  # (kept alive: the kernel reads it at `packed_address`)
     packed_address: int = field(repr=False)
+    kernel: small_gemm.Kernel = field(repr=False)
 
     @staticmethod
     def of(out: _BufferView, lhs: _BufferView, rhs: _BufferView, plan: _GemmPlan, packed: np.ndarray
@@ -259,13 +261,12 @@ class PackedGemm:
                 or -(-n // small_gemm.PANEL) != packed.shape[0]:
             return None
         return PackedGemm((lhs.allocation, lhs.offset), (out.allocation, out.offset), m, k, n, packed,
-                          packed.ctypes.data)
+                          packed.ctypes.data, small_gemm.kernel(k, n))
 
     def execute(self, memory) -> None:
         addresses = memory.addresses
         (a, a_offset), (o, o_offset) = self.lhs, self.out
-        small_gemm.run_addresses(self.m, self.k, self.n, addresses[a] + a_offset, self.packed_address,
-                                 self.packed.shape[0], addresses[o] + o_offset)
+        self.kernel.function(addresses[a] + a_offset, self.packed_address, addresses[o] + o_offset, self.m)
 
 
 class _At(NamedTuple):

@@ -80,6 +80,15 @@ def script(*lines: str) -> str:
       f"transform.hlocc.pack %t operands [0, 1] k_pairs : {ANY}"],
      "transform.hlocc.pack: k_pairs packs bf16 pairs for vdpbf16ps; this matmul's operands are f32 and f32"),
     ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.microkernel %t register_block [2, 16] k_unroll 1 : {ANY}",
+      f"transform.hlocc.pack %t operands [1] prepacked : {ANY}"],
+     r"transform.hlocc.pack: a prepacked B is a rank-1 tensor of 2 zero-padded panels of 5 x 16 elements, "
+     r"found tensor<5x32xf32>"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
+      f"transform.hlocc.microkernel %t register_block [2, 16] k_unroll 1 : {ANY}",
+      f"transform.hlocc.pack %t operands [0, 1] k_pairs prepacked : {ANY}"],
+     "transform.hlocc.pack: prepacked B is f32 panels; k_pairs packs bf16 pairs"),
+    ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
       f"transform.hlocc.insert_prefetch %t distance 4 : {ANY}"],
      "transform.hlocc.insert_prefetch: the target xla.matmul is not packed; apply transform.hlocc.pack first"),
     ([f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 4] : {TILE}",
@@ -97,6 +106,32 @@ def script(*lines: str) -> str:
 def test_illegal_schedules_name_the_transform_op(lines, message):
     with pytest.raises(KernelIRError, match=message):
         run_opt(script(*lines), ["transform-interpreter"])
+
+
+def test_prepacked_b_must_be_read_through_the_panel_layout():
+    """A rank-1 B of the right size whose map is not `panel_layout` (here: row-major [5, 32]) is
+    rejected; the panel layout itself is accepted and leaves no B buffer in the block."""
+    lines = (f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [8, 16, 5] : {TILE}",
+             f"transform.hlocc.microkernel %t register_block [2, 16] k_unroll 1 row_tails : {ANY}",
+             f"transform.hlocc.pack %t operands [1] prepacked : {ANY}")
+    text = script(*lines).replace("%w: tensor<5x32xf32>", "%w: tensor<160xf32>").replace(
+        "tensor<5x32xf32>, tensor<16x32xf32>) ->", "tensor<160xf32>, tensor<16x32xf32>) ->")
+    with pytest.raises(KernelIRError, match=r"transform.hlocc.pack: prepacked B's map must be the 16-column panel "
+                                            r"layout of a rank-1 tensor, \(n floordiv 16\) \* 80 \+ k \* 16 \+ n mod 16, "
+                                            r"found \(b, m, n, k\) -> \(k \* 32 \+ n\)"):
+        run_opt(text.replace("-> (k, n)", "-> (k * 32 + n)"), ["transform-interpreter"])
+    text = text.replace("-> (k, n)", "-> ((n floordiv 16) * 80 + k * 16 + n mod 16)")
+    lowered = run_opt(text, ["transform-interpreter", "lower-matmul"])
+    assert lowered.count("xla.allocate_shared") == 1 and "vector.transfer_read %w[" in lowered
+
+
+def test_the_gpu_schedule_rejects_a_run_time_m():
+    text = script(f"%t, %l0, %l1, %l2 = transform.hlocc.tile %mm sizes [16, 32, 5] : {TILE}",
+                  f"transform.hlocc.set_operand_layout %t sg_layout [1, 1] sg_data [16, 32] inst_data [16, 8, 16] : {ANY}")
+    text = text.replace("sizes [1, 16, 32, 5] :", 'sizes [1, 16, 32, 5] schedule {runtime_m = "m"} :')
+    with pytest.raises(KernelIRError, match=r"transform.hlocc.set_operand_layout: a run-time M \(runtime_m\) is not "
+                                            "built in the GPU schedule"):
+        run_opt(text, ["transform-interpreter"])
 
 
 def test_pack_rejects_blocks_whose_buffers_do_not_fit_the_scratch():
@@ -133,6 +168,11 @@ def test_builder_script_parses_and_round_trips():
     assert "transform.hlocc.microkernel %tiled register_block [6, 64] k_unroll 4 : !transform.any_op" in printed
     assert print_module(parse_module(printed)) == printed
     assert "microkernel" not in MatmulSchedule(mc=8, nc=8, kc=8).script()
+    few_rows = MatmulSchedule(mc=16, nc=64, kc=512, mr=6, nr=64, pack=(1,), prepacked=True, row_tails=True).script()
+    printed = print_module(parse_module(few_rows))
+    assert "transform.hlocc.microkernel %tiled register_block [6, 64] k_unroll 1 row_tails : !transform.any_op" in printed
+    assert "transform.hlocc.pack %tiled operands [1] prepacked : !transform.any_op" in printed
+    assert print_module(parse_module(printed)) == printed
     packed = MatmulSchedule(mc=96, nc=256, kc=128, mr=6, nr=64, pack=(0, 1), k_pairs=True, prefetch=4,
                             hoist_address=True, fuse_epilogue=True, parallel=True).script()
     printed = print_module(parse_module(packed))

@@ -25,10 +25,19 @@ indices past them are skipped: the remainder block). Schedule properties set by 
 read by the lowering: `k_block` (KC: the contraction split into blocks of KC) and `register_block`
 (MR x NR accumulators per step of k, `k_unroll` steps of k per iteration), `packed` (the operands,
 0 = lhs and 1 = rhs, copied into zero-padded panels: codegen/transforms/matmul/packed.py),
-`k_pairs` (bf16 packed as (k, k + 1) pairs for a dot-product instruction), `prefetch` (the
-distance in k steps of the B panel prefetch), `hoist_address` and `fuse_epilogue` (unit flags);
+`k_pairs` (bf16 packed as (k, k + 1) pairs for a dot-product instruction), `prepacked` (B is
+read in place: its map already gives the packed panel layout), `row_tails` (a register block of
+the rows left where fewer than MR remain), `prefetch` (the distance in k steps of the B panel
+prefetch), `hoist_address` and `fuse_epilogue` (unit flags);
 on a GPU `warp_grid` and `warp_tile` (the block's warps and each warp's extent in mma.sync tiles)
 and `stages` (the cp.async ring's depth): codegen/transforms/matmul/gpu_mma.py.
+
+A run-time M (`runtime_m = "v"`, a problem property printed with the schedule's): the problem's M
+is the value of dimension variable v (`xla.symbol_value`, dynamic shapes), at most the maps' m
+range, which is then its bound; the operands' addresses do not depend on M (M is not a stride), so
+the tensors are declared at the bound and only rows below M are read or written. A few-rows
+product by a constant matrix of a dynamic program (runtime/small_gemm.py) is one such kernel for
+every row count.
 
 `xla.prefetch %t[%i]` (a hint that element i of t is read soon; no effect on values) is LLVM's
 prefetch intrinsic for the address `lower-tensors` gives the element.
@@ -43,6 +52,7 @@ from xdsl.dialects.builtin import (
     Float32Type,
     IndexType,
     IntegerAttr,
+    StringAttr,
     TensorType,
     UnitAttr,
     VectorType,
@@ -71,14 +81,16 @@ from hlocc.analysis.indexing_map import IndexingMap
 from hlocc.analysis.indexing_map_text import map_to_text
 from hlocc.codegen.ir.attributes import INDEX, IndexingMapAttr, map_attr
 from hlocc.codegen.ir.core_ops import check_yield
+from hlocc.codegen.ir.size_ops import SymbolValueOp
 from hlocc.codegen.ir.syntax import parse_index_operands, print_values
 from hlocc.codegen.ir.traits import YieldParent
 
 MATMUL_DIMS = ("b", "m", "n", "k")
 
-SCHEDULE_PROPERTIES = ("k_block", "register_block", "k_unroll", "packed", "k_pairs", "prefetch", "hoist_address",
-                       "fuse_epilogue", "warp_grid", "warp_tile", "stages")
-"""The properties transform ops set on an `xla.matmul` (printed after `schedule`)."""
+SCHEDULE_PROPERTIES = ("runtime_m", "k_block", "register_block", "k_unroll", "row_tails", "packed", "prepacked",
+                       "k_pairs", "prefetch", "hoist_address", "fuse_epilogue", "warp_grid", "warp_tile", "stages")
+"""The properties transform ops set on an `xla.matmul` (printed after `schedule`), and the problem's
+`runtime_m` (module doc), printed with them."""
 """The iteration dimensions of `xla.matmul`, in the order of its maps' dimensions and `sizes`."""
 
 
@@ -102,10 +114,13 @@ class MatmulOp(IRDLOperation):
     rhs_map = prop_def(IndexingMapAttr)
     out_map = prop_def(IndexingMapAttr)
     sizes = prop_def(DenseArrayBase)
+    runtime_m = opt_prop_def(StringAttr)  # M is this dimension variable's value (module doc)
     k_block = opt_prop_def(IntegerAttr)
     register_block = opt_prop_def(DenseArrayBase)
     k_unroll = opt_prop_def(IntegerAttr)
+    row_tails = opt_prop_def(UnitAttr)
     packed = opt_prop_def(DenseArrayBase)
+    prepacked = opt_prop_def(UnitAttr)
     prefetch = opt_prop_def(IntegerAttr)
     k_pairs = opt_prop_def(UnitAttr)
     hoist_address = opt_prop_def(UnitAttr)
@@ -145,6 +160,13 @@ class MatmulOp(IRDLOperation):
         """The whole problem's (B, M, N, K): the maps' dimension ranges, but K from `sizes` (k is
         never tiled, and an empty range is written [0, 0] in the maps)."""
         return [v.bounds.hi + 1 for v in self.lhs_map.data.dims[:3]] + [self.size_list[3]]
+
+    def m_value(self, b) -> SSAValue | int:
+        """The problem's M: the value of `runtime_m` (an `xla.symbol_value` built with the
+        KernelBuilder b), or the constant extent."""
+        if self.runtime_m is None:
+            return self.problem_sizes[1]
+        return b.add(SymbolValueOp(self.runtime_m.data))
 
     @property
     def acc_type(self) -> Attribute:
@@ -191,6 +213,8 @@ class MatmulOp(IRDLOperation):
         if last is None or len(last.operands) != 1:
             raise VerifyException(f"'{self.name}' epilogue must yield one element")
         check_yield(self.epilogue.block, [self.init.type.element_type], self.name)
+        if self.runtime_m is not None and not self.runtime_m.data:
+            raise VerifyException(f"'{self.name}' runtime_m must name a dimension variable")
         block = self.register_block
         if block is not None and (len(block.get_values()) != 2 or min(block.get_values()) < 1):
             raise VerifyException(f"'{self.name}' register_block must be two positive sizes (MR, NR)")

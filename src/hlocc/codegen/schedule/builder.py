@@ -18,10 +18,12 @@ class MatmulSchedule:
     blocks run on the kernel's blocks (the thread pool) instead of a loop; `pack`: the operands
     packed (() none, (1,) B, (0, 1) both); `prefetch`: the B prefetch distance in k steps (0 none);
     `hoist_address`, `fuse_epilogue`: those transform ops applied (packed schedules only);
-    `k_pairs`: bf16 packed in pairs for vdpbf16ps; `warp_grid`/`warp_tile`: on a GPU, the block's
-    warps over (m, n) and each warp's part (set_operand_layout, mma.sync m16n8k16), which also give
-    the block's threads (set_gpu_launch_threads); `stages`: the cp.async ring's depth (0: none;
-    pipeline_shared_copies)."""
+    `k_pairs`: bf16 packed in pairs for vdpbf16ps; `prepacked`: B arrives packed in NR-wide panels
+    (a constant packed once outside the kernel: `pack.pack_panels`); `row_tails`: a register block
+    of the rows left where fewer than MR remain (a few-rows product); `warp_grid`/`warp_tile`: on a
+    GPU, the block's warps over (m, n) and each warp's part (set_operand_layout, mma.sync m16n8k16),
+    which also give the block's threads (set_gpu_launch_threads); `stages`: the cp.async ring's
+    depth (0: none; pipeline_shared_copies)."""
 
     mc: int
     nc: int
@@ -35,6 +37,8 @@ class MatmulSchedule:
     hoist_address: bool = False
     fuse_epilogue: bool = False
     k_pairs: bool = False
+    prepacked: bool = False
+    row_tails: bool = False
     warp_grid: tuple[int, int] | None = None
     warp_tile: tuple[int, int] | None = None
     stages: int = 0
@@ -62,9 +66,10 @@ class MatmulSchedule:
         ]
         if self.mr is not None and self.nr is not None:
             lines.append(f"    transform.hlocc.microkernel %tiled register_block [{self.mr}, {self.nr}] "
-                         f"k_unroll {self.k_unroll} : {any_op}")
+                         f"k_unroll {self.k_unroll}{' row_tails' if self.row_tails else ''} : {any_op}")
         if self.pack:
-            operands = f"[{', '.join(map(str, self.pack))}]" + (" k_pairs" if self.k_pairs else "")
+            operands = (f"[{', '.join(map(str, self.pack))}]" + (" k_pairs" if self.k_pairs else "")
+                        + (" prepacked" if self.prepacked else ""))
             lines.append(f"    transform.hlocc.pack %tiled operands {operands} : {any_op}")
             if self.prefetch:
                 lines.append(f"    transform.hlocc.insert_prefetch %tiled distance {self.prefetch} : {any_op}")

@@ -1,11 +1,15 @@
 """`transform.hlocc.microkernel`: the register block MR x NR and the k-unroll of a tiled
 `xla.matmul` (BLIS's micro-kernel and its loops 2 and 1; issue 17).
 
-    transform.hlocc.microkernel %tiled register_block [MR, NR] k_unroll U : !transform.any_op
+    transform.hlocc.microkernel %tiled register_block [MR, NR] k_unroll U [row_tails] : !transform.any_op
 
 Sets `register_block` and `k_unroll` on the targets; `lower-matmul` then walks the block in
 MR x NR sub-blocks (loops 2 and 1), each accumulating its MR x NR values in registers across the
 whole contraction (U steps of k per iteration, then the rest one by one) before the epilogue.
+`row_tails` (packed schedules): where fewer than MR rows are left, a register block of that many
+rows runs instead of MR rows of which the extra ones are computed and dropped: MR - 1 more
+micro-kernels of code, for a product of a few rows (a run-time M of 2 with MR = 6 did 3x the
+multiply-adds) at the cost of MR ones.
 
 Illegal, rejected before code generation: a target that is not the result of
 `transform.hlocc.tile`; MR or NR not dividing the block's MC or NC (a partial sub-block is only
@@ -18,9 +22,9 @@ from __future__ import annotations
 
 import math
 
-from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, i64
+from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, UnitAttr, i64
 from xdsl.dialects.transform import TransformHandleType
-from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def
+from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_def, prop_def
 
 from hlocc.codegen.ir.matmul_ops import MatmulOp
 from hlocc.codegen.schedule.handles import ScheduleError, matmul_targets, positive_sizes
@@ -47,12 +51,15 @@ class MicrokernelOp(IRDLOperation):
     target = operand_def(TransformHandleType)
     register_block = prop_def(DenseArrayBase.constr(i64))
     k_unroll = prop_def(IntegerAttr[I64])
+    row_tails = opt_prop_def(UnitAttr)
 
-    assembly_format = "$target `register_block` $register_block `k_unroll` $k_unroll attr-dict `:` type($target)"
+    assembly_format = ("$target `register_block` $register_block `k_unroll` $k_unroll (`row_tails` $row_tails^)? "
+                       "attr-dict `:` type($target)")
 
-    def __init__(self, target, mr: int, nr: int, k_unroll: int = 1):
+    def __init__(self, target, mr: int, nr: int, k_unroll: int = 1, row_tails: bool = False):
         super().__init__(operands=[target], properties={"register_block": DenseArrayBase.from_list(i64, [mr, nr]),
-                                                        "k_unroll": IntegerAttr(k_unroll, i64)})
+                                                        "k_unroll": IntegerAttr(k_unroll, i64),
+                                                        **({"row_tails": UnitAttr()} if row_tails else {})})
 
 
 def check_microkernel(op: MicrokernelOp, target: MatmulOp, mr: int, nr: int) -> None:
@@ -81,6 +88,8 @@ def run_microkernel(op: MicrokernelOp, handle: object) -> tuple:
     for target in targets:
         target.properties["register_block"] = DenseArrayBase.from_list(i64, [mr, nr])
         target.properties["k_unroll"] = IntegerAttr(unroll, i64)
+        if op.row_tails is not None:
+            target.properties["row_tails"] = UnitAttr()
     return ()
 
 

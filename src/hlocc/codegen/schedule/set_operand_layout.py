@@ -14,7 +14,8 @@ fragment layouts follow from C's (the lesson of the upstream revision: set ancho
 rest), so one call says it all.
 
 Illegal, rejected before code generation (a `ScheduleError` naming the op):
-- a target not tiled by `transform.hlocc.tile`, or already given a CPU register block or packing;
+- a target not tiled by `transform.hlocc.tile`, or already given a CPU register block or packing,
+  or with a run-time M (`runtime_m`: the CPU's few-rows kernels only);
 - operands other than bf16 or f16 (both the same), or an accumulator other than f32;
 - inst_data other than [16, 8, 16]; TM not a multiple of 16 or TN of 8;
 - warps that do not cover the block tile exactly (WM x TM = MC and WN x TN = NC, unless the
@@ -92,6 +93,8 @@ def check_layout(op: SetOperandLayoutOp, target: MatmulOp, grid: list[int], tile
         raise ScheduleError(f"{name}: the target xla.matmul is not tiled; apply transform.hlocc.tile first")
     if target.register_block is not None or target.packed is not None:
         raise ScheduleError(f"{name}: the target already has a CPU register block or packing")
+    if target.runtime_m is not None:
+        raise ScheduleError(f"{name}: a run-time M (runtime_m) is not built in the GPU schedule")
     elements = {_element(target, target.lhs), _element(target, target.rhs)}
     if len(elements) != 1 or not elements <= {"bf16", "f16"}:
         raise ScheduleError(f"{name}: mma.sync m16n8k16 multiplies bf16 or f16 operands of one type, found "

@@ -8,7 +8,8 @@ The matmul becomes `scf.for` loops over b (step 1), n (step NC) and m (step MC),
 (BLIS's jc outside ic), carrying the output tensor, around one `xla.matmul` per block with
 `offsets(b, m0, n0) sizes [1, MC, NC, K]` and `k_block = KC`: the lowering splits the contraction
 into KC-sized blocks. A last block past the problem's edge computes only what is inside (the
-remainder). Results: the block's matmul, then the b, n and m loops. The target handle is consumed.
+remainder). With a run-time M (`runtime_m`) the m loop runs to its value. Results: the block's
+matmul, then the b, n and m loops. The target handle is consumed.
 
 Illegal: a target that is not an untiled `xla.matmul`, sizes that are not three positive integers.
 """
@@ -24,6 +25,7 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, 
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.codegen.ir.matmul_ops import MatmulOp
+from hlocc.codegen.ir.size_ops import SymbolValueOp
 from hlocc.codegen.schedule.handles import ScheduleError, matmul_targets, positive_sizes
 
 
@@ -47,11 +49,12 @@ class TileOp(IRDLOperation):
                          result_types=[AnyOpType()] * 4)
 
 
-def _loop(lo: int, hi: int, step: int, init, name: str) -> tuple[scf.ForOp, Block, list[Operation]]:
-    consts = [arith.ConstantOp(IntegerAttr(v, IndexType())) for v in (lo, hi, step)]
+def _loop(lo: int, hi: int | Operation, step: int, init, name: str) -> tuple[scf.ForOp, Block, list[Operation]]:
+    """The loop and the ops its bounds need (`hi` a constant, or the op computing it)."""
+    consts = [arith.ConstantOp(IntegerAttr(v, IndexType())) if isinstance(v, int) else v for v in (lo, hi, step)]
     block = Block(arg_types=[IndexType(), init.type])
     block.args[0].name_hint = name
-    loop = scf.ForOp(consts[0].result, consts[1].result, consts[2].result, [init], block)
+    loop = scf.ForOp(consts[0].results[0], consts[1].results[0], consts[2].results[0], [init], block)
     return loop, block, consts
 
 
@@ -64,7 +67,8 @@ def tile_matmul(op: TileOp, target: MatmulOp) -> tuple[MatmulOp, scf.ForOp, scf.
     at = InsertPoint.before(target)
     init = target.init
     ivs = {}
-    for name, size, step in (("b", b_size, 1), ("n0", n_size, nc), ("m0", m_size, mc)):
+    m_extent = SymbolValueOp(target.runtime_m.data) if target.runtime_m is not None else m_size
+    for name, size, step in (("b", b_size, 1), ("n0", n_size, nc), ("m0", m_extent, mc)):
         loop, block, consts = _loop(0, size, step, init, name)
         for c in consts:
             Rewriter.insert_op(c, at)
@@ -74,6 +78,8 @@ def tile_matmul(op: TileOp, target: MatmulOp) -> tuple[MatmulOp, scf.ForOp, scf.
         init = block.args[1]
         at = InsertPoint.at_end(block)
     schedule = {"k_block": IntegerAttr(kc, i64)} if kc < k_size else {}
+    if target.runtime_m is not None:
+        schedule["runtime_m"] = target.runtime_m
     inner = MatmulOp(target.lhs, target.rhs, init, target.maps, [1, min(mc, m_size), min(nc, n_size), k_size],
                      target.epilogue.clone(), [ivs["b"], ivs["m0"], ivs["n0"]], schedule)
     Rewriter.insert_op(inner, at)

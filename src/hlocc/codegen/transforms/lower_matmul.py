@@ -12,7 +12,9 @@ them; a k loop of up to 64 steps still unrolls): a 8x32x96 product had its n and
 around 256 k loops, which took 17 s to compile into a kernel no faster (LLVM vectorizes the rolled n
 loop), and an unrolled 16-step k loop in each of 24 unrolled n steps 4.5 s for a 2x faster one.
 With `k_block` = KC the k loop is split into blocks of KC (a loop over blocks around a loop within
-one), the structure the schedule asks for; the sum's order is unchanged. Everything after
+one), the structure the schedule asks for; the sum's order is unchanged. A run-time M
+(`runtime_m`): rows up to the maps' bound are visited and those at or past M's value skipped
+(the packed form runs only the rows below it). Everything after
 this pass is the ordinary kernel pipeline: the tensor accesses are flattened, bf16 is expanded by
 `lower-narrow-floats`, and the loops reach LLVM as they are.
 """
@@ -79,10 +81,17 @@ def contraction(b: KernelBuilder, op: MatmulOp, bmn: list[SSAValue]) -> SSAValue
     return rolled_loop(b, 0, k_total, [acc], block, "kc", step=kc)[0]
 
 
-def _clamped(b: KernelBuilder, index: SSAValue, bound: int, clamp: bool) -> SSAValue:
+def _clamped(b: KernelBuilder, index: SSAValue, bound: int | SSAValue, clamp: bool) -> SSAValue:
     """`index`, or min(index, bound - 1) where a sub-block may reach past the problem's edge (its
     operand reads stay in bounds; what such a row or column computes is not stored)."""
-    return b.add(arith.MinUIOp(index, b.index(bound - 1))) if clamp else index
+    if not clamp:
+        return index
+    last = b.index(bound - 1) if isinstance(bound, int) else b.add(arith.SubiOp(bound, b.index(1)))
+    return b.add(arith.MinUIOp(index, last))
+
+
+def _bound(b: KernelBuilder, value: int | SSAValue) -> SSAValue:
+    return b.index(value) if isinstance(value, int) else value
 
 
 def register_block_step(b: KernelBuilder, op: MatmulOp, accs: list[SSAValue], bi: SSAValue, rows: list[SSAValue],
@@ -131,8 +140,11 @@ def lower_register_blocked(op: MatmulOp) -> None:
     b = KernelBuilder(InsertPoint.before(op))
     _, _, out_map = op.maps
     # A sub-block can reach past the problem's edge when MR or NR does not divide the problem or
-    # the block, or when the last block of a tiled op reaches past the problem.
-    clip_m = problem[1] % mr != 0 or sizes[1] % mr != 0 or (offsets[1] is not None and problem[1] % sizes[1] != 0)
+    # the block, or when the last block of a tiled op reaches past the problem (always, with a
+    # run-time M: rows up to its bound are visited and those past its value skipped).
+    m_total = op.m_value(b)
+    clip_m = problem[1] % mr != 0 or sizes[1] % mr != 0 or (offsets[1] is not None and problem[1] % sizes[1] != 0) \
+        or not isinstance(m_total, int)
     clip_n = problem[2] % nr != 0 or sizes[2] % nr != 0 or (offsets[2] is not None and problem[2] % sizes[2] != 0)
 
     def global_index(ib: KernelBuilder, level: int, iv: SSAValue) -> SSAValue:
@@ -141,7 +153,7 @@ def lower_register_blocked(op: MatmulOp) -> None:
     def block(ib: KernelBuilder, bi: SSAValue, m0: SSAValue, n0: SSAValue, out: SSAValue) -> SSAValue:
         rows = [ib.add(arith.AddiOp(m0, ib.index(i))) if i else m0 for i in range(mr)]
         cols = [ib.add(arith.AddiOp(n0, ib.index(j))) if j else n0 for j in range(nr)]
-        accs = register_block_sums(ib, op, bi, [_clamped(ib, r, problem[1], clip_m) for r in rows],
+        accs = register_block_sums(ib, op, bi, [_clamped(ib, r, m_total, clip_m) for r in rows],
                                    [_clamped(ib, c, problem[2], clip_n) for c in cols])
         for i, row in enumerate(rows):
             for j, col in enumerate(cols):
@@ -149,7 +161,7 @@ def lower_register_blocked(op: MatmulOp) -> None:
                     value = clone_block_body(op.epilogue.block, [acc, bi, row, col], sb.insertion_point)[0]
                     indices = list(sb.insert(ApplyIndexingOp(out_map, [bi, row, col, sb.index(0)])).results)
                     return [sb.add(tensor.InsertOp(value, out, indices))]
-                checks = ([ib.cmpi("slt", row, ib.index(problem[1]))] if clip_m else []) + \
+                checks = ([ib.cmpi("slt", row, _bound(ib, m_total))] if clip_m else []) + \
                          ([ib.cmpi("slt", col, ib.index(problem[2]))] if clip_n else [])
                 out = if_then(ib, ib.and_(checks), store, [out])[0]
         return out
@@ -184,6 +196,9 @@ def lower_matmul(op: MatmulOp) -> None:
     b = KernelBuilder(InsertPoint.before(op))
     offsets = list(op.offsets)
     partial = [bool(offsets) and problem[d] % max(sizes[d], 1) != 0 for d in range(3)]
+    bounds: list[int | SSAValue] = list(problem[:3])
+    if op.runtime_m is not None:  # rows up to the bound visited, those past the run-time M skipped
+        bounds[1], partial[1] = op.m_value(b), True
     _, _, out_map = op.maps
 
     def element(eb: KernelBuilder, bmn: list[SSAValue], out: SSAValue) -> list[SSAValue]:
@@ -192,7 +207,7 @@ def lower_matmul(op: MatmulOp) -> None:
             value = clone_block_body(op.epilogue.block, [acc, *bmn], cb.insertion_point)[0]
             indices = list(cb.insert(ApplyIndexingOp(out_map, [*bmn, cb.index(0)])).results)
             return [cb.add(tensor.InsertOp(value, out, indices))]
-        checks = [eb.cmpi("slt", v, eb.index(problem[d])) for d, v in enumerate(bmn) if partial[d]]
+        checks = [eb.cmpi("slt", v, _bound(eb, bounds[d])) for d, v in enumerate(bmn) if partial[d]]
         return if_then(eb, eb.and_(checks), compute, [out])
 
     def nest(nb: KernelBuilder, level: int, bmn: list[SSAValue], out: SSAValue) -> list[SSAValue]:

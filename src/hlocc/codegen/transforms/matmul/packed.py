@@ -29,6 +29,21 @@ and advanced by MR and NR each step instead of recomputed from k. `prefetch` = d
 prefetches the B panel d steps ahead (`xla.prefetch`, LLVM's prefetch intrinsic; near a panel's
 end the address may lie past the buffer, which a prefetch tolerates: it never faults).
 
+Prepacked B (`prepacked`, `pack ... prepacked`): B arrives packed, in `schedule/pack.panel_layout`
+(NR-wide panels of all of K, the last zero-padded, linearised: a constant packed once outside the
+kernel by `schedule/pack.pack_panels`); there is no Bp, and the micro-kernel reads B's micro-panel
+at (n0 + jr) * K + k0 * NR + k * NR in the operand itself. A run-time M (`runtime_m`): the block's
+rows, the A clamp and the packing's padding test use the value read from the kernel's table of
+dimension variables.
+`row_tails` (microkernel): the last register block of a block with fewer than MR rows left runs
+at their height (one copy of the tile's code per height 1..MR, chosen per tile), instead of MR rows
+of which the extra ones (clamped to the last row) are dropped.
+
+Direct stores: a fused epilogue that stores the f32 sum as it is (`xla.yield %acc`), into a rank-1
+output whose map steps by 1 along n, with one K block, stores a whole NR-wide tile's vectors straight
+into the output (no Cacc round trip, no element loop); a tile cut by the problem's last column (the
+last, partial panel) goes through Cacc and the element loop, which stores only the columns inside.
+
 bf16 (`k_pairs`, set by `pack ... k_pairs` for bf16 operands; the schedule asks for it only on
 hosts with AVX512-BF16): packed elements are
 i32 pairs (k, k + 1) of bf16 bits, an odd K block's last pair (k, 0), and the micro-kernel's
@@ -43,13 +58,14 @@ sum to the dot's type as the naive form does.
 
 from __future__ import annotations
 
-from xdsl.dialects import arith, func, math, tensor, vector
+from xdsl.dialects import arith, func, math, scf, tensor, vector
 from xdsl.dialects.builtin import AffineMapAttr, ArrayAttr, BoolAttr, IntegerType, TensorType, VectorType, f32, i16, i32
-from xdsl.ir import SSAValue
+from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from hlocc.codegen.ir import AllocateSharedOp, ApplyIndexingOp
+from hlocc.analysis.affine_expr import Var, dim, linear_form
+from hlocc.codegen.ir import AllocateSharedOp, ApplyIndexingOp, YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import DotBF16PairsOp, MatmulOp, PrefetchOp
 from hlocc.codegen.transforms.util import clone_block_body, for_loop, if_then
@@ -95,6 +111,37 @@ def _sub(b: KernelBuilder, x: SSAValue | int, y: SSAValue) -> SSAValue:
     return b.add(arith.SubiOp(x, y))
 
 
+def _if_else(b: KernelBuilder, cond: SSAValue, then, otherwise) -> list[SSAValue]:
+    """`scf.if cond { then(builder) } else { otherwise(builder) }`, both yielding values of the same types."""
+    blocks = []
+    for build in (then, otherwise):
+        block = Block()
+        inner = KernelBuilder(block)
+        values = build(inner)
+        inner.insert(scf.YieldOp(*values))
+        blocks.append(block)
+    types = [v.type for v in blocks[0].last_op.operands]
+    return list(b.insert(scf.IfOp(cond, types, Region(blocks[0]), Region(blocks[1]))).results)
+
+
+def _identity_epilogue(op: MatmulOp) -> bool:
+    """The epilogue stores the f32 sum unchanged (`xla.yield %acc`)."""
+    block = op.epilogue.block
+    ops = list(block.ops)
+    return (len(ops) == 1 and isinstance(ops[0], YieldOp) and ops[0].operands[0] is block.args[0]
+            and op.init.type.element_type == f32)
+
+
+def _unit_stride_in_n(op: MatmulOp) -> bool:
+    """The output is rank 1 and its map moves by one element per step of n (a vector of NR/16
+    consecutive columns of a row is contiguous)."""
+    results = op.maps[2].results
+    if op.init.type.get_num_dims() != 1 or len(results) != 1:
+        return False
+    terms, _ = linear_form(results[0])
+    return all(isinstance(atom, Var) for atom in terms) and terms.get(dim(2)) == 1 and dim(3) not in terms
+
+
 def _k_rolled_for_loop(b: KernelBuilder, lo, hi, inits: list, body, name: str = "", step: int = 1) -> list:
     """`for_loop`, with the loops over K ("k": the micro-kernel's and the packing's, "kc": the K
     blocks) kept rolled: the schedule's k_unroll is their unrolling. `unroll-loops` fully unrolled
@@ -125,6 +172,10 @@ class PackedLowering:
         self.pairs = op.k_pairs is not None
         self.elem = i32 if self.pairs else f32
         self.depth = -(-self.kc // 2) if self.pairs else self.kc  # packed steps of a full K block
+        self.prepacked = op.prepacked is not None  # B's panels are the operand itself (module doc)
+        self.row_tails = op.row_tails is not None
+        self.direct = (self.fuse and self.k_total <= self.kc and not self.pairs and _identity_epilogue(op)
+                       and _unit_stride_in_n(op))
 
     # -- scratch ----------------------------------------------------------------------------------
     def scratch(self) -> dict[str, SSAValue]:
@@ -133,7 +184,9 @@ class PackedLowering:
         while not isinstance(fn, func.FuncOp):
             fn = fn.parent_op()
         b = KernelBuilder(InsertPoint.at_start(fn.body.block))
-        sizes = {"bp": (self.depth * self.ncp, self.elem), "cacc": (self.mcp * self.ncp, f32)}
+        sizes = {"cacc": (self.mcp * self.ncp, f32)}
+        if not self.prepacked:
+            sizes["bp"] = (self.depth * self.ncp, self.elem)
         if self.pack_a:
             sizes["ap"] = (self.mcp * self.depth, self.elem)
         return {name: b.add(AllocateSharedOp(TensorType(t, [n]))) for name, (n, t) in sizes.items()}
@@ -143,6 +196,8 @@ class PackedLowering:
         op = self.op
         b = KernelBuilder(InsertPoint.before(op))
         self.bi, self.m0, self.n0 = op.offsets
+        self.m_total = op.m_value(b)  # a constant, or the run-time M
+        self.m_last = self.m_total - 1 if isinstance(self.m_total, int) else _sub(b, self.m_total, b.index(1))
         self.rows = _min(b, _sub(b, self.m_total, self.m0), self.mc)
         self.cols = _min(b, _sub(b, self.n_total, self.n0), self.nc)
         state = {**self.scratch(), "out": op.init}
@@ -178,25 +233,79 @@ class PackedLowering:
         the accumulators start at zero (True), from Cacc (False), or a run-time `k0 != 0` chooses
         Cacc; `final`: the fused epilogue follows (True, False, or a run-time condition)."""
         state = dict(state)
-        state["bp"] = self.pack_b(b, state["bp"], k0, kc)
+        if not self.prepacked:
+            state["bp"] = self.pack_b(b, state["bp"], k0, kc)
         if self.pack_a:
             state["ap"] = self.pack_a_block(b, state["ap"], k0, kc)
         names = ["cacc", "out"]
 
         def ir_body(ib: KernelBuilder, ir: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
             def jr_body(jb: KernelBuilder, jr: SSAValue, jargs: list[SSAValue]) -> list[SSAValue]:
-                cacc, out = jargs
-                cacc = self.tile(jb, state, cacc, ir, jr, k0, kc, first)
-                if self.fuse and isinstance(final, SSAValue):
-                    out = if_then(jb, final, lambda eb: [self.epilogue(eb, cacc, out, ir, jr)], [out])[0]
-                elif self.fuse and final:
-                    out = self.epilogue(jb, cacc, out, ir, jr)
-                return [cacc, out]
+                if not self.row_tails:
+                    return self.tile_work(jb, state, jargs, ir, jr, k0, kc, first, final, self.mr)
+                left = _sub(jb, self.rows, ir)
+
+                def height(hb: KernelBuilder, h: int) -> list[SSAValue]:  # h rows, or fewer
+                    if h == 1:
+                        return self.tile_work(hb, state, jargs, ir, jr, k0, kc, first, final, 1)
+                    return _if_else(hb, hb.cmpi("sge", left, hb.index(h)),
+                                    lambda tb: self.tile_work(tb, state, jargs, ir, jr, k0, kc, first, final, h),
+                                    lambda eb: height(eb, h - 1))
+                return height(jb, self.mr)
             return self.for_loop(ib, 0, self.cols, args, jr_body, "jr", step=self.nr)
 
         cacc, out = self.for_loop(b, 0, self.rows, [state[n] for n in names], ir_body, "ir", step=self.mr)
         state["cacc"], state["out"] = cacc, out
         return state
+
+    def tile_work(self, b: KernelBuilder, state: dict[str, SSAValue], args: list[SSAValue], ir: SSAValue,
+                  jr: SSAValue, k0: SSAValue, kc: int, first: bool | SSAValue, final: bool | SSAValue,
+                  height: int) -> list[SSAValue]:
+        """[Cacc, out] after the register block at (ir, jr) of `height` rows: its sums, then Cacc and
+        the fused epilogue, or (direct stores, a tile inside the problem's columns) the output."""
+        cacc, out = args
+
+        def through_cacc(cb: KernelBuilder) -> list[SSAValue]:
+            c = self.tile(cb, state, cacc, ir, jr, k0, kc, first, height)
+            o = out
+            if self.fuse and isinstance(final, SSAValue):
+                o = if_then(cb, final, lambda eb: [self.epilogue(eb, c, o, ir, jr)], [o])[0]
+            elif self.fuse and final:
+                o = self.epilogue(cb, c, o, ir, jr)
+            return [c, o]
+
+        if not self.direct:
+            return through_cacc(b)
+
+        def direct(db: KernelBuilder) -> list[SSAValue]:
+            return [cacc, self.store_tile(db, self.sums(db, state, cacc, ir, jr, k0, kc, True, height), out, ir, jr,
+                                          height)]
+        if self.n_total % self.nr == 0 and self.nc % self.nr == 0:  # every tile is whole
+            return direct(b)
+        whole = b.cmpi("sle", _add(b, jr, self.nr), self.cols)
+        return _if_else(b, whole, direct, through_cacc)
+
+    def store_tile(self, b: KernelBuilder, accs: list[SSAValue], out: SSAValue, ir: SSAValue, jr: SSAValue,
+                   height: int) -> SSAValue:
+        """The tile's vectors stored straight into the output (direct stores: module doc), its rows
+        past the block's skipped (none are with row_tails: the tile has the rows left)."""
+        vecs = self.nr // LANES
+        out_map = self.op.maps[2]
+        left = None if self.row_tails else _sub(b, self.rows, ir)
+
+        def row(rb: KernelBuilder, r: int, o: SSAValue) -> list[SSAValue]:
+            m = _add(rb, _add(rb, self.m0, ir), r)
+            (at,) = rb.insert(ApplyIndexingOp(out_map, [self.bi, m, _add(rb, self.n0, jr), rb.index(0)])).results
+            for v in range(vecs):
+                o = _write(rb, accs[r * vecs + v], o, _add(rb, at, v * LANES) if v else at)
+            return [o]
+
+        for r in range(height):
+            if left is None or r == 0:
+                out = row(b, r, out)[0]
+            else:
+                out = if_then(b, b.cmpi("slt", b.index(r), left), lambda rb, r=r, o=out: row(rb, r, o), [out])[0]
+        return out
 
     # -- packing ----------------------------------------------------------------------------------
     def pack_b(self, b: KernelBuilder, bp: SSAValue, k0: SSAValue, kc: int) -> SSAValue:
@@ -267,8 +376,9 @@ class PackedLowering:
 
         def panel(pb: KernelBuilder, ir: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
             rows = [_add(pb, _add(pb, self.m0, ir), r) for r in range(mr)]
-            inside = [pb.cmpi("slt", m, pb.index(self.m_total)) for m in rows]
-            clamped = [_min(pb, m, self.m_total - 1) for m in rows]
+            total = pb.index(self.m_total) if isinstance(self.m_total, int) else self.m_total
+            inside = [pb.cmpi("slt", m, total) for m in rows]
+            clamped = [_min(pb, m, self.m_last) for m in rows]
             base = _mul(pb, ir, self.depth)
 
             def step(kb: KernelBuilder, k: SSAValue, kargs: list[SSAValue]) -> list[SSAValue]:
@@ -283,27 +393,44 @@ class PackedLowering:
 
     # -- the micro-kernel -------------------------------------------------------------------------
     def tile(self, b: KernelBuilder, state: dict[str, SSAValue], cacc: SSAValue, ir: SSAValue, jr: SSAValue,
-             k0: SSAValue, kc: int, first: bool | SSAValue) -> SSAValue:
-        """One MR x NR register block over this K block; returns Cacc with the tile written.
-        `first` as for `k_block` (a run-time condition is true where the tile is read from Cacc)."""
-        mr, nr, vecs = self.mr, self.nr, self.nr // LANES
+             k0: SSAValue, kc: int, first: bool | SSAValue, height: int) -> SSAValue:
+        """One `height` x NR register block (height <= MR) over this K block; returns Cacc with the
+        tile written. `first` as for `k_block`."""
+        accs = self.sums(b, state, cacc, ir, jr, k0, kc, first, height)
         c_base = self.c_tile(b, ir, jr)
-        c_offsets = [_add(b, c_base, r * nr + v * LANES) if r or v else c_base for r in range(mr) for v in range(vecs)]
+        vecs = self.nr // LANES
+        for i, acc in enumerate(accs):
+            r, v = divmod(i, vecs)
+            cacc = _write(b, acc, cacc, _add(b, c_base, r * self.nr + v * LANES) if i else c_base)
+        return cacc
+
+    def sums(self, b: KernelBuilder, state: dict[str, SSAValue], cacc: SSAValue, ir: SSAValue, jr: SSAValue,
+             k0: SSAValue, kc: int, first: bool | SSAValue, height: int) -> list[SSAValue]:
+        """The `height` x NR/16 accumulators of the register block at (ir, jr) after this K block,
+        row-major: from zero or Cacc (`first` as for `k_block`: a run-time condition is true where
+        the tile is read from Cacc), then the micro-kernel's k loop."""
+        mr, nr, vecs = height, self.nr, self.nr // LANES  # (packed A's micro-panels keep MR rows a step)
+        def from_cacc(rb: KernelBuilder) -> list[SSAValue]:
+            c_base = self.c_tile(rb, ir, jr)
+            return [_read(rb, cacc, _add(rb, c_base, r * nr + v * LANES) if r or v else c_base)
+                    for r in range(mr) for v in range(vecs)]
         if isinstance(first, SSAValue):
-            zeros = [b.constant(0.0, _vtype())] * (mr * vecs)
-            accs = if_then(b, first, lambda rb: [_read(rb, cacc, at) for at in c_offsets], zeros)
+            accs = if_then(b, first, from_cacc, [b.constant(0.0, _vtype())] * (mr * vecs))
         elif first:
             accs = [b.constant(0.0, _vtype())] * (mr * vecs)
         else:
-            accs = [_read(b, cacc, at) for at in c_offsets]
-        b_base = _mul(b, jr, self.depth)
+            accs = from_cacc(b)
+        if self.prepacked:  # panel (n0 + jr) / NR of the operand, from row k0: ((n0 + jr) * K + k0 * NR)
+            b_base = _add(b, b.add(arith.MuliOp(_add(b, self.n0, jr), b.index(self.k_total))), _mul(b, k0, nr))
+        else:
+            b_base = _mul(b, jr, self.depth)
         if self.pack_a:
             a_base = _mul(b, ir, self.depth)
             rows = []
         else:
             a_base = None
-            rows = [_min(b, _add(b, _add(b, self.m0, ir), r), self.m_total - 1) for r in range(mr)]
-        bp, ap = state["bp"], state.get("ap")
+            rows = [_min(b, _add(b, _add(b, self.m0, ir), r), self.m_last) for r in range(mr)]
+        bp, ap = (self.op.rhs if self.prepacked else state["bp"]), state.get("ap")
         steps = self.steps(kc)
         unroll = self.unroll if steps % self.unroll == 0 else 1
 
@@ -334,18 +461,15 @@ class PackedLowering:
                 kk = _add(kb, k, u) if u else k
                 if not self.hoist:
                     b_at = _add(kb, b_base, _mul(kb, kk, nr))
-                    a_at = _add(kb, a_base, _mul(kb, kk, mr)) if self.pack_a else None
+                    a_at = _add(kb, a_base, _mul(kb, kk, self.mr)) if self.pack_a else None
                 acc = step(kb, kk, b_at, a_at, acc)
                 if self.hoist:
                     b_at = _add(kb, b_at, nr)
-                    a_at = _add(kb, a_at, mr) if self.pack_a else None
+                    a_at = _add(kb, a_at, self.mr) if self.pack_a else None
             return ([b_at] + ([a_at] if self.pack_a else []) if self.hoist else []) + acc
 
         inits = ([b_base] + ([a_base] if self.pack_a else []) if self.hoist else []) + accs
-        accs = self.for_loop(b, 0, steps, inits, body, "k", step=unroll)[len(inits) - len(accs):]
-        for at, acc in zip(c_offsets, accs):
-            cacc = _write(b, acc, cacc, at)
-        return cacc
+        return self.for_loop(b, 0, steps, inits, body, "k", step=unroll)[len(inits) - len(accs):]
 
     # -- the epilogue -------------------------------------------------------------------------------
     def c_tile(self, b: KernelBuilder, ir: SSAValue, jr: SSAValue) -> SSAValue:

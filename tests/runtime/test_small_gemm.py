@@ -50,6 +50,27 @@ def test_packed_kernel_is_exact_at_every_row_count(k, n):
                                atol=1e-5 * np.sqrt(k))
 
 
+def test_a_kernel_in_the_persistent_cache_loads_without_compiling(tmp_path, monkeypatch):
+    """A new process (here: a second compile of the same (k, n)) takes the object code from
+    HLOCC_CACHE_DIR instead of lowering the schedule again, and it computes the same products."""
+    monkeypatch.setenv("HLOCC_CACHE_DIR", str(tmp_path / "cache"))
+    k, n = 1, 64
+    script = small_gemm.schedule(k).script()
+    first = small_gemm.compile_kernel(k, n, script)
+    assert any((tmp_path / "cache").rglob("*")), "nothing was stored"
+
+    def no_lowering(*args):
+        raise AssertionError("compiled again despite the cache")
+
+    monkeypatch.setattr(small_gemm, "kernel_module", no_lowering)
+    second = small_gemm.compile_kernel(k, n, script)
+    rng = np.random.default_rng(7)
+    w, a = _integers(rng, (k, n)), _integers(rng, (5, k))
+    packed = small_gemm.pack(w)
+    np.testing.assert_array_equal(_run(second.function, a, packed, n), a @ w)
+    np.testing.assert_array_equal(_run(first.function, a, packed, n), a @ w)
+
+
 @pytest.mark.parametrize("schedule", [
     pytest.param(None, id="naive"),  # rows past the run-time M skipped
     # unpacked register blocks: rows past M clamped, their sums not stored

@@ -25,7 +25,9 @@ will run, so:
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import stat
@@ -37,6 +39,12 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import llvmlite
+import llvmlite.binding as llvm
+import xdsl
+
+from hlocc.runtime.jit import host_cpu_features
 
 MAGIC = b"HLOCCKC1"
 """Entry format version 1; another magic is an entry of another format (or not an entry)."""
@@ -276,6 +284,38 @@ def persistent_cache() -> PersistentCache | None:
         if key not in _caches:
             _caches[key] = open_cache(directory, key[1])
         return _caches[key]
+
+
+@functools.cache
+def build_id() -> str:
+    """hlocc's version and a hash of its sources' paths, sizes and modification times."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(dirpath, name))
+                h.update(f"{os.path.relpath(os.path.join(dirpath, name), root)}:{st.st_size}:{st.st_mtime_ns}\n"
+                         .encode())
+    try:
+        version = importlib.metadata.version("hlocc")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return f"{version}+{h.hexdigest()[:16]}"
+
+
+@functools.cache
+def versions_key() -> str:
+    """The versions of everything that turns a fusion into code (also the cuda backend's PTX keys)."""
+    return (f"hlocc {build_id()}, xdsl {xdsl.__version__}, llvmlite {llvmlite.__version__}, "
+            f"llvm {'.'.join(map(str, llvm.llvm_version_info))}")
+
+
+@functools.cache
+def environment_key() -> str:
+    """The part of every key that is the same for the whole process: host CPU and versions."""
+    return f"cpu: {llvm.get_host_cpu_name()} {host_cpu_features()}\nversions: {versions_key()}"
 
 
 def timed_get(key: str, times: dict[str, float], stage: str) -> tuple[PersistentCache, CacheEntry] | None:

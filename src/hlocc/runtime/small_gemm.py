@@ -23,7 +23,8 @@ packed lowering (codegen/transforms/matmul/packed.py) under the transform script
 
 Its M is a run-time value (`runtime_m`: the kernel reads it from its table of dimension
 variables), so one kernel per (k, n) serves every row count up to MAX_ROWS; it is compiled at the
-first use of that shape in the process (~1 s: xDSL's kernel passes and LLVM O3). Layout: `pack(w)`
+first use of that shape in the process (~0.3 s of CPU: xDSL's kernel passes and LLVM O3), or
+loaded from the persistent cache (`compile_kernel`). Layout: `pack(w)`
 is `codegen.schedule.pack.pack_panels(w, PANEL)`, [panels, k, PANEL] C-contiguous, panel p
 holding columns [p*PANEL, (p+1)*PANEL) of every row of w, the last zero-padded. The sums run in k
 order per column, one fused multiply-add per step, as a gemm's may: within the contraction
@@ -53,6 +54,8 @@ BLAS's blocked loop is faster than this kernel's (256 × 256 at 4-8 rows: 0.65-0
 BLAS thread)."""
 
 _ENTRY = "small_gemm"
+KEY_VERSION = "hlocc-small-gemm 1"
+"""The first line of a kernel's persistent-cache key (`compile_kernel`)."""
 _LOCK = threading.Lock()
 _Function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 
@@ -145,20 +148,29 @@ def kernel(k: int, n: int) -> Kernel:
 def compile_kernel(k: int, n: int, script: str | None, keep_ir: bool = False) -> Kernel:
     """`kernel_module` lowered with the CPU kernel pipeline and translated, with the exported
     `small_gemm_k<k>_n<n>(a, packed, out, m)` that puts m in the table of dimension variables and
-    calls the entry (thread 0 of block 0: one block runs every panel); not cached."""
+    calls the entry (thread 0 of block 0: one block runs every panel). Its object code is kept in
+    the persistent cache (runtime/cache.py; keyed by k, n, the script and the versions and host
+    CPU), so a new process loads it instead of compiling (~0.3 s)."""
     from llvmlite import ir
 
     from hlocc.codegen.llvm import LlvmTranslator, TranslateOptions
     from hlocc.codegen.pipeline import pipeline_for, run_pipeline
     from hlocc.codegen.target import cpu_target
+    from hlocc.runtime.cache import environment_key, timed_get, timed_put
     from hlocc.runtime.jit import ObjectEngine, compile_object, host_triple
 
+    symbol = f"small_gemm_k{k}_n{n}"
+    key = f"{KEY_VERSION}\nk {k} n {n}\nscript: {script}\n{environment_key()}"
+    times: dict[str, float] = {}
+    found = None if keep_ir else timed_get(key, times, "cache_lookup")
+    if found is not None and found[1].plan.get("symbol") == symbol:
+        loaded = ObjectEngine().load(found[1].payload, [symbol])
+        return Kernel(_Function(loaded.address(symbol)), loaded, "")
     module = kernel_module(k, n, script)
     run_pipeline(module, pipeline_for("cpu", cpu_target().has_fma, False), None, timings={}, verify_each=False)
     llmod = LlvmTranslator(_ENTRY, TranslateOptions(), host_triple()).translate(module)
     entry = llmod.get_global(_ENTRY)
     ptr, i64 = ir.PointerType(), ir.IntType(64)
-    symbol = f"small_gemm_k{k}_n{n}"
     wrapper = ir.Function(llmod, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, i64]), name=symbol)
     a, packed, out, m = wrapper.args
     builder = ir.IRBuilder(wrapper.append_basic_block("entry"))
@@ -170,6 +182,8 @@ def compile_kernel(k: int, n: int, script: str | None, keep_ir: bool = False) ->
         if value.name != symbol and isinstance(value, ir.Function) and not value.is_declaration:
             value.linkage = "internal"
     code = compile_object(llmod, keep_ir=keep_ir)
+    if not keep_ir:
+        timed_put(key, {"symbol": symbol}, code.data, times, "cache_store")
     loaded = ObjectEngine().load(code.data, [symbol])
     return Kernel(_Function(loaded.address(symbol)), loaded, code.optimized_ir if keep_ir else "")
 

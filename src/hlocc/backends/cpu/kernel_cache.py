@@ -16,18 +16,10 @@ size expression as text). The buffer shapes are the fused computation's, which t
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib.metadata
-import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-import llvmlite
-import llvmlite.binding as llvm
-import xdsl
 
 from hlocc.analysis.launch import LaunchDims
 from hlocc.codegen.llvm import TranslateOptions
@@ -37,8 +29,7 @@ from hlocc.errors import HloError
 from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.printer import computation_fingerprint
 from hlocc.hlo.symbolic import DimExpr, parse_dim_expr
-from hlocc.runtime.cache import timed_get, timed_put, warn_once
-from hlocc.runtime.jit import host_cpu_features
+from hlocc.runtime.cache import environment_key, timed_get, timed_put, warn_once
 
 KEY_VERSION = "hlocc-cpu-kernel 1"
 
@@ -80,38 +71,6 @@ class KernelPlan:
         if not plan.symbol.endswith("_blocks"):
             raise ValueError(f"malformed kernel plan (symbol {plan.symbol!r})")
         return plan
-
-
-@functools.cache
-def build_id() -> str:
-    """hlocc's version and a hash of its sources' paths, sizes and modification times."""
-    root = Path(__file__).resolve().parents[2]
-    h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            if name.endswith(".py"):
-                st = os.stat(os.path.join(dirpath, name))
-                h.update(f"{os.path.relpath(os.path.join(dirpath, name), root)}:{st.st_size}:{st.st_mtime_ns}\n"
-                         .encode())
-    try:
-        version = importlib.metadata.version("hlocc")
-    except importlib.metadata.PackageNotFoundError:
-        version = "unknown"
-    return f"{version}+{h.hexdigest()[:16]}"
-
-
-@functools.cache
-def versions_key() -> str:
-    """The versions of everything that turns a fusion into code (also the cuda backend's PTX keys)."""
-    return (f"hlocc {build_id()}, xdsl {xdsl.__version__}, llvmlite {llvmlite.__version__}, "
-            f"llvm {'.'.join(map(str, llvm.llvm_version_info))}")
-
-
-@functools.cache
-def environment_key() -> str:
-    """The part of every key that is the same for the whole process: host CPU and versions."""
-    return f"cpu: {llvm.get_host_cpu_name()} {host_cpu_features()}\nversions: {versions_key()}"
 
 
 def kernel_key(fusion: HloComputation, target: Target, translate_options: TranslateOptions,
@@ -158,5 +117,4 @@ def store_kernel(key: str, plan: KernelPlan, data: bytes, times: dict[str, float
     timed_put(key, plan.to_json(), data, times, "cache_store")
 
 
-__all__ = ["KernelPlan", "build_id", "environment_key", "kernel_key", "kernel_symbol", "load_cached_kernel_plan",
-           "options_key", "store_kernel", "versions_key"]
+__all__ = ["KernelPlan", "kernel_key", "kernel_symbol", "load_cached_kernel_plan", "options_key", "store_kernel"]

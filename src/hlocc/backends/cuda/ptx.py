@@ -48,7 +48,6 @@ from llvmlite import ir
 
 from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
-from hlocc.backends.cpu.kernel_cache import versions_key
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import KernelModule, fusion_symbols
 from hlocc.codegen.emitters.registry import emit_fusion
@@ -60,7 +59,7 @@ from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.printer import computation_fingerprint
 from hlocc.hlo.symbolic import DimExpr, evaluate, parse_dim_expr
 from hlocc.hlo.types import Shape
-from hlocc.runtime.cache import timed_get, timed_put, warn_once
+from hlocc.runtime.cache import timed_get, timed_put, versions_key, warn_once
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 SM_COUNTS = {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132, "sm_100": 148, "sm_120": 84}

@@ -97,7 +97,9 @@ def _literal_key(literal: Any) -> Any:
     if isinstance(literal, tuple):
         return tuple(_literal_key(x) for x in literal)
     array = np.asarray(literal)
-    return (str(array.dtype), array.shape, array.tobytes())
+    # (the dtype object, not its name: equal dtypes compare equal, and `str(dtype)` cost 6 µs, a
+    # sixth of the pass on the constant-heavy fusions of the 6800-op probe)
+    return (array.dtype, array.shape, array.tobytes())
 
 
 def cse_computation(comp: HloComputation, computations: ComputationKeys, memo: dict[int, bool]) -> bool:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from xdsl.passes import ModulePass
 from xdsl.transforms.canonicalize import CanonicalizePass
-from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from hlocc.codegen.schedule.interpreter import TransformInterpreterPass
 from hlocc.codegen.transforms.check_bounds import CheckBoundsPass
 from hlocc.codegen.transforms.cse import CommonSubexpressionEliminationPass
+from hlocc.codegen.transforms.dce import DeadCodeEliminationPass
 from hlocc.codegen.transforms.expand_float_ops import ExpandFloatOpsFmaPass, ExpandFloatOpsPass
 from hlocc.codegen.transforms.flatten_tensors import FlattenTensorsPass
 from hlocc.codegen.transforms.inline import InlinePass
@@ -52,8 +52,8 @@ PASSES: dict[str, type[ModulePass]] = {cls.name: cls for cls in (
     LowerSymbolValuesPass,
     VerifyPass,
     CommonSubexpressionEliminationPass,  # xDSL's cse with cheaper keys
-    # xDSL's generic passes the pipeline runs between ours
+    DeadCodeEliminationPass,  # xDSL's dce in one walk
+    # xDSL's generic pass, for `hlocc opt`
     CanonicalizePass,
-    DeadCodeElimination,
 )}
 """Every kernel pass by its `name` (what `hlocc opt --passes` and the pipelines refer to)."""

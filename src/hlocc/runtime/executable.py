@@ -495,6 +495,15 @@ def plan_module(module: HloModule, *, pipeline: CompilePipeline = BACKEND_PIPELI
     return assignment
 
 
+def resolve_pending_kernels(program: SequentialThunk) -> None:
+    """Every kernel whose LLVM stage a kernel compiler left running on the LLVM worker thread (a
+    PendingKernel: backends/cpu/kernel.py, `result()`) replaced by its compiled kernel: the thunks
+    are emitted while the worker optimizes the kernels before them, and run compiled."""
+    for thunk in program.walk():
+        if isinstance(thunk, KernelThunk) and callable(getattr(thunk.kernel, "result", None)):
+            thunk.kernel = thunk.kernel.result()
+
+
 def build_executable(module: HloModule, compile_kernel: KernelCompiler, *,
                      pipeline: CompilePipeline = BACKEND_PIPELINES["cpu"], hlo_passes: bool = True,
                      seed: int = 0, print_after_all: bool = False, stream=None,
@@ -509,6 +518,7 @@ def build_executable(module: HloModule, compile_kernel: KernelCompiler, *,
     t0 = time.perf_counter()
     emitter = ThunkEmitter(assignment, compile_kernel, stats)
     program = emitter.emit_entry()
+    resolve_pending_kernels(program)
     times["thunks"] = (time.perf_counter() - t0) * 1e3
     params = frozenset(a.index for a in assignment.allocations
                        if a.kind is AllocationKind.PARAMETER and (a.index in emitter.written or a.is_live_out))

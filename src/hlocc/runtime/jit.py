@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -99,6 +100,24 @@ def compile_object(module: ir.Module | str, keep_ir: bool = False) -> ObjectCode
         data = tm.emit_object(mod)
         times["llvm_codegen"] = (time.perf_counter() - t0) * 1e3
     return ObjectCode(data, optimized, times)
+
+
+_WORKER: ThreadPoolExecutor | None = None
+_WORKER_LOCK = threading.Lock()
+
+
+def compile_object_later(module: ir.Module | str) -> Future[ObjectCode]:
+    """`compile_object` on the LLVM worker thread: the module's text is made here, parsing,
+    optimization and object emission run there while the caller goes on with the next kernel.
+    LLVM's work runs in C without the GIL (llvmlite calls it through ctypes), so on a machine with
+    a second core a program's LLVM stage overlaps the Python stages (emission, kernel passes) of
+    its other kernels. One worker: LLVM's global context takes one module at a time (`_LOCK`)."""
+    global _WORKER
+    text = str(module)
+    with _WORKER_LOCK:  # not _LOCK, which the worker holds while it compiles
+        if _WORKER is None:
+            _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hlocc-llvm")
+    return _WORKER.submit(compile_object, text)
 
 
 class ObjectEngine:

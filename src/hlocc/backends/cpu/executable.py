@@ -59,12 +59,15 @@ def prepare_as_written(module: HloModule, hlo_passes: bool) -> None:
         wrap_entry_in_fusion(module)
 
 
-def kernel_compiler(target: Target, options: PipelineOptions | None, times: dict[str, float]) -> KernelCompiler:
-    """Compiles each fusion for `target`, adding every stage's milliseconds to `times["kernel:<stage>"]`."""
+def kernel_compiler(target: Target, options: PipelineOptions | None, times: dict[str, float],
+                    defer: bool = False) -> KernelCompiler:
+    """Compiles each fusion for `target`, adding every stage's milliseconds to `times["kernel:<stage>"]`.
+    `defer`: kernels may come back pending, their LLVM stage on the LLVM worker thread
+    (backends/cpu/kernel.py PendingKernel; `build_executable` resolves them)."""
     def compile_kernel(computation: HloComputation, name: str, noalias: bool) -> CompiledKernel:
         return compile_fusion(computation, target, name="main",
                               options=options.for_kernel(name) if options is not None else None,
-                              translate_options=TranslateOptions(noalias=noalias), stage_times=times)
+                              translate_options=TranslateOptions(noalias=noalias), stage_times=times, defer=defer)
     return compile_kernel
 
 
@@ -81,7 +84,7 @@ def compile_module(module: HloModule, target: Target | None = None, options: Pip
         hlo_passes = False
     else:
         prepare_as_written(module, hlo_passes)
-    executable = build_executable(module, kernel_compiler(target or cpu_target(), options, times),
+    executable = build_executable(module, kernel_compiler(target or cpu_target(), options, times, defer=True),
                                   pipeline=cpu_pipeline(gemm), hlo_passes=hlo_passes, seed=seed,
                                   print_after_all=print_after_all, stream=stream, times=times)
     times["total"] = (time.perf_counter() - t0) * 1e3

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -59,7 +60,15 @@ from hlocc.hlo.symbolic import DimExpr, evaluate
 from hlocc.hlo.types import Shape
 from hlocc.runtime.cache import warn_once
 from hlocc.runtime.gc_pause import gc_paused
-from hlocc.runtime.jit import LoadedObject, ObjectEngine, compile_object, host_triple, shared_engine
+from hlocc.runtime.jit import (
+    LoadedObject,
+    ObjectCode,
+    ObjectEngine,
+    compile_object,
+    compile_object_later,
+    host_triple,
+    shared_engine,
+)
 from hlocc.runtime.native_sequence import NativeCall
 from hlocc.runtime.shape_function import expr_source
 from hlocc.runtime.thunks import LaunchSource, from_physical, to_physical
@@ -341,23 +350,58 @@ def kernels_in_cache() -> list[str]:
 def compile_fusion(fusion: HloComputation, target: Target | None = None, name: str = "main",
                    options: PipelineOptions | None = None, use_cache: bool = True,
                    translate_options: TranslateOptions | None = None,
-                   stage_times: dict[str, float] | None = None) -> CompiledKernel:
+                   stage_times: dict[str, float] | None = None, defer: bool = False) -> CompiledKernel:
     """Compile a fused computation into a kernel: from the in-process cache, else from the
     persistent cache (runtime/cache.py), else emitted and compiled (and stored in both). Dumps and
     IR printing (`options`) and `use_cache=False` compile afresh into a kernel of its own.
-    `stage_times` gets the milliseconds of each stage this call ran, as `kernel:<stage>`."""
+    `stage_times` gets the milliseconds of each stage this call ran, as `kernel:<stage>`. `defer`:
+    a kernel compiled afresh may come back as a PendingKernel whose LLVM stage runs on the LLVM
+    worker thread (its `result()` is the CompiledKernel)."""
     times: dict[str, float] = {}
     try:
         with gc_paused():
-            return _compile_fusion(fusion, target, name, options, use_cache, translate_options, times)
+            kernel = _compile_fusion(fusion, target, name, options, use_cache, translate_options, times, defer)
+            if isinstance(kernel, PendingKernel):
+                kernel.stage_times = stage_times
+            return kernel
     finally:
         if stage_times is not None:
             add_stage_times(stage_times, times)
 
 
+class PendingKernel:
+    """A kernel whose LLVM stage (parse, O3, object code) runs on the LLVM worker thread
+    (runtime/jit.py `compile_object_later`) while the caller compiles the program's next kernels:
+    what the thunk emitter reads of a kernel (its name, emitter, output aliases) comes from its
+    plan now, the CompiledKernel from `result()`, which waits for the object code, loads it and
+    puts it in the caches (runtime/executable.py `build_executable` resolves every pending kernel
+    of a program before the program runs)."""
+
+    def __init__(self, plan: KernelPlan, future: Any, finish: Callable[..., CompiledKernel]):
+        self.plan, self._future, self._finish = plan, future, finish
+        self.name, self.emitter, self.output_aliases = plan.name, plan.emitter, plan.output_aliases
+        self.stage_times: dict[str, float] | None = None
+        self._lock = threading.Lock()
+        self._compiled: CompiledKernel | None = None
+
+    def result(self) -> CompiledKernel:
+        with self._lock:
+            if self._compiled is None:
+                times: dict[str, float] = {}
+                self._compiled = self._finish(self._future.result(), times)
+                if self.stage_times is not None:
+                    add_stage_times(self.stage_times, times)
+            return self._compiled
+
+
+def resolved(kernel: Any) -> Any:
+    """`kernel`, or the CompiledKernel of a PendingKernel (waiting for its object code)."""
+    return kernel.result() if isinstance(kernel, PendingKernel) else kernel
+
+
 def _compile_fusion(fusion: HloComputation, target: Target | None, name: str, options: PipelineOptions | None,
                     use_cache: bool, translate_options: TranslateOptions | None,
-                    times: dict[str, float]) -> CompiledKernel:
+                    times: dict[str, float], defer: bool = False) -> CompiledKernel | PendingKernel:
     target = target or cpu_target()
     translate_options = translate_options or TranslateOptions()
     cached = use_cache and options is None
@@ -368,7 +412,7 @@ def _compile_fusion(fusion: HloComputation, target: Target | None, name: str, op
         with _CACHE_LOCK:
             hit = _CACHE.get(key)
         if hit is not None:
-            return hit
+            return hit if defer else resolved(hit)
         compiled = load_cached_kernel(key, params, leaves, times, target.check_bounds)
         if compiled is not None:
             compiled.computation = fusion
@@ -379,8 +423,8 @@ def _compile_fusion(fusion: HloComputation, target: Target | None, name: str, op
                               computation=fusion, emitter=computation_emitter_kind(fusion).value,
                               symbols=fusion_symbols(fusion))
     compiled = compile_kernel_module(kernel, target, params, leaves, options, translate_options, times,
-                                     symbol=kernel_symbol(key), shared=cached, cache_key=key if cached else None)
-    compiled.computation = fusion
+                                     symbol=kernel_symbol(key), shared=cached, cache_key=key if cached else None,
+                                     defer=defer, computation=fusion)
     return _remember(key, compiled) if cached else compiled
 
 
@@ -399,20 +443,29 @@ def load_cached_kernel(key: str, param_shapes: list[Shape], output_shapes: list[
         return None
 
 
-def _remember(key: str, compiled: CompiledKernel) -> CompiledKernel:
+def _remember(key: str, compiled: CompiledKernel | PendingKernel) -> CompiledKernel | PendingKernel:
     with _CACHE_LOCK:
         return _CACHE.setdefault(key, compiled)
+
+
+def _settle(key: str, pending: PendingKernel | None, compiled: CompiledKernel) -> None:
+    """The in-process cache's entry for `key` becomes the compiled kernel once `pending` resolves."""
+    with _CACHE_LOCK:
+        if pending is not None and _CACHE.get(key) is pending:
+            _CACHE[key] = compiled
 
 
 def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: list[Shape], output_shapes: list[Shape],
                           options: PipelineOptions | None = None, translate_options: TranslateOptions | None = None,
                           times: dict[str, float] | None = None, *, symbol: str | None = None, shared: bool = False,
-                          cache_key: str | None = None) -> CompiledKernel:
+                          cache_key: str | None = None, defer: bool = False,
+                          computation: HloComputation | None = None) -> CompiledKernel | PendingKernel:
     """Lower an emitted kernel (`kernel.module`, changed in place) with `target`'s pipeline, translate
     it to LLVM with the block loop `symbol` (default `<entry>_blocks`), compile it to object code and
     load it: into the process-wide engine when `shared` (then `symbol` must be unique in the
     process), else into an engine of its own. With `cache_key` the object code and the kernel's
-    plan are stored in the persistent cache. The shapes are those of its buffers, in order."""
+    plan are stored in the persistent cache. The shapes are those of its buffers, in order. `defer`
+    (without dumps): a PendingKernel, its LLVM stage on the LLVM worker thread."""
     times = times if times is not None else {}
     name = kernel.entry
     symbol = symbol or f"{name}_blocks"
@@ -433,16 +486,27 @@ def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: li
     if options is not None:
         options.stream(f"// -----// LLVM IR //----- //\n{llmod}") if options.print_ir_after_all else None
         dump_file(options, "llvm.ll", str(llmod))
-    code = compile_object(llmod, keep_ir=options is not None)
-    if options is not None:
-        dump_file(options, "llvm-opt.ll", code.optimized_ir)
-    times.update(code.times_ms)
     plan = KernelPlan(name, symbol, kernel.launch, kernel.emitter, tuple(kernel.output_aliases), kernel.serial,
                       tuple(kernel.symbols))
-    if cache_key is not None:
-        store_kernel(cache_key, plan, code.data, times)
-    return load_kernel(plan, code.data, param_shapes, output_shapes, shared, times, kernel_ir,
-                       check_bounds=target.check_bounds)
+    pending = None
+
+    def finish(code: ObjectCode, times: dict[str, float]) -> CompiledKernel:
+        if options is not None:
+            dump_file(options, "llvm-opt.ll", code.optimized_ir)
+        times.update(code.times_ms)
+        if cache_key is not None:
+            store_kernel(cache_key, plan, code.data, times)
+        compiled = load_kernel(plan, code.data, param_shapes, output_shapes, shared, times, kernel_ir,
+                               check_bounds=target.check_bounds)
+        compiled.computation = computation
+        if cache_key is not None:
+            _settle(cache_key, pending, compiled)
+        return compiled
+
+    if defer and options is None:
+        pending = PendingKernel(plan, compile_object_later(llmod), finish)
+        return pending
+    return finish(compile_object(llmod, keep_ir=options is not None), times)
 
 
 def bounds_symbol(symbol: str) -> str:

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from hlocc.compiler import Executable, compile
+from hlocc.compiler import DEVICE_BACKENDS, Executable, compile
 from hlocc.errors import ArgumentError, HloError, UnsupportedError
 from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupported_ops
 from hlocc.frontends.torch.tensors import (
@@ -126,8 +126,10 @@ class CompiledGraph:
                         for index, param in zip(lowered.parameters, lowered.module.entry.parameters)]
         guarded = (GuardedInputs(self._inputs, [guarded_by[c.index] for c in self._inputs])
                    if guarded_by is not None else None)
-        self._arrays = guarded.arrays if guarded is not None else self._checked_arrays
-        self._execute = _direct_runner(executable)
+        on_device = executable is not None and executable.backend in DEVICE_BACKENDS
+        self._on_device = on_device
+        self._arrays = guarded.arrays if guarded is not None and not on_device else self._checked_arrays
+        self._execute = _device_runner(executable) if on_device else _direct_runner(executable)
         # every output a result in a fresh buffer of the runtime's (a static plan's outputs are, or are
         # not, at every call): learned at the first call, then each is wrapped without alias checks
         self._fresh_results: list[int] | None = None
@@ -145,6 +147,8 @@ class CompiledGraph:
         self._native = _native_sequence(self, runner, flush_denormal) if self._addresses is not None else None
 
     def _checked_arrays(self, args: Sequence[Any]) -> list:
+        if self._on_device:  # tensors as they are: the executable checks them (DLPack)
+            return [args[check.index] for check in self._inputs]
         return [check.array(args[check.index]) for check in self._inputs]
 
     @property
@@ -190,7 +194,9 @@ class CompiledGraph:
         owners = None
         outputs = []
         for out in self.lowered.outputs:
-            if out.kind == "result":
+            if out.kind == "result" and self._on_device:
+                outputs.append(results[out.index])  # a tensor over the result's own device memory
+            elif out.kind == "result":
                 array = results[out.index]
                 # a buffer of the runtime's own (inputs never own their data) needs no alias check
                 if not isinstance(memory_owner(array), np.ndarray):
@@ -252,6 +258,26 @@ def _fresh_results(outputs: Sequence[Any], results: Sequence[np.ndarray]) -> lis
     return [out.index for out in outputs]
 
 
+TORCH_DEVICE = {"cuda": "cuda"}
+"""The torch device type of a backend's tensors where it is not the CPU's: `cuda` takes and returns
+CUDA tensors (cuda-sim's device memory is the host's: CPU tensors, through the same DLPack path)."""
+
+
+def _device_runner(executable: Executable) -> Callable[[list], list]:
+    """How a compiled graph runs on a device backend (cuda, cuda-sim): the tensors go in through
+    DLPack as they are (used in place where they lie in the device's memory, in the parameter's
+    layout), the results come back as device arrays that torch takes through DLPack: no copy
+    through the host. Returns the results as a list of tensors."""
+    from_dlpack = _torch().utils.dlpack.from_dlpack
+    single = not executable.result_shape.is_tuple
+
+    def run(args: list) -> list:
+        tensors = [t.detach() if getattr(t, "requires_grad", False) else t for t in args]
+        results = executable(*tensors, return_device_arrays=True)
+        return [from_dlpack(r) for r in ([results] if single else results)]
+    return run
+
+
 def _direct_runner(executable: Executable | None) -> Callable[[list], Any]:
     """How a compiled graph runs its executable on the InputChecks' arrays: a static cpu program's
     runner directly, the arrays being what `Executable.checked` would pass on (C-contiguous, of the
@@ -294,7 +320,8 @@ def compile_graph(graph_module: Any, example_inputs: Sequence[Any], *, name: str
             raise UnsupportedError(f"ops hlocc does not lower: {listed}")
         if shape_env is None:
             shape_env = _shape_env(example_inputs)
-        lowered = lower_graph(graph_module, name, constants=constants, shape_env=shape_env)
+        lowered = lower_graph(graph_module, name, constants=constants, shape_env=shape_env,
+                              device=TORCH_DEVICE.get(hlocc_backend, "cpu"))
         has_results = lowered.module.entry.root.operands
         executable = compile(lowered.module, hlocc_backend, **compile_options) if has_results else None
     except HloError as e:

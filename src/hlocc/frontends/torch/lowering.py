@@ -188,8 +188,10 @@ def _is_tensor(value: Any) -> bool:
 
 
 class _Lowering:
-    def __init__(self, graph_module: Any, table: dict[str, Callable], name: str, constants: dict[str, Any]):
+    def __init__(self, graph_module: Any, table: dict[str, Callable], name: str, constants: dict[str, Any],
+                 device: str = "cpu"):
         self.gm = graph_module
+        self.device = device  # the torch device type of the graph's tensor inputs ("cpu", "cuda")
         self.table = table
         self.module = HloModule(name)
         self.entry = self.module.add_computation(HloComputation(f"{name}.entry", is_entry=True))
@@ -225,8 +227,10 @@ class _Lowering:
             tensor = self.constants[node.name]
             return self.constant_tensor(tensor, node.name)
         if _is_tensor(val):
-            if str(getattr(val, "device", "cpu")) != "cpu":
-                raise UnsupportedError(f"input '{node.name}' is on {val.device}; the cpu backend takes CPU tensors")
+            device = getattr(getattr(val, "device", None), "type", "cpu")
+            if device != self.device:
+                raise UnsupportedError(f"input '{node.name}' is on {val.device}; the graph is compiled for "
+                                       f"{self.device} tensors")
             number = len(self.parameters)
             self.parameters.append(index)
             param = HloInstruction(self.entry.unique_name(node.name), "parameter", tensor_shape(val),
@@ -248,7 +252,7 @@ class _Lowering:
     def constant_tensor(self, tensor: Any, name: str) -> HloInstruction:
         from hlocc.frontends.torch.tensors import to_numpy
 
-        array = to_numpy(tensor.detach()).copy()
+        array = to_numpy(tensor.detach().cpu()).copy()  # (a CUDA model's weights: read once, baked in)
         shape = Shape.array(element_type(tensor.dtype), array.shape)
         return self.entry.add("constant", shape=shape, literal=array, name=name)
 
@@ -332,14 +336,15 @@ class _Lowering:
 
 
 def lower_graph(graph_module: Any, name: str = "torch_graph", *, table: dict | None = None,
-                constants: dict[str, Any] | None = None, shape_env: Any = None) -> LoweredGraph:
+                constants: dict[str, Any] | None = None, shape_env: Any = None, device: str = "cpu") -> LoweredGraph:
     """The HloModule of an FX graph of core ATen ops (see the module docstring). `constants` maps
     placeholder names to tensors to bake in (an ExportedProgram's parameters); `shape_env` (or a
     {symbol: ValueRanges} dict) gives the symbolic sizes' ranges, which become the module's guards.
-    Raises UnsupportedError naming the node and op for what the table does not lower."""
+    Raises UnsupportedError naming the node and op for what the table does not lower, and for a
+    tensor input on another torch device type than `device`."""
     from hlocc.frontends.torch.table import ATEN_OPS
 
-    lowered = _Lowering(graph_module, ATEN_OPS if table is None else table, name, constants or {}).run()
+    lowered = _Lowering(graph_module, ATEN_OPS if table is None else table, name, constants or {}, device).run()
     symbols = frozenset().union(*(p.shape.symbols for p in lowered.module.entry.parameters))
     if shape_env is not None and symbols:
         lowered.module.guards.extend(range_guards(shape_env, set(symbols), name))

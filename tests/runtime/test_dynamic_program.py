@@ -138,8 +138,9 @@ def test_size_hint_answers_open_questions_only_inside_it():
                 b < 32  # noqa: B015
 
 
-# A bit reinterpretation fused into an add: the kernels with runtime dims have no bitcast-convert
-# yet, so that fusion is compiled per size (the fallback these tests exercise).
+# A bit reinterpretation fused into an add. The loop emitter compiles a bitcast-convert on symbolic
+# shapes; `per_size` takes it out of the emitter's symbolic ops, so that this fusion stands for one
+# the kernel compiler cannot compile symbolically: compiled per size, the fallback these tests exercise.
 PER_SIZE = """HloModule per_size
 ENTRY e {
   x = f32[?b,33] parameter(0)
@@ -151,8 +152,35 @@ ENTRY e {
 """
 
 
+@pytest.fixture
+def per_size(monkeypatch):
+    """PER_SIZE's fusion not compilable symbolically (above): fresh caches, bitcast-convert out of
+    the loop emitter's symbolic ops for the test."""
+    from hlocc.backends.cpu.kernel import clear_kernel_cache
+    from hlocc.codegen.emitters.loop import SYMBOLIC_LOOP_OPS, LoopEmitter
+    from hlocc.compiler import clear_compile_cache
+
+    monkeypatch.setenv("HLOCC_CACHE_DIR", "")
+    monkeypatch.setattr(LoopEmitter, "symbolic_ops", SYMBOLIC_LOOP_OPS - {"bitcast-convert"})
+    clear_compile_cache()
+    clear_kernel_cache()
+    yield
+    clear_compile_cache()
+    clear_kernel_cache()
+
+
+def test_a_bitcast_convert_compiles_once_for_every_size():
+    exe = hlocc.compile(PER_SIZE.replace("per_size", "bitcast_symbolic"), "cpu")
+    for n in (0, 1, 5, 33):
+        x = RNG.standard_normal((n, 33)).astype(np.float32)
+        np.testing.assert_array_equal(exe(x), x.view(np.int32) + 1)
+    assert not exe.program.deferred and exe.program.symbolic_kernels == 1 and exe.compilations == 1
+
+
 @pytest.mark.parametrize("text", [SOFTMAX, PER_SIZE], ids=["softmax", "per_size"])
-def test_hlo_passes_and_buffer_assignment_run_once_across_sizes(monkeypatch, text):
+def test_hlo_passes_and_buffer_assignment_run_once_across_sizes(monkeypatch, request, text):
+    if text is PER_SIZE:
+        request.getfixturevalue("per_size")
     exe = hlocc.compile(text, "cpu")
     reference = hlocc.compile(text, "interpreter")
     from hlocc.passes import pipeline
@@ -298,7 +326,7 @@ def test_unsupported_everywhere_leaves_the_fusion_to_the_evaluator():
     assert program.bind(((4, 3),)).host_fusions
 
 
-def test_cli_stats_list_the_plan_and_the_per_size_fusions(tmp_path, capsys):
+def test_cli_stats_list_the_plan_and_the_per_size_fusions(tmp_path, capsys, per_size):
     from hlocc.cli import main
 
     module = tmp_path / "per_size.hlo"

@@ -45,8 +45,10 @@ from hlocc.hlo.symbolic import DimExpr
 SYMBOLIC_LOOP_OPS = frozenset({
     *(name for name, info in OPCODES.items() if info.is_elementwise), "map", "parameter", "constant", "broadcast",
     "transpose", "iota", "reshape", "bitcast", "reverse", "slice", "tuple", "get-tuple-element", "reduce",
-    "concatenate", "pad", "copy", "dynamic-slice", "gather", "reduce-window"})
-"""What the loop emitter compiles on symbolic shapes (index maps with `$size` atoms, module doc)."""
+    "concatenate", "pad", "copy", "dynamic-slice", "gather", "reduce-window", "bitcast-convert"})
+"""What the loop emitter compiles on symbolic shapes (index maps with `$size` atoms, module doc).
+A bitcast-convert between types of one width is elementwise (identity indexing); one that changes
+the width is refused by its elemental emitter on any shape, so it stays compiled per size."""
 
 
 class LoopEmitter(FusionEmitterBase):

@@ -47,9 +47,11 @@ class Target:
 
 
 def gpu_target(sm_count: int = 132, name: str = "sm_90") -> Target:
-    """An NVIDIA GPU as XLA's loop emitter sees it (H100 by default)."""
+    """An NVIDIA GPU as XLA's loop emitter sees it (H100 by default). Every NVIDIA GPU has a fused
+    multiply-add (`fma.rn`): math functions take their FMA expansions (XLA:GPU contracts to FMA as
+    well); the H200's softmax ran its exp as 35 separately rounded mul.rn/add.rn without it."""
     return Target(name=name, kind="gpu", warp_size=32, threads_per_block=128, max_unroll=4, vector_bytes=16,
-                  max_blocks_x=2**31 - 1, shared_memory_bytes=48 * 1024, num_cores=sm_count)
+                  max_blocks_x=2**31 - 1, shared_memory_bytes=48 * 1024, num_cores=sm_count, has_fma=True)
 
 
 def cpu_target() -> Target:

@@ -184,7 +184,7 @@ def ptx_key(fingerprint: str, target: Target, noalias: bool) -> str:
     canonical fingerprint, the target (arch, launch heuristics), noalias, the GPU pipeline and the
     versions of hlocc, xDSL, llvmlite and LLVM (the host CPU plays no part)."""
     return (f"{PTX_KEY_VERSION}\nfusion: {fingerprint}\ntarget: {target!r}\nnoalias: {noalias}\n"
-            f"pipeline: {','.join(pipeline_for('gpu'))}\nversions: {versions_key()}")
+            f"pipeline: {','.join(pipeline_for('gpu', target.has_fma))}\nversions: {versions_key()}")
 
 
 def _plan_of(kernel: PtxKernel) -> dict:
@@ -231,7 +231,8 @@ def compile_kernel_module_to_ptx(kernel: KernelModule, target: Target, param_sha
                                  noalias: bool = True, times: dict[str, float] | None = None) -> PtxKernel:
     """Lower an emitted kernel module (in place) with the GPU pipeline and compile it to PTX."""
     times = times if times is not None else {}
-    run_pipeline(kernel.module, pipeline_for("gpu"), options, timings=times, verify_each=False)  # as the CPU's
+    run_pipeline(kernel.module, pipeline_for("gpu", target.has_fma), options, timings=times,
+                 verify_each=False)  # as the CPU's
     t0 = time.perf_counter()
     threads = kernel.launch.threads_per_block
     translator = LlvmTranslator(kernel.entry, TranslateOptions(noalias=noalias), NVPTX_TRIPLE, gpu=True,

@@ -7,7 +7,6 @@ call plan, on every hand-picked dot and layout. Skipped without torch (the libra
 from __future__ import annotations
 
 import itertools
-import os
 
 import numpy as np
 import pytest
@@ -19,18 +18,6 @@ from hlocc.hlo.parser import parse_hlo
 from hlocc.runtime import blas, library
 from hlocc.runtime.blas_gemm import with_blas_gemms
 from hlocc.runtime.thunks import GemmThunk, KernelThunk
-
-
-@pytest.fixture(scope="module")
-def mkl():
-    torch = pytest.importorskip("torch")
-    path = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
-    if not (os.path.exists(path) and blas.use_library(path)):
-        pytest.skip("this torch build has no libtorch_cpu with sgemm_")
-    library._GEMM_CALLS.clear()  # calls planned before were planned without it
-    yield
-    blas.use_library(None)
-    library._GEMM_CALLS.clear()
 
 
 def _address(array: np.ndarray) -> int:

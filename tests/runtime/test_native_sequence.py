@@ -6,7 +6,6 @@ programs it refuses. Numerics against the evaluator (the interpreter backend).""
 from __future__ import annotations
 
 import gc
-import os
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,7 +17,7 @@ from test_library import DOT_CASES, _operands, dot_module
 import hlocc
 from hlocc.evaluator import Evaluator
 from hlocc.hlo.parser import parse_hlo
-from hlocc.runtime import blas, library
+from hlocc.runtime import library
 from hlocc.runtime.blas_gemm import with_blas_gemms
 from hlocc.runtime.native_sequence import NativeSequence
 
@@ -95,15 +94,6 @@ def test_programs_without_a_native_form_are_refused():
     assert _sequence(big) is None
 
 
-@pytest.fixture(scope="module")
-def mkl():
-    torch = pytest.importorskip("torch")
-    path = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
-    if not (os.path.exists(path) and blas.use_library(path)):
-        pytest.skip("this torch build has no libtorch_cpu with sgemm_")
-    library._GEMM_CALLS.clear()
-    yield
-    blas.use_library(None)
     library._GEMM_CALLS.clear()
 
 

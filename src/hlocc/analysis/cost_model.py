@@ -532,12 +532,16 @@ CPU_VECTOR_BYTES = 64
 
 
 def stitch_min_row(bits: int) -> int:
-    """The shortest row a CPU stitch kernel takes: two vectors of the row's statistics (f32 at
-    least, as JAX computes bf16 norms). A shorter row is reduced by a serial loop per stage
-    (emitters/reduce_partials.py `plan_partials` needs two chunks), which ran softmax f32[1024, 16]
-    3x and f32[1024, 24] 6.6x slower than the unstitched plan, whose reduction kernels vectorize;
-    from 32 to 64 elements the two plans ran even."""
-    return 2 * CPU_VECTOR_BYTES * 8 // max(bits, 32)
+    """The shortest row a CPU stitch kernel takes: one vector of the row's statistics (f32 at
+    least, as JAX computes bf16 norms). Rows shorter than two vectors were once reduced by a
+    serial loop per stage (softmax f32[1024, 16] 3x and f32[1024, 24] 6.6x slower than the
+    unstitched plan); they now take vector partials and a lane tree in both plans
+    (emitters/reduce_partials.py `SHORT_ROW_MIN`). Softmax f32[1024, n] (loaded machine, µs,
+    stitched / unstitched): n = 12 25 / 20, 16 20-23 / 21-23, 17 32 / 54, 20 32 / 27.5,
+    24 32 / 28.5, 25 32 / 76, 28 32.5 / 33, 30 33 / 42, 31 33 / 92. The stitch runs at a
+    steady pace where the unstitched loop kernels, whose vectors straddle rows when the row
+    is no multiple of the vector, swing by 3x; below one vector (n = 12) it lost."""
+    return CPU_VECTOR_BYTES * 8 // max(bits, 32)
 
 
 SPECULATED_MIN_ROW = 2

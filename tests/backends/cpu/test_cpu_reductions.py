@@ -2,8 +2,9 @@
 evaluator.
 
 A float row whose contiguous reduced dimension is at least two vectors long is reduced with a vector
-of partial accumulators (16 for f32, 32 for bf16), a tail loop and a loop over the lanes; shorter
-rows, integer and pred reductions, and reductions over a dimension that is not minor-most in the
+of partial accumulators (16 for f32, 32 for bf16), a tail loop and a loop over the lanes; a shorter
+row of 4 elements or more with the largest power of two of lanes that fits and a tree over them;
+shorter rows, integer and pred reductions, and reductions over a dimension that is not minor-most in the
 layout stay serial loops. Both are checked at sizes around the vector (1, 15, 16, 17, 31, 32, 33,
 1000, 2049) and over size-0 dimensions:
 
@@ -127,11 +128,15 @@ ARGMAX_TEXT = module([ARGMAX], [
 
 @pytest.mark.parametrize("text, expected", [
     (one_reduce("f32", [4, 2048], [1], "add", "0"), (0, 16)),
-    (one_reduce("f32", [4, 32], [1], "add", "0"), (0, 16)),  # two chunks: the shortest row with partials
-    (one_reduce("f32", [4, 31], [1], "add", "0"), None),
+    (one_reduce("f32", [4, 32], [1], "add", "0"), (0, 16)),  # two chunks
+    # Shorter rows: the largest power of two that fits, down to SHORT_ROW_MIN (4).
+    (one_reduce("f32", [4, 31], [1], "add", "0"), (0, 16)),
+    (one_reduce("f32", [4, 15], [1], "add", "0"), (0, 8)),
+    (one_reduce("f32", [4, 4], [1], "add", "0"), (0, 4)),
+    (one_reduce("f32", [4, 3], [1], "add", "0"), None),
     (one_reduce("f64", [4, 16], [1], "add", "0"), (0, 8)),
     (one_reduce("bf16", [4, 64], [1], "add", "0"), (0, 32)),
-    (one_reduce("bf16", [4, 63], [1], "add", "0"), None),
+    (one_reduce("bf16", [4, 63], [1], "add", "0"), (0, 32)),
     (one_reduce("bf16", [4, 64], [1], "add", "0", acc_type="f32"), (0, 16)),  # the reduce's operand is f32
     (ARGMAX_TEXT, (0, 16)),  # f32 values beside s32 indices: 16 tuples
     (one_reduce("s32", [4, 2048], [1], "add", "0"), None),  # integers: LLVM reassociates the serial loop
@@ -362,17 +367,21 @@ def test_pred_and_or(size):
 # -- the order of a reducer that is neither associative nor commutative --------------------------------------------
 
 
-def partials_order(row: np.ndarray, init, f, lanes: int):
+def partials_order(row: np.ndarray, init, f, lanes: int, tree: bool = False):
     """The documented order (reduce_partials.py): lanes seeded with the first chunk, the chunks, the
     tail as the row's last whole vector (the overlapped tail: element n - lanes + l into lane l, for
-    the lanes past the elements the chunks took), then lane 0 folded with lanes 1, 2, ... in order,
-    then f(init, row)."""
+    the lanes past the elements the chunks took), then lane 0 folded with lanes 1, 2, ... in order
+    (with `tree`, the halving tree: lane l with lane l + w/2 while w > 1), then f(init, row)."""
     acc = list(row[:lanes])
     chunks, tail = divmod(len(row), lanes)
     for c in range(1, chunks):
         acc = [f(a, row[c * lanes + lane]) for lane, a in enumerate(acc)]
     for lane in range(lanes - tail, lanes) if tail else ():
         acc[lane] = f(acc[lane], row[len(row) - lanes + lane])
+    if tree:
+        while len(acc) > 1:
+            half = len(acc) // 2
+            acc = [f(acc[k], acc[k + half]) for k in range(half)]
     result = acc[0]
     for a in acc[1:]:
         result = f(result, a)
@@ -389,11 +398,13 @@ STRANGE = ("strange {{\n  a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n  m 
            "  one = {t}[] constant(1)\n  ROOT r = {t}[] add(m, one)\n}}\n")
 
 
-@pytest.mark.parametrize("size", [5, 31, 32, 33, 200])
+@pytest.mark.parametrize("size", [3, 5, 16, 31, 32, 33, 200])
 def test_non_associative_reducer_follows_the_documented_order(size):
-    """a*b+1 on f32 (inputs in [-1/2, 1/2], so values stay in [1/2, 2]): rows shorter than two vectors
-    are the serial loop, longer rows follow the partial accumulators' order bit for bit. (XLA assumes
-    reducers are associative and commutative, so neither order is "right"; this pins down hlocc's.)"""
+    """a*b+1 on f32 (inputs in [-1/2, 1/2], so values stay in [1/2, 2]): rows shorter than
+    SHORT_ROW_MIN are the serial loop, rows shorter than two vectors the partials over the largest
+    power of two of lanes that fits and the halving lane tree, longer rows the partial accumulators'
+    order, bit for bit. (XLA assumes reducers are associative and commutative, so no order is
+    "right"; this pins down hlocc's.)"""
     text = module([STRANGE.format(t="f32")], [
         f"p = {shape('f32', [3, size])} parameter(0)",
         "init = f32[] constant(0.75)",
@@ -406,8 +417,11 @@ def test_non_associative_reducer_follows_the_documented_order(size):
         return np.float32(np.float32(a) * np.float32(b)) + np.float32(1)
 
     init = np.float32(0.75)
-    if size < 2 * LANES_F32:
+    if size < 4:
         expected = [serial_order(row, init, f) for row in x]
+    elif size < 2 * LANES_F32:
+        lanes = 1 << (size.bit_length() - 1)
+        expected = [partials_order(row, init, f, lanes, tree=True) for row in x]
     else:
         expected = [partials_order(row, init, f, LANES_F32) for row in x]
     assert_exact(run_cpu(text, [x])[0], np.array(expected, np.float32), [x])

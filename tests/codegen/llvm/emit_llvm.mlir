@@ -170,3 +170,15 @@ func.func @f4_from_byte(%b: i8) -> f4E2M1FN {
   %f = arith.bitcast %t : i4 to f4E2M1FN
   func.return %f : f4E2M1FN
 }
+
+// -----
+
+// vector.shuffle (the reductions' lane tree, emitters/reduce_partials.py `combine_lanes`, takes a
+// vector's halves with it) is one shufflevector with the mask as an i32 vector constant.
+// CHECK-LABEL: define <2 x float> @"upper_half"(<4 x float> %".1")
+// CHECK:         %[[H:.*]] = shufflevector <4 x float> %".1", <4 x float> %".1", <2 x i32> <i32 2, i32 3>
+// CHECK-NEXT:    ret <2 x float> %[[H]]
+func.func @upper_half(%v: vector<4xf32>) -> vector<2xf32> {
+  %h = vector.shuffle %v, %v [2, 3] : vector<4xf32>, vector<4xf32>
+  func.return %h : vector<2xf32>
+}

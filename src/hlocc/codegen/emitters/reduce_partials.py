@@ -7,7 +7,9 @@ applications that LLVM may not reorder (float addition is not associative withou
 it runs at the latency of one add per element and never vectorizes. When the reduced dimension
 that is minor-most in the operand's layout is at least two vectors long, `emit_row_partials`
 instead walks it in chunks of `lanes` consecutive elements (one 64-byte vector of the widest
-reduced type: 16 for f32) carrying a `vector<lanes x T>` of independent accumulators per reduced
+reduced type: 16 for f32; a static row shorter than two vectors, from `SHORT_ROW_MIN` elements on,
+takes the largest power of two that fits it, so its first chunk is the whole row or most of it, and
+its lanes are combined by a tree, below) carrying a `vector<lanes x T>` of independent accumulators per reduced
 value (a variadic reduce such as an argmax carries `lanes` tuples):
 
     acc = the first chunk                                  (lane l holds element l)
@@ -31,7 +33,8 @@ unrolls them and LLVM's SLP vectorizer recombines the lanes, less reliably: an f
 sum takes 1.9 ms where f32[2048, 2048] takes 0.3 ms (the serial loop: 3.7 ms for both). The caller
 folds `row` into its scalar accumulators, so the init value is applied once, as in the serial loop.
 
-The lanes are combined in lane order by a loop rather than an unrolled balanced tree: the loop
+The lanes are combined in lane order by a loop rather than a balanced tree (but for order-free
+reducers and short rows, `emit_row_partials`): the loop
 emitter's thread loop, unrolled, repeats each row's code for each of the thread's 16 output
 elements, and `lanes - 1` inlined reducers per row (a dozen ops each in bf16, after
 lower-narrow-floats) made kernel compilation 2.4x slower for the f32 row-reduction benchmark and
@@ -55,7 +58,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, scf, vector
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IndexType, IntegerType, VectorType
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerType,
+    VectorType,
+    i64,
+)
 from xdsl.ir import Attribute, Block, SSAValue
 
 from hlocc.analysis.affine_expr import Var, VarKind, size_expr, sym
@@ -74,6 +86,14 @@ from hlocc.hlo.symbolic import Dim, DimExpr, floordiv, mod
 ORDER_FREE_ACCUMULATORS = 4
 """The most vectors of partials `emit_row_partials` uses for order-free reducers."""
 
+SHORT_ROW_MIN = 4
+"""The shortest static row `plan_partials` takes when it is shorter than two vectors (`lanes` is
+then the largest power of two that fits the row). Such a row's serial loop is one chain of
+`size - 1` dependent reducer applications, while the partials load it as one vector and fold the
+lanes by a halving tree (`combine_lanes`), log2(lanes) vector steps: the max of the torch
+transformer block's f32[1024, 16] attention rows (a compare, or, select chain of ~6 cycles a step)
+went from 21 to 10 µs."""
+
 _PARTIAL_FLOATS = frozenset({"f16", "bf16", "f32", "f64"})
 
 
@@ -90,7 +110,8 @@ def plan_partials(instr: HloInstruction, m: IndexingMap) -> PartialsPlan | None:
     values are floats (f16/bf16/f32/f64, beside integers or preds in a variadic reduce), and the
     operand's minor-most non-trivial dimension in its layout is reduced (so a chunk is contiguous)
     and at least two chunks long. The lanes fill one vector of the target (`ElementEmitter` is not
-    told its target; the CPU is the only one kernels are compiled for)."""
+    told its target; the CPU is the only one kernels are compiled for); a static row shorter than two
+    vectors but of `SHORT_ROW_MIN` elements or more takes the largest power of two that fits it."""
     n = len(instr.operands) // 2
     types = [instr.operand(k).shape.element_type for k in range(n)]
     if not any(t.name in _PARTIAL_FLOATS for t in types) or not all(
@@ -102,8 +123,13 @@ def plan_partials(instr: HloInstruction, m: IndexingMap) -> PartialsPlan | None:
     if not minor or lanes < 2:
         return None
     r = m.results[minor[0]]
-    if not (isinstance(r, Var) and r.kind is VarKind.SYMBOL) or m.symbols[r.index].bounds.size < 2 * lanes:
+    if not (isinstance(r, Var) and r.kind is VarKind.SYMBOL):
         return None
+    size = m.symbols[r.index].bounds.size
+    if size < 2 * lanes:
+        lanes = 1 << (size.bit_length() - 1) if size >= SHORT_ROW_MIN else 0
+        if lanes < SHORT_ROW_MIN:
+            return None
     return PartialsPlan(r.index, lanes)
 
 
@@ -192,6 +218,10 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     costs ~6 cycles a step); a runtime row folds rounds of k = ORDER_FREE_ACCUMULATORS chunks
     (`_interleaved_runtime_chunks`). The stitch emitter also passes it for float sums, which it
     reassociates (stitch.py `reassociated_sums`).
+
+    A static row shorter than two chunks (`plan_partials`' short rows) combines its lanes by the
+    tree too, whatever its reducer: there the lane fold is the whole reduction, and in lane order it
+    is the serial loop's chain again.
 
     `runtime_tail` (with `overlap_tail`): a runtime row's tail too, where the row holds a whole
     vector (checked at run time; a shorter row keeps the lane loop): `tail_map`'s vector, its
@@ -301,7 +331,8 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     partials, k = [], 0
     for r in reduces:
         m = len(r.operands) // 2
-        partials += combine_lanes(e.b, r.to_apply, results[k:k + m], types[k:k + m], tree=order_free)
+        partials += combine_lanes(e.b, r.to_apply, results[k:k + m], types[k:k + m],
+                                  tree=order_free or (not isinstance(row, DimExpr) and row < 2 * lanes))
         k += m
     return partials, results[n:]
 
@@ -446,13 +477,29 @@ def combiner_function(name: str, reduces: Sequence[HloInstruction], types: Seque
 def combine_lanes(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAValue],
                   types: Sequence[Attribute], tree: bool = False) -> list[SSAValue]:
     """Lane 0, then reducer(row, lane l) for l in [1, lanes), as a loop (see the module docstring);
-    with `tree`, a balanced tree of reducers over the lanes (log2(lanes) deep), unrolled."""
+    with `tree`, a balanced tree of reducers over the lanes (log2(lanes) deep) that halves the
+    vector at each step, lane l with lane l + w/2: for f32, f64 and integer values as vector ops
+    (the halves are `vector.shuffle`s, combined by a lane loop that vectorize-elementwise makes
+    whole-vector reducer ops) down to two lanes, whose reducer is scalar; narrow floats (which
+    lower-narrow-floats rewrites lane by lane) as scalars, unrolled. The halving order is the
+    one a vector shuffle reduction takes: where LLVM's SLP vectorizer met the scalar tree over
+    adjacent lanes it paired them in <2 x float> pieces."""
     lanes = accs[0].type.get_shape()[0]
+    if tree and all(isinstance(t, Float32Type | Float64Type | IntegerType) for t in types):
+        # Halving: lanes [0, w/2) and [w/2, w) as two vectors (vector.shuffle), combined by a lane
+        # loop that vectorize-elementwise makes one vector op per reducer op: log2(lanes) steps.
+        while lanes > 2:
+            half = lanes // 2
+            low = [b.add(_halves(a, 0, half)) for a in accs]
+            high = [b.add(_halves(a, half, half)) for a in accs]
+            accs = _lane_combine(b, reducer, low, high)
+            lanes = half
     if tree:
         level = [[b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(accs, types)] for lane in range(lanes)]
         while len(level) > 1:
-            level = [emit_scalar_computation(b, reducer, [*level[i], *level[i + 1]]) if i + 1 < len(level)
-                     else level[i] for i in range(0, len(level), 2)]
+            half = len(level) // 2
+            level = [emit_scalar_computation(b, reducer, [*level[i], *level[i + half]])
+                     for i in range(half)] + level[2 * half:]
         return list(level[0])
     first = [b.add(vector.ExtractOp(a, [0], t)) for a, t in zip(accs, types)]
     block = Block(arg_types=[IndexType(), *types])
@@ -461,6 +508,27 @@ def combine_lanes(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAV
         values = [b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(accs, types)]
         b.insert(scf.YieldOp(*emit_scalar_computation(b, reducer, [*block.args[1:], *values])))
     return list(b.insert(scf.ForOp(b.index(1), b.index(lanes), b.index(1), first, block)).results)
+
+
+def _halves(a: SSAValue, first: int, count: int) -> vector.ShuffleOp:
+    """Lanes [first, first + count) of vector `a`, as a vector."""
+    t = VectorType(a.type.element_type, [count])
+    return vector.ShuffleOp(a, a, DenseArrayBase.from_list(i64, list(range(first, first + count))), result_type=t)
+
+
+def _lane_combine(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAValue],
+                  others: Sequence[SSAValue]) -> list[SSAValue]:
+    """Lane l = reducer(accs[l], others[l]), as a lane loop (the form vectorize-elementwise takes)."""
+    lanes = accs[0].type.get_shape()[0]
+    types = [a.type.element_type for a in accs]
+    block = Block(arg_types=[IndexType(), *[a.type for a in accs]])
+    lane = block.args[0]
+    with b.at(block):
+        old = [b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(accs, types)]
+        new = [b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(others, types)]
+        values = emit_scalar_computation(b, reducer, [*old, *new])
+        b.insert(scf.YieldOp(*[b.add(vector.InsertOp(v, c, [lane])) for v, c in zip(values, block.args[1:])]))
+    return list(b.insert(scf.ForOp(b.index(0), b.index(lanes), b.index(1), list(accs), block)).results)
 
 
 __all__ = ["RUNTIME_TAIL", "PartialsPlan", "SideWriter", "apply_reducers", "chunked_map", "combine_lanes",

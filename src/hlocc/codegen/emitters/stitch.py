@@ -11,7 +11,7 @@ holds a few thousand input elements' worth of rows) and
 1. computes the row's reductions stage by stage (softmax: the max, then the sum of exp(x - max)):
    the reduces of a stage share one pass over the row, with the vector of partial accumulators of
    `reduce_partials.emit_row_partials` (a serial loop where it does not apply: integer values, or a
-   row shorter than two vectors; a stage of maximum/minimum reduces, whose value does not depend
+   row shorter than `reduce_partials.SHORT_ROW_MIN`; a stage of maximum/minimum reduces, whose value does not depend
    on the order, folds its chunks into up to four vectors of partials and combines the lanes by a
    tree, so that its compare-select chains run side by side). Each reduce's value then stands for
    the reduce (the element emitter's `overrides`), so later stages and the outputs read it

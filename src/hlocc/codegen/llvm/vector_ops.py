@@ -1,5 +1,5 @@
-"""Translation of vector.extract, vector.insert and vector.broadcast to LLVM vector instructions, and
-of `xla.dot_bf16_pairs` to AVX512-BF16's vdpbf16ps intrinsic."""
+"""Translation of vector.extract, vector.insert, vector.broadcast and vector.shuffle to LLVM vector
+instructions, and of `xla.dot_bf16_pairs` to AVX512-BF16's vdpbf16ps intrinsic."""
 
 from __future__ import annotations
 
@@ -40,6 +40,15 @@ def _broadcast(ft: FunctionTranslator, op: vector.BroadcastOp) -> None:
     ft.set(op, splat(ft.b, ft.v(op.source), n))
 
 
+def _shuffle(ft: FunctionTranslator, op: vector.ShuffleOp) -> None:
+    """A 1-D vector.shuffle (the reduction's lane tree, reduce_partials `combine_lanes`): shufflevector."""
+    if len(op.v1.type.get_shape()) != 1:
+        raise TranslationError("only 1-D vector.shuffle is supported")
+    mask = list(op.mask.get_values())
+    ft.set(op, ft.b.shuffle_vector(ft.v(op.v1), ft.v(op.v2),
+                                   ir.Constant(ir.VectorType(ir.IntType(32), len(mask)), mask)))
+
+
 class _BFloat(ir.Type):
     """LLVM's `bfloat` (llvmlite has no such type): only the operand type of the bf16 intrinsics."""
 
@@ -68,4 +77,5 @@ def _dot_bf16_pairs(ft: FunctionTranslator, op: DotBF16PairsOp) -> None:
 
 
 VECTOR_HANDLERS = {vector.ExtractOp: _vector_extract, vector.InsertOp: _vector_insert, vector.BroadcastOp: _broadcast,
+                   vector.ShuffleOp: _shuffle,
                    DotBF16PairsOp: _dot_bf16_pairs}

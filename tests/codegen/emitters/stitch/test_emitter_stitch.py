@@ -133,12 +133,12 @@ _SLOW = pytest.mark.slow  # ~10 s each on a loaded 2-core machine (compilation)
 @pytest.mark.parametrize("kind,dtype,rows,n", [
     ("softmax", "f32", 3, 127),  # a chunk loop and a tail
     ("softmax", "f32", 5, 33),  # two vectors and one element: the shortest row with a tail stitched
-    ("softmax", "f32", 5, 17),  # one vector and one element: shorter than two vectors, not stitched
+    ("softmax", "f32", 5, 17),  # one vector and one element: stitched, one chunk and an overlapped tail
     ("rmsnorm", "bf16", 6, 33),  # bf16 in and out, f32 statistics
     ("softmax", "f32", 3, 1025),  # 4 KiB rows and more: the last pass prefetches the next row; a 1-element tail
     ("layernorm", "bf16", 2, 2047),  # bf16 rows just short of 4 KiB (no prefetch); a 31-element tail of 32 lanes
-    pytest.param("softmax", "f32", 1, 15, marks=_SLOW),  # shorter than two vectors: not stitched; one row
-    pytest.param("layernorm", "f32", 4, 32, marks=_SLOW),  # exactly two vectors: the partials' minimum
+    pytest.param("softmax", "f32", 1, 15, marks=_SLOW),  # shorter than one vector: not stitched; one row
+    pytest.param("layernorm", "f32", 4, 32, marks=_SLOW),  # exactly two vectors
     pytest.param("layernorm", "bf16", 3, 130, marks=_SLOW),
     pytest.param("softmax", "bf16", 2, 64, marks=_SLOW),
 ])
@@ -178,10 +178,10 @@ def test_stitch_fits():
     assert not stitch_fits(4096, "f32", "cpu", live_rows=64)
     assert not stitch_fits(parse_dim_expr("n"), "f32", "cpu")  # a symbolic row length: never at compile time
     assert stitch_fits(12 * 1024, "f32", "gpu") and not stitch_fits(12 * 1024 + 1, "f32", "gpu")
-    # Rows shorter than two vectors of f32 statistics (32 elements; 16 of f64) run faster unstitched.
-    assert stitch_fits(32, "f32", "cpu") and not stitch_fits(31, "f32", "cpu")
-    assert stitch_fits(32, "bf16", "cpu") and not stitch_fits(31, "bf16", "cpu")
-    assert stitch_fits(16, "f64", "cpu") and not stitch_fits(15, "f64", "cpu")
+    # Rows shorter than one vector of f32 statistics (16 elements; 8 of f64) run faster unstitched.
+    assert stitch_fits(16, "f32", "cpu") and not stitch_fits(15, "f32", "cpu")
+    assert stitch_fits(16, "bf16", "cpu") and not stitch_fits(15, "bf16", "cpu")
+    assert stitch_fits(8, "f64", "cpu") and not stitch_fits(7, "f64", "cpu")
     assert stitch_fits(16, "f32", "gpu")
 
 

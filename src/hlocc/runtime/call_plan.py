@@ -130,9 +130,13 @@ class CallPlan:
         self.module = module
         self.symbolic = symbolic
         self.exprs: list[DimExpr | Fact] = []  # a symbolic plan's sizes and launch facts, `V[i]` in its source
+        # each dimension variable the numbers read -> its local in `numbers_source` (`_local`)
+        self.number_locals: dict[str, str] = {}
+        self.numbers_source = "()"  # `exprs` as one tuple expression over `number_locals`
         self._expr_index: dict[DimExpr, int] = {}
         self._fact_index: dict[str, int] = {}
         self._inline: dict[int, LaunchSource] = {}  # k: a kernel the shared call launches by its own lines
+        self._numbers_scope: dict[str, Any] | None = None
         self.result_shape = module.entry.root.shape
         self.program = program
         self.seed = seed
@@ -259,20 +263,26 @@ class CallPlan:
         self._inline = {}
         if self.shared:
             kernels = self.symbolic_kernels()
-            self._inline = {k: launch for k, kernel in kernels.items() if (launch := launch_source_of(kernel))}
+            self._inline = {k: launch for k, kernel in kernels.items()
+                            if (launch := launch_source_of(kernel, self._local))}
             self._per_binding = [(k, len(thunks[k].arguments) if k in kernels else None)
                                  for k in sorted({*kernels, *self.unplanned()} - self._inline.keys())]
         self.source = self._source()
         self._code = compile(self.source, f"<call plan of {self.module.name}>", "exec")
         # `exprs` at a binding (a dict of the variables' values), `numbers(binding)`: one generated
-        # function (runtime/shape_function.py's arithmetic)
+        # function (runtime/shape_function.py's arithmetic) over a local per variable, whose tuple
+        # expression a dynamic program also inlines into its binding of a new size (`numbers_source`)
         if self.symbolic:
-            names = {v: f"b[{v!r}]" for e in self.exprs if isinstance(e, DimExpr) for v in e.variables}
-            body = "".join(f"{e.source if isinstance(e, Fact) else expr_source(e, names)}, " for e in self.exprs)
-            scope: dict[str, Any] = {name: value for launch in self._inline.values()
-                                     for name, value in launch.scope.items()}
-            exec(compile(f"def numbers(b):\n    return ({body})\n", f"<sizes of {self.module.name}>", "exec"), scope)
-            self.numbers = scope["numbers"]
+            for e in self.exprs:
+                for v in sorted(e.variables) if isinstance(e, DimExpr) else ():
+                    self._local(v)
+            body = "".join(f"{e.source if isinstance(e, Fact) else expr_source(e, self.number_locals)}, "
+                           for e in self.exprs)
+            self.numbers_source = f"({body})"
+            reads = "".join(f"    {local} = b[{v!r}]\n" for v, local in self.number_locals.items())
+            source = f"def numbers(b):\n{reads}    return {self.numbers_source}\n"
+            exec(compile(source, f"<sizes of {self.module.name}>", "exec"), self.numbers_scope)
+            self.numbers = self.numbers_scope["numbers"]
         base = {"address_of": address_of, "asarray": np.asarray, "empty": EMPTY, "u8": np.uint8,
                 "HostMemory": HostMemory, "TOKEN": TOKEN, "seed": self.seed, "memmove": ctypes.memmove,
                 "parameter_bytes": self.parameter_bytes}
@@ -290,6 +300,21 @@ class CallPlan:
             fixed = [(slot, ref.slice.allocation_index, ref.slice.offset) for slot, ref in enumerate(thunk.arguments)
                      if ref.slice.allocation_index not in self.variable]  # the generated call patches the others
             self._recipe.append((k, thunk, True, fixed))
+
+    @property
+    def numbers_scope(self) -> dict[str, Any]:
+        """The globals `numbers_source` reads (the inline launches' own names)."""
+        if self._numbers_scope is None:
+            self._numbers_scope = {name: value for launch in self._inline.values()
+                                   for name, value in launch.scope.items()}
+        return self._numbers_scope
+
+    def _local(self, variable: str) -> str:
+        """The local of dimension variable `variable` in `numbers_source` (a new one at first use)."""
+        local = self.number_locals.get(variable)
+        if local is None:
+            local = self.number_locals[variable] = f"_n{len(self.number_locals)}"
+        return local
 
     def _arena(self, at: Binding | None = None) -> Callable[[Sequence[Any]], Any]:
         """A new arena: its temporaries and prepared launches, and the generated call over them

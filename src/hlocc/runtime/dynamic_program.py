@@ -339,6 +339,9 @@ class DynamicProgram:
     _binding_plan: tuple | None = field(default=None, repr=False)
     versions: Any = None  # plan versions (runtime/plan_speculation.py PlanVersions): which plan a binding runs
     _key_of: Callable[[Sequence[Any]], tuple] | None = field(default=None, repr=False)  # `_plan_key`
+    # `calls_of` where every binding is numbers only and there are no plan versions: `run` calls it
+    # directly at a new size (`_calls`' dispatch ran with cold caches there too)
+    _numbers_only: Callable[[tuple], _Calls] | None = field(default=None, repr=False)
 
     @property
     def compilations(self) -> int:
@@ -358,7 +361,8 @@ class DynamicProgram:
             if len(self._bound) >= MAX_BOUND_PROGRAMS:
                 del self._bound[next(iter(self._bound))]  # the oldest: a server sees sizes come and go
             t0 = time.perf_counter()
-            bound = self._bound[key] = self._calls(key)
+            numbers_only = self._numbers_only
+            bound = self._bound[key] = numbers_only(key) if numbers_only is not None else self._calls(key)
             if type(bound.calls) is not SharedCall:  # a shared plan's arenas serve every size: made with it
                 bound.calls.prepare()
             self.last_binding_us = (time.perf_counter() - t0) * 1e6
@@ -441,6 +445,8 @@ class DynamicProgram:
             scope.update({**self.shape_function.scope, **self.plan.numbers_scope})
         exec(compile(source, f"<binding of {self.module.name}>", "exec"), scope)  # noqa: S102 (our own text)
         self._binding_plan = (scope["binding_of"], kernels, unplanned, scope.get("calls_of"))
+        if self.versions is None:
+            self._numbers_only = scope.get("calls_of")
 
     def _calls_source(self, counted: list) -> str:
         """`calls_of(dims)`, a numbers-only binding as one function: the shape function's checks and

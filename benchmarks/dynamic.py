@@ -1,6 +1,6 @@
 """Dynamic shapes: one hlocc compile for every size against a compile per size (issue 15's acceptance).
 
-    python benchmarks/dynamic.py [--quick] [--runs 10] [--programs transformer,mlp,...] [--json FILE]
+    python benchmarks/dynamic.py [--quick] [--rounds 7] [--runs 5] [--programs transformer,mlp,...] [--json FILE]
 
 (On a loaded machine set OPENBLAS_NUM_THREADS=1: numpy's gemm threads otherwise thrash.)
 
@@ -17,20 +17,28 @@ in [16, 512]). Arms, in one run, on the same sizes in the same order:
 
 Per program and arm: compilations (programs compiled: hlocc dynamic one plan, whose kernels are
 compiled once for every size, plus one per fusion compiled per size; XLA and hlocc static one per
-size; beside hlocc dynamic's, the kernels of its plan), the sweep time (the
-first call at every size, compiles included, plus the dynamic arm's one-time compile), the first
-call at an unseen size (the last size of the sweep, seen by no earlier call) against a steady
-call there — its input cold in memory as the sweep left it, and again at the three largest sizes
-of UNSEEN within the sweep's range with the input read just before (what a new size itself costs:
-the binding and a fresh output buffer, not the cache misses of an input no call has read; median of
-the three ratios; beside it a second call at each of those sizes after the same pause, over a
-steady call — the pause's own cost, the floor of the ratio before — and the host time of those
-bindings, DynamicProgram.last_binding_us) —
-and the steady time per size (median of --runs warmed calls) as geomean ratios:
-hlocc dynamic / hlocc static (target ≤ 1.15) and XLA / hlocc dynamic (target ≥ 1). The on-disk
-kernel caches are off (HLOCC_CACHE_DIR=, and the in-process one cleared before each arm) so that
-every arm pays its own compiles. Last, the per-call host overhead of a one-kernel program, static and
-dynamic, beside XLA:CPU's (benchmarks/overhead.py; its rows are appended to the JSON).
+size; beside hlocc dynamic's, the kernels of its plan), the sweep time (the first call at every
+size, compiles included, plus the dynamic arm's one-time compile), the first call at an unseen size
+(the last size of the sweep, seen by no earlier call) against a steady call there — its input cold
+in memory as the sweep left it — and again at up to nine sizes of UNSEEN within the sweep's range
+with the input read just before (what a new size itself costs: the binding and a fresh output
+buffer, not the cache misses of an input no call has read; median and interquartile range of those
+ratios; beside it a second call at each of those sizes after the same pause, over a steady call —
+the pause's own cost, the floor of the ratio before — and the host time of those bindings,
+DynamicProgram.last_binding_us).
+
+Steady time, after the three sweeps: `--rounds` rounds per size, each arm in turn within a round (the
+arms' order rotated round by round, so that no arm always runs after the same one), `--runs` calls
+per arm per round and the minimum of those; an arm's time at a size is the median over rounds of
+those minima (`steady_ms` in the JSON). Each round gives the geomean over sizes of hlocc dynamic /
+hlocc static and of XLA / hlocc dynamic from that round's minima (the arms' calls close together in
+time, so a slow spell of the machine falls on both); the table gives the median over rounds and,
+beside it, the interquartile range: the noise a reader should allow for. (Measured arm after arm,
+each arm's median of 10 calls, these ratios moved by ±0.3 between runs of one tree on this
+machine.) The on-disk kernel caches are off (HLOCC_CACHE_DIR=, and the in-process one cleared
+before each arm's sweep) so that every arm pays its own compiles. Last, the per-call host overhead
+of a one-kernel program, static and dynamic, beside XLA:CPU's (benchmarks/overhead.py; its rows
+are appended to the JSON).
 """
 
 from __future__ import annotations
@@ -51,8 +59,9 @@ ROOT = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 from programs import median_ms  # noqa: E402
 
-UNSEEN = [203, 333, 509, 777, 1001]
-"""Sizes for the new-size measurement with the input in cache (module doc)."""
+UNSEEN = [97, 141, 203, 233, 333, 411, 457, 509, 613, 777, 851, 929, 1001]
+"""Sizes for the new-size measurement with the input in cache (module doc): the largest nine within
+a program's range (a single first call is one event: one preemption moves it by 2×)."""
 SEQ_SIZES = [16, 17, 24, 32, 37, 48, 64, 80, 101, 128, 160, 200, 256, 257, 300, 384, 450, 500, 512, 511]
 BATCH_SIZES = [1, 2, 3, 4, 7, 8, 16, 31, 32, 64, 100, 128, 200, 256, 300, 512, 600, 768, 1024, 1000]
 QUICK_SIZES = [3, 16, 37]
@@ -114,39 +123,69 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def sweep(make, sizes: list[int], shape_of, runs: int) -> dict:
-    """One arm over `sizes`: `make()` → callable (its own compile time counted in the sweep);
-    per size, the first call (timed) then `runs` steady calls (median)."""
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(25th percentile, median, 75th percentile)."""
+    q1, q2, q3 = np.percentile(values, [25, 50, 75])
+    return float(q1), float(q2), float(q3)
+
+
+def sweep(make, sizes: list[int], inputs: dict[int, np.ndarray]) -> dict:
+    """One arm's sweep over `sizes`: `make()` → callable (its own compile time counted), then the
+    first call at each size, timed (the steady calls come later, all arms together: `steady`)."""
     from hlocc.backends.cpu.kernel import clear_kernel_cache
     from hlocc.compiler import clear_compile_cache
 
     clear_kernel_cache()  # no arm reuses another's kernels (the disk cache is off: module doc)
     clear_compile_cache()
-    rng = np.random.default_rng(1)
-    inputs = {n: rng.standard_normal(shape_of(n)).astype(np.float32) for n in sizes}
     t0 = time.perf_counter()
     fn = make()
     setup_ms = (time.perf_counter() - t0) * 1e3
-    first, steady, outputs = {}, {}, {}
+    first, outputs = {}, {}
     for n in sizes:
         t0 = time.perf_counter()
         outputs[n] = np.asarray(fn(inputs[n]))
         first[n] = (time.perf_counter() - t0) * 1e3
-    for n in sizes:
-        steady[n] = median_ms(lambda x=inputs[n]: fn(x), runs)
-    return {"fn": fn, "setup_ms": setup_ms, "first_ms": first, "steady_ms": steady, "outputs": outputs,
+    return {"fn": fn, "setup_ms": setup_ms, "first_ms": first, "outputs": outputs,
             "sweep_ms": setup_ms + sum(first.values())}
 
 
-def new_size_ratio(fn, sizes: list[int], shape_of, runs: int) -> tuple[float, float, float]:
-    """Median over three sizes no call has seen of first call / steady call, each input read once
-    before its first call, of the host µs of their bindings, and of a second call at the same size
-    after the same pause (a new input read just before) / steady call: what the pause alone costs,
-    the floor of the first ratio (module doc)."""
+def steady(arms: dict[str, object], sizes: list[int], inputs: dict[int, np.ndarray], rounds: int,
+           runs: int) -> dict[str, dict[int, list[float]]]:
+    """arm → size → the minimum ms of `runs` calls in each of `rounds` rounds; within a round every
+    arm runs at the size in turn, the order rotated round by round (module doc)."""
+    names = list(arms)
+    out: dict[str, dict[int, list[float]]] = {a: {n: [] for n in sizes} for a in names}
+    for n in sizes:
+        x = inputs[n]
+        for a in names:  # warm: each arm's first calls at this size are behind it
+            arms[a](x)
+        for r in range(rounds):
+            for a in names[r % len(names):] + names[:r % len(names)]:
+                fn, best = arms[a], math.inf
+                for _ in range(runs):
+                    t0 = time.perf_counter()
+                    fn(x)
+                    best = min(best, time.perf_counter() - t0)
+                out[a][n].append(best * 1e3)
+    return out
+
+
+def ratio_spread(num: dict[int, list[float]], den: dict[int, list[float]], sizes: list[int]
+                 ) -> tuple[float, float, float]:
+    """Round by round, the geomean over sizes of num/den (both arms' minima of that round, taken
+    close together in time); (25th percentile, median, 75th percentile) over rounds (module doc)."""
+    return quartiles([geomean([num[n][r] / den[n][r] for n in sizes]) for r in range(len(num[sizes[0]]))])
+
+
+def new_size_ratio(fn, sizes: list[int], shape_of, runs: int) -> dict:
+    """Over up to nine sizes no call has seen: first call / steady call, each input read once before
+    its first call; the host µs of their bindings; a second call at the same size after the same
+    pause (a new input read just before) / steady call — what the pause alone costs, the floor of
+    the first ratio (module doc). Each as (25th percentile, median, 75th percentile)."""
     rng = np.random.default_rng(2)
     [(_, exe)] = fn.executables()
     ratios, binding_us, again = [], [], []
-    for n in [n for n in UNSEEN if n not in sizes and n <= max(sizes)][-3:] or [max(sizes) - 1]:  # --quick: one
+    for n in [n for n in UNSEEN if n not in sizes and n <= max(sizes)][-9:] or [max(sizes) - 1]:  # --quick: one
         x = rng.standard_normal(shape_of(n)).astype(np.float32)
         float(x.sum())  # in cache, as a steady call's input is
         t0 = time.perf_counter()
@@ -158,30 +197,38 @@ def new_size_ratio(fn, sizes: list[int], shape_of, runs: int) -> tuple[float, fl
         t0 = time.perf_counter()
         fn(y)
         bound = (time.perf_counter() - t0) * 1e3
-        steady = median_ms(lambda x=x: fn(x), runs)
-        ratios.append(first / steady)
-        again.append(bound / steady)
-    return float(np.median(ratios)), float(np.median(binding_us)), float(np.median(again))
+        steady_ms = median_ms(lambda x=x: fn(x), runs)
+        ratios.append(first / steady_ms)
+        again.append(bound / steady_ms)
+    return {"first_over_steady": quartiles(ratios), "binding_us": quartiles(binding_us),
+            "again_over_steady": quartiles(again), "sizes": len(ratios)}
 
 
-def bench_program(name: str, spec, runs: int) -> dict:
+def bench_program(name: str, spec, rounds: int, runs: int) -> dict:
     import jax
 
     import hlocc.jax
 
     f, poly, shape_of, sizes = spec
-    dynamic = sweep(lambda: hlocc.jax.jit(f, polymorphic_shapes=[poly]), sizes, shape_of, runs)
-    warm_ratio, binding_us, pause_ratio = new_size_ratio(dynamic["fn"], sizes, shape_of, runs)
+    rng = np.random.default_rng(1)
+    inputs = {n: rng.standard_normal(shape_of(n)).astype(np.float32) for n in sizes}
+    dynamic = sweep(lambda: hlocc.jax.jit(f, polymorphic_shapes=[poly]), sizes, inputs)
+    unseen = sizes[-1]
+    unseen_steady = median_ms(lambda x=inputs[unseen]: dynamic["fn"](x), rounds * runs)
+    new = new_size_ratio(dynamic["fn"], sizes, shape_of, rounds * runs)
     # JAX dispatches asynchronously (on the CPU too): a steady call waits for its result, as hlocc's do.
-    xla = sweep(lambda: _blocking(jax.jit(f)), sizes, shape_of, runs)
-    static = sweep(lambda: hlocc.jax.jit(f), sizes, shape_of, runs)
+    xla = sweep(lambda: _blocking(jax.jit(f)), sizes, inputs)
+    static = sweep(lambda: hlocc.jax.jit(f), sizes, inputs)
+    times = steady({"hlocc_dynamic": dynamic["fn"], "hlocc_static": static["fn"], "xla": xla["fn"]}, sizes, inputs,
+                   rounds, runs)
     worst = max(float(np.max(np.abs(dynamic["outputs"][n] - xla["outputs"][n]) / (1 + np.abs(xla["outputs"][n]))))
                 for n in sizes)
     [(_, exe)] = dynamic["fn"].executables()
     static_compiles = sum(e.compilations for _, e in static["fn"].executables())
-    unseen = sizes[-1]
+    dyn_static = ratio_spread(times["hlocc_dynamic"], times["hlocc_static"], sizes)
+    xla_dyn = ratio_spread(times["xla"], times["hlocc_dynamic"], sizes)
     row = {
-        "program": name, "sizes": len(sizes),
+        "program": name, "sizes": len(sizes), "rounds": rounds, "runs_per_round": runs,
         "compilations": {"hlocc_dynamic": exe.compilations, "plan_builds": exe.plan_builds,
                          "kernels": exe.program.symbolic_kernels if exe.program else None,
                          "per_size_fusions": len(exe.program.deferred) if exe.program else None,
@@ -189,34 +236,41 @@ def bench_program(name: str, spec, runs: int) -> dict:
         "sweep_s": {arm: r["sweep_ms"] / 1e3 for arm, r in (("hlocc_dynamic", dynamic), ("xla", xla),
                                                             ("hlocc_static", static))},
         "first_call_unseen_ms": {"size": unseen, "hlocc_dynamic": dynamic["first_ms"][unseen],
-                                 "steady": dynamic["steady_ms"][unseen]},
-        "first_over_steady_input_in_cache": warm_ratio, "new_binding_us": binding_us,
-        "bound_after_pause_over_steady": pause_ratio,
-        "steady_geomean": {
-            "dynamic_over_static": geomean([dynamic["steady_ms"][n] / static["steady_ms"][n] for n in sizes]),
-            "xla_over_dynamic": geomean([xla["steady_ms"][n] / dynamic["steady_ms"][n] for n in sizes])},
+                                 "steady": unseen_steady},
+        "new_sizes": new["sizes"],
+        "first_over_steady_input_in_cache": new["first_over_steady"][1],
+        "first_over_steady_quartiles": new["first_over_steady"],
+        "new_binding_us": new["binding_us"][1],
+        "bound_after_pause_over_steady": new["again_over_steady"][1],
+        "steady_geomean": {"dynamic_over_static": dyn_static[1], "xla_over_dynamic": xla_dyn[1]},
+        "steady_geomean_round_quartiles": {"dynamic_over_static": dyn_static, "xla_over_dynamic": xla_dyn},
+        "steady_ms": {arm: {n: float(np.median(t[n])) for n in sizes} for arm, t in times.items()},
         "max_rel_error_vs_xla": worst,
         "fallbacks": exe.program.fallbacks() if exe.program else [exe.plan_reason],
     }
-    c, s, u, g = row["compilations"], row["sweep_s"], row["first_call_unseen_ms"], row["steady_geomean"]
+    c, s, u = row["compilations"], row["sweep_s"], row["first_call_unseen_ms"]
+    fq, aq = new["first_over_steady"], new["again_over_steady"]
     print(f"| {name:15} | {c['hlocc_dynamic']:4} ({c['kernels']} kernels) | {c['xla']:3} | {c['hlocc_static']:4} | "
           f"{s['hlocc_dynamic']:7.2f} | {s['xla']:7.2f} | {s['hlocc_static']:7.2f} | "
           f"{s['xla'] / s['hlocc_dynamic']:5.2f} | "
-          f"{u['hlocc_dynamic']:8.2f} / {u['steady']:7.2f} | {warm_ratio:5.2f} | {pause_ratio:5.2f} | "
-          f"{binding_us:6.0f} | "
-          f"{g['dynamic_over_static']:5.2f} | {g['xla_over_dynamic']:5.2f} | {worst:.1e} |", flush=True)
+          f"{u['hlocc_dynamic']:8.2f} / {u['steady']:7.2f} | {fq[1]:5.2f} ({fq[0]:.2f}-{fq[2]:.2f}) | "
+          f"{aq[1]:5.2f} ({aq[0]:.2f}-{aq[2]:.2f}) | {new['binding_us'][1]:6.0f} | "
+          f"{dyn_static[1]:5.2f} ({dyn_static[0]:.2f}-{dyn_static[2]:.2f}) | "
+          f"{xla_dyn[1]:5.2f} ({xla_dyn[0]:.2f}-{xla_dyn[2]:.2f}) | {worst:.1e} |", flush=True)
     return row
 
 
 HEADER = ("| program | hlocc dyn compiles | xla | hlocc static | sweep s: dyn | xla | static | xla/dyn | "
-          "first call at unseen size ms / steady | first/steady, input in cache | "
-          "bound size after the pause / steady | binding µs | steady dyn/static | steady xla/dyn | max rel err |")
+          "first call at unseen size ms / steady | first/steady, input in cache (IQR over sizes) | "
+          "bound size after the pause / steady (IQR) | binding µs | steady dyn/static (IQR over rounds) | "
+          "steady xla/dyn (IQR over rounds) | max rel err |")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="3 sizes, smaller transformer and MLP: a smoke run")
-    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=7, help="steady rounds per size, arms in turn (module doc)")
+    ap.add_argument("--runs", type=int, default=5, help="calls per arm per round (their minimum counts)")
     ap.add_argument("--programs", default="all", help="comma-separated names (default: all)")
     ap.add_argument("--json", type=pathlib.Path, help="write the rows here")
     args = ap.parse_args()
@@ -224,11 +278,11 @@ def main() -> None:
 
     specs = programs(args.quick)
     names = list(specs) if args.programs == "all" else args.programs.split(",")
-    print(f"jax {jax.__version__}, {os.cpu_count()} cpus, {args.runs} steady runs (median); "
-          f"{'quick' if args.quick else 'full'} sizes")
+    print(f"jax {jax.__version__}, {os.cpu_count()} cpus; steady: median over {args.rounds} rounds of the "
+          f"minimum of {args.runs} calls, arms interleaved per round; {'quick' if args.quick else 'full'} sizes")
     print(HEADER)
     print("|" + "---|" * HEADER.count(" | ") + "---|")
-    rows = [bench_program(name, specs[name], args.runs) for name in names]
+    rows = [bench_program(name, specs[name], args.rounds, args.runs) for name in names]
     for row in rows:
         for line in row["fallbacks"]:
             print(f"{row['program']}: {line}")

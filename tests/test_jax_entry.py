@@ -75,6 +75,18 @@ def test_without_polymorphic_shapes_it_compiles_per_shape_like_jax_jit():
     assert [sig for sig, _ in f.executables()] == [(((4,), "float32"),), (((2, 3), "float32"),)]
 
 
+def test_a_lone_array_and_a_one_element_tuple_come_back_as_returned():
+    # a function returning one array skips the pytree rebuild; a 1-tuple keeps its tuple
+    lone, one = hlocc.jax.jit(lambda x: x * 2.0, polymorphic_shapes=["b"]), hlocc.jax.jit(lambda x: (x * 2.0,))
+    x = RNG.standard_normal(5).astype(np.float32)
+    got = lone(x)
+    assert type(got) is np.ndarray and got.shape == (5,)
+    np.testing.assert_allclose(got, 2 * x)
+    got = one(x)
+    assert type(got) is tuple and len(got) == 1 and type(got[0]) is np.ndarray
+    np.testing.assert_allclose(got[0], 2 * x)
+
+
 def test_wrong_sizes_and_arity_are_argument_errors():
     f = hlocc.jax.jit(lambda x, y: x + y, polymorphic_shapes=["b", "b"], backend="interpreter")
     with pytest.raises(ArgumentError, match="'b'"):

@@ -417,6 +417,25 @@ def test_each_new_binding_after_others_is_right_and_the_call_code_is_built_once(
     assert program.plan.shared is (name != "while")
 
 
+def test_a_numbers_only_binding_is_one_function_right_at_every_new_size():
+    # [?b, 127] rows, one kernel the call launches by its own lines: a new size binds by one generated
+    # function (the shape function's checks inlined, then the plan's numbers), which must give the
+    # same numbers as the plan's own `numbers` and the same errors as the shape function
+    text = softmax_text("127")
+    exe, reference = hlocc.compile(text, "cpu"), hlocc.compile(text, "interpreter")
+    program = exe.program
+    for n in [64, 1, 0, 2, 3, 5, 7, 11, 13, 31, 97, 127, 128, 257, 1, 0, 509, 13]:
+        x = RNG.standard_normal((n, 127)).astype(np.float32)
+        np.testing.assert_allclose(exe(x), reference(x), rtol=1e-5, atol=1e-6, err_msg=f"size {n}")
+        calls = program._bound[((n, 127),)].calls
+        assert calls.values == program.plan.numbers({"b": n}), n
+    binding_of, kernels, unplanned, calls_of = program._binding_plan
+    assert calls_of is not None and not kernels and not unplanned and program.plan.code_builds == 1
+    assert calls_of(((9, 127),)).peak_bytes == 9 * 127 * 4
+    with pytest.raises(ArgumentError, match="rank"):  # the shape function's slow path gives the error
+        calls_of(((9,),))
+
+
 @pytest.mark.parametrize("name", ["softmax", "mlp", "attention_dots"])
 def test_threads_at_different_sizes_share_the_arenas_and_get_their_own_results(name):
     from concurrent.futures import ThreadPoolExecutor

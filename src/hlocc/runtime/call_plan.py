@@ -35,7 +35,8 @@ binding's dims over the arena's table or a bound step (`SharedCall`); a new size
 A symbolic kernel with one version whose kernel offers `launch_source` (runtime.thunks.LaunchSource)
 is not even in `L`: the call launches it by its own lines, from launch facts (no work / serial /
 over the pool, blocks, elements) that are entries of `exprs` like the sizes, after writing its dims
-into the arena's dims table, so a new size makes no object for it (`_inline`).
+into the arena's dims table (only when the arena's last call had another binding), so a new size
+makes no object for it (`_inline`).
 
 Thread safety: an arena serves one call at a time (popped from the pool, pushed back after: both
 atomic list operations), so concurrent calls each have their own temporaries and tables.
@@ -130,9 +131,13 @@ class CallPlan:
         self.module = module
         self.symbolic = symbolic
         self.exprs: list[DimExpr | Fact] = []  # a symbolic plan's sizes and launch facts, `V[i]` in its source
+        # each dimension variable the numbers read -> its local in `numbers_source` (`_local`)
+        self.number_locals: dict[str, str] = {}
+        self.numbers_source = "()"  # `exprs` as one tuple expression over `number_locals`
         self._expr_index: dict[DimExpr, int] = {}
         self._fact_index: dict[str, int] = {}
         self._inline: dict[int, LaunchSource] = {}  # k: a kernel the shared call launches by its own lines
+        self._numbers_scope: dict[str, Any] | None = None
         self.result_shape = module.entry.root.shape
         self.program = program
         self.seed = seed
@@ -259,20 +264,26 @@ class CallPlan:
         self._inline = {}
         if self.shared:
             kernels = self.symbolic_kernels()
-            self._inline = {k: launch for k, kernel in kernels.items() if (launch := launch_source_of(kernel))}
+            self._inline = {k: launch for k, kernel in kernels.items()
+                            if (launch := launch_source_of(kernel, self._local))}
             self._per_binding = [(k, len(thunks[k].arguments) if k in kernels else None)
                                  for k in sorted({*kernels, *self.unplanned()} - self._inline.keys())]
         self.source = self._source()
         self._code = compile(self.source, f"<call plan of {self.module.name}>", "exec")
         # `exprs` at a binding (a dict of the variables' values), `numbers(binding)`: one generated
-        # function (runtime/shape_function.py's arithmetic)
+        # function (runtime/shape_function.py's arithmetic) over a local per variable, whose tuple
+        # expression a dynamic program also inlines into its binding of a new size (`numbers_source`)
         if self.symbolic:
-            names = {v: f"b[{v!r}]" for e in self.exprs if isinstance(e, DimExpr) for v in e.variables}
-            body = "".join(f"{e.source if isinstance(e, Fact) else expr_source(e, names)}, " for e in self.exprs)
-            scope: dict[str, Any] = {name: value for launch in self._inline.values()
-                                     for name, value in launch.scope.items()}
-            exec(compile(f"def numbers(b):\n    return ({body})\n", f"<sizes of {self.module.name}>", "exec"), scope)
-            self.numbers = scope["numbers"]
+            for e in self.exprs:
+                for v in sorted(e.variables) if isinstance(e, DimExpr) else ():
+                    self._local(v)
+            body = "".join(f"{e.source if isinstance(e, Fact) else expr_source(e, self.number_locals)}, "
+                           for e in self.exprs)
+            self.numbers_source = f"({body})"
+            reads = "".join(f"    {local} = b[{v!r}]\n" for v, local in self.number_locals.items())
+            source = f"def numbers(b):\n{reads}    return {self.numbers_source}\n"
+            exec(compile(source, f"<sizes of {self.module.name}>", "exec"), self.numbers_scope)
+            self.numbers = self.numbers_scope["numbers"]
         base = {"address_of": address_of, "asarray": np.asarray, "empty": EMPTY, "u8": np.uint8,
                 "HostMemory": HostMemory, "TOKEN": TOKEN, "seed": self.seed, "memmove": ctypes.memmove,
                 "parameter_bytes": self.parameter_bytes}
@@ -291,6 +302,21 @@ class CallPlan:
                      if ref.slice.allocation_index not in self.variable]  # the generated call patches the others
             self._recipe.append((k, thunk, True, fixed))
 
+    @property
+    def numbers_scope(self) -> dict[str, Any]:
+        """The globals `numbers_source` reads (the inline launches' own names)."""
+        if self._numbers_scope is None:
+            self._numbers_scope = {name: value for launch in self._inline.values()
+                                   for name, value in launch.scope.items()}
+        return self._numbers_scope
+
+    def _local(self, variable: str) -> str:
+        """The local of dimension variable `variable` in `numbers_source` (a new one at first use)."""
+        local = self.number_locals.get(variable)
+        if local is None:
+            local = self.number_locals[variable] = f"_n{len(self.number_locals)}"
+        return local
+
     def _arena(self, at: Binding | None = None) -> Callable[[Sequence[Any]], Any]:
         """A new arena: its temporaries and prepared launches, and the generated call over them
         (`at`: a symbolic plan's binding)."""
@@ -300,6 +326,7 @@ class CallPlan:
         arena = _Arena([None] * n, [0] * n)
         namespace = self._namespace.copy()
         namespace["V"] = at.values if at is not None else ()
+        namespace["seen"] = [None]  # the binding the arena's dims tables hold (`_source`)
         fixed = [*self.constants.items(), *((index, aligned_bytes(size)) for index, size in self.temps)]
         for index, data in fixed:
             arena.allocations[index], arena.addresses[index] = data, address_of(data)
@@ -396,6 +423,15 @@ class CallPlan:
             n = len(self.sizes)
             emit(f"    memory = HostMemory([{', '.join(f'b{i}' for i in range(n))}], None, "
                  f"[{', '.join(f'p{i}' for i in range(n))}], seed)")
+        # the dims tables of the kernels launched by the call's own lines belong to the arena: written
+        # only when its last call ran at another binding (`seen[0]`, which keeps that `V` alive, so
+        # its identity is not reused): a steady call at one size writes none (~0.15 µs per ctypes write)
+        writes = [f"d{k}[{i}] = {num(symbol(name))}" for k in sorted(self._inline)
+                  for i, name in enumerate(self._inline[k].symbols)]
+        if writes:
+            emit("    if seen[0] is not V:")
+            emit("        seen[0] = V")
+            lines += [f"        {line}" for line in writes]
         for k, thunk in enumerate(thunks):
             if inline_copy(thunk):
                 source, destination = thunk.source, thunk.destination
@@ -412,8 +448,6 @@ class CallPlan:
                     emit(f"    t{k}[{slot}] = p{index}" + (f" + {num(offset)}" if shifted else ""))
             if k in self._inline:
                 launch = self._inline[k]
-                for i, name in enumerate(launch.symbols):
-                    emit(f"    d{k}[{i}] = {num(symbol(name))}")
                 mode, blocks, elements = (self._fact(text) for text in (launch.mode, launch.blocks, launch.elements))
                 emit(f"    if {mode} == 1:")
                 emit(f"        f{k}(a{k}, 0, {blocks})")

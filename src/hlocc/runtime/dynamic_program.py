@@ -65,7 +65,7 @@ from hlocc.runtime.executable import (
 )
 from hlocc.runtime.library import GemmRecipe
 from hlocc.runtime.schedule import schedule_module
-from hlocc.runtime.shape_function import ShapeFunction
+from hlocc.runtime.shape_function import ShapeFunction, expr_source
 from hlocc.runtime.speculation import SpeculationOptions
 from hlocc.runtime.symbolic_kernel import (
     BoundKernel,
@@ -339,6 +339,9 @@ class DynamicProgram:
     _binding_plan: tuple | None = field(default=None, repr=False)
     versions: Any = None  # plan versions (runtime/plan_speculation.py PlanVersions): which plan a binding runs
     _key_of: Callable[[Sequence[Any]], tuple] | None = field(default=None, repr=False)  # `_plan_key`
+    # `calls_of` where every binding is numbers only and there are no plan versions: `run` calls it
+    # directly at a new size (`_calls`' dispatch ran with cold caches there too)
+    _numbers_only: Callable[[tuple], _Calls] | None = field(default=None, repr=False)
 
     @property
     def compilations(self) -> int:
@@ -358,8 +361,10 @@ class DynamicProgram:
             if len(self._bound) >= MAX_BOUND_PROGRAMS:
                 del self._bound[next(iter(self._bound))]  # the oldest: a server sees sizes come and go
             t0 = time.perf_counter()
-            bound = self._bound[key] = self._calls(key)
-            bound.calls.prepare()
+            numbers_only = self._numbers_only
+            bound = self._bound[key] = numbers_only(key) if numbers_only is not None else self._calls(key)
+            if type(bound.calls) is not SharedCall:  # a shared plan's arenas serve every size: made with it
+                bound.calls.prepare()
             self.last_binding_us = (time.perf_counter() - t0) * 1e6
         self.last_peak_bytes = peak = bound.peak_bytes
         if peak >= CHECKED_ALLOCATION_BYTES:
@@ -434,14 +439,26 @@ class DynamicProgram:
                            *(f"x[{index[s]}]" for s in counted if isinstance(s, DimExpr))])
         binding = f"{{{''.join(f'{n!r}: x[{i}], ' for n, i in names)}}}"
         source = f"def binding_of(x):\n    return {binding}, {peak}\n"
-        numbers_only = self.plan.shared and not kernels and not unplanned
-        if numbers_only:
-            source += (f"def calls_of(dims):\n    x = shape_function(dims)\n"
-                       f"    return Calls({peak}, SharedCall(plan, numbers({binding}), ()))\n")
-        scope: dict[str, Any] = {"shape_function": self.shape_function.fn, "Calls": _Calls, "SharedCall": SharedCall,
-                                 "plan": self.plan, "numbers": self.plan.numbers}
+        scope: dict[str, Any] = {"Calls": _Calls, "SharedCall": SharedCall, "plan": self.plan}
+        if self.plan.shared and not kernels and not unplanned:  # numbers only: one function (doc)
+            source += self._calls_source(counted)
+            scope.update({**self.shape_function.scope, **self.plan.numbers_scope})
         exec(compile(source, f"<binding of {self.module.name}>", "exec"), scope)  # noqa: S102 (our own text)
         self._binding_plan = (scope["binding_of"], kernels, unplanned, scope.get("calls_of"))
+        if self.versions is None:
+            self._numbers_only = scope.get("calls_of")
+
+    def _calls_source(self, counted: list) -> str:
+        """`calls_of(dims)`, a numbers-only binding as one function: the shape function's checks and
+        solving, then the peak bytes and the plan's numbers over its locals, inlined (a first call
+        at a new size runs it with cold caches, where each function called and each dict built
+        costs: three generated functions and the binding's dict took 9-11 µs there, 2 µs hot)."""
+        names = self.shape_function.names
+        reads = "".join(f"    {local} = {names[v]}\n" for v, local in self.plan.number_locals.items())
+        peak = " + ".join([str(sum(s for s in counted if isinstance(s, int))),
+                           *(expr_source(s, names) for s in counted if isinstance(s, DimExpr))])
+        return ("def calls_of(dims):\n" + "".join(f"{line}\n" for line in self.shape_function.body) + reads
+                + f"    return Calls({peak}, SharedCall(plan, {self.plan.numbers_source}, ()))\n")
 
     def _call_plan(self, sizes: list, program: SequentialThunk, outputs: list[BufferRef], symbolic: bool = False
                    ) -> CallPlan:

@@ -75,13 +75,13 @@ class Fact:
     source: str
 
 
-def launch_source_of(kernel: Any) -> LaunchSource | None:
+def launch_source_of(kernel: Any, local: Callable[[str], str]) -> LaunchSource | None:
     """A symbolic kernel's launch as lines of the call (LaunchSource), where it has one version
-    and its compiled kernel offers one; its variables read from the binding `b`."""
+    and its compiled kernel offers one; each variable v read from the local `local(v)`."""
     compiled = getattr(kernel, "kernel", None)
     if getattr(kernel, "versions", True) or not hasattr(compiled, "launch_source"):
         return None
-    return compiled.launch_source({name: f"b[{name!r}]" for name in compiled.symbols})
+    return compiled.launch_source({name: local(name) for name in compiled.symbols})
 
 
 def shared_kernel(thunk: Thunk) -> bool:

@@ -14,7 +14,10 @@ other symbolic dimension against its expression and every guard (hlo/guards.py);
 tuple of `sizes` evaluated. Any failed check calls the slow path — `bind_symbols` and the guards,
 which raise the ArgumentError naming the variable and both values, or the guard's message — so
 the messages are written once (specialize.py, guards.py) and the fast path stays a few lines of
-arithmetic. `source` keeps the generated text for dumps and tests.
+arithmetic. `source` keeps the generated text for dumps and tests; `body`, `names` and `scope` let
+a caller inline the checks and solving into a function of its own (dynamic_program.py's binding of
+a new size: one generated function instead of three, which a first call at a new size runs with
+cold caches).
 
 `floordiv`/`mod` are Python's `//` and `%`, which round down and give a non-negative remainder for
 a positive divisor: the semantics of symbolic.py.
@@ -23,7 +26,7 @@ a positive divisor: the semantics of symbolic.py.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hlocc.errors import HloError, UnsupportedError
@@ -57,6 +60,9 @@ class ShapeFunction:
     source: str
     variables: tuple[str, ...]  # the dimension variables, in the order the source solves them
     fn: Callable[[Sequence[Any]], tuple[int, ...]]
+    body: tuple[str, ...] = ()  # the lines before the return: checks, solving, sizes (over `dims`)
+    names: Mapping[str, str] = field(default_factory=dict)  # variable or slot size -> its local in `body`
+    scope: Mapping[str, Any] = field(default_factory=dict)  # the globals `body` reads (`_slow`)
 
     def __call__(self, arg_dims: Sequence[Any]) -> tuple[int, ...]:
         return self.fn(arg_dims)
@@ -109,13 +115,14 @@ class ShapeFunction:
                 raise HloError(f"internal error: size '{name}' uses unbound variables {unknown}")
             names[name] = f"s{len(names)}"
             lines.append(f"    {names[name]} = max({', '.join(expr_source(c, names) for c in candidates)})")
+        body = tuple(lines[1:])
         values = [expr_source(s, names) for s in sizes]
         lines.append(f"    return ({''.join(v + ', ' for v in values)})")
         source = "\n".join(lines) + "\n"
         scope = {"_slow": lambda dims: _slow_path(module, dims)}
         exec(compile(source, f"<shape function of {module.name}>", "exec"), scope)  # noqa: S102 (our own text)
         variables = tuple(v for v in names if v not in maxima)
-        return ShapeFunction(source, variables, scope["shape_function"])
+        return ShapeFunction(source, variables, scope.pop("shape_function"), body, names, scope)
 
 
 _PYTHON_COMPARE = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}

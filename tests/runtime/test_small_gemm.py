@@ -140,9 +140,15 @@ def _dot_module(k: int, n: int, w: np.ndarray, transposed: bool) -> str:
             f"rhs_contracting_dims={{{1 if transposed else 0}}}\n}}\n")
 
 
-@pytest.mark.parametrize("transposed", [False, True])
-def test_dynamic_gemm_by_a_constant_runs_packed_at_few_rows(monkeypatch, transposed):
+@pytest.mark.parametrize("transposed, hot", [(False, 1), (True, 1), (False, small_gemm.HOT_CALLS)],
+                         ids=["kernel", "kernel_transposed", "blas_until_hot"])
+def test_dynamic_gemm_by_a_constant_runs_packed_at_few_rows(monkeypatch, transposed, hot):
+    """The packed steps run the kernel once their (k, n) is hot (at once with HOT_CALLS = 1), BLAS
+    before: the same products either way, and no compile for a shape called a few times."""
     monkeypatch.setattr(small_gemm, "MIN_WEIGHT_BYTES", 0)  # a small constant stands in for weights
+    monkeypatch.setattr(small_gemm, "HOT_CALLS", hot)
+    monkeypatch.setattr(small_gemm, "_KERNELS", {})
+    monkeypatch.setattr(small_gemm, "_CALLS", {})
     k, n = 24, 70
     rng = np.random.default_rng(1)
     w = rng.standard_normal((k, n)).astype(np.float32)
@@ -153,3 +159,4 @@ def test_dynamic_gemm_by_a_constant_runs_packed_at_few_rows(monkeypatch, transpo
         calls = exe.program._bound[((b, k),)].calls
         packed = [s for s in calls.launches if isinstance(getattr(s, "__self__", None), library.PackedGemm)]
         assert len(packed) == (2 <= b <= small_gemm.MAX_ROWS), b
+    assert ((k, n) in small_gemm._KERNELS) == (hot == 1)

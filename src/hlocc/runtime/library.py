@@ -236,7 +236,8 @@ def _packed_rhs(rhs: tuple, dims: tuple, constants: dict[int, np.ndarray]) -> np
 class PackedGemm:
     """A gemm step (runtime/call_plan.py) of a few rows by a packed constant (small_gemm): the
     addresses of its row-major lhs [m, k] and output [m, n] come from the call's memory; the
-    kernel of its (k, n) is compiled when the first binding that needs it is planned."""
+    kernel of its (k, n) runs once it is hot (`small_gemm.hot_kernel`), BLAS (`fallback`, the
+    same product unpacked) until then."""
 
     lhs: tuple[int, int]  # (allocation, byte offset)
     out: tuple[int, int]
@@ -245,7 +246,8 @@ class PackedGemm:
     n: int
     packed: np.ndarray = field(repr=False)  # (kept alive: the kernel reads it at `packed_address`)
     packed_address: int = field(repr=False)
-    kernel: small_gemm.Kernel = field(repr=False)
+    fallback: BoundGemm = field(repr=False)
+    kernel: list = field(default_factory=lambda: [None], repr=False)  # [the Kernel, once hot]
 
     @staticmethod
     def of(out: _BufferView, lhs: _BufferView, rhs: _BufferView, plan: _GemmPlan, packed: np.ndarray
@@ -261,12 +263,18 @@ class PackedGemm:
                 or -(-n // small_gemm.PANEL) != packed.shape[0]:
             return None
         return PackedGemm((lhs.allocation, lhs.offset), (out.allocation, out.offset), m, k, n, packed,
-                          packed.ctypes.data, small_gemm.kernel(k, n))
+                          packed.ctypes.data, BoundGemm(out, lhs, rhs, plan))
 
     def execute(self, memory) -> None:
+        kernel = self.kernel[0]
+        if kernel is None:
+            kernel = self.kernel[0] = small_gemm.hot_kernel(self.k, self.n)
+            if kernel is None:
+                self.fallback.execute(memory)
+                return
         addresses = memory.addresses
         (a, a_offset), (o, o_offset) = self.lhs, self.out
-        self.kernel.function(addresses[a] + a_offset, self.packed_address, addresses[o] + o_offset, self.m)
+        kernel.function(addresses[a] + a_offset, self.packed_address, addresses[o] + o_offset, self.m)
 
 
 class _At(NamedTuple):

@@ -2,7 +2,7 @@
 (issue 19).
 
     python benchmarks/torch_models.py [--quick] [--models mlp,cnn,...] [--batch 16] [--runs 20] [--grad]
-                                      [--out benchmarks/results/torch_models.md]
+                                      [--device cpu|cuda] [--out benchmarks/results/torch_models.md]
 
 For each model of hlocc.testing.torch_models (forward, f32, every arm under torch.no_grad unless
 --grad: then with grad mode on, the parameters requiring grad, so Inductor and hlocc compile the
@@ -11,7 +11,9 @@ forward graph of a training graph pair through aot_autograd) it measures the col
 backend with an empty cache directory of its own, so nothing compiled before in another process is
 reused) and the steady time (median of warmed calls), checks the results against eager, and prints
 the steady-time ratios (inductor ms / hlocc ms: above 1 means hlocc is faster) with their geomean.
---quick: small batch, three runs, the models without `transformers`.
+--quick: small batch, three runs, the models without `transformers`. `--device cuda`: the models
+and inputs on the GPU, Inductor's GPU code against hlocc's cuda backend (`options={"backend":
+"cuda"}`: tensors in and out through DLPack), each timed call synchronized.
 """
 
 from __future__ import annotations
@@ -44,19 +46,26 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 ALL = ["mlp", "cnn", "transformer_block", "text_classifier", "gpt2", "bert"]
 
 
-def _compile_and_time(model, x, backend, runs):
+def _compile_and_time(model, x, backend, runs, device="cpu"):
     torch._dynamo.reset()
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     if backend == "eager":
         fn = model
         compile_ms = 0.0
     else:
+        options = {"strict": True, **({"backend": "cuda"} if device == "cuda" else {})}
         fn = torch.compile(model, backend=hlocc.torch.backend if backend == "hlocc" else "inductor",
-                           **({"options": {"strict": True}} if backend == "hlocc" else {}))
+                           **({"options": options} if backend == "hlocc" else {}))
         t0 = time.perf_counter()
         fn(x)
+        sync()
         compile_ms = (time.perf_counter() - t0) * 1e3
     out = fn(x)
-    return compile_ms, median_ms(lambda: fn(x), runs), out
+
+    def call():
+        fn(x)
+        sync()
+    return compile_ms, median_ms(call, runs), out
 
 
 def main() -> None:
@@ -70,12 +79,16 @@ def main() -> None:
                          "on a shared or small machine a thread pool waiting for busy cores makes times noise")
     ap.add_argument("--grad", action="store_true",
                     help="run every arm with grad mode on (default: under torch.no_grad, an inference graph)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: models on the GPU, Inductor's GPU code against hlocc's cuda backend")
     ap.add_argument("--out", default=None, help="also write the table (markdown) to this file")
     args = ap.parse_args()
     models = args.models.split(",") if args.models else (ALL[:4] if args.quick else ALL)
     batch = args.batch or (4 if args.quick else 16)
     runs = args.runs or (3 if args.quick else 20)
     torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: this torch has no CUDA device")
     # hlocc's kernels get the same number of threads as eager and Inductor: its launcher splits a
     # large kernel over every core, which on a busy 2-core machine waits for a core that another
     # process holds (a 0.1 ms GELU measured at 0.5-2 ms), and would not be a like-for-like comparison.
@@ -85,19 +98,19 @@ def main() -> None:
               f"{os.environ['HLOCC_CPU_THREADS']}, OPENBLAS_NUM_THREADS="
               f"{os.environ['OPENBLAS_NUM_THREADS']}, batch {batch}, f32 forward "
               f"{'with grad mode on' if args.grad else 'under torch.no_grad'} (every arm), "
-              f"median of {runs} runs; compile = first call, cold caches")
+              f"median of {runs} runs; compile = first call, cold caches; device {args.device}")
     rows = ["| model | eager ms | inductor ms | hlocc ms | inductor/hlocc | eager/hlocc | inductor compile s | "
             "hlocc compile s | max abs err |", "|---|---|---|---|---|---|---|---|---|"]
     print(header)
     ratios = []
     for name in models:
-        model = tm.build(name)
-        x = tm.example_input(name, batch=batch)
+        model = tm.build(name).to(args.device)
+        x = tm.example_input(name, batch=batch).to(args.device)
         with (contextlib.nullcontext() if args.grad else torch.no_grad()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _, eager_ms, want = _compile_and_time(model, x, "eager", runs)
-            ind_compile, ind_ms, _ = _compile_and_time(model, x, "inductor", runs)
-            our_compile, our_ms, got = _compile_and_time(model, x, "hlocc", runs)
+            _, eager_ms, want = _compile_and_time(model, x, "eager", runs, args.device)
+            ind_compile, ind_ms, _ = _compile_and_time(model, x, "inductor", runs, args.device)
+            our_compile, our_ms, got = _compile_and_time(model, x, "hlocc", runs, args.device)
         err = (got - want).abs().max().item()
         ratios.append(ind_ms / our_ms)
         rows.append(f"| {name} | {eager_ms:.3f} | {ind_ms:.3f} | {our_ms:.3f} | {ind_ms / our_ms:.2f} | "

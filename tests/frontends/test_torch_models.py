@@ -84,12 +84,3 @@ def test_results_are_tensors_over_hlocc_buffers():
         a, b = f(x), f(x)
     assert a.data_ptr() != b.data_ptr()
     assert torch.equal(a, b)
-
-
-def test_cuda_backend_path_in_simulation():
-    """The same lowered module on the cuda backend's kernels, run by cuda-sim (host tensors in and
-    out; no GPU needed)."""
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).eval()
-    x = torch.randn(3, 8)
-    with torch.no_grad():
-        assert_close(compiled(model, backend="cuda-sim")(x), model(x), "mlp on cuda-sim")

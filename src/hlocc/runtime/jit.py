@@ -18,6 +18,7 @@ pointer is a segfault, DESIGN's "known hazards").
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -104,6 +105,20 @@ def compile_object(module: ir.Module | str, keep_ir: bool = False) -> ObjectCode
 
 _WORKER: ThreadPoolExecutor | None = None
 _WORKER_LOCK = threading.Lock()
+
+
+def _forget_worker_in_child() -> None:
+    """A forked child has no worker thread (fork copies only the calling thread), but a copy of the
+    executor that believes it has one: its submissions would never run. It makes its own, and
+    `_LOCK`, which the worker may have held at the fork, starts free (reset in place: other
+    modules hold it by name)."""
+    global _WORKER, _WORKER_LOCK
+    _WORKER, _WORKER_LOCK = None, threading.Lock()
+    _LOCK._at_fork_reinit()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_worker_in_child)
 
 
 def compile_object_later(module: ir.Module | str) -> Future[ObjectCode]:

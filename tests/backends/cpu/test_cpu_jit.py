@@ -30,3 +30,36 @@ def test_freeing_a_kernel_leaves_the_next_compilations_alone():
     proc = subprocess.run([sys.executable, "-c", FREE_THEN_COMPILE], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["[2.", "2.]", "[1.", "1.]"]
+
+
+COMPILE_FORK_COMPILE = """
+import os, sys
+import numpy as np
+os.environ["HLOCC_CACHE_DIR"] = ""
+import hlocc
+
+def program(op):
+    return hlocc.compile(f"HloModule m\\nENTRY e {{\\n  p = f32[64] parameter(0)\\n  ROOT r = f32[64] {op}(p)\\n}}", "cpu")
+
+program("negate")  # the LLVM worker thread runs in this process now
+pid = os.fork()
+if pid == 0:  # the child compiles on a worker of its own
+    result = program("sqrt")(np.full(64, 9.0, np.float32))
+    os._exit(0 if float(result[0]) == 3.0 else 3)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_compiles_with_a_worker_of_its_own():
+    """Kernels' LLVM stages run on a worker thread (`compile_object_later`); fork copies only the
+    calling thread, so a child (a DataLoader worker, a multiprocessing pool) must start its own or
+    its compiles wait forever."""
+    if not hasattr(__import__("os"), "fork"):
+        import pytest
+
+        pytest.skip("no fork on this platform")
+    # (without the child's own worker the child waits forever: the timeout fails the test)
+    proc = subprocess.run([sys.executable, "-c", COMPILE_FORK_COMPILE], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["0"], proc.stdout + proc.stderr[-2000:]

@@ -1,6 +1,7 @@
 """Dynamic shapes: one hlocc compile for every size against a compile per size (issue 15's acceptance).
 
     python benchmarks/dynamic.py [--quick] [--rounds 7] [--runs 5] [--programs transformer,mlp,...] [--json FILE]
+                                 [--backend cpu|cuda|cuda-sim]
 
 (On a loaded machine set OPENBLAS_NUM_THREADS=1: numpy's gemm threads otherwise thrash.)
 
@@ -14,6 +15,12 @@ in [16, 512]). Arms, in one run, on the same sizes in the same order:
   compiled per size and listed);
 - jax.jit on XLA:CPU: a compile per size;
 - hlocc static: `hlocc.jax.jit(f)` without polymorphic shapes, a compile per size.
+
+`--backend cuda` runs both hlocc arms on the GPU (backends/cuda/dynamic.py: one compile for every
+size there too) against jax.jit on JAX's default device (XLA:GPU where jax has one); every arm then
+returns host arrays (XLA's results are copied to the host as hlocc's are), so each call is
+upload, kernels, download. `cuda-sim` is the same path in the SIMT simulation (a check that it
+runs, not a speed). The per-call overhead rows are the cpu backend's only.
 
 Per program and arm: compilations (programs compiled: hlocc dynamic one plan, whose kernels are
 compiled once for every size, plus one per fusion compiled per size; XLA and hlocc static one per
@@ -115,7 +122,9 @@ def programs(quick: bool) -> dict:
     }
 
 
-def _blocking(fn):
+def _blocking(fn, to_host: bool = False):
+    if to_host:  # (a device backend's hlocc arms return host arrays: the same work for XLA)
+        return lambda x: np.asarray(fn(x))
     return lambda x: fn(x).block_until_ready()
 
 
@@ -204,7 +213,7 @@ def new_size_ratio(fn, sizes: list[int], shape_of, runs: int) -> dict:
             "again_over_steady": quartiles(again), "sizes": len(ratios)}
 
 
-def bench_program(name: str, spec, rounds: int, runs: int) -> dict:
+def bench_program(name: str, spec, rounds: int, runs: int, backend: str = "cpu") -> dict:
     import jax
 
     import hlocc.jax
@@ -212,13 +221,13 @@ def bench_program(name: str, spec, rounds: int, runs: int) -> dict:
     f, poly, shape_of, sizes = spec
     rng = np.random.default_rng(1)
     inputs = {n: rng.standard_normal(shape_of(n)).astype(np.float32) for n in sizes}
-    dynamic = sweep(lambda: hlocc.jax.jit(f, polymorphic_shapes=[poly]), sizes, inputs)
+    dynamic = sweep(lambda: hlocc.jax.jit(f, polymorphic_shapes=[poly], backend=backend), sizes, inputs)
     unseen = sizes[-1]
     unseen_steady = median_ms(lambda x=inputs[unseen]: dynamic["fn"](x), rounds * runs)
     new = new_size_ratio(dynamic["fn"], sizes, shape_of, rounds * runs)
     # JAX dispatches asynchronously (on the CPU too): a steady call waits for its result, as hlocc's do.
-    xla = sweep(lambda: _blocking(jax.jit(f)), sizes, inputs)
-    static = sweep(lambda: hlocc.jax.jit(f), sizes, inputs)
+    xla = sweep(lambda: _blocking(jax.jit(f), to_host=backend != "cpu"), sizes, inputs)
+    static = sweep(lambda: hlocc.jax.jit(f, backend=backend), sizes, inputs)
     times = steady({"hlocc_dynamic": dynamic["fn"], "hlocc_static": static["fn"], "xla": xla["fn"]}, sizes, inputs,
                    rounds, runs)
     worst = max(float(np.max(np.abs(dynamic["outputs"][n] - xla["outputs"][n]) / (1 + np.abs(xla["outputs"][n]))))
@@ -273,19 +282,26 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5, help="calls per arm per round (their minimum counts)")
     ap.add_argument("--programs", default="all", help="comma-separated names (default: all)")
     ap.add_argument("--json", type=pathlib.Path, help="write the rows here")
+    ap.add_argument("--backend", choices=["cpu", "cuda", "cuda-sim"], default="cpu",
+                    help="where the hlocc arms run (module doc); XLA runs on JAX's default device")
     args = ap.parse_args()
     import jax
 
     specs = programs(args.quick)
     names = list(specs) if args.programs == "all" else args.programs.split(",")
-    print(f"jax {jax.__version__}, {os.cpu_count()} cpus; steady: median over {args.rounds} rounds of the "
-          f"minimum of {args.runs} calls, arms interleaved per round; {'quick' if args.quick else 'full'} sizes")
+    print(f"jax {jax.__version__} on {jax.default_backend()}, hlocc --backend {args.backend}, {os.cpu_count()} cpus; "
+          f"steady: median over {args.rounds} rounds of the minimum of {args.runs} calls, arms interleaved per round; "
+          f"{'quick' if args.quick else 'full'} sizes")
     print(HEADER)
     print("|" + "---|" * HEADER.count(" | ") + "---|")
-    rows = [bench_program(name, specs[name], args.rounds, args.runs) for name in names]
+    rows = [bench_program(name, specs[name], args.rounds, args.runs, args.backend) for name in names]
     for row in rows:
         for line in row["fallbacks"]:
             print(f"{row['program']}: {line}")
+    if args.backend != "cpu":
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1))
+        return
     import overhead  # per-call host overhead (issue 18 item 4)
 
     per_call = overhead.run(1000, 5, [c for c in overhead.CASES if c[4] == 1])

@@ -132,22 +132,17 @@ class DeviceDynamicProgram(DeviceBuffers, DynamicProgram):
             self._returning.device_arrays = False
 
     def _calls(self, arg_dims: tuple, own: bool = False) -> DeviceBinding:
-        """The calls at the binding of `arg_dims`: those of the plan version the binding takes
-        (runtime/plan_speculation.py), or this plan bound (module doc)."""
-        if self.versions is not None and not own:
-            return self.versions.bound_calls(self, arg_dims)
+        """The calls at the binding of `arg_dims`: this plan bound (module doc: a device program has
+        no plan versions)."""
         bound = self.bind(arg_dims)
         return DeviceBinding(bound.peak_bytes, DeviceCall(self, bound), tuple(bound.host_fusions))
 
 
 def on_device(program: DynamicProgram, device: Device) -> DeviceDynamicProgram:
-    """`program` (and the other plan versions it holds) as a DeviceDynamicProgram on `device`."""
-    moved = DeviceDynamicProgram(**{f.name: getattr(program, f.name) for f in fields(DynamicProgram)},
-                                 device=device)
-    if moved.versions is not None:  # (their calls read the owner's per-thread flag: `run`)
-        moved.versions.versions = [(v, replace(on_device(p, device), _returning=moved._returning)
-                                    if p is not None else None) for v, p in moved.versions.versions]
-    return moved
+    """`program` (one plan: `build_dynamic_program` makes no plan versions) as a
+    DeviceDynamicProgram on `device`."""
+    assert program.versions is None, "a device program has one plan (module doc)"
+    return DeviceDynamicProgram(**{f.name: getattr(program, f.name) for f in fields(DynamicProgram)}, device=device)
 
 
 def compile_dynamic_module(module: HloModule, device: Device, options: PipelineOptions | None = None, *,

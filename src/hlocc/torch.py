@@ -172,15 +172,12 @@ class CompiledGraph:
             flush(False)
 
     def __call__(self, args: list) -> list:
-        native = self._native
-        if native is not None:
+        native, fresh = self._native, self._fresh_results
+        if self._addresses is not None and (native is not None or fresh is not None):
             addresses = self._addresses(args)  # (args holds the tensors over the call)
             if addresses is not None:
-                return native(addresses)
-        fresh = self._fresh_results
-        if fresh is not None and self._addresses is not None:
-            addresses = self._addresses(args)  # (args holds the tensors over the call)
-            if addresses is not None:
+                if native is not None:
+                    return native(addresses)
                 results = self._run(self._execute_at, addresses)
                 wrap = self._wrap
                 return [wrap(results[i]) for i in fresh]

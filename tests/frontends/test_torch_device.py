@@ -16,6 +16,7 @@ from hlocc.frontends.torch.lowering import lower_graph  # noqa: E402
 
 
 def _mlp():
+    torch._dynamo.reset()  # (dynamo's automatic dynamic shapes remember Sequential.forward across tests)
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
 

@@ -207,22 +207,5 @@ def compile_kernel(k: int, n: int, script: str | None, keep_ir: bool = False) ->
     return Kernel(_Function(loaded.address(symbol)), loaded, code.optimized_ir if keep_ir else "")
 
 
-def run_addresses(m: int, k: int, n: int, a: int, packed: int, panels: int, out: int) -> None:
-    """out[m, n] = a[m, k] @ w for pack(w) of `panels` panels at address `packed`, a and out
-    row-major and contiguous at their addresses (the caller keeps all three alive); 0 ≤ m ≤ MAX_ROWS."""
-    if not 0 <= m <= MAX_ROWS or panels != -(-n // PANEL):
-        raise ValueError(f"small_gemm: {m} rows (at most {MAX_ROWS}) and {panels} panels for {n} columns")
-    kernel(k, n).function(a, packed, out, m)
-
-
-def run(a: np.ndarray, packed: np.ndarray, out: np.ndarray, n: int) -> None:
-    """out[:m, :n] = a @ w for `packed` = pack(w): a [m, k] and out [m, n] f32, C-contiguous."""
-    m, k = a.shape
-    if not (a.flags.c_contiguous and out.flags.c_contiguous and a.dtype == out.dtype == np.float32):
-        raise ValueError("small_gemm.run: a and out must be C-contiguous f32")
-    run_addresses(m, k, n, a.ctypes.data, packed.ctypes.data, packed.shape[0], out.ctypes.data)
-
-
 __all__ = ["HOT_CALLS", "MAX_ROWS", "MIN_WEIGHT_BYTES", "PANEL", "ROWS", "Kernel", "compile_kernel", "hot_kernel",
-           "kernel", "kernel_module",
-           "pack", "run", "run_addresses", "schedule"]
+           "kernel", "kernel_module", "pack", "schedule"]

@@ -31,7 +31,9 @@ in memory as the sweep left it — and again at up to nine sizes of UNSEEN withi
 with the input read just before (what a new size itself costs: the binding and a fresh output
 buffer, not the cache misses of an input no call has read; median and interquartile range of those
 ratios; beside it a second call at each of those sizes after the same pause, over a steady call —
-the pause's own cost, the floor of the ratio before — and the host time of those bindings,
+the pause's own cost, the floor of the ratio before —, the same pause ratio for jax.jit at each of
+those sizes (compiled there first, untimed: what this machine's caches charge a call that compiles
+nothing, the reference for the first-call ratio) and the host time of those bindings,
 DynamicProgram.last_binding_us).
 
 Steady time, after the three sweeps: `--rounds` rounds per size, each arm in turn within a round (the
@@ -186,14 +188,16 @@ def ratio_spread(num: dict[int, list[float]], den: dict[int, list[float]], sizes
     return quartiles([geomean([num[n][r] / den[n][r] for n in sizes]) for r in range(len(num[sizes[0]]))])
 
 
-def new_size_ratio(fn, sizes: list[int], shape_of, runs: int) -> dict:
+def new_size_ratio(fn, sizes: list[int], shape_of, runs: int, reference=None) -> dict:
     """Over up to nine sizes no call has seen: first call / steady call, each input read once before
     its first call; the host µs of their bindings; a second call at the same size after the same
     pause (a new input read just before) / steady call — what the pause alone costs, the floor of
-    the first ratio (module doc). Each as (25th percentile, median, 75th percentile)."""
+    the first ratio (module doc). `reference` (jax.jit's callable): the same pause ratio for XLA at
+    each size, compiled there first and not timed — what the machine's caches charge a call that
+    compiles nothing. Each as (25th percentile, median, 75th percentile)."""
     rng = np.random.default_rng(2)
     [(_, exe)] = fn.executables()
-    ratios, binding_us, again = [], [], []
+    ratios, binding_us, again, xla_again = [], [], [], []
     for n in [n for n in UNSEEN if n not in sizes and n <= max(sizes)][-9:] or [max(sizes) - 1]:  # --quick: one
         x = rng.standard_normal(shape_of(n)).astype(np.float32)
         float(x.sum())  # in cache, as a steady call's input is
@@ -209,8 +213,17 @@ def new_size_ratio(fn, sizes: list[int], shape_of, runs: int) -> dict:
         steady_ms = median_ms(lambda x=x: fn(x), runs)
         ratios.append(first / steady_ms)
         again.append(bound / steady_ms)
+        if reference is not None:
+            reference(x)  # XLA compiles for this size here, untimed
+            z = rng.standard_normal(shape_of(n)).astype(np.float32)
+            float(z.sum())
+            t0 = time.perf_counter()
+            reference(z)
+            paused = (time.perf_counter() - t0) * 1e3
+            xla_again.append(paused / median_ms(lambda x=x: reference(x), runs))
     return {"first_over_steady": quartiles(ratios), "binding_us": quartiles(binding_us),
-            "again_over_steady": quartiles(again), "sizes": len(ratios)}
+            "again_over_steady": quartiles(again), "sizes": len(ratios),
+            "xla_after_pause_over_steady": quartiles(xla_again) if xla_again else (math.nan,) * 3}
 
 
 def bench_program(name: str, spec, rounds: int, runs: int, backend: str = "cpu") -> dict:
@@ -224,7 +237,8 @@ def bench_program(name: str, spec, rounds: int, runs: int, backend: str = "cpu")
     dynamic = sweep(lambda: hlocc.jax.jit(f, polymorphic_shapes=[poly], backend=backend), sizes, inputs)
     unseen = sizes[-1]
     unseen_steady = median_ms(lambda x=inputs[unseen]: dynamic["fn"](x), rounds * runs)
-    new = new_size_ratio(dynamic["fn"], sizes, shape_of, rounds * runs)
+    new = new_size_ratio(dynamic["fn"], sizes, shape_of, rounds * runs,
+                         _blocking(jax.jit(f), to_host=backend != "cpu"))
     # JAX dispatches asynchronously (on the CPU too): a steady call waits for its result, as hlocc's do.
     xla = sweep(lambda: _blocking(jax.jit(f), to_host=backend != "cpu"), sizes, inputs)
     static = sweep(lambda: hlocc.jax.jit(f, backend=backend), sizes, inputs)
@@ -251,6 +265,7 @@ def bench_program(name: str, spec, rounds: int, runs: int, backend: str = "cpu")
         "first_over_steady_quartiles": new["first_over_steady"],
         "new_binding_us": new["binding_us"][1],
         "bound_after_pause_over_steady": new["again_over_steady"][1],
+        "xla_after_pause_over_steady": new["xla_after_pause_over_steady"][1],
         "steady_geomean": {"dynamic_over_static": dyn_static[1], "xla_over_dynamic": xla_dyn[1]},
         "steady_geomean_round_quartiles": {"dynamic_over_static": dyn_static, "xla_over_dynamic": xla_dyn},
         "steady_ms": {arm: {n: float(np.median(t[n])) for n in sizes} for arm, t in times.items()},
@@ -258,12 +273,13 @@ def bench_program(name: str, spec, rounds: int, runs: int, backend: str = "cpu")
         "fallbacks": exe.program.fallbacks() if exe.program else [exe.plan_reason],
     }
     c, s, u = row["compilations"], row["sweep_s"], row["first_call_unseen_ms"]
-    fq, aq = new["first_over_steady"], new["again_over_steady"]
+    fq, aq, xq = new["first_over_steady"], new["again_over_steady"], new["xla_after_pause_over_steady"]
     print(f"| {name:15} | {c['hlocc_dynamic']:4} ({c['kernels']} kernels) | {c['xla']:3} | {c['hlocc_static']:4} | "
           f"{s['hlocc_dynamic']:7.2f} | {s['xla']:7.2f} | {s['hlocc_static']:7.2f} | "
           f"{s['xla'] / s['hlocc_dynamic']:5.2f} | "
           f"{u['hlocc_dynamic']:8.2f} / {u['steady']:7.2f} | {fq[1]:5.2f} ({fq[0]:.2f}-{fq[2]:.2f}) | "
-          f"{aq[1]:5.2f} ({aq[0]:.2f}-{aq[2]:.2f}) | {new['binding_us'][1]:6.0f} | "
+          f"{aq[1]:5.2f} ({aq[0]:.2f}-{aq[2]:.2f}) | {xq[1]:5.2f} ({xq[0]:.2f}-{xq[2]:.2f}) | "
+          f"{new['binding_us'][1]:6.0f} | "
           f"{dyn_static[1]:5.2f} ({dyn_static[0]:.2f}-{dyn_static[2]:.2f}) | "
           f"{xla_dyn[1]:5.2f} ({xla_dyn[0]:.2f}-{xla_dyn[2]:.2f}) | {worst:.1e} |", flush=True)
     return row
@@ -271,7 +287,8 @@ def bench_program(name: str, spec, rounds: int, runs: int, backend: str = "cpu")
 
 HEADER = ("| program | hlocc dyn compiles | xla | hlocc static | sweep s: dyn | xla | static | xla/dyn | "
           "first call at unseen size ms / steady | first/steady, input in cache (IQR over sizes) | "
-          "bound size after the pause / steady (IQR) | binding µs | steady dyn/static (IQR over rounds) | "
+          "bound size after the pause / steady (IQR) | XLA after the pause / steady (IQR) | binding µs | "
+          "steady dyn/static (IQR over rounds) | "
           "steady xla/dyn (IQR over rounds) | max rel err |")
 
 

@@ -22,7 +22,7 @@ def test_quick_run_has_a_row_per_program():
     assert [row.split("|")[1].strip() for row in rows] == ["mlp", "softmax_127"], proc.stdout
     for row in rows:
         cells = [c.strip() for c in row.strip(" |").split("|")]
-        assert len(cells) == 15 and cells[1].startswith("1 (") and cells[1].endswith("kernels)"), row  # one compile
+        assert len(cells) == 16 and cells[1].startswith("1 (") and cells[1].endswith("kernels)"), row  # one compile
         assert float(row.rstrip(" |").split("|")[-1]) < 1e-4, row  # max relative error against XLA
 
 

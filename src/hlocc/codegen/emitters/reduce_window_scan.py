@@ -22,6 +22,7 @@ from xdsl.ir import Block, Region
 from hlocc.analysis.indexing_map import NO_UPPER_BOUND
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import loop_launch_map, symbolic_loop_grid
+from hlocc.analysis.scan import scan_axis
 from hlocc.codegen.elemental.index_ops import emit_scalar_computation
 from hlocc.codegen.elemental.storage import store_element
 from hlocc.codegen.emitters.base import (
@@ -37,41 +38,8 @@ from hlocc.codegen.ir import LoopOp, YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.size_ops import size_value
 from hlocc.codegen.partitioner import partition_fusion, subgraph_roots_for_heroes
-from hlocc.hlo.ir import HloComputation, HloInstruction
-from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError
-
-
-def scan_axis(instr: HloInstruction) -> tuple[int, bool] | None:
-    """(axis, reverse) where `instr` is a cumulative reduce-window of one input along one axis (a
-    window of the whole axis padded by its length - 1 on one side, stride and dilations 1, every
-    other dimension a window of 1 unpadded), else None."""
-    if instr.opcode != "reduce-window" or len(instr.operands) != 2:
-        return None
-    dims = instr.operand(0).shape.dims
-    found = None
-    try:
-        for d, (w, n) in enumerate(zip(instr.attrs.get("window", ()), dims)):
-            if (w.stride, w.lhs_dilate, w.rhs_dilate) != (1, 1, 1):
-                return None
-            if _same(w.size, 1) and _same(w.pad_lo, 0) and _same(w.pad_hi, 0):
-                continue
-            if found is not None or not _same(w.size, n):
-                return None
-            if _same(w.pad_lo, n - 1) and _same(w.pad_hi, 0):
-                found = (d, False)
-            elif _same(w.pad_lo, 0) and _same(w.pad_hi, n - 1):
-                found = (d, True)
-            else:
-                return None
-    except InconclusiveDimensionError:
-        return None
-    return found
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, DimExpr) or isinstance(b, DimExpr):
-        return (a - b) == 0
-    return a == b
+from hlocc.hlo.ir import HloComputation
+from hlocc.hlo.symbolic import DimExpr
 
 
 def is_scan_fusion(fusion: HloComputation) -> bool:

@@ -1,0 +1,55 @@
+"""Cumulative reduce-windows: JAX's cumsum, cumprod and cummax along one axis, a window as long as
+the axis padded by its length - 1 before it (after it for a reverse scan).
+
+The CPU's scan emitter (codegen/emitters/reduce_window_scan.py) computes such a window with one
+running accumulator per output line, O(n) a line, where it is its fusion's root. Anywhere else (an
+operand read elementwise by a consumer's fusion, or one output of a multi-output loop fusion) it is
+the elemental reduce-window, which folds a whole window for every element: O(n^2) a line. The
+fusion passes therefore keep a scan the root of its own fusion (`produces_scan`; passes/fusible.py
+and passes/priority_fusion.py), where its producers may still fuse into it.
+"""
+
+from __future__ import annotations
+
+from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError
+
+
+def scan_axis(instr: HloInstruction) -> tuple[int, bool] | None:
+    """(axis, reverse) where `instr` is a cumulative reduce-window of one input along one axis (a
+    window of the whole axis padded by its length - 1 on one side, stride and dilations 1, every
+    other dimension a window of 1 unpadded), else None."""
+    if instr.opcode != "reduce-window" or len(instr.operands) != 2:
+        return None
+    dims = instr.operand(0).shape.dims
+    found = None
+    try:
+        for d, (w, n) in enumerate(zip(instr.attrs.get("window", ()), dims)):
+            if (w.stride, w.lhs_dilate, w.rhs_dilate) != (1, 1, 1):
+                return None
+            if _same(w.size, 1) and _same(w.pad_lo, 0) and _same(w.pad_hi, 0):
+                continue
+            if found is not None or not _same(w.size, n):
+                return None
+            if _same(w.pad_lo, n - 1) and _same(w.pad_hi, 0):
+                found = (d, False)
+            elif _same(w.pad_lo, 0) and _same(w.pad_hi, n - 1):
+                found = (d, True)
+            else:
+                return None
+    except InconclusiveDimensionError:
+        return None
+    return found
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, DimExpr) or isinstance(b, DimExpr):
+        return (a - b) == 0
+    return a == b
+
+
+def produces_scan(instr: HloInstruction) -> bool:
+    """`instr` is a cumulative reduce-window, or a fusion whose root is one (module doc)."""
+    if instr.opcode == "fusion":
+        instr = instr.attrs["calls"].root
+    return scan_axis(instr) is not None

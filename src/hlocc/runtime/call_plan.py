@@ -55,6 +55,7 @@ from hlocc.evaluator.core import TOKEN
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.symbolic import DimExpr, symbol
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAllocation
+from hlocc.runtime.native_loop import NativeLoop
 from hlocc.runtime.plan_parts import (
     Fact,
     Parameter,
@@ -478,6 +479,9 @@ class CallPlan:
         if isinstance(thunk, SequentialThunk):
             return sequence_step([self._step(t, arena) for t in thunk.thunks])
         if isinstance(thunk, WhileThunk):
+            native = self._native_loop(thunk, arena)
+            if native is not None:
+                return native
             condition = sequence_step([self._step(t, arena) for t in thunk.condition.thunks])
             body = sequence_step([self._step(t, arena) for t in thunk.body.thunks])
             return lambda memory: thunk.loop(memory, condition, body, predicate_reader(thunk.predicate))
@@ -491,6 +495,19 @@ class CallPlan:
             return lambda m: ctypes.memmove(m.addresses[destination.allocation_index] + destination.offset,
                                             m.addresses[source.allocation_index] + source.offset, size)
         return thunk.execute
+
+    def _native_loop(self, thunk: WhileThunk, arena: _Arena | None) -> Step | None:
+        """The loop as one native function (runtime/native_loop.py) where it has one: its table
+        of addresses filled from the arena, the parameters' and outputs' per call."""
+        if self.symbolic:
+            return None
+        if thunk.native is False:  # not built at compile time (build_executable builds it)
+            thunk.native = NativeLoop.of(thunk)
+        loop = thunk.native
+        if loop is None:
+            return None
+        fixed = [None if arena is None or index in self.variable else arena.addresses[index] for index in loop.used]
+        return loop.step(fixed, [(k, index) for k, index in enumerate(loop.used) if fixed[k] is None])
 
     def _kernel_step(self, thunk: KernelThunk, arena: _Arena) -> Step:
         launch = thunk.kernel.launcher(len(thunk.arguments))

@@ -54,6 +54,7 @@ from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, Bu
 from hlocc.runtime.call_plan import CallPlan
 from hlocc.runtime.dataflow import is_pure_forwarding, leaf_indices, subshape
 from hlocc.runtime.gc_pause import gc_paused
+from hlocc.runtime.native_loop import NativeLoop
 from hlocc.runtime.schedule import schedule_module
 from hlocc.runtime.thunks import (
     BufferRef,
@@ -520,6 +521,11 @@ def build_executable(module: HloModule, compile_kernel: KernelCompiler, *,
     program = emitter.emit_entry()
     resolve_pending_kernels(program)
     times["thunks"] = (time.perf_counter() - t0) * 1e3
+    t0 = time.perf_counter()
+    for thunk in program.walk():  # each loop's native form, built now rather than by the first call
+        if isinstance(thunk, WhileThunk):
+            thunk.native = NativeLoop.of(thunk)
+    times["native-loops"] = (time.perf_counter() - t0) * 1e3
     params = frozenset(a.index for a in assignment.allocations
                        if a.kind is AllocationKind.PARAMETER and (a.index in emitter.written or a.is_live_out))
     constants = _constant_bytes(assignment)

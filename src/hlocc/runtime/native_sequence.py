@@ -41,7 +41,7 @@ from llvmlite import ir
 
 from hlocc.runtime.jit import _LOCK, ObjectEngine, host_target_machine
 from hlocc.runtime.plan_parts import inline_copy, planned_kernel, round_up, top_level
-from hlocc.runtime.thunks import ALIGNMENT, KernelThunk, address_of, aligned_bytes
+from hlocc.runtime.thunks import ALIGNMENT, address_of, aligned_bytes
 
 MAX_SCRATCH = 8
 """Temporaries' blocks `run` keeps for reuse (one per thread calling at once)."""
@@ -93,17 +93,9 @@ class NativeSequence:
         x86 = platform.machine().lower() in ("x86_64", "amd64")
         if not plan.takes_addresses or plan.symbolic or flush_denormal and not x86:
             return None
-        thunks = top_level(plan.program)
-        calls: list[tuple[KernelThunk, tuple[NativeCall, ...]] | Any] = []
-        for thunk in thunks:
-            if inline_copy(thunk):
-                calls.append(thunk)
-                continue
-            native = getattr(thunk.kernel, "native_calls", None) if planned_kernel(thunk) else None
-            launches = native(len(thunk.arguments)) if native is not None else None
-            if launches is None:
-                return None
-            calls.append((thunk, launches))
+        calls = native_calls_of(top_level(plan.program))
+        if calls is None:
+            return None
         # outputs: each leaf a whole fresh allocation of its own, in the default layout
         fresh = {index: size for index, _, size in plan.fresh}
         output_of: dict[int, int] = {}
@@ -165,10 +157,7 @@ def _source(symbol: str, parameters: int, outputs: int, calls: list, base: Calla
     module = ir.Module(name=symbol)
     function = ir.Function(module, ir.FunctionType(void, [ptr] * (parameters + outputs + 1)), symbol)
     b = ir.IRBuilder(function.append_basic_block("entry"))
-    widest = max([len(item[0].arguments) + 1 for item in calls if isinstance(item, tuple)] + [1])
-    table = b.alloca(ir.ArrayType(i64, widest), name="table")
-    table.align = ALIGNMENT
-    table_address = b.ptrtoint(table, i64)
+    table = launch_table(b, calls)
     arguments = [b.ptrtoint(a, i64) for a in function.args]
     starts = {"param": arguments[:parameters], "output": arguments[parameters:parameters + outputs]}
     if flush:
@@ -179,7 +168,6 @@ def _source(symbol: str, parameters: int, outputs: int, calls: list, base: Calla
         b.call(save, [mode])
         b.store(b.or_(b.load(mode), ir.Constant(i32, _FTZ_DAZ)), flushed)
         b.call(load, [flushed])
-    memmove = ir.Function(module, ir.FunctionType(void, [ptr, ptr, i64, ir.IntType(1)]), "llvm.memmove.p0.p0.i64")
 
     def address(piece: Any) -> ir.Value:
         """The address of a BufferSlice as an i64 (one add where it is off its base)."""
@@ -192,6 +180,31 @@ def _source(symbol: str, parameters: int, outputs: int, calls: list, base: Calla
             start, offset = starts[kind][number], piece.offset
         return b.add(start, ir.Constant(i64, offset)) if offset else start
 
+    emit_calls(b, calls, address, table)
+    if flush:
+        b.call(load, [mode])
+    b.ret_void()
+    return str(module)
+
+
+def launch_table(b: ir.IRBuilder, calls: list) -> ir.AllocaInstr:
+    """The stack table that `emit_calls` fills before each kernel call: one slot per buffer of the
+    widest kernel, and the dims slot."""
+    widest = max([len(item[0].arguments) + 1 for item in calls if isinstance(item, tuple)] + [1])
+    table = b.alloca(ir.ArrayType(ir.IntType(64), widest), name="table")
+    table.align = ALIGNMENT
+    return table
+
+
+def emit_calls(b: ir.IRBuilder, calls: list, address: Callable[[Any], ir.Value], table: ir.AllocaInstr) -> None:
+    """The calls of `calls` (an inline CopyThunk: a memmove; a (KernelThunk, NativeCall...) pair: its
+    launches) at the builder's position; `address(slice)` gives a BufferSlice's address as an i64.
+    Shared by the sequence and the while loops (runtime/native_loop.py)."""
+    i64, void, ptr = ir.IntType(64), ir.VoidType(), ir.PointerType()
+    module = b.module
+    memmove = module.globals.get("llvm.memmove.p0.p0.i64") or ir.Function(
+        module, ir.FunctionType(void, [ptr, ptr, i64, ir.IntType(1)]), "llvm.memmove.p0.p0.i64")
+    table_address = b.ptrtoint(table, i64)
     for item in calls:
         if not isinstance(item, tuple):  # an inline copy
             destination, source = address(item.destination), address(item.source)
@@ -213,10 +226,22 @@ def _source(symbol: str, parameters: int, outputs: int, calls: list, base: Calla
                     values.append(table_address)
             kind = ir.FunctionType(void, [i64] * len(values))
             b.call(b.inttoptr(ir.Constant(i64, call.function), kind.as_pointer()), values)
-    if flush:
-        b.call(load, [mode])
-    b.ret_void()
-    return str(module)
 
 
-__all__ = ["MAX_SCRATCH", "NativeCall", "NativeSequence"]
+def native_calls_of(thunks: Sequence[Any]) -> list | None:
+    """`thunks` as `emit_calls` items: an inline copy as itself, a planned kernel with its native
+    launches; None where one has no native form."""
+    calls: list = []
+    for thunk in thunks:
+        if inline_copy(thunk):
+            calls.append(thunk)
+            continue
+        native = getattr(thunk.kernel, "native_calls", None) if planned_kernel(thunk) else None
+        launches = native(len(thunk.arguments)) if native is not None else None
+        if launches is None:
+            return None
+        calls.append((thunk, launches))
+    return calls
+
+
+__all__ = ["MAX_SCRATCH", "NativeCall", "NativeSequence", "emit_calls", "launch_table", "native_calls_of"]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -393,6 +393,7 @@ class WhileThunk:
     predicate: BufferRef
     body: SequentialThunk
     kind: str = "while"
+    native: Any = field(default=False, compare=False, repr=False)  # its NativeLoop, or None (runtime/native_loop.py)
 
     def execute(self, memory: Memory) -> None:
         self.loop(memory, self.condition.execute, self.body.execute, lambda m: m.read(self.predicate).item())

@@ -14,13 +14,15 @@ import pytest
 from _programs import softmax_text
 
 import hlocc
+from hlocc.analysis.hero import is_stitch_marked
 from hlocc.backends.cuda.device import SimulatedDevice
 from hlocc.backends.cuda.dynamic import compile_dynamic_module
 from hlocc.backends.cuda.ptx import compile_ptx, find_ptxas, validate_ptx
+from hlocc.codegen.emitters.stitch_gpu import is_block_row_marked
 from hlocc.hlo.parser import parse_hlo
 from hlocc.passes.pipeline import BACKEND_PIPELINES, PassManager
 from hlocc.passes.stitch_fusion import GpuStitchFusion
-from hlocc.runtime.speculation import SpeculationOptions
+from hlocc.runtime.speculation import SpeculationOptions, block_row_version
 
 RNG = np.random.default_rng(0)
 ROWS = (1, 3, 8)
@@ -145,12 +147,28 @@ def test_the_cuda_pipeline_stitches_a_runtime_row():
     assert GpuStitchFusion.target == "gpu"
 
 
+def test_the_block_row_version_keeps_the_stitch_marker():
+    # the version's marker is written beside the stitch pass's (KernelVersion.specialize), so the
+    # version is still a stitch kernel, in its block form; the warp form's computation has neither
+    module = parse_hlo(PROGRAMS["softmax"][0])
+    PassManager(BACKEND_PIPELINES["cuda"].optimization, hint={"b": 128, "n": 128}).run(module)
+    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    computation = fusion.attrs["calls"]
+    version = block_row_version(computation)
+    assert str(version) == "block_row if n >= 1025" and not version.assumed
+    block = version.specialize(computation)
+    configs = {str(i.attrs["backend_config"]) for i in block.instructions if i.opcode == "reduce"}
+    assert configs == {'{"__hlocc_stitch":{},"__hlocc_stitch_block_row":{}}'}, configs
+    assert is_block_row_marked(block) and not is_block_row_marked(computation)
+    assert all(is_stitch_marked(i) for i in block.instructions if i.opcode == "reduce")
+
+
 PTXAS = find_ptxas()
 
 
 @pytest.mark.skipif(PTXAS is None, reason="no ptxas: install the CUDA toolkit or the test extra "
                                           "'nvidia-cuda-nvcc-cu12' (or set HLOCC_PTXAS)")
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("arch", ["sm_90", pytest.param("sm_80", marks=pytest.mark.slow)])
 def test_every_version_is_accepted_by_ptxas(arch):
     # the softmax's three kernels: shuffles in each, a barrier (shared memory across warps) in the
     # block form only; the row length by value after the buffers, a runtime trip count

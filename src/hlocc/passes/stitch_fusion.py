@@ -14,9 +14,14 @@ fusion (loop or reduction) joins when
   minor dimension of the same shape, and every value computed from a reduce is read only at its
   own row), and its rows fit the on-chip budget (analysis/cost_model.py `stitch_fits`: the
   row-shaped inputs of a row within half of a core's L2). A symbolic row count stitches; a
-  symbolic row length only within `speculative_rows()` (cpu): the dynamic program then runs the
-  stitched plan where the runtime row fits (`cost_model.stitch_row_range`, evaluated per binding)
-  and a plan built without it elsewhere (runtime/plan_speculation.py).
+  symbolic row length on the cpu only within `speculative_rows()`: the dynamic program then runs
+  the stitched plan where the runtime row fits (`cost_model.stitch_row_range`, evaluated per
+  binding) and a plan built without it elsewhere (runtime/plan_speculation.py). On the GPU
+  (`stitch-fusion-gpu`) a symbolic row length always stitches: the GPU form keeps no row on chip
+  (each pass re-reads the row from global memory, L1/L2), and a warp or a block per row with a
+  runtime trip count (codegen/emitters/stitch_gpu.py) is the GPU's only schedule for such a row
+  (the symbolic loop emitter runs a thread per row). For the same reason a lone reduction fusion
+  over a runtime row length becomes a stitch fusion of its own there.
 
 A group of two fusions or more is replaced by one fusion of kind kCustom named
 `stitch_<root opcodes>_fusion`, whose reduces carry `STITCH_MARKER` in their backend config (the
@@ -183,8 +188,8 @@ def row_inputs(plan: StitchPlan, operands: list[HloInstruction]) -> int:
 
 
 def _fits(plan: StitchPlan, merged: _Merged, target: str) -> bool:
-    if isinstance(plan.row_length, DimExpr):
-        return target == "cpu" and _SPECULATIVE_ROWS.get()
+    if isinstance(plan.row_length, DimExpr):  # (the GPU form keeps no row on chip: module doc)
+        return target == "gpu" or _SPECULATIVE_ROWS.get()
     live_rows = row_inputs(plan, merged.operands)
     return stitch_fits(plan.row_length, plan.row_shape.element_type, target, live_rows=live_rows)
 
@@ -213,10 +218,22 @@ class StitchFusion(HloPass):
                 continue
             group = self._grow(seed)
             done.update(id(m) for m in group)
-            if len(group) > 1:
+            if len(group) > 1 or self._runtime_row(seed):
                 self._replace(module, comp, group)
                 changed = True
         return changed
+
+    def _runtime_row(self, seed: HloInstruction) -> bool:
+        """A lone reduction over a runtime row length is a stitch fusion of its own on the GPU: the
+        GPU stitch form is the row schedule over a runtime length (a warp or a block per row,
+        strided), where the reduction emitter's is static and a symbolic reduction would be the
+        loop emitter's, one thread per row."""
+        if self.target != "gpu":
+            return False
+        try:
+            return isinstance(stitch_plan(_Merged([seed], "trial").comp).row_length, DimExpr)
+        except NotStitchable:
+            return False
 
     def _grow(self, seed: HloInstruction) -> list[HloInstruction]:
         group = [seed]

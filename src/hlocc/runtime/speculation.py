@@ -30,6 +30,13 @@ Versions built (the others of BladeDISC's four are listed in docs/architecture.m
   gets `vectorized` at its own width (the loop emitter's 16 bytes per thread: `n mod 4 == 0` for
   f32, whose rows then start 16-byte aligned, so loads and stores are `ld.global.v4`), not
   `column_tiled` (the host's tiles).
+- `block_row` (the GPU's row-reduction schedule, BladeDISC's "a block per row above 512 columns"):
+  a GPU stitch fusion over a runtime row length `n` (softmax over [?b, ?n], a lone row reduction
+  over one) runs a warp per row in the generic kernel (with `warp_rows` over its row count) and a
+  block of 512 threads per row where `n >= 1025` (`AtLeast`; a marker, `STITCH_BLOCK_ROW_MARKER`,
+  picks the form: codegen/emitters/stitch_gpu.py). 1024 is the static rows' threshold, measured on
+  an H200 (a warp's row of 1024 elements twice as fast as a block's). Not `vectorized`: the GPU
+  stitch form strides its rows element by element (coalesced across the warp).
 - `stitched`, a version of the whole plan (`PlanVersion`, runtime/plan_speculation.py): a row
   reduction and its consumers over a symbolic row length as ONE stitch kernel where the row fits
   the on-chip budget (`RowFits`), the multi-kernel plan (`generic`) elsewhere. A plan is more than
@@ -40,7 +47,8 @@ The predicates are evaluated once per binding, when the plan is bound (memoized 
 dimensions with the rest of the bound plan), never per kernel launch. `SpeculationOptions`:
 `mode` "on" (default), "off" (the generic kernel and plan only) or "force:<version>" (that version
 wherever a fusion has it, whatever the predicate: for tests; a binding where the forced version's
-assumption fails is an ArgumentError, not a wrong answer; `force:stitched` runs the stitched plan
+assumption fails is an ArgumentError, not a wrong answer, and `block_row`, whose predicate is
+about speed only, runs at every size; `force:stitched` runs the stitched plan
 at every size, any other forced version the generic plan); `max_versions` bounds the versions per fusion,
 generic included, so compile time stays linear in the fusions. The environment's
 HLOCC_SPECULATION ("on", "off", "force:<version>", optionally ",max=<k>") sets the default.
@@ -60,7 +68,8 @@ GENERIC = "generic"
 STITCHED = "stitched"
 COLUMN_TILED = "column_tiled"
 WARP_ROWS = "warp_rows"
-VERSION_NAMES = (GENERIC, "vectorized", COLUMN_TILED, STITCHED, WARP_ROWS)
+BLOCK_ROW = "block_row"
+VERSION_NAMES = (GENERIC, "vectorized", COLUMN_TILED, STITCHED, WARP_ROWS, BLOCK_ROW)
 TARGETS = ("cpu", "gpu")
 
 
@@ -111,6 +120,10 @@ class KernelVersion:
     name: str
     conditions: tuple[Divisible | AtLeast, ...] = ()
     marker: str = ""
+    assumed: bool = True
+    """Whether the kernel relies on its conditions (a substitution; the column tiles' one vector), or
+    they choose speed only (`block_row`: right at every size): a forced version whose conditions
+    fail at a binding is then still run, as `force:stitched` runs the stitched plan everywhere."""
 
     @property
     def predicate(self) -> str:
@@ -127,8 +140,10 @@ class KernelVersion:
         fused = specialize_computation(computation, self.substitution())
         if self.marker:
             for instr in fused.instructions:
-                if instr.opcode == "reduce":
-                    instr.attrs["backend_config"] = RawAttr(f'{{"{self.marker}":{{}}}}')
+                if instr.opcode == "reduce":  # (beside the stitch pass's own marker, if any)
+                    config = str(instr.attrs.get("backend_config") or "").strip()
+                    keep = config[1:-1].strip() if config.startswith("{") and config.endswith("}") else ""
+                    instr.attrs["backend_config"] = RawAttr(f'{{{keep + "," if keep else ""}"{self.marker}":{{}}}}')
         return fused
 
     def holds(self, binding: Mapping[str, int]) -> bool:
@@ -195,8 +210,8 @@ def loop_vector_elements(computation: HloComputation, target: str = "cpu") -> in
         emitter = emitter_for(computation, gpu_target() if target == "gpu" else cpu_target())
     except UnsupportedError:
         return 1
-    if isinstance(emitter, StitchEmitter):  # a runtime row length: its vectors' elements
-        return emitter.vector_elements() if isinstance(emitter.plan.row_length, DimExpr) else 1
+    if isinstance(emitter, StitchEmitter):  # a runtime row length: its vectors' elements (the CPU form's)
+        return emitter.vector_elements() if isinstance(emitter.plan.row_length, DimExpr) and not emitter.gpu else 1
     return emitter.launch()[1] if isinstance(emitter, LoopEmitter) else 1
 
 
@@ -208,9 +223,9 @@ def plan_versions(computation: HloComputation, vector_elements: int, options: Sp
     if options.mode == "off" or options.max_versions < 2:
         return [generic]
     if options.target == "gpu":
-        launch = warp_rows_version(computation)
-        if launch is not None:
-            return [launch, generic]
+        versions = [v for v in (block_row_version(computation), warp_rows_version(computation)) if v is not None]
+        if versions:
+            return [*versions[:options.max_versions - 1], generic]
         vector_elements = loop_vector_elements(computation, "gpu")
         column = None
     else:
@@ -261,13 +276,29 @@ def warp_rows_version(computation: HloComputation) -> KernelVersion | None:
     if plan is None:
         return None
     rows = plan.rows
-    if isinstance(plan.row_length, DimExpr) or plan.row_length > WARP_ROW_ELEMENTS or not isinstance(rows, DimExpr):
+    # (a runtime row length is a warp's in the generic kernel: `block_row` takes the long ones)
+    long_rows = not isinstance(plan.row_length, DimExpr) and plan.row_length > WARP_ROW_ELEMENTS
+    if long_rows or not isinstance(rows, DimExpr):
         return None
     if len(rows.variables) != 1 or rows != symbol(next(iter(rows.variables))):
         return None
     condition = Divisible(next(iter(rows.variables)), WARP_ROWS_PER_BLOCK)
     names = set().union(*(i.shape.symbols for i in computation.instructions))
     return KernelVersion(WARP_ROWS, (condition,)) if condition.quotient not in names else None
+
+
+def block_row_version(computation: HloComputation) -> KernelVersion | None:
+    """`block_row if n >= 1025` for a GPU stitch fusion over a runtime row length `n` (module doc;
+    codegen/emitters/stitch_gpu.py: a warp per row in the generic kernel, a block per row in this
+    version)."""
+    from hlocc.analysis.stitch_info import marked_stitch_plan
+    from hlocc.codegen.emitters.stitch_gpu import STITCH_BLOCK_ROW_MARKER, WARP_ROW_ELEMENTS
+
+    plan = marked_stitch_plan(computation)
+    if plan is None or not isinstance(plan.row_length, DimExpr):
+        return None
+    return KernelVersion(BLOCK_ROW, (AtLeast(plan.row_length, WARP_ROW_ELEMENTS + 1),), STITCH_BLOCK_ROW_MARKER,
+                         assumed=False)
 
 
 @dataclass(frozen=True)
@@ -324,7 +355,7 @@ def choose_version(versions: Sequence[KernelVersion], binding: Mapping[str, int]
     if forced is not None:
         for k, v in enumerate(versions):
             if v.name == forced:
-                if not v.holds(binding):
+                if v.assumed and not v.holds(binding):
                     sizes = ", ".join(c.sizes(binding) for c in v.conditions)
                     raise ArgumentError(f"{where}: speculation forces version '{forced}' but its predicate "
                                         f"{v.predicate} fails at {sizes}")
@@ -332,7 +363,6 @@ def choose_version(versions: Sequence[KernelVersion], binding: Mapping[str, int]
     return next(k for k, v in enumerate(versions) if v.holds(binding))
 
 
-__all__ = ["COLUMN_TILED", "GENERIC", "STITCHED", "VERSION_NAMES", "WARP_ROWS", "AtLeast", "Divisible", "KernelVersion",
-           "PlanVersion", "RowFits",
-           "SpeculationOptions", "choose_plan", "choose_version", "column_tile_version", "loop_vector_elements",
-           "plan_versions", "warp_rows_version"]
+__all__ = ["BLOCK_ROW", "COLUMN_TILED", "GENERIC", "STITCHED", "VERSION_NAMES", "WARP_ROWS", "AtLeast", "Divisible",
+           "KernelVersion", "PlanVersion", "RowFits", "SpeculationOptions", "block_row_version", "choose_plan",
+           "choose_version", "column_tile_version", "loop_vector_elements", "plan_versions", "warp_rows_version"]

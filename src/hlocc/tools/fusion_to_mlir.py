@@ -56,7 +56,7 @@ def fusion_to_mlir(text: str, target: str = "gpu", passes: Sequence[str] = (), f
     from hlocc.runtime.speculation import SpeculationOptions, loop_vector_elements, plan_versions
 
     out = []
-    fits = row_fits(computation)
+    fits = row_fits(computation) if target == "cpu" else None  # (the cuda plan stitches every runtime row)
     if fits is not None:  # a stitch over a symbolic row: the plan version it belongs to
         out.append(f"// plan version stitched if {fits} (else the multi-kernel plan)\n")
     options = SpeculationOptions(target=target)

@@ -31,12 +31,15 @@ Speculation: the GPU's versions (runtime/speculation.py, `target="gpu"`): its la
 configuration, `warp_rows` — a stitch kernel whose rows are a warp's runs eight rows per block of
 256 threads where the runtime row count is a multiple of eight (`b := 8*b_8`), a row per block of
 32 threads elsewhere (a block of one warp fills at most half an SM's threads: 32 resident blocks
-per SM on sm_80/sm_90) —, and `vectorized` at the GPU's width (`n mod 4 == 0` for f32: aligned
-rows, `ld.global.v4`). The host's column tiles are not built for a device, nor the plan
+per SM on sm_80/sm_90) —, its row-reduction schedule, `block_row` — a stitch kernel over a
+runtime row length runs a block of 512 threads per row where `n >= 1025`, a warp per row
+elsewhere —, and `vectorized` at the GPU's width for loop kernels (`n mod 4 == 0` for f32:
+aligned rows, `ld.global.v4`). The host's column tiles are not built for a device, nor the plan
 versions: the cuda pipeline stitches a static row over a runtime row count (softmax over
-[b, 4096]: one kernel, a block per row; over [b, 127]: a warp per row) and leaves a runtime row
-length to the multi-kernel plan (the GPU's stitch budget is a block's), so there is one plan,
-built by `build_dynamic_program` itself.
+[b, 4096]: one kernel, a block per row; over [b, 127]: a warp per row) and a runtime row length
+at every size (softmax over [b, n]: one kernel whose threads stride the row with a runtime trip
+count; the GPU form keeps no row on chip, so no budget decides it per size), so there is one
+plan, built by `build_dynamic_program` itself.
 """
 
 from __future__ import annotations

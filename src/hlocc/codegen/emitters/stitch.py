@@ -80,7 +80,13 @@ from hlocc.codegen.emitters.reduce_partials import (
     tail_map,
 )
 from hlocc.codegen.emitters.reduction_tiling import CPU_BLOCK_ELEMENTS, Tiling, reduction_tiling
-from hlocc.codegen.emitters.stitch_gpu import first_thread, gpu_tiling, reduce_stage_gpu, write_rows_gpu
+from hlocc.codegen.emitters.stitch_gpu import (
+    first_thread,
+    gpu_tiling,
+    is_block_row_marked,
+    reduce_stage_gpu,
+    write_rows_gpu,
+)
 from hlocc.codegen.ir import ApplyIndexingOp, PrefetchOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
@@ -107,8 +113,9 @@ class StitchEmitter(FusionEmitterBase):
         self.gpu = target.warp_size > 1
         self.combiners: list[func.FuncOp] = []  # the GPU form's shuffle combiners
         rows = self.plan.rows
-        if self.gpu:  # (a runtime row count too: the most rows per block that divide it)
-            self.tiling = gpu_tiling(rows, self.plan.row_length, target.warp_size)
+        if self.gpu:  # (a runtime row count too: the most rows per block that divide it; a runtime
+            # row length: a warp's, or under the `block_row` version a block's)
+            self.tiling = gpu_tiling(rows, self.plan.row_length, target.warp_size, is_block_row_marked(fusion))
         elif isinstance(self.plan.row_length, DimExpr):
             # A runtime row length (a speculated stitch: runtime/speculation.py) is unknown here, so
             # a block is one row: a thread's share of the thread pool is then a multiple of a row.

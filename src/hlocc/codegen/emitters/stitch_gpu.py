@@ -13,18 +13,28 @@ that all threads hold the row's value (the next stage and the outputs read it at
 The outputs: each thread writes its strided elements of the row-shaped roots; the row's first
 thread writes the per-row ones. Intermediates between the input and each use are recomputed from
 the row in global memory (in L1/L2 after the first pass).
+
+A runtime row length (`?n`: softmax over [?b, ?n], attention scores over a symbolic sequence, and
+a lone row reduction over one: passes/stitch_fusion.py stitches both on the GPU) keeps the same
+schedule with a runtime trip count: each thread runs `ceil((n - lane) / threads)` strides of its
+row (`row_loop`: no element past the row's end is visited, so no guard per element), then the same
+shuffles and shared memory, which stay at the kernel's top level. Which of the two forms a runtime
+row gets is the kernel's version (runtime/speculation.py `block_row`, BladeDISC's row-reduction
+speculation): a warp per row in the generic kernel, a block of MAX_ROW_THREADS per row in the
+version `block_row if n >= WARP_ROW_ELEMENTS + 1` (`STITCH_BLOCK_ROW_MARKER` on its reduces), the
+static rows' threshold: a warp's row up to 1024 elements was twice as fast as a block's on an H200.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import arith, tensor
-from xdsl.dialects.builtin import TensorType
-from xdsl.ir import SSAValue
+from xdsl.dialects import arith, scf, tensor
+from xdsl.dialects.builtin import IndexType, TensorType
+from xdsl.ir import Block, SSAValue
 
 from hlocc.analysis.affine_expr import as_expr, dim, sym
-from hlocc.analysis.indexing_map import IndexingMap, Variable
+from hlocc.analysis.indexing_map import IndexingMap, Variable, size_bound
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.linearize import delinearize
 from hlocc.analysis.simplifier import simplify_expr
@@ -34,27 +44,42 @@ from hlocc.codegen.emitters.reduce_partials import apply_reducers, combiner_func
 from hlocc.codegen.emitters.reduction import symbol_loop
 from hlocc.codegen.emitters.reduction_tiling import MAX_ROW_THREADS, Tiling
 from hlocc.codegen.ir import AllocateSharedOp, PredicatedInsertOp, ShuffleReduceOp, SyncThreadsOp
-from hlocc.hlo.ir import HloInstruction
+from hlocc.codegen.ir.size_ops import size_value
+from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.symbolic import floordiv as sym_floordiv
 
 WARP_ROW_ELEMENTS = 1024
 """The longest row one warp takes (32 elements a thread); a longer row is a block's."""
 WARP_ROWS_PER_BLOCK = 8
+STITCH_BLOCK_ROW_MARKER = "__hlocc_stitch_block_row"
+"""In the backend config of each reduce of a GPU stitch kernel over a runtime row length that runs
+a block per row (runtime/speculation.py `block_row`); without it such a kernel runs a warp per row."""
 
 
-def gpu_tiling(rows: int | DimExpr, row_length: int, warp: int) -> Tiling:
+def is_block_row_marked(computation: HloComputation) -> bool:
+    return any(i.opcode == "reduce" and STITCH_BLOCK_ROW_MARKER in str(i.attrs.get("backend_config") or "")
+               for i in computation.instructions)
+
+
+def gpu_tiling(rows: int | DimExpr, row_length: int | DimExpr, warp: int, block_row: bool = False) -> Tiling:
     """A warp per row of up to WARP_ROW_ELEMENTS, up to WARP_ROWS_PER_BLOCK rows per block; a block per
     longer row, threads (a multiple of the warp, at most 512) striding it. A runtime row count
     (`?b`) takes the most rows per block that divide it at every size: one for a bare `b`, eight
-    under the launch version `b := 8*b_8` (runtime/speculation.py `warp_rows`)."""
-    if row_length <= WARP_ROW_ELEMENTS and (isinstance(rows, DimExpr) or rows > 1):
+    under the launch version `b := 8*b_8` (runtime/speculation.py `warp_rows`). A runtime row
+    length is a warp's, or with `block_row` (its `block_row` version) a block of 512 threads'."""
+    if isinstance(row_length, DimExpr):
+        warp_row = not block_row
+    else:
+        warp_row = row_length <= WARP_ROW_ELEMENTS and (isinstance(rows, DimExpr) or rows > 1)
+    if warp_row:
         # Rows per block divide the rows: no spare warps, whose skipping would put the shuffles
         # under a branch (uniform per warp on a GPU, but not simulated on the host).
         per_block = max(d for d in range(1, WARP_ROWS_PER_BLOCK + 1) if _divides(d, rows))
         blocks = sym_floordiv(rows, per_block) if isinstance(rows, DimExpr) else rows // per_block
         return Tiling(True, warp * per_block, blocks, threads_per_row=warp, rows_per_block=per_block)
-    threads = min(MAX_ROW_THREADS, -(-row_length // warp) * warp)
+    threads = MAX_ROW_THREADS if isinstance(row_length, DimExpr) else \
+        min(MAX_ROW_THREADS, -(-row_length // warp) * warp)
     return Tiling(True, threads, rows, threads_per_row=threads, rows_per_block=1)
 
 
@@ -65,11 +90,12 @@ def _divides(d: int, rows: int | DimExpr) -> bool:
 
 def strided_row_map(emitter, dims: tuple[Variable, Variable]) -> IndexingMap:
     """(th_x, bl_x)[s] -> the row shape's index of element s * threads + th_x of row bl_x (those
-    past the row's end excluded by a constraint)."""
+    past a static row's end excluded by a constraint; a runtime row's loop stops before them:
+    `row_loop`)."""
     plan, threads = emitter.plan, emitter.tiling.threads_per_row
     n, shape = plan.row_length, plan.row_shape
-    j = sym(0) * threads + (dim(0) if emitter.tiling.rows_per_block == 1 else dim(0) % threads)
-    symbols = (Variable(Interval(0, -(-n // threads) - 1), "s"),)
+    j = sym(0) * threads + _lane(emitter)
+    symbols = (Variable(Interval(0, -(-size_bound(n) // threads) - 1), "s"),)
     # The row (block) delinearised over the kept dimensions in layout order; j along the row.
     kept_order = [d for d in shape.minor_to_major if d in plan.kept]
     kept = dict(zip(plan.kept, delinearize(emitter._row(), [shape.dims[d] for d in plan.kept],
@@ -77,17 +103,43 @@ def strided_row_map(emitter, dims: tuple[Variable, Variable]) -> IndexingMap:
     results = tuple(j if d == plan.row_dim else kept.get(d, 0) for d in range(shape.rank))
     m = IndexingMap(dims, tuple(as_expr(r) for r in results), symbols)
     m = IndexingMap(dims, tuple(simplify_expr(r, m.var_bounds) for r in m.results), symbols)
+    if isinstance(n, DimExpr):
+        return m
     return m.with_constraint(j, Interval(0, n - 1)) if m.expr_range(j).hi > n - 1 else m
+
+
+def _lane(emitter):
+    """The thread's position in its row (th_x, or th_x mod threads with several rows per block)."""
+    return dim(0) if emitter.tiling.rows_per_block == 1 else dim(0) % emitter.tiling.threads_per_row
+
+
+def row_loop(emitter, e: ElementEmitter, ids: Sequence[SSAValue], carried: list[SSAValue], step) -> list[SSAValue]:
+    """The thread's strided walk of its row carrying `carried`: `step(row index, carried)` at each of
+    its elements. A static row: the range variable's loop, the last stride's threads past the end
+    guarded by the map's constraint. A runtime row length n: a loop of `ceil((n - lane) / threads)`
+    trips, computed once, so every trip is inside the row (module doc)."""
+    m = strided_row_map(emitter, emitter._dims())
+    n = emitter.plan.row_length
+    if not isinstance(n, DimExpr):
+        return symbol_loop(e, m, ids, carried, lambda syms, values: step(e.apply(m, ids, syms), values))
+    b, threads = e.b, emitter.tiling.threads_per_row
+    (lane,) = e.apply(IndexingMap(emitter._dims()[:1], (_lane(emitter),)), [ids[0]])
+    # (n + threads - 1 - lane) / threads: lane < threads, so the dividend is never negative
+    room = b.add(arith.SubiOp(b.add(arith.AddiOp(size_value(b, n), b.index(threads - 1))), lane))
+    trips = b.add(arith.DivUIOp(room, b.index(threads)))
+    block = Block(arg_types=[IndexType(), *[v.type for v in carried]])
+    with e.nested(block) as body:
+        body.insert(scf.YieldOp(*step(e.apply(m, ids, [block.args[0]]), list(block.args[1:]))))
+    return list(b.insert(scf.ForOp(b.index(0), trips, b.index(1), list(carried), block)).results)
 
 
 def reduce_stage_gpu(emitter, e: ElementEmitter, ids: Sequence[SSAValue],
                      reduces: list[HloInstruction]) -> list[list[SSAValue]]:
     """Each reduce's values over the block's row, held by every thread (module doc)."""
-    m = strided_row_map(emitter, emitter._dims())
     inits = [e.scalar(r.operand(len(r.operands) // 2 + k), []) for r in reduces
              for k in range(len(r.operands) // 2)]
 
-    accs = symbol_loop(e, m, ids, inits, lambda syms, accs: fold_elements(e, reduces, accs, e.apply(m, ids, syms)))
+    accs = row_loop(emitter, e, ids, inits, lambda index, accs: fold_elements(e, reduces, accs, index))
     types = [a.type for a in accs]
     b, warp, threads = e.b, emitter.target.warp_size, emitter.tiling.threads_per_row
     name = f"{emitter.name}_combiner_{len(emitter.combiners)}"
@@ -121,17 +173,14 @@ def _split(reduces: list[HloInstruction], values: list[SSAValue]) -> list[list[S
 def write_rows_gpu(emitter, e: ElementEmitter, ids: Sequence[SSAValue], outputs: list[SSAValue],
                    roots: list[int]) -> list[SSAValue]:
     """Each thread writes its strided elements of every row-shaped root."""
-    m = strided_row_map(emitter, emitter._dims())
-
-    def step(syms: list[SSAValue], outs: list[SSAValue]) -> list[SSAValue]:
-        index = e.apply(m, ids, syms)
+    def step(index: list[SSAValue], outs: list[SSAValue]) -> list[SSAValue]:
         outs = list(outs)
         for k in roots:
             root = emitter.roots[k]
             outs[k] = store_element(e.b, e.scalar(root, index), outs[k], root.shape, index)
         return outs
 
-    return symbol_loop(e, m, ids, outputs, step)
+    return row_loop(emitter, e, ids, outputs, step)
 
 
 def first_thread(emitter, e: ElementEmitter, ids: Sequence[SSAValue]) -> SSAValue:
@@ -142,4 +191,5 @@ def first_thread(emitter, e: ElementEmitter, ids: Sequence[SSAValue]) -> SSAValu
     return e.b.add(arith.CmpiOp(lane, e.b.index(0), "eq"))
 
 
-__all__ = ["first_thread", "gpu_tiling", "reduce_stage_gpu", "write_rows_gpu"]
+__all__ = ["STITCH_BLOCK_ROW_MARKER", "first_thread", "gpu_tiling", "is_block_row_marked", "reduce_stage_gpu",
+           "row_loop", "write_rows_gpu"]

@@ -31,6 +31,7 @@ whatever the attached comparator says (the rewriter only matches greater-than so
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -163,6 +164,7 @@ class ComparatorKey:
     key: HloInstruction
     descending: bool
     compare_type: str
+    order: tuple[HloInstruction, ...] = ()  # the key's instructions, operands first (`_evaluate_key`)
 
 
 def _parameters_of(instr: HloInstruction) -> set[int]:
@@ -197,8 +199,20 @@ def _same_expression(a: HloInstruction, b: HloInstruction, pa: int, pb: int, mem
     return memo[key]
 
 
+_COMPARATOR_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def comparator_key(comp: HloComputation) -> ComparatorKey | None:
-    """The key comparator `comp` is, or None (then only a general merge sort applies)."""
+    """The key comparator `comp` is, or None (then only a general merge sort applies); found once
+    per computation (a compiled program's sort asks on every call)."""
+    try:
+        return _COMPARATOR_KEYS[comp]
+    except KeyError:
+        found = _COMPARATOR_KEYS[comp] = _comparator_key(comp)
+        return found
+
+
+def _comparator_key(comp: HloComputation) -> ComparatorKey | None:
     root = comp.root
     if root is None or root.opcode != "compare" or root.attrs.get("direction") not in ("LT", "GT"):
         return None
@@ -218,14 +232,8 @@ def comparator_key(comp: HloComputation) -> ComparatorKey | None:
     if kind.is_complex:
         return None
     descending = (root.attrs["direction"] == "GT") == (i < j)
-    return ComparatorKey(min(i, j) // 2, param, key, descending, root.attrs.get("type", natural))
-
-
-def _evaluate_key(ev, found: ComparatorKey, operand: np.ndarray) -> np.ndarray:
-    """The key expression evaluated elementwise on the whole `operand`."""
-    values: dict[int, np.ndarray] = {id(found.param): operand}
     order: list[HloInstruction] = []
-    seen: set[int] = set()
+    seen: set[int] = {id(param)}
 
     def visit(node: HloInstruction) -> None:
         if id(node) in seen:
@@ -235,11 +243,15 @@ def _evaluate_key(ev, found: ComparatorKey, operand: np.ndarray) -> np.ndarray:
             visit(o)
         order.append(node)
 
-    visit(found.key)
+    visit(key)
+    return ComparatorKey(min(i, j) // 2, param, key, descending, root.attrs.get("type", natural), tuple(order))
+
+
+def _evaluate_key(ev, found: ComparatorKey, operand: np.ndarray) -> np.ndarray:
+    """The key expression evaluated elementwise on the whole `operand`."""
+    values: dict[int, np.ndarray] = {id(found.param): operand}
     with np.errstate(all="ignore"):
-        for node in order:
-            if id(node) in values:
-                continue
+        for node in found.order:
             args = [values[id(o)] for o in node.operands]
             if node.opcode == "bitcast":  # of a scalar: reinterpret every element's bits
                 values[id(node)] = np.ascontiguousarray(args[0]).view(node.shape.dtype)

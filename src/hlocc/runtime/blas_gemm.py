@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hlocc.runtime import blas, library
-from hlocc.runtime.native_sequence import NativeCall
+from hlocc.runtime.native_steps import NativeCall
 from hlocc.runtime.thunks import BufferRef, GemmThunk, KernelThunk, SequentialThunk
 
 

@@ -55,7 +55,7 @@ from hlocc.evaluator.core import TOKEN
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.symbolic import DimExpr, symbol
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAllocation
-from hlocc.runtime.native_loop import NativeLoop
+from hlocc.runtime.native_loop import NativeControl
 from hlocc.runtime.plan_parts import (
     Fact,
     Parameter,
@@ -478,10 +478,11 @@ class CallPlan:
     def _step(self, thunk: Thunk, arena: _Arena) -> Step:
         if isinstance(thunk, SequentialThunk):
             return sequence_step([self._step(t, arena) for t in thunk.thunks])
-        if isinstance(thunk, WhileThunk):
-            native = self._native_loop(thunk, arena)
+        if isinstance(thunk, (WhileThunk, ConditionalThunk)):
+            native = self._native_control(thunk, arena)
             if native is not None:
                 return native
+        if isinstance(thunk, WhileThunk):
             condition = sequence_step([self._step(t, arena) for t in thunk.condition.thunks])
             body = sequence_step([self._step(t, arena) for t in thunk.body.thunks])
             return lambda memory: thunk.loop(memory, condition, body, predicate_reader(thunk.predicate))
@@ -496,13 +497,13 @@ class CallPlan:
                                             m.addresses[source.allocation_index] + source.offset, size)
         return thunk.execute
 
-    def _native_loop(self, thunk: WhileThunk, arena: _Arena | None) -> Step | None:
-        """The loop as one native function (runtime/native_loop.py) where it has one: its table
-        of addresses filled from the arena, the parameters' and outputs' per call."""
+    def _native_control(self, thunk: WhileThunk | ConditionalThunk, arena: _Arena | None) -> Step | None:
+        """The loop or conditional as one native function (runtime/native_loop.py) where it has
+        one: its table of addresses filled from the arena, the parameters' and outputs' per call."""
         if self.symbolic:
             return None
         if thunk.native is False:  # not built at compile time (build_executable builds it)
-            thunk.native = NativeLoop.of(thunk)
+            thunk.native = NativeControl.of(thunk)
         loop = thunk.native
         if loop is None:
             return None

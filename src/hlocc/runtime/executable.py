@@ -54,7 +54,7 @@ from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, Bu
 from hlocc.runtime.call_plan import CallPlan
 from hlocc.runtime.dataflow import is_pure_forwarding, leaf_indices, subshape
 from hlocc.runtime.gc_pause import gc_paused
-from hlocc.runtime.native_loop import NativeLoop
+from hlocc.runtime.native_loop import NativeControl
 from hlocc.runtime.schedule import schedule_module
 from hlocc.runtime.thunks import (
     BufferRef,
@@ -505,6 +505,18 @@ def resolve_pending_kernels(program: SequentialThunk) -> None:
             thunk.kernel = thunk.kernel.result()
 
 
+def build_native_control(sequence: SequentialThunk) -> None:
+    """Each outermost loop's and conditional's native form (runtime/native_loop.py), built at compile
+    time rather than by the first call; the thunks inside one that has none get theirs."""
+    for thunk in sequence.thunks:
+        if isinstance(thunk, (WhileThunk, ConditionalThunk)):
+            thunk.native = NativeControl.of(thunk)
+            if thunk.native is not None:
+                continue
+        for child in getattr(thunk, "children", lambda: ())():
+            build_native_control(child)
+
+
 def build_executable(module: HloModule, compile_kernel: KernelCompiler, *,
                      pipeline: CompilePipeline = BACKEND_PIPELINES["cpu"], hlo_passes: bool = True,
                      seed: int = 0, print_after_all: bool = False, stream=None,
@@ -522,10 +534,8 @@ def build_executable(module: HloModule, compile_kernel: KernelCompiler, *,
     resolve_pending_kernels(program)
     times["thunks"] = (time.perf_counter() - t0) * 1e3
     t0 = time.perf_counter()
-    for thunk in program.walk():  # each loop's native form, built now rather than by the first call
-        if isinstance(thunk, WhileThunk):
-            thunk.native = NativeLoop.of(thunk)
-    times["native-loops"] = (time.perf_counter() - t0) * 1e3
+    build_native_control(program)
+    times["native-control"] = (time.perf_counter() - t0) * 1e3
     params = frozenset(a.index for a in assignment.allocations
                        if a.kind is AllocationKind.PARAMETER and (a.index in emitter.written or a.is_live_out))
     constants = _constant_bytes(assignment)

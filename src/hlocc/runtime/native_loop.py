@@ -1,6 +1,7 @@
-"""A while loop of a static program as one native function: its condition's steps, the predicate's
-test and its body's steps, iteration after iteration, in one generated LLVM function that the call
-plan (runtime/call_plan.py) enters once per execution of the loop.
+"""A static program's control flow as native functions: a while loop (its condition's steps, the
+predicate's test and its body's steps, iteration after iteration) or a conditional (the selector's
+test and the chosen branch's steps) in one generated LLVM function that the call plan
+(runtime/call_plan.py) enters once per execution of the thunk.
 
 Why: the planned loop (`WhileThunk.loop` over the call plan's steps) runs each iteration from
 Python: a step per kernel (its table patches and a ctypes call), a memmove per copy and a read of
@@ -8,20 +9,19 @@ the predicate's byte, about 1 µs each. JAX's `fori_loop`, `scan` and `while_loo
 often a few small kernels, so that host work was most of their time: the corpus's
 `while_bisection` (16 iterations of a condition kernel, two body kernels and three copies over 50
 elements) took 85 µs against XLA:CPU's 22 µs, whose while loop runs in its own C++ runtime. Here
-an iteration is direct calls in machine code (runtime/native_sequence.py's `emit_calls`, the same
-calls a torch graph's native sequence makes).
+an iteration is direct calls in machine code (runtime/native_steps.py, the emission a torch
+graph's native sequence uses too).
 
-What qualifies (`NativeLoop.of(thunk)`): every step of the condition and of the body is an inline
-copy or a kernel that runs as native calls in the calling thread (`native_calls`: static sizes, no
-bounds record, blocks the pool would not share); nested sequences are spliced in; the predicate is
-one byte. A nested while or conditional, a library call or a host fallback: None, and the loop runs
-as before.
+What qualifies (`NativeControl.of(thunk)`): every step inside, nested loops and conditionals
+included, has a native form (`native_steps`: inline copies, kernels that run as native calls in
+the calling thread); the predicate is one byte, a selector a pred or an s32. Anything else: None,
+and the thunk runs as before.
 
-The function, `void loop(ptr base)`: `base[k]` is the address of the k-th allocation the loop's
-steps touch (`NativeLoop.used`), which the call plan's step fills: once per arena for the
-temporaries and constants, per call for the parameters' and outputs' allocations. Every buffer
-address is `base[k]` plus the slice's offset; the loop has no other state, so one function serves
-every arena and thread.
+The function, `void f(ptr base)`: `base[k]` is the address of the k-th allocation the steps touch
+(`NativeControl.used`), which the call plan's step fills: once per arena for the temporaries and
+constants, per call for the parameters' and outputs' allocations. Every buffer address is
+`base[k]` plus the slice's offset; the function has no other state, so one serves every arena
+and thread.
 """
 
 from __future__ import annotations
@@ -34,20 +34,19 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from hlocc.runtime.jit import _LOCK, ObjectEngine, host_target_machine
-from hlocc.runtime.native_sequence import emit_calls, launch_table, native_calls_of
-from hlocc.runtime.plan_parts import top_level
-from hlocc.runtime.thunks import WhileThunk
+from hlocc.runtime.native_steps import emit_steps, launch_table, native_steps, step_keep, step_slices
+from hlocc.runtime.thunks import ConditionalThunk, WhileThunk
 
-_SYMBOL = "hlocc_while"
+_SYMBOL = "hlocc_control"
 
 
-class NativeLoop:
-    """A while loop as one native function (module doc): `function(address of base)`."""
+class NativeControl:
+    """A while loop or a conditional as one native function (module doc): `function(address of base)`."""
 
     def __init__(self, source: str, used: tuple[int, ...], keep: list):
         self.source, self.used = source, used
         machine = host_target_machine()
-        with _LOCK:  # (straight-line calls in a loop: instruction selection only, no IR passes)
+        with _LOCK:  # (calls and branches: instruction selection only, no IR passes)
             module = llvm.parse_assembly(source)
             module.triple, module.data_layout = machine.triple, str(machine.target_data)
             module.verify()
@@ -57,25 +56,13 @@ class NativeLoop:
         self._keep = keep
 
     @staticmethod
-    def of(thunk: WhileThunk) -> NativeLoop | None:
-        """The native form of `thunk`, or None where one of its steps has none (module doc)."""
-        predicate = thunk.predicate
-        if not (predicate.shape.is_array and predicate.shape.element_type.is_pred and predicate.slice.size == 1):
+    def of(thunk: WhileThunk | ConditionalThunk) -> NativeControl | None:
+        """The native form of `thunk`, or None where a step inside has none (module doc)."""
+        steps = native_steps([thunk])
+        if steps is None:
             return None
-        condition = native_calls_of(top_level(thunk.condition))
-        body = native_calls_of(top_level(thunk.body)) if condition is not None else None
-        if body is None:
-            return None
-        slices = [predicate.slice]
-        for item in (*condition, *body):
-            if isinstance(item, tuple):
-                slices += [ref.slice for ref in item[0].arguments]
-            else:
-                slices += [item.source, item.destination]
-        used = tuple(sorted({piece.allocation_index for piece in slices}))
-        keep = [c.keep for item in (*condition, *body) if isinstance(item, tuple) for c in item[1]]
-        return NativeLoop(_source(condition, body, predicate.slice, {index: k for k, index in enumerate(used)}),
-                          used, keep)
+        used = tuple(sorted({piece.allocation_index for piece in step_slices(steps)}))
+        return NativeControl(_source(steps, {index: k for k, index in enumerate(used)}), used, step_keep(steps))
 
     def step(self, fixed: Sequence[int | None], variable: Sequence[tuple[int, int]]) -> Any:
         """A call plan's step running the loop: `fixed[k]` the address of `used[k]` where an arena
@@ -96,32 +83,22 @@ class NativeLoop:
         return run
 
 
-def _source(condition: list, body: list, predicate: Any, position: dict[int, int]) -> str:
-    """The loop's LLVM module (module doc), built with llvmlite's IR builder."""
-    i8, i64, void, ptr = ir.IntType(8), ir.IntType(64), ir.VoidType(), ir.PointerType()
+def _source(steps: list, position: dict[int, int]) -> str:
+    """The function's LLVM module (module doc), built with llvmlite's IR builder."""
+    i64, void, ptr = ir.IntType(64), ir.VoidType(), ir.PointerType()
     module = ir.Module(name=_SYMBOL)
     function = ir.Function(module, ir.FunctionType(void, [ptr]), _SYMBOL)
-    entry = function.append_basic_block("entry")
-    test, run_body, done = (function.append_basic_block(name) for name in ("condition", "body", "exit"))
-    b = ir.IRBuilder(entry)
-    table = launch_table(b, [*condition, *body])
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    table = launch_table(b, steps)
     base = function.args[0]
 
     def address(piece: Any) -> ir.Value:
         start = b.load(b.gep(base, [ir.Constant(i64, position[piece.allocation_index])], source_etype=i64), typ=i64)
         return b.add(start, ir.Constant(i64, piece.offset)) if piece.offset else start
 
-    b.branch(test)
-    b.position_at_end(test)
-    emit_calls(b, condition, address, table)
-    flag = b.load(b.inttoptr(address(predicate), ptr), typ=i8)
-    b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(i8, 0)), run_body, done)
-    b.position_at_end(run_body)
-    emit_calls(b, body, address, table)
-    b.branch(test)
-    b.position_at_end(done)
+    emit_steps(b, steps, address, table)
     b.ret_void()
     return str(module)
 
 
-__all__ = ["NativeLoop"]
+__all__ = ["NativeControl"]

@@ -32,7 +32,6 @@ from __future__ import annotations
 import ctypes
 import platform
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -40,26 +39,13 @@ import numpy as np
 from llvmlite import ir
 
 from hlocc.runtime.jit import _LOCK, ObjectEngine, host_target_machine
-from hlocc.runtime.plan_parts import inline_copy, planned_kernel, round_up, top_level
-from hlocc.runtime.thunks import ALIGNMENT, address_of, aligned_bytes
+from hlocc.runtime.native_steps import NativeCall, emit_steps, launch_table, native_steps, step_keep
+from hlocc.runtime.plan_parts import round_up, top_level
+from hlocc.runtime.thunks import address_of, aligned_bytes
 
 MAX_SCRATCH = 8
 """Temporaries' blocks `run` keeps for reuse (one per thread calling at once)."""
 _FTZ_DAZ = 0x8040  # MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6)
-
-
-@dataclass(frozen=True)
-class NativeCall:
-    """One launch of a kernel as a call of a C function returning void (`native_calls`):
-    `function` its address; each argument passed as a 64-bit integer (a pointer or an integer
-    alike in the C calling convention): ("value", v) the literal v, ("buffer", i) the address of
-    the thunk's i-th buffer, ("table", 0) the address of a table of all the thunk's buffers'
-    addresses and one zero slot after them (a static kernel's dims). `keep`: what the literals
-    point into (the kernel's code, a gemm's scalars), kept alive as long as the sequence."""
-
-    function: int
-    arguments: tuple[tuple[str, int], ...]
-    keep: Any = None
 
 
 class NativeSequence:
@@ -93,7 +79,7 @@ class NativeSequence:
         x86 = platform.machine().lower() in ("x86_64", "amd64")
         if not plan.takes_addresses or plan.symbolic or flush_denormal and not x86:
             return None
-        calls = native_calls_of(top_level(plan.program))
+        calls = native_steps(top_level(plan.program))
         if calls is None:
             return None
         # outputs: each leaf a whole fresh allocation of its own, in the default layout
@@ -129,7 +115,7 @@ class NativeSequence:
 
         symbol = "hlocc_sequence"
         source = _source(symbol, count, len(outputs), calls, base, scratch, flush_denormal)
-        keep = [plan.constants, *(c.keep for item in calls if isinstance(item, tuple) for c in item[1])]
+        keep = [plan.constants, *step_keep(calls)]
         return NativeSequence(source, symbol, count, outputs, size, keep, pooled=not plan.scratch)
 
     def run(self, addresses: Sequence[int], outputs: Sequence[int]) -> None:
@@ -180,68 +166,11 @@ def _source(symbol: str, parameters: int, outputs: int, calls: list, base: Calla
             start, offset = starts[kind][number], piece.offset
         return b.add(start, ir.Constant(i64, offset)) if offset else start
 
-    emit_calls(b, calls, address, table)
+    emit_steps(b, calls, address, table)
     if flush:
         b.call(load, [mode])
     b.ret_void()
     return str(module)
 
 
-def launch_table(b: ir.IRBuilder, calls: list) -> ir.AllocaInstr:
-    """The stack table that `emit_calls` fills before each kernel call: one slot per buffer of the
-    widest kernel, and the dims slot."""
-    widest = max([len(item[0].arguments) + 1 for item in calls if isinstance(item, tuple)] + [1])
-    table = b.alloca(ir.ArrayType(ir.IntType(64), widest), name="table")
-    table.align = ALIGNMENT
-    return table
-
-
-def emit_calls(b: ir.IRBuilder, calls: list, address: Callable[[Any], ir.Value], table: ir.AllocaInstr) -> None:
-    """The calls of `calls` (an inline CopyThunk: a memmove; a (KernelThunk, NativeCall...) pair: its
-    launches) at the builder's position; `address(slice)` gives a BufferSlice's address as an i64.
-    Shared by the sequence and the while loops (runtime/native_loop.py)."""
-    i64, void, ptr = ir.IntType(64), ir.VoidType(), ir.PointerType()
-    module = b.module
-    memmove = module.globals.get("llvm.memmove.p0.p0.i64") or ir.Function(
-        module, ir.FunctionType(void, [ptr, ptr, i64, ir.IntType(1)]), "llvm.memmove.p0.p0.i64")
-    table_address = b.ptrtoint(table, i64)
-    for item in calls:
-        if not isinstance(item, tuple):  # an inline copy
-            destination, source = address(item.destination), address(item.source)
-            b.call(memmove, [b.inttoptr(destination, ptr), b.inttoptr(source, ptr), ir.Constant(i64, item.source.size),
-                             ir.Constant(ir.IntType(1), 0)])
-            continue
-        thunk, launches = item
-        buffers = [address(ref.slice) for ref in thunk.arguments]
-        for call in launches:
-            values = []
-            for kind, value in call.arguments:
-                if kind == "value":
-                    values.append(ir.Constant(i64, value))
-                elif kind == "buffer":
-                    values.append(buffers[value])
-                else:  # the table: every buffer, then the dims slot
-                    for slot, operand in enumerate([*buffers, ir.Constant(i64, 0)]):
-                        b.store(operand, b.gep(table, [ir.Constant(i64, 0), ir.Constant(i64, slot)]))
-                    values.append(table_address)
-            kind = ir.FunctionType(void, [i64] * len(values))
-            b.call(b.inttoptr(ir.Constant(i64, call.function), kind.as_pointer()), values)
-
-
-def native_calls_of(thunks: Sequence[Any]) -> list | None:
-    """`thunks` as `emit_calls` items: an inline copy as itself, a planned kernel with its native
-    launches; None where one has no native form."""
-    calls: list = []
-    for thunk in thunks:
-        if inline_copy(thunk):
-            calls.append(thunk)
-            continue
-        native = getattr(thunk.kernel, "native_calls", None) if planned_kernel(thunk) else None
-        launches = native(len(thunk.arguments)) if native is not None else None
-        if launches is None:
-            return None
-        calls.append((thunk, launches))
-    return calls
-
-
-__all__ = ["MAX_SCRATCH", "NativeCall", "NativeSequence", "emit_calls", "launch_table", "native_calls_of"]
+__all__ = ["MAX_SCRATCH", "NativeCall", "NativeSequence"]

@@ -393,7 +393,7 @@ class WhileThunk:
     predicate: BufferRef
     body: SequentialThunk
     kind: str = "while"
-    native: Any = field(default=False, compare=False, repr=False)  # its NativeLoop, or None (runtime/native_loop.py)
+    native: Any = field(default=False, compare=False, repr=False)  # its NativeControl or None (runtime/native_loop.py)
 
     def execute(self, memory: Memory) -> None:
         self.loop(memory, self.condition.execute, self.body.execute, lambda m: m.read(self.predicate).item())
@@ -425,6 +425,7 @@ class ConditionalThunk:
     selector: BufferRef
     branches: list[SequentialThunk]
     kind: str = "conditional"
+    native: Any = field(default=False, compare=False, repr=False)  # its NativeControl or None (runtime/native_loop.py)
 
     def execute(self, memory: Memory) -> None:
         self.branches[self.branch(memory)].execute(memory)

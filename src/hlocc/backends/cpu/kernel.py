@@ -69,7 +69,7 @@ from hlocc.runtime.jit import (
     host_triple,
     shared_engine,
 )
-from hlocc.runtime.native_sequence import NativeCall
+from hlocc.runtime.native_steps import NativeCall
 from hlocc.runtime.shape_function import expr_source
 from hlocc.runtime.thunks import LaunchSource, from_physical, to_physical
 

@@ -18,6 +18,8 @@ from hlocc.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 ADD = "HloModule add\nENTRY e {\n  x = f32[3] parameter(0)\n  y = f32[3] parameter(1)\n  ROOT s = f32[3] add(x, y)\n}\n"
+INT_ADD = ADD.replace("f32", "s32")
+
 PAIR = "ENTRY e {\n  x = bf16[2] parameter(0)\n  n = bf16[2] negate(x)\n  ROOT t = (bf16[2], bf16[2]) tuple(x, n)\n}\n"
 
 
@@ -65,6 +67,18 @@ def test_expected_comparison_passes_and_fails(tmp_path, capsys):
     assert "MISMATCH out0: 3 of 3 elements out of tolerance" in capsys.readouterr().out
 
 
+def test_npz_values_that_survive_the_dtype_are_converted(tmp_path, capsys):
+    """numpy's default int64 for an s32 parameter and float64 for an f32 one: converted."""
+    np.savez(tmp_path / "in.npz", arg0=np.array([1, 2, 3]), arg1=np.array([4, 5, 6]))
+    assert main(["run", str(write(tmp_path, INT_ADD)), "--inputs", str(tmp_path / "in.npz"),
+                 "--output", str(tmp_path / "out.npz")]) == 0
+    assert np.load(tmp_path / "out.npz")["out0"].tolist() == [5, 7, 9]
+    np.savez(tmp_path / "f.npz", arg0=np.array([0.1, 2, 3]), arg1=np.array([1.0, 2, 3]))
+    assert main(["run", str(write(tmp_path, ADD, "f.hlo")), "--inputs", str(tmp_path / "f.npz"),
+                 "--output", str(tmp_path / "fout.npz")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "fout.npz")["out0"], np.float32([1.1, 4, 6]))
+
+
 def test_corpus_case_through_the_cli(capsys):
     require(JAX_DIR)
     case = JAX_DIR / "int_arith_bitwise"
@@ -79,9 +93,17 @@ def test_corpus_case_through_the_cli(capsys):
     ([], {"arg0": np.ones(4, np.float32), "arg1": np.ones(3, np.float32)}, "argument 0: expected shape f32[3], got an array of shape [4]"),
     ([], {"arg0": np.ones(3, np.float32)}, "lack arg1"),
     ([], {"arg0": np.ones(3, np.float32), "arg1": np.ones(3, np.float32), "arg7": np.ones(1)}, "does not take: arg7"),
+    # a .npz value the parameter's dtype cannot hold is named, never truncated or wrapped
+    (["--module-text", INT_ADD], {"arg0": np.array([1, 2, 3]), "arg1": np.array([1, 2.5, 3])},
+     "argument 1: expected dtype s32 (int32), got float64 whose value 2.5 at index [1] it cannot hold"),
+    (["--module-text", INT_ADD], {"arg0": np.array([1, 2, 3]), "arg1": np.array([1, 2**40, 3])},
+     "argument 1: expected dtype s32 (int32), got int64 whose value 1099511627776 at index [1] it cannot hold"),
 ])
 def test_user_errors_are_one_message(tmp_path, capsys, args, inputs, message):
-    module = write(tmp_path, ADD)
+    text = ADD
+    if args[:1] == ["--module-text"]:  # (this test's own switch: another module than ADD)
+        text, args = args[1], args[2:]
+    module = write(tmp_path, text)
     if inputs is not None:
         np.savez(tmp_path / "in.npz", **inputs)
         args = args + ["--inputs", str(tmp_path / "in.npz")]

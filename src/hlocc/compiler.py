@@ -36,12 +36,13 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from hlocc.backends.arguments import array_shape, check_arguments
 from hlocc.errors import ArgumentError, UnsupportedError
 from hlocc.frontends import load_module
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.symbolic import DimExpr
-from hlocc.hlo.types import UNBOUNDED, Shape
+from hlocc.hlo.types import Shape
 from hlocc.runtime.gc_pause import gc_paused
 
 BACKENDS = ("interpreter", "cpu", "cuda", "cuda-sim")
@@ -185,7 +186,7 @@ class DynamicExecutable(Executable):
             args = self.size_arguments.extend(args)
         if len(args) != len(params):
             check_arguments(self.module, args)  # the count error
-        shapes = [None if p.shape.is_tuple or p.shape.is_token else _array_shape(a) for p, a in zip(params, args)]
+        shapes = [None if p.shape.is_tuple or p.shape.is_token else array_shape(a) for p, a in zip(params, args)]
         binding = bind_symbols(self.module, shapes)
         for guard in self.module.guards:
             guard.check(binding)
@@ -247,82 +248,6 @@ class DynamicExecutable(Executable):
         program.stats.peak_bytes = program.last_peak_bytes
         lines.append(program.stats.to_string())
         return "\n".join(lines)
-
-
-def _array_shape(value: Any) -> tuple[int, ...]:
-    shape = getattr(value, "shape", None)
-    return tuple(shape) if shape is not None else np.shape(value)
-
-
-def check_arguments(module: HloModule, args: Sequence[Any], *, cast: bool = False,
-                    device_arrays: bool = False) -> list[Any]:
-    """Check count, shapes and dtypes of `args` against the entry parameters; return them as arrays
-    of the parameter dtypes. With `cast`, arrays of another dtype are converted (used by the CLI for
-    .npz inputs that store bf16/f8 as float32); without it a dtype mismatch is an error.
-
-    A DLPack array (`__dlpack_device__`) in host memory becomes a numpy array without a copy; one
-    in device memory becomes a DLPackArray (backends/cuda/dlpack.py) when `device_arrays` (a cuda
-    backend) and is an error otherwise."""
-    params = module.entry.parameters
-    if len(args) != len(params):
-        raise ArgumentError(f"'{module.name}' takes {len(params)} argument{'s' if len(params) != 1 else ''}, "
-                            f"got {len(args)}")
-    return [_check_one(i, p.shape, a, cast, device_arrays) for i, (p, a) in enumerate(zip(params, args))]
-
-
-def _check_one(index: int, shape: Shape, value: Any, cast: bool, device_arrays: bool = False) -> Any:
-    if shape.is_tuple:
-        if not isinstance(value, (tuple, list)) or len(value) != len(shape.tuple_shapes):
-            raise ArgumentError(f"argument {index}: expected a tuple of {len(shape.tuple_shapes)} arrays for {shape}")
-        return tuple(_check_one(index, s, v, cast, device_arrays) for s, v in zip(shape.tuple_shapes, value))
-    if shape.is_token:
-        from hlocc.evaluator.core import TOKEN
-
-        return TOKEN
-    if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack_device__"):
-        from hlocc.backends.cuda.dlpack import DLPackArray, import_argument
-
-        value = import_argument(value)
-        if isinstance(value, DLPackArray):
-            return _check_device_array(index, shape, value, device_arrays)
-    arr = np.asarray(value)
-    # A dynamic dimension accepts any size up to its bound (or any size for `?`); a symbolic one
-    # any size here (DynamicExecutable.bind checks the sizes against each other).
-    fits = len(arr.shape) == shape.rank and all(
-        a == d or isinstance(d, DimExpr) or (dyn and (d == UNBOUNDED or a <= d))
-        for a, d, dyn in zip(arr.shape, shape.dims, shape.dynamic))
-    if not fits and len(arr.shape) == shape.rank:
-        for d, (a, bound, dyn) in enumerate(zip(arr.shape, shape.dims, shape.dynamic)):
-            if dyn and isinstance(bound, int) and bound != UNBOUNDED and a > bound:
-                raise ArgumentError(f"argument {index} dimension {d}: size {a} exceeds its bound {bound} "
-                                    f"({shape.to_string(False)})")
-    if not fits:
-        raise ArgumentError(f"argument {index}: expected shape {shape.to_string(False)}, "
-                            f"got an array of shape {list(arr.shape)} ({arr.dtype})")
-    if arr.dtype != shape.dtype:
-        # Python scalars and lists carry no dtype of their own: convert them; numpy arrays must match.
-        if not (cast or not isinstance(value, np.ndarray)):
-            raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), "
-                                f"got {arr.dtype}")
-        with np.errstate(all="ignore"):
-            arr = arr.astype(shape.dtype)
-    return arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
-
-
-def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: bool) -> Any:
-    if not device_arrays:
-        raise ArgumentError(f"argument {index}: the array is in {value.device_name} memory; this backend takes "
-                            "host arrays (copy it to the host, or use --backend cuda)")
-    # any size for a symbolic dimension (the plan's shape function checks them), none for a bounded one
-    fits = len(value.shape) == shape.rank and all(a == d or isinstance(d, DimExpr)
-                                                  for a, d in zip(value.shape, shape.dims))
-    if not fits or any(dyn and not isinstance(d, DimExpr) for d, dyn in zip(shape.dims, shape.dynamic)):
-        raise ArgumentError(f"argument {index}: expected shape {shape.to_string(False)}, "
-                            f"got an array of shape {list(value.shape)} ({value.dtype}) in {value.device_name} memory")
-    if value.dtype != shape.dtype:
-        raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), got "
-                            f"{value.dtype} in {value.device_name} memory (device arrays are not converted)")
-    return value
 
 
 def _disabled_passes() -> str:

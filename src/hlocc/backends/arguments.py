@@ -1,0 +1,110 @@
+"""The checks of a compiled program's arguments (the Python API's and the CLI's): their count, shapes
+and dtypes against the entry's parameters, each named by its position (ArgumentError), never a
+silent change of a value."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hlocc.errors import ArgumentError
+from hlocc.hlo.ir import HloModule
+from hlocc.hlo.symbolic import DimExpr
+from hlocc.hlo.types import UNBOUNDED, Shape
+
+
+def array_shape(value: Any) -> tuple[int, ...]:
+    shape = getattr(value, "shape", None)
+    return tuple(shape) if shape is not None else np.shape(value)
+
+
+def check_arguments(module: HloModule, args: Sequence[Any], *, cast: bool = False,
+                    device_arrays: bool = False) -> list[Any]:
+    """Check count, shapes and dtypes of `args` against the entry parameters; return them as arrays
+    of the parameter dtypes. With `cast`, arrays of another dtype are converted (used by the CLI for
+    .npz inputs that store bf16/f8 as float32); without it a dtype mismatch is an error.
+
+    A DLPack array (`__dlpack_device__`) in host memory becomes a numpy array without a copy; one
+    in device memory becomes a DLPackArray (backends/cuda/dlpack.py) when `device_arrays` (a cuda
+    backend) and is an error otherwise."""
+    params = module.entry.parameters
+    if len(args) != len(params):
+        raise ArgumentError(f"'{module.name}' takes {len(params)} argument{'s' if len(params) != 1 else ''}, "
+                            f"got {len(args)}")
+    return [_check_one(i, p.shape, a, cast, device_arrays) for i, (p, a) in enumerate(zip(params, args))]
+
+
+def _check_one(index: int, shape: Shape, value: Any, cast: bool, device_arrays: bool = False) -> Any:
+    if shape.is_tuple:
+        if not isinstance(value, (tuple, list)) or len(value) != len(shape.tuple_shapes):
+            raise ArgumentError(f"argument {index}: expected a tuple of {len(shape.tuple_shapes)} arrays for {shape}")
+        return tuple(_check_one(index, s, v, cast, device_arrays) for s, v in zip(shape.tuple_shapes, value))
+    if shape.is_token:
+        from hlocc.evaluator.core import TOKEN
+
+        return TOKEN
+    if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack_device__"):
+        from hlocc.backends.cuda.dlpack import DLPackArray, import_argument
+
+        value = import_argument(value)
+        if isinstance(value, DLPackArray):
+            return _check_device_array(index, shape, value, device_arrays)
+    arr = np.asarray(value)
+    # A dynamic dimension accepts any size up to its bound (or any size for `?`); a symbolic one
+    # any size here (DynamicExecutable.bind checks the sizes against each other).
+    fits = len(arr.shape) == shape.rank and all(
+        a == d or isinstance(d, DimExpr) or (dyn and (d == UNBOUNDED or a <= d))
+        for a, d, dyn in zip(arr.shape, shape.dims, shape.dynamic))
+    if not fits and len(arr.shape) == shape.rank:
+        for d, (a, bound, dyn) in enumerate(zip(arr.shape, shape.dims, shape.dynamic)):
+            if dyn and isinstance(bound, int) and bound != UNBOUNDED and a > bound:
+                raise ArgumentError(f"argument {index} dimension {d}: size {a} exceeds its bound {bound} "
+                                    f"({shape.to_string(False)})")
+    if not fits:
+        raise ArgumentError(f"argument {index}: expected shape {shape.to_string(False)}, "
+                            f"got an array of shape {list(arr.shape)} ({arr.dtype})")
+    if arr.dtype != shape.dtype:
+        # Python scalars and lists carry no dtype of their own: convert them; numpy arrays must match.
+        if not (cast or not isinstance(value, np.ndarray)):
+            raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), "
+                                f"got {arr.dtype}")
+        arr = _converted(index, arr, shape)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
+
+
+def _converted(index: int, arr: np.ndarray, shape: Shape) -> np.ndarray:
+    """`arr` as the parameter's dtype: a float rounded to a narrower float (a .npz keeps bf16 as
+    float32); any other conversion only where every value survives it (an int64 array of small
+    integers for an s32), else an ArgumentError naming the first value that would change."""
+    with np.errstate(all="ignore"):
+        out = arr.astype(shape.dtype)
+        if arr.dtype.kind == out.dtype.kind and arr.dtype.kind in "fc" or arr.size == 0:
+            return out
+        back = out.astype(arr.dtype)
+    same = (back == arr) | (np.isnan(arr) & np.isnan(back)) if arr.dtype.kind in "fc" else back == arr
+    if not np.all(same):
+        where = np.unravel_index(int(np.argmin(same)), arr.shape) if arr.ndim else ()
+        raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), got {arr.dtype} "
+                            f"whose value {arr[where].item()!r} at index {[int(i) for i in where]} it cannot hold")
+    return out
+
+
+def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: bool) -> Any:
+    if not device_arrays:
+        raise ArgumentError(f"argument {index}: the array is in {value.device_name} memory; this backend takes "
+                            "host arrays (copy it to the host, or use --backend cuda)")
+    # any size for a symbolic dimension (the plan's shape function checks them), none for a bounded one
+    fits = len(value.shape) == shape.rank and all(a == d or isinstance(d, DimExpr)
+                                                  for a, d in zip(value.shape, shape.dims))
+    if not fits or any(dyn and not isinstance(d, DimExpr) for d, dyn in zip(shape.dims, shape.dynamic)):
+        raise ArgumentError(f"argument {index}: expected shape {shape.to_string(False)}, "
+                            f"got an array of shape {list(value.shape)} ({value.dtype}) in {value.device_name} memory")
+    if value.dtype != shape.dtype:
+        raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), got "
+                            f"{value.dtype} in {value.device_name} memory (device arrays are not converted)")
+    return value
+
+
+__all__ = ["array_shape", "check_arguments"]

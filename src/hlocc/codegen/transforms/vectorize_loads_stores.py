@@ -18,7 +18,9 @@ is aligned to its size, llvm/memory_ops.py); a CPU vector access is only element
 unaligned one is legal and about as fast. Without it a row whose length is not a multiple of the
 vector, which every symbolic row length is at compile time, was read and written element by
 element: LLVM re-vectorized a negate but not an exponential's expansion (a symbolic [4, s, s]
-softmax exp was 2.5x slower than the static kernel at s = 512).
+softmax exp was 2.5x slower than the static kernel at s = 512). It also vectorizes a loop whose
+body runs under a per-lane bounds guard (a partial vector: a row's last chunk, the last thread of a
+grid) as one masked loop, each access a masked vector access (vectorize_masked.py).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from hlocc.codegen.ir import ApplyIndexingOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.transforms.util import defined_outside, trip_count
 from hlocc.codegen.transforms.vectorize_elementwise import hoist_invariants
+from hlocc.codegen.transforms.vectorize_masked import vectorize_masked_lanes
 
 VECTOR_SIZES = (2, 4, 8, 16, 32, 64)
 
@@ -89,9 +92,9 @@ def _in_bounds() -> ArrayAttr:
     return ArrayAttr([BoolAttr(True, IntegerType(1))])
 
 
-def _vectorize_reads(loop: scf.ForOp, aligned: bool = True) -> None:
+def _vectorize_reads(loop: scf.ForOp, aligned: bool = True, mask: SSAValue | None = None) -> None:
     """Vectorize `loop`'s contiguous reads in place (one scan of the body: a store's rebuild of the
-    loop makes no new read to vectorize)."""
+    loop makes no new read to vectorize); with `mask`, the vector reads only its lanes."""
     n = trip_count(loop)
     if n not in VECTOR_SIZES:
         return
@@ -109,13 +112,14 @@ def _vectorize_reads(loop: scf.ForOp, aligned: bool = True) -> None:
             read = b.add(vector.TransferReadOp(op.tensor, [offset], b.constant(0, op.result.type)
                                                if isinstance(op.result.type, (IntegerType, IndexType))
                                                else b.constant(0.0, op.result.type),
-                                               vtype, _in_bounds(), _identity_1d()))
+                                               vtype, _in_bounds(), _identity_1d(), mask))
             Rewriter.replace_op(op, vector.ExtractOp(read, [iv], op.result.type))
 
 
-def _vectorize_store(loop: scf.ForOp, aligned: bool = True) -> scf.ForOp | None:
+def _vectorize_store(loop: scf.ForOp, aligned: bool = True, mask: SSAValue | None = None) -> scf.ForOp | None:
     """Vectorize `loop`'s first vectorizable store into a loop-carried tensor; returns the loop
-    rebuilt for that store (whose other stores the caller looks at next), else None."""
+    rebuilt for that store (whose other stores the caller looks at next), else None. With `mask`,
+    the vector write stores only its lanes."""
     n = trip_count(loop)
     if n not in VECTOR_SIZES:
         return None
@@ -135,11 +139,12 @@ def _vectorize_store(loop: scf.ForOp, aligned: bool = True) -> scf.ForOp | None:
         offset = _contiguous_offset(insert.indices[0], iv, loop, n, b, aligned or _sub_byte(insert.scalar.type))
         if offset is None:
             continue
-        return _add_vector_carry(loop, k, insert, offset, n)
+        return _add_vector_carry(loop, k, insert, offset, n, mask)
     return None
 
 
-def _add_vector_carry(loop: scf.ForOp, k: int, insert: tensor.InsertOp, offset: SSAValue, n: int) -> scf.ForOp:
+def _add_vector_carry(loop: scf.ForOp, k: int, insert: tensor.InsertOp, offset: SSAValue, n: int,
+                      mask: SSAValue | None = None) -> scf.ForOp:
     """Rebuild `loop` with an extra vector iter_arg collecting what `insert` stored into iter_arg k;
     returns the new loop."""
     body = loop.body.block
@@ -162,13 +167,22 @@ def _add_vector_carry(loop: scf.ForOp, k: int, insert: tensor.InsertOp, offset: 
                          Rewriter.move_region_contents_to_new_regions(loop.body))
     Rewriter.insert_op(new_loop, InsertPoint.before(loop))
     tensor_result = new_loop.results[k]
-    write = vector.TransferWriteOp(new_loop.results[-1], tensor_result, [offset], _in_bounds(),
+    write = vector.TransferWriteOp(new_loop.results[-1], tensor_result, [offset], _in_bounds(), mask,
                                    permutation_map=_identity_1d(), result_type=tensor_result.type)
     Rewriter.insert_op(write, InsertPoint.after(new_loop))
     for i, old in enumerate(loop.results):
         old.replace_all_uses_with(write.results[0] if i == k else new_loop.results[i])
     Rewriter.erase_op(loop)
     return new_loop
+
+
+def _vectorize_masked(loop: scf.ForOp, mask: SSAValue | None) -> scf.ForOp:
+    """The unaligned reads and stores of `loop` as vectors under `mask` (vectorize_masked.py);
+    returns the loop as the last store rebuilt it."""
+    _vectorize_reads(loop, False, mask)
+    while (rebuilt := _vectorize_store(loop, False, mask)) is not None:
+        loop = rebuilt
+    return loop
 
 
 @dataclass(frozen=True)
@@ -182,6 +196,9 @@ class VectorizeLoadsStoresPass(ModulePass):
         # vector ops, which no rule reads), so the module is not walked again after each change;
         # restarting the walk per change had cost a walk per vectorized loop and per output.
         for loop in [o for o in op.walk() if isinstance(o, scf.ForOp)]:
+            if not self.aligned and trip_count(loop) in VECTOR_SIZES and \
+                    vectorize_masked_lanes(loop, trip_count(loop), _vectorize_masked):
+                continue
             _vectorize_reads(loop, self.aligned)
             while loop is not None:
                 loop = _vectorize_store(loop, self.aligned)

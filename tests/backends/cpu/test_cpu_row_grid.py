@@ -15,7 +15,7 @@ import hlocc
 from hlocc.backends.cpu.kernel import compile_fusion
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.loop import LoopEmitter
-from hlocc.codegen.target import cpu_target
+from hlocc.codegen.target import cpu_target, gpu_target
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.specialize import specialize
 
@@ -89,10 +89,10 @@ def _check_static(template: str, b: int, n: int, target=None) -> None:
             np.testing.assert_array_equal(got, want, err_msg=f"b={b} n={n}")
 
 
-def _rows(template: str, b: int, n: int) -> bool:
+def _rows(template: str, b: int, n: int, target=None) -> bool:
     """Whether the loop emitter gives the fusion the row grid."""
     fusion = parse_hlo(template.format(b=b, n=n)).entry
-    emitter = LoopEmitter(fusion, cpu_target())
+    emitter = LoopEmitter(fusion, target or cpu_target())
     return emitter._row_grid_pays(array_leaves(fusion.root.shape), emitter.launch()[1])
 
 
@@ -105,8 +105,9 @@ def test_which_fusions_get_the_row_grid():
     assert all(_rows(BIAS, 64, n) for n in (3, 6, 7, 12, 24, 31, 100))
     assert not any(_rows(BIAS, 64, n) for n in (2, 4, 8, 16, 32))
     assert _rows(MIXED, 8, 17)
-    # one row; a transposed read (strided either way)
+    # one row; a transposed read (strided either way); a GPU thread's elements (no SIMD vector)
     assert not _rows(ROW_BROADCAST, 1, 31) and not _rows(TRANSPOSED, 64, 31)
+    assert not _rows(ROW_BROADCAST, 4096, 31, gpu_target())
 
 
 @pytest.mark.parametrize("n", [7, 17, 33])

@@ -180,8 +180,8 @@ class LoopEmitter(FusionEmitterBase):
         transpose's strided one, a gather, a reduce's loop) is element by element in both grids,
         and the rows' partial vectors would only cost. Then `_flat_cost` against the rows'."""
         first = leaves[0]
-        if first.rank < 2 or per_thread < 2:
-            return False
+        if self.target.kind != "cpu" or first.rank < 2 or per_thread < 2 or first.num_elements == 0:
+            return False  # (a GPU thread's few elements are no SIMD vector)
         minor = first.minor_to_major[0]
         n = first.dims[minor]
         if isinstance(n, DimExpr) or n % per_thread == 0 or n == 1 or first.dims[minor] == first.num_elements:

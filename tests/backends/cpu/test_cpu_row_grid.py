@@ -1,4 +1,4 @@
-"""Rows that are not a multiple of the vector (emitters/loop.py's row grid, transforms/vectorize_masked.py):
+"""Rows that are not a multiple of the vector (emitters/loop.py's row grid, vectorize_loads_stores.py's vectorize_masked_lanes):
 a loop fusion that reads an operand per row (`x - m[i]`) or across the row (`x + b[j]`) keeps each
 thread's vector inside one row, the row's last vector masked; a thread whose vector runs past the
 output (a partial last block, a symbolic row's tail) is one masked vector loop. Checked against the

@@ -185,7 +185,7 @@ func.func @upper_half(%v: vector<4xf32>) -> vector<2xf32> {
 
 // -----
 
-// vector.create_mask %k (vectorize_masked.py's lanes below k): k through an empty inline asm (LLVM must
+// vector.create_mask %k (vectorize_masked_lanes' lanes below k): k through an empty inline asm (LLVM must
 // not know a constant mask: it would compute garbage in the lanes it knows dead, llvm/vector_ops.py),
 // clamped to [0, lanes], then one compare of the lane numbers with it.
 // CHECK-LABEL: define <4 x i1> @"lanes_below"(i64 %".1")

@@ -4,7 +4,7 @@
 // becomes an access at (0 <= i && i + 1 <= n) ? i : 0, and a record of three i64 (flag, index, size) is
 // written at a slot selected without a branch: slot 0 (scratch) when in bounds, 3 * (argument + 2)
 // otherwise. The record is one external i64 array the CPU kernel reads after the launch.
-// A masked transfer (vectorize_masked.py) touches only the lanes its mask keeps, min(max(k, 0), 16): those
+// A masked transfer (vectorize_masked_lanes) touches only the lanes its mask keeps, min(max(k, 0), 16): those
 // are checked (end = i + kept), no lane kept is no access, and a checked access outside clears its mask.
 // CHECK-LABEL: func.func @masked(%in: tensor<100xf32>, %out: tensor<100xf32>, %k: index) -> tensor<100xf32> {
 // CHECK:         %[[MASK:.*]] = vector.create_mask %k : vector<16xi1>

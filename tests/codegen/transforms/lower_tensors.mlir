@@ -100,7 +100,7 @@ func.func @complex(%in: tensor<16xcomplex<f32>>, %out: tensor<16xcomplex<f32>>, 
 
 // -----
 
-// A masked transfer (vectorize_masked.py) → llvm.masked.load / llvm.masked.store, named by the LLVM
+// A masked transfer (vectorize_masked_lanes) → llvm.masked.load / llvm.masked.store, named by the LLVM
 // vector type (bf16 is i16 there), with the elements' alignment; the read's padding is the pass-through.
 // CHECK-LABEL: func.func @masked(%in: !llvm.ptr, %out: !llvm.ptr, %i: index, %k: index) {
 // CHECK:         %[[MASK:.*]] = vector.create_mask %k : vector<32xi1>

@@ -55,7 +55,7 @@ func.func @symbolic_row(%row: index, %chunk: index, %in: tensor<?xf32, ["3*n"]>,
 // -----
 
 // The checked tail (the lowered loop with its constraint: each element under an scf.if, the lanes from
-// %n - 4 * %row on outside the row) is a masked loop (vectorize_masked.py): the guard's lane end is
+// %n - 4 * %row on outside the row) is a masked loop (vectorize_masked_lanes): the guard's lane end is
 // k = %n - 4 * %row, the read and the write keep the lanes below it, and nothing runs when k < 1.
 // CHECK-LABEL: func.func @tail(
 // CHECK:         %[[K:.*]] = xla.apply_indexing #xla.indexing_map<"(d0)[s0]{r0} -> (r0 - s0 - d0 * 4), domain: d0 in [0, 1000], s0 in [0, 0], r0 in [-4611686018427387904, 4611686018427387904]">(%row)[%{{.*}}, %n]

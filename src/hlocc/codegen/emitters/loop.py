@@ -17,7 +17,7 @@ per lane, through a division by n: a gather, and the lanes stay scalar (exp over
 on the development VM) a thread takes a vector of one row instead (`symbolic_loop_grid(rows=True)`:
 rows in `ceildiv(n, vector)` chunks): `m[i]` is one scalar per thread, `c[j]` one vector read. A
 row's last chunk is partial: the static grid has it as the constraint `n - column >= 1` of one loop,
-which `vectorize-loads-stores-unaligned` makes a masked vector loop (transforms/vectorize_masked.py),
+which `vectorize-loads-stores-unaligned` makes a masked vector loop (`vectorize_masked_lanes`),
 as it does the static grid's partial last block.
 
 Runtime dims (dynamic shapes, CPU): a fusion of elementwise, broadcast, iota, transpose, reshape,
@@ -26,7 +26,7 @@ the launch is `ceildiv(N, threads * vector)` blocks, evaluated per call, and the
 by `$size` atoms where a symbolic dimension is not the most major. Instead of the static map's
 bound constraint, a thread checks once whether its whole vector lies below N: then it runs the
 unconstrained loop (which vectorizes as the static one does), else a copy of the loop with the
-per-element constraint `N - linear >= 1` (a masked tail, vectorize_masked.py; at most one thread
+per-element constraint `N - linear >= 1` (a masked tail, `vectorize_masked_lanes`; at most one thread
 has a partial vector, or one per row in the row grid).
 The tail calls a copy of the root subgraph function, so that each copy has one caller and is
 inlined. Where the vectored size is a multiple of the vector (`SymbolicGrid.whole_vectors`: a

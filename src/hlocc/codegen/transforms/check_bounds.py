@@ -18,7 +18,7 @@ constant). `@hlocc_bounds` is one external i64 array per kernel: slots 0-2 scrat
 per buffer (-1, 0, 1, ...). The CPU kernel clears it before each launch and, after it, raises a
 `BoundsCheckError` naming the kernel, the buffer and the index (backends/cpu/kernel.py).
 
-A masked transfer (`vector.create_mask %k`, vectorize_masked.py) touches only its first
+A masked transfer (`vector.create_mask %k`, `vectorize_masked_lanes`) touches only its first
 `min(max(k, 0), lanes)` lanes: those are checked (no lane kept: nothing to check), and a checked
 access outside its buffer clears its mask instead of touching element 0.
 

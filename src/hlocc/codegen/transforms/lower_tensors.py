@@ -5,7 +5,7 @@ Kernel IR never bufferizes: every tensor value is a version of a buffer that a f
 value — function arguments, loop-carried values, branch results — becomes an `!llvm.ptr`;
 `tensor.extract`/`tensor.insert` become `llvm.getelementptr` + `llvm.load`/`llvm.store`, and
 `vector.transfer_read`/`transfer_write` the same with a vector type (a masked one, from
-vectorize_masked.py, the intrinsic `llvm.masked.load`/`llvm.masked.store`, whose masked-off lanes
+`vectorize_masked_lanes`, the intrinsic `llvm.masked.load`/`llvm.masked.store`, whose masked-off lanes
 touch no memory); the result of an insert or
 write is its destination pointer; `xla.prefetch` becomes `llvm.call_intrinsic "llvm.prefetch.p0"`.
 Dense tensor constants become private constant `llvm.mlir.global`s.

@@ -105,7 +105,8 @@ def _multiple_of(size: int | DimExpr, k: int) -> bool:
 
 
 def symbolic_loop_grid(dims: Sequence[int | DimExpr], threads_per_block: int, vector_size: int,
-                       minor_to_major: Sequence[int] | None = None, tile_rows: int = 0) -> SymbolicGrid:
+                       minor_to_major: Sequence[int] | None = None, tile_rows: int = 0,
+                       rows: bool = False) -> SymbolicGrid:
     """The grid of a loop over `dims` (some symbolic), `vector_size` consecutive elements per thread.
 
     With `tile_rows` (a fusion that transposes the minor dimension: `tiled_symbolic_grid`), the two
@@ -116,7 +117,10 @@ def symbolic_loop_grid(dims: Sequence[int | DimExpr], threads_per_block: int, ve
     of one row (the row is split into `ceildiv(n, vector)` chunks, the last one partial): the
     division by runtime sizes then happens once per thread, on its thread number, never per element
     (dividing the element's linear position by $n made a [257, 4096] broadcast 12x slower than
-    static). Otherwise the elements are numbered linearly as in `loop_launch_map`."""
+    static). With `rows`, a static minor-most dim is split into chunks the same way (the loop
+    emitter's row grid, for reads that a vector straddling two rows would gather: emitters/loop.py);
+    every size may then be static, and the grid's sizes are ints. Otherwise the elements are
+    numbered linearly as in `loop_launch_map`."""
     rank = len(dims)
     order = list(minor_to_major) if minor_to_major is not None else list(range(rank - 1, -1, -1))
     if tile_rows > 1 and rank >= 2 and vector_size > 1:
@@ -125,7 +129,7 @@ def symbolic_loop_grid(dims: Sequence[int | DimExpr], threads_per_block: int, ve
     lane = sym(0) if vector_size > 1 else 0
     minor = order[0] if order else None
     whole = False
-    if minor is not None and vector_size > 1 and isinstance(dims[minor], DimExpr):
+    if minor is not None and vector_size > 1 and (rows or isinstance(dims[minor], DimExpr)):
         n = dims[minor]
         # n a multiple of the vector (a speculated version, runtime/speculation.py): no partial
         # chunk, and the chunk count is n / vector exactly, without a rounding division.

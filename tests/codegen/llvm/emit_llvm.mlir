@@ -182,3 +182,20 @@ func.func @upper_half(%v: vector<4xf32>) -> vector<2xf32> {
   %h = vector.shuffle %v, %v [2, 3] : vector<4xf32>, vector<4xf32>
   func.return %h : vector<2xf32>
 }
+
+// -----
+
+// vector.create_mask %k (vectorize_masked_lanes' lanes below k): k through an empty inline asm (LLVM must
+// not know a constant mask: it would compute garbage in the lanes it knows dead, llvm/vector_ops.py),
+// clamped to [0, lanes], then one compare of the lane numbers with it.
+// CHECK-LABEL: define <4 x i1> @"lanes_below"(i64 %".1")
+// CHECK:         %[[OPAQUE:.*]] = call i64 asm "", "=r,0"(i64 %".1")
+// CHECK:         %[[LO:.*]] = select i1 %{{.*}}, i64 0, i64 %[[OPAQUE]]
+// CHECK:         %[[K:.*]] = select i1 %{{.*}}, i64 4, i64 %[[LO]]
+// CHECK:         %[[K32:.*]] = trunc i64 %[[K]] to i32
+// CHECK:         %[[M:.*]] = icmp slt <4 x i32> <i32 0, i32 1, i32 2, i32 3>, %{{.*}}
+// CHECK-NEXT:    ret <4 x i1> %[[M]]
+func.func @lanes_below(%k: index) -> vector<4xi1> {
+  %m = vector.create_mask %k : vector<4xi1>
+  func.return %m : vector<4xi1>
+}

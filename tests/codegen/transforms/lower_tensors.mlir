@@ -97,3 +97,23 @@ func.func @complex(%in: tensor<16xcomplex<f32>>, %out: tensor<16xcomplex<f32>>, 
   %r = tensor.insert %w into %out[%i] : tensor<16xcomplex<f32>>
   func.return %r : tensor<16xcomplex<f32>>
 }
+
+// -----
+
+// A masked transfer (vectorize_masked_lanes) → llvm.masked.load / llvm.masked.store, named by the LLVM
+// vector type (bf16 is i16 there), with the elements' alignment; the read's padding is the pass-through.
+// CHECK-LABEL: func.func @masked(%in: !llvm.ptr, %out: !llvm.ptr, %i: index, %k: index) {
+// CHECK:         %[[MASK:.*]] = vector.create_mask %k : vector<32xi1>
+// CHECK:         %[[P:.*]] = llvm.getelementptr inbounds %in[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, bf16
+// CHECK:         %[[PAD:.*]] = vector.broadcast %{{.*}} : bf16 to vector<32xbf16>
+// CHECK:         %[[A:.*]] = arith.constant 2 : i32
+// CHECK:         %v = llvm.call_intrinsic "llvm.masked.load.v32i16.p0"(%[[P]], %[[A]], %[[MASK]], %[[PAD]]) : (!llvm.ptr, i32, vector<32xi1>, vector<32xbf16>) -> vector<32xbf16>
+// CHECK:         %[[Q:.*]] = llvm.getelementptr inbounds %out[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, bf16
+// CHECK:         llvm.call_intrinsic "llvm.masked.store.v32i16.p0"(%v, %[[Q]], %{{.*}}, %[[MASK]]) : (vector<32xbf16>, !llvm.ptr, i32, vector<32xi1>) -> ()
+func.func @masked(%in: tensor<100xbf16>, %out: tensor<100xbf16>, %i: index, %k: index) -> tensor<100xbf16> {
+  %mask = vector.create_mask %k : vector<32xi1>
+  %pad = arith.constant 0.0 : bf16
+  %v = vector.transfer_read %in[%i], %pad, %mask {in_bounds = [true]} : tensor<100xbf16>, vector<32xbf16>
+  %r = vector.transfer_write %v, %out[%i], %mask {in_bounds = [true]} : vector<32xbf16>, tensor<100xbf16>
+  func.return %r : tensor<100xbf16>
+}

@@ -54,13 +54,22 @@ func.func @symbolic_row(%row: index, %chunk: index, %in: tensor<?xf32, ["3*n"]>,
 
 // -----
 
-// The checked tail (the lowered loop with its constraint: each element under an scf.if, some lanes outside
-// the row) stays element by element.
+// The checked tail (the lowered loop with its constraint: each element under an scf.if, the lanes from
+// %n - 4 * %row on outside the row) is a masked loop (vectorize_masked_lanes): the guard's lane end is
+// k = %n - 4 * %row, the read and the write keep the lanes below it, and nothing runs when k < 1.
 // CHECK-LABEL: func.func @tail(
-// CHECK-NOT:     vector.
-// CHECK:         tensor.extract
-// CHECK:         tensor.insert
-// CHECK-NOT:     vector.
+// CHECK:         %[[K:.*]] = xla.apply_indexing #xla.indexing_map<"(d0)[s0]{r0} -> (r0 - s0 - d0 * 4), domain: d0 in [0, 1000], s0 in [0, 0], r0 in [-4611686018427387904, 4611686018427387904]">(%row)[%{{.*}}, %n]
+// CHECK:         %[[MASK:.*]] = vector.create_mask %[[K]] : vector<4xi1>
+// CHECK:         %[[SOME:.*]] = arith.cmpi sge, %[[K]], %{{.*}} : index
+// CHECK:         scf.if %[[SOME]]
+// CHECK:           vector.transfer_read %in[%{{.*}}], %{{.*}}, %[[MASK]] {in_bounds = [true]} : tensor<?xf32, ["3*n"]>, vector<4xf32>
+// CHECK:           scf.for
+// CHECK-NOT:         tensor.extract
+// CHECK-NOT:         scf.if
+// CHECK-NOT:         tensor.insert
+// CHECK:           vector.transfer_write %{{.*}}, %{{.*}}[%{{.*}}], %[[MASK]] {in_bounds = [true]} : vector<4xf32>, tensor<?xf32, ["3*n"]>
+// CHECK:         } else {
+// CHECK-NEXT:      scf.yield %out
 func.func @tail(%row: index, %n: index, %in: tensor<?xf32, ["3*n"]>, %out: tensor<?xf32, ["3*n"]>) -> tensor<?xf32, ["3*n"]> {
   %c0 = arith.constant 0 : index
   %c4 = arith.constant 4 : index

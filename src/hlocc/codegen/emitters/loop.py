@@ -8,13 +8,26 @@ block ids (with their `xla.range`), one `xla.loop` over the launch map's range v
 physical position (all roots of a loop fusion have the same number of elements), through the
 bitcast map from the first root's index.
 
+The row grid (CPU, *not in XLA*, whose CPU loop is a nest over the shape with the minor dim inner):
+the grid numbers vectors of consecutive elements, so where the physical minor dim n is not a
+multiple of the vector a vector straddles two rows, and an operand read per row (`m[i]` of
+`exp(x[i, j] - m[i])`, softmax's normalise) or along the row (a bias `c[j]`) is a different element
+per lane, through a division by n: a gather, and the lanes stay scalar (exp over [2048, 31] took
+3.5x the time per element of [2048, 32]). Where that pays (`_row_grid_pays`, a cost model measured
+on the development VM) a thread takes a vector of one row instead (`symbolic_loop_grid(rows=True)`:
+rows in `ceildiv(n, vector)` chunks): `m[i]` is one scalar per thread, `c[j]` one vector read. A
+row's last chunk is partial: the static grid has it as the constraint `n - column >= 1` of one loop,
+which `vectorize-loads-stores-unaligned` makes a masked vector loop (`vectorize_masked_lanes`),
+as it does the static grid's partial last block.
+
 Runtime dims (dynamic shapes, CPU): a fusion of elementwise, broadcast, iota, transpose, reshape,
 slice, reverse, constant ops (and reduces computed elementally) on symbolic shapes compiles once;
 the launch is `ceildiv(N, threads * vector)` blocks, evaluated per call, and the launch map divides
 by `$size` atoms where a symbolic dimension is not the most major. Instead of the static map's
 bound constraint, a thread checks once whether its whole vector lies below N: then it runs the
 unconstrained loop (which vectorizes as the static one does), else a copy of the loop with the
-per-element constraint `N - linear >= 1` (a scalar tail; at most one thread has a partial vector).
+per-element constraint `N - linear >= 1` (a masked tail, `vectorize_masked_lanes`; at most one thread
+has a partial vector, or one per row in the row grid).
 The tail calls a copy of the root subgraph function, so that each copy has one caller and is
 inlined. Where the vectored size is a multiple of the vector (`SymbolicGrid.whole_vectors`: a
 speculated version, runtime/speculation.py, or a static minor size) no vector is partial: the
@@ -23,15 +36,20 @@ thread runs the loop or nothing, with no tail (the static path's code).
 
 from __future__ import annotations
 
+import math
+
 from xdsl.dialects import func, scf
 from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr
 from xdsl.ir import Block, Region, SSAValue
 
 import hlocc.codegen.emitters.elemental_reduce  # noqa: F401  (registers reduce and reduce-window)
+from hlocc.analysis.affine_expr import IndexingError, dim, linear_form, variables
 from hlocc.analysis.bitcast import bitcast_map
+from hlocc.analysis.indexing_analysis import fusion_parameter_maps, fusion_roots
 from hlocc.analysis.indexing_map import NO_UPPER_BOUND, IndexingMap, size_bound
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import LaunchDims, SymbolicGrid, loop_launch_dims, loop_launch_map, symbolic_loop_grid
+from hlocc.analysis.linearize import linear_index
 from hlocc.codegen.elemental.element_emitter import ElementEmitter
 from hlocc.codegen.elemental.storage import array_leaves, store_element
 from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
@@ -49,6 +67,30 @@ SYMBOLIC_LOOP_OPS = frozenset({
 """What the loop emitter compiles on symbolic shapes (index maps with `$size` atoms, module doc).
 A bitcast-convert between types of one width is elementwise (identity indexing); one that changes
 the width is refused by its elemental emitter on any shape, so it stays compiled per size."""
+
+
+ROW_CHUNK_COST = 1.2
+"""A row grid's vector relative to a whole flat one (`_flat_cost`): the mask, and the threads'
+divisions by the chunk count. Measured with exp(x - m[i]) over f32[2048, n] on the development VM
+(Sapphire Rapids, AVX-512): 7.2 ns per chunk against 6.3 per flat vector at n = 16."""
+
+STRADDLE_COST = {1: 1.0, 2: 1.1, 4: 1.33, 8: 1.6}
+"""A flat vector that holds s pieces of rows (s = vector / gcd(n, vector) for rows of n), relative
+to one inside a row, when a value per row is read (`m[i]`): LLVM proves each piece's row the same
+and assembles the vector from s scalar loads; from 16 pieces on it gives up and the whole body
+runs lane by lane (4.3x). Same measurement as ROW_CHUNK_COST: n = 24 (2 pieces) 6.8 ns per
+vector, n = 12, 20, 28 (4) 8.2-8.6, n = 6 (8) 10, odd n (16) 26-28."""
+
+
+def _flat_cost(n: int, vector: int, across: bool) -> float:
+    """The cost of the flat grid's vectors over one row of n elements, in whole vectors: n / vector
+    of them, each as costly as its pieces of rows make it (STRADDLE_COST). A read across the row
+    (`b[j]`) is a gather per lane unless the row length divides the vector (then the lanes' pattern
+    repeats in every vector, and LLVM loads it once): 7x at n = 3, 4x at n = 24."""
+    pieces = vector // math.gcd(n, vector)
+    if across and vector % n:
+        return n / vector * 7.0
+    return n / vector * STRADDLE_COST.get(pieces, 4.3)
 
 
 class LoopEmitter(FusionEmitterBase):
@@ -83,11 +125,14 @@ class LoopEmitter(FusionEmitterBase):
         leaves = array_leaves(self.fusion.root.shape)
         first = leaves[0]
         launch, per_thread = self.launch()
+        rows = per_thread > 1 and self._row_grid_pays(leaves, per_thread)
         grid = None
         if self.symbols:
             grid = symbolic_loop_grid(first.dims, launch.threads_per_block, per_thread, first.minor_to_major,
-                                      tile_rows=self._transposed_tile_rows(first))
+                                      tile_rows=self._transposed_tile_rows(first), rows=rows)
             launch, loop_map = grid.launch, grid.map
+        elif rows:
+            launch, loop_map = self._static_row_grid(first, per_thread)
         else:
             loop_map = loop_launch_map(first.dims, launch, vector_size=per_thread,
                                        minor_to_major=first.minor_to_major)
@@ -124,6 +169,61 @@ class LoopEmitter(FusionEmitterBase):
         entry = func.FuncOp(self.name, FunctionType.from_lists([*param_types, *out_types], out_types), Region(block))
         module = ModuleOp([entry, *functions])
         return KernelModule(module, self.name, launch, len(params), len(leaves), symbols=self.symbols)
+
+    def _row_grid_pays(self, leaves, per_thread: int) -> bool:
+        """Whether a thread's vector should stay inside one row (the row grid, module doc).
+
+        Only where the physical minor dim is static and not a multiple of the vector, and each
+        parameter is read at the output's own linear position (contiguous in both grids), at one
+        element, or at a position that moves with the minor index by 0 or 1: a broadcast along
+        the rows (`m[i]` of `x[i, j] - m[i]`) or across them (a bias `b[j]`). Any other read (a
+        transpose's strided one, a gather, a reduce's loop) is element by element in both grids,
+        and the rows' partial vectors would only cost. Then `_flat_cost` against the rows'."""
+        first = leaves[0]
+        if self.target.kind != "cpu" or first.rank < 2 or per_thread < 2 or first.num_elements == 0:
+            return False  # (a GPU thread's few elements are no SIMD vector)
+        minor = first.minor_to_major[0]
+        n = first.dims[minor]
+        if isinstance(n, DimExpr) or n % per_thread == 0 or n == 1 or first.dims[minor] == first.num_elements:
+            return False
+        if any(leaf.dims != first.dims or leaf.minor_to_major != first.minor_to_major for leaf in leaves[1:]):
+            return False
+        position = linear_index(first.dims, [dim(i) for i in range(first.rank)], first.minor_to_major)
+        along = across = False  # a read per row; a read of a run of each row
+        for root in fusion_roots(self.fusion):
+            try:
+                reads = fusion_parameter_maps(self.fusion, root)
+            except IndexingError:
+                return False
+            for p, maps in zip(self.fusion.parameters, reads):
+                for m in maps:
+                    if m is None or m.symbols or m.runtime:
+                        return False
+                    linear = linear_index(p.shape.dims, list(m.results), p.shape.minor_to_major)
+                    terms, _ = linear_form(linear)
+                    if not terms or not linear_form(linear - position)[0]:
+                        continue  # one element, or the output's own position
+                    stride = terms.get(dim(minor), 0)
+                    if stride not in (0, 1) or any(dim(minor) in variables(a) for a in terms if a != dim(minor)):
+                        return False
+                    along |= stride == 0
+                    across |= stride == 1
+        if not (along or across):
+            return False
+        return _flat_cost(n, per_thread, across) > ROW_CHUNK_COST * -(-n // per_thread)
+
+    def _static_row_grid(self, first, per_thread: int) -> tuple[LaunchDims, IndexingMap]:
+        """The row grid on static shapes: `symbolic_loop_grid(rows=True)` with its `inside`
+        expressions as constraints of one loop (a row's last chunk, and the threads past the last
+        chunk of a partial block), which `vectorize-loads-stores-unaligned` makes one masked loop."""
+        n = first.dims[first.minor_to_major[0]]
+        threads = max(1, min(self.target.threads_per_block, first.num_elements // n * -(-n // per_thread)))
+        grid = symbolic_loop_grid(first.dims, threads, per_thread, first.minor_to_major, rows=True)
+        m = grid.map
+        for inside in grid.inside:
+            if m.expr_range(inside).lo < 1:
+                m = m.with_constraint(inside, Interval(1, NO_UPPER_BOUND))
+        return grid.launch, m
 
     def _transposed_tile_rows(self, output) -> int:
         """Rows per tile of the symbolic grid (`tiled_symbolic_grid`) where a transpose in the fusion

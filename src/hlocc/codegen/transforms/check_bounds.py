@@ -18,6 +18,10 @@ constant). `@hlocc_bounds` is one external i64 array per kernel: slots 0-2 scrat
 per buffer (-1, 0, 1, ...). The CPU kernel clears it before each launch and, after it, raises a
 `BoundsCheckError` naming the kernel, the buffer and the index (backends/cpu/kernel.py).
 
+A masked transfer (`vector.create_mask %k`, `vectorize_masked_lanes`) touches only its first
+`min(max(k, 0), lanes)` lanes: those are checked (no lane kept: nothing to check), and a checked
+access outside its buffer clears its mask instead of touching element 0.
+
 The pass is only in the pipeline of a target with `check_bounds` (codegen/pipeline.py
 `pipeline_for`): kernels compiled without it are unchanged and cost nothing.
 """
@@ -111,10 +115,18 @@ def _check(op: Operation, buffer_value: SSAValue, position: int, lanes: int, tab
         return
     count = tensor_num_elements(t)
     zero = b.index(0)
+    mask = getattr(op, "mask", None)
+    kept = mask.owner.mask_dim_sizes[0] if mask is not None and isinstance(mask.owner, vector.CreateMaskOp) else None
+    if kept is not None:  # the lanes a mask keeps: [0, min(max(k, 0), lanes))
+        kept = b.add(arith.MinSIOp(b.add(arith.MaxSIOp(kept, zero)), b.index(lanes)))
     above = b.cmpi("sge", index, zero)
-    end = b.add(arith.AddiOp(index, b.index(lanes)))
+    end = b.add(arith.AddiOp(index, b.index(lanes) if kept is None else kept))
     size = b.index(count) if isinstance(count, int) else size_value(b, count)  # symbolic: read at run time
     ok = b.and_([above, b.cmpi("sle", end, size)])
+    if kept is not None:  # no lane kept: no access; outside: none either (the mask cleared)
+        ok = b.op(arith.OrIOp, ok, b.cmpi("eq", kept, zero))
+        cleared = b.add(vector.CreateMaskOp([b.select(ok, kept, zero)], mask.type))
+        op.operands[len(op.operands) - 1] = cleared
     op.operands[position] = b.select(ok, index, zero)
     slot = b.select(ok, b.constant(0, i64), b.constant(RECORD * (buffer + 2), i64))
     recorded = b.constant(count, i64) if isinstance(count, int) else b.add(arith.IndexCastOp(size, i64))

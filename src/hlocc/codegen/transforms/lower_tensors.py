@@ -4,7 +4,9 @@ Kernel IR never bufferizes: every tensor value is a version of a buffer that a f
 (or a constant) points to, updated in place (destination-passing style). So every tensor-typed
 value — function arguments, loop-carried values, branch results — becomes an `!llvm.ptr`;
 `tensor.extract`/`tensor.insert` become `llvm.getelementptr` + `llvm.load`/`llvm.store`, and
-`vector.transfer_read`/`transfer_write` the same with a vector type; the result of an insert or
+`vector.transfer_read`/`transfer_write` the same with a vector type (a masked one, from
+`vectorize_masked_lanes`, the intrinsic `llvm.masked.load`/`llvm.masked.store`, whose masked-off lanes
+touch no memory); the result of an insert or
 write is its destination pointer; `xla.prefetch` becomes `llvm.call_intrinsic "llvm.prefetch.p0"`.
 Dense tensor constants become private constant `llvm.mlir.global`s.
 Function results that were tensors are dropped: the caller owns the buffers.
@@ -31,6 +33,7 @@ from xdsl.dialects.builtin import (
     IntAttr,
     ModuleOp,
     TensorType,
+    VectorType,
     i32,
     i64,
 )
@@ -41,6 +44,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from hlocc.codegen.context import KernelIRError
 from hlocc.codegen.ir import AllocateSharedOp, AtomicRMWOp, AtomicUpdateOp, PrefetchOp, SharedMemoryOp, SyncThreadsOp
 from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.llvm.types import align, llvm_type, type_suffix
 
 PTR = llvm.LLVMPointerType()
 
@@ -68,7 +72,12 @@ def _lower_access(op: Operation) -> None:
         vtype = op.result.type
         (index,) = op.indices
         p = _address(b, op.source, index, vtype.element_type)
-        Rewriter.replace_op(op, llvm.LoadOp(p, vtype))
+        if op.mask is None:
+            Rewriter.replace_op(op, llvm.LoadOp(p, vtype))
+            return
+        passthru = b.add(vector.BroadcastOp(op.padding, vtype))
+        Rewriter.replace_op(op, llvm.CallIntrinsicOp(_masked("load", vtype), [p, _align(b, vtype), op.mask, passthru],
+                                                     [vtype]))
     elif isinstance(op, PrefetchOp):  # LLVM's prefetch(ptr, read, locality 3, data cache)
         p = _address(b, op.source, op.index, op.source.type.element_type)
         b.insert(llvm.CallIntrinsicOp("llvm.prefetch.p0", [p, b.constant(0, i32), b.constant(3, i32),
@@ -77,9 +86,25 @@ def _lower_access(op: Operation) -> None:
     elif isinstance(op, vector.TransferWriteOp):
         (index,) = op.indices
         p = _address(b, op.source, index, op.vector.type.element_type)
-        b.insert(llvm.StoreOp(op.vector, p))
+        if op.mask is None:
+            b.insert(llvm.StoreOp(op.vector, p))
+        else:
+            b.insert(llvm.CallIntrinsicOp(_masked("store", op.vector.type), [op.vector, p, _align(b, op.vector.type),
+                                                                             op.mask], []))
         op.results[0].replace_all_uses_with(op.source)
         Rewriter.erase_op(op)
+
+
+def _masked(kind: str, vtype: VectorType) -> str:
+    """`llvm.masked.load.v16f32.p0` / `llvm.masked.store...`: a masked transfer's intrinsic, named by
+    the LLVM type of its vector (bf16 and the f8 formats are integers there)."""
+    return f"llvm.masked.{kind}.{type_suffix(llvm_type(vtype))}.p0"
+
+
+def _align(b: KernelBuilder, vtype: VectorType) -> SSAValue:
+    """The i32 alignment operand of a masked access: its elements' (a CPU vector access is
+    element-aligned, llvm/memory_ops.py)."""
+    return b.constant(align(llvm_type(vtype.element_type)), i32)
 
 
 def _lower_shared(op: AllocateSharedOp | SyncThreadsOp) -> None:

@@ -79,6 +79,11 @@ def test_corpus_case_through_the_cli(capsys):
     ([], {"arg0": np.ones(4, np.float32), "arg1": np.ones(3, np.float32)}, "argument 0: expected shape f32[3], got an array of shape [4]"),
     ([], {"arg0": np.ones(3, np.float32)}, "lack arg1"),
     ([], {"arg0": np.ones(3, np.float32), "arg1": np.ones(3, np.float32), "arg7": np.ones(1)}, "does not take: arg7"),
+    # found by the JAX-program hunt: these were internal errors (a ValueError, a FileNotFoundError, numpy's
+    # ValueError for a negative seed) or a silent conversion (a ComplexWarning, the imaginary part dropped)
+    ([], {"arg0": np.array(["a", "b", "c"]), "arg1": np.ones(3, np.float32)}, "argument 0: expected dtype f32 (float32), got <U1, which is not numbers"),
+    ([], {"arg0": np.ones(3, np.complex64), "arg1": np.ones(3, np.float32)}, "complex64 (converting would drop the imaginary part)"),
+    (["--output", "/nonexistent-dir/o.npz"], None, "cannot write outputs '/nonexistent-dir/o.npz': No such file or directory"),
 ])
 def test_user_errors_are_one_message(tmp_path, capsys, args, inputs, message):
     module = write(tmp_path, ADD)
@@ -89,6 +94,16 @@ def test_user_errors_are_one_message(tmp_path, capsys, args, inputs, message):
     err = capsys.readouterr().err
     assert err.startswith("hlocc: error: ") and message in err
     assert "Traceback" not in err
+
+
+def test_random_inputs_too_large_and_a_negative_seed_are_user_errors(tmp_path, capsys):
+    huge = write(tmp_path, "HloModule huge\nENTRY e {\n  p = f32[1000000000000] parameter(0)\n"
+                           "  ROOT n = f32[1000000000000] negate(p)\n}\n")
+    assert main(["run", str(huge)]) == 1  # numpy's MemoryError drawing 8 TB of inputs, before
+    assert "random inputs for 'huge' need 11175.87 GiB, more than the" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["run", str(write(tmp_path, ADD)), "--seed", "-1"])
+    assert "argument --seed: expected a non-negative integer, got '-1'" in capsys.readouterr().err
 
 
 def test_malformed_and_missing_files_exit_1_without_traceback(tmp_path):

@@ -36,12 +36,12 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from hlocc.errors import ArgumentError, UnsupportedError
+from hlocc.errors import ArgumentError, HloError, UnsupportedError
 from hlocc.frontends import load_module
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.symbolic import DimExpr
-from hlocc.hlo.types import UNBOUNDED, Shape
+from hlocc.hlo.types import UNBOUNDED, Shape, from_dtype
 from hlocc.runtime.gc_pause import gc_paused
 
 BACKENDS = ("interpreter", "cpu", "cuda", "cuda-sim")
@@ -304,9 +304,31 @@ def _check_one(index: int, shape: Shape, value: Any, cast: bool, device_arrays: 
         if not (cast or not isinstance(value, np.ndarray)):
             raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), "
                                 f"got {arr.dtype}")
+        if not _is_number_dtype(arr.dtype):
+            raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), "
+                                f"got {arr.dtype}, which is not numbers")
+        if arr.dtype.kind == "c" and shape.dtype.kind != "c":
+            raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), got "
+                                f"{arr.dtype} (converting would drop the imaginary part)")
         with np.errstate(all="ignore"):
-            arr = arr.astype(shape.dtype)
+            try:
+                arr = arr.astype(shape.dtype)
+            except (TypeError, ValueError) as e:
+                raise ArgumentError(f"argument {index}: cannot convert {arr.dtype} to {shape.element_type} "
+                                    f"({shape.dtype}): {e}") from None
     return arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
+
+
+def _is_number_dtype(dtype: np.dtype) -> bool:
+    """Whether `dtype` holds numbers: numpy's own numeric kinds or an ml_dtypes type (bf16, f8,
+    int4: numpy kind 'V'), as opposed to strings, objects, dates or raw bytes."""
+    if dtype.kind in "biufc":
+        return True
+    try:
+        from_dtype(dtype)
+    except HloError:
+        return False
+    return True
 
 
 def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: bool) -> Any:

@@ -126,6 +126,25 @@ ENTRY main {
   p = f32[4] parameter(0)
   ROOT s = f32[4] sine(p)
 }""", [np.array([3.4028235e38, -3.4028235e38, 1e30, 12345.678], np.float32)]),
+    # A CPU column reduction whose column chunks (3 of 8 lanes) are no multiple of its block (2
+    # threads): the spare thread of the last block ran the row loop unchecked, reading the rows
+    # after the input's last and writing the side output (tanh) past its end, into the reduce's
+    # output buffer (its first 8 columns wrong, depending on thread order). Found by the JAX
+    # program hunt as `tanh(x) * 2 + x.mean(), jnp.max(x, axis=0)` on f32[1000,1000]. Fixed in
+    # codegen/emitters/reduction.py (_emit_cpu_columns checks the thread's first column).
+    "column_reduction_spare_thread": ("""HloModule column_spare_thread
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ENTRY e {
+  x = f32[1000,24] parameter(0)
+  t = f32[1000,24] tanh(x)
+  c = f32[] constant(-inf)
+  r = f32[24] reduce(x, c), dimensions={0}, to_apply=max
+  ROOT out = (f32[1000,24], f32[24]) tuple(t, r)
+}""", [np.random.default_rng(0).standard_normal((1000, 24)).astype(np.float32)]),
 }
 
 
@@ -133,4 +152,12 @@ ENTRY main {
 def test_fixed_bug_stays_fixed(name):
     text, args = FIXED[name]
     outcomes = differential(text, args, BACKENDS)
+    assert not outcomes, "\n".join(map(str, outcomes))
+
+
+def test_column_reduction_spare_thread_stays_in_bounds():
+    """The column reduction above in bounds-checked mode: the spare thread read element 24000 of
+    the f32[1000,24] input (a BoundsCheckError) before the fix."""
+    text, args = FIXED["column_reduction_spare_thread"]
+    outcomes = differential(text, args, ("cpu",), check_bounds=True)
     assert not outcomes, "\n".join(map(str, outcomes))

@@ -54,6 +54,22 @@ def test_tuple_results_flatten_and_bf16_is_written_as_float32(tmp_path):
         assert out["out0"].dtype == np.float32 and out["out1"].tolist() == [-1.5, 2.0]
 
 
+def test_bf16_arrays_saved_by_numpy_as_raw_bytes_are_inputs_and_expected_outputs(tmp_path, capsys):
+    """np.savez keeps a bf16 array as '|V2' bytes that np.load cannot name (an internal error: numpy's
+    'No cast function available'): the bytes are read as the parameter's (or output's) type."""
+    module = write(tmp_path, PAIR)
+    np.savez(tmp_path / "in.npz", arg0=np.array([1.5, -2], ml_dtypes.bfloat16))
+    np.savez(tmp_path / "good.npz", out0=np.array([1.5, -2], ml_dtypes.bfloat16),
+             out1=np.array([-1.5, 2], ml_dtypes.bfloat16))
+    np.savez(tmp_path / "bad.npz", out0=np.array([1.5, -2], ml_dtypes.bfloat16),
+             out1=np.array([-1.5, 3], ml_dtypes.bfloat16))
+    base = ["run", str(module), "--inputs", str(tmp_path / "in.npz"), "--expected"]
+    assert main(base + [str(tmp_path / "good.npz")]) == 0
+    assert "matches expected outputs" in capsys.readouterr().out
+    assert main(base + [str(tmp_path / "bad.npz")]) == 1
+    assert "MISMATCH out1: 1 of 2 elements out of tolerance" in capsys.readouterr().out
+
+
 def test_expected_comparison_passes_and_fails(tmp_path, capsys):
     module = write(tmp_path, ADD)
     np.savez(tmp_path / "in.npz", arg0=np.ones(3, np.float32), arg1=np.ones(3, np.float32))

@@ -304,7 +304,12 @@ def _check_one(index: int, shape: Shape, value: Any, cast: bool, device_arrays: 
         if not (cast or not isinstance(value, np.ndarray)):
             raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), "
                                 f"got {arr.dtype}")
-        if not _is_number_dtype(arr.dtype):
+        if arr.dtype.kind == "V" and arr.dtype.names is None and arr.dtype.itemsize == shape.dtype.itemsize \
+                and shape.dtype.type.__module__ == "ml_dtypes":
+            # np.savez stores an ml_dtypes array (bf16, f8) as raw bytes ('|V2') that np.load
+            # cannot name: the bytes are the parameter type's
+            arr = arr.view(shape.dtype)
+        elif not _is_number_dtype(arr.dtype):
             raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), "
                                 f"got {arr.dtype}, which is not numbers")
         if arr.dtype.kind == "c" and shape.dtype.kind != "c":

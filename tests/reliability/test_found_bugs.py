@@ -4,6 +4,7 @@ what is wrong, so that its fix shows as an XPASS)."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -145,6 +146,23 @@ ENTRY e {
   r = f32[24] reduce(x, c), dimensions={0}, to_apply=max
   ROOT out = (f32[1000,24], f32[24]) tuple(t, r)
 }""", [np.random.default_rng(0).standard_normal((1000, 24)).astype(np.float32)]),
+    # bf16 sums accumulated in bf16 stall once the running sum reaches 256 (its ulp is 2): a column
+    # sum and a cumsum (`jnp.cumsum` on bf16 is this reduce-window, not widened by JAX) of 200 values
+    # in [1, 2) gave 256 where XLA and the evaluator give ~300. Found by the JAX program hunt. Fixed
+    # by passes/narrow_float_reductions.py (bf16/f16 sums and products accumulate in f32).
+    "bf16_sums_stall_at_256": ("""HloModule bf16_sums
+add {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT s = bf16[] add(a, b)
+}
+ENTRY e {
+  x = bf16[200,2] parameter(0)
+  z = bf16[] constant(0)
+  s = bf16[2] reduce(x, z), dimensions={0}, to_apply=add
+  c = bf16[200,2] reduce-window(x, z), window={size=200x1 pad=199_0x0_0}, to_apply=add
+  ROOT t = (bf16[2], bf16[200,2]) tuple(s, c)
+}""", [(np.random.default_rng(0).random((200, 2)) + 1).astype(ml_dtypes.bfloat16)]),
 }
 
 

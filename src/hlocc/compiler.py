@@ -36,12 +36,12 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from hlocc.errors import ArgumentError, HloError, UnsupportedError
+from hlocc.errors import ArgumentError, UnsupportedError
 from hlocc.frontends import load_module
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.symbolic import DimExpr
-from hlocc.hlo.types import UNBOUNDED, Shape, from_dtype
+from hlocc.hlo.types import UNBOUNDED, Shape, converted_array
 from hlocc.runtime.gc_pause import gc_paused
 
 BACKENDS = ("interpreter", "cpu", "cuda", "cuda-sim")
@@ -301,39 +301,12 @@ def _check_one(index: int, shape: Shape, value: Any, cast: bool, device_arrays: 
                             f"got an array of shape {list(arr.shape)} ({arr.dtype})")
     if arr.dtype != shape.dtype:
         # Python scalars and lists carry no dtype of their own: convert them; numpy arrays must match.
-        if not (cast or not isinstance(value, np.ndarray)):
-            raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), "
-                                f"got {arr.dtype}")
-        if arr.dtype.kind == "V" and arr.dtype.names is None and arr.dtype.itemsize == shape.dtype.itemsize \
-                and shape.dtype.type.__module__ == "ml_dtypes":
-            # np.savez stores an ml_dtypes array (bf16, f8) as raw bytes ('|V2') that np.load
-            # cannot name: the bytes are the parameter type's
-            arr = arr.view(shape.dtype)
-        elif not _is_number_dtype(arr.dtype):
-            raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), "
-                                f"got {arr.dtype}, which is not numbers")
-        if arr.dtype.kind == "c" and shape.dtype.kind != "c":
+        try:
+            arr = converted_array(arr, shape.dtype, convert=cast or not isinstance(value, np.ndarray))
+        except ValueError as e:
             raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), got "
-                                f"{arr.dtype} (converting would drop the imaginary part)")
-        with np.errstate(all="ignore"):
-            try:
-                arr = arr.astype(shape.dtype)
-            except (TypeError, ValueError) as e:
-                raise ArgumentError(f"argument {index}: cannot convert {arr.dtype} to {shape.element_type} "
-                                    f"({shape.dtype}): {e}") from None
+                                f"{arr.dtype}{e}") from None
     return arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
-
-
-def _is_number_dtype(dtype: np.dtype) -> bool:
-    """Whether `dtype` holds numbers: numpy's own numeric kinds or an ml_dtypes type (bf16, f8,
-    int4: numpy kind 'V'), as opposed to strings, objects, dates or raw bytes."""
-    if dtype.kind in "biufc":
-        return True
-    try:
-        from_dtype(dtype)
-    except HloError:
-        return False
-    return True
 
 
 def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: bool) -> Any:

@@ -163,6 +163,25 @@ ENTRY e {
   c = bf16[200,2] reduce-window(x, z), window={size=200x1 pad=199_0x0_0}, to_apply=add
   ROOT t = (bf16[2], bf16[200,2]) tuple(s, c)
 }""", [(np.random.default_rng(0).random((200, 2)) + 1).astype(ml_dtypes.bfloat16)]),
+    # A TensorFlow-style module whose reduce names its operand as a control predecessor: the reduce
+    # became a fusion with that control predecessor, the add was fused into it, and the schedule
+    # refused the name ("control predecessor 'add.5' is not in computation"). Fixed in
+    # passes/fusion_utils.py (control predecessors fused away are dropped).
+    "control_predecessor_fused_away": ("""HloModule tf_control
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ENTRY e {
+  p = f32[4,3] parameter(0)
+  c = f32[] constant(2)
+  b = f32[4,3] broadcast(c), dimensions={}
+  add.5 = f32[4,3] add(p, b)
+  lo = f32[] constant(-inf)
+  r = f32[] reduce(add.5, lo), dimensions={0,1}, to_apply=max, control-predecessors={%add.5}
+  ROOT t = (f32[4,3], f32[]) tuple(add.5, r)
+}""", [np.arange(12, dtype=np.float32).reshape(4, 3)]),
 }
 
 

@@ -100,6 +100,7 @@ def test_corpus_case_through_the_cli(capsys):
     ([], {"arg0": np.array(["a", "b", "c"]), "arg1": np.ones(3, np.float32)}, "argument 0: expected dtype f32 (float32), got <U1, which is not numbers"),
     ([], {"arg0": np.ones(3, np.complex64), "arg1": np.ones(3, np.float32)}, "complex64 (converting would drop the imaginary part)"),
     (["--output", "/nonexistent-dir/o.npz"], None, "cannot write outputs '/nonexistent-dir/o.npz': No such file or directory"),
+    (["--backend", "cpu", "--dump-dir", "/proc/hlocc-dump"], None, "cannot write to --dump-dir '/proc/hlocc-dump'"),
 ])
 def test_user_errors_are_one_message(tmp_path, capsys, args, inputs, message):
     module = write(tmp_path, ADD)

@@ -199,6 +199,11 @@ def _cmd_print(args) -> int:
 
 # -- hlocc run -----------------------------------------------------------------------------------
 def _cmd_run(args) -> int:
+    if args.dump_dir:
+        try:
+            args.dump_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise HloError(f"cannot write to --dump-dir '{args.dump_dir}': {e.strerror or e}") from None
     t0 = time.perf_counter()
     module = load_module_file(args.module)
     exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed, hlo_passes=not args.no_hlo_passes,

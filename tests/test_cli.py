@@ -132,6 +132,16 @@ def test_malformed_and_missing_files_exit_1_without_traceback(tmp_path):
         assert message in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_fusion_to_mlir_missing_and_binary_files_are_one_message(tmp_path, capsys):
+    """(They were tracebacks: the file was opened outside the error handling.)"""
+    binary = tmp_path / "b.hlo"
+    binary.write_bytes(b"\x85\x00\xff")
+    for path, message in ((tmp_path / "missing.hlo", "No such file or directory"), (binary, "not UTF-8")):
+        assert main(["fusion-to-mlir", str(path)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("hlocc: error: ") and message in err
+
+
 def test_debug_shows_the_traceback(tmp_path):
     bad = write(tmp_path, "ENTRY e { ROOT y = f32[2] frob() }")
     proc = subprocess.run([sys.executable, "-m", "hlocc.cli", "run", str(bad), "--debug"], capture_output=True,

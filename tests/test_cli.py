@@ -56,6 +56,22 @@ def test_tuple_results_flatten_and_bf16_is_written_as_float32(tmp_path):
         assert out["out0"].dtype == np.float32 and out["out1"].tolist() == [-1.5, 2.0]
 
 
+def test_bf16_arrays_saved_by_numpy_as_raw_bytes_are_inputs_and_expected_outputs(tmp_path, capsys):
+    """np.savez keeps a bf16 array as '|V2' bytes that np.load cannot name (an internal error: numpy's
+    'No cast function available'): the bytes are read as the parameter's (or output's) type."""
+    module = write(tmp_path, PAIR)
+    np.savez(tmp_path / "in.npz", arg0=np.array([1.5, -2], ml_dtypes.bfloat16))
+    np.savez(tmp_path / "good.npz", out0=np.array([1.5, -2], ml_dtypes.bfloat16),
+             out1=np.array([-1.5, 2], ml_dtypes.bfloat16))
+    np.savez(tmp_path / "bad.npz", out0=np.array([1.5, -2], ml_dtypes.bfloat16),
+             out1=np.array([-1.5, 3], ml_dtypes.bfloat16))
+    base = ["run", str(module), "--inputs", str(tmp_path / "in.npz"), "--expected"]
+    assert main(base + [str(tmp_path / "good.npz")]) == 0
+    assert "matches expected outputs" in capsys.readouterr().out
+    assert main(base + [str(tmp_path / "bad.npz")]) == 1
+    assert "MISMATCH out1: 1 of 2 elements out of tolerance" in capsys.readouterr().out
+
+
 def test_expected_comparison_passes_and_fails(tmp_path, capsys):
     module = write(tmp_path, ADD)
     np.savez(tmp_path / "in.npz", arg0=np.ones(3, np.float32), arg1=np.ones(3, np.float32))
@@ -98,6 +114,12 @@ def test_corpus_case_through_the_cli(capsys):
      "argument 1: expected dtype s32 (int32), got float64 whose value 2.5 at index [1] it cannot hold"),
     (["--module-text", INT_ADD], {"arg0": np.array([1, 2, 3]), "arg1": np.array([1, 2**40, 3])},
      "argument 1: expected dtype s32 (int32), got int64 whose value 1099511627776 at index [1] it cannot hold"),
+    # found by the JAX-program hunt: these were internal errors (a ValueError, a FileNotFoundError, numpy's
+    # ValueError for a negative seed) or a silent conversion (a ComplexWarning, the imaginary part dropped)
+    ([], {"arg0": np.array(["a", "b", "c"]), "arg1": np.ones(3, np.float32)}, "argument 0: expected dtype f32 (float32), got <U1, which is not numbers"),
+    ([], {"arg0": np.ones(3, np.complex64), "arg1": np.ones(3, np.float32)}, "complex64 (converting would drop the imaginary part)"),
+    (["--output", "/nonexistent-dir/o.npz"], None, "cannot write outputs '/nonexistent-dir/o.npz': No such file or directory"),
+    (["--backend", "cpu", "--dump-dir", "/proc/hlocc-dump"], None, "cannot write to --dump-dir '/proc/hlocc-dump'"),
 ])
 def test_user_errors_are_one_message(tmp_path, capsys, args, inputs, message):
     text = ADD
@@ -113,6 +135,16 @@ def test_user_errors_are_one_message(tmp_path, capsys, args, inputs, message):
     assert "Traceback" not in err
 
 
+def test_random_inputs_too_large_and_a_negative_seed_are_user_errors(tmp_path, capsys):
+    huge = write(tmp_path, "HloModule huge\nENTRY e {\n  p = f32[1000000000000] parameter(0)\n"
+                           "  ROOT n = f32[1000000000000] negate(p)\n}\n")
+    assert main(["run", str(huge)]) == 1  # numpy's MemoryError drawing 8 TB of inputs, before
+    assert "random inputs for 'huge' need 11175.87 GiB, more than the" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["run", str(write(tmp_path, ADD)), "--seed", "-1"])
+    assert "argument --seed: expected a non-negative integer, got '-1'" in capsys.readouterr().err
+
+
 def test_malformed_and_missing_files_exit_1_without_traceback(tmp_path):
     bad = write(tmp_path, "ENTRY e {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] add(x, z)\n}\n")
     for path, message in ((bad, "m.hlo:3:26: error: instruction 'y' uses undefined operand 'z'"),
@@ -120,6 +152,16 @@ def test_malformed_and_missing_files_exit_1_without_traceback(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "hlocc.cli", "run", str(path)], capture_output=True, text=True)
         assert proc.returncode == 1
         assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_fusion_to_mlir_missing_and_binary_files_are_one_message(tmp_path, capsys):
+    """(They were tracebacks: the file was opened outside the error handling.)"""
+    binary = tmp_path / "b.hlo"
+    binary.write_bytes(b"\x85\x00\xff")
+    for path, message in ((tmp_path / "missing.hlo", "No such file or directory"), (binary, "not UTF-8")):
+        assert main(["fusion-to-mlir", str(path)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("hlocc: error: ") and message in err
 
 
 def test_debug_shows_the_traceback(tmp_path):

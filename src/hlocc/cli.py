@@ -66,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hlocc: interrupted", file=sys.stderr)
         return 130
+    except MemoryError as e:  # the machine's limit, not a bug: say what ran out
+        if args.debug:
+            raise
+        print(f"hlocc: error: out of memory{f': {e}' if str(e) else ''}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # the reader went away (`hlocc run ... | head`): stop quietly
         import os
 
@@ -77,6 +82,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hlocc: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback, and please "
               "report it)", file=sys.stderr)
         return 2
+
+
+def _natural(text: str) -> int:
+    """An argparse type: a non-negative integer (numpy's seeds are)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'")
+    return value
 
 
 def _argument_parser() -> argparse.ArgumentParser:
@@ -99,7 +115,7 @@ def _argument_parser() -> argparse.ArgumentParser:
                      help="interpreter: the reference evaluator; cpu: kernels JIT-compiled for the host; cuda: "
                           "PTX kernels, cuBLAS and device memory on an NVIDIA GPU; cuda-sim: the cuda path on a "
                           "simulated GPU (its kernels in SIMT simulation on the host)")
-    run.add_argument("--seed", type=int, default=0, help="seed of the random inputs and of rng ops")
+    run.add_argument("--seed", type=_natural, default=0, help="seed of the random inputs and of rng ops")
     run.add_argument("--bench", type=int, default=0, metavar="N", help="time N warmed runs")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     run.add_argument("--no-verify", action="store_true", help="skip the verifier")
@@ -183,6 +199,11 @@ def _cmd_print(args) -> int:
 
 # -- hlocc run -----------------------------------------------------------------------------------
 def _cmd_run(args) -> int:
+    if args.dump_dir:
+        try:
+            args.dump_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise HloError(f"cannot write to --dump-dir '{args.dump_dir}': {e.strerror or e}") from None
     t0 = time.perf_counter()
     module = load_module_file(args.module)
     exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed, hlo_passes=not args.no_hlo_passes,
@@ -217,7 +238,10 @@ def _cmd_run(args) -> int:
 
     leaf_shapes = module.entry.root.shape.leaves()
     if args.output:
-        np.savez(args.output, **{f"out{i}": storable(o) for i, o in enumerate(outputs)})
+        try:
+            np.savez(args.output, **{f"out{i}": storable(o) for i, o in enumerate(outputs)})
+        except OSError as e:
+            raise HloError(f"cannot write outputs '{args.output}': {e.strerror or e}") from None
     mismatches = _compare(args.expected, outputs, args.rtol, args.atol) if args.expected else None
 
     report = {
@@ -294,7 +318,17 @@ def _load_inputs(path: Path, module) -> list[np.ndarray]:
 
 
 def random_inputs(module, seed: int) -> list:
-    """Seeded inputs: normal floats, small non-negative integers (safe as indices), random preds."""
+    """Seeded inputs: normal floats, small non-negative integers (safe as indices), random preds;
+    a ResourceError first where they would not fit in memory (drawn in 8-byte values)."""
+    from hlocc.errors import ResourceError
+    from hlocc.runtime.executable import CHECKED_ALLOCATION_BYTES, available_memory
+
+    leaves = [s for p in module.entry.parameters for s in p.shape.leaves() if s.is_array]
+    needed = sum(int(np.prod(s.dims, dtype=np.float64)) * (s.dtype.itemsize + 8) for s in leaves)
+    available = available_memory() if needed >= CHECKED_ALLOCATION_BYTES else None
+    if available is not None and needed > available:
+        raise ResourceError(f"random inputs for '{module.name}' need {needed / 2**30:.2f} GiB, more than the "
+                            f"{available / 2**30:.2f} GiB of memory available")
     rng = np.random.default_rng(seed)
     return [_random_value(p.shape, rng) for p in module.entry.parameters]
 
@@ -327,6 +361,13 @@ def _compare(path: Path, outputs: list, rtol: float, atol: float) -> list[str]:
     for i, got in enumerate(outputs):
         ref = expected.get(f"out{i}")
         if ref is None:
+            continue
+        got_dtype = np.asarray(got).dtype
+        if ref.dtype.kind == "V" and ref.dtype.names is None and ref.dtype.itemsize == got_dtype.itemsize \
+                and got_dtype.type.__module__ == "ml_dtypes":
+            ref = ref.view(got_dtype)  # np.savez keeps a bf16/f8 array as raw bytes ('|V2')
+        elif ref.dtype.kind not in "biufc":
+            problems.append(f"out{i}: the expected array holds {ref.dtype}, not numbers")
             continue
         why = compare_arrays(ref, got, rtol, atol)
         if why:

@@ -215,6 +215,40 @@ ENTRY e {
     assert_same_bits(indices, np.array([0, 2, 5, 5], np.int32))
 
 
+def test_cumulative_reduce_window_of_a_million_elements():
+    """JAX's cumsum/cummax on the CPU is a reduce-window as long as the axis; evaluated as a window
+    per element it needed n^2 memory (4 TiB for 2^20 elements: the interpreter failed on it). The
+    scans run as prefix reductions, forward and reverse, with a fast and a general combiner."""
+    n, m = 1 << 20, 4099
+    text = COMBINERS + ARGMAX + f"""
+ENTRY e {{
+  p = s32[{n}] parameter(0)
+  f = f32[2,{n}] parameter(1)
+  g = f32[3,{m}] parameter(2)
+  i = s32[3,{m}] parameter(3)
+  z = s32[] constant(0)
+  lo = f32[] constant(-inf)
+  b = s32[] constant(-1)
+  s = s32[{n}] reduce-window(p, z), window={{size={n} pad={n - 1}_0}}, to_apply=add_s32
+  r = f32[2,{n}] reduce-window(f, lo), window={{size=1x{n} pad=0_0x0_{n - 1}}}, to_apply=max_f32
+  a = (f32[3,{m}], s32[3,{m}]) reduce-window(g, i, lo, b), window={{size=1x{m} pad=0_0x{m - 1}_0}}, to_apply=argmax
+  v = f32[3,{m}] get-tuple-element(a), index=0
+  w = s32[3,{m}] get-tuple-element(a), index=1
+  ROOT t = (s32[{n}], f32[2,{n}], f32[3,{m}], s32[3,{m}]) tuple(s, r, v, w)
+}}"""
+    rng = np.random.default_rng(5)
+    p = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
+    f = rng.standard_normal((2, n)).astype(np.float32)
+    g = rng.standard_normal((3, m)).astype(np.float32)
+    index = np.broadcast_to(np.arange(m, dtype=np.int32), (3, m))
+    s, r, v, w = run(text, p, f, g, index)
+    assert_same_bits(s, np.cumsum(p, dtype=np.int32))
+    assert_same_bits(r, np.flip(np.maximum.accumulate(np.flip(f, 1), axis=1), 1))
+    assert_same_bits(v, np.maximum.accumulate(g, axis=1))
+    # the running argmax: the last place the running maximum changed (g's values are distinct)
+    assert_same_bits(w, np.maximum.accumulate(np.where(g == v, index, -1), axis=1))
+
+
 # -- select-and-scatter -----------------------------------------------------------------------
 
 def select_and_scatter_module(direction: str, n: int, window: str, m: int) -> str:

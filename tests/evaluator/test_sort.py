@@ -158,3 +158,38 @@ ENTRY e {{
 
     del hypothesis
     check()
+
+
+def test_sort_comparator_bitcasting_floats_to_ints():
+    """XLA's optimized modules compare float keys through `s32[] bitcast(f32[])` in a comparator
+    (complex numbers' total order), which the evaluator calls on whole arrays: the bitcast of a
+    scalar instruction got an array and failed ("axes don't match array"), on the interpreter and
+    in the cpu backend's sort call. (A comparator of one key takes another path.)"""
+    import hlocc
+
+    text = """HloModule sort_bits
+by_bits {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  ai = s32[] bitcast(a)
+  bi = s32[] bitcast(b)
+  lt = pred[] compare(ai, bi), direction=LT
+  eq = pred[] compare(ai, bi), direction=EQ
+  later = pred[] compare(i, j), direction=GT
+  tie = pred[] and(eq, later)
+  ROOT r = pred[] or(lt, tie)
+}
+ENTRY e {
+  x = f32[9] parameter(0)
+  i = s32[9] parameter(1)
+  ROOT s = (f32[9], s32[9]) sort(x, i), dimensions={0}, to_apply=by_bits
+}"""
+    x = np.array([3, -1, 0.5, -0.0, 3, 7, -1, 1e-3, -5], np.float32)
+    index = np.arange(9, dtype=np.int32)
+    order = np.lexsort((-index, x.view(np.int32)))  # by the bits, ties by the later index first
+    for backend in ("interpreter", "cpu"):
+        values, indices = hlocc.compile(text, backend)(x, index)
+        assert_same_bits(values, x[order])
+        assert_same_bits(indices, index[order])

@@ -129,6 +129,10 @@ OP_PROGRAMS = {
                [_normal(3, 4), _normal(4, 5), _normal(1, 2, 7, 6), _normal(3, 2, 3, 2)]),
     "sort_topk": (lambda x: (jnp.sort(x), jnp.argsort(-x, stable=True), lax.top_k(x, 3)[1], jnp.median(x, 1)),
                   [_normal(4, 9)]),
+    # the ApproxTopK custom call (with its comparator function) as XLA:CPU runs it: an exact top-k
+    "approx_top_k": (lambda x: (*lax.approx_max_k(x, 3, recall_target=0.9), *lax.approx_min_k(x.T, 2, reduction_dimension=0),
+                                lax.approx_max_k(x[0].astype(jnp.bfloat16), 4)[0]),
+                     [_normal(4, 30)]),
     "control": (lambda x, n: (lax.fori_loop(0, n, lambda i, c: c * 0.5 + x.sum(), x),
                               lax.switch(n % 3, [lambda: x, lambda: -x, lambda: x * 2]),
                               lax.cond(n > 2, lambda v: v.sum(), lambda v: v.max(), x),

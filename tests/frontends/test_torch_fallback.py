@@ -157,6 +157,11 @@ OPS = {
                               [torch.randn(2, 3, 5), torch.randn(3, 2, 4), torch.randn(2)]),
     "embedding": (lambda i, w: F.embedding(i, w), [torch.tensor([[0, 3], [2, 2]]), torch.randn(4, 5)]),
     "log_softmax_bf16": (lambda x: F.log_softmax(x, -1), [torch.randn(3, 7).to(torch.bfloat16)]),
+    # (their table entries were `.Tensor`/`.Scalar` overloads ATen does not have: these ran eager)
+    "maximum_minimum_nan": (lambda a, b: torch.maximum(a, b) * 10 + torch.minimum(a, b),
+                            [torch.tensor([1., float("nan"), -2., 0.]), torch.tensor([3., 1., float("nan"), -0.])]),
+    "atan2": (lambda y, x: torch.atan2(y, x), [torch.tensor([1., -1., 0., 2.]), torch.tensor([-1., -1., 1., 0.])]),
+    "maximum_int": (lambda a, b: torch.maximum(a, b), [torch.tensor([1, -5, 7]), torch.tensor([2, -6, 7])]),
 }
 
 

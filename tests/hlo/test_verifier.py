@@ -54,6 +54,9 @@ def test_valid_module_verifies():
     ("p = f32[4]{0} parameter(0)\nROOT r = f32[4]{0} convert(p)\n", None),
     ("p = f32[<=4] parameter(0)\nROOT r = f32[3] negate(p)", None),
     ("p = f32[4] parameter(0)\nROOT r = f32[<=3] negate(p)", r"not compatible with the inferred shape f32\[4\]"),
+    ("p = f32[4] parameter(0)\nn = f32[4] negate(p)\nROOT r = f32[4] abs(p), control-predecessors={%n}", None),
+    ("p = f32[4] parameter(0)\nROOT r = f32[4] abs(p), control-predecessors={%nope}",
+     r"computation 'main': instruction 'r' names control predecessor 'nope', which is not an instruction of it"),
 ])
 def test_verifier_rules(body, pattern):
     module = _module(body)

@@ -4,6 +4,7 @@ what is wrong, so that its fix shows as an XPASS)."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -126,6 +127,61 @@ ENTRY main {
   p = f32[4] parameter(0)
   ROOT s = f32[4] sine(p)
 }""", [np.array([3.4028235e38, -3.4028235e38, 1e30, 12345.678], np.float32)]),
+    # A CPU column reduction whose column chunks (3 of 8 lanes) are no multiple of its block (2
+    # threads): the spare thread of the last block ran the row loop unchecked, reading the rows
+    # after the input's last and writing the side output (tanh) past its end, into the reduce's
+    # output buffer (its first 8 columns wrong, depending on thread order). Found by the JAX
+    # program hunt as `tanh(x) * 2 + x.mean(), jnp.max(x, axis=0)` on f32[1000,1000]. Fixed in
+    # codegen/emitters/reduction.py (_emit_cpu_columns checks the thread's first column).
+    "column_reduction_spare_thread": ("""HloModule column_spare_thread
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ENTRY e {
+  x = f32[1000,24] parameter(0)
+  t = f32[1000,24] tanh(x)
+  c = f32[] constant(-inf)
+  r = f32[24] reduce(x, c), dimensions={0}, to_apply=max
+  ROOT out = (f32[1000,24], f32[24]) tuple(t, r)
+}""", [np.random.default_rng(0).standard_normal((1000, 24)).astype(np.float32)]),
+    # bf16 sums accumulated in bf16 stall once the running sum reaches 256 (its ulp is 2): a column
+    # sum and a cumsum (`jnp.cumsum` on bf16 is this reduce-window, not widened by JAX) of 200 values
+    # in [1, 2) gave 256 where XLA and the evaluator give ~300. Found by the JAX program hunt. Fixed
+    # by passes/narrow_float_reductions.py (bf16/f16 sums and products accumulate in f32).
+    "bf16_sums_stall_at_256": ("""HloModule bf16_sums
+add {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT s = bf16[] add(a, b)
+}
+ENTRY e {
+  x = bf16[200,2] parameter(0)
+  z = bf16[] constant(0)
+  s = bf16[2] reduce(x, z), dimensions={0}, to_apply=add
+  c = bf16[200,2] reduce-window(x, z), window={size=200x1 pad=199_0x0_0}, to_apply=add
+  ROOT t = (bf16[2], bf16[200,2]) tuple(s, c)
+}""", [(np.random.default_rng(0).random((200, 2)) + 1).astype(ml_dtypes.bfloat16)]),
+    # A TensorFlow-style module whose reduce names its operand as a control predecessor: the reduce
+    # became a fusion with that control predecessor, the add was fused into it, and the schedule
+    # refused the name ("control predecessor 'add.5' is not in computation"). Fixed in
+    # passes/fusion_utils.py (control predecessors fused away are dropped).
+    "control_predecessor_fused_away": ("""HloModule tf_control
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ENTRY e {
+  p = f32[4,3] parameter(0)
+  c = f32[] constant(2)
+  b = f32[4,3] broadcast(c), dimensions={}
+  add.5 = f32[4,3] add(p, b)
+  lo = f32[] constant(-inf)
+  r = f32[] reduce(add.5, lo), dimensions={0,1}, to_apply=max, control-predecessors={%add.5}
+  ROOT t = (f32[4,3], f32[]) tuple(add.5, r)
+}""", [np.arange(12, dtype=np.float32).reshape(4, 3)]),
 }
 
 
@@ -133,4 +189,12 @@ ENTRY main {
 def test_fixed_bug_stays_fixed(name):
     text, args = FIXED[name]
     outcomes = differential(text, args, BACKENDS)
+    assert not outcomes, "\n".join(map(str, outcomes))
+
+
+def test_column_reduction_spare_thread_stays_in_bounds():
+    """The column reduction above in bounds-checked mode: the spare thread read element 24000 of
+    the f32[1000,24] input (a BoundsCheckError) before the fix."""
+    text, args = FIXED["column_reduction_spare_thread"]
+    outcomes = differential(text, args, ("cpu",), check_bounds=True)
     assert not outcomes, "\n".join(map(str, outcomes))

@@ -12,7 +12,7 @@ import numpy as np
 from hlocc.errors import ArgumentError
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.symbolic import DimExpr
-from hlocc.hlo.types import UNBOUNDED, Shape
+from hlocc.hlo.types import UNBOUNDED, Shape, converted_array
 
 
 def array_shape(value: Any) -> tuple[int, ...]:
@@ -70,18 +70,23 @@ def _check_one(index: int, shape: Shape, value: Any, cast: bool, device_arrays: 
         if not (cast or not isinstance(value, np.ndarray)):
             raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), "
                                 f"got {arr.dtype}")
-        arr = _converted(index, arr, shape)
+        try:
+            out = converted_array(arr, shape.dtype)
+        except ValueError as e:
+            raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), got "
+                                f"{arr.dtype}{e}") from None
+        arr = _check_values(index, arr, out, shape)
     return arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
 
 
-def _converted(index: int, arr: np.ndarray, shape: Shape) -> np.ndarray:
-    """`arr` as the parameter's dtype: a float rounded to a narrower float (a .npz keeps bf16 as
-    float32); any other conversion only where every value survives it (an int64 array of small
-    integers for an s32), else an ArgumentError naming the first value that would change."""
+def _check_values(index: int, arr: np.ndarray, out: np.ndarray, shape: Shape) -> np.ndarray:
+    """`out`, `arr` converted (hlo/types.py `converted_array`), where the conversion changed no value:
+    a float rounded to a narrower float (a .npz keeps bf16 as float32) and raw bytes read as the
+    parameter's type pass; any other conversion must give every value back (an int64 array of small
+    integers for an s32), else an ArgumentError names the first value that changed."""
+    if arr.dtype.kind == out.dtype.kind and arr.dtype.kind in "fc" or arr.dtype.kind == "V" or arr.size == 0:
+        return out
     with np.errstate(all="ignore"):
-        out = arr.astype(shape.dtype)
-        if arr.dtype.kind == out.dtype.kind and arr.dtype.kind in "fc" or arr.size == 0:
-            return out
         back = out.astype(arr.dtype)
     same = (back == arr) | (np.isnan(arr) & np.isnan(back)) if arr.dtype.kind in "fc" else back == arr
     if not np.all(same):

@@ -14,7 +14,7 @@ import numpy as np
 
 from hlocc.errors import UnsupportedError
 from hlocc.evaluator import convolution, dot, linalg, normalization, random, sorting  # noqa: F401  (registration)
-from hlocc.evaluator.reduction import as_array_list, reduce_arrays
+from hlocc.evaluator.reduction import FAST_COMBINERS, accumulation_dtype, as_array_list, fast_combiner, reduce_arrays
 from hlocc.evaluator.windows import window_view
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.opcodes import register_evaluator
@@ -48,6 +48,9 @@ def evaluate_reduce_window(instr: HloInstruction, operands: list, ev):
     n = len(operands) // 2
     window = instr.attrs.get("window", ())
     inputs, inits = [np.asarray(x) for x in operands[:n]], operands[n:]
+    scan = _scan_axis(window, inputs[0].shape)
+    if scan is not None:
+        return _pack(instr, _cumulative(ev, instr.to_apply, inputs, inits, *scan, _result_dtypes(instr)))
     views = [window_view(x, window, np.asarray(i)) for x, i in zip(inputs, inits)]
     valid = window_view(np.ones(inputs[0].shape, dtype=bool), window, False)
     rank = inputs[0].ndim
@@ -55,6 +58,50 @@ def evaluate_reduce_window(instr: HloInstruction, operands: list, ev):
     mask = None if valid.all() else valid
     results = reduce_arrays(ev, instr.to_apply, views, axes, inits, _result_dtypes(instr), mask)
     return _pack(instr, results)
+
+
+def _scan_axis(window, dims) -> tuple[int, bool] | None:
+    """(axis, reverse) when `window` is cumulative along one axis of an operand of `dims` (JAX's
+    cumsum/cumprod/cummax: a window as long as the axis padded by its length - 1 before it, or
+    after it for a reverse scan; stride and dilations 1; every other dimension a window of 1)."""
+    found = None
+    for d, (w, n) in enumerate(zip(window, dims)):
+        if (w.stride, w.lhs_dilate, w.rhs_dilate, w.reversal) != (1, 1, 1, False):
+            return None
+        if (w.size, w.pad_lo, w.pad_hi) == (1, 0, 0):
+            continue
+        if found is not None or n < 2 or w.size != n or (w.pad_lo, w.pad_hi) not in ((n - 1, 0), (0, n - 1)):
+            return None
+        found = (d, w.pad_lo == 0)
+    return found
+
+
+def _cumulative(ev, comp, inputs: list, inits, axis: int, reverse: bool, dtypes) -> list[np.ndarray]:
+    """A cumulative reduce-window (`_scan_axis`) in O(n log n) instead of a window per element
+    (a cumsum of 10^6 elements would otherwise take 10^12 steps and n^2 memory): the prefix
+    reductions along `axis` (suffix ones when `reverse`), each folded with the init value. A fast
+    combiner (reduction.py) uses the ufunc's sequential `accumulate`, the order the cpu backend's
+    scan emitter folds in; another uses a Hillis-Steele scan of `log2 n` whole-array calls
+    (the combiner is associative, as XLA assumes)."""
+    opcode = fast_combiner(comp) if len(inputs) == 1 else None
+    xs = [np.flip(x, axis) if reverse else x for x in inputs]
+    with np.errstate(all="ignore"):
+        if opcode is not None and comp.root.shape.dtype == xs[0].dtype:
+            ufunc, acc = FAST_COMBINERS[opcode], accumulation_dtype(xs[0].dtype)
+            runs = [ufunc(np.asarray(inits[0]).astype(acc), ufunc.accumulate(xs[0].astype(acc), axis=axis, dtype=acc))
+                    .astype(xs[0].dtype)]
+        else:
+            runs = [np.array(x, dtype=dt) for x, dt in zip(xs, dtypes)]
+            length, step = runs[0].shape[axis], 1
+            while step < length:
+                head = [r.take(range(step, length), axis) for r in runs]
+                tail = [r.take(range(0, length - step), axis) for r in runs]
+                combined = as_array_list(ev.call(comp, tail + head), len(runs), head[0].shape, dtypes)
+                runs = [np.concatenate([r.take(range(step), axis), c], axis) for r, c in zip(runs, combined)]
+                step *= 2
+            inits = [np.broadcast_to(np.asarray(i, dtype=dt), runs[0].shape) for i, dt in zip(inits, dtypes)]
+            runs = as_array_list(ev.call(comp, inits + runs), len(runs), runs[0].shape, dtypes)
+    return [np.array(np.flip(r, axis) if reverse else r) for r in runs]
 
 
 def _select_in_windows(ev, select, operand: np.ndarray, window) -> np.ndarray:

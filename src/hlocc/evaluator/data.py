@@ -83,8 +83,13 @@ def eval_bitcast(instr: HloInstruction, operands: list, ev: Evaluator) -> np.nda
     memory order are laid out in the result layout's memory order (with default layouts, a
     row-major reshape). A change of element type reinterprets the bytes."""
     operand_shape = instr.operands[0].shape
-    flat = _physical(operands[0], operand_shape)
     dtype = instr.shape.dtype
+    if operand_shape.rank == 0 and instr.shape.rank == 0 and np.ndim(operands[0]) > 0 \
+            and operand_shape.element_type.bits == instr.shape.element_type.bits:
+        # A scalar computation called on whole arrays (a sort comparator: XLA's optimized modules
+        # bitcast f32 to s32 there): each element's bits, reinterpreted
+        return np.ascontiguousarray(operands[0]).view(dtype)
+    flat = _physical(operands[0], operand_shape)
     if flat.dtype != dtype:
         if operand_shape.element_type.bits % 8 or instr.shape.element_type.bits % 8:
             raise UnsupportedError(f"bitcast between sub-byte types {operand_shape.element_type} and "

@@ -426,6 +426,8 @@ def _custom_call(cx):
     target = ms.string_attr(cx.op, "call_target_name")
     if target in dynamic_shapes.CUSTOM_CALLS:
         return dynamic_shapes.CUSTOM_CALLS[target](cx)
+    if target == "ApproxTopK":
+        return _approx_top_k(cx)
     attrs = {"custom_call_target": target}
     if ms.bool_attr(cx.op, "has_side_effect"):
         attrs["custom_call_has_side_effect"] = True
@@ -444,6 +446,35 @@ def _custom_call(cx):
     elif version in (2, 3):
         attrs["api_version"] = "API_VERSION_STATUS_RETURNING" + ("_UNIFIED" if version == 3 else "")
     return cx.add("custom-call", cx.operands, attrs)
+
+
+def _approx_top_k(cx):
+    """`jax.lax.approx_max_k`/`approx_min_k`: XLA's ApproxTopK custom call, as XLA's CPU compiler
+    runs it (its fallback: an exact sort along `reduction_dim` with the call's comparator, then the
+    first `top_k`; JAX's HLO text has that sort and slice already). Its operands are the inputs and
+    then as many init values, which the fallback does not read."""
+    ir = ms.mlir_modules()[0]
+    config = cx.op.attributes["mhlo.backend_config"] if "mhlo.backend_config" in cx.op.attributes else None
+    if not isinstance(config, ir.DictAttr) or "top_k" not in config or "reduction_dim" not in config:
+        raise cx.unsupported("ApproxTopK without the top_k and reduction_dim of its mhlo.backend_config")
+    if "aggregate_to_topk" in config and not ir.BoolAttr(config["aggregate_to_topk"]).value:
+        raise cx.unsupported("ApproxTopK with aggregate_to_topk=false (its partial results are XLA's "
+                             "TPU approximation)")
+    k, dim = ir.IntegerAttr(config["top_k"]).value, ir.IntegerAttr(config["reduction_dim"]).value
+    inputs = cx.operands[:len(cx.operands) // 2]
+    dim %= inputs[0].shape.rank
+    comparator = ir.FlatSymbolRefAttr(ir.ArrayAttr(cx.op.attributes["called_computations"])[0]).value
+    scalars = [Shape.array(x.shape.element_type, ()) for x in inputs for _ in range(2)]
+    compare = cx.importer.call(cx.op, comparator, scalars, [None] * len(scalars))
+    ordered = cx.add("sort", inputs, {"dimensions": (dim,), "to_apply": compare},
+                     shape=Shape.tuple([x.shape for x in inputs]))
+    results = []
+    for i, x in enumerate(inputs):
+        element = cx.add("get-tuple-element", [ordered], {"index": i}, shape=x.shape)
+        bounds = [SliceDim(0, k if d == dim else n, 1) for d, n in enumerate(x.shape.dims)]
+        results.append(cx.add("slice", [element], {"slice": tuple(bounds)},
+                              shape=x.shape.with_dims([k if d == dim else n for d, n in enumerate(x.shape.dims)])))
+    return results[0] if len(results) == 1 else _tuple_of(cx, results)
 
 
 def _aliasing(aliases) -> RawAttr:

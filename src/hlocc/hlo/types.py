@@ -350,3 +350,28 @@ class Shape:
 
 def shape_of_array(array: np.ndarray) -> Shape:
     return Shape.array(from_dtype(array.dtype), array.shape)
+
+
+def converted_array(arr: np.ndarray, dtype: np.dtype, convert: bool = True) -> np.ndarray:
+    """`arr` converted to `dtype` (an argument given in another type; without `convert`, a
+    ValueError with an empty text: the types must match). Raw bytes that np.savez
+    stored an ml_dtypes array as ('|V2', which np.load cannot name) are read as `dtype` when their
+    sizes agree. Strings, objects, dates and complex numbers for a real type are a ValueError whose
+    text completes "expected dtype X, got Y" (converting would fail in numpy, or drop data)."""
+    if not convert:
+        raise ValueError("")
+    if arr.dtype.kind == "V" and arr.dtype.names is None and arr.dtype.itemsize == dtype.itemsize \
+            and dtype.type.__module__ == "ml_dtypes":
+        return arr.view(dtype)
+    if arr.dtype.kind not in "biufc":
+        try:
+            from_dtype(arr.dtype)  # an ml_dtypes type (bf16, f8, int4: numpy kind 'V') holds numbers
+        except HloError:
+            raise ValueError(", which is not numbers") from None
+    if arr.dtype.kind == "c" and dtype.kind != "c":
+        raise ValueError(" (converting would drop the imaginary part)")
+    with np.errstate(all="ignore"):
+        try:
+            return arr.astype(dtype)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f" (numpy cannot convert it: {e})") from None

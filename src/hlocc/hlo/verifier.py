@@ -12,6 +12,7 @@ Errors are `HloVerifyError` whose message names the computation, the instruction
 from __future__ import annotations
 
 from hlocc.errors import HloVerifyError
+from hlocc.hlo.call_graph import control_predecessor_names
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.opcodes import OPCODES, infer_shape
 from hlocc.hlo.shape_rules_common import strip_layout
@@ -47,7 +48,8 @@ def _check_unique_names(module: HloModule) -> None:
 
 def verify_computation(comp: HloComputation) -> None:
     """Check the root, the parameter numbering (0..n-1, no gaps or duplicates), unique instruction
-    names, that operands belong to `comp`, and every instruction (see `verify_instruction`)."""
+    names, that operands and control predecessors belong to `comp`, and every instruction (see
+    `verify_instruction`)."""
     members = {id(instr) for instr in comp.instructions}
     if comp.root is None:
         raise HloVerifyError(f"computation '{comp.name}' has no root instruction")
@@ -67,6 +69,12 @@ def verify_computation(comp: HloComputation) -> None:
             verify_instruction(instr)
         except HloVerifyError as e:
             raise HloVerifyError(f"computation '{comp.name}': {e}") from None
+    for instr in comp.instructions:
+        if "control-predecessors" in instr.attrs:
+            for name in control_predecessor_names(instr):
+                if name not in names:
+                    raise HloVerifyError(f"computation '{comp.name}': instruction '{instr.name}' names control "
+                                         f"predecessor '{name}', which is not an instruction of it")
 
 
 def _check_parameter_numbers(comp: HloComputation) -> None:

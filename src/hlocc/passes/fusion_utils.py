@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from hlocc.hlo.attributes import RawAttr
+from hlocc.hlo.call_graph import control_predecessor_names
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.name_uniquer import NameUniquer
 from hlocc.hlo.types import Shape
@@ -355,6 +357,7 @@ class FusionBuilder:
             live = [i for i in comp.instructions if id(i) not in self._removed]
             live.sort(key=self._key)  # the intended order, then the nearest def-before-use one
             comp.instructions = live
+            _drop_fused_control_predecessors(comp)
             comp.sort_instructions()
         for comp in self._fused_touched.values():
             if id(comp) not in self._orphans:
@@ -368,6 +371,26 @@ class FusionBuilder:
         self._orphans.clear()
         self._ordered.clear()
         self._order.clear()
+
+
+def _drop_fused_control_predecessors(comp: HloComputation) -> None:
+    """Control predecessors that were fused away (into the fusion that names them, or another) are
+    dropped from `control-predecessors`: the ordering is kept inside the fusion or by its data, and
+    the schedule refuses a name that is not in the computation. (A TensorFlow module's reduce with
+    `control-predecessors={%add.5}` became a fusion naming the add fused into it.)"""
+    names = None
+    for instr in comp.instructions:
+        if "control-predecessors" not in instr.attrs:
+            continue
+        names = names if names is not None else {i.name for i in comp.instructions}
+        wanted = control_predecessor_names(instr)
+        kept = [n for n in wanted if n in names and n != instr.name]
+        if len(kept) == len(wanted):
+            continue
+        if kept:
+            instr.attrs["control-predecessors"] = RawAttr("{" + ", ".join(kept) + "}")
+        else:
+            del instr.attrs["control-predecessors"]
 
 
 def _name_parameters(comp: HloComputation) -> None:

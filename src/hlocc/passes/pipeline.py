@@ -58,6 +58,7 @@ from hlocc.passes import (  # noqa: F401
     inline_library_fusions,
     layout_copies,
     multi_output_fusion,
+    narrow_float_reductions,
     priority_fusion,
     rename_fusions,
     shape_constraints,
@@ -153,6 +154,7 @@ BACKEND_PIPELINES: dict[str, CompilePipeline] = {
         prologue=(
             "flatten-call-graph",  # one call site per while/conditional computation (buffer assignment)
             "layout-copies",  # forwarded values get the layout their readers declare (fusible copies)
+            "widen-narrow-reductions",  # bf16/f16 sums accumulate in f32, as XLA's and the evaluator's
         ),
         optimization=SIMPLIFICATION + CPU_FUSION,  # simplify, then fuse (and stitch)
         epilogue=_RUNTIME_EPILOGUE,
@@ -163,6 +165,7 @@ BACKEND_PIPELINES: dict[str, CompilePipeline] = {
             "convolution-to-gemm",  # no convolution library on the device: im2col kernels and a gemm
             "flatten-call-graph",  # one call site per while/conditional computation (buffer assignment)
             "layout-copies",  # forwarded values get the layout their readers declare (fusible copies)
+            "widen-narrow-reductions",  # bf16/f16 sums accumulate in f32, as XLA's and the evaluator's
         ),
         optimization=SIMPLIFICATION + CUDA_FUSION,  # simplify, fuse, stitch (after convolution-to-gemm)
         epilogue=_RUNTIME_EPILOGUE,

@@ -24,6 +24,7 @@ from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import loop_launch_map, symbolic_loop_grid
 from hlocc.analysis.scan import scan_axis
 from hlocc.codegen.elemental.index_ops import emit_scalar_computation
+from hlocc.codegen.elemental.ops import convert
 from hlocc.codegen.elemental.storage import store_element
 from hlocc.codegen.emitters.base import (
     FusionEmitterBase,
@@ -42,9 +43,21 @@ from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.symbolic import DimExpr
 
 
+def scan_window(fusion: HloComputation) -> tuple[HloInstruction, HloInstruction | None] | None:
+    """(the cumulative reduce-window, the root convert of it or None) of a fusion the scan emitter
+    computes: its root is a cumulative reduce-window, or a convert of one (widen-narrow-reductions
+    accumulates a bf16/f16 scan in f32 and rounds each result back), else None."""
+    window, epilogue = fusion.root, None
+    if window.opcode == "convert" and window.operand(0).opcode == "reduce-window" \
+            and len(window.operand(0).users) == 1 and tuple(window.operand(0).shape.dims) == tuple(window.shape.dims) \
+            and tuple(window.operand(0).shape.minor_to_major) == tuple(window.shape.minor_to_major):
+        window, epilogue = window.operand(0), window
+    return (window, epilogue) if scan_axis(window) is not None else None
+
+
 def is_scan_fusion(fusion: HloComputation) -> bool:
-    """A fusion the scan emitter computes: its root is a cumulative reduce-window."""
-    return scan_axis(fusion.root) is not None
+    """A fusion the scan emitter computes (`scan_window`)."""
+    return scan_window(fusion) is not None
 
 
 class ReduceWindowScanEmitter(FusionEmitterBase):
@@ -54,9 +67,10 @@ class ReduceWindowScanEmitter(FusionEmitterBase):
 
     def __init__(self, fusion: HloComputation, target, name: str = "main"):
         super().__init__(fusion, target, name)
-        self.window = fusion.root
+        self.window, self.epilogue = scan_window(fusion)
         self.axis, self.reverse = scan_axis(self.window)
         self.shape = self.window.shape
+        self.out_shape = fusion.root.shape  # (the window's, or its convert's: same dims and layout)
         self.lines = [n for d, n in enumerate(self.shape.dims) if d != self.axis]
         order = [d for d in self.shape.minor_to_major if d != self.axis]
         self.lines_minor_to_major = [d - (d > self.axis) for d in order]
@@ -76,7 +90,7 @@ class ReduceWindowScanEmitter(FusionEmitterBase):
         partitioned = partition_fusion(self.fusion, subgraph_roots_for_heroes([self.window]))
         pc = partitioned.fusion
         functions = subgraph_functions_outside(pc, [self.window])
-        block, param_types, out_types = entry_block(self.fusion, [self.shape])
+        block, param_types, out_types = entry_block(self.fusion, [self.out_shape])
         b = KernelBuilder(block)
         params = list(block.args[:len(param_types)])
         outs = list(block.args[len(param_types):])
@@ -97,7 +111,9 @@ class ReduceWindowScanEmitter(FusionEmitterBase):
         index = [*line[:self.axis], k, *line[self.axis:]]
         (value,) = call_subgraph(s, pc, self.window.operand(0), params, index)
         (acc,) = emit_scalar_computation(s, self.window.attrs["to_apply"], [acc, value])
-        s.insert(scf.YieldOp(acc, store_element(s, acc, out, self.shape, index)))
+        stored = acc if self.epilogue is None else convert(s, acc, self.shape.element_type,
+                                                             self.out_shape.element_type)
+        s.insert(scf.YieldOp(acc, store_element(s, stored, out, self.out_shape, index)))
         scan = body.insert(scf.ForOp(body.index(0), length, body.index(1), [init, loop.region_iter_args[0]], step))
         body.insert(YieldOp(scan.results[1]))
         b.insert(func.ReturnOp(*loop.results))
@@ -106,4 +122,4 @@ class ReduceWindowScanEmitter(FusionEmitterBase):
                             emitter="reduce-window-scan", symbols=self.symbols)
 
 
-__all__ = ["ReduceWindowScanEmitter", "is_scan_fusion", "scan_axis"]
+__all__ = ["ReduceWindowScanEmitter", "is_scan_fusion", "scan_axis", "scan_window"]

@@ -455,10 +455,19 @@ class ReductionEmitter(FusionEmitterBase):
                 vecs[g * n:(g + 1) * n] = inner.results[:n]
                 outs = list(inner.results[n:])
             rb.insert(scf.YieldOp(*vecs, *outs))
-        loop = b.insert(scf.ForOp(b.index(0), b.index(self.dims.dimensions[1]), b.index(1), [*seeds, *outputs],
-                                  row_block))
-        accs_v = list(loop.results[:len(seeds)])
-        outputs = list(loop.results[len(seeds):])
+        # A thread past the last column (the last block's spare threads when the column chunks are
+        # no multiple of the block) reads and writes nothing: unchecked, it read the rows after the
+        # input's last and wrote a side output past its end, into the next buffer. `lanes` divides
+        # the columns (reduction_tiling), so a thread's columns are all inside or all outside, and
+        # the check at its first column (every range variable 0) decides.
+        inside = _constraint_check(e, logical, ids, [b.index(0)] * len(logical.symbols))
+        result = e.if_else_many(
+            inside,
+            lambda: list(b.insert(scf.ForOp(b.index(0), b.index(self.dims.dimensions[1]), b.index(1),
+                                            [*seeds, *outputs], row_block)).results),
+            lambda: [*seeds, *outputs], [*[s.type for s in seeds], *out_types])
+        accs_v = list(result[:len(seeds)])
+        outputs = list(result[len(seeds):])
         out_map = self._normalized_output_map()
         for g in range(t.groups):
             group = b.index(g)

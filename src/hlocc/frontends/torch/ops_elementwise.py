@@ -28,9 +28,10 @@ UNARY = {
 }
 BINARY = {
     "add": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "true_divide": "divide",
-    "maximum": "maximum", "minimum": "minimum", "atan2": "atan2", "fmod": "remainder", "pow": "power",
-    "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
+    "fmod": "remainder", "pow": "power", "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
 }
+BINARY_DEFAULT = {"maximum": "maximum", "minimum": "minimum", "atan2": "atan2"}
+"""Binary ops whose ATen overload is `.default` only (no `.Tensor`/`.Scalar`)."""
 COMPARE = {"eq": "EQ", "ne": "NE", "lt": "LT", "le": "LE", "gt": "GT", "ge": "GE"}
 LOGICAL = {"logical_and": "and", "logical_or": "or", "logical_xor": "xor"}
 
@@ -241,6 +242,7 @@ def _arange(cx: LoweringContext, *args, **_):
 OPS = {
     **{f"aten.{name}.default": _unary(op) for name, op in UNARY.items()},
     **{f"aten.{name}.{o}": _binary(op) for name, op in BINARY.items() for o in ("Tensor", "Scalar")},
+    **{f"aten.{name}.default": _binary(op) for name, op in BINARY_DEFAULT.items()},
     "aten.div.Tensor_mode": _binary("divide", divide=True), "aten.div.Scalar_mode": _binary("divide", divide=True),
     "aten.pow.Tensor_Scalar": _pow_scalar, "aten.pow.Tensor_Tensor": _binary("power"),
     "aten.pow.Scalar": _binary("power"),

@@ -33,6 +33,10 @@ if "PYTEST_XDIST_WORKER" not in os.environ:
     os.environ["HLOCC_CACHE_DIR"] = tempfile.mkdtemp(prefix="hlocc-test-cache-")
     os.environ["HLOCC_TEST_CACHE_OWNER"] = str(os.getpid())
 
+# Tests verify every compiled kernel's IR after its passes, which the CPU compile path skips otherwise
+# (codegen/pipeline.py): a pass that breaks the IR is named at once.
+os.environ.setdefault("HLOCC_VERIFY_KERNELS", "1")
+
 
 def pytest_unconfigure(config):
     if os.environ.get("HLOCC_TEST_CACHE_OWNER") == str(os.getpid()):

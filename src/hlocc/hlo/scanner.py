@@ -56,7 +56,13 @@ class Scanner:
 
     # -- primitives ---------------------------------------------------------------------------
     def skip(self) -> None:
-        m = _SKIP_RE.match(self.text, self.pos)
+        # (most calls are at a token already: one character says so, without the regex)
+        pos = self.pos
+        if pos < len(self.text):
+            c = self.text[pos]
+            if c != "/" and not c.isspace():
+                return
+        m = _SKIP_RE.match(self.text, pos)
         if m:
             self.pos = m.end()
 

@@ -44,12 +44,19 @@ from hlocc.backends.cpu.kernel_cache import (
     store_kernel,
 )
 from hlocc.backends.cpu.launcher import BlocksFunction, address_table, is_serial, is_serial_source, launch_table
-from hlocc.codegen.context import print_module
+from hlocc.codegen.context import KernelIRError, print_module
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import KernelModule, fusion_symbols
 from hlocc.codegen.emitters.registry import emit_fusion
 from hlocc.codegen.llvm import I64, LlvmTranslator, TranslateOptions
-from hlocc.codegen.pipeline import PipelineOptions, add_stage_times, dump_file, pipeline_for, run_pipeline
+from hlocc.codegen.pipeline import (
+    PipelineOptions,
+    add_stage_times,
+    dump_file,
+    kernel_verification_requested,
+    pipeline_for,
+    run_pipeline,
+)
 from hlocc.codegen.target import Target, cpu_target
 from hlocc.codegen.transforms.check_bounds import GLOBAL as BOUNDS_GLOBAL
 from hlocc.codegen.transforms.check_bounds import RECORD, BoundsCheckError, record_slots
@@ -377,8 +384,8 @@ class PendingKernel:
     puts it in the caches (runtime/executable.py `build_executable` resolves every pending kernel
     of a program before the program runs)."""
 
-    def __init__(self, plan: KernelPlan, future: Any, finish: Callable[..., CompiledKernel]):
-        self.plan, self._future, self._finish = plan, future, finish
+    def __init__(self, plan: KernelPlan, future: Any, finish: Callable[..., CompiledKernel], label: str = ""):
+        self.plan, self._future, self._finish, self._label = plan, future, finish, label or plan.name
         self.name, self.emitter, self.output_aliases = plan.name, plan.emitter, plan.output_aliases
         self.stage_times: dict[str, float] | None = None
         self._lock = threading.Lock()
@@ -388,7 +395,11 @@ class PendingKernel:
         with self._lock:
             if self._compiled is None:
                 times: dict[str, float] = {}
-                self._compiled = self._finish(self._future.result(), times)
+                try:
+                    code = self._future.result()
+                except RuntimeError as e:  # LLVM's parser or verifier
+                    raise unverified_kernel_error(self._label, "LLVM", e) from e
+                self._compiled = self._finish(code, times)
                 if self.stage_times is not None:
                     add_stage_times(self.stage_times, times)
             return self._compiled
@@ -469,12 +480,20 @@ def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: li
     times = times if times is not None else {}
     name = kernel.entry
     symbol = symbol or f"{name}_blocks"
+    # the kernel IR is verified in tests and debugging only: LLVM's checks stand in (codegen/pipeline.py)
+    verified = options is not None or target.check_bounds or kernel_verification_requested()
     run_pipeline(kernel.module, pipeline_for(target.kind, target.has_fma, target.check_bounds), options,
-                 timings=times, verify_each=False)
+                 timings=times, verify_each=False, verify_result=verified)
     t0 = time.perf_counter()
     kernel_ir = print_module(kernel.module) if options is not None else ""
     translator = LlvmTranslator(name, translate_options or TranslateOptions(), host_triple())
-    llmod = translator.translate(kernel.module)
+    label = computation.name if computation is not None else name
+    try:
+        llmod = translator.translate(kernel.module)
+    except Exception as e:
+        if verified:
+            raise
+        raise unverified_kernel_error(label, "its translation to LLVM", e) from e
     threads = 1 if name in translator.block_functions else kernel.launch.threads_per_block
     # a kernel with runtime dims takes its table of dimension variables after the buffers
     _add_block_loop(llmod, llmod.get_global(name), kernel.num_params + kernel.num_outputs + bool(kernel.symbols),
@@ -504,9 +523,22 @@ def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: li
         return compiled
 
     if defer and options is None:
-        pending = PendingKernel(plan, compile_object_later(llmod), finish)
+        pending = PendingKernel(plan, compile_object_later(llmod), finish, label)
         return pending
-    return finish(compile_object(llmod, keep_ir=options is not None), times)
+    try:
+        code = compile_object(llmod, keep_ir=options is not None)
+    except RuntimeError as e:
+        raise unverified_kernel_error(label, "LLVM", e) from e
+    return finish(code, times)
+
+
+def unverified_kernel_error(kernel: str, stage: str, error: Exception) -> KernelIRError:
+    """The error of a kernel whose IR `stage` (its translation to LLVM, or LLVM's parser and
+    verifier) rejected: the kernel passes' result is not verified outside tests (codegen/pipeline.py),
+    so this is where a pass that broke the IR shows."""
+    return KernelIRError(f"kernel {kernel}: {stage} failed ({type(error).__name__}: {error}); if a kernel pass "
+                         "produced invalid IR, HLOCC_VERIFY_KERNELS=1 verifies it (HLOCC_VERIFY_EACH_PASS=1 after "
+                         "each pass)")
 
 
 def bounds_symbol(symbol: str) -> str:

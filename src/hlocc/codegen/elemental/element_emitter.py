@@ -4,6 +4,7 @@ index ops through `INDEX_OPS`, elementwise ops through `ELEMENTAL`, other subgra
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from xdsl.dialects import scf
 from xdsl.ir import Block, Region, SSAValue
 
-from hlocc.analysis.affine_expr import dim
+from hlocc.analysis.affine_expr import Expr, dim
 from hlocc.analysis.indexing_map import IndexingMap, Variable, size_bound
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.op_indexing import output_to_input
@@ -35,6 +36,12 @@ def deep_recursion(limit: int = 20000):
     finally:
         sys.setrecursionlimit(old)
 
+
+
+@functools.cache
+def _identity_results(n: int) -> tuple[Expr, ...]:
+    """(d0, ..., d{n-1}): an identity map's results, built once per rank (`apply` asks per use)."""
+    return tuple(dim(i) for i in range(n))
 
 @dataclass
 class _Frame:
@@ -67,7 +74,7 @@ class ElementEmitter:
         if not m.results:
             return []
         if (not symbols and not runtime and len(m.results) == len(dims) == len(m.dims)
-                and all(r == dim(i) for i, r in enumerate(m.results))):
+                and tuple(m.results) == _identity_results(len(dims))):
             return list(dims)  # the identity (every elementwise use): nothing to compute
         m = IndexingMap(m.dims, m.results, m.symbols, m.runtime)  # constraints dropped
         operands = [*dims, *symbols, *runtime]

@@ -22,6 +22,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from hlocc.codegen.ir import VECTOR_FORMS
+from hlocc.codegen.ir.builder import make_op
 from hlocc.codegen.math.float_builder import (
     F32,
     F64,
@@ -82,9 +83,20 @@ _NARROW_XDSL_TYPES: dict[str, Attribute] = {
 assert set(_NARROW_XDSL_TYPES) == set(NARROW_FORMATS)
 
 
+_CONSTANT_TEMPLATES: dict[tuple, tuple] = {}
+"""`XdslBackend.constant`'s key, its value's Python type and the xDSL type → (result types,
+properties, attributes) of the first such constant built in the process."""
+
+
 class XdslBackend:
     """Inserts ops at the rewriter's insertion point, on scalars or (with `shape`) on vectors of that
-    shape; constants are shared within one expansion."""
+    shape; constants are shared within one expansion.
+
+    Ops are built as codegen/ir/builder.py's `make_op` builds them: by the constructor once per
+    argument types, then by `create` from that op's result types, properties and attributes, and a
+    constant from the properties of the first one of its value and type (a dense splat attribute
+    built and checked once): the constructors were half of `expand-float-ops`' time on the
+    erf/log-heavy probe, whose kernels each expand a few hundred log1p."""
 
     def __init__(self, rewriter: PatternRewriter, shape: Sequence[int] = ()):
         self.rewriter = rewriter
@@ -106,29 +118,38 @@ class XdslBackend:
         key = (ty, struct.pack("<d", value) if isinstance(value, float) else value)
         if key not in self._constants:
             t = self._type(ty)
-            if self.shape:
-                attr = DenseIntOrFPElementsAttr.from_list(t, [value])
+            template = _CONSTANT_TEMPLATES.get((key, type(value), t))
+            if template is not None:
+                result_types, properties, attributes = template
+                op = arith.ConstantOp.create(result_types=result_types, properties=dict(properties),
+                                             attributes=dict(attributes))
             else:
-                attr = IntegerAttr(value, t) if isinstance(ty, IntType) else FloatAttr(value, t)
-            self._constants[key] = self._insert(arith.ConstantOp(attr))
+                if self.shape:
+                    attr = DenseIntOrFPElementsAttr.from_list(t, [value])
+                else:
+                    attr = IntegerAttr(value, t) if isinstance(ty, IntType) else FloatAttr(value, t)
+                op = arith.ConstantOp(attr)
+                _CONSTANT_TEMPLATES[(key, type(value), t)] = ([r.type for r in op.results], dict(op.properties),
+                                                 dict(op.attributes))
+            self._constants[key] = self._insert(op)
         return self._constants[key]
 
     def op(self, name: str, result: ElemType, operands: Sequence[SSAValue], types: Sequence[ElemType],
            predicate: str | None = None) -> SSAValue:
         if name in _BINARY:
-            return self._insert(_BINARY[name](*operands))
+            return self._insert(make_op(_BINARY[name], *operands))
         if name in _UNARY:
-            return self._insert(_UNARY[name](operands[0]))
+            return self._insert(make_op(_UNARY[name], operands[0]))
         if name == "math.fma":
-            return self._insert(math.FmaOp(*operands))
+            return self._insert(make_op(math.FmaOp, *operands))
         if name in _CASTS:
-            return self._insert(self._op_class(_CASTS[name])(operands[0], self._type(result)))
+            return self._insert(make_op(self._op_class(_CASTS[name]), operands[0], self._type(result)))
         if name == "arith.cmpf":
-            return self._insert(self._op_class(arith.CmpfOp)(operands[0], operands[1], predicate))
+            return self._insert(make_op(self._op_class(arith.CmpfOp), operands[0], operands[1], predicate))
         if name == "arith.cmpi":
-            return self._insert(self._op_class(arith.CmpiOp)(operands[0], operands[1], predicate))
+            return self._insert(make_op(self._op_class(arith.CmpiOp), operands[0], operands[1], predicate))
         if name == "arith.select":
-            return self._insert(self._op_class(arith.SelectOp)(*operands))
+            return self._insert(make_op(self._op_class(arith.SelectOp), *operands))
         raise NotImplementedError(name)
 
 

@@ -21,6 +21,7 @@ inliner removes; such checks would be carried through every later pass to LLVM.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -34,6 +35,9 @@ from xdsl.traits import (
     MemoryEffect,
     MemoryEffectKind,
     NoMemoryEffect,
+    RecursiveMemoryEffect,
+    SymbolOpInterface,
+    get_effects,
     is_side_effect_free,
     only_has_effect,
 )
@@ -118,6 +122,74 @@ class _KnownOps(KnownOps):
 @dataclass
 class _Driver(CSEDriver):
     _known_ops: KnownOps = field(default_factory=_KnownOps)
+    _region_effects: dict[Operation, frozenset | None] = field(default_factory=dict)
+
+    def _effects(self, op: Operation) -> AbstractSet | None:
+        """xDSL's `get_effects(op)`, for an op with regions remembered for the run and gathered
+        from its nested ops by `_pure`'s per-class answer where it has one. xDSL finds a recursive
+        op's effects (an `scf.for`, `scf.if`) by asking every nested op for its traits, once for
+        `is_trivially_dead` and again for `is_side_effect_free`: for a kernel's loop, most of the
+        kernel, a fifth of the pass. The driver only replaces uses and marks ops for erasure until
+        its end, so no op's effects change during the run."""
+        if not op.regions:
+            return _NONE if _pure_class(type(op)) else get_effects(op)
+        memo = self._region_effects
+        if op in memo:
+            return memo[op]
+        traits = op.get_traits_of_type(MemoryEffect)
+        effects: set | None = set() if traits else None
+        for trait in traits:
+            if getattr(type(trait).get_effects, "__func__", None) is _RECURSIVE_EFFECTS:
+                found = self._nested_effects(op)
+            else:
+                found = trait.get_effects(op)
+            if found is None:
+                effects = None
+                break
+            effects.update(found)
+        memo[op] = None if effects is None else frozenset(effects)
+        return memo[op]
+
+    def _nested_effects(self, op: Operation) -> set | None:
+        """The union of the effects of the ops in `op`'s regions, None if one's are unknown."""
+        effects: set = set()
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.ops:
+                    found = self._effects(child)
+                    if found is None:
+                        return None
+                    effects.update(found)
+        return effects
+
+    def _trivially_dead(self, op: Operation) -> bool:
+        """xDSL's `is_trivially_dead`, the effects of an op with regions from `_effects`."""
+        if not op.regions:
+            return is_trivially_dead(op)
+        if any(result.first_use is not None for result in op.results):
+            return False
+        if (op.has_trait(IsTerminator, value_if_unregistered=False)
+                or op.has_trait(SymbolOpInterface, value_if_unregistered=False)):
+            return False
+        effects = self._effects(op)  # xDSL's result_only_effects
+        return effects is not None and all(
+            e.kind == MemoryEffectKind.READ
+            or (e.kind == MemoryEffectKind.ALLOC and isinstance(v := e.value, SSAValue) and op.is_ancestor(v.owner))
+            for e in effects)
+
+    def _only_reads(self, op: Operation) -> bool:
+        """`only_has_effect(op, READ)`, the effects of an op with regions from `_effects`."""
+        if not op.regions:
+            return only_has_effect(op, MemoryEffectKind.READ)
+        effects = self._effects(op)
+        return effects is not None and all(e.kind == MemoryEffectKind.READ for e in effects)
+
+    def _pure(self, op: Operation) -> bool:
+        """`_pure(op)`, the effects of an op with regions from `_effects`."""
+        if not op.regions:
+            return _pure(op)
+        effects = self._effects(op)
+        return effects is not None and not effects
 
     def _simplify_block(self, block):
         # xDSL's opens a plain `KnownOps()` for an isolated op's regions; ours keeps the key type
@@ -151,7 +223,7 @@ class _Driver(CSEDriver):
             terminator = _TERMINATORS[cls] = op.has_trait(IsTerminator)
         if terminator:
             return
-        if is_trivially_dead(op):
+        if self._trivially_dead(op):
             self._mark_erasure(op)
             return
         if cls is arith.SelectOp and (chosen := _constant_choice(op)) is not None:
@@ -160,8 +232,8 @@ class _Driver(CSEDriver):
             return
         if any(len(region.blocks) > 1 for region in op.regions):
             return
-        if not _pure(op):
-            if not only_has_effect(op, MemoryEffectKind.READ):
+        if not self._pure(op):
+            if not self._only_reads(op):
                 return
             if existing := self._known_ops.get(op):
                 if (op.parent_block() is existing.parent_block()
@@ -210,21 +282,28 @@ def _constant_choice(select: arith.SelectOp) -> SSAValue | None:
 
 
 _NO_EFFECTS = NoMemoryEffect.get_effects.__func__
+_RECURSIVE_EFFECTS = RecursiveMemoryEffect.get_effects.__func__
+_NONE: frozenset = frozenset()
 _PURE_CLASSES: dict[type, bool] = {}
 _TERMINATORS: dict[type, bool] = {}
 
 
-def _pure(op: Operation) -> bool:
-    """`is_side_effect_free(op)`, answered once per op class when the class's memory-effect traits
-    all say "none" whatever the op (NoMemoryEffect, Pure); asked per op otherwise (a recursive or
-    conditional effect depends on the op)."""
-    cls = type(op)
+def _pure_class(cls: type[Operation]) -> bool:
+    """Whether the memory-effect traits of op class `cls` all say "none" whatever the op
+    (NoMemoryEffect, Pure), answered once per class."""
     always = _PURE_CLASSES.get(cls)
     if always is None:
-        traits = op.get_traits_of_type(MemoryEffect)
+        traits = cls.get_traits_of_type(MemoryEffect) if hasattr(cls, "traits") else ()
         always = _PURE_CLASSES[cls] = bool(traits) and all(
             getattr(type(t).get_effects, "__func__", None) is _NO_EFFECTS for t in traits)
-    return always or is_side_effect_free(op)
+    return always
+
+
+def _pure(op: Operation) -> bool:
+    """`is_side_effect_free(op)`, answered once per op class when the class's memory-effect traits
+    all say "none" whatever the op (`_pure_class`); asked per op otherwise (a recursive or
+    conditional effect depends on the op)."""
+    return _pure_class(type(op)) or is_side_effect_free(op)
 
 
 class CommonSubexpressionEliminationPass(ModulePass):

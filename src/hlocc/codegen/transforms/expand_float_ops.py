@@ -62,6 +62,7 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 from hlocc.codegen.math import approx_complex, approx_exp_log, approx_special, approx_trig
 from hlocc.codegen.math.float_builder import F32, F64, FloatBuilder, Val
 from hlocc.codegen.math.float_builder_xdsl import XdslBackend, complex_parts, expand_elementwise, format_of
+from hlocc.codegen.transforms.util import walk_ops
 
 #: math op name -> its approximation (operands in order).
 MATH_APPROXIMATIONS: dict[str, Callable[..., Val]] = {
@@ -173,7 +174,7 @@ class ExpandFloatOpsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         # Complex expansions call the real approximations directly: no math function op is left.
         # (Their walk only where a complex op is: a scan of op names costs a fraction of it.)
-        if any(o.name.startswith("complex.") for o in op.walk()):
+        if any(o.name.startswith("complex.") for o in walk_ops(op)):
             PatternRewriteWalker(ExpandComplexOp(complex_expansions(self.fma)),
                                  apply_recursively=False).rewrite_module(op)
         table = FMA_APPROXIMATIONS if self.fma else MATH_APPROXIMATIONS

@@ -27,6 +27,7 @@ from hlocc.analysis.linearize import linearize_map
 from hlocc.codegen.ir import ApplyIndexingOp, AtomicRMWOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import sized_tensor_type, tensor_num_elements, tensor_sizes
+from hlocc.codegen.transforms.util import walk_ops
 from hlocc.hlo.symbolic import Dim
 
 
@@ -98,7 +99,7 @@ def _fold_once(m: IndexingMap, operands: list[SSAValue]) -> tuple[IndexingMap, l
 def flatten_atomic_rmw(module: ModuleOp) -> None:
     """Every `xla.atomic_rmw` gets one linear index, as a `tensor.insert` does; its body (which sees
     only the element) moves over unchanged. The tensor types change with the others below."""
-    for o in [o for o in module.walk() if isinstance(o, AtomicRMWOp)]:
+    for o in walk_ops(module, AtomicRMWOp):
         shape = tensor_sizes(o.input.type)
         if len(shape) == 1:
             continue
@@ -115,7 +116,7 @@ class FlattenTensorsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         flatten_atomic_rmw(op)
         # Accesses first: their shapes are read from the tensor types, which flattening a constant changes.
-        for o in [o for o in op.walk() if isinstance(o, (tensor.ExtractOp, tensor.InsertOp))]:
+        for o in walk_ops(op, (tensor.ExtractOp, tensor.InsertOp)):
             shape = tensor_sizes(o.tensor.type if isinstance(o, tensor.ExtractOp) else o.dest.type)
             b = KernelBuilder(InsertPoint.before(o))
             index = emit_linear_index(b, shape, list(o.indices))
@@ -126,14 +127,14 @@ class FlattenTensorsPass(ModulePass):
             else:
                 new = tensor.InsertOp(o.scalar, o.dest, [index])
             Rewriter.replace_op(o, new)
-        for o in list(op.walk()):
+        for o in walk_ops(op, arith.ConstantOp):
             if isinstance(o, arith.ConstantOp) and isinstance(o.value, DenseIntOrFPElementsAttr) \
                     and isinstance(o.result.type, TensorType):
                 t = flat_type(o.result.type)
                 if t != o.result.type:
                     values = o.value.get_values()
                     Rewriter.replace_op(o, arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(t, list(values)), t))
-        for o in list(op.walk()):
+        for o in walk_ops(op):
             if isinstance(o, func.FuncOp):
                 ft = o.function_type
                 o.function_type = FunctionType.from_lists([flat_type(t) for t in ft.inputs],

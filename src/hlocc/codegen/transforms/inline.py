@@ -18,13 +18,13 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.codegen.ir import PureCallOp
-from hlocc.codegen.transforms.util import clone_block_body, functions, move_block_body
+from hlocc.codegen.transforms.util import clone_block_body, functions, move_block_body, walk_ops
 
 MAX_OPS_TO_DUPLICATE = 8
 
 
 def _calls(op) -> list[PureCallOp]:
-    return [o for o in op.walk() if isinstance(o, PureCallOp)]
+    return walk_ops(op, PureCallOp)
 
 
 def _function_of(op) -> str | None:
@@ -37,7 +37,7 @@ def _function_of(op) -> str | None:
 
 def _symbol_refs(op) -> Counter:
     """How many times each symbol is referred to under `op` (callees, shuffle_reduce combiners, ...)."""
-    return Counter(attr.root_reference.data for o in op.walk()
+    return Counter(attr.root_reference.data for o in walk_ops(op)
                    for attr in (*o.properties.values(), *o.attributes.values()) if isinstance(attr, SymbolRefAttr))
 
 

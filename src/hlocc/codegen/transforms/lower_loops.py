@@ -28,7 +28,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from hlocc.analysis.indexing_map import IndexingMap
 from hlocc.codegen.ir import ApplyIndexingOp, LoopOp, PredicatedExtractOp, PredicatedInsertOp
 from hlocc.codegen.ir.builder import KernelBuilder
-from hlocc.codegen.transforms.util import if_then, move_block_body
+from hlocc.codegen.transforms.util import if_then, move_block_body, walk_ops
 
 
 def emit_constraint_check(b: KernelBuilder, m: IndexingMap, operands: list[SSAValue]) -> SSAValue | None:
@@ -90,9 +90,9 @@ class LowerLoopsToScfPass(ModulePass):
     name = "lower-xla-loops-to-scf"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for loop in [o for o in op.walk() if isinstance(o, LoopOp)]:
+        for loop in walk_ops(op, LoopOp):
             _lower(loop)
-        for o in [o for o in op.walk() if isinstance(o, (PredicatedInsertOp, PredicatedExtractOp))]:
+        for o in walk_ops(op, (PredicatedInsertOp, PredicatedExtractOp)):
             _lower_predicated(o)
 
 

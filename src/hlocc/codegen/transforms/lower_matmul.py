@@ -37,7 +37,7 @@ from hlocc.codegen.ir.matmul_ops import MatmulOp
 from hlocc.codegen.transforms.matmul.gpu_mma_pipeline import lower_gpu_matmul
 from hlocc.codegen.transforms.matmul.packed import lower_packed
 from hlocc.codegen.transforms.unroll_loops import KEEP_ROLLED
-from hlocc.codegen.transforms.util import clone_block_body, for_loop, if_then
+from hlocc.codegen.transforms.util import clone_block_body, for_loop, if_then, walk_ops
 
 
 def rolled_loop(*args, **kwargs) -> list[SSAValue]:
@@ -229,7 +229,7 @@ class LowerMatmulPass(ModulePass):
     name = "lower-matmul"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for matmul in [o for o in op.walk() if isinstance(o, MatmulOp)]:
+        for matmul in walk_ops(op, MatmulOp):
             lower_matmul(matmul)
 
 

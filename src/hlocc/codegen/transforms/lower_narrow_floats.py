@@ -44,6 +44,7 @@ from hlocc.codegen.math.float_builder_numpy import numpy_dtype
 from hlocc.codegen.math.float_builder_xdsl import expand_elementwise, format_of
 from hlocc.codegen.math.float_conversions import NARROW_FORMATS, extend_to_f32, truncate
 from hlocc.codegen.transforms.expand_float_ops import BF16_APPROXIMATIONS, BF16_ROUNDED
+from hlocc.codegen.transforms.util import walk_ops
 
 
 def _elem(ty: Attribute) -> Attribute:
@@ -58,8 +59,17 @@ def _narrow(ty: Attribute) -> FloatFormat | None:
 
 def _has_narrow_floats(module: ModuleOp) -> bool:
     """Whether any op reads or makes a narrow float: else every rewrite below is a no-op, and one
-    walk replaces the patterns' four."""
-    return any(_narrow(v.type) for o in module.walk() for v in (*o.operands, *o.results))
+    walk replaces the patterns' four. Each type object is asked about once (the IR shares them;
+    `_narrow`'s cache hashes a type by its parameters, which per value was the whole pass)."""
+    seen: set[int] = set()  # the types are alive in the module during the walk: their ids are theirs
+    for o in walk_ops(module):
+        for v in (*o.operands, *o.results):
+            t = v.type
+            if id(t) not in seen:
+                seen.add(id(t))
+                if _narrow(t):
+                    return True
+    return False
 
 
 def _with_elem(ty: Attribute, elem: Attribute) -> Attribute:

@@ -24,12 +24,12 @@ from hlocc.codegen.context import KernelIRError
 from hlocc.codegen.ir import PureCallOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.size_ops import SYMBOLS_ATTR, SymbolValueOp, kernel_symbols
-from hlocc.codegen.transforms.util import functions
+from hlocc.codegen.transforms.util import functions, walk_ops
 
 PTR = llvm.LLVMPointerType()
 
 def _calls(f: func.FuncOp) -> list[PureCallOp]:
-    return [o for o in f.walk() if isinstance(o, PureCallOp)]
+    return walk_ops(f, PureCallOp)
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class LowerSymbolValuesPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fns = functions(op)
-        need = {n for n, f in fns.items() if any(isinstance(o, SymbolValueOp) for o in f.walk())}
+        need = {n for n, f in fns.items() if walk_ops(f, SymbolValueOp)}
         if not need and SYMBOLS_ATTR not in op.attributes:
             return
         changed = True
@@ -63,7 +63,7 @@ def _lower_function(f: func.FuncOp, order: dict[str, int], need: set[str]) -> No
     table.name_hint = "dims"
     ft = f.function_type
     f.function_type = FunctionType.from_lists([*ft.inputs, PTR], list(ft.outputs))
-    reads = [o for o in f.walk() if isinstance(o, SymbolValueOp)]
+    reads = walk_ops(f, SymbolValueOp)
     b = KernelBuilder(InsertPoint.at_start(entry))
     loaded: dict[str, SSAValue] = {}
     for name in sorted({o.symbol.data for o in reads}, key=lambda s: order.get(s, -1)):

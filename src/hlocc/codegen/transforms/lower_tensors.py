@@ -45,6 +45,7 @@ from hlocc.codegen.context import KernelIRError
 from hlocc.codegen.ir import AllocateSharedOp, AtomicRMWOp, AtomicUpdateOp, PrefetchOp, SharedMemoryOp, SyncThreadsOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.llvm.types import align, llvm_type, type_suffix
+from hlocc.codegen.transforms.util import walk_ops
 
 PTR = llvm.LLVMPointerType()
 
@@ -153,15 +154,15 @@ class LowerTensorsPass(ModulePass):
     name = "lower-tensors"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for o in list(op.walk()):
+        for o in walk_ops(op, (*_ACCESSES, AllocateSharedOp, SyncThreadsOp)):
             if isinstance(o, _ACCESSES):
                 _lower_access(o)
             elif isinstance(o, (AllocateSharedOp, SyncThreadsOp)):
                 _lower_shared(o)
-        for rmw in [o for o in op.walk() if isinstance(o, AtomicRMWOp)]:
+        for rmw in walk_ops(op, AtomicRMWOp):
             _lower_atomic_rmw(rmw)
         self._lower_constants(op)
-        for o in list(op.walk()):
+        for o in walk_ops(op):
             for region in o.regions:
                 for block in region.blocks:
                     for arg in list(block.args):
@@ -176,14 +177,14 @@ class LowerTensorsPass(ModulePass):
             outputs = [t for t in ft.outputs if not isinstance(t, TensorType)]
             keep = [i for i, t in enumerate(ft.outputs) if not isinstance(t, TensorType)]
             f.function_type = FunctionType.from_lists(inputs, outputs)
-            for ret in [o for o in f.walk() if isinstance(o, func.ReturnOp)]:
+            for ret in walk_ops(f, func.ReturnOp):
                 Rewriter.replace_op(ret, func.ReturnOp(*[ret.operands[i] for i in keep]))
 
     @staticmethod
     def _lower_constants(module: ModuleOp) -> None:
         count = 0
-        for o in list(module.walk()):
-            if isinstance(o, arith.ConstantOp) and isinstance(o.result.type, TensorType):
+        for o in walk_ops(module, arith.ConstantOp):
+            if isinstance(o.result.type, TensorType):
                 assert isinstance(o.value, DenseIntOrFPElementsAttr)
                 name = f"constant_{count}"
                 count += 1

@@ -38,6 +38,7 @@ from hlocc.analysis.affine_expr import (
 from hlocc.codegen.ir import ApplyIndexingOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.size_ops import size_value
+from hlocc.codegen.transforms.util import walk_ops
 
 
 def lower_apply_indexing(op: ApplyIndexingOp) -> None:
@@ -121,5 +122,5 @@ class LowerXlaToArithPass(ModulePass):
     name = "lower-xla-to-arith"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for o in [o for o in op.walk() if isinstance(o, ApplyIndexingOp)]:
+        for o in walk_ops(op, ApplyIndexingOp):
             lower_apply_indexing(o)

@@ -16,7 +16,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.transforms.expand_float_ops import MATH_APPROXIMATIONS
-from hlocc.codegen.transforms.util import KEEP_ROLLED, clone_block_body, trip_count
+from hlocc.codegen.transforms.util import KEEP_ROLLED, clone_block_body, trip_count, walk_ops
 
 MAX_TRIP_COUNT = 64
 MAX_UNROLLED_OPS = 4096
@@ -52,6 +52,6 @@ class UnrollLoopsPass(ModulePass):
     name = "unroll-loops"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        loops = [o for o in op.walk() if isinstance(o, scf.ForOp)]
+        loops = walk_ops(op, scf.ForOp)
         for loop in reversed(loops):  # walk() is pre-order: reversed visits inner loops first
             unroll(loop)

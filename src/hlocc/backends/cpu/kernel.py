@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from llvmlite import ir
 
 from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
+from hlocc.backends.cpu.block_loop import add_block_loop, internalize
 from hlocc.backends.cpu.kernel_cache import (
     KernelPlan,
     kernel_key,
@@ -48,7 +48,7 @@ from hlocc.codegen.context import KernelIRError, print_module
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import KernelModule, fusion_symbols
 from hlocc.codegen.emitters.registry import emit_fusion
-from hlocc.codegen.llvm import I64, LlvmTranslator, TranslateOptions
+from hlocc.codegen.llvm import LlvmTranslator, TranslateOptions
 from hlocc.codegen.pipeline import (
     PipelineOptions,
     add_stage_times,
@@ -496,11 +496,11 @@ def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: li
         raise unverified_kernel_error(label, "its translation to LLVM", e) from e
     threads = 1 if name in translator.block_functions else kernel.launch.threads_per_block
     # a kernel with runtime dims takes its table of dimension variables after the buffers
-    _add_block_loop(llmod, llmod.get_global(name), kernel.num_params + kernel.num_outputs + bool(kernel.symbols),
+    add_block_loop(llmod, llmod.get_global(name), kernel.num_params + kernel.num_outputs + bool(kernel.symbols),
                     threads, symbol)
     if target.check_bounds:  # the record gets a name of its own: many kernels share one engine
         llmod.get_global(BOUNDS_GLOBAL).name = bounds_symbol(symbol)
-    _internalize(llmod, {symbol, bounds_symbol(symbol)})
+    internalize(llmod, {symbol, bounds_symbol(symbol)})
     times["to_llvm"] = (time.perf_counter() - t0) * 1e3
     if options is not None:
         options.stream(f"// -----// LLVM IR //----- //\n{llmod}") if options.print_ir_after_all else None
@@ -546,13 +546,6 @@ def bounds_symbol(symbol: str) -> str:
     return f"{symbol}_bounds"
 
 
-def _internalize(module: ir.Module, keep: set[str]) -> None:
-    """Every definition but the block loop internal: objects of many kernels share one engine."""
-    for value in module.global_values:
-        if value.name not in keep and not getattr(value, "is_declaration", False):
-            value.linkage = "internal" if isinstance(value, ir.Function) else value.linkage or "internal"
-
-
 def load_kernel(plan: KernelPlan, data: bytes, param_shapes: list[Shape], output_shapes: list[Shape], shared: bool,
                 times: dict[str, float], kernel_ir: str = "", *, check_bounds: bool = False) -> CompiledKernel:
     """A CompiledKernel running the object code `data` of `plan`'s kernel (with its check-bounds
@@ -566,43 +559,6 @@ def load_kernel(plan: KernelPlan, data: bytes, param_shapes: list[Shape], output
     return CompiledKernel(plan.name, plan.launch, list(param_shapes), list(output_shapes), loaded, fn, times, kernel_ir,
                           None, plan.emitter, plan.output_aliases, plan.serial, plan.symbol,
                           bounds_record=loaded.address(record[0]) if record else 0, symbols=plan.symbols)
-
-
-def _add_block_loop(module: ir.Module, kernel: ir.Function, num_buffers: int, threads: int, name: str) -> None:
-    """void name(ptr buffers, i64 first, i64 end): for block in [first, end): for thread in
-    [0, threads): kernel(buffers[0..n), thread, block)."""
-    ptr = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, I64, I64]), name=name)
-    table, first, end = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    buffers = [b.load(b.gep(table, [ir.Constant(I64, i)], inbounds=True, source_etype=ptr), typ=ptr)
-               for i in range(num_buffers)]
-    entry = b.block
-    block_header = fn.append_basic_block("blocks")
-    thread_header = fn.append_basic_block("threads")
-    thread_body = fn.append_basic_block("thread")
-    block_latch = fn.append_basic_block("next_block")
-    done = fn.append_basic_block("done")
-    b.branch(block_header)
-    b.position_at_end(block_header)
-    block = b.phi(I64, "block")
-    block.add_incoming(first, entry)
-    b.cbranch(b.icmp_signed("<", block, end), thread_header, done)
-    b.position_at_end(thread_header)
-    thread = b.phi(I64, "thread")
-    thread.add_incoming(ir.Constant(I64, 0), block_header)
-    b.cbranch(b.icmp_signed("<", thread, ir.Constant(I64, threads)), thread_body, block_latch)
-    b.position_at_end(thread_body)
-    b.call(kernel, [*buffers, thread, block])
-    next_thread = b.add(thread, ir.Constant(I64, 1), flags=["nuw", "nsw"])
-    thread.add_incoming(next_thread, thread_body)
-    b.branch(thread_header)
-    b.position_at_end(block_latch)
-    next_block = b.add(block, ir.Constant(I64, 1))
-    block.add_incoming(next_block, block_latch)
-    b.branch(block_header)
-    b.position_at_end(done)
-    b.ret_void()
 
 
 __all__ = ["CompiledKernel", "clear_kernel_cache", "compile_fusion", "kernels_in_cache", "load_kernel",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _programs import MLP, softmax_text
+from _ptx_device import ptx_recording_device
 
 import hlocc
 from hlocc.analysis.launch import LaunchDims
@@ -158,15 +159,7 @@ def test_the_symbolic_kernels_ptx_is_accepted_by_ptxas(arch):
     # every kernel (and version) of the softmax over [b, 127] (a stitch kernel: warp rows), and in
     # the slow run over [b, n] (loop kernels over two variables) and the layernorm's, compiled once
     # for every size: dims by value after the buffers (ptx.py), assembled by ptxas
-    kernels = []
-
-    def compile_kernel(computation, name, noalias):
-        kernels.append(compile_ptx(computation, arch, noalias=noalias))
-        return simulate(computation, name, noalias)
-
-    simulate = SimulatedDevice(arch=arch).kernel_compiler(None, {})
-    device = SimulatedDevice(arch=arch)
-    device.kernel_compiler = lambda options, times: compile_kernel
+    device, kernels = ptx_recording_device(arch)
     for name in ("softmax_127",) + (("softmax_bn", "layernorm") if arch == "sm_80" else ()):
         compile_dynamic_module(parse_hlo(PROGRAMS[name][0]), device)
     assert {k.symbols for k in kernels} >= {("b",), ("b_8",)} | ({("b", "n")} if arch == "sm_80" else set())

@@ -12,12 +12,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 from _programs import softmax_text
+from _ptx_device import ptx_recording_device
 
 import hlocc
 from hlocc.analysis.hero import is_stitch_marked
 from hlocc.backends.cuda.device import SimulatedDevice
 from hlocc.backends.cuda.dynamic import compile_dynamic_module
-from hlocc.backends.cuda.ptx import compile_ptx, find_ptxas, validate_ptx
+from hlocc.backends.cuda.ptx import find_ptxas, validate_ptx
 from hlocc.codegen.emitters.stitch_gpu import is_block_row_marked
 from hlocc.hlo.parser import parse_hlo
 from hlocc.passes.pipeline import BACKEND_PIPELINES, PassManager
@@ -172,15 +173,7 @@ PTXAS = find_ptxas()
 def test_every_version_is_accepted_by_ptxas(arch):
     # the softmax's three kernels: shuffles in each, a barrier (shared memory across warps) in the
     # block form only; the row length by value after the buffers, a runtime trip count
-    kernels = []
-
-    def compile_kernel(computation, name, noalias):
-        kernels.append(compile_ptx(computation, arch, noalias=noalias))
-        return simulate(computation, name, noalias)
-
-    simulate = SimulatedDevice(arch=arch).kernel_compiler(None, {})
-    device = SimulatedDevice(arch=arch)
-    device.kernel_compiler = lambda options, times: compile_kernel
+    device, kernels = ptx_recording_device(arch)
     compile_dynamic_module(parse_hlo(PROGRAMS["softmax"][0]), device)
     assert sorted(k.symbols for k in kernels) == [("b", "n"), ("b", "n"), ("b_8", "n")]
     for kernel in kernels:

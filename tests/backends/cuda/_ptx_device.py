@@ -1,0 +1,22 @@
+"""A simulated device whose kernel compiler also compiles every kernel to PTX: the ptxas tests of
+the dynamic programs assemble what one compile made, versions included."""
+
+from __future__ import annotations
+
+from hlocc.backends.cuda.device import SimulatedDevice
+from hlocc.backends.cuda.ptx import compile_ptx
+
+
+def ptx_recording_device(arch: str) -> tuple[SimulatedDevice, list]:
+    """(device, kernels): each kernel the device compiles runs in simulation and its PTX for `arch`
+    is appended to `kernels`."""
+    kernels: list = []
+    simulate = SimulatedDevice(arch=arch).kernel_compiler(None, {})
+
+    def compile_kernel(computation, name, noalias):
+        kernels.append(compile_ptx(computation, arch, noalias=noalias))
+        return simulate(computation, name, noalias)
+
+    device = SimulatedDevice(arch=arch)
+    device.kernel_compiler = lambda options, times: compile_kernel
+    return device, kernels

@@ -31,6 +31,8 @@ BINARY = {
     "maximum": "maximum", "minimum": "minimum", "atan2": "atan2", "fmod": "remainder", "pow": "power",
     "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
 }
+# ATen's overload names: most binary ops come as .Tensor/.Scalar, these as .default only
+DEFAULT_OVERLOAD_BINARY = ("maximum", "minimum", "atan2")
 COMPARE = {"eq": "EQ", "ne": "NE", "lt": "LT", "le": "LE", "gt": "GT", "ge": "GE"}
 LOGICAL = {"logical_and": "and", "logical_or": "or", "logical_xor": "xor"}
 
@@ -180,6 +182,39 @@ def _silu(cx: LoweringContext, x):
     return cx.add("multiply", [x, cx.add("logistic", [x])])
 
 
+def _trunc(cx: LoweringContext, x):
+    """Rounding toward zero (HLO has no such opcode): ceil below zero, floor above; integers as they are."""
+    if not cx.shape.element_type.is_float:
+        return x
+    negative = cx.add("compare", [x, cx.full(0, cx.shape)], {"direction": "LT"})
+    return cx.add("select", [negative, cx.add("ceil", [x]), cx.add("floor", [x])], shape=cx.shape)
+
+
+def _exp2(cx: LoweringContext, x):
+    return cx.add("power", [cx.full(2, cx.shape), cx.operand(x, cx.element_type)], shape=cx.shape)
+
+
+def _hypot(cx: LoweringContext, a, b):
+    et, dims = cx.element_type, cx.shape.dims
+    lhs, rhs = cx.operand(a, et, dims), cx.operand(b, et, dims)
+    return cx.add("sqrt", [cx.add("add", [cx.add("multiply", [lhs, lhs]), cx.add("multiply", [rhs, rhs])])])
+
+
+def _leaky_relu(cx: LoweringContext, x, negative_slope=0.01):
+    positive = cx.add("compare", [x, cx.full(0, cx.shape)], {"direction": "GT"})
+    return cx.add("select", [positive, x, cx.add("multiply", [x, cx.full(negative_slope, cx.shape)])], shape=cx.shape)
+
+
+def _elu(cx: LoweringContext, x, alpha=1, scale=1, input_scale=1):
+    """ATen's elu: scale·x above zero, scale·alpha·(exp(input_scale·x) - 1) at or below (selu and
+    celu are this with other constants)."""
+    full = lambda v: cx.full(v, cx.shape)  # noqa: E731
+    positive = cx.add("compare", [x, full(0)], {"direction": "GT"})
+    below = cx.add("exponential-minus-one", [cx.add("multiply", [x, full(input_scale)])])
+    below = cx.add("multiply", [below, full(alpha * scale)])
+    return cx.add("select", [positive, cx.add("multiply", [x, full(scale)]), below], shape=cx.shape)
+
+
 def _reciprocal(cx: LoweringContext, x):
     return cx.add("divide", [cx.full(1, cx.shape), cx.operand(x, cx.element_type)])
 
@@ -241,6 +276,9 @@ def _arange(cx: LoweringContext, *args, **_):
 OPS = {
     **{f"aten.{name}.default": _unary(op) for name, op in UNARY.items()},
     **{f"aten.{name}.{o}": _binary(op) for name, op in BINARY.items() for o in ("Tensor", "Scalar")},
+    **{f"aten.{name}.default": _binary(BINARY[name]) for name in DEFAULT_OVERLOAD_BINARY},
+    "aten.trunc.default": _trunc, "aten.exp2.default": _exp2, "aten.hypot.default": _hypot,
+    "aten.leaky_relu.default": _leaky_relu, "aten.elu.default": _elu,
     "aten.div.Tensor_mode": _binary("divide", divide=True), "aten.div.Scalar_mode": _binary("divide", divide=True),
     "aten.pow.Tensor_Scalar": _pow_scalar, "aten.pow.Tensor_Tensor": _binary("power"),
     "aten.pow.Scalar": _binary("power"),

@@ -82,13 +82,17 @@ def _extremum(opcode: str):
 
 
 def _arg_extremum(opcode: str):
-    """(values, indices) of max/min along `dim`: the first index holding the extremum."""
+    """(values, indices) of max/min along `dim`: the first index holding the extremum. NaN is the
+    extremum of a row holding one (the reduction propagates it, as PyTorch does), and compares
+    unequal to itself: a NaN counts as a hit, else such a row's index was the sentinel 2**62."""
     def indices(cx: LoweringContext, x, dim, keepdim):
         if dim is None:
             x, dim = cx.reshape(x, [_numel(x)]), 0
         dim = _norm_dims(dim, x.shape.rank)[0]
         best = reduce(cx, x, [dim], opcode, keepdim=True)
         hit = cx.add("compare", [x, cx.broadcast_to(best, x.shape.dims)], {"direction": "EQ"})
+        if x.shape.element_type.is_float:
+            hit = cx.add("or", [hit, cx.add("compare", [x, x], {"direction": "NE"})])
         iota = cx.add("iota", attrs={"iota_dimension": dim}, shape=x.shape.with_element_type(primitive_type("s64")))
         big = cx.full(2**62, iota.shape)
         first = reduce(cx, cx.add("select", [hit, iota, big]), [dim], "minimum", keepdim)
@@ -134,6 +138,12 @@ def _var(cx: LoweringContext, x, dims=None, *, correction=1, keepdim=False):
     correction = 1 if correction is None else correction
     divisor = cx.add("subtract", [count, cx.constant(correction, acc)]) if correction else count
     return cx.convert(cx.add("divide", [squares, cx.broadcast_to(divisor, squares.shape.dims)]), et)
+
+
+def _var_mean(cx: LoweringContext, x, dims=None, *, correction=1, keepdim=False):
+    """(var, mean), both of the result's type and shape (the mean is reduced once more: fusion
+    merges the two sums over `x`)."""
+    return [_var(cx, x, dims, correction=correction, keepdim=keepdim), _mean(cx, x, dims, keepdim)]
 
 
 def softmax(cx: LoweringContext, x: HloInstruction, dim: int, log: bool = False,
@@ -335,6 +345,7 @@ OPS = {
     "aten.any.default": _logical_reduce("or"), "aten.all.dim": _logical_reduce("and"),
     "aten.all.default": _logical_reduce("and"),
     "aten.prod.dim_int": _prod, "aten.prod.default": _prod, "aten.var.correction": _var,
+    "aten.var_mean.correction": _var_mean,
     "aten._softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim),
     "aten._log_softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim, log=True),
     "aten._safe_softmax.default": lambda cx, x, dim, dtype=None: softmax(cx, x, dim, safe=True),

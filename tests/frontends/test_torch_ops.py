@@ -1,0 +1,36 @@
+"""Single ATen ops found missing or wrong by a differential hunt over small PyTorch programs (each
+against eager, strict: a fallback to eager fails the test)."""
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch (the [torch] extra)")
+F = torch.nn.functional
+
+from torch_helpers import assert_close, compiled  # noqa: E402
+
+
+def _elementwise(a, b):
+    """Ops whose ATen overload is `.default` (minimum, maximum, atan2: the table once listed them as
+    .Tensor/.Scalar only) or that had no rule (trunc, exp2, hypot, elu, leaky_relu, var_mean)."""
+    var, mean = torch.var_mean(a, dim=-1, correction=0)
+    return (torch.minimum(a, b), torch.maximum(a, b), torch.atan2(a, b), torch.hypot(a, b), torch.trunc(a * 3),
+            torch.exp2(a), F.elu(a, 0.7), F.leaky_relu(a, 0.2), var, mean)
+
+
+def test_elementwise_ops_match_eager():
+    torch.manual_seed(0)
+    a, b = torch.randn(3, 5) * 2, torch.randn(3, 5)
+    a[0, 0], b[1, 1] = float("nan"), float("nan")  # minimum/maximum propagate NaN, as PyTorch's do
+    for i, (got, want) in enumerate(zip(compiled(_elementwise, backend="interpreter")(a, b), _elementwise(a, b))):
+        assert_close(got, want, f"result {i}")
+
+
+def test_argmax_of_a_row_with_nan_is_the_first_nan():
+    """PyTorch's max/argmax treat NaN as the largest value; the first index equal to the row's max
+    found no NaN (NaN != NaN) and gave the sentinel 2**62."""
+    x = torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [0.0, 1.0, 2.0, -1.0]])
+    fn = lambda x: (torch.argmax(x, 1), torch.argmin(x, 1), torch.max(x, 1, keepdim=True))  # noqa: E731
+    got, want = compiled(fn)(x), fn(x)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), (got, want)
+    assert_close(got[2].values, want[2].values, "values")
+    assert torch.equal(got[2].indices, want[2].indices)

@@ -34,3 +34,12 @@ def test_argmax_of_a_row_with_nan_is_the_first_nan():
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), (got, want)
     assert_close(got[2].values, want[2].values, "values")
     assert torch.equal(got[2].indices, want[2].indices)
+
+
+@pytest.mark.parametrize("ord", [2, 1, 0, 3, float("inf"), -float("inf")])
+def test_vector_norm_matches_eager(ord):
+    """linalg.vector_norm (torch.norm, F.normalize) has no core-ATen decomposition: it fell back."""
+    x = torch.randn(3, 4, 5)
+    x[0, 0, 0] = 0.0
+    fn = lambda x: torch.linalg.vector_norm(x, ord=ord, dim=(0, 2), keepdim=ord == 1)  # noqa: E731
+    assert_close(compiled(fn, backend="interpreter")(x), fn(x), f"ord={ord}")

@@ -140,6 +140,32 @@ def _var(cx: LoweringContext, x, dims=None, *, correction=1, keepdim=False):
     return cx.convert(cx.add("divide", [squares, cx.broadcast_to(divisor, squares.shape.dims)]), et)
 
 
+def _vector_norm(cx: LoweringContext, x, ord=2, dims=None, keepdim=False, *, dtype=None):
+    """torch.linalg.vector_norm (torch.norm, F.normalize): max/min of |x| for ord ±inf, the count
+    of nonzeros for 0, else (sum |x|^ord)^(1/ord), with ord 1 and 2 as sum and sqrt (no power), in
+    f32 for halves."""
+    et = cx.element_type
+    acc = _accumulation_type(et)
+    magnitude = cx.add("abs", [cx.convert(x, acc)])
+    if ord in (math.inf, -math.inf):
+        return cx.convert(reduce(cx, magnitude, dims, "maximum" if ord > 0 else "minimum", keepdim), et)
+    if ord == 0:
+        nonzero = cx.convert(cx.add("compare", [magnitude, cx.full(0, magnitude.shape)], {"direction": "NE"}), acc)
+        return cx.convert(reduce(cx, nonzero, dims, "add", keepdim), et)
+    if ord == 2:
+        powered = cx.add("multiply", [magnitude, magnitude])
+    elif ord == 1:
+        powered = magnitude
+    else:
+        powered = cx.add("power", [magnitude, cx.full(ord, magnitude.shape)])
+    total = reduce(cx, powered, dims, "add", keepdim)
+    if ord == 2:
+        total = cx.add("sqrt", [total])
+    elif ord != 1:
+        total = cx.add("power", [total, cx.full(1 / ord, total.shape)])
+    return cx.convert(total, et)
+
+
 def _var_mean(cx: LoweringContext, x, dims=None, *, correction=1, keepdim=False):
     """(var, mean), both of the result's type and shape (the mean is reduced once more: fusion
     merges the two sums over `x`)."""
@@ -345,7 +371,7 @@ OPS = {
     "aten.any.default": _logical_reduce("or"), "aten.all.dim": _logical_reduce("and"),
     "aten.all.default": _logical_reduce("and"),
     "aten.prod.dim_int": _prod, "aten.prod.default": _prod, "aten.var.correction": _var,
-    "aten.var_mean.correction": _var_mean,
+    "aten.var_mean.correction": _var_mean, "aten.linalg_vector_norm.default": _vector_norm,
     "aten._softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim),
     "aten._log_softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim, log=True),
     "aten._safe_softmax.default": lambda cx, x, dim, dtype=None: softmax(cx, x, dim, safe=True),

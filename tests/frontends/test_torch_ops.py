@@ -43,3 +43,29 @@ def test_vector_norm_matches_eager(ord):
     x[0, 0, 0] = 0.0
     fn = lambda x: torch.linalg.vector_norm(x, ord=ord, dim=(0, 2), keepdim=ord == 1)  # noqa: E731
     assert_close(compiled(fn, backend="interpreter")(x), fn(x), f"ord={ord}")
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_matches_eager(include_self):
+    """scatter_reduce.two fell back; without include_self a position that gets an update starts from
+    the reduction's identity, one that gets none keeps its value; mean counts the values summed."""
+    torch.manual_seed(0)
+    x, src = torch.randn(3, 5), torch.randn(2, 5)
+    index = torch.tensor([[0, 1, 2, 0, 1], [2, 2, 1, 0, 0]])
+
+    def fn(x, index, src):
+        return [x.scatter_reduce(0, index, src, reduce=r, include_self=include_self)
+                for r in ("sum", "prod", "mean", "amax", "amin")]
+
+    for r, got, want in zip(("sum", "prod", "mean", "amax", "amin"), compiled(fn, backend="interpreter")(x, index, src),
+                            fn(x, index, src)):
+        assert_close(got, want, r)
+
+
+def test_shifts_match_eager():
+    x = torch.tensor([-100, -7, -1, 0, 1, 5, 99, 64])
+    shift = torch.tensor([0, 1, 2, 3, 5, 7, 1, 2])
+    fn = lambda x, s, u: ((x << s) ^ (x >> 1), torch.bitwise_right_shift(x.int(), s.int()), u >> 2)  # noqa: E731
+    u = torch.tensor([255, 128, 7, 0], dtype=torch.uint8)
+    for got, want in zip(compiled(fn, backend="interpreter")(x, shift, u), fn(x, shift, u)):
+        assert torch.equal(got, want), (got, want)

@@ -182,6 +182,16 @@ def _silu(cx: LoweringContext, x):
     return cx.add("multiply", [x, cx.add("logistic", [x])])
 
 
+def _shift(left: bool):
+    """<< and >> of integers (`>>` sign-filling for signed types, as C's on PyTorch's targets)."""
+    def rule(cx: LoweringContext, a, b):
+        et, dims = cx.element_type, cx.shape.dims
+        opcode = "shift-left" if left else (
+            "shift-right-arithmetic" if cx.shape.element_type.is_signed else "shift-right-logical")
+        return cx.add(opcode, [cx.operand(a, et, dims), cx.operand(b, et, dims)], shape=cx.shape)
+    return rule
+
+
 def _trunc(cx: LoweringContext, x):
     """Rounding toward zero (HLO has no such opcode): ceil below zero, floor above; integers as they are."""
     if not cx.shape.element_type.is_float:
@@ -277,6 +287,9 @@ OPS = {
     **{f"aten.{name}.default": _unary(op) for name, op in UNARY.items()},
     **{f"aten.{name}.{o}": _binary(op) for name, op in BINARY.items() for o in ("Tensor", "Scalar")},
     **{f"aten.{name}.default": _binary(BINARY[name]) for name in DEFAULT_OVERLOAD_BINARY},
+    **{f"aten.__{d}shift__.{o}": _shift(d == "l") for d in "lr" for o in ("Tensor", "Scalar")},
+    **{f"aten.bitwise_{side}_shift.{o}": _shift(side == "left") for side in ("left", "right")
+       for o in ("Tensor", "Tensor_Scalar", "Scalar_Tensor")},
     "aten.trunc.default": _trunc, "aten.exp2.default": _exp2, "aten.hypot.default": _hypot,
     "aten.leaky_relu.default": _leaky_relu, "aten.elu.default": _elu,
     "aten.div.Tensor_mode": _binary("divide", divide=True), "aten.div.Scalar_mode": _binary("divide", divide=True),

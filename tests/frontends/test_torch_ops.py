@@ -69,3 +69,17 @@ def test_shifts_match_eager():
     u = torch.tensor([255, 128, 7, 0], dtype=torch.uint8)
     for got, want in zip(compiled(fn, backend="interpreter")(x, shift, u), fn(x, shift, u)):
         assert torch.equal(got, want), (got, want)
+
+
+def test_diagonal_and_its_gradient_match_eager():
+    """diagonal (einsum "ii->i", torch.diag, trace) and diagonal_scatter (its backward) fell back."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 2, 4)
+    fn = lambda x: torch.diagonal(x, 1, dim1=2, dim2=0).exp() + torch.diagonal(x, -1, 0, 2).sum()  # noqa: E731
+    ours = x.clone().requires_grad_()
+    got = compiled(fn, backend="interpreter")(ours)
+    want = fn(x.requires_grad_())
+    assert_close(got, want, "diagonal")
+    got.sum().backward()
+    want.sum().backward()
+    assert_close(ours.grad, x.grad, "gradient")

@@ -83,3 +83,20 @@ def test_diagonal_and_its_gradient_match_eager():
     got.sum().backward()
     want.sum().backward()
     assert_close(ours.grad, x.grad, "gradient")
+
+
+def test_sort_and_topk_match_eager():
+    """sort and topk fell back to eager. NaN sorts last ascending and first descending, -0.0 ties
+    with +0.0 and equal values keep their order (a stable sort), as in PyTorch."""
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([[1.0, nan, -0.0, 0.0, -2.0, inf, 1.0], [3.0, -inf, 0.0, -0.0, 2.0, 3.0, -1.0]])
+    ints = torch.tensor([[2, 0, 1, 2, 0, 1, 2], [1, 1, 0, 0, 2, 2, 1]])
+
+    def fn(x, ints):
+        return (*torch.sort(x, stable=True), *torch.sort(x, stable=True, descending=True),
+                *torch.sort(ints, dim=0, stable=True, descending=True), *torch.sort(ints, stable=True),
+                *torch.topk(x[:, 2:], 2), *torch.topk(x, 1, dim=0, largest=False))
+
+    for i, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, ints), fn(x, ints))):
+        assert torch.equal(got, want) or (got.dtype.is_floating_point and torch.allclose(got, want, equal_nan=True)), (
+            i, got, want)

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hlocc.hlo.attributes import PadDim, WindowDim
-from hlocc.hlo.ir import HloInstruction
-from hlocc.hlo.types import primitive_type
+from hlocc.hlo.attributes import PadDim, SliceDim, WindowDim
+from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.types import Shape, primitive_type
 
 if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
     from hlocc.frontends.torch.lowering import LoweringContext
@@ -164,6 +164,53 @@ def _vector_norm(cx: LoweringContext, x, ord=2, dims=None, keepdim=False, *, dty
     elif ord != 1:
         total = cx.add("power", [total, cx.full(1 / ord, total.shape)])
     return cx.convert(total, et)
+
+
+def _sorted(cx: LoweringContext, x, dim: int, descending: bool) -> tuple[HloInstruction, HloInstruction]:
+    """(values, s64 indices) of `x` sorted along `dim`, stably (equal values keep their order, as
+    PyTorch's stable sort and, in practice, its CPU sort and topk do): an HLO sort of (key, x, iota)
+    on the key alone. A float key is x with NaN made +NaN and -0.0 made +0.0, compared in total
+    order, so NaN sorts last ascending and first descending and ±0 tie, as in PyTorch; `values`
+    are x's own elements."""
+    dim = _norm_dims(dim, x.shape.rank)[0]
+    et = x.shape.element_type
+    key = x
+    if et.is_float:
+        nan = cx.add("compare", [x, x], {"direction": "NE"})
+        zero = cx.add("compare", [x, cx.full(0, x.shape)], {"direction": "EQ"})
+        key = cx.add("select", [nan, cx.full(math.nan, x.shape), x])
+        key = cx.add("select", [zero, cx.full(0, x.shape), key])
+    iota = cx.add("iota", attrs={"iota_dimension": dim}, shape=x.shape.with_element_type(primitive_type("s64")))
+    module = cx.lowering.module  # (computations only get added while lowering: the count names it uniquely)
+    comparator = module.add_computation(HloComputation(
+        f"sort_{'gt' if descending else 'lt'}_{et.name}_{len(module.computations)}"))
+    params = [comparator.add_fresh(HloInstruction(comparator.unique_name("p"), "parameter",
+                                                  Shape.array(t, ()), parameter_number=i))
+              for i, t in enumerate((et, et, et, et, iota.shape.element_type, iota.shape.element_type))]
+    attrs = {"direction": "GT" if descending else "LT"}
+    if et.is_float:
+        attrs["type"] = "TOTALORDER"
+    comparator.root = comparator.add("compare", params[:2], attrs, shape=Shape.array(primitive_type("pred"), ()))
+    result = cx.add("sort", [key, x, iota], {"dimensions": (dim,), "is_stable": True, "to_apply": comparator})
+    return tuple(cx.add("get-tuple-element", [result], {"index": i}, shape=s.shape) for i, s in ((1, x), (2, iota)))
+
+
+def _sort(cx: LoweringContext, x, dim=-1, descending=False):
+    return list(_sorted(cx, x, dim, descending))
+
+
+def _sort_stable(cx: LoweringContext, x, *, stable=None, dim=-1, descending=False):
+    return list(_sorted(cx, x, dim, descending))
+
+
+def _topk(cx: LoweringContext, x, k, dim=-1, largest=True, sorted=True):
+    """The first k of a stable sort (largest: descending): sorted whatever `sorted` says, which only
+    allows another order."""
+    dim = _norm_dims(dim, x.shape.rank)[0]
+    values, indices = _sorted(cx, x, dim, largest)
+    limits = [SliceDim(0, d, 1) for d in x.shape.dims]
+    limits[dim] = SliceDim(0, k, 1)
+    return [cx.add("slice", [v], {"slice": tuple(limits)}, shape=s) for v, s in zip((values, indices), cx.shapes())]
 
 
 def _var_mean(cx: LoweringContext, x, dims=None, *, correction=1, keepdim=False):
@@ -371,7 +418,9 @@ OPS = {
     "aten.any.default": _logical_reduce("or"), "aten.all.dim": _logical_reduce("and"),
     "aten.all.default": _logical_reduce("and"),
     "aten.prod.dim_int": _prod, "aten.prod.default": _prod, "aten.var.correction": _var,
-    "aten.var_mean.correction": _var_mean, "aten.linalg_vector_norm.default": _vector_norm,
+    "aten.var_mean.correction": _var_mean,
+    "aten.sort.default": _sort, "aten.sort.stable": _sort_stable, "aten.topk.default": _topk,
+    "aten.linalg_vector_norm.default": _vector_norm,
     "aten._softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim),
     "aten._log_softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim, log=True),
     "aten._safe_softmax.default": lambda cx, x, dim, dtype=None: softmax(cx, x, dim, safe=True),

@@ -445,10 +445,16 @@ def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:
     if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
         return None
     try:
-        return aot_export_joint_simple(graph_module, list(example_inputs), trace_joint=False,
-                                       decompositions=decompositions())
+        exported = aot_export_joint_simple(graph_module, list(example_inputs), trace_joint=False,
+                                           decompositions=decompositions())
     except Exception:  # noqa: BLE001 (its refusals are RuntimeErrors; anything else: the general path)
         return None
+    # An op with side effects (linalg.inv's error check) threads an effect token through the graph:
+    # one input and one output more than dynamo passes and expects, which only aot_autograd's
+    # runtime wrapper supplies (called directly, the graph, compiled or eager, missed an argument)
+    if sum(1 for n in exported.graph.nodes if n.op == "placeholder") != len(example_inputs):
+        return None
+    return exported
 
 
 def _unboxed(graph: Callable) -> Callable:

@@ -100,3 +100,11 @@ def test_sort_and_topk_match_eager():
     for i, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, ints), fn(x, ints))):
         assert torch.equal(got, want) or (got.dtype.is_floating_point and torch.allclose(got, want, equal_nan=True)), (
             i, got, want)
+
+
+def test_bool_arithmetic_is_logical():
+    """bool + bool is PyTorch's logical or (True + True is True: HLO's pred add gave False), * its and."""
+    a, b = torch.tensor([True, True, False, False]), torch.tensor([True, False, True, False])
+    fn = lambda a, b: (a + b, a * b, a + True, torch.maximum(a, b))  # noqa: E731
+    for got, want in zip(compiled(fn, backend="interpreter")(a, b), fn(a, b)):
+        assert torch.equal(got, want), (got, want)

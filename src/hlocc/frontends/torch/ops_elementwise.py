@@ -36,6 +36,7 @@ DEFAULT_OVERLOAD_BINARY = ("maximum", "minimum", "atan2")
 COMPARE = {"eq": "EQ", "ne": "NE", "lt": "LT", "le": "LE", "gt": "GT", "ge": "GE"}
 LOGICAL = {"logical_and": "and", "logical_or": "or", "logical_xor": "xor"}
 
+_BOOL_ARITHMETIC = {"add": "or", "multiply": "and"}
 _FLOAT_ORDER = ["f16", "bf16", "f32", "f64"]
 _INT_ORDER = ["pred", "u8", "s8", "s16", "s32", "s64"]
 
@@ -52,7 +53,10 @@ def _binary(opcode: str, *, divide: bool = False):
         lhs, rhs = cx.operand(a, et, dims), cx.operand(b, et, dims)
         if alpha is not None and alpha != 1:
             rhs = cx.add("multiply", [rhs, cx.full(alpha, cx.shape)])
-        result = cx.add(opcode, [lhs, rhs], shape=cx.shape)
+        # bool + bool is PyTorch's logical or (True + True is True), bool * bool its and; HLO's add
+        # of preds wraps (True + True was False)
+        kind = _BOOL_ARITHMETIC.get(opcode, opcode) if cx.element_type == "pred" else opcode
+        result = cx.add(kind, [lhs, rhs], shape=cx.shape)
         if divide and rounding_mode == "floor":
             result = _floor_division(cx, lhs, rhs, result)
         elif divide and rounding_mode == "trunc" and cx.shape.element_type.is_float:

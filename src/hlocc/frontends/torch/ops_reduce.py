@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hlocc.hlo.attributes import PadDim, SliceDim, WindowDim
+from hlocc.frontends.torch.ops_shape import slice_dim
+from hlocc.hlo.attributes import PadDim, WindowDim
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.types import Shape, primitive_type
 
@@ -207,10 +208,7 @@ def _topk(cx: LoweringContext, x, k, dim=-1, largest=True, sorted=True):
     """The first k of a stable sort (largest: descending): sorted whatever `sorted` says, which only
     allows another order."""
     dim = _norm_dims(dim, x.shape.rank)[0]
-    values, indices = _sorted(cx, x, dim, largest)
-    limits = [SliceDim(0, d, 1) for d in x.shape.dims]
-    limits[dim] = SliceDim(0, k, 1)
-    return [cx.add("slice", [v], {"slice": tuple(limits)}, shape=s) for v, s in zip((values, indices), cx.shapes())]
+    return [slice_dim(cx, v, dim, 0, k) for v in _sorted(cx, x, dim, largest)]
 
 
 def _var_mean(cx: LoweringContext, x, dims=None, *, correction=1, keepdim=False):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from hlocc.hlo.attributes import PadDim, SliceDim
 from hlocc.hlo.ir import HloInstruction
-from hlocc.hlo.symbolic import DimExpr
+from hlocc.hlo.symbolic import lower_bound
 from hlocc.hlo.types import Shape, primitive_type
 
 if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
@@ -78,20 +78,31 @@ def _expand(cx: LoweringContext, x, *_, **__):
 
 def slice_dim(cx: LoweringContext, x, dim: int, start, size, step: int = 1) -> HloInstruction:
     """Elements start, start+step, ... (`size` of them) of dimension `dim`."""
-    if isinstance(size, DimExpr) and isinstance(x.shape.dims[dim], int):
+    limit = start + (size - 1) * step + 1 if size != 0 else start
+    if not _provably_within(limit, x.shape.dims[dim]):
         return _gathered_slice(cx, x, dim, start, size, step)
     limits = [SliceDim(0, d, 1) for d in x.shape.dims]
-    limits[dim] = SliceDim(start, start + (size - 1) * step + 1 if size != 0 else start, step)
+    limits[dim] = SliceDim(start, limit, step)
     if limits[dim] == SliceDim(0, x.shape.dims[dim], 1):
         return x
     return cx.add("slice", [x], {"slice": tuple(limits)}, shape=x.shape.with_dims(
         [size if i == dim else d for i, d in enumerate(x.shape.dims)]))
 
 
+def _provably_within(limit, size) -> bool:
+    """Whether `limit` <= `size` for every value of their symbols (each >= 1), as HLO's slice rule
+    checks it; sizes known only to PyTorch's guards (`x[:, :2]` of a dynamic s0 >= 2) are not."""
+    if isinstance(limit, int) and isinstance(size, int):
+        return True  # (static: the shape rule's own check stands)
+    low = lower_bound(size - limit)
+    return low is not None and low >= 0
+
+
 def _gathered_slice(cx: LoweringContext, x, dim: int, start, size, step: int) -> HloInstruction:
-    """A symbolic-length slice of a static dimension (`position_ids[:, :seq]` of a 128-entry buffer)
-    as a gather of start + step·iota: HLO's slice rule would have to prove `seq <= 128`, which holds
-    by PyTorch's guards but not for every value of the symbol."""
+    """A slice whose end HLO's slice rule cannot prove in bounds as a gather of start + step·iota: a
+    symbolic-length slice of a static dimension (`position_ids[:, :seq]` of a 128-entry buffer), or
+    a fixed-length one of a symbolic dimension (`x[:, :2]`, topk's first k under dynamic=True). The
+    bound holds by PyTorch's guards but not for every value of the symbol."""
     shape = x.shape.with_dims([size]).with_element_type(primitive_type("s64"))
     index = cx.add("iota", attrs={"iota_dimension": 0}, shape=shape)
     if step != 1:

@@ -108,3 +108,14 @@ def test_bool_arithmetic_is_logical():
     fn = lambda a, b: (a + b, a * b, a + True, torch.maximum(a, b))  # noqa: E731
     for got, want in zip(compiled(fn, backend="interpreter")(a, b), fn(a, b)):
         assert torch.equal(got, want), (got, want)
+
+
+def test_round_decimals_and_view_as_dtype_match_eager():
+    torch.manual_seed(0)
+    x = torch.randn(8) * 100
+    fn = lambda x: (torch.round(x, decimals=2), torch.round(x, decimals=-1), x.view(torch.int32) & 0xFF)  # noqa: E731
+    got = compiled(fn, backend="interpreter")(x)
+    want = fn(x)
+    assert_close(got[0], want[0], "decimals=2")
+    assert_close(got[1], want[1], "decimals=-1")
+    assert torch.equal(got[2], want[2]), (got[2], want[2])

@@ -196,6 +196,25 @@ def _shift(left: bool):
     return rule
 
 
+def _round_decimals(cx: LoweringContext, x, *, decimals=0):
+    """ATen's round(decimals=d): half-to-even of x·10^d, divided back (of x/10^-d, multiplied back,
+    for d < 0), in f32 for halves."""
+    et = cx.element_type
+    wide = "f32" if et in ("f16", "bf16") else et
+    y = cx.convert(x, wide)
+    scale = cx.full(10.0 ** abs(decimals), y.shape)
+    there, back = ("multiply", "divide") if decimals >= 0 else ("divide", "multiply")
+    rounded = cx.add("round-nearest-even", [cx.add(there, [y, scale])])
+    return cx.convert(cx.add(back, [rounded, scale]), et)
+
+
+def _view_dtype(cx: LoweringContext, x, _dtype):
+    """x.view(dtype) of an element type as wide as x's: its bits reinterpreted (HLO bitcast-convert)."""
+    if x.shape.element_type.bits != cx.shape.element_type.bits:
+        raise cx.error(f"view as {cx.element_type} of {x.shape.element_type.name}: only types of one width are lowered")
+    return cx.add("bitcast-convert", [x], shape=cx.shape)
+
+
 def _trunc(cx: LoweringContext, x):
     """Rounding toward zero (HLO has no such opcode): ceil below zero, floor above; integers as they are."""
     if not cx.shape.element_type.is_float:
@@ -294,7 +313,8 @@ OPS = {
     **{f"aten.__{d}shift__.{o}": _shift(d == "l") for d in "lr" for o in ("Tensor", "Scalar")},
     **{f"aten.bitwise_{side}_shift.{o}": _shift(side == "left") for side in ("left", "right")
        for o in ("Tensor", "Tensor_Scalar", "Scalar_Tensor")},
-    "aten.trunc.default": _trunc, "aten.exp2.default": _exp2, "aten.hypot.default": _hypot,
+    "aten.trunc.default": _trunc, "aten.round.decimals": _round_decimals, "aten.view.dtype": _view_dtype,
+    "aten.exp2.default": _exp2, "aten.hypot.default": _hypot,
     "aten.leaky_relu.default": _leaky_relu, "aten.elu.default": _elu,
     "aten.div.Tensor_mode": _binary("divide", divide=True), "aten.div.Scalar_mode": _binary("divide", divide=True),
     "aten.pow.Tensor_Scalar": _pow_scalar, "aten.pow.Tensor_Tensor": _binary("power"),

@@ -75,7 +75,6 @@ def test_max_pool_indices_match_eager(args, ceil_mode):
     assert torch.equal(values, want_values) and torch.equal(indices, want_indices)
 
 
-@pytest.mark.slow  # 3.5-6 s (dynamo traces cross_entropy, breaks, resumes), on a shared machine
 def test_backward_inside_the_compiled_step():
     """loss.backward() inside the compiled function: dynamo breaks the graph there and resumes in a
     frame where it is still on, so the lazily compiled backward graph used to be compiled and run

@@ -119,3 +119,12 @@ def test_round_decimals_and_view_as_dtype_match_eager():
     assert_close(got[0], want[0], "decimals=2")
     assert_close(got[1], want[1], "decimals=-1")
     assert torch.equal(got[2], want[2]), (got[2], want[2])
+
+
+def test_copysign_takes_the_sign_bit():
+    """copysign fell back; -0.0 and a negative NaN give their sign, as PyTorch's (the bit, not b < 0)."""
+    a = torch.tensor([1.0, -2.0, 3.0, -0.0, 5.0, float("inf")])
+    b = torch.tensor([-0.0, 1.0, -1.0, 2.0, float("nan"), -3.0])
+    fn = lambda a, b: (torch.copysign(a, b), torch.copysign(a, -b))  # noqa: E731
+    for got, want in zip(compiled(fn, backend="interpreter")(a, b), fn(a, b)):
+        assert torch.equal(torch.signbit(got), torch.signbit(want)) and torch.equal(got.abs(), want.abs()), (got, want)

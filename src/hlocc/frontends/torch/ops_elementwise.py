@@ -15,6 +15,7 @@ import math
 from typing import TYPE_CHECKING
 
 from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.types import primitive_type
 
 if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
     from hlocc.frontends.torch.lowering import LoweringContext
@@ -215,6 +216,17 @@ def _view_dtype(cx: LoweringContext, x, _dtype):
     return cx.add("bitcast-convert", [x], shape=cx.shape)
 
 
+def _copysign(cx: LoweringContext, a, b):
+    """|a| with b's sign bit (read through an integer bitcast: -0.0 and -NaN count as negative)."""
+    et, dims = cx.element_type, cx.shape.dims
+    magnitude = cx.add("abs", [cx.operand(a, et, dims)])
+    sign_source = cx.operand(b, et, dims)
+    bits = sign_source.shape.with_element_type(primitive_type(f"s{sign_source.shape.element_type.bits}"))
+    negative = cx.add("compare", [cx.add("bitcast-convert", [sign_source], shape=bits), cx.full(0, bits)],
+                      {"direction": "LT"})
+    return cx.add("select", [negative, cx.add("negate", [magnitude]), magnitude], shape=cx.shape)
+
+
 def _trunc(cx: LoweringContext, x):
     """Rounding toward zero (HLO has no such opcode): ceil below zero, floor above; integers as they are."""
     if not cx.shape.element_type.is_float:
@@ -315,6 +327,7 @@ OPS = {
        for o in ("Tensor", "Tensor_Scalar", "Scalar_Tensor")},
     "aten.trunc.default": _trunc, "aten.round.decimals": _round_decimals, "aten.view.dtype": _view_dtype,
     "aten.exp2.default": _exp2, "aten.hypot.default": _hypot,
+    "aten.copysign.Tensor": _copysign, "aten.copysign.Scalar": _copysign,
     "aten.leaky_relu.default": _leaky_relu, "aten.elu.default": _elu,
     "aten.div.Tensor_mode": _binary("divide", divide=True), "aten.div.Scalar_mode": _binary("divide", divide=True),
     "aten.pow.Tensor_Scalar": _pow_scalar, "aten.pow.Tensor_Tensor": _binary("power"),

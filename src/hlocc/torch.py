@@ -401,16 +401,27 @@ def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | No
     hlocc (`torch.compile(..., options={...})`: backend="cpu", gemm ("library" unless given), strict,
     flush_denormal (True: see the module doc) and "report", a list that gets one dict per graph). `mode` (max-autotune,
     ...) has no meaning for hlocc and is ignored."""
-    _torch()
+    torch = _torch()
     from torch._functorch.aot_autograd import aot_module_simplified
 
     options = dict(options or {})
     report = options.pop("report", None)
     _attention_as_math(graph_module)
     def compiler(kind: str, guarded: bool = False):
+        # A backward graph is compiled and run by backward(), which may be called in a frame dynamo
+        # resumed after a graph break (a training step calling loss.backward() inside the compiled
+        # function): dynamo, still on there, would trace hlocc's own Python (its numpy constants and
+        # call plans became graphs of their own, which failed). Dynamo is off while hlocc compiles,
+        # and while a backward graph runs (dynamo already calls the graphs it compiled with it off).
+        @torch._dynamo.disable
         def compile_fn(gm, inputs):
-            return compile_graph(gm, inputs, name=f"{kind}_{next(_GRAPH_NUMBERS)}", options=options, report=report,
-                                 guarded=guarded)
+            graph = compile_graph(gm, inputs, name=f"{kind}_{next(_GRAPH_NUMBERS)}", options=options,
+                                  report=report, guarded=guarded)
+            if kind != "backward":
+                return graph
+            run = torch._dynamo.disable(graph)
+            run._boxed_call = True
+            return run
         return compile_fn
 
     inference = _inference_graph(graph_module, example_inputs)
@@ -434,10 +445,16 @@ def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:
     if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
         return None
     try:
-        return aot_export_joint_simple(graph_module, list(example_inputs), trace_joint=False,
-                                       decompositions=decompositions())
+        exported = aot_export_joint_simple(graph_module, list(example_inputs), trace_joint=False,
+                                           decompositions=decompositions())
     except Exception:  # noqa: BLE001 (its refusals are RuntimeErrors; anything else: the general path)
         return None
+    # An op with side effects (linalg.inv's error check) threads an effect token through the graph:
+    # one input and one output more than dynamo passes and expects, which only aot_autograd's
+    # runtime wrapper supplies (called directly, the graph, compiled or eager, missed an argument)
+    if sum(1 for n in exported.graph.nodes if n.op == "placeholder") != len(example_inputs):
+        return None
+    return exported
 
 
 def _unboxed(graph: Callable) -> Callable:

@@ -45,6 +45,19 @@ def test_fallback_runs_eager_with_one_warning_naming_the_ops():
     assert ht.stats() == {"fallbacks": 1}
 
 
+def test_a_graph_with_an_effect_token_falls_back_to_eager():
+    """linalg.inv's error check threads an effect token (one more input and output) through the
+    exported inference graph; called directly by dynamo, its eager fallback missed that argument
+    (TypeError: forward() missing 'arg1_1'). It goes through aot_autograd's wrapper instead."""
+    a = torch.randn(3, 3) + 3 * torch.eye(3)
+    f = _compile(lambda a: torch.linalg.inv(a).sum(), strict=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = f(a)
+    assert any(isinstance(w.message, ht.FallbackWarning) for w in caught)
+    assert_close(got, torch.linalg.inv(a).sum(), "inv")
+
+
 def test_strict_mode_from_the_environment(monkeypatch):
     monkeypatch.setenv("HLOCC_TORCH_STRICT", "1")
     f = _compile(_with_unlowered_op)

@@ -81,6 +81,21 @@ def test_an_input_mutation_keeps_the_aot_autograd_wrapper():
     assert not isinstance(getattr(returned[0], "graph", None), ht.CompiledGraph)
 
 
+def test_an_input_mutation_with_a_constant_is_lowered():
+    """`x[:, 0] = 0.0` lifts the 0.0 as a tensor constant, which the lowering reads while
+    aot_autograd's FakeTensorMode is active (it refused the real tensor: AssertionError)."""
+    def clear(x):
+        x[:, 0] = 0.0
+        return x * 2
+
+    compiled, _ = _compile(clear)
+    x = torch.randn(3, 4)
+    want = clear(x.clone())
+    got = compiled(x)
+    assert_close(got, want)
+    assert torch.equal(x[:, 0], torch.zeros(3))  # the mutation written back
+
+
 def test_an_output_aliasing_an_input_keeps_the_aot_autograd_wrapper():
     def view_and_sum(x):
         return x.view(-1), x + 1.0

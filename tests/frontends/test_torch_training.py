@@ -73,3 +73,26 @@ def test_max_pool_indices_match_eager(args, ceil_mode):
         return torch.nn.functional.max_pool2d_with_indices(x, *args, ceil_mode=ceil_mode)
     (values, indices), (want_values, want_indices) = compiled(fn, backend="interpreter")(x), fn(x)
     assert torch.equal(values, want_values) and torch.equal(indices, want_indices)
+
+
+def test_backward_inside_the_compiled_step():
+    """loss.backward() inside the compiled function: dynamo breaks the graph there and resumes in a
+    frame where it is still on, so the lazily compiled backward graph used to be compiled and run
+    with dynamo tracing hlocc's own Python ('Executable' object has no attribute 'bind')."""
+    torch.manual_seed(0)
+    eager = torch.nn.Linear(6, 3)
+    ours = copy.deepcopy(eager)
+    x, target = torch.randn(5, 6), torch.tensor([0, 2, 1, 1, 0])
+
+    def step(model):
+        loss = torch.nn.functional.cross_entropy(model(x), target)
+        loss.backward()
+        return loss
+
+    ht.reset_stats()
+    want = step(eager)
+    got = compiled(lambda: step(ours))()
+    assert ht.stats() == {"compiles": 2}  # the forward and the backward graph, nothing of hlocc's own
+    assert_close(got, want, "loss")
+    for (pname, p), q in zip(eager.named_parameters(), ours.parameters()):
+        assert_close(q.grad, p.grad, f"grad of {pname}", scale=10)

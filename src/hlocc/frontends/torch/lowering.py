@@ -250,9 +250,14 @@ class _Lowering:
         return self.constant_tensor(target, node.name)
 
     def constant_tensor(self, tensor: Any, name: str) -> HloInstruction:
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
         from hlocc.frontends.torch.tensors import to_numpy
 
-        array = to_numpy(tensor.detach().cpu()).copy()  # (a CUDA model's weights: read once, baked in)
+        # aot_autograd compiles a graph that mutates an input with its FakeTensorMode still active:
+        # detach() of a real constant (`x[:, 0] = 0.0` lifts the 0.0) would be refused by that mode
+        with unset_fake_temporarily():
+            array = to_numpy(tensor.detach().cpu()).copy()  # (a CUDA model's weights: read once, baked in)
         shape = Shape.array(element_type(tensor.dtype), array.shape)
         return self.entry.add("constant", shape=shape, literal=array, name=name)
 

@@ -15,6 +15,7 @@ import math
 from typing import TYPE_CHECKING
 
 from hlocc.hlo.ir import HloInstruction
+from hlocc.hlo.types import primitive_type
 
 if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
     from hlocc.frontends.torch.lowering import LoweringContext
@@ -35,6 +36,7 @@ BINARY_DEFAULT = {"maximum": "maximum", "minimum": "minimum", "atan2": "atan2"}
 COMPARE = {"eq": "EQ", "ne": "NE", "lt": "LT", "le": "LE", "gt": "GT", "ge": "GE"}
 LOGICAL = {"logical_and": "and", "logical_or": "or", "logical_xor": "xor"}
 
+_BOOL_ARITHMETIC = {"add": "or", "multiply": "and"}
 _FLOAT_ORDER = ["f16", "bf16", "f32", "f64"]
 _INT_ORDER = ["pred", "u8", "s8", "s16", "s32", "s64"]
 
@@ -51,7 +53,10 @@ def _binary(opcode: str, *, divide: bool = False):
         lhs, rhs = cx.operand(a, et, dims), cx.operand(b, et, dims)
         if alpha is not None and alpha != 1:
             rhs = cx.add("multiply", [rhs, cx.full(alpha, cx.shape)])
-        result = cx.add(opcode, [lhs, rhs], shape=cx.shape)
+        # bool + bool is PyTorch's logical or (True + True is True), bool * bool its and; HLO's add
+        # of preds wraps (True + True was False)
+        kind = _BOOL_ARITHMETIC.get(opcode, opcode) if cx.element_type == "pred" else opcode
+        result = cx.add(kind, [lhs, rhs], shape=cx.shape)
         if divide and rounding_mode == "floor":
             result = _floor_division(cx, lhs, rhs, result)
         elif divide and rounding_mode == "trunc" and cx.shape.element_type.is_float:
@@ -181,6 +186,79 @@ def _silu(cx: LoweringContext, x):
     return cx.add("multiply", [x, cx.add("logistic", [x])])
 
 
+def _shift(left: bool):
+    """<< and >> of integers (`>>` sign-filling for signed types, as C's on PyTorch's targets)."""
+    def rule(cx: LoweringContext, a, b):
+        et, dims = cx.element_type, cx.shape.dims
+        opcode = "shift-left" if left else (
+            "shift-right-arithmetic" if cx.shape.element_type.is_signed else "shift-right-logical")
+        return cx.add(opcode, [cx.operand(a, et, dims), cx.operand(b, et, dims)], shape=cx.shape)
+    return rule
+
+
+def _round_decimals(cx: LoweringContext, x, *, decimals=0):
+    """ATen's round(decimals=d): half-to-even of x·10^d, divided back (of x/10^-d, multiplied back,
+    for d < 0), in f32 for halves."""
+    et = cx.element_type
+    wide = "f32" if et in ("f16", "bf16") else et
+    y = cx.convert(x, wide)
+    scale = cx.full(10.0 ** abs(decimals), y.shape)
+    there, back = ("multiply", "divide") if decimals >= 0 else ("divide", "multiply")
+    rounded = cx.add("round-nearest-even", [cx.add(there, [y, scale])])
+    return cx.convert(cx.add(back, [rounded, scale]), et)
+
+
+def _view_dtype(cx: LoweringContext, x, _dtype):
+    """x.view(dtype) of an element type as wide as x's: its bits reinterpreted (HLO bitcast-convert)."""
+    if x.shape.element_type.bits != cx.shape.element_type.bits:
+        raise cx.error(f"view as {cx.element_type} of {x.shape.element_type.name}: only types of one width are lowered")
+    return cx.add("bitcast-convert", [x], shape=cx.shape)
+
+
+def _copysign(cx: LoweringContext, a, b):
+    """|a| with b's sign bit (read through an integer bitcast: -0.0 and -NaN count as negative)."""
+    et, dims = cx.element_type, cx.shape.dims
+    magnitude = cx.add("abs", [cx.operand(a, et, dims)])
+    sign_source = cx.operand(b, et, dims)
+    bits = sign_source.shape.with_element_type(primitive_type(f"s{sign_source.shape.element_type.bits}"))
+    negative = cx.add("compare", [cx.add("bitcast-convert", [sign_source], shape=bits), cx.full(0, bits)],
+                      {"direction": "LT"})
+    return cx.add("select", [negative, cx.add("negate", [magnitude]), magnitude], shape=cx.shape)
+
+
+def _trunc(cx: LoweringContext, x):
+    """Rounding toward zero (HLO has no such opcode): ceil below zero, floor above; integers as they are."""
+    if not cx.shape.element_type.is_float:
+        return x
+    negative = cx.add("compare", [x, cx.full(0, cx.shape)], {"direction": "LT"})
+    return cx.add("select", [negative, cx.add("ceil", [x]), cx.add("floor", [x])], shape=cx.shape)
+
+
+def _exp2(cx: LoweringContext, x):
+    return cx.add("power", [cx.full(2, cx.shape), cx.operand(x, cx.element_type)], shape=cx.shape)
+
+
+def _hypot(cx: LoweringContext, a, b):
+    et, dims = cx.element_type, cx.shape.dims
+    lhs, rhs = cx.operand(a, et, dims), cx.operand(b, et, dims)
+    return cx.add("sqrt", [cx.add("add", [cx.add("multiply", [lhs, lhs]), cx.add("multiply", [rhs, rhs])])])
+
+
+def _leaky_relu(cx: LoweringContext, x, negative_slope=0.01):
+    positive = cx.add("compare", [x, cx.full(0, cx.shape)], {"direction": "GT"})
+    return cx.add("select", [positive, x, cx.add("multiply", [x, cx.full(negative_slope, cx.shape)])], shape=cx.shape)
+
+
+def _elu(cx: LoweringContext, x, alpha=1, scale=1, input_scale=1):
+    """ATen's elu: scale·x above zero, scale·alpha·(exp(input_scale·x) - 1) at or below (selu and
+    celu are this with other constants)."""
+    full = lambda v: cx.full(v, cx.shape)  # noqa: E731
+    positive = cx.add("compare", [x, full(0)], {"direction": "GT"})
+    below = cx.add("exponential-minus-one", [cx.add("multiply", [x, full(input_scale)])])
+    below = cx.add("multiply", [below, full(alpha * scale)])
+    return cx.add("select", [positive, cx.add("multiply", [x, full(scale)]), below], shape=cx.shape)
+
+
 def _reciprocal(cx: LoweringContext, x):
     return cx.add("divide", [cx.full(1, cx.shape), cx.operand(x, cx.element_type)])
 
@@ -243,6 +321,13 @@ OPS = {
     **{f"aten.{name}.default": _unary(op) for name, op in UNARY.items()},
     **{f"aten.{name}.{o}": _binary(op) for name, op in BINARY.items() for o in ("Tensor", "Scalar")},
     **{f"aten.{name}.default": _binary(op) for name, op in BINARY_DEFAULT.items()},
+    **{f"aten.__{d}shift__.{o}": _shift(d == "l") for d in "lr" for o in ("Tensor", "Scalar")},
+    **{f"aten.bitwise_{side}_shift.{o}": _shift(side == "left") for side in ("left", "right")
+       for o in ("Tensor", "Tensor_Scalar", "Scalar_Tensor")},
+    "aten.trunc.default": _trunc, "aten.round.decimals": _round_decimals, "aten.view.dtype": _view_dtype,
+    "aten.exp2.default": _exp2, "aten.hypot.default": _hypot,
+    "aten.copysign.Tensor": _copysign, "aten.copysign.Scalar": _copysign,
+    "aten.leaky_relu.default": _leaky_relu, "aten.elu.default": _elu,
     "aten.div.Tensor_mode": _binary("divide", divide=True), "aten.div.Scalar_mode": _binary("divide", divide=True),
     "aten.pow.Tensor_Scalar": _pow_scalar, "aten.pow.Tensor_Tensor": _binary("power"),
     "aten.pow.Scalar": _binary("power"),

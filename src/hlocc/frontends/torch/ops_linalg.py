@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from hlocc.frontends.torch.ops_reduce import softmax
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.types import primitive_type
@@ -116,6 +118,39 @@ def _scatter(reduce: str | None):
     def rule(cx: LoweringContext, x, dim, index, src, *, reduce_mode=None):
         return scatter_elements(cx, x, dim, index, src, reduce)
     return rule
+
+
+_SCATTER_REDUCERS = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum"}
+
+
+def _scatter_reduce(cx: LoweringContext, x, dim, index, src, reduce: str, *, include_self=True):
+    """torch.scatter_reduce: every src element combined into x[..., index, ...] by `reduce`. Without
+    `include_self`, a position that gets an update starts from the reduction's identity instead of
+    x's value (one that gets none keeps x's); "mean" divides the sum by the number of values summed."""
+    et = x.shape.element_type
+    if reduce == "mean" and not et.is_float:
+        raise cx.error("scatter_reduce 'mean' of integers (PyTorch floors the quotient) is not lowered")
+    opcode = _SCATTER_REDUCERS[reduce]
+    dim = dim + x.shape.rank if dim < 0 else dim
+    counts = None
+    if not include_self or reduce == "mean":
+        ones = cx.full(1, index.shape.with_element_type(et))
+        counts = scatter_elements(cx, cx.full(0, x.shape), dim, index, ones, "add")
+    if not include_self:
+        touched = cx.add("compare", [counts, cx.full(0, x.shape)], {"direction": "GT"})
+        if opcode in ("maximum", "minimum"):
+            limits = np.finfo(et.dtype) if et.is_float else np.iinfo(et.dtype)
+            identity = (-math.inf if opcode == "maximum" else math.inf) if et.is_float else (
+                limits.min if opcode == "maximum" else limits.max)
+        else:
+            identity = 1 if opcode == "multiply" else 0
+        x = cx.add("select", [touched, cx.full(identity, x.shape), x])
+    result = scatter_elements(cx, x, dim, index, src, opcode)
+    if reduce == "mean":
+        if include_self:
+            counts = cx.add("add", [counts, cx.full(1, x.shape)])
+        result = cx.add("divide", [result, cx.add("maximum", [counts, cx.full(1, x.shape)])])
+    return result
 
 
 def _slice_to(cx: LoweringContext, x, dims):
@@ -239,7 +274,7 @@ OPS = {
     "aten.embedding.default": _embedding, "aten.index_select.default": _index_select,
     "aten.gather.default": _gather, "aten.index.Tensor": _index, "aten.index_put.default": _index_put,
     "aten.scatter.src": _scatter(None), "aten.scatter.value": _scatter(None),
-    "aten.scatter_add.default": _scatter("add"),
+    "aten.scatter_add.default": _scatter("add"), "aten.scatter_reduce.two": _scatter_reduce,
     "aten.slice_scatter.default": _slice_scatter, "aten.select_scatter.default": _select_scatter,
     "aten.scaled_dot_product_attention.default": _sdpa,
 }

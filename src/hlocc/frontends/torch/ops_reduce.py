@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hlocc.frontends.torch.ops_shape import slice_dim
 from hlocc.hlo.attributes import PadDim, WindowDim
-from hlocc.hlo.ir import HloInstruction
-from hlocc.hlo.types import primitive_type
+from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.types import Shape, primitive_type
 
 if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
     from hlocc.frontends.torch.lowering import LoweringContext
@@ -82,13 +83,17 @@ def _extremum(opcode: str):
 
 
 def _arg_extremum(opcode: str):
-    """(values, indices) of max/min along `dim`: the first index holding the extremum."""
+    """(values, indices) of max/min along `dim`: the first index holding the extremum. NaN is the
+    extremum of a row holding one (the reduction propagates it, as PyTorch does), and compares
+    unequal to itself: a NaN counts as a hit, else such a row's index was the sentinel 2**62."""
     def indices(cx: LoweringContext, x, dim, keepdim):
         if dim is None:
             x, dim = cx.reshape(x, [_numel(x)]), 0
         dim = _norm_dims(dim, x.shape.rank)[0]
         best = reduce(cx, x, [dim], opcode, keepdim=True)
         hit = cx.add("compare", [x, cx.broadcast_to(best, x.shape.dims)], {"direction": "EQ"})
+        if x.shape.element_type.is_float:
+            hit = cx.add("or", [hit, cx.add("compare", [x, x], {"direction": "NE"})])
         iota = cx.add("iota", attrs={"iota_dimension": dim}, shape=x.shape.with_element_type(primitive_type("s64")))
         big = cx.full(2**62, iota.shape)
         first = reduce(cx, cx.add("select", [hit, iota, big]), [dim], "minimum", keepdim)
@@ -134,6 +139,82 @@ def _var(cx: LoweringContext, x, dims=None, *, correction=1, keepdim=False):
     correction = 1 if correction is None else correction
     divisor = cx.add("subtract", [count, cx.constant(correction, acc)]) if correction else count
     return cx.convert(cx.add("divide", [squares, cx.broadcast_to(divisor, squares.shape.dims)]), et)
+
+
+def _vector_norm(cx: LoweringContext, x, ord=2, dims=None, keepdim=False, *, dtype=None):
+    """torch.linalg.vector_norm (torch.norm, F.normalize): max/min of |x| for ord ±inf, the count
+    of nonzeros for 0, else (sum |x|^ord)^(1/ord), with ord 1 and 2 as sum and sqrt (no power), in
+    f32 for halves."""
+    et = cx.element_type
+    acc = _accumulation_type(et)
+    magnitude = cx.add("abs", [cx.convert(x, acc)])
+    if ord in (math.inf, -math.inf):
+        return cx.convert(reduce(cx, magnitude, dims, "maximum" if ord > 0 else "minimum", keepdim), et)
+    if ord == 0:
+        nonzero = cx.convert(cx.add("compare", [magnitude, cx.full(0, magnitude.shape)], {"direction": "NE"}), acc)
+        return cx.convert(reduce(cx, nonzero, dims, "add", keepdim), et)
+    if ord == 2:
+        powered = cx.add("multiply", [magnitude, magnitude])
+    elif ord == 1:
+        powered = magnitude
+    else:
+        powered = cx.add("power", [magnitude, cx.full(ord, magnitude.shape)])
+    total = reduce(cx, powered, dims, "add", keepdim)
+    if ord == 2:
+        total = cx.add("sqrt", [total])
+    elif ord != 1:
+        total = cx.add("power", [total, cx.full(1 / ord, total.shape)])
+    return cx.convert(total, et)
+
+
+def _sorted(cx: LoweringContext, x, dim: int, descending: bool) -> tuple[HloInstruction, HloInstruction]:
+    """(values, s64 indices) of `x` sorted along `dim`, stably (equal values keep their order, as
+    PyTorch's stable sort and, in practice, its CPU sort and topk do): an HLO sort of (key, x, iota)
+    on the key alone. A float key is x with NaN made +NaN and -0.0 made +0.0, compared in total
+    order, so NaN sorts last ascending and first descending and ±0 tie, as in PyTorch; `values`
+    are x's own elements."""
+    dim = _norm_dims(dim, x.shape.rank)[0]
+    et = x.shape.element_type
+    key = x
+    if et.is_float:
+        nan = cx.add("compare", [x, x], {"direction": "NE"})
+        zero = cx.add("compare", [x, cx.full(0, x.shape)], {"direction": "EQ"})
+        key = cx.add("select", [nan, cx.full(math.nan, x.shape), x])
+        key = cx.add("select", [zero, cx.full(0, x.shape), key])
+    iota = cx.add("iota", attrs={"iota_dimension": dim}, shape=x.shape.with_element_type(primitive_type("s64")))
+    module = cx.lowering.module  # (computations only get added while lowering: the count names it uniquely)
+    comparator = module.add_computation(HloComputation(
+        f"sort_{'gt' if descending else 'lt'}_{et.name}_{len(module.computations)}"))
+    params = [comparator.add_fresh(HloInstruction(comparator.unique_name("p"), "parameter",
+                                                  Shape.array(t, ()), parameter_number=i))
+              for i, t in enumerate((et, et, et, et, iota.shape.element_type, iota.shape.element_type))]
+    attrs = {"direction": "GT" if descending else "LT"}
+    if et.is_float:
+        attrs["type"] = "TOTALORDER"
+    comparator.root = comparator.add("compare", params[:2], attrs, shape=Shape.array(primitive_type("pred"), ()))
+    result = cx.add("sort", [key, x, iota], {"dimensions": (dim,), "is_stable": True, "to_apply": comparator})
+    return tuple(cx.add("get-tuple-element", [result], {"index": i}, shape=s.shape) for i, s in ((1, x), (2, iota)))
+
+
+def _sort(cx: LoweringContext, x, dim=-1, descending=False):
+    return list(_sorted(cx, x, dim, descending))
+
+
+def _sort_stable(cx: LoweringContext, x, *, stable=None, dim=-1, descending=False):
+    return list(_sorted(cx, x, dim, descending))
+
+
+def _topk(cx: LoweringContext, x, k, dim=-1, largest=True, sorted=True):
+    """The first k of a stable sort (largest: descending): sorted whatever `sorted` says, which only
+    allows another order."""
+    dim = _norm_dims(dim, x.shape.rank)[0]
+    return [slice_dim(cx, v, dim, 0, k) for v in _sorted(cx, x, dim, largest)]
+
+
+def _var_mean(cx: LoweringContext, x, dims=None, *, correction=1, keepdim=False):
+    """(var, mean), both of the result's type and shape (the mean is reduced once more: fusion
+    merges the two sums over `x`)."""
+    return [_var(cx, x, dims, correction=correction, keepdim=keepdim), _mean(cx, x, dims, keepdim)]
 
 
 def softmax(cx: LoweringContext, x: HloInstruction, dim: int, log: bool = False,
@@ -335,6 +416,9 @@ OPS = {
     "aten.any.default": _logical_reduce("or"), "aten.all.dim": _logical_reduce("and"),
     "aten.all.default": _logical_reduce("and"),
     "aten.prod.dim_int": _prod, "aten.prod.default": _prod, "aten.var.correction": _var,
+    "aten.var_mean.correction": _var_mean,
+    "aten.sort.default": _sort, "aten.sort.stable": _sort_stable, "aten.topk.default": _topk,
+    "aten.linalg_vector_norm.default": _vector_norm,
     "aten._softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim),
     "aten._log_softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim, log=True),
     "aten._safe_softmax.default": lambda cx, x, dim, dtype=None: softmax(cx, x, dim, safe=True),

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from hlocc.hlo.attributes import PadDim, SliceDim
 from hlocc.hlo.ir import HloInstruction
-from hlocc.hlo.symbolic import DimExpr
-from hlocc.hlo.types import primitive_type
+from hlocc.hlo.symbolic import lower_bound
+from hlocc.hlo.types import Shape, primitive_type
 
 if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
     from hlocc.frontends.torch.lowering import LoweringContext
@@ -78,20 +78,31 @@ def _expand(cx: LoweringContext, x, *_, **__):
 
 def slice_dim(cx: LoweringContext, x, dim: int, start, size, step: int = 1) -> HloInstruction:
     """Elements start, start+step, ... (`size` of them) of dimension `dim`."""
-    if isinstance(size, DimExpr) and isinstance(x.shape.dims[dim], int):
+    limit = start + (size - 1) * step + 1 if size != 0 else start
+    if not _provably_within(limit, x.shape.dims[dim]):
         return _gathered_slice(cx, x, dim, start, size, step)
     limits = [SliceDim(0, d, 1) for d in x.shape.dims]
-    limits[dim] = SliceDim(start, start + (size - 1) * step + 1 if size != 0 else start, step)
+    limits[dim] = SliceDim(start, limit, step)
     if limits[dim] == SliceDim(0, x.shape.dims[dim], 1):
         return x
     return cx.add("slice", [x], {"slice": tuple(limits)}, shape=x.shape.with_dims(
         [size if i == dim else d for i, d in enumerate(x.shape.dims)]))
 
 
+def _provably_within(limit, size) -> bool:
+    """Whether `limit` <= `size` for every value of their symbols (each >= 1), as HLO's slice rule
+    checks it; sizes known only to PyTorch's guards (`x[:, :2]` of a dynamic s0 >= 2) are not."""
+    if isinstance(limit, int) and isinstance(size, int):
+        return True  # (static: the shape rule's own check stands)
+    low = lower_bound(size - limit)
+    return low is not None and low >= 0
+
+
 def _gathered_slice(cx: LoweringContext, x, dim: int, start, size, step: int) -> HloInstruction:
-    """A symbolic-length slice of a static dimension (`position_ids[:, :seq]` of a 128-entry buffer)
-    as a gather of start + step·iota: HLO's slice rule would have to prove `seq <= 128`, which holds
-    by PyTorch's guards but not for every value of the symbol."""
+    """A slice whose end HLO's slice rule cannot prove in bounds as a gather of start + step·iota: a
+    symbolic-length slice of a static dimension (`position_ids[:, :seq]` of a 128-entry buffer), or
+    a fixed-length one of a symbolic dimension (`x[:, :2]`, topk's first k under dynamic=True). The
+    bound holds by PyTorch's guards but not for every value of the symbol."""
     shape = x.shape.with_dims([size]).with_element_type(primitive_type("s64"))
     index = cx.add("iota", attrs={"iota_dimension": 0}, shape=shape)
     if step != 1:
@@ -183,6 +194,39 @@ def _repeat(cx: LoweringContext, x, repeats):
     return cx.reshape(tiled, cx.shape.dims)
 
 
+def _diagonal_index(cx: LoweringContext, offset: int, length) -> HloInstruction:
+    """s64[length, 2]: the (row, column) of each diagonal element, i + max(-offset, 0) and i + max(offset, 0)."""
+    line_shape = Shape.array(primitive_type("s64"), (length,))
+    line = cx.add("iota", attrs={"iota_dimension": 0}, shape=line_shape)
+    columns = []
+    for start in (max(-offset, 0), max(offset, 0)):
+        column = line if start == 0 else cx.add("add", [line, cx.full(start, line_shape)])
+        columns.append(cx.reshape(column, [length, 1]))
+    return cx.add("concatenate", columns, {"dimensions": (1,)})
+
+
+def _diagonal(cx: LoweringContext, x, offset=0, dim1=0, dim2=1):
+    """x[..., i, ..., i + offset, ...] for i < the diagonal's length, which PyTorch puts last: a
+    gather along (dim1, dim2), the other dimensions taken whole (einsum's "ii->i", diag, trace)."""
+    rank = x.shape.rank
+    dim1, dim2 = _norm_dim(dim1, rank), _norm_dim(dim2, rank)
+    return cx.add("gather", [x, _diagonal_index(cx, offset, cx.shape.dims[-1])], {
+        "offset_dims": tuple(range(rank - 2)), "collapsed_slice_dims": tuple(sorted((dim1, dim2))),
+        "start_index_map": (dim1, dim2), "index_vector_dim": 1,
+        "slice_sizes": tuple(1 if i in (dim1, dim2) else d for i, d in enumerate(x.shape.dims))}, shape=cx.shape)
+
+
+def _diagonal_scatter(cx: LoweringContext, x, src, offset=0, dim1=0, dim2=1):
+    """x with its diagonal (as `_diagonal` reads it) replaced by `src` (diagonal's backward)."""
+    rank = x.shape.rank
+    dim1, dim2 = _norm_dim(dim1, rank), _norm_dim(dim2, rank)
+    src = cx.convert(src, cx.element_type)
+    return cx.add("scatter", [x, _diagonal_index(cx, offset, src.shape.dims[-1]), src], {
+        "update_window_dims": tuple(range(rank - 2)), "inserted_window_dims": tuple(sorted((dim1, dim2))),
+        "scatter_dims_to_operand_dims": (dim1, dim2), "index_vector_dim": 1,
+        "to_apply": cx.lowering.reducer("assign", cx.element_type)}, shape=cx.shape)
+
+
 def _sym_size(cx: LoweringContext, x, dim):
     return x.shape.dims[dim]
 
@@ -218,6 +262,8 @@ OPS = {
     "aten.cat.default": _cat, "aten.stack.default": _stack,
     "aten.split_with_sizes.default": _split_with_sizes, "aten.split.Tensor": _split,
     "aten.split_with_sizes_copy.default": _split_with_sizes, "aten.unbind.int": _unbind,
+    "aten.diagonal.default": _diagonal, "aten.diagonal_copy.default": _diagonal,
+    "aten.diagonal_scatter.default": _diagonal_scatter,
     "aten.constant_pad_nd.default": _constant_pad_nd, "aten.flip.default": _flip, "aten.repeat.default": _repeat,
     "aten.sym_size.int": _sym_size, "aten.sym_numel.default": _sym_numel,
     "getitem": _getitem,

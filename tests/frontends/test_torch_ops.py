@@ -1,0 +1,130 @@
+"""Single ATen ops found missing or wrong by a differential hunt over small PyTorch programs (each
+against eager, strict: a fallback to eager fails the test)."""
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch (the [torch] extra)")
+F = torch.nn.functional
+
+from torch_helpers import assert_close, compiled  # noqa: E402
+
+
+def _elementwise(a, b):
+    """Ops whose ATen overload is `.default` (minimum, maximum, atan2: the table once listed them as
+    .Tensor/.Scalar only) or that had no rule (trunc, exp2, hypot, elu, leaky_relu, var_mean)."""
+    var, mean = torch.var_mean(a, dim=-1, correction=0)
+    return (torch.minimum(a, b), torch.maximum(a, b), torch.atan2(a, b), torch.hypot(a, b), torch.trunc(a * 3),
+            torch.exp2(a), F.elu(a, 0.7), F.leaky_relu(a, 0.2), var, mean)
+
+
+def test_elementwise_ops_match_eager():
+    torch.manual_seed(0)
+    a, b = torch.randn(3, 5) * 2, torch.randn(3, 5)
+    a[0, 0], b[1, 1] = float("nan"), float("nan")  # minimum/maximum propagate NaN, as PyTorch's do
+    for i, (got, want) in enumerate(zip(compiled(_elementwise, backend="interpreter")(a, b), _elementwise(a, b))):
+        assert_close(got, want, f"result {i}")
+
+
+def test_argmax_of_a_row_with_nan_is_the_first_nan():
+    """PyTorch's max/argmax treat NaN as the largest value; the first index equal to the row's max
+    found no NaN (NaN != NaN) and gave the sentinel 2**62."""
+    x = torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [0.0, 1.0, 2.0, -1.0]])
+    fn = lambda x: (torch.argmax(x, 1), torch.argmin(x, 1), torch.max(x, 1, keepdim=True))  # noqa: E731
+    got, want = compiled(fn)(x), fn(x)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), (got, want)
+    assert_close(got[2].values, want[2].values, "values")
+    assert torch.equal(got[2].indices, want[2].indices)
+
+
+@pytest.mark.parametrize("ord", [2, 1, 0, 3, float("inf"), -float("inf")])
+def test_vector_norm_matches_eager(ord):
+    """linalg.vector_norm (torch.norm, F.normalize) has no core-ATen decomposition: it fell back."""
+    x = torch.randn(3, 4, 5)
+    x[0, 0, 0] = 0.0
+    fn = lambda x: torch.linalg.vector_norm(x, ord=ord, dim=(0, 2), keepdim=ord == 1)  # noqa: E731
+    assert_close(compiled(fn, backend="interpreter")(x), fn(x), f"ord={ord}")
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_matches_eager(include_self):
+    """scatter_reduce.two fell back; without include_self a position that gets an update starts from
+    the reduction's identity, one that gets none keeps its value; mean counts the values summed."""
+    torch.manual_seed(0)
+    x, src = torch.randn(3, 5), torch.randn(2, 5)
+    index = torch.tensor([[0, 1, 2, 0, 1], [2, 2, 1, 0, 0]])
+
+    def fn(x, index, src):
+        return [x.scatter_reduce(0, index, src, reduce=r, include_self=include_self)
+                for r in ("sum", "prod", "mean", "amax", "amin")]
+
+    for r, got, want in zip(("sum", "prod", "mean", "amax", "amin"), compiled(fn, backend="interpreter")(x, index, src),
+                            fn(x, index, src)):
+        assert_close(got, want, r)
+
+
+def test_shifts_match_eager():
+    x = torch.tensor([-100, -7, -1, 0, 1, 5, 99, 64])
+    shift = torch.tensor([0, 1, 2, 3, 5, 7, 1, 2])
+    fn = lambda x, s, u: ((x << s) ^ (x >> 1), torch.bitwise_right_shift(x.int(), s.int()), u >> 2)  # noqa: E731
+    u = torch.tensor([255, 128, 7, 0], dtype=torch.uint8)
+    for got, want in zip(compiled(fn, backend="interpreter")(x, shift, u), fn(x, shift, u)):
+        assert torch.equal(got, want), (got, want)
+
+
+def test_diagonal_and_its_gradient_match_eager():
+    """diagonal (einsum "ii->i", torch.diag, trace) and diagonal_scatter (its backward) fell back."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 2, 4)
+    fn = lambda x: torch.diagonal(x, 1, dim1=2, dim2=0).exp() + torch.diagonal(x, -1, 0, 2).sum()  # noqa: E731
+    ours = x.clone().requires_grad_()
+    got = compiled(fn, backend="interpreter")(ours)
+    want = fn(x.requires_grad_())
+    assert_close(got, want, "diagonal")
+    got.sum().backward()
+    want.sum().backward()
+    assert_close(ours.grad, x.grad, "gradient")
+
+
+def test_sort_and_topk_match_eager():
+    """sort and topk fell back to eager. NaN sorts last ascending and first descending, -0.0 ties
+    with +0.0 and equal values keep their order (a stable sort), as in PyTorch."""
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([[1.0, nan, -0.0, 0.0, -2.0, inf, 1.0], [3.0, -inf, 0.0, -0.0, 2.0, 3.0, -1.0]])
+    ints = torch.tensor([[2, 0, 1, 2, 0, 1, 2], [1, 1, 0, 0, 2, 2, 1]])
+
+    def fn(x, ints):
+        return (*torch.sort(x, stable=True), *torch.sort(x, stable=True, descending=True),
+                *torch.sort(ints, dim=0, stable=True, descending=True), *torch.sort(ints, stable=True),
+                *torch.topk(x[:, 2:], 2), *torch.topk(x, 1, dim=0, largest=False))
+
+    for i, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, ints), fn(x, ints))):
+        assert torch.equal(got, want) or (got.dtype.is_floating_point and torch.allclose(got, want, equal_nan=True)), (
+            i, got, want)
+
+
+def test_bool_arithmetic_is_logical():
+    """bool + bool is PyTorch's logical or (True + True is True: HLO's pred add gave False), * its and."""
+    a, b = torch.tensor([True, True, False, False]), torch.tensor([True, False, True, False])
+    fn = lambda a, b: (a + b, a * b, a + True, torch.maximum(a, b))  # noqa: E731
+    for got, want in zip(compiled(fn, backend="interpreter")(a, b), fn(a, b)):
+        assert torch.equal(got, want), (got, want)
+
+
+def test_round_decimals_and_view_as_dtype_match_eager():
+    torch.manual_seed(0)
+    x = torch.randn(8) * 100
+    fn = lambda x: (torch.round(x, decimals=2), torch.round(x, decimals=-1), x.view(torch.int32) & 0xFF)  # noqa: E731
+    got = compiled(fn, backend="interpreter")(x)
+    want = fn(x)
+    assert_close(got[0], want[0], "decimals=2")
+    assert_close(got[1], want[1], "decimals=-1")
+    assert torch.equal(got[2], want[2]), (got[2], want[2])
+
+
+def test_copysign_takes_the_sign_bit():
+    """copysign fell back; -0.0 and a negative NaN give their sign, as PyTorch's (the bit, not b < 0)."""
+    a = torch.tensor([1.0, -2.0, 3.0, -0.0, 5.0, float("inf")])
+    b = torch.tensor([-0.0, 1.0, -1.0, 2.0, float("nan"), -3.0])
+    fn = lambda a, b: (torch.copysign(a, b), torch.copysign(a, -b))  # noqa: E731
+    for got, want in zip(compiled(fn, backend="interpreter")(a, b), fn(a, b)):
+        assert torch.equal(torch.signbit(got), torch.signbit(want)) and torch.equal(got.abs(), want.abs()), (got, want)

@@ -198,6 +198,7 @@ def new_size_ratio(fn, sizes: list[int], shape_of, runs: int, reference=None) ->
     rng = np.random.default_rng(2)
     [(_, exe)] = fn.executables()
     ratios, binding_us, again, xla_again = [], [], [], []
+    measured: list[tuple[int, np.ndarray]] = []
     for n in [n for n in UNSEEN if n not in sizes and n <= max(sizes)][-9:] or [max(sizes) - 1]:  # --quick: one
         x = rng.standard_normal(shape_of(n)).astype(np.float32)
         float(x.sum())  # in cache, as a steady call's input is
@@ -213,8 +214,11 @@ def new_size_ratio(fn, sizes: list[int], shape_of, runs: int, reference=None) ->
         steady_ms = median_ms(lambda x=x: fn(x), runs)
         ratios.append(first / steady_ms)
         again.append(bound / steady_ms)
-        if reference is not None:
-            reference(x)  # XLA compiles for this size here, untimed
+        measured.append((n, x))
+    if reference is not None:
+        for _, x in measured:  # XLA compiles every size first (untimed): a compile between two of
+            reference(x)       # hlocc's first calls would have cooled the caches of the second
+        for n, x in measured:
             z = rng.standard_normal(shape_of(n)).astype(np.float32)
             float(z.sum())
             t0 = time.perf_counter()

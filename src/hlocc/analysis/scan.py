@@ -48,6 +48,20 @@ def _same(a, b) -> bool:
     return a == b
 
 
+def takes_scan(scan: HloInstruction, consumer: HloInstruction) -> bool:
+    """Whether `consumer` with the scan `scan` fused into it is still a fusion the scan emitter
+    computes: a convert of the scan alone, of the same dims and layout (widen-narrow-reductions'
+    rounding of a bf16/f16 scan accumulated in f32; codegen/emitters/reduce_window_scan.py
+    `scan_window`), the scan's only user."""
+    root = consumer.attrs["calls"].root if consumer.opcode == "fusion" else consumer
+    if root.opcode != "convert" or len(scan.users) != 1 or len(consumer.operands) != 1:
+        return False
+    if consumer.opcode == "fusion" and root.operand(0).opcode != "parameter":
+        return False
+    return (tuple(scan.shape.dims) == tuple(root.shape.dims)
+            and tuple(scan.shape.minor_to_major) == tuple(root.shape.minor_to_major))
+
+
 def produces_scan(instr: HloInstruction) -> bool:
     """`instr` is a cumulative reduce-window, or a fusion whose root is one (module doc)."""
     if instr.opcode == "fusion":

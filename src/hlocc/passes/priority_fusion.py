@@ -15,9 +15,9 @@ A producer is fused only when it may be fused into every non-bitcast user (`can_
 - no reduce of ≥ 16 elements per output on both sides (one reduction hero per fusion);
 - a reduction fusion stays a reduction fusion: fusing into its output must not turn it into a loop;
 - tiled transposes on both sides must be equivalent (same normalized shape and permutation);
-- a cumulative reduce-window (cumsum) is never fused into a consumer: the scan emitter computes it
-  in O(n) a line only as its fusion's root, elementwise it folds a window per element
-  (analysis/scan.py);
+- a cumulative reduce-window (cumsum) is never fused into a consumer (but the convert that rounds a
+  widened bf16 scan): the scan emitter computes it in O(n) a line only as its fusion's root,
+  elementwise it folds a window per element (analysis/scan.py);
 - XLA's budgets: shared memory, 8 unnested reductions, 96 operands + outputs, fusion size;
 - nothing reads the buffer an in-place dynamic-update-slice or scatter overwrites;
 - an expensive producer (a transcendental, root, reduce, gather, ...) is never
@@ -59,7 +59,7 @@ import math
 from hlocc.analysis.cost_model import DEFAULT_MACHINE, CostModel, MachineModel
 from hlocc.analysis.fusion_adaptor import FusionAdaptor
 from hlocc.analysis.hero import EmitterKind, analyze_fusion, fusion_kind_for
-from hlocc.analysis.scan import produces_scan
+from hlocc.analysis.scan import produces_scan, takes_scan
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.base import HloPass, register_hlo_pass
 from hlocc.passes.fusible import (
@@ -240,7 +240,8 @@ class _ComputationFusion:
             return "the consumer is not fusible"
         if is_fusible_bitcast(consumer):
             return "not fusing into a single bitcast as consumer"
-        if producer.opcode in ("reduce-window", "fusion") and produces_scan(producer):
+        if producer.opcode in ("reduce-window", "fusion") and produces_scan(producer) \
+                and not takes_scan(producer, consumer):
             return "a cumulative reduce-window stays the root of its scan fusion"
         why = can_emit_input_fused_scatter(producer, consumer)
         if why:

@@ -39,7 +39,7 @@ from hlocc.codegen.ir import LoopOp, YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.size_ops import size_value
 from hlocc.codegen.partitioner import partition_fusion, subgraph_roots_for_heroes
-from hlocc.hlo.ir import HloComputation
+from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.symbolic import DimExpr
 
 

@@ -63,6 +63,11 @@ def _compare_each_cse(monkeypatch, text: str) -> int:
 
     monkeypatch.setitem(transforms.PASSES, "cse", Compared)
     monkeypatch.setenv("HLOCC_CACHE_DIR", "")
+    from hlocc.backends.cpu.kernel import clear_kernel_cache
+    from hlocc.compiler import clear_compile_cache
+
+    clear_kernel_cache()  # (another test in this process may have compiled the same kernels)
+    clear_compile_cache()
     hlocc.compile(text, "cpu")
     return len(runs)
 

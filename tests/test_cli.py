@@ -235,3 +235,15 @@ def test_cpu_backend_runs_the_example_and_dumps_ir(tmp_path, capsys):
     assert "loop_multiply_fusion.03.inline.mlir" in names and "loop_multiply_fusion.llvm-opt.ll" in names
     assert {"module.after_passes.hlo", "buffer_assignment.txt", "thunks.txt", "stats.txt"} <= set(names)
     assert main(["run", str(example), "--expected", str(out), "--rtol", "1e-2", "--atol", "1e-2"]) == 0
+
+
+def test_elided_constants_are_warned_about(tmp_path, capsys):
+    """XLA prints large constants as `{...}` by default; they read as zeros, which `run` says."""
+    module = write(tmp_path, "HloModule m\nENTRY e {\n  p = f32[4] parameter(0)\n  %constant.5 = f32[4] constant({...})\n"
+                             "  ROOT r = f32[4] add(p, %constant.5)\n}\n")
+    assert main(["run", str(module)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: 1 constant(s) elided as {...}" in err and "'constant.5'" in err
+    assert "--xla_dump_large_constants" in err
+    assert main(["run", str(write(tmp_path, ADD, "plain.hlo"))]) == 0
+    assert "elided" not in capsys.readouterr().err

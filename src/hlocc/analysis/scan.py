@@ -48,22 +48,36 @@ def _same(a, b) -> bool:
     return a == b
 
 
+def rounds_scan(convert: HloInstruction, scan: HloInstruction) -> bool:
+    """Whether `convert` is the rounding epilogue the scan emitter takes after the scan `scan`: a
+    convert of the same dims and layout, the scan's only user (widen-narrow-reductions accumulates
+    a bf16/f16 scan in f32 and rounds each result back)."""
+    return (convert.opcode == "convert" and len(scan.users) == 1
+            and tuple(scan.shape.dims) == tuple(convert.shape.dims)
+            and tuple(scan.shape.minor_to_major) == tuple(convert.shape.minor_to_major))
+
+
+def scan_window(root: HloInstruction) -> tuple[HloInstruction, HloInstruction | None] | None:
+    """(the cumulative reduce-window, its rounding convert or None) where `root` (a fusion's root)
+    is a scan the scan emitter computes: the window itself, or `rounds_scan` of it; else None."""
+    window, epilogue = root, None
+    if root.opcode == "convert" and rounds_scan(root, root.operand(0)):
+        window, epilogue = root.operand(0), root
+    return (window, epilogue) if scan_axis(window) is not None else None
+
+
 def takes_scan(scan: HloInstruction, consumer: HloInstruction) -> bool:
     """Whether `consumer` with the scan `scan` fused into it is still a fusion the scan emitter
-    computes: a convert of the scan alone, of the same dims and layout (widen-narrow-reductions'
-    rounding of a bf16/f16 scan accumulated in f32; codegen/emitters/reduce_window_scan.py
-    `scan_window`), the scan's only user."""
+    computes: its rounding convert alone (`rounds_scan`)."""
     root = consumer.attrs["calls"].root if consumer.opcode == "fusion" else consumer
-    if root.opcode != "convert" or len(scan.users) != 1 or len(consumer.operands) != 1:
+    if len(consumer.operands) != 1 or consumer.opcode == "fusion" and root.operand(0).opcode != "parameter":
         return False
-    if consumer.opcode == "fusion" and root.operand(0).opcode != "parameter":
-        return False
-    return (tuple(scan.shape.dims) == tuple(root.shape.dims)
-            and tuple(scan.shape.minor_to_major) == tuple(root.shape.minor_to_major))
+    return rounds_scan(root, scan)
 
 
 def produces_scan(instr: HloInstruction) -> bool:
-    """`instr` is a cumulative reduce-window, or a fusion whose root is one (module doc)."""
+    """`instr` is a cumulative reduce-window, or a fusion the scan emitter computes (its root a scan
+    or a scan's rounding convert: `scan_window`) (module doc)."""
     if instr.opcode == "fusion":
-        instr = instr.attrs["calls"].root
+        return scan_window(instr.attrs["calls"].root) is not None
     return scan_axis(instr) is not None

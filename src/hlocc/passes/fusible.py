@@ -41,7 +41,7 @@ from hlocc.analysis.reduction_info import (
     reduction_dimensions,
     reductions_compatible,
 )
-from hlocc.analysis.scan import scan_axis
+from hlocc.analysis.scan import scan_window
 from hlocc.analysis.transpose_info import tiled_transpose_description
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.shape_util import (
@@ -308,7 +308,7 @@ def real_hero_for_multi_output(instr: HloInstruction, facts: FusionFacts | None 
 def fusion_heroes_compatible(hero1: HloInstruction, hero2: HloInstruction) -> str | None:
     """None when two heroes can share a kernel, else why not (XLA's FusionHeroesAreCompatible; a
     cumulative reduce-window shares its kernel with nothing: analysis/scan.py)."""
-    if scan_axis(hero1) is not None or scan_axis(hero2) is not None:
+    if scan_window(hero1) is not None or scan_window(hero2) is not None:
         return "a cumulative reduce-window is the root of its own scan fusion"
     reduce1 = is_reduction_from_or_to_contiguous_dimensions(hero1)
     reduce2 = is_reduction_from_or_to_contiguous_dimensions(hero2)

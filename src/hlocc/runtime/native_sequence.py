@@ -39,7 +39,7 @@ import numpy as np
 from llvmlite import ir
 
 from hlocc.runtime.jit import _LOCK, ObjectEngine, host_target_machine
-from hlocc.runtime.native_steps import NativeCall, emit_steps, launch_table, native_steps, step_keep
+from hlocc.runtime.native_steps import emit_steps, launch_table, native_steps, step_keep
 from hlocc.runtime.plan_parts import round_up, top_level
 from hlocc.runtime.thunks import address_of, aligned_bytes
 
@@ -173,4 +173,4 @@ def _source(symbol: str, parameters: int, outputs: int, calls: list, base: Calla
     return str(module)
 
 
-__all__ = ["MAX_SCRATCH", "NativeCall", "NativeSequence"]
+__all__ = ["MAX_SCRATCH", "NativeSequence"]

@@ -22,7 +22,7 @@ from xdsl.ir import Block, Region
 from hlocc.analysis.indexing_map import NO_UPPER_BOUND
 from hlocc.analysis.interval import Interval
 from hlocc.analysis.launch import loop_launch_map, symbolic_loop_grid
-from hlocc.analysis.scan import scan_axis
+from hlocc.analysis.scan import scan_axis, scan_window
 from hlocc.codegen.elemental.index_ops import emit_scalar_computation
 from hlocc.codegen.elemental.ops import convert
 from hlocc.codegen.elemental.storage import store_element
@@ -39,25 +39,13 @@ from hlocc.codegen.ir import LoopOp, YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.size_ops import size_value
 from hlocc.codegen.partitioner import partition_fusion, subgraph_roots_for_heroes
-from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.ir import HloComputation
 from hlocc.hlo.symbolic import DimExpr
 
 
-def scan_window(fusion: HloComputation) -> tuple[HloInstruction, HloInstruction | None] | None:
-    """(the cumulative reduce-window, the root convert of it or None) of a fusion the scan emitter
-    computes: its root is a cumulative reduce-window, or a convert of one (widen-narrow-reductions
-    accumulates a bf16/f16 scan in f32 and rounds each result back), else None."""
-    window, epilogue = fusion.root, None
-    if window.opcode == "convert" and window.operand(0).opcode == "reduce-window" \
-            and len(window.operand(0).users) == 1 and tuple(window.operand(0).shape.dims) == tuple(window.shape.dims) \
-            and tuple(window.operand(0).shape.minor_to_major) == tuple(window.shape.minor_to_major):
-        window, epilogue = window.operand(0), window
-    return (window, epilogue) if scan_axis(window) is not None else None
-
-
 def is_scan_fusion(fusion: HloComputation) -> bool:
-    """A fusion the scan emitter computes (`scan_window`)."""
-    return scan_window(fusion) is not None
+    """A fusion the scan emitter computes (analysis/scan.py `scan_window` of its root)."""
+    return scan_window(fusion.root) is not None
 
 
 class ReduceWindowScanEmitter(FusionEmitterBase):
@@ -67,7 +55,7 @@ class ReduceWindowScanEmitter(FusionEmitterBase):
 
     def __init__(self, fusion: HloComputation, target, name: str = "main"):
         super().__init__(fusion, target, name)
-        self.window, self.epilogue = scan_window(fusion)
+        self.window, self.epilogue = scan_window(fusion.root)
         self.axis, self.reverse = scan_axis(self.window)
         self.shape = self.window.shape
         self.out_shape = fusion.root.shape  # (the window's, or its convert's: same dims and layout)

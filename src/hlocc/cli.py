@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -199,17 +198,10 @@ def _cmd_print(args) -> int:
 
 
 # -- hlocc run -----------------------------------------------------------------------------------
-_ELIDED = re.compile(r"%?([\w.\-]+)\s*=\s*[^=\n]*?\bconstant\(\{\.\.\.\}\)")
-
-
-def _warn_elided_constants(path: Path) -> None:
-    """A warning when the HLO text elides constants (`constant({...})`, as XLA prints large ones by
+def _warn_elided_constants(module, path: Path) -> None:
+    """A warning when the HLO text elided constants (`constant({...})`, as XLA prints large ones by
     default): they parse as zeros (hlo/literals.py), so the results are not the dumped program's."""
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return
-    names = _ELIDED.findall(text)
+    names = module.elided_constants
     if names:
         print(f"hlocc: warning: {len(names)} constant(s) elided as {{...}} in '{path}' (e.g. '{names[0]}') read as "
               "zeros, so the results are not the original program's; dump it with its constants (XLA_FLAGS="
@@ -224,7 +216,7 @@ def _cmd_run(args) -> int:
             raise HloError(f"cannot write to --dump-dir '{args.dump_dir}': {e.strerror or e}") from None
     t0 = time.perf_counter()
     module = load_module_file(args.module)
-    _warn_elided_constants(args.module)
+    _warn_elided_constants(module, args.module)
     exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed, hlo_passes=not args.no_hlo_passes,
                   print_ir_after_all=args.print_ir_after_all, dump_dir=str(args.dump_dir) if args.dump_dir else None,
                   gemm=args.gemm, check_bounds=args.check_bounds, autotune=args.autotune)

@@ -377,6 +377,9 @@ class HloModule:
     guards: list = field(default_factory=list)
     # Dimension equality classes found by the `shape-constraints` pass, one text line each.
     shape_facts: list[str] = field(default_factory=list)
+    # Constants whose text elided their values (`constant({...})`, XLA's default for large ones):
+    # they read as zeros (hlo/literals.py), which `hlocc run` warns about.
+    elided_constants: list[str] = field(default_factory=list, compare=False)
     # Instruction names in use, built on the first `unique_name` call and kept up to date after it.
     _names: NameUniquer | None = field(default=None, init=False, repr=False, compare=False)
 

@@ -364,6 +364,8 @@ class _Parser:
             instr.literal = parse_literal(text, instr.shape)
         except LiteralSyntaxError as e:
             raise s.error(str(e), start + e.offset) from None
+        if "..." in text and self.module_obj is not None:
+            self.module_obj.elided_constants.append(instr.name)
         s.pos = i
 
     def _attributes(self, instr: HloInstruction) -> None:

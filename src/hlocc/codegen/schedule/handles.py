@@ -2,13 +2,13 @@
 
 A handle is xDSL's `OperationHandle` (a tuple of payload ops). xDSL does not track consumed
 handles; hlocc's ops detect a handle to an op a previous transform replaced (it has no parent any
-more) and say so, instead of acting on a detached op.
+more) and say so, instead of acting on a detached op. xDSL's interpreter package is imported only
+where a script runs (interpreter.py's `apply_schedule`), never at start-up.
 """
 
 from __future__ import annotations
 
 from xdsl.dialects.builtin import UnitAttr
-from xdsl.interpreters.transform import OperationHandle
 from xdsl.ir import Operation
 
 from hlocc.codegen.ir.matmul_ops import MatmulOp
@@ -21,6 +21,8 @@ class ScheduleError(HloError):
 
 def matmul_targets(op: Operation, handle: object) -> list[MatmulOp]:
     """The `xla.matmul` ops `handle` holds, or a ScheduleError naming `op`."""
+    from xdsl.interpreters.transform import OperationHandle  # loaded by the interpreter running `op`
+
     if not isinstance(handle, OperationHandle):
         raise ScheduleError(f"{op.name}: the target is not an operation handle")
     if not handle.ops:

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import builtin, transform
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
-from xdsl.interpreters.transform import OperationHandle, TransformFunctions
 from xdsl.ir import Dialect
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
@@ -108,12 +107,17 @@ def _schedule_error(e: BaseException) -> ScheduleError | None:
 
 
 def apply_schedule(ctx: Context, module: builtin.ModuleOp, entry_point: str = ENTRY_POINT) -> bool:
-    """Run the module's transform script on it and erase the script; False when it has none."""
-    from xdsl.transforms import get_all_passes
+    """Run the module's transform script on it and erase the script; False when it has none.
 
+    xDSL's transform interpreter is imported here, at the first schedule: its package imports every
+    interpreter xDSL has (RISC-V, Snitch, PDL, ...), a third of a second that a program without a
+    generated matmul should not pay at start-up."""
     schedule = find_schedule(module, entry_point)
     if schedule is None:
         return False
+    from xdsl.interpreters.transform import OperationHandle, TransformFunctions
+    from xdsl.transforms import get_all_passes
+
     interpreter = Interpreter(module)
     interpreter.register_implementations(TransformFunctions(ctx, get_all_passes()))
     interpreter.register_implementations(HloccTransformFunctions())

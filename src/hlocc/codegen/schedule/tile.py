@@ -19,7 +19,6 @@ from __future__ import annotations
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, i64
 from xdsl.dialects.transform import AnyOpType, TransformHandleType
-from xdsl.interpreters.transform import OperationHandle
 from xdsl.ir import Block, Operation
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -92,7 +91,9 @@ def tile_matmul(op: TileOp, target: MatmulOp) -> tuple[MatmulOp, scf.ForOp, scf.
     return inner, loops[0], loops[1], loops[2]
 
 
-def run_tile(op: TileOp, handle: object) -> tuple[OperationHandle, ...]:
+def run_tile(op: TileOp, handle: object) -> tuple:
+    from xdsl.interpreters.transform import OperationHandle  # loaded by the interpreter running `op`
+
     positive_sizes(op, "sizes [MC, NC, KC]", list(op.sizes.get_values()), 3)
     results = [tile_matmul(op, target) for target in matmul_targets(op, handle)]
     return tuple(OperationHandle(*(r[k] for r in results)) for k in range(4))

@@ -24,3 +24,14 @@ def test_integers_stay_exact():
     assert compare_arrays(ref, ref + np.array([0, 1, 0], np.int32), 1.0, 1.0) == "1 of 3 elements differ"
     i4 = np.array([1, -2], ml_dtypes.int4)
     assert compare_arrays(i4, np.array([1, -1], ml_dtypes.int4), 1.0, 1.0) == "1 of 2 elements differ"
+
+
+def test_complex_parts_are_compared_one_by_one():
+    # inf+nanj (an infinite real part times a finite complex) is both NaN and inf to numpy as a whole: the
+    # parts are compared on their own, so equal results match and a differing part is named.
+    ref = np.array([complex(np.inf, np.nan), 1 + 2j], np.complex64)
+    assert compare_arrays(ref, ref.copy(), 1e-5, 1e-6) is None
+    assert compare_arrays(ref, np.array([complex(np.nan, np.nan), 1 + 2j], np.complex64), 1e-5, 1e-6) == \
+        "real parts: NaN positions differ"
+    assert compare_arrays(ref, np.array([complex(np.inf, np.nan), 1 + 2.1j], np.complex64), 1e-5, 1e-6) == \
+        "imaginary parts: 1 of 2 elements out of tolerance (worst excess 0.1)"

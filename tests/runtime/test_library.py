@@ -448,9 +448,11 @@ def test_convolution_non_default_layouts_and_hlo_passes():
     assert text.count("}{") == 0 and "{1,3,2,0}" in text and "{2,3,0,1}" in text
     rng = np.random.default_rng(13)
     args = random_array(lhs_dims, np.float32, rng), random_array(rhs_dims, np.float32, rng)
-    for hlo_passes in (False, True):
+    for hlo_passes in (False, True):  # with HLO passes an implicit-gemm fusion (convolution-gemm-fusion)
         exe, got, ref = run_both(text, *args, hlo_passes=hlo_passes)
-        assert exe.runner.stats.library_calls["convolution"] == 1
+        stats = exe.runner.stats
+        assert (stats.library_calls["convolution"], stats.fusions_by_emitter["gemm"]) == \
+            ((0, 1) if hlo_passes else (1, 0)), stats.to_string()
         assert_close(got, ref, rtol=1e-5, atol=1e-5)
 
 

@@ -1,4 +1,18 @@
-"""`convolution-to-gemm`: a convolution as an im2col gather and one dot, so that a backend without a
+"""Convolutions as gemms. Two passes:
+
+- `convolution-gemm-fusion` (the cpu pipeline): a convolution and its elementwise epilogue as one
+  dot fusion that the matmul emitter compiles as an *implicit gemm* (codegen/emitters/matmul.py
+  `convolution_problem`): the packing of the gemm's panels reads the kernel and the input's patches
+  through the convolution's indexing maps, so there is no im2col buffer, no library call and no
+  separate epilogue kernel (the bias, a folded batch norm, the activation are the gemm's epilogue).
+  Padding and lhs dilation cannot be an affine read (a padded element is a zero, not an address):
+  the pass moves them into a `pad` of the input, which priority fusion then fuses into the
+  input's producer or runs as one copy kernel; the convolution keeps strides, rhs dilation and
+  reversal (all affine). `implicit_gemm_fuses` decides per convolution (below), the library call
+  (runtime/library.py `convolution`) stays for the others.
+- `convolution-to-gemm` (the cuda pipeline), described next.
+
+`convolution-to-gemm`: a convolution as an im2col gather and one dot, so that a backend without a
 convolution library (the cuda backend: no cuDNN) runs it as generated kernels and a gemm (issue 7;
 the im2col lowering that XLA:CPU's and TensorFlow's convolution kernels use internally).
 
@@ -22,13 +36,17 @@ with the pad and the transposes; the memory the im2col buffer takes is K times t
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 from hlocc.hlo.attributes import PadDim, SliceDim
+from hlocc.hlo.call_graph import fusion_computations
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.types import Shape
 from hlocc.passes.base import HloPass, register_hlo_pass
 from hlocc.passes.dce import replace_outside_fusions
+from hlocc.passes.fusion_utils import FusionBuilder
+from hlocc.passes.gemm_fusion import fuse_dot
 
 
 def _convolution_dims(conv: HloInstruction):
@@ -110,6 +128,64 @@ def im2col_convolution(conv: HloInstruction) -> HloInstruction | None:
     return result
 
 
+IMPLICIT_GEMM_TYPES = frozenset({"f16", "bf16", "f32"})
+"""Element types of the convolutions computed as implicit gemms: accumulated in f32, as XLA:CPU
+and the evaluator do (f64 stays with the library's BLAS dgemm)."""
+
+
+def implicit_gemm_fuses(conv: HloInstruction) -> bool:
+    """Whether `convolution-gemm-fusion` makes `conv` an implicit gemm: float operands and result
+    of static, non-empty shapes, no batch groups (a weight gradient of a grouped convolution:
+    the library's evaluator path)."""
+    shapes = [conv.shape, *(o.shape for o in conv.operands)]
+    if not all(s.is_array and s.is_static and s.num_elements > 0 for s in shapes):
+        return False
+    if not all(s.element_type.name in IMPLICIT_GEMM_TYPES for s in shapes):
+        return False
+    dn = _convolution_dims(conv)
+    window = tuple(conv.attrs.get("window", ()))
+    return int(conv.attrs.get("batch_group_count", 1)) == 1 and len(window) == len(dn.input_spatial)
+
+
+def _without_padding(conv: HloInstruction) -> HloInstruction | None:
+    """`conv` reading a zero-padded copy of its input (its padding and lhs dilation moved into a
+    `pad`), or None when its window has neither or it is not an implicit gemm."""
+    window = tuple(conv.attrs.get("window", ()))
+    if not implicit_gemm_fuses(conv) or all(w.pad_lo == w.pad_hi == 0 and w.lhs_dilate == 1 for w in window):
+        return None
+    x, w = conv.operands
+    dn = _convolution_dims(conv)
+    comp: HloComputation = conv.parent
+    padding = [PadDim(0, 0)] * x.shape.rank
+    for d, wd in zip(dn.input_spatial, window):
+        padding[d] = PadDim(wd.pad_lo, wd.pad_hi, wd.lhs_dilate - 1)
+    etype = x.shape.element_type
+    zero = comp.add("constant", [], shape=Shape.array(etype, ()), literal=etype.dtype.type(0))
+    padded = comp.add("pad", [x, zero], {"padding": tuple(padding)})
+    padded.shape = padded.shape.with_layout(x.shape.layout)  # the input's layout: no transpose
+    bare = tuple(dataclasses.replace(wd, pad_lo=0, pad_hi=0, lhs_dilate=1) for wd in window)
+    return comp.add("convolution", [padded, w], {**conv.attrs, "window": bare}, shape=conv.shape)
+
+
+@register_hlo_pass
+class ConvolutionGemmFusion(HloPass):
+    """Convolutions (outside fused computations) with their epilogues as implicit-gemm fusions
+    (module doc)."""
+
+    name = "convolution-gemm-fusion"
+
+    def run(self, module: HloModule) -> bool:
+        changed = replace_outside_fusions(module, "convolution", _without_padding)
+        builder = FusionBuilder(module)
+        fused = fusion_computations(module)
+        for comp in [c for c in module.computations if id(c) not in fused]:
+            for conv in [i for i in comp.instructions if i.opcode == "convolution" and implicit_gemm_fuses(i)]:
+                fuse_dot(builder, conv)
+                changed = True
+        builder.finish()
+        return changed
+
+
 @register_hlo_pass
 class ConvolutionToGemm(HloPass):
     """Rewrites convolutions (outside fused computations) into im2col + dot (module doc)."""
@@ -120,4 +196,5 @@ class ConvolutionToGemm(HloPass):
         return replace_outside_fusions(module, "convolution", im2col_convolution)
 
 
-__all__ = ["ConvolutionToGemm", "im2col_convolution"]
+__all__ = ["IMPLICIT_GEMM_TYPES", "ConvolutionGemmFusion", "ConvolutionToGemm", "im2col_convolution",
+           "implicit_gemm_fuses"]

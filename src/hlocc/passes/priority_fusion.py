@@ -247,6 +247,8 @@ class _ComputationFusion:
         if why:
             return why
         sp, sc = facts.summary(producer), facts.summary(consumer)  # (each check below reads them)
+        if consumer.opcode == "pad" and "reduce-window" in sp.opcodes:
+            return "a reduce-window is not fused into a pad"
         if sp.significant_reduces and sc.significant_reduces:
             return "both the producer and the consumer contain a reduce"
         if sp.expensive and self.cost.consumer_utilization(producer, consumer) > 1.0 + 1e-9:

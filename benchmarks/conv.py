@@ -1,11 +1,14 @@
 """Convolutions: hlocc's implicit gemm and its library call against XLA:CPU, in the same run.
 
-    python benchmarks/conv.py [--quick] [--cases NAME,...] [--batches 1,16] [--dtypes f32,bf16] [--runs 30]
+    python benchmarks/conv.py [--quick] [--cases NAME,...] [--batches 1,16] [--dtypes f32,bf16]
+                              [--layouts nchw,nhwc] [--runs 15]
 
-A sweep of ResNet-like convolutions (NCHW, OIHW kernels, as jax.lax.conv_general_dilated takes
-them): the 7x7 stride-2 stem, 3x3 stride 1 and 2, 1x1 (stride 1 and a stride-2 projection),
-a depthwise 3x3, and the two convolutions of the small torch CNN (hlocc.testing.torch_models),
-at each batch and dtype. Per case, the same HLO text (jax.jit's, lowered) runs as:
+A sweep of ResNet-like convolutions: the 7x7 stride-2 stem, 3x3 stride 1 and 2 (and a late-stage
+512-feature 3x3 on 7x7), 1x1 (stride 1 and a stride-2 projection), a depthwise 3x3, a fully
+connected layer as a 1x1 convolution of a 1x1 image, and the two convolutions of the small torch
+CNN (hlocc.testing.torch_models), at each batch, dtype and layout (nchw: NCHW input and output,
+OIHW kernel, PyTorch's; nhwc: NHWC and HWIO, JAX/TensorFlow's). Per case, the same HLO text
+(jax.jit's, lowered) runs as:
 
 - `gemm`: hlocc's default, the convolution an implicit-gemm fusion (passes/convolution_to_gemm.py
   `convolution-gemm-fusion`: the packed gemm kernel reads the patches through its maps);
@@ -50,17 +53,21 @@ CASES = {
     "1x1": (256, 14, 64, 1, 1, 0, 1),
     "1x1s2": (64, 14, 128, 1, 2, 0, 1),
     "depthwise3x3": (64, 14, 64, 3, 1, 1, 64),
+    "late3x3": (512, 7, 512, 3, 1, 1, 1),
+    "fc_as_1x1": (2048, 1, 1000, 1, 1, 0, 1),
     "cnn_conv1": (3, 16, 16, 3, 1, 1, 1),
     "cnn_conv2": (16, 8, 32, 3, 1, 1, 1),
 }
 QUICK = ["3x3s1", "1x1", "depthwise3x3", "cnn_conv2"]
 
 
-def conv_fn(stride: int, pad: int, groups: int):
+LAYOUTS = {"nchw": ("NCHW", "OIHW", "NCHW"), "nhwc": ("NHWC", "HWIO", "NHWC")}
+
+
+def conv_fn(stride: int, pad: int, groups: int, layout: str):
     def f(x, w):
         return jax.lax.conv_general_dilated(x, w, (stride, stride), [(pad, pad)] * 2, feature_group_count=groups,
-                                            dimension_numbers=("NCHW", "OIHW", "NCHW"),
-                                            preferred_element_type=x.dtype)
+                                            dimension_numbers=LAYOUTS[layout], preferred_element_type=x.dtype)
     return f
 
 
@@ -84,13 +91,16 @@ def compile_hlocc(text: str, disabled: bool):
             os.environ[DISABLE_ENV] = saved
 
 
-def run_case(name: str, batch: int, dtype: str, runs: int) -> str:
+def run_case(name: str, batch: int, dtype: str, layout: str, runs: int) -> str:
     cin, size, cout, k, stride, pad, groups = CASES[name]
     rng = np.random.default_rng(0)
     jdtype = jnp.bfloat16 if dtype == "bf16" else jnp.float32
-    x = jnp.asarray(rng.standard_normal((batch, cin, size, size)), jdtype)
-    w = jnp.asarray(rng.standard_normal((cout, cin // groups, k, k)) / math.sqrt(cin // groups * k * k), jdtype)
-    f = jax.jit(conv_fn(stride, pad, groups))
+    x = rng.standard_normal((batch, cin, size, size))
+    w = rng.standard_normal((cout, cin // groups, k, k)) / math.sqrt(cin // groups * k * k)
+    if layout == "nhwc":
+        x, w = x.transpose(0, 2, 3, 1), w.transpose(2, 3, 1, 0)
+    x, w = jnp.asarray(x, jdtype), jnp.asarray(w, jdtype)
+    f = jax.jit(conv_fn(stride, pad, groups, layout))
     text = f.lower(x, w).as_text(dialect="hlo")
     xs, ws = np.asarray(x), np.asarray(w)
     gemm, library = compile_hlocc(text, False), compile_hlocc(text, True)
@@ -109,7 +119,7 @@ def run_case(name: str, batch: int, dtype: str, runs: int) -> str:
             times[v].append(time_round(fn, calls))
     ms = {v: statistics.median(t) for v, t in times.items()}
     macs = batch * cout * (cin // groups) * k * k * ((size + 2 * pad - k) // stride + 1) ** 2
-    return (f"| {name} | {batch} | {dtype} | {macs / 1e6:.1f} | {ms['gemm']:.4f} | {ms['library']:.4f} | "
+    return (f"| {name} | {layout} | {batch} | {dtype} | {macs / 1e6:.1f} | {ms['gemm']:.4f} | {ms['library']:.4f} | "
             f"{ms['xla']:.4f} | {ms['xla'] / ms['gemm']:.2f} | {ms['xla'] / ms['library']:.2f} | "
             f"{ms['library'] / ms['gemm']:.2f} | {err:.1e} |")
 
@@ -120,20 +130,22 @@ def main() -> None:
     ap.add_argument("--cases", default=None, help="comma-separated names (default: all)")
     ap.add_argument("--batches", default="1,16")
     ap.add_argument("--dtypes", default=None, help="f32,bf16 (default; --quick: f32)")
+    ap.add_argument("--layouts", default="nchw", help="nchw,nhwc (default nchw)")
     ap.add_argument("--runs", type=int, default=None, help="rounds per case (default 15; --quick: 5)")
     args = ap.parse_args()
     names = args.cases.split(",") if args.cases else (QUICK if args.quick else list(CASES))
     dtypes = (args.dtypes or ("f32" if args.quick else "f32,bf16")).split(",")
     runs = args.runs or (5 if args.quick else 15)
-    print(f"jax {jax.__version__}, one thread each (XLA_FLAGS={os.environ['XLA_FLAGS']!r}), NCHW/OIHW, "
+    print(f"jax {jax.__version__}, one thread each (XLA_FLAGS={os.environ['XLA_FLAGS']!r}), "
           f"median of {runs} interleaved rounds")
-    print("| case | batch | dtype | MMACs | hlocc gemm ms | hlocc library ms | XLA ms | XLA/gemm | XLA/library | "
-          "library/gemm | gemm rel err |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for dtype in dtypes:
-        for batch in (int(b) for b in args.batches.split(",")):
-            for name in names:
-                print(run_case(name, batch, dtype, runs), flush=True)
+    print("| case | layout | batch | dtype | MMACs | hlocc gemm ms | hlocc library ms | XLA ms | XLA/gemm | "
+          "XLA/library | library/gemm | gemm rel err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for layout in args.layouts.split(","):
+        for dtype in dtypes:
+            for batch in (int(b) for b in args.batches.split(",")):
+                for name in names:
+                    print(run_case(name, batch, dtype, layout, runs), flush=True)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from test_convolution_to_gemm import random_convolution
 import hlocc
 from hlocc.evaluator import Evaluator
 from hlocc.hlo.verifier import verify_module
+from hlocc.passes.convolution_to_gemm import features_on_n, implicit_gemm_fuses
 from hlocc.passes.pipeline import run_passes
 
 
@@ -126,6 +127,34 @@ def test_bf16_accumulates_in_f32(out):
     want = np.asarray(Evaluator().run(module, args), np.float64)
     # one bf16 rounding apart at most (the sum's order differs, in f32)
     np.testing.assert_allclose(got, want, rtol=2 ** -7, atol=1e-2)
+
+
+def few_positions(kernel_layout: str) -> str:
+    """A 1x1 convolution of 8 images of 2x2 (4 positions each: too few for n), 128 -> 256 features
+    (131K multiply-adds per image: no naive kernel)."""
+    return f"""HloModule f
+ENTRY e {{
+  x = f32[8,128,2,2] parameter(0)
+  k = f32[1,1,128,256]{{{kernel_layout}}} parameter(1)
+  ROOT c = f32[8,256,2,2] convolution(x, k), window={{size=1x1}}, dim_labels=bf01_01io->bf01
+}}"""
+
+
+def test_few_positions_put_the_features_along_n():
+    """An HWIO kernel (output features minor): features along n, (image, position) along m."""
+    text = few_positions("3,2,1,0")
+    module = hlocc.parse_hlo(text)
+    [conv] = [i for i in module.entry.instructions if i.opcode == "convolution"]
+    assert implicit_gemm_fuses(conv) and features_on_n(conv)
+    run_exact(text, integer_valued(module, 8))
+
+
+def test_few_positions_and_a_strided_kernel_stay_library_calls():
+    """An OIHW-like kernel cannot give n contiguous rows, and 4 positions cannot fill it: the
+    library's product (the images side by side) is the faster one."""
+    module = hlocc.parse_hlo(few_positions("2,3,1,0"))
+    [conv] = [i for i in module.entry.instructions if i.opcode == "convolution"]
+    assert not features_on_n(conv) and not implicit_gemm_fuses(conv)
 
 
 @pytest.mark.parametrize("case", ["batch_groups", "f64", "empty"])

@@ -409,6 +409,8 @@ CONV_CASES = {
     "3d": dict(labels="b012f_012io->b012f", batch=1, features=2, spatial=[4, 3, 5], kernel=[2, 2, 3], out_features=2),
     "window_reversal": dict(labels="b01f_01io->b01f", batch=1, features=2, spatial=[5, 4], kernel=[3, 2],
                             out_features=2, rhs_reversal=[1, 0], pad=[(1, 1), (0, 1)]),
+    "few_positions": dict(labels="bf01_oi01->bf01", batch=3, features=5, spatial=[3, 2], kernel=[2, 1],
+                          out_features=4),  # 2 positions per image: the images side by side in one product
     "window_larger_than_input": dict(labels="bf01_oi01->bf01", batch=1, features=1, spatial=[2, 2], kernel=[3, 3],
                                      out_features=1),
 }

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 
 from hlocc.hlo.attributes import PadDim, SliceDim
 from hlocc.hlo.call_graph import fusion_computations
@@ -133,10 +134,44 @@ IMPLICIT_GEMM_TYPES = frozenset({"f16", "bf16", "f32"})
 and the evaluator do (f64 stays with the library's BLAS dgemm)."""
 
 
+FEW_POSITIONS = 16
+"""Output positions per image under which the positions cannot fill the gemm's n (16-lane
+vectors): the features go along n where the kernel allows (`features_on_n`), else the
+convolution stays a library call unless it is tiny (`NAIVE_WORK`)."""
+
+NAIVE_WORK = 32 ** 3
+"""Multiply-adds per image under which the matmul emitter lowers naively (codegen/schedule/choice.py
+NAIVE_BELOW, which this layer cannot import): a tiny convolution's naive kernel beats the library
+call's Python (the small CNN's convolutions at batch 1: 15-23 µs against 76-101)."""
+
+
+def _positions(conv: HloInstruction) -> int:
+    return math.prod(conv.shape.dims[d] for d in _convolution_dims(conv).output_spatial)
+
+
+def features_on_n(conv: HloInstruction) -> bool:
+    """Whether the implicit gemm of `conv` puts its output features along n and (batch,
+    positions) along m (codegen/emitters/matmul.py `convolution_problem`) rather than features
+    along m and positions along n: where the kernel's output features are its minor dimension
+    (the B panel is then packed from contiguous rows; from an OIHW kernel a strided gather, which
+    measured 7x slower on a 2048 x 1000 1x1 convolution) and the output's features are its minor
+    dimension too (NHWC) or there are fewer than FEW_POSITIONS positions; and m, batch x
+    positions, has FEW_POSITIONS rows at least (fewer, the packing of B, the whole kernel, is
+    not paid back: one image of a 2048 -> 1000 1x1 convolution measured 0.67x the library's gemv)."""
+    dn = _convolution_dims(conv)
+    kernel, out = conv.operand(1).shape, conv.shape
+    if kernel.minor_to_major[0] != dn.kernel_output_feature \
+            or out.dims[dn.output_batch] * _positions(conv) < FEW_POSITIONS:
+        return False
+    return out.minor_to_major[0] == dn.output_feature or _positions(conv) < FEW_POSITIONS
+
+
 def implicit_gemm_fuses(conv: HloInstruction) -> bool:
     """Whether `convolution-gemm-fusion` makes `conv` an implicit gemm: float operands and result
     of static, non-empty shapes, no batch groups (a weight gradient of a grouped convolution:
-    the library's evaluator path)."""
+    the library's evaluator path), and not a large one with too few positions for n whose
+    kernel cannot take n either (`features_on_n`): its n < 16 gemm (the unpacked scalar register
+    block) measured 0.76-0.78x the library's gemv on a 2048 -> 1000 1x1 convolution."""
     shapes = [conv.shape, *(o.shape for o in conv.operands)]
     if not all(s.is_array and s.is_static and s.num_elements > 0 for s in shapes):
         return False
@@ -144,7 +179,12 @@ def implicit_gemm_fuses(conv: HloInstruction) -> bool:
         return False
     dn = _convolution_dims(conv)
     window = tuple(conv.attrs.get("window", ()))
-    return int(conv.attrs.get("batch_group_count", 1)) == 1 and len(window) == len(dn.input_spatial)
+    if int(conv.attrs.get("batch_group_count", 1)) != 1 or len(window) != len(dn.input_spatial):
+        return False
+    kernel = conv.operand(1).shape
+    work = conv.shape.num_elements // conv.shape.dims[dn.output_batch] * kernel.num_elements \
+        // kernel.dims[dn.kernel_output_feature]
+    return features_on_n(conv) or _positions(conv) >= FEW_POSITIONS or work < NAIVE_WORK
 
 
 def _without_padding(conv: HloInstruction) -> HloInstruction | None:
@@ -196,5 +236,5 @@ class ConvolutionToGemm(HloPass):
         return replace_outside_fusions(module, "convolution", im2col_convolution)
 
 
-__all__ = ["IMPLICIT_GEMM_TYPES", "ConvolutionGemmFusion", "ConvolutionToGemm", "im2col_convolution",
-           "implicit_gemm_fuses"]
+__all__ = ["FEW_POSITIONS", "IMPLICIT_GEMM_TYPES", "NAIVE_WORK", "ConvolutionGemmFusion", "ConvolutionToGemm",
+           "features_on_n", "im2col_convolution", "implicit_gemm_fuses"]

@@ -91,13 +91,16 @@ def convolution_problem(conv: HloInstruction) -> tuple[list[int], tuple[int, int
     """(B, M, N, K), which convolution operand is the matmul's lhs and which its rhs, and over
     (b, m, n, k) the logical index expressions of those two and of the output.
 
-    b is (batch, feature group); k is (input feature in the group, kernel taps), taps minor unless
-    the input's feature dimension is its minor one (then k's reads of the input are contiguous).
-    Features along m and output positions along n (lhs = kernel, rhs = input: an NCHW-like output
-    is stored along its rows), or, where the output's feature dimension is its minor one (NHWC),
-    positions along m and features along n (lhs = input, rhs = kernel): n is then the output's
-    unit stride either way, which the packed kernel's direct stores need."""
+    k is (input feature in the group, kernel taps), taps minor unless the input's feature
+    dimension is its minor one (then k's reads of the input are contiguous). Two orientations:
+    - features along m, output positions along n, b = (batch, feature group); lhs = kernel,
+      rhs = input: an NCHW-like output is stored along its rows (n its unit stride);
+    - (batch, positions) along m, features along n, b = the feature group; lhs = input,
+      rhs = kernel (packed once per block, not once per image), where
+      passes/convolution_to_gemm.py `features_on_n` says (an NHWC-like output, or few positions,
+      with a kernel whose output features are contiguous)."""
     from hlocc.evaluator.convolution import conv_dimension_numbers
+    from hlocc.passes.convolution_to_gemm import features_on_n as features_along_n
 
     x, w = conv.operand(0).shape, conv.operand(1).shape
     dn = conv_dimension_numbers(conv)
@@ -107,16 +110,19 @@ def convolution_problem(conv: HloInstruction) -> tuple[list[int], tuple[int, int
     fg = w.dims[dn.kernel_output_feature] // groups
     taps = [w.dims[d] for d in dn.kernel_spatial]
     positions = [conv.shape.dims[d] for d in dn.output_spatial]
-    features_minor = conv.shape.minor_to_major[0] == dn.output_feature if conv.shape.rank > 1 else False
-    input_feature_minor = x.minor_to_major[0] == dn.input_feature if x.rank > 1 else False
-    sizes = [batch * groups, fg, math.prod(positions), cg * math.prod(taps)]
-    if features_minor:
-        sizes[1], sizes[2] = sizes[2], sizes[1]
-    nb, g = delinearize(dim(0), [batch, groups])
-    f_idx = dim(2) if features_minor else dim(1)
-    p_idx = delinearize(dim(1) if features_minor else dim(2), positions) if positions else []
+    features_on_n = features_along_n(conv)
+    input_feature_minor = x.rank > 1 and x.minor_to_major[0] == dn.input_feature
+    k = cg * math.prod(taps)
+    if features_on_n:
+        sizes = [groups, batch * math.prod(positions), fg, k]
+        g, f_idx = dim(0), dim(2)
+        nb, *p_idx = delinearize(dim(1), [batch, *positions])
+    else:
+        sizes = [batch * groups, fg, math.prod(positions), k]
+        (nb, g), f_idx = delinearize(dim(0), [batch, groups]), dim(1)
+        p_idx = delinearize(dim(2), positions) if positions else []
     k_groups = [*taps, cg] if input_feature_minor else [cg, *taps]
-    k_idx = delinearize(dim(3), k_groups) if k_groups else []
+    k_idx = delinearize(dim(3), k_groups)
     c_idx, t_idx = (k_idx[-1], k_idx[:-1]) if input_feature_minor else (k_idx[0], k_idx[1:])
     kernel: list[Expr] = [Const(0)] * w.rank
     kernel[dn.kernel_output_feature] = g * fg + f_idx
@@ -128,12 +134,12 @@ def convolution_problem(conv: HloInstruction) -> tuple[list[int], tuple[int, int
     out[dn.output_batch] = nb
     out[dn.output_feature] = g * fg + f_idx
     for i, wd in enumerate(window):
-        tap = (taps[i] - 1 - t_idx[i]) if wd.reversal else t_idx[i]
-        kernel[dn.kernel_spatial[i]] = tap
+        kernel[dn.kernel_spatial[i]] = (taps[i] - 1 - t_idx[i]) if wd.reversal else t_idx[i]
         inputs[dn.input_spatial[i]] = p_idx[i] * wd.stride + t_idx[i] * wd.rhs_dilate
         out[dn.output_spatial[i]] = p_idx[i]
-    return sizes, ((0, 1) if features_minor else (1, 0)), \
-        ([inputs, kernel, out] if features_minor else [kernel, inputs, out])
+    if features_on_n:
+        return sizes, (0, 1), [inputs, kernel, out]
+    return sizes, (1, 0), [kernel, inputs, out]
 
 
 def problem_variables(sizes: list[int]) -> tuple[Variable, ...]:

@@ -139,6 +139,10 @@ FEW_POSITIONS = 16
 vectors): the features go along n where the kernel allows (`features_on_n`), else the
 convolution stays a library call unless it is tiny (`NAIVE_WORK`)."""
 
+FULL_ROW = 64
+"""The packed micro-kernel's register block width (NR, codegen/schedule/choice.py's analytic
+choice on AVX-512): fewer features along n leave part of every block's vectors empty."""
+
 NAIVE_WORK = 32 ** 3
 """Multiply-adds per image under which the matmul emitter lowers naively (codegen/schedule/choice.py
 NAIVE_BELOW, which this layer cannot import): a tiny convolution's naive kernel beats the library
@@ -155,15 +159,19 @@ def features_on_n(conv: HloInstruction) -> bool:
     along m and positions along n: where the kernel's output features are its minor dimension
     (the B panel is then packed from contiguous rows; from an OIHW kernel a strided gather, which
     measured 7x slower on a 2048 x 1000 1x1 convolution) and the output's features are its minor
-    dimension too (NHWC) or there are fewer than FEW_POSITIONS positions; and m, batch x
-    positions, has FEW_POSITIONS rows at least (fewer, the packing of B, the whole kernel, is
-    not paid back: one image of a 2048 -> 1000 1x1 convolution measured 0.67x the library's gemv)."""
+    dimension too (NHWC) and fill the register block's 64 columns, or there are fewer than
+    FEW_POSITIONS positions; and m, batch x positions, has FEW_POSITIONS rows at least (fewer, the
+    packing of B, the whole kernel, is not paid back: one image of a 2048 -> 1000 1x1 convolution
+    measured 0.67x the library's gemv). 16 features along n measured 2.8x slower than along m
+    (the torch CNN's first convolution in NHWC, batch 16: 0.18 against 0.065 ms in NCHW)."""
     dn = _convolution_dims(conv)
     kernel, out = conv.operand(1).shape, conv.shape
     if kernel.minor_to_major[0] != dn.kernel_output_feature \
             or out.dims[dn.output_batch] * _positions(conv) < FEW_POSITIONS:
         return False
-    return out.minor_to_major[0] == dn.output_feature or _positions(conv) < FEW_POSITIONS
+    features = kernel.dims[dn.kernel_output_feature] // int(conv.attrs.get("feature_group_count", 1))
+    return _positions(conv) < FEW_POSITIONS or (out.minor_to_major[0] == dn.output_feature
+                                                 and features >= FULL_ROW)
 
 
 def implicit_gemm_fuses(conv: HloInstruction) -> bool:
@@ -236,5 +244,5 @@ class ConvolutionToGemm(HloPass):
         return replace_outside_fusions(module, "convolution", im2col_convolution)
 
 
-__all__ = ["FEW_POSITIONS", "IMPLICIT_GEMM_TYPES", "NAIVE_WORK", "ConvolutionGemmFusion", "ConvolutionToGemm",
-           "features_on_n", "im2col_convolution", "implicit_gemm_fuses"]
+__all__ = ["FEW_POSITIONS", "FULL_ROW", "IMPLICIT_GEMM_TYPES", "NAIVE_WORK", "ConvolutionGemmFusion",
+           "ConvolutionToGemm", "features_on_n", "im2col_convolution", "implicit_gemm_fuses"]

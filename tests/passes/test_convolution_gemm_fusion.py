@@ -84,10 +84,10 @@ LAYOUTS = {"nchw": ("3,2,1,0", "3,2,1,0", "3,2,1,0"), "nhwc": ("1,3,2,0", "0,1,3
            "mixed": ("0,1,3,2", "3,2,1,0", "2,1,0,3")}
 
 
-@pytest.mark.parametrize("layout,stride", [("nchw", 1), ("nhwc", 1), ("mixed", 2),
-                                           pytest.param("nchw", 2, marks=pytest.mark.slow),
-                                           pytest.param("nhwc", 2, marks=pytest.mark.slow),
-                                           pytest.param("mixed", 1, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("layout,stride", [("nchw", 1), ("nhwc", 2),
+                                           *(pytest.param(layout, stride, marks=pytest.mark.slow)
+                                             for layout, stride in [("nchw", 2), ("nhwc", 1), ("mixed", 1),
+                                                                    ("mixed", 2)])])
 def test_layouts_and_strides(layout, stride):
     text = conv2d(LAYOUTS[layout], stride=stride)
     run_exact(text, integer_valued(hlocc.parse_hlo(text), 3))

@@ -129,20 +129,23 @@ def test_bf16_accumulates_in_f32(out):
     np.testing.assert_allclose(got, want, rtol=2 ** -7, atol=1e-2)
 
 
-def few_positions(kernel_layout: str) -> str:
+def few_positions(kernel_layout: str, groups: int = 1) -> str:
     """A 1x1 convolution of 8 images of 2x2 (4 positions each: too few for n), 128 -> 256 features
-    (131K multiply-adds per image: no naive kernel)."""
+    in `groups` feature groups (131K multiply-adds per image without groups: no naive kernel)."""
     return f"""HloModule f
 ENTRY e {{
   x = f32[8,128,2,2] parameter(0)
-  k = f32[1,1,128,256]{{{kernel_layout}}} parameter(1)
-  ROOT c = f32[8,256,2,2] convolution(x, k), window={{size=1x1}}, dim_labels=bf01_01io->bf01
+  k = f32[1,1,{128 // groups},256]{{{kernel_layout}}} parameter(1)
+  ROOT c = f32[8,256,2,2] convolution(x, k), window={{size=1x1}}, dim_labels=bf01_01io->bf01, \
+feature_group_count={groups}
 }}"""
 
 
-def test_few_positions_put_the_features_along_n():
-    """An HWIO kernel (output features minor): features along n, (image, position) along m."""
-    text = few_positions("3,2,1,0")
+@pytest.mark.parametrize("groups", [1, 2])
+def test_few_positions_put_the_features_along_n(groups):
+    """An HWIO kernel (output features minor): features along n, (image, position) along m, the
+    group as the gemm's batch."""
+    text = few_positions("3,2,1,0", groups)
     module = hlocc.parse_hlo(text)
     [conv] = [i for i in module.entry.instructions if i.opcode == "convolution"]
     assert implicit_gemm_fuses(conv) and features_on_n(conv)

@@ -39,7 +39,7 @@ def integer_valued(module, seed: int) -> list[np.ndarray]:
     return [rng.integers(-4, 5, p.shape.dims).astype(np.float32) for p in module.entry.parameters]
 
 
-DEFAULT_SEEDS = (10, 25, 30, 35)  # 1, 2 and 3 spatial dimensions, groups, reversal, negative padding
+DEFAULT_SEEDS = (10, 30)  # 3 and 1 spatial dimensions, groups, reversal, dilations, negative padding
 
 
 @pytest.mark.parametrize("seed", DEFAULT_SEEDS)
@@ -104,6 +104,7 @@ def test_fused_epilogue_is_one_kernel():
     np.testing.assert_array_equal(exe(*args), Evaluator().run(module, args))
 
 
+@pytest.mark.slow
 def test_grouped_nhwc_convolution():
     text = conv2d(LAYOUTS["nhwc"], groups=2)
     run_exact(text, integer_valued(hlocc.parse_hlo(text), 5))
@@ -141,7 +142,7 @@ feature_group_count={groups}
 }}"""
 
 
-@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("groups", [pytest.param(1, marks=pytest.mark.slow), 2])
 def test_few_positions_put_the_features_along_n(groups):
     """An HWIO kernel (output features minor): features along n, (image, position) along m, the
     group as the gemm's batch."""

@@ -409,6 +409,8 @@ CONV_CASES = {
     "3d": dict(labels="b012f_012io->b012f", batch=1, features=2, spatial=[4, 3, 5], kernel=[2, 2, 3], out_features=2),
     "window_reversal": dict(labels="b01f_01io->b01f", batch=1, features=2, spatial=[5, 4], kernel=[3, 2],
                             out_features=2, rhs_reversal=[1, 0], pad=[(1, 1), (0, 1)]),
+    "few_positions": dict(labels="bf01_oi01->bf01", batch=3, features=5, spatial=[3, 2], kernel=[2, 1],
+                          out_features=4),  # 2 positions per image: the images side by side in one product
     "window_larger_than_input": dict(labels="bf01_oi01->bf01", batch=1, features=1, spatial=[2, 2], kernel=[3, 3],
                                      out_features=1),
 }
@@ -448,9 +450,11 @@ def test_convolution_non_default_layouts_and_hlo_passes():
     assert text.count("}{") == 0 and "{1,3,2,0}" in text and "{2,3,0,1}" in text
     rng = np.random.default_rng(13)
     args = random_array(lhs_dims, np.float32, rng), random_array(rhs_dims, np.float32, rng)
-    for hlo_passes in (False, True):
+    for hlo_passes in (False, True):  # with HLO passes an implicit-gemm fusion (convolution-gemm-fusion)
         exe, got, ref = run_both(text, *args, hlo_passes=hlo_passes)
-        assert exe.runner.stats.library_calls["convolution"] == 1
+        stats = exe.runner.stats
+        assert (stats.library_calls["convolution"], stats.fusions_by_emitter["gemm"]) == \
+            ((0, 1) if hlo_passes else (1, 0)), stats.to_string()
         assert_close(got, ref, rtol=1e-5, atol=1e-5)
 
 

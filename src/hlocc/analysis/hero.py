@@ -298,10 +298,10 @@ def custom_fusion_kind(fusion: HloInstruction | None) -> bool:
 
 
 GEMM_DOT_MARKER = "__hlocc_gemm"
-"""In the backend config of the dot of a dot fusion that passes/gemm_fusion.py made. The mark is on
-the dot, not on the fusion instruction, so that the fused computation alone (what the emitters
-see) says it; a fusion XLA made with a dot inside (its loop emitter computes small dots) is no
-dot fusion."""
+"""In the backend config of the dot (or convolution: an implicit gemm) of a dot fusion that
+passes/gemm_fusion.py made. On the hero, not on the fusion instruction, so that the fused
+computation alone (what the emitters see) says it; a fusion XLA made with a dot inside is none."""
+GEMM_HERO_OPCODES = ("dot", "convolution")
 
 
 STITCH_MARKER = "__hlocc_stitch"
@@ -313,14 +313,14 @@ def is_stitch_marked(instr: HloInstruction) -> bool:
 
 
 def is_gemm_dot_marked(instr: HloInstruction) -> bool:
-    return instr.opcode == "dot" and GEMM_DOT_MARKER in str(instr.attrs.get("backend_config") or "")
+    return instr.opcode in GEMM_HERO_OPCODES and GEMM_DOT_MARKER in str(instr.attrs.get("backend_config") or "")
 
 
 def gemm_hero(adaptor: FusionAdaptor, roots) -> HloInstruction | None:
-    """The dot of a dot fusion (passes/gemm_fusion.py): the fusion's only dot, marked with
-    `GEMM_DOT_MARKER`, whose value reaches the single root through elementwise ops of its
-    dimensions alone (its epilogue). None for any other fusion."""
-    dots = [i for i in adaptor.instructions() if i.opcode == "dot"]
+    """The dot of a dot fusion (passes/gemm_fusion.py): the fusion's only dot (or convolution: an
+    implicit gemm), marked with `GEMM_DOT_MARKER`, whose value reaches the single root through
+    elementwise ops of its dimensions alone (its epilogue). None for any other fusion."""
+    dots = [i for i in adaptor.instructions() if i.opcode in GEMM_HERO_OPCODES]
     if len(dots) != 1 or len(roots) != 1 or not is_gemm_dot_marked(dots[0]):
         return None
     dot, root = dots[0], roots[0]
@@ -434,7 +434,7 @@ def analyze_fusion(adaptor: FusionAdaptor, fusion: HloInstruction | None = None,
 
     if custom_fusion_kind(fusion):
         return result(EmitterKind.CUSTOM)
-    dot = gemm_hero(adaptor, roots) if "dot" in opcodes else None
+    dot = gemm_hero(adaptor, roots) if not opcodes.isdisjoint(GEMM_HERO_OPCODES) else None
     if dot is not None:
         return FusionAnalysis(EmitterKind.GEMM, roots, [dot], smallest_input_bits=bits_in,
                               smallest_output_bits=bits_out)

@@ -28,7 +28,7 @@ priority fusion.
 
 from __future__ import annotations
 
-from hlocc.analysis.hero import GEMM_DOT_MARKER, EmitterKind, emitter_kind, is_elementwise
+from hlocc.analysis.hero import GEMM_DOT_MARKER, GEMM_HERO_OPCODES, EmitterKind, emitter_kind, is_elementwise
 from hlocc.hlo.attributes import RawAttr
 from hlocc.hlo.ir import HloInstruction, HloModule
 from hlocc.hlo.shape_util import static_dims
@@ -168,7 +168,8 @@ def _side_inputs_depend_on(dot: HloInstruction, members: list[HloInstruction], i
 
 
 def fuse_dot(builder: FusionBuilder, dot: HloInstruction) -> HloInstruction:
-    """Make `dot`, its epilogue and its operands' layout changes one fusion; returns it."""
+    """Make `dot` (or a convolution: passes/convolution_to_gemm.py), its epilogue and its operands'
+    layout changes one fusion; returns it."""
     ops = epilogue(dot)
     root = ops[-1] if ops else dot
     fusion = builder.create_fusion(root, "kCustom")
@@ -187,7 +188,7 @@ def fuse_dot(builder: FusionBuilder, dot: HloInstruction) -> HloInstruction:
     changed = True
     while changed:  # operand transposes, copies, bitcasts and widening converts
         changed = False
-        fused_dot = next(i for i in fusion.attrs["calls"].instructions if i.opcode == "dot")
+        fused_dot = next(i for i in fusion.attrs["calls"].instructions if i.opcode in GEMM_HERO_OPCODES)
         for operand in fused_dot.operands:
             node = operand
             while node.opcode != "parameter":
@@ -199,7 +200,7 @@ def fuse_dot(builder: FusionBuilder, dot: HloInstruction) -> HloInstruction:
                 changed = True
                 break
     fused = fusion.attrs["calls"]
-    next(i for i in fused.instructions if i.opcode == "dot").attrs["backend_config"] = \
+    next(i for i in fused.instructions if i.opcode in GEMM_HERO_OPCODES).attrs["backend_config"] = \
         RawAttr(f'{{"{GEMM_DOT_MARKER}":{{}}}}')
     return fusion
 

@@ -156,7 +156,8 @@ BACKEND_PIPELINES: dict[str, CompilePipeline] = {
             "layout-copies",  # forwarded values get the layout their readers declare (fusible copies)
             "widen-narrow-reductions",  # bf16/f16 sums accumulate in f32, as XLA's and the evaluator's
         ),
-        optimization=SIMPLIFICATION + CPU_FUSION,  # simplify, then fuse (and stitch)
+        # simplify, then fuse: convolutions as implicit-gemm fusions first, then priority fusion (and stitch)
+        optimization=SIMPLIFICATION + ("convolution-gemm-fusion",) + CPU_FUSION,
         epilogue=_RUNTIME_EPILOGUE,
     ),
     "cuda": CompilePipeline(
@@ -189,7 +190,8 @@ def cpu_pipeline(gemm: str = "library") -> CompilePipeline:
     if gemm not in GEMM_MODES:
         raise PassPipelineError(f"unknown gemm mode '{gemm}' (choose from {', '.join(GEMM_MODES)})")
     fusion = "gemm-fusion" if gemm == "codegen" else "gemm-fusion-auto"
-    return CompilePipeline(base.prologue, SIMPLIFICATION + (fusion,) + CPU_FUSION, base.epilogue)
+    return CompilePipeline(base.prologue, SIMPLIFICATION + ("convolution-gemm-fusion", fusion) + CPU_FUSION,
+                           base.epilogue)
 
 
 def cuda_pipeline(gemm: str = "library") -> CompilePipeline:

@@ -458,14 +458,27 @@ def _flat_patches(x: np.ndarray, window: Sequence[WindowDim], positions: Sequenc
     return p, tuple(dims[1:])
 
 
+_FEW_COLUMNS = 16
+"""Output positions per image under which `_matmul` multiplies the whole batch at once: n
+matrix-vector products read the kernel n times (a 2048 -> 1000 1x1 convolution of 16 images:
+16 gemvs over its 8 MB)."""
+
+
 def _matmul(w: np.ndarray, p: np.ndarray, target: np.ndarray) -> None:
     """target[n, g] = w[g] @ p[n, g]; one group as [n] products of a 2-D w (numpy's 4-D
-    broadcasting matmul takes a loop without BLAS: 3x slower). numpy's BLAS, not the bound one:
-    at a small CNN's shapes ([16, 27] @ [16 × 27, 286], [32, 144] @ [16 × 144, 78]) MKL's batched
-    call measured 1.2x slower."""
-    if w.shape[0] == 1:
-        w, p, target = w[0], p[:, 0], target[:, 0]
+    broadcasting matmul takes a loop without BLAS: 3x slower), or, with fewer than _FEW_COLUMNS
+    columns per image, as one product with the images side by side. numpy's BLAS, not the bound
+    one: at a small CNN's shapes ([16, 27] @ [16 × 27, 286], [32, 144] @ [16 × 144, 78]) MKL's
+    batched call measured 1.2x slower."""
+    n, groups, k, columns = p.shape
     with np.errstate(all="ignore"):
+        if groups == 1 and n > 1 and columns < _FEW_COLUMNS:
+            side_by_side = p[:, 0].transpose(1, 0, 2).reshape(k, n * columns)
+            product = np.matmul(w[0], side_by_side).reshape(w.shape[1], n, columns)
+            np.copyto(target[:, 0], product.transpose(1, 0, 2))
+            return
+        if groups == 1:
+            w, p, target = w[0], p[:, 0], target[:, 0]
         np.matmul(w, p, out=target)
 
 

@@ -9,6 +9,12 @@ copies, bitcasts, reshapes and widening converts (their output-to-input indexing
 parameter's layout. So a transposed operand costs no copy; how the panels are packed for speed
 is the schedule's business (codegen/schedule/), not the emitter's.
 
+A convolution (`convolution-gemm-fusion`, passes/convolution_to_gemm.py) is an *implicit gemm*:
+`convolution_problem` gives its (b, m, n, k) maps, the kernel and the input read through them
+(the input's map is the im2col: `n` the output position, `k` the input feature and kernel tap),
+so the packing of the B panel reads the patches straight from the input and no patch matrix
+exists. Its window has no padding or lhs dilation left (the pass moved them into a `pad`).
+
 The epilogue block (acc, b, m, n) rounds the accumulator to the dot's type, as XLA does, injects
 it as the dot's value into element emission (the reduction emitter's mechanism) and computes the
 root at the dot's logical index: bias reads, activations and converts are emitted inline there.
@@ -81,6 +87,61 @@ def problem_of(dot: HloInstruction) -> tuple[list[int], list[list[Expr]]]:
     return sizes, [lhs_exprs, rhs_exprs, [*b_idx, *m_idx, *n_idx]]
 
 
+def convolution_problem(conv: HloInstruction) -> tuple[list[int], tuple[int, int], list[list[Expr]]]:
+    """(B, M, N, K), which convolution operand is the matmul's lhs and which its rhs, and over
+    (b, m, n, k) the logical index expressions of those two and of the output.
+
+    k is (input feature in the group, kernel taps), taps minor unless the input's feature
+    dimension is its minor one (then k's reads of the input are contiguous). Two orientations:
+    - features along m, output positions along n, b = (batch, feature group); lhs = kernel,
+      rhs = input: an NCHW-like output is stored along its rows (n its unit stride);
+    - (batch, positions) along m, features along n, b = the feature group; lhs = input,
+      rhs = kernel (packed once per block, not once per image), where
+      passes/convolution_to_gemm.py `features_on_n` says (an NHWC-like output, or few positions,
+      with a kernel whose output features are contiguous)."""
+    from hlocc.evaluator.convolution import conv_dimension_numbers
+    from hlocc.passes.convolution_to_gemm import features_on_n as features_along_n
+
+    x, w = conv.operand(0).shape, conv.operand(1).shape
+    dn = conv_dimension_numbers(conv)
+    window = list(conv.attrs.get("window", ()))
+    groups = int(conv.attrs.get("feature_group_count", 1))
+    batch, cg = x.dims[dn.input_batch], w.dims[dn.kernel_input_feature]
+    fg = w.dims[dn.kernel_output_feature] // groups
+    taps = [w.dims[d] for d in dn.kernel_spatial]
+    positions = [conv.shape.dims[d] for d in dn.output_spatial]
+    features_on_n = features_along_n(conv)
+    input_feature_minor = x.rank > 1 and x.minor_to_major[0] == dn.input_feature
+    k = cg * math.prod(taps)
+    if features_on_n:
+        sizes = [groups, batch * math.prod(positions), fg, k]
+        g, f_idx = dim(0), dim(2)
+        nb, *p_idx = delinearize(dim(1), [batch, *positions])
+    else:
+        sizes = [batch * groups, fg, math.prod(positions), k]
+        (nb, g), f_idx = delinearize(dim(0), [batch, groups]), dim(1)
+        p_idx = delinearize(dim(2), positions) if positions else []
+    k_groups = [*taps, cg] if input_feature_minor else [cg, *taps]
+    k_idx = delinearize(dim(3), k_groups)
+    c_idx, t_idx = (k_idx[-1], k_idx[:-1]) if input_feature_minor else (k_idx[0], k_idx[1:])
+    kernel: list[Expr] = [Const(0)] * w.rank
+    kernel[dn.kernel_output_feature] = g * fg + f_idx
+    kernel[dn.kernel_input_feature] = c_idx
+    inputs: list[Expr] = [Const(0)] * x.rank
+    inputs[dn.input_batch] = nb
+    inputs[dn.input_feature] = g * cg + c_idx
+    out: list[Expr] = [Const(0)] * conv.shape.rank
+    out[dn.output_batch] = nb
+    out[dn.output_feature] = g * fg + f_idx
+    for i, wd in enumerate(window):
+        kernel[dn.kernel_spatial[i]] = (taps[i] - 1 - t_idx[i]) if wd.reversal else t_idx[i]
+        inputs[dn.input_spatial[i]] = p_idx[i] * wd.stride + t_idx[i] * wd.rhs_dilate
+        out[dn.output_spatial[i]] = p_idx[i]
+    if features_on_n:
+        return sizes, (0, 1), [inputs, kernel, out]
+    return sizes, (1, 0), [kernel, inputs, out]
+
+
 def problem_variables(sizes: list[int]) -> tuple[Variable, ...]:
     """The (b, m, n, k) dimensions; an empty extent gets the range [0, 0] (its loop runs 0 times)."""
     return tuple(Variable(Interval(0, max(s, 1) - 1), name) for s, name in zip(sizes, MATMUL_DIMS))
@@ -116,23 +177,27 @@ class MatmulEmitter(FusionEmitterBase):
 
     def emit(self) -> KernelModule:
         dot = self.dot()
-        types = {dot.shape.element_type.name, *(o.shape.element_type.name for o in dot.operands)}
+        if dot.opcode == "convolution":
+            sizes, order, (lhs_exprs, rhs_exprs, out_exprs) = convolution_problem(dot)
+        else:
+            (sizes, (lhs_exprs, rhs_exprs, out_exprs)), order = problem_of(dot), (0, 1)
+        operands = [dot.operand(i) for i in order]
+        types = {dot.shape.element_type.name, *(o.shape.element_type.name for o in operands)}
         if not types <= {"f16", "bf16", "f32", "f64"}:
             raise UnsupportedError(f"unsupported: dot '{dot.name}' of {', '.join(sorted(types))} in the matmul "
                                    "emitter (floats only)")
         partitioned = self.partition()
         root = self.fusion.root
         out_shape = array_leaves(root.shape)[0]
-        sizes, (lhs_exprs, rhs_exprs, out_exprs) = problem_of(dot)
         variables = problem_variables(sizes)
         params = self.fusion.parameters
         maps = []
-        for operand, exprs in zip(dot.operands, (lhs_exprs, rhs_exprs)):
+        for operand, exprs in zip(operands, (lhs_exprs, rhs_exprs)):
             param, m = trace_to_parameter(operand, IndexingMap(variables, tuple(exprs)))
             maps.append((param, physical(m, param.shape)))
         out_map = physical(IndexingMap(variables, tuple(out_exprs)), out_shape)
 
-        element_types = (*(o.shape.element_type.name for o in dot.operands), dot.shape.element_type.name)
+        element_types = (*(o.shape.element_type.name for o in operands), dot.shape.element_type.name)
         problem = MatmulProblem(tuple(sizes), element_types, " ; ".join(map_to_text(m) for _, m in maps) + " ; "
                                 + map_to_text(out_map), computation_fingerprint(self.fusion), self.fusion)
         if self.target.kind == "gpu":  # the GPU kernel stages the parameters themselves: their types decide
@@ -178,4 +243,4 @@ def attach_script(module: ModuleOp, script: str) -> None:
         module.body.block.add_op(op)
 
 
-__all__ = ["MatmulEmitter", "problem_of", "trace_to_parameter"]
+__all__ = ["MatmulEmitter", "convolution_problem", "problem_of", "trace_to_parameter"]

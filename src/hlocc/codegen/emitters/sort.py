@@ -1,0 +1,186 @@
+"""The sort emitter (CPU): a fusion whose root is `sort`, `topk` or custom-call "TopK" becomes a
+kernel that sorts each row along the sort dimension with the comparator compiled to code (what
+XLA:CPU does with its runtime key-value sort, `__xla_cpu_runtime_KeyValueSort`, and a compiled
+comparator; XLA:GPU emits the sort itself).
+
+The kernel is in two parts:
+
+- the comparator: `func.func @sort_compare(lhs_0, rhs_0, lhs_1, rhs_1, ...) -> i1`, each
+  argument an element's storage bits (an integer of the element's width, i8 for pred and sub-byte
+  types), its body the comparator computation emitted by the elemental emitter
+  (`emit_scalar_computation`), so every dtype, NaN and -0.0 behave as in any other kernel and as
+  the comparator is written (JAX's TOTALORDER comparators, lexicographic keys, a key on a payload
+  operand). It goes through the CPU kernel pipeline like every kernel's functions.
+- the row loop, written directly in LLVM IR (codegen/llvm/sort_rows.py; the kernel IR has no
+  while loop, which an insertion sort and a merge need): the kernel's entry, `main(buffers...,
+  thread, block)`, which the block loop calls once per row (one block per row, so large sorts
+  spread their rows over the thread pool); a stable merge sort of the row's positions calling the
+  comparator, then every output gathered by the permutation.
+
+top-k is the same kernel with a comparator made here (greater-than in total order for the
+largest, less-than for the smallest: the evaluator's and XLA:CPU's order, ties by lower index
+since the sort is stable) whose outputs are the first k positions: the values and the s32
+positions.
+
+What it does not compile (UnsupportedError: the runtime keeps the library call,
+runtime/library.py): targets other than the CPU, symbolic shapes, complex elements, a sort whose
+operands are not the fusion's parameters, a comparator with an op the elemental emitter lacks,
+rows longer than 2^31 - 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FunctionType, IntegerType, ModuleOp, i1
+from xdsl.ir import Block, Region
+
+from hlocc.analysis.launch import LaunchDims
+from hlocc.codegen.elemental.index_ops import emit_scalar_computation
+from hlocc.codegen.elemental.storage import array_leaves, from_storage
+from hlocc.codegen.emitters.base import KernelModule, fusion_symbols
+from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.target import Target
+from hlocc.errors import UnsupportedError
+from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.types import PrimitiveType, Shape
+
+COMPARATOR = "sort_compare"
+"""The comparator function's name in the kernel module."""
+
+
+def is_sort_root(instr: HloInstruction) -> bool:
+    """Whether `instr` is an op this emitter compiles: sort, topk or custom-call "TopK"."""
+    return instr.opcode in ("sort", "topk") or (instr.opcode == "custom-call"
+                                                 and instr.attrs.get("custom_call_target") == "TopK")
+
+
+def is_sort_fusion(fusion: HloComputation) -> bool:
+    return fusion.root is not None and is_sort_root(fusion.root)
+
+
+@dataclass(frozen=True)
+class BufferGeometry:
+    """Where a row's elements lie in one buffer: element (row, i) is at `row_offset(row) + i *
+    stride`, `row_offset` summing `index * step` over the row's indices in the non-sort dims
+    (`SortSpec.row_dims`, most major first)."""
+
+    shape: Shape
+    steps: tuple[int, ...]  # per non-sort dim: its stride in the buffer, in elements
+    stride: int  # the sort dim's stride, in elements
+    bits: int  # the element's storage width (8 for pred and sub-byte types)
+
+
+@dataclass(frozen=True)
+class SortSpec:
+    """One sort kernel: `rows` rows of `length` elements (the sort dim) in every operand, sorted by
+    `comparator` over all operands (its parameters 2i, 2i + 1 the lhs and rhs of operand i), and
+    `keep` first positions written to each output from `sources[o]` (an operand, or -1: the
+    position itself, top-k's indices)."""
+
+    operands: tuple[BufferGeometry, ...]
+    outputs: tuple[BufferGeometry, ...]
+    sources: tuple[int, ...]
+    row_dims: tuple[int, ...]  # the sizes of the non-sort dims, most major first
+    length: int
+    keep: int
+    comparator: HloComputation
+
+    @property
+    def rows(self) -> int:
+        return math.prod(self.row_dims)
+
+
+def _geometry(shape: Shape, dim: int) -> BufferGeometry:
+    strides = [0] * shape.rank
+    step = 1
+    for d in shape.minor_to_major:
+        strides[d] = step
+        step *= shape.dims[d]
+    pt = shape.element_type
+    if pt.is_complex:
+        raise UnsupportedError(f"sort kernel: {pt.name} elements (the library call sorts them)")
+    bits = 8 if pt.is_pred or pt.bits < 8 else pt.bits
+    return BufferGeometry(shape, tuple(strides[d] for d in range(shape.rank) if d != dim), strides[dim], bits)
+
+
+def _topk_comparator(pt: PrimitiveType, largest: bool) -> HloComputation:
+    """compare(p0, p1), GT for the largest (LT for the smallest), in total order for floats."""
+    comp = HloComputation(f"topk_{'gt' if largest else 'lt'}_{pt.name}")
+    scalar = Shape.array(pt)
+    lhs, rhs = (comp.add_instruction(HloInstruction(f"p{k}", "parameter", scalar, parameter_number=k))
+                for k in range(2))
+    kind = "TOTALORDER" if pt.is_float else ("SIGNED" if pt.is_signed else "UNSIGNED")
+    comp.root = comp.add_instruction(HloInstruction("compare", "compare", Shape.array("pred"), [lhs, rhs],
+                                                    {"direction": "GT" if largest else "LT", "type": kind}))
+    return comp
+
+
+def sort_spec(fusion: HloComputation) -> SortSpec:
+    """The kernel's facts for a fusion whose root is a sort, a topk or a custom-call "TopK"."""
+    root = fusion.root
+    if fusion_symbols(fusion):
+        raise UnsupportedError("symbolic sort not built: the library call sorts at the bound sizes")
+    if any(o.opcode != "parameter" for o in root.operands):
+        raise UnsupportedError("sort kernel: the sort's operands must be the fusion's parameters")
+    outputs = array_leaves(root.shape)
+    if root.opcode == "sort":
+        dim = int(root.attrs["dimensions"][0])
+        comparator: HloComputation = root.to_apply
+        sources = tuple(range(len(root.operands)))
+        keep = root.operands[0].shape.dims[dim]
+    else:
+        from hlocc.evaluator.sorting import topk_custom_call_k  # the evaluator's shape checks
+
+        dim = root.operands[0].shape.rank - 1
+        keep = int(root.attrs["k"]) if root.opcode == "topk" else topk_custom_call_k(root)
+        comparator = _topk_comparator(root.operands[0].shape.element_type, root.attrs.get("largest", True))
+        sources = (0, -1)
+    shape = root.operands[0].shape
+    length = shape.dims[dim]
+    if length >= 2**31:
+        raise UnsupportedError(f"sort kernel: rows of {length} elements (positions are 32-bit)")
+    return SortSpec(tuple(_geometry(o.shape, dim) for o in root.operands), tuple(_geometry(s, dim) for s in outputs),
+                    sources, tuple(d for k, d in enumerate(shape.dims) if k != dim), length, keep, comparator)
+
+
+def comparator_function(spec: SortSpec) -> func.FuncOp:
+    """`@sort_compare(lhs_0, rhs_0, ...) -> i1` (module doc): the storage bits of each operand's
+    pair converted to their element type, then the comparator inlined."""
+    params = spec.comparator.parameters
+    if len(params) != 2 * len(spec.operands):
+        raise UnsupportedError(f"sort kernel: comparator '{spec.comparator.name}' takes {len(params)} parameters "
+                               f"for {len(spec.operands)} operands")
+    types = [IntegerType(spec.operands[p.parameter_number // 2].bits) for p in params]
+    block = Block(arg_types=types)
+    b = KernelBuilder(block)
+    args = [from_storage(b, a, p.shape.element_type) for a, p in zip(block.args, params)]
+    (less,) = emit_scalar_computation(b, spec.comparator, args)
+    b.insert(func.ReturnOp(less))
+    return func.FuncOp(COMPARATOR, FunctionType.from_lists(types, [i1]), Region(block))
+
+
+class SortEmitter:
+    """The sort emitter (module doc); `emit()` gives the KernelModule: the comparator in kernel IR,
+    the row loop added after translation (`KernelModule.llvm_entry`)."""
+
+    def __init__(self, fusion: HloComputation, target: Target, name: str = "main"):
+        self.fusion, self.target, self.name = fusion, target, name
+
+    def emit(self) -> KernelModule:
+        if self.target.kind != "cpu":
+            raise UnsupportedError(f"no sort kernel for the {self.target.kind} target (the library call sorts)")
+        spec = sort_spec(self.fusion)
+        from hlocc.codegen.llvm.sort_rows import add_sort_rows
+
+        def llvm_entry(module, noalias: bool, check_bounds: bool) -> None:
+            add_sort_rows(module, self.name, COMPARATOR, spec, noalias=noalias, check_bounds=check_bounds)
+
+        return KernelModule(ModuleOp([comparator_function(spec)]), self.name, LaunchDims(1, spec.rows),
+                            len(spec.operands), len(spec.outputs), emitter="sort", llvm_entry=llvm_entry)
+
+
+__all__ = ["COMPARATOR", "BufferGeometry", "SortEmitter", "SortSpec", "comparator_function", "is_sort_fusion",
+           "is_sort_root", "sort_spec"]

@@ -1,0 +1,320 @@
+"""The sort kernel's row loop in LLVM IR (codegen/emitters/sort.py writes the comparator): the
+entry `<entry>(buffers..., i64 thread, i64 row)` the block loop calls once per row.
+
+Per row:
+
+    perm[i] = i                              i32 positions, in a scratch array
+    insertion sort of each run of RUN        shift while less(x, perm[j - 1]): stable
+    bottom-up merges of runs, width doubling perm and tmp in turn; a merge takes the right
+                                             element only when less(right, left): stable; two
+                                             runs already in order (not less(first right, last
+                                             left)) are copied whole
+    out_o[i] = operand_o[perm[i]]            for i < keep (top-k's indices: perm[i] itself)
+
+`less(p, q)` calls the comparator on the elements at positions p and q of every operand (LLVM
+inlines it and drops the loads of the operands it does not read). Stable for any comparator that
+is a strict weak order (an unstable sort may be stable); a comparator that is not one (a FLOAT
+compare of NaNs) gives some permutation of the row, as in XLA.
+
+Why a merge sort: it is stable without a tie-breaking key, O(n log n) in the worst case, and
+sorts positions, so payload operands move once, at the end; insertion sort below RUN elements
+because it is the cheapest stable sort of a few elements (fewer branches and no copies).
+
+Scratch: the two position arrays (and, when an output may share bytes with an operand, a staging
+array of the row's outputs written after every read) are on the stack up to STACK_BYTES, from
+malloc above (freed at the row's end). With `check_bounds` every load and store of a buffer is
+checked as the `check-bounds` pass checks kernel IR (same record, codegen/transforms/check_bounds.py):
+an access outside its buffer touches element 0 instead and is reported after the launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from hlocc.codegen.transforms.check_bounds import GLOBAL as BOUNDS_GLOBAL
+from hlocc.codegen.transforms.check_bounds import RECORD, record_slots
+from hlocc.errors import UnsupportedError
+
+if TYPE_CHECKING:
+    from hlocc.codegen.emitters.sort import BufferGeometry, SortSpec
+
+RUN = 16
+"""Rows are first sorted in runs of this many elements by insertion sort."""
+STACK_BYTES = 64 * 1024
+"""Scratch up to this size is on the stack (a pool thread's stack is 8 MiB); beyond, malloc."""
+
+I1, I32, I64, PTR, VOID = ir.IntType(1), ir.IntType(32), ir.IntType(64), ir.PointerType(), ir.VoidType()
+
+
+def _c(value: int, ty: ir.Type = I64) -> ir.Constant:
+    return ir.Constant(ty, value)
+
+
+class _RowSort:
+    """Builds the entry function (module doc) for one SortSpec."""
+
+    def __init__(self, module: ir.Module, name: str, comparator: str, spec: SortSpec, noalias: bool,
+                 check_bounds: bool):
+        self.module, self.spec, self.noalias = module, spec, noalias
+        self.buffers = [*spec.operands, *spec.outputs]
+        self.fn = ir.Function(module, ir.FunctionType(VOID, [PTR] * len(self.buffers) + [I64, I64]), name=name)
+        self.fn.linkage = "internal"
+        self.fn.attributes.add("alwaysinline")
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.less_fn = module.get_global(comparator)
+        self.record = self._bounds_record() if check_bounds else None
+        self.frees: list[ir.Value] = []
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def var(self, ty: ir.Type, init: ir.Value | None = None) -> ir.AllocaInstr:
+        """A mutable local (LLVM's mem2reg makes it a register)."""
+        with self.b.goto_entry_block():
+            slot = self.b.alloca(ty)
+        if init is not None:
+            self.b.store(init, slot)
+        return slot
+
+    @contextmanager
+    def while_(self, condition: Callable[[], ir.Value]) -> Iterator[None]:
+        """Blocks of `while condition(): <body>`: the caller emits the body in the context."""
+        header, body, done = (self.fn.append_basic_block(n) for n in ("while", "do", "done"))
+        self.b.branch(header)
+        self.b.position_at_end(header)
+        self.b.cbranch(condition(), body, done)
+        self.b.position_at_end(body)
+        yield
+        self.b.branch(header)
+        self.b.position_at_end(done)
+
+    @contextmanager
+    def for_(self, start: ir.Value, end: ir.Value, step: ir.Value | None = None) -> Iterator[ir.Value]:
+        """`for i in range(start, end, step)` (i64); yields i."""
+        b = self.b
+        i = self.var(I64, start)
+        with self.while_(lambda: b.icmp_signed("<", b.load(i), end)):
+            value = b.load(i)
+            yield value
+            b.store(b.add(b.load(i), step or _c(1)), i)
+
+    def scratch(self, ty: ir.Type, count: int) -> ir.Value:
+        """An array of `count` elements of `ty`: on the stack, or malloc'd and freed at the end."""
+        size = count * (ty.width // 8)
+        if size <= STACK_BYTES:
+            with self.b.goto_entry_block():
+                slot = self.b.alloca(ty, size=_c(max(count, 1)))
+            slot.align = 64
+            return slot
+        malloc = self.module.globals.get("malloc") or ir.Function(self.module, ir.FunctionType(PTR, [I64]), "malloc")
+        block = self.b.call(malloc, [_c(size)])
+        self.frees.append(block)
+        return block
+
+    def _bounds_record(self) -> ir.GlobalVariable:
+        old = self.module.globals.get(BOUNDS_GLOBAL)
+        if old is not None:  # the comparator's (it accesses no buffer): out of the way
+            old.name = f"{BOUNDS_GLOBAL}_comparator"
+        ty = ir.ArrayType(I64, record_slots(len(self.buffers)))
+        record = ir.GlobalVariable(self.module, ty, BOUNDS_GLOBAL)
+        record.initializer = ir.Constant(ty, None)
+        record.align = 64
+        return record
+
+    def element(self, buffer: int, base: ir.Value, position: ir.Value) -> ir.Value:
+        """The address of element `position` (i64) along the row starting at `base` in buffer `buffer`."""
+        b, geometry = self.b, self.buffers[buffer]
+        index = b.add(base, b.mul(position, _c(geometry.stride))) if geometry.stride != 1 else b.add(base, position)
+        if self.record is not None:
+            size = geometry.shape.num_elements
+            ok = b.and_(b.icmp_signed(">=", index, _c(0)), b.icmp_signed("<", index, _c(size)))
+            slot = b.select(ok, _c(0), _c(RECORD * (buffer + 2)))
+            for k, value in enumerate((_c(1), index, _c(size))):
+                b.store(value, b.gep(self.record, [_c(0), b.add(slot, _c(k))], inbounds=True))
+            index = b.select(ok, index, _c(0))
+        return b.gep(self.fn.args[buffer], [index], inbounds=True, source_etype=ir.IntType(geometry.bits))
+
+    def load(self, buffer: int, base: ir.Value, position: ir.Value) -> ir.Value:
+        return self.b.load(self.element(buffer, base, position), typ=ir.IntType(self.buffers[buffer].bits))
+
+    def row_base(self, geometry: BufferGeometry, indices: list[ir.Value]) -> ir.Value:
+        base = _c(0)
+        for index, step in zip(indices, geometry.steps):
+            base = self.b.add(base, self.b.mul(index, _c(step)))
+        return base
+
+    # -- the row -------------------------------------------------------------------------------------
+    def build(self) -> None:
+        b, spec = self.b, self.spec
+        n = spec.length
+        row = self.fn.args[-1]
+        indices = []
+        for size in reversed(spec.row_dims):  # the row's index in each non-sort dim
+            indices.insert(0, b.urem(row, _c(size)))
+            row = b.udiv(row, _c(size))
+        self.bases = [self.row_base(g, indices) for g in self.buffers]
+        perm, tmp = self.scratch(I32, n), self.scratch(I32, n)
+        with self.for_(_c(0), _c(n)) as i:
+            b.store(b.trunc(i, I32), b.gep(perm, [i], source_etype=I32))
+        self.insertion_runs(perm)
+        final = self.merges(perm, tmp)
+        self.write_outputs(final)
+        free = None
+        for block in self.frees:
+            free = free or self.module.globals.get("free") or ir.Function(self.module, ir.FunctionType(VOID, [PTR]),
+                                                                             "free")
+            b.call(free, [block])
+        b.ret_void()
+
+    def less(self, p: ir.Value, q: ir.Value) -> ir.Value:
+        """comparator(row[p], row[q]) over every operand (p, q: i32 positions)."""
+        b = self.b
+        p, q = b.sext(p, I64), b.sext(q, I64)
+        args = []
+        for k in range(len(self.spec.operands)):
+            args += [self.load(k, self.bases[k], p), self.load(k, self.bases[k], q)]
+        return b.call(self.less_fn, args)
+
+    def at(self, array: ir.Value, i: ir.Value) -> ir.Value:
+        return self.b.gep(array, [i], source_etype=I32)
+
+    def get(self, array: ir.Value, i: ir.Value) -> ir.Value:
+        return self.b.load(self.at(array, i), typ=I32)
+
+    def insertion_runs(self, perm: ir.Value) -> None:
+        b, n = self.b, self.spec.length
+        with self.for_(_c(0), _c(n), _c(RUN)) as start:
+            end = b.select(b.icmp_signed("<", b.add(start, _c(RUN)), _c(n)), b.add(start, _c(RUN)), _c(n))
+            with self.for_(b.add(start, _c(1)), end) as i:
+                x = self.get(perm, i)
+                j = self.var(I64, i)
+
+                def shifting() -> ir.Value:  # j > start and less(x, perm[j - 1]), the less only when j > start
+                    here = b.block
+                    test, joined = self.fn.append_basic_block("shift.test"), self.fn.append_basic_block("shift.join")
+                    above = b.icmp_signed(">", b.load(j), start)
+                    b.cbranch(above, test, joined)
+                    b.position_at_end(test)
+                    result = self.less(x, self.get(perm, b.sub(b.load(j), _c(1))))
+                    tested = b.block
+                    b.branch(joined)
+                    b.position_at_end(joined)
+                    phi = b.phi(I1)
+                    phi.add_incoming(ir.Constant(I1, 0), here)
+                    phi.add_incoming(result, tested)
+                    return phi
+
+                with self.while_(shifting):
+                    jv = b.load(j)
+                    b.store(self.get(perm, b.sub(jv, _c(1))), self.at(perm, jv))
+                    b.store(b.sub(jv, _c(1)), j)
+                b.store(x, self.at(perm, b.load(j)))
+
+    def copy(self, dst: ir.Value, src: ir.Value, start: ir.Value, end: ir.Value) -> None:
+        """dst[start:end] = src[start:end] (positions)."""
+        self.copy_to(dst, start, src, start, end)
+
+    def merges(self, perm: ir.Value, tmp: ir.Value) -> ir.Value:
+        """The bottom-up merges; returns the array holding the sorted positions."""
+        b, n = self.b, self.spec.length
+        if n <= RUN:
+            return perm
+        src, dst = self.var(PTR, perm), self.var(PTR, tmp)
+        width = self.var(I64, _c(RUN))
+        with self.while_(lambda: b.icmp_signed("<", b.load(width), _c(n))):
+            w = b.load(width)
+            s, d = b.load(src), b.load(dst)
+            with self.for_(_c(0), _c(n), b.mul(w, _c(2))) as lo:
+                mid = self.min(b.add(lo, w), _c(n))
+                hi = self.min(b.add(mid, w), _c(n))
+                self.merge(s, d, lo, mid, hi)
+            b.store(d, src)
+            b.store(s, dst)
+            b.store(b.mul(w, _c(2)), width)
+        return b.load(src)
+
+    def min(self, a: ir.Value, c: ir.Value) -> ir.Value:
+        return self.b.select(self.b.icmp_signed("<", a, c), a, c)
+
+    def merge(self, s: ir.Value, d: ir.Value, lo: ir.Value, mid: ir.Value, hi: ir.Value) -> None:
+        """d[lo:hi] = the stable merge of the sorted runs s[lo:mid] and s[mid:hi]."""
+        b = self.b
+        single = b.icmp_signed(">=", mid, hi)
+        with b.if_else(single) as (whole, two):
+            with whole:
+                self.copy(d, s, lo, hi)
+            with two:
+                ordered = b.not_(self.less(self.get(s, mid), self.get(s, b.sub(mid, _c(1)))))
+                with b.if_else(ordered) as (in_order, interleave):
+                    with in_order:
+                        self.copy(d, s, lo, hi)
+                    with interleave:
+                        self.interleave(s, d, lo, mid, hi)
+
+    def interleave(self, s: ir.Value, d: ir.Value, lo: ir.Value, mid: ir.Value, hi: ir.Value) -> None:
+        b = self.b
+        i, j, k = self.var(I64, lo), self.var(I64, mid), self.var(I64, lo)
+        with self.while_(lambda: b.and_(b.icmp_signed("<", b.load(i), mid), b.icmp_signed("<", b.load(j), hi))):
+            iv, jv, kv = b.load(i), b.load(j), b.load(k)
+            left, right = self.get(s, iv), self.get(s, jv)
+            take_right = self.less(right, left)
+            b.store(b.select(take_right, right, left), self.at(d, kv))
+            b.store(b.select(take_right, b.add(jv, _c(1)), jv), j)
+            b.store(b.select(take_right, iv, b.add(iv, _c(1))), i)
+            b.store(b.add(kv, _c(1)), k)
+        iv, jv, kv = b.load(i), b.load(j), b.load(k)
+        self.copy_to(d, kv, s, iv, mid)
+        self.copy_to(d, b.add(kv, b.sub(mid, iv)), s, jv, hi)
+
+    def copy_to(self, dst: ir.Value, at: ir.Value, src: ir.Value, start: ir.Value, end: ir.Value) -> None:
+        """dst[at:at + end - start] = src[start:end]."""
+        b = self.b
+        memcpy = self.module.globals.get("llvm.memcpy.p0.p0.i64") or ir.Function(
+            self.module, ir.FunctionType(VOID, [PTR, PTR, I64, I1]), "llvm.memcpy.p0.p0.i64")
+        b.call(memcpy, [self.at(dst, at), self.at(src, start), b.mul(b.sub(end, start), _c(4)), ir.Constant(I1, 0)])
+
+    def write_outputs(self, final: ir.Value) -> None:
+        """out_o[i] = its source at final[i], for i < keep; through a staging array when an
+        output may share bytes with an operand (every read before the first write)."""
+        b, spec = self.b, self.spec
+        first = len(spec.operands)
+        outputs = range(first, len(self.buffers))
+
+        def value(o: int, i: ir.Value) -> ir.Value:
+            source = spec.sources[o - first]
+            p = self.get(final, i)
+            if source < 0:
+                bits = self.buffers[o].bits
+                return b.trunc(p, ir.IntType(bits)) if bits < 32 else b.sext(p, ir.IntType(bits)) if bits > 32 else p
+            return self.load(source, self.bases[source], b.sext(p, I64))
+
+        if self.noalias:
+            with self.for_(_c(0), _c(spec.keep)) as i:
+                for o in outputs:
+                    b.store(value(o, i), self.element(o, self.bases[o], i))
+            return
+        if len({(g.steps, g.stride) for g in self.buffers}) > 1:
+            raise UnsupportedError("sort kernel: an output shares bytes with an operand of another layout")
+        stage = self.scratch(I64, spec.keep * len(outputs))
+        with self.for_(_c(0), _c(spec.keep)) as i:
+            for n, o in enumerate(outputs):
+                slot = b.gep(stage, [b.add(b.mul(i, _c(len(outputs))), _c(n))], source_etype=I64)
+                b.store(b.zext(value(o, i), I64) if self.buffers[o].bits < 64 else value(o, i), slot)
+        with self.for_(_c(0), _c(spec.keep)) as i:
+            for n, o in enumerate(outputs):
+                slot = b.gep(stage, [b.add(b.mul(i, _c(len(outputs))), _c(n))], source_etype=I64)
+                staged = b.load(slot, typ=I64)
+                bits = self.buffers[o].bits
+                b.store(b.trunc(staged, ir.IntType(bits)) if bits < 64 else staged, self.element(o, self.bases[o], i))
+
+
+def add_sort_rows(module: ir.Module, name: str, comparator: str, spec: SortSpec, *, noalias: bool,
+                  check_bounds: bool) -> None:
+    """Add the entry `name` (module doc) to the translated kernel module holding the function
+    `comparator` (codegen/emitters/sort.py `comparator_function`)."""
+    _RowSort(module, name, comparator, spec, noalias, check_bounds).build()
+
+
+__all__ = ["RUN", "STACK_BYTES", "add_sort_rows"]

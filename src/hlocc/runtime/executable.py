@@ -294,6 +294,8 @@ class ThunkEmitter:
         operands = [self._refs(o) for o in instr.operands]
         if any(o.shape.is_tuple for o in operands):
             why = "a tuple-shaped operand"
+        elif any(o.shape.is_symbolic for o in operands):  # not a kernel compiled per size either
+            why = "symbolic sort not built: the library call takes its sizes from the buffers"
         else:
             try:
                 return self._kernel_thunk(instr.name, one_op_fusion(instr), [o.leaves[0] for o in operands],

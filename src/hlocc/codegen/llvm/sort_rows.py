@@ -114,11 +114,13 @@ class _RowSort:
         return block
 
     def _bounds_record(self) -> ir.GlobalVariable:
-        old = self.module.globals.get(BOUNDS_GLOBAL)
-        if old is not None:  # the comparator's (it accesses no buffer): out of the way
-            old.name = f"{BOUNDS_GLOBAL}_comparator"
+        """The check-bounds record: the one the pass made (sized for the comparator's arguments,
+        which touch no buffer) resized for the kernel's buffers, or a new one."""
         ty = ir.ArrayType(I64, record_slots(len(self.buffers)))
-        record = ir.GlobalVariable(self.module, ty, BOUNDS_GLOBAL)
+        record = self.module.globals.get(BOUNDS_GLOBAL)
+        if record is None:
+            record = ir.GlobalVariable(self.module, ty, BOUNDS_GLOBAL)
+        record.value_type = ty
         record.initializer = ir.Constant(ty, None)
         record.align = 64
         return record

@@ -1,0 +1,212 @@
+"""The sort emitter (codegen/emitters/sort.py, codegen/llvm/sort_rows.py): sort, topk and
+custom-call "TopK" compiled into CPU kernels, checked bit for bit against the evaluator on random
+and adversarial rows (ties for stability, NaN, -0.0/+0.0, inf, integer extremes), every dtype
+family, several operands, custom comparators, any sort dimension and layout, and the lengths where
+the merge sort changes shape (0, 1, 2, one run, several runs, scratch on the heap); in the
+bounds-checked mode too, where a row loop that leaves its buffer is reported."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from hlocc.backends.cpu.kernel import compile_fusion, compile_kernel_module
+from hlocc.codegen.emitters.registry import emit_fusion
+from hlocc.codegen.emitters.sort import COMPARATOR, sort_spec
+from hlocc.codegen.llvm import TranslateOptions
+from hlocc.codegen.llvm.sort_rows import RUN, STACK_BYTES, add_sort_rows
+from hlocc.codegen.target import cpu_target, gpu_target
+from hlocc.codegen.transforms.check_bounds import BoundsCheckError
+from hlocc.errors import UnsupportedError
+from hlocc.evaluator.core import Evaluator
+from hlocc.hlo.parser import parse_hlo
+from hlocc.runtime.executable import one_op_fusion
+
+CHECKED = replace(cpu_target(), check_bounds=True)
+
+# JAX's float comparator (jnp.sort, argsort): -0.0 and NaN canonicalised, then TOTALORDER.
+JAX_LT = """
+  p0 = {t}[] parameter(0)
+  p1 = {t}[] parameter(1)
+  nan = {t}[] constant(nan)
+  zero = {t}[] constant(0)
+  n0 = pred[] compare(p0, p0), direction=NE
+  z0 = pred[] compare(p0, zero), direction=EQ
+  c0 = {t}[] select(n0, nan, {t}[] select(z0, zero, p0))
+  n1 = pred[] compare(p1, p1), direction=NE
+  z1 = pred[] compare(p1, zero), direction=EQ
+  c1 = {t}[] select(n1, nan, {t}[] select(z1, zero, p1))
+  ROOT lt = pred[] compare(c0, c1), direction=LT, type=TOTALORDER"""
+
+
+def _module(shapes: list[str], result: str, dim: int, body: str, extra_params: str = "") -> str:
+    params = "\n".join(f"  a{k} = {s} parameter({k})" for k, s in enumerate(shapes))
+    args = ", ".join(f"a{k}" for k in range(len(shapes)))
+    return (f"HloModule m\ncmp {{\n{body}\n{extra_params}}}\nENTRY e {{\n{params}\n"
+            f"  ROOT s = {result} sort({args}), dimensions={{{dim}}}, is_stable=true, to_apply=cmp\n}}")
+
+
+def _instr(text: str):
+    return parse_hlo(text).entry.root
+
+
+def _check(text: str, *inputs_list, target=None, options=None) -> None:
+    """Compile the entry's root (a sort/topk) into a sort kernel and compare every output, as bits,
+    with the evaluator's on each list of inputs."""
+    instr = _instr(text)
+    kernel = compile_fusion(one_op_fusion(instr), target or cpu_target(), use_cache=False,
+                            translate_options=options)
+    assert kernel.emitter == "sort"
+    for inputs in inputs_list:
+        want = Evaluator(0).evaluate_instruction(instr, list(inputs))
+        want = list(want) if isinstance(want, tuple) else [want]
+        got = kernel(*inputs)
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert g.shape == w.shape and g.dtype == w.dtype, k
+            np.testing.assert_array_equal(np.ascontiguousarray(g).view(np.uint8),
+                                          np.ascontiguousarray(w).view(np.uint8), err_msg=f"output {k}")
+
+
+SPECIAL_F32 = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, -np.nan, 1.0, 1.0, -1.0, 0.0, -0.0], np.float32)
+
+
+def _floats(rng, rows: int, n: int, dtype=np.float32) -> np.ndarray:
+    """Random rows with many ties and, where there is room, every special value."""
+    x = rng.integers(-4, 4, (rows, n)).astype(np.float32) / 2
+    if n:
+        x[:, :min(n, SPECIAL_F32.size)] = SPECIAL_F32[:min(n, SPECIAL_F32.size)]
+        x = rng.permuted(x, axis=1)
+    return x.astype(dtype)
+
+
+def _iota(rows: int, n: int) -> np.ndarray:
+    return np.broadcast_to(np.arange(n, dtype=np.int32), (rows, n)).copy()
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, RUN + 1, 1000])
+def test_jax_argsort_of_floats_at_every_merge_shape(n):
+    text = _module([f"f32[3,{n}]", f"s32[3,{n}]"], f"(f32[3,{n}], s32[3,{n}])", 1, JAX_LT.format(t="f32"),
+                   "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n")
+    rng = np.random.default_rng(n)
+    _check(text, [_floats(rng, 3, n), _iota(3, n)], [np.sort(_floats(rng, 3, n), axis=1), _iota(3, n)],
+           [-np.sort(_floats(rng, 3, n), axis=1), _iota(3, n)])
+
+
+@pytest.mark.parametrize("t, dtype, compare", [
+    ("bf16", ml_dtypes.bfloat16, "type=TOTALORDER"),
+    ("f16", np.float16, "type=TOTALORDER"),
+    ("u8", np.uint8, ""),
+    ("s64", np.int64, ""),
+    ("pred", np.bool_, ""),
+])
+def test_keys_of_every_dtype_family_in_their_natural_or_total_order(t, dtype, compare):
+    body = f"  p0 = {t}[] parameter(0)\n  p1 = {t}[] parameter(1)\n  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n" \
+           f"  ROOT lt = pred[] compare(p0, p1), direction=LT{', ' + compare if compare else ''}"
+    text = _module([f"{t}[4,37]", "s32[4,37]"], f"({t}[4,37], s32[4,37])", 1, body)
+    rng = np.random.default_rng(7)
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        keys = rng.integers(-3, 3, (4, 37)).astype(dtype)
+        keys[:, :4] = [info.min, info.max, info.min, 0]
+        keys = rng.permuted(keys, axis=1)
+    elif dtype == np.bool_:
+        keys = rng.integers(0, 2, (4, 37)).astype(bool)
+    else:
+        keys = _floats(rng, 4, 37, dtype)
+    _check(text, [keys, _iota(4, 37)])
+
+
+def test_descending_comparator_with_a_float_payload():
+    body = ("  p0 = s32[] parameter(0)\n  p1 = s32[] parameter(1)\n  x = f32[] parameter(2)\n  y = f32[] parameter(3)\n"
+            "  ROOT gt = pred[] compare(p0, p1), direction=GT")
+    text = _module(["s32[2,50]", "f32[2,50]"], "(s32[2,50], f32[2,50])", 1, body)
+    rng = np.random.default_rng(1)
+    _check(text, [rng.integers(-5, 5, (2, 50)).astype(np.int32), _floats(rng, 2, 50)])
+
+
+def test_comparator_on_the_second_operand_and_lexicographic_keys():
+    second = ("  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  p = s32[] parameter(2)\n  q = s32[] parameter(3)\n"
+              "  ROOT lt = pred[] compare(p, q), direction=LT")
+    lexicographic = ("  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  p = s32[] parameter(2)\n"
+                     "  q = s32[] parameter(3)\n  lt0 = pred[] compare(p, q), direction=LT\n"
+                     "  eq0 = pred[] compare(p, q), direction=EQ\n"
+                     "  lt1 = pred[] compare(a, b), direction=GT, type=TOTALORDER\n"
+                     "  tie = pred[] and(eq0, lt1)\n  ROOT lt = pred[] or(lt0, tie)")
+    rng = np.random.default_rng(2)
+    inputs = [_floats(rng, 3, 40), rng.integers(0, 3, (3, 40)).astype(np.int32)]
+    for body in (second, lexicographic):
+        _check(_module(["f32[3,40]", "s32[3,40]"], "(f32[3,40], s32[3,40])", 1, body), inputs)
+
+
+@pytest.mark.parametrize("layout", ["{2,1,0}", "{0,2,1}"])
+def test_sort_along_dim_0_of_a_3d_array_in_any_layout(layout):
+    body = ("  p0 = f32[] parameter(0)\n  p1 = f32[] parameter(1)\n  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n"
+            "  ROOT lt = pred[] compare(p0, p1), direction=LT, type=TOTALORDER")
+    text = _module([f"f32[37,3,4]{layout}", f"s32[37,3,4]{layout}"], f"(f32[37,3,4]{layout}, s32[37,3,4]{layout})",
+                   0, body)
+    rng = np.random.default_rng(3)
+    keys = _floats(rng, 12, 37).T.reshape(37, 3, 4)
+    _check(text, [keys, np.broadcast_to(np.arange(37, dtype=np.int32)[:, None, None], (37, 3, 4)).copy()])
+
+
+def test_long_rows_sort_on_the_heap_over_the_thread_pool():
+    n = STACK_BYTES // 4  # two position arrays of n: past the stack's share, on the heap
+    text = _module([f"f32[64,{n}]"], f"f32[64,{n}]", 1, JAX_LT.format(t="f32"))
+    _check(text, [_floats(np.random.default_rng(4), 64, n)])
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_largest_and_smallest(largest):
+    text = (f"HloModule m\nENTRY e {{\n  x = f32[3,40] parameter(0)\n"
+            f"  ROOT t = (f32[3,7], s32[3,7]) topk(x), k=7, largest={str(largest).lower()}\n}}")
+    _check(text, [_floats(np.random.default_rng(5), 3, 40)])
+
+
+def test_an_output_sharing_an_operand_buffer_is_staged():
+    """With noalias=False (an output in an operand's bytes) every read of a row comes before its
+    first write: run in place, the result is the evaluator's."""
+    text = _module(["f32[2,40]", "s32[2,40]"], "(f32[2,40], s32[2,40])", 1, JAX_LT.format(t="f32"),
+                   "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n")
+    instr = _instr(text)
+    kernel = compile_fusion(one_op_fusion(instr), cpu_target(), use_cache=False,
+                            translate_options=TranslateOptions(noalias=False))
+    keys, iota = _floats(np.random.default_rng(6), 2, 40), _iota(2, 40)
+    want = Evaluator(0).evaluate_instruction(instr, [keys, iota])
+    a, b = keys.copy(), iota.copy()
+    kernel.run([a, b, b.view(np.float32), a.view(np.int32)])  # output 0 in b's bytes, output 1 in a's
+    np.testing.assert_array_equal(b.view(np.float32).view(np.uint32), want[0].view(np.uint32))
+    np.testing.assert_array_equal(a.view(np.int32), want[1])
+
+
+def test_checked_kernels_give_the_results_and_report_a_row_outside_its_buffer():
+    text = _module(["f32[3,40]", "s32[3,40]"], "(f32[3,40], s32[3,40])", 1, JAX_LT.format(t="f32"),
+                   "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n")
+    rng = np.random.default_rng(8)
+    inputs = [_floats(rng, 3, 40), _iota(3, 40)]
+    _check(text, inputs, target=CHECKED)
+    fusion = one_op_fusion(_instr(text))
+    kernel = emit_fusion(fusion, CHECKED, "main", {})
+    spec = sort_spec(fusion)
+    wrong = replace(spec, operands=(replace(spec.operands[0], stride=2), spec.operands[1]))  # reads past the row
+    kernel = replace(kernel, llvm_entry=lambda module, noalias, checked: add_sort_rows(
+        module, "main", COMPARATOR, wrong, noalias=noalias, check_bounds=checked))
+    compiled = compile_kernel_module(kernel, CHECKED, [p.shape for p in fusion.parameters],
+                                     [s for s in fusion.root.shape.tuple_shapes])
+    with pytest.raises(BoundsCheckError, match=r"kernel 'main' accessed parameter 0 \(f32\[3,40\]\) at element "
+                                               r"1\d\d, outside \[0, 120\)"):
+        compiled(*inputs)
+
+
+def test_what_the_kernel_does_not_compile_is_named():
+    fusion = one_op_fusion(_instr(_module(["c64[4]"], "c64[4]", 0,
+                                          "  a = c64[] parameter(0)\n  b = c64[] parameter(1)\n"
+                                          "  ra = f32[] real(a)\n  rb = f32[] real(b)\n"
+                                          "  ROOT lt = pred[] compare(ra, rb), direction=LT")))
+    with pytest.raises(UnsupportedError, match="c64 elements"):
+        emit_fusion(fusion, cpu_target(), "main", {})
+    with pytest.raises(UnsupportedError, match="no sort kernel for the gpu target"):
+        emit_fusion(one_op_fusion(_instr(_module(["f32[4]"], "f32[4]", 0, JAX_LT.format(t="f32")))), gpu_target(),
+                    "main", {})

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from xdsl.dialects import func
+from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import FunctionType, IntegerType, ModuleOp, i1
 from xdsl.ir import Block, Region
 
@@ -49,6 +49,8 @@ from hlocc.hlo.types import PrimitiveType, Shape
 
 COMPARATOR = "sort_compare"
 """The comparator function's name in the kernel module."""
+KEY = "sort_key"
+"""The key function's name (a radix-sorted key comparator, `RadixKey`)."""
 
 
 def is_sort_root(instr: HloInstruction) -> bool:
@@ -74,6 +76,48 @@ class BufferGeometry:
 
 
 @dataclass(frozen=True)
+class RadixKey:
+    """A key comparator (evaluator/sorting.py `comparator_key`: compare(f(lhs_i), f(rhs_i)), what
+    JAX emits) whose compare orders f's values as unsigned integers of their bits once mapped:
+    TOTALORDER floats (negative: all bits flipped; else the sign bit set), signed integers (the
+    sign bit flipped), unsigned integers and pred (as they are); `descending` flips every bit.
+    Such rows are sorted by a stable LSD radix sort of those integers (codegen/llvm/sort_rows.py)
+    with f computed once per element by `function` (parameter 0: the operand's element)."""
+
+    operand: int
+    bits: int
+    order: str  # "total", "signed" or "unsigned"
+    descending: bool
+    function: HloComputation
+
+
+def radix_key(comparator: HloComputation) -> RadixKey | None:
+    """The RadixKey of `comparator`, or None (then the merge sort calls it)."""
+    from hlocc.evaluator.sorting import comparator_key  # the evaluator's recognition, shared
+
+    found = comparator_key(comparator)
+    if found is None:
+        return None
+    kt = found.key.shape.element_type
+    if kt.is_float and found.compare_type == "TOTALORDER" and kt.bits in (16, 32, 64):
+        order = "total"
+    elif kt.is_pred:
+        order = "unsigned"
+    elif kt.is_integer and kt.bits in (8, 16, 32, 64) and found.compare_type == ("SIGNED" if kt.is_signed
+                                                                                else "UNSIGNED"):
+        order = "signed" if kt.is_signed else "unsigned"
+    else:
+        return None
+    function = HloComputation(f"{comparator.name}.key")
+    clones = {id(found.param): function.add_instruction(HloInstruction("x", "parameter", found.param.shape,
+                                                                       parameter_number=0))}
+    for node in found.order:
+        clones[id(node)] = function.add_instruction(node.clone([clones[id(o)] for o in node.operands]))
+    function.root = clones[id(found.key)]
+    return RadixKey(found.operand, 8 if kt.is_pred else kt.bits, order, found.descending, function)
+
+
+@dataclass(frozen=True)
 class SortSpec:
     """One sort kernel: `rows` rows of `length` elements (the sort dim) in every operand, sorted by
     `comparator` over all operands (its parameters 2i, 2i + 1 the lhs and rhs of operand i), and
@@ -87,6 +131,7 @@ class SortSpec:
     length: int
     keep: int
     comparator: HloComputation
+    key: RadixKey | None = None
 
     @property
     def rows(self) -> int:
@@ -143,7 +188,8 @@ def sort_spec(fusion: HloComputation) -> SortSpec:
     if length >= 2**31:
         raise UnsupportedError(f"sort kernel: rows of {length} elements (positions are 32-bit)")
     return SortSpec(tuple(_geometry(o.shape, dim) for o in root.operands), tuple(_geometry(s, dim) for s in outputs),
-                    sources, tuple(d for k, d in enumerate(shape.dims) if k != dim), length, keep, comparator)
+                    sources, tuple(d for k, d in enumerate(shape.dims) if k != dim), length, keep, comparator,
+                    radix_key(comparator))
 
 
 def comparator_function(spec: SortSpec) -> func.FuncOp:
@@ -162,6 +208,22 @@ def comparator_function(spec: SortSpec) -> func.FuncOp:
     return func.FuncOp(COMPARATOR, FunctionType.from_lists(types, [i1]), Region(block))
 
 
+def key_function(spec: SortSpec) -> func.FuncOp:
+    """`@sort_key(x) -> iN`: the RadixKey's f of an element's storage bits, as its own bits."""
+    key = spec.key
+    param = key.function.parameters[0]
+    block = Block(arg_types=[IntegerType(spec.operands[key.operand].bits)])
+    b = KernelBuilder(block)
+    (value,) = emit_scalar_computation(b, key.function, [from_storage(b, block.args[0], param.shape.element_type)])
+    kt = key.function.root.shape.element_type
+    if kt.is_float:
+        value = b.op(arith.BitcastOp, value, IntegerType(key.bits))
+    elif kt.is_pred:
+        value = b.op(arith.ExtUIOp, value, IntegerType(8))
+    b.insert(func.ReturnOp(value))
+    return func.FuncOp(KEY, FunctionType.from_lists([block.args[0].type], [IntegerType(key.bits)]), Region(block))
+
+
 class SortEmitter:
     """The sort emitter (module doc); `emit()` gives the KernelModule: the comparator in kernel IR,
     the row loop added after translation (`KernelModule.llvm_entry`)."""
@@ -176,11 +238,12 @@ class SortEmitter:
         from hlocc.codegen.llvm.sort_rows import add_sort_rows
 
         def llvm_entry(module, noalias: bool, check_bounds: bool) -> None:
-            add_sort_rows(module, self.name, COMPARATOR, spec, noalias=noalias, check_bounds=check_bounds)
+            add_sort_rows(module, self.name, COMPARATOR, KEY, spec, noalias=noalias, check_bounds=check_bounds)
 
-        return KernelModule(ModuleOp([comparator_function(spec)]), self.name, LaunchDims(1, spec.rows),
+        functions = [comparator_function(spec)] + ([key_function(spec)] if spec.key is not None else [])
+        return KernelModule(ModuleOp(functions), self.name, LaunchDims(1, spec.rows),
                             len(spec.operands), len(spec.outputs), emitter="sort", llvm_entry=llvm_entry)
 
 
-__all__ = ["COMPARATOR", "BufferGeometry", "SortEmitter", "SortSpec", "comparator_function", "is_sort_fusion",
-           "is_sort_root", "sort_spec"]
+__all__ = ["COMPARATOR", "KEY", "BufferGeometry", "RadixKey", "SortEmitter", "SortSpec", "comparator_function",
+           "is_sort_fusion", "is_sort_root", "key_function", "radix_key", "sort_spec"]

@@ -16,6 +16,12 @@ inlines it and drops the loads of the operands it does not read). Stable for any
 is a strict weak order (an unstable sort may be stable); a comparator that is not one (a FLOAT
 compare of NaNs) gives some permutation of the row, as in XLA.
 
+A key comparator whose compare is a total order on the key's bits (codegen/emitters/sort.py
+`RadixKey`, what JAX emits for floats and integers) sorts rows of RADIX_MIN or more elements by a
+stable LSD radix sort instead: the key computed once per element (`sort_key`), mapped to an
+unsigned integer in the comparator's order, then one counting pass per byte over (key, position)
+pairs: O(n) per row against the merge sort's O(n log n) comparator calls through the positions.
+
 Why a merge sort: it is stable without a tie-breaking key, O(n log n) in the worst case, and
 sorts positions, so payload operands move once, at the end; insertion sort below RUN elements
 because it is the cheapest stable sort of a few elements (fewer branches and no copies).
@@ -44,6 +50,11 @@ if TYPE_CHECKING:
 
 RUN = 16
 """Rows are first sorted in runs of this many elements by insertion sort."""
+RADIX_MIN = 32
+"""Rows of a RadixKey comparator at least this long are radix sorted (module doc). Measured on
+1000 rows of f32 argsort (2-vCPU machine, shared): length 16 merge 0.26 ms against radix 0.43,
+32: 1.01 against 0.54, 64: 7.0 against 0.80, 128: 19.9 against 1.34 (the histograms' clearing and
+prefix sums are what a short row pays)."""
 STACK_BYTES = 64 * 1024
 """Scratch up to this size is on the stack (a pool thread's stack is 8 MiB); beyond, malloc."""
 
@@ -57,7 +68,7 @@ def _c(value: int, ty: ir.Type = I64) -> ir.Constant:
 class _RowSort:
     """Builds the entry function (module doc) for one SortSpec."""
 
-    def __init__(self, module: ir.Module, name: str, comparator: str, spec: SortSpec, noalias: bool,
+    def __init__(self, module: ir.Module, name: str, comparator: str, key: str, spec: SortSpec, noalias: bool,
                  check_bounds: bool):
         self.module, self.spec, self.noalias = module, spec, noalias
         self.buffers = [*spec.operands, *spec.outputs]
@@ -66,6 +77,7 @@ class _RowSort:
         self.fn.attributes.add("alwaysinline")
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.less_fn = module.get_global(comparator)
+        self.key_fn = module.get_global(key) if spec.key is not None else None
         self.record = self._bounds_record() if check_bounds else None
         self.frees: list[ir.Value] = []
 
@@ -157,11 +169,14 @@ class _RowSort:
             indices.insert(0, b.urem(row, _c(size)))
             row = b.udiv(row, _c(size))
         self.bases = [self.row_base(g, indices) for g in self.buffers]
-        perm, tmp = self.scratch(I32, n), self.scratch(I32, n)
-        with self.for_(_c(0), _c(n)) as i:
-            b.store(b.trunc(i, I32), b.gep(perm, [i], source_etype=I32))
-        self.insertion_runs(perm)
-        final = self.merges(perm, tmp)
+        if spec.key is not None and n >= RADIX_MIN:
+            final = self.radix()
+        else:
+            perm, tmp = self.scratch(I32, n), self.scratch(I32, n)
+            with self.for_(_c(0), _c(n)) as i:
+                b.store(b.trunc(i, I32), b.gep(perm, [i], source_etype=I32))
+            self.insertion_runs(perm)
+            final = self.merges(perm, tmp)
         self.write_outputs(final)
         free = None
         for block in self.frees:
@@ -277,6 +292,73 @@ class _RowSort:
             self.module, ir.FunctionType(VOID, [PTR, PTR, I64, I1]), "llvm.memcpy.p0.p0.i64")
         b.call(memcpy, [self.at(dst, at), self.at(src, start), b.mul(b.sub(end, start), _c(4)), ir.Constant(I1, 0)])
 
+    def radix_bits(self, key: ir.Value) -> ir.Value:
+        """The key's bits as an unsigned integer in the comparator's order (RadixKey)."""
+        b, spec = self.b, self.spec.key
+        ty = ir.IntType(spec.bits)
+        sign = ir.Constant(ty, 1 << (spec.bits - 1))
+        if spec.order == "total":  # negative: every bit flipped; else the sign bit set
+            key = b.xor(key, b.or_(b.ashr(key, ir.Constant(ty, spec.bits - 1)), sign))
+        elif spec.order == "signed":
+            key = b.xor(key, sign)
+        return b.not_(key) if spec.descending else key
+
+    def radix(self) -> ir.Value:
+        """A stable LSD radix sort of the row's keys by bytes, with their positions; returns the
+        array of the sorted positions. Every byte's histogram comes from one read of the keys; a
+        byte that every key shares is skipped."""
+        b, spec, n = self.b, self.spec, self.spec.length
+        key = spec.key
+        ty, digits = ir.IntType(key.bits), key.bits // 8
+        keys = [self.scratch(ty, n), self.scratch(ty, n)]
+        positions = [self.scratch(I32, n), self.scratch(I32, n)]
+        counts = self.scratch(I32, 256 * digits)
+        memset = self.module.globals.get("llvm.memset.p0.i64") or ir.Function(
+            self.module, ir.FunctionType(VOID, [PTR, ir.IntType(8), I64, I1]), "llvm.memset.p0.i64")
+        b.call(memset, [counts, ir.Constant(ir.IntType(8), 0), _c(1024 * digits), ir.Constant(I1, 0)])
+
+        def digit(value: ir.Value, d: int) -> ir.Value:
+            shifted = b.lshr(value, ir.Constant(ty, 8 * d)) if d else value
+            return b.zext(b.trunc(shifted, ir.IntType(8)), I64) if key.bits > 8 else b.zext(shifted, I64)
+
+        def count(d: int, value: ir.Value) -> ir.Value:
+            return b.gep(counts, [b.add(_c(256 * d), digit(value, d))], source_etype=I32)
+
+        with self.for_(_c(0), _c(n)) as i:
+            bits = b.call(self.key_fn, [self.load(key.operand, self.bases[key.operand], i)])
+            value = self.radix_bits(bits)
+            b.store(value, b.gep(keys[0], [i], source_etype=ty))
+            b.store(b.trunc(i, I32), self.at(positions[0], i))
+            for d in range(digits):
+                at = count(d, value)
+                b.store(b.add(b.load(at, typ=I32), ir.Constant(I32, 1)), at)
+        first = b.load(keys[0], typ=ty)  # every pass permutes the same keys: any one tells a shared byte
+        src_k, src_p = self.var(PTR, keys[0]), self.var(PTR, positions[0])
+        dst_k, dst_p = self.var(PTR, keys[1]), self.var(PTR, positions[1])
+        for d in range(digits):
+            shared = b.icmp_signed("==", b.load(count(d, first), typ=I32), ir.Constant(I32, n))
+            with b.if_then(b.not_(shared)):
+                total = self.var(I32, ir.Constant(I32, 0))  # the counts become each byte's first slot
+                with self.for_(_c(256 * d), _c(256 * (d + 1))) as j:
+                    at = self.at(counts, j)
+                    here = b.load(at, typ=I32)
+                    b.store(b.load(total), at)
+                    b.store(b.add(b.load(total), here), total)
+                sk, sp, dk, dp = b.load(src_k), b.load(src_p), b.load(dst_k), b.load(dst_p)
+                with self.for_(_c(0), _c(n)) as i:
+                    value = b.load(b.gep(sk, [i], source_etype=ty), typ=ty)
+                    at = count(d, value)
+                    slot = b.load(at, typ=I32)
+                    b.store(b.add(slot, ir.Constant(I32, 1)), at)
+                    slot = b.sext(slot, I64)
+                    b.store(value, b.gep(dk, [slot], source_etype=ty))
+                    b.store(self.get(sp, i), self.at(dp, slot))
+                b.store(dk, src_k)
+                b.store(sk, dst_k)
+                b.store(dp, src_p)
+                b.store(sp, dst_p)
+        return b.load(src_p)
+
     def write_outputs(self, final: ir.Value) -> None:
         """out_o[i] = its source at final[i], for i < keep; through a staging array when an
         output may share bytes with an operand (every read before the first write)."""
@@ -312,11 +394,11 @@ class _RowSort:
                 b.store(b.trunc(staged, ir.IntType(bits)) if bits < 64 else staged, self.element(o, self.bases[o], i))
 
 
-def add_sort_rows(module: ir.Module, name: str, comparator: str, spec: SortSpec, *, noalias: bool,
+def add_sort_rows(module: ir.Module, name: str, comparator: str, key: str, spec: SortSpec, *, noalias: bool,
                   check_bounds: bool) -> None:
-    """Add the entry `name` (module doc) to the translated kernel module holding the function
-    `comparator` (codegen/emitters/sort.py `comparator_function`)."""
-    _RowSort(module, name, comparator, spec, noalias, check_bounds).build()
+    """Add the entry `name` (module doc) to the translated kernel module holding the functions
+    `comparator` and, for a RadixKey, `key` (codegen/emitters/sort.py)."""
+    _RowSort(module, name, comparator, key, spec, noalias, check_bounds).build()
 
 
-__all__ = ["RUN", "STACK_BYTES", "add_sort_rows"]
+__all__ = ["RADIX_MIN", "RUN", "STACK_BYTES", "add_sort_rows"]

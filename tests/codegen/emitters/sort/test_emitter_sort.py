@@ -13,11 +13,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import hlocc.codegen.llvm.sort_rows as sort_rows
 from hlocc.backends.cpu.kernel import compile_fusion, compile_kernel_module
 from hlocc.codegen.emitters.registry import emit_fusion
-from hlocc.codegen.emitters.sort import COMPARATOR, sort_spec
+from hlocc.codegen.emitters.sort import COMPARATOR, KEY, sort_spec
 from hlocc.codegen.llvm import TranslateOptions
-from hlocc.codegen.llvm.sort_rows import RUN, STACK_BYTES, add_sort_rows
+from hlocc.codegen.llvm.sort_rows import RADIX_MIN, RUN, STACK_BYTES, add_sort_rows
 from hlocc.codegen.target import cpu_target, gpu_target
 from hlocc.codegen.transforms.check_bounds import BoundsCheckError
 from hlocc.errors import UnsupportedError
@@ -53,12 +54,16 @@ def _instr(text: str):
     return parse_hlo(text).entry.root
 
 
-def _check(text: str, *inputs_list, target=None, options=None) -> None:
-    """Compile the entry's root (a sort/topk) into a sort kernel and compare every output, as bits,
-    with the evaluator's on each list of inputs."""
+def _check(text: str, *inputs_list, target=None, options=None, merge: bool = False) -> None:
+    """Compile the entry's root (a sort/topk) into a sort kernel (`merge`: the merge sort even where
+    the radix sort would run) and compare every output, as bits, with the evaluator's on each list
+    of inputs."""
     instr = _instr(text)
-    kernel = compile_fusion(one_op_fusion(instr), target or cpu_target(), use_cache=False,
-                            translate_options=options)
+    with pytest.MonkeyPatch.context() as patch:
+        if merge:
+            patch.setattr(sort_rows, "RADIX_MIN", 2**62)
+        kernel = compile_fusion(one_op_fusion(instr), target or cpu_target(), use_cache=False,
+                                translate_options=options)
     assert kernel.emitter == "sort"
     for inputs in inputs_list:
         want = Evaluator(0).evaluate_instruction(instr, list(inputs))
@@ -86,15 +91,17 @@ def _iota(rows: int, n: int) -> np.ndarray:
     return np.broadcast_to(np.arange(n, dtype=np.int32), (rows, n)).copy()
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, RUN + 1, 1000])
-def test_jax_argsort_of_floats_at_every_merge_shape(n):
+@pytest.mark.parametrize("n, merge", [(0, True), (1, True), (2, True), (RUN + 1, True), (1000, True),
+                                      (RADIX_MIN, False), (1000, False)])
+def test_jax_argsort_of_floats_at_every_merge_and_radix_shape(n, merge):
     text = _module([f"f32[3,{n}]", f"s32[3,{n}]"], f"(f32[3,{n}], s32[3,{n}])", 1, JAX_LT.format(t="f32"),
                    "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n")
     rng = np.random.default_rng(n)
     _check(text, [_floats(rng, 3, n), _iota(3, n)], [np.sort(_floats(rng, 3, n), axis=1), _iota(3, n)],
-           [-np.sort(_floats(rng, 3, n), axis=1), _iota(3, n)])
+           [-np.sort(_floats(rng, 3, n), axis=1), _iota(3, n)], merge=merge)
 
 
+@pytest.mark.parametrize("merge", [True, False], ids=["merge", "radix"])
 @pytest.mark.parametrize("t, dtype, compare", [
     ("bf16", ml_dtypes.bfloat16, "type=TOTALORDER"),
     ("f16", np.float16, "type=TOTALORDER"),
@@ -102,7 +109,7 @@ def test_jax_argsort_of_floats_at_every_merge_shape(n):
     ("s64", np.int64, ""),
     ("pred", np.bool_, ""),
 ])
-def test_keys_of_every_dtype_family_in_their_natural_or_total_order(t, dtype, compare):
+def test_keys_of_every_dtype_family_in_their_natural_or_total_order(t, dtype, compare, merge):
     body = f"  p0 = {t}[] parameter(0)\n  p1 = {t}[] parameter(1)\n  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n" \
            f"  ROOT lt = pred[] compare(p0, p1), direction=LT{', ' + compare if compare else ''}"
     text = _module([f"{t}[4,37]", "s32[4,37]"], f"({t}[4,37], s32[4,37])", 1, body)
@@ -116,15 +123,16 @@ def test_keys_of_every_dtype_family_in_their_natural_or_total_order(t, dtype, co
         keys = rng.integers(0, 2, (4, 37)).astype(bool)
     else:
         keys = _floats(rng, 4, 37, dtype)
-    _check(text, [keys, _iota(4, 37)])
+    _check(text, [keys, _iota(4, 37)], merge=merge)
 
 
-def test_descending_comparator_with_a_float_payload():
+@pytest.mark.parametrize("merge", [True, False], ids=["merge", "radix"])
+def test_descending_comparator_with_a_float_payload(merge):
     body = ("  p0 = s32[] parameter(0)\n  p1 = s32[] parameter(1)\n  x = f32[] parameter(2)\n  y = f32[] parameter(3)\n"
             "  ROOT gt = pred[] compare(p0, p1), direction=GT")
     text = _module(["s32[2,50]", "f32[2,50]"], "(s32[2,50], f32[2,50])", 1, body)
     rng = np.random.default_rng(1)
-    _check(text, [rng.integers(-5, 5, (2, 50)).astype(np.int32), _floats(rng, 2, 50)])
+    _check(text, [rng.integers(-5, 5, (2, 50)).astype(np.int32), _floats(rng, 2, 50)], merge=merge)
 
 
 def test_comparator_on_the_second_operand_and_lexicographic_keys():
@@ -152,10 +160,11 @@ def test_sort_along_dim_0_of_a_3d_array_in_any_layout(layout):
     _check(text, [keys, np.broadcast_to(np.arange(37, dtype=np.int32)[:, None, None], (37, 3, 4)).copy()])
 
 
-def test_long_rows_sort_on_the_heap_over_the_thread_pool():
+@pytest.mark.parametrize("rows, merge", [(8, True), (64, False)], ids=["merge", "radix"])
+def test_long_rows_sort_on_the_heap_over_the_thread_pool(rows, merge):
     n = STACK_BYTES // 4  # two position arrays of n: past the stack's share, on the heap
-    text = _module([f"f32[64,{n}]"], f"f32[64,{n}]", 1, JAX_LT.format(t="f32"))
-    _check(text, [_floats(np.random.default_rng(4), 64, n)])
+    text = _module([f"f32[{rows},{n}]"], f"f32[{rows},{n}]", 1, JAX_LT.format(t="f32"))
+    _check(text, [_floats(np.random.default_rng(4), rows, n)], merge=merge)  # 64 rows: 1M elements, the pool
 
 
 @pytest.mark.parametrize("largest", [True, False])
@@ -192,7 +201,7 @@ def test_checked_kernels_give_the_results_and_report_a_row_outside_its_buffer():
     spec = sort_spec(fusion)
     wrong = replace(spec, operands=(replace(spec.operands[0], stride=2), spec.operands[1]))  # reads past the row
     kernel = replace(kernel, llvm_entry=lambda module, noalias, checked: add_sort_rows(
-        module, "main", COMPARATOR, wrong, noalias=noalias, check_bounds=checked))
+        module, "main", COMPARATOR, KEY, wrong, noalias=noalias, check_bounds=checked))
     compiled = compile_kernel_module(kernel, CHECKED, [p.shape for p in fusion.parameters],
                                      [s for s in fusion.root.shape.tuple_shapes])
     with pytest.raises(BoundsCheckError, match=r"kernel 'main' accessed parameter 0 \(f32\[3,40\]\) at element "

@@ -19,7 +19,7 @@ A comparator of the form compare(f(lhs_i), f(rhs_i)), LT or GT, whose two sides 
 expression of one operand's pair (what JAX emits: NaN and -0.0 canonicalised, then a TOTALORDER or
 integer compare) is a *key comparator*: `comparator_key` recognises it, `key_permutation`
 evaluates f once on the whole operand and argsorts it (the sort library call of the CPU runtime,
-runtime/library.py, uses both).
+runtime/library.py, uses both; the sort kernel, codegen/emitters/sort.py, radix-sorts such keys).
 
 topk(x), k, largest=true returns (values, s32 indices) of the k largest (or smallest) elements
 of every row of the last dimension, best first, ties broken by lower index, in total order.

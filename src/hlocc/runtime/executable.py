@@ -10,8 +10,8 @@ Thunk emission walks each sequential computation in schedule order (XLA's thunk 
 parameters, constants, tuples, get-tuple-elements and bitcasts emit nothing (their buffers are
 aliased); a fusion or an op that needs a kernel becomes a KernelThunk (a lone op as a one-op
 fusion); sort, topk and custom-call "TopK" become sort kernels (codegen/emitters/sort.py) where
-the backend compiles them (the CPU, static shapes) and host library calls otherwise (`--stats` says
-why); dot and convolution become library thunks, JAX's LAPACK custom calls (evaluator/lapack.py) host
+the backend compiles them (the CPU) and host library calls otherwise (`--stats` says why); dot
+and convolution become library thunks, JAX's LAPACK custom calls (evaluator/lapack.py) host
 library calls (LibraryThunk, runtime/library.py); a layout-preserving copy a CopyThunk; while,
 conditional and call nest the thunk sequences of their computations; every boundary copy the
 buffer assignment planned becomes a CopyThunk at its place. What has no kernel yet runs as a
@@ -294,8 +294,6 @@ class ThunkEmitter:
         operands = [self._refs(o) for o in instr.operands]
         if any(o.shape.is_tuple for o in operands):
             why = "a tuple-shaped operand"
-        elif any(o.shape.is_symbolic for o in operands):  # not a kernel compiled per size either
-            why = "symbolic sort not built: the library call takes its sizes from the buffers"
         else:
             try:
                 return self._kernel_thunk(instr.name, one_op_fusion(instr), [o.leaves[0] for o in operands],

@@ -22,19 +22,23 @@ largest, less-than for the smallest: the evaluator's and XLA:CPU's order, ties b
 since the sort is stable) whose outputs are the first k positions: the values and the s32
 positions.
 
+Runtime dims (dynamic shapes): with symbolic shapes the kernel's `symbols` are the fusion's
+dimension variables, one block per row at every binding; the sizes the row loop needs (the row
+length, each buffer's strides) come from `@sort_sizes`, which computes them from the table of the
+variables' values (`size_value`, `lower-symbol-values`).
+
 What it does not compile (UnsupportedError: the runtime keeps the library call,
-runtime/library.py): targets other than the CPU, symbolic shapes, complex elements, a sort whose
-operands are not the fusion's parameters, a comparator with an op the elemental emitter lacks,
-rows longer than 2^31 - 1.
+runtime/library.py): targets other than the CPU, complex elements, a sort whose operands are not
+the fusion's parameters, a comparator with an op the elemental emitter lacks, rows longer than
+2^31 - 1.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import FunctionType, IntegerType, ModuleOp, i1
+from xdsl.dialects.builtin import FunctionType, IndexType, IntegerType, ModuleOp, i1
 from xdsl.ir import Block, Region
 
 from hlocc.analysis.launch import LaunchDims
@@ -42,15 +46,13 @@ from hlocc.codegen.elemental.index_ops import emit_scalar_computation
 from hlocc.codegen.elemental.storage import array_leaves, from_storage
 from hlocc.codegen.emitters.base import KernelModule, fusion_symbols
 from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.size_ops import size_value
+from hlocc.codegen.llvm.sort_rows import COMPARATOR, KEY, SIZES, add_sort_rows
 from hlocc.codegen.target import Target
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.symbolic import Dim, DimExpr
 from hlocc.hlo.types import PrimitiveType, Shape
-
-COMPARATOR = "sort_compare"
-"""The comparator function's name in the kernel module."""
-KEY = "sort_key"
-"""The key function's name (a radix-sorted key comparator, `RadixKey`)."""
 
 
 def is_sort_root(instr: HloInstruction) -> bool:
@@ -70,8 +72,8 @@ class BufferGeometry:
     (`SortSpec.row_dims`, most major first)."""
 
     shape: Shape
-    steps: tuple[int, ...]  # per non-sort dim: its stride in the buffer, in elements
-    stride: int  # the sort dim's stride, in elements
+    steps: tuple[Dim, ...]  # per non-sort dim: its stride in the buffer, in elements
+    stride: Dim  # the sort dim's stride, in elements
     bits: int  # the element's storage width (8 for pred and sub-byte types)
 
 
@@ -127,15 +129,29 @@ class SortSpec:
     operands: tuple[BufferGeometry, ...]
     outputs: tuple[BufferGeometry, ...]
     sources: tuple[int, ...]
-    row_dims: tuple[int, ...]  # the sizes of the non-sort dims, most major first
-    length: int
-    keep: int
+    row_dims: tuple[Dim, ...]  # the sizes of the non-sort dims, most major first
+    length: Dim
+    keep: Dim
     comparator: HloComputation
     key: RadixKey | None = None
 
     @property
-    def rows(self) -> int:
-        return math.prod(self.row_dims)
+    def rows(self) -> Dim:
+        rows: Dim = 1
+        for d in self.row_dims:
+            rows = rows * d
+        return rows
+
+    @property
+    def sizes(self) -> tuple[DimExpr, ...]:
+        """The symbolic sizes the row loop reads, each once, in the order `@sort_sizes` returns them."""
+        found: dict[DimExpr, None] = {}
+        for g in (*self.operands, *self.outputs):
+            for d in (*g.steps, g.stride, g.shape.num_elements):
+                found[d] = None
+        for d in (*self.row_dims, self.length, self.keep):
+            found[d] = None
+        return tuple(d for d in found if isinstance(d, DimExpr))
 
 
 def _geometry(shape: Shape, dim: int) -> BufferGeometry:
@@ -166,8 +182,6 @@ def _topk_comparator(pt: PrimitiveType, largest: bool) -> HloComputation:
 def sort_spec(fusion: HloComputation) -> SortSpec:
     """The kernel's facts for a fusion whose root is a sort, a topk or a custom-call "TopK"."""
     root = fusion.root
-    if fusion_symbols(fusion):
-        raise UnsupportedError("symbolic sort not built: the library call sorts at the bound sizes")
     if any(o.opcode != "parameter" for o in root.operands):
         raise UnsupportedError("sort kernel: the sort's operands must be the fusion's parameters")
     outputs = array_leaves(root.shape)
@@ -185,7 +199,7 @@ def sort_spec(fusion: HloComputation) -> SortSpec:
         sources = (0, -1)
     shape = root.operands[0].shape
     length = shape.dims[dim]
-    if length >= 2**31:
+    if not isinstance(length, DimExpr) and length >= 2**31:
         raise UnsupportedError(f"sort kernel: rows of {length} elements (positions are 32-bit)")
     return SortSpec(tuple(_geometry(o.shape, dim) for o in root.operands), tuple(_geometry(s, dim) for s in outputs),
                     sources, tuple(d for k, d in enumerate(shape.dims) if k != dim), length, keep, comparator,
@@ -224,6 +238,14 @@ def key_function(spec: SortSpec) -> func.FuncOp:
     return func.FuncOp(KEY, FunctionType.from_lists([block.args[0].type], [IntegerType(key.bits)]), Region(block))
 
 
+def sizes_function(spec: SortSpec) -> func.FuncOp:
+    """`@sort_sizes() -> (index, ...)`: `spec.sizes` at the kernel's binding."""
+    block = Block()
+    b = KernelBuilder(block)
+    b.insert(func.ReturnOp(*[size_value(b, d) for d in spec.sizes]))
+    return func.FuncOp(SIZES, FunctionType.from_lists([], [IndexType()] * len(spec.sizes)), Region(block))
+
+
 class SortEmitter:
     """The sort emitter (module doc); `emit()` gives the KernelModule: the comparator in kernel IR,
     the row loop added after translation (`KernelModule.llvm_entry`)."""
@@ -235,15 +257,18 @@ class SortEmitter:
         if self.target.kind != "cpu":
             raise UnsupportedError(f"no sort kernel for the {self.target.kind} target (the library call sorts)")
         spec = sort_spec(self.fusion)
-        from hlocc.codegen.llvm.sort_rows import add_sort_rows
 
         def llvm_entry(module, noalias: bool, check_bounds: bool) -> None:
-            add_sort_rows(module, self.name, COMPARATOR, KEY, spec, noalias=noalias, check_bounds=check_bounds)
+            add_sort_rows(module, self.name, spec, noalias=noalias, check_bounds=check_bounds)
 
         functions = [comparator_function(spec)] + ([key_function(spec)] if spec.key is not None else [])
+        symbols = fusion_symbols(self.fusion)
+        if symbols:
+            functions.append(sizes_function(spec))
         return KernelModule(ModuleOp(functions), self.name, LaunchDims(1, spec.rows),
-                            len(spec.operands), len(spec.outputs), emitter="sort", llvm_entry=llvm_entry)
+                            len(spec.operands), len(spec.outputs), emitter="sort", symbols=symbols,
+                            llvm_entry=llvm_entry)
 
 
-__all__ = ["COMPARATOR", "KEY", "BufferGeometry", "RadixKey", "SortEmitter", "SortSpec", "comparator_function",
+__all__ = ["COMPARATOR", "KEY", "SIZES", "BufferGeometry", "RadixKey", "SortEmitter", "SortSpec", "comparator_function",
            "is_sort_fusion", "is_sort_root", "key_function", "radix_key", "sort_spec"]

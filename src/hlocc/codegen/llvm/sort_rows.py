@@ -1,5 +1,6 @@
 """The sort kernel's row loop in LLVM IR (codegen/emitters/sort.py writes the comparator): the
-entry `<entry>(buffers..., i64 thread, i64 row)` the block loop calls once per row.
+entry `<entry>(buffers..., [table of the dimension variables,] i64 thread, i64 row)` the block loop
+calls once per row.
 
 Per row:
 
@@ -26,6 +27,10 @@ Why a merge sort: it is stable without a tie-breaking key, O(n log n) in the wor
 sorts positions, so payload operands move once, at the end; insertion sort below RUN elements
 because it is the cheapest stable sort of a few elements (fewer branches and no copies).
 
+Runtime dims: the sizes come from `@sort_sizes` (called once per row with the table of the
+variables' values), scratch is always malloc'd, and a RadixKey row chooses between the radix and
+the merge sort by its length at run time (both are compiled).
+
 Scratch: the two position arrays (and, when an output may share bytes with an operand, a staging
 array of the row's outputs written after every read) are on the stack up to STACK_BYTES, from
 malloc above (freed at the row's end). With `check_bounds` every load and store of a buffer is
@@ -44,6 +49,7 @@ from llvmlite import ir
 from hlocc.codegen.transforms.check_bounds import GLOBAL as BOUNDS_GLOBAL
 from hlocc.codegen.transforms.check_bounds import RECORD, record_slots
 from hlocc.errors import UnsupportedError
+from hlocc.hlo.symbolic import Dim, DimExpr
 
 if TYPE_CHECKING:
     from hlocc.codegen.emitters.sort import BufferGeometry, SortSpec
@@ -58,6 +64,13 @@ prefix sums are what a short row pays)."""
 STACK_BYTES = 64 * 1024
 """Scratch up to this size is on the stack (a pool thread's stack is 8 MiB); beyond, malloc."""
 
+COMPARATOR = "sort_compare"
+"""The comparator function's name in the kernel module (codegen/emitters/sort.py writes it)."""
+KEY = "sort_key"
+"""The key function's name (a radix-sorted key comparator, `RadixKey`)."""
+SIZES = "sort_sizes"
+"""The function of a kernel with runtime dims that computes the symbolic sizes (`SortSpec.sizes`)."""
+
 I1, I32, I64, PTR, VOID = ir.IntType(1), ir.IntType(32), ir.IntType(64), ir.PointerType(), ir.VoidType()
 
 
@@ -68,18 +81,37 @@ def _c(value: int, ty: ir.Type = I64) -> ir.Constant:
 class _RowSort:
     """Builds the entry function (module doc) for one SortSpec."""
 
-    def __init__(self, module: ir.Module, name: str, comparator: str, key: str, spec: SortSpec, noalias: bool,
-                 check_bounds: bool):
+    def __init__(self, module: ir.Module, name: str, spec: SortSpec, noalias: bool, check_bounds: bool):
         self.module, self.spec, self.noalias = module, spec, noalias
         self.buffers = [*spec.operands, *spec.outputs]
-        self.fn = ir.Function(module, ir.FunctionType(VOID, [PTR] * len(self.buffers) + [I64, I64]), name=name)
+        symbolic = bool(spec.sizes)  # the table of the dimension variables' values follows the buffers
+        self.fn = ir.Function(module, ir.FunctionType(VOID, [PTR] * (len(self.buffers) + symbolic) + [I64, I64]),
+                              name=name)
         self.fn.linkage = "internal"
         self.fn.attributes.add("alwaysinline")
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
-        self.less_fn = module.get_global(comparator)
-        self.key_fn = module.get_global(key) if spec.key is not None else None
+        self.table = self.fn.args[len(self.buffers)] if symbolic else None
+        self.less_fn = module.get_global(COMPARATOR)
+        self.key_fn = module.get_global(KEY) if spec.key is not None else None
         self.record = self._bounds_record() if check_bounds else None
-        self.frees: list[ir.Value] = []
+        self.frees: list[list[ir.Value]] = [[]]
+        self.sizes: dict[DimExpr, ir.Value] = {}
+        if symbolic:
+            values = self.call(module.get_global(SIZES), [])
+            for k, d in enumerate(spec.sizes):
+                self.sizes[d] = values if len(spec.sizes) == 1 else self.b.extract_value(values, k)
+        self.n = self.size(spec.length)
+
+    def size(self, d: Dim) -> ir.Value:
+        """A size of the spec (an int, or a DimExpr computed by `@sort_sizes`) as an i64."""
+        return self.sizes[d] if d in self.sizes else _c(int(d))
+
+    def call(self, function: ir.Function, args: list[ir.Value]) -> ir.Value:
+        """A call of one of the module's functions; a kernel with runtime dims passes its table to
+        those that take it (`lower-symbol-values` appends it to every public function)."""
+        if len(function.args) > len(args):
+            args = [*args, self.table]
+        return self.b.call(function, args)
 
     # -- helpers -------------------------------------------------------------------------------------
     def var(self, ty: ir.Type, init: ir.Value | None = None) -> ir.AllocaInstr:
@@ -112,18 +144,29 @@ class _RowSort:
             yield value
             b.store(b.add(b.load(i), step or _c(1)), i)
 
-    def scratch(self, ty: ir.Type, count: int) -> ir.Value:
-        """An array of `count` elements of `ty`: on the stack, or malloc'd and freed at the end."""
-        size = count * (ty.width // 8)
-        if size <= STACK_BYTES:
+    def scratch(self, ty: ir.Type, count: Dim, times: int = 1) -> ir.Value:
+        """An array of `count` (a size of the spec) × `times` elements of `ty`: on the stack, or
+        malloc'd and freed at the end of the enclosing `scratch_scope` (a symbolic count: always
+        malloc'd)."""
+        width = ty.width // 8
+        if not isinstance(count, DimExpr) and count * times * width <= STACK_BYTES:
             with self.b.goto_entry_block():
-                slot = self.b.alloca(ty, size=_c(max(count, 1)))
+                slot = self.b.alloca(ty, size=_c(max(count * times, 1)))
             slot.align = 64
             return slot
         malloc = self.module.globals.get("malloc") or ir.Function(self.module, ir.FunctionType(PTR, [I64]), "malloc")
-        block = self.b.call(malloc, [_c(size)])
-        self.frees.append(block)
+        block = self.b.call(malloc, [self.b.mul(self.size(count), _c(times * width))])
+        self.frees[-1].append(block)
         return block
+
+    @contextmanager
+    def scratch_scope(self) -> Iterator[None]:
+        """The heap scratch made inside is freed at the end (where every use is done)."""
+        self.frees.append([])
+        yield
+        free = self.module.globals.get("free") or ir.Function(self.module, ir.FunctionType(VOID, [PTR]), "free")
+        for block in self.frees.pop():
+            self.b.call(free, [block])
 
     def _bounds_record(self) -> ir.GlobalVariable:
         """The check-bounds record: the one the pass made (sized for the comparator's arguments,
@@ -140,12 +183,13 @@ class _RowSort:
     def element(self, buffer: int, base: ir.Value, position: ir.Value) -> ir.Value:
         """The address of element `position` (i64) along the row starting at `base` in buffer `buffer`."""
         b, geometry = self.b, self.buffers[buffer]
-        index = b.add(base, b.mul(position, _c(geometry.stride))) if geometry.stride != 1 else b.add(base, position)
+        stride = geometry.stride
+        index = b.add(base, position) if stride == 1 else b.add(base, b.mul(position, self.size(stride)))
         if self.record is not None:
-            size = geometry.shape.num_elements
-            ok = b.and_(b.icmp_signed(">=", index, _c(0)), b.icmp_signed("<", index, _c(size)))
+            size = self.size(geometry.shape.num_elements)
+            ok = b.and_(b.icmp_signed(">=", index, _c(0)), b.icmp_signed("<", index, size))
             slot = b.select(ok, _c(0), _c(RECORD * (buffer + 2)))
-            for k, value in enumerate((_c(1), index, _c(size))):
+            for k, value in enumerate((_c(1), index, size)):
                 b.store(value, b.gep(self.record, [_c(0), b.add(slot, _c(k))], inbounds=True))
             index = b.select(ok, index, _c(0))
         return b.gep(self.fn.args[buffer], [index], inbounds=True, source_etype=ir.IntType(geometry.bits))
@@ -156,34 +200,46 @@ class _RowSort:
     def row_base(self, geometry: BufferGeometry, indices: list[ir.Value]) -> ir.Value:
         base = _c(0)
         for index, step in zip(indices, geometry.steps):
-            base = self.b.add(base, self.b.mul(index, _c(step)))
+            base = self.b.add(base, self.b.mul(index, self.size(step)))
         return base
 
     # -- the row -------------------------------------------------------------------------------------
     def build(self) -> None:
         b, spec = self.b, self.spec
-        n = spec.length
         row = self.fn.args[-1]
         indices = []
         for size in reversed(spec.row_dims):  # the row's index in each non-sort dim
-            indices.insert(0, b.urem(row, _c(size)))
-            row = b.udiv(row, _c(size))
+            indices.insert(0, b.urem(row, self.size(size)))
+            row = b.udiv(row, self.size(size))
         self.bases = [self.row_base(g, indices) for g in self.buffers]
-        if spec.key is not None and n >= RADIX_MIN:
-            final = self.radix()
+        if spec.key is None:
+            self.merge_sort()
+        elif spec.length in self.sizes:  # a runtime length: both, the radix sort from RADIX_MIN
+            with b.if_else(b.icmp_signed(">=", self.n, _c(RADIX_MIN))) as (radix, merge):
+                with radix:
+                    self.radix_sort()
+                with merge:
+                    self.merge_sort()
+        elif spec.length >= RADIX_MIN:
+            self.radix_sort()
         else:
-            perm, tmp = self.scratch(I32, n), self.scratch(I32, n)
-            with self.for_(_c(0), _c(n)) as i:
+            self.merge_sort()
+        b.ret_void()
+
+    def merge_sort(self) -> None:
+        """The row sorted by insertion runs and merges, and its outputs written."""
+        b, n = self.b, self.n
+        with self.scratch_scope():
+            perm, tmp = self.scratch(I32, self.spec.length), self.scratch(I32, self.spec.length)
+            with self.for_(_c(0), n) as i:
                 b.store(b.trunc(i, I32), b.gep(perm, [i], source_etype=I32))
             self.insertion_runs(perm)
-            final = self.merges(perm, tmp)
-        self.write_outputs(final)
-        free = None
-        for block in self.frees:
-            free = free or self.module.globals.get("free") or ir.Function(self.module, ir.FunctionType(VOID, [PTR]),
-                                                                             "free")
-            b.call(free, [block])
-        b.ret_void()
+            self.write_outputs(self.merges(perm, tmp))
+
+    def radix_sort(self) -> None:
+        """The row radix sorted by its key, and its outputs written."""
+        with self.scratch_scope():
+            self.write_outputs(self.radix())
 
     def less(self, p: ir.Value, q: ir.Value) -> ir.Value:
         """comparator(row[p], row[q]) over every operand (p, q: i32 positions)."""
@@ -192,7 +248,7 @@ class _RowSort:
         args = []
         for k in range(len(self.spec.operands)):
             args += [self.load(k, self.bases[k], p), self.load(k, self.bases[k], q)]
-        return b.call(self.less_fn, args)
+        return self.call(self.less_fn, args)
 
     def at(self, array: ir.Value, i: ir.Value) -> ir.Value:
         return self.b.gep(array, [i], source_etype=I32)
@@ -201,9 +257,9 @@ class _RowSort:
         return self.b.load(self.at(array, i), typ=I32)
 
     def insertion_runs(self, perm: ir.Value) -> None:
-        b, n = self.b, self.spec.length
-        with self.for_(_c(0), _c(n), _c(RUN)) as start:
-            end = b.select(b.icmp_signed("<", b.add(start, _c(RUN)), _c(n)), b.add(start, _c(RUN)), _c(n))
+        b, n = self.b, self.n
+        with self.for_(_c(0), n, _c(RUN)) as start:
+            end = self.min(b.add(start, _c(RUN)), n)
             with self.for_(b.add(start, _c(1)), end) as i:
                 x = self.get(perm, i)
                 j = self.var(I64, i)
@@ -235,17 +291,17 @@ class _RowSort:
 
     def merges(self, perm: ir.Value, tmp: ir.Value) -> ir.Value:
         """The bottom-up merges; returns the array holding the sorted positions."""
-        b, n = self.b, self.spec.length
-        if n <= RUN:
+        b, n = self.b, self.n
+        if self.spec.length not in self.sizes and self.spec.length <= RUN:
             return perm
         src, dst = self.var(PTR, perm), self.var(PTR, tmp)
         width = self.var(I64, _c(RUN))
-        with self.while_(lambda: b.icmp_signed("<", b.load(width), _c(n))):
+        with self.while_(lambda: b.icmp_signed("<", b.load(width), n)):
             w = b.load(width)
             s, d = b.load(src), b.load(dst)
-            with self.for_(_c(0), _c(n), b.mul(w, _c(2))) as lo:
-                mid = self.min(b.add(lo, w), _c(n))
-                hi = self.min(b.add(mid, w), _c(n))
+            with self.for_(_c(0), n, b.mul(w, _c(2))) as lo:
+                mid = self.min(b.add(lo, w), n)
+                hi = self.min(b.add(mid, w), n)
                 self.merge(s, d, lo, mid, hi)
             b.store(d, src)
             b.store(s, dst)
@@ -307,11 +363,11 @@ class _RowSort:
         """A stable LSD radix sort of the row's keys by bytes, with their positions; returns the
         array of the sorted positions. Every byte's histogram comes from one read of the keys; a
         byte that every key shares is skipped."""
-        b, spec, n = self.b, self.spec, self.spec.length
+        b, spec, n = self.b, self.spec, self.n
         key = spec.key
         ty, digits = ir.IntType(key.bits), key.bits // 8
-        keys = [self.scratch(ty, n), self.scratch(ty, n)]
-        positions = [self.scratch(I32, n), self.scratch(I32, n)]
+        keys = [self.scratch(ty, spec.length), self.scratch(ty, spec.length)]
+        positions = [self.scratch(I32, spec.length), self.scratch(I32, spec.length)]
         counts = self.scratch(I32, 256 * digits)
         memset = self.module.globals.get("llvm.memset.p0.i64") or ir.Function(
             self.module, ir.FunctionType(VOID, [PTR, ir.IntType(8), I64, I1]), "llvm.memset.p0.i64")
@@ -324,8 +380,8 @@ class _RowSort:
         def count(d: int, value: ir.Value) -> ir.Value:
             return b.gep(counts, [b.add(_c(256 * d), digit(value, d))], source_etype=I32)
 
-        with self.for_(_c(0), _c(n)) as i:
-            bits = b.call(self.key_fn, [self.load(key.operand, self.bases[key.operand], i)])
+        with self.for_(_c(0), n) as i:
+            bits = self.call(self.key_fn, [self.load(key.operand, self.bases[key.operand], i)])
             value = self.radix_bits(bits)
             b.store(value, b.gep(keys[0], [i], source_etype=ty))
             b.store(b.trunc(i, I32), self.at(positions[0], i))
@@ -336,7 +392,7 @@ class _RowSort:
         src_k, src_p = self.var(PTR, keys[0]), self.var(PTR, positions[0])
         dst_k, dst_p = self.var(PTR, keys[1]), self.var(PTR, positions[1])
         for d in range(digits):
-            shared = b.icmp_signed("==", b.load(count(d, first), typ=I32), ir.Constant(I32, n))
+            shared = b.icmp_signed("==", b.load(count(d, first), typ=I32), b.trunc(n, I32))
             with b.if_then(b.not_(shared)):
                 total = self.var(I32, ir.Constant(I32, 0))  # the counts become each byte's first slot
                 with self.for_(_c(256 * d), _c(256 * (d + 1))) as j:
@@ -345,7 +401,7 @@ class _RowSort:
                     b.store(b.load(total), at)
                     b.store(b.add(b.load(total), here), total)
                 sk, sp, dk, dp = b.load(src_k), b.load(src_p), b.load(dst_k), b.load(dst_p)
-                with self.for_(_c(0), _c(n)) as i:
+                with self.for_(_c(0), n) as i:
                     value = b.load(b.gep(sk, [i], source_etype=ty), typ=ty)
                     at = count(d, value)
                     slot = b.load(at, typ=I32)
@@ -374,19 +430,20 @@ class _RowSort:
                 return b.trunc(p, ir.IntType(bits)) if bits < 32 else b.sext(p, ir.IntType(bits)) if bits > 32 else p
             return self.load(source, self.bases[source], b.sext(p, I64))
 
+        keep = self.size(spec.keep)
         if self.noalias:
-            with self.for_(_c(0), _c(spec.keep)) as i:
+            with self.for_(_c(0), keep) as i:
                 for o in outputs:
                     b.store(value(o, i), self.element(o, self.bases[o], i))
             return
         if len({(g.steps, g.stride) for g in self.buffers}) > 1:
             raise UnsupportedError("sort kernel: an output shares bytes with an operand of another layout")
-        stage = self.scratch(I64, spec.keep * len(outputs))
-        with self.for_(_c(0), _c(spec.keep)) as i:
+        stage = self.scratch(I64, spec.keep, len(outputs))
+        with self.for_(_c(0), keep) as i:
             for n, o in enumerate(outputs):
                 slot = b.gep(stage, [b.add(b.mul(i, _c(len(outputs))), _c(n))], source_etype=I64)
                 b.store(b.zext(value(o, i), I64) if self.buffers[o].bits < 64 else value(o, i), slot)
-        with self.for_(_c(0), _c(spec.keep)) as i:
+        with self.for_(_c(0), keep) as i:
             for n, o in enumerate(outputs):
                 slot = b.gep(stage, [b.add(b.mul(i, _c(len(outputs))), _c(n))], source_etype=I64)
                 staged = b.load(slot, typ=I64)
@@ -394,11 +451,10 @@ class _RowSort:
                 b.store(b.trunc(staged, ir.IntType(bits)) if bits < 64 else staged, self.element(o, self.bases[o], i))
 
 
-def add_sort_rows(module: ir.Module, name: str, comparator: str, key: str, spec: SortSpec, *, noalias: bool,
-                  check_bounds: bool) -> None:
+def add_sort_rows(module: ir.Module, name: str, spec: SortSpec, *, noalias: bool, check_bounds: bool) -> None:
     """Add the entry `name` (module doc) to the translated kernel module holding the functions
-    `comparator` and, for a RadixKey, `key` (codegen/emitters/sort.py)."""
-    _RowSort(module, name, comparator, key, spec, noalias, check_bounds).build()
+    COMPARATOR, KEY for a RadixKey and SIZES for runtime dims (codegen/emitters/sort.py)."""
+    _RowSort(module, name, spec, noalias, check_bounds).build()
 
 
-__all__ = ["RADIX_MIN", "RUN", "STACK_BYTES", "add_sort_rows"]
+__all__ = ["COMPARATOR", "KEY", "RADIX_MIN", "RUN", "SIZES", "STACK_BYTES", "add_sort_rows"]

@@ -16,7 +16,7 @@ import pytest
 import hlocc.codegen.llvm.sort_rows as sort_rows
 from hlocc.backends.cpu.kernel import compile_fusion, compile_kernel_module
 from hlocc.codegen.emitters.registry import emit_fusion
-from hlocc.codegen.emitters.sort import COMPARATOR, KEY, sort_spec
+from hlocc.codegen.emitters.sort import sort_spec
 from hlocc.codegen.llvm import TranslateOptions
 from hlocc.codegen.llvm.sort_rows import RADIX_MIN, RUN, STACK_BYTES, add_sort_rows
 from hlocc.codegen.target import cpu_target, gpu_target
@@ -201,7 +201,7 @@ def test_checked_kernels_give_the_results_and_report_a_row_outside_its_buffer():
     spec = sort_spec(fusion)
     wrong = replace(spec, operands=(replace(spec.operands[0], stride=2), spec.operands[1]))  # reads past the row
     kernel = replace(kernel, llvm_entry=lambda module, noalias, checked: add_sort_rows(
-        module, "main", COMPARATOR, KEY, wrong, noalias=noalias, check_bounds=checked))
+        module, "main", wrong, noalias=noalias, check_bounds=checked))
     compiled = compile_kernel_module(kernel, CHECKED, [p.shape for p in fusion.parameters],
                                      [s for s in fusion.root.shape.tuple_shapes])
     with pytest.raises(BoundsCheckError, match=r"kernel 'main' accessed parameter 0 \(f32\[3,40\]\) at element "
@@ -219,3 +219,22 @@ def test_what_the_kernel_does_not_compile_is_named():
     with pytest.raises(UnsupportedError, match="no sort kernel for the gpu target"):
         emit_fusion(one_op_fusion(_instr(_module(["f32[4]"], "f32[4]", 0, JAX_LT.format(t="f32")))), gpu_target(),
                     "main", {})
+
+
+@pytest.mark.parametrize("dim, shape, target", [(1, "[?b,?n]", cpu_target()), (0, "[?n,3]", CHECKED)],
+                         ids=["rows_and_length", "length_checked"])
+def test_runtime_dims_sort_every_binding_with_one_kernel(dim, shape, target):
+    """A symbolic sort compiles once (its sizes read from the table of the variables' values): at
+    lengths on either side of RADIX_MIN it is the evaluator's sort at those sizes."""
+    text = _module([f"f32{shape}", f"s32{shape}"], f"(f32{shape}, s32{shape})", dim, JAX_LT.format(t="f32"),
+                   "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n")
+    kernel = compile_fusion(one_op_fusion(_instr(text)), target, use_cache=False)
+    assert kernel.symbols == (("b", "n") if dim else ("n",))
+    rng = np.random.default_rng(9)
+    for rows, n in [(3, 5), (2, RADIX_MIN + 7), (4, 1), (1, 100)]:
+        static = (rows, n) if dim else (n, 3)
+        keys, payload = _floats(rng, *static), rng.integers(0, 100, static).astype(np.int32)
+        instr = _instr(text.replace(shape, f"[{static[0]},{static[1]}]"))
+        want = Evaluator(0).evaluate_instruction(instr, [keys, payload])
+        for g, w in zip(kernel(keys, payload), want):
+            np.testing.assert_array_equal(np.ascontiguousarray(g).view(np.uint8), w.view(np.uint8))

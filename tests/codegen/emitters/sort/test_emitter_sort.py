@@ -13,6 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import hlocc
 import hlocc.codegen.llvm.sort_rows as sort_rows
 from hlocc.backends.cpu.kernel import compile_fusion, compile_kernel_module
 from hlocc.codegen.emitters.registry import emit_fusion
@@ -25,6 +26,7 @@ from hlocc.errors import UnsupportedError
 from hlocc.evaluator.core import Evaluator
 from hlocc.hlo.parser import parse_hlo
 from hlocc.runtime.executable import one_op_fusion
+from hlocc.runtime.thunks import WhileThunk
 
 CHECKED = replace(cpu_target(), check_bounds=True)
 
@@ -210,12 +212,14 @@ def test_checked_kernels_give_the_results_and_report_a_row_outside_its_buffer():
 
 
 def test_what_the_kernel_does_not_compile_is_named():
-    fusion = one_op_fusion(_instr(_module(["c64[4]"], "c64[4]", 0,
-                                          "  a = c64[] parameter(0)\n  b = c64[] parameter(1)\n"
-                                          "  ra = f32[] real(a)\n  rb = f32[] real(b)\n"
-                                          "  ROOT lt = pred[] compare(ra, rb), direction=LT")))
+    """...and stays a library call, whose reason `--stats` lists."""
+    text = _module(["c64[4]"], "c64[4]", 0, "  a = c64[] parameter(0)\n  b = c64[] parameter(1)\n"
+                                            "  ra = f32[] real(a)\n  rb = f32[] real(b)\n"
+                                            "  ROOT lt = pred[] compare(ra, rb), direction=LT")
     with pytest.raises(UnsupportedError, match="c64 elements"):
-        emit_fusion(fusion, cpu_target(), "main", {})
+        emit_fusion(one_op_fusion(_instr(text)), cpu_target(), "main", {})
+    stats = hlocc.compile(text, backend="cpu").runner.stats
+    assert stats.library_calls == {"sort": 1} and "s (sort): sort kernel: c64 elements" in stats.to_string()
     with pytest.raises(UnsupportedError, match="no sort kernel for the gpu target"):
         emit_fusion(one_op_fusion(_instr(_module(["f32[4]"], "f32[4]", 0, JAX_LT.format(t="f32")))), gpu_target(),
                     "main", {})
@@ -238,3 +242,43 @@ def test_runtime_dims_sort_every_binding_with_one_kernel(dim, shape, target):
         want = Evaluator(0).evaluate_instruction(instr, [keys, payload])
         for g, w in zip(kernel(keys, payload), want):
             np.testing.assert_array_equal(np.ascontiguousarray(g).view(np.uint8), w.view(np.uint8))
+
+
+LOOP = """HloModule m
+cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT gt = pred[] compare(a, b), direction=GT, type=TOTALORDER
+}
+cond {
+  s = (s32[], f32[4,40]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[4,40]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[4,40] get-tuple-element(s), index=1
+  j = s32[] add(i, s32[] constant(1))
+  y = f32[4,40] sort(x), dimensions={1}, to_apply=cmp
+  h = f32[4,40] broadcast(f32[] constant(0.5)), dimensions={}
+  z = f32[4,40] subtract(y, h)
+  ROOT t = (s32[], f32[4,40]) tuple(j, z)
+}
+ENTRY e {
+  x = f32[4,40] parameter(0)
+  t = (s32[], f32[4,40]) tuple(s32[] constant(0), x)
+  w = (s32[], f32[4,40]) while(t), condition=cond, body=body
+  ROOT r = f32[4,40] get-tuple-element(w), index=1
+}"""
+
+
+def test_a_loop_around_a_sort_runs_as_native_code():
+    """The sort kernel runs in the calling thread, so a while loop of it and other kernels is one
+    native function (runtime/native_loop.py)."""
+    x = _floats(np.random.default_rng(10), 4, 40)
+    exe = hlocc.compile(LOOP, backend="cpu")
+    np.testing.assert_array_equal(exe(x), hlocc.compile(LOOP, backend="interpreter")(x))
+    assert exe.runner.stats.kernels_by_emitter["sort"] == 1
+    assert [t.native is not None for t in exe.runner.program.walk() if isinstance(t, WhileThunk)] == [True]

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import FunctionType, IndexType, IntegerType, ModuleOp, i1
 from xdsl.ir import Block, Region
@@ -81,16 +82,19 @@ class BufferGeometry:
 class RadixKey:
     """A key comparator (evaluator/sorting.py `comparator_key`: compare(f(lhs_i), f(rhs_i)), what
     JAX emits) whose compare orders f's values as unsigned integers of their bits once mapped:
-    TOTALORDER floats (negative: all bits flipped; else the sign bit set), signed integers (the
-    sign bit flipped), unsigned integers and pred (as they are); `descending` flips every bit.
+    TOTALORDER floats (negative: all bits flipped; else the sign bit set), FLOAT floats the same
+    after -0.0 becomes +0.0 (an order only without NaN: a row holding one is merge sorted),
+    signed integers (the sign bit flipped), unsigned integers and pred (as they are); `descending`
+    flips every bit.
     Such rows are sorted by a stable LSD radix sort of those integers (codegen/llvm/sort_rows.py)
     with f computed once per element by `function` (parameter 0: the operand's element)."""
 
     operand: int
     bits: int
-    order: str  # "total", "signed" or "unsigned"
+    order: str  # "total", "float" (FLOAT compare: -0.0 is +0.0; a NaN row is merge sorted), "signed", "unsigned"
     descending: bool
     function: HloComputation
+    infinity: int = 0  # a float key's +inf bits: the magnitudes above are NaNs
 
 
 def radix_key(comparator: HloComputation) -> RadixKey | None:
@@ -101,8 +105,8 @@ def radix_key(comparator: HloComputation) -> RadixKey | None:
     if found is None:
         return None
     kt = found.key.shape.element_type
-    if kt.is_float and found.compare_type == "TOTALORDER" and kt.bits in (16, 32, 64):
-        order = "total"
+    if kt.is_float and found.compare_type in ("TOTALORDER", "FLOAT") and kt.bits in (16, 32, 64):
+        order = "total" if found.compare_type == "TOTALORDER" else "float"
     elif kt.is_pred:
         order = "unsigned"
     elif kt.is_integer and kt.bits in (8, 16, 32, 64) and found.compare_type == ("SIGNED" if kt.is_signed
@@ -116,7 +120,8 @@ def radix_key(comparator: HloComputation) -> RadixKey | None:
     for node in found.order:
         clones[id(node)] = function.add_instruction(node.clone([clones[id(o)] for o in node.operands]))
     function.root = clones[id(found.key)]
-    return RadixKey(found.operand, 8 if kt.is_pred else kt.bits, order, found.descending, function)
+    infinity = int(np.array(np.inf, found.key.shape.dtype).view(f"u{kt.bits // 8}")) if kt.is_float else 0
+    return RadixKey(found.operand, 8 if kt.is_pred else kt.bits, order, found.descending, function, infinity)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ A key comparator whose compare is a total order on the key's bits (codegen/emitt
 stable LSD radix sort instead: the key computed once per element (`sort_key`), mapped to an
 unsigned integer in the comparator's order, then one counting pass per byte over (key, position)
 pairs: O(n) per row against the merge sort's O(n log n) comparator calls through the positions.
+A FLOAT compare is an order only without NaN: a row whose keys hold one is merge sorted.
 
 Why a merge sort: it is stable without a tie-breaking key, O(n log n) in the worst case, and
 sorts positions, so payload operands move once, at the end; insertion sort below RUN elements
@@ -40,6 +41,7 @@ an access outside its buffer touches element 0 instead and is reported after the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -236,11 +238,6 @@ class _RowSort:
             self.insertion_runs(perm)
             self.write_outputs(self.merges(perm, tmp))
 
-    def radix_sort(self) -> None:
-        """The row radix sorted by its key, and its outputs written."""
-        with self.scratch_scope():
-            self.write_outputs(self.radix())
-
     def less(self, p: ir.Value, q: ir.Value) -> ir.Value:
         """comparator(row[p], row[q]) over every operand (p, q: i32 positions)."""
         b = self.b
@@ -348,21 +345,43 @@ class _RowSort:
             self.module, ir.FunctionType(VOID, [PTR, PTR, I64, I1]), "llvm.memcpy.p0.p0.i64")
         b.call(memcpy, [self.at(dst, at), self.at(src, start), b.mul(b.sub(end, start), _c(4)), ir.Constant(I1, 0)])
 
-    def radix_bits(self, key: ir.Value) -> ir.Value:
-        """The key's bits as an unsigned integer in the comparator's order (RadixKey)."""
+    def radix_bits(self, key: ir.Value) -> tuple[ir.Value, ir.Value | None]:
+        """The key's bits as an unsigned integer in the comparator's order (RadixKey), and for a
+        FLOAT compare whether the key is a NaN."""
         b, spec = self.b, self.spec.key
         ty = ir.IntType(spec.bits)
         sign = ir.Constant(ty, 1 << (spec.bits - 1))
-        if spec.order == "total":  # negative: every bit flipped; else the sign bit set
+        nan = None
+        if spec.order == "float":  # -0.0 is +0.0; a NaN is any magnitude above the infinity's
+            nan = b.icmp_unsigned(">", b.and_(key, ir.Constant(ty, (1 << (spec.bits - 1)) - 1)),
+                                  ir.Constant(ty, spec.infinity))
+            key = b.select(b.icmp_unsigned("==", key, sign), ir.Constant(ty, 0), key)
+        if spec.order in ("total", "float"):  # negative: every bit flipped; else the sign bit set
             key = b.xor(key, b.or_(b.ashr(key, ir.Constant(ty, spec.bits - 1)), sign))
         elif spec.order == "signed":
             key = b.xor(key, sign)
-        return b.not_(key) if spec.descending else key
+        return (b.not_(key) if spec.descending else key), nan
 
-    def radix(self) -> ir.Value:
-        """A stable LSD radix sort of the row's keys by bytes, with their positions; returns the
-        array of the sorted positions. Every byte's histogram comes from one read of the keys; a
-        byte that every key shares is skipped."""
+    def radix_sort(self) -> None:
+        """The row radix sorted by its key, and its outputs written; a row holding a NaN under a
+        FLOAT compare (not an order: the radix sort's answer would be one of many) goes to the
+        merge sort, which calls the comparator as written."""
+        b = self.b
+        with self.scratch_scope():
+            keys, positions, counts, nan = self.radix_keys()
+            if nan is None:
+                self.write_outputs(self.radix_passes(keys, positions, counts))
+                return
+            with b.if_else(b.load(nan)) as (unordered, ordered):
+                with unordered:
+                    self.merge_sort()
+                with ordered:
+                    self.write_outputs(self.radix_passes(keys, positions, counts))
+
+    def radix_keys(self) -> tuple[list[ir.Value], list[ir.Value], ir.Value, ir.Value | None]:
+        """The radix sort's arrays: the row's mapped keys and positions (and room for a second
+        copy of each), every byte's histogram from one read of the keys, and for a FLOAT compare
+        a flag set when a key is a NaN."""
         b, spec, n = self.b, self.spec, self.n
         key = spec.key
         ty, digits = ir.IntType(key.bits), key.bits // 8
@@ -373,21 +392,32 @@ class _RowSort:
             self.module, ir.FunctionType(VOID, [PTR, ir.IntType(8), I64, I1]), "llvm.memset.p0.i64")
         b.call(memset, [counts, ir.Constant(ir.IntType(8), 0), _c(1024 * digits), ir.Constant(I1, 0)])
 
-        def digit(value: ir.Value, d: int) -> ir.Value:
-            shifted = b.lshr(value, ir.Constant(ty, 8 * d)) if d else value
-            return b.zext(b.trunc(shifted, ir.IntType(8)), I64) if key.bits > 8 else b.zext(shifted, I64)
-
-        def count(d: int, value: ir.Value) -> ir.Value:
-            return b.gep(counts, [b.add(_c(256 * d), digit(value, d))], source_etype=I32)
-
+        seen = self.var(I1, ir.Constant(I1, 0)) if key.order == "float" else None
         with self.for_(_c(0), n) as i:
             bits = self.call(self.key_fn, [self.load(key.operand, self.bases[key.operand], i)])
-            value = self.radix_bits(bits)
+            value, nan = self.radix_bits(bits)
+            if seen is not None:
+                b.store(b.or_(b.load(seen), nan), seen)
             b.store(value, b.gep(keys[0], [i], source_etype=ty))
             b.store(b.trunc(i, I32), self.at(positions[0], i))
             for d in range(digits):
-                at = count(d, value)
+                at = self.count(counts, d, value)
                 b.store(b.add(b.load(at, typ=I32), ir.Constant(I32, 1)), at)
+        return keys, positions, counts, seen
+
+    def count(self, counts: ir.Value, d: int, value: ir.Value) -> ir.Value:
+        """The address of the count of byte d of `value` (a mapped key)."""
+        b, bits = self.b, self.spec.key.bits
+        shifted = b.lshr(value, ir.Constant(value.type, 8 * d)) if d else value
+        byte = b.zext(b.trunc(shifted, ir.IntType(8)), I64) if bits > 8 else b.zext(shifted, I64)
+        return b.gep(counts, [b.add(_c(256 * d), byte)], source_etype=I32)
+
+    def radix_passes(self, keys: list[ir.Value], positions: list[ir.Value], counts: ir.Value) -> ir.Value:
+        """The LSD passes, one per byte that not every key shares (`radix_keys`' histograms);
+        returns the array of the sorted positions."""
+        b, n = self.b, self.n
+        ty, digits = ir.IntType(self.spec.key.bits), self.spec.key.bits // 8
+        count = functools.partial(self.count, counts)
         first = b.load(keys[0], typ=ty)  # every pass permutes the same keys: any one tells a shared byte
         src_k, src_p = self.var(PTR, keys[0]), self.var(PTR, positions[0])
         dst_k, dst_p = self.var(PTR, keys[1]), self.var(PTR, positions[1])

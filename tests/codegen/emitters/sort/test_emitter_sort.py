@@ -282,3 +282,22 @@ def test_a_loop_around_a_sort_runs_as_native_code():
     np.testing.assert_array_equal(exe(x), hlocc.compile(LOOP, backend="interpreter")(x))
     assert exe.runner.stats.kernels_by_emitter["sort"] == 1
     assert [t.native is not None for t in exe.runner.program.walk() if isinstance(t, WhileThunk)] == [True]
+
+
+@pytest.mark.parametrize("n", [RUN + 4, 100], ids=["merge", "radix"])
+def test_float_compare_orders_rows_without_nan_and_permutes_rows_with_one(n):
+    """A FLOAT compare (-0.0 == +0.0) is radix sorted like TOTALORDER once -0.0 is +0.0; with a NaN
+    it is no order (the merge sort's answer is one of many): the row is still a permutation."""
+    body = ("  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n"
+            "  ROOT lt = pred[] compare(a, b), direction=LT")
+    text = _module([f"f32[4,{n}]", f"s32[4,{n}]"], f"(f32[4,{n}], s32[4,{n}])", 1, body)
+    x = np.random.default_rng(11).integers(-3, 3, (4, n)).astype(np.float32)
+    x[0, :4] = [-0.0, 0.0, -0.0, np.inf]
+    x[1, :2] = [-np.inf, -0.0]
+    x[2, 5], x[3, :2] = np.nan, [np.nan, -np.nan]
+    instr = _instr(text)
+    values, order = compile_fusion(one_op_fusion(instr), cpu_target(), use_cache=False)(x, _iota(4, n))
+    want = Evaluator(0).evaluate_instruction(instr, [x, _iota(4, n)])
+    np.testing.assert_array_equal(order[:2], want[1][:2])
+    np.testing.assert_array_equal(np.sort(order, axis=1), _iota(4, n))
+    np.testing.assert_array_equal(values.view(np.uint32), np.take_along_axis(x, order, 1).view(np.uint32))

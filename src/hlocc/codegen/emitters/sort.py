@@ -85,7 +85,7 @@ class RadixKey:
     TOTALORDER floats (negative: all bits flipped; else the sign bit set), FLOAT floats the same
     after -0.0 becomes +0.0 (an order only without NaN: a row holding one is merge sorted),
     signed integers (the sign bit flipped), unsigned integers and pred (as they are); `descending`
-    flips every bit.
+    flips every bit. A lexicographic comparator (`radix_keys`) has one per key.
     Such rows are sorted by a stable LSD radix sort of those integers (codegen/llvm/sort_rows.py)
     with f computed once per element by `function` (parameter 0: the operand's element)."""
 
@@ -97,13 +97,17 @@ class RadixKey:
     infinity: int = 0  # a float key's +inf bits: the magnitudes above are NaNs
 
 
-def radix_key(comparator: HloComputation) -> RadixKey | None:
-    """The RadixKey of `comparator`, or None (then the merge sort calls it)."""
-    from hlocc.evaluator.sorting import comparator_key  # the evaluator's recognition, shared
+def radix_keys(comparator: HloComputation) -> tuple[RadixKey, ...]:
+    """The RadixKeys of `comparator`, most significant first: one for a key comparator, one per
+    key of a lexicographic one (evaluator/sorting.py `comparator_keys`); none where the comparator
+    is neither or a key has no order on its bits (then the merge sort calls the comparator)."""
+    from hlocc.evaluator.sorting import comparator_keys  # the evaluator's recognition, shared
 
-    found = comparator_key(comparator)
-    if found is None:
-        return None
+    keys = tuple(_radix_key(found) for found in comparator_keys(comparator) or ())
+    return keys if keys and all(k is not None for k in keys) else ()
+
+
+def _radix_key(found) -> RadixKey | None:
     kt = found.key.shape.element_type
     if kt.is_float and found.compare_type in ("TOTALORDER", "FLOAT") and kt.bits in (16, 32, 64):
         order = "total" if found.compare_type == "TOTALORDER" else "float"
@@ -114,7 +118,7 @@ def radix_key(comparator: HloComputation) -> RadixKey | None:
         order = "signed" if kt.is_signed else "unsigned"
     else:
         return None
-    function = HloComputation(f"{comparator.name}.key")
+    function = HloComputation("key")
     clones = {id(found.param): function.add_instruction(HloInstruction("x", "parameter", found.param.shape,
                                                                        parameter_number=0))}
     for node in found.order:
@@ -138,7 +142,7 @@ class SortSpec:
     length: Dim
     keep: Dim
     comparator: HloComputation
-    key: RadixKey | None = None
+    keys: tuple[RadixKey, ...] = ()  # the radix sort's keys, most significant first (none: merge sort only)
 
     @property
     def rows(self) -> Dim:
@@ -208,7 +212,7 @@ def sort_spec(fusion: HloComputation) -> SortSpec:
         raise UnsupportedError(f"sort kernel: rows of {length} elements (positions are 32-bit)")
     return SortSpec(tuple(_geometry(o.shape, dim) for o in root.operands), tuple(_geometry(s, dim) for s in outputs),
                     sources, tuple(d for k, d in enumerate(shape.dims) if k != dim), length, keep, comparator,
-                    radix_key(comparator))
+                    radix_keys(comparator))
 
 
 def comparator_function(spec: SortSpec) -> func.FuncOp:
@@ -227,9 +231,9 @@ def comparator_function(spec: SortSpec) -> func.FuncOp:
     return func.FuncOp(COMPARATOR, FunctionType.from_lists(types, [i1]), Region(block))
 
 
-def key_function(spec: SortSpec) -> func.FuncOp:
-    """`@sort_key(x) -> iN`: the RadixKey's f of an element's storage bits, as its own bits."""
-    key = spec.key
+def key_function(spec: SortSpec, k: int) -> func.FuncOp:
+    """`@sort_key<k>(x) -> iN`: RadixKey k's f of an element's storage bits, as its own bits."""
+    key = spec.keys[k]
     param = key.function.parameters[0]
     block = Block(arg_types=[IntegerType(spec.operands[key.operand].bits)])
     b = KernelBuilder(block)
@@ -240,7 +244,8 @@ def key_function(spec: SortSpec) -> func.FuncOp:
     elif kt.is_pred:
         value = b.op(arith.ExtUIOp, value, IntegerType(8))
     b.insert(func.ReturnOp(value))
-    return func.FuncOp(KEY, FunctionType.from_lists([block.args[0].type], [IntegerType(key.bits)]), Region(block))
+    return func.FuncOp(f"{KEY}{k}", FunctionType.from_lists([block.args[0].type], [IntegerType(key.bits)]),
+                       Region(block))
 
 
 def sizes_function(spec: SortSpec) -> func.FuncOp:
@@ -266,7 +271,7 @@ class SortEmitter:
         def llvm_entry(module, noalias: bool, check_bounds: bool) -> None:
             add_sort_rows(module, self.name, spec, noalias=noalias, check_bounds=check_bounds)
 
-        functions = [comparator_function(spec)] + ([key_function(spec)] if spec.key is not None else [])
+        functions = [comparator_function(spec)] + [key_function(spec, k) for k in range(len(spec.keys))]
         symbols = fusion_symbols(self.fusion)
         if symbols:
             functions.append(sizes_function(spec))
@@ -276,4 +281,4 @@ class SortEmitter:
 
 
 __all__ = ["COMPARATOR", "KEY", "SIZES", "BufferGeometry", "RadixKey", "SortEmitter", "SortSpec", "comparator_function",
-           "is_sort_fusion", "is_sort_root", "key_function", "radix_key", "sort_spec"]
+           "is_sort_fusion", "is_sort_root", "key_function", "radix_keys", "sort_spec"]

@@ -22,7 +22,9 @@ A key comparator whose compare is a total order on the key's bits (codegen/emitt
 stable LSD radix sort instead: the key computed once per element (`sort_key`), mapped to an
 unsigned integer in the comparator's order, then one counting pass per byte over (key, position)
 pairs: O(n) per row against the merge sort's O(n log n) comparator calls through the positions.
-A FLOAT compare is an order only without NaN: a row whose keys hold one is merge sorted.
+A lexicographic comparator's keys are sorted so one after another, the least significant first
+(each later key read through the positions so far). A FLOAT compare is an order only without
+NaN: a row whose keys hold one is merge sorted.
 
 Why a merge sort: it is stable without a tie-breaking key, O(n log n) in the worst case, and
 sorts positions, so payload operands move once, at the end; insertion sort below RUN elements
@@ -54,7 +56,7 @@ from hlocc.errors import UnsupportedError
 from hlocc.hlo.symbolic import Dim, DimExpr
 
 if TYPE_CHECKING:
-    from hlocc.codegen.emitters.sort import BufferGeometry, SortSpec
+    from hlocc.codegen.emitters.sort import BufferGeometry, RadixKey, SortSpec
 
 RUN = 16
 """Rows are first sorted in runs of this many elements by insertion sort."""
@@ -69,7 +71,7 @@ STACK_BYTES = 64 * 1024
 COMPARATOR = "sort_compare"
 """The comparator function's name in the kernel module (codegen/emitters/sort.py writes it)."""
 KEY = "sort_key"
-"""The key function's name (a radix-sorted key comparator, `RadixKey`)."""
+"""The prefix of the key functions' names, `sort_key<k>` for RadixKey k."""
 SIZES = "sort_sizes"
 """The function of a kernel with runtime dims that computes the symbolic sizes (`SortSpec.sizes`)."""
 
@@ -94,7 +96,7 @@ class _RowSort:
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.table = self.fn.args[len(self.buffers)] if symbolic else None
         self.less_fn = module.get_global(COMPARATOR)
-        self.key_fn = module.get_global(KEY) if spec.key is not None else None
+        self.key_fns = [module.get_global(f"{KEY}{k}") for k in range(len(spec.keys))]
         self.record = self._bounds_record() if check_bounds else None
         self.frees: list[list[ir.Value]] = [[]]
         self.sizes: dict[DimExpr, ir.Value] = {}
@@ -214,7 +216,7 @@ class _RowSort:
             indices.insert(0, b.urem(row, self.size(size)))
             row = b.udiv(row, self.size(size))
         self.bases = [self.row_base(g, indices) for g in self.buffers]
-        if spec.key is None:
+        if not spec.keys:
             self.merge_sort()
         elif spec.length in self.sizes:  # a runtime length: both, the radix sort from RADIX_MIN
             with b.if_else(b.icmp_signed(">=", self.n, _c(RADIX_MIN))) as (radix, merge):
@@ -345,82 +347,91 @@ class _RowSort:
             self.module, ir.FunctionType(VOID, [PTR, PTR, I64, I1]), "llvm.memcpy.p0.p0.i64")
         b.call(memcpy, [self.at(dst, at), self.at(src, start), b.mul(b.sub(end, start), _c(4)), ir.Constant(I1, 0)])
 
-    def radix_bits(self, key: ir.Value) -> tuple[ir.Value, ir.Value | None]:
-        """The key's bits as an unsigned integer in the comparator's order (RadixKey), and for a
+    def radix_bits(self, key: RadixKey, bits: ir.Value) -> tuple[ir.Value, ir.Value | None]:
+        """A key's bits as an unsigned integer in the comparator's order (RadixKey), and for a
         FLOAT compare whether the key is a NaN."""
-        b, spec = self.b, self.spec.key
-        ty = ir.IntType(spec.bits)
-        sign = ir.Constant(ty, 1 << (spec.bits - 1))
+        b = self.b
+        ty = ir.IntType(key.bits)
+        sign = ir.Constant(ty, 1 << (key.bits - 1))
         nan = None
-        if spec.order == "float":  # -0.0 is +0.0; a NaN is any magnitude above the infinity's
-            nan = b.icmp_unsigned(">", b.and_(key, ir.Constant(ty, (1 << (spec.bits - 1)) - 1)),
-                                  ir.Constant(ty, spec.infinity))
-            key = b.select(b.icmp_unsigned("==", key, sign), ir.Constant(ty, 0), key)
-        if spec.order in ("total", "float"):  # negative: every bit flipped; else the sign bit set
-            key = b.xor(key, b.or_(b.ashr(key, ir.Constant(ty, spec.bits - 1)), sign))
-        elif spec.order == "signed":
-            key = b.xor(key, sign)
-        return (b.not_(key) if spec.descending else key), nan
+        if key.order == "float":  # -0.0 is +0.0; a NaN is any magnitude above the infinity's
+            nan = b.icmp_unsigned(">", b.and_(bits, ir.Constant(ty, (1 << (key.bits - 1)) - 1)),
+                                  ir.Constant(ty, key.infinity))
+            bits = b.select(b.icmp_unsigned("==", bits, sign), ir.Constant(ty, 0), bits)
+        if key.order in ("total", "float"):  # negative: every bit flipped; else the sign bit set
+            bits = b.xor(bits, b.or_(b.ashr(bits, ir.Constant(ty, key.bits - 1)), sign))
+        elif key.order == "signed":
+            bits = b.xor(bits, sign)
+        return (b.not_(bits) if key.descending else bits), nan
 
     def radix_sort(self) -> None:
-        """The row radix sorted by its key, and its outputs written; a row holding a NaN under a
-        FLOAT compare (not an order: the radix sort's answer would be one of many) goes to the
-        merge sort, which calls the comparator as written."""
-        b = self.b
+        """The row radix sorted by its keys, least significant first (each pass stable), and its
+        outputs written. A row holding a NaN under a FLOAT compare (not an order: the radix
+        sort's answer would be one of many) goes to the merge sort, which calls the comparator as
+        written."""
+        b, spec = self.b, self.spec
         with self.scratch_scope():
-            keys, positions, counts, nan = self.radix_keys()
-            if nan is None:
-                self.write_outputs(self.radix_passes(keys, positions, counts))
+            positions = [self.scratch(I32, spec.length), self.scratch(I32, spec.length)]
+            src, dst = self.var(PTR, positions[0]), self.var(PTR, positions[1])
+            for level, k in enumerate(reversed(range(len(spec.keys)))):
+                key = spec.keys[k]
+                ty = ir.IntType(key.bits)
+                keys = [self.scratch(ty, spec.length), self.scratch(ty, spec.length)]
+                counts = self.scratch(I32, 256 * (key.bits // 8))
+                nan = self.radix_keys(k, keys[0], counts, b.load(src), level == 0)
+                if nan is None:
+                    self.radix_passes(key, keys, counts, src, dst)
+                    continue
+                with b.if_else(b.load(nan)) as (unordered, ordered):  # one FLOAT key (comparator_keys)
+                    with unordered:
+                        self.merge_sort()
+                    with ordered:
+                        self.radix_passes(key, keys, counts, src, dst)
+                        self.write_outputs(b.load(src))
                 return
-            with b.if_else(b.load(nan)) as (unordered, ordered):
-                with unordered:
-                    self.merge_sort()
-                with ordered:
-                    self.write_outputs(self.radix_passes(keys, positions, counts))
+            self.write_outputs(b.load(src))
 
-    def radix_keys(self) -> tuple[list[ir.Value], list[ir.Value], ir.Value, ir.Value | None]:
-        """The radix sort's arrays: the row's mapped keys and positions (and room for a second
-        copy of each), every byte's histogram from one read of the keys, and for a FLOAT compare
-        a flag set when a key is a NaN."""
-        b, spec, n = self.b, self.spec, self.n
-        key = spec.key
+    def radix_keys(self, k: int, keys: ir.Value, counts: ir.Value, order: ir.Value, first: bool) -> ir.Value | None:
+        """keys[i] = key k, mapped, of the row's element at order[i] (`first`: at i, and order[i]
+        = i); every byte's histogram into `counts` from this one read; for a FLOAT compare a flag
+        set when a key is a NaN."""
+        b, n, key = self.b, self.n, self.spec.keys[k]
         ty, digits = ir.IntType(key.bits), key.bits // 8
-        keys = [self.scratch(ty, spec.length), self.scratch(ty, spec.length)]
-        positions = [self.scratch(I32, spec.length), self.scratch(I32, spec.length)]
-        counts = self.scratch(I32, 256 * digits)
         memset = self.module.globals.get("llvm.memset.p0.i64") or ir.Function(
             self.module, ir.FunctionType(VOID, [PTR, ir.IntType(8), I64, I1]), "llvm.memset.p0.i64")
         b.call(memset, [counts, ir.Constant(ir.IntType(8), 0), _c(1024 * digits), ir.Constant(I1, 0)])
-
         seen = self.var(I1, ir.Constant(I1, 0)) if key.order == "float" else None
         with self.for_(_c(0), n) as i:
-            bits = self.call(self.key_fn, [self.load(key.operand, self.bases[key.operand], i)])
-            value, nan = self.radix_bits(bits)
+            if first:
+                b.store(b.trunc(i, I32), self.at(order, i))
+            p = i if first else b.sext(self.get(order, i), I64)
+            bits = self.call(self.key_fns[k], [self.load(key.operand, self.bases[key.operand], p)])
+            value, nan = self.radix_bits(key, bits)
             if seen is not None:
                 b.store(b.or_(b.load(seen), nan), seen)
-            b.store(value, b.gep(keys[0], [i], source_etype=ty))
-            b.store(b.trunc(i, I32), self.at(positions[0], i))
+            b.store(value, b.gep(keys, [i], source_etype=ty))
             for d in range(digits):
                 at = self.count(counts, d, value)
                 b.store(b.add(b.load(at, typ=I32), ir.Constant(I32, 1)), at)
-        return keys, positions, counts, seen
+        return seen
 
     def count(self, counts: ir.Value, d: int, value: ir.Value) -> ir.Value:
         """The address of the count of byte d of `value` (a mapped key)."""
-        b, bits = self.b, self.spec.key.bits
+        b, bits = self.b, value.type.width
         shifted = b.lshr(value, ir.Constant(value.type, 8 * d)) if d else value
         byte = b.zext(b.trunc(shifted, ir.IntType(8)), I64) if bits > 8 else b.zext(shifted, I64)
         return b.gep(counts, [b.add(_c(256 * d), byte)], source_etype=I32)
 
-    def radix_passes(self, keys: list[ir.Value], positions: list[ir.Value], counts: ir.Value) -> ir.Value:
-        """The LSD passes, one per byte that not every key shares (`radix_keys`' histograms);
-        returns the array of the sorted positions."""
+    def radix_passes(self, key: RadixKey, keys: list[ir.Value], counts: ir.Value, src_p: ir.AllocaInstr,
+                     dst_p: ir.AllocaInstr) -> None:
+        """The LSD passes of one key, one per byte that not every key shares (`radix_keys`'
+        histograms), moving (key, position) pairs between `keys[0]`/`keys[1]` and the position
+        arrays `src_p`/`dst_p` hold; `src_p` holds the sorted positions after."""
         b, n = self.b, self.n
-        ty, digits = ir.IntType(self.spec.key.bits), self.spec.key.bits // 8
+        ty, digits = ir.IntType(key.bits), key.bits // 8
         count = functools.partial(self.count, counts)
         first = b.load(keys[0], typ=ty)  # every pass permutes the same keys: any one tells a shared byte
-        src_k, src_p = self.var(PTR, keys[0]), self.var(PTR, positions[0])
-        dst_k, dst_p = self.var(PTR, keys[1]), self.var(PTR, positions[1])
+        src_k, dst_k = self.var(PTR, keys[0]), self.var(PTR, keys[1])
         for d in range(digits):
             shared = b.icmp_signed("==", b.load(count(d, first), typ=I32), b.trunc(n, I32))
             with b.if_then(b.not_(shared)):
@@ -443,7 +454,6 @@ class _RowSort:
                 b.store(sk, dst_k)
                 b.store(dp, src_p)
                 b.store(sp, dst_p)
-        return b.load(src_p)
 
     def write_outputs(self, final: ir.Value) -> None:
         """out_o[i] = its source at final[i], for i < keep; through a staging array when an

@@ -301,3 +301,42 @@ def test_float_compare_orders_rows_without_nan_and_permutes_rows_with_one(n):
     np.testing.assert_array_equal(order[:2], want[1][:2])
     np.testing.assert_array_equal(np.sort(order, axis=1), _iota(4, n))
     np.testing.assert_array_equal(values.view(np.uint32), np.take_along_axis(x, order, 1).view(np.uint32))
+
+
+# JAX's lax.sort(..., num_keys=3) comparator (here with the middle key descending): or(lt_0,
+# and(eq_0, or(lt_1, and(eq_1, lt_2)))), float keys canonicalised and compared in total order.
+THREE_KEYS = """  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  p = s32[] parameter(2)
+  q = s32[] parameter(3)
+  u = bf16[] parameter(4)
+  v = bf16[] parameter(5)
+  i = s32[] parameter(6)
+  j = s32[] parameter(7)
+  nan = f32[] constant(nan)
+  zero = f32[] constant(0)
+  na = pred[] compare(a, a), direction=NE
+  za = pred[] compare(a, zero), direction=EQ
+  ca = f32[] select(na, nan, f32[] select(za, zero, a))
+  nb = pred[] compare(b, b), direction=NE
+  zb = pred[] compare(b, zero), direction=EQ
+  cb = f32[] select(nb, nan, f32[] select(zb, zero, b))
+  lt0 = pred[] compare(ca, cb), direction=LT, type=TOTALORDER
+  eq0 = pred[] compare(ca, cb), direction=EQ, type=TOTALORDER
+  gt1 = pred[] compare(p, q), direction=GT
+  eq1 = pred[] compare(p, q), direction=EQ
+  lt2 = pred[] compare(u, v), direction=LT, type=TOTALORDER
+  tie1 = pred[] and(eq1, lt2)
+  k1 = pred[] or(gt1, tie1)
+  tie0 = pred[] and(eq0, k1)
+  ROOT lt = pred[] or(lt0, tie0)"""
+
+
+@pytest.mark.parametrize("merge", [True, False], ids=["merge", "radix"])
+def test_lexicographic_keys_with_a_descending_one(merge):
+    n = 60
+    text = _module([f"f32[3,{n}]", f"s32[3,{n}]", f"bf16[3,{n}]", f"s32[3,{n}]"],
+                   f"(f32[3,{n}], s32[3,{n}], bf16[3,{n}], s32[3,{n}])", 1, THREE_KEYS)
+    rng = np.random.default_rng(12)
+    _check(text, [_floats(rng, 3, n), rng.integers(-2, 2, (3, n)).astype(np.int32), _floats(rng, 3, n, ml_dtypes.bfloat16),
+                  _iota(3, n)], merge=merge)

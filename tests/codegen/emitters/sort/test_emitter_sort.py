@@ -19,7 +19,7 @@ from hlocc.backends.cpu.kernel import compile_fusion, compile_kernel_module
 from hlocc.codegen.emitters.registry import emit_fusion
 from hlocc.codegen.emitters.sort import sort_spec
 from hlocc.codegen.llvm import TranslateOptions
-from hlocc.codegen.llvm.sort_rows import RADIX_MIN, RUN, STACK_BYTES, add_sort_rows
+from hlocc.codegen.llvm.sort_rows import RADIX_MIN, RUN, SELECT_MAX, STACK_BYTES, add_sort_rows
 from hlocc.codegen.target import cpu_target, gpu_target
 from hlocc.codegen.transforms.check_bounds import BoundsCheckError
 from hlocc.errors import UnsupportedError
@@ -169,11 +169,16 @@ def test_long_rows_sort_on_the_heap_over_the_thread_pool(rows, merge):
     _check(text, [_floats(np.random.default_rng(4), rows, n)], merge=merge)  # 64 rows: 1M elements, the pool
 
 
+@pytest.mark.parametrize("k, n", [(7, 40), (SELECT_MAX, 200), (SELECT_MAX + 1, 100)],
+                         ids=["selection", "selection_or_sort", "radix"])
 @pytest.mark.parametrize("largest", [True, False])
-def test_topk_largest_and_smallest(largest):
-    text = (f"HloModule m\nENTRY e {{\n  x = f32[3,40] parameter(0)\n"
-            f"  ROOT t = (f32[3,7], s32[3,7]) topk(x), k=7, largest={str(largest).lower()}\n}}")
-    _check(text, [_floats(np.random.default_rng(5), 3, 40)])
+def test_topk_largest_and_smallest(largest, k, n):
+    text = (f"HloModule m\nENTRY e {{\n  x = f32[4,{n}] parameter(0)\n"
+            f"  ROOT t = (f32[4,{k}], s32[4,{k}]) topk(x), k={k}, largest={str(largest).lower()}\n}}")
+    x = _floats(np.random.default_rng(5), 4, n)
+    # every element enters (past SELECT_MOVES: sorted instead) / none after the first k, or the reverse
+    x[2], x[3] = np.sort(x[2]), -np.sort(x[3])
+    _check(text, [x])
 
 
 def test_an_output_sharing_an_operand_buffer_is_staged():

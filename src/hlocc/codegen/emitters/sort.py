@@ -14,8 +14,9 @@ The kernel is in two parts:
 - the row loop, written directly in LLVM IR (codegen/llvm/sort_rows.py; the kernel IR has no
   while loop, which an insertion sort and a merge need): the kernel's entry, `main(buffers...,
   thread, block)`, which the block loop calls once per row (one block per row, so large sorts
-  spread their rows over the thread pool); a stable merge sort of the row's positions calling the
-  comparator, then every output gathered by the permutation.
+  spread their rows over the thread pool): a stable merge sort of the row's positions calling the
+  comparator, or for a comparator of keys with an order on their bits (`RadixKey`) a radix sort of
+  the keys, or for a top-k of a few a selecting pass; then every output gathered by the permutation.
 
 top-k is the same kernel with a comparator made here (greater-than in total order for the
 largest, less-than for the smallest: the evaluator's and XLA:CPU's order, ties by lower index
@@ -51,6 +52,7 @@ from hlocc.codegen.ir.size_ops import size_value
 from hlocc.codegen.llvm.sort_rows import COMPARATOR, KEY, SIZES, add_sort_rows
 from hlocc.codegen.target import Target
 from hlocc.errors import UnsupportedError
+from hlocc.evaluator.sorting import ComparatorKey, comparator_keys, topk_custom_call_k  # shared with the evaluator
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.symbolic import Dim, DimExpr
 from hlocc.hlo.types import PrimitiveType, Shape
@@ -101,13 +103,11 @@ def radix_keys(comparator: HloComputation) -> tuple[RadixKey, ...]:
     """The RadixKeys of `comparator`, most significant first: one for a key comparator, one per
     key of a lexicographic one (evaluator/sorting.py `comparator_keys`); none where the comparator
     is neither or a key has no order on its bits (then the merge sort calls the comparator)."""
-    from hlocc.evaluator.sorting import comparator_keys  # the evaluator's recognition, shared
-
     keys = tuple(_radix_key(found) for found in comparator_keys(comparator) or ())
     return keys if keys and all(k is not None for k in keys) else ()
 
 
-def _radix_key(found) -> RadixKey | None:
+def _radix_key(found: ComparatorKey) -> RadixKey | None:
     kt = found.key.shape.element_type
     if kt.is_float and found.compare_type in ("TOTALORDER", "FLOAT") and kt.bits in (16, 32, 64):
         order = "total" if found.compare_type == "TOTALORDER" else "float"
@@ -200,8 +200,6 @@ def sort_spec(fusion: HloComputation) -> SortSpec:
         sources = tuple(range(len(root.operands)))
         keep = root.operands[0].shape.dims[dim]
     else:
-        from hlocc.evaluator.sorting import topk_custom_call_k  # the evaluator's shape checks
-
         dim = root.operands[0].shape.rank - 1
         keep = int(root.attrs["k"]) if root.opcode == "topk" else topk_custom_call_k(root)
         comparator = _topk_comparator(root.operands[0].shape.element_type, root.attrs.get("largest", True))

@@ -277,6 +277,7 @@ class _RowSort:
         ty, k = ir.IntType(key.bits), spec.keep
         with self.scratch_scope():
             best, positions = self.scratch(ty, k), self.scratch(I32, k)
+            b.store(ir.Constant(ty, 0), b.gep(best, [_c(k - 1)], source_etype=ty))  # read before the k-th enters
             held, moves, index = self.var(I64, _c(0)), self.var(I64, _c(0)), self.var(I64, _c(0))
             budget = b.mul(n, _c(SELECT_MOVES))
             with self.while_(lambda: b.icmp_signed("<", b.load(index), n)):

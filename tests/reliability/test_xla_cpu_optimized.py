@@ -72,7 +72,7 @@ def test_optimized_dump_runs_on_the_interpreter(path):
     run_optimized(path, "interpreter")
 
 
-def test_topk_custom_call_is_a_library_call():
+def test_topk_custom_call_and_sorts_are_sort_kernels():
     exe = run_optimized(HERE / "sort_topk_argsort.hlo", "cpu")
-    calls = exe.runner.stats.library_calls
-    assert calls["top-k"] == 1 and calls["sort"] == 2, calls
+    stats = exe.runner.stats
+    assert not stats.library_calls and stats.kernels_by_emitter["sort"] == 3, stats.to_string()

@@ -19,7 +19,7 @@ A comparator of the form compare(f(lhs_i), f(rhs_i)), LT or GT, whose two sides 
 expression of one operand's pair (what JAX emits: NaN and -0.0 canonicalised, then a TOTALORDER or
 integer compare) is a *key comparator*: `comparator_key` recognises it, `key_permutation`
 evaluates f once on the whole operand and argsorts it (the sort library call of the CPU runtime,
-runtime/library.py, uses both).
+runtime/library.py, uses both; the sort kernel, codegen/emitters/sort.py, radix-sorts such keys).
 
 topk(x), k, largest=true returns (values, s32 indices) of the k largest (or smallest) elements
 of every row of the last dimension, best first, ties broken by lower index, in total order.
@@ -213,7 +213,11 @@ def comparator_key(comp: HloComputation) -> ComparatorKey | None:
 
 
 def _comparator_key(comp: HloComputation) -> ComparatorKey | None:
-    root = comp.root
+    return _compare_key(comp.root, comp.parameters)
+
+
+def _compare_key(root: HloInstruction | None, parameters: list[HloInstruction]) -> ComparatorKey | None:
+    """The ComparatorKey of `root`, a compare LT/GT of the same expression of one operand's pair."""
     if root is None or root.opcode != "compare" or root.attrs.get("direction") not in ("LT", "GT"):
         return None
     lhs, rhs = root.operands
@@ -225,7 +229,7 @@ def _comparator_key(comp: HloComputation) -> ComparatorKey | None:
         return None
     if not _same_expression(lhs, rhs, i, j, {}):
         return None
-    param = next(p for p in comp.parameters if p.parameter_number == min(i, j))
+    param = next(p for p in parameters if p.parameter_number == min(i, j))
     key = lhs if i < j else rhs
     kind = from_dtype(key.shape.dtype)
     natural = "FLOAT" if kind.is_float else ("SIGNED" if kind.is_signed else "UNSIGNED")
@@ -245,6 +249,32 @@ def _comparator_key(comp: HloComputation) -> ComparatorKey | None:
 
     visit(key)
     return ComparatorKey(min(i, j) // 2, param, key, descending, root.attrs.get("type", natural), tuple(order))
+
+
+def comparator_keys(comp: HloComputation) -> tuple[ComparatorKey, ...] | None:
+    """The keys, most significant first, of a lexicographic comparator: one key comparator, or
+    or(lt_0, and(eq_0, <the same of the next keys>)) where lt_k is a key comparator and eq_k the
+    EQ compare of the same two values in the same compare type (what JAX emits for
+    `lax.sort(..., num_keys=k)` and `jnp.lexsort`); None otherwise. A float key's compare must be
+    TOTALORDER (FLOAT's EQ is no equivalence with NaN)."""
+    keys: list[ComparatorKey] = []
+    node = comp.root
+    while node is not None and node.opcode == "or" and len(node.operands) == 2:
+        lt, tie = node.operands
+        if tie.opcode != "and" or len(tie.operands) != 2:
+            return None
+        eq, node = tie.operands
+        found = _compare_key(lt, comp.parameters)
+        if (found is None or eq.opcode != "compare" or eq.attrs.get("direction") != "EQ"
+                or {id(o) for o in eq.operands} != {id(o) for o in lt.operands}
+                or eq.attrs.get("type", found.compare_type) != found.compare_type
+                or (found.key.shape.element_type.is_float and found.compare_type != "TOTALORDER")):
+            return None
+        keys.append(found)
+    last = _compare_key(node, comp.parameters)
+    if last is None or (keys and last.key.shape.element_type.is_float and last.compare_type != "TOTALORDER"):
+        return None
+    return (*keys, last)
 
 
 def _evaluate_key(ev, found: ComparatorKey, operand: np.ndarray) -> np.ndarray:

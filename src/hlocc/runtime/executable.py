@@ -9,8 +9,9 @@ compile a fusion into a kernel):
 Thunk emission walks each sequential computation in schedule order (XLA's thunk emitter):
 parameters, constants, tuples, get-tuple-elements and bitcasts emit nothing (their buffers are
 aliased); a fusion or an op that needs a kernel becomes a KernelThunk (a lone op as a one-op
-fusion); dot and convolution become library thunks, sort, topk, custom-call "TopK" and JAX's LAPACK
-custom calls (evaluator/lapack.py) host
+fusion); sort, topk and custom-call "TopK" become sort kernels (codegen/emitters/sort.py) where
+the backend compiles them (the CPU) and host library calls otherwise (`--stats` says why); dot
+and convolution become library thunks, JAX's LAPACK custom calls (evaluator/lapack.py) host
 library calls (LibraryThunk, runtime/library.py); a layout-preserving copy a CopyThunk; while,
 conditional and call nest the thunk sequences of their computations; every boundary copy the
 buffer assignment planned becomes a CopyThunk at its place. What has no kernel yet runs as a
@@ -90,6 +91,7 @@ class RuntimeStats:
     kernels: int = 0
     kernels_by_emitter: Counter = field(default_factory=Counter)  # the emitter that generated them
     library_calls: Counter = field(default_factory=Counter)
+    library_reasons: list[tuple[str, str, str]] = field(default_factory=list)  # (name, call, why no kernel)
     host_ops: list[tuple[str, str, str]] = field(default_factory=list)  # (name, opcode, why)
     copies: int = 0
     peak_bytes: int = 0
@@ -103,6 +105,7 @@ class RuntimeStats:
         lines += [f"fusions by emitter kind: {counts(self.fusions_by_emitter)}",
                  f"kernels: {self.kernels} ({counts(self.kernels_by_emitter)})",
                  f"library calls: {counts(self.library_calls)}",
+                 *(f"  {name} ({call}): {why}" for name, call, why in self.library_reasons),
                  f"copies: {self.copies}",
                  f"host fallbacks: {len(self.host_ops)}"]
         lines += [f"  {name} ({opcode}): {why}" for name, opcode, why in self.host_ops]
@@ -224,7 +227,7 @@ class ThunkEmitter:
             self.stats.fusions_by_emitter[kind.value] += 1
             return self._kernel(instr, instr.fused_computation)
         if op == "sort" or op == "topk" or (op == "custom-call" and instr.attrs.get("custom_call_target") == "TopK"):
-            return [self._library(instr)]
+            return self._sort(instr)
         if op == "custom-call" and lapack.is_lapack_call(instr):  # jnp.linalg on XLA:CPU: LAPACK
             self.stats.library_calls[f"lapack {lapack.routine_name(instr)}"] += 1
             operands = [ref for o in instr.operands for ref in self._refs(o).leaves]
@@ -284,6 +287,23 @@ class ThunkEmitter:
                                 tuple(instr.attrs.get("window", ())), conv_dimension_numbers(instr),
                                 int(instr.attrs.get("feature_group_count", 1)),
                                 int(instr.attrs.get("batch_group_count", 1)))
+
+    def _sort(self, instr: HloInstruction) -> list[Thunk]:
+        """sort, topk and custom-call "TopK": a sort kernel (codegen/emitters/sort.py) where the
+        backend compiles one, else a host library call, whose reason `stats` keeps."""
+        operands = [self._refs(o) for o in instr.operands]
+        if any(o.shape.is_tuple for o in operands):
+            why = "a tuple-shaped operand"
+        else:
+            try:
+                return self._kernel_thunk(instr.name, one_op_fusion(instr), [o.leaves[0] for o in operands],
+                                          list(self._outputs(instr).leaves))
+            except UnsupportedError as e:
+                why = str(e)
+        thunk = self._library(instr)
+        if thunk.kind == "library":
+            self.stats.library_reasons.append((instr.name, thunk.call, why))
+        return [thunk]
 
     def _library(self, instr: HloInstruction) -> Thunk:
         """sort, topk and custom-call "TopK" as host library calls (runtime/library.py)."""

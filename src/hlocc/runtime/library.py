@@ -1,6 +1,8 @@
 """Library calls of the CPU runtime: gemm (dot) and convolution on buffer views, through numpy's
 BLAS (XLA:CPU's Eigen/oneDNN calls and XLA:GPU's cuBLAS GemmThunk play this part); sort and top-k
-(XLA:CPU's runtime sort and `__xla_cpu_runtime_TopKF32`) with numpy's stable argsort.
+(XLA:CPU's runtime sort and `__xla_cpu_runtime_TopKF32`) with numpy's stable argsort, where no sort
+kernel runs them (codegen/emitters/sort.py compiles them on the cpu backend: these calls serve
+complex elements and the cuda backend, on the host).
 
 sort computes the permutation once from its key operand and gathers every operand with it: a key
 comparator (evaluator/sorting.py `comparator_key`, what JAX emits) is an argsort of its key,

@@ -494,6 +494,8 @@ def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: li
         if verified:
             raise
         raise unverified_kernel_error(label, "its translation to LLVM", e) from e
+    if kernel.llvm_entry is not None:  # an entry written in LLVM IR (the sort emitter)
+        kernel.llvm_entry(llmod, translator.options.noalias, target.check_bounds)
     threads = 1 if name in translator.block_functions else kernel.launch.threads_per_block
     # a kernel with runtime dims takes its table of dimension variables after the buffers
     add_block_loop(llmod, llmod.get_global(name), kernel.num_params + kernel.num_outputs + bool(kernel.symbols),

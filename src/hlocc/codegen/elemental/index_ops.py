@@ -227,6 +227,11 @@ def emit_scalar_computation(b: KernelBuilder, computation: HloComputation, args:
             values[id(instr)] = [v for op in instr.operands for v in values[id(op)]]
         elif instr.opcode == "get-tuple-element":
             values[id(instr)] = [values[id(instr.operand(0))][int(instr.attrs["index"])]]
+        elif (instr.opcode == "bitcast" and instr.shape.rank == 0
+              and instr.shape.element_type != instr.operand(0).shape.element_type):
+            # a scalar bitcast to another type reinterprets the bits, as the evaluator reads it (JAX's
+            # older sort comparators bitcast f32 keys to s32)
+            values[id(instr)] = [ELEMENTAL["bitcast-convert"](b, instr, [values[id(instr.operand(0))][0]])]
         elif instr.opcode in ("broadcast", "reshape", "bitcast", "copy", "transpose") and instr.shape.rank == 0:
             values[id(instr)] = values[id(instr.operand(0))]
         elif instr.opcode in ELEMENTAL:

@@ -16,8 +16,9 @@ and the layout needs no encoding in the tensor type.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
@@ -103,7 +104,10 @@ class KernelModule:
     - `serial`: the kernel's blocks must not run concurrently on the CPU (it updates elements
       with `xla.atomic_rmw`, which the CPU lowering emulates without atomics);
     - `symbols`: the dimension variables of a kernel with runtime dims, in the order of the table
-      of their values it receives (empty for a static kernel)."""
+      of their values it receives (empty for a static kernel);
+    - `llvm_entry`: for an emitter that writes its entry function in LLVM IR, not kernel IR (the
+      sort emitter: its loops need a `while`), `llvm_entry(llvm_module, noalias, check_bounds)`
+      adds the entry `entry` to the translated module (which holds `module`'s functions)."""
 
     module: ModuleOp
     entry: str
@@ -114,6 +118,7 @@ class KernelModule:
     output_aliases: tuple[tuple[int, int], ...] = ()
     serial: bool = False
     symbols: tuple[str, ...] = ()
+    llvm_entry: Callable[[Any, bool, bool], None] | None = None
 
     def __post_init__(self) -> None:
         if self.symbols:  # the table order lower-symbol-values loads from (emitters/base.fusion_symbols)

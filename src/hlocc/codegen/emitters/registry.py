@@ -2,9 +2,11 @@
 
 Hero analysis (`analysis.hero`) names the emitter kind of a fused computation; `EMITTERS` maps each
 kind to its emitter class, and `emitter_for` instantiates it. A
-kind whose emitter hlocc does not have (sort, custom fusions) gets the loop emitter, which
+kind whose emitter hlocc does not have (custom fusions) gets the loop emitter, which
 computes any elementwise or index op and raises `UnsupportedError` for the rest; the runtime then
-falls back to the host and says why.
+falls back to the host and says why. A fusion whose root is a sort, a topk or a custom-call "TopK"
+gets the sort emitter (`sort.py`; CPU only: elsewhere it raises UnsupportedError and the runtime
+keeps the library call).
 
 On the cpu target a fusion whose root is a cumulative reduce-window (a cumsum) gets the scan
 emitter (`reduce_window_scan.py`), which XLA has no kind for (it rewrites such windows in HLO).
@@ -30,6 +32,7 @@ from hlocc.codegen.emitters.matmul import MatmulEmitter
 from hlocc.codegen.emitters.reduce_window_scan import ReduceWindowScanEmitter, is_scan_fusion
 from hlocc.codegen.emitters.reduction import ReductionEmitter
 from hlocc.codegen.emitters.scatter import ScatterEmitter
+from hlocc.codegen.emitters.sort import SortEmitter, is_sort_fusion
 from hlocc.codegen.emitters.stitch import StitchEmitter
 from hlocc.codegen.emitters.transpose import TransposeEmitter
 from hlocc.codegen.target import Target
@@ -56,6 +59,8 @@ def emitter_for(fusion: HloComputation, target: Target, name: str = "main", kind
     `symbolic_ops`), else the loop emitter (reductions computed elementally, a row per thread with
     vector partials); the emitter names what it cannot compile. A speculated tiled column reduction
     (its reduces marked, runtime/speculation.py) gets the column emitter."""
+    if kind is None and is_sort_fusion(fusion):
+        return SortEmitter(fusion, target, name)  # sort, topk, custom-call TopK (CPU; elsewhere the library)
     if kind is None and is_column_tile_marked(fusion):
         return ColumnReduceEmitter(fusion, target, name)
     if kind is None and target.kind == "cpu" and is_scan_fusion(fusion):

@@ -357,19 +357,26 @@ def _int_remainder(a: np.ndarray, b: np.ndarray, pt: PrimitiveType) -> np.ndarra
 
 
 def _int_power(base: np.ndarray, exponent: np.ndarray, pt: PrimitiveType) -> np.ndarray:
-    """Exponentiation by squaring modulo 2^n; negative exponents give 1 for base 1, else 0."""
+    """XLA:CPU's integer power (EmitIntegerPow), modulo 2^n: squaring over the exponent's low 6
+    bits only (2^65 = 2, 3^64 = 1: XLA stops there, since any larger power of a base other than
+    0 and ±1 overflows 64 bits). An exponent negative as a *signed* number (for unsigned types
+    too: u8 3^128 = 0) gives 1 for base 1, ±1 for base -1 (all ones) by the exponent's parity,
+    else 0."""
     base, exponent = np.broadcast_arrays(base, exponent)
-    negative = exponent < 0 if pt.is_signed else np.zeros(exponent.shape, bool)
-    bits = np.where(negative, _typed(0, exponent), exponent).astype(np.uint64)
+    wide = exponent.astype(np.uint64)  # sign-extended for signed types
+    negative = ((wide >> np.uint64(pt.bits - 1)) & np.uint64(1)) != 0
+    bits = wide & np.uint64(63)
     result = np.ones(base.shape, base.dtype)
     square = base.copy()
-    while True:
+    for _ in range(6):
         result = np.where((bits & np.uint64(1)) != 0, result * square, result)
         bits = bits >> np.uint64(1)
-        if not bits.any():
-            break
         square = square * square
-    return np.where(negative, (base == 1).astype(base.dtype), result)
+    minus_one = base == _typed(-1 if pt.is_signed else nx.int_bounds(pt)[1], base)
+    odd = (exponent & _typed(1, exponent)) != 0
+    one = np.ones(base.shape, base.dtype)
+    negative_power = np.where(base == 1, one, np.where(minus_one, np.where(odd, base, one), 0 * one))
+    return np.where(negative, negative_power, result)
 
 
 def _float_power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -406,8 +413,9 @@ _BINARY: dict[str, tuple[Callable, str]] = {
                   "exact; x rem 0 = NaN, inf rem y = NaN, x rem inf = x. Not defined for complex. pred: x rem 1 = 0, "
                   "x rem 0 = x."),
     "power": (_arithmetic(_int_power, _float_power, _complex_power, lambda a, b: a | ~b),
-              "x^y. x^0 = 1 and 1^y = 1 for every y (NaN included). Ints: exact modulo 2^n; a negative "
-              "exponent gives 1 when x = 1 and 0 otherwise (so (-1)^-1 = 0, XLA's rule). Floats: C pow "
+              "x^y. x^0 = 1 and 1^y = 1 for every y (NaN included). Ints (XLA:CPU's rule): modulo 2^n over "
+              "the exponent's low 6 bits (2^65 = 2); an exponent negative as a signed number gives 1 "
+              "for x = 1, ±1 for x = -1 by its parity, else 0. Floats: C pow "
               "(0^-1 = inf, (-8)^(1/3) = NaN). pred: x or not y."),
 }
 

@@ -265,22 +265,25 @@ def _power(b, instr, args):
 
 
 def _integer_power(b: KernelBuilder, x: SSAValue, y: SSAValue, signed: bool) -> SSAValue:
-    """Exponentiation by squaring over every bit of y (straight-line, so it vectorizes). For a
-    negative exponent (signed types): 1 for x == 1, else 0, (-1)^-1 included (XLA's
-    EmitIntegerPow)."""
+    """XLA:CPU's integer power (EmitIntegerPow): squaring over the exponent's low 6 bits only
+    (straight-line, so it vectorizes; 2^65 = 2, 3^64 = 1). An exponent negative as a signed number,
+    for unsigned types too (u8 3^128 = 0), gives 1 for x == 1, ±1 for x == -1 (all ones) by the
+    exponent's parity, else 0. `signed` is unused: XLA's rule is the same for both."""
+    del signed
     ty = x.type
-    bits = _bits(ty)
     one, zero = b.constant(1, ty), b.constant(0, ty)
+    if _bits(ty) == 1:  # pred: x or not y (the evaluator's rule; s1 has no 1, its i1 1 is -1)
+        return b.op(arith.OrIOp, x, b.op(arith.XOrIOp, y, one))
     result, base, exp = one, x, y
-    for _ in range(bits):
+    for _ in range(6):
         odd = b.cmpi("ne", b.op(arith.AndIOp, exp, one), zero)
         result = b.select(odd, b.op(arith.MuliOp, result, base), result)
         base = b.op(arith.MuliOp, base, base)
         exp = b.op(arith.ShRUIOp, exp, one)
-    if not signed:
-        return result
-    # s1 has no 1 (its i1 constant 1 is -1): every negative power is 0 there.
-    negative = b.select(b.cmpi("eq", x, one), one, zero) if bits > 1 else zero
+    minus_one = b.constant(-1, ty)
+    y_odd = b.cmpi("ne", b.op(arith.AndIOp, y, one), zero)
+    negative = b.select(b.cmpi("eq", x, one), one,
+                        b.select(b.cmpi("eq", x, minus_one), b.select(y_odd, minus_one, one), zero))
     return b.select(b.cmpi("slt", y, zero), negative, result)
 
 

@@ -179,3 +179,13 @@ def test_subnormal_and_overflow_edges(fmt):
     _check("cbrt", S.cbrt, np.cbrt, fmt, 1, tiny)
     edge = np.array([np.log(fi.max), np.nextafter(np.log(fi.max), 0)], np.float64).astype(dtype)
     _check("exp", E.exp, np.exp, fmt, 1, edge)
+
+
+def test_f64_trig_beyond_the_reduction_range_stays_bounded():
+    """Past 2^33 * pi/2 f64's Cody-Waite reduction is not accurate (XLA:CPU's libm reduces exactly:
+    sin(1.8e308) = 0.00496); the results must still be those of some angle: sin and cos in [-1, 1],
+    tan finite (the reduction's unclamped low part once gave sin(1.8e308) = -1.3e274)."""
+    x = np.array([1.7976931348623157e308, -1e300, 9.223372036854776e18, 1e30, 2.0**60, 1.5e10])
+    for fn in (T.sin, T.cos):
+        assert np.all(np.abs(evaluate(fn, F64, x)) <= 1.0)
+    assert np.all(np.isfinite(evaluate(T.tan, F64, x)))

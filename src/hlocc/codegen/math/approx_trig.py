@@ -12,6 +12,8 @@ picks and signs the result. The reduction:
   The stated accuracy holds for |x| < 2^33 * pi/2 (about 1.35e10); beyond it the reduction error
   grows like |x| * 2^-53 and the result, still in [-1, 1] for sin/cos, is not accurate (an exact
   f64 reduction the same way needs ~40 parts of 2/pi, two products each, on every element).
+  XLA:CPU calls libm there, which reduces exactly: hlocc differs from it beyond 1.35e10 (f64 and
+  the c64/c128 functions, which compute in f64).
 
 atan: Cephes' reduction to |t| <= tan(pi/8) via pi/4 and pi/2 offsets, then a polynomial (f32
 `atanf`) or rational form (f64 `atan`). atan2 from atan(min/max) and octant corrections with
@@ -64,7 +66,11 @@ def _reduce_pio2(b: FloatBuilder, x: Val) -> tuple[Val, Val, Val]:
         tail = tail + k * part
     r = h - tail
     r_lo = ((h - r) - tail) + err
-    r = b.clamp(r, -1.0, 1.0)  # only bites beyond the accurate range: keeps the polynomials bounded
+    # Both clamps bite only beyond the accurate range, where the reduction's errors are as large as
+    # x's ulp: they keep the polynomials' arguments, and so sin and cos, bounded (an unclamped r_lo
+    # made sin(1.8e308) = -1.3e274).
+    r = b.clamp(r, -1.0, 1.0)
+    r_lo = b.clamp(r_lo, -(2.0**-30), 2.0**-30)
     return r, r_lo, k - 4.0 * b.floor(k * 0.25)
 
 

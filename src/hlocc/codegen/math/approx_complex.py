@@ -16,7 +16,8 @@ for bit or within ulps):
 - exp, log, sqrt, sinh, cosh, tanh, sin, cos, tan: the C library's algorithms (glibc's cexp, clog,
   csqrt, csinh, ccosh, ctanh, and sin, cos, tan through them), whose special values (C99 Annex G)
   numpy returns, built on `expand-float-ops`' real approximations. Within a few ulps of the parts'
-  magnitude where the real functions are accurate (sin/cos arguments below ~1.35e10).
+  magnitude for sin/cos arguments below ~1.35e10: they use f64's Cody-Waite reduction alone
+  (`approx_trig.sin_cos(..., full_range=False)`; approx_trig's module doc says why).
 - expm1, log1p: the evaluator's formulas (re = expm1(a)cos(b) - 2sin²(b/2), im = e^a sin(b); and
   log1p(a(2 + a) + b²)/2 or log|1 + z| for the real part, atan2(b, 1 + a) for the imaginary).
 
@@ -139,7 +140,7 @@ def exp(b: FloatBuilder, z: Complex) -> Complex:
     a, c = z
     big = a.gt(_exp_threshold(a))
     ea = E.exp(b, b.select(big, a * 0.5, a))
-    cos, sin = T.cos(b, c), T.sin(b, c)
+    sin, cos = T.sin_cos(b, c, full_range=False)
     re, im = ea * cos, ea * sin
     re = b.select(big, re * ea, re)
     im = b.select(big, im * ea, im)
@@ -236,7 +237,8 @@ def sqrt(b: FloatBuilder, z: Complex) -> Complex:
 def _sincos(b: FloatBuilder, y: Val) -> tuple[Val, Val]:
     """(sin y, cos y); (y, 1) below the smallest normal number, as glibc's complex functions."""
     tiny = b.abs(y).le(_limits(y)[1])
-    return b.select(tiny, y, T.sin(b, y)), b.select(tiny, y.like(1.0), T.cos(b, y))
+    sin, cos = T.sin_cos(b, y, full_range=False)
+    return b.select(tiny, y, sin), b.select(tiny, y.like(1.0), cos)
 
 
 def _sinh_cosh(b: FloatBuilder, x: Val) -> tuple[Val, Val]:
@@ -370,9 +372,10 @@ def expm1(b: FloatBuilder, z: Complex) -> Complex:
     """e^z - 1 without cancellation near 0: re = expm1(a) cos b - 2 sin²(b/2), im = e^a sin b (b for
     b = 0, so e^inf · 0 is not NaN)."""
     a, c = z
-    s = T.sin(b, c * 0.5)
-    re = E.expm1(b, a) * T.cos(b, c) - 2.0 * (s * s)
-    im = b.select(c.eq(0.0), c, E.exp(b, a) * T.sin(b, c))
+    s = T.sin_cos(b, c * 0.5, full_range=False)[0]
+    sin_c, cos_c = T.sin_cos(b, c, full_range=False)
+    re = E.expm1(b, a) * cos_c - 2.0 * (s * s)
+    im = b.select(c.eq(0.0), c, E.exp(b, a) * sin_c)
     return re, im
 
 

@@ -299,8 +299,8 @@ def reduce_precision(instr: HloInstruction, x: np.ndarray) -> np.ndarray:
     """Round to a float format with `exponent_bits` and `mantissa_bits` and back, on the value's
     own bits (XLA's EmitReducePrecisionIR; f8/f4 types go through f32): mantissa rounded to
     nearest even; exponents above the format's maximum give ±inf, exponents at or below its
-    minimum normal give ±0 (denormals are flushed); NaN stays NaN, or becomes +inf when
-    mantissa_bits is 0. f16 keeps its own subnormals when exponent_bits >= 5 (HloEvaluator, which
+    minimum normal give ±0 (denormals are flushed); NaN stays the same NaN, also when
+    mantissa_bits is 0 (XLA:CPU's result). f16 keeps its own subnormals when exponent_bits >= 5 (HloEvaluator, which
     goes through f32, flushes them; XLA:CPU does not)."""
     pt = nx.ptype_of(x)
     if not pt.is_float:

@@ -489,8 +489,8 @@ _IEEE_LAYOUTS = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)
 def _reduce_precision(b, instr, args):
     """Round to `mantissa_bits` with round-to-nearest-even and clamp the exponent range to
     `exponent_bits` (overflow to ±inf, underflow to ±0: denormals are flushed) on the value's own
-    bits (f16, bf16, f32, f64; the f8/f4 types go through f32 and round back); NaN stays NaN, or
-    becomes +inf when mantissa_bits is 0 (XLA's EmitReducePrecisionIR)."""
+    bits (f16, bf16, f32, f64; the f8/f4 types go through f32 and round back); NaN stays the same
+    NaN, also when mantissa_bits is 0 (XLA:CPU's result: its rounding would turn it into inf)."""
     (x,) = args
     t = in_type(instr)
     if not t.is_float:
@@ -530,8 +530,7 @@ def _reduce_precision_bits(b: KernelBuilder, x: SSAValue, layout: str, exponent_
         inf = b.op(arith.OrIOp, sign, c(exponent_mask))
         bits = b.select(overflow, inf, b.select(underflow, sign, bits))
     result = b.op(arith.BitcastOp, bits, x.type)
-    nan_result = x if mantissa_bits > 0 else b.constant(float("inf"), x.type)
-    return b.select(b.cmpf("uno", x, x), nan_result, result)
+    return b.select(b.cmpf("uno", x, x), x, result)
 
 
 # -- helpers for functions computed in f32 ------------------------------------------------------------

@@ -553,7 +553,10 @@ def test_select():
 
 
 def test_clamp():
-    assert_same(evaluate("clamp", "f32", f32(0)[0], f32(-1, 0.5, 2, NAN, -0.0), f32(1)[0]), f32(0, 0.5, 1, NAN, -0.0))
+    # -0 < +0 as in XLA:CPU (jax 0.10.2): clamp(+0, -0, 1) = +0, clamp(-1, -0, +0) = -0.
+    assert_same(evaluate("clamp", "f32", f32(0)[0], f32(-1, 0.5, 2, NAN, -0.0), f32(1)[0]), f32(0, 0.5, 1, NAN, 0.0))
+    assert_same(evaluate("clamp", "f32", f32(-1)[0], f32(-0.0, 0.0), f32(0)[0]), f32(-0.0, 0.0))
+    assert_same(evaluate("clamp", "f32", f32(-1)[0], f32(-0.0, 0.0), f32(-0.0)[0]), f32(-0.0, -0.0))
     assert_same(evaluate("clamp", "f32", f32(NAN)[0], f32(0.5), f32(NAN)[0]), f32(NAN))
     assert_same(evaluate("clamp", "f32", f32(2)[0], f32(0.5, 5), f32(1)[0]), f32(1, 1))  # min > max: max
     assert_same(evaluate("clamp", "s32", arr("s32", -1, 0, 5), arr("s32", -5, 3, 9), arr("s32", 1, 1, 7)),

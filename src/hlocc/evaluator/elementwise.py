@@ -439,7 +439,8 @@ def _select_by(mask_fn: Callable, a: np.ndarray, b: np.ndarray, pt: PrimitiveTyp
 def maximum(instr: HloInstruction, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The larger of x and y. Floats propagate NaN (x if x is NaN, else y if y is NaN); on equal
     values x is returned, so max(-0.0, +0.0) = -0.0 and max(+0.0, -0.0) = +0.0 (HloEvaluator's
-    std::max). pred: or. Not defined for complex."""
+    std::max; XLA:CPU's llvm.maximum gives +0.0 for both, see codegen/elemental/ops.py for why
+    hlocc does not). pred: or. Not defined for complex."""
     pt = nx.ptype_of(a)
     if pt.is_complex:
         raise _unsupported(instr, pt)
@@ -455,6 +456,13 @@ def minimum(instr: HloInstruction, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if pt.is_complex:
         raise _unsupported(instr, pt)
     return _select_by(lambda x, y: ~(y < x), a, b, pt)
+
+
+def _ieee_max_min(a: np.ndarray, b: np.ndarray, pt: PrimitiveType, larger: bool) -> np.ndarray:
+    """IEEE 754-2019 maximum (`larger`) or minimum of floats: NaN propagates (a's first), -0 < +0."""
+    if larger:
+        return _select_by(lambda x, y: (x > y) | ((x == y) & ~np.signbit(x)), a, b, pt)
+    return _select_by(lambda x, y: (x < y) | ((x == y) & np.signbit(x)), a, b, pt)
 
 
 def _bitwise(name: str, logical: Callable, bitwise: Callable) -> Callable:
@@ -590,19 +598,18 @@ def select(instr: HloInstruction, pred: np.ndarray, on_true: np.ndarray, on_fals
 
 @_elementwise("clamp")
 def clamp(instr: HloInstruction, low: np.ndarray, x: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """min(max(x, low), high) (HloEvaluator: std::min(high, std::max(x, low))); low and high may be
-    scalars. A NaN in low, else in x, else in high is the result; when low > high the result is
-    high. Not defined for complex."""
+    """min(max(x, low), high) with IEEE 754-2019's maximum and minimum, as XLA:CPU: unlike the
+    `maximum` and `minimum` ops here, -0 < +0 (clamp(-1, -0, +0) = -0, clamp(+0, -0, 1) = +0).
+    low and high may be scalars. A NaN in low, else in x, else in high is the result; when
+    low > high the result is high. Not defined for complex."""
     pt = nx.ptype_of(x)
     if pt.is_complex or pt.is_pred:
         raise _unsupported(instr, pt)
     low, x, high = np.broadcast_arrays(low, x, high)
-    cl, cx, ch = (nx.comparable(v, pt) for v in (low, x, high))
-    lifted = np.where(cx < cl, low, x)
-    lifted_cmp = np.where(cx < cl, cl, cx)
-    result = np.where(lifted_cmp < ch, lifted, high)
-    if pt.is_float:
-        result = np.where(np.isnan(ch), high, result)
-        result = np.where(np.isnan(cx), x, result)
-        result = np.where(np.isnan(cl), low, result)
-    return result
+    if not pt.is_float:
+        cl, cx, ch = (nx.comparable(v, pt) for v in (low, x, high))
+        lifted = np.where(cx < cl, low, x)
+        return np.where(np.where(cx < cl, cl, cx) < ch, lifted, high)
+    result = _ieee_max_min(_ieee_max_min(x, low, pt, True), high, pt, False)
+    result = np.where(np.isnan(nx.comparable(x, pt)), x, result)
+    return np.where(np.isnan(nx.comparable(low, pt)), low, result)

@@ -88,3 +88,23 @@ ENTRY e {
     np.testing.assert_array_equal(np.signbit(got[:3]), [True, False, True])
     np.testing.assert_array_equal(got[:3], [0, 0, 0])
     assert np.isnan(got[3])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_complex_functions_without_annex_g_infinities(backend):
+    """XLA:CPU: abs, sqrt and log of a number with a NaN part are NaN (C99: abs(NaN + inf i) = inf),
+    and sqrt reads a -0 imaginary part as +0 (sqrt(-1 - 0i) = +i; C99: -i)."""
+    text = """HloModule z
+ENTRY e {
+  z = c64[3] parameter(0)
+  a = f32[3] abs(z)
+  s = c64[3] sqrt(z)
+  l = c64[3] log(z)
+  ROOT r = (f32[3], c64[3], c64[3]) tuple(a, s, l)
+}"""
+    z = np.array([np.nan, np.inf, -1.0, -0.0, 4.0, 0.0], np.float32).view(np.complex64)  # NaN+inf i, -1-0i, 4+0i
+    a, s, lg = hlocc.compile(text, backend=backend)(z)
+    assert np.isnan(a[0]) and a[1] == 1 and a[2] == 4
+    assert np.isnan(s[0].real) and np.isnan(s[0].imag) and np.isnan(lg[0].real) and np.isnan(lg[0].imag)
+    np.testing.assert_array_equal(s[1:], np.array([1j, 2], np.complex64))
+    assert not np.signbit(s[1].real) and not np.signbit(s[1].imag)

@@ -68,6 +68,17 @@ def _complex_expm1(z: np.ndarray) -> np.ndarray:
     return out
 
 
+def _nan_if_any_nan(z: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """w, or NaN + NaN i where a part of z is NaN: XLA:CPU's complex abs, sqrt, log and log1p are
+    plain formulas without C99 Annex G's infinities (log(NaN + inf i) = NaN + NaN i, where numpy
+    gives inf + NaN i)."""
+    nan = np.isnan(z.real) | np.isnan(z.imag)
+    out = np.array(w)
+    out.real = np.where(nan, np.nan, out.real)
+    out.imag = np.where(nan, np.nan, out.imag)
+    return out
+
+
 def _complex_log1p(z: np.ndarray) -> np.ndarray:
     """log(1 + z) with re = log1p(2a + a² + b²)/2 near 0, where forming 1 + z would lose digits."""
     a, b = z.real, z.imag
@@ -75,7 +86,19 @@ def _complex_log1p(z: np.ndarray) -> np.ndarray:
     small = np.maximum(np.abs(a), np.abs(b)) < 0.5
     out.real = np.where(small, 0.5 * np.log1p(a * (2.0 + a) + b * b), np.log(np.hypot(1.0 + a, b)))
     out.imag = np.arctan2(b, 1.0 + a)
-    return out
+    return _nan_if_any_nan(z, out)
+
+
+def _complex_log(z: np.ndarray) -> np.ndarray:
+    return _nan_if_any_nan(z, np.log(z))
+
+
+def _complex_sqrt(z: np.ndarray) -> np.ndarray:
+    """C99's csqrt (numpy) but, as XLA:CPU, a -0 imaginary part counts as +0 (sqrt(-1 - 0i) = +i,
+    C99: -i) and a NaN part gives NaN + NaN i."""
+    positive_zero = np.array(z)
+    positive_zero.imag = positive_zero.imag + 0.0  # -0 + 0 = +0
+    return _nan_if_any_nan(z, np.sqrt(positive_zero))
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
@@ -83,7 +106,7 @@ def _logistic(x: np.ndarray) -> np.ndarray:
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:
-    return 1.0 / np.sqrt(x)
+    return 1.0 / (_complex_sqrt(x) if np.iscomplexobj(x) else np.sqrt(x))
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
@@ -97,12 +120,12 @@ _FLOAT_FUNCTIONS: dict[str, tuple[Callable, Callable | None, str]] = {
     "exponential": (np.exp, np.exp, "e^x; exp(-inf) = 0, overflow gives +inf."),
     "exponential-minus-one": (np.expm1, _complex_expm1,
                               "e^x - 1, accurate near 0; expm1(-inf) = -1, expm1(-0.0) = -0.0."),
-    "log": (np.log, np.log, "Natural log; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf."),
+    "log": (np.log, _complex_log, "Natural log; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf."),
     "log-plus-one": (np.log1p, _complex_log1p,
                      "log(1 + x), accurate near 0; log1p(-1) = -inf, log1p(x < -1) = NaN, log1p(-0.0) = -0.0."),
     "logistic": (_logistic, _logistic,
                  "1 / (1 + e^-x) (HloEvaluator's formula); logistic(-inf) = 0, logistic(inf) = 1."),
-    "sqrt": (np.sqrt, np.sqrt, "Square root; sqrt(-0.0) = -0.0, sqrt(x < 0) = NaN."),
+    "sqrt": (np.sqrt, _complex_sqrt, "Square root; sqrt(-0.0) = -0.0, sqrt(x < 0) = NaN."),
     "rsqrt": (_rsqrt, _rsqrt, "1 / sqrt(x); rsqrt(+0) = +inf, rsqrt(-0.0) = -inf, rsqrt(x < 0) = NaN."),
     "cbrt": (np.cbrt, None, "Real cube root; cbrt(-8) = -2, cbrt(-0.0) = -0.0."),
     "sine": (np.sin, np.sin, "sin(x); sin(±inf) = NaN."),
@@ -160,14 +183,17 @@ def is_finite(instr: HloInstruction, x: np.ndarray) -> np.ndarray:
 def abs_(instr: HloInstruction, x: np.ndarray) -> np.ndarray:
     """|x|. Signed ints wrap: abs(INT_MIN) = INT_MIN (abs(s4 -8) = -8); unsigned ints are unchanged;
     floats clear the sign bit (abs(-0.0) = +0.0, abs(-NaN) = NaN); complex gives the modulus in
-    the component type (hypot, no intermediate overflow)."""
+    the component type (hypot, no intermediate overflow), NaN if a part is NaN (XLA:CPU's
+    abs(NaN + inf i) = NaN; C99 says inf)."""
     pt = nx.ptype_of(x)
     if pt.is_integer:
         return nx.wrap_int(np.abs(nx.as_int(x, pt)), pt)
     if pt.is_float:
         return nx.round_float(np.abs(nx.as_float(x, pt)), pt)
     if pt.is_complex:
-        return nx.round_float(np.abs(x.astype(_C128)), nx.component_type(pt))
+        z = x.astype(_C128)
+        modulus = np.where(np.isnan(z.real) | np.isnan(z.imag), np.nan, np.abs(z))
+        return nx.round_float(modulus, nx.component_type(pt))
     raise _unsupported(instr, pt)
 
 
@@ -529,13 +555,15 @@ def shift_right_logical(instr: HloInstruction, a: np.ndarray, b: np.ndarray) -> 
 def atan2(instr: HloInstruction, y: np.ndarray, x: np.ndarray) -> np.ndarray:
     """atan2(lhs, rhs): the angle of the point (rhs, lhs), in [-pi, pi]; C's special cases
     (atan2(±0, -0) = ±pi, atan2(±0, +0) = ±0, atan2(±inf, ±inf) = ±pi/4 or ±3pi/4). Complex:
-    -i log((x + iy) / sqrt(x² + y²)), HloEvaluator's formula."""
+    -i log((x + iy) / sqrt(x² + y²)), HloEvaluator's formula, with the complex sqrt and log of
+    this module."""
     pt = nx.ptype_of(y)
     if pt.is_float:
         return nx.round_float(np.arctan2(y.astype(np.float64), x.astype(np.float64)), pt)
     if pt.is_complex:
         zy, zx = y.astype(_C128), x.astype(_C128)
-        return (-1j * np.log((zx + 1j * zy) / np.sqrt(zx * zx + zy * zy))).astype(pt.dtype)
+        quotient = (zx + 1j * zy) / _complex_sqrt(zx * zx + zy * zy)
+        return (-1j * _complex_log(quotient)).astype(pt.dtype)
     raise _unsupported(instr, pt)
 
 

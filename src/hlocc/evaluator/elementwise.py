@@ -214,7 +214,8 @@ def negate(instr: HloInstruction, x: np.ndarray) -> np.ndarray:
 @_elementwise("sign")
 def sign(instr: HloInstruction, x: np.ndarray) -> np.ndarray:
     """-1, 0 or 1 for ints (0 or 1 for unsigned). Floats: ±1.0, ±0.0 keeps its sign
-    (sign(-0.0) = -0.0), NaN gives NaN. Complex: x / |x|, and 0 for 0."""
+    (sign(-0.0) = -0.0), NaN gives NaN. Complex: each part divided by |x| (XLA:CPU's: sign(1e30)
+    = 1 exactly, sign(inf + 0i) = NaN + 0i), and x itself for 0 (sign(-0 + 0i) = -0 + 0i)."""
     pt = nx.ptype_of(x)
     if pt.is_integer:
         v = nx.as_int(x, pt)
@@ -224,8 +225,10 @@ def sign(instr: HloInstruction, x: np.ndarray) -> np.ndarray:
         return nx.round_float(np.where(np.isnan(v), v, np.copysign((v != 0).astype(v.dtype), v)), pt)
     if pt.is_complex:
         z = x.astype(_C128)
-        modulus = np.abs(z)
-        return np.where(modulus == 0, 0, z / np.where(modulus == 0, 1, modulus)).astype(pt.dtype)
+        modulus = np.where(np.isnan(z.real) | np.isnan(z.imag), np.nan, np.abs(z))
+        quotient = np.empty(z.shape, _C128)
+        quotient.real, quotient.imag = z.real / modulus, z.imag / modulus
+        return np.where(modulus == 0, z, quotient).astype(pt.dtype)
     raise _unsupported(instr, pt)
 
 

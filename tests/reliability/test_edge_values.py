@@ -108,3 +108,18 @@ ENTRY e {
     assert np.isnan(s[0].real) and np.isnan(s[0].imag) and np.isnan(lg[0].real) and np.isnan(lg[0].imag)
     np.testing.assert_array_equal(s[1:], np.array([1j, 2], np.complex64))
     assert not np.signbit(s[1].real) and not np.signbit(s[1].imag)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_complex_sign_divides_each_part(backend):
+    """XLA:CPU's sign(z): each part divided by |z| (sign(1e30) = 1 exactly, sign(inf + 0i) = NaN + 0i)
+    and z itself for 0 (sign(-0 + 0i) = -0 + 0i)."""
+    text = """HloModule s
+ENTRY e {
+  z = c128[3] parameter(0)
+  ROOT r = c128[3] sign(z)
+}"""
+    z = np.array([1e30, 0.0, np.inf, 0.0, -0.0, 0.0]).view(np.complex128)
+    got = _run(text, [z], backend)
+    assert got[0] == 1 and np.isnan(got[1].real) and got[1].imag == 0
+    assert got[2] == 0 and np.signbit(got[2].real) and not np.signbit(got[2].imag)

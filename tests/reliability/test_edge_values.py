@@ -21,19 +21,23 @@ def _run(text: str, args: list[np.ndarray], backend: str) -> np.ndarray:
 def test_integer_power_uses_the_exponents_low_six_bits(backend):
     """XLA:CPU squares over the exponent's low 6 bits (3^64 = 1, 2^65 = 2) and gives ±1 for base -1
     under a negative exponent; u8 exponents >= 128 count as negative (3^128 = 0)."""
-    s32 = """HloModule p
+    text = """HloModule p
 ENTRY e {
   a = s32[9] parameter(0)
   b = s32[9] parameter(1)
-  ROOT r = s32[9] power(a, b)
+  c = u8[9] parameter(2)
+  d = u8[9] parameter(3)
+  s = s32[9] power(a, b)
+  u = u8[9] power(c, d)
+  ROOT r = (s32[9], u8[9]) tuple(s, u)
 }"""
     a = np.array([3, 2, 2, -1, -1, -1, 1, 2, 0], np.int32)
     b = np.array([64, 65, 66, -1, -2, -101, -100, -1, -2], np.int32)
-    np.testing.assert_array_equal(_run(s32, [a, b], backend), [1, 2, 4, -1, 1, -1, 1, 0, 0])
-    u8 = s32.replace("s32", "u8")
-    a = np.array([3, 255, 255, 3, 1, 2, 3, 0, 1], np.uint8)
-    b = np.array([128, 255, 254, 66, 200, 65, 5, 200, 128], np.uint8)
-    np.testing.assert_array_equal(_run(u8, [a, b], backend), [0, 255, 1, 9, 1, 2, 243, 0, 1])
+    c = np.array([3, 255, 255, 3, 1, 2, 3, 0, 1], np.uint8)
+    d = np.array([128, 255, 254, 66, 200, 65, 5, 200, 128], np.uint8)
+    s, u = hlocc.compile(text, backend=backend)(a, b, c, d)
+    np.testing.assert_array_equal(s, [1, 2, 4, -1, 1, -1, 1, 0, 0])
+    np.testing.assert_array_equal(u, [0, 255, 1, 9, 1, 2, 243, 0, 1])
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

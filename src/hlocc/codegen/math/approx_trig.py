@@ -14,11 +14,11 @@ picks and signs the result. The reduction:
   shifter of selects over the constant chunks (the vocabulary has no gather) and each product of a
   26-bit half of x with a chunk is exact. Within 1 ulp (sin, cos), 2 (tan) over the whole range, as
   XLA:CPU's libm calls are (sin(9.2e18) = 0.99993). Both reductions run on every element: an f64 sin
-  costs about 4x its former ops (417 against ~110), still no slower than XLA:CPU's scalar libm loop
-  (1M elements: ~13-20 ms against 20.6 ms, shared 2-core machine). The complex functions keep
-  Cody-Waite alone (`full_range=False`): c64's compute in c128, and the exact reduction made c64 exp
-  3x slower (5.5 -> 16 ms per 1M) for arguments no c64 program has; beyond 1.35e10 their sin/cos
-  stay bounded but are not XLA's.
+  costs about 4x its former ops (417 against ~110) and ~5.6x its time, still faster than XLA:CPU's
+  scalar libm loop (1M elements: 1.2 -> 6.8 ms, XLA 12.3 ms; median of 30, shared 2-core machine).
+  The complex functions keep Cody-Waite alone (`full_range=False`): c64's compute in c128, and the
+  exact reduction made c64 exp 3x slower (5.5 -> 16 ms per 1M) for arguments no c64 program has;
+  beyond 1.35e10 their sin/cos stay bounded but are not XLA's.
 
 atan: Cephes' reduction to |t| <= tan(pi/8) via pi/4 and pi/2 offsets, then a polynomial (f32
 `atanf`) or rational form (f64 `atan`). atan2 from atan(min/max) and octant corrections with

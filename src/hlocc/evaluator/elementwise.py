@@ -68,6 +68,17 @@ def _complex_expm1(z: np.ndarray) -> np.ndarray:
     return out
 
 
+def _nan_if_any_nan(z: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """w, or NaN + NaN i where a part of z is NaN: XLA:CPU's complex abs, sqrt, log and log1p are
+    plain formulas without C99 Annex G's infinities (log(NaN + inf i) = NaN + NaN i, where numpy
+    gives inf + NaN i)."""
+    nan = np.isnan(z.real) | np.isnan(z.imag)
+    out = np.array(w)
+    out.real = np.where(nan, np.nan, out.real)
+    out.imag = np.where(nan, np.nan, out.imag)
+    return out
+
+
 def _complex_log1p(z: np.ndarray) -> np.ndarray:
     """log(1 + z) with re = log1p(2a + a² + b²)/2 near 0, where forming 1 + z would lose digits."""
     a, b = z.real, z.imag
@@ -75,7 +86,19 @@ def _complex_log1p(z: np.ndarray) -> np.ndarray:
     small = np.maximum(np.abs(a), np.abs(b)) < 0.5
     out.real = np.where(small, 0.5 * np.log1p(a * (2.0 + a) + b * b), np.log(np.hypot(1.0 + a, b)))
     out.imag = np.arctan2(b, 1.0 + a)
-    return out
+    return _nan_if_any_nan(z, out)
+
+
+def _complex_log(z: np.ndarray) -> np.ndarray:
+    return _nan_if_any_nan(z, np.log(z))
+
+
+def _complex_sqrt(z: np.ndarray) -> np.ndarray:
+    """C99's csqrt (numpy) but, as XLA:CPU, a -0 imaginary part counts as +0 (sqrt(-1 - 0i) = +i,
+    C99: -i) and a NaN part gives NaN + NaN i."""
+    positive_zero = np.array(z)
+    positive_zero.imag = positive_zero.imag + 0.0  # -0 + 0 = +0
+    return _nan_if_any_nan(z, np.sqrt(positive_zero))
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
@@ -83,7 +106,7 @@ def _logistic(x: np.ndarray) -> np.ndarray:
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:
-    return 1.0 / np.sqrt(x)
+    return 1.0 / (_complex_sqrt(x) if np.iscomplexobj(x) else np.sqrt(x))
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
@@ -97,12 +120,12 @@ _FLOAT_FUNCTIONS: dict[str, tuple[Callable, Callable | None, str]] = {
     "exponential": (np.exp, np.exp, "e^x; exp(-inf) = 0, overflow gives +inf."),
     "exponential-minus-one": (np.expm1, _complex_expm1,
                               "e^x - 1, accurate near 0; expm1(-inf) = -1, expm1(-0.0) = -0.0."),
-    "log": (np.log, np.log, "Natural log; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf."),
+    "log": (np.log, _complex_log, "Natural log; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf."),
     "log-plus-one": (np.log1p, _complex_log1p,
                      "log(1 + x), accurate near 0; log1p(-1) = -inf, log1p(x < -1) = NaN, log1p(-0.0) = -0.0."),
     "logistic": (_logistic, _logistic,
                  "1 / (1 + e^-x) (HloEvaluator's formula); logistic(-inf) = 0, logistic(inf) = 1."),
-    "sqrt": (np.sqrt, np.sqrt, "Square root; sqrt(-0.0) = -0.0, sqrt(x < 0) = NaN."),
+    "sqrt": (np.sqrt, _complex_sqrt, "Square root; sqrt(-0.0) = -0.0, sqrt(x < 0) = NaN."),
     "rsqrt": (_rsqrt, _rsqrt, "1 / sqrt(x); rsqrt(+0) = +inf, rsqrt(-0.0) = -inf, rsqrt(x < 0) = NaN."),
     "cbrt": (np.cbrt, None, "Real cube root; cbrt(-8) = -2, cbrt(-0.0) = -0.0."),
     "sine": (np.sin, np.sin, "sin(x); sin(±inf) = NaN."),
@@ -160,14 +183,17 @@ def is_finite(instr: HloInstruction, x: np.ndarray) -> np.ndarray:
 def abs_(instr: HloInstruction, x: np.ndarray) -> np.ndarray:
     """|x|. Signed ints wrap: abs(INT_MIN) = INT_MIN (abs(s4 -8) = -8); unsigned ints are unchanged;
     floats clear the sign bit (abs(-0.0) = +0.0, abs(-NaN) = NaN); complex gives the modulus in
-    the component type (hypot, no intermediate overflow)."""
+    the component type (hypot, no intermediate overflow), NaN if a part is NaN (XLA:CPU's
+    abs(NaN + inf i) = NaN; C99 says inf)."""
     pt = nx.ptype_of(x)
     if pt.is_integer:
         return nx.wrap_int(np.abs(nx.as_int(x, pt)), pt)
     if pt.is_float:
         return nx.round_float(np.abs(nx.as_float(x, pt)), pt)
     if pt.is_complex:
-        return nx.round_float(np.abs(x.astype(_C128)), nx.component_type(pt))
+        z = x.astype(_C128)
+        modulus = np.where(np.isnan(z.real) | np.isnan(z.imag), np.nan, np.abs(z))
+        return nx.round_float(modulus, nx.component_type(pt))
     raise _unsupported(instr, pt)
 
 
@@ -188,7 +214,8 @@ def negate(instr: HloInstruction, x: np.ndarray) -> np.ndarray:
 @_elementwise("sign")
 def sign(instr: HloInstruction, x: np.ndarray) -> np.ndarray:
     """-1, 0 or 1 for ints (0 or 1 for unsigned). Floats: ±1.0, ±0.0 keeps its sign
-    (sign(-0.0) = -0.0), NaN gives NaN. Complex: x / |x|, and 0 for 0."""
+    (sign(-0.0) = -0.0), NaN gives NaN. Complex: each part divided by |x| (XLA:CPU's: sign(1e30)
+    = 1 exactly, sign(inf + 0i) = NaN + 0i), and x itself for 0 (sign(-0 + 0i) = -0 + 0i)."""
     pt = nx.ptype_of(x)
     if pt.is_integer:
         v = nx.as_int(x, pt)
@@ -198,8 +225,10 @@ def sign(instr: HloInstruction, x: np.ndarray) -> np.ndarray:
         return nx.round_float(np.where(np.isnan(v), v, np.copysign((v != 0).astype(v.dtype), v)), pt)
     if pt.is_complex:
         z = x.astype(_C128)
-        modulus = np.abs(z)
-        return np.where(modulus == 0, 0, z / np.where(modulus == 0, 1, modulus)).astype(pt.dtype)
+        modulus = np.where(np.isnan(z.real) | np.isnan(z.imag), np.nan, np.abs(z))
+        quotient = np.empty(z.shape, _C128)
+        quotient.real, quotient.imag = z.real / modulus, z.imag / modulus
+        return np.where(modulus == 0, z, quotient).astype(pt.dtype)
     raise _unsupported(instr, pt)
 
 
@@ -299,8 +328,8 @@ def reduce_precision(instr: HloInstruction, x: np.ndarray) -> np.ndarray:
     """Round to a float format with `exponent_bits` and `mantissa_bits` and back, on the value's
     own bits (XLA's EmitReducePrecisionIR; f8/f4 types go through f32): mantissa rounded to
     nearest even; exponents above the format's maximum give ±inf, exponents at or below its
-    minimum normal give ±0 (denormals are flushed); NaN stays NaN, or becomes +inf when
-    mantissa_bits is 0. f16 keeps its own subnormals when exponent_bits >= 5 (HloEvaluator, which
+    minimum normal give ±0 (denormals are flushed); NaN stays the same NaN, also when
+    mantissa_bits is 0 (XLA:CPU's result). f16 keeps its own subnormals when exponent_bits >= 5 (HloEvaluator, which
     goes through f32, flushes them; XLA:CPU does not)."""
     pt = nx.ptype_of(x)
     if not pt.is_float:
@@ -357,19 +386,26 @@ def _int_remainder(a: np.ndarray, b: np.ndarray, pt: PrimitiveType) -> np.ndarra
 
 
 def _int_power(base: np.ndarray, exponent: np.ndarray, pt: PrimitiveType) -> np.ndarray:
-    """Exponentiation by squaring modulo 2^n; negative exponents give 1 for base 1, else 0."""
+    """XLA:CPU's integer power (EmitIntegerPow), modulo 2^n: squaring over the exponent's low 6
+    bits only (2^65 = 2, 3^64 = 1: XLA stops there, since any larger power of a base other than
+    0 and ±1 overflows 64 bits). An exponent negative as a *signed* number (for unsigned types
+    too: u8 3^128 = 0) gives 1 for base 1, ±1 for base -1 (all ones) by the exponent's parity,
+    else 0."""
     base, exponent = np.broadcast_arrays(base, exponent)
-    negative = exponent < 0 if pt.is_signed else np.zeros(exponent.shape, bool)
-    bits = np.where(negative, _typed(0, exponent), exponent).astype(np.uint64)
+    wide = exponent.astype(np.uint64)  # sign-extended for signed types
+    negative = ((wide >> np.uint64(pt.bits - 1)) & np.uint64(1)) != 0
+    bits = wide & np.uint64(63)
     result = np.ones(base.shape, base.dtype)
     square = base.copy()
-    while True:
+    for _ in range(6):
         result = np.where((bits & np.uint64(1)) != 0, result * square, result)
         bits = bits >> np.uint64(1)
-        if not bits.any():
-            break
         square = square * square
-    return np.where(negative, (base == 1).astype(base.dtype), result)
+    minus_one = base == _typed(-1 if pt.is_signed else nx.int_bounds(pt)[1], base)
+    odd = (exponent & _typed(1, exponent)) != 0
+    one = np.ones(base.shape, base.dtype)
+    negative_power = np.where(base == 1, one, np.where(minus_one, np.where(odd, base, one), 0 * one))
+    return np.where(negative, negative_power, result)
 
 
 def _float_power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -406,8 +442,9 @@ _BINARY: dict[str, tuple[Callable, str]] = {
                   "exact; x rem 0 = NaN, inf rem y = NaN, x rem inf = x. Not defined for complex. pred: x rem 1 = 0, "
                   "x rem 0 = x."),
     "power": (_arithmetic(_int_power, _float_power, _complex_power, lambda a, b: a | ~b),
-              "x^y. x^0 = 1 and 1^y = 1 for every y (NaN included). Ints: exact modulo 2^n; a negative "
-              "exponent gives 1 when x = 1 and 0 otherwise (so (-1)^-1 = 0, XLA's rule). Floats: C pow "
+              "x^y. x^0 = 1 and 1^y = 1 for every y (NaN included). Ints (XLA:CPU's rule): modulo 2^n over "
+              "the exponent's low 6 bits (2^65 = 2); an exponent negative as a signed number gives 1 "
+              "for x = 1, ±1 for x = -1 by its parity, else 0. Floats: C pow "
               "(0^-1 = inf, (-8)^(1/3) = NaN). pred: x or not y."),
 }
 
@@ -431,7 +468,8 @@ def _select_by(mask_fn: Callable, a: np.ndarray, b: np.ndarray, pt: PrimitiveTyp
 def maximum(instr: HloInstruction, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The larger of x and y. Floats propagate NaN (x if x is NaN, else y if y is NaN); on equal
     values x is returned, so max(-0.0, +0.0) = -0.0 and max(+0.0, -0.0) = +0.0 (HloEvaluator's
-    std::max). pred: or. Not defined for complex."""
+    std::max; XLA:CPU's llvm.maximum gives +0.0 for both, see codegen/elemental/ops.py for why
+    hlocc does not). pred: or. Not defined for complex."""
     pt = nx.ptype_of(a)
     if pt.is_complex:
         raise _unsupported(instr, pt)
@@ -447,6 +485,13 @@ def minimum(instr: HloInstruction, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if pt.is_complex:
         raise _unsupported(instr, pt)
     return _select_by(lambda x, y: ~(y < x), a, b, pt)
+
+
+def _ieee_max_min(a: np.ndarray, b: np.ndarray, pt: PrimitiveType, larger: bool) -> np.ndarray:
+    """IEEE 754-2019 maximum (`larger`) or minimum of floats: NaN propagates (a's first), -0 < +0."""
+    if larger:
+        return _select_by(lambda x, y: (x > y) | ((x == y) & ~np.signbit(x)), a, b, pt)
+    return _select_by(lambda x, y: (x < y) | ((x == y) & np.signbit(x)), a, b, pt)
 
 
 def _bitwise(name: str, logical: Callable, bitwise: Callable) -> Callable:
@@ -513,13 +558,15 @@ def shift_right_logical(instr: HloInstruction, a: np.ndarray, b: np.ndarray) -> 
 def atan2(instr: HloInstruction, y: np.ndarray, x: np.ndarray) -> np.ndarray:
     """atan2(lhs, rhs): the angle of the point (rhs, lhs), in [-pi, pi]; C's special cases
     (atan2(±0, -0) = ±pi, atan2(±0, +0) = ±0, atan2(±inf, ±inf) = ±pi/4 or ±3pi/4). Complex:
-    -i log((x + iy) / sqrt(x² + y²)), HloEvaluator's formula."""
+    -i log((x + iy) / sqrt(x² + y²)), HloEvaluator's formula, with the complex sqrt and log of
+    this module."""
     pt = nx.ptype_of(y)
     if pt.is_float:
         return nx.round_float(np.arctan2(y.astype(np.float64), x.astype(np.float64)), pt)
     if pt.is_complex:
         zy, zx = y.astype(_C128), x.astype(_C128)
-        return (-1j * np.log((zx + 1j * zy) / np.sqrt(zx * zx + zy * zy))).astype(pt.dtype)
+        quotient = (zx + 1j * zy) / _complex_sqrt(zx * zx + zy * zy)
+        return (-1j * _complex_log(quotient)).astype(pt.dtype)
     raise _unsupported(instr, pt)
 
 
@@ -582,19 +629,18 @@ def select(instr: HloInstruction, pred: np.ndarray, on_true: np.ndarray, on_fals
 
 @_elementwise("clamp")
 def clamp(instr: HloInstruction, low: np.ndarray, x: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """min(max(x, low), high) (HloEvaluator: std::min(high, std::max(x, low))); low and high may be
-    scalars. A NaN in low, else in x, else in high is the result; when low > high the result is
-    high. Not defined for complex."""
+    """min(max(x, low), high) with IEEE 754-2019's maximum and minimum, as XLA:CPU: unlike the
+    `maximum` and `minimum` ops here, -0 < +0 (clamp(-1, -0, +0) = -0, clamp(+0, -0, 1) = +0).
+    low and high may be scalars. A NaN in low, else in x, else in high is the result; when
+    low > high the result is high. Not defined for complex."""
     pt = nx.ptype_of(x)
     if pt.is_complex or pt.is_pred:
         raise _unsupported(instr, pt)
     low, x, high = np.broadcast_arrays(low, x, high)
-    cl, cx, ch = (nx.comparable(v, pt) for v in (low, x, high))
-    lifted = np.where(cx < cl, low, x)
-    lifted_cmp = np.where(cx < cl, cl, cx)
-    result = np.where(lifted_cmp < ch, lifted, high)
-    if pt.is_float:
-        result = np.where(np.isnan(ch), high, result)
-        result = np.where(np.isnan(cx), x, result)
-        result = np.where(np.isnan(cl), low, result)
-    return result
+    if not pt.is_float:
+        cl, cx, ch = (nx.comparable(v, pt) for v in (low, x, high))
+        lifted = np.where(cx < cl, low, x)
+        return np.where(np.where(cx < cl, cl, cx) < ch, lifted, high)
+    result = _ieee_max_min(_ieee_max_min(x, low, pt, True), high, pt, False)
+    result = np.where(np.isnan(nx.comparable(x, pt)), x, result)
+    return np.where(np.isnan(nx.comparable(low, pt)), low, result)

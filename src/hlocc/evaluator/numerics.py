@@ -284,7 +284,7 @@ def reduce_precision(x: np.ndarray, pt: PrimitiveType, exponent_bits: int, manti
     Mantissa: round to nearest even by adding a bias and truncating, a carry into the exponent
     being correct. Exponent: values above the reduced maximum become ±inf, values at or below
     the reduced minimum exponent become ±0 (denormals are flushed, not rounded). NaN stays the
-    same NaN when mantissa_bits > 0 and becomes +inf when it is 0."""
+    same NaN, bit for bit, also when mantissa_bits is 0 (XLA:CPU's result; jax 0.10.2)."""
     if exponent_bits < 1 or mantissa_bits < 0:
         raise UnsupportedError(f"reduce-precision needs exponent_bits >= 1 and mantissa_bits >= 0, "
                                f"got {exponent_bits}, {mantissa_bits}")
@@ -313,7 +313,7 @@ def reduce_precision(x: np.ndarray, pt: PrimitiveType, exponent_bits: int, manti
         bits = np.where(underflows, signed_zero, bits)
     result = reinterpret(bits.astype(uint), value.dtype).reshape(value.shape)
     nan = np.isnan(value.astype(np.float64))
-    result = np.where(nan, value if mantissa_bits > 0 else np.array(np.inf).astype(value.dtype), result)
+    result = np.where(nan, value, result)
     return result if result.dtype == pt.dtype else round_float(result, pt)
 
 

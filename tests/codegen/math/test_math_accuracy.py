@@ -18,7 +18,7 @@ from hlocc.codegen.math.float_builder_numpy import evaluate
 
 L = np.longdouble
 BIG_TRIG = float(np.finfo(np.float32).max)  # f32's sin/cos/tan reduce exactly at any magnitude,
-BIG_TRIG_F64 = 1.35e10  # f64's below 2^33 * pi/2 (their stated range)
+BIG_TRIG_F64 = float(np.finfo(np.float64).max)  # and f64 too (Cody-Waite, then Payne-Hanek)
 
 # name: (approximation, reference, uniform range, magnitude range of the log-spaced sample, sign, ulps f32, f64)
 TANH_FMA_ULPS = 5  # XLA:CPU's FMA form of the same rational (tanh_fma)
@@ -179,3 +179,25 @@ def test_subnormal_and_overflow_edges(fmt):
     _check("cbrt", S.cbrt, np.cbrt, fmt, 1, tiny)
     edge = np.array([np.log(fi.max), np.nextafter(np.log(fi.max), 0)], np.float64).astype(dtype)
     _check("exp", E.exp, np.exp, fmt, 1, edge)
+
+
+def test_f64_trig_reduces_exactly_at_any_magnitude():
+    """XLA:CPU's f64 sin/cos/tan (libm) at huge arguments, where Cody-Waite alone gave sin(1.8e308) =
+    -1.3e274 and sin(2^63) = -0.84; and the f64 value closest to a multiple of pi/2 (|r| ~ 2^-61)."""
+    x = np.array([1.7976931348623157e308, 9.223372036854776e18, -9.223372036854776e18])
+    xla = {T.sin: [0.004961954789184062, 0.9999303766734422, -0.9999303766734422],
+           T.cos: [-0.9999876894265599, 0.011800076512800236, 0.011800076512800236],
+           T.tan: [-0.004962015874444895, 84.73931296875567, -84.73931296875567]}
+    for fn, expected in xla.items():
+        assert np.all(_ulp_error(evaluate(fn, F64, x), np.array(expected)) <= 2), fn.__name__
+    hard = np.array([6381956970095103 * 2.0**797])
+    assert _ulp_error(evaluate(T.sin, F64, hard), np.sin(hard.astype(L)))[0] <= 1
+
+
+def test_f64_sin_cos_without_full_range_stay_bounded():
+    """The complex functions' reduction (Cody-Waite alone) is not accurate past 2^33 * pi/2, but
+    its sin and cos stay in [-1, 1] (an unclamped low part once gave -1.3e274)."""
+    x = np.array([1.7976931348623157e308, -1e300, 9.223372036854776e18, 1e30, 2.0**60, 1.5e10])
+    sin, cos = evaluate(lambda b, v: T.sin_cos(b, v, full_range=False)[0], F64, x), \
+        evaluate(lambda b, v: T.sin_cos(b, v, full_range=False)[1], F64, x)
+    assert np.all(np.abs(sin) <= 1.0) and np.all(np.abs(cos) <= 1.0)

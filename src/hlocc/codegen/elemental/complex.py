@@ -12,7 +12,7 @@ Numerics are the evaluator's (evaluator/elementwise.py):
 - every function (abs, sign, exponential, log, sqrt, tanh, sine, ..., power, atan2) of c64 numbers
   is computed in c128 and rounded once to c64, as the evaluator computes them (and as narrow floats
   compute in f32); sign, rsqrt, logistic, power and atan2 are the evaluator's compositions: z / |z|
-  (0 for 0), 1 / sqrt(z), 1 / (1 + e^-z), e^(y log x) with its special cases, and
+  part by part (z for 0), 1 / sqrt(z), 1 / (1 + e^-z), e^(y log x) with its special cases, and
   -i log((x + iy) / sqrt(x² + y²));
 - compare EQ is true where both parts are equal (ordered), NE where either differs (unordered);
 - real, imag and complex take numbers apart and build them; convert works on the parts (a real
@@ -134,11 +134,12 @@ def _logistic(b, z):
 @register_complex("sign")
 @in_c128
 def _sign(b, z):
-    """z / |z| (a complex division by |z| + 0i), and 0 for |z| = 0."""
+    """z / |z| as XLA:CPU computes it: each part divided by |z| (sign(1e30) = 1 exactly,
+    sign(inf + 0i) = NaN + 0i), and z itself for |z| = 0 (sign(-0 + 0i) = -0 + 0i)."""
     modulus = b.add(cx.AbsOp(z))
-    zero = b.constant(0.0, modulus.type)
-    quotient = b.add(cx.DivOp(z, create(b, modulus, zero)))
-    return b.select(b.cmpf("oeq", modulus, zero), create(b, zero, zero), quotient)
+    re, im = parts(b, z)
+    quotient = create(b, b.add(arith.DivfOp(re, modulus)), b.add(arith.DivfOp(im, modulus)))
+    return b.select(b.cmpf("oeq", modulus, b.constant(0.0, modulus.type)), z, quotient)
 
 
 @register_complex("power")

@@ -9,8 +9,10 @@ Numerics follow XLA (and hlocc's evaluator, which is tested against XLA:CPU):
 - shifts by ≥ the bit width give 0, or the sign fill for shift-right-arithmetic;
 - float → int conversion saturates at the type's bounds and maps NaN to 0; float → pred is
   `x != 0` (NaN is true); int → pred is `x != 0`;
-- maximum/minimum propagate NaN and give x on equal values (max(-0, +0) = -0), as XLA's
-  EmitFloatMax/Min; clamp is HloEvaluator's min(max(x, lo), hi) with the same rules;
+- maximum/minimum propagate NaN and give x on equal values (max(-0, +0) = -0), as HloEvaluator's
+  std::max; XLA:CPU orders -0 < +0 (llvm.maximum), which made a row max reduction 1.6x slower
+  here (docs/architecture.md, edge values); clamp is IEEE 754-2019's min(max(x, lo), hi), as
+  XLA:CPU's (-0 < +0 there);
 - compare: ordered predicates except NE (unordered), TOTALORDER compares the sign-magnitude bits;
 - integer power by squaring; a negative exponent gives 0 except for base 1 (which gives 1);
 - bf16/f16/f8 are emitted on their own type here; `lower-narrow-floats` computes them in f32 with
@@ -64,15 +66,6 @@ def _op(op_class) -> BinaryEmitter:
     return lambda b, x, y: b.op(op_class, x, y)
 
 
-def _float_max_min(pred: str) -> BinaryEmitter:
-    """XLA's EmitFloatMax/Min: x where `x pred y` (oge for max, ole for min) or x is NaN, else y. NaN
-    propagates and equal values give x, so max(-0, +0) = -0 (as HloEvaluator's std::max);
-    arith.maximumf would order -0 below +0."""
-    def emit(b: KernelBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-        return b.select(b.op(arith.OrIOp, b.cmpf(pred, x, y), b.cmpf("uno", x, x)), x, y)
-    return emit
-
-
 def _binary(float_op: BinaryEmitter | None, int_op: BinaryEmitter, uint_op: BinaryEmitter | None = None):
     def emit(b: KernelBuilder, instr: HloInstruction, args: Sequence[SSAValue]) -> SSAValue:
         t = in_type(instr)
@@ -86,6 +79,16 @@ def _binary(float_op: BinaryEmitter | None, int_op: BinaryEmitter, uint_op: Bina
 register("add")(_binary(_op(arith.AddfOp), _op(arith.AddiOp)))
 register("subtract")(_binary(_op(arith.SubfOp), _op(arith.SubiOp)))
 register("multiply")(_binary(_op(arith.MulfOp), _op(arith.MuliOp)))
+def _float_max_min(pred: str) -> BinaryEmitter:
+    """x where `x pred y` (oge for max, ole for min) or x is NaN, else y: NaN propagates and equal
+    values give x, so max(-0, +0) = -0 (HloEvaluator's std::max). XLA:CPU's llvm.maximum orders
+    -0 below +0 (max(-0, +0) = +0); arith.maximumf would match it but made a row max reduction
+    (2048x1024 f32) 0.35 -> 0.54 ms (XLA 0.41), for a difference no tolerance sees."""
+    def emit(b: KernelBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+        return b.select(b.op(arith.OrIOp, b.cmpf(pred, x, y), b.cmpf("uno", x, x)), x, y)
+    return emit
+
+
 register("maximum")(_binary(_float_max_min("oge"), _op(arith.MaxSIOp), _op(arith.MaxUIOp)))
 register("minimum")(_binary(_float_max_min("ole"), _op(arith.MinSIOp), _op(arith.MinUIOp)))
 register("and")(_binary(None, _op(arith.AndIOp)))
@@ -265,38 +268,37 @@ def _power(b, instr, args):
 
 
 def _integer_power(b: KernelBuilder, x: SSAValue, y: SSAValue, signed: bool) -> SSAValue:
-    """Exponentiation by squaring over every bit of y (straight-line, so it vectorizes). For a
-    negative exponent (signed types): 1 for x == 1, else 0, (-1)^-1 included (XLA's
-    EmitIntegerPow)."""
+    """XLA:CPU's integer power (EmitIntegerPow): squaring over the exponent's low 6 bits only
+    (straight-line, so it vectorizes; 2^65 = 2, 3^64 = 1). An exponent negative as a signed number,
+    for unsigned types too (u8 3^128 = 0), gives 1 for x == 1, ±1 for x == -1 (all ones) by the
+    exponent's parity, else 0. `signed` is unused: XLA's rule is the same for both."""
+    del signed
     ty = x.type
-    bits = _bits(ty)
     one, zero = b.constant(1, ty), b.constant(0, ty)
+    if _bits(ty) == 1:  # pred: x or not y (the evaluator's rule; s1 has no 1, its i1 1 is -1)
+        return b.op(arith.OrIOp, x, b.op(arith.XOrIOp, y, one))
     result, base, exp = one, x, y
-    for _ in range(bits):
+    for _ in range(6):
         odd = b.cmpi("ne", b.op(arith.AndIOp, exp, one), zero)
         result = b.select(odd, b.op(arith.MuliOp, result, base), result)
         base = b.op(arith.MuliOp, base, base)
         exp = b.op(arith.ShRUIOp, exp, one)
-    if not signed:
-        return result
-    # s1 has no 1 (its i1 constant 1 is -1): every negative power is 0 there.
-    negative = b.select(b.cmpi("eq", x, one), one, zero) if bits > 1 else zero
+    minus_one = b.constant(-1, ty)
+    y_odd = b.cmpi("ne", b.op(arith.AndIOp, y, one), zero)
+    negative = b.select(b.cmpi("eq", x, one), one,
+                        b.select(b.cmpi("eq", x, minus_one), b.select(y_odd, minus_one, one), zero))
     return b.select(b.cmpi("slt", y, zero), negative, result)
 
 
 @register("clamp")
 def _clamp(b, instr, args):
-    """clamp(lo, x, hi) = min(max(x, lo), hi) as HloEvaluator's std::min(hi, std::max(x, lo)):
-    lifted = x < lo ? lo : x, then lifted < hi ? lifted : hi (so lo > hi gives hi, and equal values
-    give the bound: clamp(+0, -0, -0) = -0); a NaN in any operand gives NaN."""
+    """clamp(lo, x, hi) = min(max(x, lo), hi) with the IEEE maximum and minimum, as XLA:CPU: lo > hi
+    gives hi, a NaN in any operand gives NaN, and -0 < +0 (clamp(-1, -0, +0) = -0,
+    clamp(+0, -0, 1) = +0)."""
     lo, x, hi = args
     t = in_type(instr, 1)
     if t.is_float:
-        lifted = b.select(b.cmpf("olt", x, lo), lo, x)
-        result = b.select(b.cmpf("olt", lifted, hi), lifted, hi)
-        for nan_source in (hi, x, lo):
-            result = b.select(b.cmpf("uno", nan_source, nan_source), nan_source, result)
-        return result
+        return b.op(arith.MinimumfOp, b.op(arith.MaximumfOp, x, lo), hi)
     if t.is_unsigned or t.is_pred:
         return b.op(arith.MinUIOp, b.op(arith.MaxUIOp, x, lo), hi)
     return b.op(arith.MinSIOp, b.op(arith.MaxSIOp, x, lo), hi)
@@ -486,8 +488,8 @@ _IEEE_LAYOUTS = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)
 def _reduce_precision(b, instr, args):
     """Round to `mantissa_bits` with round-to-nearest-even and clamp the exponent range to
     `exponent_bits` (overflow to ±inf, underflow to ±0: denormals are flushed) on the value's own
-    bits (f16, bf16, f32, f64; the f8/f4 types go through f32 and round back); NaN stays NaN, or
-    becomes +inf when mantissa_bits is 0 (XLA's EmitReducePrecisionIR)."""
+    bits (f16, bf16, f32, f64; the f8/f4 types go through f32 and round back); NaN stays the same
+    NaN, also when mantissa_bits is 0 (XLA:CPU's result: its rounding would turn it into inf)."""
     (x,) = args
     t = in_type(instr)
     if not t.is_float:
@@ -527,8 +529,7 @@ def _reduce_precision_bits(b: KernelBuilder, x: SSAValue, layout: str, exponent_
         inf = b.op(arith.OrIOp, sign, c(exponent_mask))
         bits = b.select(overflow, inf, b.select(underflow, sign, bits))
     result = b.op(arith.BitcastOp, bits, x.type)
-    nan_result = x if mantissa_bits > 0 else b.constant(float("inf"), x.type)
-    return b.select(b.cmpf("uno", x, x), nan_result, result)
+    return b.select(b.cmpf("uno", x, x), x, result)
 
 
 # -- helpers for functions computed in f32 ------------------------------------------------------------

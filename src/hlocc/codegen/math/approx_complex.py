@@ -16,7 +16,8 @@ for bit or within ulps):
 - exp, log, sqrt, sinh, cosh, tanh, sin, cos, tan: the C library's algorithms (glibc's cexp, clog,
   csqrt, csinh, ccosh, ctanh, and sin, cos, tan through them), whose special values (C99 Annex G)
   numpy returns, built on `expand-float-ops`' real approximations. Within a few ulps of the parts'
-  magnitude where the real functions are accurate (sin/cos arguments below ~1.35e10).
+  magnitude for sin/cos arguments below ~1.35e10: they use f64's Cody-Waite reduction alone
+  (`approx_trig.sin_cos(..., full_range=False)`; approx_trig's module doc says why).
 - expm1, log1p: the evaluator's formulas (re = expm1(a)cos(b) - 2sin²(b/2), im = e^a sin(b); and
   log1p(a(2 + a) + b²)/2 or log|1 + z| for the real part, atan2(b, 1 + a) for the imaginary).
 
@@ -122,13 +123,26 @@ def hypot(b: FloatBuilder, x: Val, y: Val) -> Val:
 
 def abs_(b: FloatBuilder, z: Complex, fma: bool = False) -> Val:
     """|z| as numpy computes it (its SIMD loop): larger * sqrt(r² + 1), r = smaller / larger (r² + 1
-    one fused multiply-add on FMA hosts; r = 0 for 0 and for two infinite parts); inf if a part is
-    infinite, else NaN if a part is NaN."""
+    one fused multiply-add on FMA hosts; r = 0 for 0 and for two infinite parts); NaN if a part is
+    NaN, else inf if a part is infinite (XLA:CPU: abs(NaN + inf i) = NaN, where C99 says inf)."""
     ax, ay = b.abs(z[0]), b.abs(z[1])
     larger, smaller = b.maximum(ax, ay), b.minimum(ax, ay)
     r = b.select(larger.eq(0.0) | smaller.eq(INF), ax.like(0.0), smaller / larger)
     result = larger * b.sqrt(b.fma(r, r, 1.0) if fma else r * r + 1.0)
-    return b.select(ax.eq(INF) | ay.eq(INF), ax.like(INF), result)
+    result = b.select(ax.eq(INF) | ay.eq(INF), ax.like(INF), result)
+    return b.select(_any_nan(z), ax + ay, result)
+
+
+def _any_nan(z: Complex) -> Val:
+    return z[0].isnan() | z[1].isnan()
+
+
+def _nan_if_any_nan(b: FloatBuilder, z: Complex, w: Complex) -> Complex:
+    """w, or NaN + NaN i where a part of z is NaN: XLA:CPU's complex functions are plain formulas
+    without C99 Annex G's infinities (log(NaN + inf i) = NaN + NaN i, not inf + NaN i)."""
+    nan = _any_nan(z)
+    poison = z[0] + z[1]  # NaN wherever a part is
+    return b.select(nan, poison, w[0]), b.select(nan, poison, w[1])
 
 
 def exp(b: FloatBuilder, z: Complex) -> Complex:
@@ -139,7 +153,7 @@ def exp(b: FloatBuilder, z: Complex) -> Complex:
     a, c = z
     big = a.gt(_exp_threshold(a))
     ea = E.exp(b, b.select(big, a * 0.5, a))
-    cos, sin = T.cos(b, c), T.sin(b, c)
+    sin, cos = T.sin_cos(b, c, full_range=False)
     re, im = ea * cos, ea * sin
     re = b.select(big, re * ea, re)
     im = b.select(big, im * ea, im)
@@ -179,14 +193,15 @@ def log(b: FloatBuilder, z: Complex) -> Complex:
     re = b.select(r2.ge(0.5) & r2.le(2.0), near, far)
     re = b.select(n.eq(0.0), E.log(b, m), re)
     re = b.select(b.isinf(aa) | b.isinf(ac), a.like(INF), re)
-    return re, T.atan2(b, c, a)
+    return _nan_if_any_nan(b, z, (re, T.atan2(b, c, a)))
 
 
 def sqrt(b: FloatBuilder, z: Complex) -> Complex:
     """glibc's csqrt: r = sqrt((|z| + |a|) / 2), the other part b / 2r (no cancellation), scaled by
     1/4 near overflow and by 2^(p+1) for tiny inputs; the branch cut on the negative real axis
-    (sqrt(-4 ± 0i) = 0 ± 2i), sqrt(x ± inf i) = inf ± inf i, and the C99 specials."""
-    x, y = z
+    (sqrt(-4 ± 0i) = 0 ± 2i), sqrt(x ± inf i) = inf ± inf i, and the C99 specials. As XLA:CPU, a -0
+    imaginary part counts as +0 (sqrt(-1 - 0i) = +i; C99: -i) and a NaN part gives NaN + NaN i."""
+    x, y = z[0], z[1] + 0.0  # -0 + 0 = +0
     ax, ay = b.abs(x), b.abs(y)
     big, tiny, _ = _limits(x)
     down = ax.gt(big / 4) | ay.gt(big / 4)
@@ -227,7 +242,7 @@ def sqrt(b: FloatBuilder, z: Complex) -> Complex:
     ]
     for cond, (cr, ci) in cases:  # later cases take precedence
         re, im = b.select(cond, cr, re), b.select(cond, ci, im)
-    return re, im
+    return _nan_if_any_nan(b, z, (re, im))
 
 
 # -- hyperbolic and trigonometric functions -------------------------------------------------------------
@@ -236,7 +251,8 @@ def sqrt(b: FloatBuilder, z: Complex) -> Complex:
 def _sincos(b: FloatBuilder, y: Val) -> tuple[Val, Val]:
     """(sin y, cos y); (y, 1) below the smallest normal number, as glibc's complex functions."""
     tiny = b.abs(y).le(_limits(y)[1])
-    return b.select(tiny, y, T.sin(b, y)), b.select(tiny, y.like(1.0), T.cos(b, y))
+    sin, cos = T.sin_cos(b, y, full_range=False)
+    return b.select(tiny, y, sin), b.select(tiny, y.like(1.0), cos)
 
 
 def _sinh_cosh(b: FloatBuilder, x: Val) -> tuple[Val, Val]:
@@ -370,9 +386,10 @@ def expm1(b: FloatBuilder, z: Complex) -> Complex:
     """e^z - 1 without cancellation near 0: re = expm1(a) cos b - 2 sin²(b/2), im = e^a sin b (b for
     b = 0, so e^inf · 0 is not NaN)."""
     a, c = z
-    s = T.sin(b, c * 0.5)
-    re = E.expm1(b, a) * T.cos(b, c) - 2.0 * (s * s)
-    im = b.select(c.eq(0.0), c, E.exp(b, a) * T.sin(b, c))
+    s = T.sin_cos(b, c * 0.5, full_range=False)[0]
+    sin_c, cos_c = T.sin_cos(b, c, full_range=False)
+    re = E.expm1(b, a) * cos_c - 2.0 * (s * s)
+    im = b.select(c.eq(0.0), c, E.exp(b, a) * sin_c)
     return re, im
 
 
@@ -384,4 +401,4 @@ def log1p(b: FloatBuilder, z: Complex) -> Complex:
     near = 0.5 * E.log1p(b, a * (2.0 + a) + c * c)
     one_plus_a = 1.0 + a
     far = E.log(b, hypot(b, one_plus_a, c))
-    return b.select(small, near, far), T.atan2(b, c, one_plus_a)
+    return _nan_if_any_nan(b, z, (b.select(small, near, far), T.atan2(b, c, one_plus_a)))

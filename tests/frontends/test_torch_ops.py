@@ -128,3 +128,71 @@ def test_copysign_takes_the_sign_bit():
     fn = lambda a, b: (torch.copysign(a, b), torch.copysign(a, -b))  # noqa: E731
     for got, want in zip(compiled(fn, backend="interpreter")(a, b), fn(a, b)):
         assert torch.equal(torch.signbit(got), torch.signbit(want)) and torch.equal(got.abs(), want.abs()), (got, want)
+
+
+def test_cummax_cummin_take_the_last_tie_and_the_last_nan():
+    """cummax/cummin fell back. ATen's kernel takes an element that is NaN or >= (<=) the running
+    extremum: ties and NaNs give the last index, a NaN sticks, and the value is the element taken
+    (-0.0 after 0.0)."""
+    nan = float("nan")
+    x = torch.tensor([[1.0, 3.0, 3.0, nan, 2.0, nan, 5.0], [0.0, -0.0, 0.0, -1.0, -1.0, 2.0, -3.0]])
+    ints = torch.tensor([[3, 1, 3, 2, 5, 5, 0]])
+    fn = lambda x, i: (*torch.cummax(x, 1), *torch.cummin(x, -1), *torch.cummax(i, 1), *torch.cummin(x, 0))  # noqa: E731
+    for k, (got, want) in enumerate(zip(compiled(fn)(x, ints), fn(x, ints))):
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), (k, got, want)
+        assert torch.equal(got.signbit(), want.signbit()), (k, got, want)
+
+
+def test_logcumsumexp_matches_eager():
+    """logcumsumexp fell back: a scan by ATen's log-add-exp, so an element far below a later one
+    keeps its value (-1000: a shift by the row max underflowed it) and equal infinities stay."""
+    inf = float("inf")
+    x = torch.tensor([[-1000.0, 0.0, 3.0, inf, 1.0], [-inf, -inf, 1.0, float("nan"), 2.0]])
+    fn = lambda x: (torch.logcumsumexp(x, 1), torch.logcumsumexp(x[:, :3], 0), torch.logcumsumexp(x.half(), 1))  # noqa: E731
+    for got, want in zip(compiled(fn)(x), fn(x)):
+        assert_close(got, want, str(want.dtype))
+
+
+def test_searchsorted_and_bucketize_follow_the_binary_search():
+    """searchsorted/bucketize fell back. Lowered as ATen's binary search: NaN in the boundaries
+    (torch.sort puts it last) and NaN values give its answers, which a count of the boundaries
+    below each value does not (5.0 right= against [.., 5, nan]); per-row boundaries, a sorter,
+    a Python scalar, out_int32 and mixed dtypes (compared in the promoted type)."""
+    nan = float("nan")
+    seq = torch.tensor([-1.0, 0.0, 0.0, 2.0, 2.0, 5.0, nan])
+    vals = torch.tensor([[-2.0, 0.0, 1.0, 2.0, 5.0, 6.0, nan]])
+    rows = torch.tensor([[[0, 1, 1, 3], [2, 2, 2, 4]]])
+    unsorted = torch.tensor([3.0, 1.0, 2.0, 0.0])
+
+    def fn(seq, vals, rows, unsorted):
+        return (torch.searchsorted(seq, vals), torch.searchsorted(seq, vals, right=True),
+                torch.searchsorted(seq, vals, side="right", out_int32=True), torch.searchsorted(rows, vals[:, 1:5].expand(1, 2, 4)),
+                torch.searchsorted(unsorted, vals, sorter=torch.argsort(unsorted)), torch.searchsorted(seq, 2.0),
+                torch.bucketize(vals, seq[:6]), torch.bucketize(rows, seq[:6], right=True, out_int32=True))
+
+    for k, (got, want) in enumerate(zip(compiled(fn)(seq, vals, rows, unsorted), fn(seq, vals, rows, unsorted))):
+        assert torch.equal(got, want), (k, got, want)
+
+
+def test_adaptive_pooling_with_uneven_windows_matches_eager():
+    """Adaptive pooling fell back where the input size is not a multiple of the output's (and
+    adaptive max pooling always). Windows overlap and differ in size; max pooling's indices are
+    the first maximum in the window's row-major order or its last NaN; the backward of both."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 7, 11)
+    x[0, 0, 1, 2], x[0, 0, 1, 5], x[1, 2] = float("nan"), float("nan"), 1.0
+    x3 = torch.randn(1, 2, 5, 4, 6)
+    fn = lambda x, x3: (F.adaptive_avg_pool2d(x, (3, 5)), *F.adaptive_max_pool2d(x, (3, 4), return_indices=True),  # noqa: E731
+                        F.adaptive_avg_pool2d(x, (9, 13)), *F.adaptive_max_pool3d(x3, (3, 3, 4), return_indices=True))
+    for k, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, x3), fn(x, x3))):
+        assert torch.equal(got, want) if k in (2, 5) else torch.allclose(got, want, equal_nan=True), (k, got, want)
+
+
+@pytest.mark.slow
+def test_adaptive_pooling_gradients_match_eager():
+    loss = lambda x: F.adaptive_avg_pool2d(x, (3, 5)).sin().sum() + F.adaptive_max_pool2d(x, (3, 4)).sum()  # noqa: E731
+    x = torch.randn(2, 3, 7, 11)
+    ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    compiled(loss)(ours).backward()
+    loss(theirs).backward()
+    assert_close(ours.grad, theirs.grad, "gradient")

@@ -174,6 +174,13 @@ class LoweringContext:
         """The scalar computation `opcode(a, b)` of `element_type` (one per module and kind)."""
         return self.lowering.reducer(opcode, element_type)
 
+    def binary_computation(self, name: str, element_type: str,
+                           build: Callable[[HloComputation, HloInstruction, HloInstruction], HloInstruction]
+                           ) -> HloComputation:
+        """A scalar computation of two `element_type` parameters (a, b) whose root `build(comp, a, b)`
+        makes (a reducer of more than one op: logaddexp); one per module, name and type."""
+        return self.lowering.reducer(name, element_type, build)
+
     def error(self, why: str) -> UnsupportedError:
         return UnsupportedError(f"{self.where()}: {why}")
 
@@ -318,7 +325,7 @@ class _Lowering:
         return outputs
 
     # -- shared pieces ---------------------------------------------------------------------------
-    def reducer(self, opcode: str, element_type: str) -> HloComputation:
+    def reducer(self, opcode: str, element_type: str, build: Callable | None = None) -> HloComputation:
         key = (opcode, element_type)
         if key not in self._reducers:
             comp = HloComputation(f"{opcode}_{element_type}")
@@ -327,7 +334,10 @@ class _Lowering:
             a = comp.add_fresh(HloInstruction(comp.unique_name("a"), "parameter", scalar, parameter_number=0))
             b = comp.add_fresh(HloInstruction(comp.unique_name("b"), "parameter", scalar, parameter_number=1))
             # "assign" (a scatter that overwrites) returns the update
-            comp.root = b if opcode == "assign" else comp.add(opcode, [a, b], shape=scalar)
+            if build is not None:
+                comp.root = build(comp, a, b)
+            else:
+                comp.root = b if opcode == "assign" else comp.add(opcode, [a, b], shape=scalar)
             self._reducers[key] = comp
         return self._reducers[key]
 

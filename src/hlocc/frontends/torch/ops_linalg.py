@@ -97,6 +97,16 @@ def _gather(cx: LoweringContext, x, dim, index, sparse_grad=False):
                    "index_vector_dim": rank, "slice_sizes": (1,) * rank}, shape=cx.shape)
 
 
+def gather_along(cx: LoweringContext, x, dim: int, index: HloInstruction) -> HloInstruction:
+    """torch.gather(x, dim, index) of an index of the result's own shape (not the node's: a rule
+    gathering on the way to its result)."""
+    rank = x.shape.rank
+    return cx.add("gather", [x, _element_indices(cx, x, dim, index)],
+                  {"offset_dims": (), "collapsed_slice_dims": tuple(range(rank)), "start_index_map": tuple(range(rank)),
+                   "index_vector_dim": rank, "slice_sizes": (1,) * rank},
+                  shape=index.shape.with_element_type(x.shape.element_type))
+
+
 def _scatter_computation(cx: LoweringContext, reduce: str | None, et: str):
     return cx.lowering.reducer("assign" if reduce is None else reduce, et)
 
@@ -235,6 +245,73 @@ def _select_scatter(cx: LoweringContext, x, src, dim, index):
     return _update_slice(cx, x, src, dim, index)
 
 
+# -- searchsorted ---------------------------------------------------------------------------------
+def _common_type(cx: LoweringContext, a, b) -> str:
+    """PyTorch's result type of the node's arguments `a` and `b` (tensors by their FakeTensors,
+    Python numbers as they are): searchsorted compares in it."""
+    import torch
+
+    from hlocc.frontends.torch.types import element_type
+
+    def example(arg):
+        return arg.meta["val"] if type(arg).__name__ == "Node" else arg
+    return element_type(torch.result_type(example(a), example(b)))
+
+
+def _search(cx: LoweringContext, boundaries, values, *, right: bool, sorter=None, common: str) -> HloInstruction:
+    """The insertion points of `values` into the last dimension of `boundaries` (1-D, or one row per
+    leading index of `values`) by ATen's own binary search (`cus_lower_bound` / `cus_upper_bound`):
+    while start < end, mid = start + (end - start) / 2, go right when !(row[mid] >= v) (right=True:
+    !(row[mid] > v)). Its ceil(log2(n + 1)) steps are unrolled, all values stepping together (a
+    finished one keeps its start). The search itself rather than a count of the elements below v
+    (a compare and a sum): the count is the same on a sorted row without NaN, the search is
+    PyTorch's answer on any row (NaNs, which torch.sort puts last, compare false both ways and so
+    send the search right, and unsorted rows) in O(log n) per value. `sorter` (argsort of the rows)
+    reorders the rows first, as the kernel reads row[sorter[mid]]."""
+    boundaries = cx.convert(boundaries, common)
+    values = cx.convert(values if isinstance(values, HloInstruction) else cx.constant(values, common), common)
+    n = boundaries.shape.dims[-1]
+    if not isinstance(n, int):
+        raise cx.error("searchsorted over a symbolic number of boundaries is not lowered")
+    per_row = boundaries.shape.rank > 1
+    if sorter is not None:
+        boundaries = gather_along(cx, boundaries, boundaries.shape.rank - 1, sorter)
+    index_shape = values.shape.with_element_type(_S64)
+    start, end = cx.full(0, index_shape), cx.full(n, index_shape)
+    for _ in range(n.bit_length()):
+        active = cx.add("compare", [start, end], {"direction": "LT"})
+        mid = cx.add("add", [start, cx.add("shift-right-logical", [cx.add("subtract", [end, start]),
+                                                                    cx.full(1, index_shape)])])
+        probe = cx.add("minimum", [mid, cx.full(max(n - 1, 0), index_shape)])  # (a finished search's mid may be n)
+        if per_row:
+            found = gather_along(cx, boundaries, values.shape.rank - 1, probe)
+        else:
+            found = cx.add("gather", [boundaries, probe],
+                           {"offset_dims": (), "collapsed_slice_dims": (0,), "start_index_map": (0,),
+                            "index_vector_dim": probe.shape.rank, "slice_sizes": (1,)},
+                           shape=values.shape)
+        stays = cx.add("compare", [found, values], {"direction": "GT" if right else "GE"})
+        go_right = cx.add("and", [active, cx.add("not", [stays])])
+        go_left = cx.add("and", [active, stays])
+        start = cx.add("select", [go_right, cx.add("add", [mid, cx.full(1, index_shape)]), start])
+        end = cx.add("select", [go_left, mid, end])
+    return start
+
+
+def _searchsorted(cx: LoweringContext, boundaries, values, *, out_int32=False, right=False, side=None, sorter=None):
+    """torch.searchsorted (a tensor or a Python number of values): `_search` in the arguments'
+    common type, s32 with out_int32; side="right" is right=True."""
+    common = _common_type(cx, cx.node.args[0], cx.node.args[1])
+    found = _search(cx, boundaries, values, right=bool(right) or side == "right", sorter=sorter, common=common)
+    return cx.convert(found, cx.element_type)
+
+
+def _bucketize(cx: LoweringContext, values, boundaries, *, out_int32=False, right=False):
+    """torch.bucketize: searchsorted into 1-D boundaries with the arguments the other way round."""
+    common = _common_type(cx, cx.node.args[0], cx.node.args[1])
+    return cx.convert(_search(cx, boundaries, values, right=bool(right), common=common), cx.element_type)
+
+
 # -- attention ------------------------------------------------------------------------------------
 def _sdpa(cx: LoweringContext, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
           enable_gqa=False):
@@ -277,4 +354,6 @@ OPS = {
     "aten.scatter_add.default": _scatter("add"), "aten.scatter_reduce.two": _scatter_reduce,
     "aten.slice_scatter.default": _slice_scatter, "aten.select_scatter.default": _select_scatter,
     "aten.scaled_dot_product_attention.default": _sdpa,
+    "aten.searchsorted.Tensor": _searchsorted, "aten.searchsorted.Scalar": _searchsorted,
+    "aten.bucketize.Tensor": _bucketize, "aten.bucketize.Scalar": _bucketize,
 }

@@ -247,19 +247,92 @@ def _log_softmax_backward(cx: LoweringContext, grad, output, dim, _input_dtype):
     return cx.add("subtract", [grad, cx.add("multiply", [cx.add("exponential", [output]), total])], shape=cx.shape)
 
 
+def scan(cx: LoweringContext, x: HloInstruction, dim: int, computation, init) -> HloInstruction:
+    """Inclusive scan of `x` along `dim` by the scalar `computation` from `init`: a reduce-window whose
+    window is the whole dimension, padded low by size-1 with the identity (analysis/scan.py: the
+    CPU's scan emitter computes it in O(n) a line, where it is its fusion's root)."""
+    et = x.shape.element_type.name
+    n = x.shape.dims[dim]
+    window = tuple(WindowDim(size=n, pad_lo=n - 1) if i == dim else WindowDim(size=1)
+                   for i in range(x.shape.rank))
+    return cx.add("reduce-window", [x, cx.constant(init, et)], {"window": window, "to_apply": computation},
+                  shape=x.shape)
+
+
 def _cumulative(opcode: str):
-    """Inclusive scan along `dim`: a reduce-window whose window is the whole dimension, padded low
-    by size-1 with the identity (O(n²) work; fine for the sequence lengths models scan over)."""
+    """cumsum / cumprod: a `scan` by the reduction `opcode`."""
     def rule(cx: LoweringContext, x, dim, *, dtype=None):
         et = cx.element_type
         x = cx.convert(x, et)
         dim = _norm_dims(dim, x.shape.rank)[0]
-        n = x.shape.dims[dim]
-        window = tuple(WindowDim(size=n, pad_lo=n - 1) if i == dim else WindowDim(size=1)
-                       for i in range(x.shape.rank))
-        return cx.add("reduce-window", [x, cx.constant(_init_value(opcode, et), et)],
-                      {"window": window, "to_apply": cx.reducer(opcode, et)}, shape=cx.shape)
+        return scan(cx, x, dim, cx.reducer(opcode, et), _init_value(opcode, et))
     return rule
+
+
+def _cumulative_extremum(opcode: str):
+    """cummax / cummin: (values, s64 indices) as ATen's CPU kernel (`cummax_cummin_helper`) gives
+    them: walking the dimension, the running extremum takes an element that is NaN or compares
+    >= (cummin: <=) to it, so ties and NaNs take the *last* index, and a NaN sticks.
+
+    Two O(n) scans instead of one reduce-window over (value, index) pairs (which the scan emitter
+    does not take: a variadic window is the elemental one, O(n²) a line): M = the running max (HLO
+    maximum propagates NaN); the element j is a hit when x[j] == M[j] or x[j] is NaN; the index at i
+    is the last hit j <= i (a max scan of the hits' positions). That is the kernel's: the last hit
+    before i started the run of equal M that i is in (M only grows at a hit), and after a NaN
+    only NaNs hit. The values are x at those indices, so -0.0 and NaN payloads come out as the
+    kernel's (it stores the element it took, which `maximum` of ±0 does not say)."""
+    def rule(cx: LoweringContext, x, dim):
+        rank0 = x.shape.rank == 0
+        if rank0:
+            x = cx.reshape(x, [1])
+        dim = _norm_dims(dim, x.shape.rank)[0]
+        et = x.shape.element_type.name
+        scanned = cx.convert(x, "u8") if et == "pred" else x  # (max/min of bytes, not of i1)
+        st = scanned.shape.element_type.name
+        running = scan(cx, scanned, dim, cx.reducer(opcode, st), _init_value(opcode, st))
+        hit = cx.add("compare", [scanned, running], {"direction": "EQ"})
+        if x.shape.element_type.is_float:
+            hit = cx.add("or", [hit, cx.add("compare", [x, x], {"direction": "NE"})])
+        iota = cx.add("iota", attrs={"iota_dimension": dim}, shape=x.shape.with_element_type(primitive_type("s64")))
+        candidates = cx.add("select", [hit, iota, cx.full(-1, iota.shape)])
+        indices = scan(cx, candidates, dim, cx.reducer("maximum", "s64"), _init_value("maximum", "s64"))
+        from hlocc.frontends.torch.ops_linalg import gather_along
+
+        values = gather_along(cx, x, dim, indices)
+        if rank0:
+            values, indices = cx.reshape(values, []), cx.reshape(indices, [])
+        return [values, indices]
+    return rule
+
+
+def _log_add_exp(comp: HloComputation, a: HloInstruction, b: HloInstruction) -> HloInstruction:
+    """log(exp(a) + exp(b)) as ATen's `_log_add_exp_helper`: max + log1p(exp(min - max)), NaN
+    propagated, and a pair of equal infinities (both -inf: the empty sum; both +inf) itself."""
+    scalar = a.shape
+    pred = Shape.array(primitive_type("pred"), ())
+    low = comp.add("minimum", [a, b], shape=scalar)
+    high = comp.add("maximum", [a, b], shape=scalar)
+    same_infinity = comp.add("and", [comp.add("compare", [low, high], {"direction": "EQ"}, shape=pred),
+                                     comp.add("not", [comp.add("is-finite", [low], shape=pred)], shape=pred)],
+                             shape=pred)
+    spread = comp.add("log-plus-one", [comp.add("exponential", [comp.add("subtract", [low, high], shape=scalar)],
+                                                shape=scalar)], shape=scalar)
+    return comp.add("select", [same_infinity, high, comp.add("add", [spread, high], shape=scalar)], shape=scalar)
+
+
+def _logcumsumexp(cx: LoweringContext, x, dim):
+    """log(cumsum(exp(x))) without overflow: a `scan` whose combiner is ATen's log-add-exp (from
+    -inf), accumulated in f32 for halves as ATen's CPU kernel does (`acc_type`). A global shift by
+    the row's max is not enough: an early element far below the max would underflow to -inf."""
+    et = cx.element_type
+    if not x.shape.element_type.is_float:
+        raise cx.error(f"logcumsumexp of {et} is not lowered")
+    acc = _accumulation_type(et)
+    x = cx.convert(x, acc)
+    dim = _norm_dims(dim, x.shape.rank)[0]
+    if x.shape.rank == 0:
+        return cx.convert(x, et)
+    return cx.convert(scan(cx, x, dim, cx.binary_computation("logaddexp", acc, _log_add_exp), -math.inf), et)
 
 
 # -- normalization -------------------------------------------------------------------------------------
@@ -371,7 +444,7 @@ def max_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), dilation=(
     return [out, None]  # (ops_pool adds the indices for the table; unused ones are dead code)
 
 
-def _avg_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
+def avg_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
               divisor_override=None):
     window = _window(cx, x, kernel, stride, padding, (1,), cx.shape.dims, ceil_mode)
     et = cx.element_type
@@ -395,15 +468,6 @@ def _avg_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), ceil_mode
     return cx.convert(cx.add("divide", [total, count]), et)
 
 
-def _adaptive_avg_pool(cx: LoweringContext, x, output_size):
-    k = len(output_size)
-    spatial = x.shape.dims[x.shape.rank - k:]
-    if not all(isinstance(s, int) and s % o == 0 for s, o in zip(spatial, output_size)):
-        raise cx.error(f"adaptive pooling from {list(spatial)} to {list(output_size)}: only whole windows are lowered")
-    kernel = [s // o for s, o in zip(spatial, output_size)]
-    return _avg_pool(cx, x, kernel, kernel, [0] * k)
-
-
 _max_dim, _argmax = _arg_extremum("maximum")
 _min_dim, _argmin = _arg_extremum("minimum")
 
@@ -425,6 +489,8 @@ OPS = {
     "aten._softmax_backward_data.default": _softmax_backward,
     "aten._log_softmax_backward_data.default": _log_softmax_backward,
     "aten.cumsum.default": _cumulative("add"), "aten.cumprod.default": _cumulative("multiply"),
+    "aten.cummax.default": _cumulative_extremum("maximum"), "aten.cummin.default": _cumulative_extremum("minimum"),
+    "aten.logcumsumexp.default": _logcumsumexp,
     "aten.native_layer_norm.default": _layer_norm, "aten.native_group_norm.default": _group_norm,
     "aten._native_batch_norm_legit_no_training.default": _batch_norm_inference,
     "aten._native_batch_norm_legit_functional.default":
@@ -434,7 +500,5 @@ OPS = {
     "aten._native_batch_norm_legit.no_stats":
         lambda cx, x, w, b, training, momentum, eps: _batch_norm_training(cx, x, w, b, None, None, momentum, eps,
                                                                           False),
-    "aten.avg_pool2d.default": _avg_pool, "aten.avg_pool1d.default": _avg_pool,
-    "aten._adaptive_avg_pool2d.default": _adaptive_avg_pool,
-    "aten.adaptive_avg_pool1d.default": _adaptive_avg_pool,
+    "aten.avg_pool2d.default": avg_pool, "aten.avg_pool1d.default": avg_pool,
 }

@@ -121,6 +121,7 @@ class CompiledGraph:
                  flush_denormal: bool = True, guarded_by: Sequence[Any] | None = None):
         self.lowered, self.executable, self.input_names = lowered, executable, list(input_names)
         self.flush_denormal = flush_denormal
+        self._assertions = lowered.assertions  # checked by _run after each call
         # per entry parameter: what its tensor is checked against, read once (calls are hot)
         self._inputs = [InputCheck.of(index, self._name(index), param.shape)
                         for index, param in zip(lowered.parameters, lowered.module.entry.parameters)]
@@ -144,7 +145,9 @@ class CompiledGraph:
             self._addresses, self._execute_at = guarded.addresses, runner.run_addresses
         # Such a program whose every step has a native form runs as one native function into
         # tensors made here (runtime/native_sequence.py): no ctypes call per kernel, no output views.
-        self._native = _native_sequence(self, runner, flush_denormal) if self._addresses is not None else None
+        # (not for a graph with assertions: their results are read by _run, which it bypasses)
+        self._native = _native_sequence(self, runner, flush_denormal) if (
+            self._addresses is not None and not self._assertions) else None
 
     def _checked_arrays(self, args: Sequence[Any]) -> list:
         if self._on_device:  # tensors as they are: the executable checks them (DLPack)
@@ -161,15 +164,20 @@ class CompiledGraph:
     def _run(self, execute: Callable[[list], Any], values: list) -> Any:
         """`execute` (the executable's run on arrays, or on addresses) on `values`, with denormals
         flushed to zero (FTZ/DAZ) in this thread for the call when `flush_denormal` and they are
-        not already (module doc)."""
+        not already (module doc). Raises the graph's failed assertions (LoweredGraph.assertions)."""
         if not self.flush_denormal or _TINY * _ONE == 0:
-            return execute(values)
-        flush = self._set_flush_denormal
-        flush(True)
-        try:
-            return execute(values)
-        finally:
-            flush(False)
+            results = execute(values)
+        else:
+            flush = self._set_flush_denormal
+            flush(True)
+            try:
+                results = execute(values)
+            finally:
+                flush(False)
+        for index, message in self._assertions:
+            if not bool(results[index]):
+                raise RuntimeError(message)
+        return results
 
     def __call__(self, args: list) -> list:
         native, fresh = self._native, self._fresh_results
@@ -358,12 +366,16 @@ def _shape_env(example_inputs: Sequence[Any]) -> Any:
 def decompositions() -> dict:
     """PyTorch's core-ATen decompositions (the table lowers what they leave), less the ones of
     ops the table lowers better: `_safe_softmax` (attention's softmax, whose decomposition finds
-    the all -inf rows with a reduction of its own)."""
+    the all -inf rows with a reduction of its own); plus hlocc's of the fused transformer
+    inference kernels, which PyTorch has none of (frontends/torch/decompositions.py)."""
     torch = _torch()
     from torch._decomp import core_aten_decompositions
 
+    from hlocc.frontends.torch.decompositions import fused_decompositions
+
     table = dict(core_aten_decompositions())
     table.pop(torch.ops.aten._safe_softmax.default, None)
+    table.update(fused_decompositions())
     return table
 
 
@@ -424,12 +436,27 @@ def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | No
             return run
         return compile_fn
 
-    inference = _inference_graph(graph_module, example_inputs)
-    if inference is not None:
-        return _unboxed(compiler("inference", guarded=True)(inference, example_inputs))
-    return aot_module_simplified(graph_module, example_inputs, fw_compiler=compiler("forward"),
-                                 bw_compiler=compiler("backward"), inference_compiler=compiler("inference"),
-                                 decompositions=decompositions())
+    with _math_attention():
+        inference = _inference_graph(graph_module, example_inputs)
+        if inference is not None:
+            return _unboxed(compiler("inference", guarded=True)(inference, example_inputs))
+        return aot_module_simplified(graph_module, example_inputs, fw_compiler=compiler("forward"),
+                                     bw_compiler=compiler("backward"), inference_compiler=compiler("inference"),
+                                     decompositions=decompositions())
+
+
+def _math_attention():
+    """A context in which scaled_dot_product_attention picks its math form while aot_autograd
+    traces (forward and backward): what `_attention_as_math` does for the calls dynamo's graph
+    shows, for those it does not (inside `F.multi_head_attention_forward`, which dynamo keeps as
+    one call: nn.MultiheadAttention and the transformer layers in training). Otherwise the CPU
+    picks `_scaled_dot_product_flash_attention_for_cpu`, whose core-ATen decomposition returns the
+    attention weights where the op returns the logsumexp, and the op's backward, computed from
+    it, gave wrong gradients (a training step of nn.TransformerEncoderLayer: gradients off by 10s)."""
+    _torch()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.MATH])
 
 
 def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:

@@ -196,3 +196,14 @@ def test_adaptive_pooling_gradients_match_eager():
     compiled(loss)(ours).backward()
     loss(theirs).backward()
     assert_close(ours.grad, theirs.grad, "gradient")
+
+
+def test_one_hot_raises_on_a_class_out_of_range_as_eager():
+    """F.one_hot's range checks (`_assert_async`) fell back to eager; they are results of the
+    program, and the compiled graph raises eager's RuntimeError after a call where one fails."""
+    f = compiled(lambda i: F.one_hot(i, 4) * 2)
+    assert torch.equal(f(torch.tensor([0, 3, 1])), F.one_hot(torch.tensor([0, 3, 1]), 4) * 2)
+    with pytest.raises(RuntimeError, match="smaller than num_classes"):
+        f(torch.tensor([0, 4, 1]))
+    with pytest.raises(RuntimeError, match="non-negative"):
+        f(torch.tensor([0, -1, 1]))

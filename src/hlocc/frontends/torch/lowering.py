@@ -51,6 +51,9 @@ class LoweredGraph:
     parameters: list[int]
     outputs: list[Output]
     ops: dict[str, int] = field(default_factory=dict)  # ATen op → count, for explain()
+    # (root tuple index of a pred scalar, message): the graph's `_assert_async` checks, which the
+    # caller raises RuntimeError(message) for where the value is false (ops_elementwise)
+    assertions: list[tuple[int, str]] = field(default_factory=list)
 
 
 def op_name(target: Any) -> str:
@@ -208,6 +211,8 @@ class _Lowering:
         self._reducers: dict[tuple[str, str], HloComputation] = {}
         self.ops: dict[str, int] = {}
         self.known = KnownValues()  # nodes whose values depend on no input
+        self.assertions: list[tuple[HloInstruction, str]] = []  # (pred scalar, message): LoweredGraph
+        self.checks: list[tuple[int, str]] = []  # the same by root tuple index (output())
 
     def run(self) -> LoweredGraph:
         inputs = 0
@@ -225,7 +230,7 @@ class _Lowering:
             else:
                 raise UnsupportedError(f"node '{node.name}': FX op '{node.op}' is not lowered (not a core ATen graph)")
         self.module.computations[:] = self.module.computation_post_order()
-        return LoweredGraph(self.module, self.parameters, outputs, self.ops)
+        return LoweredGraph(self.module, self.parameters, outputs, self.ops, self.checks)
 
     # -- nodes -----------------------------------------------------------------------------------
     def placeholder(self, node: Any, index: int) -> Any:
@@ -321,6 +326,9 @@ class _Lowering:
                 outputs.append(Output("size", value=value))
             else:
                 outputs.append(Output("value", value=value))
+        for condition, message in self.assertions:  # (after the outputs: their indices stay the outputs')
+            self.checks.append((len(results), message))
+            results.append(condition)
         self.entry.root = self.entry.add("tuple", results, name="outputs")
         return outputs
 

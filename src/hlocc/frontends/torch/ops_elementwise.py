@@ -277,6 +277,19 @@ def _metadata_assertion(cx: LoweringContext, x, *_, **__):
     return None
 
 
+def _assert_async(cx: LoweringContext, condition, message="Expected Tensor with single nonzero value, but got zero"):
+    """_assert_async (torch._check on a tensor: F.one_hot's range checks): no value; the condition
+    (nonzero) becomes an extra result of the program, and the compiled graph raises
+    RuntimeError(message) after a call where it is false, as eager raises (and Inductor's device
+    assert). Clamping or ignoring it would give an answer where PyTorch gives none."""
+    if not isinstance(condition, HloInstruction):
+        condition = cx.constant(bool(condition), "pred")
+    if condition.shape.element_type.name != "pred":
+        condition = cx.add("compare", [condition, cx.full(0, condition.shape)], {"direction": "NE"})
+    cx.lowering.assertions.append((cx.reshape(condition, []), message))
+    return None
+
+
 def _convert(cx: LoweringContext, x, *_, **__):
     """_to_copy / convert_element_type: a conversion to the result's type (a copy otherwise)."""
     return cx.convert(x, cx.element_type) if isinstance(x, HloInstruction) else cx.full(x, cx.shape)
@@ -343,6 +356,7 @@ OPS = {
     "aten.relu.default": _relu, "aten.gelu.default": _gelu, "aten.silu.default": _silu,
     "aten.reciprocal.default": _reciprocal, "aten.isnan.default": _isnan, "aten.isinf.default": _isinf,
     "aten._assert_tensor_metadata.default": _metadata_assertion,
+    "aten._assert_async.msg": _assert_async, "aten._assert_async.default": _assert_async,
     "aten._to_copy.default": _convert, "prims.convert_element_type.default": _convert,
     "aten.clone.default": _identity, "aten.alias.default": _identity, "aten.detach.default": _identity,
     "aten.lift_fresh_copy.default": _identity, "aten.copy.default": _copy,

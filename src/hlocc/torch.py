@@ -436,7 +436,7 @@ def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | No
             return run
         return compile_fn
 
-    with _math_attention():
+    with _traced_forms():
         inference = _inference_graph(graph_module, example_inputs)
         if inference is not None:
             return _unboxed(compiler("inference", guarded=True)(inference, example_inputs))
@@ -445,18 +445,38 @@ def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | No
                                      decompositions=decompositions())
 
 
-def _math_attention():
-    """A context in which scaled_dot_product_attention picks its math form while aot_autograd
-    traces (forward and backward): what `_attention_as_math` does for the calls dynamo's graph
-    shows, for those it does not (inside `F.multi_head_attention_forward`, which dynamo keeps as
-    one call: nn.MultiheadAttention and the transformer layers in training). Otherwise the CPU
-    picks `_scaled_dot_product_flash_attention_for_cpu`, whose core-ATen decomposition returns the
-    attention weights where the op returns the logsumexp, and the op's backward, computed from
-    it, gave wrong gradients (a training step of nn.TransformerEncoderLayer: gradients off by 10s)."""
-    _torch()
+def _traced_forms():
+    """A context in which aot_autograd traces (forward and backward) the forms of two ops that the
+    table lowers, not the CPU kernels' (`contextlib.ExitStack` of two PyTorch flags):
+
+    - scaled_dot_product_attention picks its math form: what `_attention_as_math` does for the
+      calls dynamo's graph shows, for those it does not (inside `F.multi_head_attention_forward`,
+      which dynamo keeps as one call: nn.MultiheadAttention and the transformer layers in
+      training). Otherwise the CPU picks `_scaled_dot_product_flash_attention_for_cpu`, whose
+      core-ATen decomposition returns the attention weights where the op returns the logsumexp,
+      and the op's backward, computed from it, gave wrong gradients (a training step of
+      nn.TransformerEncoderLayer: gradients off by 10s).
+    - mkldnn off: the core-ATen decomposition of an LSTM in inference is then the time steps in
+      ATen (`one_layer_lstm`) instead of `mkldnn_rnn_layer`, one opaque oneDNN kernel per layer.
+      (Only tracing sees the flag: the graphs run hlocc's code.)"""
+    import contextlib
+
+    torch = _torch()
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    return sdpa_kernel([SDPBackend.MATH])
+    @contextlib.contextmanager
+    def mkldnn_off():  # (the flag alone: torch.backends.mkldnn.flags() sets others too, and warns)
+        enabled = torch._C._get_mkldnn_enabled()
+        torch._C._set_mkldnn_enabled(False)
+        try:
+            yield
+        finally:
+            torch._C._set_mkldnn_enabled(enabled)
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+    stack.enter_context(mkldnn_off())
+    return stack
 
 
 def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:
@@ -543,7 +563,8 @@ def compile_exported(exported: Any, *, backend: str = "cpu", params: str = "cons
     an UnsupportedError (there is no eager graph to fall back to that would be ahead of time)."""
     if params not in ("constants", "arguments"):
         raise ArgumentError(f"params='{params}': choose 'constants' or 'arguments'")
-    program = exported.run_decompositions(decompositions())
+    with _traced_forms():
+        program = exported.run_decompositions(decompositions())
     gm = program.graph_module
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     state = {**program.state_dict, **program.constants}

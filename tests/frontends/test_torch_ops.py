@@ -207,3 +207,39 @@ def test_one_hot_raises_on_a_class_out_of_range_as_eager():
         f(torch.tensor([0, 4, 1]))
     with pytest.raises(RuntimeError, match="non-negative"):
         f(torch.tensor([0, -1, 1]))
+
+
+def test_average_pooling_gradients_match_eager():
+    """avg_pool2d/3d_backward have no core-ATen decomposition: CNN training with average pooling
+    ran its backward eager (avg_pool3d, local_response_norm's, its forward too). Padding, strides,
+    ceil_mode with and without the padding counted, a divisor."""
+    torch.manual_seed(0)
+    x2, x3 = torch.randn(2, 3, 7, 8), torch.randn(1, 2, 5, 7, 6)
+
+    def loss(x2, x3):
+        return (F.avg_pool2d(x2, 3, 2, 1, ceil_mode=True, count_include_pad=False).sin().sum()
+                + F.avg_pool2d(x2, (2, 3), (1, 2), (1, 0), divisor_override=4).cos().sum()
+                + F.avg_pool3d(x3, (2, 3, 2), (1, 2, 2), (1, 0, 1), ceil_mode=True).sin().sum())
+
+    grads = []
+    for run in (compiled(loss, backend="interpreter"), loss):
+        ours = [x2.clone().requires_grad_(), x3.clone().requires_grad_()]
+        run(*ours).backward()
+        grads.append([t.grad for t in ours])
+    for k, (got, want) in enumerate(zip(*grads)):
+        assert_close(got, want, f"gradient {k}")
+
+
+def test_rrelu_in_eval_and_triplet_loss_match_eager():
+    """rrelu outside training (leaky_relu with the mean slope) and its backward, and the
+    empty_permuted in triplet_margin_loss's graph, fell back."""
+    torch.manual_seed(0)
+    a, b = torch.randn(4, 5), torch.randn(4, 5)
+    fn = lambda a, b: (F.rrelu(a, 0.1, 0.3) * b).sum() + F.triplet_margin_loss(a, b, a.flip(0))  # noqa: E731
+    ours = a.clone().requires_grad_()
+    got = compiled(fn, backend="interpreter")(ours, b)
+    want = fn(a.requires_grad_(), b)
+    got.backward()
+    want.backward()
+    assert_close(got, want, "loss")
+    assert_close(ours.grad, a.grad, "gradient")

@@ -249,6 +249,25 @@ def _leaky_relu(cx: LoweringContext, x, negative_slope=0.01):
     return cx.add("select", [positive, x, cx.add("multiply", [x, cx.full(negative_slope, cx.shape)])], shape=cx.shape)
 
 
+def _rrelu_with_noise(cx: LoweringContext, x, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    """F.rrelu outside training: leaky_relu with the mean slope (lower + upper) / 2, the noise
+    passed through (the functional op's second result). Training draws the slopes: refused."""
+    if training:
+        raise cx.error("rrelu in training draws random numbers (hlocc does not reproduce PyTorch's generator stream)")
+    out = _leaky_relu(cx, x, (lower + upper) / 2)
+    return [out, noise] if isinstance(cx.val, (tuple, list)) else out
+
+
+def _rrelu_with_noise_backward(cx: LoweringContext, grad, x, noise, lower, upper, training, self_is_result):
+    """rrelu's gradient as ATen's: grad · noise (the slopes the forward drew) in training with a
+    range of slopes, else leaky_relu's with the mean slope."""
+    if training and upper - lower > 1e-6:
+        return cx.add("multiply", [grad, cx.convert(noise, cx.element_type)], shape=cx.shape)
+    positive = cx.add("compare", [x, cx.full(0, x.shape)], {"direction": "GT"})
+    return cx.add("select", [positive, grad, cx.add("multiply", [grad, cx.full((lower + upper) / 2, cx.shape)])],
+                  shape=cx.shape)
+
+
 def _elu(cx: LoweringContext, x, alpha=1, scale=1, input_scale=1):
     """ATen's elu: scale·x above zero, scale·alpha·(exp(input_scale·x) - 1) at or below (selu and
     celu are this with other constants)."""
@@ -341,6 +360,8 @@ OPS = {
     "aten.exp2.default": _exp2, "aten.hypot.default": _hypot,
     "aten.copysign.Tensor": _copysign, "aten.copysign.Scalar": _copysign,
     "aten.leaky_relu.default": _leaky_relu, "aten.elu.default": _elu,
+    "aten.rrelu_with_noise.default": _rrelu_with_noise, "aten.rrelu_with_noise_functional.default": _rrelu_with_noise,
+    "aten.rrelu_with_noise_backward.default": _rrelu_with_noise_backward,
     "aten.div.Tensor_mode": _binary("divide", divide=True), "aten.div.Scalar_mode": _binary("divide", divide=True),
     "aten.pow.Tensor_Scalar": _pow_scalar, "aten.pow.Tensor_Tensor": _binary("power"),
     "aten.pow.Scalar": _binary("power"),
@@ -363,6 +384,7 @@ OPS = {
     "aten.full.default": _full, "aten.full_like.default": _full_like,
     "aten.zeros.default": _filled(0), "aten.ones.default": _filled(1), "aten.zeros_like.default": _filled(0),
     "aten.ones_like.default": _filled(1), "aten.empty.memory_format": _filled(0),
+    "aten.empty_permuted.default": _filled(0),
     "aten.empty_like.default": _filled(0), "aten.new_zeros.default": _filled(0), "aten.new_ones.default": _filled(1),
     "aten.fill.Scalar": lambda cx, x, value: cx.full(value, cx.shape),
     "aten.scalar_tensor.default": _scalar_tensor,

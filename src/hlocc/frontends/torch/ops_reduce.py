@@ -444,28 +444,58 @@ def max_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), dilation=(
     return [out, None]  # (ops_pool adds the indices for the table; unused ones are dead code)
 
 
+def _window_counts(cx: LoweringContext, x, window, out_shape, count_include_pad: bool, divisor_override):
+    """Average pooling's divisor per output: `divisor_override`, else the number of elements its
+    window covers (of the input, or of the input and its padding), in `x`'s type."""
+    acc = x.shape.element_type.name
+    if divisor_override:
+        return cx.full(divisor_override, out_shape)
+    zero = cx.constant(0, acc)
+    ones = cx.full(1, x.shape)
+    if count_include_pad:
+        pads = tuple(PadDim(w.pad_lo, min(w.pad_lo, w.pad_hi)) for w in window)
+        ones = cx.add("pad", [ones, cx.constant(1, acc)], {"padding": pads})
+        window = tuple(WindowDim(size=w.size, stride=w.stride, pad_lo=0, pad_hi=w.pad_hi - min(w.pad_lo, w.pad_hi))
+                       for w in window)
+    return cx.add("reduce-window", [ones, zero], {"window": window, "to_apply": cx.reducer("add", acc)},
+                  shape=out_shape)
+
+
 def avg_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
-              divisor_override=None):
+             divisor_override=None):
     window = _window(cx, x, kernel, stride, padding, (1,), cx.shape.dims, ceil_mode)
     et = cx.element_type
     acc = _accumulation_type(et)
     x = cx.convert(x, acc)
-    zero = cx.constant(0, acc)
-    total = cx.add("reduce-window", [x, zero], {"window": window, "to_apply": cx.reducer("add", acc)},
+    total = cx.add("reduce-window", [x, cx.constant(0, acc)], {"window": window, "to_apply": cx.reducer("add", acc)},
                    shape=cx.shape.with_element_type(x.shape.element_type))
-    if divisor_override:
-        count = cx.full(divisor_override, total.shape)
-    else:
-        # the number of elements each window covers: of the input, or of the input and its padding
-        ones = cx.full(1, x.shape)
-        if count_include_pad:
-            pads = tuple(PadDim(w.pad_lo, min(w.pad_lo, w.pad_hi)) for w in window)
-            ones = cx.add("pad", [ones, cx.constant(1, acc)], {"padding": pads})
-            window = tuple(WindowDim(size=w.size, stride=w.stride, pad_lo=0, pad_hi=w.pad_hi - min(w.pad_lo, w.pad_hi))
-                           for w in window)
-        count = cx.add("reduce-window", [ones, zero], {"window": window, "to_apply": cx.reducer("add", acc)},
-                       shape=total.shape)
+    count = _window_counts(cx, x, window, total.shape, count_include_pad, divisor_override)
     return cx.convert(cx.add("divide", [total, count]), et)
+
+
+def _avg_pool_backward(cx: LoweringContext, grad, x, kernel, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override):
+    """avg_pool{2,3}d_backward (neither has a core-ATen decomposition: CNN training with average
+    pooling fell back): the gradient divided by each window's divisor, then the transpose of the
+    window sum, as XLA transposes a reduce-window sum: the divided gradient spread by stride - 1
+    interior zeros and padded by k - 1 - pad low (and to the input's size high), summed over
+    windows of k at stride 1."""
+    window = _window(cx, x, kernel, stride, padding, (1,), grad.shape.dims, ceil_mode)
+    et = cx.element_type
+    acc = _accumulation_type(et)
+    grad = cx.convert(grad, acc)
+    share = cx.add("divide", [grad, _window_counts(cx, cx.convert(x, acc), window, grad.shape, count_include_pad,
+                                                   divisor_override)])
+    pads, spread = [], []
+    for w, n, o in zip(window, x.shape.dims, grad.shape.dims):
+        lo = w.size - 1 - w.pad_lo
+        pads.append(PadDim(lo, n - 1 + w.pad_lo - (o - 1) * w.stride, w.stride - 1))
+        spread.append(WindowDim(size=w.size))
+    padded = cx.add("pad", [share, cx.constant(0, acc)], {"padding": tuple(pads)})
+    total = cx.add("reduce-window", [padded, cx.constant(0, acc)],
+                   {"window": tuple(spread), "to_apply": cx.reducer("add", acc)}, shape=x.shape.with_element_type(
+                       primitive_type(acc)))
+    return cx.convert(total, et)
 
 
 _max_dim, _argmax = _arg_extremum("maximum")
@@ -500,5 +530,6 @@ OPS = {
     "aten._native_batch_norm_legit.no_stats":
         lambda cx, x, w, b, training, momentum, eps: _batch_norm_training(cx, x, w, b, None, None, momentum, eps,
                                                                           False),
-    "aten.avg_pool2d.default": avg_pool, "aten.avg_pool1d.default": avg_pool,
+    "aten.avg_pool2d.default": avg_pool, "aten.avg_pool1d.default": avg_pool, "aten.avg_pool3d.default": avg_pool,
+    "aten.avg_pool2d_backward.default": _avg_pool_backward, "aten.avg_pool3d_backward.default": _avg_pool_backward,
 }

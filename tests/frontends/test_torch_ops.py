@@ -243,3 +243,26 @@ def test_rrelu_in_eval_and_triplet_loss_match_eager():
     want.backward()
     assert_close(got, want, "loss")
     assert_close(ours.grad, a.grad, "gradient")
+
+
+def test_embedding_bag_and_its_gradients_match_eager():
+    """nn.EmbeddingBag (`_embedding_bag` and its backward) fell back: sum, mean and max bags with
+    an empty bag and a padding index, per-sample weights (and their gradient), include_last_offset."""
+    torch.manual_seed(0)
+    weight, weights = torch.randn(10, 3), torch.rand(8)
+    index, offsets = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 3, 3, 6])
+
+    def fn(weight, weights):
+        return (F.embedding_bag(index, weight, offsets, mode="mean", padding_idx=2),
+                F.embedding_bag(index, weight, offsets, mode="max", padding_idx=2),
+                F.embedding_bag(index, weight, offsets, mode="sum", per_sample_weights=weights),
+                F.embedding_bag(index, weight, torch.tensor([0, 3, 3, 6, 7]), mode="sum", include_last_offset=True))
+
+    grads = []
+    for run in (compiled(fn, backend="interpreter"), fn):
+        ours = [weight.clone().requires_grad_(), weights.clone().requires_grad_()]
+        outputs = run(*ours)
+        sum((out * torch.arange(3.0)).sum() for out in outputs).backward()
+        grads.append([*outputs, *(t.grad for t in ours)])
+    for k, (got, want) in enumerate(zip(*grads)):
+        assert_close(got, want, f"result {k}")

@@ -266,3 +266,57 @@ def test_embedding_bag_and_its_gradients_match_eager():
         grads.append([*outputs, *(t.grad for t in ours)])
     for k, (got, want) in enumerate(zip(*grads)):
         assert_close(got, want, f"result {k}")
+
+
+def _gradients(fn, *inputs, module=None):
+    """(outputs, gradients of the float inputs and the module's parameters) of a weighted sum of
+    fn's outputs, compiled by hlocc and eager."""
+    runs = []
+    for run in (compiled(fn, backend="interpreter"), fn):
+        if module is not None:
+            module.zero_grad()
+        ours = [x.clone().requires_grad_() if x.is_floating_point() else x for x in inputs]
+        outputs = run(*ours)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        sum((out * torch.linspace(-1, 2, out.shape[-1])).sum() for out in outputs).backward()
+        params = [p.grad.clone() for p in module.parameters()] if module is not None else []
+        runs.append([*outputs, *(x.grad for x in ours if x.is_floating_point()), *params])
+    return runs
+
+
+def test_rotary_bilinear_weight_norm_and_cdist_gradients_match_eager():
+    """Backward graphs that fell back: a strided slice's (`t[..., 1::2]`, rotary embeddings) is a
+    slice_scatter with a step; nn.Bilinear's `_trilinear` (forward and backward), weight_norm's
+    `_weight_norm_interface_backward` and cdist's `_cdist_forward`/`_cdist_backward` have no
+    PyTorch decomposition (frontends/torch/decompositions.py)."""
+    torch.manual_seed(0)
+    bilinear = torch.nn.Bilinear(4, 5, 3)
+    normed = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(5, 3))
+    modules = torch.nn.ModuleList([bilinear, normed])
+    a, b = torch.randn(6, 4), torch.randn(6, 5)
+
+    def fn(a, b):
+        rotated = torch.stack([-a[..., 1::2], a[..., ::2]], -1).flatten(-2)
+        return (rotated * a, bilinear(a, b) + normed(b), torch.cdist(a, b[:, :4]),
+                torch.cdist(a, b[:, 1:], p=1), torch.cdist(a, b[:, 1:], p=3))
+
+    for k, (got, want) in enumerate(zip(*_gradients(fn, a, b, module=modules))):
+        assert_close(got, want, f"result {k}")
+
+
+def test_grid_sample_inference_matches_eager():
+    """grid_sampler_2d fell back; PyTorch's own (non-core) decomposition lowers it (its backward
+    has none: a training graph's backward runs eager, with the right values)."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 6, 6)
+    theta = torch.tensor([[[0.9, 0.1, 0.05], [-0.1, 1.1, 0.0]]]).repeat(2, 1, 1)
+
+    def fn(x, theta):
+        grid = F.affine_grid(theta, (2, 3, 5, 7), align_corners=False)
+        return (F.grid_sample(x, grid, align_corners=False),
+                F.grid_sample(x, grid * 1.3, mode="nearest", padding_mode="border", align_corners=True),
+                F.grid_sample(x, grid * 1.4, mode="bicubic", padding_mode="reflection"))
+
+    # (bicubic: 16 weighted taps, summed in another order than ATen's kernel: a wider tolerance)
+    for k, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, theta), fn(x, theta))):
+        assert_close(got, want, f"result {k}", scale=10.0 if k == 2 else 1.0)

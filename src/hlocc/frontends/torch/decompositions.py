@@ -20,6 +20,10 @@ where the two differ:
 Writing them as decompositions rather than table rules keeps one lowering of layer_norm, linear,
 gelu and softmax for both paths, and lets them run through the same passes (the projections
 become library gemms).
+
+Below them, ops that have an autograd formula of their own and no decomposition of PyTorch's
+(nn.Bilinear's `_trilinear`, torch.cdist, weight_norm's backward): aot_autograd differentiates them
+by their formula, so their backward ops need decompositions too.
 """
 
 from __future__ import annotations
@@ -90,10 +94,85 @@ def transformer_encoder_layer(src, embed_dim: int, num_heads: int, qkv_weight, q
     return norm(x, norm_weight_2, norm_bias_2) if not norm_first else x
 
 
-def fused_decompositions() -> dict[Any, Any]:
-    """The decompositions of this module, keyed by their ATen ops."""
+# -- ops with an autograd formula of their own and no decomposition of PyTorch's ------------------
+# (aot_autograd differentiates them by that formula, so their backward op appears as well.)
+def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim: int = 1):
+    """`aten._trilinear` (nn.Bilinear, and its own backward): each input unsqueezed at its expand
+    dims, the product summed over `sumdim`."""
+    def expanded(t, dims):
+        for d in sorted(dims):
+            t = t.unsqueeze(d)
+        return t
+    product = expanded(i1, expand1) * expanded(i2, expand2) * expanded(i3, expand3)
+    return product.sum(list(sumdim)) if len(sumdim) else product
+
+
+def weight_norm_backward(grad_w, saved_v, saved_g, saved_norms, dim: int):
+    """`aten._weight_norm_interface_backward` (weight_norm's training): w = g · v / ‖v‖, the norm
+    over every dim but `dim`: dg = Σ(dw · v) / ‖v‖, dv = g / ‖v‖ · (dw - v · dg / ‖v‖)."""
+    other = [d for d in range(saved_v.dim()) if d != dim % saved_v.dim()]
+    grad_g = (grad_w * saved_v).sum(other, keepdim=True) / saved_norms
+    grad_v = (saved_g / saved_norms) * (grad_w - saved_v * (grad_g / saved_norms))
+    return grad_v, grad_g.reshape(saved_g.shape)
+
+
+def cdist_forward(x1, x2, p: float, compute_mode=None):
+    """`aten._cdist_forward` (torch.cdist): the p-norm of every difference x1[i] - x2[j], computed
+    from the differences for every p (PyTorch's CPU kernel takes p=2 through a matrix product
+    above 25 rows, x² + y² - 2xy, which rounds differently)."""
     import torch
 
+    diff = (x1.unsqueeze(-2) - x2.unsqueeze(-3)).abs()
+    if p == 0:
+        return (diff != 0).to(x1.dtype).sum(-1)
+    if p == 1:
+        return diff.sum(-1)
+    if p == 2:
+        return (diff * diff).sum(-1).sqrt()
+    if p == float("inf"):
+        return diff.amax(-1)
+    return torch.pow(torch.pow(diff, p).sum(-1), 1.0 / p)
+
+
+def cdist_backward(grad, x1, x2, p: float, cdist):
+    """`aten._cdist_backward`: the gradient of x1 (x2's is this with the arguments swapped), as
+    ATen's kernel takes it per p: 0 where a distance is 0 (and for p=0), sign(d) for p=1,
+    d / dist for p=2, sign(d) at the coordinates reaching the max for p=inf, else
+    d·|d|^(p-2) / dist^(p-1) (for p < 2: sign(d)·|d|^(p-1) / dist^(p-1), 0 where d = 0 and p < 1)."""
+    import torch
+
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    dist = cdist.unsqueeze(-1)
+    g = grad.unsqueeze(-1)
+    zero = torch.zeros_like(diff)
+    if p == 0:
+        return torch.zeros_like(x1)
+    if p == 1:
+        term = torch.sign(diff) * g
+    elif p == 2:
+        term = torch.where(dist == 0, zero, g * diff / dist)
+    elif p == float("inf"):
+        term = g * torch.sign(diff) * (diff.abs() == dist).to(diff.dtype)
+    elif p < 2:
+        vanishes = (dist == 0) | ((diff == 0) & (p < 1))
+        term = torch.where(vanishes, zero, torch.sign(diff) * diff.abs().pow(p - 1) * g / dist.pow(p - 1))
+    else:
+        term = torch.where(dist == 0, zero, diff * diff.abs().pow(p - 2) * g / dist.pow(p - 1))
+    return term.sum(-2)
+
+
+def fused_decompositions() -> dict[Any, Any]:
+    """The decompositions of this module, keyed by their ATen ops, and PyTorch's own of
+    grid_sampler_2d (not a core-ATen one; its backward has none and runs eager)."""
+    import torch
+    from torch._decomp import decomposition_table
+
     aten = torch.ops.aten
-    return {aten._transformer_encoder_layer_fwd.default: transformer_encoder_layer,
-            aten._native_multi_head_attention.default: native_multi_head_attention}
+    table = {aten._transformer_encoder_layer_fwd.default: transformer_encoder_layer,
+             aten._native_multi_head_attention.default: native_multi_head_attention,
+             aten._trilinear.default: trilinear,
+             aten._weight_norm_interface_backward.default: weight_norm_backward,
+             aten._cdist_forward.default: cdist_forward, aten._cdist_backward.default: cdist_backward}
+    if aten.grid_sampler_2d.default in decomposition_table:
+        table[aten.grid_sampler_2d.default] = decomposition_table[aten.grid_sampler_2d.default]
+    return table

@@ -230,12 +230,36 @@ def _update_slice(cx: LoweringContext, x, src, dim, start):
 
 def _slice_scatter(cx: LoweringContext, x, src, dim=0, start=None, end=None, step=1):
     dim = dim + x.shape.rank if dim < 0 else dim
-    if step != 1:
-        raise cx.error("slice_scatter with a step is not lowered")
     start = 0 if start is None else start
     if isinstance(start, int) and start < 0:
         start += x.shape.dims[dim]
+    if step != 1:
+        return _strided_slice_scatter(cx, x, src, dim, start, step)
     return _update_slice(cx, x, src, dim, start)
+
+
+def _strided_slice_scatter(cx: LoweringContext, x, src, dim: int, start, step: int):
+    """x with src written at start, start + step, ... along `dim` (the backward of a strided slice,
+    `t[..., 1::2]` of a rotary embedding): src spread by step - 1 interior zeros and padded to x's
+    size, chosen where the position is one of the slice's. Elementwise, so it fuses."""
+    n, m = x.shape.dims[dim], src.shape.dims[dim]
+    if not all(isinstance(v, int) for v in (n, m, start)):
+        raise cx.error("slice_scatter with a step over symbolic sizes is not lowered")
+    from hlocc.hlo.attributes import PadDim
+
+    src = cx.convert(src, x.shape.element_type.name)
+    if m == 0:
+        return x
+    pads = [PadDim(0, 0)] * x.shape.rank
+    pads[dim] = PadDim(start, n - (start + step * (m - 1) + 1), step - 1)
+    spread = cx.add("pad", [src, cx.constant(0, x.shape.element_type.name)], {"padding": tuple(pads)}, shape=x.shape)
+    chosen = np.zeros(n, dtype=bool)
+    chosen[start:start + step * (m - 1) + 1:step] = True
+    literal = cx.add("constant", shape=x.shape.with_dims([n]).with_element_type(primitive_type("pred")),
+                     literal=chosen)
+    mask = cx.add("broadcast", [literal], {"dimensions": (dim,)}, shape=x.shape.with_element_type(
+        primitive_type("pred")))
+    return cx.add("select", [mask, spread, x], shape=cx.shape)
 
 
 def _select_scatter(cx: LoweringContext, x, src, dim, index):

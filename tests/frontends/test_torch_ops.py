@@ -320,3 +320,21 @@ def test_grid_sample_inference_matches_eager():
     # (bicubic: 16 weighted taps, summed in another order than ATen's kernel: a wider tolerance)
     for k, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, theta), fn(x, theta))):
         assert_close(got, want, f"result {k}", scale=10.0 if k == 2 else 1.0)
+
+
+def test_kthvalue_and_median_match_eager():
+    """kthvalue, median and nanmedian fell back. The k-th value of a stable sort (NaN last); median
+    gives NaN and the first NaN's index for a row holding one, nanmedian the lower median of the
+    rest. (Which index ATen's quickselect returns among equal values or NaNs is its own: rows of
+    distinct values here.)"""
+    nan = float("nan")
+    x = torch.randperm(24, generator=torch.Generator().manual_seed(0)).float().view(4, 6) - 10
+    with_nan = x.clone()
+    with_nan[1, 2], with_nan[1, 4], with_nan[3, 1] = nan, nan, nan
+
+    def fn(x, with_nan):
+        return (*torch.kthvalue(x, 2), *torch.kthvalue(x, 3, 0, True), *torch.median(x, 1), *torch.median(with_nan, 1),
+                *torch.nanmedian(with_nan, 1), torch.median(with_nan), torch.nanmedian(with_nan))
+
+    for k, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, with_nan), fn(x, with_nan))):
+        assert torch.equal(got, want) or torch.allclose(got, want, equal_nan=True), (k, got, want)

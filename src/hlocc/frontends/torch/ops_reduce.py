@@ -211,6 +211,65 @@ def _topk(cx: LoweringContext, x, k, dim=-1, largest=True, sorted=True):
     return [slice_dim(cx, v, dim, 0, k) for v in _sorted(cx, x, dim, largest)]
 
 
+def _order_statistic(cx: LoweringContext, x, dim, position, keepdim: bool, nan_first: bool = False):
+    """(value, s64 index) of the element at `position` (an int, or an s64 tensor with x's shape
+    but 1 along `dim`) of a stable ascending sort along `dim` (NaN last). `nan_first`: a row
+    holding a NaN gives NaN and the index of its first NaN instead (torch.median)."""
+    if x.shape.rank == 0:
+        return x, cx.constant(0, "s64")
+    dim = _norm_dims(dim, x.shape.rank)[0]
+    values, indices = _sorted(cx, x, dim, False)
+    if isinstance(position, int):
+        value, index = slice_dim(cx, values, dim, position, 1), slice_dim(cx, indices, dim, position, 1)
+    else:
+        from hlocc.frontends.torch.ops_linalg import gather_along
+
+        value, index = gather_along(cx, values, dim, position), gather_along(cx, indices, dim, position)
+    if nan_first and x.shape.element_type.is_float:
+        nan = cx.add("compare", [x, x], {"direction": "NE"})
+        any_nan = reduce(cx, nan, [dim], "or", keepdim=True)
+        iota = cx.add("iota", attrs={"iota_dimension": dim}, shape=x.shape.with_element_type(primitive_type("s64")))
+        first = reduce(cx, cx.add("select", [nan, iota, cx.full(2**62, iota.shape)]), [dim], "minimum", keepdim=True)
+        value = cx.add("select", [any_nan, cx.full(math.nan, value.shape), value])
+        index = cx.add("select", [any_nan, first, index])
+    if not keepdim:
+        kept = [d for i, d in enumerate(value.shape.dims) if i != dim]
+        value, index = cx.reshape(value, kept), cx.reshape(index, kept)
+    return value, index
+
+
+def _kthvalue(cx: LoweringContext, x, k, dim=-1, keepdim=False):
+    """torch.kthvalue: the k-th smallest (NaN largest) and its index. Of equal values the first is
+    taken (ATen's quickselect may return another index of an equal value)."""
+    return list(_order_statistic(cx, x, dim, k - 1, keepdim))
+
+
+def _median_dim(ignore_nan: bool):
+    """torch.median / nanmedian along a dim: the lower median ((n - 1) // 2-th smallest) and its
+    index; median gives NaN and the first NaN's index for a row holding one, nanmedian the lower
+    median of the row's other values (NaN for a row of NaNs)."""
+    def rule(cx: LoweringContext, x, dim=-1, keepdim=False):
+        if x.shape.rank == 0:
+            return [x, cx.constant(0, "s64")]
+        d = _norm_dims(dim, x.shape.rank)[0]
+        n = x.shape.dims[d]
+        if not ignore_nan or not x.shape.element_type.is_float:
+            return list(_order_statistic(cx, x, d, (n - 1) // 2, keepdim, nan_first=not ignore_nan))
+        present = cx.convert(cx.add("compare", [x, x], {"direction": "EQ"}), "s64")
+        count = reduce(cx, present, [d], "add", keepdim=True)
+        position = cx.add("shift-right-arithmetic", [cx.add("maximum", [cx.add("subtract", [count, cx.full(
+            1, count.shape)]), cx.full(0, count.shape)]), cx.full(1, count.shape)])
+        return list(_order_statistic(cx, x, d, position, keepdim))
+    return rule
+
+
+def _median(ignore_nan: bool):
+    """torch.median() / nanmedian() of all elements: the rule along one dim of the flattened tensor."""
+    def rule(cx: LoweringContext, x):
+        return _median_dim(ignore_nan)(cx, cx.reshape(x, [_numel(x)]), 0)[0]
+    return rule
+
+
 def _var_mean(cx: LoweringContext, x, dims=None, *, correction=1, keepdim=False):
     """(var, mean), both of the result's type and shape (the mean is reduced once more: fusion
     merges the two sums over `x`)."""
@@ -512,6 +571,8 @@ OPS = {
     "aten.prod.dim_int": _prod, "aten.prod.default": _prod, "aten.var.correction": _var,
     "aten.var_mean.correction": _var_mean,
     "aten.sort.default": _sort, "aten.sort.stable": _sort_stable, "aten.topk.default": _topk,
+    "aten.kthvalue.default": _kthvalue, "aten.median.dim": _median_dim(False), "aten.nanmedian.dim": _median_dim(True),
+    "aten.median.default": _median(False), "aten.nanmedian.default": _median(True),
     "aten.linalg_vector_norm.default": _vector_norm,
     "aten._softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim),
     "aten._log_softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim, log=True),

@@ -338,3 +338,15 @@ def test_kthvalue_and_median_match_eager():
 
     for k, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, with_nan), fn(x, with_nan))):
         assert torch.equal(got, want) or torch.allclose(got, want, equal_nan=True), (k, got, want)
+
+
+def test_scans_search_and_median_over_symbolic_sizes():
+    """dynamic=True: the boundaries' count is symbolic (searchsorted: 32 unrolled steps and a guard
+    n < 2**32), and so is the median's position."""
+    boundaries = torch.tensor([-1.0, 0.0, 0.5, 2.0])
+    fn = lambda x, b: (*torch.cummax(x, 1), torch.searchsorted(b, x), torch.median(x, 1).values)  # noqa: E731
+    f = compiled(fn, dynamic=True, backend="interpreter")
+    for shape in ((3, 7), (2, 9)):
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(shape[0]))
+        for k, (got, want) in enumerate(zip(f(x, boundaries[:shape[0]]), fn(x, boundaries[:shape[0]]))):
+            assert torch.equal(got, want), (shape, k, got, want)

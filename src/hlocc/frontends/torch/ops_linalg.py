@@ -454,23 +454,31 @@ def _search(cx: LoweringContext, boundaries, values, *, right: bool, sorter=None
     finished one keeps its start). The search itself rather than a count of the elements below v
     (a compare and a sum): the count is the same on a sorted row without NaN, the search is
     PyTorch's answer on any row (NaNs, which torch.sort puts last, compare false both ways and so
-    send the search right, and unsorted rows) in O(log n) per value. `sorter` (argsort of the rows)
+    send the search right, and unsorted rows) in O(log n) per value (a symbolic n: 32 steps and a
+    guard that n < 2**32). `sorter` (argsort of the rows)
     reorders the rows first, as the kernel reads row[sorter[mid]]."""
     boundaries = cx.convert(boundaries, common)
     values = cx.convert(values if isinstance(values, HloInstruction) else cx.constant(values, common), common)
     n = boundaries.shape.dims[-1]
-    if not isinstance(n, int):
-        raise cx.error("searchsorted over a symbolic number of boundaries is not lowered")
+    steps = n.bit_length() if isinstance(n, int) else _SYMBOLIC_SEARCH_STEPS
+    if not isinstance(n, int):  # (steps enough for any n the guard lets through)
+        from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
+
+        cx.lowering.module.guards.append(ShapeGuard(
+            SizePredicate((SizeComparison("LT", n, 2**_SYMBOLIC_SEARCH_STEPS),)),
+            f"{cx.where()}: searchsorted into {{0}} boundaries (at most 2**{_SYMBOLIC_SEARCH_STEPS} - 1)", (n,)))
     per_row = boundaries.shape.rank > 1
     if sorter is not None:
         boundaries = gather_along(cx, boundaries, boundaries.shape.rank - 1, sorter)
     index_shape = values.shape.with_element_type(_S64)
-    start, end = cx.full(0, index_shape), cx.full(n, index_shape)
-    for _ in range(n.bit_length()):
+    count = cx.broadcast_to(cx.size_of(boundaries, [boundaries.shape.rank - 1], "s64"), index_shape.dims)
+    last = cx.add("maximum", [cx.add("subtract", [count, cx.full(1, index_shape)]), cx.full(0, index_shape)])
+    start, end = cx.full(0, index_shape), count
+    for _ in range(steps):
         active = cx.add("compare", [start, end], {"direction": "LT"})
         mid = cx.add("add", [start, cx.add("shift-right-logical", [cx.add("subtract", [end, start]),
                                                                     cx.full(1, index_shape)])])
-        probe = cx.add("minimum", [mid, cx.full(max(n - 1, 0), index_shape)])  # (a finished search's mid may be n)
+        probe = cx.add("minimum", [mid, last])  # (a finished search's mid may be n)
         if per_row:
             found = gather_along(cx, boundaries, values.shape.rank - 1, probe)
         else:
@@ -484,6 +492,11 @@ def _search(cx: LoweringContext, boundaries, values, *, right: bool, sorter=None
         start = cx.add("select", [go_right, cx.add("add", [mid, cx.full(1, index_shape)]), start])
         end = cx.add("select", [go_left, mid, end])
     return start
+
+
+_SYMBOLIC_SEARCH_STEPS = 32
+"""The binary search's unrolled steps where the number of boundaries is symbolic (a guard keeps it
+below 2**32; a static count takes its own bit length)."""
 
 
 def _searchsorted(cx: LoweringContext, boundaries, values, *, out_int32=False, right=False, side=None, sorter=None):

@@ -254,7 +254,13 @@ def _median_dim(ignore_nan: bool):
         d = _norm_dims(dim, x.shape.rank)[0]
         n = x.shape.dims[d]
         if not ignore_nan or not x.shape.element_type.is_float:
-            return list(_order_statistic(cx, x, d, (n - 1) // 2, keepdim, nan_first=not ignore_nan))
+            middle = (n - 1) // 2
+            if not isinstance(n, int):  # (a symbolic length: the position as a tensor)
+                size = cx.size_of(x, [d], "s64")
+                middle = cx.broadcast_to(cx.add("shift-right-arithmetic", [
+                    cx.add("subtract", [size, cx.constant(1, "s64")]), cx.constant(1, "s64")]),
+                    [1 if i == d else s for i, s in enumerate(x.shape.dims)])
+            return list(_order_statistic(cx, x, d, middle, keepdim, nan_first=not ignore_nan))
         present = cx.convert(cx.add("compare", [x, x], {"direction": "EQ"}), "s64")
         count = reduce(cx, present, [d], "add", keepdim=True)
         position = cx.add("shift-right-arithmetic", [cx.add("maximum", [cx.add("subtract", [count, cx.full(

@@ -350,3 +350,16 @@ def test_scans_search_and_median_over_symbolic_sizes():
         x = torch.randn(*shape, generator=torch.Generator().manual_seed(shape[0]))
         for k, (got, want) in enumerate(zip(f(x, boundaries[:shape[0]]), fn(x, boundaries[:shape[0]]))):
             assert torch.equal(got, want), (shape, k, got, want)
+
+
+def test_replicate_and_circular_padding_gradients_match_eager():
+    """replication_pad{1,2,3}d_backward and new_empty_strided (circular padding's backward) fell back."""
+    torch.manual_seed(0)
+    x1, x2, x3 = torch.randn(2, 3, 5), torch.randn(1, 2, 4, 5), torch.randn(1, 1, 3, 4, 2)
+
+    def fn(x1, x2, x3):
+        return (F.pad(x1, (2, 3), mode="replicate"), F.pad(x2, (2, 1, 0, 3), mode="replicate"),
+                F.pad(x3, (1, 1, 2, 0, 1, 2), mode="replicate"), F.pad(x2, (1, 2, 2, 1), mode="circular"))
+
+    for k, (got, want) in enumerate(zip(*_gradients(fn, x1, x2, x3))):
+        assert_close(got, want, f"result {k}")

@@ -384,7 +384,7 @@ OPS = {
     "aten.full.default": _full, "aten.full_like.default": _full_like,
     "aten.zeros.default": _filled(0), "aten.ones.default": _filled(1), "aten.zeros_like.default": _filled(0),
     "aten.ones_like.default": _filled(1), "aten.empty.memory_format": _filled(0),
-    "aten.empty_permuted.default": _filled(0),
+    "aten.empty_permuted.default": _filled(0), "aten.new_empty_strided.default": _filled(0),
     "aten.empty_like.default": _filled(0), "aten.new_zeros.default": _filled(0), "aten.new_ones.default": _filled(1),
     "aten.fill.Scalar": lambda cx, x, value: cx.full(value, cx.shape),
     "aten.scalar_tensor.default": _scalar_tensor,

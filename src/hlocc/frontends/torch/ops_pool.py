@@ -1,6 +1,7 @@
 """Table entries for max pooling with indices and its backward (what training a CNN with MaxPool
 needs: aot_autograd saves the indices of the forward for `max_pool2d_with_indices_backward`), and
-adaptive pooling (average and max, 1-3 spatial dims) with their backward.
+adaptive pooling (average and max, 1-3 spatial dims) with their backward, and replication padding's
+backward (the same window sums).
 
 The values are one HLO reduce-window (`ops_reduce.max_pool`); the indices follow ATen's CPU kernel
 (`aten/src/ATen/native/cpu/MaxPoolKernel.cpp`): the flat position in the input plane (h·W + w) of the
@@ -110,10 +111,10 @@ def _adaptive_windows(n: int, m: int) -> list[range]:
 
 def _gather_windows(cx: LoweringContext, x, dim: int, windows: list) -> tuple:
     """x gathered along `dim` into [..., len(windows), K, ...] (K the longest window; window i's
-    positions first, its unused slots repeat its last one) and the [len(windows), K] pred mask of
-    the used slots, as a constant."""
-    k = max(len(w) for w in windows)
-    table = np.array([list(w) + [w[-1]] * (k - len(w)) for w in windows], dtype=np.int64)
+    positions first, its unused slots repeat its last one, or 0 for an empty window) and the
+    [len(windows), K] pred mask of the used slots, as a constant."""
+    k = max(1, max(len(w) for w in windows))
+    table = np.array([list(w) + [w[-1] if len(w) else 0] * (k - len(w)) for w in windows], dtype=np.int64)
     used = np.array([[j < len(w) for j in range(k)] for w in windows])
     index = cx.add("constant", shape=Shape.array(_S64, table.shape), literal=table)
     dims = list(x.shape.dims)
@@ -242,6 +243,23 @@ def _adaptive_max_pool_backward(k: int):
     return rule
 
 
+def _replication_pad_backward(cx: LoweringContext, grad, x, padding):
+    """replication_pad{1,2,3}d_backward: each input element gets the gradient of every output
+    position that copies it (an edge element: itself and its padding), summed as windows (module
+    doc) one padded dim at a time; `padding` is (lo, hi) pairs from the last dim."""
+    et = cx.element_type
+    acc = "f32" if et in ("f16", "bf16") else et
+    total = cx.convert(grad, acc)
+    for k in range(len(padding) // 2):
+        dim = x.shape.rank - 1 - k
+        n, out, lo = x.shape.dims[dim], grad.shape.dims[dim], padding[2 * k]
+        if not all(isinstance(v, int) for v in (n, out)):
+            raise cx.error("replication padding's backward over symbolic sizes is not lowered")
+        holders = [[i for i in range(out) if min(max(i - lo, 0), n - 1) == j] for j in range(n)]
+        total = _window_sums(cx, total, dim, holders)
+    return cx.convert(total, et)
+
+
 OPS = {
     "aten.max_pool2d_with_indices.default": _max_pool_with_indices,
     "aten.max_pool3d_with_indices.default": _max_pool_with_indices,
@@ -255,4 +273,7 @@ OPS = {
     "aten.adaptive_max_pool1d.default": _adaptive_max_pool,
     "aten.adaptive_max_pool2d_backward.default": _adaptive_max_pool_backward(2),
     "aten.adaptive_max_pool3d_backward.default": _adaptive_max_pool_backward(3),
+    "aten.replication_pad1d_backward.default": _replication_pad_backward,
+    "aten.replication_pad2d_backward.default": _replication_pad_backward,
+    "aten.replication_pad3d_backward.default": _replication_pad_backward,
 }

@@ -143,6 +143,15 @@ def test_cummax_cummin_take_the_last_tie_and_the_last_nan():
         assert torch.equal(got.signbit(), want.signbit()), (k, got, want)
 
 
+def test_scans_of_an_empty_dimension():
+    """cumsum/cumprod/cummax/logcumsumexp along a dimension of size 0: the scan's window had size 0,
+    which HLO refuses (a compile error, strict mode)."""
+    x = torch.randn(3, 0)
+    fn = lambda x: (torch.cumsum(x, 1), torch.cumprod(x, 1), *torch.cummax(x, 1), torch.logcumsumexp(x, 1))  # noqa: E731
+    for got, want in zip(compiled(fn, backend="interpreter")(x), fn(x)):
+        assert got.shape == want.shape and got.dtype == want.dtype, (got, want)
+
+
 def test_logcumsumexp_matches_eager():
     """logcumsumexp fell back: a scan by ATen's log-add-exp, so an element far below a later one
     keeps its value (-1000: a shift by the row max underflowed it) and equal infinities stay."""

@@ -318,6 +318,8 @@ def scan(cx: LoweringContext, x: HloInstruction, dim: int, computation, init) ->
     CPU's scan emitter computes it in O(n) a line, where it is its fusion's root)."""
     et = x.shape.element_type.name
     n = x.shape.dims[dim]
+    if n == 0:  # (nothing to scan: a window of size 0 is not HLO)
+        return x
     window = tuple(WindowDim(size=n, pad_lo=n - 1) if i == dim else WindowDim(size=1)
                    for i in range(x.shape.rank))
     return cx.add("reduce-window", [x, cx.constant(init, et)], {"window": window, "to_apply": computation},
@@ -351,6 +353,9 @@ def _cumulative_extremum(opcode: str):
         if rank0:
             x = cx.reshape(x, [1])
         dim = _norm_dims(dim, x.shape.rank)[0]
+        if x.shape.dims[dim] == 0:
+            return [x, cx.add("iota", attrs={"iota_dimension": dim}, shape=x.shape.with_element_type(
+                primitive_type("s64")))]
         et = x.shape.element_type.name
         scanned = cx.convert(x, "u8") if et == "pred" else x  # (max/min of bytes, not of i1)
         st = scanned.shape.element_type.name

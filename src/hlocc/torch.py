@@ -390,17 +390,38 @@ def _sdpa_math(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=No
                                                              scale=scale, enable_gqa=enable_gqa)[0]
 
 
+_GRID_MODES = {"bilinear": 0, "bicubic": 2}
+_GRID_PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
+
+
+def _grid_sample_math(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """F.grid_sample of a 4-D input through PyTorch's own decomposition of grid_sampler_2d (ATen
+    ops: coordinates, clipping or reflection, gathers and weights), so that aot_autograd
+    differentiates those ops: grid_sampler_2d_backward has no decomposition and ran eager. Other
+    inputs (5-D) and mode="nearest" call F.grid_sample itself: nearest's rounding cuts the grid
+    off autograd's graph, whose gradient would then be None where PyTorch's backward gives zeros."""
+    import torch
+    from torch._decomp.decompositions import grid_sampler_2d
+
+    if input.dim() != 4 or mode not in ("bilinear", "bicubic") or padding_mode not in _GRID_PADDINGS:
+        return torch.nn.functional.grid_sample(input, grid, mode, padding_mode, align_corners)
+    return grid_sampler_2d(input, grid, _GRID_MODES[mode], _GRID_PADDINGS[padding_mode], bool(align_corners))
+
+
 def _attention_as_math(graph_module: Any) -> None:
     """Calls of scaled_dot_product_attention become its math form (matmuls, softmax) before
     aot_autograd traces them: the fused CPU kernel's backward is one opaque op, its math form's
-    backward plain ATen ops (the table lowers both directions)."""
+    backward plain ATen ops (the table lowers both directions). F.grid_sample likewise becomes
+    PyTorch's decomposition of it (`_grid_sample_math`)."""
     import torch
 
-    targets = {torch._C._nn.scaled_dot_product_attention, torch.nn.functional.scaled_dot_product_attention}
+    targets = {torch._C._nn.scaled_dot_product_attention: _sdpa_math,
+               torch.nn.functional.scaled_dot_product_attention: _sdpa_math,
+               torch.nn.functional.grid_sample: _grid_sample_math}
     changed = False
     for node in graph_module.graph.nodes:
         if node.op == "call_function" and node.target in targets:
-            node.target = _sdpa_math
+            node.target = targets[node.target]
             changed = True
     if changed:
         graph_module.recompile()

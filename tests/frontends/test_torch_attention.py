@@ -48,22 +48,21 @@ def test_attention_softmax_reduces_the_scores_twice(monkeypatch):
     assert sorted(r.attrs["to_apply"].root.opcode for r in reduces) == ["add", "maximum"]
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_transformer_encoder_fast_path_matches_eager(norm_first):
+def test_transformer_encoder_fast_path_matches_eager():
     """nn.TransformerEncoderLayer in eval mode without grad calls one fused kernel,
     `_transformer_encoder_layer_fwd`, which fell back to eager; it is decomposed as the kernel
     computes (frontends/torch/decompositions.py), masks included: a key-padding mask, a causal
-    float mask, both (merged to a [B, H, L, L] mask)."""
+    float mask, both (merged to a [B, H, L, L] mask); post-norm with relu, pre-norm with gelu."""
     torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, norm_first=norm_first,
-                                             activation="gelu" if norm_first else "relu").eval()
+    post = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True).eval()
+    pre = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, norm_first=True, activation="gelu").eval()
     x = torch.randn(2, 5, 16)
     padding = torch.zeros(2, 5, dtype=torch.bool)
     padding[0, 3:] = True
     causal = torch.nn.Transformer.generate_square_subsequent_mask(5)
 
     def fn(x, padding, causal):
-        return layer(x), layer(x, src_key_padding_mask=padding), layer(x, causal, src_key_padding_mask=padding)
+        return post(x), pre(x, src_key_padding_mask=padding), post(x, causal, src_key_padding_mask=padding)
 
     with torch.no_grad():
         for k, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, padding, causal),

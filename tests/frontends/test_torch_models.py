@@ -91,8 +91,8 @@ def test_lstm_inference_is_lowered():
     one oneDNN kernel per layer, and fell back: hlocc traces with mkldnn off, which gives the time
     steps in ATen. Two layers, bidirectional, batch_first, an initial state."""
     torch.manual_seed(0)
-    lstm = torch.nn.LSTM(6, 8, num_layers=2, bidirectional=True, batch_first=True).eval()
-    x, h, c = torch.randn(2, 5, 6), torch.randn(4, 2, 8), torch.randn(4, 2, 8)
+    lstm = torch.nn.LSTM(4, 5, num_layers=2, bidirectional=True, batch_first=True).eval()
+    x, h, c = torch.randn(2, 3, 4), torch.randn(4, 2, 5), torch.randn(4, 2, 5)
     fn = lambda x, h, c: lstm(x, (h, c))  # noqa: E731
     with torch._dynamo.config.patch(allow_rnn=True), torch.no_grad():
         got, want = compiled(fn, backend="interpreter")(x, h, c), fn(x, h, c)

@@ -347,3 +347,27 @@ def test_grid_sample_gradients_match_eager():
 
     for k, (got, want) in enumerate(zip(*_gradients(fn, x, theta))):
         assert_close(got, want, f"result {k}", scale=10.0)
+
+
+def test_fake_quantize_matches_eager_bit_for_bit():
+    """Quantization-aware training's fake_quantize_*_cachemask ops fell back. Rounding is half to
+    even (0.125 / 0.05 = 2.5 rounds to 2), values outside the range are clamped and get no gradient;
+    per-channel scales and zero points; the tensor-qparams form nn FakeQuantize calls."""
+    torch.manual_seed(0)
+    x = torch.randn(5, 6) * 3
+    x[0, 0] = 0.125
+    weight = torch.randn(4, 6)
+
+    def fn(x):
+        return (torch.fake_quantize_per_tensor_affine(x, 0.05, 3, -128, 127),
+                torch.fake_quantize_per_channel_affine(weight * x[:4], torch.tensor([0.01, 0.02, 0.05, 0.1]),
+                                                       torch.tensor([0, 1, -2, 3], dtype=torch.int32), 0, -128, 127),
+                torch.fake_quantize_per_tensor_affine(x, torch.tensor([0.07]), torch.tensor([2], dtype=torch.int32), 0, 255))
+
+    ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    got, want = compiled(fn, backend="interpreter")(ours), fn(theirs)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert torch.equal(g, w), (k, g, w)
+    sum(out.sum() for out in got).backward()
+    sum(out.sum() for out in want).backward()
+    assert torch.equal(ours.grad, theirs.grad)

@@ -268,6 +268,40 @@ def _rrelu_with_noise_backward(cx: LoweringContext, grad, x, noise, lower, upper
                   shape=cx.shape)
 
 
+def _fake_quantize(cx: LoweringContext, x, scale, zero_point, quant_min: int, quant_max: int, axis=None,
+                   enabled=None):
+    """(output, mask) of fake quantization (quantization-aware training) as ATen's CPU kernels
+    compute it in f32: q = round-half-even(x · (1 / scale)) + zero_point; the mask says q was in
+    [quant_min, quant_max]; the output is (clamp(q) - zero_point) · scale. Scale and zero point are
+    numbers, one-element tensors, or per-channel tensors along `axis`; `enabled` (a one-element
+    tensor, FakeQuantize's switch) of 0 passes x through with an all-true mask."""
+    et = cx.element_type
+    value = cx.convert(x, "f32")
+    shape = value.shape
+
+    def parameter(v):
+        if not isinstance(v, HloInstruction):
+            return cx.full(v, shape)
+        v = cx.convert(v, "f32")
+        if axis is not None:
+            return cx.add("broadcast", [v], {"dimensions": (axis % shape.rank,)}, shape=shape)
+        return cx.broadcast_to(cx.reshape(v, []), shape.dims)
+
+    scale_f, zero = parameter(scale), parameter(zero_point)
+    inverse = cx.add("divide", [cx.full(1, shape), scale_f])
+    q = cx.add("add", [cx.add("round-nearest-even", [cx.add("multiply", [value, inverse])]), zero])
+    low, high = cx.full(quant_min, shape), cx.full(quant_max, shape)
+    mask = cx.add("and", [cx.add("compare", [q, low], {"direction": "GE"}),
+                          cx.add("compare", [q, high], {"direction": "LE"})])
+    out = cx.add("multiply", [cx.add("subtract", [cx.add("clamp", [low, q, high]), zero]), scale_f])
+    if enabled is not None:
+        switch = cx.reshape(cx.convert(enabled, "f32"), [])
+        on = cx.broadcast_to(cx.add("compare", [switch, cx.constant(0, "f32")], {"direction": "NE"}), shape.dims)
+        out = cx.add("select", [on, out, value])
+        mask = cx.add("or", [mask, cx.add("not", [on])])
+    return [cx.convert(out, et), mask]
+
+
 def _elu(cx: LoweringContext, x, alpha=1, scale=1, input_scale=1):
     """ATen's elu: scale·x above zero, scale·alpha·(exp(input_scale·x) - 1) at or below (selu and
     celu are this with other constants)."""
@@ -362,6 +396,13 @@ OPS = {
     "aten.leaky_relu.default": _leaky_relu, "aten.elu.default": _elu,
     "aten.rrelu_with_noise.default": _rrelu_with_noise, "aten.rrelu_with_noise_functional.default": _rrelu_with_noise,
     "aten.rrelu_with_noise_backward.default": _rrelu_with_noise_backward,
+    "aten.fake_quantize_per_tensor_affine_cachemask.default": _fake_quantize,
+    "aten.fake_quantize_per_channel_affine_cachemask.default":
+        lambda cx, x, scale, zero_point, axis, quant_min, quant_max: _fake_quantize(
+            cx, x, scale, zero_point, quant_min, quant_max, axis=axis),
+    "aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default":
+        lambda cx, x, scale, zero_point, enabled, quant_min, quant_max: _fake_quantize(
+            cx, x, scale, zero_point, quant_min, quant_max, enabled=enabled),
     "aten.div.Tensor_mode": _binary("divide", divide=True), "aten.div.Scalar_mode": _binary("divide", divide=True),
     "aten.pow.Tensor_Scalar": _pow_scalar, "aten.pow.Tensor_Tensor": _binary("power"),
     "aten.pow.Scalar": _binary("power"),

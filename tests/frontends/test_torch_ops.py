@@ -371,3 +371,17 @@ def test_fake_quantize_matches_eager_bit_for_bit():
     sum(out.sum() for out in got).backward()
     sum(out.sum() for out in want).backward()
     assert torch.equal(ours.grad, theirs.grad)
+
+
+def test_complex_rotary_embedding_and_its_gradient_match_eager():
+    """Rotary embeddings in complex form (LLaMA's reference: view_as_complex, polar, a complex
+    product, view_as_real; conj in the backward) fell back."""
+    torch.manual_seed(0)
+    angles = torch.arange(12.0).view(3, 4) * 0.1
+
+    def fn(x):
+        rotated = torch.view_as_complex(x.reshape(2, 3, 4, 2)) * torch.polar(torch.ones(3, 4), angles)
+        return torch.view_as_real(rotated).flatten(-2), rotated.real * 2 + rotated.imag
+
+    for k, (got, want) in enumerate(zip(*_gradients(fn, torch.randn(2, 3, 8)))):
+        assert_close(got, want, f"result {k}")

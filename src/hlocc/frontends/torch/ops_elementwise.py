@@ -302,6 +302,52 @@ def _fake_quantize(cx: LoweringContext, x, scale, zero_point, quant_min: int, qu
     return [cx.convert(out, et), mask]
 
 
+# -- complex views (rotary embeddings in complex form: view_as_complex, polar, view_as_real) ------------
+def _complex(cx: LoweringContext, real, imag):
+    """A complex tensor of the result's type from real and imaginary parts (HLO `complex`)."""
+    part = cx.element_type.replace("c128", "f64").replace("c64", "f32")
+    real, imag = cx.operand(real, part, cx.shape.dims), cx.operand(imag, part, cx.shape.dims)
+    return cx.add("complex", [real, imag], shape=cx.shape)
+
+
+def _part(cx: LoweringContext, z, opcode: str):
+    """HLO real / imag of a complex tensor (of a real one: itself, or zeros)."""
+    if not z.shape.element_type.is_complex:
+        return z if opcode == "real" else cx.full(0, z.shape)
+    return cx.add(opcode, [z], shape=cx.shape if cx.shape.dims == z.shape.dims else None)
+
+
+def _view_as_complex(cx: LoweringContext, x):
+    """x[..., 2] as complex: x[..., 0] + i·x[..., 1]."""
+    from hlocc.frontends.torch.ops_shape import slice_dim
+
+    last = x.shape.rank - 1
+    real, imag = (cx.reshape(slice_dim(cx, x, last, k, 1), cx.shape.dims) for k in (0, 1))
+    return cx.add("complex", [real, imag], shape=cx.shape)
+
+
+def _view_as_real(cx: LoweringContext, z):
+    """z as [..., 2] of its real and imaginary parts."""
+    part = z.shape.with_element_type(primitive_type(cx.element_type))
+    parts = [cx.reshape(cx.add(op, [z], shape=part), list(z.shape.dims) + [1]) for op in ("real", "imag")]
+    return cx.add("concatenate", parts, {"dimensions": (z.shape.rank,)}, shape=cx.shape)
+
+
+def _polar(cx: LoweringContext, magnitude, angle):
+    """abs·cos(angle) + i·abs·sin(angle)."""
+    return _complex(cx, cx.add("multiply", [magnitude, cx.add("cosine", [angle])]),
+                    cx.add("multiply", [magnitude, cx.add("sine", [angle])]))
+
+
+def _conj(cx: LoweringContext, z):
+    """The conjugate (torch's lazy conjugate view, `_conj`, and conj_physical): real - i·imag."""
+    if not z.shape.element_type.is_complex:
+        return z
+    part = z.shape.with_element_type(primitive_type(cx.element_type.replace("c128", "f64").replace("c64", "f32")))
+    return cx.add("complex", [cx.add("real", [z], shape=part), cx.add("negate", [cx.add("imag", [z], shape=part)])],
+                  shape=cx.shape)
+
+
 def _elu(cx: LoweringContext, x, alpha=1, scale=1, input_scale=1):
     """ATen's elu: scale·x above zero, scale·alpha·(exp(input_scale·x) - 1) at or below (selu and
     celu are this with other constants)."""
@@ -396,6 +442,10 @@ OPS = {
     "aten.leaky_relu.default": _leaky_relu, "aten.elu.default": _elu,
     "aten.rrelu_with_noise.default": _rrelu_with_noise, "aten.rrelu_with_noise_functional.default": _rrelu_with_noise,
     "aten.rrelu_with_noise_backward.default": _rrelu_with_noise_backward,
+    "aten.view_as_complex.default": _view_as_complex, "aten.view_as_real.default": _view_as_real,
+    "aten.polar.default": _polar, "aten.complex.default": _complex, "aten._conj.default": _conj,
+    "aten.conj_physical.default": _conj, "aten.real.default": lambda cx, z: _part(cx, z, "real"),
+    "aten.imag.default": lambda cx, z: _part(cx, z, "imag"),
     "aten.fake_quantize_per_tensor_affine_cachemask.default": _fake_quantize,
     "aten.fake_quantize_per_channel_affine_cachemask.default":
         lambda cx, x, scale, zero_point, axis, quant_min, quant_max: _fake_quantize(

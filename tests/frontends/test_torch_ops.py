@@ -385,3 +385,17 @@ def test_complex_rotary_embedding_and_its_gradient_match_eager():
 
     for k, (got, want) in enumerate(zip(*_gradients(fn, torch.randn(2, 3, 8)))):
         assert_close(got, want, f"result {k}")
+
+
+def test_embedding_with_max_norm_renormalizes_the_weight_as_eager():
+    """nn.Embedding(max_norm=...) renormalizes the named rows of its weight in place
+    (`embedding_renorm`), which fell back; the weight written back matches eager's bit for bit."""
+    torch.manual_seed(0)
+    ours = torch.nn.Embedding(10, 4, max_norm=1.0, norm_type=3.0)
+    theirs = torch.nn.Embedding(10, 4, max_norm=1.0, norm_type=3.0)
+    theirs.load_state_dict(ours.state_dict())
+    index = torch.tensor([[1, 2, 1], [7, 3, 2]])
+    with torch.no_grad():
+        got, want = compiled(lambda i: ours(i) * 2, backend="interpreter")(index), theirs(index) * 2
+    assert torch.equal(got, want)
+    assert torch.equal(ours.weight, theirs.weight)

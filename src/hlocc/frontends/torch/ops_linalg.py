@@ -71,6 +71,49 @@ def _embedding(cx: LoweringContext, weight, indices, padding_idx=-1, scale_grad_
                    "index_vector_dim": rank, "slice_sizes": (1, weight.shape.dims[1])}, shape=cx.shape)
 
 
+def _embedding_renorm(cx: LoweringContext, weight, indices, max_norm, norm_type):
+    """nn.Embedding(max_norm=...)'s `embedding_renorm` (functional): every row the indices name
+    whose p-norm exceeds max_norm is scaled by max_norm / (norm + 1e-7), the scale computed in f64
+    from the row's norm as ATen's kernel does (`.item<double>()`)."""
+    et = weight.shape.element_type.name
+    rows = weight.shape.dims[0]
+    flat = cx.reshape(cx.convert(indices, "s64"), [_count(indices)])
+    named = cx.add("scatter", [cx.full(False, weight.shape.with_dims([rows]).with_element_type(primitive_type("pred"))),
+                               cx.reshape(flat, [flat.shape.dims[0], 1]),
+                               cx.full(True, flat.shape.with_element_type(primitive_type("pred")))],
+                   {"update_window_dims": (), "inserted_window_dims": (0,), "scatter_dims_to_operand_dims": (0,),
+                    "index_vector_dim": 1, "to_apply": cx.reducer("assign", "pred")},
+                   shape=weight.shape.with_dims([rows]).with_element_type(primitive_type("pred")))
+    norms = cx.convert(_row_norms(cx, weight, norm_type), "f64")
+    over = cx.add("and", [named, cx.add("compare", [norms, cx.full(max_norm, norms.shape)], {"direction": "GT"})])
+    scale = cx.add("divide", [cx.full(max_norm, norms.shape), cx.add("add", [norms, cx.full(1e-7, norms.shape)])])
+    scale = cx.convert(cx.add("select", [over, scale, cx.full(1, norms.shape)]), et)
+    return cx.add("multiply", [weight, cx.add("broadcast", [scale], {"dimensions": (0,)}, shape=weight.shape)],
+                  shape=cx.shape)
+
+
+def _count(x) -> int:
+    n = 1
+    for d in x.shape.dims:
+        n *= d
+    return n
+
+
+def _row_norms(cx: LoweringContext, weight, p):
+    """The p-norm of each row of a 2-D weight, in its type (p = inf: max |w|)."""
+    from hlocc.frontends.torch.ops_reduce import reduce
+
+    magnitude = cx.add("abs", [weight])
+    if p == math.inf:
+        return reduce(cx, magnitude, [1], "maximum")
+    if p == 2:
+        return cx.add("sqrt", [reduce(cx, cx.add("multiply", [magnitude, magnitude]), [1], "add")])
+    if p == 1:
+        return reduce(cx, magnitude, [1], "add")
+    total = reduce(cx, cx.add("power", [magnitude, cx.full(p, magnitude.shape)]), [1], "add")
+    return cx.add("power", [total, cx.full(1 / p, total.shape)])
+
+
 def _index_select(cx: LoweringContext, x, dim, index):
     dim = dim + x.shape.rank if dim < 0 else dim
     index = _wrapped(cx, index, (x, dim))
@@ -550,6 +593,7 @@ RANDOM = ("rand", "randn", "randint", "rand_like", "randn_like", "randint_like",
 OPS = {
     "aten.mm.default": _mm, "aten.bmm.default": _bmm, "aten.addmm.default": _addmm,
     "aten.embedding.default": _embedding, "aten.index_select.default": _index_select,
+    "aten.embedding_renorm.default": _embedding_renorm,
     "aten.gather.default": _gather, "aten.index.Tensor": _index, "aten.index_put.default": _index_put,
     "aten.scatter.src": _scatter(None), "aten.scatter.value": _scatter(None),
     "aten.scatter_add.default": _scatter("add"), "aten.scatter_reduce.two": _scatter_reduce,

@@ -288,7 +288,7 @@ def _gradients(fn, *inputs, module=None):
         ours = [x.clone().requires_grad_() if x.is_floating_point() else x for x in inputs]
         outputs = run(*ours)
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        sum((out * torch.linspace(-1, 2, out.shape[-1])).sum() for out in outputs).backward()
+        sum((out * torch.linspace(-1, 2, out.shape[-1] if out.dim() else 1)).sum() for out in outputs).backward()
         params = [p.grad.clone() for p in module.parameters()] if module is not None else []
         runs.append([*outputs, *(x.grad for x in ours if x.is_floating_point()), *params])
     return runs
@@ -399,3 +399,64 @@ def test_embedding_with_max_norm_renormalizes_the_weight_as_eager():
         got, want = compiled(lambda i: ours(i) * 2, backend="interpreter")(index), theirs(index) * 2
     assert torch.equal(got, want)
     assert torch.equal(ours.weight, theirs.weight)
+
+
+def test_small_ops_of_a_sweep_match_eager():
+    """Ops a sweep of single ops found falling back: signbit (-0.0 and NaN's sign bit), ldexp,
+    addmv, index_reduce, masked_scatter (and its backward), tril/triu_indices, dist."""
+    torch.manual_seed(0)
+    a, b, m, v = torch.randn(4, 5), torch.randn(4, 5), torch.randn(5, 5), torch.randn(5)
+    a[0, 0], a[0, 1] = -0.0, -float("nan")
+    index = torch.tensor([0, 2, 0, 1])
+
+    def fn(a, b, m, v):
+        return (torch.signbit(a) + a.nan_to_num(), torch.ldexp(b, torch.tensor([2, -1, 0, 3, 1])),
+                torch.addmv(v[:4], b, v, beta=0.5, alpha=2), torch.zeros(3, 5).index_reduce(0, index, b, "amax"),
+                torch.ones(5, 3).index_reduce(1, index, b.t(), "prod", include_self=False),
+                b.masked_scatter(b > 0, m), m[tuple(torch.tril_indices(5, 4, -1))], torch.dist(b, v, 3))
+
+    for k, (got, want) in enumerate(zip(*_gradients(fn, a, b, m, v))):
+        assert_close(got, want, f"result {k}")
+
+
+def test_kthvalue_and_median_match_eager():
+    """kthvalue, median and nanmedian fell back. The k-th value of a stable sort (NaN last); median
+    gives NaN and the first NaN's index for a row holding one, nanmedian the lower median of the
+    rest. (Which index ATen's quickselect returns among equal values or NaNs is its own: rows of
+    distinct values here.)"""
+    nan = float("nan")
+    x = torch.randperm(24, generator=torch.Generator().manual_seed(0)).float().view(4, 6) - 10
+    with_nan = x.clone()
+    with_nan[1, 2], with_nan[1, 4], with_nan[3, 1] = nan, nan, nan
+
+    def fn(x, with_nan):
+        return (*torch.kthvalue(x, 2), *torch.kthvalue(x, 3, 0, True), *torch.median(x, 1), *torch.median(with_nan, 1),
+                *torch.nanmedian(with_nan, 1), torch.median(with_nan), torch.nanmedian(with_nan))
+
+    for k, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, with_nan), fn(x, with_nan))):
+        assert torch.equal(got, want) or torch.allclose(got, want, equal_nan=True), (k, got, want)
+
+
+def test_scans_search_and_median_over_symbolic_sizes():
+    """dynamic=True: the boundaries' count is symbolic (searchsorted: 32 unrolled steps and a guard
+    n < 2**32), and so is the median's position."""
+    boundaries = torch.tensor([-1.0, 0.0, 0.5, 2.0])
+    fn = lambda x, b: (*torch.cummax(x, 1), torch.searchsorted(b, x), torch.median(x, 1).values)  # noqa: E731
+    f = compiled(fn, dynamic=True, backend="interpreter")
+    for shape in ((3, 7), (2, 9)):
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(shape[0]))
+        for k, (got, want) in enumerate(zip(f(x, boundaries[:shape[0]]), fn(x, boundaries[:shape[0]]))):
+            assert torch.equal(got, want), (shape, k, got, want)
+
+
+def test_replicate_and_circular_padding_gradients_match_eager():
+    """replication_pad{1,2,3}d_backward and new_empty_strided (circular padding's backward) fell back."""
+    torch.manual_seed(0)
+    x1, x2, x3 = torch.randn(2, 3, 5), torch.randn(1, 2, 4, 5), torch.randn(1, 1, 3, 4, 2)
+
+    def fn(x1, x2, x3):
+        return (F.pad(x1, (2, 3), mode="replicate"), F.pad(x2, (2, 1, 0, 3), mode="replicate"),
+                F.pad(x3, (1, 1, 2, 0, 1, 2), mode="replicate"), F.pad(x2, (1, 2, 2, 1), mode="circular"))
+
+    for k, (got, want) in enumerate(zip(*_gradients(fn, x1, x2, x3))):
+        assert_close(got, want, f"result {k}")

@@ -226,6 +226,23 @@ def _copysign(cx: LoweringContext, a, b):
     return cx.add("select", [negative, cx.add("negate", [magnitude]), magnitude], shape=cx.shape)
 
 
+def _signbit(cx: LoweringContext, x):
+    """The sign bit (floats through an integer bitcast: -0.0 and -NaN have it); integers below 0."""
+    et = x.shape.element_type
+    if not et.is_float:
+        return cx.add("compare", [x, cx.full(0, x.shape)], {"direction": "LT"}, shape=cx.shape)
+    bits = x.shape.with_element_type(primitive_type(f"s{et.bits}"))
+    return cx.add("compare", [cx.add("bitcast-convert", [x], shape=bits), cx.full(0, bits)], {"direction": "LT"},
+                  shape=cx.shape)
+
+
+def _ldexp(cx: LoweringContext, x, exponent):
+    """x · 2^exponent in the result's float type (ATen's `self * pow(2, other)`)."""
+    et, dims = cx.element_type, cx.shape.dims
+    scale = cx.add("power", [cx.full(2, cx.shape), cx.operand(exponent, et, dims)])
+    return cx.add("multiply", [cx.operand(x, et, dims), scale])
+
+
 def _trunc(cx: LoweringContext, x):
     """Rounding toward zero (HLO has no such opcode): ceil below zero, floor above; integers as they are."""
     if not cx.shape.element_type.is_float:
@@ -442,6 +459,7 @@ OPS = {
     "aten.leaky_relu.default": _leaky_relu, "aten.elu.default": _elu,
     "aten.rrelu_with_noise.default": _rrelu_with_noise, "aten.rrelu_with_noise_functional.default": _rrelu_with_noise,
     "aten.rrelu_with_noise_backward.default": _rrelu_with_noise_backward,
+    "aten.signbit.default": _signbit, "aten.ldexp.Tensor": _ldexp,
     "aten.view_as_complex.default": _view_as_complex, "aten.view_as_real.default": _view_as_real,
     "aten.polar.default": _polar, "aten.complex.default": _complex, "aten._conj.default": _conj,
     "aten.conj_physical.default": _conj, "aten.real.default": lambda cx, z: _part(cx, z, "real"),

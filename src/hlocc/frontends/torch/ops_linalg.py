@@ -39,6 +39,22 @@ def _mm(cx: LoweringContext, a, b):
     return dot(cx, cx.convert(a, et), cx.convert(b, et), shape=cx.shape)
 
 
+def _addmv(cx: LoweringContext, bias, matrix, vector, *, beta=1, alpha=1):
+    """beta · bias + alpha · (matrix @ vector)."""
+    et = cx.element_type
+    product = cx.add("dot", [cx.convert(matrix, et), cx.convert(vector, et)],
+                     {"lhs_batch_dims": (), "lhs_contracting_dims": (1,), "rhs_batch_dims": (),
+                      "rhs_contracting_dims": (0,)}, shape=cx.shape)
+    if alpha != 1:
+        product = cx.add("multiply", [product, cx.full(alpha, cx.shape)])
+    if beta == 0:
+        return product
+    bias = cx.operand(bias, et, cx.shape.dims)
+    if beta != 1:
+        bias = cx.add("multiply", [bias, cx.full(beta, cx.shape)])
+    return cx.add("add", [bias, product])
+
+
 def _bmm(cx: LoweringContext, a, b):
     et = cx.element_type
     return dot(cx, cx.convert(a, et), cx.convert(b, et), batch=1, shape=cx.shape)
@@ -93,8 +109,9 @@ def _embedding_renorm(cx: LoweringContext, weight, indices, max_norm, norm_type)
 
 
 def _count(x) -> int:
+    """The number of elements of an instruction or a shape (static)."""
     n = 1
-    for d in x.shape.dims:
+    for d in getattr(x, "shape", x).dims:
         n *= d
     return n
 
@@ -205,6 +222,69 @@ def _scatter_reduce(cx: LoweringContext, x, dim, index, src, reduce: str, *, inc
             counts = cx.add("add", [counts, cx.full(1, x.shape)])
         result = cx.add("divide", [result, cx.add("maximum", [counts, cx.full(1, x.shape)])])
     return result
+
+
+def _index_reduce(cx: LoweringContext, x, dim, index, source, reduce: str, *, include_self=True):
+    """Tensor.index_reduce: source's slices along `dim` reduced into x's slices `index` names:
+    scatter_reduce with the index spread over source's other dims."""
+    dim = dim + x.shape.rank if dim < 0 else dim
+    spread = cx.add("broadcast", [cx.convert(index, "s64")], {"dimensions": (dim,)},
+                    shape=source.shape.with_element_type(_S64))
+    return _scatter_reduce(cx, x, dim, spread, source, reduce, include_self=include_self)
+
+
+def _masked_scatter(cx: LoweringContext, x, mask, source):
+    """Tensor.masked_scatter: the masked positions, in row-major order, take source's elements in
+    order (the k-th masked position the k-th element, k a running count of the mask)."""
+    from hlocc.frontends.torch.ops_reduce import scan
+
+    n = _count(x)
+    keep = cx.reshape(cx.broadcast_to(mask, x.shape.dims), [n])
+    taken = scan(cx, cx.convert(keep, "s64"), 0, cx.reducer("add", "s64"), 0)
+    position = cx.add("maximum", [cx.add("subtract", [taken, cx.full(1, taken.shape)]), cx.full(0, taken.shape)])
+    flat_source = cx.reshape(cx.convert(source, x.shape.element_type.name), [_count(source)])
+    values = cx.add("gather", [flat_source, cx.reshape(position, [n, 1])],
+                    {"offset_dims": (), "collapsed_slice_dims": (0,), "start_index_map": (0,), "index_vector_dim": 1,
+                     "slice_sizes": (1,)}, shape=keep.shape.with_element_type(x.shape.element_type))
+    return cx.reshape(cx.add("select", [keep, values, cx.reshape(x, [n])]), x.shape.dims)
+
+
+def _masked_scatter_backward(cx: LoweringContext, grad, mask, sizes):
+    """The gradient of masked_scatter's source: grad's masked elements, in row-major order, as
+    source's first elements (the rest 0): the masked_scatter's gather transposed, a scatter to
+    the running count's positions (unmasked ones out of range, which scatter skips)."""
+    from hlocc.frontends.torch.ops_reduce import scan
+
+    n, total = _count(grad), _count(cx.shape)
+    keep = cx.reshape(cx.broadcast_to(mask, grad.shape.dims), [n])
+    taken = scan(cx, cx.convert(keep, "s64"), 0, cx.reducer("add", "s64"), 0)
+    position = cx.add("subtract", [taken, cx.full(1, taken.shape)])
+    position = cx.add("select", [keep, position, cx.full(total, taken.shape)])
+    flat = cx.add("scatter", [cx.full(0, cx.shape.with_dims([total])), cx.reshape(position, [n, 1]),
+                              cx.reshape(cx.convert(grad, cx.element_type), [n])],
+                  {"update_window_dims": (), "inserted_window_dims": (0,), "scatter_dims_to_operand_dims": (0,),
+                   "index_vector_dim": 1, "to_apply": cx.reducer("add", cx.element_type)},
+                  shape=cx.shape.with_dims([total]))
+    return cx.reshape(flat, cx.shape.dims)
+
+
+def _triangle_indices(lower: bool):
+    """tril_indices / triu_indices: a constant (numpy's order is PyTorch's: row-major)."""
+    def rule(cx: LoweringContext, row, col, offset=0, **_):
+        rows, cols = (np.tril_indices if lower else np.triu_indices)(row, offset, col)
+        literal = np.stack([rows, cols]).astype(cx.shape.element_type.dtype)
+        return cx.add("constant", shape=cx.shape, literal=literal)
+    return rule
+
+
+def _dist(cx: LoweringContext, a, b, p=2):
+    """torch.dist: the p-norm of a - b (broadcast) over all elements."""
+    from hlocc.frontends.torch.ops_reduce import _vector_norm
+
+    et = cx.element_type
+    dims = _broadcast_dims([a.shape.dims, b.shape.dims])
+    difference = cx.add("subtract", [cx.operand(a, et, dims), cx.operand(b, et, dims)])
+    return _vector_norm(cx, difference, p)
 
 
 def _slice_to(cx: LoweringContext, x, dims):
@@ -591,7 +671,11 @@ RANDOM = ("rand", "randn", "randint", "rand_like", "randn_like", "randint_like",
 (the graph runs eager, so `torch.manual_seed` keeps its meaning)."""
 
 OPS = {
-    "aten.mm.default": _mm, "aten.bmm.default": _bmm, "aten.addmm.default": _addmm,
+    "aten.mm.default": _mm, "aten.bmm.default": _bmm, "aten.addmm.default": _addmm, "aten.addmv.default": _addmv,
+    "aten.index_reduce.default": _index_reduce, "aten.masked_scatter.default": _masked_scatter,
+    "aten.masked_scatter_backward.default": _masked_scatter_backward,
+    "aten.tril_indices.default": _triangle_indices(True), "aten.triu_indices.default": _triangle_indices(False),
+    "aten.dist.default": _dist,
     "aten.embedding.default": _embedding, "aten.index_select.default": _index_select,
     "aten.embedding_renorm.default": _embedding_renorm,
     "aten.gather.default": _gather, "aten.index.Tensor": _index, "aten.index_put.default": _index_put,

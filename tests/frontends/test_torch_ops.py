@@ -297,8 +297,8 @@ def _gradients(fn, *inputs, module=None):
 def test_rotary_bilinear_weight_norm_and_cdist_gradients_match_eager():
     """Backward graphs that fell back: a strided slice's (`t[..., 1::2]`, rotary embeddings) is a
     slice_scatter with a step; nn.Bilinear's `_trilinear` (forward and backward), weight_norm's
-    `_weight_norm_interface_backward` and cdist's `_cdist_forward`/`_cdist_backward` have no
-    PyTorch decomposition (frontends/torch/decompositions.py)."""
+    `_weight_norm_interface_backward`, cdist's `_cdist_forward`/`_cdist_backward` and pdist's have
+    no PyTorch decomposition (frontends/torch/decompositions.py)."""
     torch.manual_seed(0)
     bilinear = torch.nn.Bilinear(4, 5, 3)
     normed = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(5, 3))
@@ -308,7 +308,7 @@ def test_rotary_bilinear_weight_norm_and_cdist_gradients_match_eager():
     def fn(a, b):
         rotated = torch.stack([-a[..., 1::2], a[..., ::2]], -1).flatten(-2)
         return (rotated * a, bilinear(a, b) + normed(b), torch.cdist(a, b[:, :4]),
-                torch.cdist(a, b[:, 1:], p=1), torch.cdist(a, b[:, 1:], p=3))
+                torch.cdist(a, b[:, 1:], p=1), torch.cdist(a, b[:, 1:], p=3), torch.pdist(a), torch.pdist(a, 0.5))
 
     for k, (got, want) in enumerate(zip(*_gradients(fn, a, b, module=modules))):
         assert_close(got, want, f"result {k}")

@@ -22,7 +22,7 @@ gelu and softmax for both paths, and lets them run through the same passes (the 
 become library gemms).
 
 Below them, ops that have an autograd formula of their own and no decomposition of PyTorch's
-(nn.Bilinear's `_trilinear`, torch.cdist, weight_norm's backward): aot_autograd differentiates them
+(nn.Bilinear's `_trilinear`, torch.cdist and pdist, weight_norm's backward): aot_autograd differentiates them
 by their formula, so their backward ops need decompositions too.
 """
 
@@ -135,18 +135,53 @@ def cdist_forward(x1, x2, p: float, compute_mode=None):
 
 
 def cdist_backward(grad, x1, x2, p: float, cdist):
-    """`aten._cdist_backward`: the gradient of x1 (x2's is this with the arguments swapped), as
-    ATen's kernel takes it per p: 0 where a distance is 0 (and for p=0), sign(d) for p=1,
-    d / dist for p=2, sign(d) at the coordinates reaching the max for p=inf, else
+    """`aten._cdist_backward`: the gradient of x1 (x2's is this with the arguments swapped): each
+    pair's `_norm_gradient`, summed over x2's rows."""
+    import torch
+
+    if p == 0:
+        return torch.zeros_like(x1)
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    return _norm_gradient(diff, cdist.unsqueeze(-1), grad.unsqueeze(-1), p).sum(-2)
+
+
+def pdist_forward(x, p: float = 2.0):
+    """`aten._pdist_forward` (torch.pdist, F.pdist): the p-norms of x[i] - x[j] for i < j, in
+    row-major order of the pairs."""
+    import torch
+
+    first, second = torch.triu_indices(x.shape[0], x.shape[0], 1, device=x.device)
+    diff = (x[first] - x[second]).abs()
+    if p == 0:
+        return (diff != 0).to(x.dtype).sum(-1)
+    if p == float("inf"):
+        return diff.amax(-1)
+    if p == 1:
+        return diff.sum(-1)
+    if p == 2:
+        return (diff * diff).sum(-1).sqrt()
+    return torch.pow(torch.pow(diff, p).sum(-1), 1.0 / p)
+
+
+def pdist_backward(grad, x, p: float, pdist):
+    """`aten._pdist_backward`: each pair's `_norm_gradient` added to its first row and subtracted
+    from its second."""
+    import torch
+
+    if p == 0:
+        return torch.zeros_like(x)
+    first, second = torch.triu_indices(x.shape[0], x.shape[0], 1, device=x.device)
+    term = _norm_gradient(x[first] - x[second], pdist.unsqueeze(-1), grad.unsqueeze(-1), p)
+    return torch.zeros_like(x).index_add(0, first, term).index_add(0, second, -term)
+
+
+def _norm_gradient(diff, dist, g, p: float):
+    """g · d(‖diff‖_p)/d(diff) as ATen's distance kernels take it per p: 0 where a distance is 0,
+    sign(d) for p=1, d / dist for p=2, sign(d) at the coordinates reaching the max for p=inf, else
     d·|d|^(p-2) / dist^(p-1) (for p < 2: sign(d)·|d|^(p-1) / dist^(p-1), 0 where d = 0 and p < 1)."""
     import torch
 
-    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
-    dist = cdist.unsqueeze(-1)
-    g = grad.unsqueeze(-1)
     zero = torch.zeros_like(diff)
-    if p == 0:
-        return torch.zeros_like(x1)
     if p == 1:
         term = torch.sign(diff) * g
     elif p == 2:
@@ -158,7 +193,7 @@ def cdist_backward(grad, x1, x2, p: float, cdist):
         term = torch.where(vanishes, zero, torch.sign(diff) * diff.abs().pow(p - 1) * g / dist.pow(p - 1))
     else:
         term = torch.where(dist == 0, zero, diff * diff.abs().pow(p - 2) * g / dist.pow(p - 1))
-    return term.sum(-2)
+    return term
 
 
 def fused_decompositions() -> dict[Any, Any]:
@@ -172,7 +207,8 @@ def fused_decompositions() -> dict[Any, Any]:
              aten._native_multi_head_attention.default: native_multi_head_attention,
              aten._trilinear.default: trilinear,
              aten._weight_norm_interface_backward.default: weight_norm_backward,
-             aten._cdist_forward.default: cdist_forward, aten._cdist_backward.default: cdist_backward}
+             aten._cdist_forward.default: cdist_forward, aten._cdist_backward.default: cdist_backward,
+             aten._pdist_forward.default: pdist_forward, aten._pdist_backward.default: pdist_backward}
     if aten.grid_sampler_2d.default in decomposition_table:
         table[aten.grid_sampler_2d.default] = decomposition_table[aten.grid_sampler_2d.default]
     return table

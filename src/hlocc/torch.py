@@ -397,9 +397,10 @@ _GRID_PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
 def _grid_sample_math(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """F.grid_sample of a 4-D input through PyTorch's own decomposition of grid_sampler_2d (ATen
     ops: coordinates, clipping or reflection, gathers and weights), so that aot_autograd
-    differentiates those ops: grid_sampler_2d_backward has no decomposition and ran eager. Other
-    inputs (5-D) and mode="nearest" call F.grid_sample itself: nearest's rounding cuts the grid
-    off autograd's graph, whose gradient would then be None where PyTorch's backward gives zeros."""
+    differentiates those ops: grid_sampler_2d_backward has no decomposition of PyTorch's and ran
+    eager. Other inputs (5-D) and mode="nearest" call F.grid_sample itself: nearest's rounding
+    cuts the grid off autograd's graph, whose gradient would then be None where PyTorch's backward
+    gives zeros (hlocc decomposes nearest's backward op instead: frontends/torch/decompositions.py)."""
     import torch
     from torch._decomp.decompositions import grid_sampler_2d
 

@@ -334,8 +334,9 @@ def test_grid_sample_inference_matches_eager():
 def test_grid_sample_gradients_match_eager():
     """grid_sampler_2d_backward has no decomposition: F.grid_sample (bilinear, bicubic) becomes
     PyTorch's decomposition before aot_autograd, which differentiates its ATen ops (a spatial
-    transformer: the gradient reaches theta through the grid). (Bicubic: 16 weighted taps summed
-    in another order than ATen's kernel: a wider tolerance.)"""
+    transformer: the gradient reaches theta through the grid); nearest's backward op is decomposed
+    (frontends/torch/decompositions.py). (Bicubic: 16 weighted taps summed in another order than
+    ATen's kernel: a wider tolerance.)"""
     torch.manual_seed(0)
     x = torch.randn(1, 2, 4, 5)
     theta = torch.tensor([[[0.9, 0.1, 0.05], [-0.1, 1.1, 0.0]]])
@@ -343,7 +344,8 @@ def test_grid_sample_gradients_match_eager():
     def fn(x, theta):
         grid = F.affine_grid(theta, (1, 2, 3, 3), align_corners=False) * 1.3
         return (F.grid_sample(x, grid, padding_mode="reflection", align_corners=False),
-                F.grid_sample(x, grid, mode="bicubic", padding_mode="border", align_corners=True))
+                F.grid_sample(x, grid, mode="bicubic", padding_mode="border", align_corners=True),
+                F.grid_sample(x, grid, mode="nearest", padding_mode="reflection", align_corners=False))
 
     for k, (got, want) in enumerate(zip(*_gradients(fn, x, theta))):
         assert_close(got, want, f"result {k}", scale=10.0)

@@ -196,9 +196,55 @@ def _norm_gradient(diff, dist, g, p: float):
     return term
 
 
+def _source_index(coordinate, size: int, padding_mode: int, align_corners: bool):
+    """grid_sample's source coordinate in pixels of a normalized one, with ATen's padding modes
+    (`grid_sampler_compute_source_index`): border clips to [0, size - 1], reflection reflects about
+    the edges (of the pixel centers with align_corners, else of the pixels' outer edges) and clips."""
+    import torch
+
+    if align_corners:
+        x = (coordinate + 1) / 2 * (size - 1)
+    else:
+        x = ((coordinate + 1) * size - 1) / 2
+    if padding_mode == 2:  # reflection
+        low, high = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
+        if low == high:
+            x = torch.zeros_like(x)
+        else:
+            start, span = low / 2, (high - low) / 2
+            distance = (x - start).abs()
+            extra = torch.fmod(distance, span)
+            flips = torch.floor(distance / span)
+            x = torch.where(torch.fmod(flips, 2) == 0, extra + start, span - extra + start)
+    if padding_mode in (1, 2):
+        x = x.clamp(0, size - 1)
+    return x
+
+
+def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode: int, padding_mode: int,
+                             align_corners: bool, output_mask):
+    """`aten.grid_sampler_2d_backward` of nearest sampling (F.grid_sample keeps the op there:
+    `hlocc.torch._grid_sample_math`): each output's gradient added to the pixel it copied, where
+    that is inside the input (zeros padding); the grid's gradient is 0. Other modes are declined
+    (NotImplemented: the op stays, and runs eager)."""
+    import torch
+
+    if interpolation_mode != 1:
+        return NotImplemented
+    batch, channels, height, width = input.shape
+    x = torch.round(_source_index(grid[..., 0], width, padding_mode, align_corners))
+    y = torch.round(_source_index(grid[..., 1], height, padding_mode, align_corners))
+    inside = (x >= 0) & (x <= width - 1) & (y >= 0) & (y <= height - 1)
+    pixel = y.clamp(0, height - 1).long() * width + x.clamp(0, width - 1).long()
+    shares = (grad_output * inside.unsqueeze(1).to(grad_output.dtype)).reshape(batch, channels, -1)
+    grad_input = torch.zeros(batch, channels, height * width, dtype=input.dtype, device=input.device).scatter_add(
+        2, pixel.reshape(batch, 1, -1).expand(batch, channels, -1), shares).reshape(input.shape)
+    return (grad_input if output_mask[0] else None), torch.zeros_like(grid)
+
+
 def fused_decompositions() -> dict[Any, Any]:
     """The decompositions of this module, keyed by their ATen ops, and PyTorch's own of
-    grid_sampler_2d (not a core-ATen one; its backward has none and runs eager)."""
+    grid_sampler_2d (not a core-ATen one; its backward has none: nearest's is here)."""
     import torch
     from torch._decomp import decomposition_table
 
@@ -208,7 +254,8 @@ def fused_decompositions() -> dict[Any, Any]:
              aten._trilinear.default: trilinear,
              aten._weight_norm_interface_backward.default: weight_norm_backward,
              aten._cdist_forward.default: cdist_forward, aten._cdist_backward.default: cdist_backward,
-             aten._pdist_forward.default: pdist_forward, aten._pdist_backward.default: pdist_backward}
+             aten._pdist_forward.default: pdist_forward, aten._pdist_backward.default: pdist_backward,
+             aten.grid_sampler_2d_backward.default: grid_sampler_2d_backward}
     if aten.grid_sampler_2d.default in decomposition_table:
         table[aten.grid_sampler_2d.default] = decomposition_table[aten.grid_sampler_2d.default]
     return table

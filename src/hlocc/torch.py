@@ -121,6 +121,7 @@ class CompiledGraph:
                  flush_denormal: bool = True, guarded_by: Sequence[Any] | None = None):
         self.lowered, self.executable, self.input_names = lowered, executable, list(input_names)
         self.flush_denormal = flush_denormal
+        self._assertions = lowered.assertions  # checked by _run after each call
         # per entry parameter: what its tensor is checked against, read once (calls are hot)
         self._inputs = [InputCheck.of(index, self._name(index), param.shape)
                         for index, param in zip(lowered.parameters, lowered.module.entry.parameters)]
@@ -144,7 +145,9 @@ class CompiledGraph:
             self._addresses, self._execute_at = guarded.addresses, runner.run_addresses
         # Such a program whose every step has a native form runs as one native function into
         # tensors made here (runtime/native_sequence.py): no ctypes call per kernel, no output views.
-        self._native = _native_sequence(self, runner, flush_denormal) if self._addresses is not None else None
+        # (not for a graph with assertions: their results are read by _run, which it bypasses)
+        self._native = _native_sequence(self, runner, flush_denormal) if (
+            self._addresses is not None and not self._assertions) else None
 
     def _checked_arrays(self, args: Sequence[Any]) -> list:
         if self._on_device:  # tensors as they are: the executable checks them (DLPack)
@@ -161,15 +164,20 @@ class CompiledGraph:
     def _run(self, execute: Callable[[list], Any], values: list) -> Any:
         """`execute` (the executable's run on arrays, or on addresses) on `values`, with denormals
         flushed to zero (FTZ/DAZ) in this thread for the call when `flush_denormal` and they are
-        not already (module doc)."""
+        not already (module doc). Raises the graph's failed assertions (LoweredGraph.assertions)."""
         if not self.flush_denormal or _TINY * _ONE == 0:
-            return execute(values)
-        flush = self._set_flush_denormal
-        flush(True)
-        try:
-            return execute(values)
-        finally:
-            flush(False)
+            results = execute(values)
+        else:
+            flush = self._set_flush_denormal
+            flush(True)
+            try:
+                results = execute(values)
+            finally:
+                flush(False)
+        for index, message in self._assertions:
+            if not bool(results[index]):
+                raise RuntimeError(message)
+        return results
 
     def __call__(self, args: list) -> list:
         native, fresh = self._native, self._fresh_results
@@ -358,12 +366,16 @@ def _shape_env(example_inputs: Sequence[Any]) -> Any:
 def decompositions() -> dict:
     """PyTorch's core-ATen decompositions (the table lowers what they leave), less the ones of
     ops the table lowers better: `_safe_softmax` (attention's softmax, whose decomposition finds
-    the all -inf rows with a reduction of its own)."""
+    the all -inf rows with a reduction of its own); plus hlocc's of the fused transformer
+    inference kernels, which PyTorch has none of (frontends/torch/decompositions.py)."""
     torch = _torch()
     from torch._decomp import core_aten_decompositions
 
+    from hlocc.frontends.torch.decompositions import fused_decompositions
+
     table = dict(core_aten_decompositions())
     table.pop(torch.ops.aten._safe_softmax.default, None)
+    table.update(fused_decompositions())
     return table
 
 
@@ -378,17 +390,39 @@ def _sdpa_math(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=No
                                                              scale=scale, enable_gqa=enable_gqa)[0]
 
 
+_GRID_MODES = {"bilinear": 0, "bicubic": 2}
+_GRID_PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
+
+
+def _grid_sample_math(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """F.grid_sample of a 4-D input through PyTorch's own decomposition of grid_sampler_2d (ATen
+    ops: coordinates, clipping or reflection, gathers and weights), so that aot_autograd
+    differentiates those ops: grid_sampler_2d_backward has no decomposition of PyTorch's and ran
+    eager. Other inputs (5-D) and mode="nearest" call F.grid_sample itself: nearest's rounding
+    cuts the grid off autograd's graph, whose gradient would then be None where PyTorch's backward
+    gives zeros (hlocc decomposes nearest's backward op instead: frontends/torch/decompositions.py)."""
+    import torch
+    from torch._decomp.decompositions import grid_sampler_2d
+
+    if input.dim() != 4 or mode not in ("bilinear", "bicubic") or padding_mode not in _GRID_PADDINGS:
+        return torch.nn.functional.grid_sample(input, grid, mode, padding_mode, align_corners)
+    return grid_sampler_2d(input, grid, _GRID_MODES[mode], _GRID_PADDINGS[padding_mode], bool(align_corners))
+
+
 def _attention_as_math(graph_module: Any) -> None:
     """Calls of scaled_dot_product_attention become its math form (matmuls, softmax) before
     aot_autograd traces them: the fused CPU kernel's backward is one opaque op, its math form's
-    backward plain ATen ops (the table lowers both directions)."""
+    backward plain ATen ops (the table lowers both directions). F.grid_sample likewise becomes
+    PyTorch's decomposition of it (`_grid_sample_math`)."""
     import torch
 
-    targets = {torch._C._nn.scaled_dot_product_attention, torch.nn.functional.scaled_dot_product_attention}
+    targets = {torch._C._nn.scaled_dot_product_attention: _sdpa_math,
+               torch.nn.functional.scaled_dot_product_attention: _sdpa_math,
+               torch.nn.functional.grid_sample: _grid_sample_math}
     changed = False
     for node in graph_module.graph.nodes:
         if node.op == "call_function" and node.target in targets:
-            node.target = _sdpa_math
+            node.target = targets[node.target]
             changed = True
     if changed:
         graph_module.recompile()
@@ -424,12 +458,47 @@ def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | No
             return run
         return compile_fn
 
-    inference = _inference_graph(graph_module, example_inputs)
-    if inference is not None:
-        return _unboxed(compiler("inference", guarded=True)(inference, example_inputs))
-    return aot_module_simplified(graph_module, example_inputs, fw_compiler=compiler("forward"),
-                                 bw_compiler=compiler("backward"), inference_compiler=compiler("inference"),
-                                 decompositions=decompositions())
+    with _traced_forms():
+        inference = _inference_graph(graph_module, example_inputs)
+        if inference is not None:
+            return _unboxed(compiler("inference", guarded=True)(inference, example_inputs))
+        return aot_module_simplified(graph_module, example_inputs, fw_compiler=compiler("forward"),
+                                     bw_compiler=compiler("backward"), inference_compiler=compiler("inference"),
+                                     decompositions=decompositions())
+
+
+def _traced_forms():
+    """A context in which aot_autograd traces (forward and backward) the forms of two ops that the
+    table lowers, not the CPU kernels' (`contextlib.ExitStack` of two PyTorch flags):
+
+    - scaled_dot_product_attention picks its math form: what `_attention_as_math` does for the
+      calls dynamo's graph shows, for those it does not (inside `F.multi_head_attention_forward`,
+      which dynamo keeps as one call: nn.MultiheadAttention and the transformer layers in
+      training). Otherwise the CPU picks `_scaled_dot_product_flash_attention_for_cpu`, whose
+      core-ATen decomposition returns the attention weights where the op returns the logsumexp,
+      and the op's backward, computed from it, gave wrong gradients (a training step of
+      nn.TransformerEncoderLayer: gradients off by 10s).
+    - mkldnn off: the core-ATen decomposition of an LSTM in inference is then the time steps in
+      ATen (`one_layer_lstm`) instead of `mkldnn_rnn_layer`, one opaque oneDNN kernel per layer.
+      (Only tracing sees the flag: the graphs run hlocc's code.)"""
+    import contextlib
+
+    torch = _torch()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    @contextlib.contextmanager
+    def mkldnn_off():  # (the flag alone: torch.backends.mkldnn.flags() sets others too, and warns)
+        enabled = torch._C._get_mkldnn_enabled()
+        torch._C._set_mkldnn_enabled(False)
+        try:
+            yield
+        finally:
+            torch._C._set_mkldnn_enabled(enabled)
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+    stack.enter_context(mkldnn_off())
+    return stack
 
 
 def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:
@@ -516,7 +585,8 @@ def compile_exported(exported: Any, *, backend: str = "cpu", params: str = "cons
     an UnsupportedError (there is no eager graph to fall back to that would be ahead of time)."""
     if params not in ("constants", "arguments"):
         raise ArgumentError(f"params='{params}': choose 'constants' or 'arguments'")
-    program = exported.run_decompositions(decompositions())
+    with _traced_forms():
+        program = exported.run_decompositions(decompositions())
     gm = program.graph_module
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     state = {**program.state_dict, **program.constants}

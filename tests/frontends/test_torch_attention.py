@@ -46,3 +46,65 @@ def test_attention_softmax_reduces_the_scores_twice(monkeypatch):
                  backend="interpreter")(q, k, v)
     reduces = [i for g in graphs for i in g.module.entry.instructions if i.opcode == "reduce"]
     assert sorted(r.attrs["to_apply"].root.opcode for r in reduces) == ["add", "maximum"]
+
+
+def test_transformer_encoder_fast_path_matches_eager():
+    """nn.TransformerEncoderLayer in eval mode without grad calls one fused kernel,
+    `_transformer_encoder_layer_fwd`, which fell back to eager; it is decomposed as the kernel
+    computes (frontends/torch/decompositions.py), masks included: a key-padding mask, a causal
+    float mask, both (merged to a [B, H, L, L] mask); post-norm with relu, pre-norm with gelu."""
+    torch.manual_seed(0)
+    post = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True).eval()
+    pre = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, norm_first=True, activation="gelu").eval()
+    x = torch.randn(2, 5, 16)
+    padding = torch.zeros(2, 5, dtype=torch.bool)
+    padding[0, 3:] = True
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(5)
+
+    def fn(x, padding, causal):
+        return post(x), pre(x, src_key_padding_mask=padding), post(x, causal, src_key_padding_mask=padding)
+
+    with torch.no_grad():
+        for k, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, padding, causal),
+                                            fn(x, padding, causal))):
+            assert_close(got, want, f"result {k}")
+
+
+def test_native_multi_head_attention_treats_a_float_mask_as_boolean():
+    """`_native_multi_head_attention` (MultiheadAttention's fast path) masks where a float mask is
+    nonzero, as its kernel's masked softmax does (0.5 masks; the slow path would add it); the
+    weights averaged over heads or per head; cross attention."""
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    params = (8, 2, mha.in_proj_weight, mha.in_proj_bias, mha.out_proj.weight, mha.out_proj.bias)
+    x, y = torch.randn(2, 4, 8), torch.randn(2, 4, 8)
+    mask = torch.tensor([[0.0, 0.5, 0.0, 0.0], [0.0, 0.0, 0.0, float("-inf")]])
+
+    def fn(x, y, mask):
+        native = torch._native_multi_head_attention
+        return (*native(x, x, x, *params, mask, True, True, 1), native(x, x, x, *params, None, True, False)[1],
+                *native(x, y, y, *params, None, True, True))
+
+    with torch.no_grad():
+        for k, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, y, mask), fn(x, y, mask))):
+            assert_close(got, want, f"result {k}")
+
+
+def test_multihead_attention_gradients_match_eager():
+    """nn.MultiheadAttention with need_weights=False (what the transformer layers call) reaches
+    scaled_dot_product_attention inside F.multi_head_attention_forward, a call dynamo keeps whole:
+    traced on the CPU it became `_scaled_dot_product_flash_attention_for_cpu`, whose core-ATen
+    decomposition returns the weights where the op's backward reads its logsumexp; the backward
+    (run eager) gave gradients off by 10s. aot_autograd now traces attention in its math form."""
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    x = torch.randn(2, 4, 8)
+    fn = lambda x: mha(x, x, x, need_weights=False)[0]  # noqa: E731
+    grads = []
+    for run in (compiled(fn, backend="interpreter"), fn):
+        mha.zero_grad()
+        ours = x.clone().requires_grad_()
+        (run(ours) * torch.arange(8.0)).sum().backward()
+        grads.append([ours.grad] + [p.grad.clone() for p in mha.parameters()])
+    for k, (got, want) in enumerate(zip(*grads)):
+        assert_close(got, want, f"gradient {k}")

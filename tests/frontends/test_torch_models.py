@@ -84,3 +84,17 @@ def test_results_are_tensors_over_hlocc_buffers():
         a, b = f(x), f(x)
     assert a.data_ptr() != b.data_ptr()
     assert torch.equal(a, b)
+
+
+def test_lstm_inference_is_lowered():
+    """An LSTM in inference (dynamo traces it with allow_rnn) decomposed to `mkldnn_rnn_layer`,
+    one oneDNN kernel per layer, and fell back: hlocc traces with mkldnn off, which gives the time
+    steps in ATen. Two layers, bidirectional, batch_first, an initial state."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(4, 5, num_layers=2, bidirectional=True, batch_first=True).eval()
+    x, h, c = torch.randn(2, 3, 4), torch.randn(4, 2, 5), torch.randn(4, 2, 5)
+    fn = lambda x, h, c: lstm(x, (h, c))  # noqa: E731
+    with torch._dynamo.config.patch(allow_rnn=True), torch.no_grad():
+        got, want = compiled(fn, backend="interpreter")(x, h, c), fn(x, h, c)
+    for k, (g, w) in enumerate(zip((got[0], *got[1]), (want[0], *want[1]))):
+        assert_close(g, w, f"result {k}")

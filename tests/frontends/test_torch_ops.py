@@ -128,3 +128,337 @@ def test_copysign_takes_the_sign_bit():
     fn = lambda a, b: (torch.copysign(a, b), torch.copysign(a, -b))  # noqa: E731
     for got, want in zip(compiled(fn, backend="interpreter")(a, b), fn(a, b)):
         assert torch.equal(torch.signbit(got), torch.signbit(want)) and torch.equal(got.abs(), want.abs()), (got, want)
+
+
+def test_cummax_cummin_take_the_last_tie_and_the_last_nan():
+    """cummax/cummin fell back. ATen's kernel takes an element that is NaN or >= (<=) the running
+    extremum: ties and NaNs give the last index, a NaN sticks, and the value is the element taken
+    (-0.0 after 0.0)."""
+    nan = float("nan")
+    x = torch.tensor([[1.0, 3.0, 3.0, nan, 2.0, nan, 5.0], [0.0, -0.0, 0.0, -1.0, -1.0, 2.0, -3.0]])
+    ints = torch.tensor([[3, 1, 3, 2, 5, 5, 0]])
+    fn = lambda x, i: (*torch.cummax(x, 1), *torch.cummin(x, -1), *torch.cummax(i, 1), *torch.cummin(x, 0))  # noqa: E731
+    for k, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, ints), fn(x, ints))):
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), (k, got, want)
+        assert torch.equal(got.signbit(), want.signbit()), (k, got, want)
+
+
+def test_scans_of_an_empty_dimension():
+    """cumsum/cumprod/cummax/logcumsumexp along a dimension of size 0: the scan's window had size 0,
+    which HLO refuses (a compile error, strict mode)."""
+    x = torch.randn(3, 0)
+    fn = lambda x: (torch.cumsum(x, 1), torch.cumprod(x, 1), *torch.cummax(x, 1), torch.logcumsumexp(x, 1))  # noqa: E731
+    for got, want in zip(compiled(fn, backend="interpreter")(x), fn(x)):
+        assert got.shape == want.shape and got.dtype == want.dtype, (got, want)
+
+
+def test_logcumsumexp_matches_eager():
+    """logcumsumexp fell back: a scan by ATen's log-add-exp, so an element far below a later one
+    keeps its value (-1000: a shift by the row max underflowed it) and equal infinities stay."""
+    inf = float("inf")
+    x = torch.tensor([[-1000.0, 0.0, 3.0, inf, 1.0], [-inf, -inf, 1.0, float("nan"), 2.0]])
+    fn = lambda x: (torch.logcumsumexp(x, 1), torch.logcumsumexp(x[:, :3], 0), torch.logcumsumexp(x.half(), 1))  # noqa: E731
+    for got, want in zip(compiled(fn, backend="interpreter")(x), fn(x)):
+        assert_close(got, want, str(want.dtype))
+
+
+def test_searchsorted_and_bucketize_follow_the_binary_search():
+    """searchsorted/bucketize fell back. Lowered as ATen's binary search: NaN in the boundaries
+    (torch.sort puts it last) and NaN values give its answers, which a count of the boundaries
+    below each value does not (5.0 right= against [.., 5, nan]); per-row boundaries, a sorter,
+    a Python scalar, out_int32 and mixed dtypes (compared in the promoted type)."""
+    nan = float("nan")
+    seq = torch.tensor([-1.0, 0.0, 0.0, 2.0, 2.0, 5.0, nan])
+    vals = torch.tensor([[-2.0, 0.0, 1.0, 2.0, 5.0, 6.0, nan]])
+    rows = torch.tensor([[[0, 1, 1, 3], [2, 2, 2, 4]]])
+    unsorted = torch.tensor([3.0, 1.0, 2.0, 0.0])
+
+    def fn(seq, vals, rows, unsorted):
+        return (torch.searchsorted(seq, vals), torch.searchsorted(seq, vals, right=True),
+                torch.searchsorted(seq, vals, side="right", out_int32=True), torch.searchsorted(rows, vals[:, 1:5].expand(1, 2, 4)),
+                torch.searchsorted(unsorted, vals, sorter=torch.argsort(unsorted)), torch.searchsorted(seq, 2.0),
+                torch.bucketize(vals, seq[:6]), torch.bucketize(rows, seq[:6], right=True, out_int32=True))
+
+    for k, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(seq, vals, rows, unsorted),
+                                        fn(seq, vals, rows, unsorted))):
+        assert torch.equal(got, want), (k, got, want)
+
+
+def test_adaptive_pooling_with_uneven_windows_matches_eager():
+    """Adaptive pooling fell back where the input size is not a multiple of the output's (and
+    adaptive max pooling always). Windows overlap and differ in size; max pooling's indices are
+    the first maximum in the window's row-major order or its last NaN; the backward of both."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 7, 11)
+    x[0, 0, 1, 2], x[0, 0, 1, 5], x[1, 2] = float("nan"), float("nan"), 1.0
+    x3 = torch.randn(1, 2, 5, 4, 6)
+    fn = lambda x, x3: (F.adaptive_avg_pool2d(x, (3, 5)), *F.adaptive_max_pool2d(x, (3, 4), return_indices=True),  # noqa: E731
+                        F.adaptive_avg_pool2d(x, (9, 13)), *F.adaptive_max_pool3d(x3, (3, 3, 4), return_indices=True))
+    for k, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, x3), fn(x, x3))):
+        assert torch.equal(got, want) if k in (2, 5) else torch.allclose(got, want, equal_nan=True), (k, got, want)
+
+
+@pytest.mark.slow
+def test_adaptive_pooling_gradients_match_eager():
+    loss = lambda x: F.adaptive_avg_pool2d(x, (3, 5)).sin().sum() + F.adaptive_max_pool2d(x, (3, 4)).sum()  # noqa: E731
+    x = torch.randn(2, 3, 7, 11)
+    ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    compiled(loss)(ours).backward()
+    loss(theirs).backward()
+    assert_close(ours.grad, theirs.grad, "gradient")
+
+
+def test_one_hot_raises_on_a_class_out_of_range_as_eager():
+    """F.one_hot's range checks (`_assert_async`) fell back to eager; they are results of the
+    program, and the compiled graph raises eager's RuntimeError after a call where one fails."""
+    f = compiled(lambda i: F.one_hot(i, 4) * 2, backend="interpreter")
+    assert torch.equal(f(torch.tensor([0, 3, 1])), F.one_hot(torch.tensor([0, 3, 1]), 4) * 2)
+    with pytest.raises(RuntimeError, match="smaller than num_classes"):
+        f(torch.tensor([0, 4, 1]))
+    with pytest.raises(RuntimeError, match="non-negative"):
+        f(torch.tensor([0, -1, 1]))
+
+
+def test_average_pooling_gradients_match_eager():
+    """avg_pool2d/3d_backward have no core-ATen decomposition: CNN training with average pooling
+    ran its backward eager (avg_pool3d, local_response_norm's, its forward too). Padding, strides,
+    ceil_mode with and without the padding counted, a divisor."""
+    torch.manual_seed(0)
+    x2, x3 = torch.randn(2, 3, 7, 8), torch.randn(1, 2, 5, 7, 6)
+
+    def loss(x2, x3):
+        return (F.avg_pool2d(x2, 3, 2, 1, ceil_mode=True, count_include_pad=False).sin().sum()
+                + F.avg_pool2d(x2, (2, 3), (1, 2), (1, 0), divisor_override=4).cos().sum()
+                + F.avg_pool3d(x3, (2, 3, 2), (1, 2, 2), (1, 0, 1), ceil_mode=True).sin().sum())
+
+    grads = []
+    for run in (compiled(loss, backend="interpreter"), loss):
+        ours = [x2.clone().requires_grad_(), x3.clone().requires_grad_()]
+        run(*ours).backward()
+        grads.append([t.grad for t in ours])
+    for k, (got, want) in enumerate(zip(*grads)):
+        assert_close(got, want, f"gradient {k}")
+
+
+def test_rrelu_in_eval_and_triplet_loss_match_eager():
+    """rrelu outside training (leaky_relu with the mean slope) and its backward, and the
+    empty_permuted in triplet_margin_loss's graph, fell back."""
+    torch.manual_seed(0)
+    a, b = torch.randn(4, 5), torch.randn(4, 5)
+    fn = lambda a, b: (F.rrelu(a, 0.1, 0.3) * b).sum() + F.triplet_margin_loss(a, b, a.flip(0))  # noqa: E731
+    ours = a.clone().requires_grad_()
+    got = compiled(fn, backend="interpreter")(ours, b)
+    want = fn(a.requires_grad_(), b)
+    got.backward()
+    want.backward()
+    assert_close(got, want, "loss")
+    assert_close(ours.grad, a.grad, "gradient")
+
+
+def test_embedding_bag_and_its_gradients_match_eager():
+    """nn.EmbeddingBag (`_embedding_bag` and its backward) fell back: sum, mean and max bags with
+    an empty bag and a padding index, per-sample weights (and their gradient), include_last_offset."""
+    torch.manual_seed(0)
+    weight, weights = torch.randn(10, 3), torch.rand(8)
+    index, offsets = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 3, 3, 6])
+
+    def fn(weight, weights):
+        return (F.embedding_bag(index, weight, offsets, mode="mean", padding_idx=2),
+                F.embedding_bag(index, weight, offsets, mode="max", padding_idx=2),
+                F.embedding_bag(index, weight, offsets, mode="sum", per_sample_weights=weights),
+                F.embedding_bag(index, weight, torch.tensor([0, 3, 3, 6, 7]), mode="sum", include_last_offset=True))
+
+    grads = []
+    for run in (compiled(fn, backend="interpreter"), fn):
+        ours = [weight.clone().requires_grad_(), weights.clone().requires_grad_()]
+        outputs = run(*ours)
+        sum((out * torch.arange(3.0)).sum() for out in outputs).backward()
+        grads.append([*outputs, *(t.grad for t in ours)])
+    for k, (got, want) in enumerate(zip(*grads)):
+        assert_close(got, want, f"result {k}")
+
+
+def _gradients(fn, *inputs, module=None):
+    """(outputs, gradients of the float inputs and the module's parameters) of a weighted sum of
+    fn's outputs, compiled by hlocc and eager."""
+    runs = []
+    for run in (compiled(fn, backend="interpreter"), fn):
+        if module is not None:
+            module.zero_grad()
+        ours = [x.clone().requires_grad_() if x.is_floating_point() else x for x in inputs]
+        outputs = run(*ours)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        sum((out * torch.linspace(-1, 2, out.shape[-1] if out.dim() else 1)).sum() for out in outputs).backward()
+        params = [p.grad.clone() for p in module.parameters()] if module is not None else []
+        runs.append([*outputs, *(x.grad for x in ours if x.is_floating_point()), *params])
+    return runs
+
+
+def test_rotary_bilinear_weight_norm_and_cdist_gradients_match_eager():
+    """Backward graphs that fell back: a strided slice's (`t[..., 1::2]`, rotary embeddings) is a
+    slice_scatter with a step; nn.Bilinear's `_trilinear` (forward and backward), weight_norm's
+    `_weight_norm_interface_backward`, cdist's `_cdist_forward`/`_cdist_backward` and pdist's have
+    no PyTorch decomposition (frontends/torch/decompositions.py)."""
+    torch.manual_seed(0)
+    bilinear = torch.nn.Bilinear(4, 5, 3)
+    normed = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(5, 3))
+    modules = torch.nn.ModuleList([bilinear, normed])
+    a, b = torch.randn(6, 4), torch.randn(6, 5)
+
+    def fn(a, b):
+        rotated = torch.stack([-a[..., 1::2], a[..., ::2]], -1).flatten(-2)
+        return (rotated * a, bilinear(a, b) + normed(b), torch.cdist(a, b[:, :4]),
+                torch.cdist(a, b[:, 1:], p=1), torch.cdist(a, b[:, 1:], p=3), torch.pdist(a), torch.pdist(a, 0.5))
+
+    for k, (got, want) in enumerate(zip(*_gradients(fn, a, b, module=modules))):
+        assert_close(got, want, f"result {k}")
+
+
+def test_grid_sample_inference_matches_eager():
+    """grid_sampler_2d fell back; PyTorch's own (non-core) decomposition lowers it."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 2, 4, 5)
+    theta = torch.tensor([[[0.9, 0.1, 0.05], [-0.1, 1.1, 0.0]]])
+
+    def fn(x, theta):
+        grid = F.affine_grid(theta, (1, 2, 3, 4), align_corners=False) * 1.3
+        return (F.grid_sample(x, grid, padding_mode="reflection", align_corners=False),
+                F.grid_sample(x, grid, mode="nearest", padding_mode="border", align_corners=True))
+
+    with torch.no_grad():
+        for k, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, theta), fn(x, theta))):
+            assert_close(got, want, f"result {k}")
+
+
+@pytest.mark.slow
+def test_grid_sample_gradients_match_eager():
+    """grid_sampler_2d_backward has no decomposition: F.grid_sample (bilinear, bicubic) becomes
+    PyTorch's decomposition before aot_autograd, which differentiates its ATen ops (a spatial
+    transformer: the gradient reaches theta through the grid); nearest's backward op is decomposed
+    (frontends/torch/decompositions.py). (Bicubic: 16 weighted taps summed in another order than
+    ATen's kernel: a wider tolerance.)"""
+    torch.manual_seed(0)
+    x = torch.randn(1, 2, 4, 5)
+    theta = torch.tensor([[[0.9, 0.1, 0.05], [-0.1, 1.1, 0.0]]])
+
+    def fn(x, theta):
+        grid = F.affine_grid(theta, (1, 2, 3, 3), align_corners=False) * 1.3
+        return (F.grid_sample(x, grid, padding_mode="reflection", align_corners=False),
+                F.grid_sample(x, grid, mode="bicubic", padding_mode="border", align_corners=True),
+                F.grid_sample(x, grid, mode="nearest", padding_mode="reflection", align_corners=False))
+
+    for k, (got, want) in enumerate(zip(*_gradients(fn, x, theta))):
+        assert_close(got, want, f"result {k}", scale=10.0)
+
+
+def test_fake_quantize_matches_eager_bit_for_bit():
+    """Quantization-aware training's fake_quantize_*_cachemask ops fell back. Rounding is half to
+    even (0.125 / 0.05 = 2.5 rounds to 2), values outside the range are clamped and get no gradient;
+    per-channel scales and zero points; the tensor-qparams form nn FakeQuantize calls."""
+    torch.manual_seed(0)
+    x = torch.randn(5, 6) * 3
+    x[0, 0] = 0.125
+    weight = torch.randn(4, 6)
+
+    def fn(x):
+        return (torch.fake_quantize_per_tensor_affine(x, 0.05, 3, -128, 127),
+                torch.fake_quantize_per_channel_affine(weight * x[:4], torch.tensor([0.01, 0.02, 0.05, 0.1]),
+                                                       torch.tensor([0, 1, -2, 3], dtype=torch.int32), 0, -128, 127),
+                torch.fake_quantize_per_tensor_affine(x, torch.tensor([0.07]), torch.tensor([2], dtype=torch.int32), 0, 255))
+
+    ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    got, want = compiled(fn, backend="interpreter")(ours), fn(theirs)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert torch.equal(g, w), (k, g, w)
+    sum(out.sum() for out in got).backward()
+    sum(out.sum() for out in want).backward()
+    assert torch.equal(ours.grad, theirs.grad)
+
+
+def test_complex_rotary_embedding_and_its_gradient_match_eager():
+    """Rotary embeddings in complex form (LLaMA's reference: view_as_complex, polar, a complex
+    product, view_as_real; conj in the backward) fell back."""
+    torch.manual_seed(0)
+    angles = torch.arange(12.0).view(3, 4) * 0.1
+
+    def fn(x):
+        rotated = torch.view_as_complex(x.reshape(2, 3, 4, 2)) * torch.polar(torch.ones(3, 4), angles)
+        return torch.view_as_real(rotated).flatten(-2), rotated.real * 2 + rotated.imag
+
+    for k, (got, want) in enumerate(zip(*_gradients(fn, torch.randn(2, 3, 8)))):
+        assert_close(got, want, f"result {k}")
+
+
+def test_embedding_with_max_norm_renormalizes_the_weight_as_eager():
+    """nn.Embedding(max_norm=...) renormalizes the named rows of its weight in place
+    (`embedding_renorm`), which fell back; the weight written back matches eager's bit for bit."""
+    torch.manual_seed(0)
+    ours = torch.nn.Embedding(10, 4, max_norm=1.0, norm_type=3.0)
+    theirs = torch.nn.Embedding(10, 4, max_norm=1.0, norm_type=3.0)
+    theirs.load_state_dict(ours.state_dict())
+    index = torch.tensor([[1, 2, 1], [7, 3, 2]])
+    with torch.no_grad():
+        got, want = compiled(lambda i: ours(i) * 2, backend="interpreter")(index), theirs(index) * 2
+    assert torch.equal(got, want)
+    assert torch.equal(ours.weight, theirs.weight)
+
+
+def test_small_ops_of_a_sweep_match_eager():
+    """Ops a sweep of single ops found falling back: signbit (-0.0 and NaN's sign bit), ldexp,
+    addmv, index_reduce, masked_scatter (and its backward), tril/triu_indices, dist."""
+    torch.manual_seed(0)
+    a, b, m, v = torch.randn(4, 5), torch.randn(4, 5), torch.randn(5, 5), torch.randn(5)
+    a[0, 0], a[0, 1] = -0.0, -float("nan")
+    index = torch.tensor([0, 2, 0, 1])
+
+    def fn(a, b, m, v):
+        return (torch.signbit(a) + a.nan_to_num(), torch.ldexp(b, torch.tensor([2, -1, 0, 3, 1])),
+                torch.addmv(v[:4], b, v, beta=0.5, alpha=2), torch.zeros(3, 5).index_reduce(0, index, b, "amax"),
+                torch.ones(5, 3).index_reduce(1, index, b.t(), "prod", include_self=False),
+                b.masked_scatter(b > 0, m), m[tuple(torch.tril_indices(5, 4, -1))], torch.dist(b, v, 3))
+
+    for k, (got, want) in enumerate(zip(*_gradients(fn, a, b, m, v))):
+        assert_close(got, want, f"result {k}")
+
+
+def test_kthvalue_and_median_match_eager():
+    """kthvalue, median and nanmedian fell back. The k-th value of a stable sort (NaN last); median
+    gives NaN and the first NaN's index for a row holding one, nanmedian the lower median of the
+    rest. (Which index ATen's quickselect returns among equal values or NaNs is its own: rows of
+    distinct values here.)"""
+    nan = float("nan")
+    x = torch.randperm(24, generator=torch.Generator().manual_seed(0)).float().view(4, 6) - 10
+    with_nan = x.clone()
+    with_nan[1, 2], with_nan[1, 4], with_nan[3, 1] = nan, nan, nan
+
+    def fn(x, with_nan):
+        return (*torch.kthvalue(x, 2), *torch.kthvalue(x, 3, 0, True), *torch.median(x, 1), *torch.median(with_nan, 1),
+                *torch.nanmedian(with_nan, 1), torch.median(with_nan), torch.nanmedian(with_nan))
+
+    for k, (got, want) in enumerate(zip(compiled(fn, backend="interpreter")(x, with_nan), fn(x, with_nan))):
+        assert torch.equal(got, want) or torch.allclose(got, want, equal_nan=True), (k, got, want)
+
+
+def test_scans_search_and_median_over_symbolic_sizes():
+    """dynamic=True: the boundaries' count is symbolic (searchsorted: 32 unrolled steps and a guard
+    n < 2**32), and so is the median's position."""
+    boundaries = torch.tensor([-1.0, 0.0, 0.5, 2.0])
+    fn = lambda x, b: (*torch.cummax(x, 1), torch.searchsorted(b, x), torch.median(x, 1).values)  # noqa: E731
+    f = compiled(fn, dynamic=True, backend="interpreter")
+    for shape in ((3, 7), (2, 9)):
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(shape[0]))
+        for k, (got, want) in enumerate(zip(f(x, boundaries[:shape[0]]), fn(x, boundaries[:shape[0]]))):
+            assert torch.equal(got, want), (shape, k, got, want)
+
+
+def test_replicate_and_circular_padding_gradients_match_eager():
+    """replication_pad{1,2,3}d_backward and new_empty_strided (circular padding's backward) fell back."""
+    torch.manual_seed(0)
+    x1, x2, x3 = torch.randn(2, 3, 5), torch.randn(1, 2, 4, 5), torch.randn(1, 1, 3, 4, 2)
+
+    def fn(x1, x2, x3):
+        return (F.pad(x1, (2, 3), mode="replicate"), F.pad(x2, (2, 1, 0, 3), mode="replicate"),
+                F.pad(x3, (1, 1, 2, 0, 1, 2), mode="replicate"), F.pad(x2, (1, 2, 2, 1), mode="circular"))
+
+    for k, (got, want) in enumerate(zip(*_gradients(fn, x1, x2, x3))):
+        assert_close(got, want, f"result {k}")

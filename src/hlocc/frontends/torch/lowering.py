@@ -51,6 +51,9 @@ class LoweredGraph:
     parameters: list[int]
     outputs: list[Output]
     ops: dict[str, int] = field(default_factory=dict)  # ATen op → count, for explain()
+    # (root tuple index of a pred scalar, message): the graph's `_assert_async` checks, which the
+    # caller raises RuntimeError(message) for where the value is false (ops_elementwise)
+    assertions: list[tuple[int, str]] = field(default_factory=list)
 
 
 def op_name(target: Any) -> str:
@@ -174,6 +177,13 @@ class LoweringContext:
         """The scalar computation `opcode(a, b)` of `element_type` (one per module and kind)."""
         return self.lowering.reducer(opcode, element_type)
 
+    def binary_computation(self, name: str, element_type: str,
+                           build: Callable[[HloComputation, HloInstruction, HloInstruction], HloInstruction]
+                           ) -> HloComputation:
+        """A scalar computation of two `element_type` parameters (a, b) whose root `build(comp, a, b)`
+        makes (a reducer of more than one op: logaddexp); one per module, name and type."""
+        return self.lowering.reducer(name, element_type, build)
+
     def error(self, why: str) -> UnsupportedError:
         return UnsupportedError(f"{self.where()}: {why}")
 
@@ -201,6 +211,8 @@ class _Lowering:
         self._reducers: dict[tuple[str, str], HloComputation] = {}
         self.ops: dict[str, int] = {}
         self.known = KnownValues()  # nodes whose values depend on no input
+        self.assertions: list[tuple[HloInstruction, str]] = []  # (pred scalar, message): LoweredGraph
+        self.checks: list[tuple[int, str]] = []  # the same by root tuple index (output())
 
     def run(self) -> LoweredGraph:
         inputs = 0
@@ -218,7 +230,7 @@ class _Lowering:
             else:
                 raise UnsupportedError(f"node '{node.name}': FX op '{node.op}' is not lowered (not a core ATen graph)")
         self.module.computations[:] = self.module.computation_post_order()
-        return LoweredGraph(self.module, self.parameters, outputs, self.ops)
+        return LoweredGraph(self.module, self.parameters, outputs, self.ops, self.checks)
 
     # -- nodes -----------------------------------------------------------------------------------
     def placeholder(self, node: Any, index: int) -> Any:
@@ -314,11 +326,14 @@ class _Lowering:
                 outputs.append(Output("size", value=value))
             else:
                 outputs.append(Output("value", value=value))
+        for condition, message in self.assertions:  # (after the outputs: their indices stay the outputs')
+            self.checks.append((len(results), message))
+            results.append(condition)
         self.entry.root = self.entry.add("tuple", results, name="outputs")
         return outputs
 
     # -- shared pieces ---------------------------------------------------------------------------
-    def reducer(self, opcode: str, element_type: str) -> HloComputation:
+    def reducer(self, opcode: str, element_type: str, build: Callable | None = None) -> HloComputation:
         key = (opcode, element_type)
         if key not in self._reducers:
             comp = HloComputation(f"{opcode}_{element_type}")
@@ -327,7 +342,10 @@ class _Lowering:
             a = comp.add_fresh(HloInstruction(comp.unique_name("a"), "parameter", scalar, parameter_number=0))
             b = comp.add_fresh(HloInstruction(comp.unique_name("b"), "parameter", scalar, parameter_number=1))
             # "assign" (a scatter that overwrites) returns the update
-            comp.root = b if opcode == "assign" else comp.add(opcode, [a, b], shape=scalar)
+            if build is not None:
+                comp.root = build(comp, a, b)
+            else:
+                comp.root = b if opcode == "assign" else comp.add(opcode, [a, b], shape=scalar)
             self._reducers[key] = comp
         return self._reducers[key]
 

@@ -226,6 +226,23 @@ def _copysign(cx: LoweringContext, a, b):
     return cx.add("select", [negative, cx.add("negate", [magnitude]), magnitude], shape=cx.shape)
 
 
+def _signbit(cx: LoweringContext, x):
+    """The sign bit (floats through an integer bitcast: -0.0 and -NaN have it); integers below 0."""
+    et = x.shape.element_type
+    if not et.is_float:
+        return cx.add("compare", [x, cx.full(0, x.shape)], {"direction": "LT"}, shape=cx.shape)
+    bits = x.shape.with_element_type(primitive_type(f"s{et.bits}"))
+    return cx.add("compare", [cx.add("bitcast-convert", [x], shape=bits), cx.full(0, bits)], {"direction": "LT"},
+                  shape=cx.shape)
+
+
+def _ldexp(cx: LoweringContext, x, exponent):
+    """x · 2^exponent in the result's float type (ATen's `self * pow(2, other)`)."""
+    et, dims = cx.element_type, cx.shape.dims
+    scale = cx.add("power", [cx.full(2, cx.shape), cx.operand(exponent, et, dims)])
+    return cx.add("multiply", [cx.operand(x, et, dims), scale])
+
+
 def _trunc(cx: LoweringContext, x):
     """Rounding toward zero (HLO has no such opcode): ceil below zero, floor above; integers as they are."""
     if not cx.shape.element_type.is_float:
@@ -247,6 +264,105 @@ def _hypot(cx: LoweringContext, a, b):
 def _leaky_relu(cx: LoweringContext, x, negative_slope=0.01):
     positive = cx.add("compare", [x, cx.full(0, cx.shape)], {"direction": "GT"})
     return cx.add("select", [positive, x, cx.add("multiply", [x, cx.full(negative_slope, cx.shape)])], shape=cx.shape)
+
+
+def _rrelu_with_noise(cx: LoweringContext, x, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    """F.rrelu outside training: leaky_relu with the mean slope (lower + upper) / 2, the noise
+    passed through (the functional op's second result). Training draws the slopes: refused."""
+    if training:
+        raise cx.error("rrelu in training draws random numbers (hlocc does not reproduce PyTorch's generator stream)")
+    out = _leaky_relu(cx, x, (lower + upper) / 2)
+    return [out, noise] if isinstance(cx.val, (tuple, list)) else out
+
+
+def _rrelu_with_noise_backward(cx: LoweringContext, grad, x, noise, lower, upper, training, self_is_result):
+    """rrelu's gradient as ATen's: grad · noise (the slopes the forward drew) in training with a
+    range of slopes, else leaky_relu's with the mean slope."""
+    if training and upper - lower > 1e-6:
+        return cx.add("multiply", [grad, cx.convert(noise, cx.element_type)], shape=cx.shape)
+    positive = cx.add("compare", [x, cx.full(0, x.shape)], {"direction": "GT"})
+    return cx.add("select", [positive, grad, cx.add("multiply", [grad, cx.full((lower + upper) / 2, cx.shape)])],
+                  shape=cx.shape)
+
+
+def _fake_quantize(cx: LoweringContext, x, scale, zero_point, quant_min: int, quant_max: int, axis=None,
+                   enabled=None):
+    """(output, mask) of fake quantization (quantization-aware training) as ATen's CPU kernels
+    compute it in f32: q = round-half-even(x · (1 / scale)) + zero_point; the mask says q was in
+    [quant_min, quant_max]; the output is (clamp(q) - zero_point) · scale. Scale and zero point are
+    numbers, one-element tensors, or per-channel tensors along `axis`; `enabled` (a one-element
+    tensor, FakeQuantize's switch) of 0 passes x through with an all-true mask."""
+    et = cx.element_type
+    value = cx.convert(x, "f32")
+    shape = value.shape
+
+    def parameter(v):
+        if not isinstance(v, HloInstruction):
+            return cx.full(v, shape)
+        v = cx.convert(v, "f32")
+        if axis is not None:
+            return cx.add("broadcast", [v], {"dimensions": (axis % shape.rank,)}, shape=shape)
+        return cx.broadcast_to(cx.reshape(v, []), shape.dims)
+
+    scale_f, zero = parameter(scale), parameter(zero_point)
+    inverse = cx.add("divide", [cx.full(1, shape), scale_f])
+    q = cx.add("add", [cx.add("round-nearest-even", [cx.add("multiply", [value, inverse])]), zero])
+    low, high = cx.full(quant_min, shape), cx.full(quant_max, shape)
+    mask = cx.add("and", [cx.add("compare", [q, low], {"direction": "GE"}),
+                          cx.add("compare", [q, high], {"direction": "LE"})])
+    out = cx.add("multiply", [cx.add("subtract", [cx.add("clamp", [low, q, high]), zero]), scale_f])
+    if enabled is not None:
+        switch = cx.reshape(cx.convert(enabled, "f32"), [])
+        on = cx.broadcast_to(cx.add("compare", [switch, cx.constant(0, "f32")], {"direction": "NE"}), shape.dims)
+        out = cx.add("select", [on, out, value])
+        mask = cx.add("or", [mask, cx.add("not", [on])])
+    return [cx.convert(out, et), mask]
+
+
+# -- complex views (rotary embeddings in complex form: view_as_complex, polar, view_as_real) ------------
+def _complex(cx: LoweringContext, real, imag):
+    """A complex tensor of the result's type from real and imaginary parts (HLO `complex`)."""
+    part = cx.element_type.replace("c128", "f64").replace("c64", "f32")
+    real, imag = cx.operand(real, part, cx.shape.dims), cx.operand(imag, part, cx.shape.dims)
+    return cx.add("complex", [real, imag], shape=cx.shape)
+
+
+def _part(cx: LoweringContext, z, opcode: str):
+    """HLO real / imag of a complex tensor (of a real one: itself, or zeros)."""
+    if not z.shape.element_type.is_complex:
+        return z if opcode == "real" else cx.full(0, z.shape)
+    return cx.add(opcode, [z], shape=cx.shape if cx.shape.dims == z.shape.dims else None)
+
+
+def _view_as_complex(cx: LoweringContext, x):
+    """x[..., 2] as complex: x[..., 0] + i·x[..., 1]."""
+    from hlocc.frontends.torch.ops_shape import slice_dim
+
+    last = x.shape.rank - 1
+    real, imag = (cx.reshape(slice_dim(cx, x, last, k, 1), cx.shape.dims) for k in (0, 1))
+    return cx.add("complex", [real, imag], shape=cx.shape)
+
+
+def _view_as_real(cx: LoweringContext, z):
+    """z as [..., 2] of its real and imaginary parts."""
+    part = z.shape.with_element_type(primitive_type(cx.element_type))
+    parts = [cx.reshape(cx.add(op, [z], shape=part), list(z.shape.dims) + [1]) for op in ("real", "imag")]
+    return cx.add("concatenate", parts, {"dimensions": (z.shape.rank,)}, shape=cx.shape)
+
+
+def _polar(cx: LoweringContext, magnitude, angle):
+    """abs·cos(angle) + i·abs·sin(angle)."""
+    return _complex(cx, cx.add("multiply", [magnitude, cx.add("cosine", [angle])]),
+                    cx.add("multiply", [magnitude, cx.add("sine", [angle])]))
+
+
+def _conj(cx: LoweringContext, z):
+    """The conjugate (torch's lazy conjugate view, `_conj`, and conj_physical): real - i·imag."""
+    if not z.shape.element_type.is_complex:
+        return z
+    part = z.shape.with_element_type(primitive_type(cx.element_type.replace("c128", "f64").replace("c64", "f32")))
+    return cx.add("complex", [cx.add("real", [z], shape=part), cx.add("negate", [cx.add("imag", [z], shape=part)])],
+                  shape=cx.shape)
 
 
 def _elu(cx: LoweringContext, x, alpha=1, scale=1, input_scale=1):
@@ -274,6 +390,19 @@ def _isinf(cx: LoweringContext, x):
 def _metadata_assertion(cx: LoweringContext, x, *_, **__):
     """_assert_tensor_metadata (what `.to(dtype)` leaves in an exported graph): no value. The
     tensor's dtype and sizes are its FakeTensor's, which every lowered result is checked against."""
+    return None
+
+
+def _assert_async(cx: LoweringContext, condition, message="Expected Tensor with single nonzero value, but got zero"):
+    """_assert_async (torch._check on a tensor: F.one_hot's range checks): no value; the condition
+    (nonzero) becomes an extra result of the program, and the compiled graph raises
+    RuntimeError(message) after a call where it is false, as eager raises (and Inductor's device
+    assert). Clamping or ignoring it would give an answer where PyTorch gives none."""
+    if not isinstance(condition, HloInstruction):
+        condition = cx.constant(bool(condition), "pred")
+    if condition.shape.element_type.name != "pred":
+        condition = cx.add("compare", [condition, cx.full(0, condition.shape)], {"direction": "NE"})
+    cx.lowering.assertions.append((cx.reshape(condition, []), message))
     return None
 
 
@@ -328,6 +457,20 @@ OPS = {
     "aten.exp2.default": _exp2, "aten.hypot.default": _hypot,
     "aten.copysign.Tensor": _copysign, "aten.copysign.Scalar": _copysign,
     "aten.leaky_relu.default": _leaky_relu, "aten.elu.default": _elu,
+    "aten.rrelu_with_noise.default": _rrelu_with_noise, "aten.rrelu_with_noise_functional.default": _rrelu_with_noise,
+    "aten.rrelu_with_noise_backward.default": _rrelu_with_noise_backward,
+    "aten.signbit.default": _signbit, "aten.ldexp.Tensor": _ldexp,
+    "aten.view_as_complex.default": _view_as_complex, "aten.view_as_real.default": _view_as_real,
+    "aten.polar.default": _polar, "aten.complex.default": _complex, "aten._conj.default": _conj,
+    "aten.conj_physical.default": _conj, "aten.real.default": lambda cx, z: _part(cx, z, "real"),
+    "aten.imag.default": lambda cx, z: _part(cx, z, "imag"),
+    "aten.fake_quantize_per_tensor_affine_cachemask.default": _fake_quantize,
+    "aten.fake_quantize_per_channel_affine_cachemask.default":
+        lambda cx, x, scale, zero_point, axis, quant_min, quant_max: _fake_quantize(
+            cx, x, scale, zero_point, quant_min, quant_max, axis=axis),
+    "aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default":
+        lambda cx, x, scale, zero_point, enabled, quant_min, quant_max: _fake_quantize(
+            cx, x, scale, zero_point, quant_min, quant_max, enabled=enabled),
     "aten.div.Tensor_mode": _binary("divide", divide=True), "aten.div.Scalar_mode": _binary("divide", divide=True),
     "aten.pow.Tensor_Scalar": _pow_scalar, "aten.pow.Tensor_Tensor": _binary("power"),
     "aten.pow.Scalar": _binary("power"),
@@ -343,12 +486,14 @@ OPS = {
     "aten.relu.default": _relu, "aten.gelu.default": _gelu, "aten.silu.default": _silu,
     "aten.reciprocal.default": _reciprocal, "aten.isnan.default": _isnan, "aten.isinf.default": _isinf,
     "aten._assert_tensor_metadata.default": _metadata_assertion,
+    "aten._assert_async.msg": _assert_async, "aten._assert_async.default": _assert_async,
     "aten._to_copy.default": _convert, "prims.convert_element_type.default": _convert,
     "aten.clone.default": _identity, "aten.alias.default": _identity, "aten.detach.default": _identity,
     "aten.lift_fresh_copy.default": _identity, "aten.copy.default": _copy,
     "aten.full.default": _full, "aten.full_like.default": _full_like,
     "aten.zeros.default": _filled(0), "aten.ones.default": _filled(1), "aten.zeros_like.default": _filled(0),
     "aten.ones_like.default": _filled(1), "aten.empty.memory_format": _filled(0),
+    "aten.empty_permuted.default": _filled(0), "aten.new_empty_strided.default": _filled(0),
     "aten.empty_like.default": _filled(0), "aten.new_zeros.default": _filled(0), "aten.new_ones.default": _filled(1),
     "aten.fill.Scalar": lambda cx, x, value: cx.full(value, cx.shape),
     "aten.scalar_tensor.default": _scalar_tensor,

@@ -211,6 +211,71 @@ def _topk(cx: LoweringContext, x, k, dim=-1, largest=True, sorted=True):
     return [slice_dim(cx, v, dim, 0, k) for v in _sorted(cx, x, dim, largest)]
 
 
+def _order_statistic(cx: LoweringContext, x, dim, position, keepdim: bool, nan_first: bool = False):
+    """(value, s64 index) of the element at `position` (an int, or an s64 tensor with x's shape
+    but 1 along `dim`) of a stable ascending sort along `dim` (NaN last). `nan_first`: a row
+    holding a NaN gives NaN and the index of its first NaN instead (torch.median)."""
+    if x.shape.rank == 0:
+        return x, cx.constant(0, "s64")
+    dim = _norm_dims(dim, x.shape.rank)[0]
+    values, indices = _sorted(cx, x, dim, False)
+    if isinstance(position, int):
+        value, index = slice_dim(cx, values, dim, position, 1), slice_dim(cx, indices, dim, position, 1)
+    else:
+        from hlocc.frontends.torch.ops_linalg import gather_along
+
+        value, index = gather_along(cx, values, dim, position), gather_along(cx, indices, dim, position)
+    if nan_first and x.shape.element_type.is_float:
+        nan = cx.add("compare", [x, x], {"direction": "NE"})
+        any_nan = reduce(cx, nan, [dim], "or", keepdim=True)
+        iota = cx.add("iota", attrs={"iota_dimension": dim}, shape=x.shape.with_element_type(primitive_type("s64")))
+        first = reduce(cx, cx.add("select", [nan, iota, cx.full(2**62, iota.shape)]), [dim], "minimum", keepdim=True)
+        value = cx.add("select", [any_nan, cx.full(math.nan, value.shape), value])
+        index = cx.add("select", [any_nan, first, index])
+    if not keepdim:
+        kept = [d for i, d in enumerate(value.shape.dims) if i != dim]
+        value, index = cx.reshape(value, kept), cx.reshape(index, kept)
+    return value, index
+
+
+def _kthvalue(cx: LoweringContext, x, k, dim=-1, keepdim=False):
+    """torch.kthvalue: the k-th smallest (NaN largest) and its index. Of equal values the first is
+    taken (ATen's quickselect may return another index of an equal value)."""
+    return list(_order_statistic(cx, x, dim, k - 1, keepdim))
+
+
+def _median_dim(ignore_nan: bool):
+    """torch.median / nanmedian along a dim: the lower median ((n - 1) // 2-th smallest) and its
+    index; median gives NaN and the first NaN's index for a row holding one, nanmedian the lower
+    median of the row's other values (NaN for a row of NaNs)."""
+    def rule(cx: LoweringContext, x, dim=-1, keepdim=False):
+        if x.shape.rank == 0:
+            return [x, cx.constant(0, "s64")]
+        d = _norm_dims(dim, x.shape.rank)[0]
+        n = x.shape.dims[d]
+        if not ignore_nan or not x.shape.element_type.is_float:
+            middle = (n - 1) // 2
+            if not isinstance(n, int):  # (a symbolic length: the position as a tensor)
+                size = cx.size_of(x, [d], "s64")
+                middle = cx.broadcast_to(cx.add("shift-right-arithmetic", [
+                    cx.add("subtract", [size, cx.constant(1, "s64")]), cx.constant(1, "s64")]),
+                    [1 if i == d else s for i, s in enumerate(x.shape.dims)])
+            return list(_order_statistic(cx, x, d, middle, keepdim, nan_first=not ignore_nan))
+        present = cx.convert(cx.add("compare", [x, x], {"direction": "EQ"}), "s64")
+        count = reduce(cx, present, [d], "add", keepdim=True)
+        position = cx.add("shift-right-arithmetic", [cx.add("maximum", [cx.add("subtract", [count, cx.full(
+            1, count.shape)]), cx.full(0, count.shape)]), cx.full(1, count.shape)])
+        return list(_order_statistic(cx, x, d, position, keepdim))
+    return rule
+
+
+def _median(ignore_nan: bool):
+    """torch.median() / nanmedian() of all elements: the rule along one dim of the flattened tensor."""
+    def rule(cx: LoweringContext, x):
+        return _median_dim(ignore_nan)(cx, cx.reshape(x, [_numel(x)]), 0)[0]
+    return rule
+
+
 def _var_mean(cx: LoweringContext, x, dims=None, *, correction=1, keepdim=False):
     """(var, mean), both of the result's type and shape (the mean is reduced once more: fusion
     merges the two sums over `x`)."""
@@ -247,19 +312,97 @@ def _log_softmax_backward(cx: LoweringContext, grad, output, dim, _input_dtype):
     return cx.add("subtract", [grad, cx.add("multiply", [cx.add("exponential", [output]), total])], shape=cx.shape)
 
 
+def scan(cx: LoweringContext, x: HloInstruction, dim: int, computation, init) -> HloInstruction:
+    """Inclusive scan of `x` along `dim` by the scalar `computation` from `init`: a reduce-window whose
+    window is the whole dimension, padded low by size-1 with the identity (analysis/scan.py: the
+    CPU's scan emitter computes it in O(n) a line, where it is its fusion's root)."""
+    et = x.shape.element_type.name
+    n = x.shape.dims[dim]
+    if n == 0:  # (nothing to scan: a window of size 0 is not HLO)
+        return x
+    window = tuple(WindowDim(size=n, pad_lo=n - 1) if i == dim else WindowDim(size=1)
+                   for i in range(x.shape.rank))
+    return cx.add("reduce-window", [x, cx.constant(init, et)], {"window": window, "to_apply": computation},
+                  shape=x.shape)
+
+
 def _cumulative(opcode: str):
-    """Inclusive scan along `dim`: a reduce-window whose window is the whole dimension, padded low
-    by size-1 with the identity (O(n²) work; fine for the sequence lengths models scan over)."""
+    """cumsum / cumprod: a `scan` by the reduction `opcode`."""
     def rule(cx: LoweringContext, x, dim, *, dtype=None):
         et = cx.element_type
         x = cx.convert(x, et)
         dim = _norm_dims(dim, x.shape.rank)[0]
-        n = x.shape.dims[dim]
-        window = tuple(WindowDim(size=n, pad_lo=n - 1) if i == dim else WindowDim(size=1)
-                       for i in range(x.shape.rank))
-        return cx.add("reduce-window", [x, cx.constant(_init_value(opcode, et), et)],
-                      {"window": window, "to_apply": cx.reducer(opcode, et)}, shape=cx.shape)
+        return scan(cx, x, dim, cx.reducer(opcode, et), _init_value(opcode, et))
     return rule
+
+
+def _cumulative_extremum(opcode: str):
+    """cummax / cummin: (values, s64 indices) as ATen's CPU kernel (`cummax_cummin_helper`) gives
+    them: walking the dimension, the running extremum takes an element that is NaN or compares
+    >= (cummin: <=) to it, so ties and NaNs take the *last* index, and a NaN sticks.
+
+    Two O(n) scans instead of one reduce-window over (value, index) pairs (which the scan emitter
+    does not take: a variadic window is the elemental one, O(n²) a line): M = the running max (HLO
+    maximum propagates NaN); the element j is a hit when x[j] == M[j] or x[j] is NaN; the index at i
+    is the last hit j <= i (a max scan of the hits' positions). That is the kernel's: the last hit
+    before i started the run of equal M that i is in (M only grows at a hit), and after a NaN
+    only NaNs hit. The values are x at those indices, so -0.0 and NaN payloads come out as the
+    kernel's (it stores the element it took, which `maximum` of ±0 does not say)."""
+    def rule(cx: LoweringContext, x, dim):
+        rank0 = x.shape.rank == 0
+        if rank0:
+            x = cx.reshape(x, [1])
+        dim = _norm_dims(dim, x.shape.rank)[0]
+        if x.shape.dims[dim] == 0:
+            return [x, cx.add("iota", attrs={"iota_dimension": dim}, shape=x.shape.with_element_type(
+                primitive_type("s64")))]
+        et = x.shape.element_type.name
+        scanned = cx.convert(x, "u8") if et == "pred" else x  # (max/min of bytes, not of i1)
+        st = scanned.shape.element_type.name
+        running = scan(cx, scanned, dim, cx.reducer(opcode, st), _init_value(opcode, st))
+        hit = cx.add("compare", [scanned, running], {"direction": "EQ"})
+        if x.shape.element_type.is_float:
+            hit = cx.add("or", [hit, cx.add("compare", [x, x], {"direction": "NE"})])
+        iota = cx.add("iota", attrs={"iota_dimension": dim}, shape=x.shape.with_element_type(primitive_type("s64")))
+        candidates = cx.add("select", [hit, iota, cx.full(-1, iota.shape)])
+        indices = scan(cx, candidates, dim, cx.reducer("maximum", "s64"), _init_value("maximum", "s64"))
+        from hlocc.frontends.torch.ops_linalg import gather_along
+
+        values = gather_along(cx, x, dim, indices)
+        if rank0:
+            values, indices = cx.reshape(values, []), cx.reshape(indices, [])
+        return [values, indices]
+    return rule
+
+
+def _log_add_exp(comp: HloComputation, a: HloInstruction, b: HloInstruction) -> HloInstruction:
+    """log(exp(a) + exp(b)) as ATen's `_log_add_exp_helper`: max + log1p(exp(min - max)), NaN
+    propagated, and a pair of equal infinities (both -inf: the empty sum; both +inf) itself."""
+    scalar = a.shape
+    pred = Shape.array(primitive_type("pred"), ())
+    low = comp.add("minimum", [a, b], shape=scalar)
+    high = comp.add("maximum", [a, b], shape=scalar)
+    same_infinity = comp.add("and", [comp.add("compare", [low, high], {"direction": "EQ"}, shape=pred),
+                                     comp.add("not", [comp.add("is-finite", [low], shape=pred)], shape=pred)],
+                             shape=pred)
+    spread = comp.add("log-plus-one", [comp.add("exponential", [comp.add("subtract", [low, high], shape=scalar)],
+                                                shape=scalar)], shape=scalar)
+    return comp.add("select", [same_infinity, high, comp.add("add", [spread, high], shape=scalar)], shape=scalar)
+
+
+def _logcumsumexp(cx: LoweringContext, x, dim):
+    """log(cumsum(exp(x))) without overflow: a `scan` whose combiner is ATen's log-add-exp (from
+    -inf), accumulated in f32 for halves as ATen's CPU kernel does (`acc_type`). A global shift by
+    the row's max is not enough: an early element far below the max would underflow to -inf."""
+    et = cx.element_type
+    if not x.shape.element_type.is_float:
+        raise cx.error(f"logcumsumexp of {et} is not lowered")
+    acc = _accumulation_type(et)
+    x = cx.convert(x, acc)
+    dim = _norm_dims(dim, x.shape.rank)[0]
+    if x.shape.rank == 0:
+        return cx.convert(x, et)
+    return cx.convert(scan(cx, x, dim, cx.binary_computation("logaddexp", acc, _log_add_exp), -math.inf), et)
 
 
 # -- normalization -------------------------------------------------------------------------------------
@@ -371,37 +514,58 @@ def max_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), dilation=(
     return [out, None]  # (ops_pool adds the indices for the table; unused ones are dead code)
 
 
-def _avg_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
-              divisor_override=None):
+def _window_counts(cx: LoweringContext, x, window, out_shape, count_include_pad: bool, divisor_override):
+    """Average pooling's divisor per output: `divisor_override`, else the number of elements its
+    window covers (of the input, or of the input and its padding), in `x`'s type."""
+    acc = x.shape.element_type.name
+    if divisor_override:
+        return cx.full(divisor_override, out_shape)
+    zero = cx.constant(0, acc)
+    ones = cx.full(1, x.shape)
+    if count_include_pad:
+        pads = tuple(PadDim(w.pad_lo, min(w.pad_lo, w.pad_hi)) for w in window)
+        ones = cx.add("pad", [ones, cx.constant(1, acc)], {"padding": pads})
+        window = tuple(WindowDim(size=w.size, stride=w.stride, pad_lo=0, pad_hi=w.pad_hi - min(w.pad_lo, w.pad_hi))
+                       for w in window)
+    return cx.add("reduce-window", [ones, zero], {"window": window, "to_apply": cx.reducer("add", acc)},
+                  shape=out_shape)
+
+
+def avg_pool(cx: LoweringContext, x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
+             divisor_override=None):
     window = _window(cx, x, kernel, stride, padding, (1,), cx.shape.dims, ceil_mode)
     et = cx.element_type
     acc = _accumulation_type(et)
     x = cx.convert(x, acc)
-    zero = cx.constant(0, acc)
-    total = cx.add("reduce-window", [x, zero], {"window": window, "to_apply": cx.reducer("add", acc)},
+    total = cx.add("reduce-window", [x, cx.constant(0, acc)], {"window": window, "to_apply": cx.reducer("add", acc)},
                    shape=cx.shape.with_element_type(x.shape.element_type))
-    if divisor_override:
-        count = cx.full(divisor_override, total.shape)
-    else:
-        # the number of elements each window covers: of the input, or of the input and its padding
-        ones = cx.full(1, x.shape)
-        if count_include_pad:
-            pads = tuple(PadDim(w.pad_lo, min(w.pad_lo, w.pad_hi)) for w in window)
-            ones = cx.add("pad", [ones, cx.constant(1, acc)], {"padding": pads})
-            window = tuple(WindowDim(size=w.size, stride=w.stride, pad_lo=0, pad_hi=w.pad_hi - min(w.pad_lo, w.pad_hi))
-                           for w in window)
-        count = cx.add("reduce-window", [ones, zero], {"window": window, "to_apply": cx.reducer("add", acc)},
-                       shape=total.shape)
+    count = _window_counts(cx, x, window, total.shape, count_include_pad, divisor_override)
     return cx.convert(cx.add("divide", [total, count]), et)
 
 
-def _adaptive_avg_pool(cx: LoweringContext, x, output_size):
-    k = len(output_size)
-    spatial = x.shape.dims[x.shape.rank - k:]
-    if not all(isinstance(s, int) and s % o == 0 for s, o in zip(spatial, output_size)):
-        raise cx.error(f"adaptive pooling from {list(spatial)} to {list(output_size)}: only whole windows are lowered")
-    kernel = [s // o for s, o in zip(spatial, output_size)]
-    return _avg_pool(cx, x, kernel, kernel, [0] * k)
+def _avg_pool_backward(cx: LoweringContext, grad, x, kernel, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override):
+    """avg_pool{2,3}d_backward (neither has a core-ATen decomposition: CNN training with average
+    pooling fell back): the gradient divided by each window's divisor, then the transpose of the
+    window sum, as XLA transposes a reduce-window sum: the divided gradient spread by stride - 1
+    interior zeros and padded by k - 1 - pad low (and to the input's size high), summed over
+    windows of k at stride 1."""
+    window = _window(cx, x, kernel, stride, padding, (1,), grad.shape.dims, ceil_mode)
+    et = cx.element_type
+    acc = _accumulation_type(et)
+    grad = cx.convert(grad, acc)
+    share = cx.add("divide", [grad, _window_counts(cx, cx.convert(x, acc), window, grad.shape, count_include_pad,
+                                                   divisor_override)])
+    pads, spread = [], []
+    for w, n, o in zip(window, x.shape.dims, grad.shape.dims):
+        lo = w.size - 1 - w.pad_lo
+        pads.append(PadDim(lo, n - 1 + w.pad_lo - (o - 1) * w.stride, w.stride - 1))
+        spread.append(WindowDim(size=w.size))
+    padded = cx.add("pad", [share, cx.constant(0, acc)], {"padding": tuple(pads)})
+    total = cx.add("reduce-window", [padded, cx.constant(0, acc)],
+                   {"window": tuple(spread), "to_apply": cx.reducer("add", acc)}, shape=x.shape.with_element_type(
+                       primitive_type(acc)))
+    return cx.convert(total, et)
 
 
 _max_dim, _argmax = _arg_extremum("maximum")
@@ -418,6 +582,8 @@ OPS = {
     "aten.prod.dim_int": _prod, "aten.prod.default": _prod, "aten.var.correction": _var,
     "aten.var_mean.correction": _var_mean,
     "aten.sort.default": _sort, "aten.sort.stable": _sort_stable, "aten.topk.default": _topk,
+    "aten.kthvalue.default": _kthvalue, "aten.median.dim": _median_dim(False), "aten.nanmedian.dim": _median_dim(True),
+    "aten.median.default": _median(False), "aten.nanmedian.default": _median(True),
     "aten.linalg_vector_norm.default": _vector_norm,
     "aten._softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim),
     "aten._log_softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim, log=True),
@@ -425,6 +591,8 @@ OPS = {
     "aten._softmax_backward_data.default": _softmax_backward,
     "aten._log_softmax_backward_data.default": _log_softmax_backward,
     "aten.cumsum.default": _cumulative("add"), "aten.cumprod.default": _cumulative("multiply"),
+    "aten.cummax.default": _cumulative_extremum("maximum"), "aten.cummin.default": _cumulative_extremum("minimum"),
+    "aten.logcumsumexp.default": _logcumsumexp,
     "aten.native_layer_norm.default": _layer_norm, "aten.native_group_norm.default": _group_norm,
     "aten._native_batch_norm_legit_no_training.default": _batch_norm_inference,
     "aten._native_batch_norm_legit_functional.default":
@@ -434,7 +602,6 @@ OPS = {
     "aten._native_batch_norm_legit.no_stats":
         lambda cx, x, w, b, training, momentum, eps: _batch_norm_training(cx, x, w, b, None, None, momentum, eps,
                                                                           False),
-    "aten.avg_pool2d.default": _avg_pool, "aten.avg_pool1d.default": _avg_pool,
-    "aten._adaptive_avg_pool2d.default": _adaptive_avg_pool,
-    "aten.adaptive_avg_pool1d.default": _adaptive_avg_pool,
+    "aten.avg_pool2d.default": avg_pool, "aten.avg_pool1d.default": avg_pool, "aten.avg_pool3d.default": avg_pool,
+    "aten.avg_pool2d_backward.default": _avg_pool_backward, "aten.avg_pool3d_backward.default": _avg_pool_backward,
 }

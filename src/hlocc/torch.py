@@ -41,6 +41,7 @@ import numpy as np
 
 from hlocc.compiler import DEVICE_BACKENDS, Executable, compile
 from hlocc.errors import ArgumentError, HloError, UnsupportedError
+from hlocc.frontends.torch.decompositions import attention_as_math, decompositions
 from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupported_ops
 from hlocc.frontends.torch.tensors import (
     GuardedInputs,
@@ -363,71 +364,6 @@ def _shape_env(example_inputs: Sequence[Any]) -> Any:
     return getattr(mode, "shape_env", None) if mode is not None else None
 
 
-def decompositions() -> dict:
-    """PyTorch's core-ATen decompositions (the table lowers what they leave), less the ones of
-    ops the table lowers better: `_safe_softmax` (attention's softmax, whose decomposition finds
-    the all -inf rows with a reduction of its own); plus hlocc's of the fused transformer
-    inference kernels, which PyTorch has none of (frontends/torch/decompositions.py)."""
-    torch = _torch()
-    from torch._decomp import core_aten_decompositions
-
-    from hlocc.frontends.torch.decompositions import fused_decompositions
-
-    table = dict(core_aten_decompositions())
-    table.pop(torch.ops.aten._safe_softmax.default, None)
-    table.update(fused_decompositions())
-    return table
-
-
-def _sdpa_math(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    """scaled_dot_product_attention through ATen's math form (which takes a boolean mask only as
-    the additive −inf mask the public op turns it into first)."""
-    import torch
-
-    if attn_mask is not None and attn_mask.dtype == torch.bool:
-        attn_mask = torch.zeros(attn_mask.shape, dtype=q.dtype).masked_fill(~attn_mask, float("-inf"))
-    return torch.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask, dropout_p, is_causal, None,
-                                                             scale=scale, enable_gqa=enable_gqa)[0]
-
-
-_GRID_MODES = {"bilinear": 0, "bicubic": 2}
-_GRID_PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
-
-
-def _grid_sample_math(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
-    """F.grid_sample of a 4-D input through PyTorch's own decomposition of grid_sampler_2d (ATen
-    ops: coordinates, clipping or reflection, gathers and weights), so that aot_autograd
-    differentiates those ops: grid_sampler_2d_backward has no decomposition of PyTorch's and ran
-    eager. Other inputs (5-D) and mode="nearest" call F.grid_sample itself: nearest's rounding
-    cuts the grid off autograd's graph, whose gradient would then be None where PyTorch's backward
-    gives zeros (hlocc decomposes nearest's backward op instead: frontends/torch/decompositions.py)."""
-    import torch
-    from torch._decomp.decompositions import grid_sampler_2d
-
-    if input.dim() != 4 or mode not in ("bilinear", "bicubic") or padding_mode not in _GRID_PADDINGS:
-        return torch.nn.functional.grid_sample(input, grid, mode, padding_mode, align_corners)
-    return grid_sampler_2d(input, grid, _GRID_MODES[mode], _GRID_PADDINGS[padding_mode], bool(align_corners))
-
-
-def _attention_as_math(graph_module: Any) -> None:
-    """Calls of scaled_dot_product_attention become its math form (matmuls, softmax) before
-    aot_autograd traces them: the fused CPU kernel's backward is one opaque op, its math form's
-    backward plain ATen ops (the table lowers both directions). F.grid_sample likewise becomes
-    PyTorch's decomposition of it (`_grid_sample_math`)."""
-    import torch
-
-    targets = {torch._C._nn.scaled_dot_product_attention: _sdpa_math,
-               torch.nn.functional.scaled_dot_product_attention: _sdpa_math,
-               torch.nn.functional.grid_sample: _grid_sample_math}
-    changed = False
-    for node in graph_module.graph.nodes:
-        if node.op == "call_function" and node.target in targets:
-            node.target = targets[node.target]
-            changed = True
-    if changed:
-        graph_module.recompile()
-
-
 # -- the dynamo backend ---------------------------------------------------------------------------
 def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | None = None,
             mode: str | None = None) -> Callable:
@@ -440,7 +376,7 @@ def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | No
 
     options = dict(options or {})
     report = options.pop("report", None)
-    _attention_as_math(graph_module)
+    attention_as_math(graph_module)
     def compiler(kind: str, guarded: bool = False):
         # A backward graph is compiled and run by backward(), which may be called in a frame dynamo
         # resumed after a graph break (a training step calling loss.backward() inside the compiled
@@ -471,13 +407,13 @@ def _traced_forms():
     """A context in which aot_autograd traces (forward and backward) the forms of two ops that the
     table lowers, not the CPU kernels' (`contextlib.ExitStack` of two PyTorch flags):
 
-    - scaled_dot_product_attention picks its math form: what `_attention_as_math` does for the
-      calls dynamo's graph shows, for those it does not (inside `F.multi_head_attention_forward`,
-      which dynamo keeps as one call: nn.MultiheadAttention and the transformer layers in
-      training). Otherwise the CPU picks `_scaled_dot_product_flash_attention_for_cpu`, whose
-      core-ATen decomposition returns the attention weights where the op returns the logsumexp,
-      and the op's backward, computed from it, gave wrong gradients (a training step of
-      nn.TransformerEncoderLayer: gradients off by 10s).
+    - scaled_dot_product_attention picks its math form: what `attention_as_math`
+      (frontends/torch/decompositions.py) does for the calls dynamo's graph shows, for those it does not
+      (inside `F.multi_head_attention_forward`, which dynamo keeps as one call: nn.MultiheadAttention and the
+      transformer layers in training). Otherwise the CPU picks `_scaled_dot_product_flash_attention_for_cpu`,
+      whose core-ATen decomposition returns the attention weights where the op returns the logsumexp, and the
+      op's backward, computed from it, gave wrong gradients (a training step of nn.TransformerEncoderLayer:
+      gradients off by 10s).
     - mkldnn off: the core-ATen decomposition of an LSTM in inference is then the time steps in
       ATen (`one_layer_lstm`) instead of `mkldnn_rnn_layer`, one opaque oneDNN kernel per layer.
       (Only tracing sees the flag: the graphs run hlocc's code.)"""

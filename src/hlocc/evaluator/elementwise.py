@@ -25,6 +25,7 @@ import numpy as np
 
 from hlocc.errors import UnsupportedError
 from hlocc.evaluator import numerics as nx
+from hlocc.evaluator.complex_math import complex_expm1, complex_log, complex_log1p, complex_power, complex_sqrt
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.opcodes import register_evaluator
 from hlocc.hlo.types import PrimitiveType
@@ -59,54 +60,12 @@ def _result_type(instr: HloInstruction) -> PrimitiveType:
 # -- float and complex functions ----------------------------------------------------------------
 
 
-def _complex_expm1(z: np.ndarray) -> np.ndarray:
-    """exp(z) - 1 without cancellation near 0: re = expm1(a)cos(b) - 2sin²(b/2), im = e^a sin(b)."""
-    a, b = z.real, z.imag
-    out = np.empty(z.shape, _C128)
-    out.real = np.expm1(a) * np.cos(b) - 2.0 * np.sin(0.5 * b) ** 2
-    out.imag = np.where(b == 0, b, np.exp(a) * np.sin(b))  # keeps e^inf * 0 from becoming NaN
-    return out
-
-
-def _nan_if_any_nan(z: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """w, or NaN + NaN i where a part of z is NaN: XLA:CPU's complex abs, sqrt, log and log1p are
-    plain formulas without C99 Annex G's infinities (log(NaN + inf i) = NaN + NaN i, where numpy
-    gives inf + NaN i)."""
-    nan = np.isnan(z.real) | np.isnan(z.imag)
-    out = np.array(w)
-    out.real = np.where(nan, np.nan, out.real)
-    out.imag = np.where(nan, np.nan, out.imag)
-    return out
-
-
-def _complex_log1p(z: np.ndarray) -> np.ndarray:
-    """log(1 + z) with re = log1p(2a + a² + b²)/2 near 0, where forming 1 + z would lose digits."""
-    a, b = z.real, z.imag
-    out = np.empty(z.shape, _C128)
-    small = np.maximum(np.abs(a), np.abs(b)) < 0.5
-    out.real = np.where(small, 0.5 * np.log1p(a * (2.0 + a) + b * b), np.log(np.hypot(1.0 + a, b)))
-    out.imag = np.arctan2(b, 1.0 + a)
-    return _nan_if_any_nan(z, out)
-
-
-def _complex_log(z: np.ndarray) -> np.ndarray:
-    return _nan_if_any_nan(z, np.log(z))
-
-
-def _complex_sqrt(z: np.ndarray) -> np.ndarray:
-    """C99's csqrt (numpy) but, as XLA:CPU, a -0 imaginary part counts as +0 (sqrt(-1 - 0i) = +i,
-    C99: -i) and a NaN part gives NaN + NaN i."""
-    positive_zero = np.array(z)
-    positive_zero.imag = positive_zero.imag + 0.0  # -0 + 0 = +0
-    return _nan_if_any_nan(z, np.sqrt(positive_zero))
-
-
 def _logistic(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (_complex_sqrt(x) if np.iscomplexobj(x) else np.sqrt(x))
+    return 1.0 / (complex_sqrt(x) if np.iscomplexobj(x) else np.sqrt(x))
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
@@ -118,14 +77,14 @@ def _round_half_away(x: np.ndarray) -> np.ndarray:
 # opcode: (function on f64 arrays, function on complex128 arrays or None, docstring)
 _FLOAT_FUNCTIONS: dict[str, tuple[Callable, Callable | None, str]] = {
     "exponential": (np.exp, np.exp, "e^x; exp(-inf) = 0, overflow gives +inf."),
-    "exponential-minus-one": (np.expm1, _complex_expm1,
+    "exponential-minus-one": (np.expm1, complex_expm1,
                               "e^x - 1, accurate near 0; expm1(-inf) = -1, expm1(-0.0) = -0.0."),
-    "log": (np.log, _complex_log, "Natural log; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf."),
-    "log-plus-one": (np.log1p, _complex_log1p,
+    "log": (np.log, complex_log, "Natural log; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf."),
+    "log-plus-one": (np.log1p, complex_log1p,
                      "log(1 + x), accurate near 0; log1p(-1) = -inf, log1p(x < -1) = NaN, log1p(-0.0) = -0.0."),
     "logistic": (_logistic, _logistic,
                  "1 / (1 + e^-x) (HloEvaluator's formula); logistic(-inf) = 0, logistic(inf) = 1."),
-    "sqrt": (np.sqrt, _complex_sqrt, "Square root; sqrt(-0.0) = -0.0, sqrt(x < 0) = NaN."),
+    "sqrt": (np.sqrt, complex_sqrt, "Square root; sqrt(-0.0) = -0.0, sqrt(x < 0) = NaN."),
     "rsqrt": (_rsqrt, _rsqrt, "1 / sqrt(x); rsqrt(+0) = +inf, rsqrt(-0.0) = -inf, rsqrt(x < 0) = NaN."),
     "cbrt": (np.cbrt, None, "Real cube root; cbrt(-8) = -2, cbrt(-0.0) = -0.0."),
     "sine": (np.sin, np.sin, "sin(x); sin(±inf) = NaN."),
@@ -413,19 +372,6 @@ def _float_power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where((a == 1) | (b == 0), 1.0, result)  # 1^NaN = NaN^0 = 1 (C pow agrees)
 
 
-def _complex_power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """HloEvaluator's rules: 1^y = x^0 = 1; inf^(r+0i) is inf for r > 0 and 0 for r < 0; otherwise
-    exp(y log x) (std::pow), which gives 0 for 0^y with Re(y) > 0."""
-    x, y = a.astype(_C128), b.astype(_C128)
-    result = np.exp(y * np.log(x))
-    result = np.where((x == 0) & (y.real > 0), 0, result)
-    positive_inf = (x.imag == 0) & np.isposinf(x.real)
-    real_y = y.imag == 0
-    result = np.where(positive_inf & real_y & (y.real > 0), x, result)
-    result = np.where(positive_inf & real_y & (y.real < 0), 0, result)
-    return np.where((x == 1) | (y == 0), 1, result)
-
-
 _ADD_DOC = ("Ints wrap; floats are IEEE (narrow floats in f32, rounded once). pred is a 1-bit unsigned "
             "integer, as XLA's compiled backends emit it (LLVM i1): add and subtract are xor, multiply is and.")
 _BINARY: dict[str, tuple[Callable, str]] = {
@@ -441,7 +387,7 @@ _BINARY: dict[str, tuple[Callable, str]] = {
                   "-7 rem 2 = -1, 7 rem -2 = 1. Ints: x rem 0 = x, INT_MIN rem -1 = 0. Floats: fmod, "
                   "exact; x rem 0 = NaN, inf rem y = NaN, x rem inf = x. Not defined for complex. pred: x rem 1 = 0, "
                   "x rem 0 = x."),
-    "power": (_arithmetic(_int_power, _float_power, _complex_power, lambda a, b: a | ~b),
+    "power": (_arithmetic(_int_power, _float_power, complex_power, lambda a, b: a | ~b),
               "x^y. x^0 = 1 and 1^y = 1 for every y (NaN included). Ints (XLA:CPU's rule): modulo 2^n over "
               "the exponent's low 6 bits (2^65 = 2); an exponent negative as a signed number gives 1 "
               "for x = 1, ±1 for x = -1 by its parity, else 0. Floats: C pow "
@@ -565,8 +511,8 @@ def atan2(instr: HloInstruction, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         return nx.round_float(np.arctan2(y.astype(np.float64), x.astype(np.float64)), pt)
     if pt.is_complex:
         zy, zx = y.astype(_C128), x.astype(_C128)
-        quotient = (zx + 1j * zy) / _complex_sqrt(zx * zx + zy * zy)
-        return (-1j * _complex_log(quotient)).astype(pt.dtype)
+        quotient = (zx + 1j * zy) / complex_sqrt(zx * zx + zy * zy)
+        return (-1j * complex_log(quotient)).astype(pt.dtype)
     raise _unsupported(instr, pt)
 
 

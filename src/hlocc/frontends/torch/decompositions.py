@@ -224,7 +224,7 @@ def _source_index(coordinate, size: int, padding_mode: int, align_corners: bool)
 def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode: int, padding_mode: int,
                              align_corners: bool, output_mask):
     """`aten.grid_sampler_2d_backward` of nearest sampling (F.grid_sample keeps the op there:
-    `hlocc.torch._grid_sample_math`): each output's gradient added to the pixel it copied, where
+    `_grid_sample_math` below): each output's gradient added to the pixel it copied, where
     that is inside the input (zeros padding); the grid's gradient is 0. Other modes are declined
     (NotImplemented: the op stays, and runs eager)."""
     import torch
@@ -259,3 +259,67 @@ def fused_decompositions() -> dict[Any, Any]:
     if aten.grid_sampler_2d.default in decomposition_table:
         table[aten.grid_sampler_2d.default] = decomposition_table[aten.grid_sampler_2d.default]
     return table
+
+
+# -- what the dynamo backend traces with (hlocc.torch) ---------------------------------------------
+def decompositions() -> dict:
+    """PyTorch's core-ATen decompositions (the table lowers what they leave), less the ones of
+    ops the table lowers better: `_safe_softmax` (attention's softmax, whose decomposition finds
+    the all -inf rows with a reduction of its own); plus hlocc's of the fused transformer
+    inference kernels, which PyTorch has none of (`fused_decompositions`)."""
+    import torch
+    from torch._decomp import core_aten_decompositions
+
+    table = dict(core_aten_decompositions())
+    table.pop(torch.ops.aten._safe_softmax.default, None)
+    table.update(fused_decompositions())
+    return table
+
+
+def _sdpa_math(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """scaled_dot_product_attention through ATen's math form (which takes a boolean mask only as
+    the additive −inf mask the public op turns it into first)."""
+    import torch
+
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        attn_mask = torch.zeros(attn_mask.shape, dtype=q.dtype).masked_fill(~attn_mask, float("-inf"))
+    return torch.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask, dropout_p, is_causal, None,
+                                                             scale=scale, enable_gqa=enable_gqa)[0]
+
+
+_GRID_MODES = {"bilinear": 0, "bicubic": 2}
+_GRID_PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
+
+
+def _grid_sample_math(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """F.grid_sample of a 4-D input through PyTorch's own decomposition of grid_sampler_2d (ATen
+    ops: coordinates, clipping or reflection, gathers and weights), so that aot_autograd
+    differentiates those ops: grid_sampler_2d_backward has no decomposition of PyTorch's and ran
+    eager. Other inputs (5-D) and mode="nearest" call F.grid_sample itself: nearest's rounding
+    cuts the grid off autograd's graph, whose gradient would then be None where PyTorch's backward
+    gives zeros (hlocc decomposes nearest's backward op instead: frontends/torch/decompositions.py)."""
+    import torch
+    from torch._decomp.decompositions import grid_sampler_2d
+
+    if input.dim() != 4 or mode not in ("bilinear", "bicubic") or padding_mode not in _GRID_PADDINGS:
+        return torch.nn.functional.grid_sample(input, grid, mode, padding_mode, align_corners)
+    return grid_sampler_2d(input, grid, _GRID_MODES[mode], _GRID_PADDINGS[padding_mode], bool(align_corners))
+
+
+def attention_as_math(graph_module: Any) -> None:
+    """Calls of scaled_dot_product_attention become its math form (matmuls, softmax) before
+    aot_autograd traces them: the fused CPU kernel's backward is one opaque op, its math form's
+    backward plain ATen ops (the table lowers both directions). F.grid_sample likewise becomes
+    PyTorch's decomposition of it (`_grid_sample_math`)."""
+    import torch
+
+    targets = {torch._C._nn.scaled_dot_product_attention: _sdpa_math,
+               torch.nn.functional.scaled_dot_product_attention: _sdpa_math,
+               torch.nn.functional.grid_sample: _grid_sample_math}
+    changed = False
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target in targets:
+            node.target = targets[node.target]
+            changed = True
+    if changed:
+        graph_module.recompile()

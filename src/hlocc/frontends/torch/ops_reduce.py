@@ -1,5 +1,6 @@
 """Table entries for reductions (sum, mean, amax/amin, max/min.dim, argmax/argmin, any/all, prod,
-var), softmax/log_softmax and their backward, cumsum, batch/layer/group norm and pooling.
+var), softmax/log_softmax and their backward, scans (cumsum, cummax, logcumsumexp), batch/layer/group
+norm and pooling; sorts and order statistics are in ops_sort.py.
 
 Half-precision inputs (f16, bf16) are reduced in f32 and the result rounded back, as ATen's CPU
 kernels accumulate (`at::opmath_type`); a norm computes its statistics in f32 the same way.
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hlocc.frontends.torch.ops_shape import slice_dim
+from hlocc.frontends.torch.ops_shape import gather_along
 from hlocc.hlo.attributes import PadDim, WindowDim
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.types import Shape, primitive_type
@@ -27,7 +28,7 @@ _INIT = {"add": 0, "multiply": 1, "maximum": -math.inf, "minimum": math.inf, "an
 _INT_LIMITS = {"maximum": "min", "minimum": "max"}
 
 
-def _norm_dims(dims, rank: int) -> tuple[int, ...]:
+def norm_dims(dims, rank: int) -> tuple[int, ...]:
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         return tuple(range(rank))
     dims = [dims] if isinstance(dims, int) else dims
@@ -45,7 +46,7 @@ def _init_value(opcode: str, et: str):
 def reduce(cx: LoweringContext, x: HloInstruction, dims, opcode: str, keepdim: bool = False) -> HloInstruction:
     """`opcode`-reduce `x` over `dims` (kept as size 1 with `keepdim`), in `x`'s element type."""
     et = x.shape.element_type.name
-    dims = _norm_dims(dims, x.shape.rank)
+    dims = norm_dims(dims, x.shape.rank)
     kept = [d for i, d in enumerate(x.shape.dims) if i not in dims]
     out = cx.add("reduce", [x, cx.constant(_init_value(opcode, et), et)],
                  {"dimensions": dims, "to_apply": cx.reducer(opcode, et)}, shape=x.shape.with_dims(kept))
@@ -68,7 +69,7 @@ def _mean(cx: LoweringContext, x, dims=None, keepdim=False, *, dtype=None):
     et = cx.element_type
     acc = _accumulation_type(et)
     total = reduce(cx, cx.convert(x, acc), dims, "add", keepdim)
-    count = cx.size_of(x, _norm_dims(dims, x.shape.rank), acc)
+    count = cx.size_of(x, norm_dims(dims, x.shape.rank), acc)
     return cx.convert(cx.add("divide", [total, cx.broadcast_to(count, total.shape.dims)]), et)
 
 
@@ -88,8 +89,8 @@ def _arg_extremum(opcode: str):
     unequal to itself: a NaN counts as a hit, else such a row's index was the sentinel 2**62."""
     def indices(cx: LoweringContext, x, dim, keepdim):
         if dim is None:
-            x, dim = cx.reshape(x, [_numel(x)]), 0
-        dim = _norm_dims(dim, x.shape.rank)[0]
+            x, dim = cx.reshape(x, [numel(x)]), 0
+        dim = norm_dims(dim, x.shape.rank)[0]
         best = reduce(cx, x, [dim], opcode, keepdim=True)
         hit = cx.add("compare", [x, cx.broadcast_to(best, x.shape.dims)], {"direction": "EQ"})
         if x.shape.element_type.is_float:
@@ -107,7 +108,7 @@ def _arg_extremum(opcode: str):
     return with_values, only_indices
 
 
-def _numel(x: HloInstruction):
+def numel(x: HloInstruction):
     n = 1
     for d in x.shape.dims:
         n = n * d
@@ -131,7 +132,7 @@ def _var(cx: LoweringContext, x, dims=None, *, correction=1, keepdim=False):
     et = cx.element_type
     acc = _accumulation_type(et)
     x = cx.convert(x, acc)
-    dims = _norm_dims(dims, x.shape.rank)
+    dims = norm_dims(dims, x.shape.rank)
     count = cx.size_of(x, dims, acc)
     mean = _divide(cx, reduce(cx, x, dims, "add", True), count)
     centered = cx.add("subtract", [x, cx.broadcast_to(mean, x.shape.dims)])
@@ -167,115 +168,6 @@ def _vector_norm(cx: LoweringContext, x, ord=2, dims=None, keepdim=False, *, dty
     return cx.convert(total, et)
 
 
-def _sorted(cx: LoweringContext, x, dim: int, descending: bool) -> tuple[HloInstruction, HloInstruction]:
-    """(values, s64 indices) of `x` sorted along `dim`, stably (equal values keep their order, as
-    PyTorch's stable sort and, in practice, its CPU sort and topk do): an HLO sort of (key, x, iota)
-    on the key alone. A float key is x with NaN made +NaN and -0.0 made +0.0, compared in total
-    order, so NaN sorts last ascending and first descending and ±0 tie, as in PyTorch; `values`
-    are x's own elements."""
-    dim = _norm_dims(dim, x.shape.rank)[0]
-    et = x.shape.element_type
-    key = x
-    if et.is_float:
-        nan = cx.add("compare", [x, x], {"direction": "NE"})
-        zero = cx.add("compare", [x, cx.full(0, x.shape)], {"direction": "EQ"})
-        key = cx.add("select", [nan, cx.full(math.nan, x.shape), x])
-        key = cx.add("select", [zero, cx.full(0, x.shape), key])
-    iota = cx.add("iota", attrs={"iota_dimension": dim}, shape=x.shape.with_element_type(primitive_type("s64")))
-    module = cx.lowering.module  # (computations only get added while lowering: the count names it uniquely)
-    comparator = module.add_computation(HloComputation(
-        f"sort_{'gt' if descending else 'lt'}_{et.name}_{len(module.computations)}"))
-    params = [comparator.add_fresh(HloInstruction(comparator.unique_name("p"), "parameter",
-                                                  Shape.array(t, ()), parameter_number=i))
-              for i, t in enumerate((et, et, et, et, iota.shape.element_type, iota.shape.element_type))]
-    attrs = {"direction": "GT" if descending else "LT"}
-    if et.is_float:
-        attrs["type"] = "TOTALORDER"
-    comparator.root = comparator.add("compare", params[:2], attrs, shape=Shape.array(primitive_type("pred"), ()))
-    result = cx.add("sort", [key, x, iota], {"dimensions": (dim,), "is_stable": True, "to_apply": comparator})
-    return tuple(cx.add("get-tuple-element", [result], {"index": i}, shape=s.shape) for i, s in ((1, x), (2, iota)))
-
-
-def _sort(cx: LoweringContext, x, dim=-1, descending=False):
-    return list(_sorted(cx, x, dim, descending))
-
-
-def _sort_stable(cx: LoweringContext, x, *, stable=None, dim=-1, descending=False):
-    return list(_sorted(cx, x, dim, descending))
-
-
-def _topk(cx: LoweringContext, x, k, dim=-1, largest=True, sorted=True):
-    """The first k of a stable sort (largest: descending): sorted whatever `sorted` says, which only
-    allows another order."""
-    dim = _norm_dims(dim, x.shape.rank)[0]
-    return [slice_dim(cx, v, dim, 0, k) for v in _sorted(cx, x, dim, largest)]
-
-
-def _order_statistic(cx: LoweringContext, x, dim, position, keepdim: bool, nan_first: bool = False):
-    """(value, s64 index) of the element at `position` (an int, or an s64 tensor with x's shape
-    but 1 along `dim`) of a stable ascending sort along `dim` (NaN last). `nan_first`: a row
-    holding a NaN gives NaN and the index of its first NaN instead (torch.median)."""
-    if x.shape.rank == 0:
-        return x, cx.constant(0, "s64")
-    dim = _norm_dims(dim, x.shape.rank)[0]
-    values, indices = _sorted(cx, x, dim, False)
-    if isinstance(position, int):
-        value, index = slice_dim(cx, values, dim, position, 1), slice_dim(cx, indices, dim, position, 1)
-    else:
-        from hlocc.frontends.torch.ops_linalg import gather_along
-
-        value, index = gather_along(cx, values, dim, position), gather_along(cx, indices, dim, position)
-    if nan_first and x.shape.element_type.is_float:
-        nan = cx.add("compare", [x, x], {"direction": "NE"})
-        any_nan = reduce(cx, nan, [dim], "or", keepdim=True)
-        iota = cx.add("iota", attrs={"iota_dimension": dim}, shape=x.shape.with_element_type(primitive_type("s64")))
-        first = reduce(cx, cx.add("select", [nan, iota, cx.full(2**62, iota.shape)]), [dim], "minimum", keepdim=True)
-        value = cx.add("select", [any_nan, cx.full(math.nan, value.shape), value])
-        index = cx.add("select", [any_nan, first, index])
-    if not keepdim:
-        kept = [d for i, d in enumerate(value.shape.dims) if i != dim]
-        value, index = cx.reshape(value, kept), cx.reshape(index, kept)
-    return value, index
-
-
-def _kthvalue(cx: LoweringContext, x, k, dim=-1, keepdim=False):
-    """torch.kthvalue: the k-th smallest (NaN largest) and its index. Of equal values the first is
-    taken (ATen's quickselect may return another index of an equal value)."""
-    return list(_order_statistic(cx, x, dim, k - 1, keepdim))
-
-
-def _median_dim(ignore_nan: bool):
-    """torch.median / nanmedian along a dim: the lower median ((n - 1) // 2-th smallest) and its
-    index; median gives NaN and the first NaN's index for a row holding one, nanmedian the lower
-    median of the row's other values (NaN for a row of NaNs)."""
-    def rule(cx: LoweringContext, x, dim=-1, keepdim=False):
-        if x.shape.rank == 0:
-            return [x, cx.constant(0, "s64")]
-        d = _norm_dims(dim, x.shape.rank)[0]
-        n = x.shape.dims[d]
-        if not ignore_nan or not x.shape.element_type.is_float:
-            middle = (n - 1) // 2
-            if not isinstance(n, int):  # (a symbolic length: the position as a tensor)
-                size = cx.size_of(x, [d], "s64")
-                middle = cx.broadcast_to(cx.add("shift-right-arithmetic", [
-                    cx.add("subtract", [size, cx.constant(1, "s64")]), cx.constant(1, "s64")]),
-                    [1 if i == d else s for i, s in enumerate(x.shape.dims)])
-            return list(_order_statistic(cx, x, d, middle, keepdim, nan_first=not ignore_nan))
-        present = cx.convert(cx.add("compare", [x, x], {"direction": "EQ"}), "s64")
-        count = reduce(cx, present, [d], "add", keepdim=True)
-        position = cx.add("shift-right-arithmetic", [cx.add("maximum", [cx.add("subtract", [count, cx.full(
-            1, count.shape)]), cx.full(0, count.shape)]), cx.full(1, count.shape)])
-        return list(_order_statistic(cx, x, d, position, keepdim))
-    return rule
-
-
-def _median(ignore_nan: bool):
-    """torch.median() / nanmedian() of all elements: the rule along one dim of the flattened tensor."""
-    def rule(cx: LoweringContext, x):
-        return _median_dim(ignore_nan)(cx, cx.reshape(x, [_numel(x)]), 0)[0]
-    return rule
-
-
 def _var_mean(cx: LoweringContext, x, dims=None, *, correction=1, keepdim=False):
     """(var, mean), both of the result's type and shape (the mean is reduced once more: fusion
     merges the two sums over `x`)."""
@@ -289,7 +181,7 @@ def softmax(cx: LoweringContext, x: HloInstruction, dim: int, log: bool = False,
     row's max, which the softmax computes anyway (the decomposition reduces the row once more)."""
     et = cx.element_type
     x = cx.convert(x, _accumulation_type(x.shape.element_type.name))
-    dim = _norm_dims(dim, x.shape.rank)[0]
+    dim = norm_dims(dim, x.shape.rank)[0]
     peak = cx.broadcast_to(reduce(cx, x, [dim], "maximum", True), x.shape.dims)
     shifted = cx.add("subtract", [x, peak])
     exp = cx.add("exponential", [shifted])
@@ -331,7 +223,7 @@ def _cumulative(opcode: str):
     def rule(cx: LoweringContext, x, dim, *, dtype=None):
         et = cx.element_type
         x = cx.convert(x, et)
-        dim = _norm_dims(dim, x.shape.rank)[0]
+        dim = norm_dims(dim, x.shape.rank)[0]
         return scan(cx, x, dim, cx.reducer(opcode, et), _init_value(opcode, et))
     return rule
 
@@ -352,7 +244,7 @@ def _cumulative_extremum(opcode: str):
         rank0 = x.shape.rank == 0
         if rank0:
             x = cx.reshape(x, [1])
-        dim = _norm_dims(dim, x.shape.rank)[0]
+        dim = norm_dims(dim, x.shape.rank)[0]
         if x.shape.dims[dim] == 0:
             return [x, cx.add("iota", attrs={"iota_dimension": dim}, shape=x.shape.with_element_type(
                 primitive_type("s64")))]
@@ -366,8 +258,6 @@ def _cumulative_extremum(opcode: str):
         iota = cx.add("iota", attrs={"iota_dimension": dim}, shape=x.shape.with_element_type(primitive_type("s64")))
         candidates = cx.add("select", [hit, iota, cx.full(-1, iota.shape)])
         indices = scan(cx, candidates, dim, cx.reducer("maximum", "s64"), _init_value("maximum", "s64"))
-        from hlocc.frontends.torch.ops_linalg import gather_along
-
         values = gather_along(cx, x, dim, indices)
         if rank0:
             values, indices = cx.reshape(values, []), cx.reshape(indices, [])
@@ -399,7 +289,7 @@ def _logcumsumexp(cx: LoweringContext, x, dim):
         raise cx.error(f"logcumsumexp of {et} is not lowered")
     acc = _accumulation_type(et)
     x = cx.convert(x, acc)
-    dim = _norm_dims(dim, x.shape.rank)[0]
+    dim = norm_dims(dim, x.shape.rank)[0]
     if x.shape.rank == 0:
         return cx.convert(x, et)
     return cx.convert(scan(cx, x, dim, cx.binary_computation("logaddexp", acc, _log_add_exp), -math.inf), et)
@@ -441,7 +331,7 @@ def _layer_norm(cx: LoweringContext, x, normalized_shape, weight, bias, eps):
 
 
 def _group_norm(cx: LoweringContext, x, weight, bias, n, c, hw, groups, eps):
-    grouped = cx.reshape(x, [n, groups, _numel(x) // (n * groups) if isinstance(_numel(x), int) else c // groups * hw])
+    grouped = cx.reshape(x, [n, groups, numel(x) // (n * groups) if isinstance(numel(x), int) else c // groups * hw])
     y, mean, rstd = _normalize(cx, grouped, (2,), eps)
     y = _affine(cx, cx.reshape(y, x.shape.dims), weight, bias, channel_dim=1)
     stat = cx.shapes()[1]
@@ -581,9 +471,6 @@ OPS = {
     "aten.all.default": _logical_reduce("and"),
     "aten.prod.dim_int": _prod, "aten.prod.default": _prod, "aten.var.correction": _var,
     "aten.var_mean.correction": _var_mean,
-    "aten.sort.default": _sort, "aten.sort.stable": _sort_stable, "aten.topk.default": _topk,
-    "aten.kthvalue.default": _kthvalue, "aten.median.dim": _median_dim(False), "aten.nanmedian.dim": _median_dim(True),
-    "aten.median.default": _median(False), "aten.nanmedian.default": _median(True),
     "aten.linalg_vector_norm.default": _vector_norm,
     "aten._softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim),
     "aten._log_softmax.default": lambda cx, x, dim, _half_to_float=False: softmax(cx, x, dim, log=True),

@@ -21,6 +21,9 @@ if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
     from hlocc.frontends.torch.lowering import LoweringContext
 
 
+_S64 = primitive_type("s64")
+
+
 def _norm_dim(dim: int, rank: int) -> int:
     return dim + rank if dim < 0 else dim
 
@@ -247,6 +250,44 @@ def _getitem(cx: LoweringContext, values, index):
 
 def _sym_op(op):
     return lambda cx, *args: op(*args)
+
+
+# -- element indexing (shared by the gather, scatter, scan and sort rules) -------------------------
+def element_count(x) -> int:
+    """The number of elements of an instruction or a shape (static)."""
+    n = 1
+    for d in getattr(x, "shape", x).dims:
+        n *= d
+    return n
+
+
+def wrapped_index(cx: LoweringContext, index: HloInstruction, where: tuple) -> HloInstruction:
+    """`index` as s64 with negative values wrapped by the size of dimension where[1] of where[0]
+    (PyTorch's negative indexing)."""
+    index = cx.convert(index, "s64")
+    negative = cx.add("compare", [index, cx.full(0, index.shape)], {"direction": "LT"})
+    size = cx.broadcast_to(cx.size_of(where[0], [where[1]], "s64"), index.shape.dims)
+    return cx.add("select", [negative, cx.add("add", [index, size]), index])
+
+
+def element_indices(cx: LoweringContext, x, dim: int, index: HloInstruction) -> HloInstruction:
+    """[*index.shape, rank] coordinates into x: iotas, with `index` (wrapped) along `dim`."""
+    columns = []
+    for d in range(index.shape.rank):
+        column = wrapped_index(cx, index, (x, dim)) if d == dim else cx.add(
+            "iota", attrs={"iota_dimension": d}, shape=index.shape.with_element_type(_S64))
+        columns.append(cx.reshape(column, list(index.shape.dims) + [1]))
+    return cx.add("concatenate", columns, {"dimensions": (index.shape.rank,)}) if len(columns) > 1 else columns[0]
+
+
+def gather_along(cx: LoweringContext, x, dim: int, index: HloInstruction) -> HloInstruction:
+    """torch.gather(x, dim, index) of an index of the result's own shape (not the node's: a rule
+    gathering on the way to its result)."""
+    rank = x.shape.rank
+    return cx.add("gather", [x, element_indices(cx, x, dim, index)],
+                  {"offset_dims": (), "collapsed_slice_dims": tuple(range(rank)), "start_index_map": tuple(range(rank)),
+                   "index_vector_dim": rank, "slice_sizes": (1,) * rank},
+                  shape=index.shape.with_element_type(x.shape.element_type))
 
 
 OPS = {

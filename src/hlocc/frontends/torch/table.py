@@ -5,15 +5,25 @@ does not lower); the result shape PyTorch computed for the node is its shape rul
 `lowering.py` checks every result against it.
 
 The entries live by concept in `ops_elementwise.py`, `ops_shape.py`, `ops_reduce.py` and
-`ops_linalg.py`, `ops_conv.py`, `ops_pool.py`. Random ops are refused by name (`refusal`), never lowered.
+`ops_linalg.py`, `ops_embedding.py`, `ops_sort.py`, `ops_conv.py`,
+`ops_pool.py`. Random ops are refused by name (`refusal`), never lowered.
 """
 
 from __future__ import annotations
 
-from hlocc.frontends.torch import ops_conv, ops_elementwise, ops_linalg, ops_pool, ops_reduce, ops_shape
+from hlocc.frontends.torch import (
+    ops_conv,
+    ops_elementwise,
+    ops_embedding,
+    ops_linalg,
+    ops_pool,
+    ops_reduce,
+    ops_shape,
+    ops_sort,
+)
 
-ATEN_OPS = {**ops_elementwise.OPS, **ops_shape.OPS, **ops_reduce.OPS, **ops_linalg.OPS, **ops_conv.OPS,
-            **ops_pool.OPS}
+ATEN_OPS = {**ops_elementwise.OPS, **ops_shape.OPS, **ops_reduce.OPS, **ops_linalg.OPS, **ops_embedding.OPS,
+            **ops_conv.OPS, **ops_pool.OPS, **ops_sort.OPS}
 
 
 def refusal(name: str) -> str | None:

@@ -64,7 +64,9 @@ from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from hlocc.analysis.affine_expr import Var, dim, linear_form
+from hlocc.analysis.affine_expr import Const, Expr, Var, dim, linear_form, variables
+from hlocc.analysis.indexing_map import IndexingMap, Variable
+from hlocc.analysis.interval import Interval
 from hlocc.codegen.ir import AllocateSharedOp, ApplyIndexingOp, YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import DotBF16PairsOp, MatmulOp, PrefetchOp
@@ -142,6 +144,41 @@ def _unit_stride_in_n(op: MatmulOp) -> bool:
     return all(isinstance(atom, Var) for atom in terms) and terms.get(dim(2)) == 1 and dim(3) not in terms
 
 
+def separable_offsets(m: IndexingMap, shape: list[int]) -> tuple[Expr, Expr] | None:
+    """(F, G) with the row-major linear offset of `m`'s element in a tensor of `shape` equal to
+    F(b, k) + G(n), or None when a term of the map mixes n with b, m or k (or n is unused, or the
+    shape is dynamic or too large for an i32 offset). A convolution's input read through its
+    im2col map is separable: each index is an output position's term plus a kernel tap's (and a
+    feature's and an image's) term."""
+    if any(s < 0 for s in shape) or len(m.results) != len(shape) or m.symbols or m.runtime:
+        return None
+    total = 1
+    for s in shape:
+        total *= s
+    if total >= 1 << 31:
+        return None
+    stride, strides = 1, []
+    for s in reversed(shape):
+        strides.append(stride)
+        stride *= s
+    f_terms: list[Expr] = []
+    g_terms: list[Expr] = []
+    f_const = 0
+    n = dim(2)
+    for expr, st in zip(m.results, reversed(strides)):
+        terms, constant = linear_form(expr)
+        f_const += constant * st
+        for atom, c in terms.items():
+            used = variables(atom)
+            if n in used and len(used) > 1:
+                return None
+            (g_terms if n in used else f_terms).append(atom * (c * st))
+    if not g_terms:
+        return None
+    f = sum(f_terms, Const(f_const))
+    return f, sum(g_terms[1:], g_terms[0])
+
+
 def _k_rolled_for_loop(b: KernelBuilder, lo, hi, inits: list, body, name: str = "", step: int = 1) -> list:
     """`for_loop`, with the loops over K ("k": the micro-kernel's and the packing's, "kc": the K
     blocks) kept rolled: the schedule's k_unroll is their unrolling. `unroll-loops` fully unrolled
@@ -176,6 +213,13 @@ class PackedLowering:
         self.row_tails = op.row_tails is not None
         self.direct = (self.fuse and self.k_total <= self.kc and not self.pairs and _identity_epilogue(op)
                        and _unit_stride_in_n(op))
+        # B through a table of its columns' offsets (`offset_table`), when its map is separable
+        # and not affine in n (an implicit gemm's input: n's positions are divisions and remainders).
+        self.b_split = None
+        if not self.prepacked:
+            split = separable_offsets(op.maps[1], list(op.rhs.type.get_shape()))
+            if split is not None and not all(isinstance(a, Var) for a in linear_form(split[1])[0]):
+                self.b_split = split
 
     # -- scratch ----------------------------------------------------------------------------------
     def scratch(self) -> dict[str, SSAValue]:
@@ -189,6 +233,8 @@ class PackedLowering:
             sizes["bp"] = (self.depth * self.ncp, self.elem)
         if self.pack_a:
             sizes["ap"] = (self.mcp * self.depth, self.elem)
+        if self.b_split is not None:
+            sizes["boff"] = (self.ncp, i32)
         return {name: b.add(AllocateSharedOp(TensorType(t, [n]))) for name, (n, t) in sizes.items()}
 
     # -- the whole block ----------------------------------------------------------------------------
@@ -201,6 +247,8 @@ class PackedLowering:
         self.rows = _min(b, _sub(b, self.m_total, self.m0), self.mc)
         self.cols = _min(b, _sub(b, self.n_total, self.n0), self.nc)
         state = {**self.scratch(), "out": op.init}
+        if self.b_split is not None:
+            state["boff"] = self.offset_table(b, state["boff"])
         last = ((self.k_total - 1) // self.kc) * self.kc
         tail = self.k_total - last
         # One copy of the K block's code for all blocks of the full kc (the first one's zero
@@ -234,7 +282,7 @@ class PackedLowering:
         Cacc; `final`: the fused epilogue follows (True, False, or a run-time condition)."""
         state = dict(state)
         if not self.prepacked:
-            state["bp"] = self.pack_b(b, state["bp"], k0, kc)
+            state["bp"] = self.pack_b(b, state["bp"], k0, kc, state.get("boff"))
         if self.pack_a:
             state["ap"] = self.pack_a_block(b, state["ap"], k0, kc)
         names = ["cacc", "out"]
@@ -308,11 +356,26 @@ class PackedLowering:
         return out
 
     # -- packing ----------------------------------------------------------------------------------
-    def pack_b(self, b: KernelBuilder, bp: SSAValue, k0: SSAValue, kc: int) -> SSAValue:
+    def offset_table(self, b: KernelBuilder, table: SSAValue) -> SSAValue:
+        """table[j] = G(n0 + j) for the block's columns (`separable_offsets`), once per block: the
+        packing of every K block then reads B at F(b, k) + table[j], its index arithmetic on n
+        (an output position's divisions and remainders) out of the per-element loop."""
+        m = self.op.maps[1]
+        g_map = IndexingMap(m.dims, (self.b_split[1],))
+
+        def entry(eb: KernelBuilder, j: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+            zero = eb.index(0)
+            (g,) = eb.insert(ApplyIndexingOp(g_map, [self.bi, zero, _add(eb, self.n0, j), zero])).results
+            return [eb.add(tensor.InsertOp(eb.add(arith.IndexCastOp(g, i32)), args[0], [j]))]
+        return self.for_loop(b, 0, self.cols, [table], entry, "j")[0]
+
+    def pack_b(self, b: KernelBuilder, bp: SSAValue, k0: SSAValue, kc: int, table: SSAValue | None = None
+               ) -> SSAValue:
         """Bp[jr * depth + k * NR + l] = rhs(b, n0 + jr + l, k0 + k) (a (2k, 2k + 1) pair with
         `k_pairs`); zero past the block's columns. Rows of B outside, micro-panels inside: a
         row-major B is read one contiguous row of the block at a time (one page per row; panels
-        outside touched every row's page once per panel, a TLB miss per 64 elements)."""
+        outside touched every row's page once per panel, a TLB miss per 64 elements). With a
+        `table` of the columns' offsets, rhs is read at F(b, k) + table[jr + l] (`offset_table`)."""
         nr = self.nr
 
         def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
@@ -324,8 +387,13 @@ class PackedLowering:
                 at = _add(pb, _mul(pb, jr, self.depth), row_at)
 
                 def copy(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
-                    n = _add(cb, n_base, lane)
-                    value = self.packed_value(cb, lambda eb, kk: self.element(eb, 1, n, kk), k0, k, kc)
+                    if table is None:
+                        n = _add(cb, n_base, lane)
+                        value = self.packed_value(cb, lambda eb, kk: self.element(eb, 1, n, kk), k0, k, kc)
+                    else:
+                        g = cb.add(tensor.ExtractOp(table, [_add(cb, jr, lane)], i32))
+                        g = cb.add(arith.IndexCastOp(g, cb.index(0).type))
+                        value = self.packed_value(cb, lambda eb, kk: self.element_at(eb, g, kk), k0, k, kc)
                     return [cb.add(tensor.InsertOp(value, cargs[0], [_add(cb, at, lane)]))]
 
                 def zero(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
@@ -349,7 +417,22 @@ class PackedLowering:
         t = (op.lhs, op.rhs)[operand]
         point = [self.bi, mn, b.index(0), k] if operand == 0 else [self.bi, b.index(0), mn, k]
         idx = list(b.insert(ApplyIndexingOp(op.maps[operand], point)).results)
-        value = b.add(tensor.ExtractOp(t, idx, t.type.element_type))
+        return self.widened(b, b.add(tensor.ExtractOp(t, idx, t.type.element_type)))
+
+    def element_at(self, b: KernelBuilder, g: SSAValue, k: SSAValue) -> SSAValue:
+        """rhs at the linear offset F(b, k) + g (`offset_table`), as `element`. The offset goes in
+        as the minor index with the others zero: flatten-tensors linearises the indices row-major,
+        which gives exactly that offset (F's part is loop-invariant in the packing's column loop)."""
+        op = self.op
+        m, rank = op.maps[1], op.rhs.type.get_num_dims()
+        dims = (*m.dims, Variable(Interval(0, op.rhs.type.element_count() - 1), "g"))
+        at = IndexingMap(dims, (*(Const(0),) * (rank - 1), self.b_split[0] + dim(4)))
+        zero = b.index(0)
+        idx = list(b.insert(ApplyIndexingOp(at, [self.bi, zero, zero, k, g])).results)
+        return self.widened(b, b.add(tensor.ExtractOp(op.rhs, idx, op.rhs.type.element_type)))
+
+    def widened(self, b: KernelBuilder, value: SSAValue) -> SSAValue:
+        """An operand's element as the packed panels hold it."""
         if self.pairs:
             return b.add(arith.ExtUIOp(b.add(arith.BitcastOp(value, i16)), i32))
         return b.add(arith.ExtFOp(value, f32)) if value.type != f32 else value

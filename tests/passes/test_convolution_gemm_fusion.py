@@ -180,3 +180,44 @@ ENTRY e {
         args = [a.astype(np.float64) for a in args]
     assert stats.fusions_by_emitter["gemm"] == 0
     np.testing.assert_array_equal(exe(*args), Evaluator().run(module, args))
+
+
+def packed_convolution(dtype: str, stride: int) -> str:
+    """A 3x3 convolution of [2, 5, 9, 11] (NCHW) by 20 features: n = the output positions, read
+    through the table of their offsets (transforms/matmul/packed.py `offset_table`)."""
+    h, w = (9 - 3) // stride + 1, (11 - 3) // stride + 1
+    return f"""HloModule p
+ENTRY e {{
+  x = {dtype}[2,5,9,11] parameter(0)
+  k = {dtype}[20,5,3,3] parameter(1)
+  ROOT c = {dtype}[2,20,{h},{w}] convolution(x, k), window={{size=3x3 stride={stride}x{stride}}}, \
+dim_labels=bf01_oi01->bf01
+}}"""
+
+
+@pytest.mark.parametrize("dtype,stride,pairs", [("f32", 1, False), ("bf16", 2, False),
+                                                pytest.param("bf16", 1, True, marks=pytest.mark.slow)])
+def test_packed_implicit_gemm_reads_the_input_through_its_offset_table(dtype, stride, pairs):
+    """A packed schedule with several N blocks (the second starts mid-row of the output, its last
+    panel partial) and K blocks (the last one shorter, odd): every packed element of the input is
+    the one the convolution's map names, in f32 and in bf16 (widened, or as vdpbf16ps pairs)."""
+    import llvmlite.binding as llvm
+
+    from hlocc.backends.cpu.kernel import compile_fusion
+    from hlocc.codegen.schedule import MatmulSchedule, use_schedule
+
+    if pairs and "+avx512bf16" not in llvm.get_host_cpu_features().flatten():
+        pytest.skip("no AVX512-BF16 on this host")
+    module = hlocc.parse_hlo(packed_convolution(dtype, stride))
+    rng = np.random.default_rng(9)
+    np_dtype = ml_dtypes.bfloat16 if dtype == "bf16" else np.float32
+    args = [rng.integers(-4, 5, p.shape.dims).astype(np_dtype) for p in module.entry.parameters]
+    want = np.asarray(Evaluator().run(module, args), np.float64)
+    run_passes(module, ["convolution-gemm-fusion"])
+    [fusion] = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    schedule = MatmulSchedule(mc=12, nc=32, kc=16, mr=6, nr=16, parallel=True, pack=(0, 1), hoist_address=True,
+                              fuse_epilogue=True, k_pairs=pairs)
+    with use_schedule(schedule):
+        kernel = compile_fusion(fusion.called_computations()[0], use_cache=False)
+    operands = [args[o.parameter_number] for o in fusion.operands]
+    np.testing.assert_array_equal(np.asarray(kernel(*operands)[0], np.float64), want)

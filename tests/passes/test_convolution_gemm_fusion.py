@@ -182,25 +182,32 @@ ENTRY e {
     np.testing.assert_array_equal(exe(*args), Evaluator().run(module, args))
 
 
-def packed_convolution(dtype: str, stride: int) -> str:
-    """A 3x3 convolution of [2, 5, 9, 11] (NCHW) by 20 features: n = the output positions, read
-    through the table of their offsets (transforms/matmul/packed.py `offset_table`)."""
+def packed_convolution(dtype: str, stride: int, layout: str) -> str:
+    """A 3x3 convolution of two 9x11 images of 5 features: NCHW by 20 OIHW features (the input is
+    B, n its output positions) or NHWC by 64 HWIO features (features along n: the input is A, m
+    its images' positions), read through the table of their offsets (transforms/matmul/packed.py
+    `offset_table`)."""
     h, w = (9 - 3) // stride + 1, (11 - 3) // stride + 1
+    if layout == "nchw":
+        shapes, labels = ("[2,5,9,11]", "[20,5,3,3]", f"[2,20,{h},{w}]"), "bf01_oi01->bf01"
+    else:
+        shapes, labels = ("[2,9,11,5]", "[3,3,5,64]", f"[2,{h},{w},64]"), "b01f_01io->b01f"
     return f"""HloModule p
 ENTRY e {{
-  x = {dtype}[2,5,9,11] parameter(0)
-  k = {dtype}[20,5,3,3] parameter(1)
-  ROOT c = {dtype}[2,20,{h},{w}] convolution(x, k), window={{size=3x3 stride={stride}x{stride}}}, \
-dim_labels=bf01_oi01->bf01
+  x = {dtype}{shapes[0]} parameter(0)
+  k = {dtype}{shapes[1]} parameter(1)
+  ROOT c = {dtype}{shapes[2]} convolution(x, k), window={{size=3x3 stride={stride}x{stride}}}, dim_labels={labels}
 }}"""
 
 
-@pytest.mark.parametrize("dtype,stride,pairs", [("f32", 1, False), ("bf16", 2, False),
-                                                pytest.param("bf16", 1, True, marks=pytest.mark.slow)])
-def test_packed_implicit_gemm_reads_the_input_through_its_offset_table(dtype, stride, pairs):
-    """A packed schedule with several N blocks (the second starts mid-row of the output, its last
-    panel partial) and K blocks (the last one shorter, odd): every packed element of the input is
-    the one the convolution's map names, in f32 and in bf16 (widened, or as vdpbf16ps pairs)."""
+@pytest.mark.parametrize("dtype,stride,layout,pairs", [
+    ("f32", 1, "nchw", False), ("bf16", 2, "nhwc", False),
+    *(pytest.param(*case, marks=pytest.mark.slow) for case in [("bf16", 2, "nchw", False), ("f32", 1, "nhwc", False),
+                                                                ("bf16", 1, "nchw", True), ("bf16", 1, "nhwc", True)])])
+def test_packed_implicit_gemm_reads_the_input_through_its_offset_table(dtype, stride, layout, pairs):
+    """A packed schedule with several M, N and K blocks (a block starts mid-row of the output, its
+    last panel partial; the last K block shorter, odd): every packed element of the input is the
+    one the convolution's map names, in f32 and in bf16 (widened, or as vdpbf16ps pairs)."""
     import llvmlite.binding as llvm
 
     from hlocc.backends.cpu.kernel import compile_fusion
@@ -208,7 +215,9 @@ def test_packed_implicit_gemm_reads_the_input_through_its_offset_table(dtype, st
 
     if pairs and "+avx512bf16" not in llvm.get_host_cpu_features().flatten():
         pytest.skip("no AVX512-BF16 on this host")
-    module = hlocc.parse_hlo(packed_convolution(dtype, stride))
+    module = hlocc.parse_hlo(packed_convolution(dtype, stride, layout))
+    [conv] = [i for i in module.entry.instructions if i.opcode == "convolution"]
+    assert features_on_n(conv) == (layout == "nhwc")
     rng = np.random.default_rng(9)
     np_dtype = ml_dtypes.bfloat16 if dtype == "bf16" else np.float32
     args = [rng.integers(-4, 5, p.shape.dims).astype(np_dtype) for p in module.entry.parameters]

@@ -144,12 +144,12 @@ def _unit_stride_in_n(op: MatmulOp) -> bool:
     return all(isinstance(atom, Var) for atom in terms) and terms.get(dim(2)) == 1 and dim(3) not in terms
 
 
-def separable_offsets(m: IndexingMap, shape: list[int]) -> tuple[Expr, Expr] | None:
+def separable_offsets(m: IndexingMap, shape: list[int], along: int) -> tuple[Expr, Expr] | None:
     """(F, G) with the row-major linear offset of `m`'s element in a tensor of `shape` equal to
-    F(b, k) + G(n), or None when a term of the map mixes n with b, m or k (or n is unused, or the
-    shape is dynamic or too large for an i32 offset). A convolution's input read through its
-    im2col map is separable: each index is an output position's term plus a kernel tap's (and a
-    feature's and an image's) term."""
+    F(b, k) + G(x), x the dimension `along` (1: m, 2: n), or None when a term of the map mixes x
+    with another dimension (or x is unused, or the shape is dynamic or too large for an i32
+    offset). A convolution's input read through its im2col map is separable: each index is an
+    output position's term plus a kernel tap's (and a feature's and an image's) term."""
     if any(s < 0 for s in shape) or len(m.results) != len(shape) or m.symbols or m.runtime:
         return None
     total = 1
@@ -164,7 +164,7 @@ def separable_offsets(m: IndexingMap, shape: list[int]) -> tuple[Expr, Expr] | N
     f_terms: list[Expr] = []
     g_terms: list[Expr] = []
     f_const = 0
-    n = dim(2)
+    n = dim(along)
     for expr, st in zip(m.results, reversed(strides)):
         terms, constant = linear_form(expr)
         f_const += constant * st
@@ -213,13 +213,14 @@ class PackedLowering:
         self.row_tails = op.row_tails is not None
         self.direct = (self.fuse and self.k_total <= self.kc and not self.pairs and _identity_epilogue(op)
                        and _unit_stride_in_n(op))
-        # B through a table of its columns' offsets (`offset_table`), when its map is separable
-        # and not affine in n (an implicit gemm's input: n's positions are divisions and remainders).
-        self.b_split = None
-        if not self.prepacked:
-            split = separable_offsets(op.maps[1], list(op.rhs.type.get_shape()))
+        # An operand through a table of its rows' or columns' offsets (`offset_table`), where its
+        # map is separable and not affine in m (A) or n (B): an implicit gemm's input, whose
+        # output positions are divisions and remainders of m or n.
+        self.split: dict[int, tuple[Expr, Expr]] = {}
+        for operand, t, packs in ((0, op.lhs, self.pack_a), (1, op.rhs, not self.prepacked)):
+            split = separable_offsets(op.maps[operand], list(t.type.get_shape()), 1 + operand) if packs else None
             if split is not None and not all(isinstance(a, Var) for a in linear_form(split[1])[0]):
-                self.b_split = split
+                self.split[operand] = split
 
     # -- scratch ----------------------------------------------------------------------------------
     def scratch(self) -> dict[str, SSAValue]:
@@ -233,7 +234,9 @@ class PackedLowering:
             sizes["bp"] = (self.depth * self.ncp, self.elem)
         if self.pack_a:
             sizes["ap"] = (self.mcp * self.depth, self.elem)
-        if self.b_split is not None:
+        if 0 in self.split:
+            sizes["aoff"] = (self.mcp, i32)
+        if 1 in self.split:
             sizes["boff"] = (self.ncp, i32)
         return {name: b.add(AllocateSharedOp(TensorType(t, [n]))) for name, (n, t) in sizes.items()}
 
@@ -247,8 +250,9 @@ class PackedLowering:
         self.rows = _min(b, _sub(b, self.m_total, self.m0), self.mc)
         self.cols = _min(b, _sub(b, self.n_total, self.n0), self.nc)
         state = {**self.scratch(), "out": op.init}
-        if self.b_split is not None:
-            state["boff"] = self.offset_table(b, state["boff"])
+        for operand, name in enumerate(("aoff", "boff")):
+            if operand in self.split:
+                state[name] = self.offset_table(b, operand, state[name])
         last = ((self.k_total - 1) // self.kc) * self.kc
         tail = self.k_total - last
         # One copy of the K block's code for all blocks of the full kc (the first one's zero
@@ -284,7 +288,7 @@ class PackedLowering:
         if not self.prepacked:
             state["bp"] = self.pack_b(b, state["bp"], k0, kc, state.get("boff"))
         if self.pack_a:
-            state["ap"] = self.pack_a_block(b, state["ap"], k0, kc)
+            state["ap"] = self.pack_a_block(b, state["ap"], k0, kc, state.get("aoff"))
         names = ["cacc", "out"]
 
         def ir_body(ib: KernelBuilder, ir: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
@@ -356,18 +360,24 @@ class PackedLowering:
         return out
 
     # -- packing ----------------------------------------------------------------------------------
-    def offset_table(self, b: KernelBuilder, table: SSAValue) -> SSAValue:
-        """table[j] = G(n0 + j) for the block's columns (`separable_offsets`), once per block: the
-        packing of every K block then reads B at F(b, k) + table[j], its index arithmetic on n
-        (an output position's divisions and remainders) out of the per-element loop."""
-        m = self.op.maps[1]
-        g_map = IndexingMap(m.dims, (self.b_split[1],))
+    def offset_table(self, b: KernelBuilder, operand: int, table: SSAValue) -> SSAValue:
+        """table[j] = G(m0 + j) for the block's rows (A, operand 0) or G(n0 + j) for its columns
+        (B) (`separable_offsets`), once per block: the packing of every K block then reads the
+        operand at F(b, k) + table[j], the index arithmetic of m or n (an output position's
+        divisions and remainders) out of the per-element loop."""
+        g_map = IndexingMap(self.op.maps[operand].dims, (self.split[operand][1],))
 
         def entry(eb: KernelBuilder, j: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
             zero = eb.index(0)
-            (g,) = eb.insert(ApplyIndexingOp(g_map, [self.bi, zero, _add(eb, self.n0, j), zero])).results
+            point = ([self.bi, _add(eb, self.m0, j), zero, zero] if operand == 0 else
+                     [self.bi, zero, _add(eb, self.n0, j), zero])
+            (g,) = eb.insert(ApplyIndexingOp(g_map, point)).results
             return [eb.add(tensor.InsertOp(eb.add(arith.IndexCastOp(g, i32)), args[0], [j]))]
-        return self.for_loop(b, 0, self.cols, [table], entry, "j")[0]
+        return self.for_loop(b, 0, self.rows if operand == 0 else self.cols, [table], entry, "j")[0]
+
+    def table_entry(self, b: KernelBuilder, table: SSAValue, j: SSAValue) -> SSAValue:
+        """table[j] as an index."""
+        return b.add(arith.IndexCastOp(b.add(tensor.ExtractOp(table, [j], i32)), b.index(0).type))
 
     def pack_b(self, b: KernelBuilder, bp: SSAValue, k0: SSAValue, kc: int, table: SSAValue | None = None
                ) -> SSAValue:
@@ -391,9 +401,8 @@ class PackedLowering:
                         n = _add(cb, n_base, lane)
                         value = self.packed_value(cb, lambda eb, kk: self.element(eb, 1, n, kk), k0, k, kc)
                     else:
-                        g = cb.add(tensor.ExtractOp(table, [_add(cb, jr, lane)], i32))
-                        g = cb.add(arith.IndexCastOp(g, cb.index(0).type))
-                        value = self.packed_value(cb, lambda eb, kk: self.element_at(eb, g, kk), k0, k, kc)
+                        g = self.table_entry(cb, table, _add(cb, jr, lane))
+                        value = self.packed_value(cb, lambda eb, kk: self.element_at(eb, 1, g, kk), k0, k, kc)
                     return [cb.add(tensor.InsertOp(value, cargs[0], [_add(cb, at, lane)]))]
 
                 def zero(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
@@ -419,17 +428,19 @@ class PackedLowering:
         idx = list(b.insert(ApplyIndexingOp(op.maps[operand], point)).results)
         return self.widened(b, b.add(tensor.ExtractOp(t, idx, t.type.element_type)))
 
-    def element_at(self, b: KernelBuilder, g: SSAValue, k: SSAValue) -> SSAValue:
-        """rhs at the linear offset F(b, k) + g (`offset_table`), as `element`. The offset goes in
-        as the minor index with the others zero: flatten-tensors linearises the indices row-major,
-        which gives exactly that offset (F's part is loop-invariant in the packing's column loop)."""
+    def element_at(self, b: KernelBuilder, operand: int, g: SSAValue, k: SSAValue) -> SSAValue:
+        """lhs (0) or rhs (1) at the linear offset F(b, k) + g (`offset_table`), as `element`. The
+        offset goes in as the minor index with the others zero: flatten-tensors linearises the
+        indices row-major, which gives exactly that offset (F's part is loop-invariant in the
+        packing's loop over rows or columns)."""
         op = self.op
-        m, rank = op.maps[1], op.rhs.type.get_num_dims()
-        dims = (*m.dims, Variable(Interval(0, op.rhs.type.element_count() - 1), "g"))
-        at = IndexingMap(dims, (*(Const(0),) * (rank - 1), self.b_split[0] + dim(4)))
+        t = (op.lhs, op.rhs)[operand]
+        m, rank = op.maps[operand], t.type.get_num_dims()
+        dims = (*m.dims, Variable(Interval(0, t.type.element_count() - 1), "g"))
+        at = IndexingMap(dims, (*(Const(0),) * (rank - 1), self.split[operand][0] + dim(4)))
         zero = b.index(0)
         idx = list(b.insert(ApplyIndexingOp(at, [self.bi, zero, zero, k, g])).results)
-        return self.widened(b, b.add(tensor.ExtractOp(op.rhs, idx, op.rhs.type.element_type)))
+        return self.widened(b, b.add(tensor.ExtractOp(t, idx, t.type.element_type)))
 
     def widened(self, b: KernelBuilder, value: SSAValue) -> SSAValue:
         """An operand's element as the packed panels hold it."""
@@ -452,23 +463,31 @@ class PackedLowering:
             high = b.select(inside, read(b, k_odd), b.constant(0, i32))
         return b.add(arith.OrIOp(low, b.add(arith.ShLIOp(high, b.constant(16, i32)))))
 
-    def pack_a_block(self, b: KernelBuilder, ap: SSAValue, k0: SSAValue, kc: int) -> SSAValue:
+    def pack_a_block(self, b: KernelBuilder, ap: SSAValue, k0: SSAValue, kc: int, table: SSAValue | None = None
+                     ) -> SSAValue:
         """Ap[ir * depth + k * MR + r] = lhs(b, m0 + ir + r, k0 + k) (pairs as for B); zero past
-        the problem's rows."""
+        the problem's rows. With a `table` of the rows' offsets, lhs is read at F(b, k) +
+        table[ir + r] (`offset_table`; a row past the block reads the block's last)."""
         mr = self.mr
 
         def panel(pb: KernelBuilder, ir: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
             rows = [_add(pb, _add(pb, self.m0, ir), r) for r in range(mr)]
             total = pb.index(self.m_total) if isinstance(self.m_total, int) else self.m_total
             inside = [pb.cmpi("slt", m, total) for m in rows]
-            clamped = [_min(pb, m, self.m_last) for m in rows]
             base = _mul(pb, ir, self.depth)
+            if table is None:
+                clamped = [_min(pb, m, self.m_last) for m in rows]
+                reads = [lambda eb, kk, m=m: self.element(eb, 0, m, kk) for m in clamped]
+            else:
+                last = _sub(pb, self.rows, pb.index(1))
+                offsets = [self.table_entry(pb, table, _min(pb, _add(pb, ir, r), last)) for r in range(mr)]
+                reads = [lambda eb, kk, g=g: self.element_at(eb, 0, g, kk) for g in offsets]
 
             def step(kb: KernelBuilder, k: SSAValue, kargs: list[SSAValue]) -> list[SSAValue]:
                 at = _add(kb, base, _mul(kb, k, mr))
                 t = kargs[0]
                 for r in range(mr):
-                    value = self.packed_value(kb, lambda eb, kk, m=clamped[r]: self.element(eb, 0, m, kk), k0, k, kc)
+                    value = self.packed_value(kb, reads[r], k0, k, kc)
                     t = kb.add(tensor.InsertOp(kb.select(inside[r], value, self.zero(kb)), t, [_add(kb, at, r)]))
                 return [t]
             return self.for_loop(pb, 0, self.steps(kc), args, step, "k")

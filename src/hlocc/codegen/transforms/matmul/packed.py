@@ -217,6 +217,8 @@ class PackedLowering:
         # map is separable and not affine in m (A) or n (B): an implicit gemm's input, whose
         # output positions are divisions and remainders of m or n.
         self.split: dict[int, tuple[Expr, Expr]] = {}
+        self.narrow = [t.type.element_type.bitwidth == 16 if hasattr(t.type.element_type, "bitwidth") else False
+                       for t in (op.lhs, op.rhs)]
         for operand, t, packs in ((0, op.lhs, self.pack_a), (1, op.rhs, not self.prepacked)):
             split = separable_offsets(op.maps[operand], list(t.type.get_shape()), 1 + operand) if packs else None
             if split is not None and not all(isinstance(a, Var) for a in linear_form(split[1])[0]):
@@ -387,6 +389,8 @@ class PackedLowering:
         outside touched every row's page once per panel, a TLB miss per 64 elements). With a
         `table` of the columns' offsets, rhs is read at F(b, k) + table[jr + l] (`offset_table`)."""
         nr = self.nr
+        if table is not None and self.narrow[1]:
+            return self.pack_b_by_panel(b, bp, k0, kc, table)
 
         def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
             row_at = _mul(rb, k, nr)
@@ -412,6 +416,46 @@ class PackedLowering:
                 return self.for_loop(pb, count, nr, t, zero, "l")
             return self.for_loop(rb, 0, self.cols, rargs, panel, "jp", step=nr)
         return self.for_loop(b, 0, self.steps(kc), [bp], row, "k")[0]
+
+    def pack_b_by_panel(self, b: KernelBuilder, bp: SSAValue, k0: SSAValue, kc: int, table: SSAValue) -> SSAValue:
+        """`pack_b` through the offset table for a 16-bit B: micro-panels outside, rows inside, the
+        panel's NR offsets read from the table once (lanes past the block's columns read its last
+        column and store zero) and each row's NR lanes unrolled. There is no 16-bit gather: rows
+        outside, LLVM vectorized the lane loop into a vector load of offsets, an extract, a
+        scalar load and an insert per element (the 7x7/2 stem in bf16, 784 positions: 15-20%
+        slower than the per-element division it replaced); with the offsets loop-invariant each
+        element is one load from a register's offset (as where the table folded to constants)."""
+        nr = self.nr
+
+        def panel(pb: KernelBuilder, jr: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+            count = _min(pb, _sub(pb, self.cols, jr), nr)
+            base = _mul(pb, jr, self.depth)
+
+            def lanes(lb: KernelBuilder, whole: bool) -> list[SSAValue]:
+                if whole:
+                    inside = [None] * nr
+                    offsets = [self.table_entry(lb, table, _add(lb, jr, lane)) for lane in range(nr)]
+                else:
+                    last = _sub(lb, count, lb.index(1))
+                    inside = [lb.cmpi("slt", lb.index(lane), count) for lane in range(nr)]
+                    offsets = [self.table_entry(lb, table, _add(lb, jr, _min(lb, lb.index(lane), last)))
+                               for lane in range(nr)]
+
+                def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
+                    at = _add(rb, base, _mul(rb, k, nr))
+                    t = rargs[0]
+                    for lane, g in enumerate(offsets):
+                        value = self.packed_value(rb, lambda eb, kk, g=g: self.element_at(eb, 1, g, kk), k0, k, kc)
+                        if inside[lane] is not None:
+                            value = rb.select(inside[lane], value, self.zero(rb))
+                        t = rb.add(tensor.InsertOp(value, t, [_add(rb, at, lane)]))
+                    return [t]
+                return self.for_loop(lb, 0, self.steps(kc), args, row, "k")
+            if self.n_total % nr == 0 and self.nc % nr == 0:  # every panel is whole
+                return lanes(pb, True)
+            return _if_else(pb, pb.cmpi("eq", count, pb.index(nr)), lambda wb: lanes(wb, True),
+                            lambda eb: lanes(eb, False))
+        return self.for_loop(b, 0, self.cols, [bp], panel, "jp", step=nr)[0]
 
     def steps(self, kc: int) -> int:
         """Packed steps of a K block of kc (pairs round up: an odd K's last pair is (k, 0))."""

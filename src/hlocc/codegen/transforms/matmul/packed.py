@@ -146,9 +146,10 @@ def _unit_stride_in_n(op: MatmulOp) -> bool:
 
 def separable_offsets(m: IndexingMap, shape: list[int], along: int) -> tuple[Expr, Expr] | None:
     """(F, G) with the row-major linear offset of `m`'s element in a tensor of `shape` equal to
-    F(b, k) + G(x), x the dimension `along` (1: m, 2: n), or None when a term of the map mixes x
-    with another dimension (or x is unused, or the shape is dynamic or too large for an i32
-    offset). A convolution's input read through its im2col map is separable: each index is an
+    F(b, k) + G(x), x the dimension `along` (1: m, 2: n), each simplified over the map's domain
+    (a 1x1 convolution's G folds back to x times the feature count), or None when a term of the
+    map mixes x with another dimension (or x is unused, or the shape is dynamic or too large for
+    an i32 offset). A convolution's input read through its im2col map is separable: each index is an
     output position's term plus a kernel tap's (and a feature's and an image's) term."""
     if any(s < 0 for s in shape) or len(m.results) != len(shape) or m.symbols or m.runtime:
         return None
@@ -175,8 +176,9 @@ def separable_offsets(m: IndexingMap, shape: list[int], along: int) -> tuple[Exp
             (g_terms if n in used else f_terms).append(atom * (c * st))
     if not g_terms:
         return None
-    f = sum(f_terms, Const(f_const))
-    return f, sum(g_terms[1:], g_terms[0])
+    f, g = (IndexingMap(m.dims, (e,)).simplify().results[0]
+            for e in (sum(f_terms, Const(f_const)), sum(g_terms[1:], g_terms[0])))
+    return f, g
 
 
 def _k_rolled_for_loop(b: KernelBuilder, lo, hi, inits: list, body, name: str = "", step: int = 1) -> list:

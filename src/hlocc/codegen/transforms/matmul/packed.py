@@ -29,6 +29,14 @@ and advanced by MR and NR each step instead of recomputed from k. `prefetch` = d
 prefetches the B panel d steps ahead (`xla.prefetch`, LLVM's prefetch intrinsic; near a panel's
 end the address may lie past the buffer, which a prefetch tolerates: it never faults).
 
+Offset tables (an implicit gemm's input, `separable_offsets`): where an operand's map splits into
+F(b, k) + G(x) (x = m for A, n for B) with G not affine (a convolution's output positions:
+divisions and remainders of m or n), the block first fills a table of G over its rows or columns
+(`offset_table`, i32 block scratch) and the packing reads the operand at F(b, k) + table[x]: the
+per-element index arithmetic was what made packing through the convolution's maps cost as much
+as the gemm (and bf16, which has no 16-bit gather, 2.2x f32). A 16-bit B is packed micro-panel
+by micro-panel with the panel's offsets loaded once (`pack_b_by_panel`).
+
 Prepacked B (`prepacked`, `pack ... prepacked`): B arrives packed, in `schedule/pack.panel_layout`
 (NR-wide panels of all of K, the last zero-padded, linearised: a constant packed once outside the
 kernel by `schedule/pack.pack_panels`); there is no Bp, and the micro-kernel reads B's micro-panel

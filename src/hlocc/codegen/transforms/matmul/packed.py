@@ -72,7 +72,7 @@ from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from hlocc.analysis.affine_expr import Const, Expr, Var, dim, linear_form, variables
+from hlocc.analysis.affine_expr import Const, Expr, Var, dim, evaluate, linear_form, variables
 from hlocc.analysis.indexing_map import IndexingMap, Variable
 from hlocc.analysis.interval import Interval
 from hlocc.codegen.ir import AllocateSharedOp, ApplyIndexingOp, YieldOp
@@ -150,6 +150,11 @@ def _unit_stride_in_n(op: MatmulOp) -> bool:
         return False
     terms, _ = linear_form(results[0])
     return all(isinstance(atom, Var) for atom in terms) and terms.get(dim(2)) == 1 and dim(3) not in terms
+
+
+CONSTANT_OFFSETS = 256
+"""The most columns of a 16-bit B packed with constant offsets (`pack_b_constant`): each is about
+ten ops of the unrolled row (the pairs' twenty), and the kernel IR's passes run in Python."""
 
 
 def separable_offsets(m: IndexingMap, shape: list[int], along: int) -> tuple[Expr, Expr] | None:
@@ -233,6 +238,9 @@ class PackedLowering:
             split = separable_offsets(op.maps[operand], list(t.type.get_shape()), 1 + operand) if packs else None
             if split is not None and not all(isinstance(a, Var) for a in linear_form(split[1])[0]):
                 self.split[operand] = split
+        # A 16-bit B whose one block spans all of N: constant offsets, no table (`pack_b_constant`).
+        self.b_constant = (1 in self.split and self.narrow[1] and self.nc >= self.n_total
+                           and self.n_total <= CONSTANT_OFFSETS)
 
     # -- scratch ----------------------------------------------------------------------------------
     def scratch(self) -> dict[str, SSAValue]:
@@ -248,7 +256,7 @@ class PackedLowering:
             sizes["ap"] = (self.mcp * self.depth, self.elem)
         if 0 in self.split:
             sizes["aoff"] = (self.mcp, i32)
-        if 1 in self.split:
+        if 1 in self.split and not self.b_constant:
             sizes["boff"] = (self.ncp, i32)
         return {name: b.add(AllocateSharedOp(TensorType(t, [n]))) for name, (n, t) in sizes.items()}
 
@@ -263,7 +271,7 @@ class PackedLowering:
         self.cols = _min(b, _sub(b, self.n_total, self.n0), self.nc)
         state = {**self.scratch(), "out": op.init}
         for operand, name in enumerate(("aoff", "boff")):
-            if operand in self.split:
+            if name in state:
                 state[name] = self.offset_table(b, operand, state[name])
         last = ((self.k_total - 1) // self.kc) * self.kc
         tail = self.k_total - last
@@ -399,6 +407,8 @@ class PackedLowering:
         outside touched every row's page once per panel, a TLB miss per 64 elements). With a
         `table` of the columns' offsets, rhs is read at F(b, k) + table[jr + l] (`offset_table`)."""
         nr = self.nr
+        if self.b_constant:
+            return self.pack_b_constant(b, bp, k0, kc)
         if table is not None and self.narrow[1]:
             return self.pack_b_by_panel(b, bp, k0, kc, table)
 
@@ -427,10 +437,33 @@ class PackedLowering:
             return self.for_loop(rb, 0, self.cols, rargs, panel, "jp", step=nr)
         return self.for_loop(b, 0, self.steps(kc), [bp], row, "k")[0]
 
+    def pack_b_constant(self, b: KernelBuilder, bp: SSAValue, k0: SSAValue, kc: int) -> SSAValue:
+        """`pack_b` for a 16-bit B whose one block spans all of N (n0 = 0): each row's columns
+        unrolled, every column's offset G(n) a constant (an address's displacement), no table
+        read. Micro-panel by micro-panel, the CNN's first convolution in bf16 (256 positions)
+        took 81-82 µs; where LLVM folded the table into such constants by itself, 53-59."""
+        nr, g = self.nr, self.split[1][1]
+        offsets = [evaluate(g, lambda v, n=n: n if v == dim(2) else 0) for n in range(self.n_total)]
+        columns = -(-self.n_total // nr) * nr
+
+        def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
+            row_at = _mul(rb, k, nr)
+            t = rargs[0]
+            for n in range(columns):
+                panel, lane = divmod(n, nr)
+                if n < self.n_total:
+                    value = self.packed_value(rb, lambda eb, kk, n=n: self.element_at(eb, 1, eb.index(offsets[n]), kk),
+                                              k0, k, kc)
+                else:
+                    value = self.zero(rb)
+                t = rb.add(tensor.InsertOp(value, t, [_add(rb, row_at, panel * nr * self.depth + lane)]))
+            return [t]
+        return self.for_loop(b, 0, self.steps(kc), [bp], row, "k")[0]
+
     def pack_b_by_panel(self, b: KernelBuilder, bp: SSAValue, k0: SSAValue, kc: int, table: SSAValue) -> SSAValue:
-        """`pack_b` through the offset table for a 16-bit B: micro-panels outside, rows inside, the
-        panel's NR offsets read from the table once (lanes past the block's columns read its last
-        column and store zero) and each row's NR lanes unrolled. There is no 16-bit gather: rows
+        """`pack_b` through the offset table for a 16-bit B: micro-panels outside, rows inside, a
+        whole panel's NR offsets read from the table once and each row's NR lanes unrolled (the
+        block's last, partial panel: a loop over its lanes). There is no 16-bit gather: rows
         outside, LLVM vectorized the lane loop into a vector load of offsets, an extract, a
         scalar load and an insert per element (the 7x7/2 stem in bf16, 784 positions: 15-20%
         slower than the per-element division it replaced); with the offsets loop-invariant each
@@ -441,30 +474,36 @@ class PackedLowering:
             count = _min(pb, _sub(pb, self.cols, jr), nr)
             base = _mul(pb, jr, self.depth)
 
-            def lanes(lb: KernelBuilder, whole: bool) -> list[SSAValue]:
-                if whole:
-                    inside = [None] * nr
-                    offsets = [self.table_entry(lb, table, _add(lb, jr, lane)) for lane in range(nr)]
-                else:
-                    last = _sub(lb, count, lb.index(1))
-                    inside = [lb.cmpi("slt", lb.index(lane), count) for lane in range(nr)]
-                    offsets = [self.table_entry(lb, table, _add(lb, jr, _min(lb, lb.index(lane), last)))
-                               for lane in range(nr)]
+            def read(g: SSAValue):
+                return lambda eb, kk: self.element_at(eb, 1, g, kk)
+
+            def whole(wb: KernelBuilder) -> list[SSAValue]:
+                offsets = [self.table_entry(wb, table, _add(wb, jr, lane)) for lane in range(nr)]
 
                 def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
                     at = _add(rb, base, _mul(rb, k, nr))
                     t = rargs[0]
                     for lane, g in enumerate(offsets):
-                        value = self.packed_value(rb, lambda eb, kk, g=g: self.element_at(eb, 1, g, kk), k0, k, kc)
-                        if inside[lane] is not None:
-                            value = rb.select(inside[lane], value, self.zero(rb))
+                        value = self.packed_value(rb, read(g), k0, k, kc)
                         t = rb.add(tensor.InsertOp(value, t, [_add(rb, at, lane)]))
                     return [t]
-                return self.for_loop(lb, 0, self.steps(kc), args, row, "k")
+                return self.for_loop(wb, 0, self.steps(kc), args, row, "k")
+
+            def partial(eb: KernelBuilder) -> list[SSAValue]:  # the block's last panel: a lane loop
+                def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
+                    at = _add(rb, base, _mul(rb, k, nr))
+
+                    def copy(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
+                        value = self.packed_value(cb, read(self.table_entry(cb, table, _add(cb, jr, lane))), k0, k, kc)
+                        return [cb.add(tensor.InsertOp(value, cargs[0], [_add(cb, at, lane)]))]
+
+                    def zero(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
+                        return [cb.add(tensor.InsertOp(self.zero(cb), cargs[0], [_add(cb, at, lane)]))]
+                    return self.for_loop(rb, count, nr, self.for_loop(rb, 0, count, rargs, copy, "l"), zero, "l")
+                return self.for_loop(eb, 0, self.steps(kc), args, row, "k")
             if self.n_total % nr == 0 and self.nc % nr == 0:  # every panel is whole
-                return lanes(pb, True)
-            return _if_else(pb, pb.cmpi("eq", count, pb.index(nr)), lambda wb: lanes(wb, True),
-                            lambda eb: lanes(eb, False))
+                return whole(pb)
+            return _if_else(pb, pb.cmpi("eq", count, pb.index(nr)), whole, partial)
         return self.for_loop(b, 0, self.cols, [bp], panel, "jp", step=nr)[0]
 
     def steps(self, kc: int) -> int:

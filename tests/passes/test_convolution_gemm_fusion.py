@@ -180,3 +180,55 @@ ENTRY e {
         args = [a.astype(np.float64) for a in args]
     assert stats.fusions_by_emitter["gemm"] == 0
     np.testing.assert_array_equal(exe(*args), Evaluator().run(module, args))
+
+
+def packed_convolution(dtype: str, stride: int, layout: str) -> str:
+    """A 3x3 convolution of two 9x11 images of 5 features: NCHW by 20 OIHW features (the input is
+    B, n its output positions) or NHWC by 64 HWIO features (features along n: the input is A, m
+    its images' positions), read through the table of their offsets (transforms/matmul/packed.py
+    `offset_table`)."""
+    h, w = (9 - 3) // stride + 1, (11 - 3) // stride + 1
+    if layout == "nchw":
+        shapes, labels = ("[2,5,9,11]", "[20,5,3,3]", f"[2,20,{h},{w}]"), "bf01_oi01->bf01"
+    else:
+        shapes, labels = ("[2,9,11,5]", "[3,3,5,64]", f"[2,{h},{w},64]"), "b01f_01io->b01f"
+    return f"""HloModule p
+ENTRY e {{
+  x = {dtype}{shapes[0]} parameter(0)
+  k = {dtype}{shapes[1]} parameter(1)
+  ROOT c = {dtype}{shapes[2]} convolution(x, k), window={{size=3x3 stride={stride}x{stride}}}, dim_labels={labels}
+}}"""
+
+
+@pytest.mark.parametrize("dtype,stride,layout,pairs", [
+    ("f32", 1, "nchw", False), ("bf16", 2, "nchw", False), ("bf16", 2, "nhwc", False),
+    *(pytest.param(*case, marks=pytest.mark.slow) for case in [("bf16", 1, "nchw", False), ("f32", 1, "nhwc", False),
+                                                                ("bf16", 1, "nchw", True), ("bf16", 1, "nhwc", True)])])
+def test_packed_implicit_gemm_reads_the_input_through_its_offset_table(dtype, stride, layout, pairs):
+    """A packed schedule with several M, N and K blocks (a block starts mid-row of the output, its
+    last panel partial; the last K block shorter, odd): every packed element of the input is the
+    one the convolution's map names, in f32 and in bf16 (widened, or as vdpbf16ps pairs). The
+    input as B: f32 rows outside; bf16 micro-panels outside (stride 1: 63 columns in blocks of
+    32), or constant offsets (stride 2: 20 columns, one block); as A (NHWC): the rows' table."""
+    import llvmlite.binding as llvm
+
+    from hlocc.backends.cpu.kernel import compile_fusion
+    from hlocc.codegen.schedule import MatmulSchedule, use_schedule
+
+    if pairs and "+avx512bf16" not in llvm.get_host_cpu_features().flatten():
+        pytest.skip("no AVX512-BF16 on this host")
+    module = hlocc.parse_hlo(packed_convolution(dtype, stride, layout))
+    [conv] = [i for i in module.entry.instructions if i.opcode == "convolution"]
+    assert features_on_n(conv) == (layout == "nhwc")
+    rng = np.random.default_rng(9)
+    np_dtype = ml_dtypes.bfloat16 if dtype == "bf16" else np.float32
+    args = [rng.integers(-4, 5, p.shape.dims).astype(np_dtype) for p in module.entry.parameters]
+    want = np.asarray(Evaluator().run(module, args), np.float64)
+    run_passes(module, ["convolution-gemm-fusion"])
+    [fusion] = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    schedule = MatmulSchedule(mc=12, nc=32, kc=16, mr=6, nr=16, parallel=True, pack=(0, 1), hoist_address=True,
+                              fuse_epilogue=True, k_pairs=pairs)
+    with use_schedule(schedule):
+        kernel = compile_fusion(fusion.called_computations()[0], use_cache=False)
+    operands = [args[o.parameter_number] for o in fusion.operands]
+    np.testing.assert_array_equal(np.asarray(kernel(*operands)[0], np.float64), want)

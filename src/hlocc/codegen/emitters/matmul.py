@@ -13,7 +13,8 @@ A convolution (`convolution-gemm-fusion`, passes/convolution_to_gemm.py) is an *
 `convolution_problem` gives its (b, m, n, k) maps, the kernel and the input read through them
 (the input's map is the im2col: `n` the output position, `k` the input feature and kernel tap),
 so the packing of the B panel reads the patches straight from the input and no patch matrix
-exists. Its window has no padding or lhs dilation left (the pass moved them into a `pad`).
+exists (through a per-block table of the output positions' offsets: transforms/matmul/packed.py).
+Its window has no padding or lhs dilation left (the pass moved them into a `pad`).
 
 The epilogue block (acc, b, m, n) rounds the accumulator to the dot's type, as XLA does, injects
 it as the dot's value into element emission (the reduction emitter's mechanism) and computes the

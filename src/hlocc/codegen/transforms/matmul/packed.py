@@ -29,6 +29,14 @@ and advanced by MR and NR each step instead of recomputed from k. `prefetch` = d
 prefetches the B panel d steps ahead (`xla.prefetch`, LLVM's prefetch intrinsic; near a panel's
 end the address may lie past the buffer, which a prefetch tolerates: it never faults).
 
+Offset tables (an implicit gemm's input, `separable_offsets`): where an operand's map splits into
+F(b, k) + G(x) (x = m for A, n for B) with G not affine (a convolution's output positions:
+divisions and remainders of m or n), the block first fills a table of G over its rows or columns
+(`offset_table`, i32 block scratch) and the packing reads the operand at F(b, k) + table[x]: the
+per-element index arithmetic was what made packing through the convolution's maps cost as much
+as the gemm (and bf16, which has no 16-bit gather, 2.2x f32). A 16-bit B is packed micro-panel
+by micro-panel with the panel's offsets loaded once (`pack_b_by_panel`).
+
 Prepacked B (`prepacked`, `pack ... prepacked`): B arrives packed, in `schedule/pack.panel_layout`
 (NR-wide panels of all of K, the last zero-padded, linearised: a constant packed once outside the
 kernel by `schedule/pack.pack_panels`); there is no Bp, and the micro-kernel reads B's micro-panel
@@ -64,7 +72,9 @@ from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from hlocc.analysis.affine_expr import Var, dim, linear_form
+from hlocc.analysis.affine_expr import Const, Expr, Var, dim, evaluate, linear_form, variables
+from hlocc.analysis.indexing_map import IndexingMap, Variable
+from hlocc.analysis.interval import Interval
 from hlocc.codegen.ir import AllocateSharedOp, ApplyIndexingOp, YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import DotBF16PairsOp, MatmulOp, PrefetchOp
@@ -142,6 +152,48 @@ def _unit_stride_in_n(op: MatmulOp) -> bool:
     return all(isinstance(atom, Var) for atom in terms) and terms.get(dim(2)) == 1 and dim(3) not in terms
 
 
+CONSTANT_OFFSETS = 256
+"""The most columns of a 16-bit B packed with constant offsets (`pack_b_constant`): each is about
+ten ops of the unrolled row (the pairs' twenty), and the kernel IR's passes run in Python."""
+
+
+def separable_offsets(m: IndexingMap, shape: list[int], along: int) -> tuple[Expr, Expr] | None:
+    """(F, G) with the row-major linear offset of `m`'s element in a tensor of `shape` equal to
+    F(b, k) + G(x), x the dimension `along` (1: m, 2: n), each simplified over the map's domain
+    (a 1x1 convolution's G folds back to x times the feature count), or None when a term of the
+    map mixes x with another dimension (or x is unused, or the shape is dynamic or too large for
+    an i32 offset). A convolution's input read through its im2col map is separable: each index is an
+    output position's term plus a kernel tap's (and a feature's and an image's) term."""
+    if any(s < 0 for s in shape) or len(m.results) != len(shape) or m.symbols or m.runtime:
+        return None
+    total = 1
+    for s in shape:
+        total *= s
+    if total >= 1 << 31:
+        return None
+    stride, strides = 1, []
+    for s in reversed(shape):
+        strides.append(stride)
+        stride *= s
+    f_terms: list[Expr] = []
+    g_terms: list[Expr] = []
+    f_const = 0
+    n = dim(along)
+    for expr, st in zip(m.results, reversed(strides)):
+        terms, constant = linear_form(expr)
+        f_const += constant * st
+        for atom, c in terms.items():
+            used = variables(atom)
+            if n in used and len(used) > 1:
+                return None
+            (g_terms if n in used else f_terms).append(atom * (c * st))
+    if not g_terms:
+        return None
+    f, g = (IndexingMap(m.dims, (e,)).simplify().results[0]
+            for e in (sum(f_terms, Const(f_const)), sum(g_terms[1:], g_terms[0])))
+    return f, g
+
+
 def _k_rolled_for_loop(b: KernelBuilder, lo, hi, inits: list, body, name: str = "", step: int = 1) -> list:
     """`for_loop`, with the loops over K ("k": the micro-kernel's and the packing's, "kc": the K
     blocks) kept rolled: the schedule's k_unroll is their unrolling. `unroll-loops` fully unrolled
@@ -176,6 +228,19 @@ class PackedLowering:
         self.row_tails = op.row_tails is not None
         self.direct = (self.fuse and self.k_total <= self.kc and not self.pairs and _identity_epilogue(op)
                        and _unit_stride_in_n(op))
+        # An operand through a table of its rows' or columns' offsets (`offset_table`), where its
+        # map is separable and not affine in m (A) or n (B): an implicit gemm's input, whose
+        # output positions are divisions and remainders of m or n.
+        self.split: dict[int, tuple[Expr, Expr]] = {}
+        self.narrow = [t.type.element_type.bitwidth == 16 if hasattr(t.type.element_type, "bitwidth") else False
+                       for t in (op.lhs, op.rhs)]
+        for operand, t, packs in ((0, op.lhs, self.pack_a), (1, op.rhs, not self.prepacked)):
+            split = separable_offsets(op.maps[operand], list(t.type.get_shape()), 1 + operand) if packs else None
+            if split is not None and not all(isinstance(a, Var) for a in linear_form(split[1])[0]):
+                self.split[operand] = split
+        # A 16-bit B whose one block spans all of N: constant offsets, no table (`pack_b_constant`).
+        self.b_constant = (1 in self.split and self.narrow[1] and self.nc >= self.n_total
+                           and self.n_total <= CONSTANT_OFFSETS)
 
     # -- scratch ----------------------------------------------------------------------------------
     def scratch(self) -> dict[str, SSAValue]:
@@ -189,6 +254,10 @@ class PackedLowering:
             sizes["bp"] = (self.depth * self.ncp, self.elem)
         if self.pack_a:
             sizes["ap"] = (self.mcp * self.depth, self.elem)
+        if 0 in self.split:
+            sizes["aoff"] = (self.mcp, i32)
+        if 1 in self.split and not self.b_constant:
+            sizes["boff"] = (self.ncp, i32)
         return {name: b.add(AllocateSharedOp(TensorType(t, [n]))) for name, (n, t) in sizes.items()}
 
     # -- the whole block ----------------------------------------------------------------------------
@@ -201,6 +270,9 @@ class PackedLowering:
         self.rows = _min(b, _sub(b, self.m_total, self.m0), self.mc)
         self.cols = _min(b, _sub(b, self.n_total, self.n0), self.nc)
         state = {**self.scratch(), "out": op.init}
+        for operand, name in enumerate(("aoff", "boff")):
+            if name in state:
+                state[name] = self.offset_table(b, operand, state[name])
         last = ((self.k_total - 1) // self.kc) * self.kc
         tail = self.k_total - last
         # One copy of the K block's code for all blocks of the full kc (the first one's zero
@@ -234,9 +306,9 @@ class PackedLowering:
         Cacc; `final`: the fused epilogue follows (True, False, or a run-time condition)."""
         state = dict(state)
         if not self.prepacked:
-            state["bp"] = self.pack_b(b, state["bp"], k0, kc)
+            state["bp"] = self.pack_b(b, state["bp"], k0, kc, state.get("boff"))
         if self.pack_a:
-            state["ap"] = self.pack_a_block(b, state["ap"], k0, kc)
+            state["ap"] = self.pack_a_block(b, state["ap"], k0, kc, state.get("aoff"))
         names = ["cacc", "out"]
 
         def ir_body(ib: KernelBuilder, ir: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
@@ -308,12 +380,37 @@ class PackedLowering:
         return out
 
     # -- packing ----------------------------------------------------------------------------------
-    def pack_b(self, b: KernelBuilder, bp: SSAValue, k0: SSAValue, kc: int) -> SSAValue:
+    def offset_table(self, b: KernelBuilder, operand: int, table: SSAValue) -> SSAValue:
+        """table[j] = G(m0 + j) for the block's rows (A, operand 0) or G(n0 + j) for its columns
+        (B) (`separable_offsets`), once per block: the packing of every K block then reads the
+        operand at F(b, k) + table[j], the index arithmetic of m or n (an output position's
+        divisions and remainders) out of the per-element loop."""
+        g_map = IndexingMap(self.op.maps[operand].dims, (self.split[operand][1],))
+
+        def entry(eb: KernelBuilder, j: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+            zero = eb.index(0)
+            point = ([self.bi, _add(eb, self.m0, j), zero, zero] if operand == 0 else
+                     [self.bi, zero, _add(eb, self.n0, j), zero])
+            (g,) = eb.insert(ApplyIndexingOp(g_map, point)).results
+            return [eb.add(tensor.InsertOp(eb.add(arith.IndexCastOp(g, i32)), args[0], [j]))]
+        return self.for_loop(b, 0, self.rows if operand == 0 else self.cols, [table], entry, "j")[0]
+
+    def table_entry(self, b: KernelBuilder, table: SSAValue, j: SSAValue) -> SSAValue:
+        """table[j] as an index."""
+        return b.add(arith.IndexCastOp(b.add(tensor.ExtractOp(table, [j], i32)), b.index(0).type))
+
+    def pack_b(self, b: KernelBuilder, bp: SSAValue, k0: SSAValue, kc: int, table: SSAValue | None = None
+               ) -> SSAValue:
         """Bp[jr * depth + k * NR + l] = rhs(b, n0 + jr + l, k0 + k) (a (2k, 2k + 1) pair with
         `k_pairs`); zero past the block's columns. Rows of B outside, micro-panels inside: a
         row-major B is read one contiguous row of the block at a time (one page per row; panels
-        outside touched every row's page once per panel, a TLB miss per 64 elements)."""
+        outside touched every row's page once per panel, a TLB miss per 64 elements). With a
+        `table` of the columns' offsets, rhs is read at F(b, k) + table[jr + l] (`offset_table`)."""
         nr = self.nr
+        if self.b_constant:
+            return self.pack_b_constant(b, bp, k0, kc)
+        if table is not None and self.narrow[1]:
+            return self.pack_b_by_panel(b, bp, k0, kc, table)
 
         def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
             row_at = _mul(rb, k, nr)
@@ -324,8 +421,12 @@ class PackedLowering:
                 at = _add(pb, _mul(pb, jr, self.depth), row_at)
 
                 def copy(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
-                    n = _add(cb, n_base, lane)
-                    value = self.packed_value(cb, lambda eb, kk: self.element(eb, 1, n, kk), k0, k, kc)
+                    if table is None:
+                        n = _add(cb, n_base, lane)
+                        value = self.packed_value(cb, lambda eb, kk: self.element(eb, 1, n, kk), k0, k, kc)
+                    else:
+                        g = self.table_entry(cb, table, _add(cb, jr, lane))
+                        value = self.packed_value(cb, lambda eb, kk: self.element_at(eb, 1, g, kk), k0, k, kc)
                     return [cb.add(tensor.InsertOp(value, cargs[0], [_add(cb, at, lane)]))]
 
                 def zero(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
@@ -335,6 +436,75 @@ class PackedLowering:
                 return self.for_loop(pb, count, nr, t, zero, "l")
             return self.for_loop(rb, 0, self.cols, rargs, panel, "jp", step=nr)
         return self.for_loop(b, 0, self.steps(kc), [bp], row, "k")[0]
+
+    def pack_b_constant(self, b: KernelBuilder, bp: SSAValue, k0: SSAValue, kc: int) -> SSAValue:
+        """`pack_b` for a 16-bit B whose one block spans all of N (n0 = 0): each row's columns
+        unrolled, every column's offset G(n) a constant (an address's displacement), no table
+        read. Micro-panel by micro-panel, the CNN's first convolution in bf16 (256 positions)
+        took 81-82 µs; where LLVM folded the table into such constants by itself, 53-59."""
+        nr, g = self.nr, self.split[1][1]
+        offsets = [evaluate(g, lambda v, n=n: n if v == dim(2) else 0) for n in range(self.n_total)]
+        columns = -(-self.n_total // nr) * nr
+
+        def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
+            row_at = _mul(rb, k, nr)
+            t = rargs[0]
+            for n in range(columns):
+                panel, lane = divmod(n, nr)
+                if n < self.n_total:
+                    value = self.packed_value(rb, lambda eb, kk, n=n: self.element_at(eb, 1, eb.index(offsets[n]), kk),
+                                              k0, k, kc)
+                else:
+                    value = self.zero(rb)
+                t = rb.add(tensor.InsertOp(value, t, [_add(rb, row_at, panel * nr * self.depth + lane)]))
+            return [t]
+        return self.for_loop(b, 0, self.steps(kc), [bp], row, "k")[0]
+
+    def pack_b_by_panel(self, b: KernelBuilder, bp: SSAValue, k0: SSAValue, kc: int, table: SSAValue) -> SSAValue:
+        """`pack_b` through the offset table for a 16-bit B: micro-panels outside, rows inside, a
+        whole panel's NR offsets read from the table once and each row's NR lanes unrolled (the
+        block's last, partial panel: a loop over its lanes). There is no 16-bit gather: rows
+        outside, LLVM vectorized the lane loop into a vector load of offsets, an extract, a
+        scalar load and an insert per element (the 7x7/2 stem in bf16, 784 positions: 15-20%
+        slower than the per-element division it replaced); with the offsets loop-invariant each
+        element is one load from a register's offset (as where the table folded to constants)."""
+        nr = self.nr
+
+        def panel(pb: KernelBuilder, jr: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
+            count = _min(pb, _sub(pb, self.cols, jr), nr)
+            base = _mul(pb, jr, self.depth)
+
+            def read(g: SSAValue):
+                return lambda eb, kk: self.element_at(eb, 1, g, kk)
+
+            def whole(wb: KernelBuilder) -> list[SSAValue]:
+                offsets = [self.table_entry(wb, table, _add(wb, jr, lane)) for lane in range(nr)]
+
+                def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
+                    at = _add(rb, base, _mul(rb, k, nr))
+                    t = rargs[0]
+                    for lane, g in enumerate(offsets):
+                        value = self.packed_value(rb, read(g), k0, k, kc)
+                        t = rb.add(tensor.InsertOp(value, t, [_add(rb, at, lane)]))
+                    return [t]
+                return self.for_loop(wb, 0, self.steps(kc), args, row, "k")
+
+            def partial(eb: KernelBuilder) -> list[SSAValue]:  # the block's last panel: a lane loop
+                def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
+                    at = _add(rb, base, _mul(rb, k, nr))
+
+                    def copy(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
+                        value = self.packed_value(cb, read(self.table_entry(cb, table, _add(cb, jr, lane))), k0, k, kc)
+                        return [cb.add(tensor.InsertOp(value, cargs[0], [_add(cb, at, lane)]))]
+
+                    def zero(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
+                        return [cb.add(tensor.InsertOp(self.zero(cb), cargs[0], [_add(cb, at, lane)]))]
+                    return self.for_loop(rb, count, nr, self.for_loop(rb, 0, count, rargs, copy, "l"), zero, "l")
+                return self.for_loop(eb, 0, self.steps(kc), args, row, "k")
+            if self.n_total % nr == 0 and self.nc % nr == 0:  # every panel is whole
+                return whole(pb)
+            return _if_else(pb, pb.cmpi("eq", count, pb.index(nr)), whole, partial)
+        return self.for_loop(b, 0, self.cols, [bp], panel, "jp", step=nr)[0]
 
     def steps(self, kc: int) -> int:
         """Packed steps of a K block of kc (pairs round up: an odd K's last pair is (k, 0))."""
@@ -349,7 +519,24 @@ class PackedLowering:
         t = (op.lhs, op.rhs)[operand]
         point = [self.bi, mn, b.index(0), k] if operand == 0 else [self.bi, b.index(0), mn, k]
         idx = list(b.insert(ApplyIndexingOp(op.maps[operand], point)).results)
-        value = b.add(tensor.ExtractOp(t, idx, t.type.element_type))
+        return self.widened(b, b.add(tensor.ExtractOp(t, idx, t.type.element_type)))
+
+    def element_at(self, b: KernelBuilder, operand: int, g: SSAValue, k: SSAValue) -> SSAValue:
+        """lhs (0) or rhs (1) at the linear offset F(b, k) + g (`offset_table`), as `element`. The
+        offset goes in as the minor index with the others zero: flatten-tensors linearises the
+        indices row-major, which gives exactly that offset (F's part is loop-invariant in the
+        packing's loop over rows or columns)."""
+        op = self.op
+        t = (op.lhs, op.rhs)[operand]
+        m, rank = op.maps[operand], t.type.get_num_dims()
+        dims = (*m.dims, Variable(Interval(0, t.type.element_count() - 1), "g"))
+        at = IndexingMap(dims, (*(Const(0),) * (rank - 1), self.split[operand][0] + dim(4)))
+        zero = b.index(0)
+        idx = list(b.insert(ApplyIndexingOp(at, [self.bi, zero, zero, k, g])).results)
+        return self.widened(b, b.add(tensor.ExtractOp(t, idx, t.type.element_type)))
+
+    def widened(self, b: KernelBuilder, value: SSAValue) -> SSAValue:
+        """An operand's element as the packed panels hold it."""
         if self.pairs:
             return b.add(arith.ExtUIOp(b.add(arith.BitcastOp(value, i16)), i32))
         return b.add(arith.ExtFOp(value, f32)) if value.type != f32 else value
@@ -369,23 +556,31 @@ class PackedLowering:
             high = b.select(inside, read(b, k_odd), b.constant(0, i32))
         return b.add(arith.OrIOp(low, b.add(arith.ShLIOp(high, b.constant(16, i32)))))
 
-    def pack_a_block(self, b: KernelBuilder, ap: SSAValue, k0: SSAValue, kc: int) -> SSAValue:
+    def pack_a_block(self, b: KernelBuilder, ap: SSAValue, k0: SSAValue, kc: int, table: SSAValue | None = None
+                     ) -> SSAValue:
         """Ap[ir * depth + k * MR + r] = lhs(b, m0 + ir + r, k0 + k) (pairs as for B); zero past
-        the problem's rows."""
+        the problem's rows. With a `table` of the rows' offsets, lhs is read at F(b, k) +
+        table[ir + r] (`offset_table`; a row past the block reads the block's last)."""
         mr = self.mr
 
         def panel(pb: KernelBuilder, ir: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
             rows = [_add(pb, _add(pb, self.m0, ir), r) for r in range(mr)]
             total = pb.index(self.m_total) if isinstance(self.m_total, int) else self.m_total
             inside = [pb.cmpi("slt", m, total) for m in rows]
-            clamped = [_min(pb, m, self.m_last) for m in rows]
             base = _mul(pb, ir, self.depth)
+            if table is None:
+                clamped = [_min(pb, m, self.m_last) for m in rows]
+                reads = [lambda eb, kk, m=m: self.element(eb, 0, m, kk) for m in clamped]
+            else:
+                last = _sub(pb, self.rows, pb.index(1))
+                offsets = [self.table_entry(pb, table, _min(pb, _add(pb, ir, r), last)) for r in range(mr)]
+                reads = [lambda eb, kk, g=g: self.element_at(eb, 0, g, kk) for g in offsets]
 
             def step(kb: KernelBuilder, k: SSAValue, kargs: list[SSAValue]) -> list[SSAValue]:
                 at = _add(kb, base, _mul(kb, k, mr))
                 t = kargs[0]
                 for r in range(mr):
-                    value = self.packed_value(kb, lambda eb, kk, m=clamped[r]: self.element(eb, 0, m, kk), k0, k, kc)
+                    value = self.packed_value(kb, reads[r], k0, k, kc)
                     t = kb.add(tensor.InsertOp(kb.select(inside[r], value, self.zero(kb)), t, [_add(kb, at, r)]))
                 return [t]
             return self.for_loop(pb, 0, self.steps(kc), args, step, "k")

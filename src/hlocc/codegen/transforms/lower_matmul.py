@@ -35,7 +35,7 @@ from hlocc.codegen.ir import ApplyIndexingOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import MatmulOp
 from hlocc.codegen.transforms.matmul.gpu_mma_pipeline import lower_gpu_matmul
-from hlocc.codegen.transforms.matmul.packed import lower_packed
+from hlocc.codegen.transforms.matmul.packed import PackedLowering
 from hlocc.codegen.transforms.unroll_loops import KEEP_ROLLED
 from hlocc.codegen.transforms.util import clone_block_body, for_loop, if_then, walk_ops
 
@@ -187,7 +187,7 @@ def lower_matmul(op: MatmulOp) -> None:
         lower_gpu_matmul(op)
         return
     if op.packed is not None and op.size_list[3] > 0:  # K = 0: the naive form's zeros
-        lower_packed(op)
+        PackedLowering(op).lower()
         return
     if op.register_block is not None and op.size_list[3] > 0:
         lower_register_blocked(op)

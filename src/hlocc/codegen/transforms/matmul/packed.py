@@ -29,13 +29,8 @@ and advanced by MR and NR each step instead of recomputed from k. `prefetch` = d
 prefetches the B panel d steps ahead (`xla.prefetch`, LLVM's prefetch intrinsic; near a panel's
 end the address may lie past the buffer, which a prefetch tolerates: it never faults).
 
-Offset tables (an implicit gemm's input, `separable_offsets`): where an operand's map splits into
-F(b, k) + G(x) (x = m for A, n for B) with G not affine (a convolution's output positions:
-divisions and remainders of m or n), the block first fills a table of G over its rows or columns
-(`offset_table`, i32 block scratch) and the packing reads the operand at F(b, k) + table[x]: the
-per-element index arithmetic was what made packing through the convolution's maps cost as much
-as the gemm (and bf16, which has no 16-bit gather, 2.2x f32). A 16-bit B is packed micro-panel
-by micro-panel with the panel's offsets loaded once (`pack_b_by_panel`).
+Offset tables (an implicit gemm's input): the packing reads through a per-block table of the
+offsets that are not affine (packed_ops.py's module doc).
 
 Prepacked B (`prepacked`, `pack ... prepacked`): B arrives packed, in `schedule/pack.panel_layout`
 (NR-wide panels of all of K, the last zero-padded, linearised: a constant packed once outside the
@@ -66,146 +61,41 @@ sum to the dot's type as the naive form does.
 
 from __future__ import annotations
 
-from xdsl.dialects import arith, func, math, scf, tensor, vector
-from xdsl.dialects.builtin import AffineMapAttr, ArrayAttr, BoolAttr, IntegerType, TensorType, VectorType, f32, i16, i32
-from xdsl.ir import Block, Region, SSAValue
-from xdsl.ir.affine import AffineMap
+from xdsl.dialects import arith, func, math, tensor, vector
+from xdsl.dialects.builtin import TensorType, VectorType, f32, i16, i32
+from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from hlocc.analysis.affine_expr import Const, Expr, Var, dim, evaluate, linear_form, variables
+from hlocc.analysis.affine_expr import Const, Expr, Var, dim, evaluate, linear_form
 from hlocc.analysis.indexing_map import IndexingMap, Variable
 from hlocc.analysis.interval import Interval
-from hlocc.codegen.ir import AllocateSharedOp, ApplyIndexingOp, YieldOp
+from hlocc.codegen.ir import AllocateSharedOp, ApplyIndexingOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import DotBF16PairsOp, MatmulOp, PrefetchOp
-from hlocc.codegen.transforms.util import clone_block_body, for_loop, if_then
-
-LANES = 16
-"""f32 lanes of one vector register (AVX-512's zmm); NR is a multiple of it."""
-
-
-def _vtype() -> VectorType:
-    return VectorType(f32, [LANES])
-
-
-def _read(b: KernelBuilder, t: SSAValue, offset: SSAValue) -> SSAValue:
-    """vector<16 x T> of the 1-D tensor t (f32, or i32 bf16 pairs) at offset."""
-    elem = t.type.element_type
-    pad = b.constant(0.0, elem) if elem == f32 else b.constant(0, elem)
-    return b.add(vector.TransferReadOp(t, [offset], pad, VectorType(elem, [LANES]),
-                                       ArrayAttr([BoolAttr(True, IntegerType(1))]),
-                                       AffineMapAttr(AffineMap.identity(1))))
-
-
-def _write(b: KernelBuilder, v: SSAValue, t: SSAValue, offset: SSAValue) -> SSAValue:
-    return b.add(vector.TransferWriteOp(v, t, [offset], ArrayAttr([BoolAttr(True, IntegerType(1))]),
-                                        permutation_map=AffineMapAttr(AffineMap.identity(1)), result_type=t.type))
-
-
-def _add(b: KernelBuilder, x: SSAValue, y: SSAValue | int) -> SSAValue:
-    y = b.index(y) if isinstance(y, int) else y
-    return b.add(arith.AddiOp(x, y))
-
-
-def _mul(b: KernelBuilder, x: SSAValue, y: int) -> SSAValue:
-    return b.add(arith.MuliOp(x, b.index(y)))
-
-
-def _min(b: KernelBuilder, x: SSAValue, y: SSAValue | int) -> SSAValue:
-    y = b.index(y) if isinstance(y, int) else y
-    return b.add(arith.MinSIOp(x, y))
-
-
-def _sub(b: KernelBuilder, x: SSAValue | int, y: SSAValue) -> SSAValue:
-    x = b.index(x) if isinstance(x, int) else x
-    return b.add(arith.SubiOp(x, y))
-
-
-def _if_else(b: KernelBuilder, cond: SSAValue, then, otherwise) -> list[SSAValue]:
-    """`scf.if cond { then(builder) } else { otherwise(builder) }`, both yielding values of the same types."""
-    blocks = []
-    for build in (then, otherwise):
-        block = Block()
-        inner = KernelBuilder(block)
-        values = build(inner)
-        inner.insert(scf.YieldOp(*values))
-        blocks.append(block)
-    types = [v.type for v in blocks[0].last_op.operands]
-    return list(b.insert(scf.IfOp(cond, types, Region(blocks[0]), Region(blocks[1]))).results)
-
-
-def _identity_epilogue(op: MatmulOp) -> bool:
-    """The epilogue stores the f32 sum unchanged (`xla.yield %acc`)."""
-    block = op.epilogue.block
-    ops = list(block.ops)
-    return (len(ops) == 1 and isinstance(ops[0], YieldOp) and ops[0].operands[0] is block.args[0]
-            and op.init.type.element_type == f32)
-
-
-def _unit_stride_in_n(op: MatmulOp) -> bool:
-    """The output is rank 1 and its map moves by one element per step of n (a vector of NR/16
-    consecutive columns of a row is contiguous)."""
-    results = op.maps[2].results
-    if op.init.type.get_num_dims() != 1 or len(results) != 1:
-        return False
-    terms, _ = linear_form(results[0])
-    return all(isinstance(atom, Var) for atom in terms) and terms.get(dim(2)) == 1 and dim(3) not in terms
-
-
-CONSTANT_OFFSETS = 256
-"""The most columns of a 16-bit B packed with constant offsets (`pack_b_constant`): each is about
-ten ops of the unrolled row (the pairs' twenty), and the kernel IR's passes run in Python."""
-
-
-def separable_offsets(m: IndexingMap, shape: list[int], along: int) -> tuple[Expr, Expr] | None:
-    """(F, G) with the row-major linear offset of `m`'s element in a tensor of `shape` equal to
-    F(b, k) + G(x), x the dimension `along` (1: m, 2: n), each simplified over the map's domain
-    (a 1x1 convolution's G folds back to x times the feature count), or None when a term of the
-    map mixes x with another dimension (or x is unused, or the shape is dynamic or too large for
-    an i32 offset). A convolution's input read through its im2col map is separable: each index is an
-    output position's term plus a kernel tap's (and a feature's and an image's) term."""
-    if any(s < 0 for s in shape) or len(m.results) != len(shape) or m.symbols or m.runtime:
-        return None
-    total = 1
-    for s in shape:
-        total *= s
-    if total >= 1 << 31:
-        return None
-    stride, strides = 1, []
-    for s in reversed(shape):
-        strides.append(stride)
-        stride *= s
-    f_terms: list[Expr] = []
-    g_terms: list[Expr] = []
-    f_const = 0
-    n = dim(along)
-    for expr, st in zip(m.results, reversed(strides)):
-        terms, constant = linear_form(expr)
-        f_const += constant * st
-        for atom, c in terms.items():
-            used = variables(atom)
-            if n in used and len(used) > 1:
-                return None
-            (g_terms if n in used else f_terms).append(atom * (c * st))
-    if not g_terms:
-        return None
-    f, g = (IndexingMap(m.dims, (e,)).simplify().results[0]
-            for e in (sum(f_terms, Const(f_const)), sum(g_terms[1:], g_terms[0])))
-    return f, g
-
-
-def _k_rolled_for_loop(b: KernelBuilder, lo, hi, inits: list, body, name: str = "", step: int = 1) -> list:
-    """`for_loop`, with the loops over K ("k": the micro-kernel's and the packing's, "kc": the K
-    blocks) kept rolled: the schedule's k_unroll is their unrolling. `unroll-loops` fully unrolled
-    a K of 64 or less (a 256x256x64 product: 1536 FMAs, 1.5 MB of LLVM IR, 15 s of LLVM)."""
-    return for_loop(b, lo, hi, inits, body, name, step, keep_rolled=name in ("k", "kc"))
+from hlocc.codegen.transforms.matmul.packed_ops import (
+    CONSTANT_OFFSETS,
+    LANES,
+    add_index,
+    identity_epilogue,
+    if_else,
+    k_rolled_for_loop,
+    min_index,
+    mul_index,
+    read_vector,
+    separable_offsets,
+    sub_index,
+    unit_stride_in_n,
+    vector_type,
+    write_vector,
+)
+from hlocc.codegen.transforms.util import clone_block_body, if_then
 
 
 class PackedLowering:
     """Builds the packed form of one block matmul (module doc)."""
 
     def __init__(self, op: MatmulOp):
-        self.for_loop = _k_rolled_for_loop
+        self.for_loop = k_rolled_for_loop
         self.op = op
         self.mr, self.nr = op.register_block.get_values()
         _, mc, nc, self.k_total = op.size_list
@@ -226,8 +116,8 @@ class PackedLowering:
         self.depth = -(-self.kc // 2) if self.pairs else self.kc  # packed steps of a full K block
         self.prepacked = op.prepacked is not None  # B's panels are the operand itself (module doc)
         self.row_tails = op.row_tails is not None
-        self.direct = (self.fuse and self.k_total <= self.kc and not self.pairs and _identity_epilogue(op)
-                       and _unit_stride_in_n(op))
+        self.direct = (self.fuse and self.k_total <= self.kc and not self.pairs and identity_epilogue(op)
+                       and unit_stride_in_n(op))
         # An operand through a table of its rows' or columns' offsets (`offset_table`), where its
         # map is separable and not affine in m (A) or n (B): an implicit gemm's input, whose
         # output positions are divisions and remainders of m or n.
@@ -266,9 +156,9 @@ class PackedLowering:
         b = KernelBuilder(InsertPoint.before(op))
         self.bi, self.m0, self.n0 = op.offsets
         self.m_total = op.m_value(b)  # a constant, or the run-time M
-        self.m_last = self.m_total - 1 if isinstance(self.m_total, int) else _sub(b, self.m_total, b.index(1))
-        self.rows = _min(b, _sub(b, self.m_total, self.m0), self.mc)
-        self.cols = _min(b, _sub(b, self.n_total, self.n0), self.nc)
+        self.m_last = self.m_total - 1 if isinstance(self.m_total, int) else sub_index(b, self.m_total, b.index(1))
+        self.rows = min_index(b, sub_index(b, self.m_total, self.m0), self.mc)
+        self.cols = min_index(b, sub_index(b, self.n_total, self.n0), self.nc)
         state = {**self.scratch(), "out": op.init}
         for operand, name in enumerate(("aoff", "boff")):
             if name in state:
@@ -315,12 +205,12 @@ class PackedLowering:
             def jr_body(jb: KernelBuilder, jr: SSAValue, jargs: list[SSAValue]) -> list[SSAValue]:
                 if not self.row_tails:
                     return self.tile_work(jb, state, jargs, ir, jr, k0, kc, first, final, self.mr)
-                left = _sub(jb, self.rows, ir)
+                left = sub_index(jb, self.rows, ir)
 
                 def height(hb: KernelBuilder, h: int) -> list[SSAValue]:  # h rows, or fewer
                     if h == 1:
                         return self.tile_work(hb, state, jargs, ir, jr, k0, kc, first, final, 1)
-                    return _if_else(hb, hb.cmpi("sge", left, hb.index(h)),
+                    return if_else(hb, hb.cmpi("sge", left, hb.index(h)),
                                     lambda tb: self.tile_work(tb, state, jargs, ir, jr, k0, kc, first, final, h),
                                     lambda eb: height(eb, h - 1))
                 return height(jb, self.mr)
@@ -354,8 +244,8 @@ class PackedLowering:
                                           height)]
         if self.n_total % self.nr == 0 and self.nc % self.nr == 0:  # every tile is whole
             return direct(b)
-        whole = b.cmpi("sle", _add(b, jr, self.nr), self.cols)
-        return _if_else(b, whole, direct, through_cacc)
+        whole = b.cmpi("sle", add_index(b, jr, self.nr), self.cols)
+        return if_else(b, whole, direct, through_cacc)
 
     def store_tile(self, b: KernelBuilder, accs: list[SSAValue], out: SSAValue, ir: SSAValue, jr: SSAValue,
                    height: int) -> SSAValue:
@@ -363,13 +253,13 @@ class PackedLowering:
         past the block's skipped (none are with row_tails: the tile has the rows left)."""
         vecs = self.nr // LANES
         out_map = self.op.maps[2]
-        left = None if self.row_tails else _sub(b, self.rows, ir)
+        left = None if self.row_tails else sub_index(b, self.rows, ir)
 
         def row(rb: KernelBuilder, r: int, o: SSAValue) -> list[SSAValue]:
-            m = _add(rb, _add(rb, self.m0, ir), r)
-            (at,) = rb.insert(ApplyIndexingOp(out_map, [self.bi, m, _add(rb, self.n0, jr), rb.index(0)])).results
+            m = add_index(rb, add_index(rb, self.m0, ir), r)
+            (at,) = rb.insert(ApplyIndexingOp(out_map, [self.bi, m, add_index(rb, self.n0, jr), rb.index(0)])).results
             for v in range(vecs):
-                o = _write(rb, accs[r * vecs + v], o, _add(rb, at, v * LANES) if v else at)
+                o = write_vector(rb, accs[r * vecs + v], o, add_index(rb, at, v * LANES) if v else at)
             return [o]
 
         for r in range(height):
@@ -389,8 +279,8 @@ class PackedLowering:
 
         def entry(eb: KernelBuilder, j: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
             zero = eb.index(0)
-            point = ([self.bi, _add(eb, self.m0, j), zero, zero] if operand == 0 else
-                     [self.bi, zero, _add(eb, self.n0, j), zero])
+            point = ([self.bi, add_index(eb, self.m0, j), zero, zero] if operand == 0 else
+                     [self.bi, zero, add_index(eb, self.n0, j), zero])
             (g,) = eb.insert(ApplyIndexingOp(g_map, point)).results
             return [eb.add(tensor.InsertOp(eb.add(arith.IndexCastOp(g, i32)), args[0], [j]))]
         return self.for_loop(b, 0, self.rows if operand == 0 else self.cols, [table], entry, "j")[0]
@@ -413,24 +303,24 @@ class PackedLowering:
             return self.pack_b_by_panel(b, bp, k0, kc, table)
 
         def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
-            row_at = _mul(rb, k, nr)
+            row_at = mul_index(rb, k, nr)
 
             def panel(pb: KernelBuilder, jr: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
-                count = _min(pb, _sub(pb, self.cols, jr), nr)
-                n_base = _add(pb, self.n0, jr)
-                at = _add(pb, _mul(pb, jr, self.depth), row_at)
+                count = min_index(pb, sub_index(pb, self.cols, jr), nr)
+                n_base = add_index(pb, self.n0, jr)
+                at = add_index(pb, mul_index(pb, jr, self.depth), row_at)
 
                 def copy(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
                     if table is None:
-                        n = _add(cb, n_base, lane)
+                        n = add_index(cb, n_base, lane)
                         value = self.packed_value(cb, lambda eb, kk: self.element(eb, 1, n, kk), k0, k, kc)
                     else:
-                        g = self.table_entry(cb, table, _add(cb, jr, lane))
+                        g = self.table_entry(cb, table, add_index(cb, jr, lane))
                         value = self.packed_value(cb, lambda eb, kk: self.element_at(eb, 1, g, kk), k0, k, kc)
-                    return [cb.add(tensor.InsertOp(value, cargs[0], [_add(cb, at, lane)]))]
+                    return [cb.add(tensor.InsertOp(value, cargs[0], [add_index(cb, at, lane)]))]
 
                 def zero(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
-                    return [cb.add(tensor.InsertOp(self.zero(cb), cargs[0], [_add(cb, at, lane)]))]
+                    return [cb.add(tensor.InsertOp(self.zero(cb), cargs[0], [add_index(cb, at, lane)]))]
 
                 t = self.for_loop(pb, 0, count, args, copy, "l")
                 return self.for_loop(pb, count, nr, t, zero, "l")
@@ -447,7 +337,7 @@ class PackedLowering:
         columns = -(-self.n_total // nr) * nr
 
         def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
-            row_at = _mul(rb, k, nr)
+            row_at = mul_index(rb, k, nr)
             t = rargs[0]
             for n in range(columns):
                 panel, lane = divmod(n, nr)
@@ -456,7 +346,7 @@ class PackedLowering:
                                               k0, k, kc)
                 else:
                     value = self.zero(rb)
-                t = rb.add(tensor.InsertOp(value, t, [_add(rb, row_at, panel * nr * self.depth + lane)]))
+                t = rb.add(tensor.InsertOp(value, t, [add_index(rb, row_at, panel * nr * self.depth + lane)]))
             return [t]
         return self.for_loop(b, 0, self.steps(kc), [bp], row, "k")[0]
 
@@ -471,39 +361,40 @@ class PackedLowering:
         nr = self.nr
 
         def panel(pb: KernelBuilder, jr: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
-            count = _min(pb, _sub(pb, self.cols, jr), nr)
-            base = _mul(pb, jr, self.depth)
+            count = min_index(pb, sub_index(pb, self.cols, jr), nr)
+            base = mul_index(pb, jr, self.depth)
 
             def read(g: SSAValue):
                 return lambda eb, kk: self.element_at(eb, 1, g, kk)
 
             def whole(wb: KernelBuilder) -> list[SSAValue]:
-                offsets = [self.table_entry(wb, table, _add(wb, jr, lane)) for lane in range(nr)]
+                offsets = [self.table_entry(wb, table, add_index(wb, jr, lane)) for lane in range(nr)]
 
                 def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
-                    at = _add(rb, base, _mul(rb, k, nr))
+                    at = add_index(rb, base, mul_index(rb, k, nr))
                     t = rargs[0]
                     for lane, g in enumerate(offsets):
                         value = self.packed_value(rb, read(g), k0, k, kc)
-                        t = rb.add(tensor.InsertOp(value, t, [_add(rb, at, lane)]))
+                        t = rb.add(tensor.InsertOp(value, t, [add_index(rb, at, lane)]))
                     return [t]
                 return self.for_loop(wb, 0, self.steps(kc), args, row, "k")
 
             def partial(eb: KernelBuilder) -> list[SSAValue]:  # the block's last panel: a lane loop
                 def row(rb: KernelBuilder, k: SSAValue, rargs: list[SSAValue]) -> list[SSAValue]:
-                    at = _add(rb, base, _mul(rb, k, nr))
+                    at = add_index(rb, base, mul_index(rb, k, nr))
 
                     def copy(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
-                        value = self.packed_value(cb, read(self.table_entry(cb, table, _add(cb, jr, lane))), k0, k, kc)
-                        return [cb.add(tensor.InsertOp(value, cargs[0], [_add(cb, at, lane)]))]
+                        entry = self.table_entry(cb, table, add_index(cb, jr, lane))
+                        value = self.packed_value(cb, read(entry), k0, k, kc)
+                        return [cb.add(tensor.InsertOp(value, cargs[0], [add_index(cb, at, lane)]))]
 
                     def zero(cb: KernelBuilder, lane: SSAValue, cargs: list[SSAValue]) -> list[SSAValue]:
-                        return [cb.add(tensor.InsertOp(self.zero(cb), cargs[0], [_add(cb, at, lane)]))]
+                        return [cb.add(tensor.InsertOp(self.zero(cb), cargs[0], [add_index(cb, at, lane)]))]
                     return self.for_loop(rb, count, nr, self.for_loop(rb, 0, count, rargs, copy, "l"), zero, "l")
                 return self.for_loop(eb, 0, self.steps(kc), args, row, "k")
             if self.n_total % nr == 0 and self.nc % nr == 0:  # every panel is whole
                 return whole(pb)
-            return _if_else(pb, pb.cmpi("eq", count, pb.index(nr)), whole, partial)
+            return if_else(pb, pb.cmpi("eq", count, pb.index(nr)), whole, partial)
         return self.for_loop(b, 0, self.cols, [bp], panel, "jp", step=nr)[0]
 
     def steps(self, kc: int) -> int:
@@ -545,14 +436,14 @@ class PackedLowering:
         """The packed element of step k of the K block at k0: read(b, k0 + k), or with pairs
         read(2k) | read(2k + 1) << 16, the second zero past the block's kc."""
         if not self.pairs:
-            return read(b, _add(b, k0, k))
-        k_even = _add(b, k0, _mul(b, k, 2))
+            return read(b, add_index(b, k0, k))
+        k_even = add_index(b, k0, mul_index(b, k, 2))
         low = read(b, k_even)
         if kc % 2 == 0:
-            high = read(b, _add(b, k_even, 1))
+            high = read(b, add_index(b, k_even, 1))
         else:  # the last pair of an odd block: (k, 0); k + 1 clamped to stay inside the operand
-            inside = b.cmpi("slt", _add(b, _mul(b, k, 2), 1), b.index(kc))
-            k_odd = _min(b, _add(b, k_even, 1), self.k_total - 1)
+            inside = b.cmpi("slt", add_index(b, mul_index(b, k, 2), 1), b.index(kc))
+            k_odd = min_index(b, add_index(b, k_even, 1), self.k_total - 1)
             high = b.select(inside, read(b, k_odd), b.constant(0, i32))
         return b.add(arith.OrIOp(low, b.add(arith.ShLIOp(high, b.constant(16, i32)))))
 
@@ -564,24 +455,24 @@ class PackedLowering:
         mr = self.mr
 
         def panel(pb: KernelBuilder, ir: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
-            rows = [_add(pb, _add(pb, self.m0, ir), r) for r in range(mr)]
+            rows = [add_index(pb, add_index(pb, self.m0, ir), r) for r in range(mr)]
             total = pb.index(self.m_total) if isinstance(self.m_total, int) else self.m_total
             inside = [pb.cmpi("slt", m, total) for m in rows]
-            base = _mul(pb, ir, self.depth)
+            base = mul_index(pb, ir, self.depth)
             if table is None:
-                clamped = [_min(pb, m, self.m_last) for m in rows]
+                clamped = [min_index(pb, m, self.m_last) for m in rows]
                 reads = [lambda eb, kk, m=m: self.element(eb, 0, m, kk) for m in clamped]
             else:
-                last = _sub(pb, self.rows, pb.index(1))
-                offsets = [self.table_entry(pb, table, _min(pb, _add(pb, ir, r), last)) for r in range(mr)]
+                last = sub_index(pb, self.rows, pb.index(1))
+                offsets = [self.table_entry(pb, table, min_index(pb, add_index(pb, ir, r), last)) for r in range(mr)]
                 reads = [lambda eb, kk, g=g: self.element_at(eb, 0, g, kk) for g in offsets]
 
             def step(kb: KernelBuilder, k: SSAValue, kargs: list[SSAValue]) -> list[SSAValue]:
-                at = _add(kb, base, _mul(kb, k, mr))
+                at = add_index(kb, base, mul_index(kb, k, mr))
                 t = kargs[0]
                 for r in range(mr):
                     value = self.packed_value(kb, reads[r], k0, k, kc)
-                    t = kb.add(tensor.InsertOp(kb.select(inside[r], value, self.zero(kb)), t, [_add(kb, at, r)]))
+                    t = kb.add(tensor.InsertOp(kb.select(inside[r], value, self.zero(kb)), t, [add_index(kb, at, r)]))
                 return [t]
             return self.for_loop(pb, 0, self.steps(kc), args, step, "k")
         return self.for_loop(b, 0, self.rows, [ap], panel, "ip", step=mr)[0]
@@ -596,7 +487,7 @@ class PackedLowering:
         vecs = self.nr // LANES
         for i, acc in enumerate(accs):
             r, v = divmod(i, vecs)
-            cacc = _write(b, acc, cacc, _add(b, c_base, r * self.nr + v * LANES) if i else c_base)
+            cacc = write_vector(b, acc, cacc, add_index(b, c_base, r * self.nr + v * LANES) if i else c_base)
         return cacc
 
     def sums(self, b: KernelBuilder, state: dict[str, SSAValue], cacc: SSAValue, ir: SSAValue, jr: SSAValue,
@@ -607,24 +498,25 @@ class PackedLowering:
         mr, nr, vecs = height, self.nr, self.nr // LANES  # (packed A's micro-panels keep MR rows a step)
         def from_cacc(rb: KernelBuilder) -> list[SSAValue]:
             c_base = self.c_tile(rb, ir, jr)
-            return [_read(rb, cacc, _add(rb, c_base, r * nr + v * LANES) if r or v else c_base)
+            return [read_vector(rb, cacc, add_index(rb, c_base, r * nr + v * LANES) if r or v else c_base)
                     for r in range(mr) for v in range(vecs)]
         if isinstance(first, SSAValue):
-            accs = if_then(b, first, from_cacc, [b.constant(0.0, _vtype())] * (mr * vecs))
+            accs = if_then(b, first, from_cacc, [b.constant(0.0, vector_type())] * (mr * vecs))
         elif first:
-            accs = [b.constant(0.0, _vtype())] * (mr * vecs)
+            accs = [b.constant(0.0, vector_type())] * (mr * vecs)
         else:
             accs = from_cacc(b)
         if self.prepacked:  # panel (n0 + jr) / NR of the operand, from row k0: ((n0 + jr) * K + k0 * NR)
-            b_base = _add(b, b.add(arith.MuliOp(_add(b, self.n0, jr), b.index(self.k_total))), _mul(b, k0, nr))
+            panel = b.add(arith.MuliOp(add_index(b, self.n0, jr), b.index(self.k_total)))
+            b_base = add_index(b, panel, mul_index(b, k0, nr))
         else:
-            b_base = _mul(b, jr, self.depth)
+            b_base = mul_index(b, jr, self.depth)
         if self.pack_a:
-            a_base = _mul(b, ir, self.depth)
+            a_base = mul_index(b, ir, self.depth)
             rows = []
         else:
             a_base = None
-            rows = [_min(b, _add(b, _add(b, self.m0, ir), r), self.m_last) for r in range(mr)]
+            rows = [min_index(b, add_index(b, add_index(b, self.m0, ir), r), self.m_last) for r in range(mr)]
         bp, ap = (self.op.rhs if self.prepacked else state["bp"]), state.get("ap")
         steps = self.steps(kc)
         unroll = self.unroll if steps % self.unroll == 0 else 1
@@ -632,12 +524,12 @@ class PackedLowering:
         def step(sb: KernelBuilder, k: SSAValue, b_at: SSAValue, a_at: SSAValue | None, acc: list[SSAValue]
                  ) -> list[SSAValue]:
             if self.prefetch:
-                sb.insert(PrefetchOp(bp, _add(sb, b_at, self.prefetch * nr)))
-            w = [_read(sb, bp, _add(sb, b_at, v * LANES) if v else b_at) for v in range(vecs)]
+                sb.insert(PrefetchOp(bp, add_index(sb, b_at, self.prefetch * nr)))
+            w = [read_vector(sb, bp, add_index(sb, b_at, v * LANES) if v else b_at) for v in range(vecs)]
             out = []
             for r in range(mr):
                 if self.pack_a:
-                    a = sb.add(tensor.ExtractOp(ap, [_add(sb, a_at, r) if r else a_at], self.elem))
+                    a = sb.add(tensor.ExtractOp(ap, [add_index(sb, a_at, r) if r else a_at], self.elem))
                 else:
                     a = self.packed_value(sb, lambda eb, kk, m=rows[r]: self.element(eb, 0, m, kk), k0, k, kc)
                 a = sb.add(vector.BroadcastOp(a, VectorType(self.elem, [LANES])))
@@ -653,14 +545,14 @@ class PackedLowering:
             else:
                 acc = args
             for u in range(unroll):
-                kk = _add(kb, k, u) if u else k
+                kk = add_index(kb, k, u) if u else k
                 if not self.hoist:
-                    b_at = _add(kb, b_base, _mul(kb, kk, nr))
-                    a_at = _add(kb, a_base, _mul(kb, kk, self.mr)) if self.pack_a else None
+                    b_at = add_index(kb, b_base, mul_index(kb, kk, nr))
+                    a_at = add_index(kb, a_base, mul_index(kb, kk, self.mr)) if self.pack_a else None
                 acc = step(kb, kk, b_at, a_at, acc)
                 if self.hoist:
-                    b_at = _add(kb, b_at, nr)
-                    a_at = _add(kb, a_at, self.mr) if self.pack_a else None
+                    b_at = add_index(kb, b_at, nr)
+                    a_at = add_index(kb, a_at, self.mr) if self.pack_a else None
             return ([b_at] + ([a_at] if self.pack_a else []) if self.hoist else []) + acc
 
         inits = ([b_base] + ([a_base] if self.pack_a else []) if self.hoist else []) + accs
@@ -672,7 +564,7 @@ class PackedLowering:
         is contiguous (row r of it at r * NR), the tiles of a row of blocks one after another, so
         that the tile's load and store per K block are one sequential run that the hardware
         prefetcher follows (row-major, its MR rows were NC apart: a miss per row once Cacc left L2)."""
-        return _add(b, _mul(b, ir, self.ncp), _mul(b, jr, self.mr))
+        return add_index(b, mul_index(b, ir, self.ncp), mul_index(b, jr, self.mr))
 
     def block_epilogue(self, b: KernelBuilder, cacc: SSAValue, out: SSAValue) -> SSAValue:
         """The epilogue of every tile of the block (without `fuse_epilogue`)."""
@@ -687,17 +579,17 @@ class PackedLowering:
         op = self.op
         out_map = op.maps[2]
         tile = self.c_tile(b, ir, jr)
-        rows = _min(b, _sub(b, self.rows, ir), self.mr)
-        cols = _min(b, _sub(b, self.cols, jr), self.nr)
-        m_base, n_base = _add(b, self.m0, ir), _add(b, self.n0, jr)
+        rows = min_index(b, sub_index(b, self.rows, ir), self.mr)
+        cols = min_index(b, sub_index(b, self.cols, jr), self.nr)
+        m_base, n_base = add_index(b, self.m0, ir), add_index(b, self.n0, jr)
 
         def row(rb: KernelBuilder, r: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
-            m = _add(rb, m_base, r)
-            c_row = _add(rb, tile, _mul(rb, r, self.nr))
+            m = add_index(rb, m_base, r)
+            c_row = add_index(rb, tile, mul_index(rb, r, self.nr))
 
             def element(eb: KernelBuilder, c: SSAValue, eargs: list[SSAValue]) -> list[SSAValue]:
-                n = _add(eb, n_base, c)
-                acc = eb.add(tensor.ExtractOp(cacc, [_add(eb, c_row, c)], f32))
+                n = add_index(eb, n_base, c)
+                acc = eb.add(tensor.ExtractOp(cacc, [add_index(eb, c_row, c)], f32))
                 value = clone_block_body(op.epilogue.block, [acc, self.bi, m, n], eb.insertion_point)[0]
                 idx = list(eb.insert(ApplyIndexingOp(out_map, [self.bi, m, n, eb.index(0)])).results)
                 return [eb.add(tensor.InsertOp(value, eargs[0], idx))]
@@ -705,8 +597,4 @@ class PackedLowering:
         return self.for_loop(b, 0, rows, [out], row, "i")[0]
 
 
-def lower_packed(op: MatmulOp) -> None:
-    PackedLowering(op).lower()
-
-
-__all__ = ["LANES", "PackedLowering", "lower_packed"]
+__all__ = ["LANES", "PackedLowering"]

@@ -53,3 +53,21 @@ def test_predicates_and_types_get_their_own_templates(values):
     # Each op owns its property dictionary: changing one leaves the next template-built op alone.
     results[0].owner.properties["predicate"] = results[1].owner.properties["predicate"]
     assert str(builder.cmpi("ult", a, b).owner) == str(arith.CmpiOp(a, b, "ult"))
+
+
+def test_constants_that_compare_equal_keep_their_own_bits():
+    """`constant` reuses an earlier constant's attribute only for the same bits: a -NaN (x86's
+    default NaN) built first was once reused for JAX's canonical +NaN (repr gives 'nan' for both),
+    and a sort comparator then ordered NaNs before every number."""
+    import struct
+
+    def bits(value):
+        b = KernelBuilder(Block())
+        op = b.constant(value, f64).owner
+        return struct.pack("<d", op.value.value.data)
+
+    negative_nan = struct.unpack("<d", bytes.fromhex("000000000000f8ff"))[0]
+    assert bits(negative_nan) == bytes.fromhex("000000000000f8ff")
+    assert bits(float("nan")) == bytes.fromhex("000000000000f87f")
+    assert bits(-0.0) == bytes.fromhex("0000000000000080")
+    assert bits(0.0) == bytes.fromhex("0000000000000000")

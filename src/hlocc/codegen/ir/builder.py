@@ -13,6 +13,7 @@ flags), which was most of a large kernel's emission time.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -24,6 +25,16 @@ from xdsl.rewriter import InsertPoint, Rewriter
 INDEX = IndexType()
 
 _CONSTANT_TEMPLATES: dict[tuple, tuple] = {}
+
+
+def _value_key(value: int | float | bool) -> object:
+    """A constant's value as a dictionary key that tells apart what compares equal but is not the
+    same constant: a float by its bits, so -0.0 is not 0.0, and -NaN (x86's default NaN) and NaN
+    payloads are not NaN (repr gives 'nan' for all of them: a -NaN constant built first was
+    reused for JAX's canonical NaN, and sort comparators then put NaNs first)."""
+    if isinstance(value, float) or type(value).__module__ == "numpy" and hasattr(value, "is_integer"):
+        return struct.pack("<d", float(value))
+    return value
 """`KernelBuilder.constant`'s key → (properties, attributes) of the first such constant built."""
 
 _TEMPLATES: dict[tuple, tuple] = {}
@@ -101,7 +112,7 @@ class KernelBuilder:
         per insertion block; a constant this process built before is made by `create` from that
         op's properties (building and checking the attribute is most of a constant's cost, and
         every subgraph function asks for its own)."""
-        key = (type(value), value if value == value else "nan", repr(value), type_)
+        key = (type(value), _value_key(value), type_)
         cached = self._constants.get(key)
         if cached is not None:
             return cached

@@ -54,7 +54,8 @@ func.func @div_real_part(%a: f64, %b: f64, %y: complex<f64>) -> f64 {
   func.return %r : f64
 }
 
-// |z| as numpy computes it: larger * sqrt((smaller / larger)^2 + 1), inf if a part is infinite.
+// |z| as numpy computes it: larger * sqrt((smaller / larger)^2 + 1), inf if a part is infinite, and
+// NaN if a part is NaN (XLA:CPU's plain formula; C99 and numpy give inf for NaN + inf i).
 // CHECK-LABEL: func.func @abs(%z: complex<f64>) -> f64 {
 // CHECK:         %[[L:.*]] = arith.maximumf %{{.*}}, %{{.*}} : f64
 // CHECK-NEXT:    %[[S:.*]] = arith.minimumf %{{.*}}, %{{.*}} : f64
@@ -64,7 +65,11 @@ func.func @div_real_part(%a: f64, %b: f64, %y: complex<f64>) -> f64 {
 // CHECK-NEXT:    %[[SUM:.*]] = arith.addf %[[R2]], %[[ONE]] : f64
 // CHECK-NEXT:    %[[ROOT:.*]] = math.sqrt %[[SUM]] : f64
 // CHECK-NEXT:    %[[M:.*]] = arith.mulf %[[L]], %[[ROOT]] : f64
-// CHECK:         %m = arith.select %{{.*}}, %{{.*}}, %[[M]] : f64
+// CHECK:         %[[INF:.*]] = arith.select %{{.*}}, %{{.*}}, %[[M]] : f64
+// CHECK:         %[[NAN_RE:.*]] = arith.cmpf uno, %{{.*}}, %{{.*}} : f64
+// CHECK-NEXT:    %[[NAN_IM:.*]] = arith.cmpf uno, %{{.*}}, %{{.*}} : f64
+// CHECK-NEXT:    %[[NAN:.*]] = arith.ori %[[NAN_RE]], %[[NAN_IM]] : i1
+// CHECK:         %m = arith.select %[[NAN]], %{{.*}}, %[[INF]] : f64
 // CHECK-NEXT:    func.return %m : f64
 func.func @abs(%z: complex<f64>) -> f64 {
   %m = complex.abs %z : complex<f64>

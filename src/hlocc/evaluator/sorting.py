@@ -208,12 +208,8 @@ def comparator_key(comp: HloComputation) -> ComparatorKey | None:
     try:
         return _COMPARATOR_KEYS[comp]
     except KeyError:
-        found = _COMPARATOR_KEYS[comp] = _comparator_key(comp)
+        found = _COMPARATOR_KEYS[comp] = _compare_key(comp.root, comp.parameters)
         return found
-
-
-def _comparator_key(comp: HloComputation) -> ComparatorKey | None:
-    return _compare_key(comp.root, comp.parameters)
 
 
 def _compare_key(root: HloInstruction | None, parameters: list[HloInstruction]) -> ComparatorKey | None:

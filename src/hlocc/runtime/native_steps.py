@@ -26,6 +26,7 @@ from typing import Any
 
 from llvmlite import ir
 
+from hlocc.codegen.llvm.types import declare_function
 from hlocc.runtime.plan_parts import inline_copy, planned_kernel, top_level
 from hlocc.runtime.thunks import ALIGNMENT, ConditionalThunk, WhileThunk
 
@@ -141,8 +142,7 @@ def emit_steps(b: ir.IRBuilder, steps: list, address: Callable[[Any], ir.Value],
     `address(slice)` gives a BufferSlice's address as an i64 at the builder's position."""
     i8, i32, i64, void, ptr = ir.IntType(8), ir.IntType(32), ir.IntType(64), ir.VoidType(), ir.PointerType()
     module = b.module
-    memmove = module.globals.get("llvm.memmove.p0.p0.i64") or ir.Function(
-        module, ir.FunctionType(void, [ptr, ptr, i64, ir.IntType(1)]), "llvm.memmove.p0.p0.i64")
+    memmove = declare_function(module, "llvm.memmove.p0.p0.i64", void, [ptr, ptr, i64, ir.IntType(1)])
     function = b.function
     for step in steps:
         if isinstance(step, NativeWhile):

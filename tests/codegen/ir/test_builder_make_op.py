@@ -71,3 +71,6 @@ def test_constants_that_compare_equal_keep_their_own_bits():
     assert bits(float("nan")) == bytes.fromhex("000000000000f87f")
     assert bits(-0.0) == bytes.fromhex("0000000000000080")
     assert bits(0.0) == bytes.fromhex("0000000000000000")
+    import numpy as np  # integers stay integers in the key: 2**62 + 1 is not 2**62 (as a float it would be)
+    for value in (np.int64(2**62), np.int64(2**62 + 1)):
+        assert KernelBuilder(Block()).constant(value, i64).owner.value.value.data == value

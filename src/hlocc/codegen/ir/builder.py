@@ -17,6 +17,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IndexType, IntegerAttr, IntegerType, VectorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
@@ -32,7 +33,7 @@ def _value_key(value: int | float | bool) -> object:
     same constant: a float by its bits, so -0.0 is not 0.0, and -NaN (x86's default NaN) and NaN
     payloads are not NaN (repr gives 'nan' for all of them: a -NaN constant built first was
     reused for JAX's canonical NaN, and sort comparators then put NaNs first)."""
-    if isinstance(value, float) or type(value).__module__ == "numpy" and hasattr(value, "is_integer"):
+    if isinstance(value, (float, np.floating)):
         return struct.pack("<d", float(value))
     return value
 """`KernelBuilder.constant`'s key → (properties, attributes) of the first such constant built."""

@@ -21,7 +21,7 @@ from hlocc.codegen.ir import (
     SharedMemoryOp,
     ShuffleReduceOp,
 )
-from hlocc.codegen.llvm.types import TranslationError, align, bit_width, llvm_type
+from hlocc.codegen.llvm.types import TranslationError, align, bit_width, declare_function, llvm_type
 
 if TYPE_CHECKING:
     from hlocc.codegen.llvm.translator import FunctionTranslator
@@ -53,8 +53,7 @@ def _barrier(ft: FunctionTranslator, op: gpu.BarrierOp) -> None:
     if not ft.t.gpu:
         raise TranslationError(f"'{op.name}' outside the top level of a kernel's entry function "
                                f"(@{ft.fn.sym_name.data}) cannot run on the CPU")
-    fn = ft.t.module.globals.get("llvm.nvvm.barrier0") or ir.Function(
-        ft.t.module, ir.FunctionType(ir.VoidType(), []), name="llvm.nvvm.barrier0")
+    fn = _intrinsic(ft, "llvm.nvvm.barrier0", ir.VoidType(), [])
     ft.b.call(fn, [])
 
 
@@ -93,8 +92,7 @@ def _shuffle_xor(ft: FunctionTranslator, value: ir.Value, distance: int) -> ir.V
         return out
     bits = bit_width(ty)
     as_int = value if isinstance(ty, ir.IntType) else b.bitcast(value, ir.IntType(bits))
-    shfl = ft.t.module.globals.get("llvm.nvvm.shfl.sync.bfly.i32") or ir.Function(
-        ft.t.module, ir.FunctionType(i32, [i32] * 4), name="llvm.nvvm.shfl.sync.bfly.i32")
+    shfl = _intrinsic(ft, "llvm.nvvm.shfl.sync.bfly.i32", i32, [i32] * 4)
     words = []
     for w in range(max(1, -(-bits // 32))):
         word = b.lshr(as_int, ir.Constant(as_int.type, 32 * w)) if w else as_int
@@ -174,7 +172,7 @@ def _single_rmw(block: Block) -> tuple[str, SSAValue] | None:
 
 
 def _intrinsic(ft: FunctionTranslator, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-    return ft.t.module.globals.get(name) or ir.Function(ft.t.module, ir.FunctionType(ret, args), name=name)
+    return declare_function(ft.t.module, name, ret, args)
 
 
 def _warp_only(ft: FunctionTranslator, op: Operation) -> None:

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from hlocc.codegen.llvm.types import declare_function
 from hlocc.codegen.transforms.check_bounds import GLOBAL as BOUNDS_GLOBAL
 from hlocc.codegen.transforms.check_bounds import RECORD, record_slots
 from hlocc.errors import UnsupportedError
@@ -186,7 +187,7 @@ class _RowSort:
                 slot = self.b.alloca(ty, size=_c(max(count * times, 1)))
             slot.align = 64
             return slot
-        malloc = self.module.globals.get("malloc") or ir.Function(self.module, ir.FunctionType(PTR, [I64]), "malloc")
+        malloc = declare_function(self.module, "malloc", PTR, [I64])
         block = self.b.call(malloc, [self.b.mul(self.size(count), _c(times * width))])
         self.frees[-1].append(block)
         return block
@@ -196,7 +197,7 @@ class _RowSort:
         """The heap scratch made inside is freed at the end (where every use is done)."""
         self.frees.append([])
         yield
-        free = self.module.globals.get("free") or ir.Function(self.module, ir.FunctionType(VOID, [PTR]), "free")
+        free = declare_function(self.module, "free", VOID, [PTR])
         for block in self.frees.pop():
             self.b.call(free, [block])
 
@@ -417,8 +418,7 @@ class _RowSort:
     def copy_to(self, dst: ir.Value, at: ir.Value, src: ir.Value, start: ir.Value, end: ir.Value) -> None:
         """dst[at:at + end - start] = src[start:end]."""
         b = self.b
-        memcpy = self.module.globals.get("llvm.memcpy.p0.p0.i64") or ir.Function(
-            self.module, ir.FunctionType(VOID, [PTR, PTR, I64, I1]), "llvm.memcpy.p0.p0.i64")
+        memcpy = declare_function(self.module, "llvm.memcpy.p0.p0.i64", VOID, [PTR, PTR, I64, I1])
         b.call(memcpy, [self.at(dst, at), self.at(src, start), b.mul(b.sub(end, start), _c(4)), ir.Constant(I1, 0)])
 
     def radix_bits(self, key: RadixKey, bits: ir.Value) -> tuple[ir.Value, ir.Value | None]:
@@ -471,8 +471,7 @@ class _RowSort:
         set when a key is a NaN."""
         b, n, key = self.b, self.n, self.spec.keys[k]
         ty, digits = ir.IntType(key.bits), key.bits // 8
-        memset = self.module.globals.get("llvm.memset.p0.i64") or ir.Function(
-            self.module, ir.FunctionType(VOID, [PTR, ir.IntType(8), I64, I1]), "llvm.memset.p0.i64")
+        memset = declare_function(self.module, "llvm.memset.p0.i64", VOID, [PTR, ir.IntType(8), I64, I1])
         b.call(memset, [counts, ir.Constant(ir.IntType(8), 0), _c(1024 * digits), ir.Constant(I1, 0)])
         seen = self.var(I1, ir.Constant(I1, 0)) if key.order == "float" else None
         with self.for_(_c(0), n) as i:

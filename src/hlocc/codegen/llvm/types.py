@@ -74,6 +74,12 @@ def type_suffix(t: ir.Type) -> str:
     return {ir.HalfType: "f16", ir.FloatType: "f32", ir.DoubleType: "f64"}[type(t)]
 
 
+def declare_function(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
+    """The module's declaration of the external function or intrinsic `name`, added at first use
+    (malloc, llvm.memcpy.p0.p0.i64, llvm.nvvm.barrier0, ...)."""
+    return module.globals.get(name) or ir.Function(module, ir.FunctionType(ret, list(args)), name=name)
+
+
 def declare_intrinsic(module: ir.Module, name: str, overload: ir.Type, args: Sequence[ir.Type] | None = None,
                       ret: ir.Type | None = None) -> ir.Function:
     """`name.<suffix of overload>`, e.g. llvm.fabs.v16f32 (llvmlite's own helper knows no vectors)."""

@@ -7,14 +7,16 @@ machine's measured FMA peak (issue 17).
 
 Rows, per shape (B x M x N x K), dtype and thread count:
 - `hlocc codegen`: the dot fusion as a generated kernel (codegen/schedule/choice.py's schedule, the
-  packed AVX-512 micro-kernel), through `hlocc.compile(..., gemm="codegen")`, timed in this process
+  packed micro-kernel of the host's vector registers: 6 x 64 on AVX-512, 4 x 24 on AVX2), through
+  `hlocc.compile(..., gemm="codegen")`, timed in this process
   with `HLOCC_CPU_THREADS`;
 - `numpy (shipped)`: numpy's OpenBLAS as this environment runs it (the kernels its DYNAMIC_ARCH
   detection picks, printed in the header: SkylakeX, i.e. AVX-512, on the Emerald Rapids
   development host, so this row and the next are the same kernels there): what
   `gemm="library"` calls;
 - `numpy SkylakeX`: the same OpenBLAS with `OPENBLAS_CORETYPE=SkylakeX` and `OPENBLAS_L2_SIZE`
-  unset (its AVX-512 kernels), in a subprocess;
+  unset (its AVX-512 kernels), in a subprocess; "-" on a host without AVX-512 (an AVX2 machine
+  such as Zen 3, where the shipped row is OpenBLAS's own Haswell/Zen kernels);
 - `XLA:CPU`: jax.jit of the same product (Eigen/XNNPACK), in a subprocess whose XLA_FLAGS pin
   its threads;
 - `fused epilogue`: dot + bias + tanh-GELU as one hlocc kernel, beside the bare gemm.
@@ -23,8 +25,9 @@ bf16 rows: numpy has no bf16 gemm, so its rows are its f32 gemm on the same valu
 Each library runs in a persistent subprocess with OPENBLAS_NUM_THREADS / XLA's threads set to the
 row's thread count; hlocc runs here. The variants of a case are interleaved: `--runs` rounds, each
 running every variant once (and the FMA probe), and each keeps its minimum, so the load of a
-shared machine hits them alike. The FMA probe JIT-compiles a loop of 24 independent
-`<16 x float>` FMA chains and runs it on each thread count: the machine's real peak at that time,
+shared machine hits them alike. The FMA probe JIT-compiles a loop of independent FMA chains, one
+vector register each (24 `<16 x float>` on AVX-512, 12 `<8 x float>` on AVX2), and runs it on
+each thread count: the machine's real peak at that time,
 which every row is also given as a % of. The header adds one thread's `vdpbf16ps` peak
 (`bf16_probe_gflops`): where it is no higher than the FMA peak (Emerald Rapids: about half), bf16
 cannot beat f32 by computing faster, only by moving fewer bytes. hlocc's results are checked
@@ -111,11 +114,21 @@ def time_min_ms(fn, runs: int) -> float:
 _PROBE: list = []
 
 
+def _probe_shape() -> tuple[int, int]:
+    """(chains, lanes) of the FMA probe: independent FMA chains of one vector register each, as
+    many as the host's micro-kernel keeps accumulators (24 zmm on AVX-512, 12 ymm on AVX2)."""
+    from hlocc.codegen.target import host_vector_isa
+
+    isa = host_vector_isa()
+    return (24 if isa.registers >= 32 else 12), isa.lanes
+
+
 def fma_probe_gflops(threads: int, iterations: int = 20_000_000) -> float:
-    """GFLOP/s of `threads` threads each running 24 independent <16 x float> FMA chains."""
+    """GFLOP/s of `threads` threads each running independent vector FMA chains (`_probe_shape`)."""
     if not _PROBE:
         _PROBE.append(_compile_probe())
     probe = _PROBE[0][1]
+    chains, lanes = _probe_shape()
     probe(1000)
     ts = [threading.Thread(target=probe, args=(iterations,)) for _ in range(threads)]
     t0 = time.perf_counter()
@@ -124,7 +137,7 @@ def fma_probe_gflops(threads: int, iterations: int = 20_000_000) -> float:
     for t in ts:
         t.join()
     seconds = time.perf_counter() - t0
-    return threads * iterations * 24 * 16 * 2 / seconds / 1e9
+    return threads * iterations * chains * lanes * 2 / seconds / 1e9
 
 
 def _compile_probe():
@@ -134,24 +147,25 @@ def _compile_probe():
 
     from hlocc.runtime.jit import new_host_target_machine
 
-    f32, v16 = ir.FloatType(), ir.VectorType(ir.FloatType(), 16)
+    chains, lanes = _probe_shape()
+    f32, v16 = ir.FloatType(), ir.VectorType(ir.FloatType(), lanes)
     mod = ir.Module("fma_probe")
     fn = ir.Function(mod, ir.FunctionType(f32, [ir.IntType(64)]), "probe")
-    fma = ir.Function(mod, ir.FunctionType(v16, [v16] * 3), "llvm.fma.v16f32")
+    fma = ir.Function(mod, ir.FunctionType(v16, [v16] * 3), f"llvm.fma.v{lanes}f32")
     entry, loop, done = fn.append_basic_block(), fn.append_basic_block(), fn.append_basic_block()
     b = ir.IRBuilder(entry)
     b.branch(loop)
     b.position_at_end(loop)
     i = b.phi(ir.IntType(64))
-    accs = [b.phi(v16) for _ in range(24)]
-    x = ir.Constant(v16, [1.0000001] * 16)
-    y = ir.Constant(v16, [0.9999999] * 16)
+    accs = [b.phi(v16) for _ in range(chains)]
+    x = ir.Constant(v16, [1.0000001] * lanes)
+    y = ir.Constant(v16, [0.9999999] * lanes)
     new = [b.call(fma, [a, x, y]) for a in accs]
     nxt = b.add(i, ir.Constant(ir.IntType(64), 1))
     i.add_incoming(ir.Constant(ir.IntType(64), 0), entry)
     i.add_incoming(nxt, loop)
     for j, (a, n_) in enumerate(zip(accs, new)):  # distinct chains: identical ones could be merged
-        a.add_incoming(ir.Constant(v16, [float(j + 1)] * 16), entry)
+        a.add_incoming(ir.Constant(v16, [float(j + 1)] * lanes), entry)
         a.add_incoming(n_, loop)
     b.cbranch(b.icmp_signed("<", nxt, fn.args[0]), loop, done)
     b.position_at_end(done)
@@ -272,11 +286,13 @@ def measure(cases: dict, threads: list[int], runs: int, epilogue_keys: set[str],
     (hlocc, hlocc + GELU, the FMA probe, each library) runs once per thread count; the minimum of
     each. Returns (times, notes, peaks)."""
     import hlocc
+    from hlocc.codegen.target import host_vector_isa
 
     spec = {"cases": cases}
+    skx = host_vector_isa().lanes == 16  # OpenBLAS's SkylakeX kernels need AVX-512
     refs = [Reference(label, spec, t, coretype, use_xla) for t in threads
             for label, coretype, use_xla in (("numpy", None, False), ("skx", "SkylakeX", False), ("xla", None, True))
-            if use_xla <= xla]
+            if use_xla <= xla and (skx or coretype is None)]
     times: dict[str, float] = {}
     notes: dict[str, str] = {}
     peaks: dict[str, float] = {}

@@ -12,7 +12,7 @@ import hlocc
 from hlocc.codegen.schedule import MatmulSchedule
 from hlocc.runtime import library, small_gemm
 
-ROW_COUNTS = [0, 1, 2, 3, 5, small_gemm.ROWS, small_gemm.ROWS + 1, 13, small_gemm.MAX_ROWS]
+ROW_COUNTS = sorted({0, 1, 2, 3, 4, 5, 6, 7, 13, small_gemm.MAX_ROWS})  # around 4 and 6: the AVX2 and AVX-512 register blocks
 
 
 def _reference(a, w):
@@ -22,7 +22,7 @@ def _reference(a, w):
 def _run(function, a: np.ndarray, packed: np.ndarray, n: int) -> np.ndarray:
     """The kernel's out[m, n], checked to leave the memory past it alone (NaN there before)."""
     m = a.shape[0]
-    buffer = np.full(m * n + small_gemm.PANEL, np.nan, np.float32)
+    buffer = np.full(m * n + small_gemm.host_block()[1], np.nan, np.float32)
     function(np.ascontiguousarray(a).ctypes.data, packed.ctypes.data, buffer.ctypes.data, m)
     assert np.isnan(buffer[m * n:]).all()
     return buffer[:m * n].reshape(m, n)
@@ -39,7 +39,8 @@ def test_packed_kernel_is_exact_at_every_row_count(k, n):
     rng = np.random.default_rng(k * 1000 + n)
     w = _integers(rng, (k, n))
     packed = small_gemm.pack(w)
-    assert packed.shape == (-(-n // small_gemm.PANEL), k, small_gemm.PANEL)
+    panel = small_gemm.host_block()[1]
+    assert packed.shape == (-(-n // panel), k, panel)
     function = small_gemm.kernel(k, n).function
     for m in ROW_COUNTS:
         a = _integers(rng, (m, k))
@@ -74,22 +75,27 @@ def test_a_kernel_in_the_persistent_cache_loads_without_compiling(tmp_path, monk
 @pytest.mark.parametrize("schedule", [
     pytest.param(None, id="naive"),  # rows past the run-time M skipped
     # unpacked register blocks: rows past M clamped, their sums not stored
-    pytest.param(MatmulSchedule(mc=16, nc=32, kc=7, mr=4, nr=16), id="register_block", marks=pytest.mark.slow),
+    pytest.param(lambda rows, panel: MatmulSchedule(mc=16, nc=32, kc=7, mr=4, nr=16), id="register_block",
+                 marks=pytest.mark.slow),
     # packed A beside the prepacked B, K in blocks of 3 (Cacc between them), hoisted addresses, prefetch
-    pytest.param(MatmulSchedule(mc=16, nc=64, kc=3, mr=6, nr=64, pack=(0, 1), prepacked=True, row_tails=True,
-                                hoist_address=True, prefetch=2), id="packed_a_k_blocks", marks=pytest.mark.slow),
+    pytest.param(lambda rows, panel: MatmulSchedule(mc=16, nc=panel, kc=3, mr=rows, nr=panel, pack=(0, 1),
+                                                    prepacked=True, row_tails=True, hoist_address=True, prefetch=2),
+                 id="packed_a_k_blocks", marks=pytest.mark.slow),
     # two row blocks of 12 (the m loop to the run-time M), K blocks: the fused epilogue through Cacc
-    pytest.param(MatmulSchedule(mc=12, nc=64, kc=4, mr=6, nr=64, pack=(1,), prepacked=True, fuse_epilogue=True),
-                 id="two_row_blocks"),
-    # direct stores without row tails: the rows of a 6-row tile past M are not stored
-    pytest.param(MatmulSchedule(mc=16, nc=64, kc=7, mr=6, nr=64, pack=(1,), prepacked=True, fuse_epilogue=True),
+    pytest.param(lambda rows, panel: MatmulSchedule(mc=12, nc=panel, kc=4, mr=rows, nr=panel, pack=(1,),
+                                                    prepacked=True, fuse_epilogue=True), id="two_row_blocks"),
+    # direct stores without row tails: the rows of a tile past M are not stored
+    pytest.param(lambda rows, panel: MatmulSchedule(mc=16, nc=panel, kc=7, mr=rows, nr=panel, pack=(1,),
+                                                    prepacked=True, fuse_epilogue=True),
                  id="direct_stores_guarded", marks=pytest.mark.slow),
 ])
 def test_other_lowerings_of_a_run_time_m_are_exact(schedule):
+    """Schedules of the host's register block (the prepacked panels are the host's)."""
     k, n = 7, 70
     rng = np.random.default_rng(7)
     w = _integers(rng, (k, n))
     packed = small_gemm.pack(w)
+    schedule = schedule and schedule(*small_gemm.host_block())
     kernel = small_gemm.compile_kernel(k, n, None if schedule is None else schedule.script())  # (keeps its code)
     for m in [0, 1, 5, 7, 13, small_gemm.MAX_ROWS]:
         a = _integers(rng, (m, k))
@@ -97,15 +103,24 @@ def test_other_lowerings_of_a_run_time_m_are_exact(schedule):
 
 
 def test_inner_loops_are_register_blocks_without_spills():
-    """The optimised kernel as znver4 assembly (tests/codegen/schedule/test_matmul_asm.py's way): the
-    6-row loop is 4 panel loads, 6 broadcasts and 24 FMAs on distinct zmm accumulators, and no loop
-    that holds FMAs (the row tails' too) touches a stack slot."""
+    """The optimised kernel as assembly for a CPU of the host's vector width (znver4 for AVX-512,
+    znver3 for AVX2; tests/codegen/schedule/test_matmul_asm.py's way): the full-height loop of the
+    host's register block (6 x 64 on AVX-512: 4 panel loads, 6 broadcasts and 24 FMAs on distinct
+    zmm accumulators; 4 x 24 on AVX2: 3, 4 and 12 on ymm), and no loop that holds FMAs (the row
+    tails' too) touches a stack slot."""
     import llvmlite.binding as llvm
 
+    from hlocc.codegen.target import host_vector_isa
+
+    lanes = host_vector_isa().lanes
+    if lanes not in (8, 16):
+        pytest.skip(f"a host of {lanes}-lane vectors: no assembly form to check")
+    rows, panel = small_gemm.host_block()
+    register, cpu = ("%zmm", "znver4") if lanes == 16 else ("%ymm", "znver3")
     kernel = small_gemm.compile_kernel(512, 2048, small_gemm.schedule(512).script(), keep_ir=True)
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    machine = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(cpu="znver4", opt=3)
+    machine = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(cpu=cpu, opt=3)
     blocks, current = [], []
     for line in machine.emit_assembly(llvm.parse_assembly(kernel.optimized_ir)).splitlines():
         if line.startswith(".LBB") and line.rstrip().endswith(":"):
@@ -118,11 +133,16 @@ def test_inner_loops_are_register_blocks_without_spills():
                 current = []
     loops = [b for b in [*blocks, current] if any(x.startswith("vfmadd231ps") for x in b)]
     assert loops and not [x for b in loops for x in b if "(%rsp)" in x], "spill in an inner loop"
-    six = max(loops, key=lambda b: len({x.split()[-1] for x in b if x.startswith("vfmadd231ps")}))  # most accumulators
-    fmas = [x for x in six if x.startswith("vfmadd231ps")]
-    assert len(fmas) == 24 and len({x.split()[-1] for x in fmas}) == 24, "\n".join(six)
-    assert sum(x.startswith("vbroadcastss") for x in six) == 6, "\n".join(six)
-    assert sum(x.startswith("vmovups") and "%zmm" in x.split(",")[-1] for x in six) == 4, "\n".join(six)
+    full = max(loops, key=lambda b: len({x.split()[-1] for x in b if x.startswith("vfmadd231ps")}))  # most accumulators
+    fmas = [x for x in full if x.startswith("vfmadd231ps")]
+    accumulators = rows * panel // lanes
+    assert fmas and len(fmas) % accumulators == 0, "\n".join(full)
+    steps = len(fmas) // accumulators  # (LLVM may unroll the k loop)
+    assert len({x.split()[-1] for x in fmas}) == accumulators and all(x.count(register) == 3 for x in fmas), \
+        "\n".join(full)
+    assert sum(x.startswith("vbroadcastss") for x in full) == rows * steps, "\n".join(full)
+    assert sum(x.startswith("vmovups") and register in x.split(",")[-1] for x in full) == panel // lanes * steps, \
+        "\n".join(full)
 
 
 def _dot_module(k: int, n: int, w: np.ndarray, transposed: bool) -> str:
@@ -148,7 +168,7 @@ def test_dynamic_gemm_by_a_constant_runs_packed_at_few_rows(monkeypatch, transpo
     rng = np.random.default_rng(1)
     w = rng.standard_normal((k, n)).astype(np.float32)
     exe = hlocc.compile(_dot_module(k, n, w, transposed), "cpu", gemm="library")
-    for b in [0, 1, 2, small_gemm.ROWS + 1, small_gemm.MAX_ROWS, small_gemm.MAX_ROWS + 1, 3, 1]:
+    for b in [0, 1, 2, small_gemm.host_block()[0] + 1, small_gemm.MAX_ROWS, small_gemm.MAX_ROWS + 1, 3, 1]:
         x = rng.standard_normal((b, k)).astype(np.float32)
         np.testing.assert_allclose(exe(x), _reference(x, w), rtol=1e-5, atol=1e-5)
         calls = exe.program._bound[((b, k),)].calls

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -62,6 +65,62 @@ def cpu_target() -> Target:
     return Target(name="host", kind="cpu", warp_size=1, threads_per_block=64, max_unroll=32, vector_bytes=64,
                   max_threads_per_block=1024, shared_memory_bytes=1 << 20, num_cores=os.cpu_count() or 1,
                   has_fma=_host_has_fma())
+
+
+@dataclass(frozen=True)
+class VectorIsa:
+    """A CPU's vector registers as the matmul micro-kernel counts them (codegen/schedule): the f32
+    lanes of one register, how many registers there are, and whether bf16 pairs have a dot-product
+    instruction into f32 (vdpbf16ps, AVX512_BF16). The register block MR x NR, the packed panels'
+    vectors and the schedules a tuner may try all follow from it, so that an AVX2 machine gets
+    blocks of ymm registers that fit its 16 (not AVX-512's 6 x 64, which LLVM would split into 48
+    ymm accumulators and spill)."""
+
+    name: str
+    lanes: int
+    registers: int
+    bf16_dot: bool = False
+
+
+AVX512_BF16 = VectorIsa("avx512+bf16", 16, 32, True)
+AVX512 = VectorIsa("avx512", 16, 32)
+AVX2 = VectorIsa("avx2", 8, 16)
+SSE = VectorIsa("sse", 4, 16)
+
+
+@functools.cache
+def host_vector_isa() -> VectorIsa:
+    """The host's `VectorIsa`, from the features LLVM reports for it (what the JIT compiles for)."""
+    import llvmlite.binding as llvm
+
+    features = llvm.get_host_cpu_features()
+    if features.get("avx512f", False):
+        return AVX512_BF16 if features.get("avx512bf16", False) else AVX512
+    if features.get("avx", False):
+        return AVX2
+    return SSE
+
+
+_ISA = threading.local()
+
+
+def vector_isa() -> VectorIsa:
+    """The `VectorIsa` kernels are emitted for in this thread: the host's, or the one in force
+    through `use_vector_isa`."""
+    return getattr(_ISA, "isa", None) or host_vector_isa()
+
+
+@contextmanager
+def use_vector_isa(isa: VectorIsa) -> Iterator[None]:
+    """Emit matmul kernels for `isa` in this thread inside the block: tests that check the code for
+    another CPU (the object code is still compiled for the host, so run it only where the host has
+    `isa`). Like a forced schedule, not part of the kernel caches' keys: compile with the cache off."""
+    saved = getattr(_ISA, "isa", None)
+    _ISA.isa = isa
+    try:
+        yield
+    finally:
+        _ISA.isa = saved
 
 
 @functools.cache

@@ -86,7 +86,7 @@ _FLOAT_FUNCTIONS: dict[str, tuple[Callable, Callable | None, str]] = {
                  "1 / (1 + e^-x) (HloEvaluator's formula); logistic(-inf) = 0, logistic(inf) = 1."),
     "sqrt": (np.sqrt, complex_sqrt, "Square root; sqrt(-0.0) = -0.0, sqrt(x < 0) = NaN."),
     "rsqrt": (_rsqrt, _rsqrt, "1 / sqrt(x); rsqrt(+0) = +inf, rsqrt(-0.0) = -inf, rsqrt(x < 0) = NaN."),
-    "cbrt": (np.cbrt, None, "Real cube root; cbrt(-8) = -2, cbrt(-0.0) = -0.0."),
+    "cbrt": (nx.cbrt, None, "Real cube root; cbrt(-8) = -2, cbrt(-0.0) = -0.0."),
     "sine": (np.sin, np.sin, "sin(x); sin(±inf) = NaN."),
     "cosine": (np.cos, np.cos, "cos(x); cos(±inf) = NaN."),
     "tan": (np.tan, np.tan, "tan(x); tan(±inf) = NaN."),

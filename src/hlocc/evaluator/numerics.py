@@ -1,6 +1,7 @@
 """Element-type arithmetic for the reference evaluator: how values of each XLA type are held while
 an op computes on them, how results are rounded or wrapped back into the type, and the numeric
-algorithms that numpy lacks (XLA's convert, bitcast-convert, reduce-precision, total order, erf).
+algorithms that numpy lacks (XLA's convert, bitcast-convert, reduce-precision, total order, erf, a cube
+root that does not depend on the host's libm).
 
 The rules follow XLA's HloEvaluator (hlo_evaluator_typed_visitor.h, literal.cc) and XLA:CPU:
   - floats narrower than f32 (f16, bf16, f8*, f4*) compute in f32 and round once, to nearest
@@ -394,3 +395,37 @@ def erf(x: np.ndarray) -> np.ndarray:
         magnitude[near] = _TWO_OVER_SQRT_PI * a[near] * series
         magnitude[far] = 1.0 - _erfc_fraction(np.minimum(a[far], _ERFC_ZERO))
     return np.where(np.isnan(x), x, np.copysign(magnitude, x))
+
+
+def _two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(p, e) with p = fl(a * b) and a * b = p + e exactly (Dekker's product, Veltkamp's split; no
+    FMA in numpy). Operands well inside the exponent range (cbrt's are in [0.5, 2))."""
+    def split(x):
+        c = 134217729.0 * x  # 2^27 + 1
+        hi = c - (c - x)
+        return hi, x - hi
+    p = a * b
+    (ah, al), (bh, bl) = split(a), split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def cbrt(x: np.ndarray) -> np.ndarray:
+    """Real cube root of f64 values, correctly rounded but for rare ties of the last bit. numpy's
+    np.cbrt is the host's: AVX-512 builds run an accurate SIMD routine, others glibc's cbrt, which
+    is off by up to 2 ulp (cbrt(27) = 3.0000000000000004) and would make the reference depend on the
+    machine. Here: x = t * 2^(3j) with t in [0.5, 4) (frexp: exact, denormals too), y = cbrt(t) from
+    numpy, one Newton step on the residual t - y^3 computed exactly, then y * 2^j."""
+    x = np.asarray(x, np.float64)
+    mantissa, exponent = np.frexp(x)
+    rest = np.mod(exponent, 3)
+    t = np.ldexp(np.abs(mantissa), rest)
+    y = np.cbrt(t)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        square, square_error = _two_product(y, y)
+        cube, cube_error = _two_product(square, y)
+        residual = ((t - cube) - cube_error) - square_error * y  # t - y^3 (t - cube is exact: Sterbenz)
+        refined = y + residual / (3.0 * y * y)
+    regular = np.isfinite(x) & (x != 0)
+    out = np.where(regular, np.copysign(np.ldexp(refined, (exponent - rest) // 3), x), x)
+    return out
+

@@ -187,7 +187,7 @@ class GemmRecipe:
 
     buffers: tuple[tuple[int, Any, np.dtype, tuple, tuple[int, ...] | None], ...]  # numbers: int or _At
     dims: tuple
-    packed: np.ndarray | None = None  # a constant rhs packed for small_gemm (`_packed_rhs`): [panels, k, PANEL]
+    packed: np.ndarray | None = None  # a constant rhs packed for small_gemm (`_packed_rhs`): [panels, k, panel]
 
     @staticmethod
     def of(output, lhs, rhs, dims: tuple, index: Callable[[Any], int],
@@ -262,7 +262,7 @@ class PackedGemm:
             return None
         (m, k), n = plan.lhs_shape, plan.out_shape[1]
         if not 2 <= m <= small_gemm.MAX_ROWS or not 0 < k == packed.shape[1] \
-                or -(-n // small_gemm.PANEL) != packed.shape[0]:
+                or -(-n // packed.shape[2]) != packed.shape[0]:
             return None
         return PackedGemm((lhs.allocation, lhs.offset), (out.allocation, out.offset), m, k, n, packed,
                           packed.ctypes.data, BoundGemm(out, lhs, rhs, plan))

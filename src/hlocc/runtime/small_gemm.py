@@ -14,8 +14,10 @@ The kernel is an `xla.matmul` (codegen/ir/matmul_ops.py) over rank-1 buffers, lo
 packed lowering (codegen/transforms/matmul/packed.py) under the transform script of `schedule(k)`:
 
     tile [MAX_ROWS, PANEL, K]                   one block per panel, all the rows, one K block
-    microkernel [ROWS, PANEL] row_tails         ROWS x 4 zmm accumulators; a last block of the
-                                                rows left (1..ROWS-1) at its own height
+    microkernel [ROWS, PANEL] row_tails         the host's register block (6 x 64: 24 zmm
+                                                accumulators on AVX-512, 4 x 24: 12 ymm on
+                                                AVX2); a last block of the rows left
+                                                (1..ROWS-1) at its own height
     pack [1] prepacked                          B read in place from `pack(w)`'s panels
     fuse_epilogue                               the identity epilogue: whole tiles stored as
                                                 vectors into out, the last partial panel's
@@ -34,15 +36,23 @@ tolerance of the reference evaluator, exact on integer-valued inputs.
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
-ROWS = 6
-"""Rows a register block holds (6 × 4 vectors of 16: 24 of the 32 zmm registers)."""
-PANEL = 64
-"""Columns a panel holds: 4 vectors (the register block's NR)."""
+
+@functools.cache
+def host_block() -> tuple[int, int]:
+    """(ROWS, PANEL): the host's register block (codegen/schedule/choice.py `register_block`), the
+    rows whose sums a step keeps in registers and the columns of a panel (6 x 64 on AVX-512: 24
+    of the 32 zmm registers, 4 x 24 on AVX2)."""
+    from hlocc.codegen.schedule.choice import register_block
+    from hlocc.codegen.target import host_vector_isa
+
+    return register_block(host_vector_isa())
+
 MAX_ROWS = 16
 """Up to this many rows the packed kernel runs: measured alone against numpy's OpenBLAS (two
 threads, loaded 2-vCPU machine) on the MLP's [m, 512] @ [512, 2048] and [m, 2048] @ [2048, 512],
@@ -64,7 +74,8 @@ def schedule(k: int):
     """The kernel's schedule (module doc) for a contraction of k."""
     from hlocc.codegen.schedule import MatmulSchedule
 
-    return MatmulSchedule(mc=MAX_ROWS, nc=PANEL, kc=max(k, 1), mr=ROWS, nr=PANEL, pack=(1,), prepacked=True,
+    rows, panel = host_block()
+    return MatmulSchedule(mc=MAX_ROWS, nc=panel, kc=max(k, 1), mr=rows, nr=panel, pack=(1,), prepacked=True,
                           row_tails=True, fuse_epilogue=True)
 
 
@@ -72,7 +83,7 @@ def pack(w: np.ndarray) -> np.ndarray:
     """`w` [k, n] as [panels, k, PANEL] (module doc), f32, C-contiguous."""
     from hlocc.codegen.schedule.pack import pack_panels
 
-    return pack_panels(w, PANEL)
+    return pack_panels(w, host_block()[1])
 
 
 def kernel_module(k: int, n: int, script: str | None):
@@ -98,8 +109,9 @@ def kernel_module(k: int, n: int, script: str | None):
 
     variables = tuple(Variable(Interval(0, hi), name) for hi, name in
                       ((0, "b"), (MAX_ROWS - 1, "m"), (max(n, 1) - 1, "n"), (max(k, 1) - 1, "k")))
-    panels = -(-n // PANEL)
-    types = [TensorType(f32, [size]) for size in (MAX_ROWS * k, panels * k * PANEL, MAX_ROWS * n)]
+    panel = host_block()[1]
+    panels = -(-n // panel)
+    types = [TensorType(f32, [size]) for size in (MAX_ROWS * k, panels * k * panel, MAX_ROWS * n)]
     lhs_map = IndexingMap(variables, (dim(1) * k + dim(3),))
     out_map = IndexingMap(variables, (dim(1) * n + dim(2),))
     block = Block(arg_types=types)
@@ -108,7 +120,7 @@ def kernel_module(k: int, n: int, script: str | None):
     epilogue = MatmulOp.epilogue_block(f32)
     KernelBuilder(epilogue).insert(YieldOp(epilogue.args[0]))
     matmul = MatmulOp(block.args[0], block.args[1], block.args[2],
-                      [lhs_map, panel_layout(lhs_map, PANEL, k), out_map], [1, MAX_ROWS, n, k], Region(epilogue),
+                      [lhs_map, panel_layout(lhs_map, panel, k), out_map], [1, MAX_ROWS, n, k], Region(epilogue),
                       schedule={"runtime_m": StringAttr("m")})
     b.insert(matmul)
     b.insert(func.ReturnOp(matmul.result))
@@ -207,5 +219,5 @@ def compile_kernel(k: int, n: int, script: str | None, keep_ir: bool = False) ->
     return Kernel(_Function(loaded.address(symbol)), loaded, code.optimized_ir if keep_ir else "")
 
 
-__all__ = ["HOT_CALLS", "MAX_ROWS", "MIN_WEIGHT_BYTES", "PANEL", "ROWS", "Kernel", "compile_kernel", "hot_kernel",
+__all__ = ["HOT_CALLS", "MAX_ROWS", "MIN_WEIGHT_BYTES", "Kernel", "host_block", "compile_kernel", "hot_kernel",
            "kernel", "kernel_module", "pack", "schedule"]

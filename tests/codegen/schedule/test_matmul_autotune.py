@@ -44,7 +44,7 @@ def test_full_stores_the_winner_and_cached_reuses_it_without_timing(cache_dir, m
     monkeypatch.setattr(gemm_tuning, "time_schedule", fake_time)
     exe = hlocc.compile(DOT, "cpu", gemm="codegen", autotune="full")
     assert timed == [analytic, other]
-    (entry,) = [f.read_bytes() for f in (cache_dir / "cache").glob("*.hlk") if b"gemm-autotune v1" in f.read_bytes()]
+    (entry,) = [f.read_bytes() for f in (cache_dir / "cache").glob("*.hlk") if b"gemm-autotune v2" in f.read_bytes()]
     assert b'"schedule":{' in entry and b'"mc":8' in entry and b"timings_ms" in entry  # the schedule as JSON, beside the kernels' entries
     rng = np.random.default_rng(0)
     args = [rng.integers(-3, 4, s).astype(np.float32) for s in ((40, 36), (36, 48))]
@@ -77,13 +77,21 @@ def test_the_key_names_what_changes_the_choice():
         assert gemm_tuning.tuning_key(other) != key
 
 
-def test_candidates_are_legal_neighbours_of_the_analytic_schedule():
-    problem = MatmulProblem((1, 512, 512, 512), ("f32", "f32", "f32"))
-    analytic = analytic_schedule(problem.sizes)
-    found = gemm_tuning.candidates(problem, analytic)
+@pytest.mark.parametrize("isa, blocks", [("AVX512", {(6, 64), (9, 48), (14, 32)}), ("AVX2", {(4, 24), (6, 16), (2, 32)})])
+def test_candidates_are_legal_neighbours_of_the_analytic_schedule(isa, blocks):
+    """The register blocks tried are the target's: the model's, and its best of two other widths."""
+    from hlocc.codegen import target
+    from hlocc.codegen.schedule.microkernel import registers_needed
+
+    isa = getattr(target, isa)
+    with target.use_vector_isa(isa):
+        problem = MatmulProblem((1, 512, 512, 512), ("f32", "f32", "f32"))
+        analytic = analytic_schedule(problem.sizes)
+        found = gemm_tuning.candidates(problem, analytic)
     assert found[0] == analytic and len(found) == len(set(found)) >= 5
-    assert {(s.mr, s.nr) for s in found} >= {(6, 64), (12, 32), (8, 48)}
+    assert {(s.mr, s.nr) for s in found} == blocks
     assert all(s.mc % s.mr == 0 and s.nc % s.nr == 0 for s in found)
+    assert all(registers_needed(s.mr, s.nr, isa.lanes) <= isa.registers for s in found)
 
 
 def test_an_unknown_mode_is_an_error():

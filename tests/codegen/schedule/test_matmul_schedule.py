@@ -104,7 +104,9 @@ def script(*lines: str) -> str:
      "transform.hlocc.fuse_epilogue: the target xla.matmul is not packed"),
 ])
 def test_illegal_schedules_name_the_transform_op(lines, message):
-    with pytest.raises(KernelIRError, match=message):
+    from hlocc.codegen.target import AVX512_BF16, use_vector_isa
+
+    with use_vector_isa(AVX512_BF16), pytest.raises(KernelIRError, match=message):  # (the messages' lanes)
         run_opt(script(*lines), ["transform-interpreter"])
 
 
@@ -157,8 +159,9 @@ def test_parallelize_checks_the_launch_against_the_loops():
 
 
 def test_register_budget():
-    assert registers_needed(6, 64) == 6 * 4 + 4 + 1 == 29  # BLIS's 6x64: 24 zmm accumulators
-    assert registers_needed(8, 64) == 37 and registers_needed(14, 32) == 31
+    assert registers_needed(6, 64, lanes=16) == 6 * 4 + 4 + 1 == 29  # BLIS's 6x64: 24 zmm accumulators
+    assert registers_needed(8, 64, lanes=16) == 37 and registers_needed(14, 32, lanes=16) == 31
+    assert registers_needed(4, 24, lanes=8) == 4 * 3 + 3 + 1 == 16  # AVX2's 4x24: all 16 ymm
 
 
 def test_builder_script_parses_and_round_trips():
@@ -257,10 +260,22 @@ def test_empty_outputs_need_no_kernel():
 
 
 def test_analytic_schedule_follows_the_model():
-    from hlocc.codegen.schedule.choice import NAIVE_BELOW, CacheSizes, analytic_schedule, register_block
+    from hlocc.codegen.schedule.choice import CacheSizes, analytic_schedule, register_block
+    from hlocc.codegen.target import AVX2, AVX512, use_vector_isa
 
     zen5 = CacheSizes(l1=48 << 10, l2=1 << 20)
-    assert register_block() == (6, 64)  # 24 zmm accumulators: the most flops per loaded value
+    assert register_block(AVX512) == (6, 64)  # 24 zmm accumulators: the most flops per loaded value
+    assert register_block(AVX2) == (4, 24)  # 12 of the 16 ymm
+    with use_vector_isa(AVX2):
+        assert analytic_schedule([1, 512, 512, 512], caches=zen5, threads=2) == MatmulSchedule(
+            mc=128, nc=240, kc=128, mr=4, nr=24, parallel=True, pack=(0, 1), hoist_address=True, fuse_epilogue=True)
+    with use_vector_isa(AVX512):
+        _analytic_schedule_on_avx512(zen5)
+
+
+def _analytic_schedule_on_avx512(zen5):
+    from hlocc.codegen.schedule.choice import NAIVE_BELOW, analytic_schedule
+
     assert analytic_schedule([1, 7, 5, 3]) is None and 7 * 5 * 3 < NAIVE_BELOW
     # KC = 128, NC = a quarter of L2 over KC (512, capped by N), MC = M (516, within 768) then MC
     # halves until 2 threads have 4 blocks each (NC, at 256, is at its minimum).
@@ -336,8 +351,11 @@ def test_bf16_pairs_are_exact(case, schedule):
 
 
 def test_bf16_pairs_need_an_even_k_block():
+    from hlocc.codegen.target import AVX512_BF16, use_vector_isa
+
     module = parse_hlo(CASES["bf16_bias"])
-    with use_schedule(MatmulSchedule(mc=6, nc=16, kc=5, mr=3, nr=16, pack=(0, 1), k_pairs=True)):
+    with use_schedule(MatmulSchedule(mc=6, nc=16, kc=5, mr=3, nr=16, pack=(0, 1), k_pairs=True)), \
+            use_vector_isa(AVX512_BF16):  # (refused before the host compiles anything)
         with pytest.raises(ScheduleError, match="transform.hlocc.pack: k_pairs needs an even KC"):
             compile_fusion(module.entry, use_cache=False)
 

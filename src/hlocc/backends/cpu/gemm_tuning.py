@@ -4,8 +4,9 @@ codegen/schedule/choice.py asks when `autotune` is `cached` or `full`.
     cached: the winner stored for this problem's key, if any; else the analytic schedule
             (no timing, ever: a cache hit or the model);
     full:   a stored winner, or else time the candidates (the analytic schedule and its
-            neighbours: KC halved and doubled, the 12 x 32 and 8 x 48 register blocks, a B prefetch
-            8 steps ahead, bf16 pairs on vdpbf16ps where the host has it), store the fastest.
+            neighbours: KC halved and doubled, the model's best register blocks of two other widths
+            (9 x 48 and 14 x 32 on AVX-512, 6 x 16 and 2 x 32 on AVX2), a B prefetch 8 steps ahead, bf16
+            pairs on vdpbf16ps where the host has it), store the fastest.
 
 The key (text) is what changes the best choice: the problem's shape bucket (B, M, N, K each
 rounded up to a power of two: neighbouring sizes share a winner), the element types, the
@@ -32,10 +33,11 @@ import time
 import numpy as np
 
 from hlocc.codegen.schedule import MatmulSchedule, use_schedule
-from hlocc.codegen.schedule.choice import MatmulProblem, register_block, set_tuner
+from hlocc.codegen.schedule.choice import MatmulProblem, register_blocks, set_tuner
+from hlocc.codegen.target import vector_isa
 from hlocc.runtime.cache import persistent_cache
 
-TUNING_VERSION = 1
+TUNING_VERSION = 2
 RUNS = 3
 
 
@@ -67,13 +69,16 @@ def candidates(problem: MatmulProblem, analytic: MatmulSchedule) -> list[MatmulS
     for kc in (analytic.kc // 2, analytic.kc * 2):
         if 16 <= kc <= max(k, 16) and kc != analytic.kc:
             out.append(dataclasses.replace(analytic, kc=min(kc, k)))
-    for mr, nr in ((12, 32), (8, 48)):
-        if (mr, nr) != register_block() and m >= mr:
+    best_of_width = {}
+    for mr, nr in register_blocks():  # best first: the first block of each other width
+        best_of_width.setdefault(nr, (mr, nr))
+    for mr, nr in list(best_of_width.values())[1:3]:
+        if m >= mr:
             mc = max(mr, analytic.mc // mr * mr)
             nc = max(nr, analytic.nc // nr * nr)
             out.append(dataclasses.replace(analytic, mr=mr, nr=nr, mc=mc, nc=nc))
     out.append(dataclasses.replace(analytic, prefetch=8))
-    if "bf16" in problem.element_types[:1] and problem.element_types[1] == "bf16" and "+avx512bf16" in _cpu():
+    if problem.element_types[:2] == ("bf16", "bf16") and vector_isa().bf16_dot:
         kc = analytic.kc + analytic.kc % 2 if analytic.kc < k else analytic.kc
         out.append(dataclasses.replace(analytic, k_pairs=True, kc=kc))
     return list(dict.fromkeys(out))

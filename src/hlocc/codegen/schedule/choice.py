@@ -8,8 +8,9 @@ In order:
 3. the analytic choice (`analytic_schedule`), BLIS's model (Low et al., "Analytical modeling is
    enough for high-performance BLIS", TOMS 2016) on this machine's caches:
    - register block MR x NR: of the blocks whose accumulators, B vectors and A broadcast fit the
-     32 vector registers with at least FMA latency x FMA pipes = 8 independent accumulators, the
-     one with the most flops per loaded value (2 MR NR / (MR + NR/16)): 6 x 64 on AVX-512;
+     target's vector registers (codegen/target.py `vector_isa`) with at least FMA latency x FMA
+     pipes = 8 independent accumulators, the one with the most flops per loaded value
+     (2 MR NR / (MR + NR/lanes)): 6 x 64 on AVX-512 (24 of 32 zmm), 4 x 24 on AVX2 (12 of 16 ymm);
    - KC = 128 (or K): the A micro-panel (MR x KC, 3 KiB) stays in L1 across a row of register
      blocks and a B micro-panel (KC x NR, 32 KiB) nearly fits beside it, while B's panel streams
      from L2; KC amortizes the accumulator tile's load and store per K block (1/KC of the work);
@@ -40,8 +41,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from hlocc.codegen.schedule.builder import MatmulSchedule
-from hlocc.codegen.schedule.microkernel import VECTOR_LANES, VECTOR_REGISTERS, registers_needed
+from hlocc.codegen.schedule.microkernel import registers_needed
 from hlocc.codegen.schedule.pack import SCRATCH_BYTES
+from hlocc.codegen.target import VectorIsa, vector_isa
 
 _STATE = threading.local()
 
@@ -143,21 +145,27 @@ NAIVE_BELOW = 32 ** 3
 choice keeps the same value: that layer cannot import this one)."""
 
 FMA_LATENCY, FMA_PIPES = 4, 2
-"""Zen 5 and Skylake-X/Sapphire Rapids: 4-cycle vfmadd, two 512-bit FMA pipes or ports."""
+"""Zen 3-5 and Skylake-X/Sapphire Rapids: 4-cycle vfmadd, two FMA pipes or ports (256-bit on Zen 3,
+512-bit on the others)."""
 
 
-def register_block() -> tuple[int, int]:
-    """The MR x NR of the analytic model (module doc)."""
-    best, score = (6, 64), 0.0
-    for nr in range(VECTOR_LANES, 4 * VECTOR_LANES + 1, VECTOR_LANES):
-        vectors = nr // VECTOR_LANES
+def register_blocks(isa: VectorIsa | None = None) -> list[tuple[int, int]]:
+    """The register blocks MR x NR that fit `isa`'s registers (the target's by default) with at
+    least FMA latency x pipes independent accumulators, best first: the most flops per loaded
+    value (2 MR NR / (MR + NR/lanes)), then the taller block (module doc)."""
+    isa = isa or vector_isa()
+    scored = []
+    for vectors in range(1, 5):
+        nr = vectors * isa.lanes
         for mr in range(1, 32):
-            if registers_needed(mr, nr) > VECTOR_REGISTERS or mr * vectors < FMA_LATENCY * FMA_PIPES:
-                continue
-            s = 2 * mr * nr / (mr + vectors)
-            if s > score:
-                best, score = (mr, nr), s
-    return best
+            if registers_needed(mr, nr, isa.lanes) <= isa.registers and mr * vectors >= FMA_LATENCY * FMA_PIPES:
+                scored.append((-2 * mr * nr / (mr + vectors), -mr, (mr, nr)))
+    return [block for *_, block in sorted(scored)]
+
+
+def register_block(isa: VectorIsa | None = None) -> tuple[int, int]:
+    """The MR x NR of the analytic model (module doc): 6 x 64 on AVX-512, 4 x 24 on AVX2."""
+    return register_blocks(isa)[0]
 
 
 def _round_down(x: int, step: int) -> int:
@@ -170,7 +178,7 @@ def analytic_schedule(sizes: list[int] | tuple[int, ...], element_types: tuple[s
     b, m, n, k = sizes
     if m * n * k < NAIVE_BELOW:
         return None
-    if "f64" in element_types or n < VECTOR_LANES or k == 0:
+    if "f64" in element_types or n < vector_isa().lanes or k == 0:
         return MatmulSchedule(mc=64, nc=256, kc=max(k, 1), mr=min(8, m), nr=min(16, n), parallel=True)
     caches = caches or host_caches()
     threads = threads or os.cpu_count() or 1
@@ -216,5 +224,5 @@ def schedule_for(sizes: list[int], element_types: tuple[str, ...], problem: Matm
 
 
 __all__ = ["AUTOTUNE_MODES", "NAIVE_BELOW", "CacheSizes", "MatmulProblem", "analytic_schedule", "autotune_mode",
-           "current_autotune_mode", "default_schedule", "host_caches", "register_block", "schedule_for",
-           "set_tuner", "use_schedule"]
+           "current_autotune_mode", "default_schedule", "host_caches", "register_block", "register_blocks",
+           "schedule_for", "set_tuner", "use_schedule"]

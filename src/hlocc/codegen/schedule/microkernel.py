@@ -13,9 +13,10 @@ multiply-adds) at the cost of MR ones.
 
 Illegal, rejected before code generation: a target that is not the result of
 `transform.hlocc.tile`; MR or NR not dividing the block's MC or NC (a partial sub-block is only
-allowed at the problem's edge); a register block that does not fit the vector registers: with
-`VECTOR_LANES` f32 lanes per register and `VECTOR_REGISTERS` registers, MR x ceil(NR/lanes)
-accumulators + ceil(NR/lanes) B vectors + 1 A broadcast must fit (AVX-512: 16 lanes, 32 zmm).
+allowed at the problem's edge); a register block that does not fit the vector registers of the
+target (codegen/target.py `vector_isa`): with L f32 lanes per register, MR x ceil(NR/L)
+accumulators + ceil(NR/L) B vectors + 1 A broadcast must fit (AVX-512: 16 lanes, 32 zmm; AVX2: 8
+lanes, 16 ymm).
 """
 
 from __future__ import annotations
@@ -28,17 +29,13 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_d
 
 from hlocc.codegen.ir.matmul_ops import MatmulOp
 from hlocc.codegen.schedule.handles import ScheduleError, matmul_targets, positive_sizes
-
-VECTOR_LANES = 16
-"""f32 lanes per vector register (AVX-512's zmm)."""
-
-VECTOR_REGISTERS = 32
-"""Vector registers of the target (AVX-512: zmm0-zmm31)."""
+from hlocc.codegen.target import vector_isa
 
 
-def registers_needed(mr: int, nr: int, lanes: int = VECTOR_LANES) -> int:
-    """Accumulators, B vectors and the A broadcast of an MR x NR f32 register block."""
-    vectors = math.ceil(nr / lanes)
+def registers_needed(mr: int, nr: int, lanes: int | None = None) -> int:
+    """Accumulators, B vectors and the A broadcast of an MR x NR f32 register block (`lanes`: the
+    target's, by default)."""
+    vectors = math.ceil(nr / (lanes or vector_isa().lanes))
     return mr * vectors + vectors + 1
 
 
@@ -69,12 +66,13 @@ def check_microkernel(op: MicrokernelOp, target: MatmulOp, mr: int, nr: int) -> 
     _, m_total, n_total, _ = target.problem_sizes
     if (mc % mr and mc != m_total) or (nc % nr and nc != n_total):
         raise ScheduleError(f"{op.name}: register block {mr}x{nr} does not divide the block tile {mc}x{nc}")
-    need = registers_needed(mr, nr)
-    if need > VECTOR_REGISTERS:
-        vectors = math.ceil(nr / VECTOR_LANES)
+    isa = vector_isa()
+    need = registers_needed(mr, nr, isa.lanes)
+    if need > isa.registers:
+        vectors = math.ceil(nr / isa.lanes)
         raise ScheduleError(f"{op.name}: register block {mr}x{nr} needs {mr * vectors} accumulators + {vectors} B "
                             f"vectors + 1 broadcast = {need} vector registers, more than the "
-                            f"{VECTOR_REGISTERS} the target has")
+                            f"{isa.registers} the target has ({isa.name}: {isa.lanes} f32 lanes a register)")
 
 
 def run_microkernel(op: MicrokernelOp, handle: object) -> tuple:
@@ -93,4 +91,4 @@ def run_microkernel(op: MicrokernelOp, handle: object) -> tuple:
     return ()
 
 
-__all__ = ["VECTOR_LANES", "VECTOR_REGISTERS", "MicrokernelOp", "registers_needed", "run_microkernel"]
+__all__ = ["MicrokernelOp", "registers_needed", "run_microkernel"]

@@ -43,7 +43,7 @@ from hlocc.analysis.indexing_map import IndexingMap
 from hlocc.analysis.indexing_map_text import map_to_text
 from hlocc.codegen.ir.matmul_ops import MatmulOp
 from hlocc.codegen.schedule.handles import ScheduleError, matmul_targets
-from hlocc.codegen.schedule.microkernel import VECTOR_LANES as LANES
+from hlocc.codegen.target import vector_isa
 
 SCRATCH_BYTES = 4 << 20
 """The most per-block scratch a packed schedule may take (thread stacks are 8 MiB)."""
@@ -122,6 +122,10 @@ def check_k_pairs(op: PackOp, target: MatmulOp) -> None:
             and isinstance(target.rhs.type.element_type, BFloat16Type)):
         raise ScheduleError(f"{op.name}: k_pairs packs bf16 pairs for vdpbf16ps; this matmul's operands are "
                             f"{target.lhs.type.element_type} and {target.rhs.type.element_type}")
+    isa = vector_isa()
+    if not isa.bf16_dot:
+        raise ScheduleError(f"{op.name}: k_pairs packs bf16 pairs for vdpbf16ps, which this target ({isa.name}) "
+                            "does not have (AVX512_BF16)")
     kc = target.k_block.value.data if target.k_block is not None else target.size_list[3]
     if kc % 2 and kc < target.size_list[3]:
         raise ScheduleError(f"{op.name}: k_pairs needs an even KC (a pair may not straddle K blocks), found {kc}")
@@ -135,9 +139,9 @@ def check_pack(op: PackOp, target: MatmulOp, operands: list[int]) -> None:
     if not isinstance(target.acc_type, Float32Type):
         raise ScheduleError(f"{op.name}: the packed micro-kernel accumulates in f32; this matmul accumulates in "
                             f"{target.acc_type}")
-    nr = target.register_block.get_values()[1]
-    if nr % LANES:
-        raise ScheduleError(f"{op.name}: NR = {nr} is not a multiple of the {LANES} f32 lanes of a vector register")
+    nr, lanes = target.register_block.get_values()[1], vector_isa().lanes
+    if nr % lanes:
+        raise ScheduleError(f"{op.name}: NR = {nr} is not a multiple of the {lanes} f32 lanes of a vector register")
     if op.prepacked is not None:
         check_prepacked(op, target)
     if op.k_pairs is not None:

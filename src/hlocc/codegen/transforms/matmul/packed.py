@@ -11,8 +11,8 @@ computes its MC x NC block of the output as
       pack A: Ap[ir/MR][k][0:MR] = lhs(b, m0+ir+r, k0+k), rows past M zero        (loop 3's block)
       for ir in [0, rows) step MR:                                                 (loop 2)
         for jr in [0, cols) step NR:                                               (loop 1)
-          MR x NR/16 vector<16xf32> accumulators = 0 (first K block) or Cacc's tile (a branch)
-          for k in [0, kc): NR/16 vectors of Bp, MR broadcasts of Ap, MR x NR/16 math.fma
+          MR x NR/L vector<L x f32> accumulators (L lanes) = 0 (first K block) or Cacc's tile (a branch)
+          for k in [0, kc): NR/L vectors of Bp, MR broadcasts of Ap, MR x NR/16 math.fma
           Cacc's tile = the accumulators        (full vectors: Cacc is padded; tile-major, `c_tile`)
           [fuse_epilogue, last K block: the epilogue of the tile's elements inside the problem]
     [otherwise: the epilogue of every element of the block inside the problem, from Cacc]
@@ -47,9 +47,8 @@ output whose map steps by 1 along n, with one K block, stores a whole NR-wide ti
 into the output (no Cacc round trip, no element loop); a tile cut by the problem's last column (the
 last, partial panel) goes through Cacc and the element loop, which stores only the columns inside.
 
-bf16 (`k_pairs`, set by `pack ... k_pairs` for bf16 operands; the schedule asks for it only on
-hosts with AVX512-BF16): packed elements are
-i32 pairs (k, k + 1) of bf16 bits, an odd K block's last pair (k, 0), and the micro-kernel's
+bf16 (`k_pairs`, `pack ... k_pairs` on bf16 operands, legal only on AVX512-BF16 targets): packed
+elements are i32 pairs (k, k + 1) of bf16 bits, an odd K block's last pair (k, 0), and the micro-kernel's
 step is `xla.dot_bf16_pairs` (vdpbf16ps): per lane acc + a.k * b.k + a.k1 * b.k1, the products
 exact in f32, the sum rounded to nearest even, with the instruction's flush of denormal inputs
 and results. The epilogue rounds the f32 sum to the dot's type, as XLA rounds a bf16 dot.
@@ -74,11 +73,11 @@ from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import DotBF16PairsOp, MatmulOp, PrefetchOp
 from hlocc.codegen.transforms.matmul.packed_ops import (
     CONSTANT_OFFSETS,
-    LANES,
     add_index,
     identity_epilogue,
     if_else,
     k_rolled_for_loop,
+    lanes,
     min_index,
     mul_index,
     read_vector,
@@ -98,6 +97,7 @@ class PackedLowering:
         self.for_loop = k_rolled_for_loop
         self.op = op
         self.mr, self.nr = op.register_block.get_values()
+        self.lanes = lanes()
         _, mc, nc, self.k_total = op.size_list
         _, self.m_total, self.n_total, _ = op.problem_sizes
         self.kc = min(op.k_block.value.data if op.k_block is not None else self.k_total, self.k_total)
@@ -251,7 +251,7 @@ class PackedLowering:
                    height: int) -> SSAValue:
         """The tile's vectors stored straight into the output (direct stores: module doc), its rows
         past the block's skipped (none are with row_tails: the tile has the rows left)."""
-        vecs = self.nr // LANES
+        vecs = self.nr // self.lanes
         out_map = self.op.maps[2]
         left = None if self.row_tails else sub_index(b, self.rows, ir)
 
@@ -259,7 +259,7 @@ class PackedLowering:
             m = add_index(rb, add_index(rb, self.m0, ir), r)
             (at,) = rb.insert(ApplyIndexingOp(out_map, [self.bi, m, add_index(rb, self.n0, jr), rb.index(0)])).results
             for v in range(vecs):
-                o = write_vector(rb, accs[r * vecs + v], o, add_index(rb, at, v * LANES) if v else at)
+                o = write_vector(rb, accs[r * vecs + v], o, add_index(rb, at, v * self.lanes) if v else at)
             return [o]
 
         for r in range(height):
@@ -484,21 +484,21 @@ class PackedLowering:
         tile written. `first` as for `k_block`."""
         accs = self.sums(b, state, cacc, ir, jr, k0, kc, first, height)
         c_base = self.c_tile(b, ir, jr)
-        vecs = self.nr // LANES
+        vecs = self.nr // self.lanes
         for i, acc in enumerate(accs):
             r, v = divmod(i, vecs)
-            cacc = write_vector(b, acc, cacc, add_index(b, c_base, r * self.nr + v * LANES) if i else c_base)
+            cacc = write_vector(b, acc, cacc, add_index(b, c_base, r * self.nr + v * self.lanes) if i else c_base)
         return cacc
 
     def sums(self, b: KernelBuilder, state: dict[str, SSAValue], cacc: SSAValue, ir: SSAValue, jr: SSAValue,
              k0: SSAValue, kc: int, first: bool | SSAValue, height: int) -> list[SSAValue]:
-        """The `height` x NR/16 accumulators of the register block at (ir, jr) after this K block,
+        """The `height` x NR/L accumulators of the register block at (ir, jr) after this K block,
         row-major: from zero or Cacc (`first` as for `k_block`: a run-time condition is true where
         the tile is read from Cacc), then the micro-kernel's k loop."""
-        mr, nr, vecs = height, self.nr, self.nr // LANES  # (packed A's micro-panels keep MR rows a step)
+        mr, nr, vecs = height, self.nr, self.nr // self.lanes  # (packed A's micro-panels keep MR rows a step)
         def from_cacc(rb: KernelBuilder) -> list[SSAValue]:
             c_base = self.c_tile(rb, ir, jr)
-            return [read_vector(rb, cacc, add_index(rb, c_base, r * nr + v * LANES) if r or v else c_base)
+            return [read_vector(rb, cacc, add_index(rb, c_base, r * nr + v * self.lanes) if r or v else c_base)
                     for r in range(mr) for v in range(vecs)]
         if isinstance(first, SSAValue):
             accs = if_then(b, first, from_cacc, [b.constant(0.0, vector_type())] * (mr * vecs))
@@ -525,14 +525,14 @@ class PackedLowering:
                  ) -> list[SSAValue]:
             if self.prefetch:
                 sb.insert(PrefetchOp(bp, add_index(sb, b_at, self.prefetch * nr)))
-            w = [read_vector(sb, bp, add_index(sb, b_at, v * LANES) if v else b_at) for v in range(vecs)]
+            w = [read_vector(sb, bp, add_index(sb, b_at, v * self.lanes) if v else b_at) for v in range(vecs)]
             out = []
             for r in range(mr):
                 if self.pack_a:
                     a = sb.add(tensor.ExtractOp(ap, [add_index(sb, a_at, r) if r else a_at], self.elem))
                 else:
                     a = self.packed_value(sb, lambda eb, kk, m=rows[r]: self.element(eb, 0, m, kk), k0, k, kc)
-                a = sb.add(vector.BroadcastOp(a, VectorType(self.elem, [LANES])))
+                a = sb.add(vector.BroadcastOp(a, VectorType(self.elem, [self.lanes])))
                 if self.pairs:
                     out += [sb.add(DotBF16PairsOp(acc[r * vecs + v], a, w[v])) for v in range(vecs)]
                 else:
@@ -597,4 +597,4 @@ class PackedLowering:
         return self.for_loop(b, 0, rows, [out], row, "i")[0]
 
 
-__all__ = ["LANES", "PackedLowering"]
+__all__ = ["PackedLowering"]

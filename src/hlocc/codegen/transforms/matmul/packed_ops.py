@@ -1,4 +1,5 @@
-"""The vocabulary packed.py's lowering builds with: 16-lane f32 vector reads and writes, index
+"""The vocabulary packed.py's lowering builds with: f32 vector reads and writes of the target's
+register width (`lanes`: 16 on AVX-512, 8 on AVX2), index
 arithmetic, a two-way `scf.if`, the K loops kept rolled, and the facts it decides its forms by
 (an identity epilogue, a unit-stride output, and `separable_offsets`: an operand's offset split
 into a k part and an m/n part, the packing's offset tables).
@@ -24,21 +25,25 @@ from hlocc.analysis.indexing_map import IndexingMap
 from hlocc.codegen.ir import YieldOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.matmul_ops import MatmulOp
+from hlocc.codegen.target import vector_isa
 from hlocc.codegen.transforms.util import for_loop
 
-LANES = 16
-"""f32 lanes of one vector register (AVX-512's zmm); NR is a multiple of it."""
+
+def lanes() -> int:
+    """f32 lanes of one vector register of the target (codegen/target.py `vector_isa`); NR is a
+    multiple of it."""
+    return vector_isa().lanes
 
 
 def vector_type() -> VectorType:
-    return VectorType(f32, [LANES])
+    return VectorType(f32, [lanes()])
 
 
 def read_vector(b: KernelBuilder, t: SSAValue, offset: SSAValue) -> SSAValue:
-    """vector<16 x T> of the 1-D tensor t (f32, or i32 bf16 pairs) at offset."""
+    """vector<lanes x T> of the 1-D tensor t (f32, or i32 bf16 pairs) at offset."""
     elem = t.type.element_type
     pad = b.constant(0.0, elem) if elem == f32 else b.constant(0, elem)
-    return b.add(vector.TransferReadOp(t, [offset], pad, VectorType(elem, [LANES]),
+    return b.add(vector.TransferReadOp(t, [offset], pad, VectorType(elem, [lanes()]),
                                        ArrayAttr([BoolAttr(True, IntegerType(1))]),
                                        AffineMapAttr(AffineMap.identity(1))))
 

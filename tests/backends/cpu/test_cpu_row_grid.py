@@ -110,6 +110,16 @@ def test_which_fusions_get_the_row_grid():
     assert not _rows(ROW_BROADCAST, 4096, 31, gpu_target())
 
 
+@pytest.mark.parametrize("n, lanes", [(3, 4), (6, 8), (12, 16), (31, 16)])
+def test_a_row_shorter_than_the_vector_gets_a_vector_of_its_length(n, lanes):
+    """Rows of 3 f32 take 4-lane vectors (one lane masked), not 16 lanes with 13 masked."""
+    from hlocc.tools.fusion_to_mlir import fusion_to_mlir
+
+    lowered = fusion_to_mlir(BIAS.format(b=64, n=n), "cpu", ["inline", "lower-xla-loops-to-scf", "flatten-tensors",
+                                                             "cse", "vectorize-loads-stores-unaligned"])
+    assert f"vector<{lanes}xf32>" in lowered and (lanes == 16 or "vector<16xf32>" not in lowered), lowered
+
+
 @pytest.mark.parametrize("n", [7, 17, 33])
 def test_row_broadcast(n):
     _check_static(ROW_BROADCAST, 37, n)

@@ -4,6 +4,8 @@
     hlocc opt --pipeline gpu|cpu FILE.mlir        the whole KERNEL_PIPELINE / CPU_PIPELINE
     hlocc opt --pipeline cpu --emit-llvm FILE.mlir  then print LLVM IR (codegen/llvm/)
     hlocc opt --split-input-file ...              each `// -----` chunk on its own
+    hlocc opt --vector-isa avx2 ...               matmul schedules for that CPU's vector registers
+                                                  (avx512+bf16, avx512, avx2, sse; default: the host's)
     (also `python -m hlocc.tools.opt ...`)
 
 The IR is verified after parsing and after every pass, as mlir-opt does. Passes are looked up by
@@ -24,7 +26,10 @@ from hlocc.codegen.context import KernelIRError, make_context, parse_module, pri
 from hlocc.codegen.llvm import TranslationError, translate_module
 from hlocc.codegen.pipeline import pipeline_for
 from hlocc.codegen.schedule import ScheduleError
+from hlocc.codegen.target import AVX2, AVX512, AVX512_BF16, SSE, use_vector_isa, vector_isa
 from hlocc.codegen.transforms import PASSES
+
+VECTOR_ISAS = {isa.name: isa for isa in (AVX512_BF16, AVX512, AVX2, SSE)}
 
 __all__ = ["PASSES", "KernelIRError", "arg_parser", "main", "make_context", "parse_module", "print_module", "run_opt",
            "run_opt_args"]
@@ -97,6 +102,9 @@ def arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pipeline", choices=PIPELINES, help="run the whole kernel pipeline for this target")
     parser.add_argument("--emit-llvm", action="store_true", help="print the LLVM IR of the result instead of MLIR")
     parser.add_argument("--split-input-file", action="store_true", help="process each '// -----' chunk on its own")
+    parser.add_argument("--vector-isa", choices=sorted(VECTOR_ISAS),
+                        help="the CPU vector registers matmul schedules are checked and lowered for "
+                             "(default: the host's; FileCheck tests pin it)")
     parser.add_argument("-o", "--output", default="-", help="output file ('-' for stdout)")
     return parser
 
@@ -104,8 +112,10 @@ def arg_parser() -> argparse.ArgumentParser:
 def run_opt_args(text: str, args: argparse.Namespace, filename: str) -> str:
     """`run_opt` with the options `arg_parser` parsed."""
     passes = [p.strip() for p in args.passes.split(",") if p.strip()]
-    return run_opt(text, passes, filename, pipeline=args.pipeline, emit_llvm=args.emit_llvm,
-                   split_input_file=args.split_input_file)
+    isa = VECTOR_ISAS[args.vector_isa] if getattr(args, "vector_isa", None) else vector_isa()
+    with use_vector_isa(isa):
+        return run_opt(text, passes, filename, pipeline=args.pipeline, emit_llvm=args.emit_llvm,
+                       split_input_file=args.split_input_file)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

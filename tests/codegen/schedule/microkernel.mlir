@@ -1,4 +1,4 @@
-// RUN: hlocc-opt %s --passes transform-interpreter,lower-matmul | filecheck %s
+// RUN: hlocc-opt %s --vector-isa avx512 --passes transform-interpreter,lower-matmul | filecheck %s
 
 // transform.hlocc.microkernel sets register_block = [MR, NR] and k_unroll on the tiled matmul;
 // lower-matmul then walks the 4x8 block in 2x4 sub-blocks (loops ir, jr), each summing 2x4 = 8

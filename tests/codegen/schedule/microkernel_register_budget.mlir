@@ -1,4 +1,4 @@
-// RUN: not hlocc-opt %s --passes transform-interpreter 2>&1 | filecheck %s
+// RUN: not hlocc-opt %s --vector-isa avx512 --passes transform-interpreter 2>&1 | filecheck %s
 
 // An 8x64 register block needs 8 x 4 zmm accumulators + 4 B vectors + 1 broadcast = 37 vector
 // registers: rejected before code generation, with the transform op named.

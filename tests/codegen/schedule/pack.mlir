@@ -1,4 +1,4 @@
-// RUN: hlocc-opt %s --passes transform-interpreter,lower-matmul | filecheck %s
+// RUN: hlocc-opt %s --vector-isa avx512 --passes transform-interpreter,lower-matmul | filecheck %s
 
 // transform.hlocc.pack + insert_prefetch + hoist_address + fuse_epilogue, lowered by lower-matmul's
 // packed form: the per-block buffers (B panel KC x NCp = 4 x 32, accumulator block 6 x 32, A block

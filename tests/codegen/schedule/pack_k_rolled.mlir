@@ -1,4 +1,4 @@
-// RUN: hlocc-opt %s --passes transform-interpreter,lower-matmul,unroll-loops | filecheck %s
+// RUN: hlocc-opt %s --vector-isa avx512 --passes transform-interpreter,lower-matmul,unroll-loops | filecheck %s
 
 // The packed lowering's loops over K (the packing's, the micro-kernel's) are kept rolled
 // (`xla.keep_rolled`): unroll-loops leaves them, whatever their trip count (K = 7 in blocks of 4

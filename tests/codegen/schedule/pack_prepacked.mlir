@@ -1,4 +1,4 @@
-// RUN: hlocc-opt %s --passes transform-interpreter,lower-matmul | filecheck %s
+// RUN: hlocc-opt %s --vector-isa avx512 --passes transform-interpreter,lower-matmul | filecheck %s
 
 // The few-rows product by a constant of runtime/small_gemm.py, at a small size: M is the run-time
 // value of `m` (at most 6), B arrives in 32-column panels (`pack ... prepacked`: 2 panels of

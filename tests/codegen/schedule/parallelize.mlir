@@ -1,4 +1,4 @@
-// RUN: hlocc-opt %s --passes transform-interpreter | filecheck %s
+// RUN: hlocc-opt %s --vector-isa avx512 --passes transform-interpreter | filecheck %s
 
 // transform.hlocc.parallelize: the b/n/m block loops that tile made are replaced by the block id
 // (its xla.range says 2 x 2 x 3 = 12 blocks: B = 2, N = 11 in blocks of 8, M = 13 in blocks of

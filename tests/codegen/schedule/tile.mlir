@@ -1,4 +1,4 @@
-// RUN: hlocc-opt %s --passes transform-interpreter | filecheck %s
+// RUN: hlocc-opt %s --vector-isa avx512 --passes transform-interpreter | filecheck %s
 
 // transform.hlocc.tile: the matmul becomes scf.for loops over b (step 1), n (step NC) and m (step
 // MC), carrying the output, around one block matmul with offsets(b, m0, n0), sizes [1, MC, NC, K]

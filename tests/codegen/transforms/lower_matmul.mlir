@@ -1,4 +1,4 @@
-// RUN: hlocc-opt %s --split-input-file --passes lower-matmul | filecheck %s
+// RUN: hlocc-opt %s --vector-isa avx512 --split-input-file --passes lower-matmul | filecheck %s
 
 // `lower-matmul`: an `xla.matmul` becomes scf.for loops over b, m and n carrying the output tensor,
 // an inner scf.for over k carrying the accumulator (operands read through their maps and widened to

@@ -39,7 +39,6 @@ import math
 import os
 import pathlib
 import re
-import statistics
 import subprocess
 import sys
 import time
@@ -50,7 +49,16 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from programs import CORPUS, XlaReference, case_dir, ensure_data, gpu_time_ms, hlocc_runner, reference_platform  # noqa: E402
+from programs import (  # noqa: E402
+    CORPUS,
+    XlaReference,
+    case_dir,
+    ensure_data,
+    gpu_time_ms,
+    hlocc_runner,
+    interleaved_median_ms,
+    reference_platform,
+)
 
 COPY_BYTES = 256 << 20
 QUICK_COPY_BYTES = 16 << 20
@@ -185,19 +193,6 @@ def all_cases() -> list[Case]:
 
 
 # -- measuring ---------------------------------------------------------------------------------
-
-def interleaved_median_ms(fns: Sequence[Callable[[], object]], runs: int) -> list[float]:
-    """Median wall time of each function, after one warm-up call each, calling them in turn."""
-    for fn in fns:
-        fn()
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(runs):
-        for fn, ts in zip(fns, times):
-            t0 = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t0) * 1e3)
-    return [statistics.median(ts) for ts in times]
-
 
 @dataclass(frozen=True)
 class MemoryCopy:

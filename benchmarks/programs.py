@@ -6,15 +6,15 @@
 For each case of shared/corpus/jax it compiles the module's HLO text with hlocc (`--backend`,
 default cpu) and the *same text* with XLA on the same kind of device (jaxlib's client: HLO text →
 StableHLO → compile, what `jax.jit` of the original function runs): XLA:CPU for cpu, XLA:GPU for
-cuda (inputs and outputs stay on the GPU for both: DLPack in, device arrays out). cuda-sim runs
-the GPU kernels in simulation on the host: its times are not GPU times, only a check that the
-cuda path runs. It checks hlocc's outputs against the corpus's reference outputs,
-times warmed runs of both (median) and prints the ratio (XLA time / hlocc time: above 1 means
+cuda (inputs and outputs stay on the GPU for both: DLPack in, device arrays out). cuda-sim runs the
+GPU kernels in simulation on the host: its times are not GPU times, only a check that the cuda path
+runs. It checks hlocc's outputs against the corpus's reference outputs, times warmed runs of both
+(median; the two arms' calls interleaved) and prints the ratio (XLA time / hlocc time: above 1 means
 hlocc is faster), the geometric mean of the ratios, and the kernels each compiler made: hlocc's
 generated kernels + library calls + host fallbacks beside the fusions and library calls in XLA's
 optimized module. `--gemm` takes one or more of hlocc's gemm modes (library, codegen, auto): each
-case is compiled and timed once per mode, against one XLA reference, so the modes compare in one run.
-`--cases matmul` picks the cases whose HLO has a dot.
+case is compiled and timed once per mode, against one XLA reference, so the modes compare in one
+run. `--cases matmul` picks the cases whose HLO has a dot.
 
 The perf cases ship without inputs; they are recreated once with the corpus's own generator
 (needs jax==0.10.2) into --data (default ~/.cache/hlocc/jax_corpus).
@@ -40,13 +40,22 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 
 def median_ms(fn, runs: int) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
+    return interleaved_median_ms([fn], runs)[0]
+
+
+def interleaved_median_ms(fns, runs: int) -> list[float]:
+    """The median of `runs` calls of each of `fns`, the calls interleaved (one of each per round):
+    a slow spell of the machine falls on every arm alike (on a 2-vCPU VM, 20 calls of one arm and
+    then 20 of the other read the same hlocc kernel at 0.039 and 0.094 ms in two runs)."""
+    for fn in fns:
         fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    times = [[] for _ in fns]
+    for _ in range(runs):
+        for fn, out in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - t0) * 1e3)
+    return [statistics.median(t) for t in times]
 
 
 def ensure_data(cases: list[dict], data: pathlib.Path) -> None:
@@ -169,8 +178,9 @@ def bench_case(case: dict, data: pathlib.Path, runs: int, backend: str = "cpu",
         if xla is None:
             xla = XlaReference(text, reference_platform(backend))
             buffers = xla.put(args)
-        t_ours = median_ms(hlocc_runner(exe, args, backend, xla), runs)
-        t_xla = median_ms(lambda xla=xla, buffers=buffers: xla.run(buffers, to_host=False), runs)
+        t_ours, t_xla = interleaved_median_ms(
+            [hlocc_runner(exe, args, backend, xla), lambda xla=xla, buffers=buffers: xla.run(buffers, to_host=False)],
+            runs)
         stats = exe.runner.stats
         ours = f"{stats.kernels}+{sum(stats.library_calls.values())}+{len(stats.host_ops)}"
         ratios[gemm] = t_xla / t_ours

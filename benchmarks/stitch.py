@@ -28,8 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
-from emitters import interleaved_median_ms  # noqa: E402
-from programs import XlaReference  # noqa: E402
+from programs import XlaReference, interleaved_median_ms  # noqa: E402
 
 CASES = [  # (name, function, rows, row length)
     ("softmax", "softmax", 512, 4096),

@@ -388,7 +388,8 @@ def main() -> None:
             fused = times.get(f"hlocc+gelu|{key}|{t}")
             lines.append(f"| {name} {'x'.join(map(str, shape))} | {dtype} | {t} | {peak:.0f} | {rate('hlocc')}"
                          f"{notes.get(f'hlocc|{key}', '')} | {rate('numpy')} | {rate('skx')} | {rate('xla')} | "
-                         f"{skx / ours if ours and skx else 0:.2f} | {shipped / ours if ours and shipped else 0:.2f} | "
+                         f"{f'{skx / ours:.2f}' if ours and skx else '-'} | "
+                         f"{f'{shipped / ours:.2f}' if ours and shipped else '-'} | "
                          + (f"{ours / fused:.2f}{notes.get(f'hlocc+gelu|{key}', '')}" if fused else "-") + " |")
     fma = fma_probe_gflops(1, 5_000_000)
     bf16 = bf16_probe_gflops()

@@ -86,11 +86,13 @@ AVX512_BF16 = VectorIsa("avx512+bf16", 16, 32, True)
 AVX512 = VectorIsa("avx512", 16, 32)
 AVX2 = VectorIsa("avx2", 8, 16)
 SSE = VectorIsa("sse", 4, 16)
+NEON = VectorIsa("neon", 4, 32)
 
 
 @functools.cache
 def host_vector_isa() -> VectorIsa:
-    """The host's `VectorIsa`, from the features LLVM reports for it (what the JIT compiles for)."""
+    """The host's `VectorIsa`, from the features LLVM reports for it (what the JIT compiles for):
+    AVX-512 (with or without its bf16 dot), AVX or AVX2, NEON, else SSE's 4 lanes."""
     import llvmlite.binding as llvm
 
     features = llvm.get_host_cpu_features()
@@ -98,6 +100,8 @@ def host_vector_isa() -> VectorIsa:
         return AVX512_BF16 if features.get("avx512bf16", False) else AVX512
     if features.get("avx", False):
         return AVX2
+    if features.get("neon", False):  # AArch64: 32 registers of 128 bits
+        return NEON
     return SSE
 
 

@@ -5,7 +5,7 @@
     hlocc opt --pipeline cpu --emit-llvm FILE.mlir  then print LLVM IR (codegen/llvm/)
     hlocc opt --split-input-file ...              each `// -----` chunk on its own
     hlocc opt --vector-isa avx2 ...               matmul schedules for that CPU's vector registers
-                                                  (avx512+bf16, avx512, avx2, sse; default: the host's)
+                                                  (avx512+bf16, avx512, avx2, neon, sse; default: the host's)
     (also `python -m hlocc.tools.opt ...`)
 
 The IR is verified after parsing and after every pass, as mlir-opt does. Passes are looked up by
@@ -26,10 +26,10 @@ from hlocc.codegen.context import KernelIRError, make_context, parse_module, pri
 from hlocc.codegen.llvm import TranslationError, translate_module
 from hlocc.codegen.pipeline import pipeline_for
 from hlocc.codegen.schedule import ScheduleError
-from hlocc.codegen.target import AVX2, AVX512, AVX512_BF16, SSE, use_vector_isa, vector_isa
+from hlocc.codegen.target import AVX2, AVX512, AVX512_BF16, NEON, SSE, use_vector_isa, vector_isa
 from hlocc.codegen.transforms import PASSES
 
-VECTOR_ISAS = {isa.name: isa for isa in (AVX512_BF16, AVX512, AVX2, SSE)}
+VECTOR_ISAS = {isa.name: isa for isa in (AVX512_BF16, AVX512, AVX2, NEON, SSE)}
 
 __all__ = ["PASSES", "KernelIRError", "arg_parser", "main", "make_context", "parse_module", "print_module", "run_opt",
            "run_opt_args"]

@@ -80,7 +80,8 @@ def test_gemm_thunks_with_mkl(mkl, seed):
     check_gemm(dot_module(*case, dtypes=dtypes, layouts=layouts), *_operands(case, dtypes, seed))
 
 
-def test_a_matrix_product_thunk_calls_blas(mkl):
+def test_a_matrix_product_thunk_calls_blas(mkl, monkeypatch):
+    monkeypatch.setenv("HLOCC_NATIVE_CALL", "0")  # the gemm thunk's path, not a native call's BLAS kernel
     library._GEMM_CALLS.clear()
     case = ((16, 64), (32, 64), (1,), (1,), (), ())  # a Linear layer: x @ wᵀ
     check_gemm(dot_module(*case), *_operands(case, (np.float32,) * 3))

@@ -175,6 +175,7 @@ class _CountingEvaluator(thunks.Evaluator):
 
 
 def test_a_kernel_only_program_makes_no_evaluator_and_plans_its_launches_once(monkeypatch):
+    monkeypatch.setenv("HLOCC_NATIVE_CALL", "0")  # the call plan's path (runtime/native_call.py would take it)
     monkeypatch.setattr(thunks, "Evaluator", _CountingEvaluator)
     _CountingEvaluator.made = 0
     exe = hlocc.compile(FIVE.replace("DIM", "4"), "cpu", hlo_passes=False)
@@ -222,6 +223,7 @@ def test_checked_kernels_run_through_their_plan():
 
 
 def test_large_temporaries_are_allocated_per_call_not_kept(monkeypatch):
+    monkeypatch.setenv("HLOCC_NATIVE_CALL", "0")  # the call plan's path (runtime/native_call.py would take it)
     from hlocc.runtime import call_plan
 
     monkeypatch.setattr(call_plan, "POOLED_TEMP_BYTES", 0)

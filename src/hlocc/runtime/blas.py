@@ -28,7 +28,9 @@ _INT_MAX = 2**31 - 1
 
 def use_library(path: str | None) -> bool:
     """Bind `sgemm_`/`dgemm_` of the shared library at `path` (None: unbind, numpy's matmul runs
-    every gemm); False when it has neither (nothing changes)."""
+    every gemm); False when it has neither (nothing changes). A library that exports only the
+    ILP64 names of numpy's bundled OpenBLAS (`scipy_sgemm_64_`, 64-bit integer arguments) is bound
+    through those."""
     if path is None:
         _GEMMS.clear()
         return True
@@ -39,19 +41,37 @@ def use_library(path: str | None) -> bool:
     found = {}
     for name, dtype, scalar in (("sgemm", np.dtype(np.float32), ctypes.c_float),
                                 ("dgemm", np.dtype(np.float64), ctypes.c_double)):
-        function = getattr(lib, f"{name}_", None)
+        function, integer = next(((getattr(lib, symbol), integer) for symbol, integer in
+                                  ((f"{name}_", ctypes.c_int), (f"scipy_{name}_64_", ctypes.c_int64))
+                                  if hasattr(lib, symbol)), (None, None))
         if function is None:
             continue
         function.restype = None
         function.argtypes = [ctypes.c_void_p] * 13
         one, zero = scalar(1.0), scalar(0.0)
         _KEEP.extend((one, zero))
-        found[dtype] = (function, ctypes.addressof(one), ctypes.addressof(zero))
+        found[dtype] = (function, ctypes.addressof(one), ctypes.addressof(zero), integer)
     if not found:
         return False
     _GEMMS.clear()
     _GEMMS.update(found)
     return True
+
+
+def use_numpy_openblas() -> bool:
+    """Bind the OpenBLAS numpy's wheel bundles (numpy.libs/libscipy_openblas64_*: the library
+    numpy's matmul calls, so the same kernels and results, without numpy's per-call work) unless a
+    library is bound already; whether one is bound after."""
+    if _GEMMS:
+        return True
+    import glob
+    import os
+
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs",
+                                              "libscipy_openblas*.so*"))):
+        if use_library(path):
+            return True
+    return False
 
 
 def bound() -> bool:
@@ -106,7 +126,7 @@ def gemm_layout(a: np.ndarray, w: np.ndarray, out: np.ndarray) -> GemmLayout | N
     dtype = out.dtype
     if dtype not in _GEMMS or a.dtype != dtype or w.dtype != dtype or not a.ndim == w.ndim == out.ndim == 2:
         return None
-    function, one, zero = _GEMMS[dtype]
+    function, one, zero, integer = _GEMMS[dtype]
     (m, k), (k2, n) = a.shape, w.shape
     if k != k2 or out.shape != (m, n) or max(m, n, k) > _INT_MAX or 0 in (m, n, k):
         return None
@@ -123,11 +143,11 @@ def gemm_layout(a: np.ndarray, w: np.ndarray, out: np.ndarray) -> GemmLayout | N
     if op_w is None or op_a is None:
         return None
     # slot 6 takes w and slot 8 a (of the problem as swapped: unswapped, the caller's w and a)
-    ints = tuple(ctypes.c_int(v) for v in (n, m, k, op_w[1], op_a[1], out_op[1]))
+    ints = tuple(integer(v) for v in (n, m, k, op_w[1], op_a[1], out_op[1]))
     n_at, m_at, k_at, ldw_at, lda_at, ldc_at = (ctypes.addressof(i) for i in ints)
     args = (_TRANS_ADDRESS[op_w[0]], _TRANS_ADDRESS[op_a[0]], n_at, m_at, k_at, one, 0, ldw_at, 0, lda_at, zero, 0,
             ldc_at)
     return GemmLayout(function, args, swap, ints)
 
 
-__all__ = ["GemmLayout", "bound", "gemm_layout", "use_library"]
+__all__ = ["GemmLayout", "bound", "gemm_layout", "use_library", "use_numpy_openblas"]

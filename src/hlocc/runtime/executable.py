@@ -359,8 +359,18 @@ class ThunkExecutable:
     _call_plan: CallPlan | None = field(default=None, repr=False, compare=False)
     _fresh_bytes: int = field(default=0, repr=False, compare=False)  # fresh_bytes(), with the plan
     _address_plan: CallPlan | None = field(default=None, repr=False, compare=False)
+    _native: Any = field(default=None, repr=False, compare=False)  # runtime/native_call.py's, or False
 
     def run(self, args: Sequence[Any]) -> Any:
+        native = self._native
+        if native is None:
+            from hlocc.runtime.native_call import native_call
+
+            native = self._native = native_call(self, CHECKED_ALLOCATION_BYTES) or False
+        if native:
+            result = native(args)
+            if result is not None:
+                return result
         plan = self._call_plan or self.call_plan()
         if self._fresh_bytes >= CHECKED_ALLOCATION_BYTES:
             check_memory(self.module.name, self._fresh_bytes)

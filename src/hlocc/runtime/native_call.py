@@ -1,0 +1,79 @@
+"""A static CPU program's `Executable` call as one native function (runtime/native_sequence.py):
+the path `hlocc.torch` has taken since issue 19, for every program that qualifies.
+
+Why: a call plan (runtime/call_plan.py) runs its steps from Python, one ctypes call per kernel or
+gemm with the table patches before it, plus its own lines for the arena and the outputs' views.
+On a program of many small kernels that host path is most of the call (llama_block_f32 of the JAX
+corpus: 15 kernels and 3 gemms on [8, 32] activations), and run after another program, its Python
+objects' cache misses add to it.
+
+What it takes: the program's gemms as calls of a bound BLAS (runtime/blas_gemm.py: 2-D products
+whose buffers BLAS takes as they are); where none is bound, numpy's own OpenBLAS is bound
+(`blas.use_numpy_openblas`: the library numpy's matmul calls, so the same kernels and results);
+then `NativeSequence.of` of the address plan, which refuses any program with a step or an output
+it cannot make native (symbolic sizes, host fallbacks, control flow other than what it compiles,
+an output that is a parameter or a view of another). Per call: each argument must be a
+C-contiguous numpy array of its parameter's dtype (what `Executable.checked`'s fast path passes;
+anything else returns None and the call plan runs), each output is a fresh `np.empty`, and the
+results nest as the entry's result shape. Past CHECKED_ALLOCATION_BYTES of outputs and
+temporaries there is none (the call plan checks that memory first). HLOCC_NATIVE_CALL=0, read at
+a compiled program's first call, keeps the call plan (an A/B switch).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from hlocc.hlo.types import Shape
+from hlocc.runtime import blas
+from hlocc.runtime.blas_gemm import with_blas_gemms
+from hlocc.runtime.native_sequence import NativeSequence
+from hlocc.runtime.thunks import address_of
+
+NativeCall = Callable[[Sequence[Any]], Any]
+
+
+def native_call(runner: Any, memory_limit: int) -> NativeCall | None:
+    """The call of `runner` (a ThunkExecutable whose call plan is not built yet) as one native
+    function (module doc), or None; may replace `runner.program` with its BLAS-kernel form."""
+    if os.environ.get("HLOCC_NATIVE_CALL", "") == "0" or runner.fresh_bytes() >= memory_limit:
+        return None
+    entry = runner.module.entry
+    if any(not p.shape.is_array or p.shape.symbols or p.shape.has_bounded_dims for p in entry.parameters):
+        return None
+    if runner._call_plan is None and blas.use_numpy_openblas():
+        runner.program = with_blas_gemms(runner.program)
+    plan = runner.address_plan()
+    sequence = NativeSequence.of(plan) if plan is not None else None
+    if sequence is None:
+        return None
+    dtypes = [np.dtype(p.shape.dtype) for p in entry.parameters]
+    made = sequence.outputs
+    empty, run = np.empty, sequence.run
+    shape = entry.root.shape
+
+    def call(args: Sequence[Any]) -> Any:
+        addresses = []
+        for a, dtype in zip(args, dtypes):
+            if type(a) is not np.ndarray or a.dtype != dtype or not a.flags.c_contiguous:
+                return None
+            addresses.append(address_of(a))
+        results = [empty(dims, dtype) for dtype, dims in made]
+        run(addresses, [address_of(r) for r in results])
+        return _nest(shape, iter(results)) if shape.is_tuple else results[0]
+    call.sequence = sequence
+    return call
+
+
+def _nest(shape: Shape, leaves) -> Any:
+    """The entry's result from its leaves in order: a tuple per tuple shape (like thunks.nest)."""
+    if not shape.is_tuple:
+        return next(leaves)
+    return tuple(_nest(s, leaves) for s in shape.tuple_shapes)
+
+
+__all__ = ["NativeCall", "native_call"]

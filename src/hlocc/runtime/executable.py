@@ -359,15 +359,18 @@ class ThunkExecutable:
     _call_plan: CallPlan | None = field(default=None, repr=False, compare=False)
     _fresh_bytes: int = field(default=0, repr=False, compare=False)  # fresh_bytes(), with the plan
     _address_plan: CallPlan | None = field(default=None, repr=False, compare=False)
-    _native: Any = field(default=None, repr=False, compare=False)  # runtime/native_call.py's, or False
+    # runtime/native_call.py: None before the first call, True after it (the native call is built at
+    # the second), then the native call or False
+    _native: Any = field(default=None, repr=False, compare=False)
 
     def run(self, args: Sequence[Any]) -> Any:
         native = self._native
-        if native is None:
-            from hlocc.runtime.native_call import native_call
+        if native is None or native is True:
+            from hlocc.runtime import native_call
 
-            native = self._native = native_call(self, CHECKED_ALLOCATION_BYTES) or False
-        if native:
+            native = self._native = (native_call.prepare(self) if native is None
+                                     else native_call.native_call(self, CHECKED_ALLOCATION_BYTES) or False)
+        if native and native is not True:
             result = native(args)
             if result is not None:
                 return result

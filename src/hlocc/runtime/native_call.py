@@ -18,6 +18,11 @@ anything else returns None and the call plan runs), each output is a fresh `np.e
 results nest as the entry's result shape. Past CHECKED_ALLOCATION_BYTES of outputs and
 temporaries there is none (the call plan checks that memory first). HLOCC_NATIVE_CALL=0, read at
 a compiled program's first call, keeps the call plan (an A/B switch).
+
+When: the gemms become BLAS kernels at the first call (`prepare`), which the call plan runs; the
+native function is built at the second call (3-20 ms of LLVM instruction selection), as the
+few-rows gemm kernel waits for a shape's later calls: a program run once (`hlocc run`, a sweep's
+first call at each size) pays nothing for it.
 """
 
 from __future__ import annotations
@@ -37,16 +42,24 @@ from hlocc.runtime.thunks import address_of
 NativeCall = Callable[[Sequence[Any]], Any]
 
 
-def native_call(runner: Any, memory_limit: int) -> NativeCall | None:
-    """The call of `runner` (a ThunkExecutable whose call plan is not built yet) as one native
-    function (module doc), or None; may replace `runner.program` with its BLAS-kernel form."""
-    if os.environ.get("HLOCC_NATIVE_CALL", "") == "0" or runner.fresh_bytes() >= memory_limit:
-        return None
+def prepare(runner: Any) -> bool:
+    """At `runner`'s first call (a ThunkExecutable whose call plan is not built yet): whether a
+    native call may be built at its second (module doc); if so, its gemms become BLAS kernel
+    thunks now, so that the call plans of both calls run the same program."""
     entry = runner.module.entry
-    if any(not p.shape.is_array or p.shape.symbols or p.shape.has_bounded_dims for p in entry.parameters):
-        return None
+    if os.environ.get("HLOCC_NATIVE_CALL", "") == "0" or any(
+            not p.shape.is_array or p.shape.symbols or p.shape.has_bounded_dims for p in entry.parameters):
+        return False
     if runner._call_plan is None and blas.use_numpy_openblas():
         runner.program = with_blas_gemms(runner.program)
+    return True
+
+
+def native_call(runner: Any, memory_limit: int) -> NativeCall | None:
+    """The call of `runner` (`prepare`d) as one native function (module doc), or None."""
+    if runner.fresh_bytes() >= memory_limit:
+        return None
+    entry = runner.module.entry
     plan = runner.address_plan()
     sequence = NativeSequence.of(plan) if plan is not None else None
     if sequence is None:

@@ -90,6 +90,8 @@ AVX512 = VectorIsa("avx512", 16, 32)
 AVX2 = VectorIsa("avx2", 8, 16)
 SSE = VectorIsa("sse", 4, 16)
 NEON = VectorIsa("neon", 4, 32)
+VECTOR_ISAS = {isa.name: isa for isa in (AVX512_BF16, AVX512, AVX2, NEON, SSE)}
+"""Every `VectorIsa` by name (`hlocc opt --vector-isa`)."""
 
 
 @functools.cache

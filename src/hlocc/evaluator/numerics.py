@@ -426,6 +426,4 @@ def cbrt(x: np.ndarray) -> np.ndarray:
         residual = ((t - cube) - cube_error) - square_error * y  # t - y^3 (t - cube is exact: Sterbenz)
         refined = y + residual / (3.0 * y * y)
     regular = np.isfinite(x) & (x != 0)
-    out = np.where(regular, np.copysign(np.ldexp(refined, (exponent - rest) // 3), x), x)
-    return out
-
+    return np.where(regular, np.copysign(np.ldexp(refined, (exponent - rest) // 3), x), x)

@@ -33,11 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from hlocc.hlo.types import Shape
 from hlocc.runtime import blas
 from hlocc.runtime.blas_gemm import with_blas_gemms
 from hlocc.runtime.native_sequence import NativeSequence
-from hlocc.runtime.thunks import address_of
+from hlocc.runtime.thunks import address_of, nest
 
 NativeCall = Callable[[Sequence[Any]], Any]
 
@@ -77,16 +76,9 @@ def native_call(runner: Any, memory_limit: int) -> NativeCall | None:
             addresses.append(address_of(a))
         results = [empty(dims, dtype) for dtype, dims in made]
         run(addresses, [address_of(r) for r in results])
-        return _nest(shape, iter(results)) if shape.is_tuple else results[0]
+        return nest(shape, iter(results)) if shape.is_tuple else results[0]
     call.sequence = sequence
     return call
 
 
-def _nest(shape: Shape, leaves) -> Any:
-    """The entry's result from its leaves in order: a tuple per tuple shape (like thunks.nest)."""
-    if not shape.is_tuple:
-        return next(leaves)
-    return tuple(_nest(s, leaves) for s in shape.tuple_shapes)
-
-
-__all__ = ["NativeCall", "native_call"]
+__all__ = ["NativeCall", "native_call", "prepare"]

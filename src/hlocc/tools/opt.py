@@ -26,10 +26,8 @@ from hlocc.codegen.context import KernelIRError, make_context, parse_module, pri
 from hlocc.codegen.llvm import TranslationError, translate_module
 from hlocc.codegen.pipeline import pipeline_for
 from hlocc.codegen.schedule import ScheduleError
-from hlocc.codegen.target import AVX2, AVX512, AVX512_BF16, NEON, SSE, use_vector_isa, vector_isa
+from hlocc.codegen.target import VECTOR_ISAS, use_vector_isa, vector_isa
 from hlocc.codegen.transforms import PASSES
-
-VECTOR_ISAS = {isa.name: isa for isa in (AVX512_BF16, AVX512, AVX2, NEON, SSE)}
 
 __all__ = ["PASSES", "KernelIRError", "arg_parser", "main", "make_context", "parse_module", "print_module", "run_opt",
            "run_opt_args"]

@@ -73,7 +73,9 @@ def perf_dir(tmp_path_factory):
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist with `--dist loadgroup` (.ci/run), every test parametrized by one corpus
     module (a path, or a file name) runs on one worker, so that worker parses the module and
-    computes its reference outputs once for all the sweeps (tests/corpus.py caches them per process)."""
+    computes its reference outputs once for all the sweeps (tests/corpus.py caches them per process).
+    The other tests of a module whose own module-scoped fixture they use run on one worker too, which
+    builds the fixture (a compiled program, as a rule) once, not once per worker."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     from corpus import CORPUS
@@ -85,3 +87,15 @@ def pytest_collection_modifyitems(config, items):
             if isinstance(name, str) and name.endswith(".hlo"):
                 item.add_marker(pytest.mark.xdist_group(name))
                 break
+        else:
+            if _uses_own_module_fixture(item):
+                item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+def _uses_own_module_fixture(item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    for name in info.names_closure if info else ():
+        defs = info.name2fixturedefs.get(name) or ()
+        if defs and defs[-1].scope == "module" and defs[-1].func.__module__ == item.module.__name__:
+            return True
+    return False

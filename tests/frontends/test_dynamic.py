@@ -95,6 +95,10 @@ MORE_PROGRAMS = {  # smaller programs each exercising one more way JAX computes 
     "pad": (lambda x: jnp.pad(x, ((0, 3), (1, 1))), [(b, 4)]),
     "where_max": (lambda x: jnp.where(x > 0, x, 0).max(), [(b, 4)]),
     "arange": (lambda x: x + jnp.arange(x.shape[0])[:, None], [(b, 4)]),
+    # a gather of iota-computed columns whose slice sizes are symbolic (every row: JAX emits a
+    # dynamic_gather where another dimension is symbolic too)
+    "reversed": (lambda x: x[:, ::-1] * 2, [b_s]),
+    "strided": (lambda x: x[1:, ::2] * 2, [b_s]),
 }
 DTYPES = {"rmsnorm_bf16": jnp.bfloat16}
 _IMPORTED = {}
@@ -190,7 +194,8 @@ def test_more_programs_on_the_interpreter(name):
 
 # the programs whose fusions were compiled per size before gather, dynamic-slice and reduce-window
 # had kernels with runtime dims (one_hot's argmax once broke stitch fusion), and sort (a library call)
-INDEXING = ["cumprod", "take_rows", "last_row", "one_hot", "sort", "dynamic_slice", "tile", "arange"]
+INDEXING = ["cumprod", "take_rows", "last_row", "one_hot", "sort", "dynamic_slice", "tile", "arange", "reversed",
+            "strided"]
 
 
 @pytest.mark.parametrize("name", INDEXING)

@@ -260,11 +260,22 @@ def _dot(instr, out):
 # -- dynamic indexing ------------------------------------------------------------------------------
 
 def _offset_vars(instr, in_dims, sizes, first_operand: int) -> tuple[Variable, ...]:
-    """The clamped start offsets, in [0, n - s]; with symbolic sizes at their bound (the kernel
-    clamps to the runtime `n - s`)."""
-    return tuple(Variable(Interval(0, max(0, size_bound(n) - (0 if isinstance(s, DimExpr) else s))), "",
-                          (instr, first_operand + i))
+    """The clamped start offsets, in [0, n - s] (`largest_start`)."""
+    return tuple(Variable(Interval(0, largest_start(n, s)), "", (instr, first_operand + i))
                  for i, (n, s) in enumerate(zip(in_dims, sizes)))
+
+
+def largest_start(n: int | DimExpr, size: int | DimExpr) -> int:
+    """The largest start that dynamic-slice and gather clamp to, `n - size`, or a bound of it where
+    it is symbolic (the kernel clamps to the runtime value): `n` for a symbolic size of a static
+    dimension, the size bound less a static size. Both symbolic may leave a constant (JAX's
+    `x[1:, ::2]` on a symbolic `x` gathers `b - 1` rows of `b`)."""
+    room = n - size
+    if not isinstance(room, DimExpr):
+        return max(0, room)
+    if not isinstance(n, DimExpr):
+        return n
+    return max(0, size_bound(n) - size) if not isinstance(size, DimExpr) else size_bound(n)
 
 
 def _window(e: Expr, n) -> tuple:
@@ -309,8 +320,7 @@ def _gather(instr, out):
     window = [d for d in range(len(operand)) if d not in removed]
     for w, d in enumerate(window):
         starts[d] = starts[d] + dim(offset_dims[w])
-    # with a symbolic operand dim, at its bound (the kernel clamps to the runtime `n - size`)
-    runtime = tuple(Variable(Interval(0, max(0, size_bound(operand[d]) - sizes[d])), "", (instr, 1))
+    runtime = tuple(Variable(Interval(0, largest_start(operand[d], sizes[d])), "", (instr, 1))
                     for d in a["start_index_map"])
     if vector_dim == len(indices):  # an implicit index vector of one component
         return [_map(out, starts, runtime=runtime), _map(out, batch)]

@@ -405,16 +405,30 @@ def _dynamic_gather(cx):
     return cx.add("slice", cx.operands[:1], {"slice": slices}, shape=None)
 
 
+def gather_attrs(cx, dn, slice_sizes: tuple) -> dict:
+    """The HLO gather's attributes of a (dynamic_)gather with dimension numbers `dn`."""
+    attrs = {"offset_dims": tuple(dn.offset_dims), "collapsed_slice_dims": tuple(dn.collapsed_slice_dims),
+             "start_index_map": tuple(dn.start_index_map), "index_vector_dim": dn.index_vector_dim,
+             "slice_sizes": tuple(slice_sizes)}
+    if dn.operand_batching_dims:
+        attrs["operand_batching_dims"] = tuple(dn.operand_batching_dims)
+        attrs["start_indices_batching_dims"] = tuple(dn.start_indices_batching_dims)
+    if ms.bool_attr(cx.op, "indices_are_sorted"):
+        attrs["indices_are_sorted"] = True
+    return attrs
+
+
 def _single_start_gather(cx, dn, sizes: tuple):
     """dynamic_gather of a single start vector (indices of shape [k], k = len(start_index_map)) as
-    dynamic-slice + reshape; anything else is unsupported."""
+    dynamic-slice + reshape; any other a gather whose slice sizes are symbolic (JAX's `x[:, ::-1]`
+    or `x[::2]` on a symbolic dimension: indices from an iota, every element of the other
+    dimensions)."""
     operand, indices = cx.operands[0], cx.operands[1]
     kept = [d for d in range(operand.shape.rank) if d not in dn.collapsed_slice_dims]
     if (dn.operand_batching_dims or indices.shape.rank != 1 or dn.index_vector_dim != 0
             or indices.shape.dims[0] != len(dn.start_index_map) or list(dn.offset_dims) != list(range(len(kept)))
             or any(sizes[d] != 1 for d in dn.collapsed_slice_dims)):
-        raise cx.unsupported("only a dynamic_gather of constant start indices (a slice) or of one start vector "
-                             "(a dynamic-slice) is supported")
+        return cx.add("gather", cx.operands[:2], gather_attrs(cx, dn, sizes), shape=None)
     scalar = indices.shape.with_dims(())
     zero = cx.add("constant", shape=scalar, literal=np.zeros((), scalar.dtype))
     starts = [zero] * operand.shape.rank

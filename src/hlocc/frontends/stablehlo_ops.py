@@ -193,15 +193,7 @@ def _get_dimension_size(cx):
 def _gather(cx):
     _, stablehlo, _, _ = ms.mlir_modules()
     dn = _attr(cx, "dimension_numbers", stablehlo.GatherDimensionNumbers)
-    attrs = {"offset_dims": tuple(dn.offset_dims), "collapsed_slice_dims": tuple(dn.collapsed_slice_dims),
-             "start_index_map": tuple(dn.start_index_map), "index_vector_dim": dn.index_vector_dim,
-             "slice_sizes": ms.ints(cx.op, "slice_sizes")}
-    if dn.operand_batching_dims:
-        attrs["operand_batching_dims"] = tuple(dn.operand_batching_dims)
-        attrs["start_indices_batching_dims"] = tuple(dn.start_indices_batching_dims)
-    if ms.bool_attr(cx.op, "indices_are_sorted"):
-        attrs["indices_are_sorted"] = True
-    return cx.add("gather", cx.operands, attrs)
+    return cx.add("gather", cx.operands, dynamic_shapes.gather_attrs(cx, dn, ms.ints(cx.op, "slice_sizes")))
 
 
 def _scatter(cx):

@@ -369,3 +369,25 @@ def test_a_symbolic_row_length_divides_by_the_bound_size_not_by_the_evaluator():
     described = exe.program.to_string()
     assert "get-dimension-size: the size n written" in described, described
     assert "by the evaluator" not in described, described
+
+
+def test_pooling_over_symbolic_image_sizes_compiles_once():
+    """A window over symbolic spatial dimensions has JAX's size `floordiv(h - 2, 2) + 1` (the shape
+    rules cannot decide whether the window fits): one compile for every image size, and a guard
+    names the window where the image is too small for it (XLA's output would be empty there)."""
+    from jax import lax
+
+    def pools(x):
+        return (lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"),
+                lax.reduce_window(x, 0.0, lax.add, (1, 3, 3, 1), (1, 1, 1, 1), "VALID"))
+
+    spec = export.symbolic_shape("b, h, w, 3")
+    exe = hlocc.compile(export.export(jax.jit(pools))(jax.ShapeDtypeStruct(spec, jnp.float32)), "cpu",
+                        check_bounds=True)
+    for shape in [(2, 5, 7, 3), (1, 3, 3, 3), (3, 4, 10, 3), (1, 6, 3, 3)]:
+        x = RNG.standard_normal(shape).astype(np.float32)
+        check_outputs(f"pools at {shape}", pools(x), exe(x), 1e-5)
+    check_one_compile(exe)
+    with pytest.raises(hlocc.errors.ArgumentError, match=r"reduce-window '.*': the window does not fit dimension 1 "
+                                                         r"of its padded operand \(an output size h - 2 = -1\)"):
+        exe(np.zeros((1, 1, 4, 3), np.float32))

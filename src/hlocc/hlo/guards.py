@@ -86,6 +86,9 @@ def window_fit_guards(module) -> list[ShapeGuard]:
     guards = []
     for comp in module.computations:
         for instr in comp.instructions:
+            if instr.opcode in ("reduce-window", "convolution", "select-and-scatter"):
+                guards += _window_op_guards(instr)
+                continue
             if instr.opcode == "dynamic-slice":
                 windows, what = instr.attrs["dynamic_slice_sizes"], "slice size"
             elif instr.opcode == "gather":
@@ -103,6 +106,30 @@ def window_fit_guards(module) -> list[ShapeGuard]:
                 guards.append(ShapeGuard(SizePredicate((SizeComparison("LE", w, n),)),
                                          f"{instr.opcode} '{instr.name}': {what} {i} ({size}) exceeds the "
                                          f"operand's dimension ({n} = {{1}})", (w, n)))
+    return guards
+
+
+def _window_op_guards(instr) -> list[ShapeGuard]:
+    """A window op's output sizes are JAX's `floordiv(padded - window, stride) + 1` where the shape
+    rules cannot decide whether the window fits (hlo/shape_rules_common.py): negative, at a size
+    where the padded operand is more than a stride shorter than the window, which a guard refuses."""
+    from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError
+
+    shape = instr.operand(1).shape if instr.opcode == "select-and-scatter" else instr.shape
+    guards = []
+    for leaf in shape.leaves():
+        for i, n in enumerate(leaf.dims if leaf.is_array else ()):
+            if not isinstance(n, DimExpr):
+                continue
+            try:
+                if n >= 0:
+                    continue
+            except InconclusiveDimensionError:
+                pass
+            guards.append(ShapeGuard(SizePredicate((SizeComparison("GE", n, 0),)),
+                                     f"{instr.opcode} '{instr.name}': the window does not fit dimension {i} "
+                                     f"of its padded operand (an output size {n} = {{0}})", (n,)))
+        break  # the other results of a variadic reduce-window have the first one's dims
     return guards
 
 

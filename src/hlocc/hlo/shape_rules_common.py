@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 
 from hlocc.errors import HloVerifyError
 from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.symbolic import InconclusiveDimensionError
 from hlocc.hlo.types import PRED, PRIMITIVE_TYPES, S32, UNBOUNDED, PrimitiveType, Shape, TypeKind
 
 _MISSING = object()
@@ -157,8 +158,11 @@ def window_output_size(instr: HloInstruction, index: int, base: int, dim) -> int
     dilated_base = 0 if base == 0 else (base - 1) * dim.lhs_dilate + 1
     padded = dilated_base + dim.pad_lo + dim.pad_hi
     dilated_window = (dim.size - 1) * dim.rhs_dilate + 1
-    if padded < dilated_window:
-        return 0
+    try:
+        if padded < dilated_window:
+            return 0
+    except InconclusiveDimensionError:  # JAX's size, `floordiv(h - 2, 2) + 1`: where it would be
+        pass                            # negative the call fails a guard (hlo/guards.py)
     return (padded - dilated_window) // dim.stride + 1
 
 

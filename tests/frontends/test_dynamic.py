@@ -373,21 +373,40 @@ def test_a_symbolic_row_length_divides_by_the_bound_size_not_by_the_evaluator():
 
 def test_pooling_over_symbolic_image_sizes_compiles_once():
     """A window over symbolic spatial dimensions has JAX's size `floordiv(h - 2, 2) + 1` (the shape
-    rules cannot decide whether the window fits): one compile for every image size, and a guard
+    rules cannot decide whether the window fits), SAME padding the sizes of JAX's integer division
+    of `-h`, odd or even: one compile for every image size, and a guard
     names the window where the image is too small for it (XLA's output would be empty there)."""
     from jax import lax
 
-    def pools(x):
+    def pools(x):  # SAME pads by floordiv(-h, 2), which JAX computes with jnp.floor_divide
         return (lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"),
-                lax.reduce_window(x, 0.0, lax.add, (1, 3, 3, 1), (1, 1, 1, 1), "VALID"))
+                lax.reduce_window(x, 0.0, lax.add, (1, 3, 3, 1), (1, 1, 1, 1), "VALID"),
+                lax.reduce_window(x, 0.0, lax.add, (1, 2, 3, 1), (1, 2, 2, 1), "SAME"))
 
     spec = export.symbolic_shape("b, h, w, 3")
     exe = hlocc.compile(export.export(jax.jit(pools))(jax.ShapeDtypeStruct(spec, jnp.float32)), "cpu",
                         check_bounds=True)
-    for shape in [(2, 5, 7, 3), (1, 3, 3, 3), (3, 4, 10, 3), (1, 6, 3, 3)]:
+    for shape in [(2, 5, 7, 3), (1, 3, 3, 3), (3, 4, 10, 3), (1, 6, 3, 3), (1, 9, 4, 3)]:
         x = RNG.standard_normal(shape).astype(np.float32)
         check_outputs(f"pools at {shape}", pools(x), exe(x), 1e-5)
     check_one_compile(exe)
     with pytest.raises(hlocc.errors.ArgumentError, match=r"reduce-window '.*': the window does not fit dimension 1 "
                                                          r"of its padded operand \(an output size h - 2 = -1\)"):
         exe(np.zeros((1, 1, 4, 3), np.float32))
+
+
+@pytest.mark.parametrize("x, y", [(7, 2), (-7, 2), (7, -2), (-7, -2), (-6, 3), (0, 5)])
+def test_shape_division_truncates_as_stablehlo_does(x, y):
+    """The size rules of StableHLO's integer divide and remainder round toward zero (C's, not
+    Python's) on constants and on symbolic sizes of a known sign."""
+    from hlocc.frontends.dynamic_shapes import SIZE_RULES
+    from hlocc.hlo.symbolic import symbol
+
+    divide, remainder = SIZE_RULES["stablehlo.divide"], SIZE_RULES["stablehlo.remainder"]
+    want_q, want_r = int(x / y), x - y * int(x / y)
+    assert divide(None, [x], [y]) == [want_q] and remainder(None, [x], [y]) == [want_r]
+    h = symbol("h")  # h >= 1: x*h has x's sign
+    for n in (1, 2, 3, 10):
+        q, r = (v[0].evaluate({"h": n}) if hasattr(v[0], "evaluate") else v[0]
+                for v in (divide(None, [x * h], [y]), remainder(None, [x * h], [y])))
+        assert (q, r) == (int(x * n / y), x * n - y * int(x * n / y)), n

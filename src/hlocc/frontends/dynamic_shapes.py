@@ -170,7 +170,8 @@ def record_sizes(cx) -> None:
 
 def _record_call_sizes(cx, results) -> None:
     """A call's results have the values its callee returns (JAX computes `divmod` of dimension
-    sizes in private functions)."""
+    sizes in private functions); where the rules cannot follow the callee, the values of jnp's
+    integer division functions (`_INTEGER_DIVISION`)."""
     converted = cx.scope.values.get(results[0]) if results else None
     call = converted[0] if isinstance(converted, tuple) else converted
     if call is None or call.opcode != "call":
@@ -178,6 +179,50 @@ def _record_call_sizes(cx, results) -> None:
     for result, sizes in zip(results, cx.importer.returned_sizes.get(id(call.attrs["to_apply"]), [])):
         if sizes is not None:
             cx.scope.sizes[result] = sizes
+    if all(r in cx.scope.sizes for r in results) or len(cx.op.operands) < 2:
+        return
+    name = ms.mlir_modules()[0].FlatSymbolRefAttr(cx.op.attributes["callee"]).value
+    x, y = cx.sizes(len(cx.op.operands) - 2), cx.sizes(len(cx.op.operands) - 1)
+    division = _INTEGER_DIVISION.get(name)
+    if division is None or x is None or y is None or len(x) != 1 or len(y) != 1 \
+            or not _computes_integer_division(cx.importer.functions.get(name), cx.importer.functions):
+        return
+    try:
+        values = division(x[0], y[0])
+    except InconclusiveDimensionError:
+        return
+    for result, value in zip(results, values):
+        cx.scope.sizes[result] = (value,)
+
+
+_INTEGER_DIVISION = {
+    "floor_divide": lambda x, y: (floordiv(x, y),), "remainder": lambda x, y: (mod(x, y),),
+    "divmod": lambda x, y: (floordiv(x, y), mod(x, y)),
+}
+"""jnp's integer `floor_divide`, `remainder` (the divisor's sign) and `divmod`, which JAX's export
+calls on dimension sizes (the SAME padding of a window over a symbolic size divides `-h`): they
+round a truncating `divide` down where the signs differ and the remainder is not 0, a select on
+whether `h` is odd that the rules cannot decide, though `floordiv` and `mod` say it exactly. Only
+for a private function of that name that divides integers with a truncating divide or remainder
+and corrects by the sign (`_computes_integer_division`)."""
+
+
+def _computes_integer_division(func, functions) -> bool:
+    """Whether `func` (an MLIR func.func) is jnp's integer division: a truncating divide or
+    remainder corrected by `sign`, in its body or those of the functions it calls (divmod's
+    floor_divide and remainder, their `_where`)."""
+    names: set[str] = set()
+    pending, seen = [func], set()
+    while pending and len(seen) < 8:
+        f = pending.pop()
+        if f is None or id(f) in seen:
+            continue
+        seen.add(id(f))
+        for op in f.regions[0].blocks[0].operations:
+            names.add(op.operation.name)
+            if op.operation.name == "func.call":
+                pending.append(functions.get(ms.mlir_modules()[0].FlatSymbolRefAttr(op.attributes["callee"]).value))
+    return "stablehlo.sign" in names and bool(names & {"stablehlo.divide", "stablehlo.remainder"})
 
 
 def _constant(cx, *unused):
@@ -297,7 +342,26 @@ def _sign(x):
         return (x > 0) - (x < 0)
     if x >= 1:
         return 1
+    if x <= -1:
+        return -1
     raise InconclusiveDimensionError(f"sign of {x}")
+
+
+def _truncating_divide(x, y):
+    """StableHLO's integer divide, which rounds toward zero: `floordiv` of the magnitudes, signed."""
+    if isinstance(x, int) and isinstance(y, int):
+        return abs(x) // abs(y) * _sign(x) * _sign(y)
+    if _sign(y) < 0:
+        return -_truncating_divide(x, -y)
+    return floordiv(x, y) if x >= 0 else -floordiv(-x, y)
+
+
+def _truncating_remainder(x, y):
+    """StableHLO's integer remainder, with the dividend's sign: `mod` of the magnitudes, signed."""
+    if isinstance(x, int) and isinstance(y, int):
+        return abs(x) % abs(y) * _sign(x)
+    y = -y if _sign(y) < 0 else y
+    return mod(x, y) if x >= 0 else -mod(-x, y)
 
 
 _SOURCES = {"stablehlo.constant", "stablehlo.get_dimension_size"}
@@ -306,14 +370,14 @@ SIZE_RULES = {
     "stablehlo.reshape": _same, "stablehlo.convert": _same, "stablehlo.broadcast_in_dim": _broadcast,
     "stablehlo.concatenate": _concatenate, "stablehlo.slice": _slice,
     "stablehlo.add": _elementwise(operator.add), "stablehlo.subtract": _elementwise(operator.sub),
-    "stablehlo.multiply": _elementwise(operator.mul), "stablehlo.divide": _elementwise(floordiv),
-    "stablehlo.remainder": _elementwise(mod), "stablehlo.maximum": _elementwise(_max),
+    "stablehlo.multiply": _elementwise(operator.mul), "stablehlo.divide": _elementwise(_truncating_divide),
+    "stablehlo.remainder": _elementwise(_truncating_remainder), "stablehlo.maximum": _elementwise(_max),
     "stablehlo.minimum": _elementwise(_min), "stablehlo.clamp": _elementwise(lambda lo, x, hi: _max(lo, _min(x, hi))),
     "stablehlo.compare": _compare, "stablehlo.and": _and,
     "stablehlo.select": _select, "stablehlo.sign": _elementwise(_sign),
 }
-"""StableHLO op → its result's symbolic value from its operands' (integer division rounds down:
-shape arithmetic only divides non-negative sizes)."""
+"""StableHLO op → its result's symbolic value from its operands' (integer divide and remainder
+truncate, as StableHLO's do)."""
 
 
 # -- dynamic ops ----------------------------------------------------------------------------------

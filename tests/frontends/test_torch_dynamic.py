@@ -97,6 +97,29 @@ def test_a_fixed_slice_of_a_symbolic_size_compiles_once():
     assert ht.stats() == {"compiles": 1}
 
 
+def test_sizes_as_data_lower_in_strict_mode():
+    """dynamic=True: a size's expression used as data (roll's shift `mod(s - 1, s)`) and a float of a
+    size (attention's scale `(1 / sqrt(float(d))) ** 0.5`, as torch's MultiheadAttention computes it
+    under dynamic=True) are computed in the module from the inputs' sizes: strict mode (no eager
+    fallback)."""
+    import math
+
+    programs = [(lambda x: (torch.cat([x.flip(1), x.roll(1, 0)], 1).topk(2, dim=1).values, x.roll(-3, 1)),
+                 [(3, 9), (5, 4), (8, 11)]),
+                (lambda x: (x * (1.0 / math.sqrt(x.shape[-1])) ** 0.5).softmax(-1) + x.shape[0] / x.shape[1],
+                 [(2, 2, 16), (2, 3, 5), (3, 7, 9)])]
+    for fn, shapes in programs:
+        torch._dynamo.reset()
+        ht.reset_stats()
+        f = torch.compile(fn, backend=ht.backend, dynamic=True, options={"strict": True, "backend": "interpreter"})
+        with torch.no_grad():
+            for shape in shapes:
+                x = torch.randn(*shape)
+                want, got = fn(x), f(x)
+                for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                    assert_close(g, w, f"{shape}")
+
+
 def _exported(name="mlp", lo=2, hi=32):
     model = tm.build(name)
     x = tm.example_input(name, batch=4)

@@ -4,7 +4,7 @@ import pytest
 
 from hlocc.errors import HloVerifyError
 from hlocc.hlo.parser import parse_hlo, parse_shape
-from hlocc.hlo.symbolic import InconclusiveDimensionError, floordiv, mod, parse_dim_expr, substitute, symbol
+from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, floordiv, mod, parse_dim_expr, substitute, symbol
 from hlocc.hlo.verifier import verify_module
 
 b, c, s = symbol("b"), symbol("c"), symbol("s")
@@ -120,3 +120,17 @@ def test_symbolic_int_list_attributes_print_and_parse_back():
     verify_module(module)
     assert "dynamic_slice_sizes={?(b),1}" in module.to_string()
     assert parse_hlo(module.to_string()).to_string() == module.to_string()
+
+
+def test_division_by_a_monomial_that_divides_every_term_is_exact():
+    """`floordiv(s^2, s)` is `s` (a reshape of f32[s*s, 48] into [s, s*s/s, 48] keeps its count);
+    terms that the divisor does not divide keep the floordiv."""
+    s, t = symbol("s"), symbol("t")
+    assert floordiv(s * s, s) == s and mod(s * s, s) == 0
+    assert floordiv(2 * s * s * t + 4 * s, 2 * s) == s * t + 2 and mod(2 * s * s * t + 4 * s, 2 * s) == 0
+    for a, b in ((s * s + 1, s), (s, s * t), (6 * s, 4 * s)):
+        q, r = floordiv(a, b), mod(a, b)
+        assert isinstance(q, DimExpr) and "floordiv" in str(q) and "mod" in str(r)
+        for v in (1, 2, 5):
+            binding = {"s": v, "t": v + 1}
+            assert q.evaluate(binding) == a.evaluate(binding) // b.evaluate(binding)

@@ -297,7 +297,8 @@ def symbol(name: str) -> DimExpr:
 
 
 def floordiv(a: Dim, b: Dim) -> Dim:
-    """`a // b` rounding down; exact when every coefficient of `a` is a multiple of the constant `b`."""
+    """`a // b` rounding down; exact when every coefficient of `a` is a multiple of the constant `b`,
+    or every term of `a` a multiple of the monomial `b` (`floordiv(s^2, s)` is `s`)."""
     if isinstance(b, int):
         if b == 0:
             raise HloError("symbolic size divided by zero")
@@ -309,11 +310,14 @@ def floordiv(a: Dim, b: Dim) -> Dim:
             return DimExpr._of({m: c // b for m, c in a.terms})
     elif a == b:
         return 1
+    elif (quotient := _exact_quotient(a, b)) is not None:
+        return quotient
     return DimExpr._of({((_Atom("floordiv", (a, b)), 1),): 1})
 
 
 def mod(a: Dim, b: Dim) -> Dim:
-    """`a mod b` (non-negative for positive b); 0 when `b` divides every coefficient of `a`."""
+    """`a mod b` (non-negative for positive b); 0 when `b` divides every coefficient of `a`, or
+    every term of `a` is a multiple of the monomial `b`."""
     if isinstance(b, int):
         if b == 0:
             raise HloError("symbolic size modulo zero")
@@ -321,9 +325,26 @@ def mod(a: Dim, b: Dim) -> Dim:
             return a % b
         if all(c % b == 0 for _, c in a.terms):
             return 0
-    elif a == b:
+    elif a == b or _exact_quotient(a, b) is not None:
         return 0
     return DimExpr._of({((_Atom("mod", (a, b)), 1),): 1})
+
+
+def _exact_quotient(a: Dim, b: DimExpr) -> Dim | None:
+    """`a / b` where `b` is one term `c * m` (m a product of atoms, never 0) dividing every term of
+    `a`, or None."""
+    if len(b.terms) != 1:
+        return None
+    [(divisor, c)] = b.terms
+    powers = dict(divisor)
+    quotient = {}
+    for m, k in _terms(a):
+        have = dict(m)
+        if k % c or any(have.get(atom, 0) < p for atom, p in powers.items()):
+            return None
+        rest = {atom: p - powers.get(atom, 0) for atom, p in have.items() if p > powers.get(atom, 0)}
+        quotient[tuple(sorted(rest.items(), key=lambda ap: ap[0].sort_key()))] = k // c
+    return DimExpr._of(quotient)
 
 
 def is_symbolic(value) -> bool:

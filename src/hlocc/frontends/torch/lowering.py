@@ -27,7 +27,7 @@ from hlocc.errors import HloError, UnsupportedError
 from hlocc.frontends.torch.folding import KnownValues
 from hlocc.frontends.torch.types import element_type, range_guards, tensor_shape, to_dim
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
-from hlocc.hlo.symbolic import Dim, DimExpr
+from hlocc.hlo.symbolic import Dim, DimExpr, symbol
 from hlocc.hlo.types import Shape, primitive_type
 
 
@@ -116,7 +116,10 @@ class LoweringContext:
 
     def constant(self, value: Any, element_type: str) -> HloInstruction:
         """A scalar constant of `element_type` (a Python number, or a size: a symbolic size is the
-        value of a parameter dimension that has it)."""
+        value of a parameter dimension that has it; a float computed from sizes is already a
+        scalar instruction)."""
+        if isinstance(value, HloInstruction):
+            return self.convert(value, element_type)
         if isinstance(value, DimExpr):
             return self.convert(self.lowering.size_value(self, value), element_type)
         et = primitive_type(element_type)
@@ -350,12 +353,49 @@ class _Lowering:
         return self._reducers[key]
 
     def size_value(self, cx: LoweringContext, size: DimExpr) -> HloInstruction:
-        """An s32 scalar with the value of a symbolic size that is a parameter's dimension."""
-        for param in self.entry.parameters:
-            for d, dim in enumerate(param.shape.dims):
-                if dim == size:
-                    return cx.add("get-dimension-size", [param], {"dimensions": (d,)}, shape=Shape.array("s32", ()))
-        raise cx.error(f"the value of the symbolic size '{size}' is used as data, and no input has it as a size")
+        """An s32 scalar with the value of a symbolic size: a parameter's dimension, or computed
+        from those (`mod(s - 1, s)`, roll's shift), floordiv and mod rounding down as DimExpr's."""
+        scalar = Shape.array("s32", ())
+
+        def dimension(x: DimExpr) -> HloInstruction | None:
+            for param in self.entry.parameters:
+                for d, dim in enumerate(param.shape.dims):
+                    if dim == x:
+                        return cx.add("get-dimension-size", [param], {"dimensions": (d,)}, shape=scalar)
+            return None
+
+        def value(x: Dim) -> HloInstruction:
+            if isinstance(x, int):
+                return cx.add("constant", shape=scalar, literal=np.asarray(x, np.int32))
+            found = dimension(x)
+            if found is not None:
+                return found
+            total = None
+            for monomial, coefficient in x.terms:
+                term = None if coefficient == 1 and monomial else value(coefficient)
+                for atom, power in monomial:
+                    base = atom_value(atom)
+                    for _ in range(power):
+                        term = base if term is None else cx.add("multiply", [term, base], shape=scalar)
+                total = term if total is None else cx.add("add", [total, term], shape=scalar)
+            return total
+
+        def atom_value(atom) -> HloInstruction:
+            if atom.op == "var":
+                found = dimension(symbol(atom.args[0]))
+                if found is None:
+                    raise cx.error(f"the value of the symbolic size '{size}' is used as data, and no input has "
+                                   f"'{atom}' as a size")
+                return found
+            a, b = value(atom.args[0]), value(atom.args[1])  # b > 0: a size, or a positive constant
+            rem = cx.add("remainder", [a, b], shape=scalar)
+            negative = cx.add("compare", [rem, value(0)], {"direction": "LT"}, shape=Shape.array("pred", ()))
+            modulo = cx.add("select", [negative, cx.add("add", [rem, b], shape=scalar), rem], shape=scalar)
+            if atom.op == "mod":
+                return modulo
+            return cx.add("divide", [cx.add("subtract", [a, modulo], shape=scalar), b], shape=scalar)
+
+        return value(size)
 
 
 def lower_graph(graph_module: Any, name: str = "torch_graph", *, table: dict | None = None,

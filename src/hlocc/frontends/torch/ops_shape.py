@@ -9,12 +9,13 @@ the graph. Sizes come from the node's FakeTensor, so `-1` and symbolic sizes are
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import TYPE_CHECKING
 
 from hlocc.hlo.attributes import PadDim, SliceDim
 from hlocc.hlo.ir import HloInstruction
-from hlocc.hlo.symbolic import lower_bound
+from hlocc.hlo.symbolic import DimExpr, lower_bound
 from hlocc.hlo.types import Shape, primitive_type
 
 if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
@@ -248,8 +249,40 @@ def _getitem(cx: LoweringContext, values, index):
     return value
 
 
-def _sym_op(op):
-    return lambda cx, *args: op(*args)
+def _sym_op(op, opcode: str):
+    """Python's `op` on sizes and numbers (a size, or a number); where an operand is a float
+    computed from a size (`_sym_float`: an f64 scalar instruction), or a size is divided or raised
+    to a power (a float of a size: attention's `1 / sqrt(float(d))`), HLO's `opcode` on f64 scalars."""
+    def rule(cx: LoweringContext, *args):
+        if any(isinstance(a, HloInstruction) for a in args) or (
+                opcode in ("divide", "power") and any(isinstance(a, DimExpr) for a in args)):
+            return cx.add(opcode, [_f64(cx, a) for a in args], shape=_F64)
+        return op(*args)
+    return rule
+
+
+def _sym_float(cx: LoweringContext, x):
+    """torch.sym_float: a float of a size, an f64 scalar of the size's value when it is symbolic."""
+    return _f64(cx, x) if isinstance(x, (DimExpr, HloInstruction)) else float(x)
+
+
+def _sym_math(fn, opcode: str):
+    """A math function of a size (`math.sqrt(x.shape[-1])` traces as `_sym_sqrt`): on a float of a
+    symbolic size, HLO's `opcode` on an f64 scalar."""
+    def rule(cx: LoweringContext, x):
+        if isinstance(x, (DimExpr, HloInstruction)):
+            return cx.add(opcode, [_f64(cx, x)], shape=_F64)
+        return fn(x)
+    return rule
+
+
+_F64 = Shape.array("f64", ())
+
+
+def _f64(cx: LoweringContext, x) -> HloInstruction:
+    if isinstance(x, HloInstruction):
+        return cx.convert(x, "f64")
+    return cx.constant(x, "f64")
 
 
 # -- element indexing (shared by the gather, scatter, scan and sort rules) -------------------------
@@ -308,7 +341,12 @@ OPS = {
     "aten.constant_pad_nd.default": _constant_pad_nd, "aten.flip.default": _flip, "aten.repeat.default": _repeat,
     "aten.sym_size.int": _sym_size, "aten.sym_numel.default": _sym_numel,
     "getitem": _getitem,
-    "add": _sym_op(operator.add), "sub": _sym_op(operator.sub), "mul": _sym_op(operator.mul),
-    "floordiv": _sym_op(operator.floordiv), "mod": _sym_op(operator.mod), "neg": _sym_op(operator.neg),
-    "sym_max": _sym_op(max), "sym_min": _sym_op(min),
+    "add": _sym_op(operator.add, "add"), "sub": _sym_op(operator.sub, "subtract"),
+    "mul": _sym_op(operator.mul, "multiply"), "floordiv": _sym_op(operator.floordiv, "floor-divide"),
+    "mod": _sym_op(operator.mod, "mod"), "neg": _sym_op(operator.neg, "negate"),
+    "truediv": _sym_op(operator.truediv, "divide"), "pow": _sym_op(operator.pow, "power"),
+    "sym_max": _sym_op(max, "maximum"), "sym_min": _sym_op(min, "minimum"), "sym_float": _sym_float,
+    "_sym_sqrt": _sym_math(math.sqrt, "sqrt"), "_sym_exp": _sym_math(math.exp, "exponential"),
+    "_sym_log": _sym_math(math.log, "log"), "_sym_cos": _sym_math(math.cos, "cosine"),
+    "_sym_sin": _sym_math(math.sin, "sine"), "_sym_tanh": _sym_math(math.tanh, "tanh"),
 }

@@ -106,7 +106,8 @@ def test_sizes_as_data_lower_in_strict_mode():
 
     programs = [(lambda x: (torch.cat([x.flip(1), x.roll(1, 0)], 1).topk(2, dim=1).values, x.roll(-3, 1)),
                  [(3, 9), (5, 4), (8, 11)]),
-                (lambda x: (x * (1.0 / math.sqrt(x.shape[-1])) ** 0.5).softmax(-1) + x.shape[0] / x.shape[1],
+                (lambda x: (x * (1.0 / math.sqrt(x.shape[-1])) ** 0.5).softmax(-1) + x.shape[0] / x.shape[1]
+                 + (x.shape[0] / 3) % 1.0 - (x.shape[2] / 4) // 1.0,
                  [(2, 2, 16), (2, 3, 5), (3, 7, 9)])]
     for fn, shapes in programs:
         torch._dynamo.reset()

@@ -249,16 +249,29 @@ def _getitem(cx: LoweringContext, values, index):
     return value
 
 
-def _sym_op(op, opcode: str):
+def _sym_op(op, build, floats: bool = False):
     """Python's `op` on sizes and numbers (a size, or a number); where an operand is a float
-    computed from a size (`_sym_float`: an f64 scalar instruction), or a size is divided or raised
-    to a power (a float of a size: attention's `1 / sqrt(float(d))`), HLO's `opcode` on f64 scalars."""
+    computed from a size (`_sym_float`: an f64 scalar instruction), or for `floats` (`/`, `**`) a
+    size, `build(cx, *f64 scalars)`: attention's `1 / sqrt(float(d))` computed in the module."""
     def rule(cx: LoweringContext, *args):
-        if any(isinstance(a, HloInstruction) for a in args) or (
-                opcode in ("divide", "power") and any(isinstance(a, DimExpr) for a in args)):
-            return cx.add(opcode, [_f64(cx, a) for a in args], shape=_F64)
+        if any(isinstance(a, HloInstruction) for a in args) or (floats and any(isinstance(a, DimExpr) for a in args)):
+            return build(cx, *(_f64(cx, a) for a in args))
         return op(*args)
     return rule
+
+
+def _hlo(opcode: str):
+    return lambda cx, *xs: cx.add(opcode, list(xs), shape=_F64)
+
+
+def _float_floordiv(cx: LoweringContext, a, b):
+    """Python's `a // b` of floats: floor(a / b)."""
+    return cx.add("floor", [cx.add("divide", [a, b], shape=_F64)], shape=_F64)
+
+
+def _float_mod(cx: LoweringContext, a, b):
+    """Python's `a % b` of floats (the divisor's sign): a - b * floor(a / b)."""
+    return cx.add("subtract", [a, cx.add("multiply", [_float_floordiv(cx, a, b), b], shape=_F64)], shape=_F64)
 
 
 def _sym_float(cx: LoweringContext, x):
@@ -341,12 +354,14 @@ OPS = {
     "aten.constant_pad_nd.default": _constant_pad_nd, "aten.flip.default": _flip, "aten.repeat.default": _repeat,
     "aten.sym_size.int": _sym_size, "aten.sym_numel.default": _sym_numel,
     "getitem": _getitem,
-    "add": _sym_op(operator.add, "add"), "sub": _sym_op(operator.sub, "subtract"),
-    "mul": _sym_op(operator.mul, "multiply"), "floordiv": _sym_op(operator.floordiv, "floor-divide"),
-    "mod": _sym_op(operator.mod, "mod"), "neg": _sym_op(operator.neg, "negate"),
-    "truediv": _sym_op(operator.truediv, "divide"), "pow": _sym_op(operator.pow, "power"),
-    "sym_max": _sym_op(max, "maximum"), "sym_min": _sym_op(min, "minimum"), "sym_float": _sym_float,
+    "add": _sym_op(operator.add, _hlo("add")), "sub": _sym_op(operator.sub, _hlo("subtract")),
+    "mul": _sym_op(operator.mul, _hlo("multiply")), "neg": _sym_op(operator.neg, _hlo("negate")),
+    "floordiv": _sym_op(operator.floordiv, _float_floordiv), "mod": _sym_op(operator.mod, _float_mod),
+    "truediv": _sym_op(operator.truediv, _hlo("divide"), floats=True),
+    "pow": _sym_op(operator.pow, _hlo("power"), floats=True),
+    "sym_max": _sym_op(max, _hlo("maximum")), "sym_min": _sym_op(min, _hlo("minimum")), "sym_float": _sym_float,
     "_sym_sqrt": _sym_math(math.sqrt, "sqrt"), "_sym_exp": _sym_math(math.exp, "exponential"),
     "_sym_log": _sym_math(math.log, "log"), "_sym_cos": _sym_math(math.cos, "cosine"),
     "_sym_sin": _sym_math(math.sin, "sine"), "_sym_tanh": _sym_math(math.tanh, "tanh"),
+    "floor": _sym_math(math.floor, "floor"), "ceil": _sym_math(math.ceil, "ceil"),
 }

@@ -71,6 +71,18 @@ def test_shifts_match_eager():
         assert torch.equal(got, want), (got, want)
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_unfold_matches_eager(dynamic):
+    """Tensor.unfold (sliding windows as a new last dimension) fell back to eager; under dynamic=True
+    over a symbolic dimension, with a step of 1."""
+    fn = lambda x: (x.unfold(0, 3, 2) * 2, x.unfold(-1, 1, 1) + 1, x.unfold(1, 2, 1).sum(-1))  # noqa: E731
+    f = compiled(fn, dynamic=dynamic, backend="interpreter")
+    for shape in ([(7, 4), (3, 2)] if not dynamic else [(3, 5), (6, 9), (9, 4)]):
+        x = torch.randn(*shape)
+        for got, want in zip(f(x), fn(x)):
+            assert torch.equal(got, want), shape
+
+
 def test_diagonal_and_its_gradient_match_eager():
     """diagonal (einsum "ii->i", torch.diag, trace) and diagonal_scatter (its backward) fell back."""
     torch.manual_seed(0)

@@ -83,7 +83,7 @@ def _expand(cx: LoweringContext, x, *_, **__):
 def slice_dim(cx: LoweringContext, x, dim: int, start, size, step: int = 1) -> HloInstruction:
     """Elements start, start+step, ... (`size` of them) of dimension `dim`."""
     limit = start + (size - 1) * step + 1 if size != 0 else start
-    if not _provably_within(limit, x.shape.dims[dim]):
+    if not (_provably_within(limit, x.shape.dims[dim]) and _provably_within(start, limit)):
         return _gathered_slice(cx, x, dim, start, size, step)
     limits = [SliceDim(0, d, 1) for d in x.shape.dims]
     limits[dim] = SliceDim(start, limit, step)
@@ -105,8 +105,9 @@ def _provably_within(limit, size) -> bool:
 def _gathered_slice(cx: LoweringContext, x, dim: int, start, size, step: int) -> HloInstruction:
     """A slice whose end HLO's slice rule cannot prove in bounds as a gather of start + step·iota: a
     symbolic-length slice of a static dimension (`position_ids[:, :seq]` of a 128-entry buffer), or
-    a fixed-length one of a symbolic dimension (`x[:, :2]`, topk's first k under dynamic=True). The
-    bound holds by PyTorch's guards but not for every value of the symbol."""
+    a fixed-length one of a symbolic dimension (`x[:, :2]`, topk's first k under dynamic=True), or
+    one whose length may be negative for small sizes (unfold's `floordiv(s - 3, 2) + 1` windows).
+    The bounds hold by PyTorch's guards but not for every value of the symbol."""
     shape = x.shape.with_dims([size]).with_element_type(primitive_type("s64"))
     index = cx.add("iota", attrs={"iota_dimension": 0}, shape=shape)
     if step != 1:
@@ -136,6 +137,20 @@ def _select(cx: LoweringContext, x, dim, index):
     if isinstance(index, int) and index < 0:
         index += x.shape.dims[dim]
     return cx.reshape(slice_dim(cx, x, dim, index, 1), cx.shape.dims)
+
+
+def _unfold(cx: LoweringContext, x, dim, size, step):
+    """Tensor.unfold: the windows of `size` elements every `step` along `dim`, as a new last
+    dimension: window offset j is the strided slice j, j + step, ... (one per window), the `size`
+    slices stacked."""
+    dim = _norm_dim(dim, x.shape.rank)
+    count = cx.shape.dims[dim]
+    if not isinstance(size, int):
+        raise cx.error(f"unfold of a symbolic window size {size}")
+    parts = [slice_dim(cx, x, dim, j, count, step) for j in range(size)]
+    parts = [cx.reshape(p, [*p.shape.dims, 1]) for p in parts]
+    return cx.add("concatenate", parts, {"dimensions": (x.shape.rank,)}, shape=cx.shape) if len(parts) > 1 \
+        else cx.reshape(parts[0], cx.shape.dims)
 
 
 def _cat(cx: LoweringContext, tensors, dim=0):
@@ -352,6 +367,7 @@ OPS = {
     "aten.diagonal.default": _diagonal, "aten.diagonal_copy.default": _diagonal,
     "aten.diagonal_scatter.default": _diagonal_scatter,
     "aten.constant_pad_nd.default": _constant_pad_nd, "aten.flip.default": _flip, "aten.repeat.default": _repeat,
+    "aten.unfold.default": _unfold,
     "aten.sym_size.int": _sym_size, "aten.sym_numel.default": _sym_numel,
     "getitem": _getitem,
     "add": _sym_op(operator.add, _hlo("add")), "sub": _sym_op(operator.sub, _hlo("subtract")),

@@ -104,6 +104,21 @@ def test_fused_epilogue_is_one_kernel():
     np.testing.assert_array_equal(exe(*args), Evaluator().run(module, args))
 
 
+def test_weights_from_a_broadcast_constant():
+    """A transposed convolution whose weights are a broadcast constant (JAX's `jnp.ones` kernel, torch's
+    conv_transpose1d with a constant weight): the fusion's operand walk reached the constant and
+    raised IndexError."""
+    text = """HloModule m
+ENTRY e {
+  x = f32[1,2,5] parameter(0)
+  one = f32[] constant(1)
+  w = f32[3,2,3] broadcast(one), dimensions={}
+  ROOT c = f32[1,3,11] convolution(x, w), window={size=3 pad=2_2 lhs_dilate=2}, dim_labels=bf0_oi0->bf0
+}"""
+    x = np.arange(10, dtype=np.float32).reshape(1, 2, 5)
+    np.testing.assert_array_equal(hlocc.compile(text, "cpu")(x), hlocc.compile(text, "interpreter")(x))
+
+
 @pytest.mark.slow
 def test_grouped_nhwc_convolution():
     text = conv2d(LAYOUTS["nhwc"], groups=2)

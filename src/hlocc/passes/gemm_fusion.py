@@ -191,8 +191,10 @@ def fuse_dot(builder: FusionBuilder, dot: HloInstruction) -> HloInstruction:
         fused_dot = next(i for i in fusion.attrs["calls"].instructions if i.opcode in GEMM_HERO_OPCODES)
         for operand in fused_dot.operands:
             node = operand
-            while node.opcode != "parameter":
+            while node.opcode != "parameter" and node.operands:
                 node = node.operand(0)
+            if node.opcode != "parameter":  # a fused constant (a convolution's baked-in weights) or iota
+                continue
             outer = fusion.operands[node.parameter_number]
             if _absorbable_producer(outer) and outer.users == [fusion]:
                 builder.fuse_producer(fusion, outer)

@@ -219,6 +219,17 @@ def test_nan_complex_tuple_and_elided_literals():
     assert m.entry.root.literal.tolist() == [[1, 2], [3, 4]]
 
 
+def test_literals_with_xla_index_comments():
+    """XLA prints literals of rank 3 and more with `/*i0=0*/` comments before each sub-array (a JAX
+    convolution with a constant kernel): they are skipped; an unterminated one is an error."""
+    m = roundtrip("""ENTRY e {
+  ROOT k = f32[2,1,2] constant({ { /*i0=0*/ { 1, 2 } }, { /*i0=1*/ {/* i1=0 */ 3, 4 } } })
+}""")
+    assert m.entry.root.literal.tolist() == [[[1, 2]], [[3, 4]]]
+    with pytest.raises(HloParseError, match="unterminated comment in literal"):
+        parse_hlo("HloModule m\nENTRY e {\n  ROOT k = f32[1,1,2] constant({ { /*i0=0 { 1, 2 } } })\n}")
+
+
 def test_float_printing_is_exact_for_every_f32():
     rng = np.random.default_rng(0)
     values = rng.standard_normal(200).astype(np.float32) * np.float32(1e3) ** rng.integers(-12, 12, 200)

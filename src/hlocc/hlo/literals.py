@@ -15,7 +15,9 @@ import numpy as np
 
 from hlocc.hlo.types import Shape
 
-_TOKEN_RE = re.compile(r"\s*([-+]?nan\(0x[0-9a-fA-F]+\)|\{|\}|\(|\)|,|\.\.\.|[^\s{}(),]+)")
+_TOKEN_RE = re.compile(r"([-+]?nan\(0x[0-9a-fA-F]+\)|\{|\}|\(|\)|,|\.\.\.|[^\s{}(),]+)")
+_SKIPPED_RE = re.compile(r"(?:\s+|/\*.*?\*/)*", re.S)
+"""Blanks, and the `/*i0=1*/` index comments XLA's printer writes into literals of rank 3 and more."""
 _SPECIAL = {"inf": math.inf, "+inf": math.inf, "-inf": -math.inf, "nan": math.nan, "+nan": math.nan,
             "-nan": -math.nan}
 
@@ -31,15 +33,15 @@ class LiteralSyntaxError(ValueError):
 def tokenize(text: str) -> list[tuple[str, int]]:
     tokens = []
     pos = 0
-    while pos < len(text):
+    while True:
+        pos = _SKIPPED_RE.match(text, pos).end()
+        if pos >= len(text):
+            return tokens
         m = _TOKEN_RE.match(text, pos)
-        if not m:
-            if text[pos:].strip() == "":
-                break
-            raise LiteralSyntaxError("bad literal token", pos)
+        if not m or m.group(1).startswith("/*"):
+            raise LiteralSyntaxError("bad literal token" if not m else "unterminated comment in literal", pos)
         tokens.append((m.group(1), m.start(1)))
         pos = m.end()
-    return tokens
 
 
 def _scalar(token: str, offset: int, shape: Shape):

@@ -116,20 +116,19 @@ def _window_op_guards(instr) -> list[ShapeGuard]:
     from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError
 
     shape = instr.operand(1).shape if instr.opcode == "select-and-scatter" else instr.shape
+    first = shape.leaves()[0]  # the other results of a variadic reduce-window have its dims
     guards = []
-    for leaf in shape.leaves():
-        for i, n in enumerate(leaf.dims if leaf.is_array else ()):
-            if not isinstance(n, DimExpr):
+    for i, n in enumerate(first.dims):
+        if not isinstance(n, DimExpr):
+            continue
+        try:
+            if n >= 0:
                 continue
-            try:
-                if n >= 0:
-                    continue
-            except InconclusiveDimensionError:
-                pass
-            guards.append(ShapeGuard(SizePredicate((SizeComparison("GE", n, 0),)),
-                                     f"{instr.opcode} '{instr.name}': the window does not fit dimension {i} "
-                                     f"of its padded operand (an output size {n} = {{0}})", (n,)))
-        break  # the other results of a variadic reduce-window have the first one's dims
+        except InconclusiveDimensionError:
+            pass
+        guards.append(ShapeGuard(SizePredicate((SizeComparison("GE", n, 0),)),
+                                 f"{instr.opcode} '{instr.name}': the window does not fit dimension {i} "
+                                 f"of its padded operand (an output size {n} = {{0}})", (n,)))
     return guards
 
 

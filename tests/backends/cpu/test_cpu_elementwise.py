@@ -88,11 +88,11 @@ CORE_TYPES = ["pred", "s1", "s2", "s4", "s8", "s16", "s32", "s64", "u1", "u2", "
 """The types of the default run; the other f8 types join under `-m slow`."""
 
 
-def _slow_unless(core: bool, *values, group: str):
-    """A parameter of a sweep whose tests read one cached group kernel (`run_group`): slow unless
-    `core`, and on one xdist worker with the rest of `group`, which then compiles it once."""
-    marks = [pytest.mark.xdist_group(group)] + ([] if core else [pytest.mark.slow])
-    return pytest.param(*values, marks=marks)
+def _in_group(*values, group: str, slow: bool = False, id: str | None = None):
+    """A parameter of a sweep whose tests read one cached group kernel (`run_group`): on one xdist
+    worker with the rest of `group`, which then compiles it once; under `-m slow` where `slow`."""
+    marks = [pytest.mark.xdist_group(group)] + ([pytest.mark.slow] if slow else [])
+    return pytest.param(*values, marks=marks, id=id)
 
 
 def known_bug_elements(op: str, ref: np.ndarray, operands: list[np.ndarray]) -> np.ndarray:
@@ -282,7 +282,7 @@ def _exact_operands(label: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
 EXACT_CASES = [(t, label) for t in SWEPT_TYPES for label in exact_labels(t)]
 
 
-@pytest.mark.parametrize("type_name,label", [_slow_unless(t in CORE_TYPES, t, label, group=f"exact-{t}")
+@pytest.mark.parametrize("type_name,label", [_in_group(t, label, group=f"exact-{t}", slow=t not in CORE_TYPES)
                                                   for t, label in EXACT_CASES],
                          ids=[f"{label}-{t}" for t, label in EXACT_CASES])
 def test_exact_op(type_name, label):
@@ -386,9 +386,8 @@ CONVERT_CASES = [(src, dst) for src in SWEPT_TYPES for dst in SWEPT_TYPES]
 
 
 def _convert_param(src: str, dst: str):
-    marks = [pytest.mark.xdist_group(f"convert-{src}-{'-'.join(_destinations(src, dst))}")]
-    marks += [] if src in CONVERT_SOURCES and dst in CORE_TYPES else [pytest.mark.slow]
-    return pytest.param(src, dst, marks=marks, id=f"{src}-to-{dst}")
+    return _in_group(src, dst, group=f"convert-{src}-{'-'.join(_destinations(src, dst))}",
+                     slow=not (src in CONVERT_SOURCES and dst in CORE_TYPES), id=f"{src}-to-{dst}")
 
 
 @pytest.mark.parametrize("src,dst", [_convert_param(s, d) for s, d in CONVERT_CASES])
@@ -476,7 +475,7 @@ TRANSCENDENTAL_CASES = [(t, op) for t in SWEPT_TYPES for op in transcendental_op
 
 
 @needs_expand_float_ops()
-@pytest.mark.parametrize("type_name,op", [_slow_unless(t in CORE_TYPES, t, op, group=f"transcendental-{t}")
+@pytest.mark.parametrize("type_name,op", [_in_group(t, op, group=f"transcendental-{t}", slow=t not in CORE_TYPES)
                                                 for t, op in TRANSCENDENTAL_CASES],
                          ids=[f"{op}-{t}" for t, op in TRANSCENDENTAL_CASES])
 def test_transcendental_op(type_name, op):
@@ -629,7 +628,7 @@ def _complex_operands(label: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
 COMPLEX_EXACT_CASES = [(t, label) for t in COMPLEX_TYPES for label in complex_labels(t)]
 
 
-@pytest.mark.parametrize("type_name,label", [_slow_unless(True, t, lb, group=f"complex-{t}") for t, lb in COMPLEX_EXACT_CASES],
+@pytest.mark.parametrize("type_name,label", [_in_group(t, lb, group=f"complex-{t}") for t, lb in COMPLEX_EXACT_CASES],
                          ids=[f"{lb}-{t}" for t, lb in COMPLEX_EXACT_CASES])
 def test_complex_exact_op(type_name, label):
     results, inputs = complex_group(type_name)
@@ -683,7 +682,7 @@ def check_complex_function(op: str, type_name: str, got: np.ndarray, ref: np.nda
 
 
 @needs_expand_float_ops()
-@pytest.mark.parametrize("type_name,op", [_slow_unless(True, t, op, group=f"complex-functions-{t}")
+@pytest.mark.parametrize("type_name,op", [_in_group(t, op, group=f"complex-functions-{t}")
                                           for t in COMPLEX_TYPES for op in COMPLEX_FUNCTION_ULPS],
                          ids=[f"{op}-{t}" for t in COMPLEX_TYPES for op in COMPLEX_FUNCTION_ULPS])
 def test_complex_function(type_name, op):

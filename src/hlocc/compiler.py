@@ -290,7 +290,12 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     program_key = None
-    if isinstance(module_or_text, str) and backend == "cpu" and not (print_ir_after_all or dump_dir):
+    from hlocc.codegen.schedule.choice import forced_schedule_key
+
+    # A matmul schedule in force (tests, benchmarks, the tuner) changes kernels the program caches
+    # do not key: such a compile plans afresh (its kernels are keyed with it).
+    if (isinstance(module_or_text, str) and backend == "cpu" and not (print_ir_after_all or dump_dir)
+            and not forced_schedule_key()):
         disabled = _disabled_passes()
         program_key = (hashlib.sha256(module_or_text.encode()).hexdigest(), backend, verify, seed, hlo_passes,
                        gemm, check_bounds, autotune, disabled)

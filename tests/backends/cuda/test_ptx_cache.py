@@ -85,3 +85,24 @@ def test_a_kernel_with_runtime_dims_keeps_its_variables_and_grid_expression_on_d
     assert "emit" not in warm.times_ms and warm.ptx == cold.ptx
     assert warm.symbols == cold.symbols == ("b", "n") and warm.launch_dims == cold.launch_dims
     assert warm.launch_at((3, 1000)) == cold.launch_at((3, 1000)) and warm.launch_at((0, 5)) is None
+
+
+
+def test_a_forced_matmul_schedule_is_part_of_the_ptx_keys(cache_dir, monkeypatch):
+    """A kernel compiled under one forced schedule (the benchmark's candidates, the tuner's) is never
+    handed out, from memory or from disk, under another: two warp grids give two kernels."""
+    from hlocc.codegen.schedule import MatmulSchedule, use_schedule
+
+    from hlocc.testing.gemm import gemm_fusion_text
+
+    fusion = parse_hlo(gemm_fusion_text("bf16[64,64]", "bf16[64,64]", "f32[64,64]",
+                                        "lhs_contracting_dims={1}, rhs_contracting_dims={0}")).entry
+    launches = []
+    for grid in ((2, 2), (2, 1), (2, 2)):
+        schedule = MatmulSchedule(mc=64, nc=64, kc=32, parallel=True, warp_grid=grid,
+                                  warp_tile=(32, 64 // grid[1]), stages=2)
+        with use_schedule(schedule):
+            launches.append(ptx.compile_ptx(fusion, "sm_90").launch_dims.threads_per_block)
+        monkeypatch.setattr(ptx, "_CACHE", {})  # the third compile comes from disk
+    assert launches == [128, 64, 128]
+    assert PersistentCache(cache_dir).info()["entries"] == 2

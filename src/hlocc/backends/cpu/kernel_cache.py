@@ -24,6 +24,7 @@ from typing import Any
 from hlocc.analysis.launch import LaunchDims
 from hlocc.codegen.llvm import TranslateOptions
 from hlocc.codegen.pipeline import pipeline_for
+from hlocc.codegen.schedule.choice import forced_schedule_key
 from hlocc.codegen.target import Target
 from hlocc.errors import HloError
 from hlocc.hlo.ir import HloComputation
@@ -80,6 +81,9 @@ def kernel_key(fusion: HloComputation, target: Target, translate_options: Transl
            f"options: {options_key(translate_options)}\n"
            f"pipeline: {','.join(pipeline_for(target.kind, target.has_fma, target.check_bounds))}\n"
            f"{environment_key()}")
+    forced = forced_schedule_key()
+    if forced:
+        key += f"\nschedule: {forced}"
     if times is not None:
         times["fingerprint"] = times.get("fingerprint", 0.0) + (time.perf_counter() - t0) * 1e3
     return key

@@ -53,6 +53,7 @@ from hlocc.codegen.emitters.base import KernelModule, fusion_symbols
 from hlocc.codegen.emitters.registry import emit_fusion
 from hlocc.codegen.llvm import LlvmTranslator, TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, dump_file, pipeline_for, run_pipeline
+from hlocc.codegen.schedule.choice import forced_schedule_key
 from hlocc.codegen.target import Target, gpu_target
 from hlocc.errors import HloError
 from hlocc.hlo.ir import HloComputation
@@ -147,11 +148,12 @@ def compile_ptx(fusion: HloComputation, arch: str = "sm_90", name: str = "main",
     and its launch plan, `ptx_key`), unless `options` asks for IR dumps."""
     target = target_for(arch, sm_count)
     fingerprint = computation_fingerprint(fusion)
-    key = (fingerprint, target, noalias)
+    forced = forced_schedule_key()
+    key = (fingerprint, target, noalias, forced)
     leaves = array_leaves(fusion.root.shape)
     params = [p.shape for p in fusion.parameters]
     times: dict[str, float] = {}
-    disk_key = ptx_key(fingerprint, target, noalias)
+    disk_key = ptx_key(fingerprint, target, noalias, forced)
     if options is None:
         with _LOCK:
             cached = _CACHE.get(key)
@@ -179,12 +181,14 @@ def compile_ptx(fusion: HloComputation, arch: str = "sm_90", name: str = "main",
 PTX_KEY_VERSION = "hlocc-cuda-ptx 2"  # 2: symbols (runtime dims) and a symbolic block count in the plan
 
 
-def ptx_key(fingerprint: str, target: Target, noalias: bool) -> str:
+def ptx_key(fingerprint: str, target: Target, noalias: bool, schedule: str = "") -> str:
     """A PTX kernel's key in the persistent cache (runtime/cache.py): the fused computation's
-    canonical fingerprint, the target (arch, launch heuristics), noalias, the GPU pipeline and the
-    versions of hlocc, xDSL, llvmlite and LLVM (the host CPU plays no part)."""
+    canonical fingerprint, the target (arch, launch heuristics), noalias, the GPU pipeline, the
+    matmul schedule in force if any (`forced_schedule_key`) and the versions of hlocc, xDSL, llvmlite
+    and LLVM (the host CPU plays no part)."""
     return (f"{PTX_KEY_VERSION}\nfusion: {fingerprint}\ntarget: {target!r}\nnoalias: {noalias}\n"
-            f"pipeline: {','.join(pipeline_for('gpu', target.has_fma))}\nversions: {versions_key()}")
+            f"pipeline: {','.join(pipeline_for('gpu', target.has_fma))}\nversions: {versions_key()}"
+            + (f"\nschedule: {schedule}" if schedule else ""))
 
 
 def _plan_of(kernel: PtxKernel) -> dict:

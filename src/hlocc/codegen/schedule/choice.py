@@ -27,8 +27,9 @@ In order:
    kernel compiles fastest; N under one vector (16) or f64 keep the unpacked scalar register block
    (8 x N): the packed micro-kernel is f32 vectors of 16.
 
-A forced schedule is not part of the in-process kernel cache's key: compile with the cache off
-(`compile_fusion(..., use_cache=False)`) while one is in force.
+A schedule in force is part of the kernel caches' keys (`forced_schedule_key`, in the CPU's
+kernel_cache.kernel_key and the cuda backend's PTX keys) and keeps a compile off the CPU's program
+cache: a kernel compiled under one schedule is never handed out under another.
 """
 
 from __future__ import annotations
@@ -62,6 +63,13 @@ def use_schedule(schedule: MatmulSchedule | None) -> Iterator[None]:
             del _STATE.schedule
         else:
             _STATE.schedule = saved
+
+
+def forced_schedule_key() -> str:
+    """The schedule in force (`use_schedule`) as text for the kernel caches' keys: '' when none is,
+    'naive' for None."""
+    forced = getattr(_STATE, "schedule", ...)
+    return "" if forced is ... else repr(forced) if forced is not None else "naive"
 
 
 @contextmanager
@@ -224,5 +232,5 @@ def schedule_for(sizes: list[int], element_types: tuple[str, ...], problem: Matm
 
 
 __all__ = ["AUTOTUNE_MODES", "NAIVE_BELOW", "CacheSizes", "MatmulProblem", "analytic_schedule", "autotune_mode",
-           "current_autotune_mode", "default_schedule", "host_caches", "register_block", "register_blocks",
-           "schedule_for", "set_tuner", "use_schedule"]
+           "current_autotune_mode", "default_schedule", "forced_schedule_key", "host_caches", "register_block",
+           "register_blocks", "schedule_for", "set_tuner", "use_schedule"]

@@ -2,7 +2,7 @@
 run (issue 17 item 4's acceptance: bf16 4096³ and 8192³, target ≥ 60% of cuBLAS with mma.sync).
 
     python benchmarks/gemm_cuda.py [--backend cuda|cuda-sim] [--sizes 4096,8192] [--dtypes bf16,f16]
-                                   [--runs 20] [--epilogue]
+                                   [--runs 20] [--epilogue] [--sweep]
 
 Per square size N and dtype: `hlocc codegen` (`hlocc.compile(..., gemm="codegen")`: the dot fusion
 as the 128x128x32, 2x2-warp, 3-stage cp.async kernel of codegen/schedule/gpu_choice.py) and `cuBLAS`
@@ -15,6 +15,10 @@ accumulation, bf16 rounding of the output). `--epilogue` adds dot + bias + ReLU 
 generated kernel. Where torch sees the GPU, `torch.matmul` on the same inputs is a third variant
 (PyTorch's own cuBLAS call), and every variant also gets its kernels' own time (GPU ms: CUPTI
 through torch.profiler), apart from the host's.
+
+`--sweep` times every point of the GPU schedule space (`gpu_choice.MMA_CANDIDATES`: block tile,
+warp grid, K block, cp.async stages) as its own generated variant, each checked against cuBLAS:
+what a GPU tuner would search, and how the default got chosen.
 
 `--backend cuda-sim` runs the same path with the kernels in SIMT simulation on the host (a smoke test
 of this script with small sizes; its times are not GPU times).
@@ -30,6 +34,8 @@ import time
 import numpy as np
 
 import hlocc
+from hlocc.codegen.schedule import MatmulSchedule, use_schedule
+from hlocc.codegen.schedule.gpu_choice import MMA_CANDIDATES
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from programs import gpu_time_ms  # noqa: E402
@@ -44,6 +50,11 @@ def dot_text(n: int, dtype: str, epilogue: bool) -> str:
     return (f"HloModule gemm\nENTRY e {{\n  a = {dtype}[{n},{n}] parameter(0)\n  b = {dtype}[{n},{n}] parameter(1)\n"
             f"  {root} = {dtype}[{n},{n}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n"
             f"{tail}}}")
+
+
+def schedule_name(s: MatmulSchedule) -> str:
+    """A schedule as `MCxNCxKC/WMxWN/S` (block tile, warp grid, stages)."""
+    return f"{s.mc}x{s.nc}x{s.kc}/{s.warp_grid[0]}x{s.warp_grid[1]}/{s.stages}"
 
 
 def host_inputs(n: int, dtype: str, epilogue: bool) -> list[np.ndarray]:
@@ -117,12 +128,13 @@ def main() -> None:
     ap.add_argument("--dtypes", default="bf16")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--epilogue", action="store_true", help="also dot + bias + ReLU fused")
+    ap.add_argument("--sweep", action="store_true", help="every schedule of gpu_choice.MMA_CANDIDATES as a variant")
     args = ap.parse_args()
     if args.backend == "cuda-sim":
         print("cuda-sim: the GPU kernels run in simulation on the host; its times are not GPU times")
     device_results = args.backend == "cuda"
     # GPU ms and TFLOP/s: the kernels' own time (CUPTI through torch.profiler, programs.gpu_time_ms)
-    print(f"{'case':<28} {'variant':<16} {'ms':>10} {'TFLOP/s':>9} {'vs cuBLAS':>10} {'GPU ms':>8} {'TFLOP/s':>8}"
+    print(f"{'case':<28} {'variant':<18} {'ms':>10} {'TFLOP/s':>9} {'vs cuBLAS':>10} {'GPU ms':>8} {'TFLOP/s':>8}"
           "  check")
     for dtype in args.dtypes.split(","):
         for n in map(int, args.sizes.split(",")):
@@ -131,6 +143,9 @@ def main() -> None:
                 inputs = on_device(args.backend, host_inputs(n, dtype, epilogue), dtype)
                 variants = {name: hlocc.compile(text, args.backend, gemm=gemm)
                             for name, gemm in (("cuBLAS", "library"), ("hlocc codegen", "codegen"))}
+                for schedule in MMA_CANDIDATES[1:] if args.sweep else ():
+                    with use_schedule(schedule):
+                        variants[schedule_name(schedule)] = hlocc.compile(text, args.backend, gemm="codegen")
                 calls = {name: (lambda exe=exe, inputs=inputs: exe(*inputs, return_device_arrays=device_results))
                          for name, exe in variants.items()}
                 reference = device_results and torch_matmul(n, dtype, epilogue, host_inputs(n, dtype, epilogue))
@@ -147,7 +162,7 @@ def main() -> None:
                     check = "" if name == "cuBLAS" else ("ok" if errors <= 2e-2 else f"MISMATCH {errors:.2e}")
                     kernel = (f"{gpu[name][0]:>8.3f} {2 * n ** 3 / gpu[name][0] / 1e9:>8.1f}" if gpu[name]
                               else f"{'-':>8} {'-':>8}")
-                    print(f"{case:<28} {name:<16} {ms:>10.3f} {2 * n ** 3 / ms / 1e9:>9.1f} {ratio:>9.0%} {kernel}  "
+                    print(f"{case:<28} {name:<18} {ms:>10.3f} {2 * n ** 3 / ms / 1e9:>9.1f} {ratio:>9.0%} {kernel}  "
                           f"{check}")
 
 

@@ -24,7 +24,7 @@ from hlocc.backends.cpu.kernel import compile_fusion
 from hlocc.backends.cuda.ptx import find_ptxas
 from hlocc.codegen.pipeline import PipelineOptions
 from hlocc.codegen.schedule import MatmulSchedule, ScheduleError, use_schedule
-from hlocc.codegen.schedule.gpu_choice import MMA_SCHEDULE, gpu_schedule
+from hlocc.codegen.schedule.gpu_choice import MMA_CANDIDATES, MMA_SCHEDULE, gpu_schedule
 from hlocc.codegen.target import gpu_target
 from hlocc.evaluator import Evaluator
 from hlocc.hlo.parser import parse_hlo
@@ -122,6 +122,17 @@ def test_cp_async_ring_is_exact_in_simulation(case):
 @pytest.mark.parametrize("m,n,k", [(127, 129, 63), (129, 255, 97), (256, 128, 32), (130, 136, 264), (1, 131, 257)])
 def test_the_cuda_schedule_is_exact_in_simulation(m, n, k):
     _run_exact(_square(m, n, k), MMA_SCHEDULE, seed=m + n + k)
+
+
+# The schedule space benchmarks/gemm_cuda.py --sweep times: each point exact where K (48) is staged
+# whole in a row of 6 chunks (a KC of 64 swizzled by up to 7 left the row: rows 2 on were wrong) and
+# where it takes two K blocks; the K = 64 point runs by default, the rest slow.
+@pytest.mark.parametrize("schedule", [pytest.param(s, id=f"{s.mc}x{s.nc}x{s.kc}-{s.warp_grid[0]}x{s.warp_grid[1]}-{s.stages}",
+                                                   marks=() if s is MMA_CANDIDATES[-1] else pytest.mark.slow)
+                                      for s in MMA_CANDIDATES])
+@pytest.mark.parametrize("k", [48, 80])
+def test_every_gpu_candidate_is_exact_in_simulation(schedule, k):
+    _run_exact(_square(40, 72, k), schedule, seed=k)
 
 
 def test_the_gpu_choice():

@@ -22,6 +22,30 @@ MMA_SCHEDULE = MatmulSchedule(mc=128, nc=128, kc=32, parallel=True, warp_grid=(2
 MMA_ELEMENTS = ("bf16", "f16")
 
 
+def _mma(mc: int, nc: int, kc: int, grid: tuple[int, int], stages: int) -> MatmulSchedule:
+    return MatmulSchedule(mc=mc, nc=nc, kc=kc, parallel=True, warp_grid=grid,
+                          warp_tile=(mc // grid[0], nc // grid[1]), stages=stages)
+
+
+MMA_CANDIDATES: tuple[MatmulSchedule, ...] = (
+    MMA_SCHEDULE,
+    _mma(128, 128, 32, (2, 4), 3),  # 8 warps of 64 x 32
+    _mma(128, 128, 32, (4, 2), 3),  # 8 warps of 32 x 64
+    _mma(128, 128, 32, (2, 2), 2),  # two blocks' rings in the shared memory of one
+    _mma(128, 128, 16, (2, 2), 6),  # a deeper ring of thinner K blocks
+    _mma(128, 128, 16, (2, 4), 6),
+    _mma(128, 256, 32, (2, 4), 2),  # 8 warps of 64 x 64 over a wider block
+    _mma(256, 128, 32, (4, 2), 2),
+    _mma(128, 256, 16, (2, 4), 4),
+    _mma(256, 128, 16, (4, 2), 4),
+    _mma(64, 128, 32, (2, 2), 4),
+    _mma(128, 64, 32, (2, 2), 4),
+    _mma(64, 64, 64, (2, 2), 3),
+)
+"""The legal points (48 KiB of static shared memory, fragments within `FRAGMENT_REGISTERS`) that
+benchmarks/gemm_cuda.py --sweep times on a GPU: the space a GPU tuner would search."""
+
+
 def simt_schedule(sizes: list[int] | tuple[int, ...]) -> MatmulSchedule:
     _, m, n, k = sizes
     return MatmulSchedule(mc=32, nc=32, kc=max(k, 1), mr=max(1, min(4, m)), nr=max(1, min(4, n)), parallel=True)
@@ -34,4 +58,4 @@ def gpu_schedule(sizes: list[int] | tuple[int, ...], element_types: tuple[str, .
     return simt_schedule(sizes)
 
 
-__all__ = ["MMA_SCHEDULE", "gpu_schedule", "simt_schedule"]
+__all__ = ["MMA_CANDIDATES", "MMA_SCHEDULE", "gpu_schedule", "simt_schedule"]

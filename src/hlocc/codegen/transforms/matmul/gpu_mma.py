@@ -21,9 +21,11 @@ its 32 x WM x WN threads are WM x WN warps, warp w = (w / WN, w % WN) owning a T
 Operands are read through the op's maps, so transposed operands and layouts cost no copy: the
 staging copy absorbs them (XLA's Triton GEMM does the same with its tiled loads). The tiles are
 swizzled for ldmatrix: element (r, c) of a tile with rows of KC elements is at
-r·KC + ((c/8) xor ((r/L) mod KC/8))·8 + c mod 8, with L = max(1, 64/KC) rows per 128 bytes, so the 8
-rows an ldmatrix phase reads (16 bytes each, at one k chunk) fall in 8 different 16-byte bank
-groups: without it, rows 64 bytes apart (KC = 32) meet in the same banks.
+r·KC + ((c/8) xor ((r/L) mod G))·8 + c mod 8, with L = max(1, 64/KC) rows per 128 bytes and G the
+largest power of two dividing the KC/8 chunks of a row (KC/8 itself for the schedules' KC), so the
+8 rows an ldmatrix phase reads (16 bytes each, at one k chunk) fall in 8 different 16-byte bank
+groups: without it, rows 64 bytes apart (KC = 32) meet in the same banks. (A K of 48 staged whole
+has 6 chunks a row: a xor by up to 7 there left the row, and the product was wrong.)
 
 With `stages` (transform.hlocc.pipeline_shared_copies) the tiles are staged by a cp.async ring
 instead: gpu_mma_pipeline.py. Not built: wgmma/TMA for sm_90a.
@@ -95,7 +97,9 @@ class Index:
 def swizzled(ix: Index, row, col, row_length: int) -> SSAValue:
     """The element (row, col) of a shared tile with rows of `row_length` elements (module doc)."""
     rows_per_line = max(1, 64 // row_length)
-    chunk = ix.xor(ix.div(col, 8), ix.rem(ix.div(row, rows_per_line), row_length // 8))
+    chunks = row_length // 8
+    group = chunks & -chunks  # the xor stays inside the row: a power of two that divides its chunks
+    chunk = ix.xor(ix.div(col, 8), ix.rem(ix.div(row, rows_per_line), group))
     return ix.add(ix.add(ix.mul(row, row_length), ix.mul(chunk, 8)), ix.rem(col, 8))
 
 

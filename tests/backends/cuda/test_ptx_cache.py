@@ -92,7 +92,6 @@ def test_a_forced_matmul_schedule_is_part_of_the_ptx_keys(cache_dir, monkeypatch
     """A kernel compiled under one forced schedule (the benchmark's candidates, the tuner's) is never
     handed out, from memory or from disk, under another: two warp grids give two kernels."""
     from hlocc.codegen.schedule import MatmulSchedule, use_schedule
-
     from hlocc.testing.gemm import gemm_fusion_text
 
     fusion = parse_hlo(gemm_fusion_text("bf16[64,64]", "bf16[64,64]", "f32[64,64]",

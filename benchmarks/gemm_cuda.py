@@ -35,7 +35,7 @@ import numpy as np
 
 import hlocc
 from hlocc.codegen.schedule import MatmulSchedule, use_schedule
-from hlocc.codegen.schedule.gpu_choice import MMA_CANDIDATES
+from hlocc.codegen.schedule.gpu_choice import MMA_CANDIDATES, MMA_SCHEDULE
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from programs import gpu_time_ms  # noqa: E402
@@ -55,6 +55,14 @@ def dot_text(n: int, dtype: str, epilogue: bool) -> str:
 def schedule_name(s: MatmulSchedule) -> str:
     """A schedule as `MCxNCxKC/WMxWN/S` (block tile, warp grid, stages)."""
     return f"{s.mc}x{s.nc}x{s.kc}/{s.warp_grid[0]}x{s.warp_grid[1]}/{s.stages}"
+
+
+def swept(sweep: str | None) -> list[MatmulSchedule]:
+    """The candidates `--sweep` names (the default schedule is the `hlocc codegen` variant)."""
+    if sweep is None:
+        return []
+    chosen = MMA_CANDIDATES if sweep == "all" else [MMA_CANDIDATES[int(i)] for i in sweep.split(",")]
+    return [s for s in chosen if s != MMA_SCHEDULE]
 
 
 def host_inputs(n: int, dtype: str, epilogue: bool) -> list[np.ndarray]:
@@ -128,7 +136,8 @@ def main() -> None:
     ap.add_argument("--dtypes", default="bf16")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--epilogue", action="store_true", help="also dot + bias + ReLU fused")
-    ap.add_argument("--sweep", action="store_true", help="every schedule of gpu_choice.MMA_CANDIDATES as a variant")
+    ap.add_argument("--sweep", nargs="?", const="all", default=None,
+                    help="the schedules of gpu_choice.MMA_CANDIDATES as variants: all, or indices (1,4,13)")
     args = ap.parse_args()
     if args.backend == "cuda-sim":
         print("cuda-sim: the GPU kernels run in simulation on the host; its times are not GPU times")
@@ -143,7 +152,7 @@ def main() -> None:
                 inputs = on_device(args.backend, host_inputs(n, dtype, epilogue), dtype)
                 variants = {name: hlocc.compile(text, args.backend, gemm=gemm)
                             for name, gemm in (("cuBLAS", "library"), ("hlocc codegen", "codegen"))}
-                for schedule in MMA_CANDIDATES[1:] if args.sweep else ():
+                for schedule in swept(args.sweep):
                     with use_schedule(schedule):
                         variants[schedule_name(schedule)] = hlocc.compile(text, args.backend, gemm="codegen")
                 calls = {name: (lambda exe=exe, inputs=inputs: exe(*inputs, return_device_arrays=device_results))

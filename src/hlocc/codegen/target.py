@@ -27,7 +27,8 @@ class Target:
     vector_bytes: int  # widest load/store the loop emitter aims for per thread
     max_threads_per_block: int = 1024
     max_blocks_x: int = 2**31 - 1
-    shared_memory_bytes: int = 48 * 1024
+    shared_memory_bytes: int = 48 * 1024  # static shared memory of a block (what fusion heuristics plan with)
+    max_shared_memory_bytes: int = 48 * 1024  # with the launch's opt-in (dynamic shared memory beyond 48 KiB)
     num_cores: int = 1  # SMs on a GPU, cores on a CPU
     has_fma: bool = False  # fused multiply-add: math approximations take XLA:CPU's FMA variants
     check_bounds: bool = False  # kernels check every access against its buffer (transforms/check_bounds.py)
@@ -49,12 +50,22 @@ class Target:
         return n
 
 
+OPT_IN_SHARED_MEMORY_KIB = {70: 96, 72: 48, 75: 64, 80: 163, 86: 99, 87: 163, 89: 99, 90: 227, 100: 227,
+                            120: 99}
+"""Shared memory a block may have per compute capability once its kernel opts in
+(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES; CUDA C++ Programming Guide, compute capabilities
+table); an arch not listed gets the 48 KiB every arch has without it."""
+
+
 def gpu_target(sm_count: int = 132, name: str = "sm_90") -> Target:
     """An NVIDIA GPU as XLA's loop emitter sees it (H100 by default). Every NVIDIA GPU has a fused
     multiply-add (`fma.rn`): math functions take their FMA expansions (XLA:GPU contracts to FMA as
     well); the H200's softmax ran its exp as 35 separately rounded mul.rn/add.rn without it."""
+    capability = int(name[3:]) if name.startswith("sm_") and name[3:].isdigit() else 0
     return Target(name=name, kind="gpu", warp_size=32, threads_per_block=128, max_unroll=4, vector_bytes=16,
-                  max_blocks_x=2**31 - 1, shared_memory_bytes=48 * 1024, num_cores=sm_count, has_fma=True)
+                  max_blocks_x=2**31 - 1, shared_memory_bytes=48 * 1024,
+                  max_shared_memory_bytes=OPT_IN_SHARED_MEMORY_KIB.get(capability, 48) * 1024,
+                  num_cores=sm_count, has_fma=True)
 
 
 def cpu_target() -> Target:

@@ -163,16 +163,16 @@ def _fails(text: str, schedule: MatmulSchedule, message: str) -> None:
      r"set_operand_layout: sg_data \[16, 4\] is not a multiple of the instruction's \[16, 8\]"),
     (_square(64, 64, 64), MatmulSchedule(mc=32, nc=16, kc=24, parallel=True, warp_grid=(2, 2), warp_tile=(16, 8)),
      r"set_operand_layout: the K block 24 is not a multiple of the instruction's K \(16\)"),
-    (_square(512, 512, 512), MatmulSchedule(mc=256, nc=256, kc=64, parallel=True, warp_grid=(4, 4),
+    (_square(512, 512, 512), MatmulSchedule(mc=256, nc=256, kc=256, parallel=True, warp_grid=(4, 4),
                                             warp_tile=(64, 64)),
-     r"set_operand_layout: the staged A and B tiles need 65536 bytes of shared memory, more than 49152"),
+     r"set_operand_layout: the staged A and B tiles need 262144 bytes of shared memory, more than 232448"),
     (_square(256, 256, 32), MatmulSchedule(mc=256, nc=128, kc=32, parallel=True, warp_grid=(2, 2),
                                            warp_tile=(128, 64)),
      r"set_operand_layout: a 128x64 warp tile needs 304 registers per thread for its fragments, more than 200"),
-    (_square(256, 256, 64), MatmulSchedule(mc=128, nc=128, kc=32, parallel=True, warp_grid=(2, 2), warp_tile=(64, 64),
-                                           stages=4),
-     r"transform.hlocc.pipeline_shared_copies: 4 stages of the A and B tiles need 65536 bytes of shared memory, "
-     r"more than 49152"),
+    (_square(256, 256, 64), MatmulSchedule(mc=128, nc=128, kc=64, parallel=True, warp_grid=(2, 2), warp_tile=(64, 64),
+                                           stages=8),
+     r"transform.hlocc.pipeline_shared_copies: 8 stages of the A and B tiles need 262144 bytes of shared memory, "
+     r"more than 232448"),
     (_square(64, 64, 64), MatmulSchedule(mc=32, nc=16, kc=16, parallel=True, warp_grid=(2, 2), warp_tile=(16, 8),
                                          stages=1),
      r"transform.hlocc.pipeline_shared_copies: stages must be at least 2, found 1"),
@@ -335,3 +335,63 @@ ENTRY fused {{
 }}"""
     kernel = emit_fusion(parse_hlo(text).entry, gpu_target(), "main", {})
     assert kernel.launch.threads_per_block == threads
+
+
+def test_a_ring_past_48_kib_takes_dynamic_shared_memory_and_its_launch_opts_in(monkeypatch, tmp_path):
+    """128 x 128 x 64 in 3 stages (96 KiB): the tiles are slices of one `extern .shared` array, the
+    driver opts the function in to 96 KiB and every launch passes it (a fake driver records the
+    calls) and ptxas takes it; on sm_86 (99 KiB a block) four stages (128 KiB) are a PtxError naming
+    the kernel's bytes and the arch's limit."""
+    from hlocc.backends.cuda import driver, ptx
+
+    ring = MatmulSchedule(mc=128, nc=128, kc=64, parallel=True, warp_grid=(2, 2), warp_tile=(64, 64), stages=3)
+    deeper = MatmulSchedule(mc=128, nc=128, kc=64, parallel=True, warp_grid=(2, 2), warp_tile=(64, 64), stages=4)
+    fusion = parse_hlo(_square(128, 128, 256)).entry
+    monkeypatch.setattr(ptx, "_CACHE", {})
+    monkeypatch.setenv("HLOCC_CACHE_DIR", str(tmp_path))
+    with use_schedule(ring):
+        kernel = ptx.compile_ptx(fusion, "sm_90")
+    assert kernel.shared_bytes == 3 * 256 * 64 * 2 and ptx.dynamic_shared_bytes(kernel.shared_bytes) == 98304
+    assert ".extern .shared .align 16 .b8 hlocc_dynamic_shared[];" in kernel.ptx
+    assert ".shared .align 16 .b8 shared" not in kernel.ptx  # no static array beside it
+    if find_ptxas() is not None:
+        ptx.validate_ptx(kernel.ptx, "sm_90")
+    with use_schedule(deeper), pytest.raises(ptx.PtxError, match=r"needs 131072 bytes of shared memory; a block of "
+                                                                   r"sm_86 has 101376"):
+        ptx.compile_ptx(fusion, "sm_86")
+
+    calls = []
+
+    class FakeDriver:
+        class CUresult:
+            CUDA_SUCCESS = 0
+
+        class CUfunction_attribute:
+            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = "max_dynamic_shared"
+
+        @staticmethod
+        def cuModuleLoadData(image):
+            return (0, "module")
+
+        @staticmethod
+        def cuModuleGetFunction(module, name):
+            return (0, "function")
+
+        @staticmethod
+        def cuFuncSetAttribute(function, attribute, value):
+            calls.append(("attribute", function, attribute, value))
+            return (0,)
+
+        @staticmethod
+        def cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+            calls.append(("launch", function, (gx, bx), shared))
+            return (0,)
+
+    monkeypatch.setattr(driver, "_driver", lambda: FakeDriver)
+    device = object.__new__(driver.CudaDevice)
+    device.stream = None
+    monkeypatch.setattr(driver.CudaDevice, "activate", lambda self: None)
+    loaded = device.load(kernel)
+    device.launch(loaded, [0x1000, 0x2000, 0x3000])
+    assert calls == [("attribute", "function", "max_dynamic_shared", 98304),
+                     ("launch", "function", (1, 128), 98304)]

@@ -202,6 +202,7 @@ class CudaKernel:
     module: Any = None
     ptx: Any = field(default=None, repr=False)  # the PtxKernel
     symbols: tuple[str, ...] = ()  # dimension variables whose values a launch takes (ptx.py)
+    dynamic_shared_bytes: int = 0  # shared memory each launch passes (ptx.py `dynamic_shared_bytes`)
     _launches: dict[tuple[int, ...], LaunchDims | None] = field(default_factory=dict, repr=False)
 
     def run_addresses(self, addresses: list[int], dims: tuple[int, ...] = ()) -> None:
@@ -296,6 +297,13 @@ class CudaDevice:
         kernel.module = check(driver.cuModuleLoadData(ptx.ptx.encode() + b"\0"), f"cuModuleLoadData({ptx.name})")
         kernel.function = check(driver.cuModuleGetFunction(kernel.module, ptx.name.encode()),
                                 f"cuModuleGetFunction({ptx.name})")
+        from hlocc.backends.cuda.ptx import dynamic_shared_bytes
+
+        kernel.dynamic_shared_bytes = dynamic_shared_bytes(ptx.shared_bytes)
+        if kernel.dynamic_shared_bytes:  # past the static 48 KiB: the function opts in to its size
+            attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            check(driver.cuFuncSetAttribute(kernel.function, attribute, kernel.dynamic_shared_bytes),
+                  f"cuFuncSetAttribute({ptx.name}, {kernel.dynamic_shared_bytes} bytes of dynamic shared memory)")
         return kernel
 
     def launch(self, kernel: Any, addresses: list[int], values_of_dims: tuple[int, ...] = ()) -> None:
@@ -313,8 +321,8 @@ class CudaDevice:
         n = len(words)
         values = (ctypes.c_uint64 * max(1, n))(*words)
         params = (ctypes.c_void_p * max(1, n))(*[ctypes.addressof(values) + 8 * i for i in range(n)])
-        check(_driver().cuLaunchKernel(kernel.function, dims.blocks, 1, 1, dims.threads_per_block, 1, 1, 0,
-                                       self.stream, ctypes.addressof(params), 0),
+        check(_driver().cuLaunchKernel(kernel.function, dims.blocks, 1, 1, dims.threads_per_block, 1, 1,
+                                       kernel.dynamic_shared_bytes, self.stream, ctypes.addressof(params), 0),
               f"cuLaunchKernel({kernel.name}, grid {dims.blocks}, block {dims.threads_per_block})")
 
     def gemm(self, plan: GemmPlan, output: int, lhs: int, rhs: int) -> None:

@@ -51,6 +51,7 @@ from hlocc.analysis.launch import LaunchDims
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import KernelModule, fusion_symbols
 from hlocc.codegen.emitters.registry import emit_fusion
+from hlocc.codegen.ir import SharedMemoryOp
 from hlocc.codegen.llvm import LlvmTranslator, TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, dump_file, pipeline_for, run_pipeline
 from hlocc.codegen.schedule.choice import forced_schedule_key
@@ -230,6 +231,22 @@ def load_cached_ptx(key: str, param_shapes: list[Shape], output_shapes: list[Sha
     return kernel
 
 
+STATIC_SHARED_BYTES = 48 * 1024
+"""Shared memory a block may declare statically on every arch. A kernel that needs more takes it as
+dynamic shared memory (one `extern .shared` array, codegen/llvm/gpu_ops.py): the driver opts its
+function in to that size and every launch passes it (driver.py `CudaKernel.dynamic_shared_bytes`),
+up to the arch's `Target.max_shared_memory_bytes`."""
+
+
+def _requested_shared_bytes(kernel: KernelModule) -> int:
+    return sum(op.size.value.data for op in kernel.module.walk() if isinstance(op, SharedMemoryOp))
+
+
+def dynamic_shared_bytes(shared_bytes: int) -> int:
+    """The shared memory a launch passes for a kernel of `shared_bytes` (0: all of it static)."""
+    return shared_bytes if shared_bytes > STATIC_SHARED_BYTES else 0
+
+
 def compile_kernel_module_to_ptx(kernel: KernelModule, target: Target, param_shapes: list[Shape],
                                  output_shapes: list[Shape], options: PipelineOptions | None = None,
                                  noalias: bool = True, times: dict[str, float] | None = None) -> PtxKernel:
@@ -241,10 +258,11 @@ def compile_kernel_module_to_ptx(kernel: KernelModule, target: Target, param_sha
     threads = kernel.launch.threads_per_block
     translator = LlvmTranslator(kernel.entry, TranslateOptions(noalias=noalias), NVPTX_TRIPLE, gpu=True,
                                 lane_mask=-1 if threads >= 32 else (1 << threads) - 1)
+    translator.dynamic_shared = _requested_shared_bytes(kernel) > STATIC_SHARED_BYTES
     llmod = translator.translate(kernel.module)
-    if translator.shared_bytes > target.shared_memory_bytes:
+    if translator.shared_bytes > target.max_shared_memory_bytes:
         raise PtxError(f"kernel '{kernel.entry}' needs {translator.shared_bytes} bytes of shared memory; "
-                       f"a block has {target.shared_memory_bytes}")
+                       f"a block of {target.name} has {target.max_shared_memory_bytes}")
     written = {param for _, param in kernel.output_aliases}
     readonly = [k < kernel.num_params and k not in written and noalias
                 for k in range(kernel.num_params + kernel.num_outputs)]

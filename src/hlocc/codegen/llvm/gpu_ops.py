@@ -31,16 +31,34 @@ def _thread_or_block_id(ft: FunctionTranslator, op: Operation) -> None:
     ft.set(op, ft.ids["thread" if isinstance(op, gpu.ThreadIdOp) else "block"])
 
 
+DYNAMIC_SHARED_SYMBOL = "hlocc_dynamic_shared"
+
+
 def _shared_memory(ft: FunctionTranslator, op: SharedMemoryOp) -> None:
     if ft.t.gpu:
-        # A static addrspace(3) array of the block; addressed through a generic pointer, which
-        # NVPTX's address-space inference turns back into ld/st.shared.
-        g = ir.GlobalVariable(ft.t.module, ir.ArrayType(ir.IntType(8), op.size.value.data),
+        # A static addrspace(3) array of the block, or with `dynamic_shared` a 16-byte aligned slice
+        # of the extern array the launch sizes; addressed through a generic pointer, which NVPTX's
+        # address-space inference turns back into ld/st.shared.
+        size = op.size.value.data
+        if ft.t.dynamic_shared:
+            if ft.t._dynamic_shared is None:
+                g = ir.GlobalVariable(ft.t.module, ir.ArrayType(ir.IntType(8), 0), DYNAMIC_SHARED_SYMBOL,
+                                      addrspace=3)
+                g.linkage = "external"
+                g.align = 16
+                ft.t._dynamic_shared = g
+            offset = -(-ft.t.shared_bytes // 16) * 16
+            i32 = ir.IntType(32)
+            slice_ = ft.t._dynamic_shared.gep([ir.Constant(i32, 0), ir.Constant(i32, offset)])
+            ft.t.shared_bytes = offset + size
+            ft.set(op, ft.b.addrspacecast(slice_, ir.PointerType()))
+            return
+        g = ir.GlobalVariable(ft.t.module, ir.ArrayType(ir.IntType(8), size),
                               ft.t.module.get_unique_name("shared"), addrspace=3)
         g.linkage = "internal"
         g.align = 16
         g.initializer = ir.Constant(g.value_type, ir.Undefined)
-        ft.t.shared_bytes += op.size.value.data
+        ft.t.shared_bytes += size
         ft.set(op, ft.b.addrspacecast(g, ir.PointerType()))
         return
     if op not in ft.shared:

@@ -119,7 +119,11 @@ class LlvmTranslator:
         self.module = ir.Module(name=name)
         self.gpu = gpu
         self.lane_mask = lane_mask
-        self.shared_bytes = 0  # static shared memory of the GPU kernel
+        self.shared_bytes = 0  # shared memory of the GPU kernel
+        # GPU: the kernel's shared buffers are slices of one `extern .shared` array sized at launch
+        # (more than the 48 KiB a block may have statically), not static arrays of their own
+        self.dynamic_shared = False
+        self._dynamic_shared: ir.GlobalVariable | None = None
         if triple:
             self.module.triple = triple
         self.options = options or TranslateOptions()

@@ -41,9 +41,25 @@ MMA_CANDIDATES: tuple[MatmulSchedule, ...] = (
     _mma(64, 128, 32, (2, 2), 4),
     _mma(128, 64, 32, (2, 2), 4),
     _mma(64, 64, 64, (2, 2), 3),
+    # past 48 KiB: dynamic shared memory (sm_80 and sm_90 allow 163 and 227 KiB a block)
+    _mma(128, 128, 32, (2, 2), 4),
+    _mma(128, 128, 32, (2, 2), 5),
+    _mma(128, 128, 64, (2, 2), 3),
+    _mma(128, 128, 64, (2, 2), 4),
+    _mma(128, 128, 64, (2, 4), 4),
+    _mma(128, 256, 32, (2, 4), 3),
+    _mma(128, 256, 32, (2, 4), 4),
+    _mma(128, 256, 64, (2, 4), 3),
+    _mma(256, 128, 64, (4, 2), 3),
 )
-"""The legal points (48 KiB of static shared memory, fragments within `FRAGMENT_REGISTERS`) that
-benchmarks/gemm_cuda.py --sweep times on a GPU: the space a GPU tuner would search."""
+"""The legal points (fragments within `FRAGMENT_REGISTERS`; 48 KiB of static shared memory, or up
+to 144 KiB of dynamic) that benchmarks/gemm_cuda.py --sweep times on a GPU: the space a GPU tuner
+would search."""
+
+
+def shared_bytes(schedule: MatmulSchedule) -> int:
+    """The shared memory of a schedule's cp.async ring (bf16/f16 tiles of the full K block)."""
+    return max(schedule.stages, 1) * (schedule.mc + schedule.nc) * schedule.kc * 2
 
 
 def simt_schedule(sizes: list[int] | tuple[int, ...]) -> MatmulSchedule:

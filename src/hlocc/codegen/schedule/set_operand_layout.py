@@ -38,8 +38,11 @@ from hlocc.codegen.schedule.handles import ScheduleError, matmul_targets, positi
 MMA_TILE = (16, 8, 16)
 """mma.sync.m16n8k16: the instruction tile M x N x K."""
 
-SHARED_MEMORY_BYTES = 48 << 10
-"""Static shared memory of a block on every arch from sm_70 (more needs an opt-in at launch)."""
+SHARED_MEMORY_BYTES = 227 << 10
+"""Shared memory a block may have on the largest arch (sm_90's, with the launch's opt-in to dynamic
+shared memory past the static 48 KiB: backends/cuda/ptx.py). A schedule over the limit of a
+smaller arch compiles to a PtxError naming the kernel, its bytes and the arch's limit
+(`Target.max_shared_memory_bytes`); the GPU's default choice fits the arch (gpu_choice.py)."""
 
 FRAGMENT_REGISTERS = 200
 """32-bit registers per thread the fragments may take: 255 at most, less what addresses and the

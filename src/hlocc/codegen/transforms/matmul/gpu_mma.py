@@ -172,16 +172,29 @@ def warp_block(op: MatmulOp, b: KernelBuilder) -> WarpBlock:
                      str(op.lhs.type.element_type), t, lane, ix.div(warp, wn), ix.rem(warp, wn))
 
 
+def load_fragments(lb: KernelBuilder, blk: WarpBlock, a_tile: SSAValue, b_tile: SSAValue,
+                   a_index: Callable[[int], SSAValue], b_index: Callable[[int], SSAValue],
+                   b_trans: bool = False) -> list[SSAValue]:
+    """The operands of one k step of 16: an ldmatrix.x4 per A fragment p at the lane's row
+    a_index(p), then an ldmatrix.x2 per B fragment q at b_index(q)."""
+    fm, fn = blk.fragments
+    return ([lb.add(LdMatrixOp(a_tile, a_index(p), 4)) for p in range(fm)]
+            + [lb.add(LdMatrixOp(b_tile, b_index(q), 2, trans=b_trans)) for q in range(fn)])
+
+
+def mma_fragments(lb: KernelBuilder, blk: WarpBlock, accs: list[SSAValue], fragments: list[SSAValue]) -> list[SSAValue]:
+    """An mma.sync per (A fragment p, B fragment q) of a k step's `load_fragments`."""
+    fm, fn = blk.fragments
+    a_frags, b_frags = fragments[:fm], fragments[fm:]
+    return [lb.add(MmaSyncOp(a_frags[p], b_frags[q], accs[p * fn + q], blk.element))
+            for p in range(fm) for q in range(fn)]
+
+
 def mma_k_step(lb: KernelBuilder, blk: WarpBlock, accs: list[SSAValue], a_tile: SSAValue, b_tile: SSAValue,
                a_index: Callable[[int], SSAValue], b_index: Callable[[int], SSAValue],
                b_trans: bool = False) -> list[SSAValue]:
-    """One k step of 16: an ldmatrix.x4 per A fragment p at the lane's row a_index(p), an
-    ldmatrix.x2 per B fragment q at b_index(q), an mma.sync per (p, q)."""
-    fm, fn = blk.fragments
-    a_frags = [lb.add(LdMatrixOp(a_tile, a_index(p), 4)) for p in range(fm)]
-    b_frags = [lb.add(LdMatrixOp(b_tile, b_index(q), 2, trans=b_trans)) for q in range(fn)]
-    return [lb.add(MmaSyncOp(a_frags[p], b_frags[q], accs[p * fn + q], blk.element))
-            for p in range(fm) for q in range(fn)]
+    """One k step of 16: its fragments loaded, then multiplied."""
+    return mma_fragments(lb, blk, accs, load_fragments(lb, blk, a_tile, b_tile, a_index, b_index, b_trans))
 
 
 def lower_mma(op: MatmulOp) -> None:
@@ -248,4 +261,5 @@ def finish(op: MatmulOp, b: KernelBuilder, blk: WarpBlock, accs: list[SSAValue])
     Rewriter.erase_op(op)
 
 
-__all__ = ["F32X4", "Index", "WarpBlock", "finish", "lower_mma", "mma_k_step", "swizzled", "thread_id", "warp_block"]
+__all__ = ["F32X4", "Index", "WarpBlock", "finish", "load_fragments", "lower_mma", "mma_fragments", "mma_k_step",
+           "swizzled", "thread_id", "warp_block"]

@@ -3,12 +3,20 @@ issue 17 item 4): gpu_mma.py's lowering with its operand tiles staged by 16-byte
 copies into S shared buffers, S - 1 K blocks in flight while one is consumed:
 
     prologue: for s < S - 1: start the copies of K block s into buffer s; commit
-    scf.for kt over the K blocks
-      wait until at most S - 2 groups are in flight (block kt has landed for this thread)
-      barrier (block kt has landed for every thread; block kt - 1's buffer is free)
-      start the copies of K block kt + S - 1 into buffer (kt + S - 1) mod S (none past the last); commit
-      ldmatrix + mma.sync on buffer kt mod S
+              wait until block 0 has landed; barrier; ldmatrix the fragments of its first k step
+    scf.for kt over the K blocks (the fragments of the current k step carried in registers)
+      for each k step ks of 16 in the K block:
+        ks = 0: start the copies of K block kt + S - 1 into buffer (kt + S - 1) mod S (none past
+                the last); commit (that buffer, block kt - 1's, was last read before the barrier)
+        last ks: wait until at most S - 2 groups are in flight (block kt + 1 has landed for this
+                thread); barrier (for every thread)
+        ldmatrix the next k step's fragments (of block kt, or after the last of block kt + 1)
+        mma.sync on the current ones
     wait for all
+
+The next step's ldmatrix is issued before the current step's mma.sync (CUTLASS's multistage
+mainloop does the same): its shared-memory latency overlaps the tensor cores' work, also across
+a K block's barrier, where the warps of a block otherwise all waited for their first fragments.
 
 Each copy moves 8 contiguous elements: A's tile is staged m-major (rows of K) from an A contiguous
 in k; B's n-major from a B contiguous in k (plain ldmatrix, as gpu_mma.py) or k-major (rows of n,
@@ -43,7 +51,16 @@ from hlocc.codegen.ir.matmul_ops import MatmulOp
 from hlocc.codegen.ir.mlir_types import tensor_sizes
 from hlocc.codegen.schedule.set_operand_layout import MMA_TILE
 from hlocc.codegen.transforms.flatten_tensors import emit_linear_index
-from hlocc.codegen.transforms.matmul.gpu_mma import F32X4, Index, finish, lower_mma, mma_k_step, swizzled, warp_block
+from hlocc.codegen.transforms.matmul.gpu_mma import (
+    F32X4,
+    Index,
+    finish,
+    load_fragments,
+    lower_mma,
+    mma_fragments,
+    swizzled,
+    warp_block,
+)
 from hlocc.codegen.transforms.util import for_loop, if_then
 
 CHUNK = 8
@@ -160,29 +177,48 @@ def lower_mma_pipelined(op: MatmulOp, b_k_major: bool) -> None:
         b_row, b_col = ix.rem(lane, 16), ix.mul(blk.w_col, blk.tn)
     else:
         b_row, b_col = ix.add(ix.mul(blk.w_col, blk.tn), ix.rem(lane, 8)), ix.mul(ix.rem(ix.div(lane, 8), 2), 8)
+    steps = kc // MMA_TILE[2]
+
+    def fragments(lb: KernelBuilder, a_r: SSAValue, b_r: SSAValue, tile: SSAValue, ks: int) -> list[SSAValue]:
+        """The fragments of k step `ks` of K block `tile` (in buffer tile mod S)."""
+        lx = Index(lb)
+        stage = lx.rem(tile, stages)
+        a_off, b_off = lx.mul(stage, a_size), lx.mul(stage, b_size)
+
+        def a_index(p: int) -> SSAValue:
+            return lx.add(a_off, swizzled(lx, lx.add(a_base, 16 * p), lx.add(a_chunk, 16 * ks), kc))
+
+        def b_index(q: int) -> SSAValue:
+            if b_k_major:
+                return lx.add(b_off, swizzled(lx, lx.add(b_row, 16 * ks), lx.add(b_col, 8 * q), nc))
+            return lx.add(b_off, swizzled(lx, lx.add(b_row, 8 * q), lx.add(b_col, 16 * ks), kc))
+
+        return load_fragments(lb, blk, a_r, b_r, a_index, b_index, b_trans=b_k_major)
+
+    # K block 0 landed for every thread, and its first k step's fragments in registers
+    a_ring, b_ring = b.insert(CpAsyncWaitOp([a_ring, b_ring], stages - 2)).results
+    a_ring, b_ring = b.insert(SyncThreadsOp([a_ring, b_ring])).results
+    first = fragments(b, a_ring, b_ring, b.index(0), 0)
+    count = len(first)
 
     def k_block(lb: KernelBuilder, kt: SSAValue, args: list[SSAValue]) -> list[SSAValue]:
         lx = Index(lb)
-        accs, a_r, b_r = list(args[:-2]), args[-2], args[-1]
-        a_r, b_r = lb.insert(CpAsyncWaitOp([a_r, b_r], stages - 2)).results
-        a_r, b_r = lb.insert(SyncThreadsOp([a_r, b_r])).results
-        ahead = lx.add(kt, stages - 1)
-        a_r, b_r = issue(lb, ahead, a_r, b_r, lx.lt(ahead, k_blocks))
-        stage = lx.rem(kt, stages)
-        a_off, b_off = lx.mul(stage, a_size), lx.mul(stage, b_size)
-        for ks in range(kc // MMA_TILE[2]):
-            def a_index(p: int, ks=ks) -> SSAValue:
-                return lx.add(a_off, swizzled(lx, lx.add(a_base, 16 * p), lx.add(a_chunk, 16 * ks), kc))
+        accs, frags, (a_r, b_r) = list(args[:fm * fn]), list(args[fm * fn:fm * fn + count]), args[-2:]
+        for ks in range(steps):
+            if ks == 0:  # buffer (kt - 1) mod S was last read before the previous barrier
+                ahead = lx.add(kt, stages - 1)
+                a_r, b_r = issue(lb, ahead, a_r, b_r, lx.lt(ahead, k_blocks))
+            if ks == steps - 1:  # K block kt + 1 landed for every thread
+                a_r, b_r = lb.insert(CpAsyncWaitOp([a_r, b_r], stages - 2)).results
+                a_r, b_r = lb.insert(SyncThreadsOp([a_r, b_r])).results
+                following = fragments(lb, a_r, b_r, lx.add(kt, 1), 0)
+            else:
+                following = fragments(lb, a_r, b_r, kt, ks + 1)
+            accs = mma_fragments(lb, blk, accs, frags)
+            frags = following
+        return [*accs, *frags, a_r, b_r]
 
-            def b_index(q: int, ks=ks) -> SSAValue:
-                if b_k_major:
-                    return lx.add(b_off, swizzled(lx, lx.add(b_row, 16 * ks), lx.add(b_col, 8 * q), nc))
-                return lx.add(b_off, swizzled(lx, lx.add(b_row, 8 * q), lx.add(b_col, 16 * ks), kc))
-
-            accs = mma_k_step(lb, blk, accs, a_r, b_r, a_index, b_index, b_trans=b_k_major)
-        return [*accs, a_r, b_r]
-
-    results = for_loop(b, 0, k_blocks, [zero] * (fm * fn) + [a_ring, b_ring], k_block, "kt")
+    results = for_loop(b, 0, k_blocks, [zero] * (fm * fn) + first + [a_ring, b_ring], k_block, "kt")
     b.insert(CpAsyncWaitOp(results[-2:], 0))
     finish(op, b, blk, results[:fm * fn])
 

@@ -11,6 +11,7 @@ backend chooses runs with the slow tests (its simulation compiles for 10-20 s)."
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,14 @@ from hlocc.backends.cpu.kernel import compile_fusion
 from hlocc.backends.cuda.ptx import find_ptxas
 from hlocc.codegen.pipeline import PipelineOptions
 from hlocc.codegen.schedule import MatmulSchedule, ScheduleError, use_schedule
-from hlocc.codegen.schedule.gpu_choice import MMA_CANDIDATES, MMA_SCHEDULE, gpu_schedule
+from hlocc.codegen.schedule.gpu_choice import (
+    MMA_CANDIDATES,
+    MMA_DEEP,
+    MMA_SCHEDULE,
+    MMA_WIDE,
+    gpu_schedule,
+    shared_bytes,
+)
 from hlocc.codegen.target import gpu_target
 from hlocc.evaluator import Evaluator
 from hlocc.hlo.parser import parse_hlo
@@ -136,8 +144,15 @@ def test_every_gpu_candidate_is_exact_in_simulation(schedule, k):
 
 
 def test_the_gpu_choice():
-    assert gpu_schedule([1, 4096, 4096, 4096], ("bf16", "bf16", "bf16")) is MMA_SCHEDULE
-    assert gpu_schedule([1, 5, 7, 3], ("f16", "f16", "f32")) is MMA_SCHEDULE
+    # by the arch's shared memory (sm_90: 227 KiB, sm_86: 99, sm_75: 64) and the problem's blocks
+    sm_90, sm_86, sm_75 = (gpu_target(n, name=f"sm_{c}") for n, c in ((132, 90), (84, 86), (40, 75)))
+    big, small = [1, 4096, 4096, 4096], [1, 5, 7, 3]
+    assert gpu_schedule(big, ("bf16",) * 3, sm_90.max_shared_memory_bytes, 132) is MMA_WIDE
+    assert gpu_schedule(big, ("bf16",) * 3, sm_86.max_shared_memory_bytes, 84) is MMA_DEEP
+    assert gpu_schedule(big, ("bf16",) * 3, sm_75.max_shared_memory_bytes, 40) is MMA_SCHEDULE
+    assert gpu_schedule(small, ("f16", "f16", "f32"), sm_90.max_shared_memory_bytes, 132) is MMA_DEEP  # < a wave
+    assert gpu_schedule(big, ("bf16",) * 3) is MMA_SCHEDULE  # 48 KiB: every arch
+    assert (shared_bytes(MMA_WIDE), shared_bytes(MMA_DEEP), shared_bytes(MMA_SCHEDULE)) == (147456, 98304, 49152)
     assert gpu_schedule([1, 5, 7, 3], ("bf16", "bf16", "f64")).warp_grid is None
     simt = gpu_schedule([1, 5, 7, 3], ("f32", "f32", "f32"))
     assert simt.warp_grid is None and simt.parallel and simt.threads == 1
@@ -270,17 +285,22 @@ def mma_ptx() -> dict:
                                                               "installed")
 @pytest.mark.parametrize("arch", ["sm_80", pytest.param("sm_90", marks=pytest.mark.slow)])  # second arch: slow run
 def test_cuda_schedule_ptx_has_cp_async_ldmatrix_mma_sync_and_ptxas_accepts_it(mma_ptx, arch, tmp_path):
-    """The 128 x 128 x 32 schedule with its 3-stage cp.async ring, chosen by the GPU target for bf16
-    (200 x 304 x 96: 2 x 3 blocks, 3 K blocks; B row-major, so read with ldmatrix .trans)."""
+    """The 128 x 128 x 64 schedule with its 3-stage cp.async ring in dynamic shared memory, chosen by
+    the GPU target for bf16 on sm_80 and sm_90 (200 x 304 x 96: 2 x 3 blocks, fewer than a wave of
+    the wide block's; 2 K blocks; B row-major, so read with ldmatrix .trans)."""
     kernel = mma_ptx[arch]
-    assert (kernel["threads"], kernel["blocks"], kernel["shared"]) == (128, 6, 3 * 2 * 128 * 32 * 2)
+    assert (kernel["threads"], kernel["blocks"], kernel["shared"]) == (128, 6, 3 * 2 * 128 * 64 * 2)
+    assert ".extern .shared .align 16 .b8 hlocc_dynamic_shared[];" in kernel["ptx"]
     checks = tmp_path / "checks.txt"
     checks.write_text(_CHECKS.format(arch=arch))
     result = subprocess.run(["filecheck", str(checks)], input=kernel["ptx"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert kernel["ptx"].count("mma.sync.aligned") >= 64 and "call.uni" not in kernel["ptx"]
-    # ptxas -v: the 128 accumulators and the fragments fit the registers (no local-memory spills)
-    assert "0 bytes spill stores, 0 bytes spill loads" in kernel["info"], kernel["info"]
+    # ptxas -v: the 128 accumulators and two k steps' fragments (the next one's loaded before the
+    # current one's mma.sync) take the 255 registers; what spills is a few words (72 bytes on sm_90,
+    # as measured on an H100 with it: the fastest of the 96 KiB schedules all the same)
+    spilled = re.search(r"(\d+) bytes spill stores", kernel["info"])
+    assert spilled is not None and int(spilled.group(1)) <= 128, kernel["info"]
 
 
 @pytest.mark.slow

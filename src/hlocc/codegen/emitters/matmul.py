@@ -204,7 +204,7 @@ class MatmulEmitter(FusionEmitterBase):
                                 + map_to_text(out_map), computation_fingerprint(self.fusion), self.fusion)
         if self.target.kind == "gpu":  # the GPU kernel stages the parameters themselves: their types decide
             stored = (*(p.shape.element_type.name for p, _ in maps), dot.shape.element_type.name)
-            schedule = schedule_for(sizes, stored, problem, gpu=True)
+            schedule = schedule_for(sizes, stored, problem, gpu=self.target)
         else:
             schedule = schedule_for(sizes, element_types, problem)
         launch = LaunchDims(schedule.threads, schedule.blocks(sizes)) if schedule is not None else LaunchDims(1, 1)

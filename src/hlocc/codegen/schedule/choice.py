@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from hlocc.codegen.schedule.builder import MatmulSchedule
 from hlocc.codegen.schedule.microkernel import registers_needed
 from hlocc.codegen.schedule.pack import SCRATCH_BYTES
-from hlocc.codegen.target import VectorIsa, vector_isa
+from hlocc.codegen.target import Target, VectorIsa, vector_isa
 
 _STATE = threading.local()
 
@@ -213,16 +213,16 @@ def default_schedule(sizes: list[int]) -> MatmulSchedule | None:
 
 
 def schedule_for(sizes: list[int], element_types: tuple[str, ...], problem: MatmulProblem | None = None,
-                 gpu: bool = False) -> MatmulSchedule | None:
-    """The schedule of a (B, M, N, K) matmul of these element types (lhs, rhs, result); `gpu`: for
-    a GPU target (schedule/gpu_choice.py; no tuner there yet)."""
+                 gpu: Target | None = None) -> MatmulSchedule | None:
+    """The schedule of a (B, M, N, K) matmul of these element types (lhs, rhs, result); `gpu`: the
+    GPU target it is for (schedule/gpu_choice.py: by its shared memory and SMs; no tuner there yet)."""
     forced = getattr(_STATE, "schedule", ...)
     if forced is not ...:
         return forced
-    if gpu:
+    if gpu is not None:
         from hlocc.codegen.schedule.gpu_choice import gpu_schedule
 
-        return gpu_schedule(sizes, element_types)
+        return gpu_schedule(sizes, element_types, gpu.max_shared_memory_bytes, gpu.num_cores)
     analytic = analytic_schedule(sizes, element_types)
     mode = current_autotune_mode()
     if mode == "off" or not _TUNER or analytic is None or not analytic.pack:

@@ -37,6 +37,11 @@ if "PYTEST_XDIST_WORKER" not in os.environ:
 # (codegen/pipeline.py): a pass that breaks the IR is named at once.
 os.environ.setdefault("HLOCC_VERIFY_KERNELS", "1")
 
+# On a GPU machine every xdist worker that imports jax would take 75% of the GPU's memory for
+# XLA's allocator at its first GPU array, and the next worker's CUDA context then fails with
+# CUDA_ERROR_OUT_OF_MEMORY (seen on an H100 with 12 workers): jax allocates as it needs instead.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
 
 def pytest_unconfigure(config):
     if os.environ.get("HLOCC_TEST_CACHE_OWNER") == str(os.getpid()):

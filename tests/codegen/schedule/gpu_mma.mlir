@@ -3,9 +3,10 @@
 // The GPU schedule (issue 17 item 4): tile 128x128x32, set_operand_layout (2x2 warps of 64x64 in
 // mma.sync m16n8k16 tiles), set_gpu_launch_threads, pipeline_shared_copies (3 stages), parallelize;
 // then lower-matmul's cp.async ring (transforms/matmul/gpu_mma_pipeline.py): three 128x32 buffers per
-// operand, a prologue of two K blocks, and per K block a wait for one group in flight, a barrier,
-// the next block's copies, and 2 k steps of 4 A (x4) and 8 B (x2 .trans: B is row-major, contiguous
-// in n) ldmatrix and 32 mma.sync each.
+// operand, a prologue of two K blocks that waits for the first and loads its first k step's 4 A
+// (x4) and 8 B (x2 .trans: B is row-major, contiguous in n) fragments; per K block the next block's
+// copies, then 2 k steps that each load the next step's fragments (the second, after a wait for one
+// group in flight and a barrier, the next block's first) before their 32 mma.sync.
 
 // CHECK-LABEL: func.func @f(
 // CHECK:         %[[A:.*]] = xla.allocate_shared : tensor<12288xbf16>
@@ -14,13 +15,18 @@
 // CHECK:         xla.cp_async %{{.*}}, %w[%{{.*}}] if %{{.*}} : tensor<12288xbf16>, tensor<96x304xbf16> -> tensor<12288xbf16>
 // CHECK:         xla.cp_async_commit
 // CHECK:         xla.cp_async_commit
+// CHECK:         %[[PA:.*]], %[[PB:.*]] = xla.cp_async_wait %{{.*}}, %{{.*}} {pending = 1 : i64}
+// CHECK-NEXT:    xla.sync_threads %[[PA]], %[[PB]]
+// CHECK-COUNT-4: xla.ldmatrix %{{.*}} {count = 4 : i64} : tensor<12288xbf16> -> vector<4xi32>
+// CHECK-COUNT-8: xla.ldmatrix %{{.*}} {count = 2 : i64, trans} : tensor<12288xbf16> -> vector<2xi32>
 // CHECK:         scf.for %kt =
-// CHECK-NEXT:      %[[WA:.*]], %[[WB:.*]] = xla.cp_async_wait %{{.*}}, %{{.*}} {pending = 1 : i64}
-// CHECK-NEXT:      xla.sync_threads %[[WA]], %[[WB]]
+// CHECK:           xla.cp_async %{{.*}}, %a
 // CHECK:           xla.cp_async_commit
-// CHECK-COUNT-4:   xla.ldmatrix %{{.*}} {count = 4 : i64} : tensor<12288xbf16> -> vector<4xi32>
-// CHECK-COUNT-8:   xla.ldmatrix %{{.*}} {count = 2 : i64, trans} : tensor<12288xbf16> -> vector<2xi32>
+// CHECK-COUNT-4:   xla.ldmatrix %{{.*}} {count = 4 : i64}
+// CHECK-COUNT-8:   xla.ldmatrix %{{.*}} {count = 2 : i64, trans}
 // CHECK-COUNT-32:  xla.mma_sync %{{.*}}, %{{.*}}, %{{.*}} {element = "bf16"}
+// CHECK:           %[[WA:.*]], %[[WB:.*]] = xla.cp_async_wait %{{.*}}, %{{.*}} {pending = 1 : i64}
+// CHECK-NEXT:      xla.sync_threads %[[WA]], %[[WB]]
 // CHECK-COUNT-4:   xla.ldmatrix %{{.*}} {count = 4 : i64}
 // CHECK-COUNT-8:   xla.ldmatrix %{{.*}} {count = 2 : i64, trans}
 // CHECK-COUNT-32:  xla.mma_sync

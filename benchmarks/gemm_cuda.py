@@ -5,7 +5,7 @@ run (issue 17 item 4's acceptance: bf16 4096³ and 8192³, target ≥ 60% of cuB
                                    [--runs 20] [--epilogue] [--sweep]
 
 Per square size N and dtype: `hlocc codegen` (`hlocc.compile(..., gemm="codegen")`: the dot fusion
-as the 128x128x32, 2x2-warp, 3-stage cp.async kernel of codegen/schedule/gpu_choice.py) and `cuBLAS`
+as the mma.sync kernel codegen/schedule/gpu_choice.py chooses for the GPU's arch) and `cuBLAS`
 (`gemm="library"`: nvmath-python's cuBLAS binding), both on the same device with inputs already
 there and results left there (device arrays in and out, as a user in a loop). Each variant is timed
 as `--runs` back-to-back calls (each hlocc call returns once its stream is done; torch's are closed
@@ -35,7 +35,7 @@ import numpy as np
 
 import hlocc
 from hlocc.codegen.schedule import MatmulSchedule, use_schedule
-from hlocc.codegen.schedule.gpu_choice import MMA_CANDIDATES, MMA_SCHEDULE
+from hlocc.codegen.schedule.gpu_choice import MMA_CANDIDATES
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from programs import gpu_time_ms  # noqa: E402
@@ -58,11 +58,10 @@ def schedule_name(s: MatmulSchedule) -> str:
 
 
 def swept(sweep: str | None) -> list[MatmulSchedule]:
-    """The candidates `--sweep` names (the default schedule is the `hlocc codegen` variant)."""
+    """The candidates `--sweep` names (the arch's own choice is also the `hlocc codegen` variant)."""
     if sweep is None:
         return []
-    chosen = MMA_CANDIDATES if sweep == "all" else [MMA_CANDIDATES[int(i)] for i in sweep.split(",")]
-    return [s for s in chosen if s != MMA_SCHEDULE]
+    return list(MMA_CANDIDATES) if sweep == "all" else [MMA_CANDIDATES[int(i)] for i in sweep.split(",")]
 
 
 def host_inputs(n: int, dtype: str, epilogue: bool) -> list[np.ndarray]:

@@ -290,12 +290,10 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     program_key = None
-    from hlocc.codegen.schedule.choice import forced_schedule_key
-
     # A matmul schedule in force (tests, benchmarks, the tuner) changes kernels the program caches
     # do not key: such a compile plans afresh (its kernels are keyed with it).
     if (isinstance(module_or_text, str) and backend == "cpu" and not (print_ir_after_all or dump_dir)
-            and not forced_schedule_key()):
+            and not _forced_schedule()):
         disabled = _disabled_passes()
         program_key = (hashlib.sha256(module_or_text.encode()).hexdigest(), backend, verify, seed, hlo_passes,
                        gemm, check_bounds, autotune, disabled)
@@ -389,6 +387,14 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     if program_key is not None:
         _remember_program(program_key, executable)
     return executable
+
+
+def _forced_schedule() -> str:
+    """`choice.forced_schedule_key()`, without importing the schedule package (and xDSL with it,
+    ~0.5 s) before the program cache is asked: a schedule is in force only through that module's
+    `use_schedule`, so where it is not loaded none is."""
+    choice = sys.modules.get("hlocc.codegen.schedule.choice")
+    return choice.forced_schedule_key() if choice is not None else ""
 
 
 def default_gemm(backend: str) -> str:

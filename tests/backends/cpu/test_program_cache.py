@@ -131,3 +131,24 @@ def test_a_damaged_plan_is_compiled_again_with_one_warning(cache_dir, damage):
     assert exe(x).tobytes() == reference.tobytes()
     _forget()
     assert _planned(hlocc.compile(MODULE, backend="cpu"))  # the entry was written again, whole
+
+
+def test_a_forced_matmul_schedule_skips_the_program_caches_and_keys_its_kernels(cache_dir):
+    """Under `use_schedule` a compile neither takes a stored plan nor the in-process program, and its
+    kernels' keys name the schedule: two schedules never share a generated gemm."""
+    from hlocc.backends.cpu.kernel_cache import kernel_key
+    from hlocc.codegen.llvm import TranslateOptions
+    from hlocc.codegen.schedule import MatmulSchedule, use_schedule
+    from hlocc.hlo.parser import parse_hlo
+
+    hlocc.compile(MODULE, "cpu")  # stores the plan
+    _forget()
+    assert _planned(hlocc.compile(MODULE, "cpu"))
+    schedule = MatmulSchedule(mc=32, nc=32, kc=32, mr=4, nr=16, parallel=True)
+    with use_schedule(schedule):
+        forced = hlocc.compile(MODULE, "cpu")
+        assert not _planned(forced) and "program_cache" not in forced.compile_times_ms
+        fusion = parse_hlo(MODULE).entry
+        key = kernel_key(fusion, cpu_target(), TranslateOptions())
+    np.testing.assert_allclose(forced(_input()), hlocc.compile(MODULE, "interpreter")(_input()), rtol=1e-5)
+    assert key != kernel_key(fusion, cpu_target(), TranslateOptions()) and f"schedule: {schedule!r}" in key

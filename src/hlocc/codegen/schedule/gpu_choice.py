@@ -24,6 +24,7 @@ The order is measured: `benchmarks/gemm_cuda.py --sweep` over `MMA_CANDIDATES` o
 from __future__ import annotations
 
 from hlocc.codegen.schedule.builder import MatmulSchedule
+from hlocc.codegen.schedule.set_operand_layout import staged_bytes
 
 MMA_SCHEDULE = MatmulSchedule(mc=128, nc=128, kc=32, parallel=True, warp_grid=(2, 2), warp_tile=(64, 64), stages=3)
 MMA_ELEMENTS = ("bf16", "f16")
@@ -66,7 +67,7 @@ would search."""
 
 def shared_bytes(schedule: MatmulSchedule) -> int:
     """The shared memory of a schedule's cp.async ring (bf16/f16 tiles of the full K block)."""
-    return max(schedule.stages, 1) * (schedule.mc + schedule.nc) * schedule.kc * 2
+    return staged_bytes(schedule.mc, schedule.nc, schedule.kc, max(schedule.stages, 1))
 
 
 def simt_schedule(sizes: list[int] | tuple[int, ...]) -> MatmulSchedule:
@@ -84,11 +85,9 @@ def gpu_schedule(sizes: list[int] | tuple[int, ...], element_types: tuple[str, .
     shared memory, with `sm_count` SMs (module doc)."""
     lhs, rhs, out = element_types
     if lhs == rhs and lhs in MMA_ELEMENTS and out != "f64":  # an f64 result accumulates in f64
-        for schedule in (MMA_WIDE, MMA_DEEP):
-            if shared_bytes(schedule) <= max_shared and (schedule is not MMA_WIDE
-                                                          or schedule.blocks(list(sizes)) >= sm_count):
-                return schedule
-        return MMA_SCHEDULE
+        if shared_bytes(MMA_WIDE) <= max_shared and MMA_WIDE.blocks(list(sizes)) >= sm_count:
+            return MMA_WIDE
+        return MMA_DEEP if shared_bytes(MMA_DEEP) <= max_shared else MMA_SCHEDULE
     return simt_schedule(sizes)
 
 

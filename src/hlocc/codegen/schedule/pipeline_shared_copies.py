@@ -23,7 +23,7 @@ from xdsl.dialects.transform import TransformHandleType
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def
 
 from hlocc.codegen.schedule.handles import ScheduleError, matmul_targets
-from hlocc.codegen.schedule.set_operand_layout import SHARED_MEMORY_BYTES, staged_k
+from hlocc.codegen.schedule.set_operand_layout import SHARED_MEMORY_BYTES, staged_bytes, staged_k
 
 
 @irdl_op_definition
@@ -51,7 +51,7 @@ def run_pipeline_shared_copies(op: PipelineSharedCopiesOp, handle: object) -> tu
             raise ScheduleError(f"{op.name}: the target has no warp layout; apply transform.hlocc.set_operand_layout "
                                 "first")
         (wm, wn), (tm, tn) = target.warp_grid.get_values(), target.warp_tile.get_values()
-        shared = stages * (wm * tm + wn * tn) * staged_k(target) * 2
+        shared = staged_bytes(wm * tm, wn * tn, staged_k(target), stages)
         if shared > SHARED_MEMORY_BYTES:
             raise ScheduleError(f"{op.name}: {stages} stages of the A and B tiles need {shared} bytes of shared "
                                 f"memory, more than {SHARED_MEMORY_BYTES}")

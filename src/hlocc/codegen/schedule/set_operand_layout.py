@@ -79,6 +79,12 @@ def staged_k(target: MatmulOp) -> int:
     return max(MMA_TILE[2], -(-target.size_list[3] // MMA_TILE[2]) * MMA_TILE[2])
 
 
+def staged_bytes(mc: int, nc: int, kc: int, stages: int = 1) -> int:
+    """Shared memory of `stages` buffers of a block's staged A (MC x KC) and B (NC x KC) tiles of
+    16-bit elements: what set_operand_layout, pipeline_shared_copies and the GPU choice check."""
+    return stages * (mc + nc) * kc * 2
+
+
 def fragment_registers(tm: int, tn: int) -> int:
     """32-bit registers of a warp tile's fragments per thread: accumulators, then A and B of one k step."""
     fm, fn = tm // MMA_TILE[0], tn // MMA_TILE[1]
@@ -123,7 +129,7 @@ def check_layout(op: SetOperandLayoutOp, target: MatmulOp, grid: list[int], tile
     threads = WARP * grid[0] * grid[1]
     if threads > 1024:
         raise ScheduleError(f"{name}: sg_layout {grid} is {threads} threads, more than a block's 1024")
-    shared = (grid[0] * tm + grid[1] * tn) * kc * 2
+    shared = staged_bytes(grid[0] * tm, grid[1] * tn, kc)
     if shared > SHARED_MEMORY_BYTES:
         raise ScheduleError(f"{name}: the staged A and B tiles need {shared} bytes of shared memory, more than "
                             f"{SHARED_MEMORY_BYTES}")
@@ -146,4 +152,5 @@ def run_set_operand_layout(op: SetOperandLayoutOp, handle: object) -> tuple:
 
 
 __all__ = ["FRAGMENT_REGISTERS", "MMA_TILE", "SHARED_MEMORY_BYTES", "SetOperandLayoutOp", "fragment_registers",
+           "staged_bytes",
            "run_set_operand_layout", "staged_k"]

@@ -97,6 +97,78 @@ def test_a_fixed_slice_of_a_symbolic_size_compiles_once():
     assert ht.stats() == {"compiles": 1}
 
 
+@pytest.mark.parametrize("name", ["chunk_stack", "pixel_shuffle", "max_pool_indices"])
+def test_sizes_pytorch_knows_divisible_lower_in_strict_mode(name):
+    """PyTorch's guards know a size even (chunk then stack: `s - floordiv(s + 1, 2)` equals
+    `floordiv(s + 1, 2)`), a multiple of 4 (pixel_shuffle), or write a window count as
+    `floordiv(s, 2)` where the pooling rule writes `floordiv(s - 2, 2) + 1`: the size is
+    `2*s_over_2` (types.divisibility) and the counts one expression, one compile for every size."""
+    fn, make = {
+        "chunk_stack": (lambda x: torch.stack(x.chunk(2, dim=1), 0) * 2, lambda n: torch.randn(3, 2 * n)),
+        "pixel_shuffle": (lambda x: torch.nn.functional.pixel_shuffle(x, 2), lambda n: torch.randn(2, 8, n, n + 1)),
+        "max_pool_indices": (lambda x: torch.nn.functional.max_pool2d(x, 3, stride=2, padding=1, return_indices=True),
+                             lambda n: torch.randn(2, 3, n + 2, 2 * n + 1)),
+    }[name]
+    torch._dynamo.reset()
+    ht.reset_stats()
+    f = torch.compile(fn, backend=ht.backend, dynamic=True, options={"strict": True, "backend": "cpu"})
+    for n in (3, 4, 7):
+        x = make(n)
+        got, want = f(x), fn(x)
+        for g, w in zip(got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want]):
+            assert torch.equal(g, w), f"{name} at {list(x.shape)}"
+    assert ht.stats() == {"compiles": 1}
+
+
+@pytest.mark.parametrize(("mode", "scale", "align"), [("bilinear", 1.5, False), ("nearest", 0.5, None),
+                                                    ("bicubic", 0.75, True)])
+def test_interpolate_by_a_scale_factor_compiles_once(mode, scale, align):
+    """The output size is `trunc(scale * float(s))`: with a dyadic scale the floor division
+    `s + floordiv(s, 2)`, exactly PyTorch's double product; any other scale is a clear refusal."""
+    fn = lambda x: torch.nn.functional.interpolate(x, scale_factor=scale, mode=mode, align_corners=align)  # noqa: E731
+    torch._dynamo.reset()
+    ht.reset_stats()
+    f = torch.compile(fn, backend=ht.backend, dynamic=True, options={"strict": True, "backend": "cpu"})
+    for n in (5, 8, 13):
+        x = torch.randn(2, 3, n, n + 2)
+        assert_close(f(x), fn(x), f"{mode} x{scale} at {n}")
+    assert ht.stats() == {"compiles": 1}
+
+
+def test_a_scale_that_would_round_is_refused_by_name():
+    import sympy
+    from torch.utils._sympy.functions import ToFloat, TruncToInt
+
+    from hlocc.frontends.torch.types import to_dim
+
+    s = sympy.Symbol("s0", integer=True, positive=True)
+    assert str(to_dim(TruncToInt(1.5 * ToFloat(s)))) == "floordiv(s0, 2) + s0"  # floor(3*s0/2)
+    with pytest.raises(hlocc.HloError, match=r"scales a size by 1.3, which is not a dyadic fraction"):
+        to_dim(TruncToInt(1.3 * ToFloat(s)))
+
+
+def test_a_conv_net_with_max_pool_trains_over_symbolic_image_sizes():
+    """The weight gradient of a convolution over a symbolic image is a convolution whose window is
+    the output's size (symbolic: the shape rule passes it, a guard checks it per call, the library
+    call binds it), and max pooling's backward reads the forward's indices."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.MaxPool2d(2), torch.nn.Flatten())
+    torch._dynamo.reset()
+    ht.reset_stats()
+    f = torch.compile(model, backend=ht.backend, dynamic=True, options={"strict": True, "backend": "cpu"})
+    for n in (7, 8, 11):
+        x = torch.randn(2, 3, n, n, requires_grad=True)
+        f(x).square().sum().backward()
+        got = x.grad, model[0].weight.grad
+        x.grad = None
+        model.zero_grad()
+        model(x).square().sum().backward()
+        assert_close(got[0], x.grad, f"input gradient at {n}")
+        assert_close(got[1], model[0].weight.grad, f"weight gradient at {n}")
+        model.zero_grad()
+    assert ht.stats()["compiles"] == 2  # the forward and the backward graph, once each
+
+
 def test_sizes_as_data_lower_in_strict_mode():
     """dynamic=True: a size's expression used as data (roll's shift `mod(s - 1, s)`) and a float of a
     size (attention's scale `(1 / sqrt(float(d))) ** 0.5`, as torch's MultiheadAttention computes it

@@ -19,6 +19,19 @@ def test_canonical_form_makes_equal_expressions_equal():
     assert floordiv(s, 2) != s
 
 
+def test_multiples_of_a_constant_divisor_leave_floordiv_and_mod():
+    """`floordiv(k*q + r, k) = q + floordiv(r, k)` and `mod(k*q + r, k) = mod(r, k)`, exactly."""
+    assert floordiv(2 * s + 1, 2) == s
+    assert floordiv(s - 2, 2) + 1 == floordiv(s, 2)  # a pooling window count, as JAX and ATen write it
+    assert floordiv(4 * s + 6, 4) == s + 1 + floordiv(2, 4)
+    assert mod(2 * s + 3, 2) == 1 and mod(-s, 2) == mod(s, 2)
+    assert floordiv(s + 1, 2) != floordiv(s, 2)
+    for value in range(-7, 12):  # the rewritten forms agree with Python's // and % everywhere
+        for expr, want in ((floordiv(-s, 2), -value // 2), (floordiv(3 * s - 4, 3), (3 * value - 4) // 3),
+                           (mod(5 * s + 7, 3), (5 * value + 7) % 3), (floordiv(s - 2, 2) + 1, (value - 2) // 2 + 1)):
+            assert substitute(expr, {"s": value}) == want, (expr, value)
+
+
 @pytest.mark.parametrize("text", ["b", "b + c", "2*s", "floordiv(s, 2)", "mod(s, 3) + 1", "b^2*c - 3*b", "-b + 5"])
 def test_print_parse_round_trip(text):
     value = parse_dim_expr(text)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hlocc.errors import ArgumentError
-from hlocc.hlo.symbolic import Dim, evaluate, substitute
+from hlocc.hlo.symbolic import Dim, DimExpr, evaluate, substitute
 
 _COMPARE = {"EQ": operator.eq, "NE": operator.ne, "LT": operator.lt, "LE": operator.le, "GT": operator.gt,
             "GE": operator.ge}
@@ -81,13 +81,14 @@ def window_fit_guards(module) -> list[ShapeGuard]:
     to the call: a kernel clamps its start to `n - k` and would read or write outside the buffer
     otherwise. The shape rules assume variables >= 1; a plan also runs size 0 (a module without
     JAX's `b >= 1`), so a window of 1 row in `f32[?b,4]` gets the guard `1 <= b` too."""
-    from hlocc.hlo.symbolic import DimExpr
-
     guards = []
     for comp in module.computations:
         for instr in comp.instructions:
             if instr.opcode in ("reduce-window", "convolution", "select-and-scatter"):
                 guards += _window_op_guards(instr)
+                continue
+            if instr.opcode == "slice":
+                guards += _slice_guards(instr)
                 continue
             if instr.opcode == "dynamic-slice":
                 windows, what = instr.attrs["dynamic_slice_sizes"], "slice size"
@@ -113,11 +114,16 @@ def _window_op_guards(instr) -> list[ShapeGuard]:
     """A window op's output sizes are JAX's `floordiv(padded - window, stride) + 1` where the shape
     rules cannot decide whether the window fits (hlo/shape_rules_common.py): negative, at a size
     where the padded operand is more than a stride shorter than the window, which a guard refuses."""
-    from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError
+    from hlocc.hlo.symbolic import InconclusiveDimensionError
 
     shape = instr.operand(1).shape if instr.opcode == "select-and-scatter" else instr.shape
     first = shape.leaves()[0]  # the other results of a variadic reduce-window have its dims
     guards = []
+    for i, w in enumerate(instr.attrs.get("window") or ()):
+        if isinstance(w.size, DimExpr) and not _fits_at_every_size(1, w.size):  # a weight gradient's
+            guards.append(ShapeGuard(SizePredicate((SizeComparison("GE", w.size, 1),)),  # window
+                                     f"{instr.opcode} '{instr.name}': window dimension {i} has size "
+                                     f"{w.size} = {{0}}, not positive", (w.size,)))
     for i, n in enumerate(first.dims):
         if not isinstance(n, DimExpr):
             continue
@@ -129,6 +135,20 @@ def _window_op_guards(instr) -> list[ShapeGuard]:
         guards.append(ShapeGuard(SizePredicate((SizeComparison("GE", n, 0),)),
                                  f"{instr.opcode} '{instr.name}': the window does not fit dimension {i} "
                                  f"of its padded operand (an output size {n} = {{0}})", (n,)))
+    return guards
+
+
+def _slice_guards(instr) -> list[ShapeGuard]:
+    """`start <= limit <= size` for each dimension of a slice where that depends on the sizes
+    (shape_rules_data.infer_slice lets it pass): a negative extent or a limit past the operand
+    would read outside its buffer."""
+    guards = []
+    for i, (s, n) in enumerate(zip(instr.attrs["slice"], instr.operand(0).shape.dims)):
+        for low, high, what in ((s.start, s.limit, "its start"), (s.limit, n, "the operand's dimension")):
+            if (isinstance(low, DimExpr) or isinstance(high, DimExpr)) and not _fits_at_every_size(low, high):
+                guards.append(ShapeGuard(SizePredicate((SizeComparison("LE", low, high),)),
+                                         f"slice '{instr.name}': dimension {i} needs {low} = {{0}} <= {high} = {{1}} "
+                                         f"({what})", (low, high)))
     return guards
 
 

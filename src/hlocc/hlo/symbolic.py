@@ -297,8 +297,9 @@ def symbol(name: str) -> DimExpr:
 
 
 def floordiv(a: Dim, b: Dim) -> Dim:
-    """`a // b` rounding down; exact when every coefficient of `a` is a multiple of the constant `b`,
-    or every term of `a` a multiple of the monomial `b` (`floordiv(s^2, s)` is `s`)."""
+    """`a // b` rounding down. By a positive constant, the multiples of `b` leave the division
+    (`_split_multiples`: `floordiv(2*t + 1, 2)` is `t`); by a monomial dividing every term of `a`,
+    exact (`floordiv(s^2, s)` is `s`)."""
     if isinstance(b, int):
         if b == 0:
             raise HloError("symbolic size divided by zero")
@@ -306,6 +307,11 @@ def floordiv(a: Dim, b: Dim) -> Dim:
             return a // b
         if b == 1:
             return a
+        if b > 0:
+            whole, rest = _split_multiples(a, b)
+            if isinstance(rest, int):  # 0 <= rest < b
+                return whole
+            return whole + DimExpr._of({((_Atom("floordiv", (rest, b)), 1),): 1})
         if all(c % b == 0 for _, c in a.terms):
             return DimExpr._of({m: c // b for m, c in a.terms})
     elif a == b:
@@ -316,18 +322,34 @@ def floordiv(a: Dim, b: Dim) -> Dim:
 
 
 def mod(a: Dim, b: Dim) -> Dim:
-    """`a mod b` (non-negative for positive b); 0 when `b` divides every coefficient of `a`, or
-    every term of `a` is a multiple of the monomial `b`."""
+    """`a mod b` (non-negative for positive b): by a positive constant, of `a`'s coefficients
+    reduced modulo `b` (`_split_multiples`; 0 when `b` divides them all); 0 when every term of `a`
+    is a multiple of the monomial `b`."""
     if isinstance(b, int):
         if b == 0:
             raise HloError("symbolic size modulo zero")
         if isinstance(a, int):
             return a % b
-        if all(c % b == 0 for _, c in a.terms):
+        if b > 0:
+            _, rest = _split_multiples(a, b)
+            if isinstance(rest, int):
+                return rest
+            a = rest
+        elif all(c % b == 0 for _, c in a.terms):
             return 0
     elif a == b or _exact_quotient(a, b) is not None:
         return 0
     return DimExpr._of({((_Atom("mod", (a, b)), 1),): 1})
+
+
+def _split_multiples(a: DimExpr, b: int) -> tuple[Dim, Dim]:
+    """`a` as `whole * b + rest` with every coefficient of `rest` in [0, b) (b > 0): then
+    `floordiv(a, b) = whole + floordiv(rest, b)` and `mod(a, b) = mod(rest, b)`, exactly, since
+    `whole` is an integer. This is what makes `floordiv(2*t + 1, 2)` be `t`, and
+    `floordiv(s - 2, 2) + 1` (a pooling window count) be `floordiv(s, 2)`."""
+    whole = DimExpr._of({m: c // b for m, c in a.terms})
+    rest = DimExpr._of({m: c % b for m, c in a.terms})
+    return whole, rest
 
 
 def _exact_quotient(a: Dim, b: DimExpr) -> Dim | None:

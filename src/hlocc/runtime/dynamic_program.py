@@ -48,7 +48,7 @@ from hlocc.errors import UnsupportedError
 from hlocc.hlo.guards import window_fit_guards
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.specialize import specialize_computation, substitute_instructions, substitute_shape
-from hlocc.hlo.symbolic import DimExpr, size_hint, symbol
+from hlocc.hlo.symbolic import DimExpr, size_hint, substitute, symbol
 from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import CompilePipeline, PassManager
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferSlice, assign_buffers
@@ -230,7 +230,17 @@ class _Binder:
             return self.thunks(value)
         if isinstance(value, list) and value and is_dataclass(value[0]):
             return [self._value(v) for v in value]
+        if isinstance(value, tuple) and value and is_dataclass(value[0]):  # a convolution's window
+            bound = tuple([self._sizes(v) for v in value])
+            return value if all(b is v for b, v in zip(bound, value)) else bound
         return value
+
+    def _sizes(self, value: Any) -> Any:
+        """A dataclass of sizes (a WindowDim: a weight gradient's window is the output's size) at
+        the binding."""
+        changes = {f.name: substitute(getattr(value, f.name), self.binding) for f in fields(value)
+                   if isinstance(getattr(value, f.name), DimExpr)}
+        return replace(value, **changes) if changes else value
 
     def kernel(self, thunk: KernelThunk) -> list[Thunk]:
         arguments = [self.ref(r) for r in thunk.arguments]

@@ -25,9 +25,9 @@ import numpy as np
 
 from hlocc.errors import HloError, UnsupportedError
 from hlocc.frontends.torch.folding import KnownValues
-from hlocc.frontends.torch.types import element_type, range_guards, tensor_shape, to_dim
+from hlocc.frontends.torch.types import divisibility, element_type, range_guards, tensor_shape, to_dim
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
-from hlocc.hlo.symbolic import Dim, DimExpr, symbol
+from hlocc.hlo.symbolic import Dim, DimExpr, mod, symbol
 from hlocc.hlo.types import Shape, primitive_type
 
 
@@ -96,10 +96,10 @@ class LoweringContext:
     def shape(self) -> Shape:
         """The result shape PyTorch computed for the node (its first result for several)."""
         val = self.val
-        return tensor_shape(val[0] if isinstance(val, (tuple, list)) else val)
+        return tensor_shape(val[0] if isinstance(val, (tuple, list)) else val, self.lowering.facts)
 
     def shapes(self) -> list[Shape | None]:
-        return [tensor_shape(v) if _is_tensor(v) else None for v in self.val]
+        return [tensor_shape(v, self.lowering.facts) if _is_tensor(v) else None for v in self.val]
 
     @property
     def element_type(self) -> str:
@@ -202,8 +202,9 @@ def _is_tensor(value: Any) -> bool:
 
 class _Lowering:
     def __init__(self, graph_module: Any, table: dict[str, Callable], name: str, constants: dict[str, Any],
-                 device: str = "cpu"):
+                 device: str = "cpu", facts: dict[str, Dim] | None = None):
         self.gm = graph_module
+        self.facts = facts or {}  # symbol → its multiple form (types.divisibility)
         self.device = device  # the torch device type of the graph's tensor inputs ("cpu", "cuda")
         self.table = table
         self.module = HloModule(name)
@@ -248,14 +249,14 @@ class _Lowering:
                                        f"{self.device} tensors")
             number = len(self.parameters)
             self.parameters.append(index)
-            param = HloInstruction(self.entry.unique_name(node.name), "parameter", tensor_shape(val),
+            param = HloInstruction(self.entry.unique_name(node.name), "parameter", tensor_shape(val, self.facts),
                                    parameter_number=number)
             return self.entry.add_fresh(param)
         if val is None and "val" not in node.meta:
             raise UnsupportedError(f"input '{node.name}' has no FakeTensor (meta['val']): lower the graphs of "
                                    "aot_autograd, make_fx or torch.export, which carry PyTorch's shapes")
         if val is None or isinstance(val, (int, float, bool)) or hasattr(val, "node"):
-            return to_dim(val) if hasattr(val, "node") else val
+            return to_dim(val, self.facts) if hasattr(val, "node") else val
         raise UnsupportedError(f"input '{node.name}' of type {type(val).__name__} is not lowered")
 
     def attribute_constant(self, node: Any) -> HloInstruction:
@@ -310,7 +311,7 @@ class _Lowering:
         pairs = zip(result, val) if isinstance(result, list) and isinstance(val, (list, tuple)) else [(result, val)]
         for got, want in pairs:
             if isinstance(got, HloInstruction) and _is_tensor(want):
-                expected = tensor_shape(want)
+                expected = tensor_shape(want, self.facts)
                 if got.shape != expected:
                     raise cx.error(f"lowered to {got.shape}, PyTorch computes {expected} (a lowering bug)")
 
@@ -358,10 +359,13 @@ class _Lowering:
         scalar = Shape.array("s32", ())
 
         def dimension(x: DimExpr) -> HloInstruction | None:
+            """A parameter dimension of size `x`, or of `k * x` divided by k (types.divisibility)."""
             for param in self.entry.parameters:
                 for d, dim in enumerate(param.shape.dims):
-                    if dim == x:
-                        return cx.add("get-dimension-size", [param], {"dimensions": (d,)}, shape=scalar)
+                    k = dim // x if isinstance(dim, DimExpr) and mod(dim, x) == 0 else None
+                    if isinstance(k, int) and k > 0:
+                        size = cx.add("get-dimension-size", [param], {"dimensions": (d,)}, shape=scalar)
+                        return size if k == 1 else cx.add("divide", [size, value(k)], shape=scalar)
             return None
 
         def value(x: Dim) -> HloInstruction:
@@ -402,14 +406,17 @@ def lower_graph(graph_module: Any, name: str = "torch_graph", *, table: dict | N
                 constants: dict[str, Any] | None = None, shape_env: Any = None, device: str = "cpu") -> LoweredGraph:
     """The HloModule of an FX graph of core ATen ops (see the module docstring). `constants` maps
     placeholder names to tensors to bake in (an ExportedProgram's parameters); `shape_env` (or a
-    {symbol: ValueRanges} dict) gives the symbolic sizes' ranges, which become the module's guards.
+    {symbol: ValueRanges} dict) gives the symbolic sizes' ranges, which become the module's guards,
+    and the divisibility its guards imply (types.divisibility: a symbol `s` known even is `2*s_over_2`).
     Raises UnsupportedError naming the node and op for what the table does not lower, and for a
     tensor input on another torch device type than `device`."""
     from hlocc.frontends.torch.table import ATEN_OPS
 
-    lowered = _Lowering(graph_module, ATEN_OPS if table is None else table, name, constants or {}, device).run()
+    facts = divisibility(shape_env) if shape_env is not None else {}
+    lowered = _Lowering(graph_module, ATEN_OPS if table is None else table, name, constants or {}, device,
+                        facts).run()
     symbols = frozenset().union(*(p.shape.symbols for p in lowered.module.entry.parameters))
     if shape_env is not None and symbols:
-        lowered.module.guards.extend(range_guards(shape_env, set(symbols), name))
+        lowered.module.guards.extend(range_guards(shape_env, set(symbols), name, facts))
     return lowered
 

@@ -31,6 +31,7 @@ from hlocc.frontends.torch.ops_linalg import scatter_elements
 from hlocc.frontends.torch.ops_reduce import avg_pool, max_pool, reduce
 from hlocc.frontends.torch.ops_shape import slice_dim
 from hlocc.hlo.attributes import PadDim, SliceDim
+from hlocc.hlo.symbolic import InconclusiveDimensionError
 from hlocc.hlo.types import Shape, primitive_type
 
 if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
@@ -48,9 +49,13 @@ def _indices(cx: LoweringContext, x, kernel, stride, padding, dilation, out_shap
     et = x.shape.element_type.name
     lowest = -math.inf if x.shape.element_type.is_float else 0
     pads = [PadDim(0, 0)] * lead
-    for i in range(k):
-        extent = (outs[i] - 1) * stride[i] + (kernel[i] - 1) * dilation[i] + 1
-        pads.append(PadDim(padding[i], max(0, extent - sizes[i] - padding[i])))
+    for i in range(k):  # each offset's slice ends a stride past its last element (below)
+        extent = outs[i] * stride[i] + (kernel[i] - 1) * dilation[i]
+        try:
+            high = max(0, extent - sizes[i] - padding[i])
+        except InconclusiveDimensionError:  # a symbolic size: a pad that covers the extent at any size
+            high = padding[i] + 2 * stride[i] - 1  # (ATen's count, floor or ceil mode, keeps it below)
+        pads.append(PadDim(padding[i], high))
     padded = cx.add("pad", [x, cx.constant(lowest, et)], {"padding": tuple(pads)})
     index_shape = out_shape.with_element_type(_S64)
     best = best_index = found = None
@@ -59,7 +64,9 @@ def _indices(cx: LoweringContext, x, kernel, stride, padding, dilation, out_shap
         flat, valid = None, None
         for i, off in enumerate(offsets):
             start = off * dilation[i]
-            limits.append(SliceDim(start, start + (outs[i] - 1) * stride[i] + 1, stride[i]))
+            # `start + outs * stride`, not the `+ (outs - 1) * stride + 1` of its last element: the same
+            # elements, and a limit the symbolic algebra can show is >= start (floordiv(s, 2) windows)
+            limits.append(SliceDim(start, start + outs[i] * stride[i], stride[i]))
             position = cx.add("iota", attrs={"iota_dimension": lead + i}, shape=index_shape)
             position = cx.add("add", [cx.add("multiply", [position, cx.full(stride[i], index_shape)]),
                                       cx.full(start - padding[i], index_shape)])

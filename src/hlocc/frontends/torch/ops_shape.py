@@ -13,6 +13,8 @@ import math
 import operator
 from typing import TYPE_CHECKING
 
+from hlocc.errors import UnsupportedError
+from hlocc.frontends.torch.types import to_dim
 from hlocc.hlo.attributes import PadDim, SliceDim
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.symbolic import DimExpr, lower_bound
@@ -294,6 +296,25 @@ def _sym_float(cx: LoweringContext, x):
     return _f64(cx, x) if isinstance(x, (DimExpr, HloInstruction)) else float(x)
 
 
+def _sym_rounding(fn, opcode: str | None):
+    """`math.floor`/`ceil`/`trunc` of a float computed from a size: an int size, PyTorch's own
+    expression for it (`TruncToInt(1.5*ToFloat(s))`, interpolate's output size) as an hlocc size
+    (types.to_dim: `floordiv(3*s, 2)`); where that has no hlocc form (a float that is not a dyadic
+    fraction), HLO's `opcode` on the f64 scalar (a value, not a size)."""
+    as_float = _sym_math(fn, opcode) if opcode is not None else None
+
+    def rule(cx: LoweringContext, x):
+        if isinstance(x, (int, float)):
+            return fn(x)
+        try:
+            return to_dim(cx.val, cx.lowering.facts)
+        except UnsupportedError:
+            if as_float is None:
+                raise
+            return as_float(cx, x)
+    return rule
+
+
 def _sym_math(fn, opcode: str):
     """A math function of a size (`math.sqrt(x.shape[-1])` traces as `_sym_sqrt`): on a float of a
     symbolic size, HLO's `opcode` on an f64 scalar."""
@@ -379,5 +400,6 @@ OPS = {
     "_sym_sqrt": _sym_math(math.sqrt, "sqrt"), "_sym_exp": _sym_math(math.exp, "exponential"),
     "_sym_log": _sym_math(math.log, "log"), "_sym_cos": _sym_math(math.cos, "cosine"),
     "_sym_sin": _sym_math(math.sin, "sine"), "_sym_tanh": _sym_math(math.tanh, "tanh"),
-    "floor": _sym_math(math.floor, "floor"), "ceil": _sym_math(math.ceil, "ceil"),
+    "floor": _sym_rounding(math.floor, "floor"), "ceil": _sym_rounding(math.ceil, "ceil"),
+    "trunc": _sym_rounding(math.trunc, None),
 }

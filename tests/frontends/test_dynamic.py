@@ -289,6 +289,23 @@ def test_strided_slice_of_a_multiple_and_its_divisibility_guard():
         exe(np.zeros((5, 4), np.float32))
 
 
+@pytest.mark.parametrize(("spec", "fn"), [
+    ("b, 2*n", lambda x: x * 2 + x.sum()),          # a broadcast written 2*n against the argument's dim
+    ("b, n+3", lambda x: x[:, :3] - x[:, 3:].sum(axis=1, keepdims=True)),  # static slices JAX proved fit
+    ("b, n+1", lambda x: jax.lax.top_k(x, 2)[0]),
+], ids=["broadcast_of_a_multiple", "static_slices", "top_k"])
+def test_entry_dimensions_are_their_variables_expressions_from_the_start(spec, fn):
+    """`2*n` and `n+3` entry dimensions are written in their variable before the body is imported
+    (dimension_renaming): the body's `2*n` is then the argument's size itself, and `3 <= n + 3`
+    provable. Written after the import, `x * 2` compared `2*floordiv(arg0_1, 2)` with `arg0_1`."""
+    exported = export.export(jax.jit(fn))(jax.ShapeDtypeStruct(export.symbolic_shape(spec), jnp.float32))
+    exe = hlocc.compile(exported, "interpreter")
+    assert "arg0" not in exe.module.to_string()
+    for n in (4, 6, 10):
+        x = RNG.standard_normal((3, n)).astype(np.float32)
+        np.testing.assert_allclose(exe(x), np.asarray(jax.jit(fn)(x)), rtol=1e-5)
+
+
 DYNAMIC_OPS = """module @m {
   func.func public @main(%x: tensor<?x4xf32>) -> (tensor<?x4xf32>, tensor<?xf32>, tensor<?xi32>) {
     %n = stablehlo.get_dimension_size %x, dim = 0 : (tensor<?x4xf32>) -> tensor<i32>

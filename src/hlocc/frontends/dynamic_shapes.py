@@ -18,22 +18,25 @@ shape tensors stay in the module (dead once every use is resolved; DCE removes t
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 
 import numpy as np
 
 from hlocc.frontends import mlir_support as ms
 from hlocc.hlo.attributes import PadDim, SliceDim, WindowDim
 from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
-from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, floordiv, mod, substitute, symbol
+from hlocc.hlo.symbolic import Dim, DimExpr, InconclusiveDimensionError, floordiv, mod, substitute, symbol
 from hlocc.hlo.types import UNBOUNDED, Shape
 
 _MAX_SHAPE_TENSOR = 64  # constants larger than this are data, not shapes
 
 
 # -- symbols of the entry's dimensions ------------------------------------------------------------
-def entry_parameter_shapes(importer, func) -> list[Shape]:
+def entry_parameter_shapes(importer, func, rename: Mapping[str, Dim] | None = None) -> list[Shape]:
     """@main's argument shapes, each `?` dimension a symbol named after its dimension variable;
-    dimensions that @main asserts equal (`get_dimension_size` == `get_dimension_size`) share one."""
+    dimensions that @main asserts equal (`get_dimension_size` == `get_dimension_size`) share one;
+    a symbol in `rename` (dimension_renaming) is its expression there."""
+    rename = rename or {}
     names = _dimension_variable_names(importer, func)
     shapes = []
     for k, arg in enumerate(func.regions[0].blocks[0].arguments):
@@ -41,7 +44,7 @@ def entry_parameter_shapes(importer, func) -> list[Shape]:
         if shape.is_tuple or shape.is_token or UNBOUNDED not in shape.dims:
             shapes.append(shape)
             continue
-        dims = [symbol(names.get((k, d), f"arg{k}_{d}")) if size == UNBOUNDED else size
+        dims = [substitute(symbol(names.get((k, d), f"arg{k}_{d}")), rename) if size == UNBOUNDED else size
                 for d, size in enumerate(shape.dims)]
         shapes.append(Shape.array(shape.element_type, dims, dynamic=shape.dynamic))
     return shapes
@@ -99,12 +102,17 @@ def record_dimension_variable(importer, func, index: int, sizes: tuple) -> None:
         importer.dimension_variables.setdefault(name, sizes[0])
 
 
-def name_dimension_variables(importer) -> None:
-    """Write an entry dimension that JAX derives a dimension variable from (`2*b` gives
-    `b = floordiv(arg0_0, 2)`) in terms of that variable: `arg0_0` becomes `2*b` everywhere, and
-    guards that then always hold are dropped (binding checks the divisibility instead)."""
-    unnamed = {v for p in importer.module.entry.parameters for v in p.shape.symbols if v.startswith("arg")}
-    rename = {}
+def dimension_renaming(importer) -> dict[str, DimExpr]:
+    """The entry dimensions that JAX derives a dimension variable from, each in terms of that
+    variable: `2*b` gives `b = floordiv(arg0_0, 2)`, so `arg0_0` is `2*b`. The importer imports
+    again with the entry's dimensions so written (`entry_rename`): every size of the body is then an
+    expression of `b` in which JAX's `2*b` is the argument's dimension itself (written after the
+    import, `x * 2` over `"b, 2*n"` compared `2*floordiv(arg0_1, 2)` with `arg0_1`)."""
+    entry = importer.module.entry
+    if entry is None or not importer.dimension_variables:  # (a failure before the entry's parameters)
+        return {}
+    unnamed = {v for p in entry.parameters for v in p.shape.symbols if v.startswith("arg")}
+    rename: dict[str, DimExpr] = {}
     for name, value in importer.dimension_variables.items():
         free = value.variables & unnamed
         if name in value.variables or len(value.variables) != 1 or not free or next(iter(free)) in rename:
@@ -113,20 +121,15 @@ def name_dimension_variables(importer) -> None:
         candidate = _inverse(value, v, name)
         if candidate is not None:
             rename[v] = candidate
-    if not rename:
-        return
-    from hlocc.hlo.specialize import substitute_instructions
+    return rename
 
-    module = importer.module
-    substitute_instructions([i for comp in module.computations for i in comp.instructions], rename)
-    guards = []
-    for guard in module.guards:
-        comparisons = tuple(c.substitute(rename) for c in guard.predicate.comparisons)
-        if all(isinstance(c.lhs, int) and isinstance(c.rhs, int) and c.holds({}) for c in comparisons):
-            continue
-        guards.append(ShapeGuard(SizePredicate(comparisons), guard.message,
-                                 tuple(substitute(a, rename) for a in guard.message_args)))
-    module.guards[:] = guards
+
+def drop_settled_guards(module) -> None:
+    """Guards that hold at every size once the entry's dimensions are written in their variables
+    (`mod(2*b, 2) == 0`; binding checks the divisibility instead)."""
+    module.guards[:] = [g for g in module.guards
+                        if not all(isinstance(c.lhs, int) and isinstance(c.rhs, int) and c.holds({})
+                                   for c in g.predicate.comparisons)]
 
 
 def _inverse(value: DimExpr, v: str, name: str):

@@ -35,8 +35,9 @@ from typing import Any
 from hlocc.errors import HloError, HloVerifyError, UnsupportedError
 from hlocc.frontends import mlir_support as ms
 from hlocc.frontends.dynamic_shapes import (
+    dimension_renaming,
+    drop_settled_guards,
     entry_parameter_shapes,
-    name_dimension_variables,
     record_dimension_variable,
     record_sizes,
 )
@@ -154,9 +155,10 @@ class _Importer:
     """One import: the MLIR module's functions by name, the computations made of them so far and
     the call sites being converted (for locations)."""
 
-    def __init__(self, mlir_module, filename: str):
+    def __init__(self, mlir_module, filename: str, entry_rename: dict | None = None):
         self.mlir_module = mlir_module
         self.filename = filename
+        self.entry_rename = entry_rename or {}  # entry dimension symbol → its expression (dimension_renaming)
         self.module = HloModule(_identifier(ms.string_attr(mlir_module.operation, "sym_name") or "stablehlo"))
         self.functions = {ms.string_attr(op, "sym_name"): op for op in mlir_module.body.operations
                           if op.operation.name == "func.func"}
@@ -169,8 +171,18 @@ class _Importer:
     def run(self) -> HloModule:
         if "main" not in self.functions:
             raise HloError(f"{self.filename}: the StableHLO module has no @main function")
-        self.function("main", is_entry=True)
-        name_dimension_variables(self)
+        try:
+            self.function("main", is_entry=True)
+        except HloError as e:
+            failure = e
+        else:
+            failure = None
+        rename = {} if self.entry_rename else dimension_renaming(self)
+        if rename:  # (dimension variables are recorded at the call that passes them, before a failure)
+            return _Importer(self.mlir_module, self.filename, rename).run()
+        if failure is not None:
+            raise failure
+        drop_settled_guards(self.module)
         # Callees before callers, as XLA prints them; the entry comes last.
         self.module.computations[:] = self.module.computation_post_order()
         return self.module
@@ -186,7 +198,8 @@ class _Importer:
         block = func.regions[0].blocks[0]
         args = list(block.arguments)
         if arg_shapes is None:
-            arg_shapes = (entry_parameter_shapes(self, func) if is_entry else [ms.to_shape(a.type) for a in args])
+            arg_shapes = (entry_parameter_shapes(self, func, self.entry_rename) if is_entry
+                          else [ms.to_shape(a.type) for a in args])
         arg_sizes = arg_sizes or [None] * len(args)
         key = (name, tuple(arg_shapes), tuple(arg_sizes))
         if key in self.converted:

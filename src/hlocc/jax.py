@@ -44,10 +44,10 @@ class JitFunction:
         self._compiled: dict[tuple, tuple[Executable, Any, bool]] = {}  # key: (it, out_tree, one array)
 
     def __call__(self, *args: Any) -> Any:
-        arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in args]
+        arrays = [a if type(a) is np.ndarray and a.dtype in _CANONICAL else _as_jax_would(a) for a in args]
         if self.polymorphic_shapes is not None and len(self.polymorphic_shapes) != len(arrays):
             raise ArgumentError(f"{len(arrays)} arguments for {len(self.polymorphic_shapes)} polymorphic shapes")
-        executable, out_tree, lone = self._executable(arrays)
+        executable, out_tree, lone = self._executable(arrays, args)
         result = executable(*arrays)
         if lone and type(result) is np.ndarray:  # one array: no pytree to rebuild (`_executable`)
             return result
@@ -59,20 +59,24 @@ class JitFunction:
         dtype (with its shape when not polymorphic) as a string, e.g. `(((4,), "float32"),)`."""
         return [(_signature(key), exe) for key, (exe, _, _) in self._compiled.items()]
 
-    def _executable(self, arrays: list[np.ndarray]) -> tuple[Executable, Any, bool]:
+    def _executable(self, arrays: list[np.ndarray], args: tuple) -> tuple[Executable, Any, bool]:
         # Symbolic: one export per argument dtypes (a size change is the Executable's business). Keyed
         # by the dtype objects: `str(dtype)` runs numpy's Python formatting, 3.6 µs per argument per call.
-        key = tuple([a.dtype for a in arrays]) if self.polymorphic_shapes is not None else \
-            tuple([(a.shape, a.dtype) for a in arrays])
+        # A Python scalar is weakly typed, as in jax.jit (`x * 2.0` keeps a bf16 x bf16): its own key.
+        key = tuple([a.dtype if type(x) not in _WEAK else type(x) for a, x in zip(arrays, args)]) \
+            if self.polymorphic_shapes is not None else \
+            tuple([(a.shape, a.dtype) if type(x) not in _WEAK else type(x) for a, x in zip(arrays, args)])
         if key not in self._compiled:
             jax = _jax()
             jitted = jax.jit(self.fn)
             if self.polymorphic_shapes is not None:
                 specs = jax.export.symbolic_args_specs(arrays, list(self.polymorphic_shapes))
+                specs = [jax.ShapeDtypeStruct((), a.dtype, weak_type=True) if type(x) in _WEAK else spec
+                         for spec, a, x in zip(specs, arrays, args)]
                 exported = jax.export.export(jitted)(*specs)
                 source, out_tree = exported, exported.out_tree
             else:
-                lowered = jitted.lower(*arrays)
+                lowered = jitted.lower(*[x if type(x) in _WEAK else a for a, x in zip(arrays, args)])
                 source, out_tree = lowered.as_text(), lowered.out_tree
             # a function returning one array has no tree to rebuild (`lone`): that spares every call
             # JAX's tree_unflatten, two lists and an import (~1 µs hot of a ~10 µs call, more cold:
@@ -82,9 +86,35 @@ class JitFunction:
         return self._compiled[key]
 
 
+_WEAK = (bool, int, float, complex)  # Python scalars: weakly typed arguments in JAX
+_CANONICAL = {np.dtype(t) for t in ("bool", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16",
+                                    "float32", "complex64")}  # dtypes JAX keeps without x64 (and with it)
+
+
+def _as_jax_would(value: Any) -> np.ndarray:
+    """`value` as the array jax.jit passes on: numpy's 64-bit types as JAX's canonical ones
+    (int32, float32, complex64 unless `jax_enable_x64`), a Python scalar at its type's canonical
+    dtype (an int beyond it an ArgumentError, as JAX's OverflowError), anything else through
+    `np.asarray` (ragged nested lists an ArgumentError)."""
+    try:
+        array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    except ValueError as e:
+        raise ArgumentError(f"argument {value!r:.60} is not an array: {e}") from None
+    if array.dtype in _CANONICAL:
+        return array
+    canonical = np.dtype(_jax().dtypes.canonicalize_dtype(array.dtype))
+    if canonical == array.dtype:
+        return array
+    if type(value) is int and not np.iinfo(canonical).min <= value <= np.iinfo(canonical).max:
+        raise ArgumentError(f"Python int {value} is out of range for {canonical} (jax_enable_x64 is off)")
+    return array.astype(canonical)
+
+
 def _signature(key: tuple) -> tuple:
-    """A `_compiled` key with its dtypes as strings (what `executables` shows)."""
-    return tuple(str(k) if isinstance(k, np.dtype) else (k[0], str(k[1])) for k in key)
+    """A `_compiled` key with its dtypes as strings (what `executables` shows; a Python scalar type
+    by its name)."""
+    return tuple(str(k) if isinstance(k, np.dtype) else k.__name__ if isinstance(k, type) else (k[0], str(k[1]))
+                 for k in key)
 
 
 def jit(fn: Callable, polymorphic_shapes: Sequence[str | None] | None = None, *, backend: str = "cpu",

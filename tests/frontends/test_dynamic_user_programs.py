@@ -444,6 +444,27 @@ def test_hlocc_jax_jit_of_a_loss_gradient_with_integer_labels():
     assert len(f.executables()) == 1
 
 
+@pytest.mark.parametrize("polymorphic", [False, True])
+def test_hlocc_jax_jit_takes_arguments_as_jax_jit_does(polymorphic):
+    """Python scalars are weakly typed (`x * 2.5` keeps bf16), numpy's 64-bit arrays become JAX's
+    32-bit ones (x64 off), an int beyond int32 and a ragged list are ArgumentErrors."""
+    shapes = (lambda *specs: list(specs) if polymorphic else None)
+    x = np.arange(5, dtype=np.float32)
+    scale = hlocc.jax.jit(lambda x, k: x * k, polymorphic_shapes=shapes("b", None))
+    np.testing.assert_array_equal(scale(x, 3), x * 3)
+    half = jnp.ones(4, jnp.bfloat16)
+    got = scale(np.asarray(half), 2.5)
+    assert got.dtype == jax.jit(lambda x, k: x * k)(half, 2.5).dtype == jnp.bfloat16
+    take = hlocc.jax.jit(lambda x, i: x[i], polymorphic_shapes=shapes("b", "s"))
+    np.testing.assert_array_equal(take(x, np.array([4, 0, 2])), x[[4, 0, 2]])  # int64 indices
+    double = hlocc.jax.jit(lambda x: x * 2, polymorphic_shapes=shapes("b"))
+    assert double(np.arange(3.0)).dtype == np.float32  # float64 in, as jax.jit
+    with pytest.raises(hlocc.ArgumentError, match="Python int 1099511627776 is out of range for int32"):
+        scale(x, 2**40)
+    with pytest.raises(hlocc.ArgumentError, match="not an array"):
+        double([[1.0, 2.0], [3.0]])
+
+
 CHLO_ON_SYMBOLIC_BATCH = """module @m {
   func.func public @main(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
     %y = chlo.lgamma %x : tensor<?x4xf32> -> tensor<?x4xf32>

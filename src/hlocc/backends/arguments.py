@@ -51,7 +51,10 @@ def _check_one(index: int, shape: Shape, value: Any, cast: bool, device_arrays: 
         value = import_argument(value)
         if isinstance(value, DLPackArray):
             return _check_device_array(index, shape, value, device_arrays)
-    arr = np.asarray(value)
+    try:
+        arr = value if type(value) is np.ndarray else np.asarray(value)
+    except (ValueError, TypeError) as e:  # a ragged nested list
+        raise ArgumentError(f"argument {index}: not an array ({type(value).__name__}): {e}") from None
     # A dynamic dimension accepts any size up to its bound (or any size for `?`); a symbolic one
     # any size here (DynamicExecutable.bind checks the sizes against each other).
     fits = len(arr.shape) == shape.rank and all(

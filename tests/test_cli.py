@@ -247,3 +247,14 @@ def test_elided_constants_are_warned_about(tmp_path, capsys):
     assert "--xla_dump_large_constants" in err
     assert main(["run", str(write(tmp_path, ADD, "plain.hlo"))]) == 0
     assert "elided" not in capsys.readouterr().err
+
+
+def test_elided_constants_are_a_warning_of_the_python_api():
+    """`hlocc.compile` of such text is not silently another program: an ElidedConstantsWarning."""
+    import hlocc
+
+    text = ("HloModule m\nENTRY e {\n  p = f32[4] parameter(0)\n  c = f32[4] constant({...})\n"
+            "  ROOT r = f32[4] add(p, c)\n}\n")
+    with pytest.warns(hlocc.ElidedConstantsWarning, match=r"1 constant\(s\) elided as \{\.\.\.\} in module 'm' "
+                                                         r"\(e\.g\. 'c'\) read as zeros"):
+        hlocc.compile(text, "interpreter")

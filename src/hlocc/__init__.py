@@ -8,7 +8,14 @@
 """
 
 from hlocc.compiler import Executable, compile
-from hlocc.errors import ArgumentError, HloError, HloParseError, HloVerifyError, UnsupportedError
+from hlocc.errors import (
+    ArgumentError,
+    ElidedConstantsWarning,
+    HloError,
+    HloParseError,
+    HloVerifyError,
+    UnsupportedError,
+)
 from hlocc.frontends import import_stablehlo, load_module
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.parser import parse_hlo, parse_hlo_file
@@ -16,8 +23,8 @@ from hlocc.hlo.printer import print_module
 from hlocc.hlo.types import PrimitiveType, Shape
 
 __all__ = [
-    "ArgumentError", "Executable", "HloComputation", "HloError", "HloInstruction", "HloModule", "HloParseError",
-    "HloVerifyError", "PrimitiveType", "Shape", "UnsupportedError", "compile", "import_stablehlo", "load_module",
-    "parse_hlo", "parse_hlo_file", "print_module",
+    "ArgumentError", "ElidedConstantsWarning", "Executable", "HloComputation", "HloError", "HloInstruction",
+    "HloModule", "HloParseError", "HloVerifyError", "PrimitiveType", "Shape", "UnsupportedError", "compile",
+    "import_stablehlo", "load_module", "parse_hlo", "parse_hlo_file", "print_module",
 ]
 __version__ = "0.1.0"

@@ -21,13 +21,14 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from hlocc.comparison import compare_arrays, storable
 from hlocc.compiler import BACKENDS, DynamicExecutable, check_arguments, compile
-from hlocc.errors import HloError
+from hlocc.errors import ElidedConstantsWarning, HloError, elided_constants_message
 from hlocc.frontends import load_module_file
 from hlocc.hlo.types import Shape
 
@@ -203,9 +204,7 @@ def _warn_elided_constants(module, path: Path) -> None:
     default): they parse as zeros (hlo/literals.py), so the results are not the dumped program's."""
     names = module.elided_constants
     if names:
-        print(f"hlocc: warning: {len(names)} constant(s) elided as {{...}} in '{path}' (e.g. '{names[0]}') read as "
-              "zeros, so the results are not the original program's; dump it with its constants (XLA_FLAGS="
-              "--xla_dump_large_constants)", file=sys.stderr)
+        print(f"hlocc: warning: {elided_constants_message(names, repr(str(path)))}", file=sys.stderr)
 
 
 def _cmd_run(args) -> int:
@@ -217,9 +216,12 @@ def _cmd_run(args) -> int:
     t0 = time.perf_counter()
     module = load_module_file(args.module)
     _warn_elided_constants(module, args.module)
-    exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed, hlo_passes=not args.no_hlo_passes,
-                  print_ir_after_all=args.print_ir_after_all, dump_dir=str(args.dump_dir) if args.dump_dir else None,
-                  gemm=args.gemm, check_bounds=args.check_bounds, autotune=args.autotune)
+    with warnings.catch_warnings():  # (said above, once, in the CLI's words)
+        warnings.simplefilter("ignore", ElidedConstantsWarning)
+        exe = compile(module, args.backend, verify=not args.no_verify, seed=args.seed,
+                      hlo_passes=not args.no_hlo_passes, print_ir_after_all=args.print_ir_after_all,
+                      dump_dir=str(args.dump_dir) if args.dump_dir else None, gemm=args.gemm,
+                      check_bounds=args.check_bounds, autotune=args.autotune)
     compile_ms = (time.perf_counter() - t0) * 1e3
     dynamic = isinstance(exe, DynamicExecutable)  # its stats depend on the sizes of the first call
     if args.stats and not dynamic:

@@ -29,6 +29,7 @@ import operator
 import sys
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from hlocc.backends.arguments import array_shape, check_arguments
-from hlocc.errors import ArgumentError, UnsupportedError
+from hlocc.errors import ArgumentError, ElidedConstantsWarning, UnsupportedError, elided_constants_message
 from hlocc.frontends import load_module
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.parser import parse_hlo
@@ -321,6 +322,9 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
     with gc_paused():  # parsing allocates cyclic IR only (runtime/gc_pause.py)
         module = load_module(module_or_text)
     times["parse"] = (time.perf_counter() - t0) * 1e3
+    if module.elided_constants:  # zeros, not the program's values: never silently (errors.py)
+        warnings.warn(ElidedConstantsWarning(elided_constants_message(module.elided_constants,
+                                                                      f"module '{module.name}'")), stacklevel=2)
     if verify:
         t0 = time.perf_counter()
         from hlocc.hlo.verifier import verify_module

@@ -36,3 +36,14 @@ class ResourceError(HloError):
 
 class ArgumentError(HloError):
     """Wrong number, shape or dtype of arguments passed to an Executable or to `hlocc run`."""
+
+
+class ElidedConstantsWarning(UserWarning):
+    """The HLO text elided constants (`constant({...})`, XLA's default for large ones): they read as
+    zeros, so the results are not the dumped program's (`elided_constants_message`)."""
+
+
+def elided_constants_message(names: list[str], where: str) -> str:
+    return (f"{len(names)} constant(s) elided as {{...}} in {where} (e.g. '{names[0]}') read as zeros, so the "
+            "results are not the original program's; dump it with its constants (XLA_FLAGS="
+            "--xla_dump_large_constants)")

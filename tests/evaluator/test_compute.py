@@ -152,6 +152,55 @@ def test_reduce_matches_jax_sum_and_max():
     assert_same_bits(ours[1], theirs[1])
 
 
+
+# A kept dimension of size 0 (n = 0) gives empty results of the kept shape; n = 2 is the same
+# module on data, checked against numpy/JAX. Merging the reduced axes into one of length -1
+# failed on n = 0 (numpy cannot infer it when the array is empty).
+
+@pytest.mark.parametrize("n", [2, 0])
+def test_variadic_reduce_with_an_empty_kept_dimension(n):
+    text = f"""
+add2 {{
+  a = f32[] parameter(0)
+  b = s32[] parameter(1)
+  c = f32[] parameter(2)
+  d = s32[] parameter(3)
+  s = f32[] add(a, c)
+  t = s32[] add(b, d)
+  ROOT r = (f32[], s32[]) tuple(s, t)
+}}
+ENTRY e {{
+  x = f32[{n},4] parameter(0)
+  y = s32[{n},4] parameter(1)
+  z = f32[] constant(0)
+  w = s32[] constant(0)
+  ROOT r = (f32[{n}], s32[{n}]) reduce(x, y, z, w), dimensions={{1}}, to_apply=add2
+}}"""
+    x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
+    y = np.arange(4 * n, dtype=np.int32).reshape(n, 4)
+    sums, totals = run(text, x, y)
+    assert_same_bits(sums, x.sum(axis=1))
+    assert_same_bits(totals, y.sum(axis=1, dtype=np.int32))
+
+
+def run_stablehlo(fn, *args):
+    """Like `run_jax`, through JAX's StableHLO and hlocc's importer on the interpreter backend:
+    JAX's HLO text replaces an empty reduction by an empty constant, StableHLO keeps it."""
+    import jax
+
+    import hlocc
+
+    module = hlocc.import_stablehlo(jax.jit(fn).lower(*args).as_text())
+    return hlocc.compile(module, backend="interpreter")(*args), np.asarray(jax.jit(fn)(*args))
+
+
+@pytest.mark.parametrize("n", [2, 0])
+def test_argmax_with_an_empty_kept_dimension_matches_jax(n):
+    jnp = pytest.importorskip("jax.numpy")
+    x = np.random.default_rng(6).standard_normal((n, 4, 3)).astype(np.float32)
+    ours, theirs = run_stablehlo(lambda a: jnp.argmax(a, axis=2), x)
+    assert_same_bits(ours, theirs)
+
 # -- reduce-window ----------------------------------------------------------------------------
 
 def test_reduce_window_skips_padding_and_holes():
@@ -214,6 +263,24 @@ ENTRY e {
     assert_same_bits(values, np.array([3, 4, 9, 9], np.float32))
     assert_same_bits(indices, np.array([0, 2, 5, 5], np.int32))
 
+
+
+@pytest.mark.parametrize("n", [2, 0])
+def test_variadic_reduce_window_with_an_empty_kept_dimension(n):
+    text = ARGMAX + f"""
+ENTRY e {{
+  p = f32[{n},4] parameter(0)
+  q = s32[{n},4] parameter(1)
+  a = f32[] constant(-inf)
+  b = s32[] constant(-1)
+  ROOT r = (f32[{n},2], s32[{n},2]) reduce-window(p, q, a, b), window={{size=1x2 stride=1x2}}, to_apply=argmax
+}}"""
+    x = np.array([[3, 1, 4, 4], [5, 9, 2, 6]], np.float32)[:n]
+    index = np.broadcast_to(np.arange(4, dtype=np.int32), x.shape)
+    values, indices = run(text, x, index)
+    pairs = x.reshape(n, 2, 2)
+    assert_same_bits(values, pairs.max(axis=2))
+    assert_same_bits(indices, (pairs.argmax(axis=2) + np.array([0, 2])).astype(np.int32))
 
 def test_cumulative_reduce_window_of_a_million_elements():
     """JAX's cumsum/cummax on the CPU is a reduce-window as long as the axis; evaluated as a window
@@ -302,6 +369,20 @@ def test_select_and_scatter_matches_jax():
                            source, operand)
     np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-6)
 
+
+
+@pytest.mark.parametrize("n", [2, 0])
+def test_select_and_scatter_with_an_empty_dimension_matches_jax(n):
+    """The max-pool gradient of an operand with a dimension of size 0 is empty."""
+    pytest.importorskip("jax")
+    from jax import lax
+    from jax._src.lax.windowed_reductions import _select_and_scatter_add
+
+    operand = np.random.default_rng(7).standard_normal((n, 4)).astype(np.float32)
+    source = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+    ours, theirs = run_stablehlo(
+        lambda s, o: _select_and_scatter_add(s, o, lax.ge_p, (1, 2), (1, 2), ((0, 0), (0, 0))), source, operand)
+    assert_same_bits(ours, theirs)
 
 # -- map, scan --------------------------------------------------------------------------------
 

@@ -214,7 +214,8 @@ def test_custom_call_and_host_transfer_are_unsupported():
   ROOT in = (f32[2], token[]) infeed(tok)""")
 
 
-@pytest.mark.parametrize("target", ["annotate_device_placement", "MoveToHost", "Sharding", "SPMDFullToShardShape"])
+@pytest.mark.parametrize("target", ["annotate_device_placement", "MoveToHost", "Sharding", "SPMDFullToShardShape",
+                                    "xla.sdy.FuncResultSharding"])  # jax.jit(..., out_shardings=...)'s HLO
 def test_annotation_custom_calls_return_their_operand(target):
     x = np.array([1.5, -2.0], np.float32)
     out = run(f'''

@@ -448,7 +448,9 @@ def test_hlocc_jax_jit_of_a_loss_gradient_with_integer_labels():
 def test_hlocc_jax_jit_takes_arguments_as_jax_jit_does(polymorphic):
     """Python scalars are weakly typed (`x * 2.5` keeps bf16), numpy's 64-bit arrays become JAX's
     32-bit ones (x64 off), an int beyond int32 and a ragged list are ArgumentErrors."""
-    shapes = (lambda *specs: list(specs) if polymorphic else None)
+    def shapes(*specs):
+        return list(specs) if polymorphic else None
+
     x = np.arange(5, dtype=np.float32)
     scale = hlocc.jax.jit(lambda x, k: x * k, polymorphic_shapes=shapes("b", None))
     np.testing.assert_array_equal(scale(x, 3), x * 3)

@@ -373,6 +373,19 @@ def test_bounded_dimension_is_unsupported_for_now():
         import_stablehlo(text)
 
 
+def test_convert_from_complex_to_real_takes_the_real_part():
+    """StableHLO's convert c64 -> f32 is the real part (HLO's convert refuses it: imported as real)."""
+    text = """module @m {
+  func.func public @main(%x: tensor<3xcomplex<f32>>) -> tensor<3xf64> {
+    %y = stablehlo.convert %x : (tensor<3xcomplex<f32>>) -> tensor<3xf64>
+    return %y : tensor<3xf64>
+  }
+}"""
+    x = np.array([1.5 + 2j, -3 - 1j, 0 + 4j], np.complex64)
+    for backend in ("interpreter", "cpu"):
+        np.testing.assert_array_equal(hlocc.compile(text, backend)(x), np.array([1.5, -3.0, 0.0]))
+
+
 def test_malformed_text_is_a_parse_error():
     with pytest.raises(hlocc.HloParseError, match=r"bad\.mlir:2:"):
         import_stablehlo("module {\n  func.func @main( -> \n}", "bad.mlir")

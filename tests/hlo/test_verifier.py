@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import hlocc
 from corpus import INVALID_ALONE, JAX_DIR, KNOWN_INVALID, XLA_DIR, corpus_files
 from hlocc.errors import HloVerifyError
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
@@ -146,6 +147,31 @@ def test_duplicate_instruction_name():
     comp = _computation("c", p, HloInstruction("p", "negate", F4, [p]))
     with pytest.raises(HloVerifyError, match=r"computation 'c': instruction name 'p' is used twice"):
         verify_computation(comp)
+
+
+@pytest.mark.parametrize(("body", "pattern"), [
+    ("a = f32[2] parameter(0)\n b = f32[2] add(a, b)\n ROOT r = f32[2] negate(b)",
+     r"computation 'e': instruction 'b' depends on itself \('b' -> 'b'\)"),
+    ("a = f32[2] parameter(0)\n b = f32[2] add(a, c)\n c = f32[2] add(a, b)\n ROOT r = f32[2] add(b, c)",
+     r"instruction 'b' depends on itself \('b' -> 'c' -> 'b'\)"),
+    ("a = f32[2] parameter(0)\n b = f32[2] negate(a), control-predecessors={c}\n c = f32[2] abs(b)\n"
+     " ROOT r = f32[2] add(b, c)", r"instruction 'b' depends on itself \('b' -> 'c' -> 'b'\)"),
+], ids=["self", "two", "control"])
+def test_a_cycle_is_a_verify_error_on_every_backend(body, pattern):
+    """Operands may name later instructions in HLO text, so a cycle parses; every backend refuses it
+    by name (it crashed the compiler's post-order walks with an AssertionError or RecursionError)."""
+    text = f"HloModule m\nENTRY e {{\n {body}\n}}\n"
+    for backend in ("cpu", "interpreter"):
+        with pytest.raises(HloVerifyError, match=pattern):
+            hlocc.compile(text, backend)
+
+
+def test_a_recursive_call_is_a_verify_error():
+    text = ("HloModule m\nf {\n a = f32[2] parameter(0)\n ROOT r = f32[2] call(a), to_apply=g\n}\n"
+            "g {\n a = f32[2] parameter(0)\n ROOT r = f32[2] call(a), to_apply=f\n}\n"
+            "ENTRY e {\n a = f32[2] parameter(0)\n ROOT r = f32[2] call(a), to_apply=f\n}\n")
+    with pytest.raises(HloVerifyError, match=r"module 'm': computation '(f|g)' calls itself \('(f|g)' -> '(f|g)' -> '(f|g)'\)"):
+        hlocc.compile(text, "interpreter")
 
 
 def test_unknown_opcode():

@@ -10,6 +10,8 @@ arrays through `ev.call`; no evaluation loops over elements in Python.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hlocc.errors import UnsupportedError
@@ -111,7 +113,8 @@ def _select_in_windows(ev, select, operand: np.ndarray, window) -> np.ndarray:
     flat_index = np.arange(operand.size, dtype=np.int64).reshape(operand.shape)
     taps = window_view(flat_index, window, -1)
     out_shape = taps.shape[:operand.ndim]
-    taps = taps.reshape(out_shape + (-1,))
+    # The tap count is given, not `-1`: numpy cannot infer it when a window-position dim is 0.
+    taps = taps.reshape(out_shape + (math.prod(taps.shape[operand.ndim:]),))
     flat = operand.reshape(-1)
     pick = taps[..., 0].copy()
     value = flat[np.maximum(pick, 0)]

@@ -145,6 +145,7 @@ IDENTITY_CUSTOM_CALLS = frozenset({
     "annotate_device_placement",  # memory-space annotations (host offloading): the value itself
     "MoveToHost", "MoveToDevice",
     "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",  # SPMD markers: one device, one shard
+    "xla.sdy.FuncResultSharding", "xla.sdy.GlobalToLocalShape", "xla.sdy.LocalToGlobalShape",  # Shardy's
     "LayoutConstraint",
 })
 """Custom calls that only annotate their one operand; on a single device they return it unchanged."""

@@ -50,7 +50,14 @@ class Evaluator:
         self._schedules: dict[int, list] = {}
 
     def run(self, module: HloModule, args: Sequence[Any]) -> Any:
-        return self.call(module.entry, args)
+        """The entry computation's result on `args`, owning its memory: a result that is an
+        argument or a view of one (a parameter passed through, reshaped, sliced, transposed or
+        bitcast), or of one of the module's constant literals, is copied, as the compiled backends
+        and XLA return fresh buffers: the caller may write to its inputs, or to the result, after
+        the call. Other results are returned as they are."""
+        held = _array_leaves(args)
+        held += [a for i in module.all_instructions() if i.opcode == "constant" for a in _array_leaves(i.literal)]
+        return _unaliased(self.call(module.entry, args), {id(_memory_owner(a)) for a in held})
 
     def call(self, comp: HloComputation, args: Sequence[Any]) -> Any:
         params = comp.parameters
@@ -100,6 +107,36 @@ class Evaluator:
             raise
         except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError, MemoryError) as e:
             raise EvaluationError(f"evaluating '{instr.name}' ({instr.opcode}): {e}") from e
+
+
+def _array_leaves(value: Any) -> list[np.ndarray]:
+    """The numpy arrays in `value`, a value or a (nested) sequence of them."""
+    if isinstance(value, np.ndarray):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [a for v in value for a in _array_leaves(v)]
+    return []
+
+
+def _memory_owner(array: np.ndarray) -> Any:
+    """The object at the end of `array`'s `.base` chain: the array (or foreign buffer) whose
+    memory it is. A view shares its memory with another array exactly when they have one owner
+    (numpy's views, `as_strided` ones included, keep their owner alive through `.base`)."""
+    owner = array
+    while getattr(owner, "base", None) is not None:
+        owner = owner.base
+    return owner
+
+
+def _unaliased(value: Any, held_owners: set[int]) -> Any:
+    """`value` (an array, a token or a nested tuple) with every array whose memory owner is in
+    `held_owners` (by id) copied. Comparing owners is one set lookup per result, where
+    `np.may_share_memory` against every argument and constant would be a product of the two."""
+    if isinstance(value, tuple):
+        return tuple(_unaliased(v, held_owners) for v in value)
+    if isinstance(value, np.ndarray) and id(_memory_owner(value)) in held_owners:
+        return value.copy()
+    return value
 
 
 def _default_result_limit() -> int:

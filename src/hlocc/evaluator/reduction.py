@@ -20,6 +20,7 @@ are skipped, not combined, so a window of only padding yields the init value.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,10 +66,11 @@ def fast_combiner(comp: HloComputation) -> str | None:
 
 
 def _flatten_reduced(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
-    """`x` with the reduced `axes` moved last and merged into one axis."""
+    """`x` with the reduced `axes` moved last and merged into one axis. The merged length is
+    given, not `-1`: numpy cannot infer it when a kept dimension is 0."""
     kept = [d for d in range(x.ndim) if d not in axes]
     moved = np.transpose(x, kept + list(axes))
-    return moved.reshape(tuple(x.shape[d] for d in kept) + (-1,))
+    return moved.reshape(tuple(x.shape[d] for d in kept) + (math.prod(x.shape[d] for d in axes),))
 
 
 def as_array_list(value: Any, n: int, shape: tuple[int, ...], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from hlocc.frontends import chlo, dynamic_shapes
 from hlocc.frontends import mlir_support as ms
 from hlocc.hlo.attributes import PadDim, RawAttr, SliceDim, WindowDim, parse_dim_labels
-from hlocc.hlo.types import Shape
+from hlocc.hlo.types import Shape, primitive_type
 
 # Ops that are an HLO op (of another name) with the same operands and no attributes.
 RENAMED = {
@@ -80,8 +80,13 @@ def _constant(cx):
 
 
 def _convert(cx):
-    """A convert to the operand's own type is no instruction (XLA's builder drops it too)."""
+    """A convert to the operand's own type is no instruction (XLA's builder drops it too); one from
+    a complex type to a real one takes the real part (StableHLO's semantics; HLO's convert refuses
+    it, and XLA's importer writes `real` too)."""
     operand = cx.operands[0]
+    if operand.shape.element_type.is_complex and not cx.shape.element_type.is_complex:
+        operand = cx.add("real", [operand], shape=operand.shape.with_element_type(
+            primitive_type("f64" if operand.shape.element_type.name == "c128" else "f32")))
     return operand if operand.shape.element_type == cx.shape.element_type else cx.add("convert", [operand])
 
 

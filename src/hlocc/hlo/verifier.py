@@ -26,6 +26,8 @@ def verify_module(module: HloModule) -> None:
     if not any(comp is module.entry for comp in module.computations):
         raise HloVerifyError(f"module '{module.name}': entry computation '{module.entry.name}' is not in the module")
     _check_unique_names(module)
+    _check_acyclic(module)
+    _check_entry_layout(module)
     members = {id(comp) for comp in module.computations}
     for comp in module.computations:
         verify_computation(comp)
@@ -34,6 +36,80 @@ def verify_module(module: HloModule) -> None:
                 if id(callee) not in members:
                     raise HloVerifyError(f"computation '{comp.name}': instruction '{instr.name}' calls computation "
                                          f"'{callee.name}', which is not in module '{module.name}'")
+
+
+def _check_entry_layout(module: HloModule) -> None:
+    """The header's `entry_computation_layout={(params)->result}` names the entry's parameter and
+    result shapes (types and static dimensions; its layouts are the caller's business here), as
+    XLA's verifier requires."""
+    raw = module.header_attrs.get("entry_computation_layout")
+    if raw is None:
+        return
+    from hlocc.errors import HloParseError
+    from hlocc.hlo.parser import parse_shape
+
+    text = str(raw).strip().removeprefix("{").removesuffix("}")
+    try:
+        params_text, result_text = text.split("->")
+        params, result = parse_shape(params_text.strip()), parse_shape(result_text.strip())
+    except (ValueError, HloParseError):
+        raise HloVerifyError(f"module '{module.name}': entry_computation_layout={raw} is not a program shape "
+                             "'{(parameter shapes)->result shape}'") from None
+    entry = module.entry
+    declared = [(f"parameter {i}", d, p.shape) for i, (d, p) in enumerate(zip(params.tuple_shapes, entry.parameters))]
+    if len(params.tuple_shapes) != len(entry.parameters):
+        raise HloVerifyError(f"module '{module.name}': entry_computation_layout has {len(params.tuple_shapes)} "
+                             f"parameters, the entry computation '{entry.name}' {len(entry.parameters)}")
+    for what, layout_shape, shape in [*declared, ("the result", result, entry.root.shape)]:
+        if layout_shape.is_static and shape.is_static and strip_layout(layout_shape) != strip_layout(shape):
+            raise HloVerifyError(f"module '{module.name}': entry_computation_layout gives {what} the shape "
+                                 f"{layout_shape.to_string(False)}, the entry computation "
+                                 f"{shape.to_string(False)}")
+
+
+def _check_acyclic(module: HloModule) -> None:
+    """No instruction depends on itself through its operands or control predecessors, and no
+    computation calls itself, directly or through others (XLA's verifier refuses both; every
+    post-order walk of the compiler would loop or recurse without end)."""
+    for comp in module.computations:
+        cycle = _find_cycle(comp.instructions, _dependencies({i.name: i for i in comp.instructions}))
+        if cycle:
+            path = " -> ".join(f"'{i.name}'" for i in cycle)
+            raise HloVerifyError(f"computation '{comp.name}': instruction '{cycle[0].name}' depends on itself "
+                                 f"({path})")
+    cycle = _find_cycle(module.computations, lambda c: [callee for i in c.instructions
+                                                         for callee in i.called_computations()])
+    if cycle:
+        path = " -> ".join(f"'{c.name}'" for c in cycle)
+        raise HloVerifyError(f"module '{module.name}': computation '{cycle[0].name}' calls itself ({path})")
+
+
+def _dependencies(by_name: dict[str, HloInstruction]):
+    """An instruction's operands and control predecessors (named in its attribute)."""
+    return lambda i: [*i.operands, *(by_name[n] for n in control_predecessor_names(i) if n in by_name)]
+
+
+def _find_cycle(nodes, successors) -> list:
+    """A cycle of the graph over `nodes` (first node repeated last), or []: an iterative
+    depth-first search (a long chain of instructions is deeper than Python's recursion)."""
+    state: dict[int, int] = {}  # id -> 1 on the current path, 2 done
+    for start in nodes:
+        if id(start) in state:
+            continue
+        path, stack = [start], [iter(successors(start))]
+        state[id(start)] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[id(path.pop())] = 2
+                stack.pop()
+            elif state.get(id(nxt)) == 1:
+                return path[[id(n) for n in path].index(id(nxt)):] + [nxt]
+            elif id(nxt) not in state:
+                state[id(nxt)] = 1
+                path.append(nxt)
+                stack.append(iter(successors(nxt)))
+    return []
 
 
 def _check_unique_names(module: HloModule) -> None:

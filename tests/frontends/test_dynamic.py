@@ -306,6 +306,22 @@ def test_entry_dimensions_are_their_variables_expressions_from_the_start(spec, f
         np.testing.assert_allclose(exe(x), np.asarray(jax.jit(fn)(x)), rtol=1e-5)
 
 
+def test_strided_same_convolution_over_a_symbolic_image_is_one_compile():
+    """JAX writes SAME padding with a stride over a symbolic size as stablehlo.dynamic_conv, its
+    padding a shape tensor of floordivs: a convolution with symbolic padding (a CNN's first layer)."""
+    w = RNG.standard_normal((3, 3, 3, 4)).astype(np.float32)
+
+    def conv(x):
+        return jax.lax.conv_general_dilated(x, w, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    exported = export.export(jax.jit(conv))(jax.ShapeDtypeStruct(export.symbolic_shape("b, h, w, 3"), jnp.float32))
+    exe = hlocc.compile(exported, "cpu")
+    for h, w_ in ((7, 8), (8, 13), (16, 5)):
+        x = RNG.standard_normal((2, h, w_, 3)).astype(np.float32)
+        np.testing.assert_allclose(exe(x), np.asarray(jax.jit(conv)(x)), rtol=1e-4, atol=1e-4)
+    assert exe.compilations <= 1
+
+
 DYNAMIC_OPS = """module @m {
   func.func public @main(%x: tensor<?x4xf32>) -> (tensor<?x4xf32>, tensor<?xf32>, tensor<?xi32>) {
     %n = stablehlo.get_dimension_size %x, dim = 0 : (tensor<?x4xf32>) -> tensor<i32>

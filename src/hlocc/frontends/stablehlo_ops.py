@@ -221,10 +221,12 @@ def _reduce(cx):
     return cx.add("reduce", cx.operands, {"dimensions": ms.ints(cx.op, "dimensions"), "to_apply": cx.region(0)})
 
 
-def _window(cx, rank: int, sizes) -> tuple[WindowDim, ...]:
+def _window(cx, rank: int, sizes, pads=None) -> tuple[WindowDim, ...]:
+    """The window of a windowed op from its attributes (`pads`, (low, high) per dimension: given
+    where they are computed from sizes, dynamic_conv's)."""
     op = cx.op
     strides = ms.ints(op, "window_strides", (1,) * rank)
-    pads = ms.padding_pairs(op, "padding", rank)
+    pads = pads if pads is not None else ms.padding_pairs(op, "padding", rank)
     lhs = ms.ints(op, "base_dilations", ms.ints(op, "lhs_dilation", (1,) * rank))
     rhs = ms.ints(op, "window_dilations", ms.ints(op, "rhs_dilation", (1,) * rank))
     reversal = ms.ints(op, "window_reversal", (0,) * rank)
@@ -276,17 +278,26 @@ def _dot(cx):
     return cx.add("dot", cx.operands, _precision(cx, attrs))
 
 
-def _convolution(cx):
+def _convolution(cx, pads=None):
     _, stablehlo, _, _ = ms.mlir_modules()
     dn = _attr(cx, "dimension_numbers", stablehlo.ConvDimensionNumbers)
     kernel = cx.operands[1].shape
     sizes = [kernel.dims[d] for d in dn.kernel_spatial_dimensions]
-    attrs = {"window": _window(cx, len(sizes), sizes), "dim_labels": parse_dim_labels(_dim_labels(dn, cx.shape.rank))}
+    attrs = {"window": _window(cx, len(sizes), sizes, pads),
+             "dim_labels": parse_dim_labels(_dim_labels(dn, cx.shape.rank))}
     for name in ("feature_group_count", "batch_group_count"):
         count = ms.int_attr(cx.op, name, 1)
         if count != 1:
             attrs[name] = count
-    return cx.add("convolution", cx.operands, _precision(cx, attrs))
+    return cx.add("convolution", cx.operands[:2], _precision(cx, attrs))
+
+
+def _dynamic_conv(cx):
+    """stablehlo.dynamic_conv(lhs, rhs, padding): a convolution whose padding is a shape tensor
+    ([spatial, 2]: low, high), JAX's SAME padding with a stride over a symbolic image size
+    (`floordiv(...)` sizes): a convolution with symbolic padding."""
+    flat = dynamic_shapes.shape_operand(cx, 2, "padding")
+    return _convolution(cx, [(flat[2 * i], flat[2 * i + 1]) for i in range(len(flat) // 2)])
 
 
 def _dim_labels(dn, rank: int) -> str:
@@ -506,6 +517,7 @@ OP_CONVERSIONS = {
     "stablehlo.reduce": _reduce, "stablehlo.reduce_window": _reduce_window,
     "stablehlo.select_and_scatter": _select_and_scatter,
     "stablehlo.dot_general": _dot_general, "stablehlo.dot": _dot, "stablehlo.convolution": _convolution,
+    "stablehlo.dynamic_conv": _dynamic_conv,
     "stablehlo.sort": _sort, "stablehlo.map": _map,
     "stablehlo.while": _while, "stablehlo.case": _case, "stablehlo.if": _if, "func.call": _call,
     "stablehlo.optimization_barrier": _optimization_barrier, "stablehlo.rng_bit_generator": _rng_bit_generator,

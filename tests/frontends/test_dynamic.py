@@ -306,6 +306,20 @@ def test_entry_dimensions_are_their_variables_expressions_from_the_start(spec, f
         np.testing.assert_allclose(exe(x), np.asarray(jax.jit(fn)(x)), rtol=1e-5)
 
 
+def test_a_later_arguments_derived_dimension_is_its_expression():
+    """b's `3*m` is only a shape assertion `arg1_0 == 3*m` of @main: b's dimension is written `3*m`."""
+    scope = export.SymbolicScope()
+    specs = [jax.ShapeDtypeStruct(export.symbolic_shape(s, scope=scope), jnp.float32) for s in ("m, 3", "3*m")]
+    exported = export.export(jax.jit(lambda a, b: a.reshape(-1) + b))(*specs)
+    exe = hlocc.compile(exported, "interpreter")
+    assert "f32[?(3*m)] parameter(1)" in exe.module.to_string()
+    for m in (1, 4):
+        a, b = RNG.standard_normal((m, 3)).astype(np.float32), RNG.standard_normal(3 * m).astype(np.float32)
+        np.testing.assert_array_equal(exe(a, b), a.reshape(-1) + b)
+    with pytest.raises(hlocc.ArgumentError, match=r"argument 1 dimension 0: size 5 does not match '3\*m' = 6"):
+        exe(np.zeros((2, 3), np.float32), np.zeros(5, np.float32))
+
+
 def test_strided_same_convolution_over_a_symbolic_image_is_one_compile():
     """JAX writes SAME padding with a stride over a symbolic size as stablehlo.dynamic_conv, its
     padding a shape tensor of floordivs: a convolution with symbolic padding (a CNN's first layer)."""

@@ -25,7 +25,16 @@ import numpy as np
 from hlocc.frontends import mlir_support as ms
 from hlocc.hlo.attributes import PadDim, SliceDim, WindowDim
 from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
-from hlocc.hlo.symbolic import Dim, DimExpr, InconclusiveDimensionError, floordiv, mod, substitute, symbol
+from hlocc.hlo.symbolic import (
+    Dim,
+    DimExpr,
+    InconclusiveDimensionError,
+    floordiv,
+    mod,
+    substitute,
+    symbol,
+    variables_of,
+)
 from hlocc.hlo.types import UNBOUNDED, Shape
 
 _MAX_SHAPE_TENSOR = 64  # constants larger than this are data, not shapes
@@ -107,7 +116,9 @@ def dimension_renaming(importer) -> dict[str, DimExpr]:
     variable: `2*b` gives `b = floordiv(arg0_0, 2)`, so `arg0_0` is `2*b`. The importer imports
     again with the entry's dimensions so written (`entry_rename`): every size of the body is then an
     expression of `b` in which JAX's `2*b` is the argument's dimension itself (written after the
-    import, `x * 2` over `"b, 2*n"` compared `2*floordiv(arg0_1, 2)` with `arg0_1`)."""
+    import, `x * 2` over `"b, 2*n"` compared `2*floordiv(arg0_1, 2)` with `arg0_1`). Likewise a
+    dimension that a shape assertion equates to an expression of the variables (`3*m` for a later
+    argument, `arg1_0 == 3*m`) is that expression."""
     entry = importer.module.entry
     if entry is None or not importer.dimension_variables:  # (a failure before the entry's parameters)
         return {}
@@ -121,6 +132,13 @@ def dimension_renaming(importer) -> dict[str, DimExpr]:
         candidate = _inverse(value, v, name)
         if candidate is not None:
             rename[v] = candidate
+    for guard in importer.module.guards:  # `arg1_0 == 3*m`: a later argument's derived dimension
+        for c in guard.predicate.comparisons:
+            for lone, other in ((c.lhs, c.rhs), (c.rhs, c.lhs)):
+                v = next(iter(lone.variables)) if isinstance(lone, DimExpr) and lone.variables else None
+                if (c.direction == "EQ" and v in unnamed and v not in rename and lone == symbol(v)
+                        and v not in variables_of([other])):
+                    rename[v] = substitute(other, rename)
     return rename
 
 

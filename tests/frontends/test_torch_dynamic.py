@@ -97,8 +97,9 @@ def test_a_fixed_slice_of_a_symbolic_size_compiles_once():
     assert ht.stats() == {"compiles": 1}
 
 
-@pytest.mark.parametrize("name", ["chunk_stack", "pixel_shuffle", "max_pool_indices"])
-def test_sizes_pytorch_knows_divisible_lower_in_strict_mode(name):
+@pytest.mark.parametrize(("name", "backend"), [("chunk_stack", "interpreter"), ("pixel_shuffle", "interpreter"),
+                                             ("max_pool_indices", "cpu")])
+def test_sizes_pytorch_knows_divisible_lower_in_strict_mode(name, backend):
     """PyTorch's guards know a size even (chunk then stack: `s - floordiv(s + 1, 2)` equals
     `floordiv(s + 1, 2)`), a multiple of 4 (pixel_shuffle), or write a window count as
     `floordiv(s, 2)` where the pooling rule writes `floordiv(s - 2, 2) + 1`: the size is
@@ -111,7 +112,7 @@ def test_sizes_pytorch_knows_divisible_lower_in_strict_mode(name):
     }[name]
     torch._dynamo.reset()
     ht.reset_stats()
-    f = torch.compile(fn, backend=ht.backend, dynamic=True, options={"strict": True, "backend": "cpu"})
+    f = torch.compile(fn, backend=ht.backend, dynamic=True, options={"strict": True, "backend": backend})
     for n in (3, 4, 7):
         x = make(n)
         got, want = f(x), fn(x)
@@ -121,7 +122,7 @@ def test_sizes_pytorch_knows_divisible_lower_in_strict_mode(name):
 
 
 @pytest.mark.parametrize(("mode", "scale", "align"), [("bilinear", 1.5, False), ("nearest", 0.5, None),
-                                                    ("bicubic", 0.75, True)])
+                                                    pytest.param("bicubic", 0.75, True, marks=pytest.mark.slow)])
 def test_interpolate_by_a_scale_factor_compiles_once(mode, scale, align):
     """The output size is `trunc(scale * float(s))`: with a dyadic scale the floor division
     `s + floordiv(s, 2)`, exactly PyTorch's double product; any other scale is a clear refusal."""

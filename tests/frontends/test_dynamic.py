@@ -320,6 +320,20 @@ def test_a_later_arguments_derived_dimension_is_its_expression():
         exe(np.zeros((2, 3), np.float32), np.zeros(5, np.float32))
 
 
+@pytest.mark.parametrize(("spec", "fn"), [("n, n", jnp.linalg.cholesky), ("n, n", jnp.linalg.inv),
+                                        ("b, 3, 3", lambda a: jnp.linalg.solve(a, a[..., :1]))],
+                         ids=["cholesky", "inv", "batched_solve"])
+def test_lapack_calls_over_symbolic_sizes_are_one_compile(spec, fn):
+    """JAX passes a LAPACK call's symbolic result shapes as shape operands (`indices_of_shape_operands`):
+    they are the custom call's result dims, not operands, and the call runs at each binding."""
+    exported = export.export(jax.jit(fn))(jax.ShapeDtypeStruct(export.symbolic_shape(spec), jnp.float32))
+    exe = hlocc.compile(exported, "cpu")
+    for n in (2, 5):
+        a = RNG.standard_normal((n, n) if spec == "n, n" else (n, 3, 3)).astype(np.float32)
+        a = a @ np.swapaxes(a, -1, -2) + 3 * np.eye(a.shape[-1], dtype=np.float32)
+        np.testing.assert_allclose(exe(a), np.asarray(jax.jit(fn)(a)), rtol=1e-4, atol=1e-4)
+
+
 def test_strided_same_convolution_over_a_symbolic_image_is_one_compile():
     """JAX writes SAME padding with a stride over a symbolic size as stablehlo.dynamic_conv, its
     padding a shape tensor of floordivs: a convolution with symbolic padding (a CNN's first layer)."""

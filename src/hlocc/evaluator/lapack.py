@@ -68,8 +68,10 @@ def evaluate(instr: HloInstruction, operands: Sequence[np.ndarray]) -> list[np.n
     if len(results) != len(shapes):
         raise UnsupportedError(f"custom-call '{instr.name}' to {target}: {len(shapes)} results, "
                                f"this evaluation gives {len(results)}")
-    # (np.array, not np.ascontiguousarray: that makes a 0-d info a 1-d array)
-    return [np.array(np.broadcast_to(np.asarray(r), s.dims), dtype=s.dtype, order="C") for r, s in zip(results, shapes)]
+    # (np.array, not np.ascontiguousarray: that makes a 0-d info a 1-d array; a symbolic result
+    # shape, a LAPACK call over "n, n" in a plan for every size, is the routine's own)
+    return [np.array(np.asarray(r) if s.symbols else np.broadcast_to(np.asarray(r), s.dims), dtype=s.dtype, order="C")
+            for r, s in zip(results, shapes)]
 
 
 # -- routines ----------------------------------------------------------------------------------

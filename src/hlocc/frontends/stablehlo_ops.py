@@ -13,6 +13,7 @@ from __future__ import annotations
 from hlocc.frontends import chlo, dynamic_shapes
 from hlocc.frontends import mlir_support as ms
 from hlocc.hlo.attributes import PadDim, RawAttr, SliceDim, WindowDim, parse_dim_labels
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import Shape, primitive_type
 
 # Ops that are an HLO op (of another name) with the same operands and no attributes.
@@ -446,14 +447,21 @@ def _custom_call(cx):
     for name in ("mhlo.backend_config", "backend_config"):
         if name in cx.op.attributes and isinstance(cx.op.attributes[name], ir.DictAttr):
             attrs["backend_config"] = RawAttr(str(cx.op.attributes[name]))
+    operands, shape, shape_operands = cx.operands, None, ms.ints(cx.op, "indices_of_shape_operands")
+    if shape_operands:  # symbolic result shapes (JAX's LAPACK calls on "n, n"): shape tensors, not operands
+        leaves = cx.shape.tuple_shapes if cx.shape.is_tuple else [cx.shape]
+        dims = [dynamic_shapes.shape_operand(cx, i, f"result {j} shape") for j, i in enumerate(shape_operands)]
+        leaves = [leaf.with_dims(d, [isinstance(x, DimExpr) for x in d]) for leaf, d in zip(leaves, dims)]
+        shape = Shape.tuple(leaves) if cx.shape.is_tuple else leaves[0]
+        operands = [o for i, o in enumerate(operands) if i not in shape_operands]
     if "output_operand_aliases" in cx.op.attributes:
-        attrs["output_to_operand_aliasing"] = _aliasing(cx.op.attributes["output_operand_aliases"])
+        attrs["output_to_operand_aliasing"] = _aliasing(cx.op.attributes["output_operand_aliases"], shape_operands)
     version = ms.int_attr(cx.op, "api_version", 1)
     if version == 4 or "mhlo.backend_config" in cx.op.attributes:
         attrs["api_version"] = "API_VERSION_TYPED_FFI"
     elif version in (2, 3):
         attrs["api_version"] = "API_VERSION_STATUS_RETURNING" + ("_UNIFIED" if version == 3 else "")
-    return cx.add("custom-call", cx.operands, attrs)
+    return cx.add("custom-call", operands, attrs, shape=shape)
 
 
 def _approx_top_k(cx):
@@ -485,15 +493,19 @@ def _approx_top_k(cx):
     return results[0] if len(results) == 1 else _tuple_of(cx, results)
 
 
-def _aliasing(aliases) -> RawAttr:
-    """HLO's `{{out}: (operand, {index})}` text of StableHLO output_operand_aliases."""
+def _aliasing(aliases, removed: tuple = ()) -> RawAttr:
+    """HLO's `{{out}: (operand, {index})}` text of StableHLO output_operand_aliases (the operands
+    `removed`, shape operands, not counted)."""
     _, stablehlo, _, _ = ms.mlir_modules()
 
     def index(values):
         return "{" + ",".join(map(str, values)) + "}"
 
+    def operand(i: int) -> int:
+        return i - sum(1 for r in removed if r < i)
+
     pairs = [stablehlo.OutputOperandAlias(a) for a in aliases]
-    return RawAttr("{" + ", ".join(f"{index(p.output_tuple_indices)}: ({p.operand_index}, "
+    return RawAttr("{" + ", ".join(f"{index(p.output_tuple_indices)}: ({operand(p.operand_index)}, "
                                    f"{index(p.operand_tuple_indices)})" for p in pairs) + "}")
 
 

@@ -410,3 +410,19 @@ def test_scan_is_unsupported_with_a_clear_message():
     instr = HloInstruction("my_scan", "scan", Shape.array("f32", [3]))
     with pytest.raises(UnsupportedError, match=r"^unsupported: scan is not implemented.*'my_scan'"):
         Evaluator().evaluate_instruction(instr, [])
+
+
+@pytest.mark.parametrize(("dst", "values", "want"), [
+    ("f8e4m3fn", [1.0625000001, 17.0000000017, 0.53125000005, -1.0625000001], [1.125, 18.0, 0.5625, -1.125]),
+    ("f4e2m1fn", [2.50000000025, 3.49999999965], [3.0, 3.0]),
+])
+def test_f64_to_narrow_floats_rounds_once(dst, values, want):
+    """XLA converts f64 to f8/f4 directly: a value just above an f8 midpoint rounds up. Through f32
+    with round-to-nearest (ml_dtypes' own f64 cast does that) it met the midpoint first and rounded to
+    even, down; through f32 rounded to odd it is right, in the evaluator and in the kernels."""
+    import hlocc
+
+    text = (f"HloModule m\nENTRY e {{\n  a = f64[{len(values)}] parameter(0)\n  c = {dst}[{len(values)}] convert(a)\n"
+            f"  ROOT r = f64[{len(values)}] convert(c)\n}}\n")
+    for backend in ("interpreter", "cpu"):
+        np.testing.assert_array_equal(hlocc.compile(text, backend)(np.array(values)), np.array(want), err_msg=backend)

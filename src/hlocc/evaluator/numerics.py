@@ -217,8 +217,31 @@ def _to_real(x: np.ndarray, src: PrimitiveType, dst: PrimitiveType) -> np.ndarra
         return _float_to_int(x, src, dst)
     if dst.bits >= 32:
         return np.asarray(x).astype(dst.dtype)
+    x = np.asarray(x)
     with np.errstate(all="ignore"):
-        return np.asarray(x).astype(np.float32).astype(dst.dtype)
+        if x.dtype == np.float64 and rounds_once_through_f32(dst):  # (ml_dtypes' own f64 cast rounds twice)
+            return _f32_rounded_to_odd(x).astype(dst.dtype)
+        return x.astype(np.float32).astype(dst.dtype)
+
+
+def rounds_once_through_f32(dst: PrimitiveType) -> bool:
+    """Whether f64 → `dst` rounds once, as XLA converts f64 to the 8-bit and narrower float types
+    (directly; its f64 → bf16/f16 goes through f32 and rounds twice): through f32 rounded to odd,
+    whose 24 bits are more than two past theirs, the second rounding is then the only one (a value
+    just above a midpoint of f8 no longer rounds to the midpoint first). Not f8e8m0fnu, a scale type
+    without a mantissa."""
+    return dst.is_float and dst.bits <= 8 and dst.name != "f8e8m0fnu"
+
+
+def _f32_rounded_to_odd(x: np.ndarray) -> np.ndarray:
+    """f64 values as f32 rounded to odd: truncated toward zero, the last bit set where inexact (the
+    kernels' form: codegen/elemental/ops.py `_f32_rounded_to_odd`)."""
+    narrow = x.astype(np.float32)
+    back = narrow.astype(np.float64)
+    inexact = back != x  # (False for NaN)
+    away = np.where(x < 0, back < x, back > x)
+    bits = narrow.view(np.uint32) - away.astype(np.uint32)
+    return (bits | inexact.astype(np.uint32)).view(np.float32)
 
 
 def convert(x: np.ndarray, src: PrimitiveType, dst: PrimitiveType) -> np.ndarray:

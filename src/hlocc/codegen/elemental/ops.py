@@ -38,6 +38,7 @@ from hlocc.codegen.elemental.registry import ScalarEmitter, in_type, out_type, r
 from hlocc.codegen.ir import RemFOp
 from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.mlir_types import element_type
+from hlocc.evaluator.numerics import rounds_once_through_f32
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.shape_rules_common import complex_component_type
 from hlocc.hlo.types import F32, PrimitiveType
@@ -359,7 +360,8 @@ def _convert(b, instr, args):
 def convert(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveType) -> SSAValue:
     """XLA's convert between element types (module docstring). Types narrower than f32 are reached
     through f32 (exact) and left through f32: f64 → bf16 and s32 → bf16 round twice, as XLA's
-    convert emitter (and so the evaluator) does. Complex numbers convert part by part
+    convert emitter (and so the evaluator) does; f64 → f8/f4 rounds once, as XLA's does
+    (`rounds_once_through_f32`). Complex numbers convert part by part
     (convert_complex)."""
     if src.is_complex or dst.is_complex:
         return convert_complex(b, x, src, dst)
@@ -376,7 +378,12 @@ def convert(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveTyp
         return b.cmpi("ne", x, b.constant(0, x.type))
     if src.is_float and dst.is_float:
         if dst.bits < 32:
-            narrow = x if src == F32 else b.op(arith.TruncFOp, x, f32)
+            if src == F32:
+                narrow = x
+            elif rounds_once_through_f32(dst):
+                narrow = _f32_rounded_to_odd(b, x)
+            else:
+                narrow = b.op(arith.TruncFOp, x, f32)
             return b.op(arith.TruncFOp, narrow, to)
         return b.add((arith.ExtFOp if src.bits < dst.bits else arith.TruncFOp)(x, to))
     if src.is_float:
@@ -394,6 +401,20 @@ def convert(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveTyp
         return x
     op = arith.ExtUIOp if (src.is_unsigned or src.is_pred) else arith.ExtSIOp
     return b.add(op(x, to))
+
+
+def _f32_rounded_to_odd(b: KernelBuilder, x: SSAValue) -> SSAValue:
+    """An f64 value as f32 rounded to odd: truncated toward zero, its last bit set where inexact."""
+    narrow = b.op(arith.TruncFOp, x, f32)
+    back = b.op(arith.ExtFOp, narrow, x.type)
+    inexact = b.cmpf("one", back, x)
+    negative = b.cmpf("olt", x, b.constant(0.0, x.type))
+    away = b.select(negative, b.cmpf("olt", back, x), b.cmpf("ogt", back, x))  # rounded away from zero
+    i32 = IntegerType(32)
+    bits = b.op(arith.BitcastOp, narrow, i32)
+    bits = b.op(arith.SubiOp, bits, b.op(arith.ExtUIOp, away, i32))
+    bits = b.op(arith.OrIOp, bits, b.op(arith.ExtUIOp, inexact, i32))
+    return b.op(arith.BitcastOp, bits, f32)
 
 
 def convert_complex(b: KernelBuilder, x: SSAValue, src: PrimitiveType, dst: PrimitiveType) -> SSAValue:

@@ -449,6 +449,8 @@ def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:
 
     if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
         return None
+    if _mutates_attributes(graph_module):
+        return None
     try:
         exported = aot_export_joint_simple(graph_module, list(example_inputs), trace_joint=False,
                                            decompositions=decompositions())
@@ -460,6 +462,21 @@ def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:
     if sum(1 for n in exported.graph.nodes if n.op == "placeholder") != len(example_inputs):
         return None
     return exported
+
+
+def _mutates_attributes(graph_module: Any) -> bool:
+    """Whether a dynamo graph holds tensors as attributes (`get_attr`: an optimizer's parameters and
+    state) and has an in-place op: the export traces attributes as the real tensors, so it would
+    apply the update once while tracing (a compiled `opt.step` moved the weights twice on the call
+    that compiled it). aot_module_simplified lifts them to inputs and takes such a graph."""
+    nodes = graph_module.graph.nodes
+    if not any(n.op == "get_attr" for n in nodes):
+        return False
+    for n in nodes:
+        name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
+        if n.op in ("call_method", "call_function") and name.endswith("_") and not name.endswith("__"):
+            return True
+    return False
 
 
 def _unboxed(graph: Callable) -> Callable:

@@ -96,3 +96,31 @@ def test_backward_inside_the_compiled_step():
     assert_close(got, want, "loss")
     for (pname, p), q in zip(eager.named_parameters(), ours.parameters()):
         assert_close(q.grad, p.grad, f"grad of {pname}", scale=10)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd_momentum", "adam"])
+def test_a_compiled_optimizer_step_moves_the_weights_once(optimizer):
+    """`torch.compile(opt.step)`: dynamo's graph holds the parameters and the optimizer state as
+    attributes and updates them in place. Exported for the inference fast path, the trace applied
+    the update to the real state once more on the call that compiled (SGD's momentum buffer was
+    multiplied by 0.9 twice, Adam's weights lagged); such a graph takes aot_autograd's path."""
+    make = {"sgd_momentum": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+            "adam": lambda ps: torch.optim.Adam(ps, lr=0.1)}[optimizer]
+    torch._dynamo.reset()
+    eager, mine = torch.zeros(4, requires_grad=True), torch.zeros(4, requires_grad=True)
+    eager_opt, my_opt = make([eager]), make([mine])
+    step = torch.compile(my_opt.step, backend=ht.backend, options={"backend": "interpreter", "strict": True})
+    for i in range(3):
+        eager.grad, mine.grad = torch.full((4,), 1.0 + i), torch.full((4,), 1.0 + i)
+        eager_opt.step()
+        step()
+        assert_close(mine, eager, f"{optimizer} step {i}")
+
+
+def test_abs_of_unsigned_is_the_value():
+    """HLO's abs takes signed types: u8's abs is its operand (it built invalid HLO and ran eager)."""
+    fn = lambda x: x.abs() + 1  # noqa: E731
+    torch._dynamo.reset()
+    x = torch.tensor([0, 7, 200, 255], dtype=torch.uint8)
+    got = torch.compile(fn, backend=ht.backend, options={"backend": "interpreter", "strict": True})(x)
+    assert torch.equal(got, fn(x))

@@ -43,8 +43,16 @@ _INT_ORDER = ["pred", "u8", "s8", "s16", "s32", "s64"]
 
 def _unary(opcode: str):
     def rule(cx: LoweringContext, x, *_, **__):
-        return cx.add(opcode, [cx.operand(x, cx.element_type)], shape=cx.shape)
+        operand = cx.operand(x, cx.element_type)
+        if opcode == "abs" and cx.shape.element_type.is_unsigned:  # (HLO's abs takes signed types only)
+            return operand
+        return cx.add(opcode, [operand], shape=cx.shape)
     return rule
+
+
+def _fma(cx: LoweringContext, a, b, c):
+    """prims.fma (Adam's addcmul_): a * b + c, rounded twice (HLO has no fused multiply-add)."""
+    return _binary("add")(cx, _binary("multiply")(cx, a, b), c)
 
 
 def _binary(opcode: str, *, divide: bool = False):
@@ -487,7 +495,7 @@ OPS = {
     "aten.reciprocal.default": _reciprocal, "aten.isnan.default": _isnan, "aten.isinf.default": _isinf,
     "aten._assert_tensor_metadata.default": _metadata_assertion,
     "aten._assert_async.msg": _assert_async, "aten._assert_async.default": _assert_async,
-    "aten._to_copy.default": _convert, "prims.convert_element_type.default": _convert,
+    "aten._to_copy.default": _convert, "prims.convert_element_type.default": _convert, "prims.fma.default": _fma,
     "aten.clone.default": _identity, "aten.alias.default": _identity, "aten.detach.default": _identity,
     "aten.lift_fresh_copy.default": _identity, "aten.copy.default": _copy,
     "aten.full.default": _full, "aten.full_like.default": _full_like,

@@ -211,6 +211,8 @@ class CompiledGraph:
                     if may_alias_input(array, owners, arrays):
                         array = array.copy()  # a result that is (a view of) an input: the caller owns it
                 outputs.append(from_numpy(array))
+            elif out.kind == "number":
+                outputs.append(results[out.index].item())
             elif out.kind == "input":
                 outputs.append(args[out.index])
             elif out.kind == "size":

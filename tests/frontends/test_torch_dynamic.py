@@ -233,3 +233,15 @@ def test_exported_input_errors_name_the_input():
         run(x.double())
     with pytest.raises(ArgumentError, match=r"input 'x': expected shape f32\[\?s\d+,64\], got \[4, 32\]"):
         run(x[..., :32])
+
+
+def test_a_float_of_a_size_saved_for_backward_is_returned_as_a_number():
+    """cross_entropy's label smoothing saves `0.1 / float(s)` for the backward: the forward graph
+    returns it as a Python number, as aot_autograd requires (a 0-d tensor was an AssertionError)."""
+    fn = lambda x: torch.nn.functional.cross_entropy(  # noqa: E731
+        x, torch.zeros(x.shape[0], dtype=torch.long), label_smoothing=0.1)
+    torch._dynamo.reset()
+    f = torch.compile(fn, backend=ht.backend, dynamic=True, options={"backend": "interpreter"})
+    for n in (3, 5):
+        x = torch.randn(n, 4, requires_grad=True)
+        assert_close(f(x), fn(x), f"loss at {n}")

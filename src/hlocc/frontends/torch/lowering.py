@@ -34,6 +34,7 @@ from hlocc.hlo.types import Shape, primitive_type
 @dataclass(frozen=True)
 class Output:
     """Where one graph output comes from: `kind` is "result" (element `index` of the root tuple),
+    "number" (that element as a Python number: a SymFloat PyTorch computes from sizes),
     "input" (graph input `index`, returned as is), "size" (the size `value`, evaluated per call),
     or "value" (the Python value `value`, e.g. None)."""
 
@@ -323,8 +324,9 @@ class _Lowering:
             value = self.value(arg)
             if isinstance(value, HloInstruction) and id(value) in parameter_of:
                 outputs.append(Output("input", self.parameters[parameter_of[id(value)]]))
-            elif isinstance(value, HloInstruction):
-                outputs.append(Output("result", len(results)))
+            elif isinstance(value, HloInstruction):  # (a number computed from sizes: a float saved for
+                number = not _is_tensor(getattr(arg, "meta", {}).get("val"))  # backward, returned as one)
+                outputs.append(Output("number" if number else "result", len(results)))
                 results.append(value)
             elif isinstance(value, DimExpr):
                 outputs.append(Output("size", value=value))

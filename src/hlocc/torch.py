@@ -502,6 +502,7 @@ class ExportedExecutable:
     in_spec: Any
     mutations: list[tuple[int, str]] = field(default_factory=list)  # (output index, buffer written)
     user_outputs: list[int] = field(default_factory=list)
+    input_mutations: list[tuple[int, int]] = field(default_factory=list)  # (output index, placeholder written)
 
     @property
     def module(self):
@@ -528,6 +529,8 @@ class ExportedExecutable:
         outputs = self.graph(inputs)
         for index, target in self.mutations:
             self.state[target].copy_(outputs[index])
+        for index, placeholder in self.input_mutations:  # `acc.add_(x)` on a user's tensor
+            inputs[placeholder].copy_(outputs[index])
         return pytree.tree_unflatten([outputs[i] for i in self.user_outputs], self.out_spec)
 
 
@@ -545,21 +548,26 @@ def compile_exported(exported: Any, *, backend: str = "cpu", params: str = "cons
     gm = program.graph_module
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     state = {**program.state_dict, **program.constants}
+    outputs = program.graph_signature.output_specs
+    mutations = [(i, s.target) for i, s in enumerate(outputs) if s.kind.name == "BUFFER_MUTATION"]
+    written = {target for _, target in mutations}  # buffers the program updates: arguments, never constants
     kinds, constants, names = [], {}, []
     for node, spec in zip(placeholders, program.graph_signature.input_specs):
         kind = spec.kind.name
         target = spec.target if kind != "USER_INPUT" else spec.arg.name
         kinds.append((kind, target))
         names.append(f"input '{target}'" if kind == "USER_INPUT" else f"{kind.lower()} '{target}'")
-        if kind != "USER_INPUT" and params == "constants":
+        if kind != "USER_INPUT" and params == "constants" and target not in written:
             constants[node.name] = state[target]
-    outputs = program.graph_signature.output_specs
-    mutations = [(i, s.target) for i, s in enumerate(outputs) if s.kind.name == "BUFFER_MUTATION"]
+    placeholder_of = {spec.arg.name: i for i, spec in enumerate(program.graph_signature.input_specs)
+                      if spec.kind.name == "USER_INPUT"}
+    input_mutations = [(i, placeholder_of[s.target]) for i, s in enumerate(outputs)
+                       if s.kind.name == "USER_INPUT_MUTATION"]
     users = [i for i, s in enumerate(outputs) if s.kind.name == "USER_OUTPUT"]
     graph = compile_graph(gm, [], name="exported", options={**options, "backend": backend, "strict": True},
                           constants=constants, shape_env=dict(program.range_constraints), input_names=names)
     return ExportedExecutable(graph, kinds, state, program.call_spec.out_spec, program.call_spec.in_spec,
-                              mutations, users)
+                              mutations, users, input_mutations)
 
 
 # -- explain --------------------------------------------------------------------------------------

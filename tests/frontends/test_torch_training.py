@@ -124,3 +124,29 @@ def test_abs_of_unsigned_is_the_value():
     x = torch.tensor([0, 7, 200, 255], dtype=torch.uint8)
     got = torch.compile(fn, backend=ht.backend, options={"backend": "interpreter", "strict": True})(x)
     assert torch.equal(got, fn(x))
+
+
+@pytest.mark.parametrize("params", ["constants", "arguments"])
+def test_an_exported_program_updates_its_buffers_and_the_callers_tensors(params):
+    """torch.export's USER_INPUT_MUTATION (`acc.add_(x)`) is written back to the caller's tensor, and a
+    buffer the program updates is an argument even with params="constants" (baked in, every call
+    read its first value)."""
+    import hlocc.torch
+
+    class Counting(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", torch.zeros(()))
+
+        def forward(self, x, acc):
+            acc.add_(x)
+            self.count.add_(1)
+            return x * self.count
+
+    x = torch.ones(3)
+    run = hlocc.torch.compile_exported(torch.export.export(Counting(), (x, torch.zeros(3))), params=params,
+                                       backend="interpreter")
+    acc = torch.zeros(3)
+    for i in range(1, 4):
+        assert run(x, acc).tolist() == [float(i)] * 3
+        assert acc.tolist() == [float(i)] * 3

@@ -150,3 +150,14 @@ def test_an_exported_program_updates_its_buffers_and_the_callers_tensors(params)
     for i in range(1, 4):
         assert run(x, acc).tolist() == [float(i)] * 3
         assert acc.tolist() == [float(i)] * 3
+
+
+def test_sign_of_nan_and_abs_of_a_complex_view_as_eager():
+    """PyTorch's sign(NaN) is 0 (HLO's is NaN); |view_as_complex(a)| is real without converting the
+    complex operand to its real type first (an invalid convert, the graph ran eager)."""
+    fn = lambda x: (torch.sign(x[:, 0]), torch.view_as_complex(x).abs())  # noqa: E731
+    torch._dynamo.reset()
+    x = torch.tensor([[float("nan"), 1.0], [-2.0, 3.0], [0.5, -4.0]])
+    got = torch.compile(fn, backend=ht.backend, options={"backend": "interpreter", "strict": True})(x)
+    for g, w in zip(got, fn(x)):
+        assert_close(g, w, "sign / abs")

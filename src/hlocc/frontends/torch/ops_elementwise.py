@@ -43,10 +43,16 @@ _INT_ORDER = ["pred", "u8", "s8", "s16", "s32", "s64"]
 
 def _unary(opcode: str):
     def rule(cx: LoweringContext, x, *_, **__):
-        operand = cx.operand(x, cx.element_type)
+        complex_in = isinstance(x, HloInstruction) and x.shape.element_type.is_complex
+        operand = x if complex_in and opcode == "abs" else cx.operand(x, cx.element_type)  # |z| is real
         if opcode == "abs" and cx.shape.element_type.is_unsigned:  # (HLO's abs takes signed types only)
             return operand
-        return cx.add(opcode, [operand], shape=cx.shape)
+        result = cx.add(opcode, [operand], shape=cx.shape)
+        if opcode == "sign" and cx.shape.element_type.is_float:  # PyTorch's sign(NaN) is 0, HLO's NaN
+            nan = cx.add("compare", [operand, operand], {"direction": "NE"},
+                         shape=cx.shape.with_element_type(primitive_type("pred")))
+            result = cx.add("select", [nan, cx.full(0, cx.shape), result])
+        return result
     return rule
 
 

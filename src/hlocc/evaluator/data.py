@@ -163,12 +163,18 @@ def eval_reverse(instr: HloInstruction, operands: list, ev: Evaluator) -> np.nda
     return np.flip(operands[0], axis=tuple(instr.attrs["dimensions"]))
 
 
+_IOTA_CHUNK = 1 << 20
+
+
 @register_evaluator("iota")
 def eval_iota(instr: HloInstruction, operands: list, ev: Evaluator) -> np.ndarray:
     """Element value = its index along `iota_dimension`, converted to the element type."""
     dims = instr.shape.dims
     axis = instr.attrs["iota_dimension"]
-    line = np.arange(dims[axis]).astype(instr.shape.dtype)
+    n = dims[axis]
+    line = np.empty(n, instr.shape.dtype)
+    for start in range(0, n, _IOTA_CHUNK):  # (the int64 indices of a whole long line were twice its f32 size)
+        line[start:start + _IOTA_CHUNK] = np.arange(start, min(n, start + _IOTA_CHUNK)).astype(instr.shape.dtype)
     line = line.reshape([dims[axis] if a == axis else 1 for a in range(len(dims))])
     return np.array(np.broadcast_to(line, dims))
 

@@ -253,3 +253,10 @@ def test_inferred_shape_matches_evaluation(case):
     result = np.asarray(evaluate(module, args))
     assert result.shape == inferred.dims
     assert result.dtype == inferred.element_type.dtype
+
+
+def test_a_fusion_kind_outside_xlas_four_is_a_verify_error():
+    text = ("HloModule m\nfc {\n a = f32[2] parameter(0)\n ROOT n = f32[2] negate(a)\n}\n"
+            "ENTRY e {\n x = f32[2] parameter(0)\n ROOT f = f32[2] fusion(x), kind=kBogus, calls=fc\n}\n")
+    with pytest.raises(HloVerifyError, match=r"instruction 'f': fusion kind 'kBogus' is not one of kLoop, kInput"):
+        hlocc.compile(text, "interpreter")

@@ -42,8 +42,15 @@ def infer_call(instr: HloInstruction, shapes: list[Shape]) -> Shape:
 
 @register_shape_rule("fusion")
 def infer_fusion(instr: HloInstruction, shapes: list[Shape]) -> Shape:
-    """The root shape of the fused computation `calls`, which takes the operands."""
+    """The root shape of the fused computation `calls`, which takes the operands; `kind` one of
+    XLA's four fusion kinds."""
+    kind = str(instr.attrs.get("kind", "kLoop"))
+    if kind not in _FUSION_KINDS:
+        fail(instr, f"fusion kind '{kind}' is not one of {', '.join(_FUSION_KINDS)}")
     return _callee_result(instr, shapes, "calls", "fused")
+
+
+_FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom")
 
 
 @register_shape_rule("while")

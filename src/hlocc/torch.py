@@ -51,6 +51,7 @@ from hlocc.frontends.torch.tensors import (
     memory_owner,
     torch_dtype,
 )
+from hlocc.frontends.torch.tracing import mutates_attributes, traced_forms
 from hlocc.hlo.symbolic import evaluate
 from hlocc.runtime import blas
 from hlocc.runtime.blas_gemm import with_blas_gemms
@@ -396,47 +397,13 @@ def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | No
             return run
         return compile_fn
 
-    with _traced_forms():
+    with traced_forms():
         inference = _inference_graph(graph_module, example_inputs)
         if inference is not None:
             return _unboxed(compiler("inference", guarded=True)(inference, example_inputs))
         return aot_module_simplified(graph_module, example_inputs, fw_compiler=compiler("forward"),
                                      bw_compiler=compiler("backward"), inference_compiler=compiler("inference"),
                                      decompositions=decompositions())
-
-
-def _traced_forms():
-    """A context in which aot_autograd traces (forward and backward) the forms of two ops that the
-    table lowers, not the CPU kernels' (`contextlib.ExitStack` of two PyTorch flags):
-
-    - scaled_dot_product_attention picks its math form: what `attention_as_math`
-      (frontends/torch/decompositions.py) does for the calls dynamo's graph shows, for those it does not
-      (inside `F.multi_head_attention_forward`, which dynamo keeps as one call: nn.MultiheadAttention and the
-      transformer layers in training). Otherwise the CPU picks `_scaled_dot_product_flash_attention_for_cpu`,
-      whose core-ATen decomposition returns the attention weights where the op returns the logsumexp, and the
-      op's backward, computed from it, gave wrong gradients (a training step of nn.TransformerEncoderLayer:
-      gradients off by 10s).
-    - mkldnn off: the core-ATen decomposition of an LSTM in inference is then the time steps in
-      ATen (`one_layer_lstm`) instead of `mkldnn_rnn_layer`, one opaque oneDNN kernel per layer.
-      (Only tracing sees the flag: the graphs run hlocc's code.)"""
-    import contextlib
-
-    torch = _torch()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    @contextlib.contextmanager
-    def mkldnn_off():  # (the flag alone: torch.backends.mkldnn.flags() sets others too, and warns)
-        enabled = torch._C._get_mkldnn_enabled()
-        torch._C._set_mkldnn_enabled(False)
-        try:
-            yield
-        finally:
-            torch._C._set_mkldnn_enabled(enabled)
-
-    stack = contextlib.ExitStack()
-    stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
-    stack.enter_context(mkldnn_off())
-    return stack
 
 
 def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:
@@ -451,7 +418,7 @@ def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:
 
     if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
         return None
-    if _mutates_attributes(graph_module):
+    if mutates_attributes(graph_module):
         return None
     try:
         exported = aot_export_joint_simple(graph_module, list(example_inputs), trace_joint=False,
@@ -464,21 +431,6 @@ def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:
     if sum(1 for n in exported.graph.nodes if n.op == "placeholder") != len(example_inputs):
         return None
     return exported
-
-
-def _mutates_attributes(graph_module: Any) -> bool:
-    """Whether a dynamo graph holds tensors as attributes (`get_attr`: an optimizer's parameters and
-    state) and has an in-place op: the export traces attributes as the real tensors, so it would
-    apply the update once while tracing (a compiled `opt.step` moved the weights twice on the call
-    that compiled it). aot_module_simplified lifts them to inputs and takes such a graph."""
-    nodes = graph_module.graph.nodes
-    if not any(n.op == "get_attr" for n in nodes):
-        return False
-    for n in nodes:
-        name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
-        if n.op in ("call_method", "call_function") and name.endswith("_") and not name.endswith("__"):
-            return True
-    return False
 
 
 def _unboxed(graph: Callable) -> Callable:
@@ -543,7 +495,7 @@ def compile_exported(exported: Any, *, backend: str = "cpu", params: str = "cons
     an UnsupportedError (there is no eager graph to fall back to that would be ahead of time)."""
     if params not in ("constants", "arguments"):
         raise ArgumentError(f"params='{params}': choose 'constants' or 'arguments'")
-    with _traced_forms():
+    with traced_forms():
         program = exported.run_decompositions(decompositions())
     gm = program.graph_module
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

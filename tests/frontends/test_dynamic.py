@@ -303,7 +303,7 @@ def test_entry_dimensions_are_their_variables_expressions_from_the_start(spec, f
     assert "arg0" not in exe.module.to_string()
     for n in (4, 6, 10):
         x = RNG.standard_normal((3, n)).astype(np.float32)
-        np.testing.assert_allclose(exe(x), np.asarray(jax.jit(fn)(x)), rtol=1e-5)
+        np.testing.assert_allclose(exe(x), np.asarray(jax.jit(fn)(x)), rtol=1e-5, atol=1e-5)  # (a sum: its order)
 
 
 def test_a_later_arguments_derived_dimension_is_its_expression():

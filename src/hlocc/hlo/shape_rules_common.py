@@ -147,7 +147,7 @@ def complex_component_type(et: PrimitiveType) -> PrimitiveType:
 def window_output_size(instr: HloInstruction, index: int, base: int, dim) -> int:
     """Output size of one window dimension over a base of size `base` (XLA's window arithmetic):
     the base is dilated by lhs_dilate and padded, the window dilated by rhs_dilate, then strided."""
-    if _surely(lambda: dim.size <= 0):  # a symbolic size (a weight gradient's window) is guarded per call
+    if surely_below(dim.size, 1):  # a symbolic size (a weight gradient's window) is guarded per call
         fail(instr, f"window dimension {index} has non-positive size {dim.size}")
     if dim.stride <= 0:
         fail(instr, f"window dimension {index} has non-positive stride {dim.stride}")
@@ -158,15 +158,17 @@ def window_output_size(instr: HloInstruction, index: int, base: int, dim) -> int
     dilated_base = 0 if base == 0 else (base - 1) * dim.lhs_dilate + 1
     padded = dilated_base + dim.pad_lo + dim.pad_hi
     dilated_window = (dim.size - 1) * dim.rhs_dilate + 1
-    if _surely(lambda: padded < dilated_window):  # JAX's size, `floordiv(h - 2, 2) + 1`: where it
+    if surely_below(padded, dilated_window):  # JAX's size, `floordiv(h - 2, 2) + 1`: where it
         return 0                                     # would be negative the call fails a guard (guards.py)
     return (padded - dilated_window) // dim.stride + 1
 
 
-def _surely(comparison) -> bool:
-    """A comparison of sizes that holds at every size; False where it depends on them."""
+def surely_below(a, b) -> bool:
+    """`a < b` at every size; False where that depends on the sizes: the shape rules then let it
+    pass, and guards.window_fit_guards checks it per call (a pooling window's `s - 2` limit, with
+    PyTorch's `s >= 2` outside the algebra)."""
     try:
-        return bool(comparison())
+        return bool(a < b)
     except InconclusiveDimensionError:
         return False
 

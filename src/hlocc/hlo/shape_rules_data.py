@@ -25,8 +25,9 @@ from hlocc.hlo.shape_rules_common import (
     merge_dim,
     s32_scalar,
     strip_layout,
+    surely_below,
 )
-from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import UNBOUNDED, Shape
 
 
@@ -128,8 +129,8 @@ def infer_slice(instr: HloInstruction, shapes: list[Shape]) -> Shape:
         size = operand.dims[i]
         if s.stride <= 0:
             fail(instr, f"slice stride of dimension {i} must be positive, got {s.stride}")
-        if (_below(s.start, 0) or _below(s.limit, s.start)
-                or (size != UNBOUNDED and _below(size, s.limit))):
+        if (surely_below(s.start, 0) or surely_below(s.limit, s.start)
+                or (size != UNBOUNDED and surely_below(size, s.limit))):
             fail(instr, f"slice [{s.start}:{s.limit}] of dimension {i} is out of bounds for size "
                         f"{operand.dims_str()}")
         dims.append((s.limit - s.start + s.stride - 1) // s.stride)
@@ -154,25 +155,9 @@ def _check_start_indices(instr: HloInstruction, shapes: list[Shape], first: int,
             fail(instr, f"start indices of {instr.opcode} must have one type, got {starts[0]} and {s}")
 
 
-def _below(a, b) -> bool:
-    """`a < b` at every size; a symbolic comparison that depends on the sizes (a pooling window's
-    `s - 2` limit, with PyTorch's `s >= 2` outside the algebra) passes here and is checked per call
-    (guards.window_fit_guards)."""
-    try:
-        return bool(a < b)
-    except InconclusiveDimensionError:
-        return False
-
-
 def _exceeds(window, dim) -> bool:
-    """Whether a window size is larger than its dimension at every size; a symbolic comparison that
-    depends on the sizes passes here and is checked per call (guards.window_fit_guards)."""
-    if dim == UNBOUNDED:
-        return False
-    try:
-        return bool(window > dim)
-    except InconclusiveDimensionError:
-        return False
+    """Whether a window size is larger than its dimension at every size (`surely_below`)."""
+    return dim != UNBOUNDED and surely_below(dim, window)
 
 
 @register_shape_rule("dynamic-slice")

@@ -20,10 +20,10 @@ from hlocc.hlo.types import primitive_type
 if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
     from hlocc.frontends.torch.lowering import LoweringContext
 
-UNARY = {
-    "abs": "abs", "neg": "negate", "exp": "exponential", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt",
+UNARY = {  # (abs and sign: rules of their own below)
+    "neg": "negate", "exp": "exponential", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt",
     "tanh": "tanh", "sigmoid": "logistic", "sin": "sine", "cos": "cosine", "tan": "tan", "floor": "floor",
-    "ceil": "ceil", "round": "round-nearest-even", "sign": "sign", "log1p": "log-plus-one",
+    "ceil": "ceil", "round": "round-nearest-even", "log1p": "log-plus-one",
     "expm1": "exponential-minus-one", "erf": "erf", "bitwise_not": "not", "asin": "asin", "acos": "acos",
     "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
 }
@@ -43,17 +43,28 @@ _INT_ORDER = ["pred", "u8", "s8", "s16", "s32", "s64"]
 
 def _unary(opcode: str):
     def rule(cx: LoweringContext, x, *_, **__):
-        complex_in = isinstance(x, HloInstruction) and x.shape.element_type.is_complex
-        operand = x if complex_in and opcode == "abs" else cx.operand(x, cx.element_type)  # |z| is real
-        if opcode == "abs" and cx.shape.element_type.is_unsigned:  # (HLO's abs takes signed types only)
-            return operand
-        result = cx.add(opcode, [operand], shape=cx.shape)
-        if opcode == "sign" and cx.shape.element_type.is_float:  # PyTorch's sign(NaN) is 0, HLO's NaN
-            nan = cx.add("compare", [operand, operand], {"direction": "NE"},
-                         shape=cx.shape.with_element_type(primitive_type("pred")))
-            result = cx.add("select", [nan, cx.full(0, cx.shape), result])
-        return result
+        return cx.add(opcode, [cx.operand(x, cx.element_type)], shape=cx.shape)
     return rule
+
+
+def _abs(cx: LoweringContext, x):
+    """|z| of a complex tensor is real: its operand is not converted to the result type; HLO's abs
+    takes signed types only: an unsigned one is its own abs."""
+    if isinstance(x, HloInstruction) and x.shape.element_type.is_complex:
+        return cx.add("abs", [x], shape=cx.shape)
+    operand = cx.operand(x, cx.element_type)
+    return operand if cx.shape.element_type.is_unsigned else cx.add("abs", [operand], shape=cx.shape)
+
+
+def _sign(cx: LoweringContext, x):
+    """PyTorch's sign(NaN) is 0, HLO's NaN."""
+    operand = cx.operand(x, cx.element_type)
+    result = cx.add("sign", [operand], shape=cx.shape)
+    if not cx.shape.element_type.is_float:
+        return result
+    nan = cx.add("compare", [operand, operand], {"direction": "NE"},
+                 shape=cx.shape.with_element_type(primitive_type("pred")))
+    return cx.add("select", [nan, cx.full(0, cx.shape), result])
 
 
 def _fma(cx: LoweringContext, a, b, c):
@@ -462,6 +473,7 @@ def _arange(cx: LoweringContext, *args, **_):
 
 OPS = {
     **{f"aten.{name}.default": _unary(op) for name, op in UNARY.items()},
+    "aten.abs.default": _abs, "aten.sign.default": _sign,
     **{f"aten.{name}.{o}": _binary(op) for name, op in BINARY.items() for o in ("Tensor", "Scalar")},
     **{f"aten.{name}.default": _binary(op) for name, op in BINARY_DEFAULT.items()},
     **{f"aten.__{d}shift__.{o}": _shift(d == "l") for d in "lr" for o in ("Tensor", "Scalar")},

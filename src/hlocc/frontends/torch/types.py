@@ -24,7 +24,7 @@ from typing import Any
 
 from hlocc.errors import HloError, UnsupportedError
 from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
-from hlocc.hlo.symbolic import Dim, DimExpr, evaluate, floordiv, mod, substitute, symbol
+from hlocc.hlo.symbolic import Dim, DimExpr, evaluate, floordiv, lower_bound, mod, substitute, symbol
 from hlocc.hlo.types import Shape
 
 MAX_DIVISOR = 16  # the largest k `divisibility` tries
@@ -133,7 +133,8 @@ def _rounded(name: str, expr: Any) -> Dim:
     and the double product is exact) and every division is by an integer; a trunc only of a sum
     that cannot be negative (where it is the floor)."""
     numerator, denominator = _fraction(expr.args[0], expr)
-    if name == "TruncToInt" and any(c < 0 for _, c in _terms_of(numerator)):
+    low = lower_bound(numerator)
+    if name == "TruncToInt" and (low is None or low < 0):
         raise UnsupportedError(f"symbolic size '{expr}' truncates a value that may be negative")
     if name == "CeilToInt":
         numerator = numerator + denominator - 1
@@ -164,10 +165,6 @@ def _fraction(expr: Any, whole: Any) -> tuple[Dim, int]:
         numerator, denominator = _fraction(expr.args[0], whole)
         return numerator, denominator * int(expr.args[1])
     raise UnsupportedError(f"symbolic size '{whole}' ({name} of a float) has no hlocc form")
-
-
-def _terms_of(value: Dim) -> list:
-    return list(value.terms) if isinstance(value, DimExpr) else [((), value)]
 
 
 def _fold(values: list, op) -> Dim:

@@ -476,3 +476,20 @@ def test_replicate_and_circular_padding_gradients_match_eager():
 
     for k, (got, want) in enumerate(zip(*_gradients(fn, x1, x2, x3))):
         assert_close(got, want, f"result {k}")
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_multilabel_margin_loss_and_its_gradient_match_eager(reduction):
+    """PyTorch's own decomposition of multilabel_margin_loss_forward (its Python kernel at the
+    Autograd key) counts a row's target positions after its first -1 as label 0: rows that end
+    early gave up to twice eager's loss. hlocc's decompositions of the op and its backward apply
+    (frontends/torch/tracing.py keeps the op whole through autograd)."""
+    torch.manual_seed(0)
+    x = torch.randn(6, 5)
+    target = torch.tensor([[3, 0, -1, 1, 2], [1, -1, 0, 0, 0], [4, 3, 2, 1, 0], [0, 0, 0, 0, 0],
+                           [-1, 2, 3, 4, 1], [2, 2, -1, 0, 0]])
+    fn = lambda x, t: F.multilabel_margin_loss(x, t, reduction=reduction)  # noqa: E731
+    for k, (got, want) in enumerate(zip(*_gradients(fn, x, target))):
+        assert_close(got, want, f"result {k}")
+    with torch.no_grad():  # an unbatched row
+        assert_close(compiled(fn)(x[0], target[1]), fn(x[0], target[1]), "unbatched")

@@ -175,6 +175,60 @@ def pdist_backward(grad, x, p: float, pdist):
     return torch.zeros_like(x).index_add(0, first, term).index_add(0, second, -term)
 
 
+def _multilabel_terms(x, target):
+    """multilabel_margin_loss's pieces over a batch [N, C]: each row's targets are the labels before
+    its first -1 (`valid`, [N, C] by position), `is_target` [N, C] by class, and the hinge
+    1 - x[y] + x[c] [N, positions, C], counted only at a valid position and a class that is not a
+    target (`counted`)."""
+    import torch
+
+    n, c = x.shape
+    position = torch.arange(c, device=x.device)
+    first_end = torch.where(target == -1, position, c).amin(1, keepdim=True)
+    valid = position < first_end
+    label = torch.where(valid, target, 0)
+    is_target = ((label.unsqueeze(2) == position) & valid.unsqueeze(2)).any(1)
+    hinge = 1 - x.gather(1, label).unsqueeze(2) + x.unsqueeze(1)
+    counted = valid.unsqueeze(2) & ~is_target.unsqueeze(1)
+    return label, valid, is_target, hinge, counted
+
+
+def multilabel_margin_loss_forward(x, target, reduction: int):
+    """`aten.multilabel_margin_loss_forward`: PyTorch's own decomposition sums the hinge at every
+    position of a row's target list, also those past its first -1 (read as label 0), so it is wrong
+    wherever a row ends early; this one counts the positions before the -1 only."""
+    import torch
+
+    batched = x.dim() == 2
+    x2, t2 = (x, target) if batched else (x.reshape(1, -1), target.reshape(1, -1))
+    _, _, is_target, hinge, counted = _multilabel_terms(x2, t2)
+    loss = torch.where(counted, hinge.clamp_min(0), 0).sum((1, 2)) / x2.shape[1]
+    if reduction == 1:
+        loss = loss.mean()
+    elif reduction == 2:
+        loss = loss.sum()
+    elif not batched:
+        loss = loss.reshape(())
+    return loss, is_target.to(x.dtype).reshape(target.shape)
+
+
+def multilabel_margin_loss_backward(grad, x, target, reduction: int, is_target):
+    """`aten.multilabel_margin_loss_backward` (PyTorch has no decomposition): each counted hinge
+    above 0 adds g / C to its class and subtracts it from its target's class."""
+    import torch
+
+    batched = x.dim() == 2
+    x2, t2 = (x, target) if batched else (x.reshape(1, -1), target.reshape(1, -1))
+    label, valid, _, hinge, counted = _multilabel_terms(x2, t2)
+    active = (counted & (hinge > 0)).to(x.dtype)
+    per_label = torch.where(valid, active.sum(2), 0)
+    grad_x = active.sum(1) - torch.zeros_like(x2).scatter_add(1, label, per_label)
+    scale = grad.reshape(-1, 1) if reduction == 0 and batched else grad.reshape(1, 1)
+    if reduction == 1:
+        scale = scale / x2.shape[0]
+    return (grad_x * scale / x2.shape[1]).reshape(x.shape)
+
+
 def _norm_gradient(diff, dist, g, p: float):
     """g · d(‖diff‖_p)/d(diff) as ATen's distance kernels take it per p: 0 where a distance is 0,
     sign(d) for p=1, d / dist for p=2, sign(d) at the coordinates reaching the max for p=inf, else
@@ -255,6 +309,8 @@ def fused_decompositions() -> dict[Any, Any]:
              aten._weight_norm_interface_backward.default: weight_norm_backward,
              aten._cdist_forward.default: cdist_forward, aten._cdist_backward.default: cdist_backward,
              aten._pdist_forward.default: pdist_forward, aten._pdist_backward.default: pdist_backward,
+             aten.multilabel_margin_loss_forward.default: multilabel_margin_loss_forward,
+             aten.multilabel_margin_loss_backward.default: multilabel_margin_loss_backward,
              aten.grid_sampler_2d_backward.default: grid_sampler_2d_backward}
     if aten.grid_sampler_2d.default in decomposition_table:
         table[aten.grid_sampler_2d.default] = decomposition_table[aten.grid_sampler_2d.default]

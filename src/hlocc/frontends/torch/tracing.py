@@ -8,8 +8,8 @@ from typing import Any
 
 
 def traced_forms():
-    """A context in which aot_autograd traces (forward and backward) the forms of two ops that the
-    table lowers, not the CPU kernels' (`contextlib.ExitStack` of two PyTorch flags):
+    """A context in which aot_autograd traces (forward and backward) the forms of three ops that the
+    table lowers, not the CPU kernels' or PyTorch's (`contextlib.ExitStack`):
 
     - scaled_dot_product_attention picks its math form: what `attention_as_math`
       (frontends/torch/decompositions.py) does for the calls dynamo's graph shows, for those it does not
@@ -20,7 +20,12 @@ def traced_forms():
       gradients off by 10s).
     - mkldnn off: the core-ATen decomposition of an LSTM in inference is then the time steps in
       ATen (`one_layer_lstm`) instead of `mkldnn_rnn_layer`, one opaque oneDNN kernel per layer.
-      (Only tracing sees the flag: the graphs run hlocc's code.)"""
+      (Only tracing sees the flag: the graphs run hlocc's code.)
+    - multilabel_margin_loss_forward stays one op through autograd, so that hlocc's decompositions of
+      it and of its backward op apply (frontends/torch/decompositions.py). PyTorch registers its
+      own decomposition as the op's Python kernel at the Autograd key, which the tracer's Python
+      dispatcher runs before any table, and that one is wrong where a row's labels end before
+      its last position (F.multilabel_margin_loss gave twice eager's loss)."""
     import contextlib
 
     import torch
@@ -35,9 +40,22 @@ def traced_forms():
         finally:
             torch._C._set_mkldnn_enabled(enabled)
 
+    @contextlib.contextmanager
+    def without_python_kernel(op, key):
+        kernel = op.py_kernels.pop(key, None)
+        op._dispatch_cache.clear()
+        try:
+            yield
+        finally:
+            if kernel is not None:
+                op.py_kernels[key] = kernel
+            op._dispatch_cache.clear()
+
     stack = contextlib.ExitStack()
     stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
     stack.enter_context(mkldnn_off())
+    stack.enter_context(without_python_kernel(torch.ops.aten.multilabel_margin_loss_forward.default,
+                                              torch._C.DispatchKey.Autograd))
     return stack
 
 

@@ -50,6 +50,15 @@ and computation together must form a monoid ... XLA may exploit both of these pr
 reducer is associative and commutative. Only the order of applications changes: float sums round
 differently (as in XLA), max/min/argmax results are the same, a NaN in any lane reaches the result.
 A reducer that is not associative (say a*b+1) gives a different, still deterministic, result.
+
+Partial results are combined in index order. An argmax's reducer (JAX's: keep the accumulator's
+value if it is greater or NaN, ties to the lower index) is commutative but for two NaNs, where it
+keeps its first operand: a serial fold keeps the first NaN of the row, which numpy, XLA:CPU and
+the evaluator return. Lane l holds the fold of elements l, l + lanes, ..., so lane order is not
+row order: rows with NaNs at 1 and 6 gave 6. Where a reducer breaks ties by comparing two copies
+of one integer operand (`index_operand`), two partial results are passed to it lower index first
+(`combine_partials`, also the GPU forms' shuffle and cross-warp combiners): every subset's fold
+then combines as the serial fold would.
 """
 
 from __future__ import annotations
@@ -413,7 +422,7 @@ def _combine_vectors(e: ElementEmitter, reduces: Sequence[HloInstruction], accs:
     with e.nested(block) as b:
         old = [b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(accs, types)]
         new = [b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(others, types)]
-        values = _apply_reducers(b, reduces, old, new)
+        values = _apply_reducers(b, reduces, old, new, partials=True)
         b.insert(scf.YieldOp(*[b.add(vector.InsertOp(v, c, [lane])) for v, c in zip(values, block.args[1:])]))
     return list(e.b.insert(scf.ForOp(e.b.index(0), e.b.index(lanes), e.b.index(1), accs, block)).results)
 
@@ -441,14 +450,48 @@ def _row_length(instr: HloInstruction, m: IndexingMap, j: int) -> Dim:
 
 
 def _apply_reducers(b: KernelBuilder, reduces: Sequence[HloInstruction], accs: Sequence[SSAValue],
-                    values: Sequence[SSAValue]) -> list[SSAValue]:
-    """Each reduce's reducer on its slice of `accs` and `values` (its reduced operands, in order)."""
+                    values: Sequence[SSAValue], partials: bool = False) -> list[SSAValue]:
+    """Each reduce's reducer on its slice of `accs` and `values` (its reduced operands, in order);
+    with `partials`, both are partial results, combined in index order (`combine_partials`)."""
     out, k = [], 0
+    apply = combine_partials if partials else \
+        lambda b, reducer, a, v: emit_scalar_computation(b, reducer, [*a, *v])
     for r in reduces:
         m = len(r.operands) // 2
-        out += emit_scalar_computation(b, r.to_apply, [*accs[k:k + m], *values[k:k + m]])
+        out += apply(b, r.to_apply, accs[k:k + m], values[k:k + m])
         k += m
     return out
+
+
+def index_operand(reducer: HloComputation) -> int | None:
+    """The reduced value by which a variadic reducer breaks ties, comparing its two copies (an
+    argmax's index: compare(p_j, p_j+m), direction=LT), or None."""
+    m = reducer.num_parameters // 2
+    if m < 2:
+        return None
+    for instr in reducer.instructions:
+        if instr.opcode != "compare" or instr.attrs.get("direction") not in ("LT", "GT", "LE", "GE"):
+            continue
+        numbers = {o.parameter_number for o in instr.operands if o.opcode == "parameter"}
+        if len(numbers) == 2 and max(numbers) - min(numbers) == m and \
+                instr.operand(0).shape.element_type.is_integer:
+            return min(numbers)
+    return None
+
+
+def combine_partials(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAValue],
+                     others: Sequence[SSAValue]) -> list[SSAValue]:
+    """reducer(accs, others) for two partial results (scalars) of one reduction: where the reducer
+    has an `index_operand`, the one holding the lower index goes first (see the module
+    docstring)."""
+    j = index_operand(reducer)
+    if j is None:
+        return emit_scalar_computation(b, reducer, [*accs, *others])
+    signed = reducer.parameter(j).shape.element_type.is_signed
+    swap = b.add(arith.CmpiOp(others[j], accs[j], "slt" if signed else "ult"))
+    first = [b.add(arith.SelectOp(swap, o, a)) for a, o in zip(accs, others)]
+    second = [b.add(arith.SelectOp(swap, a, o)) for a, o in zip(accs, others)]
+    return emit_scalar_computation(b, reducer, [*first, *second])
 
 
 def fold_elements(e: ElementEmitter, reduces: Sequence[HloInstruction], accs: Sequence[SSAValue],
@@ -470,7 +513,7 @@ def combiner_function(name: str, reduces: Sequence[HloInstruction], types: Seque
     block = Block(arg_types=[*types, *types])
     b = KernelBuilder(block)
     n = len(types)
-    b.insert(func.ReturnOp(*_apply_reducers(b, reduces, block.args[:n], block.args[n:])))
+    b.insert(func.ReturnOp(*_apply_reducers(b, reduces, block.args[:n], block.args[n:], partials=True)))
     return func.FuncOp(name, FunctionType.from_lists([*types, *types], list(types)), Region(block), "private")
 
 
@@ -498,7 +541,7 @@ def combine_lanes(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAV
         level = [[b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(accs, types)] for lane in range(lanes)]
         while len(level) > 1:
             half = len(level) // 2
-            level = [emit_scalar_computation(b, reducer, [*level[i], *level[i + half]])
+            level = [combine_partials(b, reducer, level[i], level[i + half])
                      for i in range(half)] + level[2 * half:]
         return list(level[0])
     first = [b.add(vector.ExtractOp(a, [0], t)) for a, t in zip(accs, types)]
@@ -506,7 +549,7 @@ def combine_lanes(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAV
     lane = block.args[0]
     with b.at(block):
         values = [b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(accs, types)]
-        b.insert(scf.YieldOp(*emit_scalar_computation(b, reducer, [*block.args[1:], *values])))
+        b.insert(scf.YieldOp(*combine_partials(b, reducer, block.args[1:], values)))
     return list(b.insert(scf.ForOp(b.index(1), b.index(lanes), b.index(1), first, block)).results)
 
 
@@ -526,13 +569,13 @@ def _lane_combine(b: KernelBuilder, reducer: HloComputation, accs: Sequence[SSAV
     with b.at(block):
         old = [b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(accs, types)]
         new = [b.add(vector.ExtractOp(a, [lane], t)) for a, t in zip(others, types)]
-        values = emit_scalar_computation(b, reducer, [*old, *new])
+        values = combine_partials(b, reducer, old, new)
         b.insert(scf.YieldOp(*[b.add(vector.InsertOp(v, c, [lane])) for v, c in zip(values, block.args[1:])]))
     return list(b.insert(scf.ForOp(b.index(0), b.index(lanes), b.index(1), list(accs), block)).results)
 
 
 __all__ = ["RUNTIME_TAIL", "PartialsPlan", "SideWriter", "apply_reducers", "chunked_map", "combine_lanes",
-           "combiner_function", "emit_row_partials", "fold_elements", "order_free", "overlapped_tail", "plan_partials",
-           "runtime_tail_mask", "tail_map"]
+           "combine_partials", "combiner_function", "emit_row_partials", "fold_elements", "order_free",
+           "overlapped_tail", "plan_partials", "runtime_tail_mask", "tail_map"]
 
 apply_reducers = _apply_reducers

@@ -156,7 +156,7 @@ def reduce_stage_gpu(emitter, e: ElementEmitter, ids: Sequence[SSAValue],
     totals = [b.add(tensor.ExtractOp(tile, [b.index(0)], ty)) for tile, ty in zip(tiles, types)]
     for w in range(1, warps):
         totals = apply_reducers(b, reduces, totals, [b.add(tensor.ExtractOp(tile, [b.index(w)], ty))
-                                                     for tile, ty in zip(tiles, types)])
+                                                     for tile, ty in zip(tiles, types)], partials=True)
     return _split(reduces, totals)
 
 

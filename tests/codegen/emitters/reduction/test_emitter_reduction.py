@@ -23,6 +23,7 @@ from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.backends.cpu.kernel import compile_fusion
 from hlocc.codegen.emitters.reduction import ReductionEmitter
 from hlocc.codegen.target import cpu_target, gpu_target
+from hlocc.evaluator.core import evaluate
 from hlocc.hlo.parser import parse_hlo
 from hlocc.tools.fusion_to_mlir import fused_computation
 
@@ -187,3 +188,57 @@ def test_cpu_column_lanes(t, minor, lanes):
     rtol = 1e-2 if t == "f16" else 1e-4  # f16 adds round (the evaluator's sum is more precise)
     assert emitters_of(run_and_compare(text, "cpu", rtol=rtol, atol=1e-2 if t == "f16" else 1e-4)) == ["reduction"]
     assert_bijection(emitter.thread_id_to_input_indexing(0, 0), (40, minor), "input")
+
+
+ARGMAX = """
+HloModule argmax
+select_first {
+  a = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  b = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(a, b), direction={direction}
+  ne = pred[] compare(a, a), direction=NE
+  pick_a = pred[] or(gt, ne)
+  v = f32[] select(pick_a, a, b)
+  eq = pred[] compare(a, b), direction=EQ
+  lt = pred[] compare(ai, bi), direction=LT
+  tie = pred[] and(eq, lt)
+  pick_ai = pred[] or(pick_a, tie)
+  i = s32[] select(pick_ai, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+fused {
+  x = f32[{dims}] parameter(0)
+  iota = s32[{dims}] iota(), iota_dimension={axis}
+  init = f32[] constant({init})
+  zero = s32[] constant(0)
+  ROOT r = (f32[{out}], s32[{out}]) reduce(x, iota, init, zero), dimensions={{axis}}, to_apply=select_first
+}
+ENTRY main {
+  p = f32[{dims}] parameter(0)
+  ROOT f = (f32[{out}], s32[{out}]) fusion(p), kind=kInput, calls=fused
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt"])
+@pytest.mark.parametrize("rows,cols,axis", [(5, 8, 1), (5, 16, 1), (3, 100, 1), (3, 1000, 1), (64, 7, 0)])
+def test_argmax_over_rows_with_several_nans_is_the_first_nan(rows, cols, axis, target):
+    """JAX's argmax reducer keeps its first operand's NaN, so a serial fold returns the row's first
+    NaN (numpy's answer, XLA:CPU's). Partial results (lanes, shuffles, warps) hold interleaved
+    subsets of the row; passed to the reducer in lane order they gave a later NaN's index (rows of
+    8 with NaNs at 1 and 6 gave 6). They are now combined lower index first."""
+    rng = np.random.default_rng(rows * cols)
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    length = x.shape[axis]
+    for k in range(x.shape[1 - axis]):  # 2-4 NaNs per row, the last rows none, one, all
+        line = x[k] if axis == 1 else x[:, k]
+        count = [0, 1, length][k] if k < 3 else int(rng.integers(2, min(length, 4) + 1))
+        line[rng.choice(length, count, replace=False)] = np.nan
+    for direction, init, want in (("GT", "-inf", np.argmax), ("LT", "inf", np.argmin)):
+        dims = f"{rows},{cols}"
+        text = ARGMAX.replace("{direction}", direction).replace("{dims}", dims).replace("{axis}", str(axis)) \
+            .replace("{init}", init).replace("{out}", str(x.shape[1 - axis])).replace("{{", "{").replace("}}", "}")
+        np.testing.assert_array_equal(evaluate(parse_hlo(text), [x])[1], want(x, axis=axis))  # the reference
+        run_and_compare(text, target, inputs=[x])

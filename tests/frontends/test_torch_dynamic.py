@@ -245,3 +245,26 @@ def test_a_float_of_a_size_saved_for_backward_is_returned_as_a_number():
     for n in (3, 5):
         x = torch.randn(n, 4, requires_grad=True)
         assert_close(f(x), fn(x), f"loss at {n}")
+
+
+def test_float_attributes_read_by_item_compile_once_in_inference():
+    """Under dynamic=True dynamo passes a module's float attributes (a scale, an eps) as 0-d tensor
+    inputs read by .item() (`aten._local_scalar_dense`), which had no lowering: every such
+    inference graph (GPT-2's, Llama's) ran eager."""
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.scale, self.eps = torch.nn.Linear(8, 8), 0.125, 1e-3
+
+        def forward(self, x):
+            y = self.lin(x) * self.scale
+            return y / (y.abs().mean(-1, keepdim=True) + self.eps)
+
+    torch.manual_seed(0)
+    model = Scaled().eval()
+    f, calls, _ = _counting_compile(model, "cpu", dynamic=True)
+    with torch.no_grad():
+        for size in (3, 7, 10):
+            x = torch.randn(size, 8)
+            assert_close(f(x), model(x), f"batch={size}")
+    assert len(calls) == 1 and ht.stats() == {"compiles": 1}

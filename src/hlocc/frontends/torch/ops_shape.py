@@ -296,6 +296,21 @@ def _sym_float(cx: LoweringContext, x):
     return _f64(cx, x) if isinstance(x, (DimExpr, HloInstruction)) else float(x)
 
 
+def _local_scalar_dense(cx: LoweringContext, x):
+    """Tensor.item() of a one-element tensor: its value as a scalar instruction, as the table takes
+    a number computed in the graph: f64 for a float (a Python float), s64 for an integer, pred for
+    a bool. Under dynamic=True dynamo passes a module's float attributes (a scale, an eps) as 0-d
+    inputs read by .item(); without this rule every such inference graph (GPT-2, Llama, T5) ran
+    eager. (An integer used as a size would be data-dependent: refused where it is used.)"""
+    if not isinstance(x, HloInstruction):
+        return x
+    et = x.shape.element_type
+    scalar = cx.reshape(x, [])
+    if et.is_complex:
+        raise cx.error("item() of a complex tensor is not lowered")
+    return cx.convert(scalar, "f64" if et.is_float else "pred" if et.name == "pred" else "s64")
+
+
 def _sym_rounding(fn, opcode: str | None):
     """`math.floor`/`ceil`/`trunc` of a float computed from a size: an int size, PyTorch's own
     expression for it (`TruncToInt(1.5*ToFloat(s))`, interpolate's output size) as an hlocc size
@@ -390,6 +405,7 @@ OPS = {
     "aten.constant_pad_nd.default": _constant_pad_nd, "aten.flip.default": _flip, "aten.repeat.default": _repeat,
     "aten.unfold.default": _unfold,
     "aten.sym_size.int": _sym_size, "aten.sym_numel.default": _sym_numel,
+    "aten._local_scalar_dense.default": _local_scalar_dense,
     "getitem": _getitem,
     "add": _sym_op(operator.add, _hlo("add")), "sub": _sym_op(operator.sub, _hlo("subtract")),
     "mul": _sym_op(operator.mul, _hlo("multiply")), "neg": _sym_op(operator.neg, _hlo("negate")),

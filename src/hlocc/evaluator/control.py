@@ -20,6 +20,7 @@ from hlocc.errors import UnsupportedError
 from hlocc.evaluator import lapack
 from hlocc.evaluator.core import TOKEN, EvaluationError, Evaluator
 from hlocc.evaluator.sorting import top_k, topk_custom_call_k
+from hlocc.hlo import library_calls
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.opcodes import register_evaluator
 from hlocc.hlo.types import Shape
@@ -160,6 +161,8 @@ def eval_custom_call(instr: HloInstruction, operands: list, ev: Evaluator) -> An
         return operands[0]
     if target == "TopK":
         return top_k(np.asarray(operands[0]), topk_custom_call_k(instr))
+    if (body := library_calls.expansion(instr)) is not None:  # XLA:GPU's cuBLAS calls
+        return ev.call(body, operands)
     if lapack.is_lapack_call(instr):
         results = lapack.evaluate(instr, operands)
         return tuple(results) if instr.shape.is_tuple else results[0]

@@ -7,10 +7,14 @@ call's operands, and the call's users then use the clone of the callee's root. C
 processed callees first, so an inlined body holds no calls. Calls with control dependencies, and
 calls into a computation of another execution thread, are kept. Computations left without callers
 are removed.
+
+A library custom call of XLA:GPU's (`__cublas$gemm`: hlo/library_calls.py) is a call of its
+expansion, and is inlined the same way: the dot it holds then takes the backend's gemm path.
 """
 
 from __future__ import annotations
 
+from hlocc.hlo import library_calls
 from hlocc.hlo.call_graph import callers, control_referenced_names, has_control_dependencies
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.passes.base import HloPass, register_hlo_pass
@@ -49,14 +53,19 @@ class CallInliner(HloPass):
 
     def run(self, module: HloModule) -> bool:
         inlined: dict[int, HloComputation] = {}
+        changed = False
         for comp in module.computation_post_order():
             referenced = control_referenced_names(comp)
             for call in [i for i in comp.instructions if i.opcode == "call"]:
                 if _inlinable(call, referenced):
                     inlined[id(call.to_apply)] = call.to_apply
                     inline_call(call)
+            for call in [i for i in comp.instructions if library_calls.is_library_call(i)]:
+                if call.name not in referenced:
+                    inline_call(call, library_calls.expansion(call))
+                    changed = True
         if not inlined:
-            return False
+            return changed
         remaining = callers(module)
         module.remove_computations([c for key, c in inlined.items()
                                     if not remaining.get(key) and c is not module.entry])

@@ -1,0 +1,118 @@
+"""XLA:GPU's library custom calls as HLO computations. A module XLA:GPU has optimized
+(`compile().as_text()` on a GPU, or `--xla_dump_to`) holds its matrix products as calls into
+cuBLAS: `custom-call(lhs, rhs[, c][, bias]), custom_call_target="__cublas$gemm"` (or
+`"__cublas$lt$matmul"`), the product in the backend_config's `gemm_backend_config`:
+
+    alpha · dot(lhs, rhs) [+ beta · c] [+ bias along the last output dimension] [then the epilogue's
+    activation: RELU, or GELU (the tanh form, which is what XLA's gemm rewriter fuses)]
+
+with `dot_dimension_numbers` as a dot's, and a result that is the product or a tuple of it and a
+workspace (`s8[n]`, which nothing reads). `expansion` is that computation, built from standard HLO
+ops, so that such a module runs on every backend: the evaluator calls it, and the `library-calls`
+HLO pass replaces the custom call by a `call` to it, which `call-inliner` then inlines (the dot then
+takes the backend's gemm path like any other). Epilogues with an auxiliary output (GELU_AUX, the
+backward's input) and the f8 scaling operands are refused by name."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from hlocc.errors import UnsupportedError
+from hlocc.hlo.ir import HloComputation, HloInstruction
+from hlocc.hlo.types import Shape
+
+GEMM_TARGETS = frozenset({"__cublas$gemm", "__cublas$lt$matmul"})
+_EPILOGUES = {"DEFAULT": (False, None), "BIAS": (True, None), "RELU": (False, "relu"),
+              "BIAS_RELU": (True, "relu"), "GELU": (False, "gelu"), "BIAS_GELU": (True, "gelu")}
+
+
+def is_library_call(instr: HloInstruction) -> bool:
+    return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") in GEMM_TARGETS
+
+
+def backend_config(instr: HloInstruction) -> dict[str, Any]:
+    """The backend_config's JSON (written as a JSON object, or as a string holding one)."""
+    raw = instr.attrs.get("backend_config")
+    text = getattr(raw, "text", raw)
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+        if isinstance(value, str):
+            value = json.loads(value)
+    except json.JSONDecodeError as e:
+        raise UnsupportedError(f"custom-call '{instr.name}': its backend_config is not JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise UnsupportedError(f"custom-call '{instr.name}': it has no backend_config")
+    return value
+
+
+def expansion(instr: HloInstruction) -> HloComputation | None:
+    """The computation a library custom call stands for (parameters: its operands), or None where
+    `instr` is not one (see the module docstring)."""
+    if not is_library_call(instr):
+        return None
+    where = f"custom-call '{instr.name}' ({instr.attrs['custom_call_target']})"
+    config = backend_config(instr).get("gemm_backend_config")
+    if not isinstance(config, dict):
+        raise UnsupportedError(f"{where}: its backend_config has no gemm_backend_config")
+    epilogue = config.get("epilogue", "DEFAULT")
+    if epilogue not in _EPILOGUES:
+        raise UnsupportedError(f"{where}: epilogue {epilogue} is not supported (only "
+                               f"{', '.join(sorted(_EPILOGUES))})")
+    has_bias, activation = _EPILOGUES[epilogue]
+    alpha, alpha_imag, beta = (float(config.get(k, d)) for k, d in (("alpha_real", 1), ("alpha_imag", 0),
+                                                                     ("beta", 0)))
+    expected = 2 + (beta != 0) + has_bias
+    if len(instr.operands) != expected:
+        raise UnsupportedError(f"{where}: {len(instr.operands)} operands where beta={beta:g} and epilogue "
+                               f"{epilogue} take {expected} (f8 scaling operands are not supported)")
+    shape = instr.shape.tuple_shapes[0] if instr.shape.is_tuple else instr.shape
+    numbers = config.get("dot_dimension_numbers", {})
+    dims = {f"{side}_{kind}_dims": tuple(int(d) for d in numbers.get(f"{side}_{kind}_dimensions", ()))
+            for side in ("lhs", "rhs") for kind in ("contracting", "batch")}
+
+    comp = HloComputation(f"{instr.name}.{instr.attrs['custom_call_target'].strip('_').replace('$', '_')}")
+    params = [comp.add_instruction(HloInstruction(f"p{k}", "parameter", o.shape, parameter_number=k))
+              for k, o in enumerate(instr.operands)]
+    result = comp.add("dot", params[:2], dims, shape=shape)
+    if alpha != 1 or alpha_imag != 0:
+        result = comp.add("multiply", [result, _full(comp, complex(alpha, alpha_imag) if alpha_imag else alpha,
+                                                      result.shape)])
+    if beta != 0:
+        c = params[2]
+        scaled = c if beta == 1 else comp.add("multiply", [c, _full(comp, beta, c.shape)])
+        result = comp.add("add", [result, scaled])
+    if has_bias:
+        bias = params[-1]
+        result = comp.add("add", [result, comp.add("broadcast", [bias], {"dimensions": (result.shape.rank - 1,)},
+                                                   shape=result.shape)])
+    if activation == "relu":
+        result = comp.add("maximum", [result, _full(comp, 0, result.shape)])
+    elif activation == "gelu":
+        result = _tanh_gelu(comp, result)
+    if instr.shape.is_tuple:  # the workspace (and nothing else): zeros nobody reads
+        extra = [_full(comp, 0, s) for s in instr.shape.tuple_shapes[1:]]
+        result = comp.add("tuple", [result, *extra], shape=instr.shape)
+    comp.root = result
+    return comp
+
+
+def _full(comp: HloComputation, value: Any, shape: Shape) -> HloInstruction:
+    import numpy as np
+
+    scalar_shape = Shape.array(shape.element_type, ())
+    scalar = comp.add("constant", shape=scalar_shape, literal=np.array(value).astype(shape.element_type.dtype))
+    return scalar if shape.rank == 0 else comp.add("broadcast", [scalar], {"dimensions": ()}, shape=shape)
+
+
+def _tanh_gelu(comp: HloComputation, x: HloInstruction) -> HloInstruction:
+    """0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), cuBLASLt's GELU epilogue."""
+    cube = comp.add("multiply", [comp.add("multiply", [x, x]), x])
+    inner = comp.add("multiply", [_full(comp, math.sqrt(2 / math.pi), x.shape),
+                                  comp.add("add", [x, comp.add("multiply", [_full(comp, 0.044715, x.shape), cube])])])
+    half_x = comp.add("multiply", [x, _full(comp, 0.5, x.shape)])
+    return comp.add("multiply", [half_x, comp.add("add", [_full(comp, 1, x.shape), comp.add("tanh", [inner])])])
+
+
+__all__ = ["GEMM_TARGETS", "backend_config", "expansion", "is_library_call"]

@@ -260,3 +260,12 @@ def test_a_fusion_kind_outside_xlas_four_is_a_verify_error():
             "ENTRY e {\n x = f32[2] parameter(0)\n ROOT f = f32[2] fusion(x), kind=kBogus, calls=fc\n}\n")
     with pytest.raises(HloVerifyError, match=r"instruction 'f': fusion kind 'kBogus' is not one of kLoop, kInput"):
         hlocc.compile(text, "interpreter")
+
+
+def test_an_error_about_parsed_text_says_where_the_instruction_is():
+    text = "HloModule m\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT n = f32[5] negate(p)\n}\n"
+    with pytest.raises(HloVerifyError) as error:
+        verify_module(parse_hlo(text, filename="model.hlo"))
+    assert str(error.value) == ("model.hlo:4:8: error: computation 'e': instruction 'n': declared shape f32[5] is "
+                                "not compatible with the inferred shape f32[4] of negate\n"
+                                "  ROOT n = f32[5] negate(p)\n       ^")

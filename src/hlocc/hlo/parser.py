@@ -11,6 +11,7 @@ attributes is the table in hlo/attribute_syntax.py. Errors are HloParseError wit
 from __future__ import annotations
 
 import re
+from functools import partial
 
 from hlocc.errors import HloError, HloParseError
 from hlocc.hlo.attribute_syntax import ATTRIBUTE_KINDS, GENERIC_ATTRIBUTES, parse_attribute_value
@@ -62,6 +63,18 @@ def parse_shape(text: str) -> Shape:
     return shape
 
 
+def _source_location(scanner: Scanner, positions: dict[tuple[str, str], int], computation: str,
+                     instruction: str) -> str | None:
+    """`file:line:col`, the line and a caret under the name of an instruction as the text defined
+    it (a verifier error's place), or None where the text has no such instruction."""
+    pos = positions.get((computation, instruction))
+    if pos is None:
+        return None
+    line, column = scanner.location(pos)
+    source_line = scanner.text.splitlines()[line - 1] if scanner.text else ""
+    return f"{scanner.filename}:{line}:{column}:\n{source_line}\n{' ' * (column - 1)}^"
+
+
 class _Parser:
     def __init__(self, text: str, filename: str):
         self.s = Scanner(text, filename)
@@ -72,6 +85,7 @@ class _Parser:
         self._anon = 0
         self._parameter_numbers: dict[int, set[int]] = {}
         self._shapes: dict[str, Shape] = {}  # plain shape text -> its Shape (shapes are immutable)
+        self._positions: dict[tuple[str, str], int] = {}  # (computation, instruction) -> where its name is
 
     # -- module -------------------------------------------------------------------------------
     def module(self) -> HloModule:
@@ -103,6 +117,7 @@ class _Parser:
         module.entry = next(c for c in module.computations if c.is_entry)
         if not module.name:
             module.name = f"module_{module.entry.name}"
+        module.source_location = partial(_source_location, s, self._positions)
         return module
 
     def _header_attrs(self, module: HloModule) -> None:
@@ -266,6 +281,7 @@ class _Parser:
                 raise s.error(f"parameter number {instr.parameter_number} is used twice in '{comp.name}'", name_pos)
             taken.add(instr.parameter_number)
         names[name] = instr
+        self._positions[(comp.name, name)] = name_pos
         return instr, refs, is_root
 
     def _at_opcode(self) -> bool:

@@ -11,6 +11,8 @@ Errors are `HloVerifyError` whose message names the computation, the instruction
 
 from __future__ import annotations
 
+import re
+
 from hlocc.errors import HloVerifyError
 from hlocc.hlo.call_graph import control_predecessor_names
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
@@ -20,7 +22,24 @@ from hlocc.hlo.shape_rules_common import strip_layout
 
 def verify_module(module: HloModule) -> None:
     """Verify every computation of `module`; the entry computation must exist and belong to it,
-    computation names must be unique and called computations must belong to the module."""
+    computation names must be unique and called computations must belong to the module. An error
+    about an instruction of parsed text says where the text defines it (file:line:col, the line and
+    a caret)."""
+    try:
+        _verify_module(module)
+    except HloVerifyError as e:
+        found = _PLACE.match(str(e))
+        where = module.source_location(*found.groups()) if found and module.source_location else None
+        if where is None:
+            raise
+        head, _, rest = where.partition("\n")
+        raise HloVerifyError(f"{head} error: {e}\n{rest}") from None
+
+
+_PLACE = re.compile(r"computation '([^']*)': instruction '([^']*)'")
+
+
+def _verify_module(module: HloModule) -> None:
     if module.entry is None:
         raise HloVerifyError(f"module '{module.name}' has no entry computation")
     if not any(comp is module.entry for comp in module.computations):

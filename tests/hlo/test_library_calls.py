@@ -1,4 +1,4 @@
-"""XLA:GPU's cuBLAS custom calls (`__cublas$gemm`, `__cublas$lt$matmul`: hlo/library_calls.py) run
+"""XLA:GPU's cuBLAS and cuDNN custom calls (`__cublas$gemm`, `__cudnn$convForward`, ...: hlo/library_calls.py) run
 on every backend: the evaluator calls their expansion, the call inliner inlines it (the dot then
 takes the gemm path)."""
 
@@ -77,3 +77,40 @@ def test_an_aux_epilogue_is_refused_by_name():
                         "a, b", AB)
     with pytest.raises(UnsupportedError, match="epilogue GELU_AUX is not supported"):
         hlocc.compile(text, backend="interpreter")(np.ones((4, 5), np.float32), np.ones((5, 6), np.float32))
+
+
+def _conv_module(target: str, config: dict, operands: str, params: str) -> str:
+    backend = json.dumps({"operation_queue_id": "0", "cudnn_conv_backend_config": config})
+    return f"""
+HloModule conv, is_scheduled=true
+ENTRY main {{
+  x = f32[2,6,6,4]{{3,2,1,0}} parameter(0)
+  w = f32[3,3,4,5]{{3,2,1,0}} parameter(1)
+{params}
+  conv = (f32[2,6,6,5]{{3,2,1,0}}, u8[0]{{0}}) custom-call({operands}), window={{size=3x3 pad=1_1x1_1}}, dim_labels=b01f_01io->b01f, custom_call_target="{target}", backend_config={backend}
+  ROOT r = f32[2,6,6,5]{{3,2,1,0}} get-tuple-element(conv), index=0
+}}
+"""
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_cudnn_convolutions_with_scale_side_input_bias_and_activation(backend):
+    jax = pytest.importorskip("jax", reason="the reference convolution is jax's")
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((2, 6, 6, 4), np.float32), rng.standard_normal((3, 3, 4, 5), np.float32)
+    bias, side = rng.standard_normal(5).astype(np.float32), rng.standard_normal((2, 6, 6, 5), np.float32)
+    conv = np.asarray(jax.lax.conv_general_dilated(x, w, (1, 1), ((1, 1), (1, 1)),
+                                                   dimension_numbers=("NHWC", "HWIO", "NHWC")))
+    plain = _conv_module("__cudnn$convForward", {"activation_mode": "kNone", "conv_result_scale": 1}, "x, w", "")
+    np.testing.assert_allclose(hlocc.compile(plain, backend=backend)(x, w), conv, rtol=1e-5, atol=1e-5)
+    fused = _conv_module("__cudnn$convBiasActivationForward",
+                         {"activation_mode": "kRelu", "conv_result_scale": 0.5, "side_input_scale": 2},
+                         "x, w, bias, side", "  bias = f32[5]{0} parameter(2)\n  side = f32[2,6,6,5]{3,2,1,0} parameter(3)")
+    np.testing.assert_allclose(hlocc.compile(fused, backend=backend)(x, w, bias, side),
+                               np.maximum(0.5 * conv + 2 * side + bias, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_cudnn_backward_convolutions_are_refused_by_name():
+    text = _conv_module("__cudnn$convBackwardInput", {"activation_mode": "kNone"}, "x, w", "")
+    with pytest.raises(UnsupportedError, match="cuDNN's backward and graph convolutions are not supported"):
+        hlocc.compile(text, backend="cpu")

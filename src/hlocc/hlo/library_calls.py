@@ -7,11 +7,20 @@ cuBLAS: `custom-call(lhs, rhs[, c][, bias]), custom_call_target="__cublas$gemm"`
     activation: RELU, or GELU (the tanh form, which is what XLA's gemm rewriter fuses)]
 
 with `dot_dimension_numbers` as a dot's, and a result that is the product or a tuple of it and a
-workspace (`s8[n]`, which nothing reads). `expansion` is that computation, built from standard HLO
-ops, so that such a module runs on every backend: the evaluator calls it, and the `library-calls`
+workspace (`s8[n]`, which nothing reads). Its convolutions are calls into cuDNN,
+`custom-call(input, filter[, bias[, side_input]])` with the convolution's `window`, `dim_labels`
+and group counts as attributes, `custom_call_target="__cudnn$convForward"` (or
+`"__cudnn$convBiasActivationForward"`), the result a tuple of it and a scratch buffer:
+
+    activation(conv_result_scale · convolution(input, filter) [+ side_input_scale · side_input]
+               [+ bias along the output's feature dimension])
+
+`expansion` is that computation, built from standard HLO ops, so that such a module runs on every
+backend: the evaluator calls it, and the `library-calls`
 HLO pass replaces the custom call by a `call` to it, which `call-inliner` then inlines (the dot then
 takes the backend's gemm path like any other). Epilogues with an auxiliary output (GELU_AUX, the
-backward's input) and the f8 scaling operands are refused by name."""
+backward's input), the f8 scaling operands and cuDNN's backward convolutions (whose attributes
+describe the forward one) are refused by name."""
 
 from __future__ import annotations
 
@@ -21,15 +30,21 @@ from typing import Any
 
 from hlocc.errors import UnsupportedError
 from hlocc.hlo.ir import HloComputation, HloInstruction
-from hlocc.hlo.types import Shape
+from hlocc.hlo.types import Shape, primitive_type
+
+PRED = primitive_type("pred")
 
 GEMM_TARGETS = frozenset({"__cublas$gemm", "__cublas$lt$matmul"})
+CONV_TARGETS = frozenset({"__cudnn$convForward", "__cudnn$convBiasActivationForward"})
+REFUSED_TARGETS = frozenset({"__cudnn$convBackwardInput", "__cudnn$convBackwardFilter", "__cudnn$convForwardGraph"})
+_ACTIVATIONS = ("kNone", "kRelu", "kRelu6", "kTanh", "kSigmoid", "kElu", "kLeakyRelu")
 _EPILOGUES = {"DEFAULT": (False, None), "BIAS": (True, None), "RELU": (False, "relu"),
               "BIAS_RELU": (True, "relu"), "GELU": (False, "gelu"), "BIAS_GELU": (True, "gelu")}
 
 
 def is_library_call(instr: HloInstruction) -> bool:
-    return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") in GEMM_TARGETS
+    return instr.opcode == "custom-call" and instr.attrs.get("custom_call_target") in (
+        GEMM_TARGETS | CONV_TARGETS | REFUSED_TARGETS)
 
 
 def backend_config(instr: HloInstruction) -> dict[str, Any]:
@@ -52,7 +67,12 @@ def expansion(instr: HloInstruction) -> HloComputation | None:
     `instr` is not one (see the module docstring)."""
     if not is_library_call(instr):
         return None
-    where = f"custom-call '{instr.name}' ({instr.attrs['custom_call_target']})"
+    target = instr.attrs["custom_call_target"]
+    where = f"custom-call '{instr.name}' ({target})"
+    if target in REFUSED_TARGETS:
+        raise UnsupportedError(f"{where}: cuDNN's backward and graph convolutions are not supported")
+    if target in CONV_TARGETS:
+        return _convolution(instr, where)
     config = backend_config(instr).get("gemm_backend_config")
     if not isinstance(config, dict):
         raise UnsupportedError(f"{where}: its backend_config has no gemm_backend_config")
@@ -98,6 +118,61 @@ def expansion(instr: HloInstruction) -> HloComputation | None:
     return comp
 
 
+def _convolution(instr: HloInstruction, where: str) -> HloComputation:
+    config = backend_config(instr).get("cudnn_conv_backend_config", {})
+    activation = config.get("activation_mode", "kNone")
+    if activation not in _ACTIVATIONS:
+        raise UnsupportedError(f"{where}: activation {activation} is not supported")
+    scale, side_scale = float(config.get("conv_result_scale", 1)), float(config.get("side_input_scale", 0))
+    fused = instr.attrs["custom_call_target"] == "__cudnn$convBiasActivationForward"
+    if len(instr.operands) not in ((3, 4) if fused else (2,)):
+        raise UnsupportedError(f"{where}: {len(instr.operands)} operands")
+    if "dim_labels" not in instr.attrs:
+        raise UnsupportedError(f"{where}: it has no dim_labels")
+    shape = instr.shape.tuple_shapes[0] if instr.shape.is_tuple else instr.shape
+    comp = HloComputation(f"{instr.name}.cudnn_conv")
+    params = [comp.add_instruction(HloInstruction(f"p{k}", "parameter", o.shape, parameter_number=k))
+              for k, o in enumerate(instr.operands)]
+    attrs = {k: instr.attrs[k] for k in ("window", "dim_labels", "feature_group_count", "batch_group_count")
+             if k in instr.attrs}
+    result = comp.add("convolution", params[:2], attrs, shape=shape)
+    if scale != 1:
+        result = comp.add("multiply", [result, _full(comp, scale, result.shape)])
+    if len(params) == 4 and side_scale != 0:
+        side = params[3] if side_scale == 1 else comp.add("multiply", [params[3], _full(comp, side_scale, shape)])
+        result = comp.add("add", [result, side])
+    if fused:
+        feature = instr.attrs["dim_labels"].output_feature
+        result = comp.add("add", [result, comp.add("broadcast", [params[2]], {"dimensions": (feature,)},
+                                                   shape=result.shape)])
+    result = _activation(comp, result, activation, float(config.get("leakyrelu_alpha", 0)))
+    if instr.shape.is_tuple:
+        result = comp.add("tuple", [result, *(_full(comp, 0, s) for s in instr.shape.tuple_shapes[1:])],
+                          shape=instr.shape)
+    comp.root = result
+    return comp
+
+
+def _activation(comp: HloComputation, x: HloInstruction, mode: str, alpha: float) -> HloInstruction:
+    """cuDNN's activation modes on x."""
+    zero = lambda: _full(comp, 0, x.shape)  # noqa: E731
+    if mode == "kRelu":
+        return comp.add("maximum", [x, zero()])
+    if mode == "kRelu6":
+        return comp.add("clamp", [zero(), x, _full(comp, 6, x.shape)])
+    if mode == "kTanh":
+        return comp.add("tanh", [x])
+    if mode == "kSigmoid":
+        return comp.add("logistic", [x])
+    if mode in ("kElu", "kLeakyRelu"):
+        negative = comp.add("exponential-minus-one", [x]) if mode == "kElu" else \
+            comp.add("multiply", [x, _full(comp, alpha, x.shape)])
+        positive = comp.add("compare", [x, zero()], {"direction": "GT"},
+                            shape=x.shape.with_element_type(PRED))
+        return comp.add("select", [positive, x, negative])
+    return x
+
+
 def _full(comp: HloComputation, value: Any, shape: Shape) -> HloInstruction:
     import numpy as np
 
@@ -115,4 +190,4 @@ def _tanh_gelu(comp: HloComputation, x: HloInstruction) -> HloInstruction:
     return comp.add("multiply", [half_x, comp.add("add", [_full(comp, 1, x.shape), comp.add("tanh", [inner])])])
 
 
-__all__ = ["GEMM_TARGETS", "backend_config", "expansion", "is_library_call"]
+__all__ = ["CONV_TARGETS", "GEMM_TARGETS", "REFUSED_TARGETS", "backend_config", "expansion", "is_library_call"]

@@ -13,8 +13,9 @@ by values or expressions, `parse_dim_expr` reads the text `str()` writes.
 
 `size_hint(binding)` is for heuristics only (the cost model and fusion decisions, which need a
 number where the size is symbolic): inside it, a comparison the lower bounds do not decide is
-decided at the hint's values, and `/` and `float()` evaluate there (BladeDISC's "likely values").
-Nothing whose correctness depends on the answer may run inside it.
+decided at the hint's values, and `/`, `float()` and `hint_value` evaluate there (BladeDISC's
+"likely values"). A size may be 0 there, so a heuristic divides by `hint_value(size)` after testing
+it for 0. Nothing whose correctness depends on the answer may run inside it.
 """
 
 from __future__ import annotations
@@ -289,6 +290,18 @@ def current_size_hint() -> Mapping[str, int] | None:
 
 def _at_hint(value: DimExpr, hint: Mapping[str, int]) -> int:
     return value.evaluate({v: hint.get(v, HINT_DEFAULT) for v in value.variables})
+
+
+def hint_value(value: Dim) -> int:
+    """The integer `value` takes at the current size hint (an int as it is), for heuristics that
+    divide by a size: a size may be 0 at the hint (`mod(n, 2)` at n = 128), so they test the
+    number for 0, not the expression (which is never equal to 0)."""
+    if isinstance(value, int):
+        return value
+    hint = current_size_hint()
+    if hint is None:
+        raise InconclusiveDimensionError(f"symbolic size '{value}' has no number at compile time")
+    return _at_hint(value, hint)
 
 
 def symbol(name: str) -> DimExpr:

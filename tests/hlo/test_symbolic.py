@@ -32,6 +32,27 @@ def test_multiples_of_a_constant_divisor_leave_floordiv_and_mod():
             assert substitute(expr, {"s": value}) == want, (expr, value)
 
 
+
+def test_nested_divisions_by_constants_are_one_division():
+    """`floordiv(floordiv(x, m) + r, n) = floordiv(x + m*r, m*n)` for m, n > 0 and any integer r,
+    and `mod(mod(x, k), n) = mod(x, n)` where n divides k: a ResNet stem's conv (stride 2, pad 3)
+    then max-pool (stride 2, pad 1) has the pool size PyTorch's shape environment writes."""
+    conv = floordiv(s + 2 * 3 - 7, 2) + 1
+    assert conv == floordiv(s + 1, 2)
+    assert floordiv(conv + 2 * 1 - 3, 2) + 1 == floordiv(s + 3, 4)
+    assert floordiv(floordiv(s + 1, 2) + 1, 2) == floordiv(s + 3, 4)
+    assert parse_dim_expr("floordiv(floordiv(s+1,2)+1,2)") == parse_dim_expr("floordiv(s+3,4)")
+    assert floordiv(floordiv(floordiv(s, 2), 3), 5) == floordiv(s, 30)
+    assert floordiv(floordiv(s, 2) + b - 1, 3) == floordiv(s + 2 * b - 2, 6)
+    assert mod(mod(s, 8), 2) == mod(s, 2) and mod(mod(s, 3), 2) != mod(s, 2)
+    nested = [floordiv(floordiv(s + 1, 2) + 1, 2), floordiv(floordiv(s, 3) - 2, 4), floordiv(floordiv(-s, 2) + b, 3),
+              floordiv(3 * floordiv(s, 2) + 1, 2), mod(mod(s + 1, 8), 4)]
+    for sv in range(-9, 20):  # against Python's // and % at every value, negative ones included
+        for bv in (1, 4):
+            want = [((sv + 1) // 2 + 1) // 2, (sv // 3 - 2) // 4, ((-sv) // 2 + bv) // 3, (3 * (sv // 2) + 1) // 2,
+                    ((sv + 1) % 8) % 4]
+            assert [substitute(e, {"s": sv, "b": bv}) for e in nested] == want, (sv, bv)
+
 @pytest.mark.parametrize("text", ["b", "b + c", "2*s", "floordiv(s, 2)", "mod(s, 3) + 1", "b^2*c - 3*b", "-b + 5"])
 def test_print_parse_round_trip(text):
     value = parse_dim_expr(text)

@@ -147,6 +147,19 @@ def test_floordiv_and_mod_terms_are_bounded_for_comparisons():
         _ = floordiv(b, 2) >= 1  # 0 at b = 1
 
 
+
+def test_a_term_is_bounded_by_the_terms_it_divides():
+    """For variables >= 1 a monomial is at least each monomial dividing it: `a*b - b` >= 0, so
+    `b <= a*b` holds (JAX's min(a*b, b) for `flat[:b]`); `a*b <= b` stays open (a = 1 vs 2)."""
+    a = symbol("a")
+    assert (a * b - b).lower_bound() == 0 and (2 * a * b - a - b).lower_bound() == 0
+    assert (a * a * b - a * b + 2).lower_bound() == 2 and (a * b + b - 2 * b + 1).lower_bound() == 1
+    assert (a * b - 2 * b).lower_bound() is None and (a * a * b - a * b - b).lower_bound() is None
+    assert (a * b - c).lower_bound() is None and (a * b - floordiv(b, 2)).lower_bound() == 1
+    assert b <= a * b and not (a * b < b)
+    with pytest.raises(InconclusiveDimensionError):
+        _ = a * b <= b
+
 def test_symbolic_int_list_attributes_print_and_parse_back():
     text = ("HloModule m\n\nENTRY e {\n  p = f32[?b,5] parameter(0)\n  i = s32[] constant(1)\n"
             "  ROOT d = f32[?b,1] dynamic-slice(p, i, i), dynamic_slice_sizes={?(b),1}\n}\n")

@@ -296,11 +296,19 @@ def _elementwise(fn):
 
 
 def _min(a, b):
-    return a if a <= b else b
+    """The smaller size where the algebra decides it for every size, asked both ways: `a*b <= b`
+    is open (a = 1 gives equality, the bounds see no strict order) where `b <= a*b` holds."""
+    try:
+        return a if a <= b else b
+    except InconclusiveDimensionError:
+        return b if b <= a else a
 
 
 def _max(a, b):
-    return a if a >= b else b
+    try:
+        return a if a >= b else b
+    except InconclusiveDimensionError:
+        return b if b >= a else a
 
 
 def _compare(cx, a, b):

@@ -184,15 +184,24 @@ class DimExpr:
         return self._plain_lower_bound()
 
     def _plain_lower_bound(self) -> int | None:
+        """Each variable at 1, a negative term `-c*m` of variables first paid from positive terms of
+        variables that `m` divides (`a*b - b` >= 0, so JAX's `min(a*b, b)` of `flat[:b]` is `b`)."""
+        of_variables = {m for m, _ in self.terms if all(a.op == "var" for a, _ in m)}
+        positive = {m: c for m, c in self.terms if c > 0 and m and m in of_variables}
         low = 0
         for m, c in self.terms:
             if m == ():
                 low += c
             elif c < 0:
-                return None
-            else:
-                low += c * (0 if any(a.op != "var" for a, _ in m) else 1)
-        return low
+                owed = -c
+                for multiple, have in positive.items():
+                    if owed and m in of_variables and all(dict(multiple).get(a, 0) >= p for a, p in m):
+                        paid = min(owed, have)
+                        positive[multiple] -= paid  # paid * multiple - paid * m >= 0 (variables >= 1)
+                        owed -= paid
+                if owed:
+                    return None
+        return low + sum(positive.values())  # the rest of each positive term, at every variable 1
 
     def __str__(self) -> str:
         parts = []

@@ -93,3 +93,15 @@ def test_wrong_sizes_and_arity_are_argument_errors():
         f(np.ones(3, np.float32), np.ones(4, np.float32))
     with pytest.raises(ArgumentError, match="2 polymorphic shapes"):
         f(np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize("spec, shape, message", [
+    ("b, 3", (2, 4), r"argument 0: expected shape \(b, 3\) .*\[2, 4\] \(float32\): dimension 1 is 4, where the spec fixes 3"),
+    ("b, 3", (2,), r"argument 0: .*\[2\] \(float32\): 1 dimensions, not 2"),
+])
+def test_a_first_call_that_its_polymorphic_shape_rules_out_is_an_argument_error(spec, shape, message):
+    # the first call exports: JAX's own parser saw the mismatch ("syntax error in symbolic shape")
+    f = hlocc.jax.jit(lambda x: x.sum(), polymorphic_shapes=[spec], backend="interpreter")
+    with pytest.raises(ArgumentError, match=message):
+        f(np.ones(shape, np.float32))
+    assert f(np.ones((2, 3), np.float32)) == 6

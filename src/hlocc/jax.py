@@ -19,6 +19,7 @@ signature each was compiled for.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -70,7 +71,10 @@ class JitFunction:
             jax = _jax()
             jitted = jax.jit(self.fn)
             if self.polymorphic_shapes is not None:
-                specs = jax.export.symbolic_args_specs(arrays, list(self.polymorphic_shapes))
+                try:
+                    specs = jax.export.symbolic_args_specs(arrays, list(self.polymorphic_shapes))
+                except (ValueError, IndexError) as e:
+                    raise _spec_mismatch(arrays, self.polymorphic_shapes, e) from None
                 specs = [jax.ShapeDtypeStruct((), a.dtype, weak_type=True) if type(x) in _WEAK else spec
                          for spec, a, x in zip(specs, arrays, args)]
                 exported = jax.export.export(jitted)(*specs)
@@ -108,6 +112,39 @@ def _as_jax_would(value: Any) -> np.ndarray:
     if type(value) is int and not np.iinfo(canonical).min <= value <= np.iinfo(canonical).max:
         raise ArgumentError(f"Python int {value} is out of range for {canonical} (jax_enable_x64 is off)")
     return array.astype(canonical)
+
+
+def _spec_mismatch(arrays: list[np.ndarray], specs: Sequence[str | None], error: Exception) -> Exception:
+    """The ArgumentError for the first argument whose shape its polymorphic shape rules out (a
+    different rank, or another size where the spec fixes one), as a later call's shape check says
+    it: JAX's `symbolic_args_specs` says "syntax error in symbolic shape ... different size 3 for
+    known dimension" (or an IndexError for too few dimensions). `error` itself where no argument
+    is at fault (a spec JAX cannot read)."""
+    symbolic_shape = _jax().export.symbolic_shape
+    for k, (array, spec) in enumerate(zip(arrays, specs)):
+        if spec is None:
+            continue
+        try:
+            symbolic_shape(spec, like=array.shape)
+            continue
+        except (ValueError, IndexError) as e:
+            reason = e
+        try:
+            dims = None if "..." in spec else symbolic_shape(spec)
+        except ValueError:
+            return error  # the spec itself is wrong, whatever the argument
+        got = f"got an array of shape {list(array.shape)} ({array.dtype})"
+        shape = f"shape ({', '.join(map(str, dims))}) (polymorphic shape '{spec}')" if dims is not None \
+            else f"polymorphic shape '{spec}'"
+        head = f"argument {k}: expected {shape}, {got}"
+        if dims is not None and len(dims) != array.ndim:
+            return ArgumentError(f"{head}: {array.ndim} dimensions, not {len(dims)}")
+        fixed = re.search(r"in dimension (\d+): different size (\d+)", str(reason))
+        if fixed:
+            d, size = int(fixed.group(1)), int(fixed.group(2))
+            return ArgumentError(f"{head}: dimension {d} is {array.shape[d]}, where the spec fixes {size}")
+        return ArgumentError(f"{head}: {reason}")
+    return error
 
 
 def _signature(key: tuple) -> tuple:

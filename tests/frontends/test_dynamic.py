@@ -272,6 +272,34 @@ def test_new_rank_is_a_clear_error():
         exe(np.zeros((3, 128, 1), np.float32))
 
 
+
+@pytest.mark.parametrize(("fn", "spec", "op", "operand"), [
+    (lambda x: x[:2] * 2, "n, 3", "minimum", "slice_sizes"),  # min(n, 2): 1 at n = 1, else 2
+    # SAME pooling with a window below its stride: padding max(..., 0)
+    (lambda x: jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (2,), (3,), "SAME"), "n", "maximum", "padding"),
+])
+def test_a_size_computed_with_min_or_max_is_refused_naming_the_op(fn, spec, op, operand):
+    # the message said only "not a shape computed from dimension sizes and constants"
+    exported = export.export(jax.jit(fn))(jax.ShapeDtypeStruct(export.symbolic_shape(spec), jnp.float32))
+    with pytest.raises(hlocc.UnsupportedError, match=rf"its {operand} operand is computed with stablehlo.{op} of "
+                                                     r"dimension sizes.*min/max of dimension sizes is not supported"):
+        import_stablehlo(exported)
+
+
+def test_a_min_that_the_variables_ranges_decide_is_a_size():
+    """`flat[:b]` of an a*b vector has size min(a*b, b), which is b for variables >= 1 (JAX's guards
+    check that): one compile, right where a = 1 makes them equal."""
+    def fn(x, y):
+        return (x[:, None] + y[None, :]).reshape(-1)[: y.shape[0]]
+
+    a, b_ = export.symbolic_shape("a, b")
+    exported = export.export(jax.jit(fn))(jax.ShapeDtypeStruct((a,), jnp.float32), jax.ShapeDtypeStruct((b_,), jnp.float32))
+    exe = hlocc.compile(import_stablehlo(exported), "cpu")
+    for na, nb in ((1, 4), (3, 4), (5, 2), (1, 1), (2, 7)):
+        x, y = RNG.standard_normal(na).astype(np.float32), RNG.standard_normal(nb).astype(np.float32)
+        check_outputs(f"a={na} b={nb}", jax.jit(fn)(x, y), exe(x, y), 1e-6)
+    check_one_compile(exe)
+
 def test_strided_slice_of_a_multiple_and_its_divisibility_guard():
     def every_other(x):
         return x[::2] * 3

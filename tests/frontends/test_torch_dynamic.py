@@ -170,6 +170,23 @@ def test_a_conv_net_with_max_pool_trains_over_symbolic_image_sizes():
     assert ht.stats()["compiles"] == 2  # the forward and the backward graph, once each
 
 
+
+def test_a_resnet_stem_over_symbolic_images_compiles_once():
+    """Conv 7x7 stride 2 pad 3, then max-pool 3x3 stride 2 pad 1: PyTorch's shape environment
+    writes the pool's size floordiv(s + 3, 4), hlocc's shape rules floordiv(floordiv(s + 1, 2) + 1, 2);
+    the symbolic algebra makes them one expression (the verifier refused the module, and the graph
+    ran eager)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 7, 2, 3), torch.nn.MaxPool2d(3, 2, 1)).eval()
+    torch._dynamo.reset()
+    ht.reset_stats()
+    f = torch.compile(model, backend=ht.backend, dynamic=True, options={"strict": True, "backend": "interpreter"})
+    with torch.no_grad():
+        for n in (13, 16, 18):
+            x = torch.randn(2, 3, n, n)
+            assert_close(f(x), model(x), f"image {n}")
+    assert ht.stats() == {"compiles": 1}
+
 def test_sizes_as_data_lower_in_strict_mode():
     """dynamic=True: a size's expression used as data (roll's shift `mod(s - 1, s)`) and a float of a
     size (attention's scale `(1 / sqrt(float(d))) ** 0.5`, as torch's MultiheadAttention computes it

@@ -32,6 +32,27 @@ def test_multiples_of_a_constant_divisor_leave_floordiv_and_mod():
             assert substitute(expr, {"s": value}) == want, (expr, value)
 
 
+
+def test_nested_divisions_by_constants_are_one_division():
+    """`floordiv(floordiv(x, m) + r, n) = floordiv(x + m*r, m*n)` for m, n > 0 and any integer r,
+    and `mod(mod(x, k), n) = mod(x, n)` where n divides k: a ResNet stem's conv (stride 2, pad 3)
+    then max-pool (stride 2, pad 1) has the pool size PyTorch's shape environment writes."""
+    conv = floordiv(s + 2 * 3 - 7, 2) + 1
+    assert conv == floordiv(s + 1, 2)
+    assert floordiv(conv + 2 * 1 - 3, 2) + 1 == floordiv(s + 3, 4)
+    assert floordiv(floordiv(s + 1, 2) + 1, 2) == floordiv(s + 3, 4)
+    assert parse_dim_expr("floordiv(floordiv(s+1,2)+1,2)") == parse_dim_expr("floordiv(s+3,4)")
+    assert floordiv(floordiv(floordiv(s, 2), 3), 5) == floordiv(s, 30)
+    assert floordiv(floordiv(s, 2) + b - 1, 3) == floordiv(s + 2 * b - 2, 6)
+    assert mod(mod(s, 8), 2) == mod(s, 2) and mod(mod(s, 3), 2) != mod(s, 2)
+    nested = [floordiv(floordiv(s + 1, 2) + 1, 2), floordiv(floordiv(s, 3) - 2, 4), floordiv(floordiv(-s, 2) + b, 3),
+              floordiv(3 * floordiv(s, 2) + 1, 2), mod(mod(s + 1, 8), 4)]
+    for sv in range(-9, 20):  # against Python's // and % at every value, negative ones included
+        for bv in (1, 4):
+            want = [((sv + 1) // 2 + 1) // 2, (sv // 3 - 2) // 4, ((-sv) // 2 + bv) // 3, (3 * (sv // 2) + 1) // 2,
+                    ((sv + 1) % 8) % 4]
+            assert [substitute(e, {"s": sv, "b": bv}) for e in nested] == want, (sv, bv)
+
 @pytest.mark.parametrize("text", ["b", "b + c", "2*s", "floordiv(s, 2)", "mod(s, 3) + 1", "b^2*c - 3*b", "-b + 5"])
 def test_print_parse_round_trip(text):
     value = parse_dim_expr(text)
@@ -125,6 +146,19 @@ def test_floordiv_and_mod_terms_are_bounded_for_comparisons():
     with pytest.raises(InconclusiveDimensionError):
         _ = floordiv(b, 2) >= 1  # 0 at b = 1
 
+
+
+def test_a_term_is_bounded_by_the_terms_it_divides():
+    """For variables >= 1 a monomial is at least each monomial dividing it: `a*b - b` >= 0, so
+    `b <= a*b` holds (JAX's min(a*b, b) for `flat[:b]`); `a*b <= b` stays open (a = 1 vs 2)."""
+    a = symbol("a")
+    assert (a * b - b).lower_bound() == 0 and (2 * a * b - a - b).lower_bound() == 0
+    assert (a * a * b - a * b + 2).lower_bound() == 2 and (a * b + b - 2 * b + 1).lower_bound() == 1
+    assert (a * b - 2 * b).lower_bound() is None and (a * a * b - a * b - b).lower_bound() is None
+    assert (a * b - c).lower_bound() is None and (a * b - floordiv(b, 2)).lower_bound() == 1
+    assert b <= a * b and not (a * b < b)
+    with pytest.raises(InconclusiveDimensionError):
+        _ = a * b <= b
 
 def test_symbolic_int_list_attributes_print_and_parse_back():
     text = ("HloModule m\n\nENTRY e {\n  p = f32[?b,5] parameter(0)\n  i = s32[] constant(1)\n"

@@ -16,6 +16,7 @@ from hlocc.analysis.cost_model import (
     instruction_flops,
     operand_utilization,
 )
+from hlocc.hlo.symbolic import size_hint
 
 ADD = """
 add {
@@ -64,6 +65,19 @@ def test_operand_utilization():
     assert operand_utilization(named(c, "d"), 0) == 16  # every lhs element meets 16 rhs columns
     assert operand_utilization(named(c, "d"), 1) == 64
 
+
+
+def test_ratios_of_sizes_that_are_zero_at_the_size_hint():
+    # n - 2*floordiv(n, 2) is 0 at n = 128 (HINT_DEFAULT) though not the constant 0
+    c = hlocc.parse_hlo("HloModule m\nENTRY e {\n  x = f32[?n] parameter(0)\n"
+                        "  t = f32[?(n-2*floordiv(n,2))] slice(x), slice={[?(2*floordiv(n,2)):?(n)]}\n"
+                        "  ROOT b = f32[?(n-2*floordiv(n,2)),8] broadcast(t), dimensions={0}\n}\n").entry
+    with size_hint({}):
+        assert operand_utilization(named(c, "b"), 0) == 0.0
+        assert operand_utilization(named(c, "t"), 0) == 0.0
+    with size_hint({"n": 129}):
+        assert operand_utilization(named(c, "b"), 0) == 8
+        assert operand_utilization(named(c, "t"), 0) == 1 / 129
 
 FUSED = """
 fused {

@@ -271,6 +271,38 @@ def test_shape_function_errors_name_the_symbol_and_both_values(dims, message):
         fn(dims)
 
 
+# Sizes that are 0 at the default size hint (n = 128): the odd tail n - 2*floordiv(n, 2) and the
+# pad to a multiple of 8, mod(-n, 8). The cost model divided by them there (ZeroDivisionError).
+ZERO_AT_HINT = """HloModule zero_at_hint
+add {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT s = f32[] add(p, q)
+}
+ENTRY e {
+  x = f32[?n] parameter(0)
+  tail = f32[?(n-2*floordiv(n,2))] slice(x), slice={[?(2*floordiv(n,2)):?(n)]}
+  e = f32[?(n-2*floordiv(n,2))] exponential(tail)
+  zero = f32[] constant(0)
+  padded = f32[?(n+mod(-n,8))] pad(x, zero), padding=0_?(mod(-n,8))
+  s = f32[] reduce(padded, zero), dimensions={0}, to_apply=add
+  b = f32[?(n-2*floordiv(n,2)),4] broadcast(e), dimensions={0}
+  ROOT t = (f32[?(n-2*floordiv(n,2)),4], f32[?(n+mod(-n,8))], f32[]) tuple(b, padded, s)
+}
+"""
+
+
+def test_sizes_that_are_zero_at_the_size_hint_compile_and_run_at_every_size():
+    exe = hlocc.compile(ZERO_AT_HINT, "cpu")
+    reference = hlocc.compile(ZERO_AT_HINT, "interpreter")
+    for n in (1, 2, 5, 8, 128, 129):
+        x = np.arange(n, dtype=np.float32)
+        for got, want in zip(exe(x), reference(x)):
+            assert got.shape == want.shape, f"size {n}"
+            np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=f"size {n}")
+    assert exe.plan_builds == 1
+
+
 def test_a_new_rank_is_an_error_and_size_zero_runs():
     exe = hlocc.compile("HloModule m\nENTRY e {\n  p = f32[?n,3] parameter(0)\n  ROOT r = f32[?n,3] add(p, p)\n}\n",
                         "cpu")

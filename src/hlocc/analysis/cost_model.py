@@ -51,6 +51,7 @@ from hlocc.analysis.transpose_info import transposes_minor_dimension
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.opcodes import OPCODES
 from hlocc.hlo.shape_util import static_dims
+from hlocc.hlo.symbolic import hint_value
 from hlocc.hlo.types import Shape, primitive_type
 
 # -- machine description ---------------------------------------------------------------------------
@@ -112,22 +113,27 @@ def flops_per_element(instr: HloInstruction) -> float:
     return cost
 
 
+def hinted_dims(shape: Shape) -> tuple[int, ...]:
+    """The dimension sizes as numbers: `static_dims`, with each symbolic size at the size hint
+    (hlo/symbolic.py), where it may be 0 (`mod(n, 2)` at n = 128), so the model's ratios of sizes
+    test the number, never the expression, for 0."""
+    return tuple(hint_value(d) for d in static_dims(shape))
+
+
 def elements(shape: Shape) -> int:
-    """Array elements of a shape (tuple leaves summed; `?` dims counted as large)."""
+    """Array elements of a shape (tuple leaves summed; `?` dims counted as large, symbolic ones at
+    the size hint)."""
     total = 0
     for leaf in shape.leaves():
         if leaf.is_array:
-            total += math.prod(static_dims(leaf))
+            total += math.prod(hinted_dims(leaf))
     return total
 
 
 def byte_size(shape: Shape) -> int:
     """Bytes of a shape's arrays (sub-byte types take a byte per element, as in buffers)."""
-    total = 0
-    for leaf in shape.leaves():
-        if leaf.is_array:
-            total += math.prod(static_dims(leaf)) * leaf.element_type.byte_size
-    return total
+    return sum(math.prod(hinted_dims(leaf)) * leaf.element_type.byte_size for leaf in shape.leaves()
+               if leaf.is_array)
 
 
 def computation_flops(computation: HloComputation) -> float:
@@ -150,11 +156,11 @@ def instruction_flops(instr: HloInstruction) -> float:
         return computation_flops(instr.attrs["to_apply"]) * elements(instr.shape) * window
     if op == "dot":
         lhs = instr.operand(0).shape
-        contracting = math.prod(static_dims(lhs)[d] for d in instr.attrs.get("lhs_contracting_dims", ()))
+        contracting = math.prod(hinted_dims(lhs)[d] for d in instr.attrs.get("lhs_contracting_dims", ()))
         return 2.0 * elements(instr.shape) * contracting
     if op == "convolution":
         kernel = instr.operand(1).shape
-        output_features = static_dims(instr.shape)[instr.attrs["dim_labels"].output_feature] or 1
+        output_features = hinted_dims(instr.shape)[instr.attrs["dim_labels"].output_feature] or 1
         return 2.0 * elements(instr.shape) * elements(kernel) / output_features
     if op == "scatter":
         return computation_flops(instr.attrs["to_apply"]) * elements(instr.operands[-1].shape)
@@ -188,7 +194,7 @@ def operand_utilization(instr: HloInstruction, index: int) -> float:
         return n_out * window / n_in if index < len(instr.operands) // 2 else n_out / n_in
     if op == "dot":
         lhs = instr.operand(0).shape
-        contracting = math.prod(static_dims(lhs)[d] for d in instr.attrs.get("lhs_contracting_dims", ()))
+        contracting = math.prod(hinted_dims(lhs)[d] for d in instr.attrs.get("lhs_contracting_dims", ()))
         return n_out * contracting / n_in
     return 1.0
 

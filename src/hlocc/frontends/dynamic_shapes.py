@@ -180,11 +180,17 @@ def record_sizes(cx) -> None:
         return
     args = [cx.sizes(i) for i in range(len(cx.op.operands))]
     if any(a is None for a in args) and cx.name not in _SOURCES:
+        causes = (cx.scope.unknown_sizes.get(v) for v in cx.op.operands)
+        if (cause := next((c for c in causes if c is not None), None)) is not None:
+            cx.scope.unknown_sizes[results[0]] = cause  # a size computed from it is unknown for that cause
         return
     try:
         value = rule(cx, *args)
-    except InconclusiveDimensionError:
+    except InconclusiveDimensionError as e:
         value = None
+        if cx.name in _MIN_MAX:
+            cx.scope.unknown_sizes[results[0]] = (f"{cx.name} of dimension sizes, which the symbolic algebra cannot "
+                                                  f"decide for every size ({e})")
     if value is not None:
         cx.scope.sizes[results[0]] = tuple(value)
 
@@ -290,11 +296,19 @@ def _elementwise(fn):
 
 
 def _min(a, b):
-    return a if a <= b else b
+    """The smaller size where the algebra decides it for every size, asked both ways: `a*b <= b`
+    is open (a = 1 gives equality, the bounds see no strict order) where `b <= a*b` holds."""
+    try:
+        return a if a <= b else b
+    except InconclusiveDimensionError:
+        return b if b <= a else a
 
 
 def _max(a, b):
-    return a if a >= b else b
+    try:
+        return a if a >= b else b
+    except InconclusiveDimensionError:
+        return b if b >= a else a
 
 
 def _compare(cx, a, b):
@@ -386,6 +400,7 @@ def _truncating_remainder(x, y):
 
 
 _SOURCES = {"stablehlo.constant", "stablehlo.get_dimension_size"}
+_MIN_MAX = {"stablehlo.minimum", "stablehlo.maximum", "stablehlo.clamp"}
 SIZE_RULES = {
     "stablehlo.constant": _constant, "stablehlo.get_dimension_size": _dimension_size,
     "stablehlo.reshape": _same, "stablehlo.convert": _same, "stablehlo.broadcast_in_dim": _broadcast,
@@ -404,6 +419,9 @@ truncate, as StableHLO's do)."""
 # -- dynamic ops ----------------------------------------------------------------------------------
 def shape_operand(cx, index: int, what: str) -> tuple:
     sizes = cx.sizes(index)
+    if sizes is None and (cause := cx.scope.unknown_sizes.get(cx.op.operands[index])) is not None:
+        raise cx.unsupported(f"its {what} operand is computed with {cause}; a size computed with min/max of "
+                             "dimension sizes is not supported yet")
     if sizes is None or any(isinstance(v, SizePredicate) for v in sizes):
         raise cx.unsupported(f"its {what} operand is not a shape computed from dimension sizes and constants")
     return sizes

@@ -100,6 +100,9 @@ class Scope:
     values: dict = field(default_factory=dict)
     # The known values of integer (and predicate) shape tensors: value → tuple of symbolic sizes.
     sizes: dict = field(default_factory=dict)
+    # Why a shape tensor has no known value where the rules refused it: value → the cause's text
+    # (a min/max of sizes the symbolic algebra cannot decide), for the error of the op that needs it.
+    unknown_sizes: dict = field(default_factory=dict)
     # The known values of the block's returned shape tensors (None where unknown).
     returned_sizes: list = field(default_factory=list)
 

@@ -11,10 +11,15 @@ assumes); a comparison that this does not decide raises `InconclusiveDimensionEr
 `evaluate(binding)` gives the size for concrete variable values, `substitute` replaces variables
 by values or expressions, `parse_dim_expr` reads the text `str()` writes.
 
+Nested divisions by constants are one division (`floordiv(floordiv(s + 1, 2) + 1, 2)` is
+`floordiv(s + 3, 4)`, `mod(mod(s, 8), 2)` is `mod(s, 2)`), so the sizes of strided windows applied
+in turn compare equal to the sizes a frontend simplified.
+
 `size_hint(binding)` is for heuristics only (the cost model and fusion decisions, which need a
 number where the size is symbolic): inside it, a comparison the lower bounds do not decide is
-decided at the hint's values, and `/` and `float()` evaluate there (BladeDISC's "likely values").
-Nothing whose correctness depends on the answer may run inside it.
+decided at the hint's values, and `/`, `float()` and `hint_value` evaluate there (BladeDISC's
+"likely values"). A size may be 0 there, so a heuristic divides by `hint_value(size)` after testing
+it for 0. Nothing whose correctness depends on the answer may run inside it.
 """
 
 from __future__ import annotations
@@ -179,15 +184,24 @@ class DimExpr:
         return self._plain_lower_bound()
 
     def _plain_lower_bound(self) -> int | None:
+        """Each variable at 1, a negative term `-c*m` of variables first paid from positive terms of
+        variables that `m` divides (`a*b - b` >= 0, so JAX's `min(a*b, b)` of `flat[:b]` is `b`)."""
+        of_variables = {m for m, _ in self.terms if all(a.op == "var" for a, _ in m)}
+        positive = {m: c for m, c in self.terms if c > 0 and m and m in of_variables}
         low = 0
         for m, c in self.terms:
             if m == ():
                 low += c
             elif c < 0:
-                return None
-            else:
-                low += c * (0 if any(a.op != "var" for a, _ in m) else 1)
-        return low
+                owed = -c
+                for multiple, have in positive.items():
+                    if owed and m in of_variables and all(dict(multiple).get(a, 0) >= p for a, p in m):
+                        paid = min(owed, have)
+                        positive[multiple] -= paid  # paid * multiple - paid * m >= 0 (variables >= 1)
+                        owed -= paid
+                if owed:
+                    return None
+        return low + sum(positive.values())  # the rest of each positive term, at every variable 1
 
     def __str__(self) -> str:
         parts = []
@@ -291,15 +305,29 @@ def _at_hint(value: DimExpr, hint: Mapping[str, int]) -> int:
     return value.evaluate({v: hint.get(v, HINT_DEFAULT) for v in value.variables})
 
 
+def hint_value(value: Dim) -> int:
+    """The integer `value` takes at the current size hint (an int as it is), for heuristics that
+    divide by a size: a size may be 0 at the hint (`mod(n, 2)` at n = 128), so they test the
+    number for 0, not the expression (which is never equal to 0)."""
+    if isinstance(value, int):
+        return value
+    hint = current_size_hint()
+    if hint is None:
+        raise InconclusiveDimensionError(f"symbolic size '{value}' has no number at compile time")
+    return _at_hint(value, hint)
+
+
 def symbol(name: str) -> DimExpr:
     """The size of dimension variable `name`."""
     return DimExpr(((((_Atom("var", (name,)), 1),), 1),))
 
 
 def floordiv(a: Dim, b: Dim) -> Dim:
-    """`a // b` rounding down. By a positive constant, the multiples of `b` leave the division
-    (`_split_multiples`: `floordiv(2*t + 1, 2)` is `t`); by a monomial dividing every term of `a`,
-    exact (`floordiv(s^2, s)` is `s`)."""
+    """`a // b` rounding down. By a positive constant, a nested division by a constant is one
+    division (`_flatten_nested_floordiv`: `floordiv(floordiv(s + 1, 2) + 1, 2)` is
+    `floordiv(s + 3, 4)`) and the multiples of `b` leave the division (`_split_multiples`:
+    `floordiv(2*t + 1, 2)` is `t`); by a monomial dividing every term of `a`, exact
+    (`floordiv(s^2, s)` is `s`)."""
     if isinstance(b, int):
         if b == 0:
             raise HloError("symbolic size divided by zero")
@@ -308,6 +336,8 @@ def floordiv(a: Dim, b: Dim) -> Dim:
         if b == 1:
             return a
         if b > 0:
+            if (flat := _flatten_nested_floordiv(a, b)) is not None:
+                return flat
             whole, rest = _split_multiples(a, b)
             if isinstance(rest, int):  # 0 <= rest < b
                 return whole
@@ -323,14 +353,18 @@ def floordiv(a: Dim, b: Dim) -> Dim:
 
 def mod(a: Dim, b: Dim) -> Dim:
     """`a mod b` (non-negative for positive b): by a positive constant, of `a`'s coefficients
-    reduced modulo `b` (`_split_multiples`; 0 when `b` divides them all); 0 when every term of `a`
-    is a multiple of the monomial `b`."""
+    reduced modulo `b` (`_split_multiples`; 0 when `b` divides them all) and `mod(mod(x, k), b)`
+    is `mod(x, b)` where `b` divides the constant `k`; 0 when every term of `a` is a multiple of
+    the monomial `b`."""
     if isinstance(b, int):
         if b == 0:
             raise HloError("symbolic size modulo zero")
         if isinstance(a, int):
             return a % b
         if b > 0:
+            if (inner := _lone_atom(a)) is not None and inner.op == "mod" and isinstance(inner.args[1], int) \
+                    and inner.args[1] % b == 0:
+                return mod(inner.args[0], b)  # x - mod(x, k) is a multiple of k, hence of b
             _, rest = _split_multiples(a, b)
             if isinstance(rest, int):
                 return rest
@@ -340,6 +374,29 @@ def mod(a: Dim, b: Dim) -> Dim:
     elif a == b or _exact_quotient(a, b) is not None:
         return 0
     return DimExpr._of({((_Atom("mod", (a, b)), 1),): 1})
+
+
+def _lone_atom(a: DimExpr) -> _Atom | None:
+    """The atom `a` is (one term of coefficient 1 and power 1), or None."""
+    if len(a.terms) == 1:
+        [(monomial, c)] = a.terms
+        if c == 1 and len(monomial) == 1 and monomial[0][1] == 1:
+            return monomial[0][0]
+    return None
+
+
+def _flatten_nested_floordiv(a: DimExpr, n: int) -> Dim | None:
+    """`floordiv(floordiv(x, m) + r, n)` as `floordiv(x + m*r, m*n)` (m, n > 0 constants, r any
+    integer expression), or None where no term of `a` is a `floordiv(x, m)` of coefficient 1.
+    Exact: floor(floor(y) / n) = floor(y / n) for y = (x + m*r) / m, whose floor is
+    floordiv(x, m) + r. So a strided convolution then a strided pooling over a symbolic image give
+    the size PyTorch's shape environment writes (`floordiv(s + 3, 4)`), one canonical form."""
+    for monomial, c in a.terms:
+        atom = _lone_atom(DimExpr(((monomial, c),)))
+        if atom is not None and atom.op == "floordiv" and isinstance(atom.args[1], int) and atom.args[1] > 0:
+            x, m = atom.args
+            return floordiv(x + m * (a - DimExpr(((monomial, 1),))), m * n)
+    return None
 
 
 def _split_multiples(a: DimExpr, b: int) -> tuple[Dim, Dim]:

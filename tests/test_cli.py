@@ -107,7 +107,8 @@ def test_corpus_case_through_the_cli(capsys):
     pytest.param(["--backend", "cuda"], None, "use --backend cpu, or --backend cuda-sim to run the GPU kernels in simulation",
                  marks=pytest.mark.skipif(cuda_available()[0], reason="a GPU is here: the cuda backend runs")),
     ([], {"arg0": np.ones(4, np.float32), "arg1": np.ones(3, np.float32)}, "argument 0: expected shape f32[3], got an array of shape [4]"),
-    ([], {"arg0": np.ones(3, np.float32)}, "lack arg1"),
+    ([], {"arg0": np.ones(3, np.float32)}, "lack arg1 (the module takes 2 parameters)"),
+    (["--module-text", PAIR], {}, "lack arg0 (the module takes 1 parameter)"),
     ([], {"arg0": np.ones(3, np.float32), "arg1": np.ones(3, np.float32), "arg7": np.ones(1)}, "does not take: arg7"),
     # a .npz value the parameter's dtype cannot hold is named, never truncated or wrapped
     (["--module-text", INT_ADD], {"arg0": np.array([1, 2, 3]), "arg1": np.array([1, 2.5, 3])},

@@ -811,6 +811,17 @@ def test_f4e2m1fn_kernels(line, type_name):
     assert_exact(got[0], ref[0], [a])
 
 
+@pytest.mark.parametrize("src", ["f64", "f32", "f16", "bf16", "f8e5m2", "f8e4m3fn", "f8e4m3fnuz"])
+def test_nan_to_f4e2m1fn_is_negative_zero(src):
+    """f4e2m1fn has no NaN: XLA gives -0 (bits 0x8) for a NaN of either sign (ml_dtypes, which both
+    the kernels and the evaluator followed, gave the zero of the opposite sign)."""
+    a = np.array([np.nan, np.copysign(np.nan, -1), 1.0, -7.0]).astype(T[src].dtype)  # (-7 saturates to -6)
+    text = module_text([f"a = {src}[4] parameter(0)", "r = f4e2m1fn[4] convert(a)"])
+    for backend in ("cpu", "interpreter"):
+        got = np.asarray(hlocc.compile(text, backend)(a)).view(np.uint8)
+        assert got.tolist() == [0x8, 0x8, 0x2, 0xF], (backend, got)
+
+
 def test_bf16_subnormal_results():
     """bf16 conversions keep subnormals (LLVM's x86 bfloat lowering flushed them)."""
     x = np.array([9.18e-41, -1e-39, 1.1663108e-38, 5e-39, 2.0], np.float32)

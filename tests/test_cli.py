@@ -93,6 +93,11 @@ def test_npz_values_that_survive_the_dtype_are_converted(tmp_path, capsys):
     assert main(["run", str(write(tmp_path, ADD, "f.hlo")), "--inputs", str(tmp_path / "f.npz"),
                  "--output", str(tmp_path / "fout.npz")]) == 0
     np.testing.assert_array_equal(np.load(tmp_path / "fout.npz")["out0"], np.float32([1.1, 4, 6]))
+    # one rule for every float type: rounding passes, and so do inf and NaN (the f32's was the bf16's rule)
+    np.savez(tmp_path / "b.npz", arg0=np.array([0.1, np.inf]))
+    assert main(["run", str(write(tmp_path, PAIR, "b.hlo")), "--inputs", str(tmp_path / "b.npz"),
+                 "--output", str(tmp_path / "bout.npz")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "bout.npz")["out0"], np.float32([0.10009765625, np.inf]))
 
 
 def test_corpus_case_through_the_cli(capsys):
@@ -107,13 +112,21 @@ def test_corpus_case_through_the_cli(capsys):
     pytest.param(["--backend", "cuda"], None, "use --backend cpu, or --backend cuda-sim to run the GPU kernels in simulation",
                  marks=pytest.mark.skipif(cuda_available()[0], reason="a GPU is here: the cuda backend runs")),
     ([], {"arg0": np.ones(4, np.float32), "arg1": np.ones(3, np.float32)}, "argument 0: expected shape f32[3], got an array of shape [4]"),
-    ([], {"arg0": np.ones(3, np.float32)}, "lack arg1"),
+    ([], {"arg0": np.ones(3, np.float32)}, "lack arg1 (the module takes 2 parameters)"),
+    (["--module-text", PAIR], {}, "lack arg0 (the module takes 1 parameter)"),
     ([], {"arg0": np.ones(3, np.float32), "arg1": np.ones(3, np.float32), "arg7": np.ones(1)}, "does not take: arg7"),
     # a .npz value the parameter's dtype cannot hold is named, never truncated or wrapped
     (["--module-text", INT_ADD], {"arg0": np.array([1, 2, 3]), "arg1": np.array([1, 2.5, 3])},
      "argument 1: expected dtype s32 (int32), got float64 whose value 2.5 at index [1] it cannot hold"),
     (["--module-text", INT_ADD], {"arg0": np.array([1, 2, 3]), "arg1": np.array([1, 2**40, 3])},
      "argument 1: expected dtype s32 (int32), got int64 whose value 1099511627776 at index [1] it cannot hold"),
+    # a finite value beyond a float type's range, the same for every float type (an f32 made it inf)
+    ([], {"arg0": np.array([1, np.nan, 1e40]), "arg1": np.ones(3)},
+     "argument 0: expected dtype f32 (float32), got float64 whose value 1e+40 at index [2] it cannot hold"),
+    (["--module-text", PAIR], {"arg0": np.array([-np.inf, -1e40])},
+     "argument 0: expected dtype bf16 (bfloat16), got float64 whose value -1e+40 at index [1] it cannot hold"),
+    (["--module-text", PAIR.replace("bf16", "f4e2m1fn")], {"arg0": np.array([6.5, 7])},
+     "argument 0: expected dtype f4e2m1fn (float4_e2m1fn), got float64 whose value 7.0 at index [1] it cannot hold"),
     # found by the JAX-program hunt: these were internal errors (a ValueError, a FileNotFoundError, numpy's
     # ValueError for a negative seed) or a silent conversion (a ComplexWarning, the imaginary part dropped)
     ([], {"arg0": np.array(["a", "b", "c"]), "arg1": np.ones(3, np.float32)}, "argument 0: expected dtype f32 (float32), got <U1, which is not numbers"),

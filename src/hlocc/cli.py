@@ -323,7 +323,8 @@ def _load_inputs(path: Path, module) -> list[np.ndarray]:
     n = module.entry.num_parameters
     missing = [f"arg{i}" for i in range(n) if f"arg{i}" not in arrays]
     if missing:
-        raise HloError(f"inputs '{path}' lack {', '.join(missing)} (the module takes {n} parameters)")
+        takes = f"{n} parameter" if n == 1 else f"{n} parameters"
+        raise HloError(f"inputs '{path}' lack {', '.join(missing)} (the module takes {takes})")
     extra = sorted(set(arrays) - {f"arg{i}" for i in range(n)})
     if extra:
         raise HloError(f"inputs '{path}' hold arrays the module does not take: {', '.join(extra)}")

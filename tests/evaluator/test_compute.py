@@ -426,3 +426,19 @@ def test_f64_to_narrow_floats_rounds_once(dst, values, want):
             f"  ROOT r = f64[{len(values)}] convert(c)\n}}\n")
     for backend in ("interpreter", "cpu"):
         np.testing.assert_array_equal(hlocc.compile(text, backend)(np.array(values)), np.array(want), err_msg=backend)
+
+
+@pytest.mark.parametrize("dtype, np_dtype", [("f8e5m2", ml_dtypes.float8_e5m2), ("f8e4m3fn", ml_dtypes.float8_e4m3fn),
+                                             ("bf16", ml_dtypes.bfloat16)])
+def test_reduce_window_of_narrow_floats(dtype, np_dtype):
+    """The window view strides raw elements: numpy's stride tricks rebuild a dtype from its typestr,
+    which float8_e5m2's ('<f1') does not survive."""
+    text = f"""HloModule m
+add {{ a = {dtype}[] parameter(0)  b = {dtype}[] parameter(1)  ROOT s = {dtype}[] add(a, b) }}
+ENTRY e {{
+  p = {dtype}[4] parameter(0)
+  z = {dtype}[] constant(0)
+  ROOT r = {dtype}[3] reduce-window(p, z), window={{size=2}}, to_apply=add
+}}"""
+    x = np.arange(4).astype(np_dtype)
+    np.testing.assert_array_equal(run(text, x).astype(np.float32), [1, 3, 5])

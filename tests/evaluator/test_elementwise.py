@@ -908,6 +908,46 @@ def test_clamp_select_agree_with_jax(jax_modules, type_name):
     _check_float_result("select", type_name, got, _jax_run(jax, lax.select, pred, x, -x), 0, [x])
 
 
+def _special_pairs(type_name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of complex numbers whose parts are ±0, ±inf, NaN or finite (no denormals: XLA:CPU
+    flushes them, "Edge values against XLA:CPU")."""
+    parts = [0.0, -0.0, INF, -INF, NAN, -NAN, 1.0, -2.5, 7e10, 1e-3]
+    values = [complex(r, i) for r in parts for i in parts]
+    x, y = np.array([[a, c] for a in values for c in values]).T
+    return x.astype(T[type_name].dtype), y.astype(T[type_name].dtype)
+
+
+def test_complex_division_by_zero_and_infinite_parts():
+    """XLA's EmitComplexDivide: a zero divisor gives copysign(inf, y.re) times x's parts, a finite x
+    over an infinite y 0 * (x·v̄), an infinite x over a finite y inf * (u·ȳ) (numpy: NaN + NaN i for
+    the last two, and x's parts over |y.re| for the first)."""
+    x = np.array([2 - 3j, 1 + 1j, 1 + 1j, complex(INF, 1), complex(INF, 0), complex(NAN, NAN)], np.complex64)
+    y = np.array([complex(INF, INF), complex(-0.0, 0), complex(0, -0.0), 1 + 1j, complex(INF, 0), 0j], np.complex64)
+    want = [complex(-0.0, -0.0), complex(-INF, -INF), complex(INF, INF), complex(INF, -INF), complex(NAN, NAN),
+            complex(NAN, NAN)]
+    for type_name in ("c64", "c128"):
+        got = evaluate("divide", type_name, x.astype(T[type_name].dtype), y.astype(T[type_name].dtype))
+        assert_same(got, np.array(want, T[type_name].dtype))
+
+
+@pytest.mark.parametrize("type_name", ["c64", "c128"])
+def test_complex_division_of_special_values_agrees_with_jax(jax_modules, type_name):
+    """Every pair of zeros, infinities, NaNs and finite parts: XLA:CPU's quotient (non-finite parts the
+    same, NaN for NaN; finite ones within 8 ulps: XLA divides by the denominator with fused
+    multiply-adds, numpy by its reciprocal)."""
+    jax = jax_modules[0]
+    x, y = _special_pairs(type_name)
+    got, want = evaluate("divide", type_name, x, y), _jax_run(jax, lambda a, b: a / b, x, y)
+    eps = np.finfo(got.real.dtype).eps
+    scale = np.maximum(np.abs(want.real), np.abs(want.imag))
+    for g, w in ((got.real, want.real), (got.imag, want.imag)):
+        finite = np.isfinite(g) & np.isfinite(w)
+        same = np.where(finite, np.abs(g - w) <= 8 * eps * np.where(np.isfinite(scale), scale, 0),
+                        (g == w) | (np.isnan(g) & np.isnan(w)))
+        bad = np.flatnonzero(~same)
+        assert bad.size == 0, [(x[i], y[i], got[i], want[i]) for i in bad[:5]]
+
+
 COMPLEX_UNARY = ["exponential", "log", "sqrt", "rsqrt", "sine", "cosine", "tanh", "tan", "exponential-minus-one",
                  "log-plus-one", "logistic", "abs", "sign"]
 COMPLEX_BINARY = ["add", "subtract", "multiply", "divide", "power", "atan2"]

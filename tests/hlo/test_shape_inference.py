@@ -375,6 +375,8 @@ NEGATIVE = [
     (_binary("complex", "s32[3]", "c64[3]"), r"complex requires a floating-point type"),
     ("p = f32[4] parameter(0)\nq = u16[4] parameter(1)\nROOT r = s8[4] stochastic-convert(p, q)",
      r"random bits of stochastic-convert must be unsigned of the operand's width"),
+    ("p = f32[4] parameter(0)\nq = u32[4] parameter(1)\nROOT r = bf16[4] stochastic-convert(p, q)",
+     r"'r'.*stochastic-convert rounds to an integer type, got the result type bf16"),
     ("p = s32[4] parameter(0)\nq = f32[4] parameter(1)\nROOT r = f32[4] select(p, q, q)",
      r"select predicate must be pred, got s32\[4\]"),
     ("p = pred[3] parameter(0)\nq = f32[4] parameter(1)\nROOT r = f32[4] select(p, q, q)",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 
+import ml_dtypes
 import numpy as np
 import pytest
 from test_library import DOT_CASES, _operands, check_gemm, dot_module, random_dot_case
@@ -113,3 +114,19 @@ def test_programs_with_blas_gemm_kernels(mkl, name, layouts):
         assert [type(t) for t in gemms] == [KernelThunk]
     elif np.prod([case[0][d] for d in case[4]]) > 1:  # batched: numpy's
         assert [type(t) for t in gemms] == [GemmThunk]
+
+
+@pytest.mark.parametrize("dtype, np_dtype", [("f8e5m2", ml_dtypes.float8_e5m2), ("f8e4m3fn", ml_dtypes.float8_e4m3fn),
+                                             ("bf16", ml_dtypes.bfloat16)])
+def test_narrow_float_dots_with_blas_bound(mkl, dtype, np_dtype):
+    """A dot of narrow floats is no BLAS kernel, but deciding so builds strided views of its buffers:
+    those must not go through numpy's typestr, which float8_e5m2's ('<f1') does not survive."""
+    text = f"""HloModule m
+ENTRY e {{
+  a = {dtype}[2,3] parameter(0)
+  b = {dtype}[3,2] parameter(1)
+  ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}"""
+    a = np.arange(6).reshape(2, 3).astype(np_dtype)
+    b = np.arange(6).reshape(3, 2).astype(np_dtype)
+    np.testing.assert_array_equal(np.asarray(hlocc.compile(text, "cpu")(a, b)), [[10, 13], [28, 40]])

@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
-from hlocc.errors import ArgumentError
+from hlocc.errors import ArgumentError, HloError
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.symbolic import DimExpr
-from hlocc.hlo.types import UNBOUNDED, Shape, converted_array
+from hlocc.hlo.types import UNBOUNDED, Shape, converted_array, from_dtype
 
 
 def array_shape(value: Any) -> tuple[int, ...]:
@@ -84,19 +85,49 @@ def _check_one(index: int, shape: Shape, value: Any, cast: bool, device_arrays: 
 
 def _check_values(index: int, arr: np.ndarray, out: np.ndarray, shape: Shape) -> np.ndarray:
     """`out`, `arr` converted (hlo/types.py `converted_array`), where the conversion changed no value:
-    a float rounded to a narrower float (a .npz keeps bf16 as float32) and raw bytes read as the
-    parameter's type pass; any other conversion must give every value back (an int64 array of small
-    integers for an s32), else an ArgumentError names the first value that changed."""
-    if arr.dtype.kind == out.dtype.kind and arr.dtype.kind in "fc" or arr.dtype.kind == "V" or arr.size == 0:
+    raw bytes read as the parameter's type pass; a float for a float (or complex) type may round (a .npz
+    keeps bf16 as float32), one rule for every float type: a finite value must be below the type's
+    overflow threshold and stay finite, and ±inf and NaN must stay what they are (1e40 for an f32 or a bf16,
+    7 for an f4e2m1fn, inf for an f8e4m3fn, NaN for an f4e2m1fn are errors); any other conversion must give
+    every value back (an int64 array of small integers for an s32). An ArgumentError names the first
+    value that changed."""
+    if arr.size == 0 or arr.dtype.kind == "V" and not _is_float(arr.dtype):
         return out
-    with np.errstate(all="ignore"):
-        back = out.astype(arr.dtype)
-    same = (back == arr) | (np.isnan(arr) & np.isnan(back)) if arr.dtype.kind in "fc" else back == arr
+    if _is_float(arr.dtype) and _is_float(out.dtype):  # (a complex for a real type is refused before)
+        same = np.ones(arr.shape, bool)
+        limit = _overflow_threshold(np.real(out[:0]).dtype)
+        for part in (np.real, np.imag) if arr.dtype.kind == "c" else (np.real,):
+            a, b = part(arr).astype(np.float64), part(out).astype(np.float64)
+            finite = np.isfinite(a)
+            same &= np.where(finite, (np.abs(a) < limit) & np.isfinite(b), (a == b) | (np.isnan(a) & np.isnan(b)))
+    else:
+        with np.errstate(all="ignore"):
+            back = (np.real(out) if arr.dtype.kind != "c" else out).astype(arr.dtype)
+        same = (back == arr) | (np.isnan(arr) & np.isnan(back)) if arr.dtype.kind in "fc" else back == arr
     if not np.all(same):
         where = np.unravel_index(int(np.argmin(same)), arr.shape) if arr.ndim else ()
         raise ArgumentError(f"argument {index}: expected dtype {shape.element_type} ({shape.dtype}), got {arr.dtype} "
                             f"whose value {arr[where].item()!r} at index {[int(i) for i in where]} it cannot hold")
     return out
+
+
+def _overflow_threshold(dtype: np.dtype) -> float:
+    """The magnitude from which a finite value rounds past `dtype`'s largest finite one (to inf, to NaN, or
+    saturated where the type has neither): that value plus half the step below it."""
+    top = np.array(ml_dtypes.finfo(dtype).max, dtype)
+    below = (top.view(f"u{dtype.itemsize}") - 1).view(dtype)
+    return float(top) + (float(top) - float(below)) / 2
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    """A real or complex floating-point type, numpy's or ml_dtypes' (whose bf16, f8 and f4 are numpy kind 'V'
+    or 'f')."""
+    if dtype.kind in "fc":
+        return True
+    try:
+        return from_dtype(dtype).is_float
+    except HloError:
+        return False
 
 
 def _check_device_array(index: int, shape: Shape, value: Any, device_arrays: bool) -> Any:

@@ -62,3 +62,40 @@ def complex_power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     result = np.where(positive_inf & real_y & (y.real > 0), x, result)
     result = np.where(positive_inf & real_y & (y.real < 0), 0, result)
     return np.where((x == 1) | (y == 0), 1, result)
+
+
+def complex_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x / y: numpy's Smith division, then XLA's EmitComplexDivide's cases for a NaN + NaN i quotient
+    (numpy's own for a zero divisor aside, which reads |y.re| and gives NaN for XLA's Smith quotient):
+    a zero divisor gives copysign(inf, y.re) times each part of x (x not NaN + NaN i); an infinite x
+    over a finite y, inf * (u·ȳ) with u x's infinities as ±1 (finite parts 0); a finite x over an
+    infinite y, 0 * (x·v̄) with v y's infinities as ±1: (2 - 3i) / (inf + inf i) = -0 - 0i.
+    Finite quotients are numpy's (XLA divides by the denominator, fused: within an ulp or two)."""
+    ar, ai, br, bi = x.real, x.imag, y.real, y.imag
+    with np.errstate(all="ignore"):
+        quotient = np.divide(x, y)
+        zero = (br == 0) & (bi == 0)
+        nan = zero | (np.isnan(quotient.real) & np.isnan(quotient.imag))
+        if not nan.any():
+            return quotient
+        inf, one = ar.dtype.type(np.inf), ar.dtype.type(1)
+        by_zero = zero & ~(np.isnan(ar) & np.isnan(ai))
+        infinite_x = (np.isinf(ar) | np.isinf(ai)) & np.isfinite(br) & np.isfinite(bi)
+        infinite_y = (np.isinf(br) | np.isinf(bi)) & np.isfinite(ar) & np.isfinite(ai)
+        ur, ui = (np.copysign(np.where(np.isinf(p), one, 0), p) for p in (ar, ai))
+        vr, vi = (np.copysign(np.where(np.isinf(p), one, 0), p) for p in (br, bi))
+        s = np.copysign(inf, br)
+        parts = []
+        for zero_case, inf_case, finite_case in ((s * ar, inf * (ur * br + ui * bi), 0 * (ar * vr + ai * vi)),
+                                                 (s * ai, inf * (ui * br - ur * bi), 0 * (ai * vr - ar * vi))):
+            parts.append(np.where(by_zero, zero_case, np.where(infinite_x, inf_case,
+                                                               np.where(infinite_y, finite_case, np.nan))))
+    out = np.array(quotient)
+    out.real = np.where(nan, parts[0], quotient.real)
+    out.imag = np.where(nan, parts[1], quotient.imag)
+    return out
+
+
+def reciprocal(x: np.ndarray) -> np.ndarray:
+    """1 / x; complex as XLA divides (`complex_divide`), as the kernels' compositions do."""
+    return complex_divide(np.ones_like(x), x) if np.iscomplexobj(x) else 1.0 / x

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from hlocc.errors import UnsupportedError
+from hlocc.evaluator import complex_math
 from hlocc.evaluator import numerics as nx
 from hlocc.evaluator.complex_math import complex_expm1, complex_log, complex_log1p, complex_power, complex_sqrt
 from hlocc.hlo.ir import HloInstruction
@@ -61,11 +62,11 @@ def _result_type(instr: HloInstruction) -> PrimitiveType:
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+    return complex_math.reciprocal(1.0 + np.exp(-x))
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (complex_sqrt(x) if np.iscomplexobj(x) else np.sqrt(x))
+    return complex_math.reciprocal(complex_sqrt(x) if np.iscomplexobj(x) else np.sqrt(x))
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
@@ -378,10 +379,11 @@ _BINARY: dict[str, tuple[Callable, str]] = {
     "add": (_arithmetic(lambda a, b, pt: a + b, np.add, np.add, np.logical_xor), f"x + y. {_ADD_DOC}"),
     "subtract": (_arithmetic(lambda a, b, pt: a - b, np.subtract, np.subtract, np.logical_xor), f"x - y. {_ADD_DOC}"),
     "multiply": (_arithmetic(lambda a, b, pt: a * b, np.multiply, np.multiply, np.logical_and), f"x * y. {_ADD_DOC}"),
-    "divide": (_arithmetic(_int_divide, np.divide, np.divide, lambda a, b: a | ~b),
+    "divide": (_arithmetic(_int_divide, np.divide, complex_math.complex_divide, lambda a, b: a | ~b),
                "x / y. Ints truncate toward zero; signed x / 0 = -1, INT_MIN / -1 = INT_MIN, unsigned "
-               "x / 0 = all ones (2^n - 1). Floats are IEEE: x / ±0 = ±inf, 0 / 0 = NaN. pred (1-bit "
-               "unsigned): x / 1 = x, x / 0 = true."),
+               "x / 0 = all ones (2^n - 1). Floats are IEEE: x / ±0 = ±inf, 0 / 0 = NaN. Complex: Smith's "
+               "division with XLA's cases for zero and infinite parts (complex_math.complex_divide). pred "
+               "(1-bit unsigned): x / 1 = x, x / 0 = true."),
     "remainder": (_arithmetic(_int_remainder, np.fmod, None, lambda a, b: a & ~b),
                   "x - trunc(x / y) * y: the result has the dividend's sign (C's % and fmod), e.g. "
                   "-7 rem 2 = -1, 7 rem -2 = 1. Ints: x rem 0 = x, INT_MIN rem -1 = 0. Floats: fmod, "
@@ -511,7 +513,7 @@ def atan2(instr: HloInstruction, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         return nx.round_float(np.arctan2(y.astype(np.float64), x.astype(np.float64)), pt)
     if pt.is_complex:
         zy, zx = y.astype(_C128), x.astype(_C128)
-        quotient = (zx + 1j * zy) / complex_sqrt(zx * zx + zy * zy)
+        quotient = complex_math.complex_divide(zx + 1j * zy, complex_sqrt(zx * zx + zy * zy))
         return (-1j * complex_log(quotient)).astype(pt.dtype)
     raise _unsupported(instr, pt)
 

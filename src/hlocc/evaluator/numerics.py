@@ -116,7 +116,17 @@ def round_float(values: np.ndarray, pt: PrimitiveType) -> np.ndarray:
     with np.errstate(all="ignore"):
         if pt.bits < 64 and values.dtype == np.float64:
             values = values.astype(np.float32)
-        return values.astype(pt.dtype, copy=False)
+        return _nan_as_xla(values, values.astype(pt.dtype, copy=False), pt)
+
+
+def _nan_as_xla(source: np.ndarray, narrowed: np.ndarray, pt: PrimitiveType) -> np.ndarray:
+    """`narrowed` (`source` cast by ml_dtypes) with XLA's value for a NaN where `pt` has no NaN code:
+    f4e2m1fn gives -0 for either sign (XLA's EmitF16ToF4e2m1fn; ml_dtypes the zero of the opposite
+    sign). The f6 types keep ml_dtypes' zeros."""
+    if pt.name != "f4e2m1fn" or narrowed.size == 0:
+        return narrowed
+    nan = np.isnan(source)
+    return np.where(nan, np.array(-0.0, pt.dtype), narrowed) if nan.any() else narrowed
 
 
 def comparable(x: np.ndarray, pt: PrimitiveType) -> np.ndarray:
@@ -220,8 +230,8 @@ def _to_real(x: np.ndarray, src: PrimitiveType, dst: PrimitiveType) -> np.ndarra
     x = np.asarray(x)
     with np.errstate(all="ignore"):
         if x.dtype == np.float64 and rounds_once_through_f32(dst):  # (ml_dtypes' own f64 cast rounds twice)
-            return _f32_rounded_to_odd(x).astype(dst.dtype)
-        return x.astype(np.float32).astype(dst.dtype)
+            return _nan_as_xla(x, _f32_rounded_to_odd(x).astype(dst.dtype), dst)
+        return _nan_as_xla(x, x.astype(np.float32).astype(dst.dtype), dst)
 
 
 def rounds_once_through_f32(dst: PrimitiveType) -> bool:

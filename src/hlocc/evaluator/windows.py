@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from hlocc.hlo.attributes import WindowDim
+from hlocc.hlo.types import raw_elements
 
 
 def pad_array(x: np.ndarray, fill: Any, lo: Sequence[int], hi: Sequence[int],
@@ -66,7 +67,7 @@ def window_view(x: np.ndarray, window: Sequence[WindowDim], fill: Any) -> np.nda
     padded = pad_array(x, fill, [w.pad_lo for w in window], [w.pad_hi for w in window],
                        [w.lhs_dilate - 1 for w in window])
     extents = tuple((w.size - 1) * w.rhs_dilate + 1 for w in window)
-    view = np.lib.stride_tricks.sliding_window_view(padded, extents)
+    view = np.lib.stride_tricks.sliding_window_view(raw_elements(padded), extents).view(padded.dtype)
     index = tuple(slice(0, n * w.stride, w.stride) for n, w in zip(out_dims, window))
     index += tuple(slice(None, None, -w.rhs_dilate) if w.reversal else slice(None, None, w.rhs_dilate)
                    for w in window)

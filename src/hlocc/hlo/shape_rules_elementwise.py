@@ -182,8 +182,8 @@ def infer_complex(instr: HloInstruction, shapes: list[Shape]) -> Shape:
 
 @register_shape_rule("stochastic-convert")
 def infer_stochastic_convert(instr: HloInstruction, shapes: list[Shape]) -> Shape:
-    """Rounds a float operand to the declared type using random bits: an unsigned operand of the same
-    dimensions and bit width."""
+    """Rounds a float operand to the declared integer type using random bits: an unsigned operand of the
+    same dimensions and bit width (XLA's InferStochasticConvertShape: the result is integral)."""
     check_arity(instr, shapes, 2)
     operand = array_operand(instr, shapes, 0)
     random = array_operand(instr, shapes, 1, "random bits")
@@ -192,7 +192,10 @@ def infer_stochastic_convert(instr: HloInstruction, shapes: list[Shape]) -> Shap
         fail(instr, f"random bits of stochastic-convert must be unsigned of the operand's width, got {random}")
     dims, dynamic = merge_shapes(instr, "operands of stochastic-convert must have equal dimensions",
                                  operand, random)
-    return array(declared_element_type(instr), dims, dynamic)
+    result = declared_element_type(instr)
+    if not result.is_integer:
+        fail(instr, f"stochastic-convert rounds to an integer type, got the result type {result.name}")
+    return array(result, dims, dynamic)
 
 
 # -- ternary ----------------------------------------------------------------------------------------

@@ -352,6 +352,18 @@ def shape_of_array(array: np.ndarray) -> Shape:
     return Shape.array(from_dtype(array.dtype), array.shape)
 
 
+def raw_elements(array: np.ndarray) -> np.ndarray:
+    """`array`'s elements as opaque bytes of the same size (a view). numpy's stride tricks rebuild an
+    array's dtype from its typestr, which not every ml_dtypes type survives (float8_e5m2's '<f1' is
+    not understood), so they stride the raw elements and view the result as the real dtype."""
+    return array.view(np.dtype((np.void, array.dtype.itemsize)))
+
+
+def as_strided(base: np.ndarray, shape, strides) -> np.ndarray:
+    """`np.lib.stride_tricks.as_strided(base, shape, strides)` for every dtype (`raw_elements`)."""
+    return np.lib.stride_tricks.as_strided(raw_elements(base), shape, strides).view(base.dtype)
+
+
 def converted_array(arr: np.ndarray, dtype: np.dtype, convert: bool = True) -> np.ndarray:
     """`arr` converted to `dtype` (an argument given in another type; without `convert`, a
     ValueError with an empty text: the types must match). Raw bytes that np.savez

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hlocc.hlo.types import as_strided
 from hlocc.runtime import blas, library
 from hlocc.runtime.native_steps import NativeCall
 from hlocc.runtime.thunks import BufferRef, GemmThunk, KernelThunk, SequentialThunk
@@ -70,7 +71,7 @@ def _shape_view(ref: BufferRef) -> np.ndarray:
     view = library._BufferView.of(ref)
     dims = view.physical_dims
     strides = library._c_strides(dims, view.dtype.itemsize)
-    array = np.lib.stride_tricks.as_strided(np.zeros(1, view.dtype), dims, strides)
+    array = as_strided(np.zeros(1, view.dtype), dims, strides)
     return array if view.perm is None else array.transpose(view.perm)
 
 

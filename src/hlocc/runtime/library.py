@@ -40,6 +40,7 @@ from hlocc.evaluator.sorting import top_k as _top_k
 from hlocc.evaluator.windows import window_view
 from hlocc.hlo.attributes import ConvDimensionNumbers, WindowDim
 from hlocc.hlo.ir import HloComputation
+from hlocc.hlo.types import as_strided
 from hlocc.runtime import blas, small_gemm
 
 
@@ -314,7 +315,7 @@ def _view_plan(views: Sequence[_BufferView], dims: tuple) -> _GemmPlan:
                 return True
         else:  # a stand-in with the output's strides and no bytes of its own
             strides = _c_strides(out.physical_dims, out.dtype.itemsize)
-            stand_in = np.lib.stride_tricks.as_strided(np.empty(1, out.dtype), out.physical_dims, strides)
+            stand_in = as_strided(np.empty(1, out.dtype), out.physical_dims, strides)
 
             def viewable(shape):
                 return _view_as(stand_in.transpose(out.perm), shape) is not None

@@ -24,6 +24,7 @@ are fixed.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import pytest
@@ -531,7 +532,8 @@ COMPLEX_UNDEFINED = {"maximum", "minimum", "clamp", "remainder"}
 """Ops the verifier accepts on complex numbers but the evaluator does not define (nor do kernels)."""
 
 # Computed exactly as the evaluator computes them: complex multiply as numpy does on this host (fused
-# multiply-adds where the CPU has them, `approx_complex.mul`), divide by numpy's Smith algorithm, abs
+# multiply-adds where the CPU has them, `approx_complex.mul`), divide by numpy's Smith algorithm (with
+# XLA's cases for zero divisors and infinite parts: `test_complex_division_by_zero_and_infinite_parts`), abs
 # by numpy's larger * sqrt(r² + 1) (c64 in c128, rounded once), sign from both.
 COMPLEX_EXACT_OPS = ["add", "subtract", "multiply", "divide", "negate", "abs", "sign", "real", "imag", "copy"]
 # The functions and their tolerance in ulps of the result's larger part (`complex_ulp_distance`), for c128;
@@ -809,6 +811,35 @@ def test_f4e2m1fn_kernels(line, type_name):
     a = np.linspace(-6, 6, 9).astype(T[type_name].dtype)
     got, ref = run_both(module_text([f"a = {type_name}[9] parameter(0)", line]), [a], kernels_only=True)
     assert_exact(got[0], ref[0], [a])
+
+
+@pytest.mark.parametrize("src", ["f64", "f32", "f16", "bf16", "f8e5m2", "f8e4m3fn", "f8e4m3fnuz"])
+def test_nan_to_f4e2m1fn_is_negative_zero(src):
+    """f4e2m1fn has no NaN: XLA gives -0 (bits 0x8) for a NaN of either sign (ml_dtypes, which both
+    the kernels and the evaluator followed, gave the zero of the opposite sign)."""
+    a = np.array([np.nan, np.copysign(np.nan, -1), 1.0, -7.0]).astype(T[src].dtype)  # (-7 saturates to -6)
+    text = module_text([f"a = {src}[4] parameter(0)", "r = f4e2m1fn[4] convert(a)"])
+    for backend in ("cpu", "interpreter"):
+        got = np.asarray(hlocc.compile(text, backend)(a)).view(np.uint8)
+        assert got.tolist() == [0x8, 0x8, 0x2, 0xF], (backend, got)
+
+
+@pytest.mark.parametrize("type_name", ["c64", "c128"])
+def test_complex_division_by_zero_and_infinite_parts(type_name):
+    """XLA's quotients (EmitComplexDivide's cases), on whole vectors and in the tail: a finite x over an
+    infinite y is 0 * (x·v̄), a zero divisor copysign(inf, y.re) times x's parts (numpy and the kernels
+    gave NaN + NaN i for the first and x's parts over |y.re| for the second)."""
+    x = [2 - 3j, 1 + 1j, 1 + 1j, complex(5, -1), complex(math.inf, 1), complex(math.nan, 0)] * 11
+    y = [complex(math.inf, math.inf), complex(-0.0, 0), complex(0, -0.0), complex(-math.inf, 2), 1 + 1j, 0j] * 11
+    want = [complex(-0.0, -0.0), complex(-math.inf, -math.inf), complex(math.inf, math.inf), complex(-0.0, 0.0),
+            complex(math.inf, -math.inf), complex(math.nan, math.nan)] * 11
+    dtype = T[type_name].dtype
+    text = module_text([f"a = {type_name}[66] parameter(0)", f"b = {type_name}[66] parameter(1)",
+                        f"r = {type_name}[66] divide(a, b)"])
+    got = np.asarray(hlocc.compile(text, "cpu")(np.array(x, dtype), np.array(y, dtype)))
+    for part in (np.real, np.imag):
+        g, w = part(got), part(np.array(want, dtype))
+        assert ((g == w) & (np.signbit(g) == np.signbit(w)) | np.isnan(g) & np.isnan(w)).all(), got[:6]
 
 
 def test_bf16_subnormal_results():

@@ -1,6 +1,7 @@
 """expand-float-ops' complex expansions (approx_complex.py) run through the numpy builder, op for op as
 the pass emits them, against numpy's complex functions (glibc's cexp, clog, csqrt, ...) on every pair of
-edge values of the parts' type and random values: division and hypot bit for bit, the functions within
+edge values of the parts' type and random values: division (numpy's with XLA's special cases, the
+evaluator's) and hypot bit for bit, the functions within
 a few ulps of the result's larger part with the same special values (NaN, infinities). The f32 forms are
 only checked here: kernels compute the functions of c64 numbers in c128 (test_cpu_elementwise.py
 compares those with the evaluator)."""
@@ -66,11 +67,15 @@ def test_function_matches_the_c_library(name, type_name):
 
 
 @pytest.mark.parametrize("type_name", ["c64", "c128"])
-def test_division_is_numpys_bit_for_bit(type_name):
+def test_division_is_the_evaluators_bit_for_bit(type_name):
+    """numpy's Smith quotient with XLA's cases for zero divisors and infinite parts (the evaluator's
+    `complex_divide`), on random values and every pair of edge values."""
     x = _inputs(type_name)
-    y = np.random.default_rng(3).permutation(x)
+    edges = edge_values(type_name)
+    x = np.concatenate([x, np.repeat(edges, edges.size)])
+    y = np.concatenate([np.random.default_rng(3).permutation(x[:-edges.size ** 2]), np.tile(edges, edges.size)])
     with np.errstate(all="ignore"):
-        got, ref = _run(C.div, type_name, x, y), x / y
+        got, ref = _run(C.div, type_name, x, y), evaluator.complex_divide(x, y)
     assert mismatches(got, ref).size == 0
 
 

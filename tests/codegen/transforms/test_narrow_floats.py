@@ -79,6 +79,8 @@ def test_truncate_matches_ml_dtypes(name, src):
     with np.errstate(all="ignore"):
         ref = (x if src == F32 else _round_to_odd_f32(x)).astype(numpy_dtype(fmt))
     want = _narrow_bits(ref, fmt)
+    if name == "f4E2M1FN":  # no NaN code: XLA gives -0 for either sign, ml_dtypes the zero of the other sign
+        want = np.where(np.isnan(x), 0x8, want)
     mismatch = got != want
     if name == "f16":  # numpy keeps NaN payloads; the pass gives the quiet NaN with the sign
         g, w = got.view(np.float16), want.view(np.float16)

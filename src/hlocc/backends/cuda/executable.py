@@ -43,7 +43,7 @@ from hlocc.codegen.pipeline import PipelineOptions
 from hlocc.errors import ArgumentError
 from hlocc.evaluator.core import TOKEN
 from hlocc.hlo.ir import HloModule
-from hlocc.hlo.types import Shape
+from hlocc.hlo.types import Shape, as_strided
 from hlocc.passes.pipeline import BACKEND_PIPELINES, PassManager, cuda_pipeline
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAllocation
 from hlocc.runtime.executable import RuntimeStats, ThunkExecutable, build_executable, output_leaf_shape
@@ -141,7 +141,7 @@ class DeviceBuffers:
         self.device.download(host, value.ptr + low * itemsize)
         stats.downloaded_bytes += host.size
         elements = host.view(value.dtype)[-low:]
-        array = np.lib.stride_tricks.as_strided(elements, value.shape, [s * itemsize for s in value.strides])
+        array = as_strided(elements, value.shape, [s * itemsize for s in value.strides])
         return self._upload(physical_bytes(array, shape), stats)
 
     def _device_array(self, memory: DeviceMemory, ref: BufferRef) -> DeviceArray:

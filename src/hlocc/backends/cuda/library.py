@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from hlocc.hlo.types import Shape
+from hlocc.hlo.types import Shape, as_strided
 
 # cudaDataType_t (library_types.h; a stable ABI) of the types cuBLAS's gemmEx takes here.
 CUDA_DATA_TYPE = {np.dtype(np.float16): 2, np.dtype(ml_dtypes.bfloat16): 14, np.dtype(np.float32): 0,
@@ -131,7 +131,7 @@ def _strided(address: int, dtype: np.dtype, shape: tuple[int, ...], strides: tup
     extent = 1 + sum((n - 1) * s for n, s in zip(shape, strides))
     raw = (ctypes.c_uint8 * (extent * dtype.itemsize)).from_address(address)
     base = np.frombuffer(raw, dtype=dtype)
-    return np.lib.stride_tricks.as_strided(base, shape, [s * dtype.itemsize for s in strides])
+    return as_strided(base, shape, [s * dtype.itemsize for s in strides])
 
 
 def gemm_numpy(plan: GemmPlan, output: int, lhs: int, rhs: int) -> None:

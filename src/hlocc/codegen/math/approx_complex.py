@@ -8,9 +8,10 @@ for bit or within ulps):
   im = fma(a, d, bc): numpy's SIMD loop on AVX2/AVX-512 hosts, and what LLVM contracts XLA:CPU's
   EmitComplexMultiply to there. No C99 Annex G recovery of infinities (neither does numpy or XLA).
 - div: Smith's algorithm as numpy computes it (the ratio of the smaller to the larger divisor part,
-  a reciprocal of the scaled denominator, then products); a zero divisor gives x.re / |y.re| and
-  x.im / |y.re| (inf or NaN). XLA's EmitComplexDivide is Smith's algorithm too, but divides by the
-  denominator and special-cases infinite parts; hlocc follows the evaluator.
+  a reciprocal of the scaled denominator, then products), and where that gives NaN + NaN i, XLA's
+  EmitComplexDivide's cases for a zero divisor and for infinite parts (so every pair of zeros,
+  infinities, NaNs and finite parts gives XLA's quotient). XLA's finite quotients divide by the
+  denominator (with fused multiply-adds on the CPU): an ulp or two from numpy's.
 - abs: numpy's: larger * sqrt((smaller / larger)² + 1), fused on FMA hosts (not glibc's hypot,
   which csqrt and log1p use).
 - exp, log, sqrt, sinh, cosh, tanh, sin, cos, tan: the C library's algorithms (glibc's cexp, clog,
@@ -70,8 +71,11 @@ def mul(b: FloatBuilder, x: Complex, y: Complex, fma: bool = False) -> Complex:
 
 
 def div(b: FloatBuilder, x: Complex, y: Complex) -> Complex:
-    """numpy's Smith division (loops.c.src): by the larger divisor part; 0 / 0 divides the parts
-    by |y.re| (so the signs of y's zeros are ignored)."""
+    """numpy's Smith division (loops.c.src): by the larger divisor part; where that quotient is
+    NaN + NaN i (a zero divisor always is: its ratio is 0 / 0), XLA's EmitComplexDivide's cases as
+    the evaluator's `complex_divide` states them: a zero divisor gives copysign(inf, y.re) times
+    x's parts (x not NaN + NaN i), an infinite x over a finite y inf * (u·ȳ), a finite x over an
+    infinite y 0 * (x·v̄), with u, v the parts' infinities as ±1 and their finite parts 0."""
     (ar, ai), (br, bi) = x, y
     abs_r, abs_i = b.abs(br), b.abs(bi)
     rat = bi / br
@@ -80,10 +84,25 @@ def div(b: FloatBuilder, x: Complex, y: Complex) -> Complex:
     rat = br / bi
     scl = 1.0 / (bi + br * rat)
     by_im = ((ar * rat + ai) * scl, (ai * rat - ar) * scl)
-    zero = abs_r.eq(0.0) & abs_i.eq(0.0)
-    by_zero = (ar / abs_r, ai / abs_r)
     larger_re = abs_r.ge(abs_i)  # false for NaN: numpy's else branch
-    return tuple(b.select(larger_re, b.select(zero, z, r), i) for z, r, i in zip(by_zero, by_re, by_im))
+    quotient = tuple(b.select(larger_re, r, i) for r, i in zip(by_re, by_im))
+    return _xla_division_cases(b, x, y, quotient)
+
+
+def _xla_division_cases(b: FloatBuilder, x: Complex, y: Complex, quotient: Complex) -> Complex:
+    (ar, ai), (br, bi) = x, y
+    inf_r, inf_i, inf_br, inf_bi = (b.isinf(p) for p in (ar, ai, br, bi))
+    ur, ui, vr, vi = (b.copysign(b.select(f, p.like(1.0), 0.0), p)
+                      for f, p in ((inf_r, ar), (inf_i, ai), (inf_br, br), (inf_bi, bi)))
+    by_zero = b.and_(b.abs(br).eq(0.0), b.abs(bi).eq(0.0), ~(ar.isnan() & ai.isnan()))
+    infinite_x = b.and_(inf_r | inf_i, b.isfinite(br), b.isfinite(bi))
+    infinite_y = b.and_(inf_br | inf_bi, b.isfinite(ar), b.isfinite(ai))
+    s = b.copysign(INF, br)
+    cases = ((s * ar, (ur * br + ui * bi) * INF, (ar * vr + ai * vi) * 0.0),
+             (s * ai, (ui * br - ur * bi) * INF, (ai * vr - ar * vi) * 0.0))
+    nan = quotient[0].isnan() & quotient[1].isnan()
+    return tuple(b.select(nan, b.select(by_zero, z, b.select(infinite_x, i, b.select(infinite_y, f, q))), q)
+                 for q, (z, i, f) in zip(quotient, cases))
 
 
 # -- abs, exp, log, sqrt -----------------------------------------------------------------------------

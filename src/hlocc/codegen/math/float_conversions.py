@@ -5,7 +5,8 @@ Semantics are ml_dtypes' (the reference evaluator's): round to nearest even (f8E
 no mantissa, rounds ties up as ml_dtypes does); subnormals exact; overflow gives inf for formats
 that have it, NaN for the `FN`/`FNUZ` formats (no inf), the largest finite value for the
 finite-only f4/f6 formats; a NaN becomes the format's quiet NaN with the input's sign (FNUZ: the
-one NaN; f4/f6 have no NaN and, like ml_dtypes, give the zero of the opposite sign); -0 stays -0
+one NaN; f4/f6 have no NaN: f4E2M1FN gives -0 for either sign, as XLA does (ml_dtypes gives the zero
+of the opposite sign), f6 the zero of the opposite sign, as ml_dtypes does); -0 stays -0
 except in FNUZ formats (no -0). From f64 the result is rounded once (ml_dtypes goes through f32
 and can round twice; the tests compare against f64 -> f32 rounded to odd, then ml_dtypes).
 Widening keeps bf16/f16 NaN payloads (a shift, as ml_dtypes and
@@ -146,6 +147,8 @@ def truncate(b: FloatBuilder, x: Val, fmt: FloatFormat, nan_clean: bool = False)
     signed = mag | (sign << (fmt.width - 1))
     if fmt.nan_encoding == "negative_zero":  # no -0; the sign-bit pattern is NaN
         signed = b.select(mag.eq(0) | mag.eq(top), mag, signed)
+        nan = b.const(ity, top)
+    elif fmt.name == "f4E2M1FN":  # no NaN: XLA's EmitF16ToF4e2m1fn gives -0 for either sign
         nan = b.const(ity, top)
     elif fmt.nonfinite == "finite_only":  # no NaN: ml_dtypes gives the zero of the other sign
         nan = (sign ^ 1) << (fmt.width - 1)

@@ -28,7 +28,7 @@ import numpy as np
 
 from hlocc.comparison import compare_arrays, storable
 from hlocc.compiler import BACKENDS, DynamicExecutable, check_arguments, compile
-from hlocc.errors import ElidedConstantsWarning, HloError, elided_constants_message
+from hlocc.errors import ElidedConstantsWarning, HloError, count_of, elided_constants_message
 from hlocc.frontends import load_module_file
 from hlocc.hlo.types import Shape
 
@@ -323,8 +323,7 @@ def _load_inputs(path: Path, module) -> list[np.ndarray]:
     n = module.entry.num_parameters
     missing = [f"arg{i}" for i in range(n) if f"arg{i}" not in arrays]
     if missing:
-        takes = f"{n} parameter" if n == 1 else f"{n} parameters"
-        raise HloError(f"inputs '{path}' lack {', '.join(missing)} (the module takes {takes})")
+        raise HloError(f"inputs '{path}' lack {', '.join(missing)} (the module takes {count_of(n, 'parameter')})")
     extra = sorted(set(arrays) - {f"arg{i}" for i in range(n)})
     if extra:
         raise HloError(f"inputs '{path}' hold arrays the module does not take: {', '.join(extra)}")

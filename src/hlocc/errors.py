@@ -47,3 +47,8 @@ def elided_constants_message(names: list[str], where: str) -> str:
     return (f"{len(names)} constant(s) elided as {{...}} in {where} (e.g. '{names[0]}') read as zeros, so the "
             "results are not the original program's; dump it with its constants (XLA_FLAGS="
             "--xla_dump_large_constants)")
+
+
+def count_of(n: int, noun: str) -> str:
+    """'1 parameter', '2 parameters': a count in a message."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from hlocc.errors import HloVerifyError
+from hlocc.errors import HloVerifyError, count_of
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.symbolic import InconclusiveDimensionError
 from hlocc.hlo.types import PRED, PRIMITIVE_TYPES, S32, UNBOUNDED, PrimitiveType, Shape, TypeKind
@@ -201,7 +201,8 @@ def check_call_params(instr: HloInstruction, comp: HloComputation, role: str, ex
     """`comp` takes exactly parameters compatible with `expected`."""
     params, _ = signature(comp)
     if len(params) != len(expected):
-        fail(instr, f"{role} computation '{comp.name}' takes {len(params)} parameters, expected {len(expected)}")
+        fail(instr, f"{role} computation '{comp.name}' takes {count_of(len(params), 'parameter')}, "
+                    f"expected {len(expected)}")
     for i, (got, want) in enumerate(zip(params, expected)):
         if not _compatible(got, want, ignore_fp_precision):
             fail(instr, f"parameter {i} of {role} computation '{comp.name}' has shape {got}, expected {want}")
@@ -230,7 +231,7 @@ def check_scalar_reducer(instr: HloInstruction, comp: HloComputation, role: str,
     params, result = signature(comp)
     n = len(inputs)
     if len(params) != 2 * n:
-        fail(instr, f"{role} computation '{comp.name}' takes {len(params)} parameters, expected {2 * n}")
+        fail(instr, f"{role} computation '{comp.name}' takes {count_of(len(params), 'parameter')}, expected {2 * n}")
     results = list(result.tuple_shapes) if result.is_tuple else [result]
     if len(results) != n or any(not r.is_array or r.rank != 0 for r in results):
         fail(instr, f"{role} computation '{comp.name}' must return {n} scalar(s), got {result}")

@@ -51,7 +51,7 @@ from hlocc.codegen.ir.builder import KernelBuilder
 from hlocc.codegen.ir.size_ops import size_value
 from hlocc.codegen.llvm.sort_rows import COMPARATOR, KEY, SIZES, add_sort_rows
 from hlocc.codegen.target import Target
-from hlocc.errors import UnsupportedError
+from hlocc.errors import UnsupportedError, count_of
 from hlocc.evaluator.sorting import ComparatorKey, comparator_keys, topk_custom_call_k  # shared with the evaluator
 from hlocc.hlo.ir import HloComputation, HloInstruction
 from hlocc.hlo.symbolic import Dim, DimExpr
@@ -218,8 +218,8 @@ def comparator_function(spec: SortSpec) -> func.FuncOp:
     pair converted to their element type, then the comparator inlined."""
     params = spec.comparator.parameters
     if len(params) != 2 * len(spec.operands):
-        raise UnsupportedError(f"sort kernel: comparator '{spec.comparator.name}' takes {len(params)} parameters "
-                               f"for {len(spec.operands)} operands")
+        raise UnsupportedError(f"sort kernel: comparator '{spec.comparator.name}' takes "
+                               f"{count_of(len(params), 'parameter')} for {len(spec.operands)} operands")
     types = [IntegerType(spec.operands[p.parameter_number // 2].bits) for p in params]
     block = Block(arg_types=types)
     b = KernelBuilder(block)

@@ -83,6 +83,35 @@ def test_expected_comparison_passes_and_fails(tmp_path, capsys):
     assert "MISMATCH out0: 3 of 3 elements out of tolerance" in capsys.readouterr().out
 
 
+def test_expected_outputs_under_other_names_or_nan_tolerances_never_match(tmp_path, capsys):
+    """A reference without `out0` (its array named `result`) and `--rtol nan` compared nothing and
+    printed 'matches expected outputs'."""
+    module = write(tmp_path, ADD)
+    np.savez(tmp_path / "in.npz", arg0=np.ones(3, np.float32), arg1=np.ones(3, np.float32))
+    np.savez(tmp_path / "renamed.npz", result=np.full(3, 2, np.float32))
+    base = ["run", str(module), "--inputs", str(tmp_path / "in.npz"), "--expected"]
+    assert main(base + [str(tmp_path / "renamed.npz")]) == 1
+    assert "MISMATCH out0: the expected file has no array 'out0' (it has result)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(base + [str(tmp_path / "renamed.npz"), "--rtol", "nan"])
+    assert "argument --rtol: 'nan' is not a finite number >= 0" in capsys.readouterr().err
+
+
+def test_unreadable_npz_files_are_named_errors(tmp_path, capsys):
+    """An empty file, a .npy, a truncated .npz and text were internal errors (EOFError, a TypeError,
+    BadZipFile, numpy's 'pickled data')."""
+    module = write(tmp_path, ADD)
+    np.savez(tmp_path / "ok.npz", arg0=np.ones(3, np.float32), arg1=np.ones(3, np.float32))
+    np.save(tmp_path / "plain.npy", np.ones(3, np.float32))
+    (tmp_path / "empty.npz").write_bytes(b"")
+    (tmp_path / "trunc.npz").write_bytes((tmp_path / "ok.npz").read_bytes()[:200])
+    (tmp_path / "text.npz").write_text("not a zip at all")
+    for name, why in (("empty.npz", "it is empty"), ("plain.npy", "it is a .npy file"),
+                      ("trunc.npz", "BadZipFile"), ("text.npz", "it is not a .npz file")):
+        assert main(["run", str(module), "--inputs", str(tmp_path / name)]) == 1
+        assert f"cannot read inputs '{tmp_path / name}': {why}" in capsys.readouterr().err
+
+
 def test_npz_values_that_survive_the_dtype_are_converted(tmp_path, capsys):
     """numpy's default int64 for an s32 parameter and float64 for an f32 one: converted."""
     np.savez(tmp_path / "in.npz", arg0=np.array([1, 2, 3]), arg1=np.array([4, 5, 6]))
@@ -120,6 +149,9 @@ def test_corpus_case_through_the_cli(capsys):
      "argument 1: expected dtype s32 (int32), got float64 whose value 2.5 at index [1] it cannot hold"),
     (["--module-text", INT_ADD], {"arg0": np.array([1, 2, 3]), "arg1": np.array([1, 2**40, 3])},
      "argument 1: expected dtype s32 (int32), got int64 whose value 1099511627776 at index [1] it cannot hold"),
+    # integers of the other signedness are checked by range (a round trip wrapped both ways: 4294967295 ran as -1)
+    (["--module-text", INT_ADD], {"arg0": np.array([1, 2, 3]), "arg1": np.array([1, 2, 4294967295], np.uint32)},
+     "argument 1: expected dtype s32 (int32), got uint32 whose value 4294967295 at index [2] it cannot hold"),
     # a finite value beyond a float type's range, the same for every float type (an f32 made it inf)
     ([], {"arg0": np.array([1, np.nan, 1e40]), "arg1": np.ones(3)},
      "argument 0: expected dtype f32 (float32), got float64 whose value 1e+40 at index [2] it cannot hold"),

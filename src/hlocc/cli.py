@@ -110,8 +110,8 @@ def _argument_parser() -> argparse.ArgumentParser:
     run.add_argument("--inputs", type=Path, help=".npz with arg0, arg1, ... (default: seeded random inputs)")
     run.add_argument("--output", type=Path, help="write outputs out0, out1, ... to this .npz")
     run.add_argument("--expected", type=Path, help="compare outputs with out0, out1, ... of this .npz")
-    run.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance for --expected")
-    run.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance for --expected")
+    run.add_argument("--rtol", type=_tolerance, default=1e-5, help="relative tolerance for --expected")
+    run.add_argument("--atol", type=_tolerance, default=1e-6, help="absolute tolerance for --expected")
     run.add_argument("--backend", choices=BACKENDS, default="interpreter",
                      help="interpreter: the reference evaluator; cpu: kernels JIT-compiled for the host; cuda: "
                           "PTX kernels, cuBLAS and device memory on an NVIDIA GPU; cuda-sim: the cuda path on a "
@@ -314,12 +314,32 @@ def flatten(value) -> list:
     return [value]
 
 
-def _load_inputs(path: Path, module) -> list[np.ndarray]:
+def _tolerance(text: str) -> float:
+    """A tolerance option: a finite number >= 0 (NaN compared nothing: every output 'matched')."""
+    value = float(text)
+    if not np.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number >= 0")
+    return value
+
+
+def _read_npz(path: Path, what: str) -> dict[str, np.ndarray]:
+    """The arrays of a .npz file (np.savez's), or an HloError naming the file and the cause."""
     try:
-        with np.load(path) as data:
-            arrays = dict(data)
-    except (OSError, ValueError) as e:
-        raise HloError(f"cannot read inputs '{path}': {e}") from None
+        with open(path, "rb") as f:
+            magic = f.read(4)
+        if magic not in (b"PK\x03\x04", b"PK\x05\x06"):  # a zip (of no arrays: its end record alone)
+            kind = "a .npy file" if magic.startswith(b"\x93NUM") else "empty" if not magic else "not a .npz file"
+            raise HloError(f"cannot read {what} '{path}': it is {kind} (np.savez writes a .npz)")
+        with np.load(path, allow_pickle=False) as data:
+            return dict(data)
+    except HloError:
+        raise
+    except Exception as e:  # noqa: BLE001 (a damaged zip fails in zipfile, numpy or zlib, each its own way)
+        raise HloError(f"cannot read {what} '{path}': {type(e).__name__}: {e}") from None
+
+
+def _load_inputs(path: Path, module) -> list[np.ndarray]:
+    arrays = _read_npz(path, "inputs")
     n = module.entry.num_parameters
     missing = [f"arg{i}" for i in range(n) if f"arg{i}" not in arrays]
     if missing:
@@ -363,17 +383,14 @@ def _random_value(shape: Shape, rng: np.random.Generator):
 
 
 def _compare(path: Path, outputs: list, rtol: float, atol: float) -> list[str]:
-    try:
-        with np.load(path) as data:
-            expected = dict(data)
-    except (OSError, ValueError) as e:
-        raise HloError(f"cannot read expected outputs '{path}': {e}") from None
+    expected = _read_npz(path, "expected outputs")
     problems = []
     if len(expected) != len(outputs):
         problems.append(f"{len(outputs)} outputs, expected file has {len(expected)}")
     for i, got in enumerate(outputs):
         ref = expected.get(f"out{i}")
         if ref is None:
+            problems.append(f"out{i}: the expected file has no array 'out{i}' (it has {', '.join(expected) or 'none'})")
             continue
         got_dtype = np.asarray(got).dtype
         if ref.dtype.kind == "V" and ref.dtype.names is None and ref.dtype.itemsize == got_dtype.itemsize \

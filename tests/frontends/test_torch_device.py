@@ -49,3 +49,19 @@ def test_a_graph_for_cuda_tensors_refuses_a_cpu_input_by_name():
     gm = torch.fx.experimental.proxy_tensor.make_fx(lambda a: a * 2)(torch.randn(3))
     with pytest.raises(UnsupportedError, match="input 'a_1' is on cpu; the graph is compiled for cuda tensors"):
         lower_graph(gm, device="cuda")
+
+
+def test_host_tensors_of_every_dtype_are_executable_arguments():
+    """A bf16 tensor (which numpy's DLPack import lacks) and a tensor that requires grad were raw
+    TypeError and RuntimeError where an Executable took them."""
+    import numpy as np
+
+    import hlocc
+
+    exe = hlocc.compile("HloModule m\nENTRY e {\n  x = bf16[4] parameter(0)\n  ROOT y = bf16[4] negate(x)\n}\n",
+                        backend="cpu")
+    x = torch.tensor([1.5, -2, 0.25, 3], dtype=torch.bfloat16)
+    for arg in (x, x.clone().requires_grad_()):
+        np.testing.assert_array_equal(np.asarray(exe(arg), np.float32), [-1.5, 2, -0.25, -3])
+    with pytest.raises(hlocc.ArgumentError, match="expected dtype bf16 .* got float32"):
+        exe(torch.ones(4))

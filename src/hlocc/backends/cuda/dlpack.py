@@ -237,12 +237,31 @@ def import_argument(value: Any) -> Any:
     DLPackArray when it is in device memory."""
     device_type = int(value.__dlpack_device__()[0])
     if device_type in (KDLCPU, KDLCUDAHOST):
+        if type(value).__module__.startswith("torch"):
+            return _torch_host_array(value)
         try:
             return np.from_dlpack(value)
         except (BufferError, TypeError, RuntimeError, ValueError):
             return np.asarray(value)  # a type numpy's DLPack import lacks (bf16): the producer's own conversion
     # 1 = the legacy default stream, which the runtime's (blocking) stream is ordered after.
     return import_dlpack(value, stream=1 if device_type == KDLCUDA else None)
+
+
+def _torch_host_array(tensor: Any) -> np.ndarray:
+    """A PyTorch tensor in host memory as a numpy array without a copy: detached from autograd
+    (numpy refuses a tensor that requires grad), and bf16 and the f8 types, which numpy's DLPack
+    import lacks, through an integer view of their bits as ml_dtypes' types."""
+    import torch
+
+    tensor = tensor.detach()
+    narrow = {torch.bfloat16: (torch.int16, ml_dtypes.bfloat16)}
+    for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
+        if hasattr(torch, name) and hasattr(ml_dtypes, name):
+            narrow[getattr(torch, name)] = (torch.uint8, getattr(ml_dtypes, name))
+    if tensor.dtype in narrow:
+        bits, dtype = narrow[tensor.dtype]
+        return tensor.view(bits).numpy().view(dtype)
+    return tensor.numpy()
 
 
 # -- layouts and results ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from hlocc.errors import HloError, HloParseError
+from hlocc.errors import HloError, HloParseError, HloVerifyError
 from hlocc.hlo.parser import parse_hlo
 from hlocc.hlo.verifier import verify_module
 from hlocc.passes.pipeline import PIPELINES, run_passes
@@ -42,6 +42,8 @@ def error_line(error: HloError) -> str:
     """The error as one line; a parse error keeps its file:line:col and cause."""
     if isinstance(error, HloParseError):
         return f"{error.filename}:{error.line}:{error.column}: {error.reason}"
+    if isinstance(error, HloVerifyError) and error.args and ": error: " in str(error).split("\n")[0]:
+        return str(error).split("\n")[0].replace(": error: ", ": ", 1)  # file:line:col: cause (not the caret)
     return " ".join(str(error).split("\n"))
 
 

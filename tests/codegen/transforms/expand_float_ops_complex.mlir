@@ -26,8 +26,10 @@ func.func @mul(%x: complex<f32>, %y: complex<f32>) -> complex<f32> {
 }
 
 // Division is numpy's Smith algorithm: by the larger divisor part (ratio, then one reciprocal and
-// products), |y.re| for a zero divisor; the part of a complex.create folds to its operand, so the real
-// part of the quotient of create(a, b) reads %a and %b directly and the imaginary part is dead.
+// products); where that quotient is NaN + NaN i (both parts NaN: the imaginary part is computed for
+// that test), XLA's cases for a zero divisor (copysign(inf, y.re) times the numerator), an infinite
+// numerator and an infinite divisor. The part of a complex.create folds to its operand, so the
+// quotient of create(a, b) reads %a and %b directly.
 // CHECK-LABEL: func.func @div_real_part(%a: f64, %b: f64, %y: complex<f64>) -> f64 {
 // CHECK-NOT:     complex.create
 // CHECK:         %[[BR:.*]] = complex.re %y : complex<f64>
@@ -42,10 +44,16 @@ func.func @mul(%x: complex<f32>, %y: complex<f32>) -> complex<f32> {
 // CHECK-NEXT:    %[[U:.*]] = arith.mulf %b, %[[RAT]] : f64
 // CHECK-NEXT:    %[[V:.*]] = arith.addf %a, %[[U]] : f64
 // CHECK-NEXT:    %[[BY_RE:.*]] = arith.mulf %[[V]], %[[SCL]] : f64
-// CHECK:         %[[BY_ZERO:.*]] = arith.divf %a, %[[ABR]] : f64
-// CHECK-NEXT:    %[[LARGER:.*]] = arith.cmpf oge, %[[ABR]], %[[ABI]] : f64
-// CHECK-NEXT:    %[[Z:.*]] = arith.select %{{.*}}, %[[BY_ZERO]], %[[BY_RE]] : f64
-// CHECK-NEXT:    %r = arith.select %[[LARGER]], %[[Z]], %{{.*}} : f64
+// CHECK:         %[[LARGER:.*]] = arith.cmpf oge, %[[ABR]], %[[ABI]] : f64
+// CHECK-NEXT:    %[[SMITH:.*]] = arith.select %[[LARGER]], %[[BY_RE]], %{{.*}} : f64
+// CHECK:         %[[INFC:.*]] = arith.constant 0x7ff0000000000000 : f64
+// CHECK:         %[[INF:.*]] = math.copysign %[[INFC]], %[[BR]] : f64
+// CHECK-NEXT:    %[[BY_ZERO:.*]] = arith.mulf %[[INF]], %a : f64
+// CHECK:         %[[NAN:.*]] = arith.andi %{{.*}}, %{{.*}} : i1
+// CHECK-NEXT:    %{{.*}} = arith.select %{{.*}}, %{{.*}}, %[[SMITH]] : f64
+// CHECK-NEXT:    %{{.*}} = arith.select %{{.*}}, %{{.*}}, %{{.*}} : f64
+// CHECK-NEXT:    %{{.*}} = arith.select %{{.*}}, %[[BY_ZERO]], %{{.*}} : f64
+// CHECK-NEXT:    %r = arith.select %[[NAN]], %{{.*}}, %[[SMITH]] : f64
 // CHECK-NEXT:    func.return %r : f64
 func.func @div_real_part(%a: f64, %b: f64, %y: complex<f64>) -> f64 {
   %x = complex.create %a, %b : complex<f64>

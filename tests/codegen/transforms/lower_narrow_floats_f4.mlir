@@ -2,8 +2,8 @@
 
 // f4E2M1FN (S.EE.M, bias 1, finite only: max 6.0) is an i4 after lower-narrow-floats (kernel buffers hold
 // one per byte: elemental/storage.py's from_storage / to_storage). Widening is exact bit manipulation;
-// narrowing rounds to nearest even, saturates at 6.0 (|x| beyond it and inf give ±6) and turns NaN into
-// the zero of the opposite sign, as ml_dtypes (the evaluator) does.
+// narrowing rounds to nearest even, saturates at 6.0 (|x| beyond it and inf give ±6) and turns NaN of
+// either sign into -0 (bits 0x8), as XLA's conversion does (and the evaluator).
 
 // CHECK-LABEL: func.func @widen(%x: f4E2M1FN) -> f32 {
 // CHECK-NEXT:    %[[BITS:.*]] = arith.bitcast %x : f4E2M1FN to i4
@@ -27,9 +27,8 @@ func.func @widen(%x: f4E2M1FN) -> f32 {
 // CHECK-NEXT:    %[[OVER:.*]] = arith.cmpi sgt, %[[Q:.*]], %[[MAX]] : i32
 // CHECK-NEXT:    %[[SAT:.*]] = arith.select %[[OVER]], %[[MAX]], %[[Q]] : i32
 // CHECK:         %[[SIGNED:.*]] = arith.ori %[[SAT]], %{{.*}} : i32
-// CHECK-NEXT:    %[[OTHER:.*]] = arith.xori %{{.*}}, %{{.*}} : i32
-// CHECK-NEXT:    %[[ZERO:.*]] = arith.shli %[[OTHER]], %{{.*}} : i32
-// CHECK-NEXT:    %[[OUT:.*]] = arith.select %[[NAN]], %[[ZERO]], %[[SIGNED]] : i32
+// CHECK-NEXT:    %[[NEG_ZERO:.*]] = arith.constant 8 : i32
+// CHECK-NEXT:    %[[OUT:.*]] = arith.select %[[NAN]], %[[NEG_ZERO]], %[[SIGNED]] : i32
 // CHECK-NEXT:    %[[T:.*]] = arith.trunci %[[OUT]] : i32 to i4
 // CHECK-NEXT:    %n = arith.bitcast %[[T]] : i4 to f4E2M1FN
 // CHECK-NEXT:    func.return %n : f4E2M1FN

@@ -100,6 +100,7 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hlocc", description="A compiler for XLA HLO programs.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("opt", help="run kernel IR passes on MLIR text (hlocc opt --help)", add_help=False)
+    sub.add_parser("hlo-opt", help="run HLO passes on HLO text (hlocc hlo-opt --help)", add_help=False)
     sub.add_parser("reduce", help="shrink a module that fails on a backend to a minimal failing one "
                                   "(hlocc reduce --help)", add_help=False)
     sub.add_parser("fusion-to-mlir", help="print the kernel IR an emitter generates for a fusion "

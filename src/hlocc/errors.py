@@ -4,9 +4,26 @@ the cause in its message; the CLI prints the message and exits non-zero (a trace
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class HloError(Exception):
     """Base class of every hlocc error."""
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A place in HLO text: its file, 1-based line and column, and the line itself."""
+
+    filename: str
+    line: int
+    column: int
+    source_line: str
+
+    def message(self, reason: str) -> str:
+        """`file:line:col: error: reason`, the line and a caret under the column."""
+        caret = " " * (self.column - 1) + "^"
+        return f"{self.filename}:{self.line}:{self.column}: error: {reason}\n{self.source_line}\n{caret}"
 
 
 class HloParseError(HloError):
@@ -18,12 +35,18 @@ class HloParseError(HloError):
         self.column = column
         self.reason = message
         self.filename = filename
-        caret = " " * (column - 1) + "^"
-        super().__init__(f"{filename}:{line}:{column}: error: {message}\n{source_line}\n{caret}")
+        super().__init__(SourceLocation(filename, line, column, source_line).message(message))
 
 
 class HloVerifyError(HloError):
-    """An instruction breaks a shape or attribute rule; the message names the instruction."""
+    """An instruction breaks a shape or attribute rule; the message names the instruction, and with
+    a `location` (where parsed text defines it) starts with its file:line:col and ends with the
+    line and a caret, as a parse error's does."""
+
+    def __init__(self, message: str, *, location: SourceLocation | None = None):
+        self.reason = message
+        self.location = location
+        super().__init__(location.message(message) if location else message)
 
 
 class UnsupportedError(HloError):

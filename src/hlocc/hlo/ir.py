@@ -380,9 +380,9 @@ class HloModule:
     # Constants whose text elided their values (`constant({...})`, XLA's default for large ones):
     # they read as zeros (hlo/literals.py), which `hlocc run` warns about.
     elided_constants: list[str] = field(default_factory=list, compare=False)
-    # Where the parsed text defined an instruction: (computation, instruction) -> "file:line:col:",
-    # the line and a caret, or None (the verifier's errors say it; hlo/parser.py).
-    source_location: Callable[[str, str], str | None] | None = field(default=None, repr=False, compare=False)
+    # Where the parsed text defined an instruction: (computation, instruction) -> an
+    # errors.SourceLocation, or None (the verifier's errors say it; hlo/parser.py).
+    source_location: Callable[[str, str], Any] | None = field(default=None, repr=False, compare=False)
     # Instruction names in use, built on the first `unique_name` call and kept up to date after it.
     _names: NameUniquer | None = field(default=None, init=False, repr=False, compare=False)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from functools import partial
 
-from hlocc.errors import HloError, HloParseError
+from hlocc.errors import HloError, HloParseError, SourceLocation
 from hlocc.hlo.attribute_syntax import ATTRIBUTE_KINDS, GENERIC_ATTRIBUTES, parse_attribute_value
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.literals import LiteralSyntaxError, parse_literal
@@ -64,15 +64,11 @@ def parse_shape(text: str) -> Shape:
 
 
 def _source_location(scanner: Scanner, positions: dict[tuple[str, str], int], computation: str,
-                     instruction: str) -> str | None:
-    """`file:line:col`, the line and a caret under the name of an instruction as the text defined
-    it (a verifier error's place), or None where the text has no such instruction."""
+                     instruction: str) -> SourceLocation | None:
+    """Where the text defines an instruction's name (a verifier error's place), or None where it
+    has no such instruction."""
     pos = positions.get((computation, instruction))
-    if pos is None:
-        return None
-    line, column = scanner.location(pos)
-    source_line = scanner.text.splitlines()[line - 1] if scanner.text else ""
-    return f"{scanner.filename}:{line}:{column}:\n{source_line}\n{' ' * (column - 1)}^"
+    return None if pos is None else scanner.source_location(pos)
 
 
 class _Parser:

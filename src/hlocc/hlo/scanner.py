@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from hlocc.errors import HloParseError
+from hlocc.errors import HloParseError, SourceLocation
 
 NAME_RE = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
 INT_RE = re.compile(r"[-+]?\d+")
@@ -41,11 +41,16 @@ class Scanner:
         if pos is None:
             self.skip()
             pos = self.pos
+        place = self.source_location(pos)
+        return HloParseError(message, line=place.line, column=place.column, source_line=place.source_line,
+                             filename=self.filename)
+
+    def source_location(self, pos: int) -> SourceLocation:
+        """Where `pos` is: the file, line, column and the line's text."""
         line, column = self.location(pos)
         start = self._line_starts[line - 1]
         end = self.text.find("\n", start)
-        source_line = self.text[start:] if end < 0 else self.text[start:end]
-        return HloParseError(message, line=line, column=column, source_line=source_line, filename=self.filename)
+        return SourceLocation(self.filename, line, column, self.text[start:] if end < 0 else self.text[start:end])
 
     def expected(self, what: str) -> HloParseError:
         self.skip()

@@ -32,8 +32,7 @@ def verify_module(module: HloModule) -> None:
         where = module.source_location(*found.groups()) if found and module.source_location else None
         if where is None:
             raise
-        head, _, rest = where.partition("\n")
-        raise HloVerifyError(f"{head} error: {e}\n{rest}") from None
+        raise HloVerifyError(str(e), location=where) from None
 
 
 _PLACE = re.compile(r"computation '([^']*)': instruction '([^']*)'")

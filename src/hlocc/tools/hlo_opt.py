@@ -42,8 +42,9 @@ def error_line(error: HloError) -> str:
     """The error as one line; a parse error keeps its file:line:col and cause."""
     if isinstance(error, HloParseError):
         return f"{error.filename}:{error.line}:{error.column}: {error.reason}"
-    if isinstance(error, HloVerifyError) and error.args and ": error: " in str(error).split("\n")[0]:
-        return str(error).split("\n")[0].replace(": error: ", ": ", 1)  # file:line:col: cause (not the caret)
+    if isinstance(error, HloVerifyError) and error.location is not None:
+        where = error.location
+        return f"{where.filename}:{where.line}:{where.column}: {error.reason}"
     return " ".join(str(error).split("\n"))
 
 

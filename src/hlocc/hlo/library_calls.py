@@ -15,22 +15,22 @@ and group counts as attributes, `custom_call_target="__cudnn$convForward"` (or
     activation(conv_result_scale · convolution(input, filter) [+ side_input_scale · side_input]
                [+ bias along the output's feature dimension])
 
-`expansion` is that computation, built from standard HLO ops, so that such a module runs on every
-backend: the evaluator calls it, and the `library-calls`
-HLO pass replaces the custom call by a `call` to it, which `call-inliner` then inlines (the dot then
-takes the backend's gemm path like any other). Epilogues with an auxiliary output (GELU_AUX, the
-backward's input), the f8 scaling operands and cuDNN's backward convolutions (whose attributes
-describe the forward one) are refused by name."""
+`expansion` is that computation, built from standard HLO ops (once per instruction), so that such a
+module runs on every backend: the evaluator calls it, and `call-inliner` inlines it as it inlines a
+`call` (the dot or convolution then takes the backend's own path like any other). Epilogues with an
+auxiliary output (GELU_AUX, the backward's input), the f8 scaling operands and cuDNN's backward
+convolutions (whose attributes describe the forward one) are refused by name."""
 
 from __future__ import annotations
 
 import json
-import math
+import weakref
 from typing import Any
 
 from hlocc.errors import UnsupportedError
+from hlocc.hlo.builders import full, gelu
 from hlocc.hlo.ir import HloComputation, HloInstruction
-from hlocc.hlo.types import Shape, primitive_type
+from hlocc.hlo.types import primitive_type
 
 PRED = primitive_type("pred")
 
@@ -62,11 +62,21 @@ def backend_config(instr: HloInstruction) -> dict[str, Any]:
     return value
 
 
+_EXPANSIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # instruction -> its computation
+
+
 def expansion(instr: HloInstruction) -> HloComputation | None:
     """The computation a library custom call stands for (parameters: its operands), or None where
-    `instr` is not one (see the module docstring)."""
+    `instr` is not one (see the module docstring). Built once per instruction: the evaluator asks at
+    every evaluation (each trip of a loop)."""
     if not is_library_call(instr):
         return None
+    if instr not in _EXPANSIONS:
+        _EXPANSIONS[instr] = _expand(instr)
+    return _EXPANSIONS[instr]
+
+
+def _expand(instr: HloInstruction) -> HloComputation:
     target = instr.attrs["custom_call_target"]
     where = f"custom-call '{instr.name}' ({target})"
     if target in REFUSED_TARGETS:
@@ -92,27 +102,27 @@ def expansion(instr: HloInstruction) -> HloComputation | None:
     dims = {f"{side}_{kind}_dims": tuple(int(d) for d in numbers.get(f"{side}_{kind}_dimensions", ()))
             for side in ("lhs", "rhs") for kind in ("contracting", "batch")}
 
-    comp = HloComputation(f"{instr.name}.{instr.attrs['custom_call_target'].strip('_').replace('$', '_')}")
+    comp = HloComputation(f"{instr.name}.{target.strip('_').replace('$', '_')}")
     params = [comp.add_instruction(HloInstruction(f"p{k}", "parameter", o.shape, parameter_number=k))
               for k, o in enumerate(instr.operands)]
     result = comp.add("dot", params[:2], dims, shape=shape)
     if alpha != 1 or alpha_imag != 0:
-        result = comp.add("multiply", [result, _full(comp, complex(alpha, alpha_imag) if alpha_imag else alpha,
+        result = comp.add("multiply", [result, full(comp, complex(alpha, alpha_imag) if alpha_imag else alpha,
                                                       result.shape)])
     if beta != 0:
         c = params[2]
-        scaled = c if beta == 1 else comp.add("multiply", [c, _full(comp, beta, c.shape)])
+        scaled = c if beta == 1 else comp.add("multiply", [c, full(comp, beta, c.shape)])
         result = comp.add("add", [result, scaled])
     if has_bias:
         bias = params[-1]
         result = comp.add("add", [result, comp.add("broadcast", [bias], {"dimensions": (result.shape.rank - 1,)},
                                                    shape=result.shape)])
     if activation == "relu":
-        result = comp.add("maximum", [result, _full(comp, 0, result.shape)])
+        result = comp.add("maximum", [result, full(comp, 0, result.shape)])
     elif activation == "gelu":
-        result = _tanh_gelu(comp, result)
+        result = gelu(comp, result, "tanh")
     if instr.shape.is_tuple:  # the workspace (and nothing else): zeros nobody reads
-        extra = [_full(comp, 0, s) for s in instr.shape.tuple_shapes[1:]]
+        extra = [full(comp, 0, s) for s in instr.shape.tuple_shapes[1:]]
         result = comp.add("tuple", [result, *extra], shape=instr.shape)
     comp.root = result
     return comp
@@ -137,9 +147,9 @@ def _convolution(instr: HloInstruction, where: str) -> HloComputation:
              if k in instr.attrs}
     result = comp.add("convolution", params[:2], attrs, shape=shape)
     if scale != 1:
-        result = comp.add("multiply", [result, _full(comp, scale, result.shape)])
+        result = comp.add("multiply", [result, full(comp, scale, result.shape)])
     if len(params) == 4 and side_scale != 0:
-        side = params[3] if side_scale == 1 else comp.add("multiply", [params[3], _full(comp, side_scale, shape)])
+        side = params[3] if side_scale == 1 else comp.add("multiply", [params[3], full(comp, side_scale, shape)])
         result = comp.add("add", [result, side])
     if fused:
         feature = instr.attrs["dim_labels"].output_feature
@@ -147,7 +157,7 @@ def _convolution(instr: HloInstruction, where: str) -> HloComputation:
                                                    shape=result.shape)])
     result = _activation(comp, result, activation, float(config.get("leakyrelu_alpha", 0)))
     if instr.shape.is_tuple:
-        result = comp.add("tuple", [result, *(_full(comp, 0, s) for s in instr.shape.tuple_shapes[1:])],
+        result = comp.add("tuple", [result, *(full(comp, 0, s) for s in instr.shape.tuple_shapes[1:])],
                           shape=instr.shape)
     comp.root = result
     return comp
@@ -155,39 +165,22 @@ def _convolution(instr: HloInstruction, where: str) -> HloComputation:
 
 def _activation(comp: HloComputation, x: HloInstruction, mode: str, alpha: float) -> HloInstruction:
     """cuDNN's activation modes on x."""
-    zero = lambda: _full(comp, 0, x.shape)  # noqa: E731
+    zero = lambda: full(comp, 0, x.shape)  # noqa: E731
     if mode == "kRelu":
         return comp.add("maximum", [x, zero()])
     if mode == "kRelu6":
-        return comp.add("clamp", [zero(), x, _full(comp, 6, x.shape)])
+        return comp.add("clamp", [zero(), x, full(comp, 6, x.shape)])
     if mode == "kTanh":
         return comp.add("tanh", [x])
     if mode == "kSigmoid":
         return comp.add("logistic", [x])
     if mode in ("kElu", "kLeakyRelu"):
         negative = comp.add("exponential-minus-one", [x]) if mode == "kElu" else \
-            comp.add("multiply", [x, _full(comp, alpha, x.shape)])
+            comp.add("multiply", [x, full(comp, alpha, x.shape)])
         positive = comp.add("compare", [x, zero()], {"direction": "GT"},
                             shape=x.shape.with_element_type(PRED))
         return comp.add("select", [positive, x, negative])
     return x
-
-
-def _full(comp: HloComputation, value: Any, shape: Shape) -> HloInstruction:
-    import numpy as np
-
-    scalar_shape = Shape.array(shape.element_type, ())
-    scalar = comp.add("constant", shape=scalar_shape, literal=np.array(value).astype(shape.element_type.dtype))
-    return scalar if shape.rank == 0 else comp.add("broadcast", [scalar], {"dimensions": ()}, shape=shape)
-
-
-def _tanh_gelu(comp: HloComputation, x: HloInstruction) -> HloInstruction:
-    """0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), cuBLASLt's GELU epilogue."""
-    cube = comp.add("multiply", [comp.add("multiply", [x, x]), x])
-    inner = comp.add("multiply", [_full(comp, math.sqrt(2 / math.pi), x.shape),
-                                  comp.add("add", [x, comp.add("multiply", [_full(comp, 0.044715, x.shape), cube])])])
-    half_x = comp.add("multiply", [x, _full(comp, 0.5, x.shape)])
-    return comp.add("multiply", [half_x, comp.add("add", [_full(comp, 1, x.shape), comp.add("tanh", [inner])])])
 
 
 __all__ = ["CONV_TARGETS", "GEMM_TARGETS", "REFUSED_TARGETS", "backend_config", "expansion", "is_library_call"]

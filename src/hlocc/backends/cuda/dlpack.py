@@ -24,6 +24,7 @@ SystemError wrapping it; the memory is released all the same.
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 from typing import Any
 
@@ -251,17 +252,24 @@ def _torch_host_array(tensor: Any) -> np.ndarray:
     """A PyTorch tensor in host memory as a numpy array without a copy: detached from autograd
     (numpy refuses a tensor that requires grad), and bf16 and the f8 types, which numpy's DLPack
     import lacks, through an integer view of their bits as ml_dtypes' types."""
+    tensor = tensor.detach()
+    narrow = _torch_narrow_types().get(tensor.dtype)
+    if narrow is not None:
+        bits, dtype = narrow
+        return tensor.view(bits).numpy().view(dtype)
+    return tensor.numpy()
+
+
+@functools.cache
+def _torch_narrow_types() -> dict:
+    """PyTorch's bf16 and f8 dtypes -> (the integer dtype of their bits, ml_dtypes' type)."""
     import torch
 
-    tensor = tensor.detach()
     narrow = {torch.bfloat16: (torch.int16, ml_dtypes.bfloat16)}
     for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
         if hasattr(torch, name) and hasattr(ml_dtypes, name):
             narrow[getattr(torch, name)] = (torch.uint8, getattr(ml_dtypes, name))
-    if tensor.dtype in narrow:
-        bits, dtype = narrow[tensor.dtype]
-        return tensor.view(bits).numpy().view(dtype)
-    return tensor.numpy()
+    return narrow
 
 
 # -- layouts and results ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from hlocc.hlo.builders import gelu
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.types import primitive_type
 
@@ -208,17 +209,7 @@ def _in_opmath(cx: LoweringContext, x, body: Callable[[HloInstruction, Shape], H
 
 def _gelu(cx: LoweringContext, x, approximate: str = "none"):
     """0.5·x·(1 + erf(x/√2)), or with approximate="tanh" 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
-    def body(x, shape):
-        full = lambda v: cx.full(v, shape)  # noqa: E731
-        if approximate == "tanh":
-            cube = cx.add("multiply", [cx.add("multiply", [x, x]), x])
-            inner = cx.add("multiply", [full(math.sqrt(2 / math.pi)),
-                                        cx.add("add", [x, cx.add("multiply", [full(0.044715), cube])])])
-            t = cx.add("tanh", [inner])
-        else:
-            t = cx.add("erf", [cx.add("multiply", [x, full(1 / math.sqrt(2))])])
-        return cx.add("multiply", [cx.add("multiply", [x, full(0.5)]), cx.add("add", [full(1), t])])
-    return _in_opmath(cx, x, body)
+    return _in_opmath(cx, x, lambda x, shape: gelu(cx.computation, x, approximate))
 
 
 def _silu(cx: LoweringContext, x):

@@ -1,4 +1,4 @@
-"""How hlocc's dynamo backend has PyTorch trace a graph: the forms of two ops that the table
+"""How hlocc's dynamo backend has PyTorch trace a graph: the forms of three ops that the table
 lowers (`traced_forms`), and which graphs the inference fast path may not export
 (`mutates_attributes`)."""
 

@@ -305,10 +305,9 @@ def _local_scalar_dense(cx: LoweringContext, x):
     if not isinstance(x, HloInstruction):
         return x
     et = x.shape.element_type
-    scalar = cx.reshape(x, [])
     if et.is_complex:
         raise cx.error("item() of a complex tensor is not lowered")
-    return cx.convert(scalar, "f64" if et.is_float else "pred" if et.name == "pred" else "s64")
+    return cx.convert(cx.reshape(x, []), "f64" if et.is_float else "pred" if et.name == "pred" else "s64")
 
 
 def _sym_rounding(fn, opcode: str | None):

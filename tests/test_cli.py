@@ -15,8 +15,10 @@ import pytest
 from corpus import JAX_DIR, require
 from hlocc.backends.cuda.driver import cuda_available
 from hlocc.cli import main
+from hlocc.errors import HloError
 
 ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "gelu.hlo"
 ADD = "HloModule add\nENTRY e {\n  x = f32[3] parameter(0)\n  y = f32[3] parameter(1)\n  ROOT s = f32[3] add(x, y)\n}\n"
 INT_ADD = ADD.replace("f32", "s32")
 
@@ -199,14 +201,40 @@ def test_malformed_and_missing_files_exit_1_without_traceback(tmp_path):
         assert message in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_fusion_to_mlir_missing_and_binary_files_are_one_message(tmp_path, capsys):
-    """(They were tracebacks: the file was opened outside the error handling.)"""
+@pytest.mark.parametrize("tool", ["fusion-to-mlir", "reduce", "hlo-opt", "opt"])
+def test_every_tool_names_a_missing_or_binary_file(tool, tmp_path, capsys):
+    """(They were tracebacks: the file was opened outside the error handling, and `reduce` read it
+    without catching a UnicodeDecodeError.)"""
     binary = tmp_path / "b.hlo"
     binary.write_bytes(b"\x85\x00\xff")
     for path, message in ((tmp_path / "missing.hlo", "No such file or directory"), (binary, "not UTF-8")):
-        assert main(["fusion-to-mlir", str(path)]) == 1
+        assert main([tool, str(path)]) == 1
         err = capsys.readouterr().err
-        assert err.startswith("hlocc: error: ") and message in err
+        assert "error: " in err and message in err and str(path) in err
+
+
+def test_a_byte_order_mark_is_not_part_of_the_text(tmp_path, capsys):
+    """Editors on Windows save UTF-8 with a BOM; it was read as part of the first token."""
+    hlo = tmp_path / "m.hlo"
+    hlo.write_bytes(b"\xef\xbb\xbfHloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p)\n}\n")
+    assert main(["print", str(hlo)]) == 0
+    assert capsys.readouterr().out.startswith("HloModule m\n")
+
+
+def test_a_malformed_setting_is_a_named_error_not_a_fallback(tmp_path, capsys, monkeypatch):
+    """HLOCC_CACHE_MAX_BYTES=abc was an internal error, and inside a fusion's compile a reason to run
+    the fusion on the host."""
+    from hlocc.backends.cpu.launcher import num_workers
+
+    monkeypatch.setenv("HLOCC_CACHE_DIR", str(tmp_path))
+    for value, message in (("abc", "$HLOCC_CACHE_MAX_BYTES='abc': expected an integer"),
+                           ("-1", "$HLOCC_CACHE_MAX_BYTES=-1: expected an integer >= 0")):
+        monkeypatch.setenv("HLOCC_CACHE_MAX_BYTES", value)
+        assert main(["run", str(EXAMPLE), "--backend", "cpu"]) == 1
+        assert capsys.readouterr().err == f"hlocc: error: {message}\n"
+    monkeypatch.setenv("HLOCC_CPU_THREADS", "two")
+    with pytest.raises(HloError, match=r"\$HLOCC_CPU_THREADS='two': expected an integer"):
+        num_workers()
 
 
 def test_debug_shows_the_traceback(tmp_path):

@@ -4,6 +4,7 @@ the cause in its message; the CLI prints the message and exits non-zero (a trace
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 
@@ -61,6 +62,10 @@ class ArgumentError(HloError):
     """Wrong number, shape or dtype of arguments passed to an Executable or to `hlocc run`."""
 
 
+class SettingError(HloError):
+    """An environment variable hlocc reads holds a value it cannot use; never a reason to fall back."""
+
+
 class ElidedConstantsWarning(UserWarning):
     """The HLO text elided constants (`constant({...})`, XLA's default for large ones): they read as
     zeros, so the results are not the dumped program's (`elided_constants_message`)."""
@@ -75,3 +80,18 @@ def elided_constants_message(names: list[str], where: str) -> str:
 def count_of(n: int, noun: str) -> str:
     """'1 parameter', '2 parameters': a count in a message."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def env_int(name: str, default: int, minimum: int) -> int:
+    """The integer environment variable `name` (`default` when unset or blank), or a SettingError
+    naming it and the value (a typo in a setting is the user's to fix, not an internal error)."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise SettingError(f"${name}='{text}': expected an integer") from None
+    if value < minimum:
+        raise SettingError(f"${name}={value}: expected an integer >= {minimum}")
+    return value

@@ -56,6 +56,8 @@ def parse_module(source: Any, filename: str):
         source = source.mlir_module()
     if not isinstance(source, (str, bytes)):
         raise HloError(f"cannot import a {type(source).__name__} as StableHLO (give text or a jax.export.Exported)")
+    if isinstance(source, str):
+        source = source.removeprefix("\ufeff")
     context = make_ir_context()
     try:
         with context:

@@ -74,14 +74,14 @@ def import_stablehlo_file(path) -> HloModule:
         raise HloError(f"cannot read '{path}': {e.strerror}") from None
     if not data.startswith(_BYTECODE_MAGIC):
         try:
-            data = data.decode()
+            data = data.decode("utf-8-sig")
         except UnicodeDecodeError:
             raise HloError(f"'{path}' is neither StableHLO text nor MLIR bytecode") from None
     return import_stablehlo(data, str(path))
 
 
 _BYTECODE_MAGIC = b"ML\xefR"
-_MLIR_START = re.compile(r"\s*(?://[^\n]*\n\s*)*(?:module\b|#loc|func\.func\b|\"builtin\.module\")")
+_MLIR_START = re.compile(r"\ufeff?\s*(?://[^\n]*\n\s*)*(?:module\b|#loc|func\.func\b|\"builtin\.module\")")
 
 
 def is_stablehlo_text(text: str) -> bool:

@@ -39,20 +39,27 @@ _HEADER_ATTRS = {
 
 def parse_hlo(text: str, filename: str = "<hlo>") -> HloModule:
     """Parse HLO module text. Raises HloParseError (with line:column and a caret) on bad input."""
-    return _Parser(text, filename).module()
+    return _Parser(text.removeprefix("\ufeff"), filename).module()
+
+
+def read_text_file(path, what: str = "an HLO text file") -> str:
+    """The text of a UTF-8 file (its byte-order mark dropped; '-' reads stdin), or an HloError naming
+    the file and the cause: every tool reads its input through this."""
+    import sys
+
+    if str(path) == "-":
+        return sys.stdin.read().removeprefix("\ufeff")
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            return f.read()
+    except OSError as e:
+        raise HloError(f"cannot read '{path}': {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise HloError(f"'{path}' is not {what} (not UTF-8)") from None
 
 
 def parse_hlo_file(path) -> HloModule:
-    from pathlib import Path
-
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise HloError(f"cannot read '{path}': {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise HloError(f"'{path}' is not an HLO text file (not UTF-8)") from None
-    return parse_hlo(text, str(path))
+    return parse_hlo(read_text_file(path), str(path))
 
 
 def parse_shape(text: str) -> Shape:

@@ -44,6 +44,7 @@ import llvmlite
 import llvmlite.binding as llvm
 import xdsl
 
+from hlocc.errors import env_int
 from hlocc.runtime.jit import host_cpu_features
 
 MAGIC = b"HLOCCKC1"
@@ -85,8 +86,7 @@ def cache_dir_setting() -> Path | None:
 
 
 def max_bytes_setting() -> int:
-    value = os.environ.get("HLOCC_CACHE_MAX_BYTES", "").strip()
-    return int(value) if value else DEFAULT_MAX_BYTES
+    return env_int("HLOCC_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES, 0)
 
 
 def unsafe_reason(st: os.stat_result, what: str) -> str | None:

@@ -19,9 +19,8 @@ import sys
 from collections.abc import Sequence
 
 from hlocc.codegen.target import cpu_target, gpu_target
-from hlocc.errors import HloError
 from hlocc.hlo.ir import HloComputation, HloModule
-from hlocc.hlo.parser import parse_hlo
+from hlocc.hlo.parser import parse_hlo, read_text_file
 
 
 def fused_computation(module: HloModule) -> HloComputation:
@@ -85,12 +84,7 @@ def arg_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = arg_parser().parse_args(argv)
-    try:
-        text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
-    except OSError as e:
-        raise HloError(f"cannot read '{args.input}': {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise HloError(f"'{args.input}' is not an HLO text file (not UTF-8)") from None
+    text = read_text_file(args.input)
     passes = [p for p in args.passes.split(",") if p]
     sys.stdout.write(fusion_to_mlir(text, args.target, passes, args.input, args.emit, args.arch,
                                     args.speculate))

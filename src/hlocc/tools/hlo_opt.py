@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from hlocc.errors import HloError, HloParseError, HloVerifyError
-from hlocc.hlo.parser import parse_hlo
+from hlocc.hlo.parser import parse_hlo, read_text_file
 from hlocc.hlo.verifier import verify_module
 from hlocc.passes.pipeline import PIPELINES, run_passes
 
@@ -62,10 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args) -> int:
     filename = "<stdin>" if args.file == "-" else args.file
-    try:
-        text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise HloError(f"cannot read '{args.file}': {getattr(e, 'strerror', None) or e}") from None
+    text = read_text_file(args.file)
     module = parse_hlo(text, filename)
     verify_module(module)
     names = [p.strip() for p in args.passes.split(",") if p.strip()] + ([args.pipeline] if args.pipeline else [])

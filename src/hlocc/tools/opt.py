@@ -28,6 +28,8 @@ from hlocc.codegen.pipeline import pipeline_for
 from hlocc.codegen.schedule import ScheduleError
 from hlocc.codegen.target import VECTOR_ISAS, use_vector_isa, vector_isa
 from hlocc.codegen.transforms import PASSES
+from hlocc.errors import HloError
+from hlocc.hlo.parser import read_text_file
 
 __all__ = ["PASSES", "KernelIRError", "arg_parser", "main", "make_context", "parse_module", "print_module", "run_opt",
            "run_opt_args"]
@@ -119,9 +121,9 @@ def run_opt_args(text: str, args: argparse.Namespace, filename: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = arg_parser().parse_args(argv)
     try:
-        text = sys.stdin.read() if args.file == "-" else open(args.file).read()
-    except (OSError, UnicodeDecodeError) as e:
-        print(f"hlocc opt: error: cannot read '{args.file}': {e}", file=sys.stderr)
+        text = read_text_file(args.file, "a kernel IR text file")
+    except HloError as e:
+        print(f"hlocc opt: error: {e}", file=sys.stderr)
         return 1
     try:
         result = run_opt_args(text, args, "<stdin>" if args.file == "-" else args.file)

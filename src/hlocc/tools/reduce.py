@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from hlocc.errors import HloError
 from hlocc.hlo.ir import HloInstruction, HloModule
 from hlocc.hlo.opcodes import OPCODES
-from hlocc.hlo.parser import parse_hlo
+from hlocc.hlo.parser import parse_hlo, read_text_file
 from hlocc.hlo.types import Shape
 from hlocc.hlo.verifier import verify_module
 from hlocc.passes.dce import remove_dead_instructions, remove_unreachable_computations
@@ -206,8 +206,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="print each step to stderr")
     args = parser.parse_args(argv)
     try:
-        with open(args.module) as f:
-            text = f.read()
+        text = read_text_file(args.module)
         log = (lambda line: print(line, file=sys.stderr)) if args.verbose else None
         reduced, outcome = reduce_module(text, args.backend, args.seed, log)
     except (HloError, OSError) as e:

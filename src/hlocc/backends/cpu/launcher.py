@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from hlocc.errors import env_int
+
 BlocksFunction = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
 PARALLEL_MIN_ELEMENTS = 1 << 19
@@ -44,8 +46,8 @@ _WORKERS: dict[str | None, int] = {}
 
 
 def _count_workers(env: str | None) -> int:
-    if env:
-        return max(1, int(env))
+    if env and env.strip():
+        return env_int("HLOCC_CPU_THREADS", 1, 1)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux

@@ -35,6 +35,7 @@ so hlocc has this one implementation instead; `to_xdsl` converts for IR that nee
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from enum import IntEnum
 
 from hlocc.analysis.interval import Interval
 from hlocc.errors import HloError
+from hlocc.hlo.hash_once import hash_once
 from hlocc.hlo.symbolic import DimExpr
 
 
@@ -68,7 +70,7 @@ class Expr:
     """Base of all expressions. Supports `+`, `-`, `*` (by an int, a constant expression, a symbolic
     size or a size-only expression), `//` (floordiv), `%` (mod) and `ceildiv` with ints or sizes."""
 
-    __slots__ = ()
+    __slots__ = ("_hash",)  # set at the first hash (hlo/hash_once.py)
 
     def __add__(self, other: Expr | int) -> Expr:
         return _add(self, as_expr(other))
@@ -186,6 +188,8 @@ class SizeMod(Expr):
     size: DimExpr
 
 
+for _cls in (Const, Var, Sum, FloorDiv, CeilDiv, Mod, Size, SizeProduct, SizeFloorDiv, SizeMod):
+    hash_once(_cls)
 SizeDivLike = (SizeFloorDiv, SizeMod)
 SIZE_NODES = (Size, SizeProduct, SizeFloorDiv, SizeMod)
 
@@ -311,9 +315,12 @@ def _structure_key(expr: Expr) -> tuple:
     if isinstance(expr, Sum):
         return (4, tuple((_structure_key(a), c) for a, c in expr.terms), expr.constant)
     if isinstance(expr, Size):
-        return (5, str(expr.value))
+        return (5, _size_text(expr.value))
     rank = {FloorDiv: 1, CeilDiv: 2, Mod: 3, SizeProduct: 6, SizeFloorDiv: 7, SizeMod: 8}[type(expr)]
-    return (rank, _structure_key(expr.lhs), str(expr.size) if isinstance(expr, SIZE_NODES) else _rhs(expr))
+    return (rank, _structure_key(expr.lhs), _size_text(expr.size) if isinstance(expr, SIZE_NODES) else _rhs(expr))
+
+
+_size_text = functools.lru_cache(maxsize=1 << 12)(str)  # sizes recur in every sort of a sum's terms
 
 
 def from_linear_form(terms: Mapping[Expr, int], constant: int) -> Expr:

@@ -61,11 +61,20 @@ def host_triple() -> str:
     return llvm.get_process_triple()
 
 
-def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, level: int = 3) -> None:
+UNROLL_MAX_LOOPS = 32
+"""A kernel with more loops than this is optimised without LLVM's loop unrolling. Such kernels are
+the multi-version kernels of symbolic sizes: a version per speculation, each with its vector body and
+tails, already unrolled where it pays by the kernel pipeline's unroll-loops. LLVM's unroller tripled
+their code and their LLVM time: the bias gradient of a conv net over symbolic images (160 loops) took
+5.8 s of LLVM with it, 1.8 s without. The JAX and XLA corpus kernels have at most 23 loops, and some
+run faster unrolled (sort_topk_argsort 18%), so they keep it."""
+
+
+def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, level: int = 3, unroll: bool = True) -> None:
     pto = llvm.create_pipeline_tuning_options(speed_level=level)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
-    pto.loop_unrolling = True
+    pto.loop_unrolling = unroll
     pb = llvm.create_pass_builder(tm, pto)
     pm = pb.getModulePassManager()
     pm.run(mod, pb)
@@ -80,9 +89,10 @@ class ObjectCode:
     times_ms: dict[str, float]
 
 
-def compile_object(module: ir.Module | str, keep_ir: bool = False) -> ObjectCode:
+def compile_object(module: ir.Module | str, keep_ir: bool = False, loops: int = 0) -> ObjectCode:
     """Verify, optimise at O3 for the host and emit an LLVM module's object code; `keep_ir` keeps
-    the optimised IR's text (for dumps: printing it costs as much as parsing)."""
+    the optimised IR's text (for dumps: printing it costs as much as parsing). `loops`: how many
+    loops the kernel has (`UNROLL_MAX_LOOPS`)."""
     tm = host_target_machine()
     times = {}
     t0 = time.perf_counter()
@@ -94,7 +104,7 @@ def compile_object(module: ir.Module | str, keep_ir: bool = False) -> ObjectCode
         mod.verify()
         times["llvm_parse"] = (time.perf_counter() - t0) * 1e3
         t0 = time.perf_counter()
-        optimize(mod, tm)
+        optimize(mod, tm, unroll=loops <= UNROLL_MAX_LOOPS)
         times["llvm_opt"] = (time.perf_counter() - t0) * 1e3
         optimized = str(mod) if keep_ir else ""
         t0 = time.perf_counter()
@@ -121,7 +131,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_worker_in_child)
 
 
-def compile_object_later(module: ir.Module | str) -> Future[ObjectCode]:
+def compile_object_later(module: ir.Module | str, loops: int = 0) -> Future[ObjectCode]:
     """`compile_object` on the LLVM worker thread: the module's text is made here, parsing,
     optimization and object emission run there while the caller goes on with the next kernel.
     LLVM's work runs in C without the GIL (llvmlite calls it through ctypes), so on a machine with
@@ -132,7 +142,7 @@ def compile_object_later(module: ir.Module | str) -> Future[ObjectCode]:
     with _WORKER_LOCK:  # not _LOCK, which the worker holds while it compiles
         if _WORKER is None:
             _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hlocc-llvm")
-    return _WORKER.submit(compile_object, text)
+    return _WORKER.submit(compile_object, text, False, loops)
 
 
 class ObjectEngine:

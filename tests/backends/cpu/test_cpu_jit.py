@@ -63,3 +63,38 @@ def test_a_forked_child_compiles_with_a_worker_of_its_own():
     proc = subprocess.run([sys.executable, "-c", COMPILE_FORK_COMPILE], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["0"], proc.stdout + proc.stderr[-2000:]
+
+
+def _loops_module(count: int) -> str:
+    """`count` loops of 8 trips, each summing 8 floats in order (a strict float sum: LLVM cannot
+    vectorize it, its unroller unrolls it whole)."""
+    body = []
+    for n in range(count):
+        enter = "entry" if n == 0 else f"e{n - 1}"
+        body.append(f"""  br label %h{n}
+h{n}:
+  %i{n} = phi i64 [0, %{enter}], [%j{n}, %b{n}]
+  %s{n} = phi float [0.0, %{enter}], [%t{n}, %b{n}]
+  %c{n} = icmp slt i64 %i{n}, 8
+  br i1 %c{n}, label %b{n}, label %e{n}
+b{n}:
+  %p{n} = getelementptr float, ptr %a, i64 %i{n}
+  %v{n} = load float, ptr %p{n}
+  %t{n} = fadd float %s{n}, %v{n}
+  %j{n} = add i64 %i{n}, 1
+  br label %h{n}
+e{n}:
+  %q{n} = getelementptr float, ptr %a, i64 {100 + n}
+  store float %s{n}, ptr %q{n}""")
+    return "define void @f(ptr %a) {\nentry:\n" + "\n".join(body) + "\n  ret void\n}\n"
+
+
+def test_llvm_unrolls_the_loops_of_a_kernel_with_few_but_not_of_one_with_many():
+    """(runtime/jit.py UNROLL_MAX_LOOPS: a symbolic kernel's 160 loops tripled its LLVM time.)"""
+    from hlocc.runtime.jit import UNROLL_MAX_LOOPS, compile_object
+
+    text = _loops_module(3)
+    unrolled = compile_object(text, keep_ir=True, loops=3).optimized_ir
+    kept = compile_object(text, keep_ir=True, loops=UNROLL_MAX_LOOPS + 1).optimized_ir
+    assert " phi " not in unrolled and unrolled.count("fadd") >= 7  # one sum of 8: the three are equal
+    assert kept.count(" phi ") >= 3 and kept.count("fadd") == 3

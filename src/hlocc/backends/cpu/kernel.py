@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from xdsl.dialects import scf
 
 from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
@@ -485,6 +486,7 @@ def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: li
     run_pipeline(kernel.module, pipeline_for(target.kind, target.has_fma, target.check_bounds), options,
                  timings=times, verify_each=False, verify_result=verified)
     t0 = time.perf_counter()
+    loops = sum(isinstance(op, (scf.ForOp, scf.WhileOp)) for op in kernel.module.walk())
     kernel_ir = print_module(kernel.module) if options is not None else ""
     translator = LlvmTranslator(name, translate_options or TranslateOptions(), host_triple())
     label = computation.name if computation is not None else name
@@ -525,10 +527,10 @@ def compile_kernel_module(kernel: KernelModule, target: Target, param_shapes: li
         return compiled
 
     if defer and options is None:
-        pending = PendingKernel(plan, compile_object_later(llmod), finish, label)
+        pending = PendingKernel(plan, compile_object_later(llmod, loops), finish, label)
         return pending
     try:
-        code = compile_object(llmod, keep_ir=options is not None)
+        code = compile_object(llmod, keep_ir=options is not None, loops=loops)
     except RuntimeError as e:
         raise unverified_kernel_error(label, "LLVM", e) from e
     return finish(code, times)

@@ -120,7 +120,8 @@ def _argument_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=_natural, default=0, help="seed of the random inputs and of rng ops")
     run.add_argument("--bench", type=int, default=0, metavar="N", help="time N warmed runs")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    run.add_argument("--no-verify", action="store_true", help="skip the verifier")
+    run.add_argument("--no-verify", action="store_true",
+                     help="skip the verifier (debugging only: an ill-formed module may then crash the compiler)")
     run.add_argument("--no-hlo-passes", action="store_true",
                      help="compile the module as written: no simplification or fusion (cpu and cuda backends)")
     run.add_argument("--gemm", choices=("library", "codegen", "auto"), default=None,

@@ -2,8 +2,9 @@
 
 import pytest
 
-from hlocc.errors import HloVerifyError
+from hlocc.errors import HloError, HloVerifyError
 from hlocc.hlo.parser import parse_hlo, parse_shape
+from hlocc.hlo.printer import print_module
 from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, floordiv, mod, parse_dim_expr, substitute, symbol
 from hlocc.hlo.verifier import verify_module
 
@@ -181,3 +182,42 @@ def test_division_by_a_monomial_that_divides_every_term_is_exact():
         for v in (1, 2, 5):
             binding = {"s": v, "t": v + 1}
             assert q.evaluate(binding) == a.evaluate(binding) // b.evaluate(binding)
+
+
+GUARDED = '''HloModule m
+// guard: mod(n, 2) == 0 and n >= 2: "Expected an even size for 'n', got {0} (\\"n\\" in the spec)" % (n)
+// guard: true: "never fails"
+
+ENTRY e {
+  x = f32[?n] parameter(0)
+  ROOT r = f32[?n] negate(x)
+}
+'''
+
+
+def test_guards_survive_printing_and_parsing_and_are_checked():
+    """The printer wrote guards as comments the parser skipped: a printed module ran at sizes its
+    guards refuse (a JAX shape assertion's b >= 1 gave an empty result at b = 0)."""
+    import numpy as np
+
+    import hlocc
+    from hlocc.errors import ArgumentError
+
+    module = parse_hlo(GUARDED)
+    assert [str(g.predicate) for g in module.guards] == ["mod(n, 2) == 0 and n >= 2", "true"]
+    assert print_module(module) == GUARDED
+    exe = hlocc.compile(GUARDED, backend="cpu")
+    assert exe(np.arange(4, dtype=np.float32)).tolist() == [0, -1, -2, -3]
+    with pytest.raises(ArgumentError, match=r"^Expected an even size for 'n', got 3 \("):
+        exe(np.arange(3, dtype=np.float32))
+
+
+@pytest.mark.parametrize("line, message", [
+    ('// guard: n >= 1 "no colon"', r"2:11: error: guard 'n >= 1 \"no colon\"': expected '<predicate>: \"<message>\"'"),
+    ('// guard: n => 1: "x"', r"cannot read the comparison 'n => 1'"),
+    ('// guard: n >= 1: "x" % n', r"expected '% \(<size>, ...\)' after the message, found '% n'"),
+    ('// guard: n >= 1: "x', r"the message is not a JSON string"),
+])
+def test_a_malformed_guard_line_is_a_parse_error_at_its_place(line, message):
+    with pytest.raises(HloError, match=message):
+        parse_hlo(f"HloModule m\n{line}\nENTRY e {{\n  ROOT x = f32[?n] parameter(0)\n}}\n")

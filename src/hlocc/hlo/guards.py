@@ -5,17 +5,20 @@ call before anything runs.
 A `SizePredicate` is a conjunction of comparisons of symbolic sizes (`b >= 1`, `mod(s, 2) == 0`);
 a `ShapeGuard` pairs one with the message to raise (JAX's text, whose `{0}`, `{1}`, ... are filled
 with the values of `message_args`). `HloModule.guards` holds them; the printer writes each as a
-`// guard:` comment line after the module header (the parser skips it).
+`// guard:` line after the module header, which the parser reads back (`parse_guard`), so a
+printed module keeps its guards.
 """
 
 from __future__ import annotations
 
+import json
 import operator
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hlocc.errors import ArgumentError
-from hlocc.hlo.symbolic import Dim, DimExpr, evaluate, substitute
+from hlocc.errors import ArgumentError, HloError
+from hlocc.hlo.symbolic import Dim, DimExpr, evaluate, parse_dim_expr, substitute
 
 _COMPARE = {"EQ": operator.eq, "NE": operator.ne, "LT": operator.lt, "LE": operator.le, "GT": operator.gt,
             "GE": operator.ge}
@@ -72,7 +75,38 @@ class ShapeGuard:
         raise ArgumentError(text)
 
     def __str__(self) -> str:
-        return f"{self.predicate}: {self.message!r}"
+        """`<predicate>: "<message>"`, then ` % (<arg>, ...)` with message arguments: the text of a
+        `// guard:` line, which `parse_guard` reads back (the message as a JSON string)."""
+        args = f" % ({', '.join(map(str, self.message_args))})" if self.message_args else ""
+        return f"{self.predicate}: {json.dumps(self.message)}{args}"
+
+
+_COMPARISON_RE = re.compile(r"(.*?) (==|!=|<=|>=|<|>) (.*)")
+
+
+def parse_guard(text: str) -> ShapeGuard:
+    """The guard a `// guard:` line's `text` writes (`ShapeGuard.__str__`), or an HloError."""
+    head, colon, rest = text.partition(': "')
+    if not colon:
+        raise HloError(f"guard '{text}': expected '<predicate>: \"<message>\"'")
+    try:
+        message, end = json.JSONDecoder().raw_decode('"' + rest)
+    except json.JSONDecodeError as e:
+        raise HloError(f"guard '{text}': the message is not a JSON string ({e.msg})") from None
+    tail = rest[end - 1:].strip()
+    args: tuple[Dim, ...] = ()
+    if tail:
+        if not (tail.startswith("% (") and tail.endswith(")")):
+            raise HloError(f"guard '{text}': expected '% (<size>, ...)' after the message, found '{tail}'")
+        args = tuple(parse_dim_expr(a) for a in tail[3:-1].split(",") if a.strip())
+    comparisons = []
+    for part in ([] if head.strip() == "true" else head.split(" and ")):
+        m = _COMPARISON_RE.fullmatch(part.strip())
+        if not m:
+            raise HloError(f"guard '{text}': cannot read the comparison '{part}'")
+        direction = next(d for d, symbol in _SYMBOL.items() if symbol == m.group(2))
+        comparisons.append(SizeComparison(direction, parse_dim_expr(m.group(1)), parse_dim_expr(m.group(3))))
+    return ShapeGuard(SizePredicate(tuple(comparisons)), message, args)
 
 
 def window_fit_guards(module) -> list[ShapeGuard]:

@@ -15,6 +15,7 @@ from functools import partial
 
 from hlocc.errors import HloError, HloParseError, SourceLocation
 from hlocc.hlo.attribute_syntax import ATTRIBUTE_KINDS, GENERIC_ATTRIBUTES, parse_attribute_value
+from hlocc.hlo.guards import parse_guard
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.literals import LiteralSyntaxError, parse_literal
 from hlocc.hlo.opcodes import OPCODES, infer_shape
@@ -102,6 +103,7 @@ class _Parser:
         else:
             module = HloModule("")
             self.module_obj = module
+        self._guards(module)
         if s.at_end():
             raise s.expected("a computation")
         while not s.at_end():
@@ -122,6 +124,14 @@ class _Parser:
             module.name = f"module_{module.entry.name}"
         module.source_location = partial(_source_location, s, self._positions)
         return module
+
+    def _guards(self, module: HloModule) -> None:
+        """The `// guard:` lines the printer writes after the header (hlo/guards.py)."""
+        for m in re.finditer(r"^[ \t]*// guard: ([^\n]*)", self.s.text, re.MULTILINE):
+            try:
+                module.guards.append(parse_guard(m.group(1).rstrip()))
+            except HloError as e:
+                raise self.s.error(str(e), m.start(1)) from None
 
     def _header_attrs(self, module: HloModule) -> None:
         s = self.s

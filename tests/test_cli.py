@@ -213,6 +213,13 @@ def test_every_tool_names_a_missing_or_binary_file(tool, tmp_path, capsys):
         assert "error: " in err and message in err and str(path) in err
 
 
+def test_json_with_stats_is_one_json_object(capsys):
+    """(--stats printed its text before the JSON object, so stdout did not parse.)"""
+    assert main(["run", str(EXAMPLE), "--backend", "cpu", "--json", "--stats"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["stats"].startswith("fusions by emitter kind: loop 1\nkernels: 1 (loop 1)")
+
+
 def test_a_byte_order_mark_is_not_part_of_the_text(tmp_path, capsys):
     """Editors on Windows save UTF-8 with a BOM; it was read as part of the first token."""
     hlo = tmp_path / "m.hlo"

@@ -226,8 +226,9 @@ def _cmd_run(args) -> int:
                       check_bounds=args.check_bounds, autotune=args.autotune)
     compile_ms = (time.perf_counter() - t0) * 1e3
     dynamic = isinstance(exe, DynamicExecutable)  # its stats depend on the sizes of the first call
+    stats = []  # --stats' text: printed before the report, or its "stats" field with --json
     if args.stats and not dynamic:
-        _print_stats(exe, args.backend)
+        stats.append(_stats_text(exe, args.backend))
     if not args.inputs and any(p.shape.is_symbolic for p in module.entry.parameters):  # (`<=N`: at the bound)
         symbols = sorted(frozenset().union(*(p.shape.symbols for p in module.entry.parameters)))
         raise HloError(f"'{args.module}' has symbolic dimensions ({', '.join(symbols)}): random inputs need "
@@ -239,11 +240,11 @@ def _cmd_run(args) -> int:
     result = exe(*inputs)
     first_ms = (time.perf_counter() - t0) * 1e3
     if args.stats and dynamic:
-        print(exe.stats_text())  # with a plan for every size, its runtime stats too
+        stats.append(exe.stats_text())  # with a plan for every size, its runtime stats too
         if exe.program is None:
-            _print_stats(exe.specialized(exe.bind(*inputs)), args.backend)
+            stats.append(_stats_text(exe.specialized(exe.bind(*inputs)), args.backend))
     if args.stats and getattr(exe.runner, "last_run", None) is not None:
-        print(f"device run: {exe.runner.last_run.to_string()}")
+        stats.append(f"device run: {exe.runner.last_run.to_string()}")
     outputs = flatten(result)
     times = []
     for _ in range(args.bench):
@@ -270,17 +271,18 @@ def _cmd_run(args) -> int:
         report["matches_expected"] = not mismatches
         report["mismatches"] = mismatches
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(report | ({"stats": "\n".join(stats)} if args.stats else {})))
     else:
+        for text in stats:
+            print(text)
         _print_report(report, bool(times))
     return 1 if mismatches else 0
 
 
-def _print_stats(exe, backend: str) -> None:
+def _stats_text(exe, backend: str) -> str:
     if exe.runner is None:
-        print(f"(--stats: the {backend} backend compiles nothing; it evaluates the module as written)")
-    else:
-        print(exe.runner.stats.to_string())
+        return f"(--stats: the {backend} backend compiles nothing; it evaluates the module as written)"
+    return exe.runner.stats.to_string()
 
 
 def _print_report(report: dict, benched: bool) -> None:

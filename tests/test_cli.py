@@ -234,10 +234,11 @@ def test_a_malformed_setting_is_a_named_error_not_a_fallback(tmp_path, capsys, m
     from hlocc.backends.cpu.launcher import num_workers
 
     monkeypatch.setenv("HLOCC_CACHE_DIR", str(tmp_path))
+    module = write(tmp_path, ADD.replace("add(x, y)", "subtract(x, y)"))  # in no in-process cache
     for value, message in (("abc", "$HLOCC_CACHE_MAX_BYTES='abc': expected an integer"),
                            ("-1", "$HLOCC_CACHE_MAX_BYTES=-1: expected an integer >= 0")):
         monkeypatch.setenv("HLOCC_CACHE_MAX_BYTES", value)
-        assert main(["run", str(EXAMPLE), "--backend", "cpu"]) == 1
+        assert main(["run", str(module), "--backend", "cpu"]) == 1
         assert capsys.readouterr().err == f"hlocc: error: {message}\n"
     monkeypatch.setenv("HLOCC_CPU_THREADS", "two")
     with pytest.raises(HloError, match=r"\$HLOCC_CPU_THREADS='two': expected an integer"):

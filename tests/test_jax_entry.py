@@ -95,6 +95,24 @@ def test_wrong_sizes_and_arity_are_argument_errors():
         f(np.ones(3, np.float32))
 
 
+def test_an_unused_argument_is_passed_and_ignored_as_by_jax_jit():
+    """(jax.jit's lowering prunes unused arguments; the call passed them all: an ArgumentError.)"""
+    x = np.arange(3, dtype=np.float32)
+    assert hlocc.jax.jit(lambda x, key: x * 2, backend="interpreter")(x, np.ones(2, np.uint32)).tolist() == [0, 2, 4]
+    empty = hlocc.jax.jit(lambda a, i: a[i], backend="interpreter")(x, np.zeros(0, np.int32))
+    assert empty.shape == (0,)
+
+
+def test_pytree_and_keyword_arguments_are_refused_not_stacked():
+    """A list was stacked by np.asarray, promoting an int32 leaf to float32 (jax.jit keeps its type)."""
+    f = hlocc.jax.jit(lambda x: x, backend="interpreter")
+    for value, kind in (([np.int32(2**30 + 1), np.float32(1)], "list"), ({"p": np.ones(2)}, "dict")):
+        with pytest.raises(ArgumentError, match=f"argument 0 is a {kind}: hlocc.jax.jit takes arrays"):
+            f(value)
+    with pytest.raises(ArgumentError, match="keyword argument 'x': hlocc.jax.jit takes arrays as positional"):
+        f(x=np.ones(2))
+
+
 @pytest.mark.parametrize("spec, shape, message", [
     ("b, 3", (2, 4), r"argument 0: expected shape \(b, 3\) .*\[2, 4\] \(float32\): dimension 1 is 4, where the spec fixes 3"),
     ("b, 3", (2,), r"argument 0: .*\[2\] \(float32\): 1 dimensions, not 2"),

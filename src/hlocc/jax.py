@@ -44,8 +44,12 @@ class JitFunction:
         self.fn, self.polymorphic_shapes, self.backend, self.options = fn, polymorphic_shapes, backend, options
         self._compiled: dict[tuple, tuple[Executable, Any, bool]] = {}  # key: (it, out_tree, one array)
 
-    def __call__(self, *args: Any) -> Any:
-        arrays = [a if type(a) is np.ndarray and a.dtype in _CANONICAL else _as_jax_would(a) for a in args]
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            raise ArgumentError(f"keyword argument '{next(iter(kwargs))}': hlocc.jax.jit takes arrays as positional "
+                                "arguments only")
+        arrays = [a if type(a) is np.ndarray and a.dtype in _CANONICAL else _as_jax_would(a, k)
+                  for k, a in enumerate(args)]
         if self.polymorphic_shapes is not None and len(self.polymorphic_shapes) != len(arrays):
             raise ArgumentError(f"{len(arrays)} arguments for {len(self.polymorphic_shapes)} polymorphic shapes")
         executable, out_tree, lone = self._executable(arrays, args)
@@ -69,7 +73,7 @@ class JitFunction:
             tuple([(a.shape, a.dtype) if type(x) not in _WEAK else type(x) for a, x in zip(arrays, args)])
         if key not in self._compiled:
             jax = _jax()
-            jitted = jax.jit(self.fn)
+            jitted = jax.jit(self.fn, keep_unused=True)  # every argument a parameter, as the call passes them
             if self.polymorphic_shapes is not None:
                 try:
                     specs = jax.export.symbolic_args_specs(arrays, list(self.polymorphic_shapes))
@@ -95,11 +99,15 @@ _CANONICAL = {np.dtype(t) for t in ("bool", "int8", "int16", "int32", "uint8", "
                                     "float32", "complex64")}  # dtypes JAX keeps without x64 (and with it)
 
 
-def _as_jax_would(value: Any) -> np.ndarray:
+def _as_jax_would(value: Any, index: int) -> np.ndarray:
     """`value` as the array jax.jit passes on: numpy's 64-bit types as JAX's canonical ones
     (int32, float32, complex64 unless `jax_enable_x64`), a Python scalar at its type's canonical
     dtype (an int beyond it an ArgumentError, as JAX's OverflowError), anything else through
-    `np.asarray` (ragged nested lists an ArgumentError)."""
+    `np.asarray`. A list, tuple or dict is a pytree to jax.jit, not an array: an ArgumentError
+    (`np.asarray` would stack it, promoting its leaves to one dtype)."""
+    if isinstance(value, (list, tuple, dict)):
+        raise ArgumentError(f"argument {index} is a {type(value).__name__}: hlocc.jax.jit takes arrays (pytree "
+                            "arguments are not supported yet; pass their leaves as arguments, or np.asarray it)")
     try:
         array = value if isinstance(value, np.ndarray) else np.asarray(value)
     except ValueError as e:

@@ -170,3 +170,40 @@ func.func @exp_lanes(%x: f32) -> f32 {
   }
   func.return %r : f32
 }
+
+// -----
+
+// A conversion to or from an f8 format counts as one too (lower-narrow-floats makes it 20-40 ops):
+// 64 iterations of f16 -> f8 -> f16 (64 * 98 > 4096) stay a loop, where an XLA:CPU dump of an f8 sum
+// unrolled its 32-wide window to ~9000 ops and took 40 s of LLVM; 32 f16 adds unroll.
+
+// CHECK-LABEL: func.func @f8_round_trips
+// CHECK:         scf.for
+// CHECK:           arith.truncf
+// CHECK:           arith.extf
+// CHECK:           scf.yield
+// CHECK-LABEL: func.func @f16_adds
+// CHECK-NOT:     scf.for
+// CHECK-COUNT-32: arith.addf
+func.func @f8_round_trips(%x: f16) -> f16 {
+  %lo = arith.constant 0 : index
+  %hi = arith.constant 64 : index
+  %st = arith.constant 1 : index
+  %r = scf.for %i = %lo to %hi step %st iter_args(%acc = %x) -> (f16) {
+    %s = arith.addf %acc, %x : f16
+    %n = arith.truncf %s : f16 to f8E5M2
+    %w = arith.extf %n : f8E5M2 to f16
+    scf.yield %w : f16
+  }
+  func.return %r : f16
+}
+func.func @f16_adds(%x: f16) -> f16 {
+  %lo = arith.constant 0 : index
+  %hi = arith.constant 32 : index
+  %st = arith.constant 1 : index
+  %r = scf.for %i = %lo to %hi step %st iter_args(%acc = %x) -> (f16) {
+    %s = arith.addf %acc, %x : f16
+    scf.yield %s : f16
+  }
+  func.return %r : f16
+}

@@ -57,6 +57,12 @@ def _narrow(ty: Attribute) -> FloatFormat | None:
     return NARROW_FORMATS.get(str(_elem(ty)))
 
 
+def is_narrow_conversion(op: Operation) -> bool:
+    """Whether `op` is a conversion this pass expands into integer bit manipulation (20-40 ops)."""
+    return isinstance(op, arith.ExtFOp | arith.TruncFOp) and (
+        _narrow(op.input.type) is not None or _narrow(op.result.type) is not None)
+
+
 def _has_narrow_floats(module: ModuleOp) -> bool:
     """Whether any op reads or makes a narrow float: else every rewrite below is a no-op, and one
     walk replaces the patterns' four. Each type object is asked about once (the IR shares them;

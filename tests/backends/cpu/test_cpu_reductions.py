@@ -444,6 +444,40 @@ def test_non_associative_integer_reducer_is_serial():
     assert run_cpu(text, [x])[0].tolist() == [serial_order(row, 3, f) for row in x]
 
 
+# -- reduce-window over high padding: masked lanes keep the accumulator ---------------------------------
+
+
+WINDOW_REDUCERS = {  # op: (element type, init, input values that a padded 0 would change)
+    "maximum": ("s32", "-2147483648", (-9, -1)),
+    "minimum": ("s32", "2147483647", (1, 9)),
+    "multiply": ("s32", "1", (2, 5)),
+    "and": ("pred", "true", None),
+}
+
+
+@pytest.mark.parametrize("pad", ["0_1", "0_3"])
+@pytest.mark.parametrize("size", [2, 4])
+@pytest.mark.parametrize("op", list(WINDOW_REDUCERS))
+@pytest.mark.parametrize("dims", [[5], [3, 6]], ids=["1d", "2d"])
+def test_reduce_window_high_padding_reads_the_init_value(dims, op, size, pad):
+    """A window over the minor dimension running into high padding: `vectorize-loads-stores-unaligned`
+    makes the window loop one masked read (pad lanes masked off, read as 0); the masked-off lanes must
+    leave the accumulator as it was (the padding is the init value), not fold in that 0."""
+    type_name, init, values = WINDOW_REDUCERS[op]
+    high = int(pad.split("_")[1])
+    out = [*dims[:-1], dims[-1] + high - size + 1]
+    window = "x".join(["1"] * (len(dims) - 1) + [str(size)])
+    pads = "x".join(["0_0"] * (len(dims) - 1) + [pad])
+    text = module([reducer("combine", type_name, op)], [
+        f"p = {shape(type_name, dims)} parameter(0)",
+        f"z = {type_name}[] constant({init})",
+        f"r = {shape(type_name, out)} reduce-window(p, z), window={{size={window} pad={pads}}}, to_apply=combine",
+    ])
+    rng = np.random.default_rng(size * 10 + high)
+    x = np.ones(dims, np.bool_) if values is None else rng.integers(values[0], values[1] + 1, size=dims).astype(np.int32)
+    check_exact(text, [x])
+
+
 # -- the IR: a vector of accumulators, vectorized ---------------------------------------------------------------------
 
 

@@ -146,3 +146,41 @@ func.func @gather_row_in_loop(%tid: index, %ids: tensor<256xi64>, %table: tensor
   }
   func.return %r : tensor<16384xf32>
 }
+
+// -----
+
+// A masked lane loop carrying a scalar (a reduce-window's min over a window of 2 running into high
+// padding): the masked-off lanes read 0, which is no reducer's neutral value, so the accumulator takes
+// the body's value only in the lanes the mask keeps and keeps its own in the others (the guard's else).
+// CHECK-LABEL: func.func @masked_min_window(
+// CHECK:         %[[END:.*]] = xla.apply_indexing #xla.indexing_map<"(d0)[s0] -> (-d0 - s0 + 5)
+// CHECK:         %[[MASK:.*]] = vector.create_mask %[[END]] : vector<2xi1>
+// CHECK:         %[[V:.*]] = vector.transfer_read %in[%{{.*}}], %{{.*}}, %[[MASK]] {in_bounds = [true]} : tensor<5xi32>, vector<2xi32>
+// CHECK:         scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (i32)
+// CHECK:           %[[X:.*]] = vector.extract %[[V]][%[[K]]] : i32 from vector<2xi32>
+// CHECK:           %[[MIN:.*]] = arith.minsi %[[ACC]], %[[X]] : i32
+// CHECK:           %[[ON:.*]] = arith.cmpi slt, %[[K]], %[[END]] : index
+// CHECK:           %[[NEXT:.*]] = arith.select %[[ON]], %[[MIN]], %[[ACC]] : i32
+// CHECK:           scf.yield %[[NEXT]] : i32
+func.func @masked_min_window(%o: index, %in: tensor<5xi32>) -> i32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %init = arith.constant 2147483647 : i32
+  %r = scf.for %k = %c0 to %c2 step %c1 iter_args(%acc = %init) -> (i32) {
+    %j = xla.apply_indexing #xla.indexing_map<"(d0)[s0] -> (d0 + s0), domain: d0 in [0, 4], s0 in [0, 1]">(%o)[%k]
+    %lo = arith.cmpi sge, %j, %c0 : index
+    %hi = arith.cmpi sle, %j, %c4 : index
+    %ok = arith.andi %lo, %hi : i1
+    %v = scf.if %ok -> (i32) {
+      %x = tensor.extract %in[%j] : tensor<5xi32>
+      %m = arith.minsi %acc, %x : i32
+      scf.yield %m : i32
+    } else {
+      scf.yield %acc : i32
+    }
+    scf.yield %v : i32
+  }
+  func.return %r : i32
+}

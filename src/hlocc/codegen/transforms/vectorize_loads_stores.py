@@ -42,7 +42,9 @@ emitter makes one). Upper ends that the domain already makes N or more (`linear 
 the grid never reaches N) are dropped; without any upper end there is no mask at all.
 
 The body is if-converted: its ops run for every lane, masked-off lanes computing on the masked
-reads' zeros; that is sound because the body may hold only pure ops and element accesses (no
+reads' zeros; a loop-carried scalar (a reduction's accumulator: 0 is no min's, max's, mul's or and's
+neutral value) takes the body's value only in the lanes below k (`arith.select`), keeping its own in
+the others as the guard's else did. That is sound because the body may hold only pure ops and element accesses (no
 regions, no calls), every read and write ends up a masked vector access (contiguous in the lane)
 or is hoisted as invariant (the same element for every lane, read by lane 0 anyway: the guard
 requires k >= 1), and a body with any access left element by element is not converted. Integer
@@ -71,6 +73,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     ModuleOp,
+    TensorType,
     VectorType,
     i1,
 )
@@ -345,9 +348,13 @@ def _emit(b: KernelBuilder, side: _Side) -> SSAValue:
                                     operands)).results[0]
 
 
-def _if_convert(loop: scf.ForOp) -> None:
+def _if_convert(loop: scf.ForOp, end: SSAValue | None = None) -> None:
     """Run the guarded body of `loop` unconditionally (its if's then-block inlined, the guard's
-    computation erased)."""
+    computation erased). With `end` (the mask's lane end), a loop-carried value other than a tensor
+    (a reduction's accumulator) takes the body's value only in the lanes below `end` and keeps its
+    current one in the others, as the if's else did: a masked-off lane's body ran on the masked
+    reads' zeros, which are no reducer's neutral value (min, max, mul, and). A carried tensor needs
+    no select: its inserts become masked writes (or the loop is left alone)."""
     body = loop.body.block
     if_op = list(body.ops)[-2]
     then_block = if_op.true_region.block
@@ -355,6 +362,11 @@ def _if_convert(loop: scf.ForOp) -> None:
     for op in list(then_block.ops)[:-1]:
         op.detach()
         Rewriter.insert_op(op, InsertPoint.before(if_op))
+    if end is not None and any(not isinstance(v.type, TensorType) for v in values):
+        b = KernelBuilder(InsertPoint.before(if_op))
+        active = b.cmpi("slt", body.args[0], end)
+        values = [v if isinstance(v.type, TensorType) or v is current else b.select(active, v, current)
+                  for v, current in zip(values, body.args[1:])]
     for old, new in zip(if_op.results, values):
         old.replace_all_uses_with(new)
     Rewriter.erase_op(if_op)
@@ -382,7 +394,7 @@ def vectorize_masked_lanes(loop: scf.ForOp, lanes: int, vectorize: Vectorizer) -
     marker = loop.prev_op
     b = KernelBuilder(InsertPoint.before(loop))
     conditions = [b.cmpi("sge", _emit(b, s), b.index(0)) for s in guard.scalars]
-    mask = None
+    mask = end = None
     if guard.uppers:
         ends = [_emit(b, s) for s in guard.uppers]
         end = ends[0]
@@ -405,7 +417,7 @@ def vectorize_masked_lanes(loop: scf.ForOp, lanes: int, vectorize: Vectorizer) -
     then_block.add_op(scf.YieldOp(*clone.results))
     else_block.add_op(scf.YieldOp(*loop.iter_args))
     if_op = b.insert(scf.IfOp(cond, [r.type for r in loop.results], Region(then_block), Region(else_block)))
-    _if_convert(clone)
+    _if_convert(clone, end)
     clone = vectorize(clone, mask)
     if mask is not None and any(isinstance(op, (tensor.ExtractOp, tensor.InsertOp)) for op in clone.walk()):
         Rewriter.erase_op(if_op)

@@ -115,3 +115,20 @@ def test_a_type_conversion_in_an_inference_graph_is_lowered():
     tokens = torch.tensor([[1, 0, 3], [0, 0, 2]])
     with torch.no_grad():
         assert_close(compiled(tokens), torch.tensor([2.0, 1.0]))
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.clone(), lambda x: (x.clone(), x.clone(), x.sum()),
+                                lambda x: x.detach().clone(), lambda x: x.to(copy=True)],
+                         ids=["clone", "two_clones", "detach_clone", "to_copy"])
+def test_a_clone_is_a_tensor_of_its_own(fn):
+    """x.clone() lowers to the input itself, and the graph returned the caller's tensor: mutating
+    the "copy" changed the input (`labels = input_ids.clone()` then masked in place)."""
+    compiled, _ = _compile(fn)
+    x = torch.zeros(4)
+    with torch.no_grad():
+        got = compiled(x)
+    clones = [t for t in (got if isinstance(got, tuple) else (got,)) if t.shape == x.shape]
+    assert len({t.data_ptr() for t in clones} | {x.data_ptr()}) == len(clones) + 1
+    for t in clones:
+        t.add_(1)
+    assert x.tolist() == [0.0] * 4 and all(t.tolist() == [1.0] * 4 for t in clones)

@@ -322,7 +322,10 @@ class _Lowering:
         parameter_of = {id(p): i for i, p in enumerate(self.entry.parameters)}
         for arg in node.args[0]:
             value = self.value(arg)
-            if isinstance(value, HloInstruction) and id(value) in parameter_of:
+            # an output that is the graph's input itself; an op that lowered to the input (x.clone(),
+            # x.to(copy=True)) is a result, copied out of the input as eager's is a tensor of its own
+            placeholder = getattr(arg, "op", "") == "placeholder"
+            if isinstance(value, HloInstruction) and id(value) in parameter_of and placeholder:
                 outputs.append(Output("input", self.parameters[parameter_of[id(value)]]))
             elif isinstance(value, HloInstruction):  # (a number computed from sizes: a float saved for
                 number = not _is_tensor(getattr(arg, "meta", {}).get("val"))  # backward, returned as one)

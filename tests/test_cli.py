@@ -226,6 +226,11 @@ def test_a_byte_order_mark_is_not_part_of_the_text(tmp_path, capsys):
     hlo.write_bytes(b"\xef\xbb\xbfHloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p)\n}\n")
     assert main(["print", str(hlo)]) == 0
     assert capsys.readouterr().out.startswith("HloModule m\n")
+    mlir = "module {\n func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n  return %a : tensor<2xf32>\n }\n}\n"
+    for name in ("m.mlir", "m.txt"):  # StableHLO by its suffix, and by its text
+        (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + mlir.encode())
+        assert main(["print", str(tmp_path / name)]) == 0
+        assert "ROOT" in capsys.readouterr().out
 
 
 def test_a_malformed_setting_is_a_named_error_not_a_fallback(tmp_path, capsys, monkeypatch):

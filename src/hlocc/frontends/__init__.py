@@ -39,7 +39,7 @@ def load_module_file(path: str | Path) -> HloModule:
     if path.suffix in MLIR_SUFFIXES:
         return import_stablehlo_file(path)
     try:
-        with open(path, encoding="utf-8-sig", errors="replace") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             head = f.read(4096)
     except OSError:
         head = ""  # parse_hlo_file reports the error

@@ -74,7 +74,7 @@ def import_stablehlo_file(path) -> HloModule:
         raise HloError(f"cannot read '{path}': {e.strerror}") from None
     if not data.startswith(_BYTECODE_MAGIC):
         try:
-            data = data.decode("utf-8-sig")
+            data = data.decode()  # (mlir_support.parse_module drops a byte-order mark)
         except UnicodeDecodeError:
             raise HloError(f"'{path}' is neither StableHLO text nor MLIR bytecode") from None
     return import_stablehlo(data, str(path))

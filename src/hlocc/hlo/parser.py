@@ -11,6 +11,7 @@ attributes is the table in hlo/attribute_syntax.py. Errors are HloParseError wit
 from __future__ import annotations
 
 import re
+import sys
 from functools import partial
 
 from hlocc.errors import HloError, HloParseError, SourceLocation
@@ -46,13 +47,11 @@ def parse_hlo(text: str, filename: str = "<hlo>") -> HloModule:
 def read_text_file(path, what: str = "an HLO text file") -> str:
     """The text of a UTF-8 file (its byte-order mark dropped; '-' reads stdin), or an HloError naming
     the file and the cause: every tool reads its input through this."""
-    import sys
-
-    if str(path) == "-":
-        return sys.stdin.read().removeprefix("\ufeff")
     try:
-        with open(path, encoding="utf-8-sig") as f:
-            return f.read()
+        if str(path) == "-":
+            return sys.stdin.read().removeprefix("\ufeff")
+        with open(path, encoding="utf-8") as f:
+            return f.read().removeprefix("\ufeff")
     except OSError as e:
         raise HloError(f"cannot read '{path}': {e.strerror or e}") from None
     except UnicodeDecodeError:

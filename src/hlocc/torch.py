@@ -147,9 +147,7 @@ class CompiledGraph:
             self._addresses, self._execute_at = guarded.addresses, runner.run_addresses
         # Such a program whose every step has a native form runs as one native function into
         # tensors made here (runtime/native_sequence.py): no ctypes call per kernel, no output views.
-        # (not for a graph with assertions: their results are read by _run, which it bypasses)
-        self._native = _native_sequence(self, runner, flush_denormal) if (
-            self._addresses is not None and not self._assertions) else None
+        self._native = _native_sequence(self, runner, flush_denormal) if self._addresses is not None else None
 
     def _checked_arrays(self, args: Sequence[Any]) -> list:
         if self._on_device:  # tensors as they are: the executable checks them (DLPack)
@@ -246,10 +244,14 @@ def _native_sequence(graph: CompiledGraph, runner: Any, flush_denormal: bool) ->
         return None
     order = [out.index for out in outputs]
     empty, run, cpu = torch.empty, sequence.run, torch.device("cpu")  # (not the default device: the program's)
+    assertions = graph._assertions  # (pred results after the outputs, raised as CompiledGraph._run does)
 
     def call(addresses: list) -> list:
         results = [empty(dims, dtype=dtype, device=cpu) for dims, dtype in made]
         run(addresses, [r.data_ptr() for r in results])
+        for index, message in assertions:
+            if not results[index].item():
+                raise RuntimeError(message)
         return [results[i] for i in order]
     call.sequence = sequence
     return call

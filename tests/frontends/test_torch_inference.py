@@ -132,3 +132,30 @@ def test_a_clone_is_a_tensor_of_its_own(fn):
     for t in clones:
         t.add_(1)
     assert x.tolist() == [0.0] * 4 and all(t.tolist() == [1.0] * 4 for t in clones)
+
+
+OUT_OF_RANGE = {
+    "embedding": (lambda w, i: torch.nn.functional.embedding(i, w), "index out of range in self"),
+    "index": (lambda x, i: x[i], "index out of range for dimension 0 of size 5"),
+    "index_select": (lambda x, i: x.index_select(0, i), "index out of range for dimension 0 of size 5"),
+    "gather": (lambda x, i: x.gather(0, i), "index out of range for dimension 0 of size 5"),
+    "cross_entropy": (lambda x, i: torch.nn.functional.cross_entropy(x.view(1, 5).expand(3, 5), i),
+                      "index out of range for dimension 1 of size 5"),
+}
+
+
+@pytest.mark.parametrize("op", sorted(OUT_OF_RANGE))
+def test_an_index_out_of_range_raises_as_eager_does(op):
+    """The gathers clamped an index out of range to an answer (an embedding of a token beyond the
+    vocabulary, a class target beyond the classes) where eager raises."""
+    fn, message = OUT_OF_RANGE[op]
+    compiled, _ = _compile(fn)
+    x = torch.arange(10.0).view(5, 2)[:, 0].contiguous() if op != "embedding" else torch.arange(10.0).view(5, 2)
+    with torch.no_grad():
+        for good in ([4, 0, 3], [-5, -1, 2]) if op == "index" else ([4, 0, 3],):  # (x[i] wraps a negative i)
+            index = torch.tensor(good)
+            assert_close(compiled(x, index), fn(x, index))
+        for bad in ([1, 5, 2], [-6, 0, 0]) if op == "index" else ([1, 5, 2], [0, -1, 0]):
+            with pytest.raises(RuntimeError, match=message):
+                compiled(x, torch.tensor(bad))
+        assert_close(compiled(x, torch.tensor([2, 1, 0])), fn(x, torch.tensor([2, 1, 0])))  # (and again after)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from hlocc.frontends.torch.ops_shape import element_count
+from hlocc.frontends.torch.ops_shape import check_index_range, element_count
 from hlocc.hlo.attributes import SliceDim
+from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.types import primitive_type
 
 if TYPE_CHECKING:  # (the rules' context; lowering.py imports this table)
@@ -19,7 +20,7 @@ _S64 = primitive_type("s64")
 
 def _embedding(cx: LoweringContext, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     rank = indices.shape.rank
-    return cx.add("gather", [weight, cx.convert(indices, "s64")],
+    return cx.add("gather", [weight, _checked_rows(cx, weight, indices)],
                   {"offset_dims": (rank,), "collapsed_slice_dims": (0,), "start_index_map": (0,),
                    "index_vector_dim": rank, "slice_sizes": (1, weight.shape.dims[1])}, shape=cx.shape)
 
@@ -154,15 +155,23 @@ def _embedding_bag(cx: LoweringContext, weight, indices, offsets, scale_grad_by_
     return results
 
 
+def _checked_rows(cx: LoweringContext, weight, indices) -> HloInstruction:
+    """`indices` as s64, checked to name rows of `weight` (eager: "index out of range in self")."""
+    indices = cx.convert(indices, "s64")
+    check_index_range(cx, indices, cx.constant(0, "s64"), cx.size_of(weight, [0], "s64"), "index out of range in self")
+    return indices
+
+
 def _embedding_rows(cx: LoweringContext, weight, indices):
-    return cx.add("gather", [weight, cx.reshape(cx.convert(indices, "s64"), [indices.shape.dims[0], 1])],
-                  {"offset_dims": (1,), "collapsed_slice_dims": (0,), "start_index_map": (0,), "index_vector_dim": 1,
-                   "slice_sizes": (1, weight.shape.dims[1])},
-                  shape=weight.shape.with_dims([indices.shape.dims[0], weight.shape.dims[1]]))
+    return _gather_rows(cx, weight, _checked_rows(cx, weight, indices))
 
 
 def _gather_rows(cx: LoweringContext, table, rows):
-    return _embedding_rows(cx, table, rows)
+    """The rows of `table` that `rows` (in range) name."""
+    return cx.add("gather", [table, cx.reshape(cx.convert(rows, "s64"), [rows.shape.dims[0], 1])],
+                  {"offset_dims": (1,), "collapsed_slice_dims": (0,), "start_index_map": (0,), "index_vector_dim": 1,
+                   "slice_sizes": (1, table.shape.dims[1])},
+                  shape=table.shape.with_dims([rows.shape.dims[0], table.shape.dims[1]]))
 
 
 def _embedding_bag_backward(cx: LoweringContext, grad, indices, offsets, offset2bag, bag_size, maximum_indices,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hlocc.frontends.torch.ops_reduce import softmax
-from hlocc.frontends.torch.ops_shape import element_count, element_indices, gather_along, wrapped_index
+from hlocc.frontends.torch.ops_shape import checked_index, element_count, element_indices, gather_along, wrapped_index
 from hlocc.hlo.attributes import SliceDim
 from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.types import primitive_type
@@ -76,7 +76,7 @@ def _addmm(cx: LoweringContext, bias, a, b, *, beta=1, alpha=1):
 
 def _index_select(cx: LoweringContext, x, dim, index):
     dim = dim + x.shape.rank if dim < 0 else dim
-    index = wrapped_index(cx, index, (x, dim))
+    index = checked_index(cx, index, (x, dim))
     return cx.add("gather", [x, index],
                   {"offset_dims": tuple(i for i in range(x.shape.rank) if i != dim), "collapsed_slice_dims": (dim,),
                    "start_index_map": (dim,), "index_vector_dim": 1,

@@ -359,18 +359,50 @@ def element_count(x) -> int:
 
 def wrapped_index(cx: LoweringContext, index: HloInstruction, where: tuple) -> HloInstruction:
     """`index` as s64 with negative values wrapped by the size of dimension where[1] of where[0]
-    (PyTorch's negative indexing)."""
+    (PyTorch's negative indexing), checked to lie in [-size, size) (`check_index_range`)."""
+    x, dim = where
     index = cx.convert(index, "s64")
+    scalar_size = cx.size_of(x, [dim], "s64")
+    check_index_range(cx, index, cx.add("negate", [scalar_size]), scalar_size,
+                      f"index out of range for dimension {dim} of size {x.shape.dims[dim]}")
     negative = cx.add("compare", [index, cx.full(0, index.shape)], {"direction": "LT"})
-    size = cx.broadcast_to(cx.size_of(where[0], [where[1]], "s64"), index.shape.dims)
+    size = cx.broadcast_to(scalar_size, index.shape.dims)
     return cx.add("select", [negative, cx.add("add", [index, size]), index])
 
 
-def element_indices(cx: LoweringContext, x, dim: int, index: HloInstruction) -> HloInstruction:
-    """[*index.shape, rank] coordinates into x: iotas, with `index` (wrapped) along `dim`."""
+def check_index_range(cx: LoweringContext, index: HloInstruction, low: HloInstruction, high: HloInstruction,
+                      message: str) -> None:
+    """An assertion that every element of the s64 `index` lies in [low, high) (scalars): an extra
+    result of the program that the compiled graph checks after each call, raising RuntimeError(message)
+    as eager raises for an index out of range, where the gather would clamp it to an answer."""
+    if index.shape.num_elements == 0:
+        return
+    bounds = [cx.add("compare", [index, cx.broadcast_to(bound, index.shape.dims)], {"direction": direction})
+              for bound, direction in ((low, "GE"), (high, "LT"))]
+    inside = cx.add("and", bounds)
+    every = cx.add("reduce", [inside, cx.constant(True, "pred")],
+                   {"dimensions": tuple(range(index.shape.rank)), "to_apply": cx.reducer("and", "pred")},
+                   shape=Shape.array(primitive_type("pred"), []))
+    cx.lowering.assertions.append((every, message))
+
+
+def checked_index(cx: LoweringContext, index: HloInstruction, where: tuple) -> HloInstruction:
+    """`index` as s64, checked to lie in [0, size) of dimension where[1] of where[0]: the index of
+    torch.gather, scatter and index_select, which take no negative index."""
+    x, dim = where
+    index = cx.convert(index, "s64")
+    check_index_range(cx, index, cx.constant(0, "s64"), cx.size_of(x, [dim], "s64"),
+                      f"index out of range for dimension {dim} of size {x.shape.dims[dim]}")
+    return index
+
+
+def element_indices(cx: LoweringContext, x, dim: int, index: HloInstruction, check: bool = True) -> HloInstruction:
+    """[*index.shape, rank] coordinates into x: iotas, with `index` along `dim` (`checked_index`;
+    unchecked where a rule made the index itself, in range)."""
+    along = checked_index(cx, index, (x, dim)) if check else cx.convert(index, "s64")
     columns = []
     for d in range(index.shape.rank):
-        column = wrapped_index(cx, index, (x, dim)) if d == dim else cx.add(
+        column = along if d == dim else cx.add(
             "iota", attrs={"iota_dimension": d}, shape=index.shape.with_element_type(_S64))
         columns.append(cx.reshape(column, list(index.shape.dims) + [1]))
     return cx.add("concatenate", columns, {"dimensions": (index.shape.rank,)}) if len(columns) > 1 else columns[0]
@@ -378,9 +410,9 @@ def element_indices(cx: LoweringContext, x, dim: int, index: HloInstruction) -> 
 
 def gather_along(cx: LoweringContext, x, dim: int, index: HloInstruction) -> HloInstruction:
     """torch.gather(x, dim, index) of an index of the result's own shape (not the node's: a rule
-    gathering on the way to its result)."""
+    gathering on the way to its result, so in range)."""
     rank = x.shape.rank
-    return cx.add("gather", [x, element_indices(cx, x, dim, index)],
+    return cx.add("gather", [x, element_indices(cx, x, dim, index, check=False)],
                   {"offset_dims": (), "collapsed_slice_dims": tuple(range(rank)), "start_index_map": tuple(range(rank)),
                    "index_vector_dim": rank, "slice_sizes": (1,) * rank},
                   shape=index.shape.with_element_type(x.shape.element_type))

@@ -175,6 +175,10 @@ OPS = {
                             [torch.tensor([1., float("nan"), -2., 0.]), torch.tensor([3., 1., float("nan"), -0.])]),
     "atan2": (lambda y, x: torch.atan2(y, x), [torch.tensor([1., -1., 0., 2.]), torch.tensor([-1., -1., 1., 0.])]),
     "maximum_int": (lambda a, b: torch.maximum(a, b), [torch.tensor([1, -5, 7]), torch.tensor([2, -6, 7])]),
+    # ATen's div_floor_floating: inf // 2 is NaN and 5 // -inf is -1 (floor(a / b) gave inf and -0)
+    "floor_divide_float": (lambda a, b: (a // b) * 1000 + torch.div(a, b, rounding_mode="floor"),
+                           [torch.tensor([float("inf"), 5., -float("inf"), 7., -7., 0.3, 5., 1e30, 0.]),
+                            torch.tensor([2., -float("inf"), 3., 2., 2., -0.1, float("inf"), 3., -2.])]),
 }
 
 

@@ -115,15 +115,38 @@ def _pow_scalar(cx: LoweringContext, a, exponent):
 
 
 def _floor_division(cx: LoweringContext, lhs, rhs, quotient) -> HloInstruction:
-    if cx.shape.element_type.is_float:
-        return cx.add("floor", [quotient])
-    # integer division truncates: one less where the signs differ and the division is inexact
     zero = cx.full(0, cx.shape)
+    if cx.shape.element_type.is_float:
+        return _float_floor_division(cx, lhs, rhs, quotient, zero)
+    # integer division truncates: one less where the signs differ and the division is inexact
     inexact = cx.add("compare", [cx.add("remainder", [lhs, rhs]), zero], {"direction": "NE"})
     signs = cx.add("compare", [cx.add("compare", [lhs, zero], {"direction": "LT"}),
                                cx.add("compare", [rhs, zero], {"direction": "LT"})], {"direction": "NE"})
     fix = cx.add("and", [inexact, signs])
     return cx.add("select", [fix, cx.add("subtract", [quotient, cx.full(1, cx.shape)]), quotient])
+
+
+def _float_floor_division(cx: LoweringContext, a, b, quotient, zero) -> HloInstruction:
+    """ATen's `div_floor_floating`, not floor(a / b): the quotient of a - fmod(a, b), one less where
+    the remainder's sign is not b's, floored and rounded to the nearest integer, 0 with
+    a / b's sign where it is 0, a / b for b = 0. So inf // 2 is NaN (fmod(inf, 2) is NaN) and 5 // -inf is -1,
+    as eager gives (floor(a / b) gave inf and -0)."""
+    def op(opcode, *operands, **attrs):
+        return cx.add(opcode, list(operands), attrs or None)
+
+    def compare(x, y, direction):
+        return op("compare", x, y, direction=direction)
+
+    one, half = cx.full(1, cx.shape), cx.full(0.5, cx.shape)
+    mod = op("remainder", a, b)
+    div = op("divide", op("subtract", a, mod), b)
+    wrong_sign = op("and", compare(mod, zero, "NE"),
+                    compare(compare(b, zero, "LT"), compare(mod, zero, "LT"), "NE"))
+    div = op("select", wrong_sign, op("subtract", div, one), div)
+    floor = op("floor", div)
+    floor = op("select", compare(op("subtract", div, floor), half, "GT"), op("add", floor, one), floor)
+    floor = op("select", compare(div, zero, "NE"), floor, op("multiply", op("sign", quotient), zero))
+    return op("select", compare(b, zero, "EQ"), quotient, floor)
 
 
 def _remainder(cx: LoweringContext, a, b):

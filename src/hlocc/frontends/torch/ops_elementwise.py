@@ -76,9 +76,18 @@ def _fma(cx: LoweringContext, a, b, c):
     return _binary("add")(cx, _binary("multiply")(cx, a, b), c)
 
 
+_SCALAR_OPMATH = frozenset({"multiply", "divide"})  # (ATen's add and sub round the number to the half type)
+
+
 def _binary(opcode: str, *, divide: bool = False):
     def rule(cx: LoweringContext, a, b, *, alpha=None, rounding_mode=None):
         et, dims = cx.element_type, cx.shape.dims
+        if (et in ("f16", "bf16") and opcode in _SCALAR_OPMATH and alpha in (None, 1) and rounding_mode is None
+                and any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))):
+            # a half tensor and a Python number: in f32 with the number unrounded, rounded once, as
+            # ATen's kernels (opmath) compute it (x * 3.3 in bf16 rounded 3.3 first: 1 ulp off)
+            wide = cx.shape.with_element_type(primitive_type("f32"))
+            return cx.convert(cx.add(opcode, [cx.operand(a, "f32", dims), cx.operand(b, "f32", dims)], shape=wide), et)
         lhs, rhs = cx.operand(a, et, dims), cx.operand(b, et, dims)
         if alpha is not None and alpha != 1:
             rhs = cx.add("multiply", [rhs, cx.full(alpha, cx.shape)])

@@ -48,8 +48,8 @@ def native_multi_head_attention(query, key, value, embed_dim: int, num_head: int
         q, k, v = (F.linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases))
     q = q * (1.0 / math.sqrt(head))
 
-    def heads(x):
-        return x.reshape(batch, -1, num_head, head).transpose(1, 2)
+    def heads(x):  # (x's own length: a key's may differ from the query's; -1 cannot size an empty batch)
+        return x.reshape(batch, x.shape[1], num_head, head).transpose(1, 2)
 
     q, k, v = heads(q), heads(k), heads(v)
     scores = torch.matmul(q, k.transpose(-2, -1))

@@ -413,6 +413,11 @@ CONV_CASES = {
                           out_features=4),  # 2 positions per image: the images side by side in one product
     "window_larger_than_input": dict(labels="bf01_oi01->bf01", batch=1, features=1, spatial=[2, 2], kernel=[3, 3],
                                      out_features=1),
+    # (an empty batch: the stride-1 patches reshaped 0 elements with a -1, a numpy ValueError)
+    "empty_batch": dict(labels="bf0_oi0->bf0", batch=0, features=16, spatial=[8], kernel=[3], out_features=8,
+                        pad=[(1, 1)]),
+    "no_input_features": dict(labels="bf01_oi01->bf01", batch=2, features=0, spatial=[4, 4], kernel=[2, 2],
+                              out_features=3),  # sums of no terms: zeros
 }
 
 

@@ -396,6 +396,9 @@ def convolution(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, window: Seque
     contraction order per layout). A window of stride 1 builds its patches from the zero-padded
     input flattened per feature (`_flat_patches`: one long contiguous copy per tap). Batch-grouped
     convolutions (the weight gradients of grouped convolutions) go through the evaluator's `convolve`."""
+    if out.size == 0 or lhs.size == 0 or rhs.size == 0:  # (no output, or sums of no terms: zeros)
+        out.fill(0)
+        return
     dtype = contraction_dtype(lhs.dtype, rhs.dtype, result=out.dtype)
     if batch_groups != 1:
         result = convolve(lhs, rhs, tuple(window), dnums, feature_groups, batch_groups, dtype)

@@ -4,6 +4,7 @@ input gives an HloParseError with the place and the cause."""
 from __future__ import annotations
 
 import math
+import re
 
 import ml_dtypes
 import numpy as np
@@ -302,3 +303,11 @@ def test_a_literal_shorter_than_its_dynamic_bound_is_a_parse_error():
         parse_hlo("HloModule m\nENTRY e {\n  ROOT v = s8[2,<=4] constant({{1}, {2}})\n}\n")
     module = parse_hlo("HloModule m\nENTRY e {\n  ROOT v = s8[2,<=2] constant({{1, 3}, {2, 4}})\n}\n")
     np.testing.assert_array_equal(module.entry.root.literal, [[1, 3], [2, 4]])
+
+
+@pytest.mark.parametrize("shape, literal", [("pred[?]", "{...}"), ("f32[?]", "{1, 2}"), ("f32[2,?n]", "{...}")])
+def test_a_constant_of_an_unbounded_or_symbolic_size_is_a_parse_error(shape, literal):
+    """Found by the grammar fuzzer: `pred[?] constant({...})` made zeros of size -1 (numpy's ValueError)."""
+    with pytest.raises(HloParseError, match=rf"a constant of {re.escape(shape)} has no size to hold: its "
+                                            r"dimensions must be static or bounded \(<=N\)"):
+        parse_hlo(f"HloModule m\nENTRY e {{\n  ROOT v = {shape} constant({literal})\n}}\n")

@@ -182,6 +182,9 @@ def _literal(reader: _Reader, shape: Shape):
         return None
     if shape.rank == 0:
         return _to_array([_element(reader, shape)], shape)
+    if any(not isinstance(d, int) or d < 0 for d in shape.dims):  # `?` unbounded, or a symbolic size
+        raise LiteralSyntaxError(f"a constant of {shape} has no size to hold: its dimensions must be static or "
+                                 "bounded (<=N)", reader.offset())
     if reader.peek() == "{" and reader.i + 1 < len(reader.tokens) and reader.tokens[reader.i + 1][0] == "...":
         reader.take("{")
         reader.take("...")

@@ -7,6 +7,8 @@ of the same symbolic kernels assembled by ptxas for sm_80 and sm_90."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from _programs import MLP, softmax_text
@@ -295,7 +297,7 @@ def test_a_cuda_launch_passes_the_dims_after_the_buffers_and_the_grid_at_them(mo
 
     monkeypatch.setattr(driver, "_driver", lambda: FakeDriver)
     device = object.__new__(driver.CudaDevice)
-    device.stream = None
+    device.stream, device._capture = None, threading.local()
     module = parse_hlo(PROGRAMS["softmax_127"][0])
     program = compile_dynamic_module(module, SimulatedDevice())
     [(_, symbolic)] = program.speculated()

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -409,7 +410,7 @@ def test_a_ring_past_48_kib_takes_dynamic_shared_memory_and_its_launch_opts_in(m
 
     monkeypatch.setattr(driver, "_driver", lambda: FakeDriver)
     device = object.__new__(driver.CudaDevice)
-    device.stream = None
+    device.stream, device._capture = None, threading.local()
     monkeypatch.setattr(driver.CudaDevice, "activate", lambda self: None)
     loaded = device.load(kernel)
     device.launch(loaded, [0x1000, 0x2000, 0x3000])

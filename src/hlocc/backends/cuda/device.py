@@ -18,6 +18,7 @@ is the CPU (kDLCPU): arrays it returns are host memory that numpy, JAX or PyTorc
 from __future__ import annotations
 
 import ctypes
+import threading
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -64,6 +65,18 @@ class Device(Protocol):
 
     def gemm(self, plan: GemmPlan, output: int, lhs: int, rhs: int) -> None: ...
 
+    # Command buffers (command_buffer.py): between the two calls, this thread's launches, gemms and
+    # copies are recorded, not run; `replay` runs a recording in stream order.
+    def begin_capture(self) -> None: ...
+
+    def end_capture(self) -> Any: ...
+
+    def replay(self, graph: Any) -> None: ...
+
+
+class CaptureError(RuntimeError):
+    """An operation a recording cannot hold (a transfer to or from the host) while recording."""
+
 
 @dataclass
 class ExternalBuffer:
@@ -109,6 +122,7 @@ class SimulatedDevice:
         self.gemm_unavailable = ""
         self.validate_ptx = validate_ptx
         self.fill = fill
+        self._recording = threading.local()  # .ops: the recording in progress in this thread
 
     def activate(self) -> None:
         pass
@@ -120,16 +134,42 @@ class SimulatedDevice:
         return HostBuffer(data)
 
     def upload(self, address: int, data: np.ndarray) -> None:
+        self._host_transfer("upload")
         ctypes.memmove(address, data.ctypes.data, data.nbytes)
 
     def download(self, data: np.ndarray, address: int) -> None:
+        self._host_transfer("download")
         ctypes.memmove(data.ctypes.data, address, data.nbytes)
 
     def copy(self, destination: int, source: int, size: int) -> None:
-        ctypes.memmove(destination, source, size)
+        if not self._record(ctypes.memmove, destination, source, size):
+            ctypes.memmove(destination, source, size)
 
     def synchronize(self) -> None:
-        pass
+        self._host_transfer("synchronize")
+
+    def begin_capture(self) -> None:
+        self._recording.ops = []
+
+    def end_capture(self) -> list:
+        ops, self._recording.ops = self._recording.ops, None
+        return ops
+
+    def replay(self, graph: list) -> None:
+        for op, args in graph:
+            op(*args)
+
+    def _record(self, op, *args) -> bool:
+        ops = getattr(self._recording, "ops", None)
+        if ops is None:
+            return False
+        ops.append((op, args))
+        return True
+
+    def _host_transfer(self, what: str) -> None:
+        # As a CUDA stream in capture refuses them: a recording replays device work only.
+        if getattr(self._recording, "ops", None) is not None:
+            raise CaptureError(f"{what} while recording a command buffer")
 
     def kernel_compiler(self, options: PipelineOptions | None, times: dict[str, float]) -> KernelCompiler:
         from hlocc.backends.cpu.executable import kernel_compiler
@@ -149,10 +189,12 @@ class SimulatedDevice:
         return compile_and_validate
 
     def launch(self, kernel: Kernel, addresses: list[int]) -> None:
-        kernel.run_addresses(addresses)
+        if not self._record(kernel.run_addresses, list(addresses)):
+            kernel.run_addresses(addresses)
 
     def gemm(self, plan: GemmPlan, output: int, lhs: int, rhs: int) -> None:
-        gemm_numpy(plan, output, lhs, rhs)
+        if not self._record(gemm_numpy, plan, output, lhs, rhs):
+            gemm_numpy(plan, output, lhs, rhs)
 
 
 def kernel_symbol(name: str) -> str:
@@ -161,4 +203,4 @@ def kernel_symbol(name: str) -> str:
     return symbol if symbol[:1].isalpha() or symbol[:1] == "_" else f"k_{symbol}"
 
 
-__all__ = ["Device", "DeviceBuffer", "ExternalBuffer", "HostBuffer", "SimulatedDevice", "kernel_symbol"]
+__all__ = ["CaptureError", "Device", "DeviceBuffer", "ExternalBuffer", "HostBuffer", "SimulatedDevice", "kernel_symbol"]

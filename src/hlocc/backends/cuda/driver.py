@@ -146,6 +146,8 @@ def _free_async(ptr: int) -> None:
 
 CU_STREAM_LEGACY = 1
 """The legacy default stream's handle (cuda.h): a free queued there waits for every blocking stream."""
+CU_STREAM_NON_BLOCKING = 1
+"""cuStreamCreate's flag (cuda.h) for a stream with no implicit ordering against the legacy stream."""
 
 
 class CudaBuffer:
@@ -249,6 +251,12 @@ class CudaDevice:
                                      "or 'hlocc[cuda13]' on CUDA 13)")
         except Exception as e:  # cuBLAS itself missing or failing to start
             self.gemm_unavailable = f"cuBLAS does not start: {e}"
+        # command buffers (command_buffer.py): recorded on a stream of their own, one recording
+        # at a time, so that other threads' work on `stream` never lands in a recording
+        self._capture = threading.local()  # .stream, .gemm: the recording thread's
+        self._capture_lock = threading.Lock()
+        self._capture_stream: Any = None
+        self._capture_gemm: Any = None
 
     def activate(self) -> None:
         """Make the device's context current in this thread (a run may come from any thread)."""
@@ -257,6 +265,46 @@ class CudaDevice:
     # -- memory --------------------------------------------------------------------------------
     def allocate(self, size: int) -> CudaBuffer | ExternalBuffer:
         return CudaBuffer(size, self.pool, self.stream) if size else ExternalBuffer(0, 0)
+
+    def _stream(self) -> Any:
+        """The stream this thread's work goes to: the recording's while it records."""
+        return getattr(self._capture, "stream", None) or self.stream
+
+    def begin_capture(self) -> None:
+        """Record this thread's launches, gemms and copies into a CUDA graph (end_capture)."""
+        driver = _driver()
+        self._capture_lock.acquire()
+        try:
+            if self._capture_stream is None:
+                # non-blocking: no implicit ordering with the legacy stream (a buffer's free)
+                self._capture_stream = check(driver.cuStreamCreate(CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+            if self._gemm is not None and self._capture_gemm is None:
+                from hlocc.backends.cuda.library import CublasGemm
+
+                # its own handle and workspace: the recording's gemms must not allocate
+                # (cuMemAlloc, not the pool's stream-ordered memory: another stream uses it)
+                self._capture_gemm = CublasGemm(int(self._capture_stream), workspace=CudaBuffer(CAPTURE_WORKSPACE))
+            mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+            check(driver.cuStreamBeginCapture(self._capture_stream, mode), "cuStreamBeginCapture")
+        except BaseException:
+            self._capture_lock.release()
+            raise
+        self._capture.stream, self._capture.gemm = self._capture_stream, self._capture_gemm
+
+    def end_capture(self) -> CudaGraph:
+        driver = _driver()
+        self._capture.stream = self._capture.gemm = None
+        try:
+            graph = check(driver.cuStreamEndCapture(self._capture_stream), "cuStreamEndCapture")
+            try:
+                return CudaGraph(check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate"))
+            finally:
+                driver.cuGraphDestroy(graph)  # the instantiated graph is independent of it
+        finally:
+            self._capture_lock.release()
+
+    def replay(self, graph: CudaGraph) -> None:
+        check(_driver().cuGraphLaunch(graph.exec, self.stream), "cuGraphLaunch")
 
     def upload(self, address: int, data: np.ndarray) -> None:
         # From pageable memory the call returns once `data` is staged: the caller may drop it.
@@ -270,7 +318,8 @@ class CudaDevice:
         self.synchronize()
 
     def copy(self, destination: int, source: int, size: int) -> None:
-        check(_driver().cuMemcpyDtoDAsync(destination, source, size, self.stream), f"cuMemcpyDtoDAsync({size} bytes)")
+        check(_driver().cuMemcpyDtoDAsync(destination, source, size, self._stream()),
+              f"cuMemcpyDtoDAsync({size} bytes)")
 
     def synchronize(self) -> None:
         check(_driver().cuStreamSynchronize(self.stream), "cuStreamSynchronize")
@@ -322,13 +371,32 @@ class CudaDevice:
         values = (ctypes.c_uint64 * max(1, n))(*words)
         params = (ctypes.c_void_p * max(1, n))(*[ctypes.addressof(values) + 8 * i for i in range(n)])
         check(_driver().cuLaunchKernel(kernel.function, dims.blocks, 1, 1, dims.threads_per_block, 1, 1,
-                                       kernel.dynamic_shared_bytes, self.stream, ctypes.addressof(params), 0),
+                                       kernel.dynamic_shared_bytes, self._stream(), ctypes.addressof(params), 0),
               f"cuLaunchKernel({kernel.name}, grid {dims.blocks}, block {dims.threads_per_block})")
 
     def gemm(self, plan: GemmPlan, output: int, lhs: int, rhs: int) -> None:
         if self._gemm is None:
             raise CudaError(f"no device gemm: {self.gemm_unavailable}")
-        self._gemm(plan, output, lhs, rhs)
+        (getattr(self._capture, "gemm", None) or self._gemm)(plan, output, lhs, rhs)
+
+
+CAPTURE_WORKSPACE = 32 << 20
+"""Bytes of the recording cuBLAS handle's workspace (NVIDIA's recommendation for Hopper)."""
+
+
+class CudaGraph:
+    """An instantiated CUDA graph (a command buffer's recording), destroyed with the object."""
+
+    def __init__(self, exec_: Any):
+        self.exec = exec_
+        weakref.finalize(self, _destroy_graph, exec_)
+
+
+def _destroy_graph(exec_: Any) -> None:
+    try:
+        _driver().cuGraphExecDestroy(exec_)
+    except Exception:  # the driver may be gone at interpreter exit
+        pass
 
 
 _DEVICES: dict[int, CudaDevice] = {}
@@ -343,5 +411,5 @@ def cuda_device(ordinal: int = 0) -> CudaDevice:
         return _DEVICES[ordinal]
 
 
-__all__ = ["CudaBuffer", "CudaDevice", "CudaError", "CudaKernel", "DeviceInfo", "check", "cuda_available",
+__all__ = ["CudaBuffer", "CudaDevice", "CudaGraph", "CudaError", "CudaKernel", "DeviceInfo", "check", "cuda_available",
            "cuda_device", "query_device"]

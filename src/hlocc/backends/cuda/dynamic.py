@@ -51,11 +51,11 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, TextIO
 
 from hlocc.backends.cpu.executable import prepare_as_written
+from hlocc.backends.cuda.command_buffer import CommandBuffer
 from hlocc.backends.cuda.device import Device
 from hlocc.backends.cuda.executable import DeviceBuffers
-from hlocc.backends.cuda.memory import DeviceMemory, RunStats
+from hlocc.backends.cuda.memory import RunStats
 from hlocc.codegen.pipeline import PipelineOptions
-from hlocc.evaluator.core import TOKEN
 from hlocc.hlo.ir import HloModule
 from hlocc.hlo.specialize import substitute_shape
 from hlocc.passes.pipeline import cuda_pipeline
@@ -94,21 +94,20 @@ class DeviceCall:
                 shape = substitute_shape(shape, bound.binding)
             self.buffers.append((allocation, size, shape))
 
+        self.commands = CommandBuffer(program.device, [a for a, _, _ in self.buffers],
+                                      [size for _, size, _ in self.buffers], [shape for _, _, shape in self.buffers],
+                                      bound.program, program.seed)
+
     def prepare(self) -> None:
-        """(Nothing to prepare: the call allocates its device buffers per call.)"""
+        """(Nothing to prepare: an eager call allocates its device buffers per call.)"""
 
     def run(self, args: Sequence[Any]) -> Any:
-        program, device = self.program, self.program.device
-        device.activate()
-        stats = RunStats()
-        buffers = [program._buffer(allocation, args, stats, size, shape) for allocation, size, shape in self.buffers]
-        memory = DeviceMemory(device, buffers, program.seed, stats)
-        self.bound.program.execute(memory)
-        on_device = getattr(program._returning, "device_arrays", False)
-        leaves = [TOKEN if not ref.shape.is_array else program._device_array(memory, ref) if on_device
-                  else memory.read(ref) for ref in self.bound.outputs]
-        device.synchronize()
-        program.last_run = stats
+        program = self.program
+        leaves = program._run(
+            self.commands, self.bound.program, args,
+            lambda stats: [program._buffer(allocation, args, stats, size, shape)
+                           for allocation, size, shape in self.buffers],
+            self.bound.outputs, getattr(program._returning, "device_arrays", False))
         return nest(self.root_shape, iter(leaves))
 
 

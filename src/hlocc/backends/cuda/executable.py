@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, TextIO
 
 import numpy as np
 
 from hlocc.backends.cpu.executable import prepare_as_written
+from hlocc.backends.cuda.command_buffer import CommandBuffer
 from hlocc.backends.cuda.device import Device, ExternalBuffer
 from hlocc.backends.cuda.dlpack import KDLCPU, DeviceArray, DLPackArray
 from hlocc.backends.cuda.library import plan_gemm
@@ -53,6 +54,7 @@ from hlocc.runtime.thunks import (
     GemmThunk,
     LibraryThunk,
     SequentialThunk,
+    Thunk,
     nest,
     physical_bytes,
 )
@@ -99,11 +101,8 @@ class DeviceBuffers:
                    shape: Shape | None = None, size: int | None = None) -> Any:
         """The buffer of a parameter's allocation; `shape` and `size`: the leaf's shape and the
         allocation's bytes at the call's binding (default: the module's, static)."""
-        value = args[allocation.parameter_number]
-        leaf_shape = self.module.entry.parameter(allocation.parameter_number).shape
-        for i in allocation.parameter_index:
-            value, leaf_shape = value[i], leaf_shape.tuple_shapes[i]
-        shape = shape or leaf_shape
+        value = self._parameter_value(args, allocation)
+        shape = shape or self._leaf_shape(allocation)
         size = allocation.size if size is None else size
         if value is TOKEN or not shape.is_array or size == 0:
             return ExternalBuffer(0, 0)
@@ -120,6 +119,45 @@ class DeviceBuffers:
                 stats.uploaded_bytes += data.size  # put into the layout's order: a copy all the same
             return ExternalBuffer(data.ctypes.data, data.size, data)
         return self._upload(data, stats)
+
+    def _parameter_value(self, args: Sequence[Any], allocation: BufferAllocation) -> Any:
+        """The argument leaf a parameter's allocation holds."""
+        value = args[allocation.parameter_number]
+        for i in allocation.parameter_index:
+            value = value[i]
+        return value
+
+    def _leaf_shape(self, allocation: BufferAllocation) -> Shape:
+        """The shape in the module of the parameter leaf an allocation holds."""
+        shape = self.module.entry.parameter(allocation.parameter_number).shape
+        for i in allocation.parameter_index:
+            shape = shape.tuple_shapes[i]
+        return shape
+
+    def _run(self, site: CommandBuffer | None, program: Thunk, args: Sequence[Any],
+             buffers_of: Callable[[RunStats], list[Any]], outputs: Sequence[BufferRef],
+             return_device_arrays: bool) -> list[Any]:
+        """Run `program` with `args` and return its output leaves: replayed from the site's command
+        buffer where it may (command_buffer.py), else eagerly over the buffers of `buffers_of`."""
+        device = self.device
+        device.activate()
+        stats = RunStats()
+        locked = site is not None and site.wants(args, return_device_arrays) and site.lock.acquire(blocking=False)
+        try:
+            memory = site.run(args, self._constant, self._parameter_value, stats) if locked else None
+            if memory is None:
+                memory = DeviceMemory(device, buffers_of(stats), self.seed, stats)
+                program.execute(memory)
+                if locked and not site.observed:
+                    site.observe(stats)
+            leaves = [TOKEN if not ref.shape.is_array else self._device_array(memory, ref) if return_device_arrays
+                      else memory.read(ref) for ref in outputs]
+            device.synchronize()
+        finally:
+            if locked:
+                site.lock.release()
+        self.last_run = stats
+        return leaves
 
     def _device_argument(self, value: DLPackArray, shape: Shape, number: int, size: int, written: bool,
                          stats: RunStats) -> Any:
@@ -165,27 +203,21 @@ class DeviceExecutable(DeviceBuffers, ThunkExecutable):
     device: Any = None
     last_run: RunStats | None = None
     _constants_on_device: dict[int, Any] = field(default_factory=dict, repr=False)
+    _commands: CommandBuffer | None = field(default=None, repr=False)  # made at the first run
+    _outputs: list[BufferRef] = field(default_factory=list, repr=False)
 
     def run(self, args: Sequence[Any], return_device_arrays: bool = False) -> Any:
-        device = self.device
-        device.activate()
-        stats = RunStats()
-        buffers = [self._buffer(allocation, args, stats) for allocation in self.assignment.allocations]
-        memory = DeviceMemory(device, buffers, self.seed, stats)
-        self.program.execute(memory)
-        root = self.module.entry.root
-        leaves = []
-        for index, where in zip(self.assignment.output_indices, self.assignment.output_slices):
-            ref = BufferRef(where, output_leaf_shape(self.assignment, index))
-            if not ref.shape.is_array:
-                leaves.append(TOKEN)
-            elif return_device_arrays:
-                leaves.append(self._device_array(memory, ref))
-            else:
-                leaves.append(memory.read(ref))
-        device.synchronize()
-        self.last_run = stats
-        return nest(root.shape, iter(leaves))
+        allocations = self.assignment.allocations
+        if self._commands is None:
+            shapes = [self._leaf_shape(a) if a.kind is AllocationKind.PARAMETER else None for a in allocations]
+            self._commands = CommandBuffer(self.device, allocations, [a.size for a in allocations], shapes,
+                                           self.program, self.seed)
+            self._outputs = [BufferRef(where, output_leaf_shape(self.assignment, index))
+                             for index, where in zip(self.assignment.output_indices, self.assignment.output_slices)]
+        leaves = self._run(self._commands, self.program, args,
+                           lambda stats: [self._buffer(allocation, args, stats) for allocation in allocations],
+                           self._outputs, return_device_arrays)
+        return nest(self.module.entry.root.shape, iter(leaves))
 
 
 def label_library_calls(program: SequentialThunk, stats: RuntimeStats, device: Device) -> None:

@@ -23,6 +23,7 @@ import ctypes
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -150,12 +151,15 @@ def gemm_numpy(plan: GemmPlan, output: int, lhs: int, rhs: int) -> None:
 class CublasGemm:
     """cuBLAS on one stream, through nvmath-python (`nvmath.bindings.cublas`, imported here)."""
 
-    def __init__(self, stream: int):
+    def __init__(self, stream: int, workspace: Any = None):
         from nvmath.bindings import cublas
 
         self.cublas = cublas
         self.handle = cublas.create()
         cublas.set_stream(self.handle, stream)
+        self.workspace = workspace  # a device buffer of its own (kept alive here), or cuBLAS's default
+        if workspace is not None:
+            cublas.set_workspace(self.handle, workspace.ptr, workspace.size)
         self._scalars: dict[np.dtype, tuple[np.ndarray, np.ndarray]] = {}
 
     def __call__(self, plan: GemmPlan, output: int, lhs: int, rhs: int) -> None:

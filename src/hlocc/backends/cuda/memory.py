@@ -38,6 +38,7 @@ class RunStats:
     host_library_calls: int = 0  # gemms and convolutions computed on the host
     host_reads: int = 0  # values copied to the host: predicates, host fallbacks' operands, outputs
     host_writes: int = 0  # values copied from the host: host fallbacks' results
+    replays: int = 0  # 1: the run replayed its command buffer (command_buffer.py), one launch for all
 
     def to_string(self) -> str:
         return ", ".join(f"{f.name.replace('_', ' ')} {getattr(self, f.name)}" for f in fields(self))

@@ -65,3 +65,15 @@ def test_host_tensors_of_every_dtype_are_executable_arguments():
         np.testing.assert_array_equal(np.asarray(exe(arg), np.float32), [-1.5, 2, -0.25, -3])
     with pytest.raises(hlocc.ArgumentError, match="expected dtype bf16 .* got float32"):
         exe(torch.ones(4))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device for torch")
+def test_on_a_gpu_cuda_tensors_go_in_and_come_out_at_every_batch():
+    model = _mlp().cuda()
+    run = torch.compile(model, backend="hlocc", dynamic=True, options={"backend": "cuda", "strict": True})
+    with torch.no_grad():
+        for batch in (2, 3, 7, 12, 3):
+            x = torch.randn(batch, 16, device="cuda")
+            got = run(x)
+            assert got.device.type == "cuda", got.device
+            assert_close(got.cpu(), model(x).cpu(), f"mlp on the GPU at batch {batch}")

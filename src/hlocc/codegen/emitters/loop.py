@@ -107,12 +107,16 @@ class LoopEmitter(FusionEmitterBase):
         n = first.num_elements
         bits = [max(leaf.element_type.bits, 1) for leaf in leaves]
         per_thread = self.target.loop_elements_per_thread(size_bound(n), min(bits), max(bits))
+        whole_bytes = max(1, -(-8 // min(bits)))  # elements a thread writes at least: whole bytes
+        if self.symbols and any(i.opcode == "reduce" for i in self.fusion.instructions):
+            # An output element is a whole row or more of a symbolic size: one per thread, as the
+            # reduction emitter's CPU form (16 unrolled rows per thread only grew the code; 32
+            # copies of a pred[] reduction's loop nest over [?b, 4, ?n] took LLVM 60 s).
+            per_thread = whole_bytes
         if isinstance(n, DimExpr):
-            if any(i.opcode == "reduce" for i in self.fusion.instructions):
-                # An output element is a whole row or more: one per thread, as the reduction
-                # emitter's CPU form (16 unrolled rows per thread only grew the code).
-                per_thread = max(1, -(-8 // min(bits)))
             return loop_launch_dims(n, self.target.threads_per_block, per_thread), per_thread
+        # no wider than the output (a power of two): a vector past it is only guarded code
+        per_thread = min(per_thread, max(whole_bytes, 1 << max(0, n - 1).bit_length()))
         threads = max(1, min(self.target.threads_per_block, -(-n // per_thread)))
         return loop_launch_dims(n, threads, per_thread), per_thread
 

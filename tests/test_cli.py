@@ -323,6 +323,23 @@ def test_cpu_backend_runs_the_example_and_dumps_ir(tmp_path, capsys):
     assert main(["run", str(example), "--expected", str(out), "--rtol", "1e-2", "--atol", "1e-2"]) == 0
 
 
+def test_a_symbolic_modules_kernels_are_dumped_and_printed_too(tmp_path, capsys):
+    """The plan for every size compiles its kernels through the same pipeline: --dump-dir and
+    --print-ir-after-all show their IR after each kernel pass, as for a static module."""
+    module = write(tmp_path, "HloModule m\nENTRY e {\n  p = f32[?b,4] parameter(0)\n"
+                             "  ROOT r = f32[?b,4] exponential(p)\n}\n")
+    inputs = tmp_path / "in.npz"
+    np.savez(inputs, arg0=np.ones((3, 4), np.float32))
+    assert main(["run", str(module), "--backend", "cpu", "--inputs", str(inputs), "--dump-dir",
+                 str(tmp_path / "dump")]) == 0
+    names = {p.name for p in (tmp_path / "dump").iterdir()}
+    assert {"wrapped_exponential.00.emitted.mlir", "wrapped_exponential.llvm.ll"} <= names, sorted(names)
+    capsys.readouterr()
+    assert main(["run", str(module), "--backend", "cpu", "--inputs", str(inputs), "--print-ir-after-all"]) == 0
+    out = capsys.readouterr().out
+    assert "IR Dump After flatten-tensors" in out and "xla.symbol_value \"b\"" in out, out[-2000:]
+
+
 def test_elided_constants_are_warned_about(tmp_path, capsys):
     """XLA prints large constants as `{...}` by default; they read as zeros, which `run` says."""
     module = write(tmp_path, "HloModule m\nENTRY e {\n  p = f32[4] parameter(0)\n  %constant.5 = f32[4] constant({...})\n"

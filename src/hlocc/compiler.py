@@ -363,11 +363,8 @@ def compile(module_or_text: HloModule | str | Any, backend: str = "interpreter",
 
     runner = None
     if backend != "interpreter":
-        from hlocc.codegen.pipeline import PipelineOptions
-
         out = stream or sys.stdout
-        options = (PipelineOptions(print_ir_after_all, dump_dir, "kernel", lambda text: print(text, file=out))
-                   if (print_ir_after_all or dump_dir) else None)
+        options = _kernel_options(print_ir_after_all, dump_dir, out)
         work = module if fresh else parse_hlo(module.to_string())
         kwargs = dict(options=options, hlo_passes=hlo_passes, seed=seed, print_after_all=print_ir_after_all,
                       stream=out, times=times)
@@ -492,6 +489,15 @@ def _copy_with_guards(module: HloModule) -> HloModule:
     return copy_module(module)
 
 
+def _kernel_options(print_ir_after_all: bool, dump_dir: str | None, out: Any):
+    """The kernel pipeline's options where its IR is printed after every pass or dumped (else None)."""
+    from hlocc.codegen.pipeline import PipelineOptions
+
+    if not (print_ir_after_all or dump_dir):
+        return None
+    return PipelineOptions(print_ir_after_all, dump_dir, "kernel", lambda text: print(text, file=out))
+
+
 def _build_plan(executable: DynamicExecutable, module: HloModule, times: dict[str, float], reload=None) -> None:
     """Give `executable` its plan for every size, or leave it to whole-module specializations with
     the reason when the plan cannot be built (e.g. a variable no argument dimension binds); then
@@ -501,7 +507,9 @@ def _build_plan(executable: DynamicExecutable, module: HloModule, times: dict[st
     from hlocc.hlo.symbolic import InconclusiveDimensionError
 
     options = executable.options
-    common = dict(hlo_passes=options.get("hlo_passes", True), seed=executable.seed,
+    kernels = _kernel_options(options.get("print_ir_after_all", False), options.get("dump_dir"),
+                              options.get("stream") or sys.stdout)
+    common = dict(options=kernels, hlo_passes=options.get("hlo_passes", True), seed=executable.seed,
                   print_after_all=options.get("print_ir_after_all", False), stream=options.get("stream"), times=times,
                   gemm=options.get("gemm", "library"), hint=options.get("size_hint"))
     device = device_for(executable.backend, options.get("check_bounds", False)) \

@@ -187,7 +187,11 @@ def analytic_schedule(sizes: list[int] | tuple[int, ...], element_types: tuple[s
     if m * n * k < NAIVE_BELOW:
         return None
     if "f64" in element_types or n < vector_isa().lanes or k == 0:
-        return MatmulSchedule(mc=64, nc=256, kc=max(k, 1), mr=min(8, m), nr=min(16, n), parallel=True)
+        isa, nr = vector_isa(), min(16, n)
+        mr = min(8, m)  # the tallest block of up to 8 rows that fits the registers (AVX2: 6 x 16)
+        while mr > 1 and registers_needed(mr, nr, isa.lanes) > isa.registers:
+            mr -= 1
+        return MatmulSchedule(mc=64, nc=256, kc=max(k, 1), mr=mr, nr=nr, parallel=True)
     caches = caches or host_caches()
     threads = threads or os.cpu_count() or 1
     mr, nr = register_block()

@@ -95,14 +95,16 @@ def _scatter_computation(cx: LoweringContext, reduce: str | None, et: str):
     return cx.lowering.reducer("assign" if reduce is None else reduce, et)
 
 
-def scatter_elements(cx: LoweringContext, x, dim: int, index, src, reduce: str | None) -> HloInstruction:
-    """torch.scatter: x[..., index[i...], ...] = src[i...] along `dim` (`reduce`: "add" accumulates)."""
+def scatter_elements(cx: LoweringContext, x, dim: int, index, src, reduce: str | None,
+                     check: bool = True) -> HloInstruction:
+    """torch.scatter: x[..., index[i...], ...] = src[i...] along `dim` (`reduce`: "add" accumulates;
+    `check`: the index is the user's, checked as eager checks it, not one a rule made in range)."""
     dim = dim + x.shape.rank if dim < 0 else dim
     rank = x.shape.rank
     src = cx.operand(src, x.shape.element_type.name, index.shape.dims)
     if tuple(src.shape.dims) != tuple(index.shape.dims):
         src = _slice_to(cx, src, index.shape.dims)
-    return cx.add("scatter", [x, element_indices(cx, x, dim, index), src],
+    return cx.add("scatter", [x, element_indices(cx, x, dim, index, check), src],
                   {"update_window_dims": (), "inserted_window_dims": tuple(range(rank)),
                    "scatter_dims_to_operand_dims": tuple(range(rank)), "index_vector_dim": rank,
                    "to_apply": _scatter_computation(cx, reduce, x.shape.element_type.name)}, shape=x.shape)

@@ -484,6 +484,20 @@ def test_pooling_over_symbolic_image_sizes_compiles_once():
         exe(np.zeros((1, 1, 4, 3), np.float32))
 
 
+def test_a_second_integer_division_function_is_recognised_too():
+    """JAX names the second private `divmod` of a module `divmod_0`: jnp.roll after a `b // 2`
+    slice divides by the size in it (refused as 'not a shape computed from dimension sizes')."""
+    def f(x):
+        return x[x.shape[0] // 2:], jnp.roll(x, 1, 0)
+
+    import hlocc.jax
+
+    run = hlocc.jax.jit(f, polymorphic_shapes=["b, 2"])
+    for n in (1, 5, 8):
+        x = RNG.standard_normal((n, 2)).astype(np.float32)
+        check_outputs(f"slice and roll at {n}", f(x), run(x), 0)
+
+
 @pytest.mark.parametrize("x, y", [(7, 2), (-7, 2), (7, -2), (-7, -2), (-6, 3), (0, 5)])
 def test_shape_division_truncates_as_stablehlo_does(x, y):
     """The size rules of StableHLO's integer divide and remainder round toward zero (C's, not

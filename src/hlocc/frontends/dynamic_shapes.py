@@ -17,6 +17,8 @@ shape tensors stay in the module (dead once every use is resolved; DCE removes t
 
 from __future__ import annotations
 
+import re
+
 import operator
 from collections.abc import Mapping
 
@@ -210,7 +212,7 @@ def _record_call_sizes(cx, results) -> None:
         return
     name = ms.mlir_modules()[0].FlatSymbolRefAttr(cx.op.attributes["callee"]).value
     x, y = cx.sizes(len(cx.op.operands) - 2), cx.sizes(len(cx.op.operands) - 1)
-    division = _INTEGER_DIVISION.get(name)
+    division = _INTEGER_DIVISION.get(re.sub(r"_\d+$", "", name))  # JAX names a second copy `divmod_0`
     if division is None or x is None or y is None or len(x) != 1 or len(y) != 1 \
             or not _computes_integer_division(cx.importer.functions.get(name), cx.importer.functions):
         return

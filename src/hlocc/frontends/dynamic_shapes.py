@@ -17,9 +17,8 @@ shape tensors stay in the module (dead once every use is resolved; DCE removes t
 
 from __future__ import annotations
 
-import re
-
 import operator
+import re
 from collections.abc import Mapping
 
 import numpy as np

@@ -135,6 +135,12 @@ def test_hlocc_static_path_does_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def _mask_columns(x, m):
+    y = x.clone()
+    y[:, m] = 2.5
+    return y
+
+
 OPS = {
     "remainder": (lambda a, b: torch.remainder(a, b), [torch.tensor([5., -5., 5., -5.]), torch.tensor([3., 3., -3., -3.])]),
     "floor_divide_int": (lambda a, b: torch.div(a, b, rounding_mode="floor"),
@@ -147,6 +153,10 @@ OPS = {
                                                              torch.ones(2, 2)]),
     "index_put_accumulate": (lambda x, i, v: x.index_put((i,), v, accumulate=True),
                              [torch.zeros(4), torch.tensor([1, 1, 3]), torch.tensor([1., 2., 3.])]),
+    # x[mask] = v of one value is a select (it was refused as a data-dependent shape)
+    "mask_assign": (lambda x: x.clone().index_put_((x < -0.5,), torch.tensor(-1.0)), [torch.randn(3, 5)]),
+    "mask_assign_columns": (_mask_columns, [torch.randn(3, 5), torch.tensor([True, False, True, False, True])]),
+    "mask_accumulate": (lambda x: x.index_put((x > 0,), torch.tensor(2.0), accumulate=True), [torch.randn(4, 3)]),
     "cumsum": (lambda x: torch.cumsum(x, -1), [torch.arange(10.).reshape(2, 5)]),
     "argmax_ties": (lambda x: torch.argmax(x, 1), [torch.tensor([[1., 3., 3.], [2., 2., 0.]])]),
     "avg_pool_padded": (lambda x: F.avg_pool2d(x, 3, 2, padding=1), [torch.arange(50.).reshape(1, 2, 5, 5)]),

@@ -257,6 +257,9 @@ def _index(cx: LoweringContext, x, indices):
 
 def _index_put(cx: LoweringContext, x, indices, values, accumulate=False):
     indices = list(indices) + [None] * (x.shape.rank - len(indices))
+    masks = [(i, t) for i, t in enumerate(indices) if t is not None and t.shape.element_type.name == "pred"]
+    if len(masks) == 1 and sum(t is not None for t in indices) == 1 and _one_value(values):
+        return _masked_put(cx, x, *masks[0], values, accumulate)
     stacked, first, k, nb = _advanced_index(cx, x, indices)
     batch = stacked.shape.dims[:nb]
     update_dims = list(x.shape.dims[:first]) + list(batch) + list(x.shape.dims[first + k:])
@@ -267,6 +270,22 @@ def _index_put(cx: LoweringContext, x, indices, values, accumulate=False):
                    "scatter_dims_to_operand_dims": tuple(range(first, first + k)), "index_vector_dim": nb,
                    "to_apply": _scatter_computation(cx, "add" if accumulate else None, x.shape.element_type.name)},
                   shape=cx.shape)
+
+
+def _one_value(values) -> bool:
+    return not hasattr(values, "shape") or values.shape.num_elements == 1
+
+
+def _masked_put(cx: LoweringContext, x, first: int, mask, values, accumulate: bool):
+    """x[..., mask] = v (or += v) of one value v: where the mask (over x's dims from `first`) holds,
+    v (x + v), elsewhere x — no data-dependent shape, unlike reading x[mask]."""
+    span = tuple(range(first, first + mask.shape.rank))
+    if tuple(mask.shape.dims) != tuple(x.shape.dims[first:first + mask.shape.rank]):
+        raise cx.error(f"a boolean mask of shape {list(mask.shape.dims)} does not match the indexed dimensions "
+                       f"{list(x.shape.dims[first:first + mask.shape.rank])}")
+    where = cx.add("broadcast", [mask], {"dimensions": span}, shape=x.shape.with_element_type(mask.shape.element_type))
+    value = cx.operand(values, x.shape.element_type.name, x.shape.dims)
+    return cx.add("select", [where, cx.add("add", [x, value]) if accumulate else value, x], shape=x.shape)
 
 
 def _update_slice(cx: LoweringContext, x, src, dim, start):

@@ -123,3 +123,16 @@ def test_a_first_call_that_its_polymorphic_shape_rules_out_is_an_argument_error(
     with pytest.raises(ArgumentError, match=message):
         f(np.ones(shape, np.float32))
     assert f(np.ones((2, 3), np.float32)) == 6
+
+
+def test_a_python_callback_is_refused_naming_it():
+    """jax.debug.print is a custom call back into Python: the error says so, not just its target."""
+    import jax
+
+    def f(x):
+        jax.debug.print("x = {}", x)
+        return x * 2
+
+    with pytest.raises(hlocc.UnsupportedError, match=r"calls back into Python \('xla_ffi_python_cpu_callback': "
+                                                     r"jax.debug.print"):
+        hlocc.jax.jit(f)(np.ones(3, np.float32))

@@ -166,6 +166,10 @@ def eval_custom_call(instr: HloInstruction, operands: list, ev: Evaluator) -> An
     if lapack.is_lapack_call(instr):
         results = lapack.evaluate(instr, operands)
         return tuple(results) if instr.shape.is_tuple else results[0]
+    if "python" in target and "callback" in target:
+        raise UnsupportedError(f"custom-call '{instr.name}' calls back into Python ('{target}': jax.debug.print, "
+                               "jax.debug.callback, jax.pure_callback or io_callback), which a compiled hlocc "
+                               "program cannot do; remove the callback from the function hlocc compiles")
     raise UnsupportedError(f"unsupported custom-call target '{target}' (instruction '{instr.name}')")
 
 

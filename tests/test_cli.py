@@ -145,6 +145,9 @@ def test_corpus_case_through_the_cli(capsys):
     ([], {"arg0": np.ones(4, np.float32), "arg1": np.ones(3, np.float32)}, "argument 0: expected shape f32[3], got an array of shape [4]"),
     ([], {"arg0": np.ones(3, np.float32)}, "lack arg1 (the module takes 2 parameters)"),
     (["--module-text", PAIR], {}, "lack arg0 (the module takes 1 parameter)"),
+    ([], {"arr_0": np.ones(3, np.float32), "arr_1": np.ones(3, np.float32)},
+     "lack arg0, arg1 (the module takes 2 parameters); it holds arr_0, arr_1: np.savez names positional arrays so, "
+     "save them as np.savez(path, arg0=..., arg1=...)"),
     ([], {"arg0": np.ones(3, np.float32), "arg1": np.ones(3, np.float32), "arg7": np.ones(1)}, "does not take: arg7"),
     # a .npz value the parameter's dtype cannot hold is named, never truncated or wrapped
     (["--module-text", INT_ADD], {"arg0": np.array([1, 2, 3]), "arg1": np.array([1, 2.5, 3])},

@@ -347,7 +347,11 @@ def _load_inputs(path: Path, module) -> list[np.ndarray]:
     n = module.entry.num_parameters
     missing = [f"arg{i}" for i in range(n) if f"arg{i}" not in arrays]
     if missing:
-        raise HloError(f"inputs '{path}' lack {', '.join(missing)} (the module takes {count_of(n, 'parameter')})")
+        unnamed = sorted(k for k in arrays if k.startswith("arr_"))
+        hint = (f"; it holds {', '.join(unnamed)}: np.savez names positional arrays so, save them as "
+                f"np.savez(path, arg0=..., arg1=...)" if unnamed else "")
+        raise HloError(f"inputs '{path}' lack {', '.join(missing)} (the module takes {count_of(n, 'parameter')})"
+                       + hint)
     extra = sorted(set(arrays) - {f"arg{i}" for i in range(n)})
     if extra:
         raise HloError(f"inputs '{path}' hold arrays the module does not take: {', '.join(extra)}")

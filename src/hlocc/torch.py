@@ -148,6 +148,11 @@ class CompiledGraph:
         # Such a program whose every step has a native form runs as one native function into
         # tensors made here (runtime/native_sequence.py): no ctypes call per kernel, no output views.
         self._native = _native_sequence(self, runner, flush_denormal) if self._addresses is not None else None
+        # an output eager returns expanded (stride 0) is returned so: aot_autograd regenerates an
+        # output aliasing an input from the returned strides where its views have symbolic sizes
+        self._expanded = any(out.broadcast for out in lowered.outputs)
+        if self._expanded:
+            self._native = self._addresses = None
 
     def _checked_arrays(self, args: Sequence[Any]) -> list:
         if self._on_device:  # tensors as they are: the executable checks them (DLPack)
@@ -220,9 +225,18 @@ class CompiledGraph:
                 outputs.append(evaluate(out.value, binding))
             else:
                 outputs.append(out.value)
-        if self._static and self._fresh_results is None:
+        if self._expanded:
+            outputs = [_expand(t, out.broadcast) if out.broadcast and out.kind == "result" else t
+                       for t, out in zip(outputs, self.lowered.outputs)]
+        elif self._static and self._fresh_results is None:
             self._fresh_results = _fresh_results(self.lowered.outputs, results)
         return outputs
+
+
+def _expand(tensor: Any, dims: tuple[int, ...]) -> Any:
+    """`tensor` with stride 0 along `dims`, its values there being equal (an expand's, in eager)."""
+    first = tuple(slice(0, 1) if d in dims else slice(None) for d in range(tensor.dim()))
+    return tensor[first].contiguous().expand(tensor.shape)
 
 
 def _native_sequence(graph: CompiledGraph, runner: Any, flush_denormal: bool) -> Callable[[list], list] | None:

@@ -41,6 +41,13 @@ class Output:
     kind: str
     index: int = 0
     value: Any = None
+    broadcast: tuple[int, ...] = ()  # a result's dims whose eager stride is 0 (an expand): returned so
+
+
+def broadcast_dims(meta: Any) -> tuple[int, ...]:
+    """The dims of an FX value's tensor whose stride is 0 (its eager form is an expand)."""
+    strides = meta.stride() if _is_tensor(meta) else ()
+    return tuple(d for d, s in enumerate(strides) if isinstance(s, int) and s == 0)
 
 
 @dataclass
@@ -328,8 +335,10 @@ class _Lowering:
             if isinstance(value, HloInstruction) and id(value) in parameter_of and placeholder:
                 outputs.append(Output("input", self.parameters[parameter_of[id(value)]]))
             elif isinstance(value, HloInstruction):  # (a number computed from sizes: a float saved for
-                number = not _is_tensor(getattr(arg, "meta", {}).get("val"))  # backward, returned as one)
-                outputs.append(Output("number" if number else "result", len(results)))
+                meta = getattr(arg, "meta", {}).get("val")  # backward, returned as one)
+                number = not _is_tensor(meta)
+                outputs.append(Output("number" if number else "result", len(results),
+                                      broadcast=() if number else broadcast_dims(meta)))
                 results.append(value)
             elif isinstance(value, DimExpr):
                 outputs.append(Output("size", value=value))

@@ -148,6 +148,11 @@ OPS = {
     "negative_index": (lambda x, i: x[i], [torch.arange(12.).reshape(4, 3), torch.tensor([-1, 0, 2])]),
     "index_two_tensors": (lambda x, i, j: x[:, i, j], [torch.arange(60.).reshape(3, 4, 5), torch.tensor([0, 3]),
                                                        torch.tensor([4, -1])]),
+    # non-adjacent index tensors: the broadcast index dims come first (they were refused)
+    "index_non_adjacent": (lambda x, i, j: x[i, :, j], [torch.arange(90.).reshape(3, 5, 6), torch.tensor([0, 2]),
+                                                        torch.tensor([[1], [-1]])]),
+    "index_put_non_adjacent": (lambda x, i, j: torch.ops.aten.index_put(x, [i, None, j], torch.ones(2, 5), True),
+                               [torch.zeros(3, 5, 6), torch.tensor([0, 0]), torch.tensor([1, 1])]),
     "gather": (lambda x, i: torch.gather(x, 1, i), [torch.arange(12.).reshape(3, 4), torch.tensor([[3, 0], [1, 1], [2, 0]])]),
     "scatter_add": (lambda x, i, s: x.scatter_add(0, i, s), [torch.zeros(3, 2), torch.tensor([[0, 1], [0, 2]]),
                                                              torch.ones(2, 2)]),

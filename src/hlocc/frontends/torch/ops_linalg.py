@@ -244,8 +244,22 @@ def _broadcast_dims(shapes) -> tuple:
     return tuple(dims)
 
 
+def _indexed_first(cx: LoweringContext, x, indices) -> tuple:
+    """Non-adjacent index tensors (x[i, :, j]): PyTorch puts the broadcast index dims first, then
+    the others in order; that is x with the indexed dims moved to the front, indexed there. Returns
+    (x, indices, the permutation) — the permutation None where the index tensors are adjacent."""
+    positions = [i for i, t in enumerate(indices) if t is not None]
+    if not positions or positions == list(range(positions[0], positions[-1] + 1)):
+        return x, indices, None
+    order = positions + [i for i in range(x.shape.rank) if i not in positions]
+    moved = cx.add("transpose", [x], {"dimensions": tuple(order)},
+                   shape=x.shape.with_dims([x.shape.dims[i] for i in order]))
+    return moved, [indices[i] for i in order], order
+
+
 def _index(cx: LoweringContext, x, indices):
     indices = list(indices) + [None] * (x.shape.rank - len(indices))
+    x, indices, _ = _indexed_first(cx, x, indices)
     stacked, first, k, nb = _advanced_index(cx, x, indices)
     offset = tuple(range(first)) + tuple(range(first + nb, first + nb + x.shape.rank - first - k))
     sizes = tuple(1 if first <= i < first + k else d for i, d in enumerate(x.shape.dims))
@@ -260,6 +274,11 @@ def _index_put(cx: LoweringContext, x, indices, values, accumulate=False):
     masks = [(i, t) for i, t in enumerate(indices) if t is not None and t.shape.element_type.name == "pred"]
     if len(masks) == 1 and sum(t is not None for t in indices) == 1 and _one_value(values):
         return _masked_put(cx, x, *masks[0], values, accumulate)
+    moved, indices, order = _indexed_first(cx, x, indices)
+    if order is not None:  # written through the moved x, moved back
+        put = _index_put(cx, moved, indices, values, accumulate)
+        back = [order.index(i) for i in range(len(order))]
+        return cx.add("transpose", [put], {"dimensions": tuple(back)}, shape=x.shape)
     stacked, first, k, nb = _advanced_index(cx, x, indices)
     batch = stacked.shape.dims[:nb]
     update_dims = list(x.shape.dims[:first]) + list(batch) + list(x.shape.dims[first + k:])
@@ -269,7 +288,7 @@ def _index_put(cx: LoweringContext, x, indices, values, accumulate=False):
                   {"update_window_dims": window, "inserted_window_dims": tuple(range(first, first + k)),
                    "scatter_dims_to_operand_dims": tuple(range(first, first + k)), "index_vector_dim": nb,
                    "to_apply": _scatter_computation(cx, "add" if accumulate else None, x.shape.element_type.name)},
-                  shape=cx.shape)
+                  shape=x.shape)
 
 
 def _one_value(values) -> bool:

@@ -305,3 +305,22 @@ def test_an_expanded_output_keeps_eagers_zero_strides(name, fn):
         for g, w in zip(got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want]):
             assert_close(g, w, f"{name} at {n}")
             assert g.stride() == w.stride(), (name, n, g.stride(), w.stride())
+
+
+@pytest.mark.parametrize("output_size", [(2, 2), (3, 5), 7])
+def test_adaptive_average_pooling_over_symbolic_images_trains_and_compiles_once(output_size):
+    """ATen's adaptive windows over a runtime size (a [m, n] membership from floor(i·n/m) and
+    ceil((i+1)·n/m)), forward and backward: it was refused for an output larger than 1, images
+    smaller than the output included (overlapping windows of one position)."""
+    torch.manual_seed(0)
+    model = torch.nn.AdaptiveAvgPool2d(output_size)
+    torch._dynamo.reset()
+    ht.reset_stats()
+    f = torch.compile(model, backend=ht.backend, dynamic=True, options={"strict": True})
+    for h, w in [(9, 7), (8, 11), (13, 10), (5, 6)]:  # (not square first: duck sizing would guard h == w)
+        x = torch.randn(2, 3, h, w, requires_grad=True)
+        got, want = f(x), model(x)
+        assert_close(got, want, f"pool at {h}x{w}")
+        (got_grad,), (want_grad,) = (torch.autograd.grad(y.square().sum(), x) for y in (got, want))
+        assert_close(got_grad, want_grad, f"gradient at {h}x{w}")
+    assert ht.stats()["compiles"] == 2  # the forward and the backward graph, once each

@@ -171,7 +171,7 @@ def _adaptive_avg_pool(cx: LoweringContext, x, output_size):
     lead = x.shape.rank - k
     spatial = x.shape.dims[lead:]
     if not all(isinstance(s, int) for s in spatial):
-        raise cx.error("adaptive pooling of symbolic spatial sizes is not lowered")
+        return _symbolic_adaptive_avg_pool(cx, x, output_size)
     if all(s % o == 0 for s, o in zip(spatial, output_size)):
         kernel = [s // o for s, o in zip(spatial, output_size)]
         return avg_pool(cx, x, kernel, kernel, [0] * k)
@@ -184,6 +184,63 @@ def _adaptive_avg_pool(cx: LoweringContext, x, output_size):
     return cx.convert(_divide_by_window_sizes(cx, total, k, all_windows), et)
 
 
+def _adaptive_membership(cx: LoweringContext, x, dim: int, m: int, et: str) -> tuple:
+    """Over x's runtime size n along `dim`, ATen's adaptive windows of m outputs as a [m, n] pred
+    (position j lies in window i: floor(i·n/m) <= j < ceil((i+1)·n/m)) and the [m] window sizes
+    in `et` (the symbolic form of `_adaptive_windows`)."""
+    n = x.shape.dims[dim]
+    s64, pred = primitive_type("s64"), primitive_type("pred")
+    size = cx.size_of(x, [dim], "s64")
+
+    def bounds(shape):
+        i = cx.add("iota", attrs={"iota_dimension": 0}, shape=shape)
+        sizes = cx.add("broadcast", [size], {"dimensions": ()}, shape=shape)
+        outputs = cx.full(m, shape)
+        start = cx.add("divide", [cx.add("multiply", [i, sizes]), outputs])
+        one = cx.full(1, shape)
+        end = cx.add("divide", [cx.add("add", [cx.add("multiply", [cx.add("add", [i, one]), sizes]),
+                                              cx.full(m - 1, shape)]), outputs])
+        return start, end
+    grid = Shape.array(s64, (m, n))
+    start, end = bounds(grid)
+    j = cx.add("iota", attrs={"iota_dimension": 1}, shape=grid)
+    inside = cx.add("and", [cx.add("compare", [j, start], {"direction": "GE"}, shape=grid.with_element_type(pred)),
+                            cx.add("compare", [j, end], {"direction": "LT"}, shape=grid.with_element_type(pred))])
+    start, end = bounds(Shape.array(s64, (m,)))
+    return inside, cx.convert(cx.add("subtract", [end, start]), et)
+
+
+def _pool_along(cx: LoweringContext, x, dim: int, inside, m: int, transpose: bool):
+    """Σ over x's dim of the positions in each window (→ m outputs there); `transpose`: over the
+    m outputs of the windows holding each of the n positions (the backward's direction)."""
+    dims = list(x.shape.dims)
+    n = inside.shape.dims[1]
+    wide = dims[:dim] + ([n, m] if transpose else [m, n]) + dims[dim + 1:]
+    shape = x.shape.with_dims(wide)
+    spread = cx.add("broadcast", [x], {"dimensions": tuple(i if i < dim else i + 1 for i in range(len(dims)))},
+                    shape=shape)
+    member = cx.add("broadcast", [inside], {"dimensions": (dim + 1, dim) if transpose else (dim, dim + 1)},
+                    shape=shape.with_element_type(inside.shape.element_type))
+    kept = cx.add("select", [member, spread, cx.full(0, shape)])
+    return reduce(cx, kept, [dim + 1], "add")
+
+
+def _symbolic_adaptive_avg_pool(cx: LoweringContext, x, output_size):
+    """adaptive_avg_pool over symbolic spatial sizes: per pooled dim, the sum of each window's
+    positions (a [m, n] membership of runtime bounds) divided by its runtime size."""
+    k = len(output_size)
+    lead = x.shape.rank - k
+    et = cx.element_type
+    acc = "f32" if et in ("f16", "bf16") else et
+    total = cx.convert(x, acc)
+    for d in reversed(range(k)):
+        dim = lead + d
+        inside, counts = _adaptive_membership(cx, x, dim, output_size[d], acc)
+        total = _pool_along(cx, total, dim, inside, output_size[d], transpose=False)
+        total = cx.add("divide", [total, cx.add("broadcast", [counts], {"dimensions": (dim,)}, shape=total.shape)])
+    return cx.convert(total, et)
+
+
 def _adaptive_avg_pool_backward(k: int):
     """Each input element gets grad / kh / kw of every window that holds it, as ATen's backward adds
     them: the gradient divided as the forward divides, then summed over the transposed windows
@@ -193,6 +250,15 @@ def _adaptive_avg_pool_backward(k: int):
         spatial, pooled = x.shape.dims[lead:], grad.shape.dims[lead:]
         et = cx.element_type
         acc = "f32" if et in ("f16", "bf16") else et
+        if not all(isinstance(s, int) for s in spatial):
+            total = cx.convert(grad, acc)
+            for d in range(k):
+                dim = lead + d
+                inside, counts = _adaptive_membership(cx, x, dim, pooled[d], acc)
+                total = cx.add("divide", [total, cx.add("broadcast", [counts], {"dimensions": (dim,)},
+                                                        shape=total.shape)])
+                total = _pool_along(cx, total, dim, inside, pooled[d], transpose=True)
+            return cx.convert(total, et)
         all_windows = [_adaptive_windows(s, o) for s, o in zip(spatial, pooled)]
         total = _divide_by_window_sizes(cx, cx.convert(grad, acc), k, all_windows)
         for d in reversed(range(k)):

@@ -273,17 +273,23 @@ def test_new_rank_is_a_clear_error():
 
 
 
-@pytest.mark.parametrize(("fn", "spec", "op", "operand"), [
-    (lambda x: x[:2] * 2, "n, 3", "minimum", "slice_sizes"),  # min(n, 2): 1 at n = 1, else 2
-    # SAME pooling with a window below its stride: padding max(..., 0)
-    (lambda x: jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (2,), (3,), "SAME"), "n", "maximum", "padding"),
+@pytest.mark.parametrize(("fn", "spec", "op", "good", "bad"), [
+    (lambda x: x[:2] * 2, "n, 3", "minimum", [(2, 3), (5, 3)], (1, 3)),  # min(n, 2): 1 at n = 1, else 2
+    # SAME pooling with a window below its stride: padding max(..., 0), negative at n = 3, 6, ...
+    (lambda x: jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (2,), (3,), "SAME"), "n", "maximum", [(4,), (5,), (8,)],
+     (6,)),
 ])
-def test_a_size_computed_with_min_or_max_is_refused_naming_the_op(fn, spec, op, operand):
-    # the message said only "not a shape computed from dimension sizes and constants"
+def test_a_size_computed_with_min_or_max_takes_the_large_sizes_and_a_guard(fn, spec, op, good, bad):
+    """A min/max of a size and a constant that the algebra cannot order for every size: the plan
+    takes the order of large sizes, and the sizes where it fails are refused naming the op (the
+    whole program was refused, with "min/max of dimension sizes is not supported")."""
     exported = export.export(jax.jit(fn))(jax.ShapeDtypeStruct(export.symbolic_shape(spec), jnp.float32))
-    with pytest.raises(hlocc.UnsupportedError, match=rf"its {operand} operand is computed with stablehlo.{op} of "
-                                                     r"dimension sizes.*min/max of dimension sizes is not supported"):
-        import_stablehlo(exported)
+    exe = hlocc.compile(exported, "cpu")
+    for shape in good:
+        x = RNG.standard_normal(shape).astype(np.float32)
+        check_outputs(f"{op} at {shape}", fn(x), exe(x), 1e-6)
+    with pytest.raises(hlocc.ArgumentError, match=rf"stablehlo.{op}: this program's plan takes"):
+        exe(np.ones(bad, np.float32))
 
 
 def test_a_min_that_the_variables_ranges_decide_is_a_size():
@@ -496,6 +502,23 @@ def test_a_second_integer_division_function_is_recognised_too():
     for n in (1, 5, 8):
         x = RNG.standard_normal((n, 2)).astype(np.float32)
         check_outputs(f"slice and roll at {n}", f(x), run(x), 0)
+
+
+def test_a_tail_slice_of_a_symbolic_size_runs_where_the_size_holds_it():
+    """x[-3:] starts at max(b - 3, 0) and keeps min(3, b) rows, which the algebra cannot order for
+    every b: the plan takes b >= 3, and a guard refuses smaller sizes by name (it was refused)."""
+    import hlocc.jax
+
+    def f(x):
+        return x[-3:], x[:4]
+
+    run = hlocc.jax.jit(f, polymorphic_shapes=["b, 2"])
+    for n in (4, 9, 5):
+        x = RNG.standard_normal((n, 2)).astype(np.float32)
+        check_outputs(f"tail at {n}", f(x), run(x), 0)
+    with pytest.raises(hlocc.errors.ArgumentError, match=r"stablehlo.maximum: this program's plan takes b - 3 >= 0 .* "
+                                                         r"which fails here: b - 3 = -1"):
+        run(np.ones((2, 2), np.float32))
 
 
 @pytest.mark.parametrize("x, y", [(7, 2), (-7, 2), (7, -2), (-7, -2), (-6, 3), (0, 5)])

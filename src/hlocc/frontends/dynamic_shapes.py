@@ -188,8 +188,8 @@ def record_sizes(cx) -> None:
     try:
         value = rule(cx, *args)
     except InconclusiveDimensionError as e:
-        value = None
-        if cx.name in _MIN_MAX:
+        value = _speculated_extremum(cx, *args) if cx.name in _SPECULATED else None
+        if value is None and cx.name in _MIN_MAX:
             cx.scope.unknown_sizes[results[0]] = (f"{cx.name} of dimension sizes, which the symbolic algebra cannot "
                                                   f"decide for every size ({e})")
     if value is not None:
@@ -310,6 +310,42 @@ def _max(a, b):
         return a if a >= b else b
     except InconclusiveDimensionError:
         return b if b >= a else a
+
+
+_SPECULATED = {"stablehlo.maximum": "GE", "stablehlo.minimum": "LE"}
+
+
+def _speculated_extremum(cx, a: tuple, b: tuple) -> list | None:
+    """max/min of a symbolic size and a constant the algebra cannot order for every size (JAX's
+    `x[-3:]`: start max(b - 3, 0), size min(3, b)): the order of sizes at least as large as the
+    constant (max: the symbolic operand, min: the constant), with a guard that refuses the other
+    sizes by name at call time — one plan instead of none. None where both or neither operand is
+    symbolic (refused, as before)."""
+    direction = _SPECULATED[cx.name]
+    n = max(len(a), len(b))
+    if any(len(v) not in (1, n) for v in (a, b)):
+        return None
+    values, guards = [], []
+    for i in range(n):
+        x, y = a[0 if len(a) == 1 else i], b[0 if len(b) == 1 else i]
+        try:
+            values.append(_max(x, y) if direction == "GE" else _min(x, y))
+            continue
+        except InconclusiveDimensionError:
+            pass
+        symbolic = [isinstance(v, DimExpr) and not isinstance(v, SizePredicate) for v in (x, y)]
+        if symbolic[0] == symbolic[1]:
+            return None
+        large, constant = (x, y) if symbolic[0] else (y, x)
+        chosen, other = (large, constant) if direction == "GE" else (constant, large)
+        values.append(chosen)
+        guards.append(ShapeGuard(
+            SizePredicate((SizeComparison(direction, chosen, other),)),
+            f"{cx.location()}: {cx.name}: this program's plan takes {chosen} {'>=' if direction == 'GE' else '<='} "
+            f"{other} (a size computed with {cx.name.split('.')[-1]} of dimension sizes), which fails here: "
+            f"{chosen} = {{0}}, {other} = {{1}}", (chosen, other)))
+    cx.importer.module.guards.extend(guards)
+    return values
 
 
 def _compare(cx, a, b):

@@ -24,6 +24,19 @@ from collections.abc import Mapping
 import numpy as np
 
 from hlocc.frontends import mlir_support as ms
+from hlocc.frontends.size_arithmetic import (
+    SPECULATED,
+    and_sizes,
+    compare_sizes,
+    elementwise,
+    select_size,
+    size_max,
+    size_min,
+    size_sign,
+    speculated_extremum,
+    truncating_divide,
+    truncating_remainder,
+)
 from hlocc.hlo.attributes import PadDim, SliceDim, WindowDim
 from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
 from hlocc.hlo.symbolic import (
@@ -188,7 +201,7 @@ def record_sizes(cx) -> None:
     try:
         value = rule(cx, *args)
     except InconclusiveDimensionError as e:
-        value = _speculated_extremum(cx, *args) if cx.name in _SPECULATED else None
+        value = speculated_extremum(cx, *args) if cx.name in SPECULATED else None
         if value is None and cx.name in _MIN_MAX:
             cx.scope.unknown_sizes[results[0]] = (f"{cx.name} of dimension sizes, which the symbolic algebra cannot "
                                                   f"decide for every size ({e})")
@@ -287,167 +300,19 @@ def _slice(cx, a, *rest):
     return a[start:limit:ms.ints(cx.op, "strides", (1,))[0]]
 
 
-def _elementwise(fn):
-    def rule(cx, *args):
-        n = max(len(a) for a in args)
-        if any(len(a) not in (1, n) for a in args):
-            return None
-        return [fn(*(a[0] if len(a) == 1 else a[i] for a in args)) for i in range(n)]
-    return rule
-
-
-def _min(a, b):
-    """The smaller size where the algebra decides it for every size, asked both ways: `a*b <= b`
-    is open (a = 1 gives equality, the bounds see no strict order) where `b <= a*b` holds."""
-    try:
-        return a if a <= b else b
-    except InconclusiveDimensionError:
-        return b if b <= a else a
-
-
-def _max(a, b):
-    try:
-        return a if a >= b else b
-    except InconclusiveDimensionError:
-        return b if b >= a else a
-
-
-_SPECULATED = {"stablehlo.maximum": "GE", "stablehlo.minimum": "LE"}
-
-
-def _speculated_extremum(cx, a: tuple, b: tuple) -> list | None:
-    """max/min of a symbolic size and a constant the algebra cannot order for every size (JAX's
-    `x[-3:]`: start max(b - 3, 0), size min(3, b)): the order of sizes at least as large as the
-    constant (max: the symbolic operand, min: the constant), with a guard that refuses the other
-    sizes by name at call time — one plan instead of none. None where both or neither operand is
-    symbolic (refused, as before)."""
-    direction = _SPECULATED[cx.name]
-    n = max(len(a), len(b))
-    if any(len(v) not in (1, n) for v in (a, b)):
-        return None
-    values, guards = [], []
-    for i in range(n):
-        x, y = a[0 if len(a) == 1 else i], b[0 if len(b) == 1 else i]
-        try:
-            values.append(_max(x, y) if direction == "GE" else _min(x, y))
-            continue
-        except InconclusiveDimensionError:
-            pass
-        symbolic = [isinstance(v, DimExpr) and not isinstance(v, SizePredicate) for v in (x, y)]
-        if symbolic[0] == symbolic[1]:
-            return None
-        large, constant = (x, y) if symbolic[0] else (y, x)
-        chosen, other = (large, constant) if direction == "GE" else (constant, large)
-        values.append(chosen)
-        guards.append(ShapeGuard(
-            SizePredicate((SizeComparison(direction, chosen, other),)),
-            f"{cx.location()}: {cx.name}: this program's plan takes {chosen} {'>=' if direction == 'GE' else '<='} "
-            f"{other} (a size computed with {cx.name.split('.')[-1]} of dimension sizes), which fails here: "
-            f"{chosen} = {{0}}, {other} = {{1}}", (chosen, other)))
-    cx.importer.module.guards.extend(guards)
-    return values
-
-
-def _compare(cx, a, b):
-    """A comparison of sizes is decided here only when their difference is a constant; otherwise it
-    stays a predicate (a shape assertion's must: deciding `b >= 1` from the assumption that
-    variables are ≥ 1 would drop the guard that checks it)."""
-    direction = str(cx.op.attributes["comparison_direction"]).split()[-1].rstrip(">")
-
-    def compare(x, y):
-        if _is_truth(x) or _is_truth(y):
-            return SizeComparison(direction, int(_truth(x)), int(_truth(y))).holds({})
-        if isinstance(x - y, int):
-            return SizeComparison(direction, x - y, 0).holds({})
-        return SizePredicate((SizeComparison(direction, x, y),))
-    return _elementwise(compare)(cx, a, b)
-
-
-def _is_truth(value) -> bool:
-    return isinstance(value, (bool, SizePredicate))
-
-
-def _truth(value) -> bool:
-    """A predicate's value where the guards make it known (variables ≥ 1), for choosing values."""
-    if isinstance(value, bool):
-        return value
-    if not isinstance(value, SizePredicate):
-        raise InconclusiveDimensionError(f"{value} is not a predicate")
-    return all(_holds_for_all(c) for c in value.comparisons)
-
-
-def _holds_for_all(comparison: SizeComparison) -> bool:
-    difference = comparison.lhs - comparison.rhs
-    if isinstance(difference, int):
-        return comparison.holds({})
-    if comparison.direction in ("EQ", "NE"):
-        if difference >= 1 or difference <= -1:  # provably different (raises where undecided)
-            return comparison.direction == "NE"
-        raise InconclusiveDimensionError(str(comparison))
-    return {"LT": operator.lt, "LE": operator.le, "GT": operator.gt, "GE": operator.ge}[comparison.direction](
-        comparison.lhs, comparison.rhs)
-
-
-def _conjunction(x, y):
-    if isinstance(x, bool) and isinstance(y, bool):
-        return x and y
-    if isinstance(x, bool) or isinstance(y, bool):
-        flag, other = (x, y) if isinstance(x, bool) else (y, x)
-        return other if flag else False
-    if isinstance(x, SizePredicate) and isinstance(y, SizePredicate):
-        return x & y
-    raise InconclusiveDimensionError("'and' of sizes")
-
-
-def _and(cx, a, b):
-    return _elementwise(_conjunction)(cx, a, b)
-
-
-def _select(cx, pred, a, b):
-    n = max(len(pred), len(a), len(b))
-    pick = [_truth(pred[0 if len(pred) == 1 else i]) for i in range(n)]
-    return [(a[0 if len(a) == 1 else i] if p else b[0 if len(b) == 1 else i]) for i, p in enumerate(pick)]
-
-
-def _sign(x):
-    if isinstance(x, int):
-        return (x > 0) - (x < 0)
-    if x >= 1:
-        return 1
-    if x <= -1:
-        return -1
-    raise InconclusiveDimensionError(f"sign of {x}")
-
-
-def _truncating_divide(x, y):
-    """StableHLO's integer divide, which rounds toward zero: `floordiv` of the magnitudes, signed."""
-    if isinstance(x, int) and isinstance(y, int):
-        return abs(x) // abs(y) * _sign(x) * _sign(y)
-    if _sign(y) < 0:
-        return -_truncating_divide(x, -y)
-    return floordiv(x, y) if x >= 0 else -floordiv(-x, y)
-
-
-def _truncating_remainder(x, y):
-    """StableHLO's integer remainder, with the dividend's sign: `mod` of the magnitudes, signed."""
-    if isinstance(x, int) and isinstance(y, int):
-        return abs(x) % abs(y) * _sign(x)
-    y = -y if _sign(y) < 0 else y
-    return mod(x, y) if x >= 0 else -mod(-x, y)
-
-
 _SOURCES = {"stablehlo.constant", "stablehlo.get_dimension_size"}
 _MIN_MAX = {"stablehlo.minimum", "stablehlo.maximum", "stablehlo.clamp"}
 SIZE_RULES = {
     "stablehlo.constant": _constant, "stablehlo.get_dimension_size": _dimension_size,
     "stablehlo.reshape": _same, "stablehlo.convert": _same, "stablehlo.broadcast_in_dim": _broadcast,
     "stablehlo.concatenate": _concatenate, "stablehlo.slice": _slice,
-    "stablehlo.add": _elementwise(operator.add), "stablehlo.subtract": _elementwise(operator.sub),
-    "stablehlo.multiply": _elementwise(operator.mul), "stablehlo.divide": _elementwise(_truncating_divide),
-    "stablehlo.remainder": _elementwise(_truncating_remainder), "stablehlo.maximum": _elementwise(_max),
-    "stablehlo.minimum": _elementwise(_min), "stablehlo.clamp": _elementwise(lambda lo, x, hi: _max(lo, _min(x, hi))),
-    "stablehlo.compare": _compare, "stablehlo.and": _and,
-    "stablehlo.select": _select, "stablehlo.sign": _elementwise(_sign),
+    "stablehlo.add": elementwise(operator.add), "stablehlo.subtract": elementwise(operator.sub),
+    "stablehlo.multiply": elementwise(operator.mul), "stablehlo.divide": elementwise(truncating_divide),
+    "stablehlo.remainder": elementwise(truncating_remainder), "stablehlo.maximum": elementwise(size_max),
+    "stablehlo.minimum": elementwise(size_min),
+    "stablehlo.clamp": elementwise(lambda lo, x, hi: size_max(lo, size_min(x, hi))),
+    "stablehlo.compare": compare_sizes, "stablehlo.and": and_sizes,
+    "stablehlo.select": select_size, "stablehlo.sign": elementwise(size_sign),
 }
 """StableHLO op → its result's symbolic value from its operands' (integer divide and remainder
 truncate, as StableHLO's do)."""

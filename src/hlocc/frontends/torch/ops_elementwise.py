@@ -508,49 +508,8 @@ def _arange(cx: LoweringContext, *args, **_):
     return cx.add("add", [line, cx.full(start, cx.shape)]) if start != 0 else line
 
 
-class _ChloContext:
-    """What chlo.py's `replay_scalar` asks of a converter's context, over a torch lowering's."""
-
-    def __init__(self, cx: LoweringContext, operands: list[HloInstruction]):
-        self.cx, self.operands, self.shape = cx, operands, operands[0].shape
-        self.add = cx.add
-
-    def unsupported(self, why: str) -> Exception:
-        return self.cx.error(why)
-
-
-def _chlo(op: str, integer_first: bool = False):
-    """A special function HLO has no opcode for (erfc, lgamma, digamma, erfinv, polygamma) as XLA
-    expands its CHLO op (frontends/chlo.py: XLA's own expansion on scalars, replayed elementwise;
-    it needs jax), computed in f32 for a half type and rounded once, as ATen's opmath does.
-    `integer_first`: polygamma's order n, a Python int, comes first."""
-    def rule(cx: LoweringContext, *args):
-        try:
-            from hlocc.frontends.chlo import replay_scalar, xla_expansion
-        except ImportError:
-            raise cx.error(f"{op} is expanded with XLA's own CHLO legalization, which needs jax") from None
-        et = cx.element_type
-        compute = "f32" if et in ("f16", "bf16") or not cx.shape.element_type.is_float else et
-        operands = [cx.operand(a, compute, cx.shape.dims) for a in args]
-        types = ", ".join(f"tensor<{compute}>" for _ in operands)
-        text = ("module @chlo_expansion {\n  func.func public @main("
-                + ", ".join(f"%a{i}: tensor<{compute}>" for i in range(len(operands)))
-                + f") -> tensor<{compute}> {{\n    %r = \"chlo.{op}\"("
-                + ", ".join(f"%a{i}" for i in range(len(operands)))
-                + f") : ({types}) -> tensor<{compute}>\n    func.return %r : tensor<{compute}>\n  }}\n}}\n")
-        return cx.convert(replay_scalar(_ChloContext(cx, operands), xla_expansion(text)), et)
-    return rule
-
-
-def _polygamma(cx: LoweringContext, n, x):
-    return _chlo("polygamma")(cx, cx.full(n, cx.shape.with_element_type(primitive_type("f32"))), x)
-
-
 OPS = {
     **{f"aten.{name}.default": _unary(op) for name, op in UNARY.items()},
-    **{f"aten.{name}.default": _chlo(op) for name, op in
-       {"erfc": "erfc", "lgamma": "lgamma", "digamma": "digamma", "erfinv": "erf_inv"}.items()},
-    "aten.polygamma.default": _polygamma,
     "aten.abs.default": _abs, "aten.sign.default": _sign,
     **{f"aten.{name}.{o}": _binary(op) for name, op in BINARY.items() for o in ("Tensor", "Scalar")},
     **{f"aten.{name}.default": _binary(op) for name, op in BINARY_DEFAULT.items()},

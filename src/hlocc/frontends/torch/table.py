@@ -20,10 +20,11 @@ from hlocc.frontends.torch import (
     ops_reduce,
     ops_shape,
     ops_sort,
+    ops_special,
 )
 
 ATEN_OPS = {**ops_elementwise.OPS, **ops_shape.OPS, **ops_reduce.OPS, **ops_linalg.OPS, **ops_embedding.OPS,
-            **ops_conv.OPS, **ops_pool.OPS, **ops_sort.OPS}
+            **ops_conv.OPS, **ops_pool.OPS, **ops_sort.OPS, **ops_special.OPS}
 
 
 def refusal(name: str) -> str | None:

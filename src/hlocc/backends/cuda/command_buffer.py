@@ -32,7 +32,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -59,12 +59,10 @@ class CommandBuffer:
     """One run site's recording (module doc). `replays` counts the calls it served; `why_not`
     says why the site runs eagerly for good ("" while it may record)."""
 
-    def __init__(self, device: Any, allocations: Sequence[BufferAllocation], sizes: Sequence[int],
-                 shapes: Sequence[Any], program: Thunk, seed: int):
-        self.device = device
-        self.allocations, self.sizes, self.shapes = allocations, sizes, shapes
-        self.program = program
-        self.seed = seed
+    def __init__(self, host: Any, buffers: Sequence[tuple[BufferAllocation, int, Any]], program: Thunk):
+        """`host`: the site's DeviceBuffers (executable.py: the device, the seed, constants and the
+        arguments' leaves); `buffers`: per allocation, (allocation, bytes, a parameter's shape)."""
+        self.host, self.device, self.entries, self.program = host, host.device, list(buffers), program
         self.lock = threading.Lock()
         self.observed = False
         self.why_not = "" if enabled() else "HLOCC_CUDA_GRAPHS=0"
@@ -86,38 +84,36 @@ class CommandBuffer:
         elif not (stats.launches or stats.device_gemms or stats.device_copied_bytes):
             self.why_not = "nothing to replay"
 
-    def run(self, args: Sequence[Any], constant: Callable[[BufferAllocation, RunStats], Any],
-            value_of: Callable[[Sequence[Any], BufferAllocation], Any], stats: RunStats) -> DeviceMemory | None:
+    def run(self, args: Sequence[Any], stats: RunStats) -> DeviceMemory | None:
         """Replay (recording first where needed) with `args`, the lock held by the caller: the
         memory whose buffers hold the outputs, or None when the call must run eagerly (not yet
         observed, or the recording was refused: `why_not`)."""
         if not self.observed or self.why_not:
             return None
-        if self.graph is None and not self._record(args, constant, value_of):
+        if self.graph is None and not self._record():
             return None
-        self._upload(args, value_of, stats)
+        self._upload(args, stats)
         self.device.replay(self.graph)
         self.replays += 1
         _budget(self.device).touch(self)
         for name in _RECORDED:
             setattr(stats, name, getattr(self.recorded, name))
         stats.replays = 1
-        return DeviceMemory(self.device, self.buffers, self.seed, stats)
+        return DeviceMemory(self.device, self.buffers, self.host.seed, stats)
 
-    def _record(self, args, constant, value_of) -> bool:
+    def _record(self) -> bool:
         budget = _budget(self.device)
-        kept = sum(size for allocation, size in zip(self.allocations, self.sizes)
-                   if allocation.kind is not AllocationKind.CONSTANT)
+        kept = sum(size for allocation, size, _ in self.entries if allocation.kind is not AllocationKind.CONSTANT)
         if kept > MEMORY_BUDGET:
             self.why_not = f"its buffers ({kept} bytes) exceed the command buffers' budget ({MEMORY_BUDGET} bytes)"
             return False
         budget.make_room(kept, self)
         stats = RunStats()
-        self.buffers = [constant(allocation, stats) if allocation.kind is AllocationKind.CONSTANT
+        self.buffers = [self.host._constant(allocation, stats) if allocation.kind is AllocationKind.CONSTANT
                         else self.device.allocate(size) if size else ExternalBuffer(0, 0)
-                        for allocation, size in zip(self.allocations, self.sizes)]
+                        for allocation, size, _ in self.entries]
         self.kept_bytes = kept
-        memory = DeviceMemory(self.device, self.buffers, self.seed, stats)
+        memory = DeviceMemory(self.device, self.buffers, self.host.seed, stats)
         collecting = gc.isenabled()
         gc.disable()  # no buffer of another run is freed (a stream operation) while the stream records
         try:
@@ -137,11 +133,11 @@ class CommandBuffer:
         budget.add(self)
         return True
 
-    def _upload(self, args: Sequence[Any], value_of, stats: RunStats) -> None:
-        for allocation, buffer, shape in zip(self.allocations, self.buffers, self.shapes):
+    def _upload(self, args: Sequence[Any], stats: RunStats) -> None:
+        for (allocation, _, shape), buffer in zip(self.entries, self.buffers):
             if allocation.kind is not AllocationKind.PARAMETER or not buffer.size:
                 continue
-            value = value_of(args, allocation)
+            value = self.host._parameter_value(args, allocation)
             if value is TOKEN:
                 continue
             data = physical_bytes(np.asarray(value), shape)

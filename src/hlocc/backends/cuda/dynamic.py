@@ -94,9 +94,7 @@ class DeviceCall:
                 shape = substitute_shape(shape, bound.binding)
             self.buffers.append((allocation, size, shape))
 
-        self.commands = CommandBuffer(program.device, [a for a, _, _ in self.buffers],
-                                      [size for _, size, _ in self.buffers], [shape for _, _, shape in self.buffers],
-                                      bound.program, program.seed)
+        self.commands = CommandBuffer(program, self.buffers, bound.program)
 
     def prepare(self) -> None:
         """(Nothing to prepare: an eager call allocates its device buffers per call.)"""

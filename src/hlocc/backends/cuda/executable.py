@@ -134,7 +134,7 @@ class DeviceBuffers:
             shape = shape.tuple_shapes[i]
         return shape
 
-    def _run(self, site: CommandBuffer | None, program: Thunk, args: Sequence[Any],
+    def _run(self, site: CommandBuffer, program: Thunk, args: Sequence[Any],
              buffers_of: Callable[[RunStats], list[Any]], outputs: Sequence[BufferRef],
              return_device_arrays: bool) -> list[Any]:
         """Run `program` with `args` and return its output leaves: replayed from the site's command
@@ -142,9 +142,9 @@ class DeviceBuffers:
         device = self.device
         device.activate()
         stats = RunStats()
-        locked = site is not None and site.wants(args, return_device_arrays) and site.lock.acquire(blocking=False)
+        locked = site.wants(args, return_device_arrays) and site.lock.acquire(blocking=False)
         try:
-            memory = site.run(args, self._constant, self._parameter_value, stats) if locked else None
+            memory = site.run(args, stats) if locked else None
             if memory is None:
                 memory = DeviceMemory(device, buffers_of(stats), self.seed, stats)
                 program.execute(memory)
@@ -209,9 +209,8 @@ class DeviceExecutable(DeviceBuffers, ThunkExecutable):
     def run(self, args: Sequence[Any], return_device_arrays: bool = False) -> Any:
         allocations = self.assignment.allocations
         if self._commands is None:
-            shapes = [self._leaf_shape(a) if a.kind is AllocationKind.PARAMETER else None for a in allocations]
-            self._commands = CommandBuffer(self.device, allocations, [a.size for a in allocations], shapes,
-                                           self.program, self.seed)
+            self._commands = CommandBuffer(self, [(a, a.size, self._leaf_shape(a) if a.kind is AllocationKind.PARAMETER
+                                                   else None) for a in allocations], self.program)
             self._outputs = [BufferRef(where, output_leaf_shape(self.assignment, index))
                              for index, where in zip(self.assignment.output_indices, self.assignment.output_slices)]
         leaves = self._run(self._commands, self.program, args,

@@ -192,21 +192,17 @@ def _adaptive_membership(cx: LoweringContext, x, dim: int, m: int, et: str) -> t
     s64, pred = primitive_type("s64"), primitive_type("pred")
     size = cx.size_of(x, [dim], "s64")
 
-    def bounds(shape):
-        i = cx.add("iota", attrs={"iota_dimension": 0}, shape=shape)
-        sizes = cx.add("broadcast", [size], {"dimensions": ()}, shape=shape)
-        outputs = cx.full(m, shape)
-        start = cx.add("divide", [cx.add("multiply", [i, sizes]), outputs])
-        one = cx.full(1, shape)
-        end = cx.add("divide", [cx.add("add", [cx.add("multiply", [cx.add("add", [i, one]), sizes]),
-                                              cx.full(m - 1, shape)]), outputs])
-        return start, end
+    line = Shape.array(s64, (m,))
+    i = cx.add("iota", attrs={"iota_dimension": 0}, shape=line)
+    sizes, outputs = cx.add("broadcast", [size], {"dimensions": ()}, shape=line), cx.full(m, line)
+    start = cx.add("divide", [cx.add("multiply", [i, sizes]), outputs])
+    end = cx.add("divide", [cx.add("add", [cx.add("multiply", [cx.add("add", [i, cx.full(1, line)]), sizes]),
+                                          cx.full(m - 1, line)]), outputs])
     grid = Shape.array(s64, (m, n))
-    start, end = bounds(grid)
     j = cx.add("iota", attrs={"iota_dimension": 1}, shape=grid)
-    inside = cx.add("and", [cx.add("compare", [j, start], {"direction": "GE"}, shape=grid.with_element_type(pred)),
-                            cx.add("compare", [j, end], {"direction": "LT"}, shape=grid.with_element_type(pred))])
-    start, end = bounds(Shape.array(s64, (m,)))
+    inside = cx.add("and", [cx.add("compare", [j, cx.add("broadcast", [bound], {"dimensions": (0,)}, shape=grid)],
+                                   {"direction": direction}, shape=grid.with_element_type(pred))
+                            for bound, direction in ((start, "GE"), (end, "LT"))])
     return inside, cx.convert(cx.add("subtract", [end, start]), et)
 
 

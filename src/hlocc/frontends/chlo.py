@@ -51,16 +51,23 @@ def convert_top_k(cx) -> HloInstruction:
 def _scalar_module_text(op) -> str:
     """A module whose @main applies `op` (generic form, same attributes) to scalars."""
     ir = ms.mlir_modules()[0]
-    operand_types = [f"tensor<{ir.ShapedType(v.type).element_type}>" for v in op.operands]
-    result_types = [f"tensor<{ir.ShapedType(r.type).element_type}>" for r in op.results]
-    args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(operand_types))
-    attrs = ", ".join(f"{na.name} = {na.attr}" for na in op.operation.attributes)
-    results = ", ".join(f"%r#{i}" for i in range(len(result_types))) if len(result_types) > 1 else "%r"
-    count = f":{len(result_types)}" if len(result_types) > 1 else ""
-    return (f"module @chlo_expansion {{\n  func.func public @main({args}) -> ({', '.join(result_types)}) {{\n"
-            f"    %r{count} = \"{op.operation.name}\"({', '.join(f'%a{i}' for i in range(len(operand_types)))})"
-            f" {{{attrs}}} : ({', '.join(operand_types)}) -> ({', '.join(result_types)})\n"
-            f"    func.return {results} : {', '.join(result_types)}\n  }}\n}}\n")
+    return scalar_module_text(op.operation.name, [str(ir.ShapedType(v.type).element_type) for v in op.operands],
+                              [str(ir.ShapedType(r.type).element_type) for r in op.results],
+                              ", ".join(f"{na.name} = {na.attr}" for na in op.operation.attributes))
+
+
+def scalar_module_text(name: str, operand_types: list[str], result_types: list[str], attrs: str = "") -> str:
+    """A module whose @main applies the op `name` (generic form, `attrs`) to scalars of these
+    element types: what `xla_expansion` takes."""
+    operands = [f"tensor<{t}>" for t in operand_types]
+    results = [f"tensor<{t}>" for t in result_types]
+    args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(operands))
+    returned = ", ".join(f"%r#{i}" for i in range(len(results))) if len(results) > 1 else "%r"
+    count = f":{len(results)}" if len(results) > 1 else ""
+    return (f"module @chlo_expansion {{\n  func.func public @main({args}) -> ({', '.join(results)}) {{\n"
+            f"    %r{count} = \"{name}\"({', '.join(f'%a{i}' for i in range(len(operands)))})"
+            f" {{{attrs}}} : ({', '.join(operands)}) -> ({', '.join(results)})\n"
+            f"    func.return {returned} : {', '.join(results)}\n  }}\n}}\n")
 
 
 @functools.lru_cache(maxsize=256)

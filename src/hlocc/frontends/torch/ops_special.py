@@ -24,26 +24,20 @@ class _ChloContext:
         return self.cx.error(why)
 
 
-def _chlo(op: str, integer_first: bool = False):
+def _chlo(op: str):
     """A special function HLO has no opcode for (erfc, lgamma, digamma, erfinv, polygamma) as XLA
     expands its CHLO op (frontends/chlo.py: XLA's own expansion on scalars, replayed elementwise;
-    it needs jax), computed in f32 for a half type and rounded once, as ATen's opmath does.
-    `integer_first`: polygamma's order n, a Python int, comes first."""
+    it needs jax), computed in f32 for a half type and rounded once, as ATen's opmath does."""
     def rule(cx: LoweringContext, *args):
         try:
-            from hlocc.frontends.chlo import replay_scalar, xla_expansion
+            from hlocc.frontends.chlo import replay_scalar, scalar_module_text, xla_expansion
         except ImportError:
             raise cx.error(f"{op} is expanded with XLA's own CHLO legalization, which needs jax") from None
         et = cx.element_type
         compute = "f32" if et in ("f16", "bf16") or not cx.shape.element_type.is_float else et
         operands = [cx.operand(a, compute, cx.shape.dims) for a in args]
-        types = ", ".join(f"tensor<{compute}>" for _ in operands)
-        text = ("module @chlo_expansion {\n  func.func public @main("
-                + ", ".join(f"%a{i}: tensor<{compute}>" for i in range(len(operands)))
-                + f") -> tensor<{compute}> {{\n    %r = \"chlo.{op}\"("
-                + ", ".join(f"%a{i}" for i in range(len(operands)))
-                + f") : ({types}) -> tensor<{compute}>\n    func.return %r : tensor<{compute}>\n  }}\n}}\n")
-        return cx.convert(replay_scalar(_ChloContext(cx, operands), xla_expansion(text)), et)
+        expansion = xla_expansion(scalar_module_text(f"chlo.{op}", [compute] * len(operands), [compute]))
+        return cx.convert(replay_scalar(_ChloContext(cx, operands), expansion), et)
     return rule
 
 

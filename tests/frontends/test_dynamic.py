@@ -355,11 +355,15 @@ def test_a_later_arguments_derived_dimension_is_its_expression():
 
 
 @pytest.mark.parametrize(("spec", "fn"), [("n, n", jnp.linalg.cholesky), ("n, n", jnp.linalg.inv),
-                                        ("b, 3, 3", lambda a: jnp.linalg.solve(a, a[..., :1]))],
-                         ids=["cholesky", "inv", "batched_solve"])
+                                        ("b, 3, 3", lambda a: jnp.linalg.solve(a, a[..., :1])),
+                                        ("n, n", lambda a: jnp.linalg.svd(a, compute_uv=False)),
+                                        ("b, 3, 3", lambda a: jnp.sort(jnp.linalg.eigvals(a).real))],
+                         ids=["cholesky", "inv", "batched_solve", "singular_values", "eigvals"])
 def test_lapack_calls_over_symbolic_sizes_are_one_compile(spec, fn):
     """JAX passes a LAPACK call's symbolic result shapes as shape operands (`indices_of_shape_operands`):
-    they are the custom call's result dims, not operands, and the call runs at each binding."""
+    they are the custom call's result dims, not operands, and the call runs at each binding. The
+    results a call does not compute (gesdd's u and vt without vectors, geev's eigenvectors) are
+    buffers at the binding's sizes too."""
     exported = export.export(jax.jit(fn))(jax.ShapeDtypeStruct(export.symbolic_shape(spec), jnp.float32))
     exe = hlocc.compile(exported, "cpu")
     for n in (2, 5):

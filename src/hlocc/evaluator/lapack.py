@@ -212,14 +212,22 @@ def _syevd(values, attrs, instr):
     return [v, w, np.zeros(a.shape[:-2], np.int32)]
 
 
+def _unused(shape, dims: tuple[int, ...]) -> np.ndarray:
+    """Zeros for a result the routine does not compute: at its shape's dims, or at `dims` (what the
+    operand's sizes give) where the shape is symbolic (a plan for every size: the binding's sizes
+    are the operand's)."""
+    return np.zeros(dims if shape.symbols else shape.dims, shape.dtype)
+
+
 def _gesdd(values, attrs, instr):
     a = values[0]
     mode = attrs.get("mode", "S")
     info = np.zeros(a.shape[:-2], np.int32)
     shapes = instr.shape.tuple_shapes
-    if mode == "N":
+    if mode == "N":  # u and vt are not computed: their buffers are m×m and n×n (JAX's lowering)
         s = np.linalg.svd(a, compute_uv=False)
-        return [a, s, np.zeros(shapes[2].dims, a.dtype), np.zeros(shapes[3].dims, a.dtype), info]
+        m, n = a.shape[-2:]
+        return [a, s, _unused(shapes[2], a.shape[:-2] + (m, m)), _unused(shapes[3], a.shape[:-2] + (n, n)), info]
     u, s, vt = np.linalg.svd(a, full_matrices=mode == "A")
     return [a, s, u, vt, info]
 
@@ -234,8 +242,8 @@ def _geev(values, attrs, instr):
     w, v = np.linalg.eig(a) if right else (np.linalg.eigvals(a), None)
     info = np.zeros(a.shape[:-2], np.int32)
     complex_type = shapes[-2].dtype
-    vr = v.astype(complex_type) if v is not None else np.zeros(shapes[-2].dims, complex_type)
-    vl = np.zeros(shapes[-3].dims, shapes[-3].dtype)
+    vr = v.astype(complex_type) if v is not None else _unused(shapes[-2], a.shape)
+    vl = _unused(shapes[-3], a.shape)
     if np.iscomplexobj(a):
         return [w, vl, vr, info]
     w = w.astype(complex_type)

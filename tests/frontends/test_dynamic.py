@@ -12,6 +12,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax import export  # noqa: E402
 
 import hlocc  # noqa: E402
+import hlocc.jax  # noqa: E402
 from hlocc.comparison import compare_arrays  # noqa: E402
 from hlocc.frontends.stablehlo import import_stablehlo  # noqa: E402
 
@@ -540,3 +541,25 @@ def test_shape_division_truncates_as_stablehlo_does(x, y):
         q, r = (v[0].evaluate({"h": n}) if hasattr(v[0], "evaluate") else v[0]
                 for v in (divide(None, [x * h], [y]), remainder(None, [x * h], [y])))
         assert (q, r) == (int(x * n / y), x * n - y * int(x * n / y)), n
+
+
+def test_random_bits_over_a_symbolic_shape_are_one_compile():
+    """JAX exports rng_bit_generator over a symbolic shape as the custom call
+    `stablehlo.dynamic_rng_bit_generator(state, shape)`: rng-bit-generator whose bits have the
+    shape tensor's sizes, the same bits as XLA's at every size (JAX's "rbg" keys draw through it)."""
+    def bits(key, x):
+        return jax.lax.rng_bit_generator(key, x.shape, dtype=jnp.uint32)[1]
+
+    def normal(x):
+        return x + jax.random.normal(jax.random.key(3, impl="rbg"), x.shape)
+
+    key = np.array([1, 2, 3, 4], np.uint32)
+    exe = hlocc.jax.jit(bits, polymorphic_shapes=[None, "b, 3"])
+    noisy = hlocc.jax.jit(normal, polymorphic_shapes=["b, 3"])
+    for b in (1, 5, 17):
+        x = np.zeros((b, 3), np.float32)
+        np.testing.assert_array_equal(exe(key, x), np.asarray(jax.jit(bits)(key, x)))
+        np.testing.assert_allclose(noisy(x), np.asarray(jax.jit(normal)(x)), rtol=1e-6, atol=1e-6)
+    for f in (exe, noisy):
+        (_, compiled), = f.executables()
+        assert compiled.compilations <= 1  # (the generator itself runs on the host: no kernel)

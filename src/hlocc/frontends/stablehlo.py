@@ -134,7 +134,8 @@ class OpContext:
             except HloVerifyError as e:
                 raise self.unsupported(f"cannot infer the symbolic result shape of {opcode}: {e}") from None
             if ms.unresolved(instr.shape):
-                raise self.unsupported(f"the result shape {instr.shape} of {opcode} has a dimension no symbolic "
+                what = f"custom-call '{attrs['custom_call_target']}'" if opcode == "custom-call" else opcode
+                raise self.unsupported(f"the result shape {instr.shape} of {what} has a dimension no symbolic "
                                        "size was found for")
         return instr
 

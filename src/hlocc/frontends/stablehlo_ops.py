@@ -389,9 +389,16 @@ def _optimization_barrier(cx):
 
 
 def _rng_bit_generator(cx):
+    """`stablehlo.rng_bit_generator(state)`, or JAX's shape-polymorphic custom call
+    `stablehlo.dynamic_rng_bit_generator(state, shape)`, whose bits' shape is a shape tensor."""
     _, stablehlo, _, _ = ms.mlir_modules()
     algorithm = _RNG_ALGORITHMS[_attr(cx, "rng_algorithm", stablehlo.RngAlgorithmAttr).value]
-    return cx.add("rng-bit-generator", cx.operands, {"algorithm": algorithm})
+    shape = None
+    if len(cx.operands) == 2:
+        state, bits = cx.shape.tuple_shapes
+        dims = dynamic_shapes.shape_operand(cx, 1, "output_shape")
+        shape = Shape.tuple([state, bits.with_dims(dims, [isinstance(d, DimExpr) for d in dims])])
+    return cx.add("rng-bit-generator", cx.operands[:1], {"algorithm": algorithm}, shape=shape)
 
 
 def _rng(cx):
@@ -437,6 +444,8 @@ def _custom_call(cx):
         return dynamic_shapes.CUSTOM_CALLS[target](cx)
     if target == "ApproxTopK":
         return _approx_top_k(cx)
+    if target == "stablehlo.dynamic_rng_bit_generator":
+        return _rng_bit_generator(cx)
     attrs = {"custom_call_target": target}
     if ms.bool_attr(cx.op, "has_side_effect"):
         attrs["custom_call_has_side_effect"] = True

@@ -374,6 +374,9 @@ def test_complex_ops():
                                                                                 np.complex64))
     assert_same(evaluate("power", "c64", z, np.array([0, 2, 1 + 1j], np.complex64))[:2],
                 np.array([1, 0], np.complex64))
+    # 0^y: 0 for a real y > 0, else NaN + NaN i (XLA:CPU's; std::pow gives 0 for any Re(y) > 0)
+    zero_base = evaluate("power", "c64", np.zeros(5, np.complex64), np.array([2, 0.5 + 0.5j, -1, 2j, 0], np.complex64))
+    assert_same(zero_base, np.array([0, complex(NAN, NAN), complex(NAN, NAN), complex(NAN, NAN), 1], np.complex64))
     assert_same(evaluate("compare", "pred", z, z, direction="EQ"), np.array([True, True, True]))
     tiny = np.array([1e-10 + 1e-10j], np.complex128)
     np.testing.assert_allclose(evaluate("exponential-minus-one", "c128", tiny), tiny + tiny**2 / 2, rtol=1e-15)

@@ -52,11 +52,14 @@ def complex_sqrt(z: np.ndarray) -> np.ndarray:
 
 
 def complex_power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """HloEvaluator's rules: 1^y = x^0 = 1; inf^(r+0i) is inf for r > 0 and 0 for r < 0; otherwise
-    exp(y log x) (std::pow), which gives 0 for 0^y with Re(y) > 0."""
+    """1^y = x^0 = 1; inf^(r+0i) is inf for r > 0 and 0 for r < 0 (HloEvaluator's rules); 0^y is 0
+    for a real y > 0 and NaN + NaN i for any other y but 0 (XLA:CPU's EmitComplexPower, whose
+    formula gives NaN there: HloEvaluator's std::pow gives 0 for any Re(y) > 0); otherwise
+    exp(y log x)."""
     x, y = a.astype(_C128), b.astype(_C128)
-    result = np.exp(y * np.log(x))
-    result = np.where((x == 0) & (y.real > 0), 0, result)
+    with np.errstate(all="ignore"):
+        result = np.exp(y * np.log(x))
+    result = np.where(x == 0, np.where((y.real > 0) & (y.imag == 0), 0, complex(np.nan, np.nan)), result)
     positive_inf = (x.imag == 0) & np.isposinf(x.real)
     real_y = y.imag == 0
     result = np.where(positive_inf & real_y & (y.real > 0), x, result)

@@ -145,15 +145,18 @@ def _sign(b, z):
 @register_complex("power")
 @in_c128
 def _power(b, x, y):
-    """e^(y log x), with the evaluator's (HloEvaluator's) rules: x^0 = 1^y = 1; 0^y = 0 for
-    Re(y) > 0; (+inf + 0i)^y = +inf for real y > 0 and 0 for real y < 0."""
+    """e^(y log x), with the evaluator's rules (evaluator/complex_math.py `complex_power`): x^0 =
+    1^y = 1; 0^y = 0 for a real y > 0, NaN + NaN i for any other y (XLA:CPU's); (+inf + 0i)^y =
+    +inf for real y > 0 and 0 for real y < 0."""
     result = b.add(cx.ExpOp(b.add(cx.MulOp(y, b.add(cx.LogOp(x))))))
     (xr, xi), (yr, yi) = parts(b, x), parts(b, y)
     zero, one = constant(b, 0.0, 0.0, x), _one(b, x)
+    nan = constant(b, float("nan"), float("nan"), x)
     c = lambda v: b.constant(v, xr.type)  # noqa: E731
     x_is_zero = b.add(arith.AndIOp(b.cmpf("oeq", xr, c(0.0)), b.cmpf("oeq", xi, c(0.0))))
     y_positive, y_negative = b.cmpf("ogt", yr, c(0.0)), b.cmpf("olt", yr, c(0.0))
-    result = b.select(b.op(arith.AndIOp, x_is_zero, y_positive), zero, result)
+    y_real_positive = b.op(arith.AndIOp, y_positive, b.cmpf("oeq", yi, c(0.0)))
+    result = b.select(x_is_zero, b.select(y_real_positive, zero, nan), result)
     inf_real = b.and_([b.cmpf("oeq", xi, c(0.0)), b.cmpf("oeq", xr, c(float("inf"))), b.cmpf("oeq", yi, c(0.0))])
     result = b.select(b.op(arith.AndIOp, inf_real, y_positive), x, result)
     result = b.select(b.op(arith.AndIOp, inf_real, y_negative), zero, result)

@@ -57,13 +57,39 @@ def rounds_scan(convert: HloInstruction, scan: HloInstruction) -> bool:
             and tuple(scan.shape.minor_to_major) == tuple(convert.shape.minor_to_major))
 
 
+BASE_LENGTH = 16
+"""XLA:CPU's scan base length: passes/reduce_window_rewriter.py splits a longer float sum or product
+scan into scans of at most this length (XLA's ReduceWindowRewriter(16))."""
+
+ORDERED_COMBINERS = ("add", "multiply")
+"""Float combiners whose result depends on the order of the fold."""
+
+
 def scan_window(root: HloInstruction) -> tuple[HloInstruction, HloInstruction | None] | None:
     """(the cumulative reduce-window, its rounding convert or None) where `root` (a fusion's root)
-    is a scan the scan emitter computes: the window itself, or `rounds_scan` of it; else None."""
+    is a scan the scan emitter computes: the window itself, or `rounds_scan` of it; else None.
+
+    Not a reverse float sum or product of a static axis at most BASE_LENGTH long: the running
+    accumulator of a reverse scan folds from the end of the axis, while each window folds from its
+    start (XLA's elemental reduce-window, and the blocks of XLA's two-level scan), which rounds
+    differently; at that length the elemental window's O(n^2) is cheap and gives XLA's bits."""
     window, epilogue = root, None
     if root.opcode == "convert" and rounds_scan(root, root.operand(0)):
         window, epilogue = root.operand(0), root
-    return (window, epilogue) if scan_axis(window) is not None else None
+    found = scan_axis(window)
+    if found is None or found[1] and _order_matters(window) and _static_at_most(window, found[0], BASE_LENGTH):
+        return None
+    return window, epilogue
+
+
+def _order_matters(window: HloInstruction) -> bool:
+    et = window.shape.element_type
+    return window.to_apply.root.opcode in ORDERED_COMBINERS and et.is_float
+
+
+def _static_at_most(window: HloInstruction, axis: int, length: int) -> bool:
+    n = window.operand(0).shape.dims[axis]
+    return not isinstance(n, DimExpr) and n <= length
 
 
 def takes_scan(scan: HloInstruction, consumer: HloInstruction) -> bool:
@@ -80,4 +106,4 @@ def produces_scan(instr: HloInstruction) -> bool:
     or a scan's rounding convert: `scan_window`) (module doc)."""
     if instr.opcode == "fusion":
         return scan_window(instr.attrs["calls"].root) is not None
-    return scan_axis(instr) is not None
+    return instr.opcode == "reduce-window" and scan_window(instr) is not None

@@ -5,13 +5,19 @@ f32 (FloatNormalization) and as the reference evaluator does (evaluator/reductio
     r = bf16[n] reduce(x, c), to_apply=add_bf16
       →  r = bf16[n] convert(f32[n] reduce(convert(x), convert(c)), to_apply=add_f32)
 
-and the same for a reduce-window. Accumulated in its own type, a long bf16 sum stalls: once the
-running sum reaches 256 its ulp is 2 and adding values below 1 rounds back to it, so a column sum
-or a `jnp.cumsum` (a reduce-window, which JAX does not widen) of 1000 values in [0, 1) gave 256
-where XLA gives 492. Only a single-input reduction whose combiner is one `add` or `multiply` of
-its two parameters is rewritten: maximum and minimum are exact in any type, and a general combiner
-computes what it says. The converts fuse into the reduction's kernel (it reads the narrow input
-and writes the narrow result).
+Only a single-input reduction whose combiner is one `add` or `multiply` of its two parameters is
+rewritten: maximum and minimum are exact in any type, and a general combiner computes what it
+says. The converts fuse into the reduction's kernel (it reads the narrow input and writes the
+narrow result).
+
+A reduce-window is not widened: XLA:CPU folds each window in its own type (a bf16 window sum of
+64 values, and a bf16 `jnp.cumsum`, are XLA's bit for bit that way), and a long cumulative window
+is first split by `reduce-window-rewriter` into XLA's two-level scan of blocks of 16, whose
+running sums never grow long enough to stall. Except a cumulative window along a *symbolic* axis,
+which that rewrite leaves whole: accumulated in its own type, a long bf16 running sum stalls
+(once it reaches 256 its ulp is 2 and adding values below 1 rounds back to it: 1000 values in
+[0, 1) gave 256 where XLA's blocks give 492), so it accumulates in f32 and is rounded per output
+(the scan emitter takes the convert as its epilogue, analysis/scan.py `rounds_scan`).
 
 Part of each backend's prologue (passes/pipeline.py): the numbers must not depend on whether the
 optimization passes run.
@@ -19,7 +25,9 @@ optimization passes run.
 
 from __future__ import annotations
 
+from hlocc.analysis.scan import scan_axis
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import Shape, primitive_type
 from hlocc.passes.base import HloPass, register_hlo_pass
 
@@ -30,6 +38,8 @@ def widened_combiner(instr: HloInstruction) -> str | None:
     """The combiner opcode when `instr` is a reduce or reduce-window that accumulates in a float
     type narrower than f32 with a single `add`/`multiply` of its two parameters, else None."""
     if instr.opcode not in ("reduce", "reduce-window") or len(instr.operands) != 2 or not instr.shape.is_array:
+        return None
+    if instr.opcode == "reduce-window" and not _symbolic_scan(instr):
         return None
     et = instr.shape.element_type
     if not et.is_float or et.bits >= 32:
@@ -64,6 +74,12 @@ class WidenNarrowReductions(HloPass):
                 _widen(comp, instr, combiners[opcode])
                 changed = True
         return changed
+
+
+def _symbolic_scan(instr: HloInstruction) -> bool:
+    """A cumulative reduce-window along a symbolic axis (module doc)."""
+    found = scan_axis(instr)
+    return found is not None and isinstance(instr.operand(0).shape.dims[found[0]], DimExpr)
 
 
 def _f32_combiner(module: HloModule, opcode: str, taken: set[str]) -> HloComputation:

@@ -60,6 +60,7 @@ from hlocc.passes import (  # noqa: F401
     multi_output_fusion,
     narrow_float_reductions,
     priority_fusion,
+    reduce_window_rewriter,
     rename_fusions,
     shape_constraints,
     stitch_fusion,
@@ -154,6 +155,7 @@ BACKEND_PIPELINES: dict[str, CompilePipeline] = {
         prologue=(
             "flatten-call-graph",  # one call site per while/conditional computation (buffer assignment)
             "layout-copies",  # forwarded values get the layout their readers declare (fusible copies)
+            "reduce-window-rewriter",  # long float cumsums as XLA:CPU's two-level scan (its numbers)
             "widen-narrow-reductions",  # bf16/f16 sums accumulate in f32, as XLA's and the evaluator's
         ),
         # simplify, then fuse: convolutions as implicit-gemm fusions first, then priority fusion (and stitch)
@@ -166,6 +168,7 @@ BACKEND_PIPELINES: dict[str, CompilePipeline] = {
             "convolution-to-gemm",  # no convolution library on the device: im2col kernels and a gemm
             "flatten-call-graph",  # one call site per while/conditional computation (buffer assignment)
             "layout-copies",  # forwarded values get the layout their readers declare (fusible copies)
+            "reduce-window-rewriter",  # long float cumsums as blocks of 16 (the cpu's numbers; O(16 n))
             "widen-narrow-reductions",  # bf16/f16 sums accumulate in f32, as XLA's and the evaluator's
         ),
         optimization=SIMPLIFICATION + CUDA_FUSION,  # simplify, fuse, stitch (after convolution-to-gemm)

@@ -7,9 +7,10 @@ One thread per line (the output's other dims: `loop_launch_map` over them, or th
 with one line per thread); the thread walks the axis in the window's order, `acc = to_apply(acc,
 x[k])` starting from the init value, and writes every `acc`. That is the order in which the
 elemental reduce-window (emitters/elemental_reduce.py) folds each element's window, so the results
-are bit-identical, in O(n) per line instead of O(n^2). *Differs from XLA*, whose
-`ReduceWindowRewriter` (xla/service/reduce_window_rewriter.cc) rewrites such windows in HLO into a
-two-level blocked scan that parallelises within a line; on the CPU the lines are the parallelism.
+are bit-identical for a forward scan, in O(n) per line instead of O(n^2) (a reverse scan walks from
+the axis's end: analysis/scan.py `scan_window` leaves short reverse float sums to the elemental
+window). A long float sum or product of a static axis reaches this emitter as XLA's two-level scan
+(passes/reduce_window_rewriter.py, XLA:CPU's ReduceWindowRewriter): blocks of 16 and their sums.
 Runtime dims (dynamic shapes, CPU): the axis length and the line count may be symbolic.
 """
 

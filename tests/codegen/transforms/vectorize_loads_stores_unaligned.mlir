@@ -184,3 +184,34 @@ func.func @masked_min_window(%o: index, %in: tensor<5xi32>) -> i32 {
   }
   func.return %r : i32
 }
+
+// -----
+
+// A reversed run (jnp.flip, the reverse in a fusion): lane s0 reads element 63 - th_x * 4 - s0. It is read
+// as one vector from where the run starts in memory (the index at s0 = 3) and its lanes reversed, so the
+// math on it can be vectorized too; it was read element by element, and a loop of scalar sines was
+// unrolled into ~100 KB of IR per lane group.
+// CHECK-LABEL: func.func @reversed(
+// CHECK:         %[[C3:.*]] = arith.constant 3 : index
+// CHECK:         %[[LO:.*]] = xla.apply_indexing #xla.indexing_map<"(th_x)[s0] -> (-s0 - th_x * 4 + 63){{.*}}">(%tid)[%[[C3]]]
+// CHECK:         %[[V:.*]] = vector.transfer_read %in[%[[LO]]], %{{.*}} {in_bounds = [true]} : tensor<64xf32>, vector<4xf32>
+// CHECK:         %[[R:.*]] = vector.shuffle %[[V]], %[[V]] [3, 2, 1, 0] : vector<4xf32>, vector<4xf32>
+// CHECK:         scf.for
+// CHECK-NOT:       tensor.extract
+// CHECK:           vector.extract %[[R]][%i]
+func.func @reversed(%tid: index, %in: tensor<64xf32>, %out: tensor<64xf32>) -> tensor<64xf32> {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%it = %out) -> (tensor<64xf32>) {
+    %src = xla.apply_indexing
+        #xla.indexing_map<"(th_x)[s0] -> (-(th_x * 4) - s0 + 63), domain: th_x in [0, 15], s0 in [0, 3]">(%tid)[%i]
+    %x = tensor.extract %in[%src] : tensor<64xf32>
+    %y = math.sin %x : f32
+    %dst = xla.apply_indexing
+        #xla.indexing_map<"(th_x)[s0] -> (th_x * 4 + s0), domain: th_x in [0, 15], s0 in [0, 3]">(%tid)[%i]
+    %ins = tensor.insert %y into %it[%dst] : tensor<64xf32>
+    scf.yield %ins : tensor<64xf32>
+  }
+  func.return %r : tensor<64xf32>
+}

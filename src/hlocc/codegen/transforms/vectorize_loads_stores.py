@@ -68,6 +68,7 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     BoolAttr,
     ComplexType,
+    DenseArrayBase,
     DenseIntOrFPElementsAttr,
     IndexType,
     IntegerAttr,
@@ -76,6 +77,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     VectorType,
     i1,
+    i64,
 )
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import AffineMap
@@ -93,10 +95,9 @@ from hlocc.codegen.transforms.vectorize_elementwise import hoist_invariants
 VECTOR_SIZES = (2, 4, 8, 16, 32, 64)
 
 
-def _contiguous_offset(index: SSAValue, iv: SSAValue, loop: scf.ForOp, n: int, b: KernelBuilder,
-                       aligned: bool = True) -> SSAValue | None:
-    """The index at iv = 0, emitted before the loop, if `index` is `offset + iv` with offset (a
-    multiple of n when `aligned`) computed from values defined outside the loop; else None."""
+def _lane_index(index: SSAValue, iv: SSAValue, loop: scf.ForOp):
+    """(map, operands, contiguity in iv) where `index` is one `xla.apply_indexing` result whose only
+    loop-defined operand is the range variable `iv`; else None."""
     producer = index.owner
     if not isinstance(producer, ApplyIndexingOp) or len(producer.results) != 1:
         return None
@@ -109,10 +110,23 @@ def _contiguous_offset(index: SSAValue, iv: SSAValue, loop: scf.ForOp, n: int, b
     if any(not defined_outside(v, loop) for v in operands if v is not iv):
         return None
     c = contiguity(m, positions[0] - nd, 0)
-    if c is None or c.stride != 1 or (aligned and (c.alignment % n if c.alignment else 0)):
+    return None if c is None else (m, operands, c)
+
+
+def _contiguous_offset(index: SSAValue, iv: SSAValue, loop: scf.ForOp, n: int, b: KernelBuilder,
+                       aligned: bool = True, stride: int = 1) -> SSAValue | None:
+    """The index at iv = 0, emitted before the loop, if `index` is `offset + iv` with offset (a
+    multiple of n when `aligned`) computed from values defined outside the loop; else None. With
+    `stride` -1 (`offset - iv`, a reversed run: jnp.flip, a reverse scan's reads), the index at
+    iv = n - 1, where the run starts in memory."""
+    lane = _lane_index(index, iv, loop)
+    if lane is None:
         return None
-    zero_operands = [b.index(0) if v is iv else v for v in operands]
-    return b.insert(ApplyIndexingOp(m, zero_operands)).results[0]
+    m, operands, c = lane
+    if c.stride != stride or (aligned and (c.alignment % n if c.alignment else 0)):
+        return None
+    first = b.index(0 if stride == 1 else n - 1)
+    return b.insert(ApplyIndexingOp(m, [first if v is iv else v for v in operands])).results[0]
 
 
 def _sub_byte(element) -> bool:
@@ -144,6 +158,9 @@ def _vectorize_reads(loop: scf.ForOp, aligned: bool = True, mask: SSAValue | Non
         if isinstance(op, tensor.ExtractOp) and len(op.indices) == 1 and defined_outside(op.tensor, loop) \
                 and not isinstance(op.result.type, ComplexType):
             offset = _contiguous_offset(op.indices[0], iv, loop, n, b, aligned or _sub_byte(op.result.type))
+            reverse = offset is None and not aligned and mask is None and not _sub_byte(op.result.type)
+            if reverse:  # a reversed run: read it where it starts in memory, then reverse the lanes
+                offset = _contiguous_offset(op.indices[0], iv, loop, n, b, False, stride=-1)
             if offset is None:
                 continue
             vtype = VectorType(op.result.type, [n])
@@ -151,6 +168,9 @@ def _vectorize_reads(loop: scf.ForOp, aligned: bool = True, mask: SSAValue | Non
                                                if isinstance(op.result.type, (IntegerType, IndexType))
                                                else b.constant(0.0, op.result.type),
                                                vtype, _in_bounds(), _identity_1d(), mask))
+            if reverse:
+                read = b.add(vector.ShuffleOp(read, read, DenseArrayBase.from_list(i64, list(range(n - 1, -1, -1))),
+                                              result_type=vtype))
             Rewriter.replace_op(op, vector.ExtractOp(read, [iv], op.result.type))
 
 

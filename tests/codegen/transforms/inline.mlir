@@ -23,8 +23,8 @@ func.func private @add_one(%t: tensor<8xf32>, %i: index) -> f32 {
 
 // -----
 
-// Called from two places and larger than MAX_OPS_TO_DUPLICATE (8 ops besides the return): inlining would
-// compute the same thing twice over (the partitioner outlined it because it is used twice), so the calls stay.
+// Called from two places, larger than MAX_OPS_TO_DUPLICATE (8 ops besides the return), and its two
+// copies together over MAX_DUPLICATED_SIZE (a math op weighs as its ~48-op expansion): the calls stay.
 
 // CHECK-LABEL: func.func @called_twice(%t: tensor<8xf32>, %i: index, %j: index) -> f32 {
 // CHECK-NEXT:    %a = xla.pure_call @big(%t, %i) : (tensor<8xf32>, index) -> f32
@@ -37,6 +37,36 @@ func.func @called_twice(%t: tensor<8xf32>, %i: index, %j: index) -> f32 {
   func.return %r : f32
 }
 func.func private @big(%t: tensor<8xf32>, %i: index) -> f32 {
+  %x = tensor.extract %t[%i] : tensor<8xf32>
+  %0 = math.exp %x : f32
+  %1 = math.exp %0 : f32
+  %2 = math.exp %1 : f32
+  %3 = math.exp %2 : f32
+  %4 = math.exp %3 : f32
+  %5 = math.exp %4 : f32
+  %6 = math.exp %5 : f32
+  %7 = math.exp %6 : f32
+  func.return %7 : f32
+}
+
+// -----
+
+// Called from two places (two indices: a value read at i and at j, as a stencil or a reverse reads it)
+// and over MAX_OPS_TO_DUPLICATE, but both copies within MAX_DUPLICATED_SIZE: inlined at each call, which
+// duplicates code, not work (each call evaluates its own index), and lets each copy be vectorized.
+
+// CHECK-LABEL: func.func @medium_called_twice(%t: tensor<8xf32>, %i: index, %j: index) -> f32 {
+// CHECK-NOT:     xla.pure_call
+// CHECK:         tensor.extract %t[%i]
+// CHECK:         tensor.extract %t[%j]
+// CHECK-NOT:   @medium
+func.func @medium_called_twice(%t: tensor<8xf32>, %i: index, %j: index) -> f32 {
+  %a = xla.pure_call @medium(%t, %i) : (tensor<8xf32>, index) -> f32
+  %b = xla.pure_call @medium(%t, %j) : (tensor<8xf32>, index) -> f32
+  %r = arith.addf %a, %b : f32
+  func.return %r : f32
+}
+func.func private @medium(%t: tensor<8xf32>, %i: index) -> f32 {
   %x = tensor.extract %t[%i] : tensor<8xf32>
   %0 = arith.mulf %x, %x : f32
   %1 = arith.mulf %0, %x : f32

@@ -15,25 +15,27 @@ from hlocc.hlo.ir import HloInstruction
 from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError
 
 
-def scan_axis(instr: HloInstruction) -> tuple[int, bool] | None:
+def scan_axis(instr: HloInstruction, exclusive: bool = False) -> tuple[int, bool] | None:
     """(axis, reverse) where `instr` is a cumulative reduce-window of one input along one axis (a
-    window of the whole axis padded by its length - 1 on one side, stride and dilations 1, every
-    other dimension a window of 1 unpadded), else None."""
+    window of the whole axis padded by its length - 1 on one side, stride and dilations 1, no
+    window reversal, every other dimension a window of 1 unpadded), else None. `exclusive`: padded
+    by the whole length instead (one more output, the init first: an exclusive scan)."""
     if instr.opcode != "reduce-window" or len(instr.operands) != 2:
         return None
     dims = instr.operand(0).shape.dims
     found = None
     try:
         for d, (w, n) in enumerate(zip(instr.attrs.get("window", ()), dims)):
-            if (w.stride, w.lhs_dilate, w.rhs_dilate) != (1, 1, 1):
+            if (w.stride, w.lhs_dilate, w.rhs_dilate, w.reversal) != (1, 1, 1, False):
                 return None
             if _same(w.size, 1) and _same(w.pad_lo, 0) and _same(w.pad_hi, 0):
                 continue
             if found is not None or not _same(w.size, n):
                 return None
-            if _same(w.pad_lo, n - 1) and _same(w.pad_hi, 0):
+            pad = n if exclusive else n - 1
+            if _same(w.pad_lo, pad) and _same(w.pad_hi, 0):
                 found = (d, False)
-            elif _same(w.pad_lo, 0) and _same(w.pad_hi, n - 1):
+            elif _same(w.pad_lo, 0) and _same(w.pad_hi, pad):
                 found = (d, True)
             else:
                 return None

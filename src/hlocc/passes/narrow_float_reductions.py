@@ -25,13 +25,14 @@ optimization passes run.
 
 from __future__ import annotations
 
-from hlocc.analysis.scan import scan_axis
+from hlocc.analysis.scan import ORDERED_COMBINERS, scan_axis
+from hlocc.evaluator.reduction import fast_combiner
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.symbolic import DimExpr
 from hlocc.hlo.types import Shape, primitive_type
 from hlocc.passes.base import HloPass, register_hlo_pass
 
-WIDENED_COMBINERS = ("add", "multiply")
+WIDENED_COMBINERS = ORDERED_COMBINERS  # the float folds whose result depends on their order and type
 
 
 def widened_combiner(instr: HloInstruction) -> str | None:
@@ -44,14 +45,8 @@ def widened_combiner(instr: HloInstruction) -> str | None:
     et = instr.shape.element_type
     if not et.is_float or et.bits >= 32:
         return None
-    comp = instr.to_apply
-    root = comp.root
-    params = comp.parameters
-    if len(params) != 2 or root is None or root.opcode not in WIDENED_COMBINERS or len(root.operands) != 2:
-        return None
-    if {id(o) for o in root.operands} != {id(p) for p in params} or root.shape.rank != 0:
-        return None
-    return root.opcode
+    combiner = fast_combiner(instr.to_apply)
+    return combiner if combiner in WIDENED_COMBINERS else None
 
 
 @register_hlo_pass

@@ -31,13 +31,15 @@ numbers must not depend on whether the optimization passes run.
 
 from __future__ import annotations
 
-from hlocc.analysis.scan import BASE_LENGTH, scan_axis
+from hlocc.analysis.scan import BASE_LENGTH, ORDERED_COMBINERS, scan_axis
+from hlocc.evaluator.reduction import fast_combiner
 from hlocc.hlo.attributes import PadDim, SliceDim, WindowDim
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.types import Shape
 from hlocc.passes.base import HloPass, register_hlo_pass
 
 IDENTITIES = {"add": 0.0, "multiply": 1.0}
+"""The identity of each of ORDERED_COMBINERS: the only init the rewrite takes (module doc)."""
 
 
 def rewritable_scan(instr: HloInstruction, base_length: int = BASE_LENGTH) -> tuple[int, bool, bool] | None:
@@ -49,12 +51,8 @@ def rewritable_scan(instr: HloInstruction, base_length: int = BASE_LENGTH) -> tu
         return None
     if not instr.shape.element_type.is_float or instr.shape.element_type.is_complex:
         return None
-    combiner = instr.to_apply.root
-    params = instr.to_apply.parameters
-    if (combiner is None or combiner.opcode not in IDENTITIES or len(params) != 2
-            or sorted(id(o) for o in combiner.operands) != sorted(id(p) for p in params)):
-        return None
-    if _scalar_constant(instr.operand(1)) != IDENTITIES[combiner.opcode]:
+    combiner = fast_combiner(instr.to_apply)
+    if combiner not in ORDERED_COMBINERS or _scalar_constant(instr.operand(1)) != IDENTITIES[combiner]:
         return None
     found = _scan_dim(instr)
     if found is None or instr.operand(0).shape.dims[found[0]] <= base_length:
@@ -73,24 +71,14 @@ def _scalar_constant(init: HloInstruction) -> float | None:
 
 
 def _scan_dim(instr: HloInstruction) -> tuple[int, bool, bool] | None:
-    """(axis, reverse, exclusive) of a static cumulative window (inclusive: `scan_axis`; exclusive:
-    padded by the whole length n on one side, n + 1 outputs)."""
+    """(axis, reverse, exclusive) of a cumulative window over a static axis (`scan_axis`)."""
     if instr.operand(0).shape.is_symbolic:
         return None
-    inclusive = scan_axis(instr)
-    if inclusive is not None:
-        return (*inclusive, False)
-    dims = instr.operand(0).shape.dims
-    found = None
-    for d, (w, n) in enumerate(zip(instr.attrs.get("window", ()), dims)):
-        if (w.stride, w.lhs_dilate, w.rhs_dilate, w.reversal) != (1, 1, 1, False):
-            return None
-        if (w.size, w.pad_lo, w.pad_hi) == (1, 0, 0):
-            continue
-        if found is not None or w.size != n or (w.pad_lo, w.pad_hi) not in ((n, 0), (0, n)):
-            return None
-        found = (d, w.pad_hi == n, True)
-    return found
+    for exclusive in (False, True):
+        found = scan_axis(instr, exclusive)
+        if found is not None:
+            return (*found, exclusive)
+    return None
 
 
 @register_hlo_pass

@@ -63,7 +63,9 @@ class InlinePass(ModulePass):
             body = fns[name].body.block
             if counts[name] == 1 or len(body.ops) - 1 <= MAX_OPS_TO_DUPLICATE:
                 return True
-            return counts[name] * body_size(body) <= MAX_DUPLICATED_SIZE
+            # (the op count bounds the weighted size from below: most functions stop here, unwalked)
+            return counts[name] * len(body.ops) <= MAX_DUPLICATED_SIZE and \
+                counts[name] * body_size(body) <= MAX_DUPLICATED_SIZE
 
         def private(name: str) -> bool:
             visibility = fns[name].sym_visibility

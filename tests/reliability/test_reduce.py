@@ -47,10 +47,12 @@ ENTRY main {
 
 
 @pytest.fixture
-def forwarded_layout_bug(monkeypatch):
-    """The compiler without `layout-copies`; compiled programs are forgotten before and after, so
-    none compiled with the bug outlives the test (nor one compiled without it serves it)."""
+def forwarded_layout_bug(monkeypatch, tmp_path):
+    """The compiler without `layout-copies`; compiled programs are forgotten before and after, and
+    the persistent cache is a fresh directory, so none compiled with the bug outlives the test (nor
+    one compiled without it, in memory or on disk, serves it)."""
     monkeypatch.setattr(LayoutCopies, "run", lambda self, module: False)
+    monkeypatch.setenv("HLOCC_CACHE_DIR", str(tmp_path / "cache"))
     clear_compile_cache()
     yield
     clear_compile_cache()

@@ -64,6 +64,9 @@ class Executable:
     # DynamicExecutable counts its per-binding specializations.
     compilations: int = 0
     _argument_plan: Any = field(default=None, repr=False, compare=False)  # see `checked`
+    # `__call__`'s fast path: a function of the arguments, None where it gives no result (None
+    # before it is known, False where there is none)
+    _steady: Any = field(default=None, repr=False, compare=False)
 
     @property
     def parameter_shapes(self) -> list[Shape]:
@@ -77,14 +80,28 @@ class Executable:
         """Run on `args` (numpy arrays, scalars, or any DLPack array: torch, jax, cupy). With
         `return_device_arrays` (cuda backends) the results stay in device memory as DeviceArrays,
         which torch/jax/cupy/numpy take through DLPack without a copy."""
+        # The steady call: arguments exactly as the cpu program takes them, straight to its
+        # native call (ThunkExecutable.steady_call) or a binding made before (DynamicExecutable).
+        steady = self._steady
+        if steady and not return_device_arrays:
+            result = steady(args)
+            if result is not None:
+                return result
+        return self._call(args, return_device_arrays)
+
+    def _call(self, args: tuple, return_device_arrays: bool) -> Any:
         on_device = self.backend in DEVICE_BACKENDS
         if return_device_arrays and not on_device:
             raise ArgumentError(f"return_device_arrays: the {self.backend} backend returns host arrays only")
         values = self.checked(args, on_device)
         if on_device:
             return self.runner.run(values, return_device_arrays=return_device_arrays)
-        if self.runner is not None:
-            return self.runner.run(values)
+        runner = self.runner
+        if runner is not None:
+            result = runner.run(values)
+            if self._steady is None:
+                self._steady = runner.steady_call()
+            return result
         from hlocc.evaluator import Evaluator
 
         return Evaluator(self.seed).run(self.module, values)
@@ -206,7 +223,7 @@ class DynamicExecutable(Executable):
                                                        self.plan_reason))
         return self._cache[key]
 
-    def __call__(self, *args, return_device_arrays: bool = False) -> Any:
+    def _call(self, args: tuple, return_device_arrays: bool) -> Any:
         if self.size_arguments is not None:
             args = self.size_arguments.extend(args)
         if self.program is None:
@@ -529,6 +546,12 @@ def _build_plan(executable: DynamicExecutable, module: HloModule, times: dict[st
             executable.module = reload()
         return
     executable.compilations = executable.program.compilations
+    parameters = executable.module.entry.parameters
+    if device is None and executable.size_arguments is None and all(p.shape.is_array for p in parameters):
+        # `__call__`'s fast path: a size bound before
+        executable._steady = executable.program.steady_call([np.dtype(p.shape.dtype) for p in parameters])
+    else:
+        executable._steady = False
     if options.get("dump_dir"):
         _dump_program(executable.program, options["dump_dir"])
 

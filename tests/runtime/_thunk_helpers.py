@@ -33,9 +33,17 @@ def poisoned_memory(monkeypatch):
         return data
     monkeypatch.setattr(runtime_executable, "aligned_bytes", poisoned)
     monkeypatch.setattr(call_plan, "aligned_bytes", poisoned)
-    monkeypatch.setattr(call_plan, "EMPTY", lambda size, dtype: np.full(size, POISON, dtype))
+    monkeypatch.setattr(call_plan, "EMPTY", poisoned_empty)
     monkeypatch.setattr(call_plan, "MAX_ARENAS", 0)
     clear_compile_cache()
+
+
+def poisoned_empty(shape, dtype) -> np.ndarray:
+    """`np.empty(shape, dtype)` whose every byte is POISON (call_plan.EMPTY: the outputs' shared
+    buffer in bytes, an output of its own at its dims and dtype)."""
+    dtype = np.dtype(dtype)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    return np.full(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, POISON, np.uint8).view(dtype).reshape(shape)
 
 
 def random_array(shape: tuple[int, ...], dtype, rng: np.random.Generator) -> np.ndarray:

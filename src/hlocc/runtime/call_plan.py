@@ -64,6 +64,7 @@ from hlocc.runtime.plan_parts import (
     launch_source_of,
     leaf_of,
     nested_source,
+    own_outputs,
     physical_axes,
     planned_kernel,
     predicate_reader,
@@ -407,9 +408,17 @@ class CallPlan:
             else:
                 emit(f"    b{a} = parameter_bytes(args, src{a}, {p.copy})")
                 emit(f"    p{a} = address_of(b{a})")
-        fresh = {index: offset for index, offset, _ in self.fresh}
-        for name, entries, total in (("raw", self.fresh, self.fresh_size), ("scratch", self.scratch,
-                                                                             self.scratch_size)):
+        # An output alone in its allocation is an array of its own (`own`: leaf number by
+        # allocation): `empty` at its dims, not a view of the outputs' shared buffer, whose slice,
+        # view and reshape cost ~1 µs a call (the kernels need only their elements' alignment)
+        own, shared, shared_size = own_outputs(self.fresh, self.leaves)
+        for index, j in own.items():
+            emit(f"    o{j} = empty({num(self.leaves[j].dims)}, dt{j})")
+            emit(f"    p{index} = address_of(o{j})")
+            if memory:
+                emit(f"    b{index} = o{j}.reshape(-1).view(u8)")
+        fresh = {index: offset for index, offset, _ in shared}
+        for name, entries, total in (("raw", shared, shared_size), ("scratch", self.scratch, self.scratch_size)):
             if not entries:
                 continue
             emit(f"    {name} = empty({num(total + ALIGNMENT)}, u8)")
@@ -461,14 +470,19 @@ class CallPlan:
             if leaf.dims is None:
                 leaves.append("TOKEN")
                 continue
-            if leaf.allocation in fresh:
+            if own.get(leaf.allocation) == j:
+                data = None
+            elif leaf.allocation in fresh:
                 first = fresh[leaf.allocation] + leaf.offset
                 data = f"raw[raw_start + {num(first)}:raw_start + {num(first + leaf.size)}]"
             else:
                 data = f"b{leaf.allocation}[{num(leaf.offset)}:{num(leaf.offset + leaf.size)}]"
-            expr = f"{data}.view(dt{j})"
-            if not (len(leaf.dims) == 1 and leaf.size == leaf.dims[0] * np.dtype(leaf.dtype).itemsize):
-                expr += f".reshape({num(leaf.dims)})"
+            if data is None:
+                expr = f"o{j}"
+            else:
+                expr = f"{data}.view(dt{j})"
+                if not (len(leaf.dims) == 1 and leaf.size == leaf.dims[0] * np.dtype(leaf.dtype).itemsize):
+                    expr += f".reshape({num(leaf.dims)})"
             if leaf.axes is not None:
                 expr += f".transpose({leaf.axes})"
             leaves.append(expr)

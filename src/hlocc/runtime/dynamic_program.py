@@ -63,6 +63,7 @@ from hlocc.runtime.executable import (
     output_leaf_shape,
     parameter_bytes,
 )
+from hlocc.runtime.guarded_call import guarded_call
 from hlocc.runtime.library import GemmRecipe
 from hlocc.runtime.schedule import schedule_module
 from hlocc.runtime.shape_function import ShapeFunction, expr_source
@@ -380,6 +381,21 @@ class DynamicProgram:
         if peak >= CHECKED_ALLOCATION_BYTES:
             check_memory(self.module.name, peak)
         return bound.calls.run(args)
+
+    def steady_call(self, dtypes: Sequence[np.dtype]) -> Callable[[Sequence[Any]], Any]:
+        """A call of the plan at a size it has bound before, for arguments of `dtypes` (every
+        parameter an array): `steady(args)` runs it where each argument is a C-contiguous numpy
+        array of exactly its dtype and their shapes key a binding, and returns None otherwise,
+        where the caller takes the checked path, `run` (a call's result is never None). A
+        binding's checks are not repeated: its key is the shapes that passed them in `run`."""
+        shapes = "".join(f"a{k}.shape, " for k in range(len(dtypes)))
+        return guarded_call("steady_call", dtypes, [
+            f"bound = get(({shapes}))",
+            "if bound is None or bound.peak_bytes >= limit:",
+            "    return None",
+            "program.last_peak_bytes = bound.peak_bytes",
+            "return bound.calls.run(args)"],
+            {"get": self._bound.get, "limit": CHECKED_ALLOCATION_BYTES, "program": self}, contiguous=True)
 
     def _plan_key(self) -> Callable[[Sequence[Any]], tuple]:
         """How `run` keys its bindings by the checked arguments: their shapes (None for a tuple or

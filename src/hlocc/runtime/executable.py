@@ -379,6 +379,12 @@ class ThunkExecutable:
             check_memory(self.module.name, self._fresh_bytes)
         return plan.run(args)
 
+    def steady_call(self) -> Callable[[Sequence[Any]], Any] | None | bool:
+        """`Executable.__call__`'s fast path (runtime/native_call.py `steady_call`)."""
+        from hlocc.runtime import native_call
+
+        return native_call.steady_call(self, CHECKED_ALLOCATION_BYTES)
+
     def call_plan(self) -> CallPlan:
         """The per-call path (runtime/call_plan.py), planned at the first call."""
         if self._call_plan is None:

@@ -35,6 +35,7 @@ import numpy as np
 
 from hlocc.runtime import blas
 from hlocc.runtime.blas_gemm import with_blas_gemms
+from hlocc.runtime.guarded_call import guarded_call
 from hlocc.runtime.native_sequence import NativeSequence
 from hlocc.runtime.thunks import address_of, nest
 
@@ -68,17 +69,38 @@ def native_call(runner: Any, memory_limit: int) -> NativeCall | None:
     empty, run = np.empty, sequence.run
     shape = entry.root.shape
 
+    def unchecked(args: Sequence[Any]) -> Any:  # (arguments as `call` takes them)
+        results = [empty(dims, dtype) for dtype, dims in made]
+        run([address_of(a) for a in args], [address_of(r) for r in results])
+        return nest(shape, iter(results)) if shape.is_tuple else results[0]
+
     def call(args: Sequence[Any]) -> Any:
-        addresses = []
         for a, dtype in zip(args, dtypes):
             if type(a) is not np.ndarray or a.dtype != dtype or not a.flags.c_contiguous:
                 return None
-            addresses.append(address_of(a))
-        results = [empty(dims, dtype) for dtype, dims in made]
-        run(addresses, [address_of(r) for r in results])
-        return nest(shape, iter(results)) if shape.is_tuple else results[0]
-    call.sequence = sequence
+        return unchecked(args)
+    call.sequence, call.unchecked = sequence, unchecked
     return call
 
 
-__all__ = ["NativeCall", "native_call", "prepare"]
+def steady_call(runner: Any, memory_limit: int) -> NativeCall | None | bool:
+    """The native call, else the call plan, of `runner` (a ThunkExecutable) behind
+    runtime/guarded_call.py's guard of the parameters' exact dtypes and shapes: `Executable.__call__`'s
+    fast path. None while the native call is not built (it is at the second call); False where
+    neither is taken (a tuple or token parameter, a call that checks its memory first)."""
+    native = runner._native
+    if native is None or native is True:
+        return None
+    parameters = runner.module.entry.parameters
+    if native is not False:
+        call = native.unchecked
+    elif runner._call_plan is not None and runner._fresh_bytes < memory_limit and all(
+            p.shape.is_array and not p.shape.has_bounded_dims for p in parameters):
+        call = runner._call_plan.run
+    else:
+        return False
+    return guarded_call("steady_call", [np.dtype(p.shape.dtype) for p in parameters], ["return call(args)"],
+                        {"call": call}, shapes=[p.shape.dims for p in parameters], contiguous=True)
+
+
+__all__ = ["NativeCall", "native_call", "prepare", "steady_call"]

@@ -5,7 +5,7 @@ CallPlan, BoundCall and SharedCall use them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +61,26 @@ def leaf_of(ref: BufferRef) -> Leaf:
         return Leaf(ref.slice.allocation_index, 0, 0, None, None, None)
     return Leaf(ref.slice.allocation_index, ref.slice.offset, ref.slice.size, ref.shape.dtype,
                  tuple(ref.shape.physical_dims), physical_axes(ref.shape))
+
+
+def own_outputs(fresh: Sequence[tuple[int, Any, Any]], leaves: Sequence[Leaf]) -> tuple[dict[int, int], list, Any]:
+    """Of a call plan's `fresh` allocations ((index, offset, size)), those whose whole is one output
+    leaf (the only leaf there, at offset 0, of the allocation's size), as allocation -> leaf
+    number: the call makes each an array of its own (call_plan.py `_source`); then the others, at
+    their offsets in the outputs' shared buffer, and that buffer's size."""
+    by_allocation: dict[int, list[int]] = {}
+    for j, leaf in enumerate(leaves):
+        by_allocation.setdefault(leaf.allocation, []).append(j)
+    own, shared, size = {}, [], 0
+    for index, _, bytes_ in fresh:
+        js = by_allocation.get(index, [])
+        if len(js) == 1 and leaves[js[0]].dims is not None and leaves[js[0]].offset == 0 \
+                and leaves[js[0]].size == bytes_:
+            own[index] = js[0]
+        else:
+            shared.append((index, size, bytes_))
+            size += round_up(bytes_)
+    return own, shared, size
 
 
 def physical_axes(shape: Shape) -> tuple[int, ...] | None:

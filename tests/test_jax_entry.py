@@ -75,6 +75,28 @@ def test_without_polymorphic_shapes_it_compiles_per_shape_like_jax_jit():
     assert [sig for sig, _ in f.executables()] == [(((4,), "float32"),), (((2, 3), "float32"),)]
 
 
+def test_the_repeat_call_takes_only_its_signature():
+    """After a call, arguments of exactly its dtypes (and shapes, without polymorphic shapes) go
+    straight to its Executable (`_repeat_call`); any other argument takes the general path: a new
+    shape compiles (static), a float64 array and a Python scalar are converted as jax.jit would."""
+    static, poly = hlocc.jax.jit(lambda x, y: x * y + 1.0), hlocc.jax.jit(lambda x, y: x * y + 1.0,
+                                                                          polymorphic_shapes=["b", None])
+    y = np.float32(3.0)
+    for f in (static, poly):
+        for n in (4, 4, 6, 4):
+            x = RNG.standard_normal(n).astype(np.float32)
+            got = f(x, np.asarray(y))
+            assert type(got) is np.ndarray and got.dtype == np.float32
+            np.testing.assert_allclose(got, x * y + 1.0, rtol=1e-6)
+        assert f._repeat is not None
+        x = RNG.standard_normal(4)
+        np.testing.assert_allclose(f(x, np.asarray(y)), x.astype(np.float32) * y + 1.0, rtol=1e-6)  # converted
+        np.testing.assert_allclose(f(x.astype(np.float32), 3.0), x.astype(np.float32) * y + 1.0, rtol=1e-6)
+    assert [sig for sig, _ in static.executables()][:2] == [(((4,), "float32"), ((), "float32")),
+                                                           (((6,), "float32"), ((), "float32"))]
+    assert len(poly.executables()) == 2  # f32 arrays, then a weak Python float for y
+
+
 def test_a_lone_array_and_a_one_element_tuple_come_back_as_returned():
     # a function returning one array skips the pytree rebuild; a 1-tuple keeps its tuple
     lone, one = hlocc.jax.jit(lambda x: x * 2.0, polymorphic_shapes=["b"]), hlocc.jax.jit(lambda x: (x * 2.0,))

@@ -96,6 +96,38 @@ def test_mlp_gemms_take_the_call_sizes():
     assert exe.program.stats.library_calls["gemm"] == 2 and exe.options["size_hint"] == {"b": 1000}
 
 
+TRANSPOSED_GEMMS = """HloModule transposed_gemms
+ENTRY e {
+  x = f32[?b,16] parameter(0)
+  w = f32[24,16] parameter(1)
+  v = f32[?b,24]{0,1} parameter(2)
+  y = f32[?b,24] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  z = f32[24,24] dot(y, v), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT t = (f32[?b,24], f32[24,24]) tuple(y, z)
+}"""
+
+
+def test_gemms_at_a_binding_are_blas_calls_on_their_buffers():
+    """A binding's 2-D gemms whose buffers BLAS takes as they are (a transposed operand or a
+    column-major parameter included) are one BLAS call on the allocations' addresses
+    (library.BlasBoundGemm), exact against the evaluator on integer-valued inputs; a size 0 takes
+    the general path."""
+    from hlocc.runtime import library
+
+    exe = hlocc.compile(TRANSPOSED_GEMMS, "cpu")
+    reference = hlocc.compile(TRANSPOSED_GEMMS, "interpreter")
+    w = RNG.integers(-3, 4, (24, 16)).astype(np.float32)
+    for n in (5, 64, 0, 5):
+        x = RNG.integers(-3, 4, (n, 16)).astype(np.float32)
+        v = np.asfortranarray(RNG.integers(-3, 4, (n, 24)).astype(np.float32))
+        got, want = exe(x, w, v), reference(x, w, v)
+        for g, r in zip(got, want):
+            np.testing.assert_array_equal(g, r, err_msg=f"b={n}")
+        steps = [type(getattr(step, "__self__", step)) for step in exe.program._bound[
+            ((n, 16), (24, 16), (n, 24))].calls.launches]
+        assert steps.count(library.BlasBoundGemm) == (2 if n else 0), (n, steps)
+
+
 def test_a_binding_fills_the_gemms_shapes_with_the_shape_functions_values():
     # A binding looks each size of a gemm's operands up among the shape function's values (no
     # symbolic substitution): the same static shapes, layouts and slices as substituting b.

@@ -15,12 +15,9 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-import numpy as np
-
-from hlocc.hlo.types import as_strided
 from hlocc.runtime import blas, library
 from hlocc.runtime.native_steps import NativeCall
-from hlocc.runtime.thunks import BufferRef, GemmThunk, KernelThunk, SequentialThunk
+from hlocc.runtime.thunks import GemmThunk, KernelThunk, SequentialThunk
 
 
 @dataclass(frozen=True)
@@ -65,22 +62,12 @@ class _Launch:
         self.table, self.run, self.layout = table, run, layout
 
 
-def _shape_view(ref: BufferRef) -> np.ndarray:
-    """A view with `ref`'s logical dims and strides over one element (its strides are all that
-    the layout reads; nothing is allocated)."""
-    view = library._BufferView.of(ref)
-    dims = view.physical_dims
-    strides = library._c_strides(dims, view.dtype.itemsize)
-    array = as_strided(np.zeros(1, view.dtype), dims, strides)
-    return array if view.perm is None else array.transpose(view.perm)
-
-
 def blas_kernel(thunk: GemmThunk) -> KernelThunk | None:
     """The kernel thunk of a gemm BLAS runs on its buffers as they are, or None."""
     refs = (thunk.output, thunk.lhs, thunk.rhs)
     if not blas.bound() or any(0 in r.shape.dims or not r.shape.is_array for r in refs):
         return None
-    out, lhs, rhs = (_shape_view(r) for r in refs)
+    out, lhs, rhs = (library._stand_in(library._BufferView.of(r)) for r in refs)
     plan = library._gemm_plan(out, lhs, rhs, *thunk.dims)
     layout = library._blas_layout(plan, out, lhs, rhs)
     if layout is None:

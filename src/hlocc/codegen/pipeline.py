@@ -13,6 +13,7 @@ pass_pipelines.cc; shared/reference/xla_facts.md §5.1), and the IR dumps after 
       unroll-loops                small constant-trip loops unrolled (XLA's optimize-loops)
       cse
       lower-narrow-floats         bf16/f16/f8 math in f32, conversions as bit manipulation
+      [cpu] outline-math          a costly math function used at several places → one call target
       expand-float-ops            transcendental math ops → polynomial approximations
       lower-tensors               tensors → pointers: llvm.getelementptr + llvm.load/store
       lower-xla-to-arith          xla.apply_indexing → range-aware index arithmetic
@@ -89,10 +90,12 @@ CPU_PIPELINE: tuple[str, ...] = tuple(
     "vectorize-loads-stores-unaligned" if p == "vectorize-loads-stores" else p
     for p in KERNEL_PIPELINE[:KERNEL_PIPELINE.index("unroll-loops")]) + (
     "vectorize-elementwise",
-) + KERNEL_PIPELINE[KERNEL_PIPELINE.index("unroll-loops"):]
+) + tuple(p for q in KERNEL_PIPELINE[KERNEL_PIPELINE.index("unroll-loops"):]
+          for p in (("outline-math", q) if q == "expand-float-ops" else (q,)))
 """On the CPU a thread's vector loop becomes whole-vector ops before unrolling what is left, its
 loads and stores vectors at any offset (element-aligned vector accesses are legal on the CPU:
-transforms/vectorize_loads_stores.py).
+transforms/vectorize_loads_stores.py), and a costly math function used at several places is one
+function the kernel calls (transforms/outline_math.py).
 (bf16 conversions stay bit manipulation: leaving them to LLVM's `bfloat` crashed LLVM's x86
 instruction selection on a bf16 transposing copy.)"""
 

@@ -159,6 +159,8 @@ class LlvmTranslator:
             llfn.linkage = "internal"
         if uses_ids:
             llfn.attributes.add("alwaysinline")
+        elif "llvm.noinline" in fn.attributes:  # (transforms/outline_math.py NOINLINE)
+            llfn.attributes.add("noinline")
         for arg, t in zip(llfn.args, ft.inputs):
             if isinstance(t, llvm.LLVMPointerType) and self.options.noalias:
                 arg.add_attribute("noalias")

@@ -24,6 +24,7 @@ from hlocc.codegen.transforms.lower_narrow_floats import LowerNarrowFloatsPass
 from hlocc.codegen.transforms.lower_symbol_values import LowerSymbolValuesPass
 from hlocc.codegen.transforms.lower_tensors import LowerTensorsPass
 from hlocc.codegen.transforms.lower_xla_to_arith import LowerXlaToArithPass
+from hlocc.codegen.transforms.outline_math import OutlineMathPass
 from hlocc.codegen.transforms.unroll_loops import UnrollLoopsPass
 from hlocc.codegen.transforms.vectorize_elementwise import VectorizeElementwisePass
 from hlocc.codegen.transforms.vectorize_loads_stores import (
@@ -44,6 +45,7 @@ PASSES: dict[str, type[ModulePass]] = {cls.name: cls for cls in (
     VectorizeElementwisePass,
     UnrollLoopsPass,
     LowerNarrowFloatsPass,
+    OutlineMathPass,
     ExpandFloatOpsPass,
     ExpandFloatOpsFmaPass,
     CheckBoundsPass,

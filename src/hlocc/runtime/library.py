@@ -212,12 +212,11 @@ class GemmRecipe:
         views = [_BufferView(a, values[offset.i] if type(offset) is _At else offset, dtype,
                              tuple([values[d.i] if type(d) is _At else d for d in dims]), perm)
                  for a, offset, dtype, dims, perm in self.buffers]
-        plan = _view_plan(views, self.dims)
+        plan, layout = _view_plan(views, self.dims)
         if self.packed is not None:
             packed = PackedGemm.of(*views, plan, self.packed)
             if packed is not None:
                 return packed
-        layout = _view_layout(views, plan, self.dims)
         if layout is not None:
             out, lhs, rhs = views
             return BlasBoundGemm(layout, out.allocation, out.offset, lhs.allocation, lhs.offset, rhs.allocation,
@@ -324,25 +323,6 @@ class BlasBoundGemm:
         self.layout.run(a[self.lhs] + self.lhs_offset, a[self.rhs] + self.rhs_offset, a[self.out] + self.out_offset)
 
 
-_VIEW_LAYOUTS: dict[tuple, blas.GemmLayout | None] = {}
-
-
-def _view_layout(views: Sequence[_BufferView], plan: _GemmPlan, dims: tuple) -> blas.GemmLayout | None:
-    """The BLAS call of a gemm over three views (`_blas_layout` of stand-ins with their dims and
-    strides, which is all a layout reads), or None; cached per shapes, as `_view_plan`."""
-    key = (*((v.dtype, v.physical_dims, v.perm) for v in views), dims)
-    if key in _VIEW_LAYOUTS:
-        return _VIEW_LAYOUTS[key]
-    layout = None
-    if blas.use_numpy_openblas() and all(0 not in v.physical_dims for v in views):  # (binds it, once)
-        out, lhs, rhs = (_stand_in(v) for v in views)
-        layout = _blas_layout(plan, out, lhs, rhs)
-    if len(_VIEW_LAYOUTS) >= _GEMM_PLAN_LIMIT:
-        _VIEW_LAYOUTS.clear()
-    _VIEW_LAYOUTS[key] = layout
-    return layout
-
-
 def _stand_in(view: _BufferView) -> np.ndarray:
     """An array with `view`'s logical dims and strides over one element (nothing allocated)."""
     dims = view.physical_dims
@@ -350,30 +330,34 @@ def _stand_in(view: _BufferView) -> np.ndarray:
     return array if view.perm is None else array.transpose(view.perm)
 
 
-_VIEW_PLANS: dict[tuple, _GemmPlan] = {}
+_VIEW_PLANS: dict[tuple, tuple[_GemmPlan, blas.GemmLayout | None]] = {}
 
 
-def _view_plan(views: Sequence[_BufferView], dims: tuple) -> _GemmPlan:
-    """`_gemm_plan` of three views' shapes (each new size of a dynamic program makes one per gemm;
-    cached per shapes)."""
+def _view_plan(views: Sequence[_BufferView], dims: tuple) -> tuple[_GemmPlan, blas.GemmLayout | None]:
+    """`_gemm_plan` of three views' shapes and, where BLAS takes the buffers as they are, its call
+    (`_blas_layout` of stand-ins with the views' dims and strides, which is all a layout reads;
+    numpy's OpenBLAS is bound for it, once); cached per shapes (each new size of a dynamic program
+    asks once per gemm)."""
     key = (*((v.dtype, v.physical_dims, v.perm) for v in views), dims)
-    plan = _VIEW_PLANS.get(key)
-    if plan is None:
+    found = _VIEW_PLANS.get(key)
+    if found is None:
         out, lhs, rhs = views
         if out.perm is None:  # C-contiguous: any shape of as many elements is a view of it
             def viewable(shape):
                 return True
         else:  # a stand-in with the output's strides and no bytes of its own
-            strides = _c_strides(out.physical_dims, out.dtype.itemsize)
-            stand_in = as_strided(np.empty(1, out.dtype), out.physical_dims, strides)
+            stand_in = _stand_in(out)
 
             def viewable(shape):
-                return _view_as(stand_in.transpose(out.perm), shape) is not None
+                return _view_as(stand_in, shape) is not None
+        plan = _shape_plan(out.dtype, viewable, lhs.dtype, _logical(lhs), rhs.dtype, _logical(rhs), *dims)
+        layout = None
+        if blas.use_numpy_openblas() and all(0 not in v.physical_dims for v in views):
+            layout = _blas_layout(plan, *(_stand_in(v) for v in views))
         if len(_VIEW_PLANS) >= _GEMM_PLAN_LIMIT:  # many sizes: start over
             _VIEW_PLANS.clear()
-        plan = _VIEW_PLANS[key] = _shape_plan(out.dtype, viewable, lhs.dtype, _logical(lhs), rhs.dtype, _logical(rhs),
-                                              *dims)
-    return plan
+        found = _VIEW_PLANS[key] = (plan, layout)
+    return found
 
 
 def _logical(view: _BufferView) -> tuple[int, ...]:

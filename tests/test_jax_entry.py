@@ -95,6 +95,7 @@ def test_the_repeat_call_takes_only_its_signature():
     assert [sig for sig, _ in static.executables()][:2] == [(((4,), "float32"), ((), "float32")),
                                                            (((6,), "float32"), ((), "float32"))]
     assert len(poly.executables()) == 2  # f32 arrays, then a weak Python float for y
+    assert len(static._repeats) == 2 and len(poly._repeats) == 1  # one guard per signature, made once
 
 
 def test_a_lone_array_and_a_one_element_tuple_come_back_as_returned():

@@ -44,7 +44,8 @@ class JitFunction:
     def __init__(self, fn: Callable, polymorphic_shapes: Sequence[str | None] | None, backend: str, options: dict):
         self.fn, self.polymorphic_shapes, self.backend, self.options = fn, polymorphic_shapes, backend, options
         self._compiled: dict[tuple, tuple[Executable, Any, bool]] = {}  # key: (it, out_tree, one array)
-        self._repeat: Callable[[tuple], Any] | None = None  # `_repeat_call`
+        self._repeat: Callable[[tuple], Any] | None = None  # `_repeat_call` of the last signature called
+        self._repeats: dict[int, Callable[[tuple], Any] | None] = {}  # by id of each Executable: made once
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         repeat = self._repeat
@@ -60,8 +61,10 @@ class JitFunction:
         if self.polymorphic_shapes is not None and len(self.polymorphic_shapes) != len(arrays):
             raise ArgumentError(f"{len(arrays)} arguments for {len(self.polymorphic_shapes)} polymorphic shapes")
         executable, out_tree, lone = self._executable(arrays, args)
-        if all(a is x for a, x in zip(arrays, args)):
-            self._repeat = _repeat_call(executable, arrays, lone, self.polymorphic_shapes is None)
+        if all(a is x for a, x in zip(arrays, args)):  # (calls alternating signatures build none twice)
+            if id(executable) not in self._repeats:
+                self._repeats[id(executable)] = _repeat_call(executable, arrays, lone, self.polymorphic_shapes is None)
+            self._repeat = self._repeats[id(executable)]
         result = executable(*arrays)
         if lone and type(result) is np.ndarray:  # one array: no pytree to rebuild (`_executable`)
             return result

@@ -26,6 +26,7 @@ as a transposed operand. The output is written in place when its layout allows t
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -323,11 +324,17 @@ class BlasBoundGemm:
         self.layout.run(a[self.lhs] + self.lhs_offset, a[self.rhs] + self.rhs_offset, a[self.out] + self.out_offset)
 
 
+@functools.lru_cache(maxsize=256)
+def _stand_in_of(dtype: np.dtype, dims: tuple, perm: tuple | None) -> np.ndarray:
+    array = as_strided(np.zeros(1, dtype), dims, _c_strides(dims, dtype.itemsize))
+    array.flags.writeable = False
+    return array if perm is None else array.transpose(perm)
+
+
 def _stand_in(view: _BufferView) -> np.ndarray:
-    """An array with `view`'s logical dims and strides over one element (nothing allocated)."""
-    dims = view.physical_dims
-    array = as_strided(np.zeros(1, view.dtype), dims, _c_strides(dims, view.dtype.itemsize))
-    return array if view.perm is None else array.transpose(view.perm)
+    """An array with `view`'s logical dims and strides over one element (nothing allocated; read
+    only and shared: a binding's gemms view the same shapes several times)."""
+    return _stand_in_of(view.dtype, view.physical_dims, view.perm)
 
 
 _VIEW_PLANS: dict[tuple, tuple[_GemmPlan, blas.GemmLayout | None]] = {}

@@ -128,6 +128,59 @@ def test_gemms_at_a_binding_are_blas_calls_on_their_buffers():
         assert steps.count(library.BlasBoundGemm) == (2 if n else 0), (n, steps)
 
 
+SCALARS_BESIDE_ROWS = """HloModule scalars_beside_rows
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT c = f32[] add(a, b) }
+ENTRY e {
+  x = f32[?n,8] parameter(0)
+  w = f32[8,8] parameter(1)
+  z = f32[] constant(0)
+  s = f32[] reduce(x, z), dimensions={0,1}, to_apply=add
+  one = f32[] constant(1)
+  s1 = f32[] add(s, one)
+  q = f32[] reduce(w, z), dimensions={0,1}, to_apply=add
+  sq = f32[] multiply(s1, q)
+  b = f32[8,8] broadcast(sq), dimensions={}
+  m = f32[8,8] multiply(w, b)
+  d = f32[?n,8] dot(x, m), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  d2 = f32[?n,8] dot(d, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  r = f32[8] reduce(d2, z), dimensions={0}, to_apply=add
+  ROOT t = (f32[8], f32[8,8]) tuple(r, m)
+}"""
+
+LOOP_OF_DOTS = """HloModule loop_of_dots
+cond { p = (s32[], f32[?n,8], f32[8,8]) parameter(0)  i = s32[] get-tuple-element(p), index=0
+  c = s32[] constant(3)
+  ROOT lt = pred[] compare(i, c), direction=LT }
+body { p = (s32[], f32[?n,8], f32[8,8]) parameter(0)  i = s32[] get-tuple-element(p), index=0
+  x = f32[?n,8] get-tuple-element(p), index=1  w = f32[8,8] get-tuple-element(p), index=2
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  d = f32[?n,8] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT r = (s32[], f32[?n,8], f32[8,8]) tuple(i2, d, w) }
+ENTRY e {
+  x = f32[?n,8] parameter(0)
+  w = f32[8,8] parameter(1)
+  z = s32[] constant(0)
+  t = (s32[], f32[?n,8], f32[8,8]) tuple(z, x, w)
+  wl = (s32[], f32[?n,8], f32[8,8]) while(t), condition=cond, body=body
+  ROOT y = f32[?n,8] get-tuple-element(wl), index=1
+}"""
+
+
+@pytest.mark.parametrize("text", [SCALARS_BESIDE_ROWS, LOOP_OF_DOTS], ids=["scalars", "loop"])
+def test_temporaries_sharing_a_slot_fit_it_at_size_zero(text):
+    """A scalar temporary (a sum, a loop's predicate) may share a slot with a later [?n, 8] one; the
+    slot's size must be the larger at every size, n = 0 included (sized 32*n, a scalar was written
+    past it at n = 0: a wrong sum, a predicate read out of bounds)."""
+    exe, reference = hlocc.compile(text, "cpu"), hlocc.compile(text, "interpreter")
+    w = np.full((8, 8), 0.25, np.float32)
+    for n in (3, 0, 1, 0):
+        x = np.ones((n, 8), np.float32)
+        for got, want in zip(*(r if isinstance(r, tuple) else (r,) for r in (exe(x, w), reference(x, w)))):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=f"n={n}")
+
+
 def test_a_binding_fills_the_gemms_shapes_with_the_shape_functions_values():
     # A binding looks each size of a gemm's operands up among the shape function's values (no
     # symbolic substitution): the same static shapes, layouts and slices as substituting b.

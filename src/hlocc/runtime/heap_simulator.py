@@ -243,13 +243,18 @@ def _pick_slot(free: list[int], members: list[list], size) -> int | None:
 
 
 def _largest(sizes: list):
-    """The size that is ≥ every other for every binding, or None when that depends on the binding."""
-    from hlocc.hlo.symbolic import InconclusiveDimensionError, size_hint
+    """The size that is ≥ every other for every binding, or None when that depends on the binding.
+    Every binding includes sizes of 0, which a call may pass (hlo/symbolic.py's comparisons assume
+    variables ≥ 1, as JAX's do): each variable v is proved over as v' - 1 with v' ≥ 1 (`32*n ≥ 4`
+    holds for n ≥ 1, not at n = 0, where a scalar sharing a slot sized 32*n was written past it)."""
+    from hlocc.hlo.symbolic import DimExpr, InconclusiveDimensionError, size_hint, substitute, symbol
 
+    variables = sorted({v for size in sizes if isinstance(size, DimExpr) for v in size.variables})
+    from_zero = {v: symbol(v) - 1 for v in variables}
     with size_hint(None):  # for every binding, not at the hint
         for candidate in sizes:
             try:
-                if all(candidate - other >= 0 for other in sizes):
+                if all(substitute(candidate - other, from_zero) >= 0 for other in sizes):
                     return candidate
             except InconclusiveDimensionError:
                 continue

@@ -156,6 +156,8 @@ class WhileLoopSimplifier(HloPass):
                 if not _eligible(loop, caller_map):
                     continue
                 changed |= forward_invariant_results(loop)
+                if loop.parent is None:  # every result it had forwarded: the loop was dead, and removed
+                    continue
                 live = live_elements(loop)
                 if live and len(live) < len(loop.shape.tuple_shapes):
                     remove_dead_elements(loop, live)

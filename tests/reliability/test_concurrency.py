@@ -121,3 +121,59 @@ def test_four_processes_sharing_a_cache_run_like_serial_runs(backend, tmp_path):
             np.testing.assert_array_equal(value, serial[key], err_msg=key)
     if (tmp_path / "serial-cache").exists():
         assert _valid_entries(tmp_path / "parallel-cache") == _valid_entries(tmp_path / "serial-cache")
+
+
+@pytest.fixture
+def frequent_thread_switches():
+    """Threads switch every microsecond (the default is 5 ms): races in first calls show at once."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(interval)
+
+
+def _negate_in_threads(exe, sizes_of_thread, threads: int = 8) -> list[str]:
+    """Each thread calls `exe` at its sizes; the errors and wrong results, as text."""
+    import threading
+
+    barrier, failures = threading.Barrier(threads), []
+
+    def worker(tid: int) -> None:
+        barrier.wait()
+        for n in sizes_of_thread(tid):
+            x = np.arange(n, dtype=np.float32)
+            try:
+                if not np.array_equal(exe(x), -x):
+                    failures.append(f"thread {tid}, n={n}: wrong result")
+            except Exception as e:  # noqa: BLE001 (what a thread saw is the finding)
+                failures.append(f"thread {tid}, n={n}: {e!r}")
+
+    pool = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
+    [t.start() for t in pool]
+    [t.join() for t in pool]
+    return failures
+
+
+def test_threads_at_a_dynamic_programs_first_calls_wait_for_one_plan(frequent_thread_switches):
+    """Eight threads making the first calls of a fresh dynamic executable at once: one builds the
+    call plan and the binding plan, the others wait (a half-built plan was used: '_namespace',
+    'numbers', a tuple index out of range)."""
+    failures = []
+    for trial in range(6):
+        exe = hlocc.compile(f"HloModule first_calls_{trial}\nENTRY e {{\n  x = f32[?n] parameter(0)\n"
+                            "  ROOT s = f32[?n] negate(x)\n}", "cpu")
+        failures += _negate_in_threads(exe, lambda tid: [5 + tid, 5 + tid])
+    assert not failures, failures[:4]
+
+
+def test_threads_past_the_bound_sizes_drop_the_oldest_safely(frequent_thread_switches, monkeypatch):
+    """Calls at more sizes than a dynamic program keeps bindings for, from eight threads: each
+    drops the oldest binding without tripping over the others (KeyError, 'dictionary changed size')."""
+    from hlocc.runtime import dynamic_program
+
+    monkeypatch.setattr(dynamic_program, "MAX_BOUND_PROGRAMS", 2)
+    exe = hlocc.compile("HloModule past_the_bound\nENTRY e {\n  x = f32[?n] parameter(0)\n"
+                        "  ROOT s = f32[?n] negate(x)\n}", "cpu")
+    failures = _negate_in_threads(exe, lambda tid: [1 + tid + 8 * k for k in range(150)])
+    assert not failures, failures[:4]
+    assert len(exe.program._bound) <= 2 + 8

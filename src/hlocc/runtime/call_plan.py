@@ -45,8 +45,8 @@ atomic list operations), so concurrent calls each have their own temporaries and
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -57,6 +57,8 @@ from hlocc.hlo.symbolic import DimExpr, symbol
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAllocation
 from hlocc.runtime.native_loop import NativeControl
 from hlocc.runtime.plan_parts import (
+    Arena,
+    Binding,
     Fact,
     Parameter,
     Step,
@@ -89,6 +91,8 @@ from hlocc.runtime.thunks import (
     aligned_bytes,
 )
 
+PLAN_BUILD_LOCK = threading.RLock()
+
 MAX_ARENAS = 8
 """Arenas a plan keeps for reuse (one per thread calling at once; more are made and dropped)."""
 EMPTY = np.empty
@@ -97,26 +101,6 @@ EMPTY = np.empty
 POOLED_TEMP_BYTES = 1 << 18
 """Temporaries an arena keeps at most; a plan with more allocates them per call (their kernels take
 far longer than the allocation, and a dynamic program's plans, one per size, would keep them all)."""
-
-
-@dataclass(frozen=True)
-class Binding:
-    """A symbolic plan at one binding (`CallPlan.at`): `values` of its `exprs`, `kernels[k]` the
-    bound kernel of its k-th top-level thunk where that is symbolic, `steps[k]` the bound thunk
-    where it has no planned form."""
-
-    values: tuple[int, ...]
-    kernels: dict[int, Any]
-    steps: dict[int, Thunk]
-
-
-@dataclass
-class _Arena:
-    """One caller's reusable buffers: the allocations and addresses of the constants and
-    temporaries (the others' are filled per call)."""
-
-    allocations: list
-    addresses: list[int]
 
 
 class CallPlan:
@@ -253,6 +237,11 @@ class CallPlan:
 
     # -- planned once per arena --------------------------------------------------------------------
     def _compile(self) -> None:
+        with PLAN_BUILD_LOCK:  # threads at a first call wait for one build, whose `_code` is set last
+            if self._code is None:
+                self._build()
+
+    def _build(self) -> None:
         self.code_builds += 1
         thunks = top_level(self.program)
         # A symbolic plan whose per-size parts are flat (each symbolic kernel launchable over any
@@ -271,7 +260,7 @@ class CallPlan:
             self._per_binding = [(k, len(thunks[k].arguments) if k in kernels else None)
                                  for k in sorted({*kernels, *self.unplanned()} - self._inline.keys())]
         self.source = self._source()
-        self._code = compile(self.source, f"<call plan of {self.module.name}>", "exec")
+        code = compile(self.source, f"<call plan of {self.module.name}>", "exec")
         # `exprs` at a binding (a dict of the variables' values), `numbers(binding)`: one generated
         # function (runtime/shape_function.py's arithmetic) over a local per variable, whose tuple
         # expression a dynamic program also inlines into its binding of a new size (`numbers_source`)
@@ -303,6 +292,7 @@ class CallPlan:
             fixed = [(slot, ref.slice.allocation_index, ref.slice.offset) for slot, ref in enumerate(thunk.arguments)
                      if ref.slice.allocation_index not in self.variable]  # the generated call patches the others
             self._recipe.append((k, thunk, True, fixed))
+        self._code = code
 
     @property
     def numbers_scope(self) -> dict[str, Any]:
@@ -325,7 +315,7 @@ class CallPlan:
         if self._code is None:
             self._compile()
         n = len(self.sizes)
-        arena = _Arena([None] * n, [0] * n)
+        arena = Arena([None] * n, [0] * n)
         namespace = self._namespace.copy()
         namespace["V"] = at.values if at is not None else ()
         namespace["seen"] = [None]  # the binding the arena's dims tables hold (`_source`)
@@ -489,7 +479,7 @@ class CallPlan:
         emit(f"    return {nested_source(self.result_shape, iter(leaves))}")
         return "\n".join(lines) + "\n"
 
-    def _step(self, thunk: Thunk, arena: _Arena) -> Step:
+    def _step(self, thunk: Thunk, arena: Arena) -> Step:
         if isinstance(thunk, SequentialThunk):
             return sequence_step([self._step(t, arena) for t in thunk.thunks])
         if isinstance(thunk, (WhileThunk, ConditionalThunk)):
@@ -511,7 +501,7 @@ class CallPlan:
                                             m.addresses[source.allocation_index] + source.offset, size)
         return thunk.execute
 
-    def _native_control(self, thunk: WhileThunk | ConditionalThunk, arena: _Arena | None) -> Step | None:
+    def _native_control(self, thunk: WhileThunk | ConditionalThunk, arena: Arena | None) -> Step | None:
         """The loop or conditional as one native function (runtime/native_loop.py) where it has
         one: its table of addresses filled from the arena, the parameters' and outputs' per call."""
         if self.symbolic:
@@ -524,7 +514,7 @@ class CallPlan:
         fixed = [None if arena is None or index in self.variable else arena.addresses[index] for index in loop.used]
         return loop.step(fixed, [(k, index) for k, index in enumerate(loop.used) if fixed[k] is None])
 
-    def _kernel_step(self, thunk: KernelThunk, arena: _Arena) -> Step:
+    def _kernel_step(self, thunk: KernelThunk, arena: Arena) -> Step:
         launch = thunk.kernel.launcher(len(thunk.arguments))
         self.launchers_built += 1
         table, run = launch.table, launch.run

@@ -38,6 +38,7 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from functools import partial
 from typing import Any
@@ -52,7 +53,7 @@ from hlocc.hlo.symbolic import DimExpr, size_hint, substitute, symbol
 from hlocc.hlo.types import Shape
 from hlocc.passes.pipeline import CompilePipeline, PassManager
 from hlocc.runtime.buffer_assignment import AllocationKind, BufferAssignment, BufferSlice, assign_buffers
-from hlocc.runtime.call_plan import BoundCall, CallPlan, SharedCall
+from hlocc.runtime.call_plan import PLAN_BUILD_LOCK, BoundCall, CallPlan, SharedCall
 from hlocc.runtime.executable import (
     CHECKED_ALLOCATION_BYTES,
     KernelCompiler,
@@ -369,8 +370,9 @@ class DynamicProgram:
             key = (self._key_of or self._plan_key())(args)
         bound = self._bound.get(key)
         if bound is None:
-            if len(self._bound) >= MAX_BOUND_PROGRAMS:
-                del self._bound[next(iter(self._bound))]  # the oldest: a server sees sizes come and go
+            if len(self._bound) >= MAX_BOUND_PROGRAMS:  # the oldest: a server sees sizes come and go
+                with suppress(RuntimeError):  # (another thread's binding changed the dict meanwhile)
+                    self._bound.pop(next(iter(self._bound)), None)
             t0 = time.perf_counter()
             numbers_only = self._numbers_only
             bound = self._bound[key] = numbers_only(key) if numbers_only is not None else self._calls(key)
@@ -390,11 +392,8 @@ class DynamicProgram:
         binding's checks are not repeated: its key is the shapes that passed them in `run`."""
         shapes = "".join(f"a{k}.shape, " for k in range(len(dtypes)))
         return guarded_call("steady_call", dtypes, [
-            f"bound = get(({shapes}))",
-            "if bound is None or bound.peak_bytes >= limit:",
-            "    return None",
-            "program.last_peak_bytes = bound.peak_bytes",
-            "return bound.calls.run(args)"],
+            f"bound = get(({shapes}))", "if bound is None or bound.peak_bytes >= limit:", "    return None",
+            "program.last_peak_bytes = bound.peak_bytes", "return bound.calls.run(args)"],
             {"get": self._bound.get, "limit": CHECKED_ALLOCATION_BYTES, "program": self}, contiguous=True)
 
     def _plan_key(self) -> Callable[[Sequence[Any]], tuple]:
@@ -415,8 +414,9 @@ class DynamicProgram:
             bound = self.bind(arg_dims)
             return _Calls(bound.peak_bytes, self._call_plan(bound.allocation_sizes, bound.program, bound.outputs),
                           tuple(bound.host_fusions))
-        if self._binding_plan is None:
-            self._plan_bindings()
+        with PLAN_BUILD_LOCK:  # (threads at the first call wait for one plan)
+            if self._binding_plan is None:
+                self._plan_bindings()
         binding_of, kernels, unplanned, calls_of = self._binding_plan
         if calls_of is not None:
             return calls_of(arg_dims)

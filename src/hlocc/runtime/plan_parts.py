@@ -56,6 +56,26 @@ class Leaf:
         return array if self.axes is None else array.transpose(self.axes)
 
 
+@dataclass(frozen=True)
+class Binding:
+    """A symbolic plan at one binding (`CallPlan.at`): `values` of its `exprs`, `kernels[k]` the
+    bound kernel of its k-th top-level thunk where that is symbolic, `steps[k]` the bound thunk
+    where it has no planned form."""
+
+    values: tuple[int, ...]
+    kernels: dict[int, Any]
+    steps: dict[int, Thunk]
+
+
+@dataclass
+class Arena:
+    """One caller's reusable buffers: the allocations and addresses of the constants and
+    temporaries (the others' are filled per call)."""
+
+    allocations: list
+    addresses: list[int]
+
+
 def leaf_of(ref: BufferRef) -> Leaf:
     if not ref.shape.is_array:
         return Leaf(ref.slice.allocation_index, 0, 0, None, None, None)

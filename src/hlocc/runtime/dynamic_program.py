@@ -387,9 +387,8 @@ class DynamicProgram:
     def steady_call(self, dtypes: Sequence[np.dtype]) -> Callable[[Sequence[Any]], Any]:
         """A call of the plan at a size it has bound before, for arguments of `dtypes` (every
         parameter an array): `steady(args)` runs it where each argument is a C-contiguous numpy
-        array of exactly its dtype and their shapes key a binding, and returns None otherwise,
-        where the caller takes the checked path, `run` (a call's result is never None). A
-        binding's checks are not repeated: its key is the shapes that passed them in `run`."""
+        array of exactly its dtype and their shapes key a binding (whose key passed `run`'s checks),
+        else None: the caller takes the checked path, `run` (a call's result is never None)."""
         shapes = "".join(f"a{k}.shape, " for k in range(len(dtypes)))
         return guarded_call("steady_call", dtypes, [
             f"bound = get(({shapes}))", "if bound is None or bound.peak_bytes >= limit:", "    return None",
@@ -414,9 +413,10 @@ class DynamicProgram:
             bound = self.bind(arg_dims)
             return _Calls(bound.peak_bytes, self._call_plan(bound.allocation_sizes, bound.program, bound.outputs),
                           tuple(bound.host_fusions))
-        with PLAN_BUILD_LOCK:  # (threads at the first call wait for one plan)
-            if self._binding_plan is None:
-                self._plan_bindings()
+        if self._binding_plan is None:
+            with PLAN_BUILD_LOCK:  # (threads at the first call wait for one plan)
+                if self._binding_plan is None:
+                    self._plan_bindings()
         binding_of, kernels, unplanned, calls_of = self._binding_plan
         if calls_of is not None:
             return calls_of(arg_dims)

@@ -40,7 +40,7 @@ from llvmlite import ir
 
 from hlocc.runtime.jit import _LOCK, ObjectEngine, host_target_machine
 from hlocc.runtime.native_steps import emit_steps, launch_table, native_steps, step_keep
-from hlocc.runtime.plan_parts import round_up, top_level
+from hlocc.runtime.plan_parts import own_outputs, round_up, top_level
 from hlocc.runtime.thunks import address_of, aligned_bytes
 
 MAX_SCRATCH = 8
@@ -83,20 +83,14 @@ class NativeSequence:
         if calls is None:
             return None
         # outputs: each leaf a whole fresh allocation of its own, in the default layout
-        fresh = {index: size for index, _, size in plan.fresh}
-        output_of: dict[int, int] = {}
-        outputs = []
-        for j, leaf in enumerate(plan.leaves):
-            if (leaf.dims is None or leaf.axes is not None or leaf.allocation not in fresh or leaf.offset
-                    or leaf.size != fresh[leaf.allocation] or leaf.allocation in output_of):
-                return None
-            output_of[leaf.allocation] = j
-            outputs.append((leaf.dtype, tuple(leaf.dims)))
+        output_of, shared, _ = own_outputs(plan.fresh, plan.leaves)  # (the call plan's own arrays)
+        if len(output_of) != len(plan.leaves) or any(leaf.axes is not None for leaf in plan.leaves):
+            return None
+        outputs = [(leaf.dtype, tuple(leaf.dims)) for leaf in plan.leaves]
         # temporaries (and fresh allocations holding no output) in one block
         scratch: dict[int, int] = {}
         size = 0
-        for index, bytes_ in [*plan.temps, *((i, s) for i, s in fresh.items() if i not in output_of),
-                              *((i, s) for i, _, s in plan.scratch)]:
+        for index, bytes_ in [*plan.temps, *((i, s) for i, _, s in shared), *((i, s) for i, _, s in plan.scratch)]:
             scratch[index] = size
             size += round_up(bytes_)
         parameters = {p.allocation: p.number for p in plan.parameters}

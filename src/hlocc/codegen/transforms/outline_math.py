@@ -21,8 +21,6 @@ XLA differs: XLA:CPU's and XLA:GPU's emitters expand each use inline. The GPU pi
 
 from __future__ import annotations
 
-from collections import Counter
-
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType, ModuleOp, UnitAttr, VectorType
@@ -75,9 +73,8 @@ class OutlineMathPass(ModulePass):
             key = _key(o)
             if key is not None:
                 uses.setdefault(key, []).append(o)
-        counts = Counter({key: len(ops) for key, ops in uses.items()})
         for key, ops in uses.items():
-            if counts[key] < 2:
+            if len(ops) < 2:
                 continue
             _, operand_types, result_type, _ = key
             symbol = _symbol(key)

@@ -511,6 +511,14 @@ NEW_BINDING_PROGRAMS = {  # text, compile options, the arguments at size n
 }
 
 
+def _assert_close(name: str, got, want, n: int) -> None:
+    """Against the evaluator: the gemm programs within f32 rounding of their terms' magnitude (BLAS
+    sums in another order, which depends on how its threads split a product when several calls
+    run at once: an output near zero from terms of ~20 differed by 4e-6), the others tightly."""
+    atol = 1e-6 + (4e-6 * float(np.abs(want).max(initial=0)) if name in ("mlp", "attention_dots") else 0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=atol, err_msg=f"size {n}")
+
+
 @pytest.mark.parametrize("name", list(NEW_BINDING_PROGRAMS))
 def test_each_new_binding_after_others_is_right_and_the_call_code_is_built_once(name):
     text, options, make_args = NEW_BINDING_PROGRAMS[name]
@@ -520,7 +528,7 @@ def test_each_new_binding_after_others_is_right_and_the_call_code_is_built_once(
         args = make_args(n)
         got, want = exe(*args), reference(*args)
         for g, w in zip(*(v if isinstance(v, tuple) else (v,) for v in (got, want)), strict=True):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=f"size {n}")
+            _assert_close(name, g, w, n)
     program = exe.program
     assert program.plan is not None and program.plan.code_builds == 1  # no code generated per size
     assert len(program._bound) == len(set(sizes)) and exe.plan_builds == 1 and not program.deferred
@@ -565,7 +573,7 @@ def test_threads_at_different_sizes_share_the_arenas_and_get_their_own_results(n
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda n: (n, exe(*args[n])), sizes))
     for n, g in got:
-        np.testing.assert_allclose(g, want[n], rtol=1e-5, atol=1e-6, err_msg=f"size {n}")
+        _assert_close(name, g, want[n], n)
     plan = exe.program.plan
     assert plan.shared and len(exe.program._bound) == len(args)
     # tables are made per arena (at most one per thread calling at once), never per size

@@ -219,6 +219,8 @@ class CompiledGraph:
                 outputs.append(results[out.index].item())
             elif out.kind == "input":
                 outputs.append(args[out.index])
+            elif out.kind == "view":
+                outputs.append(out.value(args))
             elif out.kind == "size":
                 if binding is None:
                     binding = self.executable.bind(*arrays)

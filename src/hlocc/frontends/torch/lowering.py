@@ -25,7 +25,8 @@ import numpy as np
 
 from hlocc.errors import HloError, UnsupportedError
 from hlocc.frontends.torch.folding import KnownValues
-from hlocc.frontends.torch.types import divisibility, element_type, range_guards, tensor_shape, to_dim
+from hlocc.frontends.torch.types import divisibility, element_type, is_tensor, range_guards, tensor_shape, to_dim
+from hlocc.frontends.torch.views import input_view
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.symbolic import Dim, DimExpr, mod, symbol
 from hlocc.hlo.types import Shape, primitive_type
@@ -35,8 +36,9 @@ from hlocc.hlo.types import Shape, primitive_type
 class Output:
     """Where one graph output comes from: `kind` is "result" (element `index` of the root tuple),
     "number" (that element as a Python number: a SymFloat PyTorch computes from sizes),
-    "input" (graph input `index`, returned as is), "size" (the size `value`, evaluated per call),
-    or "value" (the Python value `value`, e.g. None)."""
+    "input" (graph input `index`, returned as is), "view" (a view of a graph input, made by the
+    function `value` of the graph's inputs: views.input_view), "size" (the size `value`, evaluated
+    per call), or "value" (the Python value `value`, e.g. None)."""
 
     kind: str
     index: int = 0
@@ -46,7 +48,7 @@ class Output:
 
 def broadcast_dims(meta: Any) -> tuple[int, ...]:
     """The dims of an FX value's tensor whose stride is 0 (its eager form is an expand)."""
-    strides = meta.stride() if _is_tensor(meta) else ()
+    strides = meta.stride() if is_tensor(meta) else ()
     return tuple(d for d, s in enumerate(strides) if isinstance(s, int) and s == 0)
 
 
@@ -107,7 +109,7 @@ class LoweringContext:
         return tensor_shape(val[0] if isinstance(val, (tuple, list)) else val, self.lowering.facts)
 
     def shapes(self) -> list[Shape | None]:
-        return [tensor_shape(v, self.lowering.facts) if _is_tensor(v) else None for v in self.val]
+        return [tensor_shape(v, self.lowering.facts) if is_tensor(v) else None for v in self.val]
 
     @property
     def element_type(self) -> str:
@@ -204,10 +206,6 @@ class LoweringContext:
         return f"node '{self.node.name}' ({op_name(self.node.target)}){' at ' + line if line else ''}"
 
 
-def _is_tensor(value: Any) -> bool:
-    return hasattr(value, "dtype") and hasattr(value, "shape") and not isinstance(value, np.ndarray)
-
-
 class _Lowering:
     def __init__(self, graph_module: Any, table: dict[str, Callable], name: str, constants: dict[str, Any],
                  device: str = "cpu", facts: dict[str, Dim] | None = None):
@@ -225,6 +223,7 @@ class _Lowering:
         self.known = KnownValues()  # nodes whose values depend on no input
         self.assertions: list[tuple[HloInstruction, str]] = []  # (pred scalar, message): LoweredGraph
         self.checks: list[tuple[int, str]] = []  # the same by root tuple index (output())
+        self.graph_inputs: dict[Any, int] = {}  # placeholder node -> graph input number, if passed per call
 
     def run(self) -> LoweredGraph:
         inputs = 0
@@ -232,6 +231,8 @@ class _Lowering:
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 self.values[node] = self.placeholder(node, inputs)
+                if node.name not in self.constants:
+                    self.graph_inputs[node] = inputs
                 inputs += 1
             elif node.op == "get_attr":
                 self.values[node] = self.attribute_constant(node)
@@ -250,7 +251,7 @@ class _Lowering:
         if node.name in self.constants:
             tensor = self.constants[node.name]
             return self.constant_tensor(tensor, node.name)
-        if _is_tensor(val):
+        if is_tensor(val):
             device = getattr(getattr(val, "device", None), "type", "cpu")
             if device != self.device:
                 raise UnsupportedError(f"input '{node.name}' is on {val.device}; the graph is compiled for "
@@ -318,7 +319,7 @@ class _Lowering:
         val = cx.val
         pairs = zip(result, val) if isinstance(result, list) and isinstance(val, (list, tuple)) else [(result, val)]
         for got, want in pairs:
-            if isinstance(got, HloInstruction) and _is_tensor(want):
+            if isinstance(got, HloInstruction) and is_tensor(want):
                 expected = tensor_shape(want, self.facts)
                 if got.shape != expected:
                     raise cx.error(f"lowered to {got.shape}, PyTorch computes {expected} (a lowering bug)")
@@ -332,11 +333,14 @@ class _Lowering:
             # an output that is the graph's input itself; an op that lowered to the input (x.clone(),
             # x.to(copy=True)) is a result, copied out of the input as eager's is a tensor of its own
             placeholder = getattr(arg, "op", "") == "placeholder"
+            view = None if placeholder else input_view(arg, self.graph_inputs)
             if isinstance(value, HloInstruction) and id(value) in parameter_of and placeholder:
                 outputs.append(Output("input", self.parameters[parameter_of[id(value)]]))
+            elif view is not None:  # (eager's view of the input itself, not a copy: views.py)
+                outputs.append(Output("view", value=view))
             elif isinstance(value, HloInstruction):  # (a number computed from sizes: a float saved for
                 meta = getattr(arg, "meta", {}).get("val")  # backward, returned as one)
-                number = not _is_tensor(meta)
+                number = not is_tensor(meta)
                 outputs.append(Output("number" if number else "result", len(results),
                                       broadcast=() if number else broadcast_dims(meta)))
                 results.append(value)

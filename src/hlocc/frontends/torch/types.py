@@ -22,10 +22,18 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from hlocc.errors import HloError, UnsupportedError
 from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
 from hlocc.hlo.symbolic import Dim, DimExpr, evaluate, floordiv, lower_bound, mod, substitute, symbol
 from hlocc.hlo.types import Shape
+
+
+def is_tensor(value: Any) -> bool:
+    """Whether an FX value (`meta["val"]`) is a tensor (a FakeTensor or a real one, not an array)."""
+    return hasattr(value, "dtype") and hasattr(value, "shape") and not isinstance(value, np.ndarray)
+
 
 MAX_DIVISOR = 16  # the largest k `divisibility` tries
 

@@ -406,8 +406,9 @@ class _Lowering:
             if atom.op == "var":
                 found = dimension(symbol(atom.args[0]))
                 if found is None:
-                    raise cx.error(f"the value of the symbolic size '{size}' is used as data, and no input has "
-                                   f"'{atom}' as a size")
+                    raise cx.error(f"the value of the symbolic size '{size}' is used as data, and no tensor input "
+                                   f"of the graph has '{atom}' as a size (dynamo passes it as a number: a size "
+                                   "parameter is not lowered yet)")
                 return found
             a, b = value(atom.args[0]), value(atom.args[1])  # b > 0: a size, or a positive constant
             rem = cx.add("remainder", [a, b], shape=scalar)

@@ -193,6 +193,9 @@ def test_random_inputs_too_large_and_a_negative_seed_are_user_errors(tmp_path, c
     with pytest.raises(SystemExit):
         main(["run", str(write(tmp_path, ADD)), "--seed", "-1"])
     assert "argument --seed: expected a non-negative integer, got '-1'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # (it ran untimed)
+        main(["run", str(write(tmp_path, ADD)), "--bench", "-3"])
+    assert "argument --bench: expected a non-negative integer, got '-3'" in capsys.readouterr().err
 
 
 def test_malformed_and_missing_files_exit_1_without_traceback(tmp_path):

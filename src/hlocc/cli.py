@@ -118,7 +118,7 @@ def _argument_parser() -> argparse.ArgumentParser:
                           "PTX kernels, cuBLAS and device memory on an NVIDIA GPU; cuda-sim: the cuda path on a "
                           "simulated GPU (its kernels in SIMT simulation on the host)")
     run.add_argument("--seed", type=_natural, default=0, help="seed of the random inputs and of rng ops")
-    run.add_argument("--bench", type=int, default=0, metavar="N", help="time N warmed runs")
+    run.add_argument("--bench", type=_natural, default=0, metavar="N", help="time N warmed runs (0: none)")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     run.add_argument("--no-verify", action="store_true",
                      help="skip the verifier (debugging only: an ill-formed module may then crash the compiler)")

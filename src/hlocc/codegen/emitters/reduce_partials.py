@@ -201,7 +201,8 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
                       maps: Sequence[IndexingMap], indices: Sequence[SSAValue], symbols: Sequence[SSAValue | None],
                       plan: PartialsPlan, inits: Sequence[SSAValue], outputs: Sequence[SSAValue] = (),
                       visit: SideWriter | None = None, overlap_tail: bool = False,
-                      order_free: bool = False, runtime_tail: bool = False) -> tuple[list[SSAValue], list[SSAValue]]:
+                      order_free: bool = False, runtime_tail: bool = False,
+                      chains: int = ORDER_FREE_ACCUMULATORS) -> tuple[list[SSAValue], list[SSAValue]]:
     """The reduction of the operands of `reduces` (one reduce, or several that share `plan`, in one
     pass over the row: each element is computed and read once) over range variable `plan.symbol`
     alone, the other range variables at `symbols` (None at plan.symbol): one value per reduced
@@ -226,7 +227,8 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     that the chains of reducer applications run side by side (a max's compare, or, select chain
     costs ~6 cycles a step); a runtime row folds rounds of k = ORDER_FREE_ACCUMULATORS chunks
     (`_interleaved_runtime_chunks`). The stitch emitter also passes it for float sums, which it
-    reassociates (stitch.py `reassociated_sums`).
+    reassociates (stitch.py `reassociated_sums`). `chains` lowers k (the stitch emitter's 1 for a
+    stage whose elements are expensive to compute, `stitch.chains_for`).
 
     A static row shorter than two chunks (`plan_partials`' short rows) combines its lanes by the
     tree too, whatever its reducer: there the lane fold is the whole reduction, and in lane order it
@@ -306,9 +308,9 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
         # (the reducer's identity: the monoid rule above) and all chunks fold into it.
         # (Size expressions, not index arithmetic: a speculated row 16*n_16 has n_16 chunks, no tail.)
         chunks = size_value(e.b, floordiv(row, lanes))
-        if order_free:
+        if order_free and chains > 1:
             results = _interleaved_runtime_chunks(e, reduces, [*seeds, *outputs], n, row, lanes, lane_loop,
-                                                  chunk_loop)
+                                                  chunk_loop, chains)
         else:
             results = chunk_loop(e.b.index(0), chunks, [*seeds, *outputs])
         if mod(row, lanes):
@@ -328,7 +330,7 @@ def emit_row_partials(e: ElementEmitter, reduces: HloInstruction | Sequence[HloI
     else:
         chunks, tail = divmod(row, lanes)
         results = lane_loop(e.b.index(0), lanes, None, seeds, outputs)
-        k = min(ORDER_FREE_ACCUMULATORS, chunks // 2) if order_free else 1
+        k = min(chains, chunks // 2) if order_free else 1
         if k > 1:
             results = _interleaved_chunks(e, reduces, results, n, chunks, k, lane_loop)
         elif chunks > 1:
@@ -393,13 +395,12 @@ def _rounds(e: ElementEmitter, accs: list[list[SSAValue]], outs: list[SSAValue],
 
 def _interleaved_runtime_chunks(e: ElementEmitter, reduces: Sequence[HloInstruction], results: list[SSAValue],
                                 n: int, row: DimExpr, lanes: int, lane_loop: Callable,
-                                chunk_loop: Callable) -> list[SSAValue]:
+                                chunk_loop: Callable, k: int) -> list[SSAValue]:
     """`_interleaved_chunks` over a runtime row of `row` elements (`results`: the seed vectors,
     every lane the init value, then the outputs): a loop over rounds [0, row / (k * lanes)) folds
-    chunk round * k + i into vector i of k = ORDER_FREE_ACCUMULATORS, the chunks left (fewer than
+    chunk round * k + i into vector i of k (`emit_row_partials`' chains), the chunks left (fewer than
     k) fold into vector 0, then the vectors combine lane-wise. A row shorter than k chunks has no
     round (every vector but the first stays at the init value: the reducer's identity)."""
-    k = ORDER_FREE_ACCUMULATORS
     seeds, outs = results[:n], results[n:]
     rounds = size_value(e.b, floordiv(floordiv(row, lanes), k))
     accs, outs = _rounds(e, [seeds] * k, outs, n, lanes, lane_loop, e.b.index(0), rounds)

@@ -70,6 +70,7 @@ from hlocc.codegen.elemental.storage import array_leaves, load_element, store_el
 from hlocc.codegen.emitters.base import FusionEmitterBase, KernelModule, entry_block, thread_and_block_ids
 from hlocc.codegen.emitters.loop import SYMBOLIC_LOOP_OPS
 from hlocc.codegen.emitters.reduce_partials import (
+    ORDER_FREE_ACCUMULATORS,
     RUNTIME_TAIL,
     chunked_map,
     emit_row_partials,
@@ -319,12 +320,14 @@ class StitchEmitter(FusionEmitterBase):
                     outs[k] = store_element(e.b, e.scalar(v, index), outs[k], self.roots[k].shape, index)
                 return outs
 
+            chains = chains_for(reduces, self.plan.row_length)
             if pairs:
                 partials, outputs = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, outputs, store,
-                                                      overlap_tail=True, order_free=free, runtime_tail=True)
+                                                      overlap_tail=True, order_free=free, runtime_tail=True,
+                                                      chains=chains)
             else:
                 partials, _ = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, overlap_tail=True,
-                                                order_free=free, runtime_tail=True)
+                                                order_free=free, runtime_tail=True, chains=chains)
             buffered.update((id(v), k) for v, k in pairs)
         else:
             partials = self._serial(e, ids, reduces, m, inits)
@@ -505,6 +508,27 @@ def _zeros(e: ElementEmitter, t: VectorType) -> SSAValue:
 
 def _same(a, b) -> bool:
     return a.dims == b.dims and tuple(a.minor_to_major) == tuple(b.minor_to_major)
+
+
+EXPENSIVE_STAGE_CHAINS = 1
+"""The vectors of partials (`emit_row_partials`' chains) of a runtime row's stage that reduces a
+value expensive to compute (`_expensive`: softmax's sum of exp(x - max)): the per-element work, ~28
+vector ops an exp on AVX2, hides the latency of one chain of adds, and each further chain's
+vectors are carried around the runtime loop, where they spill on a host of 16 vector registers.
+Softmax over [b, n] on the AVX2 host, same process, interleaved, 4 chains against 1: (256, 128)
+34.8 -> 31.9 us, (256, 1024) 204 -> 189 us, (512, 4096) 2.00 -> 1.85 ms. A static row keeps up to
+ORDER_FREE_ACCUMULATORS (its unrolled chains schedule well: (256, 128) 28.8 us with 4, 30.5 with 1;
+the longer rows the same either way), and so does a stage of cheap elements (a max over x,
+layernorm's sums: (512, 4096) 0.61 ms with 4 chains, 0.91 with 1)."""
+
+
+def chains_for(reduces: list[HloInstruction], row_length) -> int:
+    """`emit_row_partials`' chains for a stage reducing `reduces`' operands along rows of
+    `row_length` (a DimExpr: a runtime row)."""
+    values = [r.operand(k) for r in reduces for k in range(len(r.operands) // 2)]
+    if isinstance(row_length, DimExpr) and any(_expensive(v) for v in values):
+        return EXPENSIVE_STAGE_CHAINS
+    return ORDER_FREE_ACCUMULATORS
 
 
 def _expensive(v: HloInstruction) -> bool:

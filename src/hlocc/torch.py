@@ -125,10 +125,10 @@ class CompiledGraph:
         self.flush_denormal = flush_denormal
         self._assertions = lowered.assertions  # checked by _run after each call
         # per entry parameter: what its tensor is checked against, read once (calls are hot)
-        self._inputs = [InputCheck.of(index, self._name(index), param.shape)
+        self._inputs = [InputCheck.of(index, self._name(index), param.shape, index in lowered.number_inputs)
                         for index, param in zip(lowered.parameters, lowered.module.entry.parameters)]
         guarded = (GuardedInputs(self._inputs, [guarded_by[c.index] for c in self._inputs])
-                   if guarded_by is not None else None)
+                   if guarded_by is not None and not lowered.number_inputs else None)
         on_device = executable is not None and executable.backend in DEVICE_BACKENDS
         self._on_device = on_device
         self._arrays = guarded.arrays if guarded is not None and not on_device else self._checked_arrays
@@ -224,6 +224,7 @@ class CompiledGraph:
             elif out.kind == "size":
                 if binding is None:
                     binding = self.executable.bind(*arrays)
+                    binding.update({name: args[i] for i, name in self.lowered.number_inputs.items()})
                 outputs.append(evaluate(out.value, binding))
             else:
                 outputs.append(out.value)

@@ -332,6 +332,34 @@ def test_an_output_viewing_an_input_is_eagers_view(name, fn):
                 assert g.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()  # a view, as eager's
 
 
+@pytest.mark.parametrize("name, fn", [
+    ("scale", lambda x, y: x * y.shape[0]),
+    ("float_of_sizes", lambda x, y: x / (y.shape[0] * 2.0) + y.shape[1]),
+    ("with_a_tensor_of_y", lambda x, y: (x * y.shape[0], y.sum())),
+])
+def test_a_size_passed_as_a_number_is_a_parameter(name, fn):
+    """A size the graph uses as data where dynamo passes it as a SymInt and no tensor input has it
+    (`x * y.shape[0]`, y not an input of the graph) is an s32[] parameter given the int at each
+    call: it ran eager with a fallback warning (strict: an error), and a size saved for backward
+    reads it too (found by the stress tester)."""
+    torch._dynamo.reset()
+    ht.reset_stats()
+    f = torch.compile(fn, backend=ht.backend, dynamic=True, options={"strict": True})
+    counts = []
+    for n, m in [(4, 3), (6, 5), (9, 2), (7, 4)]:
+        x, y = torch.randn(n, requires_grad=True), torch.randn(m, 3)
+        eager_x = x.detach().clone().requires_grad_(True)
+        got, want = f(x, y), fn(eager_x, y)
+        got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+        for g, w in zip(got, want):
+            assert_close(g, w, f"{name} at {n}, {m}")
+        got[0].sum().backward()
+        want[0].sum().backward()
+        assert_close(x.grad, eager_x.grad, f"{name}'s gradient at {n}, {m}")
+        counts.append(ht.stats()["compiles"])
+    assert counts[1] == counts[-1], counts  # (after dynamo's first recompile, none per size)
+
+
 @pytest.mark.parametrize("output_size", [(2, 2), (3, 5), 7])
 def test_adaptive_average_pooling_over_symbolic_images_trains_and_compiles_once(output_size):
     """ATen's adaptive windows over a runtime size (a [m, n] membership from floor(i·n/m) and

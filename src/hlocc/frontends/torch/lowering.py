@@ -64,6 +64,10 @@ class LoweredGraph:
     # (root tuple index of a pred scalar, message): the graph's `_assert_async` checks, which the
     # caller raises RuntimeError(message) for where the value is false (ops_elementwise)
     assertions: list[tuple[int, str]] = field(default_factory=list)
+    # graph input -> its size's name, for the inputs passed as Python ints (SymInts whose value the
+    # graph uses as data and no tensor input has as a size): each an s32[] entry parameter
+    # (`size_parameter`), and bound by its value where a "size" output reads it
+    number_inputs: dict[int, str] = field(default_factory=dict)
 
 
 def op_name(target: Any) -> str:
@@ -224,6 +228,8 @@ class _Lowering:
         self.assertions: list[tuple[HloInstruction, str]] = []  # (pred scalar, message): LoweredGraph
         self.checks: list[tuple[int, str]] = []  # the same by root tuple index (output())
         self.graph_inputs: dict[Any, int] = {}  # placeholder node -> graph input number, if passed per call
+        self.size_inputs: list[tuple[DimExpr, int]] = []  # (a SymInt input's size, its graph input number)
+        self._size_parameters: list[tuple[DimExpr, HloInstruction]] = []
 
     def run(self) -> LoweredGraph:
         inputs = 0
@@ -243,7 +249,8 @@ class _Lowering:
             else:
                 raise UnsupportedError(f"node '{node.name}': FX op '{node.op}' is not lowered (not a core ATen graph)")
         self.module.computations[:] = self.module.computation_post_order()
-        return LoweredGraph(self.module, self.parameters, outputs, self.ops, self.checks)
+        numbers = {self.parameters[p.parameter_number]: min(size.variables) for size, p in self._size_parameters}
+        return LoweredGraph(self.module, self.parameters, outputs, self.ops, self.checks, numbers)
 
     # -- nodes -----------------------------------------------------------------------------------
     def placeholder(self, node: Any, index: int) -> Any:
@@ -265,7 +272,12 @@ class _Lowering:
             raise UnsupportedError(f"input '{node.name}' has no FakeTensor (meta['val']): lower the graphs of "
                                    "aot_autograd, make_fx or torch.export, which carry PyTorch's shapes")
         if val is None or isinstance(val, (int, float, bool)) or hasattr(val, "node"):
-            return to_dim(val, self.facts) if hasattr(val, "node") else val
+            if not hasattr(val, "node"):
+                return val
+            dim = to_dim(val, self.facts)
+            if isinstance(dim, DimExpr):
+                self.size_inputs.append((dim, index))
+            return dim
         raise UnsupportedError(f"input '{node.name}' of type {type(val).__name__} is not lowered")
 
     def attribute_constant(self, node: Any) -> HloInstruction:
@@ -371,6 +383,23 @@ class _Lowering:
             self._reducers[key] = comp
         return self._reducers[key]
 
+    def size_parameter(self, size: DimExpr) -> HloInstruction | None:
+        """An s32[] entry parameter with the value of graph input `size` (a SymInt dynamo passes as
+        a number where the graph uses its value and takes no tensor that has it as a size:
+        `x * y.shape[0]`), made once; None where no graph input is that size, or on a device
+        backend (whose inputs go in through DLPack: a number has no such form)."""
+        for known, param in self._size_parameters:
+            if known == size:
+                return param
+        index = next((i for known, i in self.size_inputs if known == size), None)
+        if index is None or self.device != "cpu":
+            return None
+        param = HloInstruction(self.entry.unique_name(f"size_{size}"), "parameter", Shape.array("s32", ()),
+                               parameter_number=len(self.parameters))
+        self.parameters.append(index)
+        self._size_parameters.append((size, self.entry.add_fresh(param)))
+        return self._size_parameters[-1][1]
+
     def size_value(self, cx: LoweringContext, size: DimExpr) -> HloInstruction:
         """An s32 scalar with the value of a symbolic size: a parameter's dimension, or computed
         from those (`mod(s - 1, s)`, roll's shift), floordiv and mod rounding down as DimExpr's."""
@@ -406,9 +435,10 @@ class _Lowering:
             if atom.op == "var":
                 found = dimension(symbol(atom.args[0]))
                 if found is None:
-                    raise cx.error(f"the value of the symbolic size '{size}' is used as data, and no tensor input "
-                                   f"of the graph has '{atom}' as a size (dynamo passes it as a number: a size "
-                                   "parameter is not lowered yet)")
+                    found = self.size_parameter(symbol(atom.args[0]))
+                if found is None:
+                    raise cx.error(f"the value of the symbolic size '{size}' is used as data, and no input of "
+                                   f"the graph has '{atom}' as a size or is its number")
                 return found
             a, b = value(atom.args[0]), value(atom.args[1])  # b > 0: a size, or a positive constant
             rem = cx.add("remainder", [a, b], shape=scalar)

@@ -70,21 +70,26 @@ class InputCheck:
     static_sizes: tuple[tuple[int, int], ...]
     reinterpret: bool  # bf16: through to_numpy's int16 view
     dims: tuple[int, ...] | None  # all the sizes, where every one is static
+    number: bool = False  # a Python int (a SymInt's value: lowering.size_parameter), not a tensor
     # [(tensor, data_ptr, sizes, strides, array)]: the last parameter (requires_grad) seen and its view,
     # one tuple replaced whole (a call on another thread reads either the old or the new one)
     _parameter: list = field(default_factory=lambda: [None], compare=False, repr=False)
 
     @staticmethod
-    def of(index: int, name: str, shape: Shape) -> InputCheck:
+    def of(index: int, name: str, shape: Shape, number: bool = False) -> InputCheck:
         static = tuple((k, d) for k, d in enumerate(shape.dims) if isinstance(d, int))
         dims = tuple(shape.dims) if len(static) == len(shape.dims) else None
         return InputCheck(index, name, shape, _torch_dtype(shape.dtype), len(shape.dims), static,
-                          shape.dtype == _BF16, dims)
+                          shape.dtype == _BF16, dims, number)
 
     def array(self, tensor: Any) -> np.ndarray:
         """The numpy view of `tensor`, checked against the parameter (errors name it): C-contiguous,
         of the parameter's dtype and static sizes (a strided tensor's values are copied), so that
-        a static executable's runner takes it as it is."""
+        a static executable's runner takes it as it is. A `number` input is the int itself."""
+        if self.number:
+            if type(tensor) is not int:
+                raise ArgumentError(f"{self.name}: expected an int (a size), got {type(tensor).__name__}")
+            return np.asarray(tensor, self.shape.dtype)
         last = self._parameter[0]
         if last is not None and last[0] is tensor and tensor.data_ptr() == last[1] and tensor.shape == last[2] \
                 and tensor.stride() == last[3]:

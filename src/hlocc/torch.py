@@ -46,6 +46,7 @@ from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupporte
 from hlocc.frontends.torch.tensors import (
     GuardedInputs,
     InputCheck,
+    exported_inputs,
     from_numpy,
     may_alias_input,
     memory_owner,
@@ -474,6 +475,8 @@ class ExportedExecutable:
     mutations: list[tuple[int, str]] = field(default_factory=list)  # (output index, buffer written)
     user_outputs: list[int] = field(default_factory=list)
     input_mutations: list[tuple[int, int]] = field(default_factory=list)  # (output index, placeholder written)
+    # user input number -> the value a non-tensor input had at export (the program is specialized to it)
+    constant_inputs: dict[int, Any] = field(default_factory=dict)
 
     @property
     def module(self):
@@ -486,17 +489,12 @@ class ExportedExecutable:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         import torch.utils._pytree as pytree
 
-        flat, _ = pytree.tree_flatten((args, kwargs))
+        flat = exported_inputs(args, kwargs, self.in_spec, self.constant_inputs,
+                               [target for kind, target in self.input_kinds if kind == "USER_INPUT"])
         users = iter(flat)
         inputs = []
         for kind, target in self.input_kinds:
-            if kind == "USER_INPUT":
-                value = next(users, None)
-                if value is None:
-                    raise ArgumentError(f"missing input '{target}' ({len(flat)} given)")
-                inputs.append(value)
-            else:
-                inputs.append(self.state[target])
+            inputs.append(next(users) if kind == "USER_INPUT" else self.state[target])
         outputs = self.graph(inputs)
         for index, target in self.mutations:
             self.state[target].copy_(outputs[index])
@@ -535,10 +533,12 @@ def compile_exported(exported: Any, *, backend: str = "cpu", params: str = "cons
     input_mutations = [(i, placeholder_of[s.target]) for i, s in enumerate(outputs)
                        if s.kind.name == "USER_INPUT_MUTATION"]
     users = [i for i, s in enumerate(outputs) if s.kind.name == "USER_OUTPUT"]
+    user_specs = [spec for spec in program.graph_signature.input_specs if spec.kind.name == "USER_INPUT"]
+    constant_inputs = {k: spec.arg.value for k, spec in enumerate(user_specs) if hasattr(spec.arg, "value")}
     graph = compile_graph(gm, [], name="exported", options={**options, "backend": backend, "strict": True},
                           constants=constants, shape_env=dict(program.range_constraints), input_names=names)
     return ExportedExecutable(graph, kinds, state, program.call_spec.out_spec, program.call_spec.in_spec,
-                              mutations, users, input_mutations)
+                              mutations, users, input_mutations, constant_inputs)
 
 
 # -- explain --------------------------------------------------------------------------------------

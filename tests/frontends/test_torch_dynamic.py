@@ -252,6 +252,29 @@ def test_exported_input_errors_name_the_input():
         run(x[..., :32])
 
 
+def test_exported_inputs_are_matched_by_name_and_constants_checked():
+    """An exported program's inputs are taken by its input spec, as `ep.module()` takes them: keyword
+    arguments and dict entries in another order than at export were swapped (silently wrong), an int
+    input other than its export value was ignored, and an extra argument too (stress tester)."""
+    class Inputs(torch.nn.Module):
+        def forward(self, x, d, k: int, *, y, z):
+            return x * k + y - z * 10 + d["a"] - d["b"]
+
+    x, y, z = torch.ones(3), torch.full((3,), 5.0), torch.zeros(3)
+    d = {"a": torch.full((3,), 2.0), "b": torch.ones(3)}
+    ep = torch.export.export(Inputs(), (x, d, 3), {"y": y, "z": z})
+    run = hlocc.torch.compile_exported(ep, backend="interpreter")
+    want = ep.module()(x, d, 3, y=y, z=z)
+    assert torch.equal(run(x, d, 3, y=y, z=z), want)
+    assert torch.equal(run(x, {"b": d["b"], "a": d["a"]}, 3, z=z, y=y), want)
+    with pytest.raises(ArgumentError, match="input 'k' was 3 at export, and the program is specialized to it; got 4"):
+        run(x, d, 4, y=y, z=z)
+    with pytest.raises(ArgumentError, match=r"do not match the exported program's inputs; missing: \[1\]\['z'\]"):
+        run(x, d, 3, y=y)
+    with pytest.raises(ArgumentError, match=r"unexpected: \[0\]\[3\]"):
+        run(x, d, 3, x, y=y, z=z)
+
+
 def test_a_float_of_a_size_saved_for_backward_is_returned_as_a_number():
     """cross_entropy's label smoothing saves `0.1 / float(s)` for the backward: the forward graph
     returns it as a Python number, as aot_autograd requires (a 0-d tensor was an AssertionError)."""

@@ -255,3 +255,30 @@ def may_alias_input(result: np.ndarray, input_owners: set[int], inputs: Sequence
     if isinstance(owner, np.ndarray):  # a buffer of the runtime's own (inputs never own their data)
         return False
     return any(np.may_share_memory(result, a) for a in inputs)
+
+
+def exported_inputs(args: tuple, kwargs: dict, in_spec: Any, constants: dict[int, Any], names: Sequence[str]) -> list:
+    """An exported program's user inputs from a call, in the program's order (its `in_spec`, as the
+    exported module takes them): keyword arguments and dict entries by name, whatever their order;
+    a missing or unexpected one, or a non-tensor input other than its value at export (`constants`:
+    input number -> value; the program is specialized to it), is an ArgumentError."""
+    import torch.utils._pytree as pytree
+
+    flat, spec = pytree.tree_flatten((args, kwargs))
+    if spec != in_spec:  # (keywords or dict keys in another order: by their paths)
+        given = dict(pytree.tree_flatten_with_path((args, kwargs))[0])
+        expected = [p for p, _ in pytree.tree_flatten_with_path(
+            pytree.tree_unflatten([None] * in_spec.num_leaves, in_spec))[0]]
+        if set(given) != set(expected):
+            missing = [pytree.keystr(p) for p in expected if p not in given]
+            extra = [pytree.keystr(p) for p in given if p not in set(expected)]
+            raise ArgumentError("the arguments do not match the exported program's inputs"
+                                + (f"; missing: {', '.join(missing)}" if missing else "")
+                                + (f"; unexpected: {', '.join(extra)}" if extra else ""))
+        flat = [given[p] for p in expected]
+    for k, value in constants.items():
+        if flat[k] != value:
+            raise ArgumentError(f"input '{names[k]}' was {value!r} at export, and the program is specialized "
+                                f"to it; got {flat[k]!r}")
+    return flat
+

@@ -351,8 +351,9 @@ def compile_graph(graph_module: Any, example_inputs: Sequence[Any], *, name: str
             shape_env = _shape_env(example_inputs)
         lowered = lower_graph(graph_module, name, constants=constants, shape_env=shape_env,
                               device=TORCH_DEVICE.get(hlocc_backend, "cpu"))
-        has_results = lowered.module.entry.root.operands
-        executable = compile(lowered.module, hlocc_backend, **compile_options) if has_results else None
+        # (a size output binds its symbols through the executable: `x.resize_(x.numel())` has no other)
+        needed = lowered.module.entry.root.operands or any(out.kind == "size" for out in lowered.outputs)
+        executable = compile(lowered.module, hlocc_backend, **compile_options) if needed else None
     except HloError as e:
         _STATS["fallbacks"] += 1
         entry.update(compiled=False, reason=str(e))

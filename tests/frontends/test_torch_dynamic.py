@@ -252,6 +252,22 @@ def test_exported_input_errors_name_the_input():
         run(x[..., :32])
 
 
+def test_a_graph_returning_only_sizes_binds_them():
+    """`x.resize_(x.numel())` under dynamic=True: the graph before the resize returns only sizes,
+    which were bound through an executable that was never made (AttributeError; stress tester)."""
+    def f(x):
+        x.resize_(x.numel())
+        return x * 2
+
+    torch._dynamo.reset()
+    g = torch.compile(f, backend=ht.backend, dynamic=True)
+    for shape in ((3, 4), (5, 2)):
+        x = torch.randn(shape)
+        y, want = x.clone(), f(x.clone())
+        got = g(y)
+        assert got.shape == want.shape and torch.equal(got, want) and y.shape == (x.numel(),)
+
+
 def test_exported_inputs_are_matched_by_name_and_constants_checked():
     """An exported program's inputs are taken by its input spec, as `ep.module()` takes them: keyword
     arguments and dict entries in another order than at export were swapped (silently wrong), an int

@@ -134,6 +134,9 @@ def test_pytree_and_keyword_arguments_are_refused_not_stacked():
             f(value)
     with pytest.raises(ArgumentError, match="keyword argument 'x': hlocc.jax.jit takes arrays as positional"):
         f(x=np.ones(2))
+    # jax.jit's own options are refused when given, not with a TypeError at the first call
+    with pytest.raises(ArgumentError, match="unknown option.s. donate_argnums .hlocc.compile takes autotune"):
+        hlocc.jax.jit(lambda x: x, donate_argnums=0)
 
 
 @pytest.mark.parametrize("spec, shape, message", [

@@ -192,7 +192,19 @@ def _signature(key: tuple) -> tuple:
 
 def jit(fn: Callable, polymorphic_shapes: Sequence[str | None] | None = None, *, backend: str = "cpu",
         **options: Any) -> JitFunction:
-    """`fn` compiled by hlocc for `backend`; `options` go to `hlocc.compile` (e.g. gemm="codegen")."""
+    """`fn` compiled by hlocc for `backend`; `options` go to `hlocc.compile` (e.g. gemm="codegen"): an
+    option it does not take is an ArgumentError here, not at the first call (jax.jit's own options,
+    static_argnums or donate_argnums, are not supported)."""
+    import inspect
+
+    from hlocc.compiler import compile as compile_module
+
+    known = set(inspect.signature(compile_module).parameters) - {"module_or_text", "backend"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ArgumentError(f"hlocc.jax.jit: unknown option(s) {', '.join(unknown)} (hlocc.compile takes "
+                            f"{', '.join(sorted(known))}; jax.jit's static_argnums and donate_argnums are not "
+                            "supported)")
     return JitFunction(fn, polymorphic_shapes, backend, options)
 
 

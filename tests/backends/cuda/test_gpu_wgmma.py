@@ -18,6 +18,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from test_gpu_matmul import CASES, _args, _dot, _square
 
 from hlocc.backends.cpu.kernel import compile_fusion
 from hlocc.backends.cuda.ptx import PtxError, compile_ptx, find_ptxas
@@ -26,25 +27,6 @@ from hlocc.codegen.schedule.gpu_choice import MMA_CANDIDATES, gpu_schedule
 from hlocc.codegen.target import gpu_target
 from hlocc.evaluator import Evaluator
 from hlocc.hlo.parser import parse_hlo
-from hlocc.hlo.types import PRIMITIVE_TYPES
-from hlocc.testing.gemm import gemm_fusion_text
-
-MN = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
-
-
-def _dot(lhs: str, rhs: str, out: str, dims: str = MN, epilogue: str = "") -> str:
-    return gemm_fusion_text(lhs, rhs, out, dims, epilogue)
-
-
-def _square(m: int, n: int, k: int, t: str = "bf16", out: str = "f32") -> str:
-    return _dot(f"{t}[{m},{k}]", f"{t}[{k},{n}]", f"{out}[{m},{n}]")
-
-
-def _args(module, seed: int):
-    rng = np.random.default_rng(seed)
-    return [rng.integers(-4, 5, p.shape.dims).astype(PRIMITIVE_TYPES[p.shape.element_type.name].dtype)
-            for p in module.entry.parameters]
-
 
 ONE_GROUP = MatmulSchedule(mc=64, nc=16, kc=64, parallel=True, warp_grid=(4, 1), warp_tile=(16, 16), wgmma=True)
 TWO_GROUPS = MatmulSchedule(mc=128, nc=24, kc=64, parallel=True, warp_grid=(8, 1), warp_tile=(16, 24), wgmma=True)
@@ -65,19 +47,7 @@ def _run_exact(text: str, schedule: MatmulSchedule, seed: int = 0) -> None:
 WGMMA_CASES = {
     "ones": _square(1, 1, 1),
     "primes": _square(67, 131, 37),
-    "k_zero": _square(3, 5, 0),
-    "f16": _square(17, 19, 23, "f16"),
-    "transposed": _dot("bf16[23,13]", "bf16[11,23]{0,1}", "f32[13,11]", "lhs_contracting_dims={0}, "
-                       "rhs_contracting_dims={1}"),
-    "batched": _dot("bf16[3,5,20]", "bf16[20,3,9]", "f32[3,5,9]",
-                    "lhs_batch_dims={0}, rhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_contracting_dims={0}"),
-    "bf16_bias_relu": _dot("bf16[33,18]", "bf16[18,17]", "bf16[33,17]", MN,
-                           "  c = bf16[17] constant({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17})\n"
-                           "  cb = bf16[33,17] broadcast(c), dimensions={1}\n"
-                           "  s = bf16[33,17] add(d, cb)\n"
-                           "  z = bf16[] constant(0)\n"
-                           "  zb = bf16[33,17] broadcast(z), dimensions={}\n"
-                           "  ROOT r = bf16[33,17] maximum(s, zb)\n"),
+    **{name: CASES[name] for name in ("k_zero", "f16", "transposed", "batched", "bf16_bias_relu")},
 }
 
 
@@ -141,8 +111,6 @@ from hlocc.backends.cuda.ptx import compile_ptx, find_ptxas, validate_ptx
 from hlocc.codegen.pipeline import PipelineOptions
 from hlocc.codegen.schedule import MatmulSchedule, use_schedule
 from hlocc.hlo.parser import parse_hlo
-from hlocc.hlo.types import PRIMITIVE_TYPES
-from hlocc.testing.gemm import gemm_fusion_text
 schedule = MatmulSchedule(mc=128, nc=128, kc=64, parallel=True, warp_grid=(8, 1), warp_tile=(16, 128), wgmma=True)
 with use_schedule(schedule):
     kernel = compile_ptx(parse_hlo({text!r}).entry, "sm_90a", options=PipelineOptions(False, None, "kernel",

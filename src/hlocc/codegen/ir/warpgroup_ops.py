@@ -51,11 +51,9 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     StringAttr,
-    TensorType,
     VectorType,
     i64,
 )
-from xdsl.dialects.llvm import LLVMPointerType
 from xdsl.ir import SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -70,6 +68,8 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from hlocc.codegen.ir.warp_ops import check_shared_source
+
 WGMMA_ELEMENTS = ("bf16", "f16")
 """The operand types of `wgmma_mma_async` here (both accumulate in f32)."""
 
@@ -77,10 +77,6 @@ SWIZZLE_MODES = {0: 0, 128: 1, 64: 2, 32: 3}
 """Swizzle width in bytes -> the descriptor's 2-bit mode (bits 62-63)."""
 
 WARPGROUP = 128
-
-
-def _bits(t) -> int | None:
-    return t.width.data if hasattr(t, "width") else getattr(t, "bitwidth", None)
 
 
 def accumulator_type(n: int) -> VectorType:
@@ -127,13 +123,7 @@ class WgmmaDescriptorOp(IRDLOperation):
             if value < 0 or value % 16 or value >= 1 << 18:
                 raise VerifyException(f"'{self.name}' {what} must be a multiple of 16 bytes in [0, 2^18) (the "
                                       f"descriptor holds it >> 4 in 14 bits), found {value}")
-        t = self.source.type
-        if isinstance(t, TensorType):
-            if t.get_num_dims() != 1 or _bits(t.element_type) != 16:
-                raise VerifyException(f"'{self.name}' describes a 1-d tensor of 16-bit elements (shared memory), "
-                                      f"found {t}")
-        elif not isinstance(t, LLVMPointerType):
-            raise VerifyException(f"'{self.name}' describes a tensor or a pointer, found {t}")
+        check_shared_source(self, self.source.type, "describes")
 
 
 @irdl_op_definition

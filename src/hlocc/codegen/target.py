@@ -61,7 +61,8 @@ def gpu_target(sm_count: int = 132, name: str = "sm_90") -> Target:
     """An NVIDIA GPU as XLA's loop emitter sees it (H100 by default). Every NVIDIA GPU has a fused
     multiply-add (`fma.rn`): math functions take their FMA expansions (XLA:GPU contracts to FMA as
     well); the H200's softmax ran its exp as 35 separately rounded mul.rn/add.rn without it."""
-    capability = int(name[3:]) if name.startswith("sm_") and name[3:].isdigit() else 0
+    digits = name[3:].removesuffix("a")  # sm_90a: sm_90 with its arch-specific features (wgmma)
+    capability = int(digits) if name.startswith("sm_") and digits.isdigit() else 0
     return Target(name=name, kind="gpu", warp_size=32, threads_per_block=128, max_unroll=4, vector_bytes=16,
                   max_blocks_x=2**31 - 1, shared_memory_bytes=48 * 1024,
                   max_shared_memory_bytes=OPT_IN_SHARED_MEMORY_KIB.get(capability, 48) * 1024,

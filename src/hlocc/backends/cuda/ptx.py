@@ -52,6 +52,7 @@ from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import KernelModule, fusion_symbols
 from hlocc.codegen.emitters.registry import emit_fusion
 from hlocc.codegen.ir import SharedMemoryOp
+from hlocc.codegen.ir.warpgroup_ops import WARPGROUP_OPS
 from hlocc.codegen.llvm import LlvmTranslator, TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, dump_file, pipeline_for, run_pipeline
 from hlocc.codegen.schedule.choice import forced_schedule_key
@@ -64,7 +65,7 @@ from hlocc.hlo.types import Shape
 from hlocc.runtime.cache import timed_get, timed_put, versions_key, warn_once
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
-SM_COUNTS = {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132, "sm_100": 148, "sm_120": 84}
+SM_COUNTS = {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132, "sm_90a": 132, "sm_100": 148, "sm_120": 84}
 """Streaming multiprocessors of the arch's flagship part (A100, A10/3090, L40, H100, B200,
 RTX 5090): what the launch heuristics assume when no device says otherwise."""
 
@@ -242,6 +243,15 @@ def _requested_shared_bytes(kernel: KernelModule) -> int:
     return sum(op.size.value.data for op in kernel.module.walk() if isinstance(op, SharedMemoryOp))
 
 
+WGMMA_SHARED_ALIGNMENT = 1024
+"""Alignment of the shared buffers of a kernel with wgmma: its tiles' 128-byte swizzle pattern
+repeats every 1024 bytes of shared address and its descriptors take base offset 0."""
+
+
+def _uses_wgmma(kernel: KernelModule) -> bool:
+    return any(isinstance(op, WARPGROUP_OPS) for op in kernel.module.walk())
+
+
 def dynamic_shared_bytes(shared_bytes: int) -> int:
     """The shared memory a launch passes for a kernel of `shared_bytes` (0: all of it static)."""
     return shared_bytes if shared_bytes > STATIC_SHARED_BYTES else 0
@@ -259,6 +269,11 @@ def compile_kernel_module_to_ptx(kernel: KernelModule, target: Target, param_sha
     translator = LlvmTranslator(kernel.entry, TranslateOptions(noalias=noalias), NVPTX_TRIPLE, gpu=True,
                                 lane_mask=-1 if threads >= 32 else (1 << threads) - 1)
     translator.dynamic_shared = _requested_shared_bytes(kernel) > STATIC_SHARED_BYTES
+    if _uses_wgmma(kernel):
+        if target.name not in ARCH_SPECIFIC:
+            raise PtxError(f"kernel '{kernel.entry}' uses wgmma, which only sm_90a has (compile it for sm_90a, "
+                           f"not {target.name})")
+        translator.shared_alignment = WGMMA_SHARED_ALIGNMENT
     llmod = translator.translate(kernel.module)
     if translator.shared_bytes > target.max_shared_memory_bytes:
         raise PtxError(f"kernel '{kernel.entry}' needs {translator.shared_bytes} bytes of shared memory; "
@@ -346,16 +361,26 @@ def _init_nvptx() -> None:
     llvm.initialize_all_asmprinters()
 
 
+ARCH_SPECIFIC = ("sm_90a",)
+"""Arch-specific targets (PTX's `a` suffix: features of that arch only, e.g. sm_90a's wgmma), which
+this backend knows."""
+
+
 def _check_arch(arch: str) -> int:
+    if arch in ARCH_SPECIFIC:
+        return int(arch[3:-1])
     if not (arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 70):
-        raise PtxError(f"unknown GPU arch '{arch}': expected sm_70 or newer, e.g. sm_80, sm_90")
+        raise PtxError(f"unknown GPU arch '{arch}': expected sm_70 or newer, e.g. sm_80, sm_90, sm_90a")
     return int(arch[3:])
 
 
 def ptx_version(arch: str) -> int:
     """The PTX ISA version emitted for `arch`: 7.8 (CUDA 11.8: every driver since accepts it) up to
-    sm_90, the first version that knows the arch beyond."""
+    sm_90, the first version that knows the arch beyond; 8.0 for sm_90a, the first with its
+    `wgmma` (CUDA 12.0), which only kernels that need it target."""
     sm = _check_arch(arch)
+    if arch in ARCH_SPECIFIC:
+        return 80
     return 78 if sm <= 90 else 86 if sm <= 100 else 87
 
 

@@ -2,7 +2,8 @@
 
 attributes.py (the indexing-map attribute), core_ops.py (apply_indexing, loop, pure_call, yield),
 matmul_ops.py (`matmul`, a dot with its epilogue), size_ops.py (`symbol_value`: a symbolic size),
-parallel_ops.py (shared memory, barriers, shuffles, predicated access, atomics), arith_ops.py (arith
+parallel_ops.py (shared memory, barriers, shuffles, predicated access, atomics), warp_ops.py and
+warpgroup_ops.py (the tensor-core ops: mma.sync, ldmatrix, cp.async; sm_90a's wgmma), arith_ops.py (arith
 stand-ins: remf and the vector compares/select/casts), traits.py, syntax.py (parse/print helpers),
 dialect.py (`XLA`, the registered dialect). This package re-exports them all.
 
@@ -80,11 +81,21 @@ from hlocc.codegen.ir.parallel_ops import (
 )
 from hlocc.codegen.ir.size_ops import SymbolValueOp, size_value
 from hlocc.codegen.ir.warp_ops import CpAsyncCommitOp, CpAsyncOp, CpAsyncWaitOp, LdMatrixOp, MmaSyncOp
+from hlocc.codegen.ir.warpgroup_ops import (
+    FenceProxyAsyncOp,
+    WgmmaCommitGroupOp,
+    WgmmaDescriptorOp,
+    WgmmaFenceOp,
+    WgmmaMmaAsyncOp,
+    WgmmaWaitGroupOp,
+)
 
 __all__ = [
     "INDEX", "VECTOR_FORMS", "XLA", "AllocateSharedOp", "ApplyIndexingOp", "AtomicRMWOp", "AtomicUpdateOp", "CmpfOp",
     "CmpiOp", "ExtSIOp", "ExtUIOp", "FPToSIOp", "FPToUIOp", "IndexingMapAttr", "LoopOp", "MatmulOp", "PrefetchOp",
     "DotBF16PairsOp", "LdMatrixOp", "MmaSyncOp", "CpAsyncOp", "CpAsyncCommitOp", "CpAsyncWaitOp",
+    "FenceProxyAsyncOp", "WgmmaCommitGroupOp", "WgmmaDescriptorOp", "WgmmaFenceOp", "WgmmaMmaAsyncOp",
+    "WgmmaWaitGroupOp",
     "PredicatedExtractOp", "PredicatedInsertOp", "PureCallOp", "RemFOp", "SIToFPOp", "SelectOp", "SharedMemoryOp",
     "ShuffleReduceOp", "SymbolValueOp", "SyncThreadsOp", "TruncIOp", "UIToFPOp", "YieldOp", "size_value",
 ]

@@ -20,12 +20,13 @@ from hlocc.codegen.ir.parallel_ops import (
 )
 from hlocc.codegen.ir.size_ops import SymbolValueOp
 from hlocc.codegen.ir.warp_ops import CpAsyncCommitOp, CpAsyncOp, CpAsyncWaitOp, LdMatrixOp, MmaSyncOp
+from hlocc.codegen.ir.warpgroup_ops import WARPGROUP_OPS
 
 XLA = Dialect(
     "xla",
     [ApplyIndexingOp, LoopOp, YieldOp, PureCallOp, AllocateSharedOp, SharedMemoryOp, SyncThreadsOp, ShuffleReduceOp,
      PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, AtomicUpdateOp, MatmulOp, PrefetchOp, DotBF16PairsOp,
      SymbolValueOp, RemFOp, LdMatrixOp, MmaSyncOp, CpAsyncOp, CpAsyncCommitOp, CpAsyncWaitOp,
-     *VECTOR_FORMS.values()],
+     *WARPGROUP_OPS, *VECTOR_FORMS.values()],
     [IndexingMapAttr],
 )

@@ -63,6 +63,15 @@ def _bits(t) -> int | None:
     return t.width.data if hasattr(t, "width") else getattr(t, "bitwidth", None)
 
 
+def check_shared_source(op: IRDLOperation, t, verb: str) -> None:
+    """`t` is shared memory of 16-bit elements: a 1-d tensor, or a pointer after `lower-tensors`."""
+    if isinstance(t, TensorType):
+        if t.get_num_dims() != 1 or _bits(t.element_type) != 16:
+            raise VerifyException(f"'{op.name}' {verb} a 1-d tensor of 16-bit elements (shared memory), found {t}")
+    elif not isinstance(t, LLVMPointerType):
+        raise VerifyException(f"'{op.name}' {verb} a tensor or a pointer, found {t}")
+
+
 @irdl_op_definition
 class LdMatrixOp(IRDLOperation):
     """8x8 matrices of 16-bit elements from shared memory into the warp's mma fragments (module doc)."""
@@ -88,13 +97,7 @@ class LdMatrixOp(IRDLOperation):
         if self.result.type != VectorType(i32, [count]):
             raise VerifyException(f"'{self.name}' with count = {count} gives vector<{count}xi32>, found "
                                   f"{self.result.type}")
-        t = self.source.type
-        if isinstance(t, TensorType):
-            if t.get_num_dims() != 1 or _bits(t.element_type) != 16:
-                raise VerifyException(f"'{self.name}' reads a 1-d tensor of 16-bit elements (shared memory), "
-                                      f"found {t}")
-        elif not isinstance(t, LLVMPointerType):
-            raise VerifyException(f"'{self.name}' reads a tensor or a pointer, found {t}")
+        check_shared_source(self, self.source.type, "reads")
 
 
 @irdl_op_definition
@@ -203,4 +206,4 @@ class CpAsyncWaitOp(IRDLOperation):
 CP_ASYNC_OPS = (CpAsyncOp, CpAsyncCommitOp, CpAsyncWaitOp)
 
 __all__ = ["CP_ASYNC_OPS", "MMA_ELEMENTS", "WARP_OPS", "CpAsyncCommitOp", "CpAsyncOp", "CpAsyncWaitOp", "LdMatrixOp",
-           "MmaSyncOp"]
+           "MmaSyncOp", "check_shared_source"]

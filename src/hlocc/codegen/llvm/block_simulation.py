@@ -27,6 +27,10 @@ by the body's last phase, read by the phases after). Elsewhere the translation f
 `xla.ldmatrix` and `xla.mma_sync` (warp-collective, codegen/ir/warp_ops.py) are steps between
 phases like a shuffle: the phase before stores each thread's operands, warp_simulation.py computes
 each lane's result from the lanes of its warp by PTX's fragment layouts, the phase after reads it.
+`xla.wgmma_mma_async` (sm_90a, codegen/ir/warpgroup_ops.py) is such a step over the 128 threads of a
+warpgroup, reading A and B through its descriptors from the block's shared memory: one window, each
+buffer at a multiple of 1024 bytes in it, whose offsets are the addresses the descriptors hold
+(warpgroup_simulation.py).
 
 A value defined in one phase and used in a later one is recomputed there when it is a pure
 function of the ids, constants and arguments (index arithmetic, addresses: the common case) and
@@ -51,11 +55,18 @@ from xdsl.traits import is_side_effect_free
 
 from hlocc.codegen.ir import SharedMemoryOp, ShuffleReduceOp
 from hlocc.codegen.ir.warp_ops import WARP_OPS
+from hlocc.codegen.ir.warpgroup_ops import WgmmaMmaAsyncOp
 from hlocc.codegen.llvm.types import I64, TranslationError, llvm_type
 from hlocc.codegen.llvm.warp_simulation import warp_step
+from hlocc.codegen.llvm.warpgroup_simulation import WARPGROUP, warpgroup_step
 
-PARALLEL_OPS = (gpu.BarrierOp, ShuffleReduceOp, SharedMemoryOp, *WARP_OPS)
-_BOUNDARIES = (gpu.BarrierOp, ShuffleReduceOp, *WARP_OPS)
+STEP_OPS = (*WARP_OPS, WgmmaMmaAsyncOp)
+"""Ops run as a step between thread phases from the lanes of a warp or warpgroup."""
+PARALLEL_OPS = (gpu.BarrierOp, ShuffleReduceOp, SharedMemoryOp, *STEP_OPS)
+_BOUNDARIES = (gpu.BarrierOp, ShuffleReduceOp, *STEP_OPS)
+SHARED_WINDOW_ALIGNMENT = 1024
+"""Each shared buffer's alignment in the block's window: what a wgmma descriptor's 128-byte swizzle
+needs of a tile (the GPU aligns a wgmma kernel's shared buffers the same way)."""
 
 
 def needs_block_function(fn: func.FuncOp) -> bool:
@@ -113,7 +124,7 @@ def _phases(fn: func.FuncOp, ops: list[Operation] | None = None, items: list | N
         if isinstance(op, gpu.BarrierOp):
             items.append(("threads", current))
             current = []
-        elif isinstance(op, (ShuffleReduceOp, *WARP_OPS)):
+        elif isinstance(op, (ShuffleReduceOp, *STEP_OPS)):
             items.append(("threads", current))
             items.append(("shuffle" if isinstance(op, ShuffleReduceOp) else "warp", op))
             current = []
@@ -134,7 +145,7 @@ def _uses(ops: list[Operation]) -> list[SSAValue]:
 
 
 def _recomputable(op: Operation) -> bool:
-    if isinstance(op, (ShuffleReduceOp, *WARP_OPS)):
+    if isinstance(op, (ShuffleReduceOp, *STEP_OPS)):
         return False
     return not op.regions and (is_side_effect_free(op) or isinstance(op, (gpu.ThreadIdOp, gpu.BlockIdOp,
                                                                           SharedMemoryOp)))
@@ -191,6 +202,8 @@ def translate_block_function(ft) -> None:
     items = _phases(fn)
     if any(kind == "warp" for kind, _ in items) and threads % 32:
         raise _error(fn, f"warp ops need whole warps, but the block has {threads} threads")
+    if any(kind == "warp" and isinstance(op, WgmmaMmaAsyncOp) for kind, op in items) and threads % WARPGROUP:
+        raise _error(fn, f"warpgroup ops need whole warpgroups (128 threads), but the block has {threads} threads")
     order = {op: k for k, op in enumerate(fn.walk())}
     phase_of: dict[Operation, int] = {}
     for k, (kind, payload) in enumerate(items):
@@ -198,10 +211,19 @@ def translate_block_function(ft) -> None:
             phase_of[op] = k
     base = dict(ft.values)  # the function's arguments (and, inside a fissioned loop, its induction variable)
 
-    # Shared memory: one buffer per op, 64-byte aligned, in the entry block.
-    for op in fn.walk():
-        if isinstance(op, SharedMemoryOp):
-            ft.shared[op] = _buffer(b, ir.IntType(8), op.size.value.data, "shared")
+    # Shared memory: one window, each op's buffer in it at a multiple of SHARED_WINDOW_ALIGNMENT, so
+    # an offset in the window is a shared-memory address (what wgmma descriptors hold).
+    shared_ops = [op for op in fn.walk() if isinstance(op, SharedMemoryOp)]
+    window_bytes = 0
+    offsets = []
+    for op in shared_ops:
+        offsets.append(window_bytes)
+        window_bytes += -(-op.size.value.data // SHARED_WINDOW_ALIGNMENT) * SHARED_WINDOW_ALIGNMENT
+    if shared_ops:
+        ft.shared_window = _buffer(b, ir.IntType(8), window_bytes, "shared", SHARED_WINDOW_ALIGNMENT)
+        for op, offset in zip(shared_ops, offsets):
+            ft.shared[op] = b.gep(ft.shared_window, [ir.Constant(I64, offset)], inbounds=True,
+                                  source_etype=ir.IntType(8))
 
     def slots(values, name: str) -> dict[SSAValue, tuple[ir.Value, ir.Type]]:
         return {v: (_buffer(b, llvm_type(v.type), threads, name), llvm_type(v.type)) for v in values}
@@ -240,8 +262,13 @@ def translate_block_function(ft) -> None:
             _shuffle_step(ft, payload, lanes[payload], threads)
             continue
         if kind == "warp":
-            warp_step(ft.t.module, b, payload, [lanes[payload][v][0] for v in payload.operands],
-                      results[payload][payload.results[0]][0], threads)
+            operands, result = [lanes[payload][v][0] for v in payload.operands], results[payload][payload.results[0]][0]
+            if isinstance(payload, WgmmaMmaAsyncOp):
+                if ft.shared_window is None:
+                    raise _error(fn, f"'{payload.name}' in a kernel without shared memory for its operands")
+                warpgroup_step(ft.t.module, b, payload, operands, result, ft.shared_window, window_bytes, threads)
+            else:
+                warp_step(ft.t.module, b, payload, operands, result, threads)
             continue
         if kind == "loop":
             loops.append(_loop_begin(ft, payload, base))
@@ -313,10 +340,10 @@ def _loop_end(ft, loop: scf.ForOp, base: dict, iv: ir.PhiInstr, header: ir.Block
     b.position_at_end(exit_)
 
 
-def _buffer(b: ir.IRBuilder, element: ir.Type, count: int, name: str) -> ir.Value:
-    """An `alloca [count x element]`, 64-byte aligned, as an opaque pointer (lower-tensors' form)."""
+def _buffer(b: ir.IRBuilder, element: ir.Type, count: int, name: str, alignment: int = 64) -> ir.Value:
+    """An `alloca [count x element]`, aligned, as an opaque pointer (lower-tensors' form)."""
     buf = b.alloca(ir.ArrayType(element, count), name=name)
-    buf.align = 64
+    buf.align = alignment
     buf.type = ir.PointerType()
     return buf
 

@@ -36,7 +36,7 @@ DYNAMIC_SHARED_SYMBOL = "hlocc_dynamic_shared"
 
 def _shared_memory(ft: FunctionTranslator, op: SharedMemoryOp) -> None:
     if ft.t.gpu:
-        # A static addrspace(3) array of the block, or with `dynamic_shared` a 16-byte aligned slice
+        # A static addrspace(3) array of the block, or with `dynamic_shared` a slice (`shared_alignment`)
         # of the extern array the launch sizes; addressed through a generic pointer, which NVPTX's
         # address-space inference turns back into ld/st.shared.
         size = op.size.value.data
@@ -45,9 +45,10 @@ def _shared_memory(ft: FunctionTranslator, op: SharedMemoryOp) -> None:
                 g = ir.GlobalVariable(ft.t.module, ir.ArrayType(ir.IntType(8), 0), DYNAMIC_SHARED_SYMBOL,
                                       addrspace=3)
                 g.linkage = "external"
-                g.align = 16
+                g.align = ft.t.shared_alignment
                 ft.t._dynamic_shared = g
-            offset = -(-ft.t.shared_bytes // 16) * 16
+            alignment = ft.t.shared_alignment
+            offset = -(-ft.t.shared_bytes // alignment) * alignment
             i32 = ir.IntType(32)
             slice_ = ft.t._dynamic_shared.gep([ir.Constant(i32, 0), ir.Constant(i32, offset)])
             ft.t.shared_bytes = offset + size
@@ -56,7 +57,7 @@ def _shared_memory(ft: FunctionTranslator, op: SharedMemoryOp) -> None:
         g = ir.GlobalVariable(ft.t.module, ir.ArrayType(ir.IntType(8), size),
                               ft.t.module.get_unique_name("shared"), addrspace=3)
         g.linkage = "internal"
-        g.align = 16
+        g.align = ft.t.shared_alignment
         g.initializer = ir.Constant(g.value_type, ir.Undefined)
         ft.t.shared_bytes += size
         ft.set(op, ft.b.addrspacecast(g, ir.PointerType()))

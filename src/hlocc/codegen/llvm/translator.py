@@ -20,6 +20,7 @@ from hlocc.codegen.llvm.memory_ops import MEMORY_HANDLERS
 from hlocc.codegen.llvm.scf_ops import SCF_HANDLERS
 from hlocc.codegen.llvm.types import I64, TranslationError, declare_intrinsic, float_constant, is_float, llvm_type
 from hlocc.codegen.llvm.vector_ops import VECTOR_HANDLERS
+from hlocc.codegen.llvm.warpgroup_ops import WARPGROUP_HANDLERS
 
 MATH_INTRINSICS = {
     math.AbsFOp: "llvm.fabs", math.SqrtOp: "llvm.sqrt", math.FloorOp: "llvm.floor", math.CeilOp: "llvm.ceil",
@@ -52,6 +53,7 @@ class FunctionTranslator:
         self.extra_args = extra_args
         self.ids = {key: llfn.args[index] for key, index in extra_args.items()}  # thread / block id
         self.shared: dict[Operation, ir.Value] = {}  # xla.shared_memory → the block's buffer
+        self.shared_window: ir.Value | None = None  # CPU: the block's shared memory, all buffers in one
         entry = llfn.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
 
@@ -106,7 +108,7 @@ class FunctionTranslator:
 
 
 HANDLERS = {**ARITH_HANDLERS, **SCF_HANDLERS, **VECTOR_HANDLERS, **MEMORY_HANDLERS, **COMPLEX_HANDLERS, **GPU_HANDLERS,
-            **FUNC_HANDLERS}
+            **WARPGROUP_HANDLERS, **FUNC_HANDLERS}
 """The translation of each op type, by family (the `*_ops.py` modules)."""
 
 
@@ -123,6 +125,9 @@ class LlvmTranslator:
         # GPU: the kernel's shared buffers are slices of one `extern .shared` array sized at launch
         # (more than the 48 KiB a block may have statically), not static arrays of their own
         self.dynamic_shared = False
+        # GPU: alignment of each shared buffer; 1024 for kernels whose wgmma descriptors need the
+        # 128-byte swizzle's pattern to start at a buffer (codegen/llvm/warpgroup_ops.py)
+        self.shared_alignment = 16
         self._dynamic_shared: ir.GlobalVariable | None = None
         if triple:
             self.module.triple = triple

@@ -9,14 +9,14 @@ transform dialect parses, prints and interprets them, and hlocc adds its own ops
 - prefetch.py, hoist_address.py, fuse_epilogue.py: `transform.hlocc.insert_prefetch`,
   `hoist_address` and `fuse_epilogue`, refinements of a packed matmul;
 - set_operand_layout.py, set_gpu_launch_threads.py, pipeline_shared_copies.py: the GPU schedule's
-  warp layout (mma.sync m16n8k16), block threads and cp.async ring; gpu_choice.py: the schedule a
-  GPU target gets;
+  warp layout (mma.sync m16n8k16), block threads and cp.async ring; use_wgmma.py: sm_90a's
+  warpgroup MMA instead (an explicit choice only); gpu_choice.py: the schedule a GPU target gets;
 - interpreter.py: the `transform-interpreter` kernel pass (xDSL's interpreter plus hlocc's ops);
 - builder.py: `MatmulSchedule`, a schedule point as script text;
 - choice.py: `schedule_for`, the schedule a matmul gets: forced, tuned (the CPU backend's tuner,
   `autotune_mode`) or the analytic model.
 
-Not built yet (issue 17): sm_90a wgmma/TMA.
+Not built yet (issue 17): TMA (and a multi-stage ring) for the sm_90a wgmma schedule.
 """
 
 from hlocc.codegen.schedule.builder import MatmulSchedule

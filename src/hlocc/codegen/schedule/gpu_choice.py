@@ -16,6 +16,10 @@ gives when none is forced:
   4 x 4 register block: correct, not fast (a tf32 or SIMT-warp schedule is not built), which is
   why cuBLAS stays the cuda backend's default (`--gemm library`).
 
+Never chosen here: sm_90a's wgmma (`MatmulSchedule.wgmma`, codegen/schedule/use_wgmma.py), which is
+exact in the SIMT simulation and accepted by ptxas but has not run on hardware; a wrong default
+would give silently wrong answers. It is for schedules asked for explicitly.
+
 The order is measured: `benchmarks/gemm_cuda.py --sweep` over `MMA_CANDIDATES` on an H100
 (benchmarks/results/cuda-h100.md). At 8192^3 bf16 the wide block took 2.69 ms against 3.55 for
 `MMA_SCHEDULE` and 2.87 for the deep one; at 4096^3 0.37, 0.42 and 0.38 ms.

@@ -8,7 +8,8 @@ of a GPU block and over mma.sync instructions (seed 004's `set_operand_layout`; 
 output; `inst_data`: the instruction tile M x N x K (mma.sync m16n8k16, the only one built). Sets
 `warp_grid` and `warp_tile` on the targets; `lower-matmul` then lowers them with
 codegen/transforms/matmul/gpu_mma.py (operands staged in swizzled shared memory, ldmatrix,
-mma.sync, the epilogue on the accumulator fragments). *Differs from the seed*, whose op sets one
+mma.sync, the epilogue on the accumulator fragments), or, after `transform.hlocc.use_wgmma` (sg_layout
+[4G, 1], sg_data [16, NC]: whole warpgroups), with gpu_wgmma.py's wgmma. *Differs from the seed*, whose op sets one
 operand's layout per call (index = 0, 1, 2): here the anchor is the matmul and A's and B's
 fragment layouts follow from C's (the lesson of the upstream revision: set anchors, propagate the
 rest), so one call says it all.

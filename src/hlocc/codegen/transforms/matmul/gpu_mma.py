@@ -28,7 +28,8 @@ groups: without it, rows 64 bytes apart (KC = 32) meet in the same banks. (A K o
 has 6 chunks a row: a xor by up to 7 there left the row, and the product was wrong.)
 
 With `stages` (transform.hlocc.pipeline_shared_copies) the tiles are staged by a cp.async ring
-instead: gpu_mma_pipeline.py. Not built: wgmma/TMA for sm_90a.
+instead: gpu_mma_pipeline.py. With `wgmma` (transform.hlocc.use_wgmma, sm_90a only) the warpgroup
+MMA of gpu_wgmma.py instead; TMA is not built.
 """
 
 from __future__ import annotations
@@ -108,10 +109,12 @@ def _read(b: KernelBuilder, operand: SSAValue, m: IndexingMap, point: list[SSAVa
     return b.add(tensor.ExtractOp(operand, indices, operand.type.element_type))
 
 
-def _stage(b: KernelBuilder, op: MatmulOp, tile: SSAValue, which: int, first: SSAValue, k0: SSAValue, rows: int,
-           kc: int, t: SSAValue, threads: int) -> SSAValue:
+def stage(b: KernelBuilder, op: MatmulOp, tile: SSAValue, which: int, first: SSAValue, k0: SSAValue, rows: int,
+          kc: int, t: SSAValue, threads: int,
+          position: Callable[[Index, SSAValue, SSAValue], SSAValue] | None = None) -> SSAValue:
     """Copy operand `which` (0: A rows m, 1: B columns n) of the K block at k0 into `tile`: element e =
-    t + threads·j is (row e / kc, k e % kc), zero outside the problem."""
+    t + threads·j is (row e / kc, k e % kc), zero outside the problem, stored at `position(row, k)`
+    (by default `swizzled`, for ldmatrix)."""
     _, m_total, n_total, k_total = op.problem_sizes
     extent = m_total if which == 0 else n_total
     operand, m = (op.lhs, op.maps[0]) if which == 0 else (op.rhs, op.maps[1])
@@ -130,7 +133,8 @@ def _stage(b: KernelBuilder, op: MatmulOp, tile: SSAValue, which: int, first: SS
             row_c, k_c = wx.min(row, max(extent, 1) - 1), wx.min(k, max(k_total, 1) - 1)
             point = [op.offsets[0], row_c, zero_point, k_c] if which == 0 else [op.offsets[0], zero_point, row_c, k_c]
             value = wb.select(inside, _read(wb, operand, m, point), wb.constant(0.0, operand.type.element_type))
-            return [wb.add(tensor.InsertOp(value, args[0], [swizzled(wx, r, c, kc)]))]
+            where = position(wx, r, c) if position is not None else swizzled(wx, r, c, kc)
+            return [wb.add(tensor.InsertOp(value, args[0], [where]))]
 
         # The last round of a tile that the threads do not divide: threads past it copy nothing.
         return if_then(ib, ix.lt(e, count) if count % threads else None, write, [args[0]])
@@ -218,8 +222,8 @@ def lower_mma(op: MatmulOp) -> None:
         lx = Index(lb)
         accs, a_s, b_s = list(args[:-2]), args[-2], args[-1]
         k0 = lx.mul(kt, kc)
-        a_s = _stage(lb, op, a_s, 0, m0, k0, blk.mc, kc, blk.thread, blk.threads)
-        b_s = _stage(lb, op, b_s, 1, n0, k0, blk.nc, kc, blk.thread, blk.threads)
+        a_s = stage(lb, op, a_s, 0, m0, k0, blk.mc, kc, blk.thread, blk.threads)
+        b_s = stage(lb, op, b_s, 1, n0, k0, blk.nc, kc, blk.thread, blk.threads)
         a_s, b_s = lb.insert(SyncThreadsOp([a_s, b_s])).results
         for ks in range(kc // MMA_TILE[2]):
             accs = mma_k_step(lb, blk, accs, a_s, b_s,
@@ -237,10 +241,8 @@ def finish(op: MatmulOp, b: KernelBuilder, blk: WarpBlock, accs: list[SSAValue])
     """The epilogue of every accumulator element inside the problem, stored at out_map (module
     doc); the op replaced by the result."""
     ix = Index(b)
-    bi, m0, n0 = op.offsets
-    _, m_total, n_total, _ = blk.problem
+    _, m0, n0 = op.offsets
     fm, fn = blk.fragments
-    _, _, out_map = op.maps
     row0 = ix.add(ix.add(m0, ix.mul(blk.w_row, blk.tm)), ix.div(blk.lane, 4))
     col0 = ix.add(ix.add(n0, ix.mul(blk.w_col, blk.tn)), ix.mul(ix.rem(blk.lane, 4), 2))
     out = op.init
@@ -249,17 +251,26 @@ def finish(op: MatmulOp, b: KernelBuilder, blk: WarpBlock, accs: list[SSAValue])
             for i in range(4):
                 row = ix.add(row0, 16 * p + 8 * (i // 2))
                 col = ix.add(col0, 8 * q + i % 2)
-                acc = b.add(vector.ExtractOp(accs[p * fn + q], [i], Float32Type()))
-
-                def store(sb: KernelBuilder, acc=acc, row=row, col=col, out=out) -> list[SSAValue]:
-                    value = clone_block_body(op.epilogue.block, [acc, bi, row, col], sb.insertion_point)[0]
-                    indices = list(sb.insert(ApplyIndexingOp(out_map, [bi, row, col, sb.index(0)])).results)
-                    return [sb.add(tensor.InsertOp(value, out, indices))]
-
-                out = if_then(b, b.and_([ix.lt(row, m_total), ix.lt(col, n_total)]), store, [out])[0]
+                out = store_element(op, b, out, b.add(vector.ExtractOp(accs[p * fn + q], [i], Float32Type())), row, col)
     op.result.replace_all_uses_with(out)
     Rewriter.erase_op(op)
 
 
+def store_element(op: MatmulOp, b: KernelBuilder, out: SSAValue, acc: SSAValue, row: SSAValue,
+                  col: SSAValue) -> SSAValue:
+    """`out` with the epilogue of accumulator `acc` stored at (row, col) by out_map, when that is
+    inside the problem."""
+    bi = op.offsets[0]
+    _, m_total, n_total, _ = op.problem_sizes
+    ix = Index(b)
+
+    def store(sb: KernelBuilder) -> list[SSAValue]:
+        value = clone_block_body(op.epilogue.block, [acc, bi, row, col], sb.insertion_point)[0]
+        indices = list(sb.insert(ApplyIndexingOp(op.maps[2], [bi, row, col, sb.index(0)])).results)
+        return [sb.add(tensor.InsertOp(value, out, indices))]
+
+    return if_then(b, b.and_([ix.lt(row, m_total), ix.lt(col, n_total)]), store, [out])[0]
+
+
 __all__ = ["F32X4", "Index", "WarpBlock", "finish", "load_fragments", "lower_mma", "mma_fragments", "mma_k_step",
-           "swizzled", "thread_id", "warp_block"]
+           "stage", "store_element", "swizzled", "thread_id", "warp_block"]

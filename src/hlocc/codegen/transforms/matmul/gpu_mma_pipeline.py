@@ -61,6 +61,7 @@ from hlocc.codegen.transforms.matmul.gpu_mma import (
     swizzled,
     warp_block,
 )
+from hlocc.codegen.transforms.matmul.gpu_wgmma import lower_wgmma
 from hlocc.codegen.transforms.util import for_loop, if_then
 
 CHUNK = 8
@@ -224,8 +225,12 @@ def lower_mma_pipelined(op: MatmulOp, b_k_major: bool) -> None:
 
 
 def lower_gpu_matmul(op: MatmulOp) -> None:
-    """A matmul with a warp layout: with the cp.async ring where it has stages and its operands
-    allow 16-byte copies, else with the synchronous staging (gpu_mma.py)."""
+    """A matmul with a warp layout: with wgmma where `use_wgmma` asked for it (gpu_wgmma.py); with
+    the cp.async ring where it has stages and its operands allow 16-byte copies, else with the
+    synchronous staging (gpu_mma.py)."""
+    if op.wgmma is not None:
+        lower_wgmma(op)
+        return
     layouts = copy_layouts(op) if op.stages is not None and op.size_list[3] > 0 else None
     if layouts is not None:
         lower_mma_pipelined(op, *layouts)

@@ -87,8 +87,8 @@ class PtxKernel:
     same order as the CPU backend's CompiledKernel; then, for a kernel with runtime dims, one
     `.param .u64` per dimension variable of `symbols`, its value (module doc). Launch with grid
     (launch_dims.blocks, 1, 1) — `launch_at(dims)` for runtime dims —, block
-    (launch_dims.threads_per_block, 1, 1) and no dynamic shared memory (shared memory is static,
-    `shared_bytes` of it)."""
+    (launch_dims.threads_per_block, 1, 1) and `dynamic_shared_bytes(shared_bytes)` of dynamic shared
+    memory (0 where its `shared_bytes` fit the static 48 KiB)."""
 
     name: str
     ptx: str

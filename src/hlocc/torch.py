@@ -53,6 +53,7 @@ from hlocc.frontends.torch.tensors import (
     torch_dtype,
 )
 from hlocc.frontends.torch.tracing import mutates_attributes, traced_forms
+from hlocc.frontends.torch.views import input_view
 from hlocc.hlo.symbolic import evaluate
 from hlocc.runtime import blas
 from hlocc.runtime.blas_gemm import with_blas_gemms
@@ -478,6 +479,7 @@ class ExportedExecutable:
     input_mutations: list[tuple[int, int]] = field(default_factory=list)  # (output index, placeholder written)
     # user input number -> the value a non-tensor input had at export (the program is specialized to it)
     constant_inputs: dict[int, Any] = field(default_factory=dict)
+    views: dict[int, Callable] = field(default_factory=dict)  # user output -> eager's view of an input (views.py)
 
     @property
     def module(self):
@@ -493,15 +495,14 @@ class ExportedExecutable:
         flat = exported_inputs(args, kwargs, self.in_spec, self.constant_inputs,
                                [target for kind, target in self.input_kinds if kind == "USER_INPUT"])
         users = iter(flat)
-        inputs = []
-        for kind, target in self.input_kinds:
-            inputs.append(next(users) if kind == "USER_INPUT" else self.state[target])
+        inputs = [next(users) if kind == "USER_INPUT" else self.state[target] for kind, target in self.input_kinds]
         outputs = self.graph(inputs)
         for index, target in self.mutations:
             self.state[target].copy_(outputs[index])
         for index, placeholder in self.input_mutations:  # `acc.add_(x)` on a user's tensor
             inputs[placeholder].copy_(outputs[index])
-        return pytree.tree_unflatten([outputs[i] for i in self.user_outputs], self.out_spec)
+        return pytree.tree_unflatten([self.views[k](inputs) if k in self.views else outputs[i]
+                                      for k, i in enumerate(self.user_outputs)], self.out_spec)
 
 
 def compile_exported(exported: Any, *, backend: str = "cpu", params: str = "constants",
@@ -534,12 +535,16 @@ def compile_exported(exported: Any, *, backend: str = "cpu", params: str = "cons
     input_mutations = [(i, placeholder_of[s.target]) for i, s in enumerate(outputs)
                        if s.kind.name == "USER_INPUT_MUTATION"]
     users = [i for i, s in enumerate(outputs) if s.kind.name == "USER_OUTPUT"]
+    nodes = list(gm.graph.output_node().args[0])  # (outputs viewing an input or its new value: x.add_(1)[1:])
+    roots = {n: k for k, n in enumerate(placeholders) if n.name not in constants} | {nodes[i]: k for i, k in
+                                                                                     input_mutations}
+    views = {k: view for k, i in enumerate(users) if (view := input_view(nodes[i], roots)) is not None}
     user_specs = [spec for spec in program.graph_signature.input_specs if spec.kind.name == "USER_INPUT"]
     constant_inputs = {k: spec.arg.value for k, spec in enumerate(user_specs) if hasattr(spec.arg, "value")}
     graph = compile_graph(gm, [], name="exported", options={**options, "backend": backend, "strict": True},
                           constants=constants, shape_env=dict(program.range_constraints), input_names=names)
     return ExportedExecutable(graph, kinds, state, program.call_spec.out_spec, program.call_spec.in_spec,
-                              mutations, users, input_mutations, constant_inputs)
+                              mutations, users, input_mutations, constant_inputs, views)
 
 
 # -- explain --------------------------------------------------------------------------------------

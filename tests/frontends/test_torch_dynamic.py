@@ -291,6 +291,34 @@ def test_exported_inputs_are_matched_by_name_and_constants_checked():
         run(x, d, 3, x, y=y, z=z)
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("name, forward", [
+    ("the_mutated_input", lambda x: x.add_(1)),
+    ("a_view_of_it", lambda x: x.add_(1)[1:]),
+    ("a_view_of_an_input", lambda x: (x * 2, x.t())),
+])
+def test_an_exported_output_aliasing_an_input_is_eagers(name, forward, dynamic):
+    """An exported program's output that is an input it mutates, a view of its new value or a view
+    of an input is that input or eager's view of it, as ep.module() returns: it was a copy, so a
+    write to it did not reach the input (stress tester)."""
+    class Program(torch.nn.Module):
+        def forward(self, x):
+            return forward(x)
+
+    shapes = ({0: torch.export.Dim("b", min=3, max=64)},) if dynamic else None
+    ep = torch.export.export(Program(), (torch.zeros(3, 4),), dynamic_shapes=shapes)
+    run = hlocc.torch.compile_exported(ep, backend="interpreter")
+    for rows in ((3, 5) if dynamic else (3,)):
+        x, eager_x = torch.zeros(rows, 4), torch.zeros(rows, 4)
+        got, want = run(x), ep.module()(eager_x)
+        got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+        for g, w in zip(got, want):
+            assert torch.equal(g, w) and g.stride() == w.stride(), (name, rows)
+            g.fill_(7)
+            w.fill_(7)
+        assert torch.equal(x, eager_x), (name, rows, x, eager_x)
+
+
 def test_a_float_of_a_size_saved_for_backward_is_returned_as_a_number():
     """cross_entropy's label smoothing saves `0.1 / float(s)` for the backward: the forward graph
     returns it as a Python number, as aot_autograd requires (a 0-d tensor was an AssertionError)."""

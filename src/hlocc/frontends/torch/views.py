@@ -37,8 +37,10 @@ def _is_view(node: Any) -> bool:
 def input_view(node: Any, inputs: Mapping[Any, int]) -> Callable[[Sequence[Any]], Any] | None:
     """For an FX output value `node` that is a view of a graph input, the function of the graph's
     inputs (`args`, in placeholder order; `inputs`: placeholder node -> its position, the graph
-    inputs that are passed at each call) that makes it with eager's view ops; else None."""
-    if getattr(node, "op", "") != "call_function" or not is_tensor(node.meta.get("val")):
+    inputs that are passed at each call) that makes it with eager's view ops; else None. A node of
+    `inputs` that is not a placeholder stands for the input it names too: an exported program's new
+    value of an input it mutates, which the caller has copied into the input before the replay."""
+    if getattr(node, "op", "") not in ("call_function", "placeholder") or not is_tensor(node.meta.get("val")):
         return None
     needed: set[Any] = set()
     pending = [node]
@@ -47,10 +49,10 @@ def input_view(node: Any, inputs: Mapping[Any, int]) -> Callable[[Sequence[Any]]
         if n in needed:
             continue
         needed.add(n)
-        if n.op == "placeholder":
-            if n not in inputs:
-                return None  # (a constant baked into the program)
+        if n in inputs:
             continue
+        if n.op == "placeholder":
+            return None  # (a constant baked into the program)
         if n.op != "call_function":
             return None
         if is_tensor(n.meta.get("val")) and not _is_view(n):
@@ -64,7 +66,7 @@ def input_view(node: Any, inputs: Mapping[Any, int]) -> Callable[[Sequence[Any]]
     def replay(args: Sequence[Any]) -> Any:
         env: dict[Any, Any] = {}
         for n in order:
-            if n.op == "placeholder":
+            if n in inputs:
                 env[n] = args[inputs[n]]
             else:
                 env[n] = n.target(*map_arg(n.args, env.__getitem__), **map_arg(n.kwargs, env.__getitem__))

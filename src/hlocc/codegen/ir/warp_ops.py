@@ -193,17 +193,28 @@ class CpAsyncWaitOp(IRDLOperation):
     assembly_format = "$operands_ attr-dict `:` type($operands_) `->` type($results_)"
 
     def __init__(self, values: Sequence[SSAValue], pending: int):
-        super().__init__(operands=[values], result_types=[[SSAValue.get(v).type for v in values]],
-                         attributes={"pending": IntegerAttr(pending, 64)})
+        super().__init__(**waited(values, pending))
 
     def verify_(self) -> None:
-        if [v.type for v in self.operands_] != [r.type for r in self.results_]:
-            raise VerifyException(f"'{self.name}' results must have the types of its operands")
-        if self.pending.value.data < 0:
-            raise VerifyException(f"'{self.name}' pending must be non-negative")
+        verify_waited(self)
+
+
+def waited(values: Sequence[SSAValue], pending: int) -> dict:
+    """The construction of a wait op (cp_async_wait, wgmma_wait_group): `values` pass through, with
+    `pending` groups left in flight."""
+    return {"operands": [values], "result_types": [[SSAValue.get(v).type for v in values]],
+            "attributes": {"pending": IntegerAttr(pending, 64)}}
+
+
+def verify_waited(op) -> None:
+    """A wait op's checks: its results have its operands' types, `pending` is non-negative."""
+    if [v.type for v in op.operands_] != [r.type for r in op.results_]:
+        raise VerifyException(f"'{op.name}' results must have the types of its operands")
+    if op.pending.value.data < 0:
+        raise VerifyException(f"'{op.name}' pending must be non-negative, found {op.pending.value.data}")
 
 
 CP_ASYNC_OPS = (CpAsyncOp, CpAsyncCommitOp, CpAsyncWaitOp)
 
 __all__ = ["CP_ASYNC_OPS", "MMA_ELEMENTS", "WARP_OPS", "CpAsyncCommitOp", "CpAsyncOp", "CpAsyncWaitOp", "LdMatrixOp",
-           "MmaSyncOp", "check_shared_source"]
+           "MmaSyncOp", "check_shared_source", "verify_waited", "waited"]

@@ -68,7 +68,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from hlocc.codegen.ir.warp_ops import check_shared_source
+from hlocc.codegen.ir.warp_ops import check_shared_source, verify_waited, waited
 
 WGMMA_ELEMENTS = ("bf16", "f16")
 """The operand types of `wgmma_mma_async` here (both accumulate in f32)."""
@@ -203,14 +203,10 @@ class WgmmaWaitGroupOp(IRDLOperation):
     assembly_format = "$operands_ attr-dict `:` type($operands_) `->` type($results_)"
 
     def __init__(self, values: Sequence[SSAValue], pending: int):
-        super().__init__(operands=[values], result_types=[[SSAValue.get(v).type for v in values]],
-                         attributes={"pending": IntegerAttr(pending, 64)})
+        super().__init__(**waited(values, pending))
 
     def verify_(self) -> None:
-        if [v.type for v in self.operands_] != [r.type for r in self.results_]:
-            raise VerifyException(f"'{self.name}' results must have the types of its operands")
-        if self.pending.value.data < 0:
-            raise VerifyException(f"'{self.name}' pending must be non-negative, found {self.pending.value.data}")
+        verify_waited(self)
 
 
 WARPGROUP_OPS = (WgmmaDescriptorOp, FenceProxyAsyncOp, WgmmaFenceOp, WgmmaMmaAsyncOp, WgmmaCommitGroupOp,

@@ -36,6 +36,16 @@ def matmul_targets(op: Operation, handle: object) -> list[MatmulOp]:
     return list(handle.ops)
 
 
+def warp_layout(op: Operation, target: MatmulOp) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((WM, WN), (TM, TN)): the warp grid and warp tile set_operand_layout gave `target`, or a
+    ScheduleError naming `op`, which needs them."""
+    if target.warp_grid is None or target.warp_tile is None:
+        raise ScheduleError(f"{op.name}: the target has no warp layout; apply transform.hlocc.set_operand_layout "
+                            "first")
+    (wm, wn), (tm, tn) = target.warp_grid.get_values(), target.warp_tile.get_values()
+    return (wm, wn), (tm, tn)
+
+
 def positive_sizes(op: Operation, what: str, values: list[int], count: int) -> list[int]:
     if len(values) != count or any(v < 1 for v in values):
         raise ScheduleError(f"{op.name}: {what} must be {count} positive integers, found {values}")

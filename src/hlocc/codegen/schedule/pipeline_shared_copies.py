@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import I64, IntegerAttr, i64
 from xdsl.dialects.transform import TransformHandleType
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def
 
-from hlocc.codegen.schedule.handles import ScheduleError, matmul_targets
+from hlocc.codegen.schedule.handles import ScheduleError, matmul_targets, warp_layout
 from hlocc.codegen.schedule.set_operand_layout import SHARED_MEMORY_BYTES, staged_bytes, staged_k
 
 
@@ -47,10 +47,7 @@ def run_pipeline_shared_copies(op: PipelineSharedCopiesOp, handle: object) -> tu
         raise ScheduleError(f"{op.name}: stages must be at least 2, found {stages}")
     targets = matmul_targets(op, handle)
     for target in targets:
-        if target.warp_grid is None or target.warp_tile is None:
-            raise ScheduleError(f"{op.name}: the target has no warp layout; apply transform.hlocc.set_operand_layout "
-                                "first")
-        (wm, wn), (tm, tn) = target.warp_grid.get_values(), target.warp_tile.get_values()
+        (wm, wn), (tm, tn) = warp_layout(op, target)
         shared = staged_bytes(wm * tm, wn * tn, staged_k(target), stages)
         if shared > SHARED_MEMORY_BYTES:
             raise ScheduleError(f"{op.name}: {stages} stages of the A and B tiles need {shared} bytes of shared "

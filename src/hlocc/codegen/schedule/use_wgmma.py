@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import UnitAttr
 from xdsl.dialects.transform import TransformHandleType
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def
 
-from hlocc.codegen.schedule.handles import ScheduleError, matmul_targets
+from hlocc.codegen.schedule.handles import ScheduleError, matmul_targets, warp_layout
 from hlocc.codegen.schedule.set_operand_layout import SHARED_MEMORY_BYTES, staged_bytes, staged_k
 
 WGMMA_M = 64
@@ -55,10 +55,7 @@ class UseWgmmaOp(IRDLOperation):
 def run_use_wgmma(op: UseWgmmaOp, handle: object) -> tuple:
     targets = matmul_targets(op, handle)
     for target in targets:
-        if target.warp_grid is None or target.warp_tile is None:
-            raise ScheduleError(f"{op.name}: the target has no warp layout; apply transform.hlocc.set_operand_layout "
-                                "first")
-        (wm, wn), (tm, tn) = target.warp_grid.get_values(), target.warp_tile.get_values()
+        (wm, wn), (tm, tn) = warp_layout(op, target)
         if wn != 1 or wm % 4 or tm != WGMMA_M // 4:
             raise ScheduleError(f"{op.name}: wgmma needs whole warpgroups along m (sg_layout [4G, 1], sg_data "
                                 f"[16, NC]), found sg_layout [{wm}, {wn}] sg_data [{tm}, {tn}]")

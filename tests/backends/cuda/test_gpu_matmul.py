@@ -10,16 +10,15 @@ backend chooses runs with the slow tests (its simulation compiles for 10-20 s)."
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
 import sys
-import textwrap
 import threading
 
 import numpy as np
 import pytest
+from _ptx_device import ptx_in_subprocess
 
 import hlocc
 from hlocc.backends.cpu.kernel import compile_fusion
@@ -274,12 +273,7 @@ CHECK: cp.async.wait_group 0;
 
 @pytest.fixture(scope="module")
 def mma_ptx() -> dict:
-    if find_ptxas() is None:
-        pytest.skip("no ptxas: install the CUDA toolkit or the test extra 'nvidia-cuda-nvcc-cu12' (or set HLOCC_PTXAS)")
-    script = _PTX_SCRIPT.format(text=_square(200, 304, 96))
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout)
+    return ptx_in_subprocess(_PTX_SCRIPT.format(text=_square(200, 304, 96)))
 
 
 @pytest.mark.skipif(shutil.which("filecheck") is None, reason="the `filecheck` command (PyPI filecheck) is not "

@@ -10,18 +10,16 @@ tile; two warpgroups and the 128 x 128 x 64 tile run with the slow tests."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
+from _ptx_device import ptx_in_subprocess
 from test_gpu_matmul import CASES, _args, _dot, _square
 
 from hlocc.backends.cpu.kernel import compile_fusion
-from hlocc.backends.cuda.ptx import PtxError, compile_ptx, find_ptxas
+from hlocc.backends.cuda.ptx import PtxError, compile_ptx
 from hlocc.codegen.schedule import MatmulSchedule, ScheduleError, use_schedule
 from hlocc.codegen.schedule.gpu_choice import MMA_CANDIDATES, gpu_schedule
 from hlocc.codegen.target import gpu_target
@@ -147,12 +145,7 @@ CHECK: bar.sync 0;
 
 @pytest.fixture(scope="module")
 def wgmma_ptx() -> dict:
-    if find_ptxas() is None:
-        pytest.skip("no ptxas: install the CUDA toolkit or the test extra 'nvidia-cuda-nvcc-cu12' (or set HLOCC_PTXAS)")
-    script = _PTX_SCRIPT.format(text=_square(200, 304, 96))
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout)
+    return ptx_in_subprocess(_PTX_SCRIPT.format(text=_square(200, 304, 96)))
 
 
 @pytest.mark.skipif(shutil.which("filecheck") is None, reason="the `filecheck` command (PyPI filecheck) is not "

@@ -6,20 +6,17 @@ aborts the process on an intrinsic it cannot select."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-import sys
-import textwrap
 
 import ml_dtypes
 import numpy as np
 import pytest
+from _ptx_device import ptx_in_subprocess
 from _warp_kernels import warp_mma_kernel
 
 from hlocc.analysis.launch import LaunchDims
 from hlocc.backends.cpu.kernel import compile_kernel_module
-from hlocc.backends.cuda.ptx import find_ptxas
 from hlocc.codegen.emitters.base import KernelModule
 from hlocc.codegen.llvm import TranslationError
 from hlocc.codegen.target import gpu_target
@@ -87,14 +84,9 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def ptx_texts() -> dict[str, str]:
-    if find_ptxas() is None:
-        pytest.skip("no ptxas: install the CUDA toolkit or the test extra 'nvidia-cuda-nvcc-cu12' (or set HLOCC_PTXAS)")
     import pathlib
 
-    script = _PTX_SCRIPT.format(tests=str(pathlib.Path(__file__).parent))
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout)
+    return ptx_in_subprocess(_PTX_SCRIPT.format(tests=str(pathlib.Path(__file__).parent)))
 
 
 _CHECKS = """

@@ -5,18 +5,16 @@ subprocess: NVPTX aborts the process on an intrinsic it cannot select."""
 
 from __future__ import annotations
 
-import json
 import pathlib
 import shutil
 import subprocess
-import sys
-import textwrap
 
 import pytest
+from _ptx_device import ptx_in_subprocess
 from _wgmma_kernels import wgmma_kernel
 
 from hlocc.analysis.launch import LaunchDims
-from hlocc.backends.cuda.ptx import PtxError, compile_kernel_module_to_ptx, find_ptxas, ptx_version, target_for
+from hlocc.backends.cuda.ptx import PtxError, compile_kernel_module_to_ptx, ptx_version, target_for
 from hlocc.codegen.context import KernelIRError
 from hlocc.codegen.emitters.base import KernelModule
 from hlocc.hlo.parser import parse_shape
@@ -88,12 +86,8 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def ptx_texts() -> dict[str, str]:
-    if find_ptxas() is None:
-        pytest.skip("no ptxas: install the CUDA toolkit or the test extra 'nvidia-cuda-nvcc-cu12' (or set HLOCC_PTXAS)")
-    script = _PTX_SCRIPT.format(tests=str(pathlib.Path(__file__).parent))
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout)
+
+    return ptx_in_subprocess(_PTX_SCRIPT.format(tests=str(pathlib.Path(__file__).parent)))
 
 
 _CHECKS = """

@@ -150,9 +150,9 @@ class CompiledGraph:
         # Such a program whose every step has a native form runs as one native function into
         # tensors made here (runtime/native_sequence.py): no ctypes call per kernel, no output views.
         self._native = _native_sequence(self, runner, flush_denormal) if self._addresses is not None else None
-        # an output eager returns expanded (stride 0) is returned so: aot_autograd regenerates an
-        # output aliasing an input from the returned strides where its views have symbolic sizes
-        self._expanded = any(out.broadcast for out in lowered.outputs)
+        # outputs eager returns expanded (stride 0) or as views are so (aot_autograd reads their strides)
+        outs = lowered.outputs
+        self._expanded, self._views = any(o.broadcast for o in outs), any(o.kind == "view" for o in outs)
         if self._expanded:
             self._native = self._addresses = None
 
@@ -222,7 +222,7 @@ class CompiledGraph:
             elif out.kind == "input":
                 outputs.append(args[out.index])
             elif out.kind == "view":
-                outputs.append(out.value(args))
+                outputs.append(None)  # (made below: it may view another output)
             elif out.kind == "size":
                 if binding is None:
                     binding = self.executable.bind(*arrays)
@@ -230,10 +230,12 @@ class CompiledGraph:
                 outputs.append(evaluate(out.value, binding))
             else:
                 outputs.append(out.value)
-        if self._expanded:
+        if self._expanded or self._views:  # (an expanded result, then the views, of inputs or of outputs)
             outputs = [_expand(t, out.broadcast) if out.broadcast and out.kind == "result" else t
                        for t, out in zip(outputs, self.lowered.outputs)]
-        elif self._static and self._fresh_results is None:
+            return [out.value([*args, *outputs]) if out.kind == "view" else t
+                    for t, out in zip(outputs, self.lowered.outputs)]
+        if self._static and self._fresh_results is None:
             self._fresh_results = _fresh_results(self.lowered.outputs, results)
         return outputs
 
@@ -282,10 +284,9 @@ def _fresh_results(outputs: Sequence[Any], results: Sequence[np.ndarray]) -> lis
     if not all(out.kind == "result" for out in outputs):
         return None
     arrays = [results[out.index] for out in outputs]
-    if not all(type(a) is np.ndarray and a.flags.writeable and a.dtype.kind in "biuf" and a.dtype.name != "bfloat16"
-               and isinstance(memory_owner(a), np.ndarray) for a in arrays):
-        return None
-    return [out.index for out in outputs]
+    fresh = all(type(a) is np.ndarray and a.flags.writeable and a.dtype.kind in "biuf" and a.dtype.name != "bfloat16"
+                and isinstance(memory_owner(a), np.ndarray) for a in arrays)
+    return [out.index for out in outputs] if fresh else None
 
 
 TORCH_DEVICE = {"cuda": "cuda"}

@@ -228,6 +228,7 @@ class _Lowering:
         self.assertions: list[tuple[HloInstruction, str]] = []  # (pred scalar, message): LoweredGraph
         self.checks: list[tuple[int, str]] = []  # the same by root tuple index (output())
         self.graph_inputs: dict[Any, int] = {}  # placeholder node -> graph input number, if passed per call
+        self.input_count = 0  # the graph's placeholders
         self.size_inputs: list[tuple[DimExpr, int]] = []  # (a SymInt input's size, its graph input number)
         self._size_parameters: list[tuple[DimExpr, HloInstruction]] = []
 
@@ -240,6 +241,7 @@ class _Lowering:
                 if node.name not in self.constants:
                     self.graph_inputs[node] = inputs
                 inputs += 1
+                self.input_count = inputs
             elif node.op == "get_attr":
                 self.values[node] = self.attribute_constant(node)
             elif node.op == "call_function":
@@ -360,11 +362,30 @@ class _Lowering:
                 outputs.append(Output("size", value=value))
             else:
                 outputs.append(Output("value", value=value))
+        self._views_of_outputs(list(node.args[0]), outputs)
         for condition, message in self.assertions:  # (after the outputs: their indices stay the outputs')
             self.checks.append((len(results), message))
             results.append(condition)
         self.entry.root = self.entry.add("tuple", results, name="outputs")
         return outputs
+
+    def _views_of_outputs(self, args: list, outputs: list[Output]) -> None:
+        """An output that is a view of another output (`y = x * 2; return y, y[1:]`, or `y` twice) is
+        eager's view of that output's tensor, as eager returns it (views.py; the replay's arguments
+        are the graph's inputs, then its outputs): they were separate tensors, so a write to one did
+        not show in the other. The bases are results computed by an op that is not a view, each the
+        first output of its node; an expanded result (`broadcast`) is rebuilt by the caller, not one."""
+        first = self.input_count  # (the outputs' places in the replay's arguments)
+        roots = dict(self.graph_inputs)
+        for j, (arg, out) in enumerate(zip(args, outputs)):
+            if out.kind == "result" and not out.broadcast and arg not in roots and not getattr(arg.target, "is_view",
+                                                                                                  False):
+                roots[arg] = first + j
+        for k, (arg, out) in enumerate(zip(args, outputs)):
+            if out.kind == "result" and not out.broadcast and roots.get(arg) != first + k:
+                view = input_view(arg, roots)
+                if view is not None:
+                    outputs[k] = Output("view", value=view)
 
     # -- shared pieces ---------------------------------------------------------------------------
     def reducer(self, opcode: str, element_type: str, build: Callable | None = None) -> HloComputation:

@@ -26,7 +26,7 @@ import numpy as np
 from hlocc.errors import HloError, UnsupportedError
 from hlocc.frontends.torch.folding import KnownValues
 from hlocc.frontends.torch.types import divisibility, element_type, is_tensor, range_guards, tensor_shape, to_dim
-from hlocc.frontends.torch.views import input_view
+from hlocc.frontends.torch.views import input_view, is_view_node
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.symbolic import Dim, DimExpr, mod, symbol
 from hlocc.hlo.types import Shape, primitive_type
@@ -378,8 +378,7 @@ class _Lowering:
         first = self.input_count  # (the outputs' places in the replay's arguments)
         roots = dict(self.graph_inputs)
         for j, (arg, out) in enumerate(zip(args, outputs)):
-            if out.kind == "result" and not out.broadcast and arg not in roots and not getattr(arg.target, "is_view",
-                                                                                                  False):
+            if out.kind == "result" and not out.broadcast and arg not in roots and not is_view_node(arg):
                 roots[arg] = first + j
         for k, (arg, out) in enumerate(zip(args, outputs)):
             if out.kind == "result" and not out.broadcast and roots.get(arg) != first + k:

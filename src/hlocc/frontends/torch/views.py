@@ -26,7 +26,8 @@ from typing import Any
 from hlocc.frontends.torch.types import is_tensor
 
 
-def _is_view(node: Any) -> bool:
+def is_view_node(node: Any) -> bool:
+    """Whether an FX call returns an alias of its input: a view op, or an item of a view op's list."""
     target = node.target
     if target is operator.getitem:
         source = node.args[0]
@@ -55,9 +56,9 @@ def input_view(node: Any, inputs: Mapping[Any, int]) -> Callable[[Sequence[Any]]
             return None  # (a constant baked into the program)
         if n.op != "call_function":
             return None
-        if is_tensor(n.meta.get("val")) and not _is_view(n):
+        if is_tensor(n.meta.get("val")) and not is_view_node(n):
             return None
-        if n.target is operator.getitem and not _is_view(n):
+        if n.target is operator.getitem and not is_view_node(n):
             return None  # (an item of a computed tuple)
         pending.extend(n.all_input_nodes)
     order = [n for n in node.graph.nodes if n in needed]
@@ -75,4 +76,4 @@ def input_view(node: Any, inputs: Mapping[Any, int]) -> Callable[[Sequence[Any]]
     return replay
 
 
-__all__ = ["input_view"]
+__all__ = ["input_view", "is_view_node"]

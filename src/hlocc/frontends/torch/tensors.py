@@ -70,7 +70,6 @@ class InputCheck:
     static_sizes: tuple[tuple[int, int], ...]
     reinterpret: bool  # bf16: through to_numpy's int16 view
     dims: tuple[int, ...] | None  # all the sizes, where every one is static
-    number: bool = False  # a Python int (a SymInt's value: lowering.size_parameter), not a tensor
     # [(tensor, data_ptr, sizes, strides, array)]: the last parameter (requires_grad) seen and its view,
     # one tuple replaced whole (a call on another thread reads either the old or the new one)
     _parameter: list = field(default_factory=lambda: [None], compare=False, repr=False)
@@ -79,17 +78,13 @@ class InputCheck:
     def of(index: int, name: str, shape: Shape, number: bool = False) -> InputCheck:
         static = tuple((k, d) for k, d in enumerate(shape.dims) if isinstance(d, int))
         dims = tuple(shape.dims) if len(static) == len(shape.dims) else None
-        return InputCheck(index, name, shape, _torch_dtype(shape.dtype), len(shape.dims), static,
-                          shape.dtype == _BF16, dims, number)
+        return (NumberCheck if number else InputCheck)(index, name, shape, _torch_dtype(shape.dtype), len(shape.dims),
+                                                       static, shape.dtype == _BF16, dims)
 
     def array(self, tensor: Any) -> np.ndarray:
         """The numpy view of `tensor`, checked against the parameter (errors name it): C-contiguous,
         of the parameter's dtype and static sizes (a strided tensor's values are copied), so that
-        a static executable's runner takes it as it is. A `number` input is the int itself."""
-        if self.number:
-            if type(tensor) is not int:
-                raise ArgumentError(f"{self.name}: expected an int (a size), got {type(tensor).__name__}")
-            return np.asarray(tensor, self.shape.dtype)
+        a static executable's runner takes it as it is."""
         last = self._parameter[0]
         if last is not None and last[0] is tensor and tensor.data_ptr() == last[1] and tensor.shape == last[2] \
                 and tensor.stride() == last[3]:
@@ -110,6 +105,15 @@ class InputCheck:
         array = tensor.detach().numpy()
         self._parameter[0] = (tensor, tensor.data_ptr(), sizes, tensor.stride(), array)
         return array
+
+
+class NumberCheck(InputCheck):
+    """A graph input passed as a Python int (a SymInt's value: lowering.size_parameter), not a tensor."""
+
+    def array(self, value: Any) -> np.ndarray:
+        if type(value) is not int:
+            raise ArgumentError(f"{self.name}: expected an int (a size), got {type(value).__name__}")
+        return np.asarray(value, self.shape.dtype)
 
 
 class GuardedInputs:

@@ -493,8 +493,7 @@ class ExportedExecutable:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         import torch.utils._pytree as pytree
 
-        flat = exported_inputs(args, kwargs, self.in_spec, self.constant_inputs,
-                               [target for kind, target in self.input_kinds if kind == "USER_INPUT"])
+        flat = exported_inputs(args, kwargs, self.in_spec, self.constant_inputs, self.input_kinds)
         users = iter(flat)
         inputs = [next(users) if kind == "USER_INPUT" else self.state[target] for kind, target in self.input_kinds]
         outputs = self.graph(inputs)

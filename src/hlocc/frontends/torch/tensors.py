@@ -261,11 +261,13 @@ def may_alias_input(result: np.ndarray, input_owners: set[int], inputs: Sequence
     return any(np.may_share_memory(result, a) for a in inputs)
 
 
-def exported_inputs(args: tuple, kwargs: dict, in_spec: Any, constants: dict[int, Any], names: Sequence[str]) -> list:
+def exported_inputs(args: tuple, kwargs: dict, in_spec: Any, constants: dict[int, Any],
+                    input_kinds: Sequence[tuple[str, str]]) -> list:
     """An exported program's user inputs from a call, in the program's order (its `in_spec`, as the
     exported module takes them): keyword arguments and dict entries by name, whatever their order;
     a missing or unexpected one, or a non-tensor input other than its value at export (`constants`:
-    input number -> value; the program is specialized to it), is an ArgumentError."""
+    input number -> value; the program is specialized to it), is an ArgumentError naming it (by the
+    program's `input_kinds`: (kind, name) per placeholder)."""
     import torch.utils._pytree as pytree
 
     flat, spec = pytree.tree_flatten((args, kwargs))
@@ -282,6 +284,7 @@ def exported_inputs(args: tuple, kwargs: dict, in_spec: Any, constants: dict[int
         flat = [given[p] for p in expected]
     for k, value in constants.items():
         if flat[k] != value:
+            names = [name for kind, name in input_kinds if kind == "USER_INPUT"]
             raise ArgumentError(f"input '{names[k]}' was {value!r} at export, and the program is specialized "
                                 f"to it; got {flat[k]!r}")
     return flat

@@ -1,6 +1,6 @@
-"""Translation of vector.extract, vector.insert, vector.broadcast, vector.shuffle and
-vector.create_mask to LLVM vector instructions, and of `xla.dot_bf16_pairs` to AVX512-BF16's
-vdpbf16ps intrinsic."""
+"""Translation of vector.extract, vector.insert, vector.broadcast, vector.shuffle,
+vector.create_mask and the integer vector.reduction kinds to LLVM vector instructions, and of
+`xla.dot_bf16_pairs` to AVX512-BF16's vdpbf16ps intrinsic."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from xdsl.dialects import vector
 
 from hlocc.codegen.ir import DotBF16PairsOp
 from hlocc.codegen.llvm.arith_ops import splat
-from hlocc.codegen.llvm.types import TranslationError
+from hlocc.codegen.llvm.types import TranslationError, declare_intrinsic
 
 if TYPE_CHECKING:
     from hlocc.codegen.llvm.translator import FunctionTranslator
@@ -72,6 +72,22 @@ def _create_mask(ft: FunctionTranslator, op: vector.CreateMaskOp) -> None:
     ft.set(op, ft.b.icmp_signed("<", iota, splat(ft.b, ft.b.trunc(k, i32), lanes)))
 
 
+_REDUCE_INTRINSICS = {"add": "llvm.vector.reduce.add", "mul": "llvm.vector.reduce.mul",
+                      "and": "llvm.vector.reduce.and", "or": "llvm.vector.reduce.or",
+                      "xor": "llvm.vector.reduce.xor"}
+
+
+def _reduction(ft: FunctionTranslator, op: vector.ReductionOp) -> None:
+    """vector.reduction of an integer vector without an accumulator (the `any lane` test of
+    `FloatBuilder.fast_unless`: or over a vector of i1): LLVM's vector.reduce intrinsics."""
+    kind = op.kind.data.value
+    vec = ft.v(op.vector)
+    if op.acc is not None or kind not in _REDUCE_INTRINSICS or not isinstance(vec.type.element, ir.IntType):
+        raise TranslationError(f"vector.reduction <{kind}> is supported on integer vectors without an accumulator")
+    fn = declare_intrinsic(ft.t.module, _REDUCE_INTRINSICS[kind], vec.type, ret=vec.type.element)
+    ft.set(op, ft.b.call(fn, [vec]))
+
+
 class _BFloat(ir.Type):
     """LLVM's `bfloat` (llvmlite has no such type): only the operand type of the bf16 intrinsics."""
 
@@ -100,5 +116,5 @@ def _dot_bf16_pairs(ft: FunctionTranslator, op: DotBF16PairsOp) -> None:
 
 
 VECTOR_HANDLERS = {vector.ExtractOp: _vector_extract, vector.InsertOp: _vector_insert, vector.BroadcastOp: _broadcast,
-                   vector.ShuffleOp: _shuffle, vector.CreateMaskOp: _create_mask,
+                   vector.ShuffleOp: _shuffle, vector.CreateMaskOp: _create_mask, vector.ReductionOp: _reduction,
                    DotBF16PairsOp: _dot_bf16_pairs}

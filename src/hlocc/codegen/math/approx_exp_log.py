@@ -12,6 +12,7 @@ an ulp of the result's exponent; beyond the exponent range the result is 0 or in
 from __future__ import annotations
 
 import math
+import struct
 
 from hlocc.codegen.math.float_builder import F32, F64, FloatBuilder, Val
 
@@ -67,11 +68,42 @@ def exp_fma(b: FloatBuilder, x: Val) -> Val:
     instead of letting LLVM contract all multiply-adds, which also changes how sums round."""
     if x.ty != F32:
         return exp(b, x)
-    lo, hi, c1, c2 = _EXP_REDUCTION[x.ty]
-    x = b.clamp(x, lo, hi)
-    n = b.roundeven(x * LOG2E)
+    lo, hi, _, _ = _EXP_REDUCTION[x.ty]
+    t = _exp_fma_round(b, x)
+    # u = n + 125 where n = round(x log2 e); for n in [-125, 127], p * 2^n (p = e^r in [0.70, 1.42],
+    # exponent field 126 or 127) is a normal float: both forms give it exactly, bit for bit. Any
+    # other n (x outside ~[-87, 88.4], NaN, inf: t's bits are then far off) takes the slow form,
+    # which clamps x and scales in two steps into the subnormals, 0 and inf. The fast form adds n
+    # to p's exponent field: 2 integer ops instead of ~10, and no clamp.
+    u = b.bits(t) - (_MAGIC_F32_BITS - 125)
+    return b.fast_unless((u | (252 - u)).lt(0), lambda: _exp_fma_scaled(b, x, t),
+                         lambda: _exp_fma_scaled(b, x, t, clamp=(lo, hi)))
+
+
+_MAGIC_F32_BITS = struct.unpack("<i", struct.pack("<f", 1.5 * 2.0**23))[0]
+"""The bits of `FloatBuilder.magic(F32)`: t's bits are these plus round(x log2 e)."""
+
+
+def _exp_fma_round(b: FloatBuilder, x: Val) -> Val:
+    """x log2 e + 1.5 * 2^23 rounded once (ties to even): round(x log2 e) in its low mantissa bits."""
+    return b.fma(x, x.like(LOG2E), x.like(b.magic(x.ty)))
+
+
+def _exp_fma_scaled(b: FloatBuilder, x: Val, t: Val, clamp: tuple[float, float] | None = None) -> Val:
+    """e^x = p * 2^n, n = t - magic (`_exp_fma_round`), r = x - n ln2 in two steps, p = e^r, scaled
+    by adding n to p's exponent field (right only where the result is a normal float); `clamp`: x
+    clamped first (t recomputed) and the scale applied in two halves (`ldexp`), right for any x."""
+    if clamp is not None:
+        x = b.clamp(x, *clamp)
+        t = _exp_fma_round(b, x)
+    _, _, c1, c2 = _EXP_REDUCTION[x.ty]
+    n = t - b.magic(x.ty)
     r = b.fma(n, n.like(-c2), x - n * c1)  # n * c1 is exact (c1 has few bits), so is x - n * c1
-    return b.ldexp(_expm1_reduced_fma(b, r) + 1.0, n)
+    p = _expm1_reduced_fma(b, r) + 1.0
+    if clamp is not None:
+        return b.ldexp(p, n)
+    # t's bits are magic's plus n (two's complement); shifted by 23 only n << 23 stays in 32 bits
+    return b.from_bits(b.bits(p) + (b.bits(t) << x.ty.mantissa_bits), x.ty)
 
 
 def _expm1_reduced_fma(b: FloatBuilder, r: Val) -> Val:

@@ -22,7 +22,7 @@ become constants of the other operand's type, rounded to it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -110,6 +110,10 @@ class Backend(Protocol):
 
     def op(self, name: str, result: ElemType, operands: Sequence[Any], types: Sequence[ElemType],
            predicate: str | None = None) -> Any: ...
+
+    def fast_unless(self, slow_lanes: Any, fast: Callable[[], Any], slow: Callable[[], Any]) -> Any:
+        """`FloatBuilder.fast_unless` on raw values."""
+        ...
 
 
 # -- values ---------------------------------------------------------------------------------------
@@ -292,6 +296,32 @@ class FloatBuilder:
 
     def maximum(self, x: Val, y: Val | float) -> Val:
         return self.op("arith.maximumf", x.ty, x, x.like(y))
+
+    # -- control flow -----------------------------------------------------------------------------
+
+    def fast_unless(self, slow_lanes: Val, fast: Callable[[], Val], slow: Callable[[], Val]) -> Val:
+        """`fast()`, except where the i1 mask `slow_lanes` is set: `slow()` there. `slow` must be
+        right on every lane and `fast` on the lanes outside the mask, where the two must agree bit
+        for bit, so that which lanes share a vector never changes a result. Vector code (the xDSL
+        backend on vectors) branches once per vector, taking `slow` for the whole vector when any
+        lane needs it; the numpy backend takes each lane's own path, so the tests see both; scalar
+        code computes `slow` alone (a branch per element would not pay, and the GPU's lanes would
+        diverge)."""
+        if slow_lanes.ty != BOOL:
+            raise TypeError(f"fast_unless mask must be i1, not {slow_lanes.ty}")
+        types: list[ElemType] = []
+
+        def raw(fn: Callable[[], Val]) -> Callable[[], Any]:
+            def build() -> Any:
+                v = fn()
+                types.append(v.ty)
+                return v.raw
+            return build
+
+        out = self.backend.fast_unless(slow_lanes.raw, raw(fast), raw(slow))
+        if len(set(types)) != 1:
+            raise TypeError(f"fast_unless: the fast and slow values differ in type ({types})")
+        return Val(self, out, types[0])
 
     # -- selection, conversion --------------------------------------------------------------------
 

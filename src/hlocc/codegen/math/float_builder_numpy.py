@@ -119,6 +119,12 @@ class NumpyBackend:
         with np.errstate(all="ignore"):
             return np.asarray(self._op(name, result, ops, types, predicate))
 
+    def fast_unless(self, slow_lanes: np.ndarray, fast: Callable[[], np.ndarray],
+                    slow: Callable[[], np.ndarray]) -> np.ndarray:
+        """Each lane's own path (`FloatBuilder.fast_unless`): both computed, selected by lane."""
+        f, s = fast(), slow()
+        return np.asarray(np.where(slow_lanes, s, f))
+
     def _op(self, name, result, ops, types, predicate):
         if name in _FLOAT_OPS:
             return _FLOAT_OPS[name](*ops).astype(ops[0].dtype, copy=False)

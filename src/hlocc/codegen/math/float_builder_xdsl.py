@@ -15,10 +15,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 
-from xdsl.dialects import arith, builtin, math
+from xdsl.dialects import arith, builtin, math, scf, vector
 from xdsl.dialects import complex as complex_dialect
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr, IntegerType, VectorType
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from hlocc.codegen.ir import VECTOR_FORMS
@@ -102,10 +102,40 @@ class XdslBackend:
         self.rewriter = rewriter
         self.shape = tuple(shape)
         self._constants: dict[tuple, SSAValue] = {}
+        self._block: Block | None = None  # where ops go inside a branch; else before the op
 
     def _insert(self, op: Operation) -> SSAValue:
-        self.rewriter.insert(op)
+        if self._block is not None:
+            self._block.add_op(op)
+        else:
+            self.rewriter.insert(op)
         return op.results[0]
+
+    def fast_unless(self, slow_lanes: SSAValue, fast: Callable[[], SSAValue],
+                    slow: Callable[[], SSAValue]) -> SSAValue:
+        """On vectors: `scf.if` on the or-reduction of the mask, `slow` in its then-branch and `fast`
+        in its else-branch (one branch per vector, which LLVM lowers to a mask test and a jump);
+        on scalars: `slow` alone (`FloatBuilder.fast_unless`)."""
+        if not self.shape:
+            return slow()
+        any_slow = self._insert(vector.ReductionOp.create(
+            operands=[slow_lanes], result_types=[builtin.i1],
+            properties={"kind": vector.CombiningKindAttr(vector.CombiningKindFlag.OR),
+                        "fastmath": arith.FastMathFlagsAttr("none")}))
+        blocks = [Block(), Block()]
+        values = [self._in_block(block, fn) for block, fn in zip(blocks, (slow, fast))]
+        return self._insert(scf.IfOp(any_slow, [values[0].type], [blocks[0]], [blocks[1]]))
+
+    def _in_block(self, block: Block, fn: Callable[[], SSAValue]) -> SSAValue:
+        """`fn()` built into `block`, ending in its scf.yield; constants made there stay there."""
+        outer, constants = self._block, dict(self._constants)
+        self._block = block
+        try:
+            value = fn()
+            block.add_op(scf.YieldOp(value))
+        finally:
+            self._block, self._constants = outer, constants
+        return value
 
     def _type(self, ty: ElemType) -> Attribute:
         t = xdsl_type(ty)

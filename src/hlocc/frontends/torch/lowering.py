@@ -37,8 +37,8 @@ class Output:
     """Where one graph output comes from: `kind` is "result" (element `index` of the root tuple),
     "number" (that element as a Python number: a SymFloat PyTorch computes from sizes),
     "input" (graph input `index`, returned as is), "view" (a view of a graph input or of another
-    output, made by the function `value` of the graph's inputs then outputs: views.input_view), "size" (the size `value`, evaluated
-    per call), or "value" (the Python value `value`, e.g. None)."""
+    output, made by the function `value` of the graph's inputs then outputs: views.input_view),
+    "size" (the size `value`, evaluated per call), or "value" (the Python value `value`, e.g. None)."""
 
     kind: str
     index: int = 0

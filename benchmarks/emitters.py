@@ -12,8 +12,8 @@ GPU kernels in simulation on the host against XLA:CPU: a check that the path run
 Each case is HLO text as JAX writes it (`jax.jit(f).lower(*args).as_text(dialect="hlo")`), or a
 reduction perf case of shared/corpus/jax read from disk. The *same text* is compiled by hlocc
 (backend cpu) and by XLA:CPU through jaxlib (programs.XlaCpu); both run on the same inputs, warmed
-up, interleaved call by call so that the noise of this 2-core machine falls on both alike, and the
-medians are compared:
+up, interleaved in blocks of calls (programs.interleaved_median_ms) so that the noise of this 2-core
+machine falls on both alike, and the medians are compared:
 
 * ratio: XLA time / hlocc time (above 1 means hlocc is faster); the table ends with their geomean;
 * bytes moved: the inputs plus the outputs once each, and the bandwidth each compiler achieves as a

@@ -9,7 +9,7 @@ StableHLO → compile, what `jax.jit` of the original function runs): XLA:CPU fo
 cuda (inputs and outputs stay on the GPU for both: DLPack in, device arrays out). cuda-sim runs the
 GPU kernels in simulation on the host: its times are not GPU times, only a check that the cuda path
 runs. It checks hlocc's outputs against the corpus's reference outputs, times warmed runs of both
-(median; the two arms' calls interleaved) and prints the ratio (XLA time / hlocc time: above 1 means
+(median; the two arms' calls interleaved in blocks: `interleaved_median_ms`) and prints the ratio (XLA time / hlocc time: above 1 means
 hlocc is faster), the geometric mean of the ratios, and the kernels each compiler made: hlocc's
 generated kernels + library calls + host fallbacks beside the fusions and library calls in XLA's
 optimized module. `--gemm` takes one or more of hlocc's gemm modes (library, codegen, auto): each
@@ -43,18 +43,30 @@ def median_ms(fn, runs: int) -> float:
     return interleaved_median_ms([fn], runs)[0]
 
 
+BLOCK_WARMUP, BLOCK_TIMED = 2, 3
+"""`interleaved_median_ms`' blocks: calls of one arm in a row, the first `BLOCK_WARMUP` untimed."""
+
+
 def interleaved_median_ms(fns, runs: int) -> list[float]:
-    """The median of `runs` calls of each of `fns`, the calls interleaved (one of each per round):
-    a slow spell of the machine falls on every arm alike (on a 2-vCPU VM, 20 calls of one arm and
-    then 20 of the other read the same hlocc kernel at 0.039 and 0.094 ms in two runs)."""
+    """The median of `runs` timed calls of each of `fns`, taken in blocks interleaved round by
+    round: each round runs every arm `BLOCK_WARMUP + BLOCK_TIMED` times in a row and times the
+    last `BLOCK_TIMED`. Rounds spread a slow spell of the machine over every arm (on a 2-vCPU VM,
+    20 calls of one arm and then 20 of the other read the same hlocc kernel at 0.039 and
+    0.094 ms in two runs); blocks keep one arm from timing another's aftermath. Interleaved call
+    by call, the call after XLA:CPU's paid for XLA's worker threads, which keep spinning on the
+    2 vCPUs for a while after its call returns: in one process, stitched softmax f32[512,4096]
+    took 1.07 ms after the unstitched plan and 1.32-1.65 ms after XLA (1.00 ms in blocks)."""
     for fn in fns:
         fn()
     times = [[] for _ in fns]
-    for _ in range(runs):
+    rounds = -(-runs // BLOCK_TIMED)
+    for _ in range(rounds):
         for fn, out in zip(fns, times):
-            t0 = time.perf_counter()
-            fn()
-            out.append((time.perf_counter() - t0) * 1e3)
+            for k in range(BLOCK_WARMUP + BLOCK_TIMED):
+                t0 = time.perf_counter()
+                fn()
+                if k >= BLOCK_WARMUP:
+                    out.append((time.perf_counter() - t0) * 1e3)
     return [statistics.median(t) for t in times]
 
 

@@ -8,8 +8,9 @@ Cases: softmax and layernorm (jax.nn.softmax; mean / variance / rsqrt, scale and
 rows of f32[b, 4096] and f32[b, 127], as `jax.jit(f).lower(...).as_text(dialect="hlo")` writes them.
 A row of 4096 f32 is 16 KiB (in L1/L2); b is chosen so an array is 4-8 MiB (the L3, not L2).
 
-The three callables run interleaved, call by call, after a warm-up, so that the noise of a shared
-machine falls on all alike; the table gives their medians, `stitch x` = unstitched / stitched
+The three callables run interleaved in blocks of calls (programs.interleaved_median_ms: a call
+right after XLA's pays for its spinning worker threads), so that the noise of a shared machine
+falls on all alike; the table gives their medians, `stitch x` = unstitched / stitched
 (the issue's target: >= 1.3 where the row fits in L2, never below 1) and `vs XLA` = XLA / stitched,
 the kernels each plan runs, and whether both of hlocc's outputs match XLA's within the tolerances.
 """

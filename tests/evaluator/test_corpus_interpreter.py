@@ -65,8 +65,9 @@ def test_xla_module_evaluates_or_is_unsupported(path):
     hlocc.compile(module, backend="interpreter")  # verifies
     if path.name in NON_TERMINATING:
         args = check_arguments(module, random_inputs(module, seed=1), cast=True)
-        with pytest.raises(EvaluationError, match="did not finish within 100000 iterations"):
-            Evaluator(seed=1, max_while_iterations=100_000).run(module, args)
+        # (a limit of 1000 reaches the same check as the default 100,000, in 1% of the time)
+        with pytest.raises(EvaluationError, match="did not finish within 1000 iterations"):
+            Evaluator(seed=1, max_while_iterations=1000).run(module, args)
         return
     try:
         _, result = reference(path)  # the evaluator on random_inputs(seed=1), shared with the other sweeps

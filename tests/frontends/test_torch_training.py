@@ -62,13 +62,19 @@ def test_convolution_backward_matches_eager(stride, padding, dilation, size):
     assert_close(ours.bias.grad, eager.bias.grad, "bias grad", scale=10)
 
 
+# depthwise (grouped, as grouped_1d in 2-D) and the plain 2-D transposed convolution (transposed_grouped
+# without groups) are slow: 5-6 s each on two loaded cores, and the other three cover their paths.
 @pytest.mark.parametrize("make, shape", [
-    (lambda: torch.nn.Conv2d(4, 4, 3, groups=4, padding=1), (2, 4, 7, 7)),  # depthwise
-    (lambda: torch.nn.Conv1d(6, 9, 3, groups=3, dilation=2, padding=2, stride=2), (2, 6, 12)),
-    (lambda: torch.nn.ConvTranspose2d(3, 2, 3, stride=2), (2, 3, 5, 5)),
-    (lambda: torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2), (2, 4, 5, 6)),
-    (lambda: torch.nn.ConvTranspose1d(3, 2, 4, stride=3, dilation=2), (2, 3, 7)),
-], ids=["depthwise", "grouped_1d", "transposed", "transposed_grouped", "transposed_1d"])
+    pytest.param(lambda: torch.nn.Conv2d(4, 4, 3, groups=4, padding=1), (2, 4, 7, 7), id="depthwise",
+                 marks=pytest.mark.slow),
+    pytest.param(lambda: torch.nn.Conv1d(6, 9, 3, groups=3, dilation=2, padding=2, stride=2), (2, 6, 12),
+                 id="grouped_1d"),
+    pytest.param(lambda: torch.nn.ConvTranspose2d(3, 2, 3, stride=2), (2, 3, 5, 5), id="transposed",
+                 marks=pytest.mark.slow),
+    pytest.param(lambda: torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2),
+                 (2, 4, 5, 6), id="transposed_grouped"),
+    pytest.param(lambda: torch.nn.ConvTranspose1d(3, 2, 4, stride=3, dilation=2), (2, 3, 7), id="transposed_1d"),
+])
 def test_grouped_and_transposed_convolutions_train_as_eager(make, shape):
     """Their backward (and a grouped transposed convolution's forward) was not lowered: a
     MobileNet's or a decoder's backward graph ran eager."""

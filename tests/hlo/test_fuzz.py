@@ -55,7 +55,8 @@ def test_mutated_modules_raise_only_hlocc_errors(data):
         pass
 
 
-@pytest.mark.parametrize("chunk", range(4))
+# two chunks by default (~6 s each on two loaded cores); chunks 2 and 3 join the slow million below
+@pytest.mark.parametrize("chunk", [0, 1] + [pytest.param(c, marks=pytest.mark.slow) for c in (2, 3)])
 def test_corpus_mutants_raise_only_hlocc_errors(chunk):
     if not TEXTS:
         pytest.skip("shared/corpus is absent")

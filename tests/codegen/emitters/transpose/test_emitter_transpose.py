@@ -57,7 +57,7 @@ evaluator's share most of it) is in the slow set; transpose__multiple_roots.hlo 
 roots by default."""
 
 
-def one_target_by_default(names: list[str], targets: list, ids: list[str]) -> list:
+def one_target_by_default(names: list, targets: list, ids: list[str], *, case_ids: list[str] | None = None) -> list:
     """(name, target) parameters: each module on one target in the default run, alternating along the
     list, and on the other in the slow set (`-m slow` completes the sweep). The targets share the
     emitter's partitioning and indexing and differ in the tiling they choose, so half of the modules
@@ -66,7 +66,8 @@ def one_target_by_default(names: list[str], targets: list, ids: list[str]) -> li
     for i, name in enumerate(names):
         for j, (target, tid) in enumerate(zip(targets, ids)):
             marks = [] if j == i % len(targets) and name not in TOO_LARGE_TO_ENUMERATE else [pytest.mark.slow]
-            params.append(pytest.param(name, target, id=f"{name}-{tid}", marks=marks))
+            case_id = case_ids[i] if case_ids else name
+            params.append(pytest.param(name, target, id=f"{case_id}-{tid}", marks=marks))
     return params
 
 
@@ -153,9 +154,11 @@ def _epilogue(dtype: str) -> str:
     return "not" if dtype == "pred" else "negate"
 
 
-@pytest.mark.parametrize("target", ["cpu", "simt"])
-@pytest.mark.parametrize("case", RANDOM_CASES, ids=_case_id)
+@pytest.mark.parametrize("case, target", one_target_by_default(RANDOM_CASES, ["cpu", "simt"], ["cpu", "simt"],
+                                                                case_ids=[_case_id(c) for c in RANDOM_CASES]))
 def test_random_shapes_match_evaluator(case, target):
+    """Each case on one target by default, alternating (the bijections below check both targets'
+    indexing of every case in the default run); `-m slow` runs the other."""
     dtype, dims, perm = case
     text = _transpose_module(dtype, dims, perm, prologue=_epilogue(dtype), epilogue=_epilogue(dtype))
     assert computation_emitter_kind(fused_computation(parse_hlo(text))) is EmitterKind.TRANSPOSE
@@ -287,8 +290,20 @@ def _copy_id(case) -> str:
     return f"{dtype}_{'x'.join(map(str, dims))}_{''.join(map(str, a))}_to_{''.join(map(str, b))}"
 
 
-@pytest.mark.parametrize("side_output", [False, True], ids=["single", "side_output"])
-@pytest.mark.parametrize("case", COPY_CASES, ids=_copy_id)
+def _copy_params() -> list:
+    """Each copy alone or with a side output by default, alternating along the list (either way it
+    is the transpose hero on both targets); `-m slow` runs the other form."""
+    params = []
+    for i, case in enumerate(COPY_CASES):
+        values, marks = (case.values[0], list(case.marks)) if hasattr(case, "values") else (case, [])
+        for side_output in (False, True):
+            slow = [] if side_output == bool(i % 2) else [pytest.mark.slow]
+            params.append(pytest.param(values, side_output, marks=marks + slow,
+                                       id=f"{_copy_id(values)}-{'side_output' if side_output else 'single'}"))
+    return params
+
+
+@pytest.mark.parametrize("case, side_output", _copy_params())
 def test_layout_changing_copy_is_a_transpose_hero(case, side_output):
     """XLA's hero analysis treats a copy that changes the physical layout as a tiled transpose
     (FindTiledTranspose): the emitter reads and writes through the physical shapes, on the CPU target

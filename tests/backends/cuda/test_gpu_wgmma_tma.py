@@ -149,7 +149,7 @@ CHECK: fence.proxy.async.shared::cta;
 CHECK: bar.sync 0;
 CHECK: mbarrier.try_wait.parity.shared.b64
 CHECK: mbarrier.arrive.expect_tx.shared.b64
-CHECK: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{{.*}}], [{{.*}}, {{{{.*}}}}], [{{.*}}];
+CHECK: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{{.*}}], [{{.*}}], [{{.*}}];
 CHECK: mbarrier.try_wait.parity.shared.b64
 CHECK: wgmma.fence.sync.aligned;
 CHECK: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, 1, 1, 1, 0, 1;

@@ -82,6 +82,12 @@ def test_tma_ring_is_exact_in_simulation(case, stages, fell_back):
     assert (not fell_back) == by_tma
 
 
+def test_mn_major_b_over_two_boxes_is_exact(fell_back):
+    """NC = 128 of a B stored (k, n): two 64-wide boxes per stage, LBO apart in the descriptor."""
+    _run_exact(_square(70, 200, 136), ring(2, 64, 128), seed=5)
+    assert not fell_back
+
+
 @pytest.mark.slow
 def test_two_warpgroups_128x128x64_three_stages_exact(fell_back):
     _run_exact(_dot("bf16[130,200]", "bf16[200,136]", "f32[130,136]"), ring(3, 128, 128), seed=3)

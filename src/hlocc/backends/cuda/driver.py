@@ -218,8 +218,6 @@ class CudaKernel:
         key = tuple(addresses[buffer] for buffer, _ in self.ptx.tensor_maps)
         maps = self._tensor_maps.get(key)
         if maps is None:
-            from hlocc.backends.cuda.tensor_map import encode_tensor_map
-
             if len(self._tensor_maps) >= 64:
                 self._tensor_maps.clear()
             maps = self._tensor_maps[key] = tuple(encode_tensor_map(spec, address) for (_, spec), address
@@ -235,6 +233,22 @@ class CudaKernel:
                 self._launches.clear()
             launch = self._launches[dims] = self.ptx.launch_at(dims)
         return launch
+
+
+def encode_tensor_map(spec: Any, address: int) -> Any:
+    """The driver's CUtensorMap (128 bytes; `.getPtr()` its address, what a launch passes) for `spec`
+    (a TensorMapSpec; backends/cuda/tensor_map.py builds the arguments)
+    over device memory at `address`. Needs cuda-python and a driver (not run without a GPU)."""
+    from hlocc.backends.cuda.tensor_map import tensor_map_arguments
+
+    d = _driver()
+    a = tensor_map_arguments(spec, address)
+    return check(d.cuTensorMapEncodeTiled(
+        getattr(d.CUtensorMapDataType, a.data_type), a.rank, a.address, list(a.dims), list(a.strides), list(a.box),
+        list(a.element_strides), getattr(d.CUtensorMapInterleave, a.interleave),
+        getattr(d.CUtensorMapSwizzle, a.swizzle), getattr(d.CUtensorMapL2promotion, a.l2_promotion),
+        getattr(d.CUtensorMapFloatOOBfill, a.oob_fill)),
+        "cuTensorMapEncodeTiled")
 
 
 class CudaDevice:

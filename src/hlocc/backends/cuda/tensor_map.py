@@ -4,15 +4,14 @@ driver's cuTensorMapEncodeTiled for each tensor-map parameter of a kernel, from 
 the buffer's device address (known at launch), then passes by value (`.param .align 64 .b8 [128]`).
 
 `tensor_map_arguments` is the whole construction, a pure function checked against the CUDA driver
-API's documented constraints (tests/backends/cuda/test_tensor_map.py); `encode_tensor_map` hands its
-result to the driver, which only a GPU machine runs. In cuda-sim the kernel's simulation reads the
-same spec (codegen/llvm/tma_simulation.py) and the buffer's host address.
+API's documented constraints (tests/backends/cuda/test_tensor_map.py); driver.py's
+`encode_tensor_map` hands its result to the driver, which only a GPU machine runs. In cuda-sim the
+kernel's simulation reads the same spec (codegen/llvm/tma_simulation.py) and the buffer's host address.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from hlocc.codegen.ir.tma_ops import TensorMapSpec
 from hlocc.errors import HloError
@@ -61,19 +60,4 @@ def tensor_map_arguments(spec: TensorMapSpec, address: int) -> TensorMapArgument
                               "CU_TENSOR_MAP_L2_PROMOTION_L2_128B", "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE")
 
 
-def encode_tensor_map(spec: TensorMapSpec, address: int) -> Any:
-    """The driver's CUtensorMap (128 bytes; `.getPtr()` its address, what a launch passes) for `spec`
-    over device memory at `address`. Needs cuda-python and a driver (not run without a GPU)."""
-    from hlocc.backends.cuda.driver import _driver, check
-
-    d = _driver()
-    a = tensor_map_arguments(spec, address)
-    return check(d.cuTensorMapEncodeTiled(
-        getattr(d.CUtensorMapDataType, a.data_type), a.rank, a.address, list(a.dims), list(a.strides), list(a.box),
-        list(a.element_strides), getattr(d.CUtensorMapInterleave, a.interleave),
-        getattr(d.CUtensorMapSwizzle, a.swizzle), getattr(d.CUtensorMapL2promotion, a.l2_promotion),
-        getattr(d.CUtensorMapFloatOOBfill, a.oob_fill)),
-        "cuTensorMapEncodeTiled")
-
-
-__all__ = ["TensorMapArguments", "TensorMapError", "encode_tensor_map", "tensor_map_arguments"]
+__all__ = ["TensorMapArguments", "TensorMapError", "tensor_map_arguments"]

@@ -206,10 +206,23 @@ class CudaKernel:
     symbols: tuple[str, ...] = ()  # dimension variables whose values a launch takes (ptx.py)
     dynamic_shared_bytes: int = 0  # shared memory each launch passes (ptx.py `dynamic_shared_bytes`)
     _launches: dict[tuple[int, ...], LaunchDims | None] = field(default_factory=dict, repr=False)
+    _tensor_maps: dict[tuple[int, ...], tuple] = field(default_factory=dict, repr=False)
 
     def run_addresses(self, addresses: list[int], dims: tuple[int, ...] = ()) -> None:
         """Launch on device memory at `addresses` (device pointers); `dims`: the values of `symbols`."""
         self.device.launch(self, addresses, dims)
+
+    def tensor_maps_at(self, addresses: list[int]) -> tuple:
+        """The CUtensorMaps of a TMA kernel's parameters over the buffers at `addresses`, encoded
+        once per distinct buffer addresses (backends/cuda/tensor_map.py)."""
+        key = tuple(addresses[buffer] for buffer, _ in self.ptx.tensor_maps)
+        maps = self._tensor_maps.get(key)
+        if maps is None:
+            if len(self._tensor_maps) >= 64:
+                self._tensor_maps.clear()
+            maps = self._tensor_maps[key] = tuple(encode_tensor_map(spec, address) for (_, spec), address
+                                                  in zip(self.ptx.tensor_maps, key))
+        return maps
 
     def launch_at(self, dims: tuple[int, ...]) -> LaunchDims | None:
         """The grid at `dims` (None: no output element, nothing to launch), remembered per dims:
@@ -220,6 +233,22 @@ class CudaKernel:
                 self._launches.clear()
             launch = self._launches[dims] = self.ptx.launch_at(dims)
         return launch
+
+
+def encode_tensor_map(spec: Any, address: int) -> Any:
+    """The driver's CUtensorMap (128 bytes; `.getPtr()` its address, what a launch passes) for `spec`
+    (a TensorMapSpec; backends/cuda/tensor_map.py builds the arguments)
+    over device memory at `address`. Needs cuda-python and a driver (not run without a GPU)."""
+    from hlocc.backends.cuda.tensor_map import tensor_map_arguments
+
+    d = _driver()
+    a = tensor_map_arguments(spec, address)
+    return check(d.cuTensorMapEncodeTiled(
+        getattr(d.CUtensorMapDataType, a.data_type), a.rank, a.address, list(a.dims), list(a.strides), list(a.box),
+        list(a.element_strides), getattr(d.CUtensorMapInterleave, a.interleave),
+        getattr(d.CUtensorMapSwizzle, a.swizzle), getattr(d.CUtensorMapL2promotion, a.l2_promotion),
+        getattr(d.CUtensorMapFloatOOBfill, a.oob_fill)),
+        "cuTensorMapEncodeTiled")
 
 
 class CudaDevice:
@@ -369,7 +398,10 @@ class CudaDevice:
         words = [*addresses, *values_of_dims]  # the pointers, then the dimension values (ptx.py's ABI)
         n = len(words)
         values = (ctypes.c_uint64 * max(1, n))(*words)
-        params = (ctypes.c_void_p * max(1, n))(*[ctypes.addressof(values) + 8 * i for i in range(n)])
+        pointers = [ctypes.addressof(values) + 8 * i for i in range(n)]
+        maps = kernel.tensor_maps_at(addresses) if kernel.ptx.tensor_maps else ()
+        pointers += [int(m.getPtr()) for m in maps]  # TMA: each CUtensorMap by value, after the dims
+        params = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
         check(_driver().cuLaunchKernel(kernel.function, dims.blocks, 1, 1, dims.threads_per_block, 1, 1,
                                        kernel.dynamic_shared_bytes, self._stream(), ctypes.addressof(params), 0),
               f"cuLaunchKernel({kernel.name}, grid {dims.blocks}, block {dims.threads_per_block})")

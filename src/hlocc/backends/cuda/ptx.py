@@ -45,13 +45,16 @@ from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
 from llvmlite import ir
+from xdsl.dialects import func
+from xdsl.ir import BlockArgument
 
 from hlocc.analysis.hero import computation_emitter_kind
 from hlocc.analysis.launch import LaunchDims
 from hlocc.codegen.elemental.storage import array_leaves
 from hlocc.codegen.emitters.base import KernelModule, fusion_symbols
 from hlocc.codegen.emitters.registry import emit_fusion
-from hlocc.codegen.ir import SharedMemoryOp
+from hlocc.codegen.ir import SharedMemoryOp, TensorMapOp
+from hlocc.codegen.ir.tma_ops import TensorMapSpec
 from hlocc.codegen.ir.warpgroup_ops import WARPGROUP_OPS
 from hlocc.codegen.llvm import LlvmTranslator, TranslateOptions
 from hlocc.codegen.pipeline import PipelineOptions, dump_file, pipeline_for, run_pipeline
@@ -103,6 +106,9 @@ class PtxKernel:
     llvm_ir: str = ""
     times_ms: dict[str, float] = field(default_factory=dict)
     symbols: tuple[str, ...] = ()  # dimension variables passed by value after the buffers (module doc)
+    # TMA kernels (sm_90a): per `.param .align 64 .b8 [128]` after the dims, (buffer, TensorMapSpec)
+    # of the CUtensorMap the launch encodes for that buffer's address (backends/cuda/tensor_map.py)
+    tensor_maps: tuple = ()
 
     @property
     def has_work(self) -> bool:
@@ -198,7 +204,8 @@ def _plan_of(kernel: PtxKernel) -> dict:
     return {"name": kernel.name, "arch": kernel.arch, "threads_per_block": kernel.launch_dims.threads_per_block,
             "blocks": str(blocks) if isinstance(blocks, DimExpr) else blocks, "shared_bytes": kernel.shared_bytes,
             "emitter": kernel.emitter, "output_aliases": [list(a) for a in kernel.output_aliases],
-            "symbols": list(kernel.symbols)}
+            "symbols": list(kernel.symbols),
+            "tensor_maps": [[buffer, dataclasses.asdict(spec)] for buffer, spec in kernel.tensor_maps]}
 
 
 def store_ptx(key: str, kernel: PtxKernel) -> None:
@@ -222,7 +229,9 @@ def load_cached_ptx(key: str, param_shapes: list[Shape], output_shapes: list[Sha
                            LaunchDims(int(plan["threads_per_block"]), blocks), list(param_shapes),
                            list(output_shapes), int(plan["shared_bytes"]), str(plan["emitter"]),
                            tuple((int(o), int(p)) for o, p in plan["output_aliases"]), times_ms=times,
-                           symbols=tuple(str(v) for v in plan.get("symbols", ())))
+                           symbols=tuple(str(v) for v in plan.get("symbols", ())),
+                           tensor_maps=tuple((int(buffer), _spec(fields)) for buffer, fields
+                                             in plan.get("tensor_maps", ())))
     except (KeyError, TypeError, ValueError, UnicodeDecodeError, HloError) as e:
         warn_once(f"hlocc cache: entry {cache.path(key)}: malformed PTX kernel plan ({e!r}); compiling again")
         return None
@@ -230,6 +239,11 @@ def load_cached_ptx(key: str, param_shapes: list[Shape], output_shapes: list[Sha
         warn_once(f"hlocc cache: entry {cache.path(key)} holds no entry '{kernel.name}'; compiling again")
         return None
     return kernel
+
+
+def _spec(fields: dict) -> TensorMapSpec:
+    dims, strides, box = (tuple(int(v) for v in fields[k]) for k in ("dims", "strides", "box"))
+    return TensorMapSpec(str(fields["element"]), dims, strides, box, int(fields["swizzle"]))
 
 
 STATIC_SHARED_BYTES = 48 * 1024
@@ -282,8 +296,9 @@ def compile_kernel_module_to_ptx(kernel: KernelModule, target: Target, param_sha
     readonly = [k < kernel.num_params and k not in written and noalias
                 for k in range(kernel.num_params + kernel.num_outputs)]
     wrapper = f"{kernel.entry}_kernel"
+    maps = tensor_map_params(kernel)
     add_kernel_wrapper(llmod, llmod.get_global(kernel.entry), readonly, noalias, threads, wrapper,
-                       symbols=len(kernel.symbols))
+                       symbols=len(kernel.symbols), tensor_maps=len(maps))
     llvm_ir = str(llmod)
     times["to_llvm"] = (time.perf_counter() - t0) * 1e3
     if options is not None:
@@ -295,20 +310,36 @@ def compile_kernel_module_to_ptx(kernel: KernelModule, target: Target, param_sha
         dump_file(options, "ptx", ptx)
     return PtxKernel(wrapper, ptx, target.name, kernel.launch, list(param_shapes), list(output_shapes),
                      translator.shared_bytes, kernel.emitter, kernel.output_aliases, None, llvm_ir, times,
-                     tuple(kernel.symbols))
+                     tuple(kernel.symbols), maps)
+
+
+def tensor_map_params(kernel: KernelModule) -> tuple:
+    """(buffer index, TensorMapSpec) of each `xla.tensor_map` of the entry, in order: the kernel's
+    tensor-map parameters (codegen/llvm/tma_ops.py)."""
+    entry = next(op for op in kernel.module.walk() if isinstance(op, func.FuncOp) and op.sym_name.data == kernel.entry)
+    params = []
+    for op in entry.walk():
+        if isinstance(op, TensorMapOp):
+            source = op.source
+            if not (isinstance(source, BlockArgument) and source.owner is entry.body.block):
+                raise PtxError(f"kernel '{kernel.entry}': a tensor map of a value that is not one of its buffers")
+            params.append((source.index, op.spec))
+    return tuple(params)
 
 
 def add_kernel_wrapper(module: ir.Module, entry: ir.Function, readonly: list[bool], noalias: bool, threads: int,
-                       name: str, symbols: int = 0) -> ir.Function:
+                       name: str, symbols: int = 0, tensor_maps: int = 0) -> ir.Function:
     """`ptx_kernel void name(ptr addrspace(1) noalias [readonly] align 16 %buffer..., i64 %dim...)`:
     calls the always-inline entry with generic pointers (address-space inference keeps them
     global), for a kernel with `symbols` runtime dims a local table of their values (what its
     body loads them from: folded into the parameters after inlining), and the thread and block
-    ids; launch bounds `threads`."""
+    ids; launch bounds `threads`. Then, for a TMA kernel, `tensor_maps` CUtensorMaps by value
+    (`ptr byval([128 x i8]) align 64 "nvvm.grid_constant"`: `.param .align 64 .b8 [128]`), whose
+    addresses the entry takes after the ids."""
     global_ptr = ir.PointerType(addrspace=1)
     i32, i64 = ir.IntType(32), ir.IntType(64)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [global_ptr] * len(readonly) + [i64] * symbols),
-                     name=name)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [global_ptr] * len(readonly) + [i64] * symbols
+                                             + [ir.PointerType()] * tensor_maps), name=name)
     fn.calling_convention = "ptx_kernel"
     fn.attributes = _LaunchBounds(threads)
     for arg, ro in zip(fn.args, readonly):
@@ -324,14 +355,18 @@ def add_kernel_wrapper(module: ir.Module, entry: ir.Function, readonly: list[boo
         reader = module.globals.get(sreg) or ir.Function(module, ir.FunctionType(i32, []), name=sreg)
         ids.append(b.zext(b.call(reader, []), i64))
     buffers = [b.addrspacecast(arg, ir.PointerType()) for arg in fn.args[:len(readonly)]]
+    maps = list(fn.args[len(fn.args) - tensor_maps:]) if tensor_maps else []
+    for k, arg in enumerate(maps):
+        arg.name = f"tensor_map{k}"
+        arg.attributes = _TensorMapArgument()
     if symbols:
         table = b.alloca(ir.ArrayType(i64, symbols), name="dims")
         table.type = ir.PointerType()  # as an opaque pointer, the form the translated body takes
-        for k, value in enumerate(fn.args[len(readonly):]):
+        for k, value in enumerate(fn.args[len(readonly):len(readonly) + symbols]):
             value.name = f"dim{k}"
             b.store(value, b.gep(table, [ir.Constant(i64, k)], inbounds=True, source_etype=i64))
         buffers.append(table)
-    b.call(entry, [*buffers, *ids] if len(entry.args) > len(buffers) else buffers)
+    b.call(entry, [*buffers, *ids, *maps] if len(entry.args) > len(buffers) else buffers)
     b.ret_void()
     return fn
 
@@ -343,6 +378,14 @@ class _ReadonlyArgument(ir.values.ArgumentAttributes):
 
     def __init__(self, attributes: ir.values.ArgumentAttributes):
         super().__init__([*attributes, "readonly"])
+
+
+class _TensorMapArgument(ir.values.ArgumentAttributes):
+    """A CUtensorMap passed by value as a __grid_constant__ (its address may be taken: TMA reads it
+    in param space), which llvmlite's byval (typed by a pointee) cannot spell for opaque pointers."""
+
+    def _to_list(self, typ):
+        return ["byval([128 x i8])", "align 64", '"nvvm.grid_constant"']
 
 
 class _LaunchBounds(ir.values.FunctionAttributes):

@@ -80,6 +80,14 @@ from hlocc.codegen.ir.parallel_ops import (
     SyncThreadsOp,
 )
 from hlocc.codegen.ir.size_ops import SymbolValueOp, size_value
+from hlocc.codegen.ir.tma_ops import (
+    MbarrierArriveExpectTxOp,
+    MbarrierArriveOp,
+    MbarrierInitOp,
+    MbarrierWaitOp,
+    TensorMapOp,
+    TmaLoadOp,
+)
 from hlocc.codegen.ir.warp_ops import CpAsyncCommitOp, CpAsyncOp, CpAsyncWaitOp, LdMatrixOp, MmaSyncOp
 from hlocc.codegen.ir.warpgroup_ops import (
     FenceProxyAsyncOp,
@@ -95,7 +103,8 @@ __all__ = [
     "CmpiOp", "ExtSIOp", "ExtUIOp", "FPToSIOp", "FPToUIOp", "IndexingMapAttr", "LoopOp", "MatmulOp", "PrefetchOp",
     "DotBF16PairsOp", "LdMatrixOp", "MmaSyncOp", "CpAsyncOp", "CpAsyncCommitOp", "CpAsyncWaitOp",
     "FenceProxyAsyncOp", "WgmmaCommitGroupOp", "WgmmaDescriptorOp", "WgmmaFenceOp", "WgmmaMmaAsyncOp",
-    "WgmmaWaitGroupOp",
+    "WgmmaWaitGroupOp", "MbarrierArriveExpectTxOp", "MbarrierArriveOp", "MbarrierInitOp", "MbarrierWaitOp",
+    "TensorMapOp", "TmaLoadOp",
     "PredicatedExtractOp", "PredicatedInsertOp", "PureCallOp", "RemFOp", "SIToFPOp", "SelectOp", "SharedMemoryOp",
     "ShuffleReduceOp", "SymbolValueOp", "SyncThreadsOp", "TruncIOp", "UIToFPOp", "YieldOp", "size_value",
 ]

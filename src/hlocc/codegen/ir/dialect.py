@@ -19,6 +19,7 @@ from hlocc.codegen.ir.parallel_ops import (
     SyncThreadsOp,
 )
 from hlocc.codegen.ir.size_ops import SymbolValueOp
+from hlocc.codegen.ir.tma_ops import TMA_OPS
 from hlocc.codegen.ir.warp_ops import CpAsyncCommitOp, CpAsyncOp, CpAsyncWaitOp, LdMatrixOp, MmaSyncOp
 from hlocc.codegen.ir.warpgroup_ops import WARPGROUP_OPS
 
@@ -27,6 +28,6 @@ XLA = Dialect(
     [ApplyIndexingOp, LoopOp, YieldOp, PureCallOp, AllocateSharedOp, SharedMemoryOp, SyncThreadsOp, ShuffleReduceOp,
      PredicatedInsertOp, PredicatedExtractOp, AtomicRMWOp, AtomicUpdateOp, MatmulOp, PrefetchOp, DotBF16PairsOp,
      SymbolValueOp, RemFOp, LdMatrixOp, MmaSyncOp, CpAsyncOp, CpAsyncCommitOp, CpAsyncWaitOp,
-     *WARPGROUP_OPS, *VECTOR_FORMS.values()],
+     *WARPGROUP_OPS, *TMA_OPS, *VECTOR_FORMS.values()],
     [IndexingMapAttr],
 )

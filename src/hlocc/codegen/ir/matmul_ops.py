@@ -31,7 +31,8 @@ the rows left where fewer than MR remain), `prefetch` (the distance in k steps o
 prefetch), `hoist_address` and `fuse_epilogue` (unit flags);
 on a GPU `warp_grid` and `warp_tile` (the block's warps and each warp's extent in mma.sync tiles)
 and `stages` (the cp.async ring's depth): codegen/transforms/matmul/gpu_mma.py; `wgmma` (sm_90a's
-warpgroup MMA instead): codegen/transforms/matmul/gpu_wgmma.py.
+warpgroup MMA instead): codegen/transforms/matmul/gpu_wgmma.py; `tma_stages` (its tiles by TMA through
+an mbarrier ring): gpu_wgmma_tma.py.
 
 A run-time M (`runtime_m = "v"`, a problem property printed with the schedule's): the problem's M
 is the value of dimension variable v (`xla.symbol_value`, dynamic shapes), at most the maps' m
@@ -90,7 +91,7 @@ MATMUL_DIMS = ("b", "m", "n", "k")
 
 SCHEDULE_PROPERTIES = ("runtime_m", "k_block", "register_block", "k_unroll", "row_tails", "packed", "prepacked",
                        "k_pairs", "prefetch", "hoist_address", "fuse_epilogue", "warp_grid", "warp_tile", "stages",
-                       "wgmma")
+                       "wgmma", "tma_stages")
 """The properties transform ops set on an `xla.matmul` (printed after `schedule`), and the problem's
 `runtime_m` (module doc), printed with them."""
 """The iteration dimensions of `xla.matmul`, in the order of its maps' dimensions and `sizes`."""
@@ -131,6 +132,7 @@ class MatmulOp(IRDLOperation):
     warp_tile = opt_prop_def(DenseArrayBase)  # GPU: each warp's (m, n) extent, in m16n8k16 mma tiles
     stages = opt_prop_def(IntegerAttr)  # GPU: shared-memory stages of the cp.async ring
     wgmma = opt_prop_def(UnitAttr)  # GPU, sm_90a: warpgroup MMA instead of mma.sync (use_wgmma)
+    tma_stages = opt_prop_def(IntegerAttr)  # GPU, sm_90a: wgmma tiles by TMA into a ring of this depth (use_tma)
     epilogue = region_def("single_block")
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)

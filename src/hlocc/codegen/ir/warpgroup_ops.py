@@ -21,8 +21,13 @@ WGMMADescriptor page lay them out):
   16-29 the leading-dimension byte offset >> 4 (LBO); bits 32-45 the stride-dimension byte offset
   >> 4 (SBO); bits 49-51 the matrix base offset (valid for the swizzled modes); bits 62-63 the
   swizzle mode: 0 none ("interleave"), 1 128-byte, 2 64-byte, 3 32-byte. Other bits are unused.
-- Operands here are K-major (imm-trans-a = imm-trans-b = 0): A is 64 x 16 (m, k), B is N x 16
-  (n, k), both with k contiguous. Their shared-memory layout is built of *core matrices* of 8 rows x
+- Operands are K-major (imm-trans-a = imm-trans-b = 0) or, with `trans_a`/`trans_b`, MN-major
+  (imm-trans 1: m or n contiguous; the TMA path loads an operand stored so). A is 64 x 16 (m, k),
+  B is N x 16 (n, k). MN-major, in a swizzled mode of W bytes (CUTLASS's make_gmma_desc<Major::MN>:
+  ((T,W/16,m),(8,k)):((1,T,LBO),(W/16·T,SBO)), T = 8 elements): element (r, k) is at
+      start + (r % (W/2))·2 + (r / (W/2))·LBO + (k % 8)·W + (k / 8)·SBO
+  then swizzled as below; unswizzled, start + (r % 8)·2 + (r / 8)·SBO + (k % 8)·16 + (k / 8)·LBO.
+  K-major: Their shared-memory layout is built of *core matrices* of 8 rows x
   16 bytes (8 elements of 16 bits). CUTLASS's `make_gmma_desc<Major::K>` (cute/atom/
   mma_traits_sm90_gmma.hpp) states the canonical K-major layouts; in bytes, element (r, k) is at
       start + (r % 8)·W + (r / 8)·SBO + (k / 8)·(LBO if no swizzle else 16) + (k % 8)·2
@@ -51,6 +56,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     StringAttr,
+    UnitAttr,
     VectorType,
     i64,
 )
@@ -60,6 +66,7 @@ from xdsl.irdl import (
     attr_def,
     irdl_op_definition,
     operand_def,
+    opt_attr_def,
     result_def,
     traits_def,
     var_operand_def,
@@ -159,13 +166,17 @@ class WgmmaMmaAsyncOp(IRDLOperation):
     c = operand_def(VectorType)
     n = attr_def(IntegerAttr)
     element = attr_def(StringAttr)
+    trans_a = opt_attr_def(UnitAttr)  # A is MN-major (m contiguous): imm-trans-a 1
+    trans_b = opt_attr_def(UnitAttr)  # B is MN-major (n contiguous): imm-trans-b 1
     result = result_def(VectorType)
 
     assembly_format = "$a_desc `,` $b_desc `,` $c attr-dict `:` type($c) `->` type($result)"
 
-    def __init__(self, a_desc: SSAValue, b_desc: SSAValue, c: SSAValue, n: int, element: str):
-        super().__init__(operands=[a_desc, b_desc, c], result_types=[accumulator_type(n)],
-                         attributes={"n": IntegerAttr(n, 64), "element": StringAttr(element)})
+    def __init__(self, a_desc: SSAValue, b_desc: SSAValue, c: SSAValue, n: int, element: str,
+                 trans_a: bool = False, trans_b: bool = False):
+        attributes = {"n": IntegerAttr(n, 64), "element": StringAttr(element)}
+        attributes.update({name: UnitAttr() for name, on in (("trans_a", trans_a), ("trans_b", trans_b)) if on})
+        super().__init__(operands=[a_desc, b_desc, c], result_types=[accumulator_type(n)], attributes=attributes)
 
     def verify_(self) -> None:
         n = self.n.value.data

@@ -65,6 +65,8 @@ STEP_OPS = (*WARP_OPS, WgmmaMmaAsyncOp)
 PARALLEL_OPS = (gpu.BarrierOp, ShuffleReduceOp, SharedMemoryOp, *STEP_OPS)
 _BOUNDARIES = (gpu.BarrierOp, ShuffleReduceOp, *STEP_OPS)
 SHARED_WINDOW_ALIGNMENT = 1024
+SIMULATION_STATE_BYTES = 8
+"""Bytes past the window: the TMA/mbarrier simulation's poison flag (tma_simulation.py)."""
 """Each shared buffer's alignment in the block's window: what a wgmma descriptor's 128-byte swizzle
 needs of a tile (the GPU aligns a wgmma kernel's shared buffers the same way)."""
 
@@ -220,7 +222,12 @@ def translate_block_function(ft) -> None:
         offsets.append(window_bytes)
         window_bytes += -(-op.size.value.data // SHARED_WINDOW_ALIGNMENT) * SHARED_WINDOW_ALIGNMENT
     if shared_ops:
-        ft.shared_window = _buffer(b, ir.IntType(8), window_bytes, "shared", SHARED_WINDOW_ALIGNMENT)
+        # 8 bytes past the window: the TMA/mbarrier simulation's poison flag (tma_simulation.py), clear
+        ft.shared_window = _buffer(b, ir.IntType(8), window_bytes + SIMULATION_STATE_BYTES, "shared",
+                                   SHARED_WINDOW_ALIGNMENT)
+        ft.shared_window_bytes = window_bytes
+        b.store(ir.Constant(I64, 0), b.gep(ft.shared_window, [ir.Constant(I64, window_bytes)], inbounds=True,
+                                           source_etype=ir.IntType(8)))
         for op, offset in zip(shared_ops, offsets):
             ft.shared[op] = b.gep(ft.shared_window, [ir.Constant(I64, offset)], inbounds=True,
                                   source_etype=ir.IntType(8))

@@ -10,7 +10,7 @@ from xdsl.dialects import func, gpu, llvm, math, scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 
-from hlocc.codegen.ir import YieldOp
+from hlocc.codegen.ir import TensorMapOp, YieldOp
 from hlocc.codegen.llvm.arith_ops import ARITH_HANDLERS
 from hlocc.codegen.llvm.block_simulation import needs_block_function, translate_block_function
 from hlocc.codegen.llvm.complex_ops import COMPLEX_HANDLERS
@@ -18,6 +18,7 @@ from hlocc.codegen.llvm.func_ops import FUNC_HANDLERS
 from hlocc.codegen.llvm.gpu_ops import GPU_HANDLERS
 from hlocc.codegen.llvm.memory_ops import MEMORY_HANDLERS
 from hlocc.codegen.llvm.scf_ops import SCF_HANDLERS
+from hlocc.codegen.llvm.tma_ops import TMA_HANDLERS, tensor_map_key
 from hlocc.codegen.llvm.types import I64, TranslationError, declare_intrinsic, float_constant, is_float, llvm_type
 from hlocc.codegen.llvm.vector_ops import VECTOR_HANDLERS
 from hlocc.codegen.llvm.warpgroup_ops import WARPGROUP_HANDLERS
@@ -54,6 +55,7 @@ class FunctionTranslator:
         self.ids = {key: llfn.args[index] for key, index in extra_args.items()}  # thread / block id
         self.shared: dict[Operation, ir.Value] = {}  # xla.shared_memory → the block's buffer
         self.shared_window: ir.Value | None = None  # CPU: the block's shared memory, all buffers in one
+        self.shared_window_bytes = 0  # CPU: its size (the simulation's state lies past it: tma_simulation.py)
         entry = llfn.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
 
@@ -108,7 +110,7 @@ class FunctionTranslator:
 
 
 HANDLERS = {**ARITH_HANDLERS, **SCF_HANDLERS, **VECTOR_HANDLERS, **MEMORY_HANDLERS, **COMPLEX_HANDLERS, **GPU_HANDLERS,
-            **WARPGROUP_HANDLERS, **FUNC_HANDLERS}
+            **WARPGROUP_HANDLERS, **TMA_HANDLERS, **FUNC_HANDLERS}
 """The translation of each op type, by family (the `*_ops.py` modules)."""
 
 
@@ -156,6 +158,10 @@ class LlvmTranslator:
         if uses_ids:
             extra = {"thread": len(args), "block": len(args) + 1}
             args += [I64, I64]
+            if self.gpu:  # a TMA kernel's tensor maps: the wrapper's by-value parameters (tma_ops.py)
+                maps = sum(isinstance(o, TensorMapOp) for o in fn.walk())
+                extra.update({tensor_map_key(k): len(args) + k for k in range(maps)})
+                args += [ir.PointerType()] * maps
         outs = [llvm_type(t) for t in ft.outputs]
         ret = ir.VoidType() if not outs else outs[0] if len(outs) == 1 else ir.LiteralStructType(outs)
         llfn = ir.Function(self.module, ir.FunctionType(ret, args), name=fn.sym_name.data)

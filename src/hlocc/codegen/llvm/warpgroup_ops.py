@@ -6,7 +6,8 @@ NVVM intrinsics where LLVM 22 has them: `llvm.nvvm.wgmma.fence.sync.aligned`,
 `llvm.nvvm.fence.proxy.async.shared_cta`. LLVM 22 has no intrinsic for `wgmma.mma_async` (as
 MLIR's NVVM dialect and Triton, it is inline PTX here): one `asm sideeffect` with the N/2 f32
 accumulators as outputs tied to their inputs (`=f` ... `0`, `1`, ...) and the two descriptors as
-`l` operands, scale-d 1, scale-a/b 1, trans-a/b 0. The accumulators stay readable only after a
+`l` operands, scale-d 1, scale-a/b 1, trans-a/b 0 (K-major) or 1 (MN-major: `trans_a`/`trans_b`).
+The accumulators stay readable only after a
 wait_group: its results are the values passed through an empty `asm sideeffect` placed after the
 intrinsic (each tied to itself), so LLVM cannot schedule a use of them above the wait (Triton ties
 the wait's asm to the accumulators the same way).
@@ -112,7 +113,7 @@ def _wgmma_mma_async(ft: FunctionTranslator, op: WgmmaMmaAsyncOp) -> None:
     c = ft.v(op.c)
     registers = ", ".join(f"${i}" for i in range(n // 2))
     text = (f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{element}.{element} {{{registers}}}, ${n // 2}, "
-            f"${n // 2 + 1}, 1, 1, 1, 0, 0;")
+            f"${n // 2 + 1}, 1, 1, 1, {int(op.trans_a is not None)}, {int(op.trans_b is not None)};")
     # The operands are read through the descriptors' integer addresses, so the asm clobbers memory:
     # LLVM keeps (and orders before it) the shared-memory stores that staged them.
     d = _tied_asm(b, text, _elements(b, c), [ft.v(op.a_desc), ft.v(op.b_desc)], ["l", "l"], memory=True)

@@ -5,10 +5,11 @@ buffers; the step computes every thread's D from the block's shared memory, read
 descriptors of its warpgroup, into a per-thread result buffer that the phase after reads.
 
 One internal function per (element, N) is made once per module:
-`@__hlocc_sim_wgmma_{bf16,f16}_n{N}(a_desc, b_desc, c, d, window, window_bytes, threads)`. It decodes
-the descriptors as PTX documents them (warpgroup_ops.py's module doc: start address, LBO, SBO,
-swizzle mode; K-major canonical layouts of 8-row x 16-byte core matrices; the swizzle as an xor of
-address bits [7, 7 + b) into bits [4, 4 + b)) against the shared-memory window, whose offsets are
+`@__hlocc_sim_wgmma_{bf16,f16}_n{N}[_ta][_tb](a_desc, b_desc, c, d, window, window_bytes,
+threads)` (`_ta`/`_tb`: that operand MN-major). It decodes the descriptors as PTX documents them
+(warpgroup_ops.py's module doc: start address, LBO, SBO, swizzle mode; K-major or MN-major
+canonical layouts of 8-row x 16-byte core matrices; the swizzle as an xor of address bits
+[7, 7 + b) into bits [4, 4 + b)) against the shared-memory window, whose offsets are
 the shared addresses the descriptors hold (warpgroup_ops.py in codegen/llvm). It does not share code
 with the kernels' own layout functions (codegen/transforms/matmul/gpu_wgmma.py), so a misreading of
 the layout in one shows up as a wrong product rather than as two agreeing mistakes.
@@ -56,20 +57,33 @@ def _fields(b: ir.IRBuilder, desc: ir.Value) -> dict[str, ir.Value]:
             value = b.select(b.icmp_unsigned("==", mode, _c(m)), _c(v), value)
         return value
 
-    return {"start": start, "sbo": sbo, "pitch": by_mode(16, 128, 64, 32),
+    return {"start": start, "lbo": lbo, "sbo": sbo, "pitch": by_mode(16, 128, 64, 32),
             "k_stride": b.select(b.icmp_unsigned("==", mode, _c(0)), lbo, _c(16)),
             "mask": by_mode(0, 7, 3, 1), "base_offset": field(49, 3)}
 
 
-def _address(b: ir.IRBuilder, f: dict[str, ir.Value], row: ir.Value, k: int) -> ir.Value:
-    """The byte address of element (row, k) of a K-major operand (module doc)."""
-    linear = b.add(f["start"], b.add(b.mul(b.and_(row, _c(7)), f["pitch"]), b.mul(b.lshr(row, _c(3)), f["sbo"])))
-    linear = b.add(linear, b.add(b.mul(_c(k // 8), f["k_stride"]), _c((k % 8) * 2)))
+def _address(b: ir.IRBuilder, f: dict[str, ir.Value], row: ir.Value, k: int, mn_major: bool = False) -> ir.Value:
+    """The byte address of element (row, k) of a K-major operand, or of an MN-major one (row
+    contiguous; warpgroup_ops.py's module doc in codegen/ir)."""
+    if mn_major:
+        swizzled = b.icmp_unsigned("!=", f["mask"], _c(0))
+        per_line = b.lshr(f["pitch"], _c(1))  # W/2 elements of 16 bits per W-byte line (8 unswizzled)
+        per_line = b.select(swizzled, per_line, _c(8))
+        line_stride = b.select(swizzled, f["lbo"], f["sbo"])  # between groups of per_line rows
+        k_group = b.select(swizzled, f["sbo"], f["lbo"])  # between groups of 8 k
+        k_pitch = b.select(swizzled, f["pitch"], _c(16))
+        within, line = b.mul(b.urem(row, per_line), _c(2)), b.mul(b.udiv(row, per_line), line_stride)
+        linear = b.add(f["start"], b.add(within, line))
+        linear = b.add(linear, b.add(b.mul(_c(k % 8), k_pitch), b.mul(_c(k // 8), k_group)))
+    else:
+        linear = b.add(f["start"], b.add(b.mul(b.and_(row, _c(7)), f["pitch"]), b.mul(b.lshr(row, _c(3)), f["sbo"])))
+        linear = b.add(linear, b.add(b.mul(_c(k // 8), f["k_stride"]), _c((k % 8) * 2)))
     return b.xor(linear, b.shl(b.and_(b.lshr(linear, _c(7)), f["mask"]), _c(4)))
 
 
-def wgmma_function(module: ir.Module, element: str, n: int) -> ir.Function:
-    name = f"__hlocc_sim_wgmma_{element}_n{n}"
+def wgmma_function(module: ir.Module, element: str, n: int, trans: tuple[bool, bool] = (False, False)) -> ir.Function:
+    """`trans`: (A MN-major, B MN-major)."""
+    name = f"__hlocc_sim_wgmma_{element}_n{n}" + "".join(f"_t{'ab'[i]}" for i in range(2) if trans[i])
     existing = module.globals.get(name)
     if existing is not None:
         return existing
@@ -120,8 +134,8 @@ def wgmma_function(module: ir.Module, element: str, n: int) -> ir.Function:
     outside = bad
     for k in range(16):
         values = []
-        for f, line in ((fa, r), (fb, col)):
-            address = _address(b, f, line, k)
+        for f, line, mn_major in ((fa, r, trans[0]), (fb, col, trans[1])):
+            address = _address(b, f, line, k, mn_major)
             outside = b.or_(outside, b.icmp_unsigned(">", b.add(address, _c(2)), window_bytes))
             safe = b.select(outside, _c(0), address)
             half = b.load(b.gep(window, [safe], inbounds=True, source_etype=ir.IntType(8)), typ=I16, align=1)
@@ -146,7 +160,7 @@ def wgmma_function(module: ir.Module, element: str, n: int) -> ir.Function:
 def warpgroup_step(module: ir.Module, b: ir.IRBuilder, op, operand_buffers: list[ir.Value], result_buffer: ir.Value,
                    window: ir.Value, window_bytes: int, threads: int) -> None:
     """Call the op's simulation function on the block's per-thread buffers and shared window."""
-    fn = wgmma_function(module, op.element.data, op.n.value.data)
+    fn = wgmma_function(module, op.element.data, op.n.value.data, (op.trans_a is not None, op.trans_b is not None))
     b.call(fn, [*operand_buffers, result_buffer, window, ir.Constant(I64, window_bytes), ir.Constant(I64, threads)])
 
 

@@ -16,7 +16,7 @@ transform dialect parses, prints and interprets them, and hlocc adds its own ops
 - choice.py: `schedule_for`, the schedule a matmul gets: forced, tuned (the CPU backend's tuner,
   `autotune_mode`) or the analytic model.
 
-Not built yet (issue 17): TMA (and a multi-stage ring) for the sm_90a wgmma schedule.
+use_tma.py: the sm_90a wgmma schedule's tiles by TMA through an mbarrier ring (explicit only).
 """
 
 from hlocc.codegen.schedule.builder import MatmulSchedule

@@ -24,7 +24,8 @@ class MatmulSchedule:
     GPU, the block's warps over (m, n) and each warp's part (set_operand_layout, mma.sync m16n8k16),
     which also give the block's threads (set_gpu_launch_threads); `stages`: the cp.async ring's
     depth (0: none; pipeline_shared_copies); `wgmma`: sm_90a's warpgroup MMA instead of mma.sync
-    (use_wgmma; warp_grid (4G, 1) and warp_tile (16, NC)), an explicit choice only."""
+    (use_wgmma; warp_grid (4G, 1) and warp_tile (16, NC)), an explicit choice only; `tma`: wgmma's
+    tiles by TMA through an mbarrier ring of `stages` buffers (use_tma), an explicit choice only."""
 
     mc: int
     nc: int
@@ -44,6 +45,7 @@ class MatmulSchedule:
     warp_tile: tuple[int, int] | None = None
     stages: int = 0
     wgmma: bool = False
+    tma: bool = False
 
     @property
     def threads(self) -> int:
@@ -84,10 +86,12 @@ class MatmulSchedule:
             lines.append(f"    transform.hlocc.set_operand_layout %tiled sg_layout [{grid}] sg_data [{tile}] "
                          f"inst_data [16, 8, 16] : {any_op}")
             lines.append(f"    transform.hlocc.set_gpu_launch_threads %tiled threads [{self.threads}, 1, 1] : {any_op}")
-            if self.stages:
+            if self.stages and not self.tma:
                 lines.append(f"    transform.hlocc.pipeline_shared_copies %tiled stages {self.stages} : {any_op}")
         if self.wgmma:  # without a warp layout, use_wgmma says so
             lines.append(f"    transform.hlocc.use_wgmma %tiled : {any_op}")
+        if self.tma:  # without wgmma, use_tma says so
+            lines.append(f"    transform.hlocc.use_tma %tiled stages {self.stages} : {any_op}")
         if self.parallel:
             lines.append(f"    transform.hlocc.parallelize %tiled : {any_op}")
         lines += ["    transform.yield", "  }", "}"]

@@ -36,13 +36,15 @@ from hlocc.codegen.schedule.prefetch import InsertPrefetchOp, run_insert_prefetc
 from hlocc.codegen.schedule.set_gpu_launch_threads import SetGpuLaunchThreadsOp, run_set_gpu_launch_threads
 from hlocc.codegen.schedule.set_operand_layout import SetOperandLayoutOp, run_set_operand_layout
 from hlocc.codegen.schedule.tile import TileOp, run_tile
+from hlocc.codegen.schedule.use_tma import UseTmaOp, run_use_tma
 from hlocc.codegen.schedule.use_wgmma import UseWgmmaOp, run_use_wgmma
 
 ENTRY_POINT = "__transform_main"
 
 HLOCC_TRANSFORM = Dialect("hlocc_transform", [TileOp, MicrokernelOp, ParallelizeOp, PackOp, InsertPrefetchOp,
                                                   HoistAddressOp, FuseEpilogueOp, SetOperandLayoutOp,
-                                                  SetGpuLaunchThreadsOp, PipelineSharedCopiesOp, UseWgmmaOp], [])
+                                                  SetGpuLaunchThreadsOp, PipelineSharedCopiesOp, UseWgmmaOp,
+                                                  UseTmaOp], [])
 """hlocc's transform ops. Registered under their own dialect name: xDSL's `transform` dialect is
 loaded beside it, and a second dialect named `transform` cannot be."""
 
@@ -90,6 +92,10 @@ class HloccTransformFunctions(InterpreterFunctions):
     @impl(UseWgmmaOp)
     def run_use_wgmma(self, interpreter: Interpreter, op: UseWgmmaOp, args: tuple) -> tuple:
         return run_use_wgmma(op, args[0])
+
+    @impl(UseTmaOp)
+    def run_use_tma(self, interpreter: Interpreter, op: UseTmaOp, args: tuple) -> tuple:
+        return run_use_tma(op, args[0])
 
     @impl(SetGpuLaunchThreadsOp)
     def run_set_gpu_launch_threads(self, interpreter: Interpreter, op: SetGpuLaunchThreadsOp, args: tuple) -> tuple:

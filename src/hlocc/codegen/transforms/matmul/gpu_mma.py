@@ -29,7 +29,7 @@ has 6 chunks a row: a xor by up to 7 there left the row, and the product was wro
 
 With `stages` (transform.hlocc.pipeline_shared_copies) the tiles are staged by a cp.async ring
 instead: gpu_mma_pipeline.py. With `wgmma` (transform.hlocc.use_wgmma, sm_90a only) the warpgroup
-MMA of gpu_wgmma.py instead; TMA is not built.
+MMA of gpu_wgmma.py instead (its tiles by TMA with `use_tma`: gpu_wgmma_tma.py).
 """
 
 from __future__ import annotations

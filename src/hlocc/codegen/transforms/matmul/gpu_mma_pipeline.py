@@ -62,6 +62,7 @@ from hlocc.codegen.transforms.matmul.gpu_mma import (
     warp_block,
 )
 from hlocc.codegen.transforms.matmul.gpu_wgmma import lower_wgmma
+from hlocc.codegen.transforms.matmul.gpu_wgmma_tma import lower_wgmma_tma
 from hlocc.codegen.transforms.util import for_loop, if_then
 
 CHUNK = 8
@@ -225,11 +226,12 @@ def lower_mma_pipelined(op: MatmulOp, b_k_major: bool) -> None:
 
 
 def lower_gpu_matmul(op: MatmulOp) -> None:
-    """A matmul with a warp layout: with wgmma where `use_wgmma` asked for it (gpu_wgmma.py); with
+    """A matmul with a warp layout: with wgmma where `use_wgmma` asked for it (gpu_wgmma.py; its tiles
+    by TMA where `use_tma` asked too: gpu_wgmma_tma.py); with
     the cp.async ring where it has stages and its operands allow 16-byte copies, else with the
     synchronous staging (gpu_mma.py)."""
     if op.wgmma is not None:
-        lower_wgmma(op)
+        (lower_wgmma_tma if op.tma_stages is not None else lower_wgmma)(op)
         return
     layouts = copy_layouts(op) if op.stages is not None and op.size_list[3] > 0 else None
     if layouts is not None:

@@ -31,8 +31,9 @@ address, as CUTLASS's and Triton's k iteration do); A's descriptor for warpgroup
 *Differs from XLA/Triton*, whose Hopper GEMMs load the tiles with TMA into a multi-stage ring
 guarded by mbarriers and keep wgmma groups in flight across K blocks (wait_group 1): here the tiles
 are staged synchronously and each K block waits for its wgmmas (wait_group 0), the simplest correct
-pipeline, checked exactly by the SIMT simulation; TMA and the ring are not built. Never the
-default schedule: it has not run on hardware.
+pipeline, checked exactly by the SIMT simulation. With `tma_stages` (transform.hlocc.use_tma) the
+tiles come by TMA through an mbarrier ring instead: gpu_wgmma_tma.py. Never the default schedule:
+it has not run on hardware.
 """
 
 from __future__ import annotations
@@ -118,7 +119,16 @@ def lower_wgmma(op: MatmulOp) -> None:
 
     k_blocks = -(-blk.problem[3] // kc)
     acc = for_loop(b, 0, k_blocks, [b.constant(0.0, accumulator_type(nc)), a_tile, b_tile], k_block, "kt")[0]
+    store_accumulator(op, b, blk, acc)
 
+
+def store_accumulator(op: MatmulOp, b: KernelBuilder, blk, acc: SSAValue) -> None:
+    """The epilogue of each register of the m64nNk16 accumulator `acc` inside the problem, stored at
+    out_map (module doc); the op replaced by the result."""
+    ix = Index(b)
+    _, m0, n0 = op.offsets
+    t, nc = blk.thread, blk.nc
+    group = ix.div(t, WARPGROUP)
     warp = ix.rem(ix.div(t, 32), 4)
     row0 = ix.add(ix.add(m0, ix.mul(group, WGMMA_M)), ix.add(ix.mul(warp, 16), ix.div(blk.lane, 4)))
     col0 = ix.add(n0, ix.mul(ix.rem(blk.lane, 4), 2))
@@ -131,4 +141,4 @@ def lower_wgmma(op: MatmulOp) -> None:
     Rewriter.erase_op(op)
 
 
-__all__ = ["canonical_sw128", "k_step_start", "lower_wgmma"]
+__all__ = ["canonical_sw128", "k_step_start", "lower_wgmma", "store_accumulator"]

@@ -9,12 +9,12 @@ StableHLO → compile, what `jax.jit` of the original function runs): XLA:CPU fo
 cuda (inputs and outputs stay on the GPU for both: DLPack in, device arrays out). cuda-sim runs the
 GPU kernels in simulation on the host: its times are not GPU times, only a check that the cuda path
 runs. It checks hlocc's outputs against the corpus's reference outputs, times warmed runs of both
-(median; the two arms' calls interleaved in blocks: `interleaved_median_ms`) and prints the ratio (XLA time / hlocc time: above 1 means
-hlocc is faster), the geometric mean of the ratios, and the kernels each compiler made: hlocc's
-generated kernels + library calls + host fallbacks beside the fusions and library calls in XLA's
-optimized module. `--gemm` takes one or more of hlocc's gemm modes (library, codegen, auto): each
-case is compiled and timed once per mode, against one XLA reference, so the modes compare in one
-run. `--cases matmul` picks the cases whose HLO has a dot.
+(median; the two arms' calls interleaved in blocks: `interleaved_median_ms`) and prints the ratio
+(XLA time / hlocc time: above 1 means hlocc is faster), the geometric mean of the ratios, and the
+kernels each compiler made: hlocc's generated kernels + library calls + host fallbacks beside the
+fusions and library calls in XLA's optimized module. `--gemm` takes one or more of hlocc's gemm
+modes (library, codegen, auto): each case is compiled and timed once per mode, against one XLA
+reference, so the modes compare in one run. `--cases matmul` picks the cases whose HLO has a dot.
 
 The perf cases ship without inputs; they are recreated once with the corpus's own generator
 (needs jax==0.10.2) into --data (default ~/.cache/hlocc/jax_corpus).

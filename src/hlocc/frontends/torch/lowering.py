@@ -37,8 +37,8 @@ class Output:
     """Where one graph output comes from: `kind` is "result" (element `index` of the root tuple),
     "number" (that element as a Python number: a SymFloat PyTorch computes from sizes),
     "input" (graph input `index`, returned as is), "view" (a view of a graph input or of another
-    output, made by the function `value` of the graph's inputs then outputs: views.input_view), "size" (the size `value`, evaluated
-    per call), or "value" (the Python value `value`, e.g. None)."""
+    output, made by the function `value` of the graph's inputs then outputs: views.input_view),
+    "size" (the size `value`, evaluated per call), or "value" (the Python value `value`, e.g. None)."""
 
     kind: str
     index: int = 0
@@ -485,6 +485,13 @@ def lower_graph(graph_module: Any, name: str = "torch_graph", *, table: dict | N
     lowered = _Lowering(graph_module, ATEN_OPS if table is None else table, name, constants or {}, device,
                         facts).run()
     symbols = frozenset().union(*(p.shape.symbols for p in lowered.module.entry.parameters))
+    # hlocc binds a size from the tensor inputs' sizes: one that only a SymInt input carries (aot_autograd's
+    # synthetic base passes the sizes of the views it replaced so) has no value where a shape needs it
+    unbound = frozenset().union(*(i.shape.symbols for c in lowered.module.computations
+                                  for i in c.instructions)) - symbols
+    if unbound:
+        raise UnsupportedError(f"sizes {', '.join(sorted(unbound))} are shapes in the graph, and no tensor input has "
+                               "them as a size (a SymInt input alone: hlocc binds sizes from tensor inputs)")
     if shape_env is not None and symbols:
         lowered.module.guards.extend(range_guards(shape_env, set(symbols), name, facts))
     return lowered

@@ -43,6 +43,7 @@ from hlocc.compiler import DEVICE_BACKENDS, Executable, compile
 from hlocc.errors import ArgumentError, HloError, UnsupportedError
 from hlocc.frontends.torch.decompositions import attention_as_math, decompositions
 from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupported_ops
+from hlocc.frontends.torch.results import expand, fresh_results, native_sequence
 from hlocc.frontends.torch.tensors import (
     GuardedInputs,
     InputCheck,
@@ -50,7 +51,6 @@ from hlocc.frontends.torch.tensors import (
     from_numpy,
     may_alias_input,
     memory_owner,
-    torch_dtype,
 )
 from hlocc.frontends.torch.tracing import mutates_attributes, traced_forms
 from hlocc.frontends.torch.views import input_view
@@ -149,7 +149,7 @@ class CompiledGraph:
             self._addresses, self._execute_at = guarded.addresses, runner.run_addresses
         # Such a program whose every step has a native form runs as one native function into
         # tensors made here (runtime/native_sequence.py): no ctypes call per kernel, no output views.
-        self._native = _native_sequence(self, runner, flush_denormal) if self._addresses is not None else None
+        self._native = native_sequence(self, runner, flush_denormal) if self._addresses is not None else None
         # outputs eager returns expanded (stride 0) or as views are so (aot_autograd reads their strides)
         outs = lowered.outputs
         self._expanded, self._views = any(o.broadcast for o in outs), any(o.kind == "view" for o in outs)
@@ -231,62 +231,13 @@ class CompiledGraph:
             else:
                 outputs.append(out.value)
         if self._expanded or self._views:  # (an expanded result, then the views, of inputs or of outputs)
-            outputs = [_expand(t, out.broadcast) if out.broadcast and out.kind == "result" else t
+            outputs = [expand(t, out.broadcast) if out.broadcast and out.kind == "result" else t
                        for t, out in zip(outputs, self.lowered.outputs)]
             return [out.value([*args, *outputs]) if out.kind == "view" else t
                     for t, out in zip(outputs, self.lowered.outputs)]
         if self._static and self._fresh_results is None:
-            self._fresh_results = _fresh_results(self.lowered.outputs, results)
+            self._fresh_results = fresh_results(self.lowered.outputs, results)
         return outputs
-
-
-def _expand(tensor: Any, dims: tuple[int, ...]) -> Any:
-    """`tensor` with stride 0 along `dims`, its values there being equal (an expand's, in eager)."""
-    first = tuple(slice(0, 1) if d in dims else slice(None) for d in range(tensor.dim()))
-    return tensor[first].contiguous().expand(tensor.shape)
-
-
-def _native_sequence(graph: CompiledGraph, runner: Any, flush_denormal: bool) -> Callable[[list], list] | None:
-    """The call of a static graph on its inputs' addresses as one native function writing into
-    fresh tensors (runtime/native_sequence.py), or None where its program or outputs have no such
-    form (every graph output must be a program result of a dtype torch has)."""
-    from hlocc.runtime.executable import CHECKED_ALLOCATION_BYTES
-    from hlocc.runtime.native_sequence import NativeSequence
-
-    torch = _torch()
-    outputs = graph.lowered.outputs
-    if not all(out.kind == "result" for out in outputs) or runner.fresh_bytes() >= CHECKED_ALLOCATION_BYTES:
-        return None
-    sequence = NativeSequence.of(runner.address_plan(), flush_denormal)
-    if sequence is None:
-        return None
-    made = [(dims, torch_dtype(dtype)) for dtype, dims in sequence.outputs]
-    if any(dtype is None for _, dtype in made):
-        return None
-    order = [out.index for out in outputs]
-    empty, run, cpu = torch.empty, sequence.run, torch.device("cpu")  # (not the default device: the program's)
-    assertions = graph._assertions  # (pred results after the outputs, raised as CompiledGraph._run does)
-
-    def call(addresses: list) -> list:
-        results = [empty(dims, dtype=dtype, device=cpu) for dims, dtype in made]
-        run(addresses, [r.data_ptr() for r in results])
-        for index, message in assertions:
-            if not results[index].item():
-                raise RuntimeError(message)
-        return [results[i] for i in order]
-    call.sequence = sequence
-    return call
-
-
-def _fresh_results(outputs: Sequence[Any], results: Sequence[np.ndarray]) -> list[int] | None:
-    """The result indices of `outputs` where every output is a writeable array of a dtype torch
-    takes (not bf16) in a buffer the runtime owns, so `torch.from_numpy` is all it needs; else None."""
-    if not all(out.kind == "result" for out in outputs):
-        return None
-    arrays = [results[out.index] for out in outputs]
-    fresh = all(type(a) is np.ndarray and a.flags.writeable and a.dtype.kind in "biuf" and a.dtype.name != "bfloat16"
-                and isinstance(memory_owner(a), np.ndarray) for a in arrays)
-    return [out.index for out in outputs] if fresh else None
 
 
 TORCH_DEVICE = {"cuda": "cuda"}

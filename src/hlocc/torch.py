@@ -41,6 +41,7 @@ import numpy as np
 
 from hlocc.compiler import DEVICE_BACKENDS, Executable, compile
 from hlocc.errors import ArgumentError, HloError, UnsupportedError
+from hlocc.frontends.torch.aliasing import AliasedWrites
 from hlocc.frontends.torch.decompositions import attention_as_math, decompositions
 from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupported_ops
 from hlocc.frontends.torch.results import expand, fresh_results, native_sequence
@@ -380,6 +381,9 @@ def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | No
                                      decompositions=decompositions())
 
 
+_dynamo_backend = backend  # (compile_exported's argument `backend` hides the name)
+
+
 def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:
     """The core-ATen graph of a dynamo graph that needs no autograd (grad mode off, or no input
     requiring grad: what dynamo guards on), traced by `aot_export_joint_simple` with the inputs and
@@ -432,6 +436,7 @@ class ExportedExecutable:
     # user input number -> the value a non-tensor input had at export (the program is specialized to it)
     constant_inputs: dict[int, Any] = field(default_factory=dict)
     views: dict[int, Callable] = field(default_factory=dict)  # user output -> eager's view of an input (views.py)
+    aliasing: AliasedWrites | None = None  # a written input sharing memory with another: another path
 
     @property
     def module(self):
@@ -445,6 +450,8 @@ class ExportedExecutable:
         import torch.utils._pytree as pytree
 
         flat = exported_inputs(args, kwargs, self.in_spec, self.constant_inputs, self.input_kinds)
+        if self.aliasing is not None and self.aliasing.found(flat):
+            return self.aliasing.variant()(*args, **kwargs)
         users = iter(flat)
         inputs = [next(users) if kind == "USER_INPUT" else self.state[target] for kind, target in self.input_kinds]
         outputs = self.graph(inputs)
@@ -492,10 +499,16 @@ def compile_exported(exported: Any, *, backend: str = "cpu", params: str = "cons
     views = {k: view for k, i in enumerate(users) if (view := input_view(nodes[i], roots)) is not None}
     user_specs = [spec for spec in program.graph_signature.input_specs if spec.kind.name == "USER_INPUT"]
     constant_inputs = {k: spec.arg.value for k, spec in enumerate(user_specs) if hasattr(spec.arg, "value")}
-    graph = compile_graph(gm, [], name="exported", options={**options, "backend": backend, "strict": True},
-                          constants=constants, shape_env=dict(program.range_constraints), input_names=names)
+    options = {**options, "backend": backend, "strict": True}
+    graph = compile_graph(gm, [], name="exported", options=options, constants=constants,
+                          shape_env=dict(program.range_constraints), input_names=names)
+    user_of = {p: k for k, p in enumerate(i for i, (kind, _) in enumerate(kinds) if kind == "USER_INPUT")}
+    aliasing = AliasedWrites.of([user_of[p] for _, p in input_mutations],
+                                [state[t] for (kind, t), n in zip(kinds, placeholders) if kind != "USER_INPUT"
+                                 and n.name not in constants], [state[t] for t in written],
+                                lambda: _torch().compile(exported.module(), backend=_dynamo_backend, options=options))
     return ExportedExecutable(graph, kinds, state, program.call_spec.out_spec, program.call_spec.in_spec,
-                              mutations, users, input_mutations, constant_inputs, views)
+                              mutations, users, input_mutations, constant_inputs, views, aliasing)
 
 
 # -- explain --------------------------------------------------------------------------------------

@@ -44,12 +44,11 @@ from hlocc.errors import ArgumentError, HloError, UnsupportedError
 from hlocc.frontends.torch.aliasing import AliasedWrites
 from hlocc.frontends.torch.decompositions import attention_as_math, decompositions
 from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupported_ops
-from hlocc.frontends.torch.results import expand, fresh_results, native_sequence
+from hlocc.frontends.torch.results import expand, fresh_results, native_sequence, result_tensor
 from hlocc.frontends.torch.tensors import (
     GuardedInputs,
     InputCheck,
     exported_inputs,
-    from_numpy,
     may_alias_input,
     memory_owner,
 )
@@ -217,7 +216,7 @@ class CompiledGraph:
                         owners = {id(memory_owner(a)) for a in arrays}
                     if may_alias_input(array, owners, arrays):
                         array = array.copy()  # a result that is (a view of) an input: the caller owns it
-                outputs.append(from_numpy(array))
+                outputs.append(result_tensor(array))
             elif out.kind == "number":
                 outputs.append(results[out.index].item())
             elif out.kind == "input":

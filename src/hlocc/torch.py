@@ -41,16 +41,16 @@ import numpy as np
 
 from hlocc.compiler import DEVICE_BACKENDS, Executable, compile
 from hlocc.errors import ArgumentError, HloError, UnsupportedError
+from hlocc.frontends.torch.aliasing import AliasedWrites
 from hlocc.frontends.torch.decompositions import attention_as_math, decompositions
 from hlocc.frontends.torch.lowering import LoweredGraph, lower_graph, unsupported_ops
+from hlocc.frontends.torch.results import expand, fresh_results, native_sequence, result_tensor
 from hlocc.frontends.torch.tensors import (
     GuardedInputs,
     InputCheck,
     exported_inputs,
-    from_numpy,
     may_alias_input,
     memory_owner,
-    torch_dtype,
 )
 from hlocc.frontends.torch.tracing import mutates_attributes, traced_forms
 from hlocc.frontends.torch.views import input_view
@@ -149,7 +149,7 @@ class CompiledGraph:
             self._addresses, self._execute_at = guarded.addresses, runner.run_addresses
         # Such a program whose every step has a native form runs as one native function into
         # tensors made here (runtime/native_sequence.py): no ctypes call per kernel, no output views.
-        self._native = _native_sequence(self, runner, flush_denormal) if self._addresses is not None else None
+        self._native = native_sequence(self, runner, flush_denormal) if self._addresses is not None else None
         # outputs eager returns expanded (stride 0) or as views are so (aot_autograd reads their strides)
         outs = lowered.outputs
         self._expanded, self._views = any(o.broadcast for o in outs), any(o.kind == "view" for o in outs)
@@ -216,7 +216,7 @@ class CompiledGraph:
                         owners = {id(memory_owner(a)) for a in arrays}
                     if may_alias_input(array, owners, arrays):
                         array = array.copy()  # a result that is (a view of) an input: the caller owns it
-                outputs.append(from_numpy(array))
+                outputs.append(result_tensor(array))
             elif out.kind == "number":
                 outputs.append(results[out.index].item())
             elif out.kind == "input":
@@ -231,62 +231,13 @@ class CompiledGraph:
             else:
                 outputs.append(out.value)
         if self._expanded or self._views:  # (an expanded result, then the views, of inputs or of outputs)
-            outputs = [_expand(t, out.broadcast) if out.broadcast and out.kind == "result" else t
+            outputs = [expand(t, out.broadcast) if out.broadcast and out.kind == "result" else t
                        for t, out in zip(outputs, self.lowered.outputs)]
             return [out.value([*args, *outputs]) if out.kind == "view" else t
                     for t, out in zip(outputs, self.lowered.outputs)]
         if self._static and self._fresh_results is None:
-            self._fresh_results = _fresh_results(self.lowered.outputs, results)
+            self._fresh_results = fresh_results(self.lowered.outputs, results)
         return outputs
-
-
-def _expand(tensor: Any, dims: tuple[int, ...]) -> Any:
-    """`tensor` with stride 0 along `dims`, its values there being equal (an expand's, in eager)."""
-    first = tuple(slice(0, 1) if d in dims else slice(None) for d in range(tensor.dim()))
-    return tensor[first].contiguous().expand(tensor.shape)
-
-
-def _native_sequence(graph: CompiledGraph, runner: Any, flush_denormal: bool) -> Callable[[list], list] | None:
-    """The call of a static graph on its inputs' addresses as one native function writing into
-    fresh tensors (runtime/native_sequence.py), or None where its program or outputs have no such
-    form (every graph output must be a program result of a dtype torch has)."""
-    from hlocc.runtime.executable import CHECKED_ALLOCATION_BYTES
-    from hlocc.runtime.native_sequence import NativeSequence
-
-    torch = _torch()
-    outputs = graph.lowered.outputs
-    if not all(out.kind == "result" for out in outputs) or runner.fresh_bytes() >= CHECKED_ALLOCATION_BYTES:
-        return None
-    sequence = NativeSequence.of(runner.address_plan(), flush_denormal)
-    if sequence is None:
-        return None
-    made = [(dims, torch_dtype(dtype)) for dtype, dims in sequence.outputs]
-    if any(dtype is None for _, dtype in made):
-        return None
-    order = [out.index for out in outputs]
-    empty, run, cpu = torch.empty, sequence.run, torch.device("cpu")  # (not the default device: the program's)
-    assertions = graph._assertions  # (pred results after the outputs, raised as CompiledGraph._run does)
-
-    def call(addresses: list) -> list:
-        results = [empty(dims, dtype=dtype, device=cpu) for dims, dtype in made]
-        run(addresses, [r.data_ptr() for r in results])
-        for index, message in assertions:
-            if not results[index].item():
-                raise RuntimeError(message)
-        return [results[i] for i in order]
-    call.sequence = sequence
-    return call
-
-
-def _fresh_results(outputs: Sequence[Any], results: Sequence[np.ndarray]) -> list[int] | None:
-    """The result indices of `outputs` where every output is a writeable array of a dtype torch
-    takes (not bf16) in a buffer the runtime owns, so `torch.from_numpy` is all it needs; else None."""
-    if not all(out.kind == "result" for out in outputs):
-        return None
-    arrays = [results[out.index] for out in outputs]
-    fresh = all(type(a) is np.ndarray and a.flags.writeable and a.dtype.kind in "biuf" and a.dtype.name != "bfloat16"
-                and isinstance(memory_owner(a), np.ndarray) for a in arrays)
-    return [out.index for out in outputs] if fresh else None
 
 
 TORCH_DEVICE = {"cuda": "cuda"}
@@ -429,6 +380,9 @@ def backend(graph_module: Any, example_inputs: Sequence[Any], options: dict | No
                                      decompositions=decompositions())
 
 
+_dynamo_backend = backend  # (compile_exported's argument `backend` hides the name)
+
+
 def _inference_graph(graph_module: Any, example_inputs: Sequence[Any]) -> Any:
     """The core-ATen graph of a dynamo graph that needs no autograd (grad mode off, or no input
     requiring grad: what dynamo guards on), traced by `aot_export_joint_simple` with the inputs and
@@ -481,6 +435,7 @@ class ExportedExecutable:
     # user input number -> the value a non-tensor input had at export (the program is specialized to it)
     constant_inputs: dict[int, Any] = field(default_factory=dict)
     views: dict[int, Callable] = field(default_factory=dict)  # user output -> eager's view of an input (views.py)
+    aliasing: AliasedWrites | None = None  # a written input sharing memory with another: another path
 
     @property
     def module(self):
@@ -494,6 +449,8 @@ class ExportedExecutable:
         import torch.utils._pytree as pytree
 
         flat = exported_inputs(args, kwargs, self.in_spec, self.constant_inputs, self.input_kinds)
+        if self.aliasing is not None and self.aliasing.found(flat):
+            return self.aliasing.variant()(*args, **kwargs)
         users = iter(flat)
         inputs = [next(users) if kind == "USER_INPUT" else self.state[target] for kind, target in self.input_kinds]
         outputs = self.graph(inputs)
@@ -541,10 +498,16 @@ def compile_exported(exported: Any, *, backend: str = "cpu", params: str = "cons
     views = {k: view for k, i in enumerate(users) if (view := input_view(nodes[i], roots)) is not None}
     user_specs = [spec for spec in program.graph_signature.input_specs if spec.kind.name == "USER_INPUT"]
     constant_inputs = {k: spec.arg.value for k, spec in enumerate(user_specs) if hasattr(spec.arg, "value")}
-    graph = compile_graph(gm, [], name="exported", options={**options, "backend": backend, "strict": True},
-                          constants=constants, shape_env=dict(program.range_constraints), input_names=names)
+    options = {**options, "backend": backend, "strict": True}
+    graph = compile_graph(gm, [], name="exported", options=options, constants=constants,
+                          shape_env=dict(program.range_constraints), input_names=names)
+    user_of = {p: k for k, p in enumerate(i for i, (kind, _) in enumerate(kinds) if kind == "USER_INPUT")}
+    aliasing = AliasedWrites.of([user_of[p] for _, p in input_mutations],
+                                [state[t] for (kind, t), n in zip(kinds, placeholders) if kind != "USER_INPUT"
+                                 and n.name not in constants], [state[t] for t in written],
+                                lambda: _torch().compile(exported.module(), backend=_dynamo_backend, options=options))
     return ExportedExecutable(graph, kinds, state, program.call_spec.out_spec, program.call_spec.in_spec,
-                              mutations, users, input_mutations, constant_inputs, views)
+                              mutations, users, input_mutations, constant_inputs, views, aliasing)
 
 
 # -- explain --------------------------------------------------------------------------------------

@@ -468,3 +468,24 @@ def test_adaptive_average_pooling_over_symbolic_images_trains_and_compiles_once(
         (got_grad,), (want_grad,) = (torch.autograd.grad(y.square().sum(), x) for y in (got, want))
         assert_close(got_grad, want_grad, f"gradient at {h}x{w}")
     assert ht.stats()["compiles"] == 2  # the forward and the backward graph, once each
+
+
+@pytest.mark.parametrize("name, fn, index", [
+    ("index_put", lambda x, i: x.index_put((i,), torch.ones(4), accumulate=True), torch.tensor([0, 0, 1])),
+    ("index_add", lambda x, i: x.index_add(0, i, torch.ones(i.shape[0], 4)), torch.tensor([0, 2, 2])),
+])
+def test_a_static_value_broadcast_into_a_symbolic_dim_is_guarded(name, fn, index):
+    """index_put(accumulate=True) / index_add of values with a static size into a symbolic dimension:
+    PyTorch adds no guard that the two are equal, and the broadcast failed HLO's verifier (the
+    graph ran eager). A module guard checks them at each call: an error naming the op and both sizes
+    where they differ, as eager raises one."""
+    compiled, calls, report = _counting_compile(fn, "cpu")
+    for n in (4, 4):
+        x = torch.randn(3, n)
+        assert_close(compiled(x, index), fn(x, index), name)
+    assert len(calls) == 1 and report[0]["compiled"] and any("cannot be broadcast" in g for g in report[0]["guards"])
+    x = torch.randn(3, 6)
+    with pytest.raises(RuntimeError):
+        fn(x, index)
+    with pytest.raises(ArgumentError, match=r"aten.index_put.default.*size 4 cannot be broadcast to size 6"):
+        compiled(x, index)

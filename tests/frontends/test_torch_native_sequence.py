@@ -1,5 +1,5 @@
 """A static inference graph whose every step has a native form runs as one native function into
-fresh tensors (hlocc.torch `_native_sequence`, runtime/native_sequence.py): the MLP's kind of steps
+fresh tensors (frontends/torch/results.py `native_sequence`, runtime/native_sequence.py): the MLP's kind of steps
 and a bf16 graph against eager, an in-place weight update seen by the next call, every call's
 results their own memory, and denormals flushed for the call (or not) with the caller's mode
 restored."""

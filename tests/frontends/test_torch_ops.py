@@ -510,3 +510,41 @@ def test_half_precision_gelu_and_silu_round_once_as_eager(dtype):
         limit = 0 if dt == torch.bfloat16 else 1
         worst = float(((got - want).abs() / ulp).max())
         assert worst <= limit, f"{name} {dtype}: {worst:.2f} ulp from eager"
+
+
+# (size, stride, offset) of as_strided over a 12-element storage, one per form the lowering takes
+STRIDED = [((3, 2), (2, 1), 1),  # a row-major block: a slice
+           ((2, 2, 2), (6, 1, 3), 0), ((2, 3), (5, 2), 2), ((4,), (3,), 0),  # nested strides: slices and pads
+           ((3, 3), (1, 1), 0),  # overlapping windows: a gather
+           ((2, 3), (0, 2), 1)]  # a stride of 0: broadcast
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_as_strided_reads_and_writes_the_storage_as_eager(dynamic):
+    """aten.as_strided and as_strided_scatter (aot_autograd's synthetic base, `x.as_strided` in user
+    code) had no lowering: the graph ran eager."""
+    x = torch.arange(12.0)
+    for size, stride, offset in STRIDED:  # (literals in the code: dynamic=True makes a closure's ints symbolic)
+        read = eval(f"lambda t: t.as_strided({size}, {stride}, {offset}) * 2")
+        assert torch.equal(compiled(read, dynamic=dynamic)(x), read(x)), (size, stride, offset)
+        if 0 in stride or stride == (1, 1):  # (eager refuses to write overlapping positions)
+            continue
+
+        write = eval(f"lambda t, src: torch.as_strided_scatter(t, src, {size}, {stride}, {offset})")
+        src = torch.randn(size)
+        assert torch.equal(compiled(write, dynamic=dynamic)(x, src), write(x, src)), (size, stride, offset)
+    xt = torch.arange(12.0).reshape(3, 4).t()  # a transposed input: its storage order is its strides'
+
+    def transposed(t):
+        return t.as_strided((2, 2), (1, 3), 1) + 0
+
+    assert torch.equal(compiled(transposed, dynamic=dynamic)(xt), transposed(xt))
+
+
+def test_as_strided_beyond_a_view_s_own_elements_is_refused_by_name():
+    """The storage of a view of a larger tensor holds elements the graph does not have."""
+    def before(t):
+        return t.as_strided((2, 2), (1, 3), 0) + 0
+
+    with pytest.raises(Exception, match="reads storage positions -2..2 of a tensor whose own elements"):
+        compiled(before)(torch.arange(12.0)[2:])

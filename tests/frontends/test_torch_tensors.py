@@ -146,3 +146,26 @@ def test_guarded_inputs_give_addresses_once_a_snapshot_holds():
     inputs.arrays([x, weight])
     assert inputs.addresses([x, weight]) == [x.data_ptr(), weight.data_ptr()]
     assert not GuardedInputs(checks, [torch.randn(3, 4).t(), weight]).takes_addresses
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_an_empty_result_is_torch_s_own_and_an_out_op_resizes_it(dynamic):
+    """`out = torch.empty(0)` made in a compiled graph and resized by an `out=` op after it: an
+    empty result over numpy's memory raised "Trying to resize storage that is not resizable"
+    (stress tester); with no elements to copy, it is a tensor torch allocates, as eager's is."""
+    from torch_helpers import compiled
+
+    def add_into_empty(x):
+        out = torch.empty(0)
+        torch.add(x, 1, out=out)
+        return out
+
+    run = compiled(add_into_empty, dynamic=dynamic)
+    for n in (6, 6, 7):
+        x = torch.randn(3, n)
+        assert torch.equal(run(x), add_into_empty(x))
+    from hlocc.frontends.torch.results import result_tensor
+
+    empty = result_tensor(np.empty((0, 3), np.float32))
+    assert empty.dtype == torch.float32 and empty.shape == (0, 3)
+    empty.resize_(40)

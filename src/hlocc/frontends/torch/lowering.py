@@ -27,6 +27,8 @@ from hlocc.errors import HloError, UnsupportedError
 from hlocc.frontends.torch.folding import KnownValues
 from hlocc.frontends.torch.types import divisibility, element_type, is_tensor, range_guards, tensor_shape, to_dim
 from hlocc.frontends.torch.views import input_view, is_view_node
+from hlocc.hlo.attributes import PadDim
+from hlocc.hlo.guards import ShapeGuard, SizeComparison, SizePredicate
 from hlocc.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlocc.hlo.symbolic import Dim, DimExpr, mod, symbol
 from hlocc.hlo.types import Shape, primitive_type
@@ -179,8 +181,31 @@ class LoweringContext:
             raise self.error(f"cannot broadcast {x.shape} to {list(dims)}")
         kept = [i for i, d in enumerate(x.shape.dims) if not (d == 1 and dims[offset + i] != 1)]
         x = self.reshape(x, [x.shape.dims[i] for i in kept])
+        for j, i in enumerate(kept):
+            if x.shape.dims[j] != dims[offset + i]:
+                x = self.matched_size(x, j, dims, offset + i)
         return self.add("broadcast", [x], {"dimensions": tuple(offset + i for i in kept)},
                         shape=x.shape.with_dims(list(dims)))
+
+    def matched_size(self, x: HloInstruction, dim: int, target: Sequence[Dim], target_dim: int) -> HloInstruction:
+        """`x` with dimension `dim` of the size of `target[target_dim]` (broadcasting to `target`),
+        where PyTorch's rule needs the two equal and nothing proved them so (a static value put into a symbolic dim:
+        index_put's meta function checks no broadcast): a module guard checks them equal at each
+        call, an ArgumentError naming the op and both sizes as eager's RuntimeError does, and a pad
+        by their difference (0 whenever the guard holds) gives `x` the size."""
+        have, size = x.shape.dims[dim], target[target_dim]
+        if isinstance(have, int) and isinstance(size, int):
+            raise self.error(f"cannot broadcast {x.shape} to {list(target)}")
+        where = self.where().replace("{", "{{").replace("}", "}}")
+        shown = [str(d) for d in target]
+        self.lowering.module.guards.append(ShapeGuard(
+            SizePredicate((SizeComparison("EQ", have, size),)),
+            f"{where}: a tensor of size {{0}} cannot be broadcast to size {{1}} (dimension {target_dim} of "
+            f"[{', '.join(shown)}]): PyTorch's broadcasting needs equal sizes or 1", (have, size)))
+        padding = [PadDim(0, 0)] * x.shape.rank
+        padding[dim] = PadDim(0, size - have)
+        return self.add("pad", [x, self.constant(0, x.shape.element_type.name)], {"padding": tuple(padding)},
+                        shape=x.shape.with_dims([size if d == dim else n for d, n in enumerate(x.shape.dims)]))
 
     def operand(self, value: Any, element_type: str, dims: Sequence[Dim] | None = None) -> HloInstruction:
         """A tensor or Python scalar operand of an elementwise op, converted to `element_type` and
@@ -485,6 +510,13 @@ def lower_graph(graph_module: Any, name: str = "torch_graph", *, table: dict | N
     lowered = _Lowering(graph_module, ATEN_OPS if table is None else table, name, constants or {}, device,
                         facts).run()
     symbols = frozenset().union(*(p.shape.symbols for p in lowered.module.entry.parameters))
+    # hlocc binds a size from the tensor inputs' sizes: one that only a SymInt input carries (aot_autograd's
+    # synthetic base passes the sizes of the views it replaced so) has no value where a shape needs it
+    unbound = frozenset().union(*(i.shape.symbols for c in lowered.module.computations
+                                  for i in c.instructions)) - symbols
+    if unbound:
+        raise UnsupportedError(f"sizes {', '.join(sorted(unbound))} are shapes in the graph, and no tensor input has "
+                               "them as a size (a SymInt input alone: hlocc binds sizes from tensor inputs)")
     if shape_env is not None and symbols:
         lowered.module.guards.extend(range_guards(shape_env, set(symbols), name, facts))
     return lowered

@@ -6,7 +6,7 @@ does not lower); the result shape PyTorch computed for the node is its shape rul
 
 The entries live by concept in `ops_elementwise.py`, `ops_shape.py`, `ops_reduce.py` and
 `ops_linalg.py`, `ops_embedding.py`, `ops_sort.py`, `ops_conv.py`,
-`ops_pool.py`. Random ops are refused by name (`refusal`), never lowered.
+`ops_pool.py`, `ops_strided.py`. Random ops are refused by name (`refusal`), never lowered.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from hlocc.frontends.torch import (
     ops_shape,
     ops_sort,
     ops_special,
+    ops_strided,
 )
 
 ATEN_OPS = {**ops_elementwise.OPS, **ops_shape.OPS, **ops_reduce.OPS, **ops_linalg.OPS, **ops_embedding.OPS,
-            **ops_conv.OPS, **ops_pool.OPS, **ops_sort.OPS, **ops_special.OPS}
+            **ops_conv.OPS, **ops_pool.OPS, **ops_sort.OPS, **ops_special.OPS, **ops_strided.OPS}
 
 
 def refusal(name: str) -> str | None:

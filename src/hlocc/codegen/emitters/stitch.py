@@ -526,7 +526,7 @@ def chains_for(reduces: list[HloInstruction], row_length) -> int:
     """`emit_row_partials`' chains for a stage reducing `reduces`' operands along rows of
     `row_length` (a DimExpr: a runtime row)."""
     values = [r.operand(k) for r in reduces for k in range(len(r.operands) // 2)]
-    if any(_expensive(v) for v in values):
+    if isinstance(row_length, DimExpr) and any(_expensive(v) for v in values):
         return EXPENSIVE_STAGE_CHAINS
     return ORDER_FREE_ACCUMULATORS
 

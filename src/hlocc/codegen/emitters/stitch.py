@@ -320,7 +320,7 @@ class StitchEmitter(FusionEmitterBase):
                     outs[k] = store_element(e.b, e.scalar(v, index), outs[k], self.roots[k].shape, index)
                 return outs
 
-            chains = chains_for(reduces, self.plan.row_length)
+            chains = chains_for(reduces)
             if pairs:
                 partials, outputs = emit_row_partials(e, reduces, maps, ids, [None], plan, inits, outputs, store,
                                                       overlap_tail=True, order_free=free, runtime_tail=True,
@@ -511,24 +511,21 @@ def _same(a, b) -> bool:
 
 
 EXPENSIVE_STAGE_CHAINS = 1
-"""The vectors of partials (`emit_row_partials`' chains) of a runtime row's stage that reduces a
-value expensive to compute (`_expensive`: softmax's sum of exp(x - max)): the per-element work, ~28
-vector ops an exp on AVX2, hides the latency of one chain of adds, and each further chain's
-vectors are carried around the runtime loop, where they spill on a host of 16 vector registers.
-Softmax over [b, n] on the AVX2 host, same process, interleaved, 4 chains against 1: (256, 128)
-34.8 -> 31.9 us, (256, 1024) 204 -> 189 us, (512, 4096) 2.00 -> 1.85 ms. A static row keeps up to
-ORDER_FREE_ACCUMULATORS (its unrolled chains schedule well: (256, 128) 28.8 us with 4, 30.5 with 1;
-the longer rows the same either way), and so does a stage of cheap elements (a max over x,
-layernorm's sums: (512, 4096) 0.61 ms with 4 chains, 0.91 with 1)."""
+"""The vectors of partials (`emit_row_partials`' chains) of a stage that reduces a value expensive
+to compute (`_expensive`: softmax's sum of exp(x - max)): the per-element work (exp's fast form
+~20 vector ops on AVX2) hides the latency of one chain of adds, and each further chain's vectors
+are live across the loop, where they spill on a host of 16 vector registers. Softmax on the AVX2
+host, same process, interleaved, 4 chains against 1: runtime rows (256, 128) 34.8 -> 31.9 us,
+(512, 4096) 2.00 -> 1.85 ms; static rows, since exp's fast form, (256, 128) 26 -> 25 us,
+(256, 1024) 160 -> 153 us, (512, 4096) 1.75 -> 1.65 ms, (16384, 127) 1.61 -> 1.52 ms. A stage of
+cheap elements (a max over x, layernorm's sums) keeps ORDER_FREE_ACCUMULATORS: layernorm
+(512, 4096) 0.61 ms with 4 chains, 0.91 with 1."""
 
 
-def chains_for(reduces: list[HloInstruction], row_length) -> int:
-    """`emit_row_partials`' chains for a stage reducing `reduces`' operands along rows of
-    `row_length` (a DimExpr: a runtime row)."""
+def chains_for(reduces: list[HloInstruction]) -> int:
+    """`emit_row_partials`' chains for a stage reducing `reduces`' operands along rows."""
     values = [r.operand(k) for r in reduces for k in range(len(r.operands) // 2)]
-    if isinstance(row_length, DimExpr) and any(_expensive(v) for v in values):
-        return EXPENSIVE_STAGE_CHAINS
-    return ORDER_FREE_ACCUMULATORS
+    return EXPENSIVE_STAGE_CHAINS if any(_expensive(v) for v in values) else ORDER_FREE_ACCUMULATORS
 
 
 def _expensive(v: HloInstruction) -> bool:

@@ -9,7 +9,8 @@ polymorphic shapes, twice: HLOCC_SPECULATION=off (every fusion's generic kernel)
 versions of runtime/speculation.py, one picked per binding). The shapes: a symbolic row length
 ("b, n", where the `vectorized` version applies when n is a multiple of the vector width) and the
 issue's [b, 4096] and [b, 127] ("b, 4096", "b, 127": a static row, no version applies, both arms
-run the same kernels). Per shape: the steady time (median of --runs calls) of each arm and the
+run the same kernels). Per shape: the steady time (median of --runs calls, the arms interleaved in
+blocks: programs.interleaved_median_ms) of each arm and the
 ratio generic / speculated, with the versions that ran (`<plan>: <kernel versions>`: the stitched
 plan where the row length fits the on-chip budget, runtime/plan_speculation.py, whose one stitch
 kernel has a `vectorized` version too; else the generic multi-kernel plan and its kernels'
@@ -28,7 +29,7 @@ os.environ["HLOCC_CACHE_DIR"] = ""  # each arm compiles its own kernels
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from programs import median_ms  # noqa: E402
+from programs import interleaved_median_ms  # noqa: E402
 
 # Larger inputs where the column reduction's kernel, not the call, is the time.
 COLUMN_CASES = [("b, n", (4096, 1024)), ("b, n", (100000, 16))]
@@ -118,7 +119,8 @@ def main() -> None:
                 np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
                 for fn in arms.values():
                     reset_counts(fn)
-                times = {mode: median_ms(lambda fn=fn, x=x: fn(x), args.runs) for mode, fn in arms.items()}
+                times = dict(zip(arms, interleaved_median_ms([lambda fn=fn, x=x: fn(x) for fn in arms.values()],
+                                                              args.runs)))
                 print(f"| {name} | {spec} | {shape} | {times['off']:.3f} | {times['on']:.3f} | "
                       f"{times['off'] / times['on']:.2f} | {versions_run(arms['on'])} |", flush=True)
     os.environ.pop("HLOCC_SPECULATION", None)

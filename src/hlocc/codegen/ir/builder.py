@@ -57,20 +57,20 @@ def make_op(op_class: type[Operation], *args) -> Operation:
             key.append((type(arg), arg))
         else:  # an Operation, a list, ...: the constructor's own rules
             return op_class(*args)
-    return make_op_like(tuple(key), operands, lambda: op_class(*args))
+    return make_op_like(tuple(key), operands, op_class, *args)
 
 
-def make_op_like(key: tuple, operands: list[SSAValue], build: Callable[[], Operation]) -> Operation:
-    """`build()`, an op whose operands are `operands` (in order) and whose class, result types,
+def make_op_like(key: tuple, operands: list[SSAValue], build: Callable[..., Operation], *args) -> Operation:
+    """`build(*args)`, an op whose operands are `operands` (in order) and whose class, result types,
     properties and attributes `key` determines (`key[0]` its class; the operands' types belong in
     it where they matter): built by `build` once per key, then by `create` from that op's template
     (`make_op` for constructors that take lists or keywords)."""
     try:
         template = _TEMPLATES.get(key)
     except TypeError:  # an attribute that does not hash
-        return build()
+        return build(*args)
     if template is None:
-        op = build()
+        op = build(*args)
         if not op.regions and not op.successors and list(op.operands) == operands:
             _TEMPLATES[key] = (tuple(r.type for r in op.results), dict(op.properties), dict(op.attributes))
         return op

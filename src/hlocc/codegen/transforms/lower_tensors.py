@@ -54,9 +54,11 @@ def _address(b: KernelBuilder, base: SSAValue, index: SSAValue, elem) -> SSAValu
     # ops by template (builder.py `make_op`): xDSL's constructors were half of this pass's time
     if isinstance(index.type, IndexType):
         index = b.op(arith.IndexCastOp, index, i64)
-    key = (llvm.GEPOp, "inbounds, one index", elem)
-    return b.add(make_op_like(key, [base, index],
-                              lambda: llvm.GEPOp(base, [llvm.GEP_USE_SSA_VAL], elem, [index], inbounds=True)))
+    return b.add(make_op_like((llvm.GEPOp, "inbounds, one index", elem), [base, index], _gep, base, index, elem))
+
+
+def _gep(base: SSAValue, index: SSAValue, elem) -> llvm.GEPOp:
+    return llvm.GEPOp(base, [llvm.GEP_USE_SSA_VAL], elem, [index], inbounds=True)
 
 
 def _lower_access(op: Operation) -> None:

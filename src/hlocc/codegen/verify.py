@@ -24,42 +24,69 @@ from xdsl.utils.exceptions import VerifyException
 
 def verify_ir(op: Operation) -> None:
     """`op.verify()`, with the ops of one signature verified once (module doc)."""
-    _verify(op, set())
+    _Verifier().verify(op)
 
 
-def _verify(op: Operation, seen: set) -> None:
-    for region in op.regions:  # the nested ops first, then the op's own checks, as xDSL does
-        for block in region.blocks:
-            if block.parent is not region:
-                raise ValueError("Parent pointer of block does not refer to containing region")
-            if block.first_op is None and len(region.blocks) == 1 and not op.has_trait(NoTerminator):
-                raise VerifyException(f"Operation {op.name} contains empty block in single-block region that "
-                                      "expects at least a terminator")
-            last = block.last_op
-            for child in block.ops:
-                if child.parent is not block:
-                    raise ValueError("Parent pointer of operation does not refer to containing region")
-                key = None if child is last else _signature(child, op)
-                if key is None:
-                    _verify(child, seen)
-                elif key not in seen:
-                    child.verify(verify_nested_ops=False)
-                    seen.add(key)
-                else:
-                    for operand in child.operands:
-                        if isinstance(operand, ErasedSSAValue):
-                            raise ValueError("Erased SSA value is used by the operation")
-    op.verify(verify_nested_ops=False)
+class _Verifier:
+    """One run of `verify_ir`: the signatures verified, and a token per type or attribute object.
+
+    A signature holds tokens, not the types and attributes themselves: hashing a vector type walks
+    its parameters (~1.6 µs), and a kernel's ops share few type and attribute objects. Equal
+    objects share a token (`canonical`); the entry by id keeps its object alive, so the id is not
+    reused during the run. An object that does not hash gives the op no signature."""
+
+    def __init__(self):
+        self.seen: set[tuple] = set()
+        self.tokens: dict[int, tuple] = {}
+        self.canonical: dict = {}
+
+    def verify(self, op: Operation) -> None:
+        for region in op.regions:  # the nested ops first, then the op's own checks, as xDSL does
+            for block in region.blocks:
+                if block.parent is not region:
+                    raise ValueError("Parent pointer of block does not refer to containing region")
+                if block.first_op is None and len(region.blocks) == 1 and not op.has_trait(NoTerminator):
+                    raise VerifyException(f"Operation {op.name} contains empty block in single-block region that "
+                                          "expects at least a terminator")
+                last = block.last_op
+                parent = type(op)
+                for child in block.ops:
+                    if child.parent is not block:
+                        raise ValueError("Parent pointer of operation does not refer to containing region")
+                    key = None if child is last else self.signature(child, parent)
+                    if key is None:
+                        self.verify(child)
+                    elif key not in self.seen:
+                        child.verify(verify_nested_ops=False)
+                        self.seen.add(key)
+                    else:
+                        for operand in child.operands:
+                            if isinstance(operand, ErasedSSAValue):
+                                raise ValueError("Erased SSA value is used by the operation")
+        op.verify(verify_nested_ops=False)
+
+    def signature(self, op: Operation, parent: type) -> tuple | None:
+        """What verifying `op` reads (module doc), or None where that is more, or does not hash."""
+        cls = type(op)
+        local = _LOCAL.get(cls)
+        if local is None:
+            local = _LOCAL[cls] = not cls.has_trait(HasAncestor)
+        if not local or op.regions or op.successors:
+            return None
+        token = self.token
+        try:
+            return (cls, parent, tuple(token(v.type) for v in op.operands), tuple(token(r.type) for r in op.results),
+                    tuple((k, token(v)) for k, v in op.properties.items()),
+                    tuple((k, token(v)) for k, v in op.attributes.items()))
+        except TypeError:
+            return None
+
+    def token(self, obj: object) -> int:
+        entry = self.tokens.get(id(obj))
+        if entry is None:
+            entry = self.tokens[id(obj)] = (obj, self.canonical.setdefault(obj, len(self.canonical)))
+        return entry[1]
 
 
-def _signature(op: Operation, parent: Operation) -> tuple | None:
-    """What verifying `op` reads (module doc), or None where that is more, or does not hash."""
-    if op.regions or op.successors or op.has_trait(HasAncestor):
-        return None
-    key = (type(op), type(parent), tuple(v.type for v in op.operands), tuple(r.type for r in op.results),
-           tuple(op.properties.items()), tuple(op.attributes.items()))
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+_LOCAL: dict[type, bool] = {}
+"""Op class → whether no trait of it looks past the op's parent (HasAncestor), answered once."""

@@ -14,7 +14,7 @@ flags), which was most of a large kernel's emission time.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -57,19 +57,26 @@ def make_op(op_class: type[Operation], *args) -> Operation:
             key.append((type(arg), arg))
         else:  # an Operation, a list, ...: the constructor's own rules
             return op_class(*args)
-    key = tuple(key)
+    return make_op_like(tuple(key), operands, op_class, *args)
+
+
+def make_op_like(key: tuple, operands: list[SSAValue], build: Callable[..., Operation], *args) -> Operation:
+    """`build(*args)`, an op whose operands are `operands` (in order) and whose class, result types,
+    properties and attributes `key` determines (`key[0]` its class; the operands' types belong in
+    it where they matter): built by `build` once per key, then by `create` from that op's template
+    (`make_op` for constructors that take lists or keywords)."""
     try:
         template = _TEMPLATES.get(key)
     except TypeError:  # an attribute that does not hash
-        return op_class(*args)
+        return build(*args)
     if template is None:
-        op = op_class(*args)
+        op = build(*args)
         if not op.regions and not op.successors and list(op.operands) == operands:
             _TEMPLATES[key] = (tuple(r.type for r in op.results), dict(op.properties), dict(op.attributes))
         return op
     result_types, properties, attributes = template
-    return op_class.create(operands=operands, result_types=result_types, properties=dict(properties),
-                           attributes=dict(attributes))
+    return key[0].create(operands=operands, result_types=result_types, properties=dict(properties),
+                         attributes=dict(attributes))
 
 
 class KernelBuilder:

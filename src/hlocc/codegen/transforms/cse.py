@@ -1,16 +1,29 @@
-"""`cse`: xDSL's common subexpression elimination with each lookup's key hashed once.
+"""`cse`: common subexpression elimination, xDSL's rewrites in one walk with cheap keys.
 
-xDSL's `CSEDriver` (xdsl/transforms/common_subexpression_elimination.py) keys its table of known
-ops by an `OperationInfo` that recomputes the op's structural hash (name, attributes, properties,
-result types, operands) on every `hash` and twice more in every `__eq__`, and asks "was this use
-visited?" by building such a key for every use of a replaced result. The kernel pipeline runs CSE
-four times, and on the 6800-op probe (loop__large_loop_slow_compile_time) that hashing was most
-of the 1.7 s the four runs took.
+xDSL's `CSEDriver` (xdsl/transforms/common_subexpression_elimination.py) walks each block in order
+(an op's regions before the op), keeps a table of the ops seen (copied for every nested region,
+empty in an isolated op's), replaces an op by an equal one in the table, erases the ops that are
+trivially dead, and CSEs an op that only reads memory when the equal op is in the same block with
+no write in between. Its key, an `OperationInfo`, recomputes the op's structural hash (name,
+attributes, properties, result types, operands) on every `hash` and twice more in every `__eq__`,
+and it asks "was this use visited?" by building such a key for every use of a replaced result. The
+kernel pipeline runs CSE four times, and that hashing was most of the pass.
 
-Here the key computes its hash once, and "visited" is the identity of the ops entered into the
-table (scoped per region as the table is). Both give the same rewrites as xDSL's driver: equal
-keys still compare structurally; and a use whose op is structurally equal to a known op K has
-K's operands, so K itself uses the same result and is known: the replacement is skipped either way.
+This is the same walk with:
+- a region-free op's key a plain tuple (name, operand tuple, result types, properties and
+  attributes: each type and attribute by a per-run token that equal ones share, looked up by the
+  object's id; properties and attributes as one (name, token) pair or a frozenset of several, so
+  equal dicts give equal keys), hashed once per op by the table's `setdefault`; an op with regions
+  keeps the structural `_Key` (its regions compared as xDSL does);
+- one table for the whole walk, each nested region's entries undone when it is left (a log of
+  (key, previous op)) instead of a copy per region;
+- every use of a replaced op's results replaced: in SSA form with single-block regions (the only
+  regions CSE enters) a use comes after its definition in the walk, so none has been visited, which
+  is what xDSL's per-use test asks;
+- the facts of an op class (terminator, pure with no symbol: dead when its results are unused)
+  looked up once per class, and an op with regions' effects gathered once per run (`_effects`).
+`tests/codegen/transforms/test_cse.py` runs xDSL's pass beside this one at every `cse` of real
+kernels and asserts the same IR.
 
 One fold beyond xDSL's: a select whose condition compares two integer constants is replaced by the
 operand it picks (`_constant_choice`). The elemental emitter folds its range checks (a shift's
@@ -22,13 +35,13 @@ inliner removes; such checks would be carried through every later pass to LLVM.
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, UnregisteredOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 from xdsl.traits import (
     IsolatedFromAbove,
     IsTerminator,
@@ -41,16 +54,13 @@ from xdsl.traits import (
     is_side_effect_free,
     only_has_effect,
 )
-from xdsl.transforms.common_subexpression_elimination import (
-    CSEDriver,
-    KnownOps,
-    has_other_side_effecting_op_in_between,
-)
+from xdsl.transforms.common_subexpression_elimination import has_other_side_effecting_op_in_between
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 
 class _Key:
-    """An op's structural key, hashed once (xDSL's `OperationInfo` with a cached hash)."""
+    """The structural key of an op with regions (xDSL's `OperationInfo` with its hash computed
+    once); region-free ops are keyed by `_Cse._key`'s tuple, which never equals a `_Key`."""
 
     __slots__ = ("op", "name", "hash")
 
@@ -62,8 +72,8 @@ class _Key:
             self.name,
             sum(map(hash, attributes.items())) if attributes else 0,
             sum(map(hash, properties.items())) if properties else 0,
-            tuple(map(_type_hash, op.results)),
-            op.operands,
+            tuple(op.result_types),
+            tuple(op.operands),
         ))
 
     def __hash__(self) -> int:
@@ -78,69 +88,170 @@ class _Key:
                 and all(s.is_structurally_equivalent(o) for s, o in zip(a.regions, b.regions, strict=True)))
 
 
-_TYPE_HASHES: dict[int, tuple] = {}
-"""Hash of a type attribute by its object, for one run of the pass (a type's dataclass hash walks
-its parameters every time; the entry keeps the type alive, so its id is not reused)."""
+class _Cse:
+    """One run of the pass (module doc)."""
 
+    def __init__(self):
+        self.table: dict = {}
+        self.undo: list[tuple[object, Operation | None]] = []
+        self.to_erase: list[Operation] = []
+        self.tokens: dict[int, tuple] = {}
+        """id of a type or attribute → (it, its token): equal ones share a token (`canonical`); the
+        entry keeps the object alive, so its id is not reused during the run."""
+        self.canonical: dict = {}
+        self.region_effects: dict[Operation, frozenset | None] = {}
 
-def _type_hash(result) -> int:
-    t = result.type
-    entry = _TYPE_HASHES.get(id(t))
-    if entry is None:
-        entry = _TYPE_HASHES[id(t)] = (t, hash(t))
-    return entry[1]
+    def run(self, op: Operation) -> None:
+        for region in op.regions:
+            self.region(region)
+        for o in self.to_erase:
+            if o.parent is not None:
+                Rewriter.erase_op(o)
 
+    # -- the walk ---------------------------------------------------------------------------------
+    def region(self, region: Region) -> None:
+        block = region.first_block
+        if block is None or block.next_block is not None:  # a CFG: left as it is, as xDSL does
+            return
+        mark = len(self.undo)
+        self.block(block)
+        table, undo = self.table, self.undo
+        while len(undo) > mark:
+            key, previous = undo.pop()
+            if previous is None:
+                del table[key]
+            else:
+                table[key] = previous
 
-class _KnownOps(KnownOps):
-    """The driver's table of known ops, keyed by `_Key`; `in` asks whether the op itself was
-    entered (module doc), the only question the driver asks with `in`."""
+    def block(self, block: Block) -> None:
+        op = block.first_op
+        while op is not None:  # nothing is erased before the end of the run
+            if op.regions:
+                if op.has_trait(IsolatedFromAbove, value_if_unregistered=True):
+                    saved = self.table, self.undo
+                    self.table, self.undo = {}, []
+                    for region in op.regions:
+                        self.region(region)
+                    self.table, self.undo = saved
+                else:
+                    for region in op.regions:
+                        self.region(region)
+                self.general(op)
+            else:
+                cls = type(op)
+                facts = _FACTS.get(cls)
+                if facts is None:
+                    facts = _class_facts(cls)
+                if facts is _PLAIN:
+                    self.plain(op, cls)
+                elif facts is not _TERMINATOR:
+                    self.general(op)
+            op = op.next_op
 
-    def __init__(self, known_ops: _KnownOps | None = None):
-        super().__init__(known_ops)
-        self._entered: set[Operation] = set() if known_ops is None else set(known_ops._entered)
-        self._last: _Key | None = None
+    def plain(self, op: Operation, cls: type) -> None:
+        """A region-free op of a class without memory effects, symbols or terminators: xDSL's
+        `_simplify_operation`, whose tests are then answered by the class."""
+        for result in op.results:
+            if result.first_use is not None:
+                break
+        else:  # trivially dead
+            self.to_erase.append(op)
+            return
+        if cls is arith.SelectOp and (chosen := _constant_choice(op)) is not None:
+            op.results[0].replace_all_uses_with(chosen)
+            self.to_erase.append(op)
+            return
+        key = self.key(op)
+        existing = self.table.setdefault(key, op)
+        if existing is op:
+            self.undo.append((key, None))
+        else:
+            self.replace(op, existing)
 
-    def __getitem__(self, k: Operation):
-        return self._known_ops[_Key(k)]
+    def general(self, op: Operation) -> None:
+        """xDSL's `_simplify_operation` for any other op."""
+        if op.has_trait(IsTerminator):
+            return
+        if self.trivially_dead(op):
+            self.to_erase.append(op)
+            return
+        if type(op) is arith.SelectOp and (chosen := _constant_choice(op)) is not None:
+            op.results[0].replace_all_uses_with(chosen)
+            self.to_erase.append(op)
+            return
+        if any(region.first_block is not None and region.first_block.next_block is not None for region in op.regions):
+            return
+        if not self.pure(op):
+            if not self.only_reads(op):
+                return
+            key = self.key(op)
+            existing = self.table.get(key)
+            if existing is not None:
+                if (op.parent_block() is existing.parent_block()
+                        and not has_other_side_effecting_op_in_between(existing, op)):
+                    self.replace(op, existing)
+                    return
+            self.table[key] = op
+            self.undo.append((key, existing))
+            return
+        key = self.key(op)
+        existing = self.table.setdefault(key, op)
+        if existing is op:
+            self.undo.append((key, None))
+        else:
+            self.replace(op, existing)
 
-    def __setitem__(self, k: Operation, v: Operation):
-        last = self._last  # the driver enters an op right after looking it up
-        self._known_ops[last if last is not None and last.op is k else _Key(k)] = v
-        self._entered.add(k)
+    def key(self, op: Operation) -> object:
+        if op.regions:
+            return _Key(op)
+        token, results = self.token, op.results
+        types = token(results[0].type) if len(results) == 1 else tuple(token(r.type) for r in results)
+        # `_operands`: the operand tuple itself (`operands` builds a view to copy it from)
+        return op.name, op._operands, types, self.items(op.properties), self.items(op.attributes)
 
-    def __contains__(self, k: Operation):
-        return k in self._entered
+    def items(self, attributes: dict) -> object:
+        """Equal dicts give equal values (xDSL compares the dicts), in the cheapest form that does."""
+        if not attributes:
+            return ()
+        token = self.token
+        if len(attributes) == 1:
+            ((name, value),) = attributes.items()
+            return name, token(value)
+        return frozenset((name, token(value)) for name, value in attributes.items())
 
-    def get(self, k: Operation, default=None):
-        self._last = key = _Key(k)
-        return self._known_ops.get(key, default)
+    def token(self, attribute: object) -> int:
+        """The attribute's (or type's) token: equal ones share it (`canonical`), and one object's is
+        looked up by its id (hashing an attribute walks its parameters: 0.2-1.6 µs)."""
+        entry = self.tokens.get(id(attribute))
+        if entry is None:
+            entry = self.tokens[id(attribute)] = (attribute, self.canonical.setdefault(attribute, len(self.canonical)))
+        return entry[1]
 
-    def pop(self, k: Operation):
-        return self._known_ops.pop(_Key(k))
+    def replace(self, op: Operation, existing: Operation) -> None:
+        """Replace `op`'s results by `existing`'s and erase `op` (every use is still to be visited:
+        module doc)."""
+        for old, new in zip(op.results, existing.results, strict=True):
+            old.replace_all_uses_with(new)
+        self.to_erase.append(op)
 
-
-@dataclass
-class _Driver(CSEDriver):
-    _known_ops: KnownOps = field(default_factory=_KnownOps)
-    _region_effects: dict[Operation, frozenset | None] = field(default_factory=dict)
-
-    def _effects(self, op: Operation) -> AbstractSet | None:
+    # -- memory effects ---------------------------------------------------------------------------
+    def effects(self, op: Operation) -> AbstractSet | None:
         """xDSL's `get_effects(op)`, for an op with regions remembered for the run and gathered
         from its nested ops by `_pure`'s per-class answer where it has one. xDSL finds a recursive
         op's effects (an `scf.for`, `scf.if`) by asking every nested op for its traits, once for
         `is_trivially_dead` and again for `is_side_effect_free`: for a kernel's loop, most of the
-        kernel, a fifth of the pass. The driver only replaces uses and marks ops for erasure until
-        its end, so no op's effects change during the run."""
+        kernel, a fifth of the pass. The run only replaces uses and erases ops at its end, so no
+        op's effects change during the run."""
         if not op.regions:
             return _NONE if _pure_class(type(op)) else get_effects(op)
-        memo = self._region_effects
+        memo = self.region_effects
         if op in memo:
             return memo[op]
         traits = op.get_traits_of_type(MemoryEffect)
         effects: set | None = set() if traits else None
         for trait in traits:
             if getattr(type(trait).get_effects, "__func__", None) is _RECURSIVE_EFFECTS:
-                found = self._nested_effects(op)
+                found = self.nested_effects(op)
             else:
                 found = trait.get_effects(op)
             if found is None:
@@ -150,20 +261,20 @@ class _Driver(CSEDriver):
         memo[op] = None if effects is None else frozenset(effects)
         return memo[op]
 
-    def _nested_effects(self, op: Operation) -> set | None:
+    def nested_effects(self, op: Operation) -> set | None:
         """The union of the effects of the ops in `op`'s regions, None if one's are unknown."""
         effects: set = set()
         for region in op.regions:
             for block in region.blocks:
                 for child in block.ops:
-                    found = self._effects(child)
+                    found = self.effects(child)
                     if found is None:
                         return None
                     effects.update(found)
         return effects
 
-    def _trivially_dead(self, op: Operation) -> bool:
-        """xDSL's `is_trivially_dead`, the effects of an op with regions from `_effects`."""
+    def trivially_dead(self, op: Operation) -> bool:
+        """xDSL's `is_trivially_dead`, the effects of an op with regions from `effects`."""
         if not op.regions:
             return is_trivially_dead(op)
         if any(result.first_use is not None for result in op.results):
@@ -171,81 +282,42 @@ class _Driver(CSEDriver):
         if (op.has_trait(IsTerminator, value_if_unregistered=False)
                 or op.has_trait(SymbolOpInterface, value_if_unregistered=False)):
             return False
-        effects = self._effects(op)  # xDSL's result_only_effects
+        effects = self.effects(op)  # xDSL's result_only_effects
         return effects is not None and all(
             e.kind == MemoryEffectKind.READ
             or (e.kind == MemoryEffectKind.ALLOC and isinstance(v := e.value, SSAValue) and op.is_ancestor(v.owner))
             for e in effects)
 
-    def _only_reads(self, op: Operation) -> bool:
-        """`only_has_effect(op, READ)`, the effects of an op with regions from `_effects`."""
+    def only_reads(self, op: Operation) -> bool:
+        """`only_has_effect(op, READ)`, the effects of an op with regions from `effects`."""
         if not op.regions:
             return only_has_effect(op, MemoryEffectKind.READ)
-        effects = self._effects(op)
+        effects = self.effects(op)
         return effects is not None and all(e.kind == MemoryEffectKind.READ for e in effects)
 
-    def _pure(self, op: Operation) -> bool:
-        """`_pure(op)`, the effects of an op with regions from `_effects`."""
+    def pure(self, op: Operation) -> bool:
+        """`is_side_effect_free(op)`, the effects of an op with regions from `effects`."""
         if not op.regions:
             return _pure(op)
-        effects = self._effects(op)
+        effects = self.effects(op)
         return effects is not None and not effects
 
-    def _simplify_block(self, block):
-        # xDSL's opens a plain `KnownOps()` for an isolated op's regions; ours keeps the key type
-        # (an isolated op's regions start from an empty table either way).
-        for op in block.ops:
-            if op.regions:
-                if op.has_trait(IsolatedFromAbove, value_if_unregistered=True):
-                    old_scope, self._known_ops = self._known_ops, _KnownOps()
-                    for region in op.regions:
-                        self._simplify_region(region)
-                    self._known_ops = old_scope
-                else:
-                    for region in op.regions:
-                        self._simplify_region(region)
-            self._simplify_operation(op)
 
-    def _simplify_region(self, region):
-        if len(region.blocks) == 1:
-            old_scope = self._known_ops
-            self._known_ops = _KnownOps(old_scope)
-            self._simplify_block(region.block)
-            self._known_ops = old_scope
+_PLAIN, _TERMINATOR, _OTHER = "plain", "terminator", "other"
+_FACTS: dict[type, str] = {}
+"""Op class → what `_Cse.block` does with its region-free ops: `_PLAIN` (pure, no symbol, no
+terminator), `_TERMINATOR` (nothing) or `_OTHER` (`_Cse.general`)."""
 
 
-    def _simplify_operation(self, op: Operation):
-        # xDSL's, with `_pure` for its `is_side_effect_free` (a fifth of the pass's time) and the
-        # terminator trait (a class's) looked up once per class.
-        cls = type(op)
-        terminator = _TERMINATORS.get(cls)
-        if terminator is None:
-            terminator = _TERMINATORS[cls] = op.has_trait(IsTerminator)
-        if terminator:
-            return
-        if self._trivially_dead(op):
-            self._mark_erasure(op)
-            return
-        if cls is arith.SelectOp and (chosen := _constant_choice(op)) is not None:
-            op.results[0].replace_all_uses_with(chosen)
-            self._mark_erasure(op)
-            return
-        if any(len(region.blocks) > 1 for region in op.regions):
-            return
-        if not self._pure(op):
-            if not self._only_reads(op):
-                return
-            if existing := self._known_ops.get(op):
-                if (op.parent_block() is existing.parent_block()
-                        and not has_other_side_effecting_op_in_between(existing, op)):
-                    self._replace_and_delete(op, existing)
-                    return
-            self._known_ops[op] = op
-            return
-        if existing := self._known_ops.get(op):
-            self._replace_and_delete(op, existing)
-            return
-        self._known_ops[op] = op
+def _class_facts(cls: type[Operation]) -> str:
+    if cls.has_trait(IsTerminator):
+        facts = _TERMINATOR
+    elif _pure_class(cls) and not cls.has_trait(SymbolOpInterface, value_if_unregistered=False):
+        facts = _PLAIN
+    else:
+        facts = _OTHER
+    _FACTS[cls] = facts
+    return facts
 
 
 _COMPARE = {
@@ -285,7 +357,6 @@ _NO_EFFECTS = NoMemoryEffect.get_effects.__func__
 _RECURSIVE_EFFECTS = RecursiveMemoryEffect.get_effects.__func__
 _NONE: frozenset = frozenset()
 _PURE_CLASSES: dict[type, bool] = {}
-_TERMINATORS: dict[type, bool] = {}
 
 
 def _pure_class(cls: type[Operation]) -> bool:
@@ -307,12 +378,9 @@ def _pure(op: Operation) -> bool:
 
 
 class CommonSubexpressionEliminationPass(ModulePass):
-    """xDSL's `cse`, with cheaper keys (module doc)."""
+    """xDSL's `cse` in one walk with cheap keys (module doc)."""
 
     name = "cse"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        try:
-            _Driver().simplify(op)
-        finally:
-            _TYPE_HASHES.clear()
+        _Cse().run(op)

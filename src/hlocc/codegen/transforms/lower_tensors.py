@@ -43,7 +43,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from hlocc.codegen.context import KernelIRError
 from hlocc.codegen.ir import AllocateSharedOp, AtomicRMWOp, AtomicUpdateOp, PrefetchOp, SharedMemoryOp, SyncThreadsOp
-from hlocc.codegen.ir.builder import KernelBuilder
+from hlocc.codegen.ir.builder import KernelBuilder, make_op, make_op_like
 from hlocc.codegen.llvm.types import align, llvm_type, type_suffix
 from hlocc.codegen.transforms.util import walk_ops
 
@@ -51,9 +51,14 @@ PTR = llvm.LLVMPointerType()
 
 
 def _address(b: KernelBuilder, base: SSAValue, index: SSAValue, elem) -> SSAValue:
+    # ops by template (builder.py `make_op`): xDSL's constructors were half of this pass's time
     if isinstance(index.type, IndexType):
-        index = b.add(arith.IndexCastOp(index, i64))
-    return b.add(llvm.GEPOp(base, [llvm.GEP_USE_SSA_VAL], elem, [index], inbounds=True))
+        index = b.op(arith.IndexCastOp, index, i64)
+    return b.add(make_op_like((llvm.GEPOp, "inbounds, one index", elem), [base, index], _gep, base, index, elem))
+
+
+def _gep(base: SSAValue, index: SSAValue, elem) -> llvm.GEPOp:
+    return llvm.GEPOp(base, [llvm.GEP_USE_SSA_VAL], elem, [index], inbounds=True)
 
 
 def _lower_access(op: Operation) -> None:
@@ -62,11 +67,11 @@ def _lower_access(op: Operation) -> None:
         elem = op.result.type
         (index,) = op.indices
         p = _address(b, op.tensor, index, elem)
-        Rewriter.replace_op(op, llvm.LoadOp(p, elem))
+        Rewriter.replace_op(op, make_op(llvm.LoadOp, p, elem))
     elif isinstance(op, tensor.InsertOp):
         (index,) = op.indices
         p = _address(b, op.dest, index, op.scalar.type)
-        b.insert(llvm.StoreOp(op.scalar, p))
+        b.insert(make_op(llvm.StoreOp, op.scalar, p))
         op.result.replace_all_uses_with(op.dest)
         Rewriter.erase_op(op)
     elif isinstance(op, vector.TransferReadOp):
@@ -74,7 +79,7 @@ def _lower_access(op: Operation) -> None:
         (index,) = op.indices
         p = _address(b, op.source, index, vtype.element_type)
         if op.mask is None:
-            Rewriter.replace_op(op, llvm.LoadOp(p, vtype))
+            Rewriter.replace_op(op, make_op(llvm.LoadOp, p, vtype))
             return
         passthru = b.add(vector.BroadcastOp(op.padding, vtype))
         Rewriter.replace_op(op, llvm.CallIntrinsicOp(_masked("load", vtype), [p, _align(b, vtype), op.mask, passthru],
@@ -88,7 +93,7 @@ def _lower_access(op: Operation) -> None:
         (index,) = op.indices
         p = _address(b, op.source, index, op.vector.type.element_type)
         if op.mask is None:
-            b.insert(llvm.StoreOp(op.vector, p))
+            b.insert(make_op(llvm.StoreOp, op.vector, p))
         else:
             b.insert(llvm.CallIntrinsicOp(_masked("store", op.vector.type), [op.vector, p, _align(b, op.vector.type),
                                                                              op.mask], []))

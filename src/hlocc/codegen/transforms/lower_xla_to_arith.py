@@ -73,41 +73,41 @@ def lower_apply_indexing(op: ApplyIndexingOp) -> None:
             for atom, c in e.terms:
                 term = emit(atom)
                 if c != 1:
-                    term = b.add(arith.MuliOp(term, b.index(c)))
-                r = term if r is None else b.add(arith.AddiOp(r, term))
+                    term = b.op(arith.MuliOp, term, b.index(c))
+                r = term if r is None else b.op(arith.AddiOp, r, term)
             if e.constant or r is None:
-                r = b.index(e.constant) if r is None else b.add(arith.AddiOp(r, b.index(e.constant)))
+                r = b.index(e.constant) if r is None else b.op(arith.AddiOp, r, b.index(e.constant))
         elif isinstance(e, Size):
             r = size(e.value)
         else:
             lhs = emit(e.lhs)
             non_negative = expr_range(e.lhs, m.var_bounds).lo >= 0
             if isinstance(e, SizeProduct):
-                r = b.add(arith.MuliOp(lhs, size(e.size)))
+                r = b.op(arith.MuliOp, lhs, size(e.size))
             elif isinstance(e, (SizeFloorDiv, SizeMod)):  # sizes are positive where this runs
                 n = size(e.size)
                 if non_negative:
-                    r = b.add(arith.DivUIOp(lhs, n) if isinstance(e, SizeFloorDiv) else arith.RemUIOp(lhs, n))
+                    r = b.op(arith.DivUIOp if isinstance(e, SizeFloorDiv) else arith.RemUIOp, lhs, n)
                 elif isinstance(e, SizeFloorDiv):
-                    r = b.add(arith.FloorDivSIOp(lhs, n))
+                    r = b.op(arith.FloorDivSIOp, lhs, n)
                 else:
-                    rem = b.add(arith.RemSIOp(lhs, n))
-                    r = b.select(b.cmpi("slt", rem, b.index(0)), b.add(arith.AddiOp(rem, n)), rem)
+                    rem = b.op(arith.RemSIOp, lhs, n)
+                    r = b.select(b.cmpi("slt", rem, b.index(0)), b.op(arith.AddiOp, rem, n), rem)
             elif isinstance(e, FloorDiv):
                 d = b.index(e.divisor)
-                r = b.add(arith.DivUIOp(lhs, d) if non_negative else arith.FloorDivSIOp(lhs, d))
+                r = b.op(arith.DivUIOp if non_negative else arith.FloorDivSIOp, lhs, d)
             elif isinstance(e, CeilDiv):
                 d = b.index(e.divisor)
-                r = b.add(arith.CeilDivUIOp(lhs, d) if non_negative else arith.CeilDivSIOp(lhs, d))
+                r = b.op(arith.CeilDivUIOp if non_negative else arith.CeilDivSIOp, lhs, d)
             else:
                 assert isinstance(e, Mod)
                 mod = b.index(e.modulus)
                 if non_negative:
-                    r = b.add(arith.RemUIOp(lhs, mod))
+                    r = b.op(arith.RemUIOp, lhs, mod)
                 else:
-                    rem = b.add(arith.RemSIOp(lhs, mod))
+                    rem = b.op(arith.RemSIOp, lhs, mod)
                     negative = b.cmpi("slt", rem, b.index(0))
-                    r = b.select(negative, b.add(arith.AddiOp(rem, mod)), rem)
+                    r = b.select(negative, b.op(arith.AddiOp, rem, mod), rem)
         memo[e] = r
         return r
 

@@ -58,9 +58,14 @@ def walk_ops(root: Operation | Block, classes: type | tuple[type, ...] | None = 
 
 
 def clone_ops(ops: Iterable[Operation], mapping: dict[SSAValue, SSAValue], at: InsertPoint) -> None:
-    """Clone `ops` (in order) at `at`, remapping operands through `mapping` (which learns the results)."""
+    """Clone `ops` (in order) at `at`, remapping operands through `mapping` (which learns the results).
+    An op without regions is cloned by `clone_without_regions`, which is `clone`'s result for it
+    without `clone`'s second walk setting the operands again (most of unroll-loops' time)."""
     for op in ops:
-        Rewriter.insert_op(op.clone(value_mapper=mapping), at)
+        if op.regions:
+            Rewriter.insert_op(op.clone(value_mapper=mapping), at)
+        else:
+            Rewriter.insert_op(op.clone_without_regions(mapping), at)
 
 
 def clone_block_body(block: Block, args: Sequence[SSAValue], at: InsertPoint) -> list[SSAValue]:

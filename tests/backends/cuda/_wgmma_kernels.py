@@ -61,3 +61,32 @@ func.func @main(%x: tensor<{image}xi16>, %desc: tensor<{threads}x2xi64>, %c: ten
 {''.join(scatter)}  func.return %d{r} : tensor<{threads}x{r}xf32>
 }}
 """
+
+
+_SM90A_PTX_SCRIPT = """
+import json, os, subprocess, tempfile
+from hlocc.backends.cuda.ptx import compile_ptx, find_ptxas, validate_ptx
+from hlocc.codegen.pipeline import PipelineOptions
+from hlocc.codegen.schedule import MatmulSchedule, use_schedule
+from hlocc.hlo.parser import parse_hlo
+with use_schedule({schedule}):
+    kernel = compile_ptx(parse_hlo({text!r}).entry, "sm_90a", options=PipelineOptions(False, None, "kernel",
+                                                                                      lambda s: None))
+validate_ptx(kernel.ptx, "sm_90a")
+with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "k.ptx")
+    with open(path, "w") as f:
+        f.write(kernel.ptx)
+    info = subprocess.run([find_ptxas(), "-arch=sm_90a", "-v", path, "-o", os.path.join(tmp, "k.cubin")],
+                          capture_output=True, text=True).stderr
+print(json.dumps(dict(ptx=kernel.ptx, threads=kernel.launch_dims.threads_per_block, blocks=kernel.launch_dims.blocks,
+                      shared=kernel.shared_bytes, info=info, {extra})))
+"""
+
+
+def sm90a_ptx_script(text: str, schedule: str, extra: str = "") -> str:
+    """A script for `_ptx_device.ptx_in_subprocess`: compile the HLO `text` for sm_90a under
+    `schedule` (a `MatmulSchedule(...)` expression), check it with ptxas -v, and print as JSON the
+    PTX, the launch, the shared bytes, ptxas' report and the `extra` items (`key=expression` over
+    `kernel`)."""
+    return _SM90A_PTX_SCRIPT.format(schedule=schedule, text=text, extra=extra)

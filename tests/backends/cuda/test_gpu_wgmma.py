@@ -16,6 +16,7 @@ import subprocess
 import numpy as np
 import pytest
 from _ptx_device import ptx_in_subprocess
+from _wgmma_kernels import sm90a_ptx_script
 from test_gpu_matmul import CASES, _args, _dot, _square
 
 from hlocc.backends.cpu.kernel import compile_fusion
@@ -103,27 +104,6 @@ def test_wgmma_is_never_the_default_and_needs_sm_90a():
         compile_ptx(fusion, "sm_90")
 
 
-_PTX_SCRIPT = """
-import json, os, subprocess, tempfile
-from hlocc.backends.cuda.ptx import compile_ptx, find_ptxas, validate_ptx
-from hlocc.codegen.pipeline import PipelineOptions
-from hlocc.codegen.schedule import MatmulSchedule, use_schedule
-from hlocc.hlo.parser import parse_hlo
-schedule = MatmulSchedule(mc=128, nc=128, kc=64, parallel=True, warp_grid=(8, 1), warp_tile=(16, 128), wgmma=True)
-with use_schedule(schedule):
-    kernel = compile_ptx(parse_hlo({text!r}).entry, "sm_90a", options=PipelineOptions(False, None, "kernel",
-                                                                                      lambda s: None))
-validate_ptx(kernel.ptx, "sm_90a")
-with tempfile.TemporaryDirectory() as tmp:
-    path = os.path.join(tmp, "k.ptx")
-    with open(path, "w") as f:
-        f.write(kernel.ptx)
-    info = subprocess.run([find_ptxas(), "-arch=sm_90a", "-v", path, "-o", os.path.join(tmp, "k.cubin")],
-                          capture_output=True, text=True).stderr
-print(json.dumps(dict(ptx=kernel.ptx, threads=kernel.launch_dims.threads_per_block, blocks=kernel.launch_dims.blocks,
-                      shared=kernel.shared_bytes, info=info)))
-"""
-
 _CHECKS = """
 CHECK: .version 8.0
 CHECK: .target sm_90a
@@ -143,9 +123,12 @@ CHECK: bar.sync 0;
 """
 
 
+_PTX_SCHEDULE = "MatmulSchedule(mc=128, nc=128, kc=64, parallel=True, warp_grid=(8, 1), warp_tile=(16, 128), wgmma=True)"
+
+
 @pytest.fixture(scope="module")
 def wgmma_ptx() -> dict:
-    return ptx_in_subprocess(_PTX_SCRIPT.format(text=_square(200, 304, 96)))
+    return ptx_in_subprocess(sm90a_ptx_script(_square(200, 304, 96), _PTX_SCHEDULE))
 
 
 @pytest.mark.skipif(shutil.which("filecheck") is None, reason="the `filecheck` command (PyPI filecheck) is not "

@@ -15,6 +15,7 @@ import subprocess
 import numpy as np
 import pytest
 from _ptx_device import ptx_in_subprocess
+from _wgmma_kernels import sm90a_ptx_script
 from test_gpu_matmul import _args, _dot, _square
 
 import hlocc.codegen.transforms.matmul.gpu_wgmma_tma as tma_lowering
@@ -120,29 +121,6 @@ def test_tma_is_never_the_default():
     assert "pipeline_shared_copies" not in ring(3).script()
 
 
-_PTX_SCRIPT = """
-import json, os, subprocess, tempfile
-from hlocc.backends.cuda.ptx import compile_ptx, find_ptxas, validate_ptx
-from hlocc.codegen.pipeline import PipelineOptions
-from hlocc.codegen.schedule import MatmulSchedule, use_schedule
-from hlocc.hlo.parser import parse_hlo
-schedule = MatmulSchedule(mc=128, nc=128, kc=64, parallel=True, warp_grid=(8, 1), warp_tile=(16, 128), wgmma=True,
-                          tma=True, stages=3)
-with use_schedule(schedule):
-    kernel = compile_ptx(parse_hlo({text!r}).entry, "sm_90a", options=PipelineOptions(False, None, "kernel",
-                                                                                      lambda s: None))
-validate_ptx(kernel.ptx, "sm_90a")
-with tempfile.TemporaryDirectory() as tmp:
-    path = os.path.join(tmp, "k.ptx")
-    with open(path, "w") as f:
-        f.write(kernel.ptx)
-    info = subprocess.run([find_ptxas(), "-arch=sm_90a", "-v", path, "-o", os.path.join(tmp, "k.cubin")],
-                          capture_output=True, text=True).stderr
-maps = [[buffer, list(spec.dims), list(spec.strides), list(spec.box), spec.swizzle] for buffer, spec in kernel.tensor_maps]
-print(json.dumps(dict(ptx=kernel.ptx, threads=kernel.launch_dims.threads_per_block, shared=kernel.shared_bytes,
-                      maps=maps, info=info)))
-"""
-
 _CHECKS = """
 CHECK: .version 8.0
 CHECK: .target sm_90a
@@ -165,9 +143,15 @@ CHECK: mbarrier.arrive.shared.b64
 """
 
 
+_PTX_SCHEDULE = ("MatmulSchedule(mc=128, nc=128, kc=64, parallel=True, warp_grid=(8, 1), warp_tile=(16, 128), "
+                 "wgmma=True, tma=True, stages=3)")
+_PTX_MAPS = ("maps=[[buffer, list(spec.dims), list(spec.strides), list(spec.box), spec.swizzle] "
+             "for buffer, spec in kernel.tensor_maps]")
+
+
 @pytest.fixture(scope="module")
 def tma_ptx() -> dict:
-    return ptx_in_subprocess(_PTX_SCRIPT.format(text=_square(256, 256, 192)))
+    return ptx_in_subprocess(sm90a_ptx_script(_square(256, 256, 192), _PTX_SCHEDULE, _PTX_MAPS))
 
 
 @pytest.mark.skipif(shutil.which("filecheck") is None, reason="the `filecheck` command (PyPI filecheck) is not "

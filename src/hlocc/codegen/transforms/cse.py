@@ -157,10 +157,21 @@ class _Cse:
         else:  # trivially dead
             self.to_erase.append(op)
             return
-        if cls is arith.SelectOp and (chosen := _constant_choice(op)) is not None:
-            op.results[0].replace_all_uses_with(chosen)
-            self.to_erase.append(op)
+        if cls is arith.SelectOp and self.folded_select(op):
             return
+        self.merge(op)
+
+    def folded_select(self, op: Operation) -> bool:
+        """Replace a select whose condition compares integer constants by the operand it picks (`_constant_choice`)."""
+        chosen = _constant_choice(op)
+        if chosen is None:
+            return False
+        op.results[0].replace_all_uses_with(chosen)
+        self.to_erase.append(op)
+        return True
+
+    def merge(self, op: Operation) -> None:
+        """A pure op: replaced by an equal one the table holds, else entered in it (undoably)."""
         key = self.key(op)
         existing = self.table.setdefault(key, op)
         if existing is op:
@@ -175,9 +186,7 @@ class _Cse:
         if self.trivially_dead(op):
             self.to_erase.append(op)
             return
-        if type(op) is arith.SelectOp and (chosen := _constant_choice(op)) is not None:
-            op.results[0].replace_all_uses_with(chosen)
-            self.to_erase.append(op)
+        if type(op) is arith.SelectOp and self.folded_select(op):
             return
         if any(region.first_block is not None and region.first_block.next_block is not None for region in op.regions):
             return
@@ -194,12 +203,7 @@ class _Cse:
             self.table[key] = op
             self.undo.append((key, existing))
             return
-        key = self.key(op)
-        existing = self.table.setdefault(key, op)
-        if existing is op:
-            self.undo.append((key, None))
-        else:
-            self.replace(op, existing)
+        self.merge(op)
 
     def key(self, op: Operation) -> object:
         if op.regions:

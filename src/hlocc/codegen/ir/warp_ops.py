@@ -179,8 +179,25 @@ class CpAsyncCommitOp(IRDLOperation):
     assembly_format = "attr-dict"
 
 
+class WaitGroupOp(IRDLOperation):
+    """A wait op (cp_async_wait, wgmma_wait_group): `operands_` pass through as `results_`, with
+    `pending` groups left in flight; its results have its operands' types."""
+
+    assembly_format = "$operands_ attr-dict `:` type($operands_) `->` type($results_)"
+
+    def __init__(self, values: Sequence[SSAValue], pending: int):
+        super().__init__(operands=[values], result_types=[[SSAValue.get(v).type for v in values]],
+                         attributes={"pending": IntegerAttr(pending, 64)})
+
+    def verify_(self) -> None:
+        if [v.type for v in self.operands_] != [r.type for r in self.results_]:
+            raise VerifyException(f"'{self.name}' results must have the types of its operands")
+        if self.pending.value.data < 0:
+            raise VerifyException(f"'{self.name}' pending must be non-negative, found {self.pending.value.data}")
+
+
 @irdl_op_definition
-class CpAsyncWaitOp(IRDLOperation):
+class CpAsyncWaitOp(WaitGroupOp):
     """Wait until at most `pending` of this thread's committed cp_async groups are in flight
     (`cp.async.wait_group`); returns the shared tensors the copies write, so reads depend on it."""
 
@@ -190,31 +207,8 @@ class CpAsyncWaitOp(IRDLOperation):
     results_ = var_result_def()
     pending = attr_def(IntegerAttr)
 
-    assembly_format = "$operands_ attr-dict `:` type($operands_) `->` type($results_)"
-
-    def __init__(self, values: Sequence[SSAValue], pending: int):
-        super().__init__(**waited(values, pending))
-
-    def verify_(self) -> None:
-        verify_waited(self)
-
-
-def waited(values: Sequence[SSAValue], pending: int) -> dict:
-    """The construction of a wait op (cp_async_wait, wgmma_wait_group): `values` pass through, with
-    `pending` groups left in flight."""
-    return {"operands": [values], "result_types": [[SSAValue.get(v).type for v in values]],
-            "attributes": {"pending": IntegerAttr(pending, 64)}}
-
-
-def verify_waited(op) -> None:
-    """A wait op's checks: its results have its operands' types, `pending` is non-negative."""
-    if [v.type for v in op.operands_] != [r.type for r in op.results_]:
-        raise VerifyException(f"'{op.name}' results must have the types of its operands")
-    if op.pending.value.data < 0:
-        raise VerifyException(f"'{op.name}' pending must be non-negative, found {op.pending.value.data}")
-
 
 CP_ASYNC_OPS = (CpAsyncOp, CpAsyncCommitOp, CpAsyncWaitOp)
 
 __all__ = ["CP_ASYNC_OPS", "MMA_ELEMENTS", "WARP_OPS", "CpAsyncCommitOp", "CpAsyncOp", "CpAsyncWaitOp", "LdMatrixOp",
-           "MmaSyncOp", "check_shared_source", "verify_waited", "waited"]
+           "MmaSyncOp", "WaitGroupOp", "check_shared_source"]

@@ -49,8 +49,6 @@ WGMMADescriptor page lay them out):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from xdsl.dialects.builtin import (
     Float32Type,
     IndexType,
@@ -75,7 +73,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from hlocc.codegen.ir.warp_ops import check_shared_source, verify_waited, waited
+from hlocc.codegen.ir.warp_ops import WaitGroupOp, check_shared_source
 
 WGMMA_ELEMENTS = ("bf16", "f16")
 """The operand types of `wgmma_mma_async` here (both accumulate in f32)."""
@@ -201,7 +199,7 @@ class WgmmaCommitGroupOp(IRDLOperation):
 
 
 @irdl_op_definition
-class WgmmaWaitGroupOp(IRDLOperation):
+class WgmmaWaitGroupOp(WaitGroupOp):
     """Wait until at most `pending` committed wgmma groups are in flight
     (`wgmma.wait_group.sync.aligned`); returns the accumulators it makes readable."""
 
@@ -210,14 +208,6 @@ class WgmmaWaitGroupOp(IRDLOperation):
     operands_ = var_operand_def(VectorType)
     results_ = var_result_def(VectorType)
     pending = attr_def(IntegerAttr)
-
-    assembly_format = "$operands_ attr-dict `:` type($operands_) `->` type($results_)"
-
-    def __init__(self, values: Sequence[SSAValue], pending: int):
-        super().__init__(**waited(values, pending))
-
-    def verify_(self) -> None:
-        verify_waited(self)
 
 
 WARPGROUP_OPS = (WgmmaDescriptorOp, FenceProxyAsyncOp, WgmmaFenceOp, WgmmaMmaAsyncOp, WgmmaCommitGroupOp,
